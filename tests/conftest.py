@@ -1,0 +1,50 @@
+"""Shared fixtures: the real peers (reference zs 0.10.0, icechunk 1.x and 2.x) installed by scripts/dev."""
+
+from __future__ import annotations
+
+import os
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PEERS = Path(os.environ.get("ZSARCHIVE_PEERS", ROOT / ".peers"))
+SHARED_INTEROP = ROOT.parent / "shared" / "interop"
+TESTDATA = ROOT / "testdata"
+
+
+def _peer(path: Path, what: str) -> Path:
+    if not path.exists():
+        msg = (f"PEER MISSING: {what} is not installed at {path}; run scripts/dev setup. "
+               "This machine lacks its interpreter or the install failed.")
+        warnings.warn(msg)
+        print(msg, file=sys.stderr)
+        pytest.skip(msg)
+    return path
+
+
+@pytest.fixture(scope="session")
+def reference_zs() -> Path:
+    """The reference ``zs`` 0.10.0 command (Python 3.6 venv)."""
+    return _peer(PEERS / "zs36" / "bin" / "zs", "reference zs 0.10.0")
+
+
+@pytest.fixture(scope="session")
+def reference_python() -> Path:
+    """Python 3.6 with the reference ``zs`` package importable."""
+    _peer(PEERS / "zs36" / "bin" / "zs", "reference zs 0.10.0")
+    return PEERS / "zs36" / "bin" / "python"
+
+
+@pytest.fixture(scope="session")
+def icechunk1_python() -> Path:
+    """Python 3.11 with icechunk 1.1.x, zarr 3 and numpy."""
+    return _peer(PEERS / "ic1" / "bin" / "python", "icechunk 1.1 (Python 3.11)")
+
+
+@pytest.fixture(scope="session")
+def icechunk2_python() -> Path:
+    """Python 3.12 with icechunk 2.x, zarr 3, numpy and xarray."""
+    return _peer(PEERS / "ic2" / "bin" / "python", "icechunk 2.x (Python 3.12)")

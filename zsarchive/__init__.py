@@ -1,0 +1,5 @@
+"""zsarchive: a ZS v0.10 engine, and whole Icechunk histories archived as one ZS file."""
+
+from zsarchive.errors import ZSCorrupt, ZSError
+
+__all__ = ["ZSError", "ZSCorrupt"]

@@ -1,0 +1,3 @@
+from zsarchive.cli import main
+
+main()

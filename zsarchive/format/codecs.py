@@ -1,0 +1,127 @@
+"""Block payload codecs: the three ZS v0.10 codecs plus zsarchive's opt-in ``zstd`` extension."""
+
+from __future__ import annotations
+
+import lzma
+import zlib
+from dataclasses import dataclass
+from typing import Callable
+
+import zstandard
+
+from zsarchive.errors import ZSCorrupt, ZSError
+
+LZMA_CODEC = "lzma2;dsize=2^20"
+_LZMA_FILTERS_DECODE = [{"id": lzma.FILTER_LZMA2, "dict_size": 2**20}]
+_LZMA_PRESETS = {"0": 0, "0e": 0 | lzma.PRESET_EXTREME, "1": 1, "1e": 1 | lzma.PRESET_EXTREME}
+
+
+@dataclass(frozen=True)
+class Codec:
+    """A codec as named in the header, with ready-to-call compress/decompress functions."""
+
+    name: str
+    compress: Callable[[bytes], bytes]
+    decompress: Callable[[bytes], bytes]
+    standard: bool
+
+
+def _deflate_compress(level: int) -> Callable[[bytes], bytes]:
+    def compress(data: bytes) -> bytes:
+        c = zlib.compressobj(level, zlib.DEFLATED, -15)
+        return c.compress(data) + c.flush()
+
+    return compress
+
+
+def _deflate_decompress(data: bytes) -> bytes:
+    d = zlib.decompressobj(-15)
+    out = d.decompress(data)
+    if not d.eof or d.unused_data:
+        raise zlib.error("deflate stream is truncated or has trailing bytes")
+    return out
+
+
+def _lzma_compress(preset: int) -> Callable[[bytes], bytes]:
+    filters = [{"id": lzma.FILTER_LZMA2, "preset": preset, "dict_size": 2**20}]
+
+    def compress(data: bytes) -> bytes:
+        return lzma.compress(data, format=lzma.FORMAT_RAW, filters=filters)
+
+    return compress
+
+
+def _lzma_decompress(data: bytes) -> bytes:
+    d = lzma.LZMADecompressor(format=lzma.FORMAT_RAW, filters=_LZMA_FILTERS_DECODE)
+    out = d.decompress(data)
+    if not d.eof or d.unused_data:
+        raise lzma.LZMAError("lzma2 stream is truncated or has trailing bytes")
+    return out
+
+
+def _zstd_compress(level: int) -> Callable[[bytes], bytes]:
+    return zstandard.ZstdCompressor(level=level, write_content_size=True).compress
+
+
+def _zstd_decompress(data: bytes) -> bytes:
+    return zstandard.ZstdDecompressor().decompress(data)
+
+
+def _identity(data: bytes) -> bytes:
+    return bytes(data)
+
+
+# Command-line / constructor names -> header names.
+ALIASES = {"none": "none", "deflate": "deflate", "lzma": LZMA_CODEC, LZMA_CODEC: LZMA_CODEC, "zstd": "zstd"}
+DEFAULT_LEVELS = {"none": None, "deflate": 6, LZMA_CODEC: "0e", "zstd": 3}
+_DECOMPRESSORS = {
+    "none": _identity,
+    "deflate": _deflate_decompress,
+    LZMA_CODEC: _lzma_decompress,
+    "zstd": _zstd_decompress,
+}
+
+
+def get_codec(name: str, level: int | str | None = None) -> Codec:
+    """Return the codec for a command-line or header name, with compression at ``level``."""
+    header_name = ALIASES.get(name)
+    if header_name is None:
+        raise ZSError(f"unknown codec {name!r}; choose one of none, deflate, lzma, zstd")
+    if level is None:
+        level = DEFAULT_LEVELS[header_name]
+    if header_name == "none":
+        compress = _identity
+    elif header_name == "deflate":
+        if not isinstance(level, int) and not str(level).isdigit() or not 0 <= int(level) <= 9:
+            raise ZSError(f"deflate compression level must be 0-9, not {level!r}")
+        compress = _deflate_compress(int(level))
+    elif header_name == LZMA_CODEC:
+        if str(level) not in _LZMA_PRESETS:
+            raise ZSError(f"lzma compression level must be one of 0, 0e, 1, 1e (1 MiB dictionary), not {level!r}")
+        compress = _lzma_compress(_LZMA_PRESETS[str(level)])
+    else:
+        try:
+            zlevel = int(level)
+        except (TypeError, ValueError):
+            raise ZSError(f"zstd compression level must be an integer, not {level!r}") from None
+        compress = _zstd_compress(zlevel)
+    return Codec(header_name, compress, _DECOMPRESSORS[header_name], header_name != "zstd")
+
+
+def decoder_for(header_name: str) -> Callable[[bytes], bytes]:
+    """Return the decompress function for a codec name read from a file header."""
+    try:
+        return _DECOMPRESSORS[header_name]
+    except KeyError:
+        raise ZSError(f"unsupported codec {header_name!r} in file header") from None
+
+
+_DECODE_ERRORS = (zlib.error, lzma.LZMAError, zstandard.ZstdError, MemoryError, ValueError)
+
+
+def decompress_checked(decompress: Callable[[bytes], bytes], data: bytes, where: str) -> bytes:
+    """Decompress, turning any codec failure into ZSCorrupt naming ``where``."""
+    try:
+        return decompress(data)
+    except _DECODE_ERRORS as exc:
+        raise ZSCorrupt(f"{where}: payload does not decompress: {exc}") from None

@@ -1,0 +1,34 @@
+"""The transport interface: random-access reads of one immutable object."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Sequence
+
+from zsarchive.errors import ZSCorrupt
+
+
+class Transport(ABC):
+    """Random access to one immutable byte object (a file, a URL).
+
+    Implementations must be safe to call from several threads at once.
+    """
+
+    name: str
+    size: int
+
+    @abstractmethod
+    def read(self, offset: int, length: int) -> bytes:
+        """Return exactly ``length`` bytes at ``offset``, or raise ZSCorrupt if the object is shorter."""
+
+    def read_ranges(self, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
+        """Read several ``(offset, length)`` ranges; transports with latency override this to batch."""
+        return [self.read(offset, length) for offset, length in ranges]
+
+    def close(self) -> None:
+        """Release the underlying resources."""
+
+    def _check_range(self, offset: int, length: int) -> None:
+        if offset < 0 or length < 0 or offset + length > self.size:
+            raise ZSCorrupt(f"{self.name}: offset {offset}: read of {length} bytes runs past the end "
+                            f"of the {self.size}-byte file")
