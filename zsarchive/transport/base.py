@@ -21,6 +21,16 @@ class Transport(ABC):
     def read(self, offset: int, length: int) -> bytes:
         """Return exactly ``length`` bytes at ``offset``, or raise ZSCorrupt if the object is shorter."""
 
+    def read_head_tail(self, head: int, tail: int) -> tuple[bytes, bytes]:
+        """Return up to ``head`` bytes from the start and up to ``tail`` bytes from the end.
+
+        The first call a reader makes: network transports issue both requests concurrently
+        and learn ``size`` from the answers, so ``size`` is valid only after this call.
+        """
+        head = min(head, self.size)
+        tail = min(tail, self.size)
+        return self.read(0, head), self.read(self.size - tail, tail)
+
     def read_ranges(self, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
         """Read several ``(offset, length)`` ranges; transports with latency override this to batch."""
         return [self.read(offset, length) for offset, length in ranges]
