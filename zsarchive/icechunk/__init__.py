@@ -1,0 +1,14 @@
+"""Pure-Python reader of Icechunk repositories (spec V1 and V2) into a typed model."""
+
+from zsarchive.icechunk.model import (
+    ArrayManifestInfo, ChunkRef, DimensionShape, FileHeader, FileType, Manifest, ManifestFileInfo,
+    ManifestRef, MoveOperation, Node, NodeType, RefKind, RepoInfo, RepoStatus, Snapshot, SnapshotInfo,
+    TransactionLog, Update, format_time,
+)
+from zsarchive.icechunk.repository import Repository
+
+__all__ = [
+    "ArrayManifestInfo", "ChunkRef", "DimensionShape", "FileHeader", "FileType", "Manifest",
+    "ManifestFileInfo", "ManifestRef", "MoveOperation", "Node", "NodeType", "RefKind", "RepoInfo",
+    "RepoStatus", "Repository", "Snapshot", "SnapshotInfo", "TransactionLog", "Update", "format_time",
+]
