@@ -1,0 +1,83 @@
+"""The tuple encoding: bytewise order == tuple order, self-delimiting, exact round trips."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from zsarchive import keys
+from zsarchive.errors import ZSCorrupt
+
+# One type per position keeps Python's own tuple comparison meaningful (it cannot compare
+# str with int); mixed types are covered by the explicit type-order test below.
+ints = st.integers(min_value=-(1 << 80), max_value=1 << 80)
+small_ints = st.integers(min_value=-300, max_value=70000)
+texts = st.text(max_size=8)
+blobs = st.binary(max_size=8)
+
+
+def same_shape_pairs():
+    """Two tuples whose elements have the same type position by position."""
+    kinds = st.lists(st.sampled_from(["i", "s", "b", "t"]), min_size=0, max_size=4)
+
+    def build(shape):
+        parts = {"i": ints, "s": texts, "b": blobs,
+                 "t": st.lists(small_ints, max_size=3).map(tuple)}
+        one = st.tuples(*[parts[k] for k in shape])
+        return st.tuples(one, one)
+    return kinds.flatmap(build)
+
+
+@given(same_shape_pairs())
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+def test_bytewise_order_equals_tuple_order(pair):
+    a, b = pair
+    ea, eb = keys.encode(a), keys.encode(b)
+    assert (ea < eb) == (a < b)
+    assert (ea == eb) == (a == b)
+
+
+@given(st.lists(small_ints, max_size=5), st.lists(small_ints, max_size=5))
+def test_prefix_tuple_sorts_first_and_is_a_bytewise_prefix(a, b):
+    a, b = tuple(a), tuple(b)
+    assert keys.encode(a + b).startswith(keys.encode(a))
+    # Nested: a shorter coordinate tuple sorts before a longer one it starts.
+    assert (keys.encode((a,)) <= keys.encode((a + b,)))
+
+
+@given(st.lists(st.one_of(ints, texts, blobs, st.none(), st.booleans(),
+                          st.lists(st.one_of(small_ints, texts), max_size=3).map(tuple)),
+                max_size=6).map(tuple))
+def test_round_trip_and_self_delimiting(items):
+    enc = keys.encode(items)
+    tail = b"\x00" + b"anything after the key \x00\x01"
+    decoded, pos = keys.decode(enc + tail)
+    assert decoded == items
+    assert pos == len(enc) + 1
+    # Values: byte strings become blobs, still a round trip.
+    venc = keys.encode_value(items)
+    assert keys.decode(venc)[0] == items
+
+
+@given(st.lists(texts, min_size=1, max_size=4).map(tuple), texts)
+def test_string_elements_are_prefix_free(items, extra):
+    # A prefix search for ("ab",) must never match ("abc",).
+    longer = items[:-1] + (items[-1] + "x" + extra,)
+    assert not keys.encode(longer).startswith(keys.encode(items))
+
+
+def test_type_codes_order_and_known_bytes():
+    assert keys.encode((0,)) == b"\x14"
+    assert keys.encode((1,)) == b"\x15\x01"
+    assert keys.encode((-1,)) == b"\x13\xfe"
+    assert keys.encode((b"a\x00b",)) == b"\x01a\x00\xffb\x00"
+    assert keys.encode(("é",)) == b"\x02\xc3\xa9\x00"
+    assert keys.encode(((1, 2),)) == b"\x05\x15\x01\x15\x02\x00"
+    assert keys.encode((b"",)) < keys.encode(("",)) < keys.encode(((),)) < keys.encode((-5,)) < keys.encode((0,))
+
+
+@pytest.mark.parametrize("bad", [b"\x02abc", b"\x99", b"\x16\x01", b"\x05\x15\x01", b"\x02\xff\xfe\x00"])
+def test_corrupt_encodings_raise_zscorrupt(bad):
+    with pytest.raises(ZSCorrupt):
+        keys.decode(bad)

@@ -1,0 +1,178 @@
+"""Order-preserving, self-delimiting encoding of tuples (record keys and record values).
+
+Each element starts with a one-byte type code and carries its own end, so a reader
+splits a concatenation of elements without a schema, and the bytewise order of two
+encodings equals the logical order of the tuples they encode (types compare by code,
+then by value; a tuple sorts before every longer tuple it starts). The layout is
+specified, byte by byte, in docs/archive-format.rst ("Tuple encoding").
+"""
+
+from __future__ import annotations
+
+from zsarchive.errors import ZSCorrupt
+from zsarchive.format import uleb128
+
+END = 0x00
+BYTES = 0x01
+STRING = 0x02
+NONE = 0x03
+BLOB = 0x04  # length-prefixed bytes: compact but NOT order-preserving, values only
+TUPLE = 0x05
+INT_ZERO = 0x14
+INT_NEG_BIG = 0x0B  # negative, more than 8 magnitude bytes
+INT_POS_BIG = 0x1D  # positive, more than 8 magnitude bytes
+FALSE = 0x26
+TRUE = 0x27
+
+_ESCAPED = b"\x00\xff"
+
+
+def _int(value: int) -> bytes:
+    if value == 0:
+        return b"\x14"
+    magnitude = value if value > 0 else -value
+    size = (magnitude.bit_length() + 7) >> 3
+    if value > 0:
+        body = magnitude.to_bytes(size, "big")
+        if size <= 8:
+            return bytes((INT_ZERO + size,)) + body
+        if size > 255:
+            raise ValueError(f"integer too large to encode ({size} bytes)")
+        return bytes((INT_POS_BIG, size)) + body
+    # Negative: ones' complement of the magnitude, so larger magnitudes sort first.
+    body = ((1 << (8 * size)) - 1 - magnitude).to_bytes(size, "big")
+    if size <= 8:
+        return bytes((INT_ZERO - size,)) + body
+    if size > 255:
+        raise ValueError(f"integer too large to encode ({size} bytes)")
+    return bytes((INT_NEG_BIG, 255 - size)) + body
+
+
+def _append(out: bytearray, item, blobs: bool) -> None:
+    kind = type(item)
+    if kind is int:
+        out += _int(item)
+    elif kind is str:
+        out.append(STRING)
+        out += item.encode("utf-8").replace(b"\x00", _ESCAPED)
+        out.append(END)
+    elif kind is bytes or kind is bytearray or kind is memoryview:
+        if blobs:
+            out.append(BLOB)
+            out += uleb128.encode(len(item))
+            out += item
+        else:
+            out.append(BYTES)
+            out += bytes(item).replace(b"\x00", _ESCAPED)
+            out.append(END)
+    elif kind is tuple or kind is list:
+        out.append(TUPLE)
+        for sub in item:
+            _append(out, sub, blobs)
+        out.append(END)
+    elif item is None:
+        out.append(NONE)
+    elif kind is bool:
+        out.append(TRUE if item else FALSE)
+    else:
+        raise TypeError(f"cannot encode {kind.__name__} in a tuple key")
+
+
+def encode(items: tuple | list) -> bytes:
+    """Encode the elements of ``items`` one after another (no terminator: a key prefix)."""
+    out = bytearray()
+    for item in items:
+        _append(out, item, False)
+    return bytes(out)
+
+
+def encode_value(items: tuple | list) -> bytes:
+    """Like :func:`encode`, but byte strings become length-prefixed blobs (values only)."""
+    out = bytearray()
+    for item in items:
+        _append(out, item, True)
+    return bytes(out)
+
+
+def _escaped(buf, pos: int, what: str) -> tuple[bytes, int]:
+    """Read an escaped byte string starting at ``pos``; return it and the position after its END."""
+    find = buf.find
+    end = find(b"\x00", pos)
+    if end < 0:
+        raise ZSCorrupt(f"{what}: unterminated string at position {pos}")
+    if end + 1 >= len(buf) or buf[end + 1] != 0xFF:
+        return bytes(buf[pos:end]), end + 1
+    parts = []
+    start = pos
+    while True:
+        if end < 0:
+            raise ZSCorrupt(f"{what}: unterminated string at position {pos}")
+        if end + 1 < len(buf) and buf[end + 1] == 0xFF:
+            parts.append(buf[start:end + 1])
+            start = end + 2
+            end = find(b"\x00", start)
+            continue
+        parts.append(buf[start:end])
+        return b"".join(parts), end + 1
+
+
+def decode(buf, pos: int = 0, end: int | None = None, what: str = "key",
+           _nested: bool = False) -> tuple[tuple, int]:
+    """Decode elements from ``buf[pos:]`` until an END byte (consumed) or ``end``.
+
+    Returns ``(tuple, next_pos)``. Bytes that do not form a valid encoding raise
+    ZSCorrupt naming ``what`` and the position.
+    """
+    if end is None:
+        end = len(buf)
+    out: list = []
+    try:
+        while pos < end:
+            code = buf[pos]
+            pos += 1
+            if code == END:
+                return tuple(out), pos
+            if INT_NEG_BIG < code < INT_POS_BIG:
+                size = code - INT_ZERO
+                if size >= 0:
+                    out.append(int.from_bytes(buf[pos:pos + size], "big"))
+                else:
+                    size = -size
+                    out.append(int.from_bytes(buf[pos:pos + size], "big") - (1 << (8 * size)) + 1)
+                pos += size
+            elif code == STRING:
+                raw, pos = _escaped(buf, pos, what)
+                out.append(raw.decode("utf-8"))
+            elif code == BYTES:
+                raw, pos = _escaped(buf, pos, what)
+                out.append(raw)
+            elif code == TUPLE:
+                sub, pos = decode(buf, pos, end, what, True)
+                out.append(sub)
+            elif code == BLOB:
+                size, pos = uleb128.decode(buf, pos, what)
+                out.append(bytes(buf[pos:pos + size]))
+                pos += size
+            elif code == NONE:
+                out.append(None)
+            elif code == TRUE:
+                out.append(True)
+            elif code == FALSE:
+                out.append(False)
+            elif code == INT_POS_BIG:
+                size = buf[pos]
+                out.append(int.from_bytes(buf[pos + 1:pos + 1 + size], "big"))
+                pos += 1 + size
+            elif code == INT_NEG_BIG:
+                size = 255 - buf[pos]
+                out.append(int.from_bytes(buf[pos + 1:pos + 1 + size], "big") - (1 << (8 * size)) + 1)
+                pos += 1 + size
+            else:
+                raise ZSCorrupt(f"{what}: unknown type code 0x{code:02x} at position {pos - 1}")
+            if pos > end:
+                raise ZSCorrupt(f"{what}: element runs past the end ({end}) of its bytes")
+    except (IndexError, UnicodeDecodeError) as exc:
+        raise ZSCorrupt(f"{what}: malformed encoding near position {pos}: {exc}") from None
+    if _nested:
+        raise ZSCorrupt(f"{what}: nested tuple not terminated before position {end}")
+    return tuple(out), pos
