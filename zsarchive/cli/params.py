@@ -1,0 +1,27 @@
+"""Click parameter types shared by several ``zs`` commands."""
+
+from __future__ import annotations
+
+import codecs
+import os
+
+import click
+
+
+class EscapedBytes(click.ParamType):
+    """A byte string given with Python escapes (``\\x00``, ``\\r\\n``), as the reference ``zs`` takes it."""
+
+    name = "BYTES"
+
+    def convert(self, value, param, ctx) -> bytes:
+        if isinstance(value, bytes):
+            return value
+        # surrogateescape gives back the exact bytes of a non-UTF-8 POSIX argument.
+        raw = os.fsencode(value) if os.name == "posix" else value.encode("utf-8")
+        try:
+            return codecs.escape_decode(raw)[0]
+        except ValueError as exc:
+            self.fail(f"bad escape in {value!r}: {exc}", param, ctx)
+
+
+ESCAPED_BYTES = EscapedBytes()
