@@ -1,0 +1,289 @@
+"""Write the committed Icechunk fixture repositories with the REAL icechunk.
+
+Run once per icechunk major version; each run replaces its own repository and its part of
+``testdata/icechunk/fixtures.json``::
+
+    .peers/ic1/bin/python scripts/make_icechunk_fixtures.py   # -> testdata/icechunk/v1 (spec V1)
+    .peers/ic2/bin/python scripts/make_icechunk_fixtures.py   # -> testdata/icechunk/v2 (spec V2)
+
+Virtual chunks point at ``VIRTUAL_PREFIX`` (a fixed path under /tmp, since icechunk resolves
+``file://`` refs by absolute path); ``icechunk_oracle.link_virtual_prefix`` maps it to
+``testdata/icechunk/virtual-data`` of whichever clone runs the tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import warnings
+from datetime import datetime, timezone
+from pathlib import Path
+
+import icechunk as ic
+import numpy as np
+import zarr
+
+from icechunk_oracle import link_virtual_prefix
+
+ROOT = Path(__file__).resolve().parent.parent
+TESTDATA = ROOT / "testdata" / "icechunk"
+VIRTUAL_PREFIX = "file:///tmp/zsarchive-icechunk-fixtures/virtual-data/"
+VIRTUAL_DIR = "virtual-data"  # relative to testdata/icechunk
+VIRTUAL_FILE = "ints.bin"
+MAJOR = int(ic.__version__.split(".")[0])
+
+
+def write_virtual_data(directory: Path) -> None:
+    """The external file that virtual refs point into: 400 little-endian int32 (1000..1399)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / VIRTUAL_FILE).write_bytes(np.arange(1000, 1400, dtype="<i4").tobytes())
+
+
+def authorize() -> dict:
+    """The ``authorize_virtual_chunk_access`` argument accepted by this icechunk version."""
+    if MAJOR >= 2:
+        return {VIRTUAL_PREFIX: ic.credentials.LocalFileSystemAccess}
+    return {VIRTUAL_PREFIX: None}
+
+
+def repo_config() -> ic.RepositoryConfig:
+    """Default config plus the virtual chunk container for ``VIRTUAL_PREFIX``."""
+    config = ic.RepositoryConfig.default()
+    if MAJOR >= 2:
+        # Few updates per repo info file, so the ops log continues through repo_before_updates.
+        config.num_updates_per_repo_info_file = 8
+    store_dir = VIRTUAL_PREFIX[len("file://"):]
+    config.set_virtual_chunk_container(ic.VirtualChunkContainer(VIRTUAL_PREFIX, ic.local_filesystem_store(store_dir)))
+    return config
+
+
+def vref(index: list[int], element: int, count: int) -> ic.VirtualChunkSpec:
+    """A virtual ref to ``count`` int32 starting at element ``element`` of the virtual file."""
+    return ic.VirtualChunkSpec(index=index, location=VIRTUAL_PREFIX + VIRTUAL_FILE, offset=4 * element, length=4 * count)
+
+
+class Builder:
+    """Drives one repository through its history and records the facts tests need."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.repo = ic.Repository.create(ic.local_filesystem_storage(str(path)), config=repo_config(),
+                                         authorize_virtual_chunk_access=authorize())
+        self.facts: dict = {"commits": [], "skipped": {}}
+        self.branch_of: dict[int, str] = {}
+
+    def commit(self, session: ic.Session, message: str, **metadata: object) -> str:
+        """Commit with metadata and remember the snapshot id under its message."""
+        branch = self.branch_of[id(session)]
+        snap = session.commit(message, metadata={"author": "fixture-bot", **metadata})
+        self.facts["commits"].append({"branch": branch, "message": message, "id": snap})
+        return snap
+
+    def session(self, branch: str = "main") -> ic.Session:
+        """A writable session on ``branch``."""
+        session = self.repo.writable_session(branch)
+        self.branch_of[id(session)] = branch
+        return session
+
+    def skip(self, feature: str, why: str) -> None:
+        self.facts["skipped"][feature] = why
+
+
+def build(b: Builder) -> None:
+    """The shared history, with version-specific steps where icechunk allows them."""
+    # 1: layout. Chunk sizes pick the storage kind: <= 512 B inline, larger native, refs virtual.
+    s = b.session()
+    root = zarr.group(store=s.store, attributes={"title": "zsarchive fixture", "icechunk": ic.__version__,
+                                                 "nested": {"list": [1, 2.5, None, True, "é"], "empty": {}}})
+    data = root.create_group("data", attributes={"description": "measured things"})
+    sub = data.create_group("sub")
+    sub.create_group("deep", attributes={"level": 3})
+    temp = data.create_array("temperature", shape=(4, 6), chunks=(2, 3), dtype="f4", fill_value=np.nan,
+                             dimension_names=["y", "x"], attributes={"units": "K"}, compressors=None)
+    temp[:] = np.arange(24, dtype="f4").reshape(4, 6) + 273.0
+    big = data.create_array("big", shape=(64, 64), chunks=(32, 32), dtype="f8", fill_value=0.0,
+                            dimension_names=["row", "col"], compressors=None)
+    big[:] = np.arange(64 * 64, dtype="f8").reshape(64, 64)
+    zipped = data.create_array("zipped", shape=(1000,), chunks=(500,), dtype="i8", fill_value=-1)
+    zipped[:] = np.arange(1000) % 7  # default compressor: small stored chunks despite 4000 B raw
+    virt = sub.create_array("virt", shape=(100,), chunks=(25,), dtype="<i4", fill_value=-9,
+                            dimension_names=["t"], compressors=None)
+    s.store.set_virtual_refs(virt.path, [vref([0], 0, 25), vref([1], 25, 25), vref([2], 100, 25)],
+                             validate_containers=False)  # chunk 3 left uninitialized: fill value
+    root.create_array("dotted", shape=(6,), chunks=(2,), dtype="i2", fill_value=7,
+                      chunk_key_encoding={"name": "default", "separator": "."})
+    b.commit(s, "create layout", step=1, tags=["init", "layout"])
+    b.skip("dotted chunk data", "icechunk rejects chunk keys with a '.' separator (invalid zarr key "
+           "format); 'dotted' is metadata-only and reads as its fill value")
+
+    # 2: partial overwrite of inline chunks, attribute change.
+    s = b.session()
+    root = zarr.open_group(store=s.store, mode="r+")
+    root["data/temperature"][0:2, 0:3] = -1.0
+    root["data/temperature"].attrs["long_name"] = "air temperature"
+    b.commit(s, "fix first temperature chunk", step=2)
+    b.repo.create_tag("v1.0", b.repo.lookup_branch("main"))
+
+    # 3-4: an array that lives for one commit, then is deleted.
+    s = b.session()
+    root = zarr.open_group(store=s.store, mode="r+")
+    doomed = root.create_array("data/to_delete", shape=(20, 20), chunks=(20, 20), dtype="f8",
+                               fill_value=0.0, compressors=None)
+    doomed[:] = 1.5
+    b.commit(s, "add scratch array", step=3)
+    s = b.session()
+    root = zarr.open_group(store=s.store, mode="r+")
+    del root["data/to_delete"]
+    b.commit(s, "delete scratch array", step=4)
+
+    # 5-6: branch dev with its own commits.
+    b.repo.create_branch("dev", b.repo.lookup_branch("main"))
+    s = b.session("dev")
+    root = zarr.open_group(store=s.store, mode="r+")
+    root["data/big"][0:32, 0:32] = -2.0
+    root.attrs["branch"] = "dev"
+    b.commit(s, "dev: rewrite a native chunk", step=5)
+    s = b.session("dev")
+    root = zarr.open_group(store=s.store, mode="r+")
+    only = root.create_array("dev_only", shape=(3,), chunks=(3,), dtype="u1", fill_value=0)
+    only[:] = [1, 2, 3]
+    b.commit(s, "dev: add dev_only", step=6)
+
+    # 7: tags on main, one created and deleted.
+    main_head = b.repo.lookup_branch("main")
+    b.repo.create_tag("v1.1", main_head)
+    b.repo.create_tag("doomed-tag", main_head)
+    b.repo.delete_tag("doomed-tag")
+
+    # 8-9: branch scratch gets two commits, then is reset back to where it started.
+    b.repo.create_branch("scratch", main_head)
+    for step in (8, 9):
+        s = b.session("scratch")
+        root = zarr.open_group(store=s.store, mode="r+")
+        root.attrs["scratch"] = step
+        b.commit(s, f"scratch work {step}", step=step)
+    b.facts["reset"] = {"branch": "scratch", "from": b.repo.lookup_branch("scratch"), "to": main_head}
+    b.repo.reset_branch("scratch", main_head)
+
+    # 10-13: more history on main: virtual ref moved, chunk deleted, attrs, shape change.
+    s = b.session()
+    root = zarr.open_group(store=s.store, mode="r+")
+    s.store.set_virtual_refs("data/sub/virt", [vref([3], 300, 25), vref([0], 200, 25)],
+                             validate_containers=False)
+    b.commit(s, "virtual refs: fill chunk 3, move chunk 0", step=10)
+    s = b.session()
+    root = zarr.open_group(store=s.store, mode="r+")
+    s.store.delete_dir("data/zipped/c/1")
+    root["data"].attrs["description"] = "measured things, revised"
+    b.commit(s, "drop a zipped chunk", step=11)
+    s = b.session()
+    root = zarr.open_group(store=s.store, mode="r+")
+    root["data/temperature"].resize((6, 6))
+    root["data/temperature"][4:6, :] = 300.0
+    b.commit(s, "grow temperature", step=12, nested={"rows": 6, "ok": True})
+    s = b.session()
+    root = zarr.open_group(store=s.store, mode="r+")
+    root["data/sub/deep"].attrs["level"] = 4
+    b.commit(s, "deeper", step=13)
+    b.repo.create_branch("temp-branch", b.repo.lookup_branch("main"))
+    b.repo.delete_branch("temp-branch")
+    b.facts["deleted_branches"] = ["temp-branch"]
+
+    if MAJOR >= 2:
+        build_v2_only(b)
+    else:
+        for feature in ("amend", "move", "repo metadata", "ops log", "repo status", "feature flags",
+                        "detached snapshot (flush)", "config change update"):
+            b.skip(feature, f"icechunk {ic.__version__} (spec V1) has no API for it")
+
+
+def build_v2_only(b: Builder) -> None:
+    """Steps only icechunk 2.x can take: amend, move, repo metadata, status, flags, flush."""
+    s = b.session()
+    zarr.open_group(store=s.store, mode="r+").attrs["amended"] = False
+    first = b.commit(s, "commit to amend (typo)", step=14)
+    s = b.session()
+    zarr.open_group(store=s.store, mode="r+").attrs["amended"] = True
+    amended = s.amend("amended commit", metadata={"author": "fixture-bot", "step": 14, "amended": True})
+    b.facts["commits"].append({"branch": "main", "message": "amended commit", "id": amended})
+    b.facts["amend"] = {"replaced": first, "by": amended}
+
+    s = b.repo.rearrange_session("main")
+    b.branch_of[id(s)] = "main"
+    s.move("/data/sub/deep", "/data/deep_moved")
+    b.commit(s, "move deep group", step=15)
+    b.facts["moved"] = {"from": "/data/sub/deep", "to": "/data/deep_moved"}
+
+    b.repo.set_metadata({"project": "zsarchive", "fixture": True, "owners": ["a", "b"]})
+    b.repo.update_metadata({"revision": 2})
+    b.repo.set_status(ic.RepoStatus(ic.RepoAvailability.read_only, limited_availability_reason="fixture"))
+    b.repo.set_status(ic.RepoStatus(ic.RepoAvailability.online))
+    flag = b.repo.feature_flags()[0]
+    b.repo.set_feature_flag(flag.name, True)
+    b.repo.set_feature_flag(flag.name, None)
+    b.facts["feature_flag_toggled"] = flag.name
+    b.repo.save_config()
+
+    s = b.session()
+    zarr.open_group(store=s.store, mode="r+").attrs["detached"] = True
+    detached = s.flush("detached snapshot", metadata={"author": "fixture-bot", "step": 16})
+    b.facts["detached_snapshot"] = detached
+    b.repo.create_tag("detached-tag", detached)
+
+    s = b.session()
+    zarr.open_group(store=s.store, mode="r+").attrs["final"] = True
+    b.commit(s, "final commit", step=17)
+
+
+def describe(b: Builder) -> dict:
+    """Facts tests need, taken from icechunk itself after the build."""
+    repo = b.repo
+    facts = b.facts
+    facts["icechunk_version"] = ic.__version__
+    facts["spec_version"] = 2 if MAJOR >= 2 else 1
+    facts["branches"] = sorted(repo.list_branches())
+    facts["tags"] = sorted(repo.list_tags())
+    facts["deleted_tags"] = ["doomed-tag"]
+    facts["main_commits"] = sum(1 for _ in repo.ancestry(branch="main"))
+    facts["arrays"] = {
+        "data/temperature": "inline",
+        "data/big": "native",
+        "data/zipped": "inline",
+        "data/sub/virt": "virtual",
+        "dotted": "empty",
+        "dev_only": "inline (branch dev)",
+        "data/to_delete": "native (deleted)",
+    }
+    facts["groups"] = ["", "data", "data/sub", "data/sub/deep"]
+    facts["generated_at"] = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return facts
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=TESTDATA, help="testdata/icechunk directory")
+    args = parser.parse_args()
+    warnings.simplefilter("ignore")
+    out: Path = args.out
+    write_virtual_data(out / VIRTUAL_DIR)
+    link_virtual_prefix(VIRTUAL_PREFIX, out / VIRTUAL_DIR)
+    name = f"v{2 if MAJOR >= 2 else 1}"
+    path = out / name
+    shutil.rmtree(path, ignore_errors=True)
+    builder = Builder(path)
+    build(builder)
+    sidecar = out / "fixtures.json"
+    doc = json.loads(sidecar.read_text()) if sidecar.exists() else {}
+    doc["virtual"] = {"prefix": VIRTUAL_PREFIX, "directory": VIRTUAL_DIR, "file": VIRTUAL_FILE}
+    doc[name] = describe(builder)
+    sidecar.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+    print(f"wrote {path} ({sum(f.stat().st_size for f in path.rglob('*') if f.is_file())} bytes)",
+          file=sys.stderr)
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("RUST_LOG", "error")
+    main()
