@@ -188,6 +188,16 @@ def build(b: Builder) -> None:
     root = zarr.open_group(store=s.store, mode="r+")
     root["data/sub/deep"].attrs["level"] = 4
     b.commit(s, "deeper", step=13)
+    # 14-15: a virtual chunk overwritten with real data (virtual -> inline), a new empty group.
+    s = b.session()
+    root = zarr.open_group(store=s.store, mode="r+")
+    root["data/sub/virt"][25:50] = np.arange(25, dtype="<i4")
+    b.commit(s, "replace virtual chunk 1 with data", step=14)
+    s = b.session()
+    root = zarr.open_group(store=s.store, mode="r+")
+    root.create_group("data/empty")
+    root.attrs["unicode"] = "\u0394 \u2603 \U0001f9ca"
+    b.commit(s, "empty group, unicode attrs", step=15)
     b.repo.create_branch("temp-branch", b.repo.lookup_branch("main"))
     b.repo.delete_branch("temp-branch")
     b.facts["deleted_branches"] = ["temp-branch"]
@@ -204,17 +214,17 @@ def build_v2_only(b: Builder) -> None:
     """Steps only icechunk 2.x can take: amend, move, repo metadata, status, flags, flush."""
     s = b.session()
     zarr.open_group(store=s.store, mode="r+").attrs["amended"] = False
-    first = b.commit(s, "commit to amend (typo)", step=14)
+    first = b.commit(s, "commit to amend (typo)", step=16)
     s = b.session()
     zarr.open_group(store=s.store, mode="r+").attrs["amended"] = True
-    amended = s.amend("amended commit", metadata={"author": "fixture-bot", "step": 14, "amended": True})
+    amended = s.amend("amended commit", metadata={"author": "fixture-bot", "step": 16, "amended": True})
     b.facts["commits"].append({"branch": "main", "message": "amended commit", "id": amended})
     b.facts["amend"] = {"replaced": first, "by": amended}
 
     s = b.repo.rearrange_session("main")
     b.branch_of[id(s)] = "main"
     s.move("/data/sub/deep", "/data/deep_moved")
-    b.commit(s, "move deep group", step=15)
+    b.commit(s, "move deep group", step=17)
     b.facts["moved"] = {"from": "/data/sub/deep", "to": "/data/deep_moved"}
 
     b.repo.set_metadata({"project": "zsarchive", "fixture": True, "owners": ["a", "b"]})
@@ -229,13 +239,15 @@ def build_v2_only(b: Builder) -> None:
 
     s = b.session()
     zarr.open_group(store=s.store, mode="r+").attrs["detached"] = True
-    detached = s.flush("detached snapshot", metadata={"author": "fixture-bot", "step": 16})
+    detached = s.flush("detached snapshot", metadata={"author": "fixture-bot", "step": 18})
     b.facts["detached_snapshot"] = detached
     b.repo.create_tag("detached-tag", detached)
 
     s = b.session()
     zarr.open_group(store=s.store, mode="r+").attrs["final"] = True
-    b.commit(s, "final commit", step=17)
+    b.commit(s, "final commit", step=19)
+    b.skip("expiration / garbage collection updates", "they delete the history this fixture exists to show")
+    b.skip("repo migration update", "needs a V1 repository upgraded in place; not part of this history")
 
 
 def describe(b: Builder) -> dict:
@@ -257,7 +269,7 @@ def describe(b: Builder) -> dict:
         "dev_only": "inline (branch dev)",
         "data/to_delete": "native (deleted)",
     }
-    facts["groups"] = ["", "data", "data/sub", "data/sub/deep"]
+    facts["groups"] = ["", "data", "data/sub", "data/sub/deep", "data/empty"]
     facts["generated_at"] = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     return facts
 
