@@ -1,0 +1,144 @@
+"""Bounds-checked FlatBuffers access: every offset followed is checked against the buffer.
+
+The generated accessors (``generated/``) run on ``CheckedTable``; a bad offset raises
+``FlatBufferError`` (no file name yet), which the file decoders turn into ``ZSCorrupt``.
+"""
+
+from __future__ import annotations
+
+import struct
+
+from flatbuffers import table
+
+_U32 = struct.Struct("<I")
+_I32 = struct.Struct("<i")
+_U16 = struct.Struct("<H")
+
+
+class FlatBufferError(Exception):
+    """An offset or length in a FlatBuffer points outside it (message: where and what)."""
+
+
+class CheckedTable(table.Table):
+    """``flatbuffers.table.Table`` whose every read is bounds-checked."""
+
+    __slots__ = ()
+
+    def Get(self, flags, off):
+        size = flags.bytewidth
+        if off < 0 or off + size > len(self.Bytes):
+            raise FlatBufferError(f"offset {off} (+{size}) outside the {len(self.Bytes)}-byte buffer")
+        return flags.py_type(flags.packer_type.unpack_from(self.Bytes, off)[0])
+
+    def _u32(self, off: int) -> int:
+        if off < 0 or off + 4 > len(self.Bytes):
+            raise FlatBufferError(f"offset {off} outside the {len(self.Bytes)}-byte buffer")
+        return _U32.unpack_from(self.Bytes, off)[0]
+
+    def Offset(self, vtableOffset):
+        buf = self.Bytes
+        pos = self.Pos
+        if pos < 0 or pos + 4 > len(buf):
+            raise FlatBufferError(f"table at {pos} outside the {len(buf)}-byte buffer")
+        vtable = pos - _I32.unpack_from(buf, pos)[0]
+        if vtable < 0 or vtable + 4 > len(buf):
+            raise FlatBufferError(f"vtable of the table at {pos} is at {vtable}, outside the buffer")
+        vt_size = _U16.unpack_from(buf, vtable)[0]
+        if vt_size < 4 or vt_size & 1 or vtable + vt_size > len(buf):
+            raise FlatBufferError(f"vtable at {vtable} has an impossible size {vt_size}")
+        if vtableOffset >= vt_size:
+            return 0
+        field_off = _U16.unpack_from(buf, vtable + vtableOffset)[0]
+        table_size = _U16.unpack_from(buf, vtable + 2)[0]
+        if field_off and (field_off >= table_size or pos + table_size > len(buf)):
+            raise FlatBufferError(f"field slot {vtableOffset} of the table at {pos} points outside it")
+        return field_off
+
+    def Indirect(self, off):
+        return off + self._u32(off)
+
+    def String(self, off):
+        start = off + self._u32(off)
+        length = self._u32(start)
+        if start + 4 + length > len(self.Bytes):
+            raise FlatBufferError(f"string at {start} of length {length} runs past the buffer end")
+        return bytes(self.Bytes[start + 4:start + 4 + length])
+
+    def VectorLen(self, off):
+        start = self.Pos + off
+        start += self._u32(start)
+        length = self._u32(start)
+        # Every element is at least one byte: a longer vector cannot fit.
+        if start + 4 + length > len(self.Bytes):
+            raise FlatBufferError(f"vector at {start} of length {length} runs past the buffer end")
+        return length
+
+    def Vector(self, off):
+        start = self.Pos + off
+        return start + self._u32(start) + 4
+
+    def Union(self, t2, off):
+        start = self.Pos + off
+        t2.Pos = start + self._u32(start)
+        t2.Bytes = self.Bytes
+
+
+def root(cls, buf: bytes):
+    """The root table of ``buf`` as an instance of the generated class ``cls``."""
+    if len(buf) < 8:
+        raise FlatBufferError(f"a {len(buf)}-byte buffer is too short to hold a FlatBuffer")
+    obj = cls()
+    obj.Init(buf, _U32.unpack_from(buf, 0)[0])
+    return obj
+
+
+def table_of(cls, union_table: table.Table):
+    """A union member (the plain Table a generated union accessor returns) as ``cls``."""
+    obj = cls()
+    obj.Init(union_table.Bytes, union_table.Pos)
+    return obj
+
+
+def struct_bytes(obj, size: int) -> bytes:
+    """The raw bytes of a fixed-size struct (e.g. an ObjectId12) the generated code points at."""
+    tab = obj._tab
+    pos = tab.Pos
+    if pos < 0 or pos + size > len(tab.Bytes):
+        raise FlatBufferError(f"{size}-byte struct at {pos} outside the {len(tab.Bytes)}-byte buffer")
+    return bytes(tab.Bytes[pos:pos + size])
+
+
+def byte_vector(obj, slot: int) -> bytes | None:
+    """The ``[uint8]`` field in vtable slot ``slot`` (4, 6, 8 ...) as bytes; None when absent."""
+    tab = obj._tab
+    off = tab.Offset(slot)
+    if not off:
+        return None
+    length = tab.VectorLen(off)
+    start = tab.Vector(off)
+    return bytes(tab.Bytes[start:start + length])
+
+
+def text(raw: bytes | None, what: str) -> str | None:
+    """A FlatBuffers string field decoded as UTF-8 (None stays None)."""
+    if raw is None:
+        return None
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise FlatBufferError(f"{what} is not valid UTF-8 ({exc.reason} at byte {exc.start})") from None
+
+
+def require(value, what: str):
+    """``value`` unless it is None (an absent required field)."""
+    if value is None:
+        raise FlatBufferError(f"required field {what} is missing")
+    return value
+
+
+def check_sorted(keys: list, what: str) -> None:
+    """Raise unless ``keys`` is strictly ascending (a spec "MUST be sorted" rule, duplicates included)."""
+    for i in range(1, len(keys)):
+        if not keys[i - 1] < keys[i]:
+            raise FlatBufferError(f"{what} MUST be sorted, but entry {i} ({keys[i]!r}) "
+                                  f"does not come after entry {i - 1} ({keys[i - 1]!r})")

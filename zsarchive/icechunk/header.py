@@ -1,0 +1,78 @@
+"""The common binary header of Icechunk metadata files, and unwrapping their (zstd) payload."""
+
+from __future__ import annotations
+
+import zstandard
+
+from zsarchive.errors import ZSCorrupt
+from zsarchive.icechunk.model import FileHeader, FileType
+
+MAGIC = "ICE🧊CHUNK".encode("utf-8")
+HEADER_LENGTH = len(MAGIC) + 24 + 3
+COMPRESSION_NONE = 0
+COMPRESSION_ZSTD = 1
+FILE_TYPE_NAMES = {
+    FileType.SNAPSHOT: "snapshot",
+    FileType.MANIFEST: "manifest",
+    FileType.TRANSACTION_LOG: "transaction-log",
+    FileType.REPO_INFO: "repo-info",
+}
+
+
+def parse_header(raw: bytes, name: str) -> FileHeader:
+    """The header at the start of ``raw`` (the file ``name``); ZSCorrupt if it is not one."""
+    if len(raw) < HEADER_LENGTH:
+        if not MAGIC.startswith(bytes(raw[:len(MAGIC)])):
+            raise ZSCorrupt(f"{name}: not an Icechunk file (wrong magic at offset 0)")
+        raise ZSCorrupt(f"{name}: truncated: {len(raw)} bytes, the header alone needs {HEADER_LENGTH}")
+    if raw[:len(MAGIC)] != MAGIC:
+        raise ZSCorrupt(f"{name}: not an Icechunk file (wrong magic at offset 0)")
+    impl_raw = bytes(raw[len(MAGIC):len(MAGIC) + 24])
+    try:
+        implementation = impl_raw.decode("utf-8").rstrip(" ")
+    except UnicodeDecodeError:
+        raise ZSCorrupt(f"{name}: implementation name at offset {len(MAGIC)} is not UTF-8") from None
+    spec_version, file_type, compression = raw[HEADER_LENGTH - 3:HEADER_LENGTH]
+    if spec_version not in (1, 2):
+        raise ZSCorrupt(f"{name}: unknown spec version {spec_version} at offset {HEADER_LENGTH - 3}")
+    try:
+        kind = FileType(file_type)
+    except ValueError:
+        raise ZSCorrupt(f"{name}: unknown file type {file_type} at offset {HEADER_LENGTH - 2}") from None
+    if compression not in (COMPRESSION_NONE, COMPRESSION_ZSTD):
+        raise ZSCorrupt(f"{name}: unknown compression {compression} at offset {HEADER_LENGTH - 1}")
+    return FileHeader(implementation, spec_version, kind, compression)
+
+
+def open_file(raw: bytes, name: str, expected: FileType) -> tuple[FileHeader, bytes]:
+    """Check the header of ``raw`` says ``expected`` and return it with the decompressed payload."""
+    header = parse_header(raw, name)
+    if header.file_type != expected:
+        raise ZSCorrupt(f"{name}: file type is {FILE_TYPE_NAMES[header.file_type]}, "
+                        f"expected {FILE_TYPE_NAMES[expected]}")
+    body = raw[HEADER_LENGTH:]
+    if header.compression == COMPRESSION_NONE:
+        return header, bytes(body)
+    try:
+        dobj = zstandard.ZstdDecompressor().decompressobj()
+        payload = dobj.decompress(body)
+    except zstandard.ZstdError as exc:
+        raise ZSCorrupt(f"{name}: zstd payload at offset {HEADER_LENGTH} does not decompress: {exc}") from None
+    if not dobj.eof:
+        raise ZSCorrupt(f"{name}: zstd payload at offset {HEADER_LENGTH} is truncated")
+    if dobj.unused_data:
+        raise ZSCorrupt(f"{name}: {len(dobj.unused_data)} stray bytes after the zstd payload")
+    return header, payload
+
+
+def inspect_header(header: FileHeader) -> dict:
+    """The header as icechunk's ``inspect_*`` methods report it (``written_by``, ``app_name`` ...)."""
+    app_name, _, app_version = header.implementation.partition("-")
+    return {
+        "written_by": header.implementation,
+        "app_name": app_name,
+        "app_version": app_version,
+        "spec_version": f"{header.spec_version}.0",
+        "file_type": FILE_TYPE_NAMES[header.file_type],
+        "compression": "zstd" if header.compression == COMPRESSION_ZSTD else "none",
+    }

@@ -1,0 +1,44 @@
+"""Crockford base32 for Icechunk object ids (uppercase, unpadded, zero bits appended on the right)."""
+
+from __future__ import annotations
+
+from zsarchive.errors import ZSError
+
+ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+_VALUES = {c: i for i, c in enumerate(ALPHABET)}
+# Crockford decoding forgives the look-alike letters and lower case.
+_VALUES.update({c.lower(): i for c, i in list(_VALUES.items())})
+_VALUES.update({"O": 0, "o": 0, "I": 1, "i": 1, "L": 1, "l": 1})
+
+
+def encode(raw: bytes) -> str:
+    """Crockford base32 of ``raw``: 12 bytes -> 20 characters, 8 bytes -> 13."""
+    nbits = len(raw) * 8
+    nchars = -(-nbits // 5)
+    value = int.from_bytes(raw, "big") << (nchars * 5 - nbits)
+    return "".join(ALPHABET[(value >> (5 * (nchars - 1 - i))) & 31] for i in range(nchars))
+
+
+def decode(text: str, nbytes: int) -> bytes:
+    """The ``nbytes`` raw bytes an id string encodes; ZSError if it is not such an id."""
+    nchars = -(-nbytes * 8 // 5)
+    if len(text) != nchars:
+        raise ZSError(f"{text!r} is not an object id: expected {nchars} base32 characters")
+    value = 0
+    for c in text:
+        digit = _VALUES.get(c)
+        if digit is None:
+            raise ZSError(f"{text!r} is not an object id: {c!r} is not a Crockford base32 digit")
+        value = value << 5 | digit
+    padding = nchars * 5 - nbytes * 8
+    if value & ((1 << padding) - 1):
+        raise ZSError(f"{text!r} is not an object id: its padding bits are not zero")
+    return (value >> padding).to_bytes(nbytes, "big")
+
+
+def is_id(text: str, nbytes: int = 12) -> bool:
+    """Whether ``text`` is the canonical (uppercase) encoding of an ``nbytes`` id."""
+    try:
+        return encode(decode(text, nbytes)) == text
+    except ZSError:
+        return False
