@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import sys
 import warnings
@@ -279,6 +278,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=TESTDATA, help="testdata/icechunk directory")
     args = parser.parse_args()
     warnings.simplefilter("ignore")
+    ic.set_logs_filter("error")
     out: Path = args.out
     write_virtual_data(out / VIRTUAL_DIR)
     link_virtual_prefix(VIRTUAL_PREFIX, out / VIRTUAL_DIR)
@@ -297,5 +297,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    os.environ.setdefault("RUST_LOG", "error")
     main()
