@@ -41,36 +41,30 @@ def write_virtual_data(directory: Path) -> None:
     (directory / VIRTUAL_FILE).write_bytes(np.arange(1000, 1400, dtype="<i4").tobytes())
 
 
-def authorize() -> dict:
+def authorize(prefix: str) -> dict:
     """The ``authorize_virtual_chunk_access`` argument accepted by this icechunk version."""
-    if MAJOR >= 2:
-        return {VIRTUAL_PREFIX: ic.credentials.LocalFileSystemAccess}
-    return {VIRTUAL_PREFIX: None}
+    return {prefix: ic.credentials.LocalFileSystemAccess if MAJOR >= 2 else None}
 
 
-def repo_config() -> ic.RepositoryConfig:
-    """Default config plus the virtual chunk container for ``VIRTUAL_PREFIX``."""
+def repo_config(prefix: str) -> ic.RepositoryConfig:
+    """Default config plus the virtual chunk container for ``prefix``."""
     config = ic.RepositoryConfig.default()
     if MAJOR >= 2:
         # Few updates per repo info file, so the ops log continues through repo_before_updates.
         config.num_updates_per_repo_info_file = 8
-    store_dir = VIRTUAL_PREFIX[len("file://"):]
-    config.set_virtual_chunk_container(ic.VirtualChunkContainer(VIRTUAL_PREFIX, ic.local_filesystem_store(store_dir)))
+    store_dir = prefix[len("file://"):]
+    config.set_virtual_chunk_container(ic.VirtualChunkContainer(prefix, ic.local_filesystem_store(store_dir)))
     return config
-
-
-def vref(index: list[int], element: int, count: int) -> ic.VirtualChunkSpec:
-    """A virtual ref to ``count`` int32 starting at element ``element`` of the virtual file."""
-    return ic.VirtualChunkSpec(index=index, location=VIRTUAL_PREFIX + VIRTUAL_FILE, offset=4 * element, length=4 * count)
 
 
 class Builder:
     """Drives one repository through its history and records the facts tests need."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, prefix: str) -> None:
         self.path = path
-        self.repo = ic.Repository.create(ic.local_filesystem_storage(str(path)), config=repo_config(),
-                                         authorize_virtual_chunk_access=authorize())
+        self.prefix = prefix
+        self.repo = ic.Repository.create(ic.local_filesystem_storage(str(path)), config=repo_config(prefix),
+                                         authorize_virtual_chunk_access=authorize(prefix))
         self.facts: dict = {"commits": [], "skipped": {}}
         self.branch_of: dict[int, str] = {}
 
@@ -86,6 +80,11 @@ class Builder:
         session = self.repo.writable_session(branch)
         self.branch_of[id(session)] = branch
         return session
+
+    def vref(self, index: list[int], element: int, count: int) -> ic.VirtualChunkSpec:
+        """A virtual ref to ``count`` int32 starting at element ``element`` of the virtual file."""
+        return ic.VirtualChunkSpec(index=index, location=self.prefix + VIRTUAL_FILE, offset=4 * element,
+                                   length=4 * count)
 
     def skip(self, feature: str, why: str) -> None:
         self.facts["skipped"][feature] = why
@@ -110,7 +109,7 @@ def build(b: Builder) -> None:
     zipped[:] = np.arange(1000) % 7  # default compressor: small stored chunks despite 4000 B raw
     virt = sub.create_array("virt", shape=(100,), chunks=(25,), dtype="<i4", fill_value=-9,
                             dimension_names=["t"], compressors=None)
-    s.store.set_virtual_refs(virt.path, [vref([0], 0, 25), vref([1], 25, 25), vref([2], 100, 25)],
+    s.store.set_virtual_refs(virt.path, [b.vref([0], 0, 25), b.vref([1], 25, 25), b.vref([2], 100, 25)],
                              validate_containers=False)  # chunk 3 left uninitialized: fill value
     root.create_array("dotted", shape=(6,), chunks=(2,), dtype="i2", fill_value=7,
                       chunk_key_encoding={"name": "default", "separator": "."})
@@ -170,7 +169,7 @@ def build(b: Builder) -> None:
     # 10-13: more history on main: virtual ref moved, chunk deleted, attrs, shape change.
     s = b.session()
     root = zarr.open_group(store=s.store, mode="r+")
-    s.store.set_virtual_refs("data/sub/virt", [vref([3], 300, 25), vref([0], 200, 25)],
+    s.store.set_virtual_refs("data/sub/virt", [b.vref([3], 300, 25), b.vref([0], 200, 25)],
                              validate_containers=False)
     b.commit(s, "virtual refs: fill chunk 3, move chunk 0", step=10)
     s = b.session()
@@ -276,20 +275,22 @@ def describe(b: Builder) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=TESTDATA, help="testdata/icechunk directory")
+    parser.add_argument("--virtual-prefix", default=VIRTUAL_PREFIX,
+                        help="file:/// URL the virtual refs use (tests regenerate under another one)")
     args = parser.parse_args()
     warnings.simplefilter("ignore")
     ic.set_logs_filter("error")
     out: Path = args.out
     write_virtual_data(out / VIRTUAL_DIR)
-    link_virtual_prefix(VIRTUAL_PREFIX, out / VIRTUAL_DIR)
+    link_virtual_prefix(args.virtual_prefix, out / VIRTUAL_DIR)
     name = f"v{2 if MAJOR >= 2 else 1}"
     path = out / name
     shutil.rmtree(path, ignore_errors=True)
-    builder = Builder(path)
+    builder = Builder(path, args.virtual_prefix)
     build(builder)
     sidecar = out / "fixtures.json"
     doc = json.loads(sidecar.read_text()) if sidecar.exists() else {}
-    doc["virtual"] = {"prefix": VIRTUAL_PREFIX, "directory": VIRTUAL_DIR, "file": VIRTUAL_FILE}
+    doc["virtual"] = {"prefix": args.virtual_prefix, "directory": VIRTUAL_DIR, "file": VIRTUAL_FILE}
     doc[name] = describe(builder)
     sidecar.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
     print(f"wrote {path} ({sum(f.stat().st_size for f in path.rglob('*') if f.is_file())} bytes)",

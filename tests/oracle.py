@@ -1,0 +1,52 @@
+"""Live answers of the real icechunk about the committed fixture repositories.
+
+``oracle(version, python)`` runs ``scripts/icechunk_oracle.py`` under the given icechunk
+interpreter (take it from the ``icechunk1_python`` / ``icechunk2_python`` fixtures) and caches
+the parsed JSON for the rest of the test session.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from functools import lru_cache
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+ICECHUNK_TESTDATA = ROOT / "testdata" / "icechunk"
+ORACLE_SCRIPT = ROOT / "scripts" / "icechunk_oracle.py"
+TIMEOUT = 300  # seconds; the oracle needs about one on this machine
+
+
+def fixtures() -> dict:
+    """The facts ``testdata/icechunk/fixtures.json`` records about the fixture repositories."""
+    return json.loads((ICECHUNK_TESTDATA / "fixtures.json").read_text())
+
+
+def repo_path(version: int) -> Path:
+    """The committed repository written by icechunk ``version``.x (spec V``version``)."""
+    return ICECHUNK_TESTDATA / f"v{version}"
+
+
+def virtual_mapping() -> dict[str, Path]:
+    """Virtual chunk URL prefix -> the directory of this clone holding the bytes it names."""
+    virtual = fixtures()["virtual"]
+    return {virtual["prefix"]: ICECHUNK_TESTDATA / virtual["directory"]}
+
+
+def run_oracle(python: Path, repo: Path, mapping: dict[str, Path]) -> dict:
+    """Run the oracle script on any repository; raise with icechunk's stderr if it fails."""
+    cmd = [str(python), str(ORACLE_SCRIPT), str(repo)]
+    for prefix, directory in mapping.items():
+        cmd += ["--virtual-prefix", f"{prefix}={directory}"]
+    proc = subprocess.run(cmd, capture_output=True, timeout=TIMEOUT)
+    if proc.returncode != 0:
+        tail = proc.stderr.decode(errors="replace")[-3000:]
+        raise RuntimeError(f"icechunk oracle failed on {repo} (exit {proc.returncode}):\n{tail}")
+    return json.loads(proc.stdout)
+
+
+@lru_cache(maxsize=None)
+def oracle(version: int, python: Path) -> dict:
+    """Everything icechunk ``version``.x says about the committed fixture repository (cached)."""
+    return run_oracle(python, repo_path(version), virtual_mapping())
