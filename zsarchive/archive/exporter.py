@@ -1,0 +1,304 @@
+"""Export an Icechunk repository's whole history into one ZS archive, streaming, in bounded memory.
+
+Small families (refs, snapshots, nodes, transaction logs, per-chunk history, ops log) go through an
+external sort; chunk refs stream straight out of the manifests (taken in id order, a manifest's refs
+are already in key order) and embedded chunk bytes out of a second, deduplicating sort of chunk ids.
+The families are chained in tag order into one ZSWriter, which writes a temporary file that is
+renamed over the target only once complete and fsynced.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import itertools
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from importlib import metadata as _pkg_metadata
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator
+
+from zsarchive import keys
+from zsarchive.archive import schema as S
+from zsarchive.archive.sorter import ExternalSorter
+from zsarchive.errors import ZSError
+from zsarchive.icechunk import Repository
+from zsarchive.icechunk.model import NodeType, RefKind
+from zsarchive.writer import ZSWriter
+
+CODECS = ("zstd", "lzma", "deflate", "none")
+
+
+def exporter_version() -> str:
+    """``zsarchive <version>``: the exporter that wrote an archive, recorded in its header."""
+    try:
+        return "zsarchive " + _pkg_metadata.version("zsarchive")
+    except _pkg_metadata.PackageNotFoundError:
+        return "zsarchive (unknown version)"
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return list(bytes(value))
+    if isinstance(value, enum.Enum):
+        return value.value
+    if dataclasses.is_dataclass(value):
+        return {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
+    raise TypeError(f"cannot store {type(value).__name__} as JSON")
+
+
+def to_json(value: Any) -> str:
+    """Canonical JSON (sorted keys, no spaces) so that two exports write identical bytes."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_jsonable)
+
+
+@dataclass
+class ExportSummary:
+    """What an export wrote."""
+
+    path: Path
+    counts: dict[str, int] = field(default_factory=dict)
+    """Records written per family name."""
+    size: int = 0
+    seconds: float = 0.0
+
+
+def _small_family_records(repo: Repository, sorter: ExternalSorter) -> dict[str, int]:
+    """Everything but chunk refs and chunk bytes, into ``sorter``.
+
+    Returns the manifests the nodes use: id -> number of chunk refs (for the progress total).
+    """
+    manifest_ids: dict[str, int] = {}
+    info = repo.repo_info()
+    add = sorter.add
+    record = S.record
+    for name, sid in repo.branches().items():
+        add(record(S.REFS, ("branch", name), (sid,)))
+    for name, sid in repo.tags().items():
+        add(record(S.REFS, ("tag", name), (sid,)))
+    for name in repo.deleted_tags():
+        add(record(S.REFS, ("deleted_tag", name), (None,)))
+
+    facts = {
+        "spec_version": info.spec_version,
+        "metadata": info.metadata,
+        "config": info.config,
+        "status": info.status,
+        "feature_flags": {"enabled": info.enabled_feature_flags, "disabled": info.disabled_feature_flags},
+    }
+    for name, value in facts.items():
+        add(record(S.REPO, (name,), (to_json(value),)))
+
+    for info_snap in sorted(repo.snapshots(), key=lambda s: s.id):
+        sid = info_snap.id
+        snap = repo.snapshot(sid)
+        add(record(S.SNAPSHOT, (sid,), (
+            info_snap.parent_id, info_snap.flushed_at, info_snap.message, to_json(info_snap.metadata),
+            tuple((m.id, m.size_bytes, m.num_chunk_refs) for m in snap.manifest_files),
+        )))
+        add(record(S.SNAPSHOT_TIME, (info_snap.flushed_at, sid)))
+        if info_snap.parent_id is not None:
+            add(record(S.CHILDREN, (info_snap.parent_id, sid)))
+        sizes = {m.id: m.num_chunk_refs for m in snap.manifest_files}
+        for node in snap.nodes:
+            add(record(S.NODE, (sid, S.path_components(node.path)), _node_value(node)))
+            for mref in node.manifests:
+                manifest_ids[mref.id] = sizes.get(mref.id, 0)
+        if info_snap.parent_id is None:
+            continue  # the initial snapshot's transaction log is empty (V1 repos may lack it)
+        tx = repo.transaction_log(sid)
+        add(record(S.TXLOG, (sid,), (
+            tuple(tx.new_groups), tuple(tx.new_arrays), tuple(tx.deleted_groups),
+            tuple(tx.deleted_arrays), tuple(tx.updated_groups), tuple(tx.updated_arrays),
+            tuple((node_id, len(coords)) for node_id, coords in sorted(tx.updated_chunks.items())),
+            tuple((m.from_path, m.to_path, m.node_id,
+                   None if m.node_type is None else (S.ARRAY if m.node_type is NodeType.ARRAY else S.GROUP))
+                  for m in tx.moved_nodes),
+        )))
+        flushed = info_snap.flushed_at
+        for node_id, coords_list in tx.updated_chunks.items():
+            for coords in coords_list:
+                add(record(S.CHUNK_HISTORY, (node_id, tuple(coords), flushed, sid)))
+
+    updates = list(repo.ops_log())
+    for position, update in enumerate(updates):
+        seq = len(updates) - 1 - position  # 0 = oldest: a stable tie-breaker for equal times
+        add(record(S.OPS, (update.updated_at, seq), (update.type, update.backup_path, to_json(update.details))))
+    return manifest_ids
+
+
+def _node_value(node) -> tuple:
+    if node.node_type is NodeType.GROUP:
+        return (node.id, S.GROUP, bytes(node.user_data), None, None, ())
+    shape = tuple((d.array_length, d.chunk_length, d.num_chunks) for d in node.shape or ())
+    names = None if node.dimension_names is None else tuple(node.dimension_names)
+    manifests = tuple((m.id, tuple(tuple(e) for e in m.extents)) for m in node.manifests)
+    return (node.id, S.ARRAY, bytes(node.user_data), shape, names, manifests)
+
+
+def _chunk_ref_records(repo: Repository, manifest_ids: Iterable[str], chunk_ids: ExternalSorter | None,
+                       tick: Callable[[int], None]) -> Iterator[bytes]:
+    """Every chunk ref of every manifest once, in key order (manifest id, node id, coords)."""
+    end_key = b"\x00" + bytes((S.RECORD_VERSIONS[S.CHUNK_REF],))
+    encode = keys.encode
+    encode_value = keys.encode_value
+    for manifest_id in sorted(manifest_ids):
+        manifest = repo.manifest(manifest_id)
+        for array in manifest.arrays:
+            prefix = S.CHUNK_REF + encode((manifest_id, array.node_id))
+            count = 0
+            for ref in manifest.chunk_refs(array.node_id):
+                kind = ref.kind
+                if kind is RefKind.NATIVE:
+                    value = encode_value((S.NATIVE, ref.chunk_id, ref.offset, ref.length))
+                    if chunk_ids is not None:
+                        chunk_ids.add(ref.chunk_id.encode("ascii"))
+                elif kind is RefKind.VIRTUAL:
+                    value = encode_value((S.VIRTUAL, ref.location, ref.offset, ref.length,
+                                          ref.checksum_etag, ref.checksum_last_modified))
+                else:
+                    value = encode_value((S.INLINE, ref.inline))
+                yield prefix + encode((ref.index,)) + end_key + value
+                count += 1
+                if count == 65536:
+                    tick(count)
+                    count = 0
+            tick(count)
+
+
+def _chunk_data_records(repo_root: Path, chunk_ids: ExternalSorter) -> Iterator[bytes]:
+    """Each native chunk file once, keyed by chunk id."""
+    for raw_id in chunk_ids.sorted():
+        chunk_id = raw_id.decode("ascii")
+        path = repo_root / "chunks" / chunk_id
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            raise ZSError(f"{path}: cannot read native chunk {chunk_id}: {exc.strerror or exc}") from None
+        yield S.record(S.CHUNK_DATA, (chunk_id,), (data,))
+
+
+def _split_at(records: Iterator[bytes], family: bytes) -> tuple[list[bytes], Iterator[bytes]]:
+    """Records before the first one of ``family`` or later (these stay small), and the rest."""
+    before: list[bytes] = []
+    for rec in records:
+        if rec[:1] >= family:
+            return before, itertools.chain((rec,), records)
+        before.append(rec)
+    return before, iter(())
+
+
+def _repo_root(location: str) -> Path:
+    return Path(location[len("file://"):] if location.startswith("file://") else location)
+
+
+def export(repo_location: str | os.PathLike, archive_path: str | os.PathLike, *, codec: str = "zstd",
+           compress_level: int | None = None, include_chunks: bool = False, parallelism: int = 1,
+           approx_block_size: int = 256 * 1024, branching_factor: int = 1024,
+           export_time: int | None = None, progress: Callable[[int, int], None] | None = None,
+           sort_memory: int = 64 << 20) -> ExportSummary:
+    """Export the repository at ``repo_location`` into a new archive at ``archive_path``.
+
+    ``progress(done, total)`` is called now and then with counts of records (chunk refs dominate).
+    ``export_time`` (microseconds since 1970 UTC) defaults to now: it is the only field of the
+    archive that differs between two exports of the same repository.
+    """
+    if codec not in CODECS:
+        raise ZSError(f"unknown codec {codec!r}: choose one of {', '.join(CODECS)}")
+    started = time.monotonic()
+    target = Path(archive_path)
+    if target.is_dir():
+        raise ZSError(f"{target}: is a directory, not an archive file name")
+    repo = Repository.open(os.fspath(repo_location))
+    if export_time is None:
+        export_time = time.time_ns() // 1000
+    target_dir = target.resolve().parent
+    tmp = target_dir / f".{target.name}.{os.getpid()}.partial"
+
+    sorter = ExternalSorter(max_bytes=sort_memory, tmpdir=str(target_dir))
+    chunk_ids = ExternalSorter(max_bytes=sort_memory // 4, tmpdir=str(target_dir)) if include_chunks else None
+    try:
+        manifest_ids = _small_family_records(repo, sorter)
+        total = sorter.count + sum(manifest_ids.values())
+        done = 0
+
+        def tick(n: int) -> None:
+            nonlocal done
+            done += n
+            if progress is not None:
+                progress(done, total)
+
+        counts: dict[str, int] = {}
+
+        def counted(family_records: Iterable[bytes]) -> Iterator[bytes]:
+            for rec in family_records:
+                name = S.FAMILY_NAMES[rec[:1]]
+                counts[name] = counts.get(name, 0) + 1
+                yield rec
+
+        def small(records: Iterable[bytes]) -> Iterator[bytes]:
+            n = 0
+            for rec in counted(records):
+                yield rec
+                n += 1
+                if n == 65536:
+                    tick(n)
+                    n = 0
+            tick(n)
+
+        def chunk_refs() -> Iterator[bytes]:
+            n = 0
+            for rec in _chunk_ref_records(repo, manifest_ids, chunk_ids, tick):
+                yield rec
+                n += 1
+            counts[S.FAMILY_NAMES[S.CHUNK_REF]] = n
+
+        def chunk_data() -> Iterator[bytes]:
+            if chunk_ids is not None:
+                yield from counted(_chunk_data_records(_repo_root(os.fspath(repo_location)), chunk_ids))
+
+        def header() -> Iterator[bytes]:
+            info = repo.repo_info()
+            yield S.record(S.HEADER, (), (
+                S.FORMAT_VERSION, info.spec_version, export_time, exporter_version(),
+                tuple(sorted(counts.items())),
+            ))
+
+        ordered = sorter.sorted()
+        head, rest = _split_at(ordered, S.CHUNK_REF)
+        stream = itertools.chain(small(head), chunk_refs(), chunk_data(), small(rest), header())
+        metadata = {S.METADATA_KEY: {"format_version": S.FORMAT_VERSION,
+                                     "source_spec_version": repo.spec_version}}
+        with ZSWriter(os.fspath(tmp), metadata, codec=codec, compress_level=compress_level,
+                      parallelism=parallelism, approx_block_size=approx_block_size,
+                      branching_factor=branching_factor, include_default_metadata=False) as writer:
+            writer.add_records(stream)
+            writer.finish()  # fsyncs the file, then marks it complete
+        os.replace(tmp, target)
+        _fsync_dir(target_dir)
+    except BaseException:
+        _remove_quietly(tmp)
+        raise
+    finally:
+        sorter.close()
+        if chunk_ids is not None:
+            chunk_ids.close()
+    return ExportSummary(path=target, counts=counts, size=target.stat().st_size,
+                         seconds=time.monotonic() - started)
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _remove_quietly(path: Path) -> None:
+    try:
+        path.unlink()
+    except FileNotFoundError:
+        pass

@@ -1,0 +1,451 @@
+"""``RepoArchive``: answer questions about an exported repository from the archive alone.
+
+Every answer is a handful of ``ZS.search(prefix=...)`` lookups or one range scan, so a cold
+lookup reads only the index path and the data block of each record family it touches, locally
+or over HTTP through the same reader.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import os
+import re
+from typing import Any, Iterable, Iterator
+from urllib.parse import unquote, urlsplit
+
+from zsarchive.archive import schema as S
+from zsarchive.archive.refspec import RefSpec, parse_ref
+from zsarchive.errors import ZSCorrupt, ZSError
+from zsarchive.icechunk.model import format_time
+from zsarchive.reader import ZS
+
+_CHUNK_ID = re.compile(r"^[0-9A-HJKMNP-TV-Z]{20}$")
+"""A Crockford base32 ObjectId12: the only chunk file names an archive may make us open."""
+
+
+class NotFound(ZSError, LookupError):
+    """A ref, path, chunk or snapshot that the archive does not have."""
+
+
+def _coords_text(coords: Iterable[int]) -> str:
+    return ",".join(str(c) for c in coords)
+
+
+def archive_metadata(zs: ZS) -> dict | None:
+    """The archive marker in a ZS file's header metadata, or None when it is not a repo archive."""
+    marker = zs.metadata.get(S.METADATA_KEY) if isinstance(zs.metadata, dict) else None
+    return marker if isinstance(marker, dict) else None
+
+
+def header_summary(zs: ZS) -> dict | None:
+    """The archive header record of ``zs`` as a JSON-ready dict, or None if ``zs`` is no archive."""
+    if archive_metadata(zs) is None:
+        return None
+    for rec in zs.search(prefix=S.key_prefix(S.HEADER)):
+        _, _, value = S.split(rec)
+        format_version, spec_version, export_time, exporter, counts = value[:5]
+        return {"format_version": format_version, "source_spec_version": spec_version,
+                "export_time": format_time(export_time), "exporter": exporter,
+                "counts": {name: count for name, count in counts}}
+    raise ZSCorrupt(f"{zs_name(zs)}: archive has no header record")
+
+
+def zs_name(zs: ZS) -> str:
+    """The file name or URL a ZS reads (for messages)."""
+    return str(getattr(zs, "name", None) or getattr(getattr(zs, "transport", None), "name", "archive"))
+
+
+def _is_url(source: Any) -> bool:
+    return isinstance(source, str) and "://" in source and not source.startswith("file://")
+
+
+class RepoArchive:
+    """Queries over a repo archive (a local path or an ``http(s)://`` URL).
+
+    ``authorize``: location prefixes (e.g. ``file:///data/``) under which virtual chunk refs may be
+    read by :meth:`chunk_data`; nothing outside them is ever opened.
+    """
+
+    def __init__(self, source: Any, authorize: Iterable[str] = ()):
+        if isinstance(source, ZS):
+            self.zs = source
+        elif _is_url(source):
+            self.zs = ZS(url=source)
+        else:
+            path = os.fspath(source)
+            self.zs = ZS(path[len("file://"):] if path.startswith("file://") else path)
+        self.name = zs_name(self.zs) if isinstance(source, ZS) else str(source)
+        marker = archive_metadata(self.zs)
+        if marker is None:
+            self.zs.close()
+            raise ZSError(f"{self.name}: a ZS file but not a repo archive (no {S.METADATA_KEY!r} "
+                          "object in its metadata); make one with `zs export`")
+        version = marker.get("format_version")
+        if not isinstance(version, int) or version > S.FORMAT_VERSION:
+            self.zs.close()
+            raise ZSError(f"{self.name}: archive format version {version!r} is newer than this "
+                          f"zsarchive reads ({S.FORMAT_VERSION}): upgrade zsarchive")
+        self.authorize = [str(p) for p in authorize]
+        self._snapshots: dict[str, tuple] = {}
+
+    # -- plumbing -------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Release the underlying reader."""
+        self.zs.close()
+
+    def __enter__(self) -> "RepoArchive":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _records(self, family: bytes, key: tuple = ()) -> Iterator[tuple[tuple, tuple]]:
+        for rec in self.zs.search(prefix=S.key_prefix(family, key)):
+            _, k, v = S.split(rec)
+            yield k, v
+
+    def _range(self, family: bytes, start: tuple, stop: tuple | None) -> Iterator[tuple[tuple, tuple]]:
+        stop_key = S.key_prefix(family, stop) if stop is not None else bytes((family[0] + 1,))
+        for rec in self.zs.search(start=S.key_prefix(family, start), stop=stop_key):
+            _, k, v = S.split(rec)
+            yield k, v
+
+    def _one(self, family: bytes, key: tuple) -> tuple | None:
+        for k, v in self._records(family, key):
+            if len(k) == len(key):
+                return v
+        return None
+
+    def header(self) -> dict:
+        """The archive header record: format version, source spec version, export time, counts."""
+        summary = header_summary(self.zs)
+        assert summary is not None  # checked in __init__
+        return summary
+
+    def repo_facts(self) -> dict[str, Any]:
+        """Repository-level facts: spec_version, metadata, config, status, feature_flags."""
+        return {k[0]: json.loads(v[0]) for k, v in self._records(S.REPO)}
+
+    # -- refs and snapshots ------------------------------------------------------------------
+
+    def refs(self) -> list[dict]:
+        """Branches, tags and deleted tags: ``{"type", "name", "snapshot_id"}`` (no id for deleted tags)."""
+        out = []
+        for (kind, name), value in self._records(S.REFS):
+            if kind == "deleted_tag":
+                out.append({"type": kind, "name": name})
+            else:
+                out.append({"type": kind, "name": name, "snapshot_id": value[0]})
+        return out
+
+    def _snapshot_value(self, snapshot_id: str) -> tuple | None:
+        cached = self._snapshots.get(snapshot_id)
+        if cached is None:
+            cached = self._one(S.SNAPSHOT, (snapshot_id,))
+            if cached is not None:
+                self._snapshots[snapshot_id] = cached
+        return cached
+
+    @staticmethod
+    def _snapshot_dict(snapshot_id: str, value: tuple) -> dict:
+        parent, flushed_at, message, metadata = value[:4]
+        return {"id": snapshot_id, "parent_id": parent, "flushed_at": format_time(flushed_at),
+                "message": message, "metadata": json.loads(metadata)}
+
+    def snapshot(self, snapshot_id: str) -> dict:
+        """One snapshot: id, parent_id, flushed_at, message, metadata, manifests."""
+        value = self._snapshot_value(snapshot_id)
+        if value is None:
+            raise NotFound(f"{self.name}: no snapshot {snapshot_id!r}")
+        out = self._snapshot_dict(snapshot_id, value)
+        out["manifests"] = [{"id": m, "size_bytes": size, "num_chunk_refs": n} for m, size, n in value[4]]
+        return out
+
+    def _lookup_ref(self, spec: RefSpec) -> str:
+        kinds = (spec.kind,) if spec.kind else ("branch", "tag", "snapshot")
+        for kind in kinds:
+            if kind == "snapshot":
+                if self._snapshot_value(spec.name) is not None:
+                    return spec.name
+                continue
+            value = self._one(S.REFS, (kind, spec.name))
+            if value is not None:
+                return value[0]
+            if kind == "tag" and self._one(S.REFS, ("deleted_tag", spec.name)) is not None and spec.kind:
+                raise NotFound(f"{self.name}: tag {spec.name!r} was deleted")
+        what = f"{spec.kind} " if spec.kind else "branch, tag or snapshot "
+        raise NotFound(f"{self.name}: unknown {what}{spec.name!r}")
+
+    def resolve(self, ref: str) -> str:
+        """Snapshot id a REF names (``[branch:|tag:|snapshot:]NAME[@TIME]``)."""
+        spec = parse_ref(ref)
+        snapshot_id = self._lookup_ref(spec)
+        if spec.as_of is None:
+            return snapshot_id
+        first = None
+        for sid, value in self._ancestry(snapshot_id):
+            if value[1] <= spec.as_of:
+                return sid
+            first = value[1]
+        raise NotFound(f"{self.name}: no snapshot in the history of {spec.name!r} was flushed at or before "
+                       f"{format_time(spec.as_of)} (its first commit was flushed at {format_time(first)})")
+
+    def _ancestry(self, snapshot_id: str) -> Iterator[tuple[str, tuple]]:
+        current: str | None = snapshot_id
+        while current is not None:
+            value = self._snapshot_value(current)
+            if value is None:
+                raise ZSCorrupt(f"{self.name}: snapshot {current} is in a history but has no record")
+            yield current, value
+            current = value[0]
+
+    def ancestry(self, ref: str) -> list[dict]:
+        """The history of REF, newest first."""
+        return [self._snapshot_dict(sid, value) for sid, value in self._ancestry(self.resolve(ref))]
+
+    def log(self, ref: str | None = None, since: int | None = None, until: int | None = None) -> list[dict]:
+        """Snapshots (of REF's history, or all) flushed in ``[since, until]`` (micros), newest first."""
+        if ref is not None:
+            items = list(self._ancestry(self.resolve(ref)))
+            earliest = min((v[1] for _, v in items), default=None)
+            chosen = [(sid, v) for sid, v in items
+                      if (since is None or v[1] >= since) and (until is None or v[1] <= until)]
+        else:
+            times = list(self._range(S.SNAPSHOT_TIME, (), None))
+            earliest = times[0][0][0] if times else None
+            chosen = []
+            for (flushed, sid), _ in reversed(times):
+                if (since is None or flushed >= since) and (until is None or flushed <= until):
+                    chosen.append((sid, self._snapshot_value(sid)))
+        if until is not None and earliest is not None and until < earliest:
+            raise NotFound(f"{self.name}: {format_time(until)} is before the first commit "
+                           f"({format_time(earliest)})")
+        if ref is not None:
+            chosen.sort(key=lambda item: item[1][1], reverse=True)
+        return [self._snapshot_dict(sid, value) for sid, value in chosen]
+
+    # -- nodes -------------------------------------------------------------------------------
+
+    @staticmethod
+    def _node_dict(components: tuple, value: tuple) -> dict:
+        node_id, node_type, user_data, shape, names, manifests = value[:6]
+        out: dict[str, Any] = {"path": S.path_of(components),
+                               "node_type": "array" if node_type == S.ARRAY else "group",
+                               "id": node_id, "zarr_json": json.loads(user_data), "user_data": user_data}
+        if node_type == S.ARRAY:
+            out["shape"] = [dim[0] for dim in shape]
+            out["num_chunks"] = [dim[2] if dim[2] is not None else
+                                 (-(-dim[0] // dim[1]) if dim[1] else 0) for dim in shape]
+            out["dimension_names"] = None if names is None else list(names)
+            out["manifests"] = [{"id": m, "extents": [list(e) for e in ext]} for m, ext in manifests]
+        return out
+
+    def ls(self, ref: str) -> list[dict]:
+        """Every node of the snapshot REF names, in component-wise path order."""
+        sid = self.resolve(ref)
+        return [self._node_dict(k[1], v) for k, v in self._records(S.NODE, (sid,))]
+
+    def _node_at(self, snapshot_id: str, path: str, ref: str) -> dict:
+        components = S.path_components(path if path.startswith("/") else "/" + path)
+        value = self._one(S.NODE, (snapshot_id, components))
+        if value is None:
+            raise NotFound(f"{self.name}: no node {S.path_of(components)!r} at {ref!r}")
+        return self._node_dict(components, value)
+
+    def node(self, ref: str, path: str) -> dict:
+        """The group or array at ``path`` in the snapshot REF names."""
+        return self._node_at(self.resolve(ref), path, ref)
+
+    def _array_at(self, ref: str, path: str) -> dict:
+        node = self.node(ref, path)
+        if node["node_type"] != "array":
+            raise NotFound(f"{self.name}: {node['path']!r} at {ref!r} is a group, not an array")
+        return node
+
+    # -- chunks ------------------------------------------------------------------------------
+
+    @staticmethod
+    def _chunk_dict(path: str, coords: tuple, value: tuple) -> dict:
+        kind = value[0]
+        out: dict[str, Any] = {"path": path, "coords": list(coords), "kind": S.KIND_NAMES[kind],
+                               "offset": 0, "length": 0, "chunk_id": None, "location": None,
+                               "checksum_etag": None, "checksum_last_modified": None}
+        if kind == S.INLINE:
+            out["length"] = len(value[1])
+            out["inline"] = value[1]
+        elif kind == S.NATIVE:
+            out["chunk_id"], out["offset"], out["length"] = value[1], value[2], value[3]
+        elif kind == S.VIRTUAL:
+            (out["location"], out["offset"], out["length"], out["checksum_etag"],
+             out["checksum_last_modified"]) = value[1:6]
+        else:
+            raise ZSCorrupt(f"chunk ref {path} {_coords_text(coords)}: unknown kind {kind}")
+        return out
+
+    def chunk_ref(self, ref: str, path: str, coords: Iterable[int]) -> dict:
+        """The chunk ref at ``coords`` of the array at ``path`` in REF; NotFound if there is none."""
+        coords = tuple(int(c) for c in coords)
+        node = self._array_at(ref, path)
+        if len(coords) != len(node["num_chunks"]) or any(
+                not 0 <= c < n for c, n in zip(coords, node["num_chunks"])):
+            raise NotFound(f"{self.name}: coords {_coords_text(coords)} are outside the chunk grid "
+                           f"{_coords_text(node['num_chunks'])} of {node['path']!r} at {ref!r}")
+        for manifest in node["manifests"]:
+            if all(lo <= c < hi for c, (lo, hi) in zip(coords, manifest["extents"])):
+                value = self._one(S.CHUNK_REF, (manifest["id"], node["id"], coords))
+                if value is not None:
+                    return self._chunk_dict(node["path"], coords, value)
+        raise NotFound(f"{self.name}: no chunk at {_coords_text(coords)} of {node['path']!r} at {ref!r} "
+                       "(never written: it reads as the fill value)")
+
+    def chunk_refs(self, ref: str, path: str) -> Iterator[dict]:
+        """Every chunk ref of the array, streamed in coordinate order."""
+        node = self._array_at(ref, path)
+        streams = []
+        for manifest in node["manifests"]:
+            prefix = (manifest["id"], node["id"])
+            streams.append((k[2], v) for k, v in self._records(S.CHUNK_REF, prefix))
+        merged = streams[0] if len(streams) == 1 else heapq.merge(*streams, key=lambda item: item[0])
+        for coords, value in merged:
+            yield self._chunk_dict(node["path"], coords, value)
+
+    def chunk_data(self, ref: str, path: str, coords: Iterable[int], repo: str | os.PathLike | None = None) -> bytes:
+        """The chunk's stored bytes: inline, embedded, from ``repo``'s chunks/, or an authorized virtual file."""
+        chunk = self.chunk_ref(ref, path, coords)
+        where = f"chunk {_coords_text(chunk['coords'])} of {chunk['path']!r} at {ref!r}"
+        if chunk["kind"] == "inline":
+            return chunk["inline"]
+        offset, length = chunk["offset"], chunk["length"]
+        if chunk["kind"] == "native":
+            chunk_id = chunk["chunk_id"]
+            if not isinstance(chunk_id, str) or not _CHUNK_ID.match(chunk_id):
+                raise ZSCorrupt(f"{self.name}: {where}: invalid chunk id {chunk_id!r}")
+            embedded = self._one(S.CHUNK_DATA, (chunk_id,))
+            if embedded is not None:
+                data = embedded[0][offset:offset + length]
+                if len(data) != length:
+                    raise ZSCorrupt(f"{self.name}: {where}: embedded chunk {chunk_id} is shorter than "
+                                    f"offset {offset} + length {length}")
+                return data
+            if repo is None:
+                raise ZSError(f"{where} is native chunk {chunk_id}, not embedded in the archive: "
+                              "give the repository (--repo REPO)")
+            root = os.fspath(repo)
+            root = root[len("file://"):] if root.startswith("file://") else root
+            return _read_range(os.path.join(root, "chunks", chunk_id), offset, length, where)
+        location = chunk["location"]
+        local = self._authorized_local_path(location, where)
+        return _read_range(local, offset, length, where)
+
+    def _authorized_local_path(self, location: str, where: str) -> str:
+        parts = urlsplit(location)
+        if parts.scheme not in ("file", ""):
+            raise ZSError(f"{where}: virtual location {location!r} uses scheme {parts.scheme!r}, which "
+                          "zsarchive does not read (supported: file:// URLs and local paths)")
+        path = unquote(parts.path) if parts.scheme == "file" else location
+        if not os.path.isabs(path):
+            raise ZSError(f"{where}: virtual location {location!r} is not an absolute path")
+        real = os.path.realpath(path)
+        for prefix in self.authorize:
+            pre = urlsplit(prefix)
+            if pre.scheme not in ("file", ""):
+                continue
+            base = unquote(pre.path) if pre.scheme == "file" else prefix
+            if not base:
+                continue
+            base_real = os.path.realpath(base)
+            if real == base_real or real.startswith(base_real.rstrip("/") + "/"):
+                return real
+        suggestion = "file://" + os.path.dirname(os.path.normpath(path)).rstrip("/") + "/"
+        raise ZSError(f"{where}: virtual location {location!r} is not under an authorized prefix; "
+                      f"authorize it with --authorize {suggestion}")
+
+    # -- history -----------------------------------------------------------------------------
+
+    def chunk_history(self, path: str, coords: Iterable[int], ref: str | None = None) -> list[dict]:
+        """The commits in REF's history (default ``main``) that changed that chunk, newest first."""
+        ref = ref or "main"
+        coords = tuple(int(c) for c in coords)
+        sid = self.resolve(ref)
+        node = self._node_at(sid, path, ref)
+        history = {sid for sid, _ in self._ancestry(sid)}
+        changes = [(k[2], k[3]) for k, _ in self._records(S.CHUNK_HISTORY, (node["id"], coords))]
+        changes.sort(reverse=True)
+        return [self._snapshot_dict(change_sid, self._snapshot_value(change_sid))
+                for _, change_sid in changes if change_sid in history]
+
+    def diff(self, from_ref: str, to_ref: str) -> dict:
+        """What changed from FROM to TO (FROM must be in TO's history), as icechunk's ``diff`` says it."""
+        from_id, to_id = self.resolve(from_ref), self.resolve(to_ref)
+        between = []
+        for sid, value in self._ancestry(to_id):
+            if sid == from_id:
+                break
+            between.append((sid, value))
+        else:
+            raise ZSError(f"{self.name}: cannot diff: {from_ref!r} is not in the history of {to_ref!r}")
+        if not between:
+            raise ZSError(f"{self.name}: cannot diff: {from_ref!r} and {to_ref!r} are the same snapshot")
+        sets: dict[str, set] = {name: set() for name in (
+            "new_groups", "new_arrays", "deleted_groups", "deleted_arrays", "updated_groups", "updated_arrays")}
+        chunk_nodes: set[str] = set()
+        moved: list[list[str]] = []
+        changed = set()
+        for sid, value in between:
+            if value[0] is None:
+                continue  # the initial snapshot: icechunk leaves its (empty) log out too
+            changed.add(sid)
+            tx = self._one(S.TXLOG, (sid,))
+            if tx is None:
+                raise ZSCorrupt(f"{self.name}: snapshot {sid} has no transaction log record")
+            for name, ids in zip(sets, tx[:6]):
+                sets[name].update(ids)
+            chunk_nodes.update(node_id for node_id, _ in tx[6])
+            moved.extend([m[0], m[1]] for m in tx[7])
+        paths: dict[str, str] = {}
+        for snapshot_id in (from_id, to_id):
+            for k, v in self._records(S.NODE, (snapshot_id,)):
+                paths[v[0]] = S.path_of(k[1])
+        out: dict[str, Any] = {name: sorted(paths[i] for i in ids if i in paths) for name, ids in sets.items()}
+        updated: dict[str, list[list[int]]] = {}
+        for node_id in sorted(chunk_nodes):
+            if node_id not in paths:
+                continue
+            coords = sorted({k[1] for k, _ in self._records(S.CHUNK_HISTORY, (node_id,)) if k[3] in changed})
+            if coords:
+                updated[paths[node_id]] = [list(c) for c in coords]
+        out["updated_chunks"] = dict(sorted(updated.items()))
+        out["moved_nodes"] = moved
+        return out
+
+    def ops_log(self, since: int | None = None, until: int | None = None) -> list[dict]:
+        """Ops-log entries updated in ``[since, until]`` (micros), newest first."""
+        if until is not None:
+            first = next(iter(self._range(S.OPS, (), None)), None)
+            if first is not None and until < first[0][0]:
+                raise NotFound(f"{self.name}: {format_time(until)} is before the first operation "
+                               f"({format_time(first[0][0])})")
+        start = () if since is None else (since,)
+        stop = None if until is None else (until + 1,)
+        out = []
+        for (updated_at, _), (kind, backup_path, details) in self._range(S.OPS, start, stop):
+            entry = {"type": kind, "updated_at": format_time(updated_at), "backup_path": backup_path}
+            entry.update(json.loads(details))
+            out.append(entry)
+        out.reverse()
+        return out
+
+
+def _read_range(path: str, offset: int, length: int, where: str) -> bytes:
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(offset)
+            data = handle.read(length)
+    except OSError as exc:
+        raise ZSError(f"{where}: cannot read {path}: {exc.strerror or exc}") from None
+    if len(data) != length:
+        raise ZSCorrupt(f"{where}: {path} holds {len(data)} bytes at offset {offset}, expected {length}")
+    return data
+

@@ -1,0 +1,54 @@
+"""Shared plumbing of the archive query commands: open the archive, print rows as JSON lines or a table."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Iterable, Sequence
+
+import click
+
+from zsarchive.archive import RepoArchive, parse_time
+
+json_option = click.option("--json", "as_json", is_flag=True,
+                           help="One JSON object per line (a stable contract, see docs/archive-format.rst).")
+authorize_option = click.option("--authorize", "authorize", multiple=True, metavar="PREFIX",
+                                help="Location prefix (e.g. file:///data/) under which virtual chunks may be read.")
+
+
+def open_archive(source: str, authorize: Iterable[str] = ()) -> RepoArchive:
+    """The archive at a path or URL."""
+    return RepoArchive(source, authorize=authorize)
+
+
+def time_bound(text: str | None, upper: bool) -> int | None:
+    """A --since/--until argument as microseconds (a bare date covers its whole day)."""
+    return None if text is None else parse_time(text, end_of_day=upper)
+
+
+def _plain(row: dict) -> dict:
+    # bytes fields (exact zarr.json, inline chunk bytes) belong to the Python API, not to JSON lines.
+    return {k: v for k, v in row.items() if not isinstance(v, (bytes, bytearray))}
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, (list, tuple)):
+        return ",".join(_cell(v) for v in value)
+    if isinstance(value, dict):
+        return json.dumps(value, sort_keys=True)
+    return str(value)
+
+
+def emit(rows: Iterable[dict], as_json: bool, columns: Sequence[str]) -> None:
+    """Print rows: JSON lines with every field, or an aligned table of ``columns``."""
+    if as_json:
+        for row in rows:
+            click.echo(json.dumps(_plain(row), ensure_ascii=False))
+        return
+    rows = list(rows)
+    table = [[_cell(row.get(c)) for c in columns] for row in rows]
+    widths = [max([len(c)] + [len(r[i]) for r in table]) for i, c in enumerate(columns)]
+    click.echo("  ".join(c.upper().ljust(w) for c, w in zip(columns, widths)).rstrip())
+    for r in table:
+        click.echo("  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip())

@@ -1,0 +1,146 @@
+"""Query commands over a repo archive: refs, log, ls, chunks, chunk, diff, ops, chunk-log."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+import click
+
+from zsarchive.cli.app import main
+from zsarchive.cli.archive_output import authorize_option, emit, json_option, open_archive, time_bound
+
+LOG_COLUMNS = ("id", "flushed_at", "parent_id", "message")
+CHUNK_COLUMNS = ("coords", "kind", "offset", "length", "chunk_id", "location")
+
+
+class Coords(click.ParamType):
+    """``3,4`` -> (3, 4)."""
+
+    name = "COORDS"
+
+    def convert(self, value, param, ctx) -> tuple[int, ...]:
+        if isinstance(value, tuple):
+            return value
+        try:
+            coords = tuple(int(part) for part in value.split(","))
+        except ValueError:
+            self.fail(f"{value!r} is not a comma-separated list of chunk coordinates (e.g. 3,4)", param, ctx)
+        if any(c < 0 for c in coords):
+            self.fail(f"{value!r}: chunk coordinates are never negative", param, ctx)
+        return coords
+
+
+COORDS = Coords()
+since_option = click.option("--since", metavar="TIME", help="Inclusive lower bound (ISO 8601 / RFC 3339 or a date).")
+until_option = click.option("--until", metavar="TIME", help="Inclusive upper bound (a bare date covers that day).")
+
+
+@main.command("refs")
+@click.argument("archive")
+@json_option
+def refs_command(archive: str, as_json: bool) -> None:
+    """Branches, tags and deleted tags of ARCHIVE."""
+    with open_archive(archive) as arc:
+        emit(arc.refs(), as_json, ("type", "name", "snapshot_id"))
+
+
+@main.command("log")
+@click.argument("archive")
+@click.argument("ref", required=False)
+@since_option
+@until_option
+@json_option
+def log_command(archive: str, ref: str | None, since: str | None, until: str | None, as_json: bool) -> None:
+    """Snapshots newest first: REF's history, or every snapshot when REF is omitted."""
+    with open_archive(archive) as arc:
+        emit(arc.log(ref, since=time_bound(since, False), until=time_bound(until, True)), as_json, LOG_COLUMNS)
+
+
+@main.command("ls")
+@click.argument("archive")
+@click.argument("ref")
+@json_option
+def ls_command(archive: str, ref: str, as_json: bool) -> None:
+    """Groups and arrays of the snapshot REF names."""
+    with open_archive(archive) as arc:
+        rows = arc.ls(ref)
+        for row in rows:
+            row.pop("manifests", None)
+        emit(rows, as_json, ("path", "node_type", "id", "shape", "num_chunks", "dimension_names"))
+
+
+@main.command("chunks")
+@click.argument("archive")
+@click.argument("ref")
+@click.argument("path")
+@json_option
+def chunks_command(archive: str, ref: str, path: str, as_json: bool) -> None:
+    """Every chunk ref of the array PATH at REF, in coordinate order (streamed)."""
+    with open_archive(archive) as arc:
+        emit(arc.chunk_refs(ref, path), as_json, CHUNK_COLUMNS)
+
+
+@main.command("chunk")
+@click.argument("archive")
+@click.argument("ref")
+@click.argument("path")
+@click.argument("coords", type=COORDS)
+@click.option("--data", is_flag=True, help="Write the chunk's bytes to stdout instead of its ref.")
+@click.option("--repo", metavar="REPO", help="Repository whose chunks/ holds native chunks not embedded.")
+@authorize_option
+@json_option
+def chunk_command(archive: str, ref: str, path: str, coords: tuple[int, ...], data: bool, repo: str | None,
+                  authorize: tuple[str, ...], as_json: bool) -> None:
+    """The chunk ref at COORDS (like 3,4) of the array PATH at REF."""
+    with open_archive(archive, authorize) as arc:
+        if data:
+            click.get_binary_stream("stdout").write(arc.chunk_data(ref, path, coords, repo=repo))
+            return
+        emit([arc.chunk_ref(ref, path, coords)], as_json, ("path",) + CHUNK_COLUMNS)
+
+
+def _diff_rows(diff: dict) -> Iterator[dict]:
+    for name in ("new_groups", "new_arrays", "deleted_groups", "deleted_arrays", "updated_groups",
+                 "updated_arrays"):
+        for path in diff[name]:
+            yield {"change": name[:-1], "path": path}
+    for path, coords_list in diff["updated_chunks"].items():
+        for coords in coords_list:
+            yield {"change": "updated_chunk", "path": path, "coords": coords}
+    for source, target in diff["moved_nodes"]:
+        yield {"change": "moved_node", "from": source, "to": target}
+
+
+@main.command("diff")
+@click.argument("archive")
+@click.argument("from_ref", metavar="FROM")
+@click.argument("to_ref", metavar="TO")
+@json_option
+def diff_command(archive: str, from_ref: str, to_ref: str, as_json: bool) -> None:
+    """What changed from FROM to TO (FROM must be in TO's history)."""
+    with open_archive(archive) as arc:
+        emit(_diff_rows(arc.diff(from_ref, to_ref)), as_json, ("change", "path", "coords", "from", "to"))
+
+
+@main.command("ops")
+@click.argument("archive")
+@since_option
+@until_option
+@json_option
+def ops_command(archive: str, since: str | None, until: str | None, as_json: bool) -> None:
+    """The repository's ops log, newest first."""
+    with open_archive(archive) as arc:
+        rows = arc.ops_log(since=time_bound(since, False), until=time_bound(until, True))
+        emit(rows, as_json, ("updated_at", "type", "branch", "name", "new_snap_id", "previous_snap_id"))
+
+
+@main.command("chunk-log")
+@click.argument("archive")
+@click.argument("path")
+@click.argument("coords", type=COORDS)
+@click.option("--ref", default=None, help="Whose history to follow (default main).")
+@json_option
+def chunk_log_command(archive: str, path: str, coords: tuple[int, ...], ref: str | None, as_json: bool) -> None:
+    """The commits that changed the chunk at COORDS of PATH, newest first."""
+    with open_archive(archive) as arc:
+        emit(arc.chunk_history(path, coords, ref=ref), as_json, LOG_COLUMNS)

@@ -1,0 +1,44 @@
+"""``zs export REPO ARCHIVE``: an Icechunk repository's whole history into one ZS archive."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from zsarchive.archive import export as export_repository
+from zsarchive.archive.exporter import CODECS
+from zsarchive.cli.app import main
+
+
+@main.command("export")
+@click.argument("repo")
+@click.argument("archive", type=click.Path(dir_okay=False))
+@click.option("--codec", type=click.Choice(CODECS), default="zstd", show_default=True,
+              help="Block compression (zstd is a zsarchive extension; lzma/deflate/none read with any ZS reader).")
+@click.option("-z", "--compress-level", type=int, default=None, help="Codec level (codec default if omitted).")
+@click.option("--include-chunks", is_flag=True, help="Embed native chunk bytes: the archive becomes self-contained.")
+@click.option("-j", "--parallelism", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Threads compressing blocks.")
+@click.option("--no-progress", is_flag=True, help="No progress bar even on a terminal.")
+def export_command(repo: str, archive: str, codec: str, compress_level: int | None, include_chunks: bool,
+                   parallelism: int, no_progress: bool) -> None:
+    """Export the Icechunk repository REPO (directory or file:// URL) into the ZS file ARCHIVE."""
+    show = not no_progress and sys.stderr.isatty()
+    bar = click.progressbar(length=1, label="exporting", file=sys.stderr) if show else None
+
+    def progress(done: int, total: int) -> None:
+        if bar is not None:
+            bar.length = max(total, 1)
+            bar.update(done - bar.pos)
+
+    if bar is not None:
+        bar.__enter__()
+    try:
+        summary = export_repository(repo, archive, codec=codec, compress_level=compress_level,
+                                    include_chunks=include_chunks, parallelism=parallelism, progress=progress)
+    finally:
+        if bar is not None:
+            bar.__exit__(None, None, None)
+    total = sum(summary.counts.values())
+    click.echo(f"wrote {summary.path}: {total} records, {summary.size} bytes in {summary.seconds:.2f} s", err=True)
