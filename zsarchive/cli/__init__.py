@@ -1,5 +1,6 @@
 """The ``zs`` command: thin click wrappers over the library, one module per command."""
 
 from zsarchive.cli.app import main
+from zsarchive.cli import dump, info  # noqa: F401
 
 __all__ = ["main"]

@@ -59,19 +59,18 @@ def decode_records(payload: bytes, where: str) -> list[bytes]:
     append = records.append
     pos = 0
     n = len(payload)
-    decode = uleb128.decode
+    # The hot loop of every scan: one-byte lengths take the short path; a record running past
+    # the end can only be the last one, so the bounds check waits until after the loop.
     while pos < n:
+        start = pos + 1
         length = payload[pos]
-        if length < 0x80:
-            pos += 1
-        else:
-            length, pos = decode(payload, pos, f"{where}: record {len(records)} length")
-        end = pos + length
-        if end > n:
-            raise ZSCorrupt(f"{where}: record {len(records)} length {length} runs past the end of "
-                            f"the {n}-byte payload")
-        append(payload[pos:end])
-        pos = end
+        if length >= 0x80:
+            length, start = uleb128.decode(payload, pos, f"{where}: record {len(records)} length")
+        pos = start + length
+        append(payload[start:pos])
+    if pos > n:
+        raise ZSCorrupt(f"{where}: record {len(records) - 1} length {len(records[-1]) + pos - n} runs past "
+                        f"the end of the {n}-byte payload")
     if not records:
         raise ZSCorrupt(f"{where}: data block payload holds no records")
     return records

@@ -1,0 +1,35 @@
+"""``zs info``: a ZS file's header as JSON, with the reference's keys and formats."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from zsarchive.cli.app import main
+from zsarchive.cli.dump import open_zs
+
+
+@main.command("info")
+@click.option("-m", "--metadata-only", is_flag=True,
+              help="Output only the file's metadata, not any general information about it.")
+@click.argument("zs_file")
+def info_command(zs_file: str, metadata_only: bool) -> None:
+    """Display general information from a .zs file's header, as JSON.
+
+    ZS_FILE is a path, or a URL if it starts with "http".
+    """
+    with open_zs(zs_file, parallelism=0) as z:
+        if metadata_only:
+            info = z.metadata
+        else:
+            info = {
+                "root_index_offset": z.root_index_offset,
+                "root_index_length": z.root_index_length,
+                "total_file_length": z.total_file_length,
+                "codec": z.codec,
+                "data_sha256": z.data_sha256.hex(),
+                "metadata": z.metadata,
+                "statistics": {"root_index_level": z.root_index_level},
+            }
+    click.echo(json.dumps(info, indent=4))
