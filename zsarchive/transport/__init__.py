@@ -1,25 +1,38 @@
-"""Where a ZS file's bytes come from: a local file (mmap), a file object, and (later) HTTP."""
+"""Where a ZS file's bytes come from: a local file (mmap), a file object, HTTP(S), fsspec URLs."""
 
 from __future__ import annotations
 
 import os
+import re
 
 from zsarchive.transport.base import Transport
+from zsarchive.transport.fsspec import FsspecTransport
+from zsarchive.transport.http import HTTPTransport
 from zsarchive.transport.local import FileObjectTransport, LocalFile
+
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 
 
 def open_transport(source) -> Transport:
-    """Return a Transport for a path, ``file://`` URL, open binary file object or Transport."""
+    """Return a Transport for a path, ``file://``, ``http(s)://`` or fsspec URL (``s3://``, ...),
+    open binary file object or Transport."""
     if isinstance(source, Transport):
         return source
     if isinstance(source, (str, os.PathLike)):
         text = os.fspath(source)
-        if text.startswith("file://"):
-            text = text[len("file://"):]
-        return LocalFile(text)
+        scheme = _SCHEME.match(text)
+        if scheme is None:
+            return LocalFile(text)
+        name = scheme.group(1).lower()
+        if name == "file":
+            return LocalFile(text[len("file://"):])
+        if name in ("http", "https"):
+            return HTTPTransport(text)
+        return FsspecTransport(text)
     if hasattr(source, "read") and hasattr(source, "seek"):
         return FileObjectTransport(source)
     raise TypeError(f"cannot read a ZS file from {source!r}: give a path, URL or binary file object")
 
 
-__all__ = ["Transport", "LocalFile", "FileObjectTransport", "open_transport"]
+__all__ = ["Transport", "LocalFile", "FileObjectTransport", "HTTPTransport", "FsspecTransport",
+           "open_transport"]

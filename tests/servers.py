@@ -1,0 +1,289 @@
+"""HTTP servers for the tests: a real nginx on loopback, and a small misbehaving server of our own.
+
+``nginx_server`` and ``faulty_server`` are pytest fixtures; import them into a test module with
+``from servers import nginx_server, faulty_server  # noqa: F401``.
+"""
+
+from __future__ import annotations
+
+import collections
+import hashlib
+import os
+import shutil
+import socket
+import subprocess
+import threading
+import time
+import urllib.request
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nobody listens on right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@dataclass(frozen=True)
+class LogLine:
+    """One request as nginx logged it."""
+
+    connection: int
+    method: str
+    path: str
+    range: str
+    status: int
+    bytes_sent: int
+    if_match: str
+
+
+class Nginx:
+    """Debian's nginx serving ``root`` on 127.0.0.1 with an access log the tests can count."""
+
+    _FORMAT = '$connection\t$request\t$http_range\t$status\t$body_bytes_sent\t$http_if_match'
+
+    def __init__(self, root: Path, prefix: Path) -> None:
+        self.root = root
+        self.prefix = prefix
+        self.port = free_port()
+        self.log = prefix / "access.log"
+        self._marks = 0
+        self._process: subprocess.Popen | None = None
+
+    def url(self, name: str) -> str:
+        """The URL of a file below ``root``."""
+        return f"http://127.0.0.1:{self.port}/{name}"
+
+    def start(self) -> None:
+        """Write a config into ``prefix``, start nginx in the foreground and wait until it listens."""
+        (self.prefix / "tmp").mkdir(parents=True, exist_ok=True)
+        (self.root / "forbidden").mkdir(exist_ok=True)
+        user = "user root;" if os.geteuid() == 0 else ""  # workers must read the root's temp dirs
+        temp = "\n".join(f"    {kind}_temp_path {self.prefix}/tmp/{kind};"
+                         for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
+        (self.prefix / "nginx.conf").write_text(f"""
+{user}
+worker_processes 1;
+daemon off;
+pid {self.prefix}/nginx.pid;
+error_log {self.prefix}/error.log warn;
+events {{ worker_connections 128; }}
+http {{
+    default_type application/octet-stream;
+    log_format counted escape=none '{self._FORMAT}';
+    access_log {self.log} counted;
+    keepalive_timeout 60s;
+    keepalive_requests 100000;
+{temp}
+    server {{
+        listen 127.0.0.1:{self.port};
+        root {self.root};
+        location /forbidden/ {{ deny all; }}
+    }}
+}}
+""")
+        self._process = subprocess.Popen(
+            [NGINX, "-p", str(self.prefix), "-c", str(self.prefix / "nginx.conf")],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            if self._process.poll() is not None:
+                raise RuntimeError(f"nginx exited: {self._process.stderr.read().decode()}")
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
+                return
+            except OSError:
+                time.sleep(0.05)
+        self.stop()
+        raise RuntimeError("nginx did not start listening within 10 s")
+
+    def stop(self) -> None:
+        """Stop nginx (graceful, then forced) and reap it."""
+        if self._process is None:
+            return
+        self._process.terminate()
+        try:
+            self._process.wait(5)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+            self._process.wait()
+        self._process.stderr.close()
+        self._process = None
+
+    def mark(self) -> int:
+        """A position in the access log: the number of lines logged before now."""
+        return len(self._lines())
+
+    def requests_since(self, mark: int) -> list[LogLine]:
+        """Requests logged after ``mark``, excluding the marker request this method sends itself.
+
+        nginx logs a request after handing its last byte to the kernel, so a client can hold its
+        answer a moment before the line exists; a fresh marker request, served by the same single
+        worker after every earlier one, tells when all earlier lines are written.
+        """
+        self._marks += 1
+        marker = f"/__mark__{self._marks}"
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{self.port}{marker}", timeout=5)
+        except OSError:
+            pass  # a 404 is expected: the marker only needs to be logged
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            lines = self._lines()[mark:]
+            if any(line.path == marker for line in lines):
+                return [line for line in lines if not line.path.startswith("/__mark__")]
+            time.sleep(0.01)
+        raise AssertionError("nginx did not log the marker request within 5 s")
+
+    def _lines(self) -> list[LogLine]:
+        if not self.log.exists():
+            return []
+        lines = []
+        for raw in self.log.read_text().splitlines():
+            connection, request, range_, status, sent, if_match = raw.split("\t")
+            method, path, _ = request.split(" ")
+            lines.append(LogLine(int(connection), method, path, "" if range_ == "-" else range_,
+                                 int(status), int(sent), "" if if_match == "-" else if_match))
+        return lines
+
+
+@pytest.fixture(scope="module")
+def nginx_server(tmp_path_factory):
+    """A running nginx serving an empty directory (``server.root``); stopped after the module."""
+    if not os.path.exists(NGINX):
+        pytest.fail(f"nginx is not installed at {NGINX}: scripts/dev installs Debian's package")
+    base = tmp_path_factory.mktemp("nginx")
+    (base / "root").mkdir()
+    server = Nginx(base / "root", base / "prefix")
+    server.prefix.mkdir()
+    server.start()
+    yield server
+    server.stop()
+
+
+@dataclass
+class Seen:
+    """One request the faulty server received."""
+
+    path: str
+    range: str
+    if_match: str
+    status: int
+
+
+class FaultyServer(ThreadingHTTPServer):
+    """Serves ``files`` with byte ranges and strong ETags, and misbehaves on demand.
+
+    ``faults`` is a queue consumed one per request: "drop" (close mid-body), "503", "ignore-range"
+    (200 with the whole body), "slow" (wait ``slow_seconds`` before answering), "short" (promise
+    the full length, send half, close), or None (behave).
+    """
+
+    daemon_threads = True
+
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), _FaultyHandler)
+        self.files: dict[str, bytes] = {}
+        self.faults: collections.deque[str | None] = collections.deque()
+        self.seen: list[Seen] = []
+        self.connections = 0
+        self.honor_if_match = True
+        self.always_ignore_range = False
+        self.slow_seconds = 5.0
+        self.stopping = threading.Event()
+        self.lock = threading.Lock()
+        self.thread = threading.Thread(target=self.serve_forever, daemon=True)
+
+    def url(self, name: str) -> str:
+        """The URL of ``files[name]``."""
+        return f"http://127.0.0.1:{self.server_address[1]}/{name}"
+
+    def etag(self, name: str) -> str:
+        """The strong ETag of a file's current content."""
+        return '"' + hashlib.sha256(self.files[name]).hexdigest()[:16] + '"'
+
+    def stop(self) -> None:
+        """Wake any slow handler, stop serving and close the socket."""
+        self.stopping.set()
+        self.shutdown()
+        self.server_close()
+
+
+class _FaultyHandler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: FaultyServer
+
+    def setup(self) -> None:
+        super().setup()
+        with self.server.lock:
+            self.server.connections += 1
+
+    def log_message(self, format: str, *args) -> None:  # keep pytest output clean
+        pass
+
+    def _reply(self, status: int, headers: dict[str, str], body: bytes, fault: str | None) -> None:
+        with self.server.lock:
+            self.server.seen.append(Seen(self.path, self.headers.get("Range", ""),
+                                         self.headers.get("If-Match", ""), status))
+        self.send_response(status)
+        for key, value in headers.items():
+            self.send_header(key, value)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if fault in ("drop", "short"):
+            self.wfile.write(body[:len(body) // 2])
+            self.wfile.flush()
+            self.close_connection = True
+            self.connection.shutdown(socket.SHUT_RDWR)
+            return
+        self.wfile.write(body)
+
+    def do_GET(self) -> None:
+        with self.server.lock:
+            fault = self.server.faults.popleft() if self.server.faults else None
+        if fault == "slow" and self.server.stopping.wait(self.server.slow_seconds):
+            return
+        name = self.path.lstrip("/")
+        if name not in self.server.files:
+            self._reply(404, {}, b"not found", None)
+            return
+        if fault == "503":
+            self._reply(503, {"Retry-After": "0"}, b"busy", None)
+            return
+        data = self.server.files[name]
+        etag = self.server.etag(name)
+        headers = {"ETag": etag}
+        wanted = self.headers.get("If-Match")
+        if wanted and self.server.honor_if_match and wanted != etag:
+            self._reply(412, headers, b"precondition failed", None)
+            return
+        spec = self.headers.get("Range", "")
+        if not spec or fault == "ignore-range" or self.server.always_ignore_range:
+            self._reply(200, headers, data, fault)
+            return
+        first, _, last = spec.removeprefix("bytes=").partition("-")
+        if not first:
+            start, end = max(0, len(data) - int(last)), len(data) - 1
+        else:
+            start, end = int(first), min(int(last) if last else len(data) - 1, len(data) - 1)
+        if start >= len(data):
+            self._reply(416, {"Content-Range": f"bytes */{len(data)}"}, b"", None)
+            return
+        headers["Content-Range"] = f"bytes {start}-{end}/{len(data)}"
+        self._reply(206, headers, data[start:end + 1], fault)
+
+
+@pytest.fixture
+def faulty_server():
+    """A FaultyServer on a free loopback port, stopped after the test."""
+    server = FaultyServer()
+    server.thread.start()
+    yield server
+    server.stop()

@@ -1,0 +1,305 @@
+"""HTTPTransport against a real nginx (ranges, pinning, keep-alive) and a misbehaving server (faults)."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+import pytest
+
+from servers import faulty_server, nginx_server  # noqa: F401
+from zsarchive.errors import ZSCorrupt, ZSError
+from zsarchive.transport import HTTPTransport, open_transport
+from zsarchive.transport.remote import coalesce
+
+DATA = os.urandom(300_000)
+
+
+@pytest.fixture(scope="module")
+def served(nginx_server):
+    """nginx with a 300 kB random file ``data.bin`` and an empty file ``empty.bin``."""
+    (nginx_server.root / "data.bin").write_bytes(DATA)
+    (nginx_server.root / "empty.bin").write_bytes(b"")
+    (nginx_server.root / "forbidden" / "secret.bin").write_bytes(b"x")
+    return nginx_server
+
+
+def test_open_transport_picks_http(served):
+    transport = open_transport(served.url("data.bin"))
+    assert isinstance(transport, HTTPTransport)
+    transport.close()
+
+
+def test_head_tail_are_two_concurrent_requests_and_learn_the_size(served):
+    mark = served.mark()
+    with_transport = HTTPTransport(served.url("data.bin"))
+    head, tail = with_transport.read_head_tail(1000, 5000)
+    assert head == DATA[:1000] and tail == DATA[-5000:]
+    assert with_transport.size == len(DATA)
+    logged = served.requests_since(mark)
+    assert sorted(line.range for line in logged) == ["bytes=-5000", "bytes=0-999"]
+    assert all(line.status == 206 for line in logged)
+    # the two went out together, so they used two connections of the pool
+    assert len({line.connection for line in logged}) == 2
+    assert with_transport.stats.requests == 2 and with_transport.stats.bytes == 6000
+    with_transport.close()
+
+
+def test_each_read_is_exactly_one_request_of_exactly_that_range(served):
+    transport = HTTPTransport(served.url("data.bin"))
+    transport.read_head_tail(100, 100)
+    mark = served.mark()
+    assert transport.read(12345, 678) == DATA[12345:12345 + 678]
+    assert transport.read(250_000, 49_900) == DATA[250_000:299_900]
+    assert transport.read(10, 20) == DATA[10:30]  # inside the head already held: no request
+    assert transport.read(len(DATA) - 50, 50) == DATA[-50:]  # inside the tail
+    logged = served.requests_since(mark)
+    assert [line.range for line in logged] == ["bytes=12345-13022", "bytes=250000-299899"]
+    assert [line.bytes_sent for line in logged] == [678, 49_900]
+    assert transport.stats.requests == 4
+    transport.close()
+
+
+def test_keep_alive_reuses_one_connection_and_pins_with_if_match(served):
+    transport = HTTPTransport(served.url("data.bin"))
+    transport.read_head_tail(0, 0)
+    mark = served.mark()
+    for i in range(20):
+        assert transport.read(i * 1000 + 500, 700) == DATA[i * 1000 + 500:i * 1000 + 1200]
+    logged = served.requests_since(mark)
+    assert len(logged) == 20
+    assert len({line.connection for line in logged}) == 1
+    etag = logged[0].if_match
+    assert etag.startswith('"') and all(line.if_match == etag for line in logged)
+    transport.close()
+
+
+def test_size_alone_costs_one_small_request(served):
+    transport = HTTPTransport(served.url("data.bin"))
+    mark = served.mark()
+    assert transport.size == len(DATA)
+    assert [line.range for line in served.requests_since(mark)] == ["bytes=0-0"]
+    transport.close()
+
+
+def test_head_and_tail_larger_than_the_file(served):
+    transport = HTTPTransport(served.url("data.bin"))
+    head, tail = transport.read_head_tail(1_000_000, 2_000_000)
+    assert head == DATA and tail == DATA and transport.size == len(DATA)
+    transport.close()
+
+
+def test_empty_file(served):
+    transport = HTTPTransport(served.url("empty.bin"))
+    assert transport.read_head_tail(100, 100) == (b"", b"")
+    assert transport.size == 0
+    assert transport.read(0, 0) == b""
+    transport.close()
+
+
+def test_read_past_the_end_is_corrupt_without_a_request(served):
+    transport = HTTPTransport(served.url("data.bin"))
+    transport.read_head_tail(10, 10)
+    mark = served.mark()
+    with pytest.raises(ZSCorrupt, match="runs past the end"):
+        transport.read(len(DATA) - 10, 11)
+    assert served.requests_since(mark) == []
+    transport.close()
+
+
+def test_read_ranges_coalesces_near_ranges_into_one_request(served):
+    transport = HTTPTransport(served.url("data.bin"))
+    transport.read_head_tail(0, 0)
+    ranges = [(20_000 + i * 1000, 900) for i in range(30)] + [(250_000, 10), (150_000, 10)]
+    mark = served.mark()
+    assert transport.read_ranges(ranges) == [DATA[o:o + n] for o, n in ranges]
+    logged = served.requests_since(mark)
+    assert sorted(line.range for line in logged) == ["bytes=150000-150009", "bytes=20000-49899",
+                                                     "bytes=250000-250009"]
+    transport.close()
+
+
+def test_coalesce_respects_gap_and_limit():
+    runs = coalesce([(0, 10), (15, 5), (100, 10), (112, 50)], gap=5, limit=40)
+    assert [(run.start, run.length, run.members) for run in runs] == [
+        (0, 20, (0, 1)), (100, 10, (2,)), (112, 50, (3,))]
+
+
+def test_many_threads_share_one_transport(served):
+    transport = HTTPTransport(served.url("data.bin"), max_connections=4)
+    transport.read_head_tail(0, 0)
+    errors = []
+
+    def work(seed: int) -> None:
+        for i in range(25):
+            offset = (seed * 7919 + i * 104_729) % (len(DATA) - 5000)
+            if transport.read(offset, 5000) != DATA[offset:offset + 5000]:
+                errors.append((seed, i))
+
+    threads = [threading.Thread(target=work, args=(seed,)) for seed in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert transport.stats.requests == 1 + 6 * 25
+    transport.close()
+
+
+def test_missing_file_is_one_line_naming_url_and_status(served):
+    url = served.url("nope.zs")
+    with pytest.raises(ZSError) as caught:
+        HTTPTransport(url).read_head_tail(10, 10)
+    assert str(caught.value) == f"{url}: HTTP 404 Not Found"
+
+
+def test_forbidden_file_is_one_line_naming_url_and_status(served):
+    url = served.url("forbidden/secret.bin")
+    with pytest.raises(ZSError) as caught:
+        HTTPTransport(url).read_head_tail(10, 10)
+    assert str(caught.value) == f"{url}: HTTP 403 Forbidden"
+
+
+def test_file_replaced_on_nginx_is_detected(served):
+    path = served.root / "changing.bin"
+    path.write_bytes(DATA)
+    transport = HTTPTransport(served.url("changing.bin"))
+    transport.read_head_tail(100, 100)
+    assert transport.read(1000, 10) == DATA[1000:1010]
+    # same length, new content: only the ETag (mtime-based in nginx) tells
+    path.write_bytes(DATA[::-1])
+    later = time.time() + 5
+    os.utime(path, (later, later))
+    with pytest.raises(ZSCorrupt, match="file changed while reading"):
+        transport.read(2000, 10)
+    transport.close()
+
+
+def test_nothing_listening_is_a_clear_error(tmp_path):
+    from servers import free_port
+    url = f"http://127.0.0.1:{free_port()}/x.zs"
+    with pytest.raises(ZSError, match=r"cannot connect: .*gave up after 2 attempts"):
+        HTTPTransport(url, retries=1, backoff=0.01).read_head_tail(10, 10)
+
+
+def test_not_an_http_url():
+    with pytest.raises(ZSError, match="not an http"):
+        HTTPTransport("ftp://example/x")
+
+
+# --- faults: our own misbehaving server ----------------------------------------------------------
+
+
+def _transport(server, name="f.zs", **options):
+    options.setdefault("backoff", 0.01)
+    return HTTPTransport(server.url(name), **options)
+
+
+def test_connection_dropped_mid_body_is_retried(faulty_server):
+    faulty_server.files["f.zs"] = DATA
+    transport = _transport(faulty_server)
+    transport.read_head_tail(0, 0)
+    faulty_server.faults.extend(["drop", "drop"])
+    assert transport.read(1000, 100_000) == DATA[1000:101_000]
+    assert transport.stats.retries == 2
+    assert [seen.range for seen in faulty_server.seen[-3:]] == ["bytes=1000-100999"] * 3
+    transport.close()
+
+
+def test_short_body_is_retried(faulty_server):
+    faulty_server.files["f.zs"] = DATA
+    transport = _transport(faulty_server)
+    faulty_server.faults.extend(["short"])
+    head, tail = transport.read_head_tail(50_000, 0)
+    assert head == DATA[:50_000]
+    assert transport.stats.retries == 1
+    transport.close()
+
+
+def test_503_then_success(faulty_server):
+    faulty_server.files["f.zs"] = DATA
+    transport = _transport(faulty_server)
+    transport.read_head_tail(0, 0)
+    faulty_server.faults.extend(["503", "503"])
+    assert transport.read(7, 70) == DATA[7:77]
+    assert [seen.status for seen in faulty_server.seen[-3:]] == [503, 503, 206]
+    transport.close()
+
+
+def test_persistent_503_gives_up_with_the_status(faulty_server):
+    faulty_server.files["f.zs"] = DATA
+    transport = _transport(faulty_server, retries=2)
+    transport.read_head_tail(0, 0)
+    faulty_server.faults.extend(["503"] * 3)
+    with pytest.raises(ZSError, match=r"f\.zs: HTTP 503 Service Unavailable \(gave up after 3 attempts\)"):
+        transport.read(7, 70)
+    transport.close()
+
+
+def test_file_replaced_between_requests_fails_by_if_match(faulty_server):
+    faulty_server.files["f.zs"] = DATA
+    transport = _transport(faulty_server)
+    transport.read_head_tail(10, 10)
+    faulty_server.files["f.zs"] = DATA[::-1]
+    with pytest.raises(ZSCorrupt, match=r"f\.zs: file changed while reading \(HTTP 412"):
+        transport.read(100, 10)
+    assert faulty_server.seen[-1].status == 412
+    transport.close()
+
+
+def test_file_replaced_is_caught_by_etag_even_if_the_server_ignores_if_match(faulty_server):
+    faulty_server.files["f.zs"] = DATA
+    faulty_server.honor_if_match = False
+    transport = _transport(faulty_server)
+    transport.read_head_tail(10, 10)
+    old = faulty_server.etag("f.zs")
+    faulty_server.files["f.zs"] = DATA[::-1]
+    with pytest.raises(ZSCorrupt, match=f"file changed while reading \\(ETag was {old}, now"):
+        transport.read(100, 10)
+    transport.close()
+
+
+def test_server_ignoring_range_small_file_is_read_once_and_sliced(faulty_server):
+    faulty_server.files["f.zs"] = DATA
+    faulty_server.always_ignore_range = True
+    transport = _transport(faulty_server)
+    head, tail = transport.read_head_tail(100, 200)
+    assert head == DATA[:100] and tail == DATA[-200:] and transport.size == len(DATA)
+    requests = len(faulty_server.seen)
+    assert transport.read(5000, 123) == DATA[5000:5123]
+    assert transport.read_ranges([(1, 2), (100_000, 3)]) == [DATA[1:3], DATA[100_000:100_003]]
+    assert len(faulty_server.seen) == requests  # the whole body is held: no more requests
+    transport.close()
+
+
+def test_server_ignoring_range_for_a_large_file_is_refused(faulty_server):
+    faulty_server.files["f.zs"] = DATA
+    faulty_server.always_ignore_range = True
+    transport = _transport(faulty_server, max_unranged=100_000)
+    with pytest.raises(ZSError, match=r"f\.zs: the server ignores Range requests \(HTTP 200 with the "
+                                      r"whole 300000 body\); refusing"):
+        transport.read_head_tail(100, 100)
+    transport.close()
+
+
+def test_slow_server_times_out_clearly_without_hanging(faulty_server):
+    faulty_server.files["f.zs"] = DATA
+    transport = _transport(faulty_server, read_timeout=0.3, retries=1)
+    transport.read_head_tail(0, 0)
+    faulty_server.faults.extend(["slow", "slow"])
+    started = time.monotonic()
+    with pytest.raises(ZSError, match=r"f\.zs: no answer within 0\.3 s \(gave up after 2 attempts\)"):
+        transport.read(0, 10_000)
+    assert time.monotonic() - started < faulty_server.slow_seconds
+    transport.close()
+
+
+def test_one_slow_answer_is_retried(faulty_server):
+    faulty_server.files["f.zs"] = DATA
+    transport = _transport(faulty_server, read_timeout=0.3)
+    transport.read_head_tail(0, 0)
+    faulty_server.faults.extend(["slow"])
+    assert transport.read(10, 10_000) == DATA[10:10_010]
+    assert transport.stats.retries == 1
+    transport.close()
