@@ -1,0 +1,205 @@
+"""Every answer of an exported archive equals the LIVE answer of the real icechunk (V1 and V2 fixtures)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from oracle import fixtures, oracle, repo_path
+from zsarchive.archive import NotFound, RepoArchive, export, parse_time
+from zsarchive.errors import ZSError
+
+VERSIONS = (1, 2)
+
+
+@pytest.fixture(scope="module", params=VERSIONS, ids=lambda v: f"v{v}")
+def case(request, tmp_path_factory):
+    """(icechunk's answers, archive path, repository path) for one fixture repository."""
+    version = request.param
+    python = request.getfixturevalue(f"icechunk{version}_python")
+    answers = oracle(version, python)  # also links the virtual-data prefix to this clone
+    out = tmp_path_factory.mktemp(f"archive-v{version}") / "repo.zs"
+    export(repo_path(version), out, codec="deflate")
+    return answers, out, repo_path(version)
+
+
+@pytest.fixture
+def archive(case):
+    answers, path, _ = case
+    prefix = fixtures()["virtual"]["prefix"]
+    with RepoArchive(path, authorize=[prefix]) as arc:
+        yield arc
+
+
+def _b64(text: str) -> bytes:
+    return base64.b64decode(text)
+
+
+def test_refs_equal_icechunk(case, archive):
+    answers, _, _ = case
+    refs = archive.refs()
+    assert {r["name"]: r["snapshot_id"] for r in refs if r["type"] == "branch"} == answers["branches"]
+    assert {r["name"]: r["snapshot_id"] for r in refs if r["type"] == "tag"} == answers["tags"]
+    deleted = sorted(r["name"] for r in refs if r["type"] == "deleted_tag")
+    assert deleted == sorted(answers["repo_info"].get("deleted_tags", []))
+
+
+def test_ancestry_of_every_branch_and_tag(case, archive):
+    answers, _, _ = case
+    assert answers["ancestry"], "oracle gave no ancestry"
+    for ref, history in answers["ancestry"].items():
+        ours = archive.log(ref)
+        assert [(s["id"], s["parent_id"], s["message"], s["metadata"], s["flushed_at"]) for s in ours] == [
+            (s["id"], s["parent_id"], s["message"], s["metadata"], s["written_at"]) for s in history], ref
+
+
+def test_log_time_range_and_as_of(case, archive):
+    answers, _, _ = case
+    history = answers["ancestry"]["branch:main"]
+    newest, middle = history[0], history[len(history) // 2]
+    assert archive.resolve(f"main@{middle['written_at']}") == middle["id"]
+    since, until = parse_time(middle["written_at"]), parse_time(newest["written_at"])
+    expected = [s["id"] for s in history if since <= parse_time(s["written_at"]) <= until]
+    assert [s["id"] for s in archive.log("main", since=since, until=until)] == expected
+    everything = archive.log()
+    assert {s["id"] for s in everything} >= {s["id"] for s in history}
+    times = [s["flushed_at"] for s in everything]
+    assert times == sorted(times, reverse=True)
+    with pytest.raises(NotFound, match="before the first commit"):
+        archive.log("main", until=parse_time(history[-1]["written_at"]) - 1)
+    with pytest.raises(NotFound, match="flushed at or before"):
+        archive.resolve("main@1999-01-01")
+
+
+def _chunk_key_coords(zarr_json: dict, suffix: str) -> tuple[int, ...] | None:
+    encoding = zarr_json.get("chunk_key_encoding", {"name": "default"})
+    sep = encoding.get("configuration", {}).get("separator", "/" if encoding["name"] == "default" else ".")
+    if encoding["name"] == "default":
+        if not suffix.startswith("c"):
+            return None
+        rest = suffix[2:]
+        return tuple(int(p) for p in rest.split(sep)) if rest else ()
+    return tuple(int(p) for p in suffix.split(sep))
+
+
+def test_nodes_chunks_and_bytes_at_every_ref(case, archive):
+    answers, _, repo = case
+    snapshot_ids = set(answers["refs"].values())
+    assert snapshot_ids
+    for ref, sid in answers["refs"].items():
+        tree = answers["trees"][sid]
+        nodes = archive.ls(ref)
+        assert [(n["path"].lstrip("/"), n["node_type"]) for n in nodes] == [
+            (n["path"], n["kind"]) for n in tree["nodes"]], ref
+        for node in nodes:
+            key = (node["path"].lstrip("/") + "/zarr.json").lstrip("/")
+            assert node["user_data"] == _b64(tree["metadata"][key]["bytes_b64"]), (ref, key)
+        arrays = {n["path"].lstrip("/"): n for n in nodes if n["node_type"] == "array"}
+        for path, info in tree["arrays"].items():
+            coords = [c["coords"] for c in archive.chunk_refs(ref, path)]
+            assert coords == info["chunk_coordinates"], (ref, path)
+        for key, value in tree["chunks"].items():
+            path, _, suffix = key.rpartition("/c/")
+            coords = _chunk_key_coords(arrays[path]["zarr_json"], "c/" + suffix)
+            assert archive.chunk_data(ref, path, coords, repo=repo) == _b64(value["bytes_b64"]), (ref, key)
+
+
+def test_diff_equals_icechunk(case, archive):
+    answers, _, _ = case
+    assert answers["diffs"], "oracle gave no diffs"
+    for item in answers["diffs"]:
+        ours = archive.diff(f"snapshot:{item['from']}", f"snapshot:{item['to']}")
+        expected = dict(item["diff"])
+        expected["moved_nodes"] = [list(m) for m in expected.get("moved_nodes", [])]
+        assert ours == expected, (item["from"], item["to"])
+
+
+def test_ops_log_equals_icechunk(case, archive):
+    answers, _, _ = case
+    ours = archive.ops_log()
+    expected = answers.get("ops_log") or []
+    assert len(ours) == len(expected)
+    for mine, theirs in zip(ours, expected):
+        assert mine["type"] == theirs["kind"] + "Update"
+        assert mine["updated_at"] == theirs["updated_at"]
+        assert mine["backup_path"] == theirs["backup_path"]
+        for name, value in theirs["fields"].items():
+            assert mine.get(name) == value, (theirs, mine)
+
+
+def test_cold_chunk_ref_reads_at_most_depth_plus_one_blocks_per_family(case, tmp_path):
+    answers, _, repo = case
+    deep = tmp_path / "deep.zs"
+    # Tiny blocks and a branching factor of 3 give a multi-level index even for a small repository.
+    export(repo, deep, codec="none", approx_block_size=256, branching_factor=3)
+    tree = answers["trees"][answers["branches"]["main"]]
+    path, info = next((p, i) for p, i in tree["arrays"].items() if i["chunk_coordinates"])
+    with RepoArchive(deep) as arc:
+        depth = arc.zs.root_index_level
+        assert depth >= 2
+        before = arc.zs.stats.snapshot()["block_reads"]
+        ref = arc.chunk_ref("main", path, info["chunk_coordinates"][-1])
+        reads = arc.zs.stats.snapshot()["block_reads"] - before
+    assert ref["coords"] == info["chunk_coordinates"][-1]
+    families_touched = 3  # refs (branch), nodes, chunk refs
+    assert reads <= families_touched * (depth + 1), reads
+
+
+def test_unknown_ref_path_and_coords(archive, case):
+    answers, _, _ = case
+    with pytest.raises(NotFound, match="unknown branch, tag or snapshot 'nope'"):
+        archive.ls("nope")
+    with pytest.raises(NotFound, match="no node '/no/such'"):
+        archive.node("main", "/no/such")
+    tree = answers["trees"][answers["branches"]["main"]]
+    path = next(iter(tree["arrays"]))
+    with pytest.raises(NotFound, match="outside the chunk grid"):
+        archive.chunk_ref("main", path, (10**6,) * 5)
+
+
+def _zs(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "zsarchive", *args], capture_output=True)
+
+
+def test_cli_chunk_data_and_json_contract(case):
+    answers, path, repo = case
+    prefix = fixtures()["virtual"]["prefix"]
+    main_id = answers["branches"]["main"]
+    tree = answers["trees"][main_id]
+    key, value = next(iter(tree["chunks"].items()))
+    array, _, suffix = key.rpartition("/c/")
+    coords = suffix.replace("/", ",")
+    out = _zs("chunk", str(path), "main", array, coords, "--data", "--repo", str(repo), "--authorize", prefix)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == _b64(value["bytes_b64"])
+    out = _zs("chunk", str(path), "main", array, coords, "--json")
+    row = json.loads(out.stdout)
+    assert set(row) == {"path", "coords", "kind", "offset", "length", "chunk_id", "location",
+                        "checksum_etag", "checksum_last_modified"}
+    out = _zs("refs", str(path), "--json")
+    rows = [json.loads(line) for line in out.stdout.splitlines()]
+    assert {r["name"]: r["snapshot_id"] for r in rows if r["type"] == "branch"} == answers["branches"]
+    out = _zs("log", str(path), "main", "--json")
+    rows = [json.loads(line) for line in out.stdout.splitlines()]
+    assert [r["id"] for r in rows] == [s["id"] for s in answers["ancestry"]["branch:main"]]
+    assert set(rows[0]) == {"id", "parent_id", "flushed_at", "message", "metadata"}
+
+
+def test_virtual_chunks_need_authorization(case):
+    answers, path, _ = case
+    with RepoArchive(path) as arc:
+        for ref in answers["refs"]:
+            for node in arc.ls(ref):
+                if node["node_type"] != "array":
+                    continue
+                for chunk in arc.chunk_refs(ref, node["path"]):
+                    if chunk["kind"] == "virtual":
+                        with pytest.raises(ZSError, match="authorize it with --authorize file://"):
+                            arc.chunk_data(ref, node["path"], chunk["coords"])
+                        return
+    pytest.fail("fixture has no virtual chunk")
