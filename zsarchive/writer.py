@@ -1,0 +1,511 @@
+"""ZSWriter: sorted records -> compressed data blocks -> index levels -> a committed ZS file.
+
+Blocks are built and compressed on a thread pool (zlib, lzma and zstd release the GIL) with a
+bounded number of blocks in flight, then written strictly in input order by the calling thread,
+which also keeps the index: at most ``branching_factor`` pending entries per level, an index block
+is written as soon as a level fills up, so memory does not grow with the input.
+"""
+
+from __future__ import annotations
+
+import getpass
+import hashlib
+import itertools
+import operator
+import os
+import socket
+import struct
+from collections import deque
+from collections.abc import Mapping
+from contextlib import contextmanager
+from concurrent.futures import Future, ThreadPoolExecutor
+from datetime import datetime, timezone
+from typing import BinaryIO, Callable, Iterable, Iterator, NamedTuple
+
+from zsarchive.errors import ZSError
+from zsarchive.format import uleb128
+from zsarchive.format.block import IndexEntry, encode_block, encode_index
+from zsarchive.format.codecs import get_codec
+from zsarchive.format.header import MAGIC, PARTIAL_MAGIC, Header
+
+DEFAULT_BRANCHING_FACTOR = 1024
+DEFAULT_APPROX_BLOCK_SIZE = 393216
+_FIRST_EXTENSION_LEVEL = 64
+_ONE_BYTE = [bytes((i,)) for i in range(128)]
+_READ_SIZE = 1 << 20
+_SHOW = 60  # bytes of a record quoted in error messages
+
+
+def _show(record) -> str:
+    """A short repr of a record for error messages."""
+    if isinstance(record, (bytes, bytearray)) and len(record) > _SHOW:
+        return f"{bytes(record[:_SHOW])!r}... ({len(record)} bytes)"
+    return repr(record)
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("zsarchive")
+    except PackageNotFoundError:  # running from a source tree that was never installed
+        return "unknown"
+
+
+def default_build_info() -> dict:
+    """The ``build-info`` metadata the reference adds: user, host, UTC time and library version."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):  # no passwd entry and no $USER, e.g. in some containers
+        user = "unknown"
+    return {
+        "user": user,
+        "host": socket.getfqdn(),
+        "time": datetime.now(timezone.utc).replace(tzinfo=None).isoformat() + "Z",
+        "version": f"zsarchive {_version()}",
+    }
+
+
+def shortest_separator(previous: bytes, first: bytes) -> bytes:
+    """Shortest prefix of ``first`` that is >= ``previous`` (requires previous <= first).
+
+    It is a valid index key for a block starting with ``first`` after a block ending with
+    ``previous``: <= the block's first record and >= every record before it.
+    """
+    n = min(len(previous), len(first))
+    # Binary search for the common prefix length: one slice comparison per step stays fast
+    # even for megabyte records.
+    lo, hi = 0, n
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if previous[:mid] == first[:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    if lo == len(previous):
+        return bytes(previous)  # previous is a prefix of first (or equal): it is the separator
+    return bytes(first[:lo + 1])
+
+
+class _Built(NamedTuple):
+    """A data block ready to write: its records' bounds, raw payload (for the hash) and framed bytes."""
+
+    count: int
+    first: bytes
+    last: bytes
+    payload: bytes
+    framed: bytes
+
+
+class _Unsorted(Exception):
+    """Raised in a worker: records[index - 1] > records[index] within one block."""
+
+    def __init__(self, index: int, before, after):
+        super().__init__(index)
+        self.index, self.before, self.after = index, before, after
+
+
+class _NotBytes(Exception):
+    """Raised in a worker: records[index] is not a bytes-like object."""
+
+    def __init__(self, index: int, record):
+        super().__init__(index)
+        self.index, self.record = index, record
+
+
+def _check_sorted(records: list) -> None:
+    if all(map(operator.le, records, itertools.islice(records, 1, None))):
+        return
+    for i in range(1, len(records)):
+        if records[i - 1] > records[i]:
+            raise _Unsorted(i, records[i - 1], records[i])
+
+
+def _pack(records: list) -> bytes:
+    """Data payload: uleb128 length + bytes per record; one-byte lengths take a fast path."""
+    lens = list(map(len, records))
+    if max(lens) < 0x80:
+        parts = [b""] * (2 * len(records))
+        parts[::2] = map(_ONE_BYTE.__getitem__, lens)
+        parts[1::2] = records
+        return b"".join(parts)
+    enc = uleb128.encode
+    return b"".join([enc(n) + r for n, r in zip(lens, records)])
+
+
+def _build_data_block(records: list, compress: Callable[[bytes], bytes]) -> _Built:
+    try:
+        _check_sorted(records)
+        payload = _pack(records)
+    except TypeError:
+        # Only a non-bytes record makes comparing or joining fail; name the first one.
+        for i, r in enumerate(records):
+            if not isinstance(r, (bytes, bytearray)):
+                raise _NotBytes(i, r) from None
+        raise
+    return _Built(len(records), bytes(records[0]), bytes(records[-1]), payload,
+                  encode_block(0, compress(payload)))
+
+
+def _build_chunk_block(chunk: bytes, terminator: bytes, compress: Callable[[bytes], bytes]) -> _Built:
+    """A block from terminated input: ``chunk`` holds whole records, each followed by the terminator."""
+    return _build_data_block(chunk[:-len(terminator)].split(terminator), compress)
+
+
+class ZSWriter:
+    """Write a new ZS file from records given in sorted (bytewise) order; duplicates are allowed.
+
+    Call :meth:`finish` to commit; until then (and after any error) the file carries the ZStoBe
+    magic that every reader rejects. Leaving a ``with`` block only closes, it never finishes.
+    """
+
+    def __init__(self, path: str | os.PathLike, metadata: dict,
+                 branching_factor: int = DEFAULT_BRANCHING_FACTOR, *,
+                 approx_block_size: int = DEFAULT_APPROX_BLOCK_SIZE,
+                 codec: str = "lzma", compress_level: int | str | None = None,
+                 parallelism: int | str = "guess", include_default_metadata: bool = True):
+        if not isinstance(metadata, Mapping):
+            raise ZSError(f"metadata must be a JSON object (a dict), not {type(metadata).__name__}")
+        if not isinstance(branching_factor, int) or branching_factor < 2:
+            raise ZSError(f"branching_factor must be an integer >= 2, not {branching_factor!r}")
+        if not isinstance(approx_block_size, int) or approx_block_size < 1:
+            raise ZSError(f"approx_block_size must be a positive integer, not {approx_block_size!r}")
+        if parallelism == "guess":
+            parallelism = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        if not isinstance(parallelism, int) or parallelism < 1:
+            raise ZSError(f"parallelism must be a positive integer or 'guess', not {parallelism!r}")
+        self._codec = get_codec(codec, compress_level)
+        self.metadata = dict(metadata)
+        if include_default_metadata:
+            self.metadata.setdefault("build-info", default_build_info())
+        self.codec = self._codec.name
+        self.branching_factor = branching_factor
+        self.approx_block_size = approx_block_size
+        self.parallelism = parallelism
+        self._path = os.fspath(path)
+        # The header is rewritten in place at the end, so its length must not change: the
+        # root offset placeholder is 2**63 - 1 only for readability, every field is fixed-size.
+        self._header = Header(2**63 - 1, 0, 0, b"\0" * 32, self.codec, self.metadata)
+        try:
+            encoded_header = self._header.encode()
+        except (TypeError, ValueError) as exc:
+            raise ZSError(f"metadata is not JSON-serialisable: {exc}") from None
+        flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+        try:
+            fd = os.open(self._path, flags, 0o666)
+        except OSError as exc:
+            raise ZSError(f"{self._path}: cannot create: {exc.strerror}") from None
+        self._file = os.fdopen(fd, "w+b")
+        self.closed = False
+        self._pool = ThreadPoolExecutor(max_workers=parallelism, thread_name_prefix="zs-writer")
+        self._in_flight: deque[Future] = deque()
+        self._max_in_flight = 2 * parallelism
+        self._hasher = hashlib.sha256()
+        self._records_written = 0  # records of blocks already written (for error messages)
+        self._last_record: bytes | None = None
+        self._levels: list[list[IndexEntry]] = []
+        self._pending: list = []
+        self._pending_size = 0
+        with self._fatal():
+            # Partial magic and a header with an all-zero CRC: nothing here can pass as a ZS file.
+            self._file.write(PARTIAL_MAGIC + encoded_header[:-8] + b"\0" * 8)
+            self._pos = len(PARTIAL_MAGIC) + len(encoded_header)
+
+    # -- public API ---------------------------------------------------------------------------
+
+    def add_record(self, record: bytes) -> None:
+        """Add one record (>= every record added before it)."""
+        self.add_records((record,))
+
+    def add_records(self, records: Iterable[bytes]) -> None:
+        """Add records in sorted order; they are grouped into blocks of ~approx_block_size bytes."""
+        self._check_open()
+        with self._fatal():
+            self._add_records(records, self.approx_block_size)
+
+    def add_data_block(self, records: list[bytes]) -> None:
+        """Write ``records`` (sorted, after everything added so far) as exactly one data block."""
+        self._check_open()
+        with self._fatal():
+            records = list(records)
+            self._flush_pending()
+            if records:
+                self._submit(_build_data_block, records)
+
+    def add_file_contents(self, file: BinaryIO, approx_block_size: int | None = None,
+                          terminator: bytes = b"\n", length_prefixed: str | None = None) -> None:
+        """Add every record of a binary file, then close it (as the reference does).
+
+        Records end with ``terminator`` (the last one too), or, with ``length_prefixed`` of
+        ``"uleb128"`` or ``"u64le"``, each is preceded by its length.
+        """
+        self._check_open()
+        with self._fatal():
+            try:
+                approx = self.approx_block_size if approx_block_size is None else approx_block_size
+                if not isinstance(approx, int) or approx < 1:
+                    raise ZSError(f"approx_block_size must be a positive integer, not {approx!r}")
+                if length_prefixed is not None:
+                    if length_prefixed not in ("uleb128", "u64le"):
+                        raise ZSError(f"length_prefixed must be 'uleb128' or 'u64le', not {length_prefixed!r}")
+                    self._add_records(_length_prefixed_records(file, length_prefixed), approx)
+                else:
+                    if not isinstance(terminator, bytes) or not terminator:
+                        raise ZSError(f"terminator must be a non-empty bytes string, not {terminator!r}")
+                    self._flush_pending()
+                    self._add_terminated(file, approx, terminator)
+            finally:
+                file.close()
+
+    def finish(self) -> None:
+        """Write the index and the final header, fsync, then mark the file complete (ZSfiLe)."""
+        self._check_open()
+        with self._fatal():
+            self._flush_pending()
+            while self._in_flight:
+                self._write_oldest()
+            if self._last_record is None:
+                raise ZSError(f"{self._path}: no records were added; a ZS file must hold at least "
+                              "one record (its root index needs an entry)")
+            root = self._write_index_tail()
+            self._header.root_index_offset = root.offset
+            self._header.root_index_length = root.length
+            self._header.total_file_length = self._pos
+            self._header.data_sha256 = self._hasher.digest()
+            encoded = self._header.encode()
+            f = self._file
+            f.seek(len(MAGIC))
+            f.write(encoded)
+            f.flush()
+            os.fsync(f.fileno())
+            # Only now, with everything durable, may the file claim to be a ZS file.
+            f.seek(0)
+            f.write(MAGIC)
+            f.flush()
+            os.fsync(f.fileno())
+        self.close()
+
+    def close(self) -> None:
+        """Stop the workers and close the file; without :meth:`finish` it stays a ZStoBe file."""
+        if self.closed:
+            return
+        self.closed = True
+        for fut in self._in_flight:
+            fut.cancel()
+        self._in_flight.clear()
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        self._file.close()
+
+    def __enter__(self) -> ZSWriter:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        if getattr(self, "closed", True) is False:
+            self.close()
+
+    # -- data blocks ----------------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise ZSError(f"{self._path}: ZSWriter is closed")
+
+    @contextmanager
+    def _fatal(self) -> Iterator[None]:
+        """Any error while writing is final: close the writer (leaving ZStoBe) and re-raise."""
+        try:
+            yield
+        except BaseException:
+            self.close()
+            raise
+
+    def _input_name(self, file) -> str:
+        return str(getattr(file, "name", "input"))
+
+    def _add_records(self, records: Iterable[bytes], approx: int) -> None:
+        pending = self._pending
+        size = self._pending_size
+        r = None
+        try:
+            for r in records:
+                n = len(r)
+                if n >= approx:
+                    # A record as large as a block gets a block of its own.
+                    self._flush_pending()
+                    pending = self._pending
+                    self._submit(_build_data_block, [r])
+                    size = 0
+                    continue
+                pending.append(r)
+                size += n
+                if size >= approx:
+                    self._flush_pending()
+                    pending = self._pending
+                    size = 0
+        except TypeError:
+            if isinstance(r, (bytes, bytearray)):
+                raise
+            raise ZSError(f"records must be bytes, not {type(r).__name__}: {_show(r)}") from None
+        self._pending_size = size
+
+    def _flush_pending(self) -> None:
+        if self._pending:
+            records = self._pending
+            self._pending = []
+            self._pending_size = 0
+            self._submit(_build_data_block, records)
+
+    def _submit(self, fn, *args) -> None:
+        while len(self._in_flight) >= self._max_in_flight:
+            self._write_oldest()
+        self._in_flight.append(self._pool.submit(fn, *args, self._codec.compress))
+
+    def _add_terminated(self, file: BinaryIO, approx: int, terminator: bytes) -> None:
+        # Like the reference: read ~approx bytes, cut after the last terminator, and let a worker
+        # split the chunk; the tail is carried into the next read.
+        read = file.read
+        partial = b""
+        tlen = len(terminator)
+        while True:
+            buf = read(approx)
+            if not buf:
+                break
+            if partial:
+                # Search only the new bytes (and a terminator straddling the seam).
+                start = max(0, len(partial) - tlen + 1)
+                buf = partial + buf
+                first_end = buf.find(terminator, start)
+                if first_end < 0:
+                    partial = buf
+                    continue
+                if first_end >= approx:
+                    # The carried record is as large as a block: it gets a block of its own.
+                    end = first_end + tlen
+                    self._submit(_build_chunk_block, buf[:end], terminator)
+                    buf = buf[end:]
+            cut = buf.rfind(terminator)
+            if cut < 0:
+                partial = buf
+                continue
+            end = cut + tlen
+            self._submit(_build_chunk_block, buf[:end] if end < len(buf) else buf, terminator)
+            partial = buf[end:]
+        if partial:
+            raise ZSError(f"{self._input_name(file)}: input does not end with the terminator "
+                          f"{terminator!r}: {len(partial)} trailing bytes ({_show(partial)})")
+
+    def _write_oldest(self) -> None:
+        fut = self._in_flight.popleft()
+        base = self._records_written
+        try:
+            built = fut.result()
+        except _Unsorted as exc:
+            raise ZSError(f"records are not sorted: record {base + exc.index + 1} {_show(exc.after)} "
+                          f"sorts before record {base + exc.index} {_show(exc.before)} "
+                          "(records count from 1; input must be sorted bytewise)") from None
+        except _NotBytes as exc:
+            raise ZSError(f"record {base + exc.index + 1} is {type(exc.record).__name__}, "
+                          f"not bytes: {_show(exc.record)}") from None
+        last = self._last_record
+        if last is None:
+            key = b""  # nothing comes before the first block: the empty key is the shortest
+        elif last <= built.first:
+            key = shortest_separator(last, built.first)
+        else:
+            raise ZSError(f"records are not sorted: record {base + 1} {_show(built.first)} "
+                          f"sorts before record {base} {_show(last)} "
+                          "(records count from 1; input must be sorted bytewise)")
+        self._hasher.update(built.payload)
+        self._records_written = base + built.count
+        self._last_record = built.last
+        self._write_block(built.framed, 0, key)
+
+    # -- index ----------------------------------------------------------------------------------
+
+    def _write_block(self, framed: bytes, level: int, key: bytes) -> None:
+        """Append a framed block and record it as a pending entry of its level's parent index."""
+        self._file.write(framed)
+        if level == len(self._levels):
+            self._levels.append([])
+        entries = self._levels[level]
+        entries.append(IndexEntry(key, self._pos, len(framed)))
+        self._pos += len(framed)
+        if len(entries) >= self.branching_factor:
+            self._flush_level(level)
+
+    def _flush_level(self, level: int) -> None:
+        """Write an index block over the pending entries of ``level``."""
+        entries = self._levels[level]
+        self._levels[level] = []
+        if level + 1 >= _FIRST_EXTENSION_LEVEL:
+            raise ZSError("index would need more than 63 levels; raise branching_factor")
+        framed = encode_block(level + 1, self._codec.compress(encode_index(entries)))
+        # The first child's key already satisfies the key invariant for the whole span.
+        self._write_block(framed, level + 1, entries[0].key)
+
+    def _write_index_tail(self) -> IndexEntry:
+        """Flush partial levels bottom-up until one index block references everything: the root."""
+        level = 0
+        while True:
+            entries = self._levels[level]
+            if level > 0 and level == len(self._levels) - 1 and len(entries) == 1:
+                return entries[0]
+            if entries:
+                self._flush_level(level)
+            level += 1
+
+
+def _read_exact(read, n: int, name: str, what: str) -> bytes:
+    """Read exactly ``n`` bytes in bounded pieces (a bogus huge length must not allocate it all)."""
+    parts = []
+    left = n
+    while left:
+        piece = read(min(left, _READ_SIZE))
+        if not piece:
+            raise ZSError(f"{name}: input ends inside {what} ({n - left} of {n} bytes present)")
+        parts.append(piece)
+        left -= len(piece)
+    return b"".join(parts)
+
+
+def _length_prefixed_records(file: BinaryIO, kind: str) -> Iterator[bytes]:
+    """Records of a stream where each is preceded by its length as ``uleb128`` or ``u64le``."""
+    name = str(getattr(file, "name", "input"))
+    read = file.read
+    unpack_from = struct.Struct("<Q").unpack_from
+    buf = b""
+    pos = 0
+    number = 0
+    while True:
+        if len(buf) - pos < 16:
+            # Keep at least one whole length field in the buffer unless the input ends.
+            buf = buf[pos:] + read(_READ_SIZE)
+            pos = 0
+            if not buf:
+                return
+        number += 1
+        if kind == "u64le":
+            if len(buf) - pos < 8:
+                raise ZSError(f"{name}: input ends inside the u64le length of record {number}")
+            (length,) = unpack_from(buf, pos)
+            pos += 8
+        else:
+            byte = buf[pos]
+            if byte < 0x80:
+                length = byte
+                pos += 1
+            else:
+                try:
+                    length, pos = uleb128.decode(buf, pos, f"uleb128 length of record {number}")
+                except ZSError as exc:
+                    raise ZSError(f"{name}: {exc}") from None
+        end = pos + length
+        if end <= len(buf):
+            yield buf[pos:end]
+            pos = end
+        else:
+            head = buf[pos:]
+            buf, pos = b"", 0
+            yield head + _read_exact(read, length - len(head), name, f"record {number}")
