@@ -142,3 +142,16 @@ def check_sorted(keys: list, what: str) -> None:
         if not keys[i - 1] < keys[i]:
             raise FlatBufferError(f"{what} MUST be sorted, but entry {i} ({keys[i]!r}) "
                                   f"does not come after entry {i - 1} ({keys[i - 1]!r})")
+
+
+def u32_vector(obj, slot: int) -> tuple[int, ...] | None:
+    """The ``[uint32]`` field in vtable slot ``slot`` in one ``struct`` call; None when absent."""
+    tab = obj._tab
+    off = tab.Offset(slot)
+    if not off:
+        return None
+    length = tab.VectorLen(off)
+    start = tab.Vector(off)
+    if start + 4 * length > len(tab.Bytes):
+        raise FlatBufferError(f"uint32 vector at {start} of length {length} runs past the buffer end")
+    return struct.unpack_from(f"<{length}I", tab.Bytes, start)

@@ -199,13 +199,10 @@ class ChunkRef(NamedTuple):
 
 @dataclass(frozen=True, slots=True)
 class ArrayManifestInfo:
-    """Per-array counts of a manifest (what icechunk's inspect_manifest reports)."""
+    """One array's share of a manifest (per-kind counts: ``Manifest.kind_counts``)."""
 
     node_id: NodeId
     num_chunk_refs: int
-    num_inline: int
-    num_native: int
-    num_virtual: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -241,6 +238,9 @@ class ChunkRefSource(Protocol):
     def chunk_refs(self, node_id: NodeId) -> Iterator[ChunkRef]:
         """Refs of one array in ascending coordinate order."""
 
+    def kind_counts(self, node_id: NodeId) -> tuple[int, int, int]:
+        """(inline, native, virtual) ref counts of one array."""
+
 
 @dataclass(frozen=True, slots=True)
 class Manifest:
@@ -260,3 +260,7 @@ class Manifest:
     def chunk_refs(self, node_id: NodeId) -> Iterator[ChunkRef]:
         """Every ref of one array in this manifest, in ascending coordinate order (none if absent)."""
         return self.source.chunk_refs(node_id)
+
+    def kind_counts(self, node_id: NodeId) -> tuple[int, int, int]:
+        """(inline, native, virtual) ref counts of one array (a pass over the refs' vtables only)."""
+        return self.source.kind_counts(node_id)

@@ -2,82 +2,284 @@
 
 from __future__ import annotations
 
-from typing import Iterator
+import collections
+import heapq
+import json
+from typing import Any, Iterator
 
+import yaml
+
+from zsarchive.errors import ZSCorrupt, ZSError
+from zsarchive.icechunk import ids
+from zsarchive.icechunk.manifest import decode_manifest
 from zsarchive.icechunk.model import (
-    ChunkRef, Manifest, RepoInfo, RepoStatus, Snapshot, SnapshotId, SnapshotInfo, TransactionLog, Update,
+    ChunkRef, Manifest, Node, NodeType, RepoInfo, RepoStatus, Snapshot, SnapshotId, SnapshotInfo, TransactionLog,
+    Update,
 )
+from zsarchive.icechunk.repo_info import decode_repo_info
+from zsarchive.icechunk.snapshot import decode_snapshot
+from zsarchive.icechunk.storage import Storage, open_storage
+from zsarchive.icechunk.txlog import decode_transaction_log
+
+_MANIFEST_CACHE = 4  # manifests can hold millions of refs: keep only the last few decoded
+
+
+class _ConfigLoader(yaml.SafeLoader):
+    """SafeLoader that turns icechunk's custom tags (``!local_file_system /dir``) into ``{tag: value}``."""
+
+
+def _tagged(loader: yaml.SafeLoader, suffix: str, node: yaml.Node) -> dict:
+    if isinstance(node, yaml.ScalarNode):
+        value: Any = loader.construct_scalar(node)
+    elif isinstance(node, yaml.SequenceNode):
+        value = loader.construct_sequence(node, deep=True)
+    else:
+        value = loader.construct_mapping(node, deep=True)
+    return {suffix: value}
+
+
+_ConfigLoader.add_multi_constructor("!", _tagged)
 
 
 class Repository:
-    """A read-only view of one Icechunk repository; files are read on demand (and cached)."""
+    """A read-only view of one Icechunk repository; the repo info is read once, at ``open``."""
+
+    def __init__(self, storage: Storage):
+        self.storage = storage
+        self._snapshots: dict[SnapshotId, Snapshot] = {}
+        self._nodes: dict[SnapshotId, dict[str, Node]] = {}
+        self._manifests: collections.OrderedDict[str, Manifest] = collections.OrderedDict()
+        raw = storage.read("repo")
+        if raw is not None:
+            self._info = decode_repo_info(raw, self._name("repo"))
+            self._spec = 2
+        elif storage.read("refs/branch.main/ref.json") is not None:
+            self._spec = 1
+            self._info = self._v1_repo_info()
+        else:
+            raise ZSError(f"{storage.name}: not an Icechunk repository (no 'repo' file and no "
+                          f"'refs/branch.main/ref.json')")
 
     @classmethod
     def open(cls, location: str) -> "Repository":
         """Open a local directory or ``file://`` URL; ZSError if it is not an Icechunk repository."""
-        raise NotImplementedError
+        return cls(open_storage(location))
+
+    def _name(self, key: str) -> str:
+        return f"{self.storage.name.rstrip('/')}/{key}"
+
+    def _read(self, key: str, referenced_by: str | None = None) -> bytes:
+        raw = self.storage.read(key)
+        if raw is None:
+            if referenced_by:
+                raise ZSCorrupt(f"{self._name(key)}: missing, but {referenced_by} references it")
+            raise ZSError(f"{self._name(key)}: no such file in the repository")
+        return raw
+
+    # ---- spec V1: refs/ files, config.yaml, snapshots listed from snapshots/ ----
+
+    def _v1_ref(self, key: str) -> SnapshotId:
+        raw = self._read(key)
+        try:
+            target = json.loads(raw)["snapshot"]
+        except (ValueError, KeyError, TypeError):
+            raise ZSCorrupt(f"{self._name(key)}: not a ref file (expected JSON {{\"snapshot\": ID}})") from None
+        if not isinstance(target, str) or not ids.is_id(target):
+            raise ZSCorrupt(f"{self._name(key)}: {target!r} is not a snapshot id")
+        return target
+
+    def _v1_repo_info(self) -> RepoInfo:
+        branches: dict[str, SnapshotId] = {}
+        tags: dict[str, SnapshotId] = {}
+        deleted: list[str] = []
+        files = set(self.storage.list("refs/"))
+        for key in sorted(files):
+            ref_dir, _, leaf = key.partition("/")
+            kind, _, name = ref_dir.partition(".")
+            if leaf != "ref.json" or kind not in ("branch", "tag"):
+                continue
+            if kind == "branch":
+                branches[name] = self._v1_ref("refs/" + key)
+            elif f"{ref_dir}/ref.json.deleted" in files:
+                deleted.append(name)
+            else:
+                tags[name] = self._v1_ref("refs/" + key)
+        infos = []
+        for key in self.storage.list("snapshots/"):
+            snap = self.snapshot(key)
+            infos.append(SnapshotInfo(snap.id, snap.parent_id, snap.flushed_at, snap.message, snap.metadata))
+        config_raw = self.storage.read("config.yaml")
+        config = None
+        if config_raw is not None:
+            try:
+                config = yaml.load(config_raw, Loader=_ConfigLoader)
+            except yaml.YAMLError as exc:
+                raise ZSCorrupt(f"{self._name('config.yaml')}: not valid YAML ({exc})") from None
+        return RepoInfo(None, 1, dict(sorted(branches.items())), dict(sorted(tags.items())), sorted(deleted),
+                        sorted(infos, key=lambda i: i.id), None, {}, [], None, config, [], [])
+
+    # ---- the repo info ----
 
     @property
     def spec_version(self) -> int:
         """1 or 2."""
-        raise NotImplementedError
+        return self._spec
 
     def repo_info(self) -> RepoInfo:
         """The repo info (V2 ``repo`` file; V1 assembled from refs/ and config.yaml)."""
-        raise NotImplementedError
+        return self._info
 
     def branches(self) -> dict[str, SnapshotId]:
         """Branch name -> snapshot id, sorted by name."""
-        raise NotImplementedError
+        return dict(self._info.branches)
 
     def tags(self) -> dict[str, SnapshotId]:
         """Live tag name -> snapshot id, sorted by name."""
-        raise NotImplementedError
+        return dict(self._info.tags)
 
     def deleted_tags(self) -> list[str]:
         """Names of deleted tags, sorted."""
-        raise NotImplementedError
+        return list(self._info.deleted_tags)
 
     def config(self) -> dict | None:
         """Repository configuration as JSON-compatible values (V2 FlexBuffers, V1 config.yaml)."""
-        raise NotImplementedError
+        return self._info.config
 
     def metadata(self) -> dict:
         """Repository-level user metadata (V2; empty for V1)."""
-        raise NotImplementedError
+        return dict(self._info.metadata)
 
     def status(self) -> RepoStatus | None:
         """Availability status (V2; None for V1)."""
-        raise NotImplementedError
+        return self._info.status
 
     def snapshots(self) -> list[SnapshotInfo]:
-        """Every snapshot the repository knows, sorted by id (V1: those reachable from refs)."""
-        raise NotImplementedError
+        """Every snapshot the repository knows, sorted by id (V1: every file under snapshots/)."""
+        return list(self._info.snapshots)
+
+    def _snapshot_info(self, snapshot_id: SnapshotId) -> SnapshotInfo | None:
+        if not hasattr(self, "_by_id"):
+            self._by_id = {info.id: info for info in self._info.snapshots}
+        return self._by_id.get(snapshot_id)
 
     def resolve(self, ref: str) -> SnapshotId:
         """Snapshot id of a branch name, tag name or snapshot id (in that order of precedence)."""
-        raise NotImplementedError
+        if ref in self._info.branches:
+            return self._info.branches[ref]
+        if ref in self._info.tags:
+            return self._info.tags[ref]
+        if ids.is_id(ref) and self._snapshot_info(ref) is not None:
+            return ref
+        raise ZSError(f"{self.storage.name}: no branch, tag or snapshot named {ref!r}")
 
     def ancestry(self, ref: str) -> list[SnapshotInfo]:
         """The commit history from ``ref`` back to the initial snapshot, newest first."""
-        raise NotImplementedError
+        out: list[SnapshotInfo] = []
+        seen: set[str] = set()
+        current: SnapshotId | None = self.resolve(ref)
+        while current is not None:
+            if current in seen:
+                raise ZSCorrupt(f"{self.storage.name}: the parent chain of {ref!r} loops at snapshot {current}")
+            seen.add(current)
+            info = self._snapshot_info(current)
+            if info is None:
+                child = out[-1].id if out else ref
+                raise ZSCorrupt(f"{self.storage.name}: snapshot {current} (parent of {child}) is missing")
+            out.append(info)
+            current = info.parent_id
+        return out
+
+    # ---- immutable files ----
 
     def snapshot(self, snapshot_id: SnapshotId) -> Snapshot:
         """The snapshot file ``snapshots/<id>``."""
-        raise NotImplementedError
+        snap = self._snapshots.get(snapshot_id)
+        if snap is None:
+            key = f"snapshots/{snapshot_id}"
+            snap = decode_snapshot(self._read(key), self._name(key))
+            if snap.id != snapshot_id:
+                raise ZSCorrupt(f"{self._name(key)}: holds snapshot {snap.id}, not {snapshot_id}")
+            self._snapshots[snapshot_id] = snap
+        return snap
 
-    def manifest(self, manifest_id: SnapshotId) -> Manifest:
-        """The manifest file ``manifests/<id>``."""
-        raise NotImplementedError
+    def manifest(self, manifest_id: SnapshotId, referenced_by: str | None = None) -> Manifest:
+        """The manifest file ``manifests/<id>`` (``referenced_by`` names the referrer in errors)."""
+        manifest = self._manifests.get(manifest_id)
+        if manifest is None:
+            key = f"manifests/{manifest_id}"
+            manifest = decode_manifest(self._read(key, referenced_by), self._name(key))
+            if manifest.id != manifest_id:
+                raise ZSCorrupt(f"{self._name(key)}: holds manifest {manifest.id}, not {manifest_id}")
+            self._manifests[manifest_id] = manifest
+            while len(self._manifests) > _MANIFEST_CACHE:
+                self._manifests.popitem(last=False)
+        return manifest
 
     def transaction_log(self, snapshot_id: SnapshotId) -> TransactionLog:
         """The transaction log ``transactions/<id>`` of a snapshot."""
-        raise NotImplementedError
+        key = f"transactions/{snapshot_id}"
+        log = decode_transaction_log(self._read(key), self._name(key))
+        if log.id != snapshot_id:
+            raise ZSCorrupt(f"{self._name(key)}: holds the transaction log of {log.id}, not {snapshot_id}")
+        return log
 
     def ops_log(self) -> Iterator[Update]:
-        """Every ops-log entry newest first, following ``repo_before_updates`` into overwritten/ (V1: none)."""
-        raise NotImplementedError
+        """Every ops-log entry newest first, following ``repo_before_updates`` into overwritten/ (V1: none).
+
+        As icechunk does, an older file's first entry (stored without a backup path) gets the name of
+        that file, and a backup that no longer exists ends the log.
+        """
+        info = self._info
+        this_file: str | None = None
+        seen: set[str] = set()
+        while True:
+            for update in info.latest_updates:
+                if update.backup_path is None and this_file is not None:
+                    update = Update(update.type, update.updated_at, this_file, update.details)
+                yield update
+            previous = info.repo_before_updates
+            if previous is None:
+                return
+            if previous in seen:
+                raise ZSCorrupt(f"{self.storage.name}: repo_before_updates chain loops at {previous}")
+            seen.add(previous)
+            raw = self.storage.read(f"overwritten/{previous}")
+            if raw is None:
+                return
+            this_file = previous
+            info = decode_repo_info(raw, self._name(f"overwritten/{previous}"))
+
+    # ---- navigation ----
+
+    def node(self, snapshot_id: SnapshotId, path: str) -> Node:
+        """The node at ``path`` in a snapshot; ZSError if there is none."""
+        nodes = self._nodes.get(snapshot_id)
+        if nodes is None:
+            nodes = self._nodes[snapshot_id] = {n.path: n for n in self.snapshot(snapshot_id).nodes}
+        try:
+            return nodes[path]
+        except KeyError:
+            raise ZSError(f"{self.storage.name}: snapshot {snapshot_id} has no node {path!r}") from None
 
     def chunk_refs(self, snapshot_id: SnapshotId, path: str) -> Iterator[ChunkRef]:
-        """All chunk refs of the array at ``path`` in a snapshot, in ascending coordinate order."""
-        raise NotImplementedError
+        """All chunk refs of the array at ``path`` in a snapshot, in ascending coordinate order.
+
+        A manifest only answers for the region its ManifestRef extents cover (as in icechunk).
+        """
+        node = self.node(snapshot_id, path)
+        if node.node_type is not NodeType.ARRAY:
+            raise ZSError(f"{self.storage.name}: {path!r} in snapshot {snapshot_id} is a group, not an array")
+        streams = []
+        for mref in node.manifests:
+            manifest = self.manifest(mref.id, f"snapshot {snapshot_id} (array {path!r})")
+            streams.append(_within(manifest.chunk_refs(node.id), mref.extents))
+        if len(streams) == 1:
+            return streams[0]
+        return heapq.merge(*streams, key=lambda ref: ref.index)
+
+
+def _within(refs: Iterator[ChunkRef], extents: list[tuple[int, int]]) -> Iterator[ChunkRef]:
+    """The refs whose index lies inside ``extents`` (one half-open range per dimension)."""
+    for ref in refs:
+        if len(ref.index) == len(extents) and all(lo <= i < hi for i, (lo, hi) in zip(ref.index, extents)):
+            yield ref
