@@ -2,5 +2,6 @@
 
 from zsarchive.errors import ZSCorrupt, ZSError
 from zsarchive.reader import ZS
+from zsarchive.writer import ZSWriter
 
-__all__ = ["ZSError", "ZSCorrupt", "ZS"]
+__all__ = ["ZSError", "ZSCorrupt", "ZS", "ZSWriter"]

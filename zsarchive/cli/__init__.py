@@ -2,5 +2,6 @@
 
 from zsarchive.cli.app import main
 from zsarchive.cli import dump, info  # noqa: F401
+from zsarchive.cli import make  # noqa: F401
 
 __all__ = ["main"]
