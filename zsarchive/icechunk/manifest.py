@@ -91,6 +91,7 @@ class ManifestBuffer:
         self.dictionary = dictionary
         self.compression_algorithm = compression_algorithm
         self._dctx: zstandard.ZstdDecompressor | None = None
+        self._counts: dict[NodeId, tuple[int, int, int, int]] = {}
 
     def _layout(self, vtable: int, where: str) -> _Layout:
         layout = self.layouts.get(vtable)
@@ -118,15 +119,27 @@ class ManifestBuffer:
                 raise FlatBufferError(f"array {node_id} ref {j}: table at {pos} runs past the buffer end")
             yield j, pos, layout
 
+    def _count(self, node_id: NodeId) -> tuple[int, int, int, int]:
+        """(inline, native, virtual, compressed-location) counts of one array, from the ref vtables alone."""
+        counts = self._counts.get(node_id)
+        if counts is None:
+            tally = {_INLINE: 0, _NATIVE: 0, _VIRTUAL: 0}
+            compressed = 0
+            if node_id in self.arrays:
+                with decoding(self.name):
+                    for _j, _pos, layout in self._tables(node_id):
+                        tally[layout.kind] += 1
+                        compressed += layout.compressed
+            counts = self._counts[node_id] = (tally[_INLINE], tally[_NATIVE], tally[_VIRTUAL], compressed)
+        return counts
+
     def kind_counts(self, node_id: NodeId) -> tuple[int, int, int]:
-        """(inline, native, virtual) counts of one array, from the ref vtables alone."""
-        if node_id not in self.arrays:
-            return 0, 0, 0
-        counts = {_INLINE: 0, _NATIVE: 0, _VIRTUAL: 0}
-        with decoding(self.name):
-            for _j, _pos, layout in self._tables(node_id):
-                counts[layout.kind] += 1
-        return counts[_INLINE], counts[_NATIVE], counts[_VIRTUAL]
+        """(inline, native, virtual) counts of one array."""
+        return self._count(node_id)[:3]
+
+    def compressed_locations(self, node_id: NodeId) -> int:
+        """How many virtual refs of one array store a compressed location."""
+        return self._count(node_id)[3]
 
     def _decompress_location(self, raw: bytes, where: str) -> str:
         if self.compression_algorithm == 0:
@@ -238,7 +251,7 @@ def decode_manifest(raw: bytes, name: str) -> Manifest:
         source = ManifestBuffer(payload, name, arrays, byte_vector(fb, 8), fb.CompressionAlgorithm())
         infos = [ArrayManifestInfo(node_id, arrays[node_id][1]) for node_id in order]
         return Manifest(header, id12(fb.Id(), "id"), len(raw), infos, source.dictionary,
-                        source.compression_algorithm, byte_vector(fb, 12), source)
+                        source.compression_algorithm, byte_vector(fb, 12), source, len(payload))
 
 
 def iter_chunk_refs(raw: bytes, name: str = "<manifest>") -> Iterator[tuple[NodeId, ChunkRef]]:

@@ -241,6 +241,9 @@ class ChunkRefSource(Protocol):
     def kind_counts(self, node_id: NodeId) -> tuple[int, int, int]:
         """(inline, native, virtual) ref counts of one array."""
 
+    def compressed_locations(self, node_id: NodeId) -> int:
+        """How many virtual refs of one array store a zstd-compressed location."""
+
 
 @dataclass(frozen=True, slots=True)
 class Manifest:
@@ -256,6 +259,8 @@ class Manifest:
     compression_algorithm: int
     extra: bytes | None
     source: ChunkRefSource = field(repr=False, compare=False)
+    payload_size: int = 0
+    """Size of the decompressed FlatBuffer (what icechunk's inspect_manifest calls ``size_bytes``)."""
 
     def chunk_refs(self, node_id: NodeId) -> Iterator[ChunkRef]:
         """Every ref of one array in this manifest, in ascending coordinate order (none if absent)."""
@@ -264,3 +269,7 @@ class Manifest:
     def kind_counts(self, node_id: NodeId) -> tuple[int, int, int]:
         """(inline, native, virtual) ref counts of one array (a pass over the refs' vtables only)."""
         return self.source.kind_counts(node_id)
+
+    def compressed_locations(self, node_id: NodeId) -> int:
+        """How many virtual refs of one array store a zstd-compressed location."""
+        return self.source.compressed_locations(node_id)

@@ -1,0 +1,46 @@
+"""``zs icechunk inspect``: print any file of an Icechunk repository as JSON."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from zsarchive.cli.app import main
+from zsarchive.icechunk import Repository
+from zsarchive.icechunk import inspect as views
+
+
+@main.group("icechunk")
+def icechunk() -> None:
+    """Read Icechunk repositories (spec V1 and V2) without the icechunk library."""
+
+
+@icechunk.command("inspect")
+@click.argument("repo")
+@click.option("--repo-info", "repo_info", is_flag=True, help="The repo info (refs, snapshots, ops log, config).")
+@click.option("--snapshot", metavar="ID", help="A snapshot file, by id (or branch / tag name).")
+@click.option("--manifest", metavar="ID", help="A manifest file, by id.")
+@click.option("--transaction-log", "transaction_log", metavar="ID",
+              help="A transaction log, by snapshot id (or branch / tag name).")
+@click.option("--refs", is_flag=True, help="With --manifest: also list every chunk ref.")
+def inspect(repo: str, repo_info: bool, snapshot: str | None, manifest: str | None,
+            transaction_log: str | None, refs: bool) -> None:
+    """Print one file of the Icechunk repository REPO (a directory or file:// URL) as JSON."""
+    chosen = [name for name, value in (("--repo-info", repo_info), ("--snapshot", snapshot),
+                                       ("--manifest", manifest), ("--transaction-log", transaction_log))
+              if value]
+    if len(chosen) != 1:
+        raise click.UsageError("choose exactly one of --repo-info, --snapshot, --manifest, --transaction-log")
+    if refs and not manifest:
+        raise click.UsageError("--refs goes with --manifest")
+    repository = Repository.open(repo)
+    if repo_info:
+        doc = views.inspect_repo_info(repository)
+    elif snapshot:
+        doc = views.inspect_snapshot(repository, repository.resolve(snapshot))
+    elif manifest:
+        doc = views.inspect_manifest(repository, manifest, with_refs=refs)
+    else:
+        doc = views.inspect_transaction_log(repository, repository.resolve(transaction_log))
+    click.echo(json.dumps(doc, indent=2, ensure_ascii=False))
