@@ -199,7 +199,8 @@ class FaultyServer(ThreadingHTTPServer):
         self.slow_seconds = 5.0
         self.stopping = threading.Event()
         self.lock = threading.Lock()
-        self.thread = threading.Thread(target=self.serve_forever, daemon=True)
+        self.thread = threading.Thread(target=self.serve_forever, kwargs={"poll_interval": 0.05},
+                                       daemon=True)
 
     def url(self, name: str) -> str:
         """The URL of ``files[name]``."""
