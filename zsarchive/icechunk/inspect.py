@@ -17,7 +17,7 @@ from zsarchive.icechunk.model import (
 from zsarchive.icechunk.repository import Repository
 
 # icechunk's inspect output spells availability with the schema's enum names.
-_AVAILABILITY = {"online": "Online", "read-only": "ReadOnly", "offline": "Offline"}
+_AVAILABILITY = {"online": "Online", "read_only": "ReadOnly", "offline": "Offline"}
 
 
 def _status(status: RepoStatus) -> dict:
@@ -34,9 +34,14 @@ def _value(value: Any) -> Any:
 
 def update_json(update: Update) -> dict:
     """One ops-log entry as icechunk's inspect_repo_info lists it."""
-    out: dict[str, Any] = {"update_type": {"type": update.type,
-                                           **{k: _value(v) for k, v in update.details.items()}},
-                           "updated_at": format_time(update.updated_at)}
+    details = {k: _value(v) for k, v in update.details.items()}
+    kind = update.type
+    if kind == "FeatureFlagChangedUpdate":
+        # icechunk drops the suffix for this one member and reports an unset flag as new_value null.
+        kind = "FeatureFlagChanged"
+        if not details["is_set"]:
+            details["new_value"] = None
+    out: dict[str, Any] = {"update_type": {"type": kind, **details}, "updated_at": format_time(update.updated_at)}
     if update.backup_path is not None:
         out["backup_path"] = update.backup_path
     return out

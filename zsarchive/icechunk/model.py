@@ -69,7 +69,7 @@ class RepoStatus:
     """Repository availability (V2 repo info)."""
 
     availability: str
-    """``online``, ``read-only`` or ``offline``."""
+    """``online``, ``read_only`` or ``offline`` (icechunk's Python spelling)."""
     set_at: int | None
     limited_availability_reason: str | None
 

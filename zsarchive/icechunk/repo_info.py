@@ -13,7 +13,7 @@ from zsarchive.icechunk.header import open_file
 from zsarchive.icechunk.model import FileType, RepoInfo, RepoStatus, SnapshotInfo, Update
 from zsarchive.icechunk.values import from_flexbuffer
 
-AVAILABILITY = {0: "online", 1: "read-only", 2: "offline"}
+AVAILABILITY = {0: "online", 1: "read_only", 2: "offline"}  # as icechunk's Python enum spells them
 
 # Union member -> the fields it carries, as (schema field name, generated accessor, kind).
 _UPDATE_FIELDS: dict[str, list[tuple[str, str, str]]] = {
