@@ -3,5 +3,6 @@
 from zsarchive.errors import ZSCorrupt, ZSError
 from zsarchive.reader import ZS
 from zsarchive.writer import ZSWriter
+from zsarchive.validate import ValidationReport, validate
 
-__all__ = ["ZSError", "ZSCorrupt", "ZS", "ZSWriter"]
+__all__ = ["ZSError", "ZSCorrupt", "ZS", "ZSWriter", "validate", "ValidationReport"]

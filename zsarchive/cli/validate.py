@@ -1,0 +1,66 @@
+"""``zs validate``: check a ZS file for errors or data corruption."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from zsarchive.cli.app import main
+from zsarchive.validate import validate
+
+
+class _Parallelism(click.ParamType):
+    """A CPU count, or ``guess`` for all of them (the reference's default)."""
+
+    name = "PARALLELISM"
+
+    def convert(self, value, param, ctx) -> int | None:
+        if value is None or value == "guess":
+            return None
+        try:
+            n = int(value)
+        except ValueError:
+            n = 0
+        if n < 1:
+            self.fail(f"{value!r} is neither a positive number nor 'guess'", param, ctx)
+        return n
+
+
+class _Bar:
+    """A click progress bar on stderr, created on the first report (when the size is known)."""
+
+    def __init__(self) -> None:
+        self.bar = None
+        self.done = 0
+
+    def __call__(self, done: int, total: int) -> None:
+        if self.bar is None:
+            self.bar = click.progressbar(length=total, label="validating", file=sys.stderr)
+            self.bar.__enter__()
+        self.bar.update(done - self.done)
+        self.done = done
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.__exit__(None, None, None)
+
+
+@main.command("validate")
+@click.option("-j", "parallelism", type=_Parallelism(), default="guess", show_default=True,
+              help="The number of CPUs to use for decompression.")
+@click.option("--no-spinner", is_flag=True, help="Do not show a progress bar on stderr.")
+@click.argument("zs_file")
+def validate_command(zs_file: str, parallelism: int | None, no_spinner: bool) -> None:
+    """Check a .zs file for errors or data corruption.
+
+    ZS_FILE is a path or URL. Prints "looks good!" when every check passes; otherwise
+    one error line naming the offset and the problem, and exit status 1.
+    """
+    bar = _Bar() if not no_spinner and sys.stderr.isatty() else None
+    try:
+        validate(zs_file, parallelism=parallelism, progress=bar)
+    finally:
+        if bar is not None:
+            bar.close()
+    click.echo("looks good!")
