@@ -46,7 +46,11 @@ def test_refs_equal_icechunk(case, archive):
     assert {r["name"]: r["snapshot_id"] for r in refs if r["type"] == "branch"} == answers["branches"]
     assert {r["name"]: r["snapshot_id"] for r in refs if r["type"] == "tag"} == answers["tags"]
     deleted = sorted(r["name"] for r in refs if r["type"] == "deleted_tag")
-    assert deleted == sorted(answers["repo_info"].get("deleted_tags", []))
+    if "repo_info" in answers:
+        expected = answers["repo_info"]["deleted_tags"]
+    else:  # icechunk 1.x has no API listing deleted tags: the fixture generator recorded them
+        expected = fixtures()[f"v{answers['spec_version']}"]["deleted_tags"]
+    assert deleted == sorted(expected)
 
 
 def test_ancestry_of_every_branch_and_tag(case, archive):

@@ -4,5 +4,6 @@ from zsarchive.errors import ZSCorrupt, ZSError
 from zsarchive.reader import ZS
 from zsarchive.writer import ZSWriter
 from zsarchive.validate import ValidationReport, validate
+from zsarchive.archive import RepoArchive, export
 
-__all__ = ["ZSError", "ZSCorrupt", "ZS", "ZSWriter", "validate", "ValidationReport"]
+__all__ = ["ZSError", "ZSCorrupt", "ZS", "ZSWriter", "validate", "ValidationReport", "RepoArchive", "export"]

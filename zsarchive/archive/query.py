@@ -432,10 +432,25 @@ class RepoArchive:
         out = []
         for (updated_at, _), (kind, backup_path, details) in self._range(S.OPS, start, stop):
             entry = {"type": kind, "updated_at": format_time(updated_at), "backup_path": backup_path}
-            entry.update(json.loads(details))
+            entry.update(_present_details(json.loads(details)))
             out.append(entry)
         out.reverse()
         return out
+
+
+def _present_details(details: dict) -> dict:
+    """Ops-log details as icechunk's ``ops_log()`` shows them: times as text, unset flags as null."""
+    status = details.get("status")
+    if isinstance(status, dict):
+        status = dict(status)
+        if isinstance(status.get("set_at"), int):
+            status["set_at"] = format_time(status["set_at"])
+        if isinstance(status.get("availability"), str):
+            status["availability"] = status["availability"].replace("-", "_")
+        details["status"] = status
+    if details.get("is_set") is False:
+        details["new_value"] = None  # the flag went back to its default: icechunk says None
+    return details
 
 
 def _read_range(path: str, offset: int, length: int, where: str) -> bytes:

@@ -6,6 +6,7 @@ import json
 
 import click
 
+from zsarchive.archive import header_summary
 from zsarchive.cli.app import main
 from zsarchive.cli.dump import open_zs
 
@@ -32,4 +33,7 @@ def info_command(zs_file: str, metadata_only: bool) -> None:
                 "metadata": z.metadata,
                 "statistics": {"root_index_level": z.root_index_level},
             }
+            archive = header_summary(z)  # repo archives also show their header record
+            if archive is not None:
+                info["archive"] = archive
     click.echo(json.dumps(info, indent=4))

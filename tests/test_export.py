@@ -1,0 +1,201 @@
+"""`zs export`: deterministic output, atomic writes, archives any ZS reader accepts, clear errors."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from oracle import repo_path
+from zsarchive.archive import RepoArchive, export
+from zsarchive.archive import exporter as exporter_module
+from zsarchive.archive import schema as S
+from zsarchive.reader import ZS
+from zsarchive.writer import ZSWriter
+
+
+def _zs(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "zsarchive", *args], capture_output=True, text=True)
+
+
+def _one_line_error(proc: subprocess.CompletedProcess, *fragments: str) -> None:
+    assert proc.returncode == 1, (proc.returncode, proc.stdout, proc.stderr)
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("zs: error: "), proc.stderr
+    for fragment in fragments:
+        assert fragment in lines[0], proc.stderr
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_two_exports_differ_only_in_export_time(tmp_path, version):
+    a, b, c = tmp_path / "a.zs", tmp_path / "b.zs", tmp_path / "c.zs"
+    export(repo_path(version), a, export_time=1_000_000)
+    export(repo_path(version), b, export_time=1_000_000)
+    export(repo_path(version), c, export_time=2_000_000, include_chunks=False)
+    assert a.read_bytes() == b.read_bytes()
+    with ZS(str(a)) as za, ZS(str(c)) as zc:
+        ra, rc = list(za), list(zc)
+    assert len(ra) == len(rc)
+    differing = [(x, y) for x, y in zip(ra, rc) if x != y]
+    assert len(differing) == 1
+    assert S.split(differing[0][0])[0] == S.HEADER
+
+
+def test_interrupted_export_leaves_nothing(tmp_path, monkeypatch):
+    target = tmp_path / "out.zs"
+    real = exporter_module._chunk_ref_records
+
+    def explode(*args, **kwargs):
+        yield from real(*args, **kwargs)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(exporter_module, "_chunk_ref_records", explode)
+    with pytest.raises(KeyboardInterrupt):
+        export(repo_path(2), target)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_include_chunks_makes_the_archive_self_contained(tmp_path):
+    target = tmp_path / "full.zs"
+    summary = export(repo_path(2), target, include_chunks=True, codec="lzma")
+    assert summary.counts["chunk data"] > 0
+    with RepoArchive(target) as arc:
+        found = 0
+        for ref in ("main", "dev"):
+            for node in arc.ls(ref):
+                if node["node_type"] != "array":
+                    continue
+                for chunk in arc.chunk_refs(ref, node["path"]):
+                    if chunk["kind"] == "native":
+                        data = arc.chunk_data(ref, node["path"], chunk["coords"])  # no repo given
+                        assert len(data) == chunk["length"]
+                        found += 1
+        assert found
+
+
+def test_reference_zs_validates_an_archive(tmp_path, reference_zs):
+    target = tmp_path / "ref.zs"
+    export(repo_path(2), target, codec="deflate")
+    proc = subprocess.run([str(reference_zs), "validate", str(target)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_zs_info_shows_the_archive_header(tmp_path):
+    target = tmp_path / "info.zs"
+    export(repo_path(2), target)
+    proc = _zs("info", str(target))
+    assert proc.returncode == 0, proc.stderr
+    info = json.loads(proc.stdout)
+    assert info["archive"]["export_time"].endswith("Z")
+    assert info["archive"]["counts"]["snapshots"] == len(list((repo_path(2) / "snapshots").iterdir()))
+
+
+def test_cli_export_then_queries(tmp_path):
+    target = tmp_path / "cli.zs"
+    proc = _zs("export", str(repo_path(2)), str(target), "--codec", "zstd", "-j", "2")
+    assert proc.returncode == 0, proc.stderr
+    assert "wrote" in proc.stderr
+    tables = _zs("log", str(target), "main")
+    assert tables.returncode == 0 and tables.stdout.startswith("ID")
+
+
+def test_not_a_repository(tmp_path):
+    _one_line_error(_zs("export", str(tmp_path), str(tmp_path / "x.zs")), str(tmp_path))
+    assert not (tmp_path / "x.zs").exists()
+
+
+def test_corrupt_repository_file(tmp_path):
+    repo = tmp_path / "repo"
+    shutil.copytree(repo_path(2), repo)
+    snapshot = sorted((repo / "snapshots").iterdir())[-1]
+    data = bytearray(snapshot.read_bytes())
+    data[len(data) // 2:] = b"\x00" * (len(data) - len(data) // 2)
+    snapshot.write_bytes(bytes(data))
+    _one_line_error(_zs("export", str(repo), str(tmp_path / "x.zs")))
+    assert not (tmp_path / "x.zs").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["repo"]
+
+
+def test_a_zs_file_that_is_not_an_archive(tmp_path):
+    plain = tmp_path / "plain.zs"
+    with ZSWriter(plain, {}, codec="none") as writer:
+        writer.add_records([b"a", b"b"])
+        writer.finish()
+    _one_line_error(_zs("refs", str(plain)), "not a repo archive")
+
+
+@pytest.fixture(scope="module")
+def v2_archive(tmp_path_factory):
+    target = tmp_path_factory.mktemp("v2") / "v2.zs"
+    export(repo_path(2), target)
+    return target
+
+
+def test_query_errors_are_one_line(v2_archive, tmp_path):
+    arc = str(v2_archive)
+    _one_line_error(_zs("ls", arc, "no-such-ref"), "no-such-ref")
+    _one_line_error(_zs("chunks", arc, "main", "/no/such/array"), "/no/such/array")
+    _one_line_error(_zs("chunk", arc, "main", "/data/big", "99,99"), "99,99")
+    _one_line_error(_zs("log", arc, "main", "--until", "2001-01-01"), "before the first commit")
+    _one_line_error(_zs("ls", arc, "main@2001-01-01"), "flushed at or before")
+    _one_line_error(_zs("log", arc, "--since", "not a time"), "bad time")
+    proc = _zs("chunk", arc, "main", "/data/big", "x,y")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+
+
+def test_unsupported_virtual_scheme(tmp_path):
+    """An archive (possibly from anyone) pointing a virtual ref at s3:// gets a clear refusal."""
+    target = tmp_path / "s3.zs"
+    node_value = (
+        "NODEID0000000", S.ARRAY,
+        b'{"zarr_format":3,"node_type":"array","shape":[4],"chunk_grid":{"name":"regular",'
+        b'"configuration":{"chunk_shape":[2]}}}',
+        ((4, None, 2),), None, (("M" * 20, ((0, 2),)),))
+    records = sorted([
+        S.record(S.REFS, ("branch", "main"), ("S" * 20,)),
+        S.record(S.SNAPSHOT, ("S" * 20,), (None, 1, "m", "{}", ())),
+        S.record(S.NODE, ("S" * 20, ("v",)), node_value),
+        S.record(S.CHUNK_REF, ("M" * 20, "NODEID0000000", (0,)),
+                 (S.VIRTUAL, "s3://bucket/key.nc", 0, 8, None, None)),
+        S.record(S.CHUNK_REF, ("M" * 20, "NODEID0000000", (1,)),
+                 (S.VIRTUAL, "file:///etc/passwd", 0, 8, None, None)),
+        S.record(S.HEADER, (), (1, 2, 0, "test", ())),
+    ])
+    with ZSWriter(target, {S.METADATA_KEY: {"format_version": 1}}, codec="none") as writer:
+        writer.add_records(records)
+        writer.finish()
+    _one_line_error(_zs("chunk", str(target), "main", "/v", "0", "--data"), "'s3'")
+    _one_line_error(_zs("chunk", str(target), "main", "/v", "1", "--data", "--authorize", "file:///tmp/"),
+                    "--authorize file:///etc/")
+
+
+def test_native_chunk_ids_cannot_escape_the_repository(tmp_path):
+    target = tmp_path / "evil.zs"
+    node_value = (
+        "NODEID0000000", S.ARRAY, b'{"zarr_format":3,"node_type":"array"}', ((4, None, 2),), None,
+        (("M" * 20, ((0, 2),)),))
+    records = sorted([
+        S.record(S.REFS, ("branch", "main"), ("S" * 20,)),
+        S.record(S.SNAPSHOT, ("S" * 20,), (None, 1, "m", "{}", ())),
+        S.record(S.NODE, ("S" * 20, ("v",)), node_value),
+        S.record(S.CHUNK_REF, ("M" * 20, "NODEID0000000", (0,)), (S.NATIVE, "../../../../etc/passwd", 0, 8)),
+        S.record(S.HEADER, (), (1, 2, 0, "test", ())),
+    ])
+    with ZSWriter(target, {S.METADATA_KEY: {"format_version": 1}}, codec="none") as writer:
+        writer.add_records(records)
+        writer.finish()
+    _one_line_error(_zs("chunk", str(target), "main", "/v", "0", "--data", "--repo", str(tmp_path)),
+                    "invalid chunk id")
+
+
+def test_newer_archive_format_is_refused(tmp_path):
+    target = tmp_path / "future.zs"
+    with ZSWriter(target, {S.METADATA_KEY: {"format_version": 99}}, codec="none") as writer:
+        writer.add_records([S.record(S.HEADER, (), (99,))])
+        writer.finish()
+    _one_line_error(_zs("refs", str(target)), "newer than this zsarchive reads")
+
