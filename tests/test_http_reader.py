@@ -1,0 +1,130 @@
+"""ZS files read from a real nginx: same output as the local file, in few requests (access log)."""
+
+from __future__ import annotations
+
+import random
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from servers import nginx_server  # noqa: F401
+from zsarchive import ZS
+from zsarchive.cli import main
+from zsarchive.transport import HTTPTransport
+
+TESTDATA = Path(__file__).resolve().parent.parent / "testdata"
+RECORDS = [b"%07d %s" % (i * 7, b"payload-%d" % (i % 97) * (1 + i % 5)) for i in range(30_000)]
+
+
+def _make(reference_zs: Path, records: list[bytes], target: Path, *options: str) -> Path:
+    source = target.with_suffix(".txt")
+    source.write_bytes(b"".join(r + b"\n" for r in sorted(records)))
+    subprocess.run([str(reference_zs), "make", "--no-spinner", *options, '{"made-by": "reference"}',
+                    str(source), str(target)], check=True, capture_output=True)
+    source.unlink()
+    return target
+
+
+@pytest.fixture(scope="module")
+def files(nginx_server, reference_zs):
+    """Reference-made files served by nginx: ``deep`` (tiny blocks, branching 4: a deep index),
+    ``blocks`` (tiny blocks, one index block: hundreds of adjacent data blocks), ``flat`` (default
+    layout) and one of the reference's example files."""
+    root = nginx_server.root
+    _make(reference_zs, RECORDS, root / "deep.zs", "--approx-block-size=2000", "--branching-factor=4",
+          "--codec=deflate")
+    _make(reference_zs, RECORDS, root / "blocks.zs", "--approx-block-size=2000", "--codec=deflate")
+    _make(reference_zs, RECORDS, root / "flat.zs", "--codec=deflate")
+    example = sorted((TESTDATA / "interop").glob("*.zs"))[0]
+    shutil.copy(example, root / "example.zs")
+    return nginx_server
+
+
+def _cli(*args: str) -> tuple[int, bytes]:
+    result = CliRunner().invoke(main, list(args), catch_exceptions=False)
+    return result.exit_code, result.stdout_bytes
+
+
+@pytest.mark.parametrize("name", ["deep.zs", "flat.zs", "example.zs"])
+@pytest.mark.parametrize("command", [["info"], ["dump"], ["validate"], ["dump", "--prefix=0012"],
+                                     ["dump", "--start=0100", "--stop=0200", "--length-prefixed=uleb128"]])
+def test_cli_output_over_http_is_byte_for_byte_the_local_output(files, name, command):
+    local = _cli(*command, str(files.root / name))
+    remote = _cli(*command, files.url(name))
+    assert local[0] == 0
+    assert local[1] or (name == "example.zs" and len(command) > 1)  # its keys are not numbers
+    assert remote == local
+
+
+def test_reference_dump_of_the_url_equals_ours(files, reference_zs):
+    ours = _cli("dump", files.url("deep.zs"))[1]
+    theirs = subprocess.run([str(reference_zs), "dump", files.url("deep.zs")], check=True,
+                            capture_output=True).stdout
+    assert ours == theirs == b"".join(r + b"\n" for r in sorted(RECORDS))
+
+
+def test_zs_info_needs_at_most_two_requests(files):
+    mark = files.mark()
+    assert _cli("info", files.url("deep.zs"))[0] == 0
+    assert len(files.requests_since(mark)) <= 2
+
+
+def test_cold_lookup_needs_at_most_depth_plus_two_requests(files):
+    rng = random.Random(5)
+    for key in rng.sample(sorted(RECORDS), 10):
+        mark = files.mark()
+        with ZS(url=files.url("deep.zs")) as zs:
+            assert zs.root_index_level >= 4  # a deep file, or the bound proves little
+            assert list(zs.search(prefix=key[:7])) == [key]
+            depth = zs.root_index_level
+        logged = files.requests_since(mark)
+        assert len(logged) <= depth + 2, [line.range for line in logged]
+        # open is the only place two requests go out together; every later one is one block
+        assert all(line.status == 206 for line in logged)
+
+
+def test_warm_lookups_reuse_cached_index_blocks(files):
+    with ZS(url=files.url("flat.zs")) as zs:
+        transport = zs.transport
+        assert isinstance(transport, HTTPTransport)
+        keys = random.Random(6).sample(sorted(RECORDS), 50)
+        before = transport.stats.requests
+        for key in keys:
+            assert list(zs.search(prefix=key[:7])) == [key]
+        # a one-level index is in the tail read at open: each lookup costs at most its data block
+        assert transport.stats.requests - before <= len(keys)
+        assert transport.stats.connections <= 2
+
+
+def test_range_scan_of_many_adjacent_blocks_uses_few_requests(files):
+    with ZS(url=files.url("blocks.zs")) as zs:
+        assert zs.root_index_level == 1
+        start, stop = b"0010000", b"0150000"
+        expected = [r for r in sorted(RECORDS) if start <= r < stop]
+        mark = files.mark()
+        assert list(zs.search(start=start, stop=stop)) == expected
+        logged = files.requests_since(mark)
+    blocks = sum(len(r) + 2 for r in expected) // 2000  # data blocks the span covers, at least
+    assert blocks >= 100
+    assert len(logged) <= blocks // 10, [line.range for line in logged]
+
+
+def test_random_searches_over_http_match_the_local_file(files):
+    rng = random.Random(7)
+    keys = sorted(RECORDS)
+    with ZS(url=files.url("deep.zs")) as remote, ZS(files.root / "deep.zs") as local:
+        for _ in range(25):
+            i = rng.randrange(len(keys))
+            a, b = keys[i], keys[min(len(keys) - 1, i + rng.randrange(1000))]
+            prefix = rng.choice(keys)[:rng.randrange(1, 7)]
+            assert list(remote.search(start=a, stop=b)) == list(local.search(start=a, stop=b))
+            assert list(remote.search(prefix=prefix)) == list(local.search(prefix=prefix))
+
+
+def test_missing_url_is_one_line_exit_1(files):
+    result = CliRunner().invoke(main, ["info", files.url("missing.zs")])
+    assert result.exit_code == 1
+    assert result.output.strip() == f"zs: error: {files.url('missing.zs')}: HTTP 404 Not Found"
