@@ -258,15 +258,18 @@ def describe(b: Builder) -> dict:
     facts["tags"] = sorted(repo.list_tags())
     facts["deleted_tags"] = ["doomed-tag"]
     facts["main_commits"] = sum(1 for _ in repo.ancestry(branch="main"))
+    added = next(c["id"] for c in facts["commits"] if c["message"] == "add scratch array")
+    # Chunk kinds each array holds at a ref ("branch:NAME", "tag:NAME") or snapshot id.
     facts["arrays"] = {
-        "data/temperature": "inline",
-        "data/big": "native",
-        "data/zipped": "inline",
-        "data/sub/virt": "virtual",
-        "dotted": "empty",
-        "dev_only": "inline (branch dev)",
-        "data/to_delete": "native (deleted)",
+        "data/temperature": {"at": "branch:main", "chunk_kinds": ["inline"], "dimension_names": ["y", "x"]},
+        "data/big": {"at": "branch:main", "chunk_kinds": ["native"], "dimension_names": ["row", "col"]},
+        "data/zipped": {"at": "branch:main", "chunk_kinds": ["inline"]},
+        "data/sub/virt": {"at": "branch:main", "chunk_kinds": ["inline", "virtual"], "dimension_names": ["t"]},
+        "dotted": {"at": "branch:main", "chunk_kinds": [], "chunk_key_separator": "."},
+        "dev_only": {"at": "branch:dev", "chunk_kinds": ["inline"]},
+        "data/to_delete": {"at": added, "chunk_kinds": ["native"], "deleted_later": True},
     }
+    facts["virtual_arrays"] = ["data/sub/virt"]
     facts["groups"] = ["", "data", "data/sub", "data/sub/deep", "data/empty"]
     facts["generated_at"] = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     return facts

@@ -95,6 +95,22 @@ def test_three_chunk_kinds_and_their_bytes(version_and_oracle):
     assert (repo_path(version) / "chunks").is_dir()
 
 
+def test_every_array_holds_the_chunk_kinds_fixtures_json_claims(version_and_oracle):
+    version, answer = version_and_oracle
+    for path, claim in fixtures()[f"v{version}"]["arrays"].items():
+        sid = answer["refs"].get(claim["at"], claim["at"])
+        tree = answer["trees"][sid]
+        assert chunk_types(tree, path) == set(claim["chunk_kinds"]), path
+        nodes = {n["path"]: n for n in tree["nodes"]}
+        assert nodes[path]["kind"] == "array"
+        assert nodes[path].get("dimension_names") == claim.get("dimension_names"), path
+        if claim.get("deleted_later"):
+            assert all(path not in {n["path"] for n in answer["trees"][t]["nodes"]}
+                       for t in answer["refs"].values())
+    kinds = set().union(*(c["chunk_kinds"] for c in fixtures()[f"v{version}"]["arrays"].values()))
+    assert kinds == {"inline", "native", "virtual"}
+
+
 def test_groups_attributes_dimension_names(version_and_oracle):
     version, answer = version_and_oracle
     facts = fixtures()[f"v{version}"]
