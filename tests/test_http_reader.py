@@ -128,3 +128,30 @@ def test_missing_url_is_one_line_exit_1(files):
     result = CliRunner().invoke(main, ["info", files.url("missing.zs")])
     assert result.exit_code == 1
     assert result.output.strip() == f"zs: error: {files.url('missing.zs')}: HTTP 404 Not Found"
+
+
+@pytest.fixture(scope="module")
+def archive(nginx_server):
+    """The icechunk 2.x fixture repository exported with its chunk bytes, served by nginx."""
+    from oracle import fixtures, repo_path
+    from zsarchive.archive import export
+
+    export(repo_path(2), nginx_server.root / "repo.zs", include_chunks=True)
+    main_commits = [c["id"] for c in fixtures()["v2"]["commits"] if c["branch"] == "main"]
+    return nginx_server, main_commits
+
+
+@pytest.mark.parametrize("command", [
+    ["refs"], ["refs", "--json"], ["log", "{}", "main"], ["log", "{}", "--json"], ["ls", "{}", "main"],
+    ["chunks", "{}", "main", "/data/temperature"], ["chunk", "{}", "main", "/data/temperature", "0,0"],
+    ["chunk", "{}", "main", "/data/big", "0,0", "--data"], ["diff", "{}", "FIRST", "LAST", "--json"],
+    ["ops", "{}"], ["chunk-log", "{}", "/data/temperature", "0,0"], ["info", "{}"]])
+def test_archive_commands_over_http_give_the_local_output(archive, command):
+    server, commits = archive
+    args = [arg.replace("FIRST", commits[0]).replace("LAST", commits[-1]) for arg in command]
+    if "{}" not in args:
+        args.append("{}")
+    local = _cli(*[arg.replace("{}", str(server.root / "repo.zs")) for arg in args])
+    remote = _cli(*[arg.replace("{}", server.url("repo.zs")) for arg in args])
+    assert local[0] == 0 and local[1]
+    assert remote == local
