@@ -1,0 +1,285 @@
+"""zsarchive.validate and ``zs validate`` on valid files: the reference's, the reference's own
+test corpus, and valid-but-unusual layouts the spec allows. (Broken files: tests/test_corrupt.py.)"""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+import tracemalloc
+from pathlib import Path
+
+import pytest
+
+import zsarchive
+from zsarchive import ZSCorrupt
+from zsarchive.format.block import encode_block, encode_index, encode_records
+from zsarchive.transport import open_transport
+from zsarchive.validate import validate
+from zsfiles import FileBuilder, minimal, reference_make, reference_verdicts
+
+ROOT = Path(__file__).resolve().parent.parent
+TESTDATA = ROOT / "testdata"
+
+WORDS = sorted(b"%05d %s" % (i * 7919 % 4000, b"xyz"[i % 3:] * (i % 5)) for i in range(4000))
+BINARY = sorted([b"", b"\x00", b"\x00\x00", b"\n", b"a\nb", b"\xff" * 3, b"\x80\x00\x01"] * 3
+                + [bytes(range(256))])
+
+# name -> (records, reference `zs make` options)
+REFERENCE_LAYOUTS = {
+    "deflate": (WORDS, ["--codec", "deflate"]),
+    "lzma": (WORDS, ["--codec", "lzma"]),
+    "none-tiny-blocks-branching-2": (WORDS[:300], ["--codec", "none", "--approx-block-size", "64",
+                                                   "--branching-factor", "2"]),
+    "deflate-branching-3": (WORDS, ["--codec", "deflate", "--approx-block-size", "500",
+                                    "--branching-factor", "3"]),
+    "duplicates": (sorted(WORDS[:50] * 20), ["--codec", "deflate", "--approx-block-size", "100",
+                                             "--branching-factor", "4"]),
+    "binary": (BINARY, ["--codec", "lzma", "--approx-block-size", "16", "--branching-factor", "2"]),
+    "huge-record": (sorted([b"a", b"m" * 1_500_000, b"z"]), ["--codec", "deflate", "--approx-block-size", "1000"]),
+}
+
+
+@pytest.fixture(scope="module")
+def reference_files(reference_zs, tmp_path_factory) -> dict[str, tuple[Path, int]]:
+    """Valid files written by the reference ``zs make``: name -> (path, record count)."""
+    d = tmp_path_factory.mktemp("reference")
+    return {name: (reference_make(reference_zs, d / f"{name}.zs", records, *options), len(records))
+            for name, (records, options) in REFERENCE_LAYOUTS.items()}
+
+
+def _reference_info(reference_zs: Path, path: Path) -> dict:
+    out = subprocess.run([str(reference_zs), "info", str(path)], check=True, capture_output=True).stdout
+    return json.loads(out)
+
+
+@pytest.mark.parametrize("name", sorted(REFERENCE_LAYOUTS))
+def test_every_reference_made_file_is_valid(reference_files, reference_zs, name):
+    path, count = reference_files[name]
+    report = validate(path)
+    info = _reference_info(reference_zs, path)
+    assert report.records == count
+    assert report.root_index_level == info["statistics"]["root_index_level"]
+    assert report.total_file_length == info["total_file_length"] == path.stat().st_size
+    assert report.codec == info["codec"]
+    assert report.extension_blocks == 0
+    assert validate(path, parallelism=1) == report
+
+
+def test_deep_reference_file_has_the_levels_we_asked_for(reference_files):
+    # 300 records in blocks of ~64 bytes with two keys per index block: a tall tree.
+    report = validate(reference_files["none-tiny-blocks-branching-2"][0])
+    assert report.data_blocks > 30
+    assert report.root_index_level >= 5
+    assert report.index_blocks >= report.data_blocks - 1
+
+
+def test_reference_example_files_are_valid():
+    paths = sorted((TESTDATA / "interop").glob("*.zs"))
+    assert paths
+    for path in paths:
+        assert validate(path).records > 0
+
+
+def _reference_corpus(reference_python: Path) -> Path:
+    out = subprocess.run([str(reference_python), "-c", "import zs, os; print(os.path.dirname(zs.__file__))"],
+                         check=True, capture_output=True, text=True).stdout.strip()
+    return Path(out) / "tests" / "data" / "broken-files"
+
+
+def test_reference_test_corpus_gets_the_same_verdicts(reference_python):
+    """The reference ships hand-made broken and good files: we accept exactly the good ones."""
+    paths = sorted(_reference_corpus(reference_python).glob("*.zs"))
+    assert len(paths) > 40
+    theirs = reference_verdicts(reference_python, paths)
+    for path in paths:
+        should_pass = path.name.startswith("good-")
+        assert (theirs[str(path)] == "ACCEPT") == should_pass
+        if should_pass:
+            validate(path)
+        else:
+            with pytest.raises(ZSCorrupt, match=rf"^{path}: offset \d+: "):
+                validate(path)
+
+
+# -- valid but unusual -----------------------------------------------------------------------------
+
+
+def _unusual_extension_blocks() -> bytes:
+    b = FileBuilder(codec="deflate")
+    b.raw_block(200, b"not even compressed", compress=False)  # right after the header
+    d1 = b.data_block([b"a", b"b"])
+    for level in (64, 100, 255):
+        b.raw_block(level, b"\x00garbage that no codec would accept", compress=False)
+    d2 = b.data_block([b"c", b"d"])
+    b.raw_block(64, encode_index([(b"zzz", 0, 0)]))  # looks like an index, but is an extension
+    b.root_block(1, [(b"a", *d1), (b"c", *d2)])
+    b.raw_block(77, b"", compress=False)  # at the very end
+    return b.build()
+
+
+def _unusual_short_keys() -> bytes:
+    b = FileBuilder()
+    d1 = b.data_block([b"apple", b"apricot"])
+    d2 = b.data_block([b"apricot", b"banana"])  # a duplicate straddles the boundary: key must equal it
+    d3 = b.data_block([b"cherry", b"date"])
+    d4 = b.data_block([b"elder"])
+    i1 = b.index_block(1, [(b"", *d1), (b"apricot", *d2)])
+    i2 = b.index_block(1, [(b"c", *d3), (b"dz", *d4)])
+    b.root_block(2, [(b"", *i1), (b"bb", *i2)])
+    return b.build()
+
+
+def _unusual_index_before_children() -> bytes:
+    # The spec puts no requirement on where index blocks sit: here the root comes first.
+    b = FileBuilder()
+    data = [[b"a", b"b"], [b"c", b"d"]]
+    lengths = [len(encode_block(0, encode_records(r))) for r in data]
+    root_length = 0
+    while True:  # the root's own length moves the offsets it holds
+        first = b.offset + root_length
+        entries = [(b"a", first, lengths[0]), (b"c", first + lengths[0], lengths[1])]
+        n = len(encode_block(1, encode_index(entries)))
+        if n == root_length:
+            break
+        root_length = n
+    b.root_block(1, entries)
+    for records, entry in zip(data, entries):
+        assert b.data_block(records) == entry[1:]
+    return b.build()
+
+
+def _unusual_header_extension() -> bytes:
+    return minimal(FileBuilder(header_extra=b"future header fields")).build()
+
+
+def _unusual_deepest_tree() -> bytes:
+    b = FileBuilder()
+    ref = b.data_block([b"only"])
+    for level in range(1, 64):
+        ref = b.index_block(level, [(b"o", *ref)])
+    b.root = ref
+    return b.build()
+
+
+def _unusual_all_records_equal() -> bytes:
+    b = FileBuilder(codec="lzma")
+    blocks = [b.data_block([b"same"] * n) for n in (1, 3, 2)]
+    b.root_block(1, [(b"same", *d) for d in blocks])
+    return b.build()
+
+
+UNUSUAL = {f.__name__.removeprefix("_unusual_"): f for f in [
+    _unusual_extension_blocks, _unusual_short_keys, _unusual_index_before_children,
+    _unusual_header_extension, _unusual_deepest_tree, _unusual_all_records_equal]}
+
+
+@pytest.mark.parametrize("case", sorted(UNUSUAL))
+def test_valid_but_unusual_files_pass(case):
+    data = UNUSUAL[case]()
+    for parallelism in (1, 4):
+        validate(io.BytesIO(data), parallelism=parallelism)
+
+
+def test_extension_blocks_are_counted_and_not_hashed():
+    report = validate(io.BytesIO(_unusual_extension_blocks()))
+    assert (report.data_blocks, report.index_blocks, report.extension_blocks) == (2, 1, 6)
+    assert report.records == 4 and report.data_bytes == 8
+
+
+def test_deepest_tree_reports_level_63():
+    assert validate(io.BytesIO(_unusual_deepest_tree())).root_index_level == 63
+
+
+def test_reference_accepts_the_unusual_files_it_can_read(reference_python, tmp_path):
+    paths = {}
+    for case, make in UNUSUAL.items():
+        paths[case] = tmp_path / f"{case}.zs"
+        paths[case].write_bytes(make())
+    verdicts = reference_verdicts(reference_python, list(paths.values()))
+    got = {case: verdicts[str(p)] for case, p in paths.items()}
+    # The reference's validator wants every index after its children (the spec does not).
+    assert got.pop("index_before_children") == "REJECT"
+    assert set(got.values()) == {"ACCEPT"}, got
+
+
+# -- sources, progress, memory -----------------------------------------------------------------------
+
+
+def test_sources_path_file_object_and_transport(reference_files):
+    path = reference_files["deflate"][0]
+    by_path = validate(path)
+    with open(path, "rb") as f:
+        assert validate(f).records == by_path.records
+        assert not f.closed
+    transport = open_transport(path)
+    assert validate(transport).records == by_path.records
+    assert transport.read(0, 8) == b"\xabZSfiLe\x01"  # still open: the caller owns it
+    transport.close()
+
+
+def test_progress_reports_every_byte_in_order(reference_files):
+    path = reference_files["deflate-branching-3"][0]
+    calls = []
+    validate(path, progress=lambda done, total: calls.append((done, total)))
+    size = path.stat().st_size
+    assert calls[-1] == (size, size)
+    assert all(total == size for _, total in calls)
+    assert [d for d, _ in calls] == sorted({d for d, _ in calls})
+    assert len(calls) == validate(path).data_blocks + validate(path).index_blocks
+
+
+def _peak_while_validating(path: Path) -> int:
+    tracemalloc.start()
+    try:
+        validate(path, parallelism=2)
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_memory_does_not_grow_with_the_record_count(tmp_path):
+    # Same block size, 8x the records: only the per-block summaries may grow.
+    peaks = []
+    for n in (20_000, 160_000):
+        path = tmp_path / f"{n}.zs"
+        with zsarchive.ZSWriter(str(path), {}, codec="deflate", approx_block_size=65536) as w:
+            w.add_records(b"%09d" % i for i in range(n))
+            w.finish()
+        peaks.append(_peak_while_validating(path))
+    assert peaks[1] < 1.5 * peaks[0], peaks
+
+
+# -- the command line ----------------------------------------------------------------------------------
+
+
+def _zs(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "zsarchive", *args], capture_output=True, text=True)
+
+
+def test_cli_prints_what_the_reference_prints(reference_files, reference_zs):
+    path = str(reference_files["lzma"][0])
+    ours = _zs("validate", path)
+    theirs = subprocess.run([str(reference_zs), "validate", path], capture_output=True, text=True)
+    assert (ours.returncode, ours.stdout) == (theirs.returncode, theirs.stdout) == (0, "looks good!\n")
+    assert ours.stderr == ""  # no progress bar when stderr is not a terminal
+    assert _zs("validate", "-j", "1", "--no-spinner", path).stdout == "looks good!\n"
+
+
+def test_cli_corrupt_file_is_one_line_and_exit_1(tmp_path):
+    path = tmp_path / "bad.zs"
+    path.write_bytes(minimal().build(sha=b"\0" * 32))
+    result = _zs("validate", str(path))
+    assert result.returncode == 1
+    assert result.stdout == ""
+    assert result.stderr.startswith(f"zs: error: {path}: offset 40: data SHA-256 mismatch")
+    assert result.stderr.count("\n") == 1
+
+
+def test_cli_missing_file_and_usage_errors(tmp_path):
+    missing = _zs("validate", str(tmp_path / "nope.zs"))
+    assert missing.returncode == 1 and missing.stderr.startswith("zs: error:")
+    assert "Traceback" not in missing.stderr
+    for args in (["-j", "0", "x.zs"], ["-j", "many", "x.zs"], []):
+        assert _zs("validate", *args).returncode == 2, args
