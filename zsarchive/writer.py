@@ -457,16 +457,17 @@ class ZSWriter:
             level += 1
 
 
-def _read_exact(read, n: int, name: str, what: str) -> bytes:
-    """Read exactly ``n`` bytes in bounded pieces (a bogus huge length must not allocate it all)."""
-    parts = []
-    left = n
-    while left:
-        piece = read(min(left, _READ_SIZE))
+def _read_rest(read, head: bytes, n: int, name: str, what: str) -> bytes:
+    """Complete ``head`` to ``n`` bytes, reading in bounded pieces (a bogus huge length must not
+    allocate it all at once)."""
+    parts = [head]
+    have = len(head)
+    while have < n:
+        piece = read(min(n - have, _READ_SIZE))
         if not piece:
-            raise ZSError(f"{name}: input ends inside {what} ({n - left} of {n} bytes present)")
+            raise ZSError(f"{name}: input ends inside {what} ({have} of {n} bytes present)")
         parts.append(piece)
-        left -= len(piece)
+        have += len(piece)
     return b"".join(parts)
 
 
@@ -508,4 +509,4 @@ def _length_prefixed_records(file: BinaryIO, kind: str) -> Iterator[bytes]:
         else:
             head = buf[pos:]
             buf, pos = b"", 0
-            yield head + _read_exact(read, length - len(head), name, f"record {number}")
+            yield _read_rest(read, head, length, name, f"record {number}")

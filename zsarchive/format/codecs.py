@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import lzma
+import threading
 import zlib
 from dataclasses import dataclass
 from typing import Callable
@@ -76,7 +77,17 @@ def _lzma_decompress(data: bytes) -> bytes:
 
 
 def _zstd_compress(level: int) -> Callable[[bytes], bytes]:
-    return zstandard.ZstdCompressor(level=level, write_content_size=True).compress
+    # A ZstdCompressor must not be shared between threads: keep one per thread.
+    local = threading.local()
+
+    def compress(data: bytes) -> bytes:
+        try:
+            c = local.compressor
+        except AttributeError:
+            c = local.compressor = zstandard.ZstdCompressor(level=level, write_content_size=True)
+        return c.compress(data)
+
+    return compress
 
 
 def _zstd_decompress(data: bytes) -> bytes:

@@ -1,0 +1,429 @@
+"""ZSWriter and ``zs make``: round trips through our reader and validator, errors, memory bound."""
+
+from __future__ import annotations
+
+import io
+import struct
+import tracemalloc
+
+import pytest
+from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from zsarchive import ZS, ZSCorrupt, ZSError, ZSWriter
+from zsarchive.cli import main
+from zsarchive.format import uleb128
+from zsarchive.format.block import decode_index, split_block
+from zsarchive.format.codecs import decoder_for
+from zsarchive.format.header import MAGIC, PARTIAL_MAGIC
+from zsarchive.validate import validate
+from zsarchive.writer import shortest_separator
+
+CODECS = ["none", "deflate", "lzma", "zstd"]
+
+
+def ngram_records(n: int) -> list[bytes]:
+    """Sorted, distinct, text-like records with shared prefixes."""
+    return sorted({f"w{i % 97:02d} x{(i * 7919) % 1013:04d} {i}\t{i % 13}".encode() for i in range(n)})
+
+
+def write(path, records, **kw) -> None:
+    kw.setdefault("include_default_metadata", False)
+    with ZSWriter(path, kw.pop("metadata", {}), **kw) as w:
+        w.add_records(records)
+        w.finish()
+
+
+def read_all(path) -> list[bytes]:
+    with ZS(path) as z:
+        return list(z)
+
+
+def root_keys(path) -> list[bytes]:
+    with ZS(path) as z:
+        off, length, codec = z.root_index_offset, z.root_index_length, z.codec
+    raw = open(path, "rb").read()[off:off + length]
+    level, zpayload = split_block(raw, "root")
+    assert level >= 1
+    return [e.key for e in decode_index(decoder_for(codec)(zpayload), "root")]
+
+
+def magic(path) -> bytes:
+    with open(path, "rb") as f:
+        return f.read(8)
+
+
+# ---- round trips -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("codec", CODECS)
+@pytest.mark.parametrize("block_size,branching", [(100, 2), (300, 3), (393216, 1024)])
+def test_round_trip_every_codec_and_shape(tmp_path, codec, block_size, branching):
+    records = ngram_records(3000)
+    path = tmp_path / "f.zs"
+    write(path, records, codec=codec, approx_block_size=block_size, branching_factor=branching)
+    assert magic(path) == MAGIC
+    assert read_all(path) == records
+    report = validate(str(path))
+    assert report.records == len(records)
+    if block_size == 100:
+        assert report.root_index_level >= 5  # branching factor 2 over ~300 blocks: a deep index
+    with ZS(path) as z:
+        assert z.codec == {"lzma": "lzma2;dsize=2^20"}.get(codec, codec)
+        for probe in records[::97]:
+            assert list(z.search(prefix=probe)) == [probe]
+        assert list(z.search(start=records[10], stop=records[20])) == records[10:20]
+
+
+def test_add_file_contents_terminators_and_length_prefixes(tmp_path):
+    records = sorted({bytes([i % 7, 10, 0, i % 251]) * (i % 5 + 1) for i in range(2000)})
+    records += [records[-1]] * 3  # duplicates
+    uleb = b"".join(uleb128.encode(len(r)) + r for r in records)
+    u64 = b"".join(struct.pack("<Q", len(r)) + r for r in records)
+    for kind, data in [("uleb128", uleb), ("u64le", u64)]:
+        path = tmp_path / f"{kind}.zs"
+        with ZSWriter(path, {}, approx_block_size=500, codec="deflate") as w:
+            w.add_file_contents(io.BytesIO(data), length_prefixed=kind)
+            w.finish()
+        assert read_all(path) == records
+        validate(str(path))
+    text = [r for r in ngram_records(500)]
+    for term in [b"\n", b"\r\n", b"\x00"]:
+        path = tmp_path / f"t{term.hex()}.zs"
+        with ZSWriter(path, {}, codec="none") as w:
+            w.add_file_contents(io.BytesIO(term.join(text) + term), approx_block_size=64, terminator=term)
+            w.finish()
+        assert read_all(path) == text
+
+
+def test_mixed_add_calls_keep_order(tmp_path):
+    records = ngram_records(1000)
+    path = tmp_path / "mixed.zs"
+    with ZSWriter(path, {}, approx_block_size=200, branching_factor=3, codec="deflate") as w:
+        w.add_record(records[0])
+        w.add_records(records[1:300])
+        w.add_data_block(records[300:310])
+        w.add_data_block([])
+        w.add_file_contents(io.BytesIO(b"\n".join(records[310:800]) + b"\n"))
+        w.add_records(iter(records[800:]))
+        w.finish()
+    assert read_all(path) == records
+    with ZS(path) as z:
+        sizes = list(z.block_map(len))
+    assert 10 in sizes  # add_data_block wrote exactly one block of its 10 records
+    validate(str(path))
+
+
+def test_parallelism_does_not_change_the_file(tmp_path):
+    records = ngram_records(5000)
+    blobs = []
+    for j in (1, 3):
+        path = tmp_path / f"j{j}.zs"
+        write(path, records, codec="deflate", approx_block_size=700, branching_factor=4, parallelism=j)
+        blobs.append(path.read_bytes())
+    assert blobs[0] == blobs[1]
+
+
+def test_huge_records_get_their_own_block(tmp_path):
+    huge = b"m" * 5000
+    records = [b"a", b"b", huge, huge + b"x", b"n", b"o"]
+    for how in ("records", "terminated"):
+        path = tmp_path / f"{how}.zs"
+        with ZSWriter(path, {}, approx_block_size=1000, codec="deflate") as w:
+            if how == "records":
+                w.add_records(records)
+            else:
+                w.add_file_contents(io.BytesIO(b"\n".join(records) + b"\n"), approx_block_size=1000)
+            w.finish()
+        with ZS(path) as z:
+            blocks = list(z.block_map(list))
+        assert [huge] in blocks and [huge + b"x"] in blocks
+        assert [r for b in blocks for r in b] == records
+        validate(str(path))
+
+
+def test_metadata_and_default_build_info(tmp_path):
+    path = tmp_path / "m.zs"
+    with ZSWriter(path, {"a": [1, "ü"], "n": None}, codec="none") as w:
+        w.add_record(b"x")
+        w.finish()
+    with ZS(path) as z:
+        meta = z.metadata
+    assert meta["a"] == [1, "ü"] and meta["n"] is None
+    assert set(meta["build-info"]) == {"user", "host", "time", "version"}
+    assert meta["build-info"]["version"].startswith("zsarchive ")
+    write(tmp_path / "plain.zs", [b"x"], metadata={"a": 1})
+    with ZS(tmp_path / "plain.zs") as z:
+        assert z.metadata == {"a": 1}
+    own = tmp_path / "own.zs"
+    with ZSWriter(own, {"build-info": "mine"}) as w:
+        w.add_record(b"x")
+        w.finish()
+    with ZS(own) as z:
+        assert z.metadata == {"build-info": "mine"}
+
+
+# ---- index keys ---------------------------------------------------------------------------------
+
+
+@given(st.binary(max_size=12), st.binary(max_size=12))
+def test_shortest_separator_is_the_shortest_valid_key(a, b):
+    previous, first = min(a, b), max(a, b)
+    key = shortest_separator(previous, first)
+    assert first.startswith(key)
+    assert previous <= key <= first
+    assert all(first[:n] < previous for n in range(len(key)))
+
+
+def test_index_keys_are_short_separators(tmp_path):
+    records = [f"{i:05d}".encode() + b"-a-long-tail" * 10 for i in range(400)]
+    path = tmp_path / "k.zs"
+    write(path, records, codec="none", approx_block_size=1000, branching_factor=64)
+    keys = root_keys(path)
+    assert keys[0] == b""
+    assert 0 < max(map(len, keys)) <= 5  # the digits that tell blocks apart, not the tails
+    validate(str(path))
+
+
+def test_duplicates_across_block_boundaries(tmp_path):
+    records = [b"a"] * 50 + [b"b"] * 200 + [b"b\x00"] * 3 + [b"c"]
+    path = tmp_path / "d.zs"
+    write(path, records, codec="deflate", approx_block_size=7, branching_factor=2)
+    assert read_all(path) == records
+    with ZS(path) as z:
+        assert list(z.search(prefix=b"b")) == records[50:-1]
+        assert list(z.search(start=b"b", stop=b"b\x00")) == [b"b"] * 200
+    validate(str(path))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(records=st.lists(st.binary(max_size=40), min_size=1, max_size=120).map(sorted),
+       block=st.integers(1, 200), branching=st.integers(2, 5), codec=st.sampled_from(["none", "deflate"]))
+def test_any_sorted_multiset_round_trips(tmp_path_factory, records, block, branching, codec):
+    path = tmp_path_factory.mktemp("p") / "p.zs"
+    write(path, records, codec=codec, approx_block_size=block, branching_factor=branching, parallelism=2)
+    assert read_all(path) == records
+    validate(str(path))
+
+
+# ---- errors -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("where", ["within a block", "across blocks"])
+def test_unsorted_input_names_both_records_and_leaves_ztobe(tmp_path, where):
+    records = ngram_records(400)
+    bad = 250
+    records[bad], records[bad + 1] = records[bad + 1], records[bad]
+    path = tmp_path / "u.zs"
+    block = 100000 if where == "within a block" else 1
+    with pytest.raises(ZSError) as info:
+        write(path, records, approx_block_size=block, codec="deflate")
+    msg = str(info.value)
+    assert "not sorted" in msg and "\n" not in msg
+    assert f"record {bad + 2} {records[bad + 1]!r}" in msg
+    assert f"record {bad + 1} {records[bad]!r}" in msg
+    assert magic(path) == PARTIAL_MAGIC
+    with pytest.raises(ZSCorrupt, match="partially written"):
+        ZS(path)
+
+
+def test_unsorted_file_contents_counts_records_across_blocks(tmp_path):
+    lines = [f"{i:05d}".encode() for i in range(3000)]
+    lines[2500] = b"00000"
+    path = tmp_path / "u.zs"
+    with pytest.raises(ZSError, match=r"record 2501 b'00000' sorts before record 2500 b'02499'"):
+        with ZSWriter(path, {}, codec="none") as w:
+            w.add_file_contents(io.BytesIO(b"\n".join(lines) + b"\n"), approx_block_size=600)
+            w.finish()
+    assert magic(path) == PARTIAL_MAGIC
+
+
+def test_long_records_are_truncated_in_messages(tmp_path):
+    with pytest.raises(ZSError) as info:
+        write(tmp_path / "l.zs", [b"z" * 10000, b"a" * 10000])
+    assert len(str(info.value)) < 400 and "10000 bytes" in str(info.value)
+
+
+def test_non_bytes_records(tmp_path):
+    with pytest.raises(ZSError, match="record 2 is str"):
+        write(tmp_path / "s.zs", [b"a", "b"])
+    with pytest.raises(ZSError, match="must be bytes, not int"):
+        write(tmp_path / "i.zs", [b"a", 5])
+
+
+@pytest.mark.parametrize("kw,match", [
+    ({"codec": "bzip2"}, "unknown codec 'bzip2'"),
+    ({"codec": "deflate", "compress_level": 12}, "deflate compression level"),
+    ({"codec": "lzma", "compress_level": "2"}, "lzma compression level"),
+    ({"branching_factor": 1}, "branching_factor"),
+    ({"approx_block_size": 0}, "approx_block_size"),
+    ({"parallelism": 0}, "parallelism"),
+])
+def test_bad_settings_fail_before_creating_a_file(tmp_path, kw, match):
+    path = tmp_path / "bad.zs"
+    with pytest.raises(ZSError, match=match):
+        ZSWriter(path, {}, **kw)
+    assert not path.exists()
+
+
+@pytest.mark.parametrize("metadata", [[1, 2], "x", None])
+def test_metadata_must_be_an_object(tmp_path, metadata):
+    with pytest.raises(ZSError, match="metadata must be a JSON object"):
+        ZSWriter(tmp_path / "m.zs", metadata)
+    with pytest.raises(ZSError, match="not JSON-serialisable"):
+        ZSWriter(tmp_path / "m2.zs", {"x": object()})
+
+
+def test_existing_output_is_never_overwritten(tmp_path):
+    path = tmp_path / "exists.zs"
+    path.write_bytes(b"precious")
+    with pytest.raises(ZSError, match="File exists"):
+        ZSWriter(path, {})
+    assert path.read_bytes() == b"precious"
+
+
+def test_interrupted_writer_leaves_a_rejected_file(tmp_path):
+    path = tmp_path / "i.zs"
+    with pytest.raises(RuntimeError):
+        with ZSWriter(path, {}, approx_block_size=50, codec="deflate") as w:
+            w.add_records(ngram_records(2000))
+            raise RuntimeError("power cut")
+    assert magic(path) == PARTIAL_MAGIC
+    with pytest.raises(ZSCorrupt, match="partially written"):
+        ZS(path)
+    with pytest.raises(ZSCorrupt, match="partially written"):
+        validate(str(path))
+    with pytest.raises(ZSError, match="closed"):
+        w.add_record(b"zzz")
+
+
+def test_leaving_with_without_finish_is_not_a_commit(tmp_path):
+    path = tmp_path / "nf.zs"
+    with ZSWriter(path, {}) as w:
+        w.add_record(b"a")
+    assert magic(path) == PARTIAL_MAGIC
+
+
+def test_empty_input_is_refused(tmp_path):
+    path = tmp_path / "e.zs"
+    with pytest.raises(ZSError, match="no records were added"):
+        with ZSWriter(path, {}) as w:
+            w.add_file_contents(io.BytesIO(b""))
+            w.finish()
+    assert magic(path) == PARTIAL_MAGIC
+
+
+@pytest.mark.parametrize("data,kw,match", [
+    (b"a\nb", {}, "does not end with the terminator"),
+    (b"\x05ab", {"length_prefixed": "uleb128"}, r"input ends inside record 1 \(2 of 5 bytes"),
+    (b"\x01a\x80", {"length_prefixed": "uleb128"}, "record 2"),
+    (b"\x81\x00a", {"length_prefixed": "uleb128"}, "shortest form"),
+    (b"\x01\x00\x00", {"length_prefixed": "u64le"}, "u64le length of record 1"),
+    (struct.pack("<Q", 2**62), {"length_prefixed": "u64le"}, "input ends inside record 1"),
+    (b"a\n", {"length_prefixed": "u32"}, "length_prefixed must be"),
+    (b"a\n", {"terminator": b""}, "terminator must be"),
+])
+def test_bad_input_files(tmp_path, data, kw, match):
+    path = tmp_path / "b.zs"
+    src = io.BytesIO(data)
+    with pytest.raises(ZSError, match=match):
+        with ZSWriter(path, {}) as w:
+            w.add_file_contents(src, **kw)
+            w.finish()
+    assert src.closed  # like the reference, the input is always closed
+    assert magic(path) == PARTIAL_MAGIC
+
+
+# ---- memory -------------------------------------------------------------------------------------
+
+
+def _peak_while_writing(path, n: int) -> int:
+    def records():
+        for i in range(n):
+            yield b"%09d some text to make the record longer" % i
+
+    tracemalloc.start()
+    try:
+        with ZSWriter(path, {}, approx_block_size=1024, branching_factor=16, codec="deflate",
+                      compress_level=1, parallelism=2) as w:
+            w.add_records(records())
+            w.finish()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_peak_memory_does_not_grow_with_input(tmp_path):
+    small = _peak_while_writing(tmp_path / "small.zs", 30_000)
+    large = _peak_while_writing(tmp_path / "large.zs", 120_000)
+    # Four times the input (6 MB, ~6,000 blocks): the same peak. Keeping one index entry per
+    # block in memory instead would add ~0.6 MB here.
+    assert large < small * 1.25 + 100 * 1024, (small, large)
+    assert large < 2 * 1024 * 1024
+    with ZS(tmp_path / "large.zs") as z:
+        assert sum(z.block_map(len)) == 120_000
+
+
+# ---- zs make -------------------------------------------------------------------------------------
+
+
+def run(args, input=None):
+    return CliRunner().invoke(main, args, input=input)
+
+
+def test_cli_make_round_trip_and_options(tmp_path):
+    records = ngram_records(2000)
+    src = tmp_path / "in.txt"
+    src.write_bytes(b"\n".join(records) + b"\n")
+    out = tmp_path / "out.zs"
+    res = run(["make", "--codec", "deflate", "-z", "1", "--approx-block-size", "500", "--branching-factor", "3",
+               "-j", "2", "--no-spinner", '{"about": "ngrams"}', str(src), str(out)])
+    assert res.exit_code == 0, res.output
+    with ZS(out) as z:
+        assert list(z) == records
+        assert z.metadata["about"] == "ngrams" and "build-info" in z.metadata
+        assert z.root_index_level >= 3
+    nul = tmp_path / "nul.zs"
+    res = run(["make", "--terminator", r"\x00", "--no-default-metadata", "--codec", "zstd", "{}", "-", str(nul)],
+              input=b"\x00".join(records) + b"\x00")
+    assert res.exit_code == 0, res.output
+    with ZS(nul) as z:
+        assert list(z) == records and z.metadata == {} and z.codec == "zstd"
+    lp = tmp_path / "lp.zs"
+    binary = sorted({bytes([i % 256, 0, 10]) * (i % 3 + 1) for i in range(600)})
+    res = run(["make", "--length-prefixed=uleb128", "{}", "-", str(lp)],
+              input=b"".join(uleb128.encode(len(r)) + r for r in binary))
+    assert res.exit_code == 0, res.output
+    assert read_all(lp) == binary
+
+
+@pytest.mark.parametrize("args,code,match", [
+    (["[1]"], 2, "must be a JSON object"),
+    (["{"], 2, "not valid JSON"),
+    (["--codec", "bz2", "{}"], 2, "bz2"),
+    (["--terminator", "x", "--length-prefixed", "u64le", "{}"], 2, "cannot be used together"),
+    (["-j", "0", "{}"], 2, "at least 1"),
+    (["-z", "x", "--codec", "deflate", "{}"], 1, "zs: error: deflate compression level"),
+])
+def test_cli_make_usage_errors(tmp_path, args, code, match):
+    src = tmp_path / "in.txt"
+    src.write_bytes(b"a\nb\n")
+    res = run(["make", *args, str(src), str(tmp_path / "o.zs")])
+    assert res.exit_code == code
+    assert match in res.output
+    assert "Traceback" not in res.output
+
+
+def test_cli_make_unsorted_and_empty(tmp_path):
+    res = run(["make", "{}", "-", str(tmp_path / "u.zs")], input=b"b\na\n")
+    assert res.exit_code == 1
+    assert res.output.strip() == ("zs: error: records are not sorted: record 2 b'a' sorts before record 1 b'b' "
+                                  "(records count from 1; input must be sorted bytewise)")
+    assert magic(tmp_path / "u.zs") == PARTIAL_MAGIC
+    res = run(["make", "{}", "-", str(tmp_path / "e.zs")], input=b"")
+    assert res.exit_code == 1 and "no records were added" in res.output
+    res = run(["make", "{}", str(tmp_path / "missing.txt"), str(tmp_path / "m.zs")])
+    assert res.exit_code == 1 and "cannot open" in res.output
+    assert not (tmp_path / "m.zs").exists()
+    assert res.output.count("\n") == 1
