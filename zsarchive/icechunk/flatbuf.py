@@ -24,6 +24,12 @@ class CheckedTable(table.Table):
 
     __slots__ = ()
 
+    def __init__(self, buf, pos):
+        if not 0 <= pos <= len(buf) - 4:
+            raise FlatBufferError(f"table at {pos} outside the {len(buf)}-byte buffer")
+        self.Bytes = buf
+        self.Pos = pos
+
     def Get(self, flags, off):
         size = flags.bytewidth
         if off < 0 or off + size > len(self.Bytes):

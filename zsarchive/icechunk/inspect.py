@@ -153,6 +153,11 @@ def inspect_manifest(repo: Repository, manifest_id: str, with_refs: bool = False
         if with_refs:
             entry["refs"] = [ref_json(r) for r in manifest.chunk_refs(info.node_id)]
         arrays.append(entry)
+    compression: dict[str, Any] = {"uses_location_compression": manifest.location_dictionary is not None,
+                                   "num_compressed_refs": compressed,
+                                   "compression_algorithm": manifest.compression_algorithm}
+    if manifest.location_dictionary is not None:
+        compression["dictionary_size_bytes"] = len(manifest.location_dictionary)
     return {
         "id": manifest.id,
         "header": inspect_header(manifest.header),
@@ -164,9 +169,7 @@ def inspect_manifest(repo: Repository, manifest_id: str, with_refs: bool = False
         "total_native": totals[1],
         "total_virtual": totals[2],
         "arrays": arrays,
-        "compression": {"uses_location_compression": manifest.location_dictionary is not None,
-                        "num_compressed_refs": compressed,
-                        "compression_algorithm": manifest.compression_algorithm},
+        "compression": compression,
     }
 
 

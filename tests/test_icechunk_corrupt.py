@@ -1,0 +1,272 @@
+"""Bad input to zsarchive.icechunk: every failure is one clear ZSError / ZSCorrupt naming the file."""
+
+from __future__ import annotations
+
+import random
+import shutil
+import struct
+from pathlib import Path
+
+import pytest
+import zstandard
+from click.testing import CliRunner
+
+from oracle import repo_path
+from zsarchive.cli import main
+from zsarchive.errors import ZSCorrupt, ZSError
+from zsarchive.icechunk import Repository
+from zsarchive.icechunk.header import HEADER_LENGTH
+from zsarchive.icechunk.manifest import decode_manifest
+from zsarchive.icechunk.repo_info import decode_repo_info
+from zsarchive.icechunk.snapshot import decode_snapshot
+from zsarchive.icechunk.txlog import decode_transaction_log
+
+V2 = repo_path(2)
+
+
+@pytest.fixture
+def repo(tmp_path) -> Path:
+    """A private copy of the V2 fixture to damage."""
+    target = tmp_path / "repo"
+    shutil.copytree(V2, target)
+    return target
+
+
+def main_snapshot(root: Path) -> str:
+    return Repository.open(str(root)).resolve("main")
+
+
+def payload_of(path: Path) -> tuple[bytes, bytearray]:
+    raw = path.read_bytes()
+    return raw[:HEADER_LENGTH], bytearray(zstandard.ZstdDecompressor().decompressobj().decompress(raw[HEADER_LENGTH:]))
+
+
+def write_payload(path: Path, header: bytes, payload: bytes) -> None:
+    path.write_bytes(header + zstandard.ZstdCompressor().compress(bytes(payload)))
+
+
+def root_vtable(payload: bytes) -> tuple[int, int]:
+    """(root table position, its vtable position)."""
+    table = struct.unpack_from("<I", payload, 0)[0]
+    return table, table - struct.unpack_from("<i", payload, table)[0]
+
+
+def cli_error(*args: str) -> str:
+    result = CliRunner().invoke(main, list(args))
+    assert result.exit_code == 1, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("zs: error: "), result.output
+    return lines[0]
+
+
+def test_not_a_repository(tmp_path):
+    with pytest.raises(ZSError, match="not an Icechunk repository"):
+        Repository.open(str(tmp_path))
+    with pytest.raises(ZSError, match="not a directory"):
+        Repository.open(str(tmp_path / "nope"))
+    with pytest.raises(ZSError, match="unsupported repository location"):
+        Repository.open("s3://bucket/repo")
+    assert "not an Icechunk repository" in cli_error("icechunk", "inspect", str(tmp_path), "--repo-info")
+
+
+def test_wrong_magic(repo):
+    path = repo / "snapshots" / main_snapshot(repo)
+    raw = bytearray(path.read_bytes())
+    raw[0:3] = b"ICY"
+    path.write_bytes(bytes(raw))
+    with pytest.raises(ZSCorrupt, match=rf"{path.name}: not an Icechunk file \(wrong magic"):
+        Repository.open(str(repo)).snapshot(path.name)
+    assert "wrong magic" in cli_error("icechunk", "inspect", str(repo), "--snapshot", path.name)
+
+
+def test_unknown_file_type_and_wrong_file_type(repo):
+    sid = main_snapshot(repo)
+    path = repo / "snapshots" / sid
+    raw = bytearray(path.read_bytes())
+    raw[HEADER_LENGTH - 2] = 9
+    path.write_bytes(bytes(raw))
+    with pytest.raises(ZSCorrupt, match=rf"snapshots/{sid}: unknown file type 9 at offset 37"):
+        Repository.open(str(repo)).snapshot(sid)
+    raw[HEADER_LENGTH - 2] = 2  # a manifest header on a snapshot
+    path.write_bytes(bytes(raw))
+    with pytest.raises(ZSCorrupt, match="file type is manifest, expected snapshot"):
+        Repository.open(str(repo)).snapshot(sid)
+
+
+def test_truncated_file_and_payload(repo):
+    sid = main_snapshot(repo)
+    path = repo / "snapshots" / sid
+    raw = path.read_bytes()
+    path.write_bytes(raw[:-7])
+    with pytest.raises(ZSCorrupt, match=rf"{sid}: zstd payload at offset 39 is truncated"):
+        Repository.open(str(repo)).snapshot(sid)
+    path.write_bytes(raw[:20])
+    with pytest.raises(ZSCorrupt, match="truncated: 20 bytes"):
+        Repository.open(str(repo)).snapshot(sid)
+    assert "truncated" in cli_error("icechunk", "inspect", str(repo), "--snapshot", sid)
+
+
+def test_corrupt_zstd_payload(repo):
+    raw = (repo / "repo").read_bytes()
+    (repo / "repo").write_bytes(raw[:HEADER_LENGTH + 10] + bytes(20) + raw[HEADER_LENGTH + 30:])
+    with pytest.raises(ZSCorrupt, match=r"/repo: zstd payload at offset 39 does not decompress"):
+        Repository.open(str(repo))
+    assert "does not decompress" in cli_error("icechunk", "inspect", str(repo), "--repo-info")
+
+
+def test_offset_outside_the_buffer(repo):
+    sid = main_snapshot(repo)
+    path = repo / "snapshots" / sid
+    header, payload = payload_of(path)
+    struct.pack_into("<I", payload, 0, len(payload) + 100)
+    write_payload(path, header, payload)
+    with pytest.raises(ZSCorrupt, match=rf"snapshots/{sid}: table at \d+ outside the \d+-byte buffer"):
+        Repository.open(str(repo)).snapshot(sid)
+
+
+def test_vector_length_outside_the_buffer(repo):
+    sid = main_snapshot(repo)
+    path = repo / "snapshots" / sid
+    header, payload = payload_of(path)
+    table, vtable = root_vtable(payload)
+    nodes_field = table + struct.unpack_from("<H", payload, vtable + 8)[0]  # slot 2: nodes
+    nodes = nodes_field + struct.unpack_from("<I", payload, nodes_field)[0]
+    struct.pack_into("<I", payload, nodes, 10**6)
+    write_payload(path, header, payload)
+    with pytest.raises(ZSCorrupt, match=rf"{sid}: vector at {nodes} of length 1000000 runs past the buffer end"):
+        Repository.open(str(repo)).snapshot(sid)
+
+
+def test_missing_required_field(repo):
+    sid = main_snapshot(repo)
+    path = repo / "snapshots" / sid
+    header, payload = payload_of(path)
+    _table, vtable = root_vtable(payload)
+    struct.pack_into("<H", payload, vtable + 12, 0)  # slot 4: message
+    write_payload(path, header, payload)
+    with pytest.raises(ZSCorrupt, match=rf"{sid}: required field message is missing"):
+        Repository.open(str(repo)).snapshot(sid)
+
+
+def test_unsorted_nodes(repo):
+    sid = main_snapshot(repo)
+    path = repo / "snapshots" / sid
+    header, payload = payload_of(path)
+    table, vtable = root_vtable(payload)
+    nodes_field = table + struct.unpack_from("<H", payload, vtable + 8)[0]
+    nodes = nodes_field + struct.unpack_from("<I", payload, nodes_field)[0]
+    slot1, slot2 = nodes + 4, nodes + 8
+    pos1 = slot1 + struct.unpack_from("<I", payload, slot1)[0]
+    pos2 = slot2 + struct.unpack_from("<I", payload, slot2)[0]
+    struct.pack_into("<I", payload, slot1, pos2 - slot1)  # swap the first two nodes
+    struct.pack_into("<I", payload, slot2, pos1 - slot2)
+    write_payload(path, header, payload)
+    with pytest.raises(ZSCorrupt, match=rf"{sid}: nodes \(by path\) MUST be sorted, but entry 1"):
+        Repository.open(str(repo)).snapshot(sid)
+
+
+def test_unsorted_repo_branches(repo):
+    header, payload = payload_of(repo / "repo")
+    table, vtable = root_vtable(payload)
+    field = table + struct.unpack_from("<H", payload, vtable + 8)[0]  # slot 2: branches
+    vec = field + struct.unpack_from("<I", payload, field)[0]
+    assert struct.unpack_from("<I", payload, vec)[0] >= 2
+    slot1, slot2 = vec + 4, vec + 8
+    pos1 = slot1 + struct.unpack_from("<I", payload, slot1)[0]
+    pos2 = slot2 + struct.unpack_from("<I", payload, slot2)[0]
+    struct.pack_into("<I", payload, slot1, pos2 - slot1)
+    struct.pack_into("<I", payload, slot2, pos1 - slot2)
+    write_payload(repo / "repo", header, payload)
+    with pytest.raises(ZSCorrupt, match=r"/repo: branches names MUST be sorted"):
+        Repository.open(str(repo))
+
+
+def test_snapshot_references_a_missing_manifest(repo):
+    sid = main_snapshot(repo)
+    r = Repository.open(str(repo))
+    node = next(n for n in r.snapshot(sid).nodes if n.manifests)
+    (repo / "manifests" / node.manifests[0].id).unlink()
+    with pytest.raises(ZSCorrupt, match=rf"manifests/{node.manifests[0].id}: missing, but snapshot {sid} "
+                                        rf"\(array '{node.path}'\) references it"):
+        list(r.chunk_refs(sid, node.path))
+
+
+def test_missing_snapshot_and_unknown_ref(repo):
+    r = Repository.open(str(repo))
+    with pytest.raises(ZSError, match="no branch, tag or snapshot named 'nope'"):
+        r.resolve("nope")
+    with pytest.raises(ZSError, match="snapshots/AAAAAAAAAAAAAAAAAAAA: no such file"):
+        r.snapshot("AAAAAAAAAAAAAAAAAAAA")
+    sid = main_snapshot(repo)
+    (repo / "snapshots" / sid).unlink()
+    assert "no such file" in cli_error("icechunk", "inspect", str(repo), "--snapshot", sid)
+
+
+def test_snapshot_file_holding_another_id(repo):
+    r = Repository.open(str(repo))
+    ids = [s.id for s in r.snapshots()]
+    shutil.copy(repo / "snapshots" / ids[1], repo / "snapshots" / ids[0])
+    with pytest.raises(ZSCorrupt, match=rf"holds snapshot {ids[1]}, not {ids[0]}"):
+        Repository.open(str(repo)).snapshot(ids[0])
+
+
+def _manifest_with_refs(root: Path) -> Path:
+    return max((root / "manifests").iterdir(), key=lambda p: p.stat().st_size)
+
+
+def test_manifest_ref_table_outside_the_buffer(repo):
+    path = _manifest_with_refs(repo)
+    header, payload = payload_of(path)
+    manifest = decode_manifest(path.read_bytes(), str(path))
+    start, _count = manifest.source.arrays[manifest.arrays[0].node_id]
+    struct.pack_into("<I", payload, start, len(payload))
+    write_payload(path, header, payload)
+    broken = decode_manifest(path.read_bytes(), path.name)
+    with pytest.raises(ZSCorrupt, match=rf"{path.name}: array \w+ ref 0: table at \d+ outside the buffer"):
+        list(broken.chunk_refs(broken.arrays[0].node_id))
+
+
+def test_manifest_refs_unsorted(repo):
+    path = _manifest_with_refs(repo)
+    header, payload = payload_of(path)
+    manifest = decode_manifest(path.read_bytes(), str(path))
+    start, count = manifest.source.arrays[manifest.arrays[0].node_id]
+    assert count >= 2
+    pos1 = start + struct.unpack_from("<I", payload, start)[0]
+    pos2 = start + 4 + struct.unpack_from("<I", payload, start + 4)[0]
+    struct.pack_into("<I", payload, start, pos2 - start)
+    struct.pack_into("<I", payload, start + 4, pos1 - start - 4)
+    write_payload(path, header, payload)
+    broken = decode_manifest(path.read_bytes(), path.name)
+    with pytest.raises(ZSCorrupt, match=rf"{path.name}: array \w+ refs MUST be sorted by index, but ref 1"):
+        list(broken.chunk_refs(broken.arrays[0].node_id))
+
+
+DECODERS = {"repo": decode_repo_info, "snapshots": decode_snapshot, "manifests": decode_manifest,
+            "transactions": decode_transaction_log}
+
+
+def _exhaust(decoder, raw: bytes, name: str) -> None:
+    result = decoder(raw, name)
+    for info in getattr(result, "arrays", []):
+        list(result.chunk_refs(info.node_id))
+        result.kind_counts(info.node_id)
+
+
+@pytest.mark.parametrize("kind", sorted(DECODERS))
+def test_random_damage_is_corruption_or_harmless(kind):
+    """Flip bytes of real payloads: decoding either works or raises ZSCorrupt, never anything else."""
+    rng = random.Random(f"icechunk-{kind}")
+    files = [V2 / "repo"] if kind == "repo" else sorted((V2 / kind).iterdir())
+    decoder = DECODERS[kind]
+    for trial in range(150):
+        path = rng.choice(files)
+        header, payload = payload_of(path)
+        for _ in range(rng.randint(1, 4)):
+            payload[rng.randrange(len(payload))] = rng.randrange(256)
+        raw = header + zstandard.ZstdCompressor().compress(bytes(payload))
+        try:
+            _exhaust(decoder, raw, f"{path.name}#{trial}")
+        except ZSCorrupt as exc:
+            assert f"{path.name}#{trial}" in str(exc)
