@@ -11,6 +11,7 @@ import heapq
 import json
 import os
 import re
+from email.utils import formatdate
 from typing import Any, Iterable, Iterator
 from urllib.parse import unquote, urlsplit
 
@@ -19,7 +20,10 @@ from zsarchive.archive.refspec import RefSpec, parse_ref
 from zsarchive.errors import ZSCorrupt, ZSError
 from zsarchive.icechunk.model import format_time
 from zsarchive.reader import ZS
+from zsarchive.transport.http import HTTPTransport
 
+_HEAD_SLACK = 64 * 1024
+"""A chunk this close to the start of its file is read with its file's first bytes in one request."""
 _CHUNK_ID = re.compile(r"^[0-9A-HJKMNP-TV-Z]{20}$")
 """A Crockford base32 ObjectId12: the only chunk file names an archive may make us open."""
 
@@ -88,6 +92,7 @@ class RepoArchive:
                           f"zsarchive reads ({S.FORMAT_VERSION}): upgrade zsarchive")
         self.authorize = [str(p) for p in authorize]
         self._snapshots: dict[str, tuple] = {}
+        self._has_chunk_data: bool | None = None
 
     # -- plumbing -------------------------------------------------------------------------
 
@@ -292,17 +297,27 @@ class RepoArchive:
                 not 0 <= c < n for c, n in zip(coords, node["num_chunks"])):
             raise NotFound(f"{self.name}: coords {_coords_text(coords)} are outside the chunk grid "
                            f"{_coords_text(node['num_chunks'])} of {node['path']!r} at {ref!r}")
+        chunk = self.node_chunk_ref(node, coords)
+        if chunk is not None:
+            return chunk
+        raise NotFound(f"{self.name}: no chunk at {_coords_text(coords)} of {node['path']!r} at {ref!r} "
+                       "(never written: it reads as the fill value)")
+
+    def node_chunk_ref(self, node: dict, coords: tuple[int, ...]) -> dict | None:
+        """The chunk ref at ``coords`` of an array node from :meth:`node` or :meth:`ls`; None if none."""
         for manifest in node["manifests"]:
             if all(lo <= c < hi for c, (lo, hi) in zip(coords, manifest["extents"])):
                 value = self._one(S.CHUNK_REF, (manifest["id"], node["id"], coords))
                 if value is not None:
                     return self._chunk_dict(node["path"], coords, value)
-        raise NotFound(f"{self.name}: no chunk at {_coords_text(coords)} of {node['path']!r} at {ref!r} "
-                       "(never written: it reads as the fill value)")
+        return None
 
     def chunk_refs(self, ref: str, path: str) -> Iterator[dict]:
         """Every chunk ref of the array, streamed in coordinate order."""
-        node = self._array_at(ref, path)
+        return self.node_chunk_refs(self._array_at(ref, path))
+
+    def node_chunk_refs(self, node: dict) -> Iterator[dict]:
+        """Every chunk ref of an array node from :meth:`node` or :meth:`ls`, streamed in coordinate order."""
         streams = []
         for manifest in node["manifests"]:
             prefix = (manifest["id"], node["id"])
@@ -313,7 +328,11 @@ class RepoArchive:
 
     def chunk_data(self, ref: str, path: str, coords: Iterable[int], repo: str | os.PathLike | None = None) -> bytes:
         """The chunk's stored bytes: inline, embedded, from ``repo``'s chunks/, or an authorized virtual file."""
-        chunk = self.chunk_ref(ref, path, coords)
+        return self.read_chunk(self.chunk_ref(ref, path, coords), ref, repo)
+
+    def read_chunk(self, chunk: dict, ref: str, repo: str | os.PathLike | None = None) -> bytes:
+        """The bytes of a chunk ref from :meth:`chunk_ref` / :meth:`chunk_refs` (read at REF, for
+        messages); ``repo`` is a local repository path or the http(s) URL of one."""
         where = f"chunk {_coords_text(chunk['coords'])} of {chunk['path']!r} at {ref!r}"
         if chunk["kind"] == "inline":
             return chunk["inline"]
@@ -322,7 +341,7 @@ class RepoArchive:
             chunk_id = chunk["chunk_id"]
             if not isinstance(chunk_id, str) or not _CHUNK_ID.match(chunk_id):
                 raise ZSCorrupt(f"{self.name}: {where}: invalid chunk id {chunk_id!r}")
-            embedded = self._one(S.CHUNK_DATA, (chunk_id,))
+            embedded = self._one(S.CHUNK_DATA, (chunk_id,)) if self._embeds_chunks() else None
             if embedded is not None:
                 data = embedded[0][offset:offset + length]
                 if len(data) != length:
@@ -333,11 +352,63 @@ class RepoArchive:
                 raise ZSError(f"{where} is native chunk {chunk_id}, not embedded in the archive: "
                               "give the repository (--repo REPO)")
             root = os.fspath(repo)
+            if _is_url(root):
+                return self._read_url(f"{root.rstrip('/')}/chunks/{chunk_id}", offset, length, where)
             root = root[len("file://"):] if root.startswith("file://") else root
             return _read_range(os.path.join(root, "chunks", chunk_id), offset, length, where)
         location = chunk["location"]
+        if urlsplit(location).scheme in ("http", "https"):
+            self._authorized_url(location, where)
+            return self._read_url(location, offset, length, where, chunk["checksum_etag"],
+                                  chunk["checksum_last_modified"])
         local = self._authorized_local_path(location, where)
-        return _read_range(local, offset, length, where)
+        return _read_range(local, offset, length, where, chunk["checksum_etag"], chunk["checksum_last_modified"])
+
+    def _embeds_chunks(self) -> bool:
+        """Whether the archive holds any chunk data records (saves a lookup per native chunk)."""
+        if self._has_chunk_data is None:
+            self._has_chunk_data = bool(self.header()["counts"].get(S.FAMILY_NAMES[S.CHUNK_DATA]))
+        return self._has_chunk_data
+
+    def _authorized_url(self, location: str, where: str) -> None:
+        parts = urlsplit(location)
+        # no dot segments: "prefix/../elsewhere" must not pass a plain prefix test
+        if any(seg in (".", "..") for seg in unquote(parts.path).split("/")):
+            raise ZSError(f"{where}: virtual location {location!r} has '.' or '..' path segments")
+        for prefix in self.authorize:
+            pre = urlsplit(prefix)
+            if (pre.scheme, pre.netloc) == (parts.scheme, parts.netloc) and pre.path and \
+                    parts.path.startswith(pre.path if pre.path.endswith("/") else pre.path + "/"):
+                return
+        suggestion = location.rsplit("/", 1)[0] + "/"
+        raise ZSError(f"{where}: virtual location {location!r} is not under an authorized prefix; "
+                      f"authorize it with --authorize {suggestion}")
+
+    def _read_url(self, url: str, offset: int, length: int, where: str, etag: str | None = None,
+                  last_modified: int | None = None) -> bytes:
+        """``length`` bytes at ``offset`` of ``url``; the ref's ETag / modification time are sent as
+        preconditions, so a changed object fails instead of returning other bytes."""
+        headers = {}
+        if etag:
+            headers["If-Match"] = etag
+        if last_modified:
+            headers["If-Unmodified-Since"] = formatdate(last_modified, usegmt=True)
+        transport = HTTPTransport(url, headers=headers)
+        try:
+            if offset <= _HEAD_SLACK:  # one request: learn the size and get the bytes together
+                head, _ = transport.read_head_tail(offset + length, 0)
+                data = head[offset:offset + length]
+            else:
+                transport.read_head_tail(0, 0)
+                data = transport.read(offset, min(length, max(0, transport.size - offset)))
+        except ZSError as exc:
+            checks = ", ".join(f"{k} {v}" for k, v in headers.items())
+            raise type(exc)(f"{where}: cannot read {url}{f' ({checks})' if checks else ''}: {exc}") from None
+        finally:
+            transport.close()
+        if len(data) != length:
+            raise ZSCorrupt(f"{where}: {url} holds {len(data)} bytes at offset {offset}, expected {length}")
+        return data
 
     def _authorized_local_path(self, location: str, where: str) -> str:
         parts = urlsplit(location)
@@ -453,9 +524,12 @@ def _present_details(details: dict) -> dict:
     return details
 
 
-def _read_range(path: str, offset: int, length: int, where: str) -> bytes:
+def _read_range(path: str, offset: int, length: int, where: str, etag: str | None = None,
+                last_modified: int | None = None) -> bytes:
     try:
         with open(path, "rb") as handle:
+            if etag or last_modified:
+                _check_local_checksum(os.fstat(handle.fileno()), path, where, etag, last_modified)
             handle.seek(offset)
             data = handle.read(length)
     except OSError as exc:
@@ -464,3 +538,18 @@ def _read_range(path: str, offset: int, length: int, where: str) -> bytes:
         raise ZSCorrupt(f"{where}: {path} holds {len(data)} bytes at offset {offset}, expected {length}")
     return data
 
+
+
+def _check_local_checksum(st: os.stat_result, path: str, where: str, etag: str | None,
+                          last_modified: int | None) -> None:
+    """Refuse a file that changed since the virtual ref was written, as icechunk does: its local
+    store's ETag is ``inode-mtime_us-size`` in hex, and a modification after the ref's time fails."""
+    if etag:
+        local = f"{st.st_ino:x}-{st.st_mtime_ns // 1000:x}-{st.st_size:x}"
+        if local != etag:
+            raise ZSError(f"{where}: {path} changed since the virtual ref was written (the ref's ETag "
+                          f"checksum is {etag!r}, the file's is {local!r})")
+    if last_modified and st.st_mtime_ns > last_modified * 10**9:
+        raise ZSError(f"{where}: {path} changed since the virtual ref was written (modified "
+                      f"{format_time(st.st_mtime_ns // 1000)}, after the ref's checksum time "
+                      f"{format_time(last_modified * 10**6)})")
