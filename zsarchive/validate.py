@@ -57,7 +57,7 @@ class _Raw(NamedTuple):
     offset: int
     length: int  # whole block: length field, level, payload, CRC
     level: int
-    body: bytes  # level byte + compressed payload
+    body: bytes | memoryview  # level byte + compressed payload
     stored_crc: int
 
 
@@ -149,16 +149,20 @@ class _Validator:
 
     def frames(self) -> Iterator[_Raw]:
         """Yield every block from the end of the header to EOF, framing checked, body unchecked."""
-        window = b""
+        window: bytes | memoryview = b""
         window_at = self.blocks_start
         pos = self.blocks_start
         size = self.size
+        # A local file offers zero-copy views of its mmap: then one view covers every block.
+        view = getattr(self.t, "view", None)
+        span = size if view is not None else _WINDOW
+        read = view or self.t.read
 
-        def have(offset: int, length: int) -> bytes:
+        def have(offset: int, length: int) -> bytes | memoryview:
             nonlocal window, window_at
             if offset + length > window_at + len(window):
                 window_at = offset
-                window = self.t.read(offset, min(size - offset, max(length, _WINDOW)))
+                window = read(offset, min(size - offset, max(length, span)))
             return window[offset - window_at:offset - window_at + length]
 
         while pos < size:
