@@ -6,4 +6,14 @@ from zsarchive.writer import ZSWriter
 from zsarchive.validate import ValidationReport, validate
 from zsarchive.archive import RepoArchive, export
 
-__all__ = ["ZSError", "ZSCorrupt", "ZS", "ZSWriter", "validate", "ValidationReport", "RepoArchive", "export"]
+__all__ = ["ZSError", "ZSCorrupt", "ZS", "ZSWriter", "validate", "ValidationReport", "RepoArchive", "export",
+           "open_store", "ArchiveStore"]
+
+
+def __getattr__(name: str):
+    # the zarr store needs the optional ``zarr`` extra: import it only when asked for
+    if name in ("open_store", "ArchiveStore"):
+        from zsarchive import zarrstore
+
+        return getattr(zarrstore, name)
+    raise AttributeError(f"module 'zsarchive' has no attribute {name!r}")

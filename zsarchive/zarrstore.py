@@ -1,0 +1,314 @@
+"""A read-only zarr-python 3 store over one snapshot of a repo archive: history back as arrays.
+
+Keys are the ones icechunk's own store serves: ``zarr.json`` of every node (its stored user
+data) and each array's chunk keys in the array's chunk key encoding. Chunk bytes come from the
+archive (inline, embedded) or from where the chunk ref points (``RepoArchive.read_chunk``).
+Needs the ``zarr`` extra; nothing else in zsarchive imports this module.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import AsyncIterator, Iterable, Iterator
+from itertools import islice
+from typing import Any, Callable
+
+from zarr.abc.store import ByteRequest, OffsetByteRequest, RangeByteRequest, Store, SuffixByteRequest
+from zarr.core.buffer import Buffer, BufferPrototype, default_buffer_prototype
+
+from zsarchive.archive.query import RepoArchive
+from zsarchive.errors import ZSError
+
+_LIST_BATCH = 4096
+"""Keys pulled from the archive per step of a listing: bounded memory for millions of chunks."""
+
+
+def _is_remote(location: Any) -> bool:
+    return isinstance(location, str) and location.split("://", 1)[0].lower() in ("http", "https")
+
+
+class _Array:
+    """How one array node spells its chunk keys (zarr's chunk key encoding)."""
+
+    __slots__ = ("node", "base", "default", "sep", "ndim", "grid")
+
+    def __init__(self, node: dict, base: str) -> None:
+        encoding = node["zarr_json"].get("chunk_key_encoding") or {"name": "default"}
+        name = encoding.get("name", "default")
+        if name not in ("default", "v2"):
+            raise ZSError(f"array {node['path']!r}: unknown chunk key encoding {name!r}")
+        self.node = node
+        self.base = base  # "" for the root array, else "path/"
+        self.default = name == "default"
+        self.sep = (encoding.get("configuration") or {}).get("separator", "/" if self.default else ".")
+        self.ndim = len(node["num_chunks"])
+        self.grid = node["num_chunks"]
+
+    def key(self, coords: Iterable[int]) -> str:
+        """The store key of the chunk at ``coords``."""
+        text = self.sep.join(str(c) for c in coords)
+        if self.default:
+            return f"{self.base}c{self.sep}{text}" if text else f"{self.base}c"
+        return f"{self.base}{text or '0'}"
+
+    def coords(self, rest: str) -> tuple[int, ...] | None:
+        """Chunk coordinates spelled by the part of a key after ``base``; None if it spells none."""
+        if self.default:
+            if rest == "c":
+                return () if self.ndim == 0 else None
+            if not rest.startswith("c" + self.sep):
+                return None
+            rest = rest[2:]
+        elif self.ndim == 0:
+            return () if rest == "0" else None
+        parts = rest.split(self.sep)
+        if len(parts) != self.ndim:
+            return None
+        coords = []
+        for part, n in zip(parts, self.grid):
+            # only the canonical spelling is a key: "01" or "+1" name nothing, as in icechunk
+            if not part.isdigit() or (len(part) > 1 and part[0] == "0") or int(part) >= n:
+                return None
+            coords.append(int(part))
+        return tuple(coords)
+
+
+class ArchiveStore(Store):
+    """One snapshot of a repo archive as a read-only zarr store (make it with :func:`open_store`)."""
+
+    supports_writes = False
+    supports_deletes = False
+    supports_listing = True
+
+    def __init__(self, archive: RepoArchive, ref: str, repo: str | os.PathLike | None = None,
+                 *, owns_archive: bool = False) -> None:
+        super().__init__(read_only=True)
+        self.archive = archive
+        self.ref = ref
+        self.snapshot_id = archive.resolve(ref)
+        self.repo = repo
+        self._owns_archive = owns_archive
+        self._where = ref if ref == self.snapshot_id else f"{ref} (snapshot {self.snapshot_id})"
+        # Blocking I/O over a network goes to threads so that zarr's concurrent gets overlap;
+        # local reads are cheaper run in place than handed to a thread.
+        self._threaded = (_is_remote(archive.name) or _is_remote(os.fspath(repo) if repo else None)
+                          or any(_is_remote(p) for p in archive.authorize))
+        self._meta: dict[str, bytes] = {}
+        self._nodes: dict[str, dict] = {}
+        self._arrays: dict[str, _Array] = {}
+        for node in archive.ls(f"snapshot:{self.snapshot_id}"):
+            path = node["path"].strip("/")
+            self._nodes[path] = node
+            self._meta[f"{path}/zarr.json" if path else "zarr.json"] = node["user_data"]
+            if node["node_type"] == "array":
+                self._arrays[path] = _Array(node, f"{path}/" if path else "")
+
+    # -- plumbing ----------------------------------------------------------------------------
+
+    def __eq__(self, other: object) -> bool:
+        return (isinstance(other, ArchiveStore) and other.archive is self.archive
+                and other.snapshot_id == self.snapshot_id and other.repo == self.repo)
+
+    def __repr__(self) -> str:
+        return f"ArchiveStore({self.archive.name!r}, ref={self.ref!r}, snapshot={self.snapshot_id!r})"
+
+    def with_read_only(self, read_only: bool = False) -> ArchiveStore:
+        """Another store on the same snapshot; an archive is immutable, so only read-only exists."""
+        if not read_only:
+            raise ValueError("an archive snapshot cannot be opened for writing")
+        return ArchiveStore(self.archive, self.ref, self.repo)
+
+    @property
+    def supports_consolidated_metadata(self) -> bool:
+        """No: every node's metadata is one lookup already (icechunk's store says the same)."""
+        return False
+
+    def close(self) -> None:
+        """Close the store, and the archive if :func:`open_store` opened it."""
+        super().close()
+        if self._owns_archive:
+            self.archive.close()
+
+    async def _run(self, fn: Callable, *args: Any) -> Any:
+        if self._threaded:
+            return await asyncio.to_thread(fn, *args)
+        return fn(*args)
+
+    # -- keys --------------------------------------------------------------------------------
+
+    def _locate(self, key: str) -> tuple[_Array, tuple[int, ...]] | None:
+        """The array and chunk coordinates a chunk key names, or None."""
+        cut = len(key)
+        while True:
+            # try each "/" from the right as the end of an array's path ("" for a root array)
+            cut = key.rfind("/", 0, cut)
+            array = self._arrays.get(key[:cut] if cut > 0 else "")
+            if array is not None:
+                coords = array.coords(key[len(array.base):])
+                if coords is not None:
+                    return array, coords
+            if cut <= 0:
+                return None
+
+    def _chunk(self, key: str) -> dict | None:
+        located = self._locate(key)
+        if located is None:
+            return None
+        array, coords = located
+        return self.archive.node_chunk_ref(array.node, coords)
+
+    def _read(self, key: str, byte_range: ByteRequest | None) -> bytes | None:
+        meta = self._meta.get(key)
+        if meta is not None:
+            start, stop = _span(byte_range, len(meta))
+            return meta[start:stop]
+        chunk = self._chunk(key)
+        if chunk is None:
+            return None
+        start, stop = _span(byte_range, chunk["length"])
+        if chunk["kind"] == "inline":
+            return chunk["inline"][start:stop]
+        if (start, stop) != (0, chunk["length"]):
+            # read just the range: a shard index or inner chunk, not the whole object
+            chunk = dict(chunk, offset=chunk["offset"] + start, length=stop - start)
+        return self.archive.read_chunk(chunk, self._where, self.repo)
+
+    # -- the Store API -----------------------------------------------------------------------
+
+    async def get(self, key: str, prototype: BufferPrototype | None = None,
+                  byte_range: ByteRequest | None = None) -> Buffer | None:
+        """The value at ``key`` (or a byte range of it); None if the snapshot has no such key."""
+        data = await self._run(self._read, key, byte_range)
+        if data is None:
+            return None
+        return (prototype or default_buffer_prototype()).buffer.from_bytes(data)
+
+    async def get_partial_values(self, prototype: BufferPrototype,
+                                 key_ranges: Iterable[tuple[str, ByteRequest | None]]) -> list[Buffer | None]:
+        """Several values or ranges at once, in order."""
+        return list(await asyncio.gather(*(self.get(key, prototype, rng) for key, rng in key_ranges)))
+
+    async def exists(self, key: str) -> bool:
+        """Whether ``key`` is a node's metadata or a chunk that has a ref in this snapshot."""
+        return key in self._meta or await self._run(self._chunk, key) is not None
+
+    async def getsize(self, key: str) -> int:
+        """Size of a value in bytes, from the chunk ref alone (no chunk bytes are read)."""
+        meta = self._meta.get(key)
+        if meta is not None:
+            return len(meta)
+        chunk = await self._run(self._chunk, key)
+        if chunk is None:
+            raise FileNotFoundError(key)
+        return chunk["length"]
+
+    async def set(self, key: str, value: Buffer) -> None:
+        """Refused: the store is read-only."""
+        self._check_writable()
+
+    async def set_if_not_exists(self, key: str, value: Buffer) -> None:
+        """Refused: the store is read-only."""
+        self._check_writable()
+
+    async def delete(self, key: str) -> None:
+        """Refused: the store is read-only."""
+        self._check_writable()
+
+    async def delete_dir(self, prefix: str) -> None:
+        """Refused: the store is read-only."""
+        self._check_writable()
+
+    async def clear(self) -> None:
+        """Refused: the store is read-only."""
+        self._check_writable()
+
+    async def _stream(self, keys: Iterator[str]) -> AsyncIterator[str]:
+        """Yield keys from a blocking iterator a batch at a time (off the event loop if remote)."""
+        while True:
+            batch = await self._run(lambda: list(islice(keys, _LIST_BATCH)))
+            for key in batch:
+                yield key
+            if len(batch) < _LIST_BATCH:
+                return
+
+    def _keys(self, prefix: str) -> Iterator[str]:
+        for path, node in self._nodes.items():
+            meta = f"{path}/zarr.json" if path else "zarr.json"
+            if meta.startswith(prefix):
+                yield meta
+            array = self._arrays.get(path)
+            if array is not None and (array.base.startswith(prefix) or prefix.startswith(array.base)):
+                for chunk in self.archive.node_chunk_refs(node):
+                    key = array.key(chunk["coords"])
+                    if key.startswith(prefix):
+                        yield key
+
+    def list(self) -> AsyncIterator[str]:
+        """Every key of the snapshot, streamed (chunk keys in coordinate order)."""
+        return self._stream(self._keys(""))
+
+    def list_prefix(self, prefix: str) -> AsyncIterator[str]:
+        """Every key that starts with ``prefix``, streamed."""
+        return self._stream(self._keys(prefix))
+
+    def _children(self, prefix: str) -> Iterator[str]:
+        base = prefix.rstrip("/")
+        base = base + "/" if base else ""
+        names = set()
+        for meta in self._meta:
+            if meta.startswith(base):
+                names.add(meta[len(base):].split("/", 1)[0])
+        yield from sorted(names)
+        for array in self._arrays.values():
+            if not base.startswith(array.base):
+                continue  # its chunk keys lie below a node name listed above, or elsewhere
+            previous = None
+            for chunk in self.archive.node_chunk_refs(array.node):
+                key = array.key(chunk["coords"])
+                if key.startswith(base):
+                    name = key[len(base):].split("/", 1)[0]
+                    # chunks stream in coordinate order: repeats of a name are adjacent
+                    if name != previous and name not in names:
+                        yield name
+                    previous = name
+
+    def list_dir(self, prefix: str) -> AsyncIterator[str]:
+        """The names directly under ``prefix`` (keys and key "directories"), streamed."""
+        return self._stream(self._children(prefix))
+
+
+def _span(byte_range: ByteRequest | None, size: int) -> tuple[int, int]:
+    """``[start, stop)`` of a zarr byte request on a value of ``size`` bytes, clipped to it."""
+    if byte_range is None:
+        return 0, size
+    if isinstance(byte_range, RangeByteRequest):
+        start, stop = byte_range.start, byte_range.end
+    elif isinstance(byte_range, OffsetByteRequest):
+        start, stop = byte_range.offset, size
+    elif isinstance(byte_range, SuffixByteRequest):
+        start, stop = size - byte_range.suffix, size
+    else:
+        raise ZSError(f"unknown byte range request {byte_range!r}")
+    start = min(max(start, 0), size)
+    return start, min(max(stop, start), size)
+
+
+def open_store(archive: RepoArchive | str | os.PathLike, ref: str = "main",
+               repo: str | os.PathLike | None = None, authorize: Iterable[str] = ()) -> ArchiveStore:
+    """Open the snapshot REF names (branch, tag, snapshot id, ``REF@TIME``) as a read-only zarr store.
+
+    ``archive``: a path, an http(s) URL or an open :class:`RepoArchive`; ``repo``: where native
+    chunks live (a repository path or URL); ``authorize``: virtual chunk location prefixes to follow.
+    """
+    authorize = list(authorize)
+    if isinstance(archive, RepoArchive):
+        if authorize:
+            raise ZSError("give authorize= to the RepoArchive, not open_store, when passing one")
+        return ArchiveStore(archive, ref, repo)
+    opened = RepoArchive(archive, authorize=authorize)
+    try:
+        return ArchiveStore(opened, ref, repo, owns_archive=True)
+    except BaseException:
+        opened.close()
+        raise
