@@ -53,6 +53,8 @@ class Nginx:
         self.root = root
         self.prefix = prefix
         self.port = free_port()
+        self.tls_port = free_port()
+        self.certificate = prefix / "cert.pem"  # self-signed for 127.0.0.1: a CA file for clients
         self.log = prefix / "access.log"
         self._marks = 0
         self._process: subprocess.Popen | None = None
@@ -61,9 +63,17 @@ class Nginx:
         """The URL of a file below ``root``."""
         return f"http://127.0.0.1:{self.port}/{name}"
 
+    def https_url(self, name: str) -> str:
+        """The https URL of a file below ``root`` (certificate: ``self.certificate``)."""
+        return f"https://127.0.0.1:{self.tls_port}/{name}"
+
     def start(self) -> None:
         """Write a config into ``prefix``, start nginx in the foreground and wait until it listens."""
         (self.prefix / "tmp").mkdir(parents=True, exist_ok=True)
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
+                        "-nodes", "-days", "2", "-subj", "/CN=127.0.0.1",
+                        "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(self.prefix / "key.pem"),
+                        "-out", str(self.certificate)], check=True, capture_output=True)
         (self.root / "forbidden").mkdir(exist_ok=True)
         user = "user root;" if os.geteuid() == 0 else ""  # workers must read the root's temp dirs
         temp = "\n".join(f"    {kind}_temp_path {self.prefix}/tmp/{kind};"
@@ -84,6 +94,9 @@ http {{
 {temp}
     server {{
         listen 127.0.0.1:{self.port};
+        listen 127.0.0.1:{self.tls_port} ssl;
+        ssl_certificate {self.certificate};
+        ssl_certificate_key {self.prefix / "key.pem"};
         root {self.root};
         location /forbidden/ {{ deny all; }}
     }}
@@ -183,7 +196,8 @@ class FaultyServer(ThreadingHTTPServer):
 
     ``faults`` is a queue consumed one per request: "drop" (close mid-body), "503", "ignore-range"
     (200 with the whole body), "slow" (wait ``slow_seconds`` before answering), "short" (promise
-    the full length, send half, close), or None (behave).
+    the full length, send half, close), "close-after" (answer, then close the connection without
+    announcing it), or None (behave).
     """
 
     daemon_threads = True
@@ -245,6 +259,8 @@ class _FaultyHandler(BaseHTTPRequestHandler):
             self.connection.shutdown(socket.SHUT_RDWR)
             return
         self.wfile.write(body)
+        if fault == "close-after":
+            self.close_connection = True  # like an idle keep-alive timeout, without saying so
 
     def do_GET(self) -> None:
         with self.server.lock:

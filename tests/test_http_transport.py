@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import ssl
 import threading
 import time
 
@@ -147,6 +148,25 @@ def test_many_threads_share_one_transport(served):
     transport.close()
 
 
+def test_https_with_the_servers_certificate(served):
+    context = ssl.create_default_context(cafile=str(served.certificate))
+    transport = HTTPTransport(served.https_url("data.bin"), ssl_context=context)
+    head, tail = transport.read_head_tail(100, 100)
+    assert head == DATA[:100] and tail == DATA[-100:]
+    assert transport.read_ranges([(1000, 10), (200_000, 5)]) == [DATA[1000:1010], DATA[200_000:200_005]]
+    transport.close()
+
+
+def test_https_with_an_untrusted_certificate_is_a_clear_error(served):
+    url = served.https_url("data.bin")
+    transport = HTTPTransport(url, backoff=0.01)
+    with pytest.raises(ZSError) as caught:
+        transport.read_head_tail(100, 100)
+    assert str(caught.value) == (f"{url}: cannot connect: TLS certificate not trusted "
+                                 "(self-signed certificate)")
+    assert transport.stats.retries == 0
+
+
 def test_missing_file_is_one_line_naming_url_and_status(served):
     url = served.url("nope.zs")
     with pytest.raises(ZSError) as caught:
@@ -214,6 +234,30 @@ def test_short_body_is_retried(faulty_server):
     head, tail = transport.read_head_tail(50_000, 0)
     assert head == DATA[:50_000]
     assert transport.stats.retries == 1
+    transport.close()
+
+
+def test_server_closing_an_idle_connection_costs_a_reconnect_not_a_retry(faulty_server):
+    faulty_server.files["f.zs"] = DATA
+    transport = _transport(faulty_server)
+    transport.read_head_tail(0, 0)
+    faulty_server.faults.extend(["close-after", "close-after"])
+    assert transport.read(10, 10) == DATA[10:20]
+    assert transport.read_ranges([(100, 10), (200_000, 10)]) == [DATA[100:110], DATA[200_000:200_010]]
+    assert transport.read(30, 10) == DATA[30:40]
+    assert transport.stats.retries == 0
+    assert transport.stats.connections >= 2
+    transport.close()
+
+
+def test_an_error_inside_a_batch_leaves_the_pool_usable(faulty_server):
+    faulty_server.files["f.zs"] = DATA
+    transport = _transport(faulty_server, retries=0)
+    transport.read_head_tail(0, 0)
+    faulty_server.faults.extend([None, "503"])
+    with pytest.raises(ZSError, match="HTTP 503"):
+        transport.read_ranges([(100, 10), (200_000, 10), (100_000, 10)])
+    assert transport.read_ranges([(100, 10), (200_000, 10)]) == [DATA[100:110], DATA[200_000:200_010]]
     transport.close()
 
 

@@ -46,9 +46,12 @@ class _Pool:
     """Idle keep-alive connections to one host; a thread takes one, uses it, gives it back."""
 
     def __init__(self, scheme: str, host: str, port: int | None, connect_timeout: float,
-                 read_timeout: float, on_connect) -> None:
+                 read_timeout: float, on_connect, context: ssl.SSLContext | None) -> None:
         self._cls = http.client.HTTPSConnection if scheme == "https" else http.client.HTTPConnection
-        self._kwargs = {"context": ssl.create_default_context()} if scheme == "https" else {}
+        if scheme == "https":
+            self._kwargs = {"context": context or ssl.create_default_context()}
+        else:
+            self._kwargs = {}
         self._host, self._port = host, port
         self._connect_timeout, self._read_timeout = connect_timeout, read_timeout
         self._on_connect = on_connect
@@ -86,12 +89,14 @@ class _Pool:
 class HTTPTransport(RemoteTransport):
     """Random access to one object on an HTTP(S) server through ``Range`` requests.
 
-    ``stats`` counts requests, body bytes, connections opened and retries.
+    ``stats`` counts requests, body bytes, connections opened and retries; ``ssl_context``
+    replaces the default certificate checks for https (e.g. a private CA).
     """
 
     def __init__(self, url: str, *, connect_timeout: float = 10.0, read_timeout: float = 30.0,
                  retries: int = 4, backoff: float = 0.2, max_connections: int = 8,
-                 max_unranged: int = 16 * 1024 * 1024, headers: Mapping[str, str] | None = None) -> None:
+                 max_unranged: int = 16 * 1024 * 1024, headers: Mapping[str, str] | None = None,
+                 ssl_context: ssl.SSLContext | None = None) -> None:
         super().__init__(url, max_workers=max_connections)
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -110,7 +115,7 @@ class HTTPTransport(RemoteTransport):
         except ValueError:
             raise ZSError(f"{url}: bad port in URL") from None
         self._pool = _Pool(parts.scheme, parts.hostname, port, connect_timeout, read_timeout,
-                           lambda: self.stats.add(connections=1))
+                           lambda: self.stats.add(connections=1), ssl_context)
 
     # --- opening -------------------------------------------------------------------------------
 
@@ -145,9 +150,13 @@ class HTTPTransport(RemoteTransport):
         if whole is not None:
             self._hold(0, whole)  # a server that ignored Range sent everything: keep it
             return size, whole[:head], whole[max(0, size - tail):] if tail else b""
-        head_bytes = pieces[0][1] if head > 0 else b""
-        tail_bytes = pieces[-1][1] if tail > 0 else b""
-        return size, head_bytes, tail_bytes
+        head, tail = min(head, size), min(tail, size)
+        expected = ([(0, head)] if head else []) + ([(size - tail, tail)] if tail else [])
+        for (start, body), (want, length) in zip(pieces, expected or [(0, min(1, size))]):
+            if (start, len(body)) != (want, length):
+                raise ZSError(f"{self.name}: asked for {length} bytes at offset {want}, the server "
+                              f"sent {len(body)} at offset {start}")
+        return size, pieces[0][1] if head else b"", pieces[-1][1] if tail else b""
 
     def _unsatisfiable_size(self, answer: _Answer) -> int:
         match = _CONTENT_RANGE.match(answer.headers.get("Content-Range", ""))
@@ -247,21 +256,22 @@ class HTTPTransport(RemoteTransport):
         answers: list[_Answer | _Retry | None] = [None] * len(range_values)
         width = self._max_workers
         for first in range(0, len(range_values), width):
-            started = []
-            for i in range(first, min(first + width, len(range_values))):
-                try:
-                    started.append((i, self._start(self._request_headers(range_values[i]))))
-                except _Retry as exc:
-                    answers[i] = exc
-            for n, (i, (conn, reused)) in enumerate(started):
-                try:
-                    answers[i] = self._finish(conn, reused)
-                except _Retry as exc:
-                    answers[i] = exc
-                except BaseException:
-                    for _, (unread, _) in started[n + 1:]:
-                        unread.close()  # its answer was never read: the connection is unusable
-                    raise
+            started: list[tuple[int, tuple[http.client.HTTPConnection, bool]]] = []
+            try:
+                for i in range(first, min(first + width, len(range_values))):
+                    try:
+                        started.append((i, self._start(self._request_headers(range_values[i]))))
+                    except _Retry as exc:
+                        answers[i] = exc
+                while started:
+                    i, (conn, reused) = started.pop(0)  # _finish pools or closes it, whatever happens
+                    try:
+                        answers[i] = self._finish(conn, reused)
+                    except _Retry as exc:
+                        answers[i] = exc
+            finally:
+                for _, (unread, _) in started:
+                    unread.close()  # an error cut the batch short: its answer was never read
         # a reused connection found closed counts as no attempt, like in _attempt
         return [answer if isinstance(answer, _Answer)
                 else self._send(value, None if isinstance(answer, _Stale) else answer)
@@ -279,6 +289,10 @@ class HTTPTransport(RemoteTransport):
         """Take a connection and write one GET on it."""
         try:
             conn, reused = self._pool.take()
+        except ssl.SSLCertVerificationError as exc:
+            # no later attempt would trust it either
+            raise ZSError(f"{self.name}: cannot connect: TLS certificate not trusted "
+                          f"({exc.verify_message})") from None
         except TimeoutError:
             raise _Retry(f"cannot connect within {self._timeouts[0]} s") from None
         except OSError as exc:
