@@ -81,3 +81,10 @@ def test_type_codes_order_and_known_bytes():
 def test_corrupt_encodings_raise_zscorrupt(bad):
     with pytest.raises(ZSCorrupt):
         keys.decode(bad)
+
+
+@given(st.lists(ints, max_size=5), texts, ints)
+def test_fast_paths_equal_the_general_encoder(coords, text, number):
+    assert keys.encode_ints(coords) == keys.encode((tuple(coords),))
+    assert keys.encode_text(text) == keys.encode((text,))
+    assert keys.encode_int(number) == keys.encode((number,))

@@ -27,18 +27,21 @@ TRUE = 0x27
 _ESCAPED = b"\x00\xff"
 
 
+_POS_HEAD = [bytes((INT_ZERO + n,)) for n in range(9)]
+
+
 def _int(value: int) -> bytes:
-    if value == 0:
-        return b"\x14"
-    magnitude = value if value > 0 else -value
-    size = (magnitude.bit_length() + 7) >> 3
     if value > 0:
-        body = magnitude.to_bytes(size, "big")
+        size = (value.bit_length() + 7) >> 3
         if size <= 8:
-            return bytes((INT_ZERO + size,)) + body
+            return _POS_HEAD[size] + value.to_bytes(size, "big")
         if size > 255:
             raise ValueError(f"integer too large to encode ({size} bytes)")
-        return bytes((INT_POS_BIG, size)) + body
+        return bytes((INT_POS_BIG, size)) + value.to_bytes(size, "big")
+    if value == 0:
+        return b"\x14"
+    magnitude = -value
+    size = (magnitude.bit_length() + 7) >> 3
     # Negative: ones' complement of the magnitude, so larger magnitudes sort first.
     body = ((1 << (8 * size)) - 1 - magnitude).to_bytes(size, "big")
     if size <= 8:
@@ -48,10 +51,31 @@ def _int(value: int) -> bytes:
     return bytes((INT_NEG_BIG, 255 - size)) + body
 
 
+_SMALL = [_int(i) for i in range(1 << 12)]  # chunk coordinates are mostly small
+
+
+def encode_int(value: int) -> bytes:
+    """The encoding of one integer element."""
+    if 0 <= value < 4096:
+        return _SMALL[value]
+    return _int(value)
+
+
+def encode_text(value: str) -> bytes:
+    """The encoding of one text element."""
+    return b"\x02" + value.encode("utf-8").replace(b"\x00", _ESCAPED) + b"\x00"
+
+
+def encode_ints(values) -> bytes:
+    """The encoding of one tuple element holding integers (e.g. chunk coordinates); fast path."""
+    small = _SMALL
+    return b"\x05" + b"".join([small[v] if 0 <= v < 4096 else _int(v) for v in values]) + b"\x00"
+
+
 def _append(out: bytearray, item, blobs: bool) -> None:
     kind = type(item)
     if kind is int:
-        out += _int(item)
+        out += encode_int(item)
     elif kind is str:
         out.append(STRING)
         out += item.encode("utf-8").replace(b"\x00", _ESCAPED)
