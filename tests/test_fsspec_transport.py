@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import os
+import subprocess
 
 import boto3
 import moto.server as moto_server
 import pytest
+from click.testing import CliRunner
 
 from servers import free_port
+from zsarchive import ZS
+from zsarchive.cli import main
 from zsarchive.errors import ZSCorrupt, ZSError
 from zsarchive.transport import FsspecTransport, open_transport
 
@@ -72,3 +76,22 @@ def test_object_replaced_while_reading_is_detected(s3):
     with pytest.raises(ZSCorrupt, match=r"s3://zsbucket/changing\.bin: file changed while reading"):
         transport.read(2000, 10)
     transport.close()
+
+
+def test_zs_file_on_s3_reads_like_the_local_file(s3, tmp_path, reference_zs):
+    records = sorted(b"%06d record" % (i * 3) for i in range(5000))
+    source = tmp_path / "records.txt"
+    source.write_bytes(b"".join(r + b"\n" for r in records))
+    local = tmp_path / "records.zs"
+    subprocess.run([str(reference_zs), "make", "--no-spinner", "--approx-block-size=1000", "--codec=deflate",
+                    "{}", str(source), str(local)], check=True, capture_output=True)
+    s3.put_object(Bucket="zsbucket", Key="records.zs", Body=local.read_bytes())
+    runner = CliRunner()
+    for command in (["dump"], ["info"], ["validate"], ["dump", "--prefix=0012"]):
+        here = runner.invoke(main, [*command, str(local)])
+        there = runner.invoke(main, [*command, "s3://zsbucket/records.zs"])
+        assert here.exit_code == 0 and there.exit_code == 0, there.output
+        assert there.stdout_bytes == here.stdout_bytes
+    with ZS(url="s3://zsbucket/records.zs") as zs:
+        assert list(zs.search(start=b"001000", stop=b"002000")) == [r for r in records if b"001000" <= r < b"002000"]
+        assert zs.transport.stats.requests <= 2 + 2  # open, then one run of adjacent blocks
