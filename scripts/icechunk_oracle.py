@@ -46,6 +46,12 @@ def link_virtual_prefix(prefix: str, directory: Path) -> None:
     os.replace(tmp, link)
 
 
+def first_line(exc: BaseException) -> str:
+    """icechunk's error message without its report decoration (1.x prefixes ``  x ``)."""
+    line = next((ln for ln in str(exc).splitlines() if ln.strip()), type(exc).__name__).strip()
+    return line[2:] if line.startswith("x ") else line
+
+
 def rfc3339(value: datetime) -> str:
     """UTC, microseconds, ``Z``: the one time format of every oracle answer."""
     return value.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
@@ -136,11 +142,11 @@ async def read_tree(session: Any) -> dict:
             kind = session.chunk_type("/" + path, index)
             entry["chunk_type"] = str(kind).rsplit(".", 1)[-1].lower()
         except Exception as exc:  # an API the version lacks or a key it cannot classify: say so
-            entry["chunk_type_error"] = str(exc).splitlines()[0]
+            entry["chunk_type_error"] = first_line(exc)
         try:
             entry["bytes_b64"] = base64.b64encode((await store.get(key, proto)).to_bytes()).decode("ascii")
         except ic.IcechunkError as exc:
-            entry["error"] = str(exc).splitlines()[0]
+            entry["error"] = first_line(exc)
         chunks[key] = entry
     locations = await session.all_virtual_chunk_locations_async() if hasattr(
         session, "all_virtual_chunk_locations_async") else session.all_virtual_chunk_locations()
@@ -205,7 +211,7 @@ def oracle(repo_path: Path, prefixes: dict[str, Path]) -> dict:
             try:
                 out["transaction_logs"][sid] = inspected(repo.inspect_transaction_log(sid))
             except ic.IcechunkError as exc:  # the root snapshot has none: record icechunk's words
-                out["transaction_logs"][sid] = {"error": str(exc).splitlines()[0]}
+                out["transaction_logs"][sid] = {"error": first_line(exc)}
     # Parents: V1 snapshots carry them, V2 keeps them in the repo info; ancestry has both.
     parents = {sid: snap.get("parent_id") for sid, snap in out["snapshots"].items()}
     parents.update({s["id"]: s.get("parent_id") for s in out.get("repo_info", {}).get("snapshots", [])})

@@ -32,13 +32,19 @@ TESTDATA = ROOT / "testdata" / "icechunk"
 VIRTUAL_PREFIX = "file:///tmp/zsarchive-icechunk-fixtures/virtual-data/"
 VIRTUAL_DIR = "virtual-data"  # relative to testdata/icechunk
 VIRTUAL_FILE = "ints.bin"
+GRANULES = 8  # small files granules/g<k>.bin, so compressed locations have a dictionary to learn
+MANY = 64  # refs of data/sub/many_virt: above LOCATION_COMPRESSION_MIN, the 4-ref array stays below
+LOCATION_COMPRESSION_MIN = 32
 MAJOR = int(ic.__version__.split(".")[0])
 
 
 def write_virtual_data(directory: Path) -> None:
-    """The external file that virtual refs point into: 400 little-endian int32 (1000..1399)."""
-    directory.mkdir(parents=True, exist_ok=True)
+    """The external files virtual refs point into: little-endian int32 ramps (ints.bin: 1000..1399,
+    granules/g<k>.bin: 16 values from 2000 + 100 k)."""
+    (directory / "granules").mkdir(parents=True, exist_ok=True)
     (directory / VIRTUAL_FILE).write_bytes(np.arange(1000, 1400, dtype="<i4").tobytes())
+    for k in range(GRANULES):
+        (directory / "granules" / f"g{k}.bin").write_bytes(np.arange(2000 + 100 * k, 2016 + 100 * k, dtype="<i4").tobytes())
 
 
 def authorize(prefix: str) -> dict:
@@ -52,6 +58,10 @@ def repo_config(prefix: str) -> ic.RepositoryConfig:
     if MAJOR >= 2:
         # Few updates per repo info file, so the ops log continues through repo_before_updates.
         config.num_updates_per_repo_info_file = 8
+        # Dictionary-compressed virtual locations (icechunk's default only for big manifests).
+        config.manifest = ic.ManifestConfig(
+            virtual_chunk_location_compression=ic.ManifestVirtualChunkLocationCompressionConfig(
+                min_num_chunks=LOCATION_COMPRESSION_MIN))
     store_dir = prefix[len("file://"):]
     config.set_virtual_chunk_container(ic.VirtualChunkContainer(prefix, ic.local_filesystem_store(store_dir)))
     return config
@@ -196,6 +206,29 @@ def build(b: Builder) -> None:
     root.create_group("data/empty")
     root.attrs["unicode"] = "\u0394 \u2603 \U0001f9ca"
     b.commit(s, "empty group, unicode attrs", step=15)
+    # 16: virtual refs with checksums (one passes, two make icechunk refuse the read), and many
+    # refs into several files (V2 stores their locations dictionary-compressed).
+    s = b.session()
+    root = zarr.open_group(store=s.store, mode="r+")
+    checked = root.create_array("data/sub/checked", shape=(8,), chunks=(2,), dtype="<i4", fill_value=0,
+                                compressors=None)
+    future, past = datetime(2100, 1, 1, tzinfo=timezone.utc), datetime(2000, 1, 1, tzinfo=timezone.utc)
+    location = b.prefix + VIRTUAL_FILE
+    s.store.set_virtual_refs(checked.path, [
+        ic.VirtualChunkSpec(index=[0], location=location, offset=0, length=8, last_updated_at_checksum=future),
+        ic.VirtualChunkSpec(index=[1], location=location, offset=8, length=8, etag_checksum="fixture-etag"),
+        ic.VirtualChunkSpec(index=[2], location=location, offset=16, length=8, last_updated_at_checksum=past),
+    ], validate_containers=False)
+    many = root.create_array("data/sub/many_virt", shape=(MANY, 2), chunks=(1, 2), dtype="<i4", fill_value=0,
+                             compressors=None)
+    s.store.set_virtual_refs(many.path, [
+        ic.VirtualChunkSpec(index=[i, 0], location=f"{b.prefix}granules/g{i % GRANULES}.bin",
+                            offset=8 * (i // GRANULES), length=8) for i in range(MANY)], validate_containers=False)
+    b.commit(s, "checksummed and many virtual refs", step=16)
+    b.facts["unreadable_chunks"] = {
+        "data/sub/checked/c/1": "etag checksum does not match the file",
+        "data/sub/checked/c/2": "file modified after the last_updated_at checksum (2000-01-01)",
+    }
     b.repo.create_branch("temp-branch", b.repo.lookup_branch("main"))
     b.repo.delete_branch("temp-branch")
     b.facts["deleted_branches"] = ["temp-branch"]
@@ -212,17 +245,17 @@ def build_v2_only(b: Builder) -> None:
     """Steps only icechunk 2.x can take: amend, move, repo metadata, status, flags, flush."""
     s = b.session()
     zarr.open_group(store=s.store, mode="r+").attrs["amended"] = False
-    first = b.commit(s, "commit to amend (typo)", step=16)
+    first = b.commit(s, "commit to amend (typo)", step=17)
     s = b.session()
     zarr.open_group(store=s.store, mode="r+").attrs["amended"] = True
-    amended = s.amend("amended commit", metadata={"author": "fixture-bot", "step": 16, "amended": True})
+    amended = s.amend("amended commit", metadata={"author": "fixture-bot", "step": 17, "amended": True})
     b.facts["commits"].append({"branch": "main", "message": "amended commit", "id": amended})
     b.facts["amend"] = {"replaced": first, "by": amended}
 
     s = b.repo.rearrange_session("main")
     b.branch_of[id(s)] = "main"
     s.move("/data/sub/deep", "/data/deep_moved")
-    b.commit(s, "move deep group", step=17)
+    b.commit(s, "move deep group", step=18)
     b.facts["moved"] = {"from": "/data/sub/deep", "to": "/data/deep_moved"}
 
     b.repo.set_metadata({"project": "zsarchive", "fixture": True, "owners": ["a", "b"]})
@@ -237,13 +270,13 @@ def build_v2_only(b: Builder) -> None:
 
     s = b.session()
     zarr.open_group(store=s.store, mode="r+").attrs["detached"] = True
-    detached = s.flush("detached snapshot", metadata={"author": "fixture-bot", "step": 18})
+    detached = s.flush("detached snapshot", metadata={"author": "fixture-bot", "step": 19})
     b.facts["detached_snapshot"] = detached
     b.repo.create_tag("detached-tag", detached)
 
     s = b.session()
     zarr.open_group(store=s.store, mode="r+").attrs["final"] = True
-    b.commit(s, "final commit", step=19)
+    b.commit(s, "final commit", step=20)
     b.skip("expiration / garbage collection updates", "they delete the history this fixture exists to show")
     b.skip("repo migration update", "needs a V1 repository upgraded in place; not part of this history")
 
@@ -266,10 +299,13 @@ def describe(b: Builder) -> dict:
         "data/zipped": {"at": "branch:main", "chunk_kinds": ["inline"]},
         "data/sub/virt": {"at": "branch:main", "chunk_kinds": ["inline", "virtual"], "dimension_names": ["t"]},
         "dotted": {"at": "branch:main", "chunk_kinds": [], "chunk_key_separator": "."},
+        "data/sub/checked": {"at": "branch:main", "chunk_kinds": ["virtual"]},
+        "data/sub/many_virt": {"at": "branch:main", "chunk_kinds": ["virtual"]},
         "dev_only": {"at": "branch:dev", "chunk_kinds": ["inline"]},
         "data/to_delete": {"at": added, "chunk_kinds": ["native"], "deleted_later": True},
     }
-    facts["virtual_arrays"] = ["data/sub/virt"]
+    facts["virtual_arrays"] = ["data/sub/checked", "data/sub/many_virt", "data/sub/virt"]
+    facts["location_compressed_arrays"] = ["data/sub/many_virt"] if MAJOR >= 2 else []
     facts["groups"] = ["", "data", "data/sub", "data/sub/deep", "data/empty"]
     facts["generated_at"] = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     return facts
