@@ -123,8 +123,7 @@ def _small_family_records(repo: Repository, sorter: ExternalSorter) -> dict[str,
         encode_ints = keys.encode_ints
         for node_id, coords_list in tx.updated_chunks.items():
             head = S.CHUNK_HISTORY + keys.encode_text(node_id)
-            for coords in coords_list:
-                add(head + encode_ints(coords) + tail)
+            sorter.extend([head + encode_ints(coords) + tail for coords in coords_list])
 
     updates = list(repo.ops_log())
     for position, update in enumerate(updates):
@@ -218,7 +217,7 @@ def export(repo_location: str | os.PathLike, archive_path: str | os.PathLike, *,
            compress_level: int | None = None, include_chunks: bool = False, parallelism: int = 1,
            approx_block_size: int = 256 * 1024, branching_factor: int = 1024,
            export_time: int | None = None, progress: Callable[[int, int], None] | None = None,
-           sort_memory: int = 64 << 20) -> ExportSummary:
+           sort_memory: int = 128 << 20) -> ExportSummary:
     """Export the repository at ``repo_location`` into a new archive at ``archive_path``.
 
     ``progress(done, total)`` is called now and then with counts of records (chunk refs dominate).
@@ -237,7 +236,8 @@ def export(repo_location: str | os.PathLike, archive_path: str | os.PathLike, *,
     target_dir = target.resolve().parent
     tmp = target_dir / f".{target.name}.{os.getpid()}.partial"
 
-    sorter = ExternalSorter(max_bytes=sort_memory, tmpdir=str(target_dir))
+    # Small families hold no duplicate records; chunk ids repeat (one file, many refs) and are deduplicated.
+    sorter = ExternalSorter(max_bytes=sort_memory, tmpdir=str(target_dir), unique=False)
     chunk_ids = ExternalSorter(max_bytes=sort_memory // 4, tmpdir=str(target_dir)) if include_chunks else None
     try:
         manifest_ids = _small_family_records(repo, sorter)
@@ -250,17 +250,12 @@ def export(repo_location: str | os.PathLike, archive_path: str | os.PathLike, *,
             if progress is not None:
                 progress(done, total)
 
-        counts: dict[str, int] = {}
+        tally = [0] * 256  # records written per family tag
 
-        def counted(family_records: Iterable[bytes]) -> Iterator[bytes]:
-            for rec in family_records:
-                name = S.FAMILY_NAMES[rec[:1]]
-                counts[name] = counts.get(name, 0) + 1
-                yield rec
-
-        def small(records: Iterable[bytes]) -> Iterator[bytes]:
+        def counted(records: Iterable[bytes]) -> Iterator[bytes]:
             n = 0
-            for rec in counted(records):
+            for rec in records:
+                tally[rec[0]] += 1
                 yield rec
                 n += 1
                 if n == 65536:
@@ -273,14 +268,17 @@ def export(repo_location: str | os.PathLike, archive_path: str | os.PathLike, *,
             for rec in _chunk_ref_records(repo, manifest_ids, chunk_ids, tick):
                 yield rec
                 n += 1
-            counts[S.FAMILY_NAMES[S.CHUNK_REF]] = n
+            tally[S.CHUNK_REF[0]] = n
 
         def chunk_data() -> Iterator[bytes]:
             if chunk_ids is not None:
                 yield from counted(_chunk_data_records(_repo_root(os.fspath(repo_location)), chunk_ids))
 
+        counts: dict[str, int] = {}
+
         def header() -> Iterator[bytes]:
             info = repo.repo_info()
+            counts.update((S.FAMILY_NAMES[bytes((tag,))], n) for tag, n in enumerate(tally) if n)
             yield S.record(S.HEADER, (), (
                 S.FORMAT_VERSION, info.spec_version, export_time, exporter_version(),
                 tuple(sorted(counts.items())),
@@ -288,7 +286,7 @@ def export(repo_location: str | os.PathLike, archive_path: str | os.PathLike, *,
 
         ordered = sorter.sorted()
         head, rest = _split_at(ordered, S.CHUNK_REF)
-        stream = itertools.chain(small(head), chunk_refs(), chunk_data(), small(rest), header())
+        stream = itertools.chain(counted(head), chunk_refs(), chunk_data(), counted(rest), header())
         metadata = {S.METADATA_KEY: {"format_version": S.FORMAT_VERSION,
                                      "source_spec_version": repo.spec_version}}
         with ZSWriter(os.fspath(tmp), metadata, codec=codec, compress_level=compress_level,
