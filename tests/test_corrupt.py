@@ -13,6 +13,8 @@ import io
 import re
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import zsarchive
 from zsarchive import ZSCorrupt
@@ -94,6 +96,31 @@ def test_every_truncation_is_rejected(small_files):
             with pytest.raises(ZSCorrupt):
                 validate(io.BytesIO(data[:n]), parallelism=1)
             _reader_agrees(data[:n])
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.data())
+def test_random_edits_are_rejected_or_harmless(small_files, data):
+    """Overwrites, deletions and insertions anywhere: ZSCorrupt, or the file did not change."""
+    name = data.draw(st.sampled_from(sorted(small_files)))
+    original = small_files[name]
+    edited = bytearray(original)
+    for _ in range(data.draw(st.integers(1, 4))):
+        pos = data.draw(st.integers(0, len(edited) - 1))
+        chunk = data.draw(st.binary(min_size=1, max_size=12))
+        how = data.draw(st.sampled_from(["overwrite", "delete", "insert"]))
+        if how == "overwrite":
+            edited[pos:pos + len(chunk)] = chunk
+        elif how == "delete":
+            del edited[pos:pos + len(chunk)]
+        else:
+            edited[pos:pos] = chunk
+    edited = bytes(edited)
+    if edited == original:
+        return
+    with pytest.raises(ZSCorrupt):
+        validate(io.BytesIO(edited), parallelism=1)
+    _reader_agrees(edited)
 
 
 def test_threaded_and_serial_validation_fail_alike(small_files):
