@@ -184,6 +184,7 @@ def oracle(repo_path: Path, prefixes: dict[str, Path]) -> dict:
     branches = {b: repo.lookup_branch(b) for b in sorted(repo.list_branches())}
     tags = {t: repo.lookup_tag(t) for t in sorted(repo.list_tags())}
     out["branches"], out["tags"] = branches, tags
+    out["config"] = config(repo.config)
     out["ancestry"] = {"branch:" + b: [snapshot_info(i) for i in repo.ancestry(branch=b)] for b in branches}
     out["ancestry"].update({"tag:" + t: [snapshot_info(i) for i in repo.ancestry(tag=t)] for t in tags})
     reachable = {i["id"] for chain in out["ancestry"].values() for i in chain}
@@ -227,6 +228,26 @@ def oracle(repo_path: Path, prefixes: dict[str, Path]) -> dict:
         # The repository's first snapshot is empty: not even a root group for zarr to open.
         tree["nodes"] = nodes(session) if "zarr.json" in tree["keys"] else []
         out["trees"][sid] = tree
+    return out
+
+
+def config(cfg: Any) -> dict:
+    """The stored repository config, as far as icechunk's Python objects expose it."""
+    def store(obj: Any) -> dict:
+        # ObjectStoreConfig variants are tuple-like: the variant's class name plus field _0.
+        kind = type(obj).__name__.rsplit("_", 1)[-1]
+        return {"kind": kind, "options": jsonable(getattr(obj, "_0", None))}
+
+    containers = {prefix: {"url_prefix": c.url_prefix, "store": store(c.store)}
+                  for prefix, c in sorted((cfg.virtual_chunk_containers or {}).items())}
+    out = {"virtual_chunk_containers": containers,
+           "inline_chunk_threshold_bytes": cfg.inline_chunk_threshold_bytes,
+           "num_updates_per_repo_info_file": getattr(cfg, "num_updates_per_repo_info_file", None)}
+    compression = getattr(cfg.manifest, "virtual_chunk_location_compression", None) if cfg.manifest else None
+    if compression is not None:
+        out["virtual_chunk_location_compression"] = {
+            name: getattr(compression, name) for name in ("min_num_chunks", "dictionary_max_training_samples",
+                                                          "dictionary_max_size_bytes", "compression_level")}
     return out
 
 

@@ -37,6 +37,17 @@ def test_oracle_speaks_the_fixture_spec_version(version_and_oracle):
     assert answer["icechunk_version"].startswith(f"{version}.")
 
 
+def test_config_names_the_virtual_container(version_and_oracle):
+    version, answer = version_and_oracle
+    prefix = fixtures()["virtual"]["prefix"]
+    containers = answer["config"]["virtual_chunk_containers"]
+    assert list(containers) == [prefix]
+    assert containers[prefix]["store"] == {"kind": "LocalFileSystem", "options": prefix[len("file://"):].rstrip("/")}
+    if version == 2:
+        assert answer["config"]["num_updates_per_repo_info_file"] == 8
+        assert answer["config"]["virtual_chunk_location_compression"]["min_num_chunks"] == 32
+
+
 def test_branches_tags_and_history(version_and_oracle):
     version, answer = version_and_oracle
     facts = fixtures()[f"v{version}"]
