@@ -132,10 +132,13 @@ async def read_tree(session: Any) -> dict:
             path = key[: -len("zarr.json")].rstrip("/")
             coords = [list(c) async for c in session.chunk_coordinates("/" + path)]
             arrays[path] = {"chunk_coordinates": sorted(coords)}
+    # Split each chunk key at its own array's "c" (a group may itself be named "c").
+    prefixes = [((p + "/" if p else "") + "c", p) for p in arrays]
     for key in keys:
         if key in metadata:
             continue
-        path, _, coord = key.partition("/c/") if "/c/" in key else ("", "", key[2:])
+        path, coord = next(((p, key[len(c):].lstrip("/")) for c, p in prefixes
+                            if key == c or key.startswith(c + "/")), ("", key))
         index = [int(c) for c in coord.split("/")] if coord else []
         entry: dict[str, Any] = {}
         try:
