@@ -41,12 +41,14 @@ def _cell(value: Any) -> str:
 
 
 def emit(rows: Iterable[dict], as_json: bool, columns: Sequence[str]) -> None:
-    """Print rows: JSON lines with every field, or an aligned table of ``columns``."""
+    """Print rows: JSON lines with every field, or an aligned table of those ``columns`` some row fills."""
     if as_json:
         for row in rows:
             click.echo(json.dumps(_plain(row), ensure_ascii=False))
         return
     rows = list(rows)
+    if rows:  # a column no row fills (e.g. "from"/"to" of a diff without moves) is noise
+        columns = [c for c in columns if any(row.get(c) is not None for row in rows)]
     table = [[_cell(row.get(c)) for c in columns] for row in rows]
     widths = [max([len(c)] + [len(r[i]) for r in table]) for i, c in enumerate(columns)]
     click.echo("  ".join(c.upper().ljust(w) for c, w in zip(columns, widths)).rstrip())
