@@ -3,6 +3,7 @@ test corpus, and valid-but-unusual layouts the spec allows. (Broken files: tests
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import subprocess
@@ -19,6 +20,7 @@ from zsarchive.cli import main
 from zsarchive.format.block import encode_block, encode_index, encode_records
 from zsarchive.transport import open_transport
 from zsarchive.validate import validate
+from servers import nginx_server  # noqa: F401
 from zsfiles import FileBuilder, minimal, reference_make, reference_verdicts
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -229,6 +231,24 @@ def test_sources_path_file_object_and_transport(reference_files):
     assert validate(transport).records == by_path.records
     assert transport.read(0, 8) == b"\xabZSfiLe\x01"  # still open: the caller owns it
     transport.close()
+
+
+def test_validate_over_http_agrees_with_local_in_few_requests(nginx_server, reference_files):
+    local = reference_files["deflate-branching-3"][0]
+    data = local.read_bytes()
+    (nginx_server.root / "good.zs").write_bytes(data)
+    bad = bytearray(data)
+    bad[len(data) // 2] ^= 0x04
+    (nginx_server.root / "bad.zs").write_bytes(bytes(bad))
+    mark = nginx_server.mark()
+    report = validate(nginx_server.url("good.zs"))
+    assert len(nginx_server.requests_since(mark)) <= 3  # header, then one window for this small file
+    assert dataclasses.replace(report, name=str(local)) == validate(local)
+    with pytest.raises(ZSCorrupt) as remote:
+        validate(nginx_server.url("bad.zs"))
+    with pytest.raises(ZSCorrupt) as here:
+        validate(io.BytesIO(bytes(bad)))
+    assert str(remote.value).split(": ", 1)[1] == str(here.value).split(": ", 1)[1]
 
 
 def test_progress_reports_every_byte_in_order(reference_files):

@@ -34,6 +34,7 @@ ProgressCallback = Callable[[int, int], None]
 _ROOT_OFFSET_AT = 16
 _TOTAL_LENGTH_AT = 32
 _SHA256_AT = 40
+_HEAD_GUESS = 1 << 16  # first read: the whole header of any ordinary file
 _WINDOW = 1 << 22  # bytes fetched per transport read while walking blocks
 _MAX_ULEB_BYTES = 10  # a u64 needs at most 10 uleb128 bytes; longer fields are corrupt anyway
 
@@ -99,7 +100,6 @@ class _Validator:
                  progress: ProgressCallback | None) -> None:
         self.t = transport
         self.name = transport.name
-        self.size = transport.size
         self.parallelism = max(1, parallelism or os.cpu_count() or 1)
         self.progress = progress
 
@@ -123,14 +123,17 @@ class _Validator:
     # -- pass 1: header -------------------------------------------------------------------------
 
     def check_header(self) -> None:
-        prefix = self.t.read(0, min(zsheader.PREFIX_LENGTH, self.size))
-        header_length = zsheader.header_length_of(prefix, self.name)
+        # The first call on a network transport: it also learns the size.
+        head, _ = self.t.read_head_tail(_HEAD_GUESS, 0)
+        self.size = self.t.size
+        header_length = zsheader.header_length_of(head[:zsheader.PREFIX_LENGTH], self.name)
         self.blocks_start = zsheader.blocks_start(header_length)
         if self.blocks_start > self.size:
             raise self.fail(8, f"header length {header_length} runs past the end of the {self.size}-byte file")
-        data = self.t.read(zsheader.PREFIX_LENGTH, header_length)
-        crc = self.t.read(zsheader.PREFIX_LENGTH + header_length, 8)
-        h = zsheader.decode(data, crc, self.name)
+        if self.blocks_start > len(head):
+            head = self.t.read(0, self.blocks_start)
+        end = zsheader.PREFIX_LENGTH + header_length
+        h = zsheader.decode(head[zsheader.PREFIX_LENGTH:end], head[end:end + 8], self.name)
         try:
             self.decompress = decoder_for(h.codec)
         except ZSError:
