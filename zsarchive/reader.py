@@ -35,6 +35,8 @@ RUN_BYTES = 4 * 2**20
 """Largest single transport read of adjacent data blocks during a scan."""
 FIRST_RUN_BYTES = 256 * 1024
 """The first read of a scan is small (quick first record); later runs double up to RUN_BYTES."""
+GAP_BYTES = 64 * 1024
+"""Index blocks between data blocks up to this size are read through rather than split a run."""
 SMALL_SPAN_BLOCKS = 2
 """Searches touching at most this many data blocks go through the data block cache."""
 MIN_BLOCK_LENGTH = 10  # uleb128 length (1) + level (1) + CRC (8)
@@ -309,16 +311,19 @@ class ZS:
 
     @staticmethod
     def _runs(extents: Iterable[_Extent]) -> Iterator[tuple[list[_Extent], bool]]:
-        """Group extents into runs of adjacent blocks (one transport read each); flag the final run."""
+        """Group extents into runs of nearby blocks (one transport read each); flag the final run."""
         run: list[_Extent] = []
-        run_bytes = 0
+        run_start = 0
         limit = FIRST_RUN_BYTES
         for ext in extents:
-            if run and (ext.offset != run[-1].offset + run[-1].length or run_bytes + ext.length > limit):
-                yield run, False
-                run, run_bytes, limit = [], 0, min(2 * limit, RUN_BYTES)
+            if run:
+                end = run[-1].offset + run[-1].length
+                if not end <= ext.offset <= end + GAP_BYTES or ext.offset + ext.length - run_start > limit:
+                    yield run, False
+                    run, limit = [], min(2 * limit, RUN_BYTES)
+            if not run:
+                run_start = ext.offset
             run.append(ext)
-            run_bytes += ext.length
         if run:
             yield run, True
 

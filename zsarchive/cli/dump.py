@@ -60,7 +60,7 @@ def dump_command(zs_file: str, start: bytes | None, stop: bytes | None, prefix: 
     with open_zs(zs_file, parallelism=parallelism) as z:
         owned = output != "-"
         if not owned:
-            out = click.get_binary_stream("stdout")
+            out = sys.stdout.buffer
         else:
             try:
                 out = open(output, "wb")
