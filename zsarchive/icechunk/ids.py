@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+
 from zsarchive.errors import ZSError
 
 ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
@@ -11,12 +13,13 @@ _VALUES.update({c.lower(): i for c, i in list(_VALUES.items())})
 _VALUES.update({"O": 0, "o": 0, "I": 1, "i": 1, "L": 1, "l": 1})
 
 
+# RFC 4648 base32 pads with zero bits on the right exactly like Crockford's; only the alphabet differs.
+_FROM_RFC4648 = bytes.maketrans(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ234567", ALPHABET.encode("ascii"))
+
+
 def encode(raw: bytes) -> str:
     """Crockford base32 of ``raw``: 12 bytes -> 20 characters, 8 bytes -> 13."""
-    nbits = len(raw) * 8
-    nchars = -(-nbits // 5)
-    value = int.from_bytes(raw, "big") << (nchars * 5 - nbits)
-    return "".join(ALPHABET[(value >> (5 * (nchars - 1 - i))) & 31] for i in range(nchars))
+    return base64.b32encode(raw).translate(_FROM_RFC4648).rstrip(b"=").decode("ascii")
 
 
 def decode(text: str, nbytes: int) -> bytes:

@@ -4,6 +4,7 @@ FlatBuffer with ``struct`` (the generated accessors cost ~20 calls per ref), eve
 
 from __future__ import annotations
 
+import itertools
 import operator
 import struct
 from typing import Iterator
@@ -34,12 +35,14 @@ _TAIL = (0,)  # appended to every unpacked table: the value of an absent field
 class _Layout:
     """One validated ChunkRef vtable, compiled into a single ``struct`` call per ref.
 
-    ``unpack(buf, pos) + _TAIL`` then ``pick`` gives (index uoffset, offset, length, payload, etag
-    uoffset, last_modified), where payload is the inline / location / compressed_location uoffset or
-    the 12 chunk id bytes, each 0 when absent.
+    ``unpack(buf, pos)`` starts with the table's soffset (to confirm the guess of layout); ``+ _TAIL``
+    then ``pick`` gives (index uoffset, offset, length, payload, etag uoffset, last_modified), where
+    payload is the inline / location / compressed_location uoffset or the 12 chunk id bytes, each 0
+    when absent.
     """
 
-    __slots__ = ("kind", "table_size", "unpack", "pick", "index_at", "payload_at", "etag_at", "compressed")
+    __slots__ = ("kind", "table_size", "unpack", "pick", "index_at", "payload_at", "etag_at", "compressed",
+                 "vtable")
 
     def __init__(self, buf, vtable: int, where: str):
         if vtable < 0 or vtable + 4 > len(buf):
@@ -66,17 +69,18 @@ class _Layout:
                                   f"must be present")
         self.kind = _INLINE if kinds[0] else _NATIVE if kinds[1] else _VIRTUAL
         self.table_size = table_size
-        fmt, cursor, position = "<", 0, {}
+        fmt, cursor, position = "<i", 4, {}
         for off, s in present:
             fmt += "x" * (off - cursor) + _FORMATS[s]
             cursor = off + _WIDTHS[s]
-            position[s] = len(position)
+            position[s] = len(position) + 1
         self.unpack = struct.Struct(fmt).unpack_from
-        tail = len(position)
+        tail = len(position) + 1
         payload_slot = 1 if inline else 4 if chunk_id else 5 if location else 8
         self.pick = operator.itemgetter(*(position.get(s, tail) for s in (0, 2, 3, payload_slot, 6, 7)))
         self.index_at, self.payload_at, self.etag_at = index, slots[payload_slot], etag
         self.compressed = not location and bool(compressed)
+        self.vtable = vtable
 
 
 class ManifestBuffer:
@@ -148,9 +152,9 @@ class ManifestBuffer:
             if self.dictionary is None:
                 raise FlatBufferError(f"{where}: compressed_location present but the manifest has no "
                                       f"location_dictionary")
-            if self._dctx is None:
-                self._dctx = zstandard.ZstdDecompressor(dict_data=zstandard.ZstdCompressionDict(self.dictionary))
             try:
+                if self._dctx is None:
+                    self._dctx = zstandard.ZstdDecompressor(dict_data=zstandard.ZstdCompressionDict(self.dictionary))
                 dobj = self._dctx.decompressobj()
                 data = dobj.decompress(raw)
             except zstandard.ZstdError as exc:
@@ -167,46 +171,84 @@ class ManifestBuffer:
             yield from self._iter(node_id)
 
     def _iter(self, node_id: NodeId) -> Iterator[ChunkRef]:
+        # The hot loop of the whole reader. Consecutive refs nearly always share one vtable, so the
+        # previous ref's layout is tried first and confirmed by the soffset its single struct call
+        # returns; everything is a local, and messages are only formatted on the error path.
         buf = self.payload
         size = len(buf)
-        unpack_u32 = _U32.unpack_from
+        start, count = self.arrays[node_id]
+        unpack_i32 = _I32.unpack_from
         locations: dict[bytes, str] = {}
         encode_id = ids.encode
+        new_ref = _new_ref
+        virtual, native, tail = _VIRTUAL, _NATIVE, _TAIL
         previous: tuple[int, ...] = ()
         ndim, index_unpack = -1, None
-        for j, pos, layout in self._tables(node_id):
-            index_off, offset, length, payload, etag_off, modified = layout.pick(layout.unpack(buf, pos) + _TAIL)
-            vec = pos + layout.index_at + index_off
-            if vec + 4 > size:
-                raise FlatBufferError(f"array {node_id} ref {j}: index vector at {vec} outside the buffer")
-            if unpack_u32(buf, vec)[0] != ndim:
-                ndim = unpack_u32(buf, vec)[0]
-                index_unpack = struct.Struct(f"<{ndim}I").unpack_from
-            if vec + 4 + 4 * ndim > size:
-                raise FlatBufferError(f"array {node_id} ref {j}: index vector at {vec} runs past the buffer end")
-            index = index_unpack(buf, vec + 4)
-            if j and not previous < index:
-                raise FlatBufferError(f"array {node_id} refs MUST be sorted by index, but ref {j} {list(index)} "
-                                      f"does not come after {list(previous)}")
+        vtable, table_size = -1, size + 1
+        slot = start
+        for rel in struct.unpack_from(f"<{count}I", buf, start):
+            pos = slot + rel
+            slot += 4
+            if pos + table_size <= size:
+                values = unpack(buf, pos)
+                if pos - values[0] != vtable:
+                    values = None
+            else:
+                values = None
+            if values is None:
+                if pos + 4 > size:
+                    raise FlatBufferError(f"array {node_id} ref {(slot - start) // 4 - 1}: table at {pos} "
+                                          f"outside the buffer")
+                layout = self._layout(pos - unpack_i32(buf, pos)[0], f"array {node_id} ref {(slot - start) // 4 - 1}")
+                if pos + layout.table_size > size:
+                    raise FlatBufferError(f"array {node_id} ref {(slot - start) // 4 - 1}: table at {pos} "
+                                          f"runs past the buffer end")
+                vtable, table_size, unpack, pick = layout.vtable, layout.table_size, layout.unpack, layout.pick
+                kind, index_at, payload_at, etag_at = layout.kind, layout.index_at, layout.payload_at, layout.etag_at
+                compressed = layout.compressed
+                values = unpack(buf, pos)
+            index_off, offset, length, payload, etag_off, modified = pick(values + tail)
+            vec = pos + index_at + index_off + 4
+            if vec + 4 * ndim > size or unpack_i32(buf, vec - 4)[0] != ndim:
+                ndim, index_unpack = self._index_reader(buf, vec - 4, node_id, (slot - start) // 4 - 1)
+            index = index_unpack(buf, vec)
+            if not previous < index and slot - start > 4:
+                raise FlatBufferError(f"array {node_id} refs MUST be sorted by index, but ref "
+                                      f"{(slot - start) // 4 - 1} {list(index)} does not come after {list(previous)}")
             previous = index
-            kind = layout.kind
-            if kind is _VIRTUAL:
-                raw = _vector(buf, pos + layout.payload_at + payload, size, f"array {node_id} ref {j} location")
+            if kind is virtual:
+                vec = pos + payload_at + payload
+                n = unpack_i32(buf, vec)[0] if vec + 4 <= size else size
+                if n < 0 or vec + 4 + n > size:
+                    raise FlatBufferError(f"array {node_id} ref {(slot - start) // 4 - 1}: location vector at "
+                                          f"{vec} runs past the buffer end")
+                raw = buf[vec + 4:vec + 4 + n]
                 location = locations.get(raw)
                 if location is None:
-                    where = f"array {node_id} ref {j}"
-                    location = locations[raw] = (self._decompress_location(raw, where) if layout.compressed
+                    where = f"array {node_id} ref {(slot - start) // 4 - 1}"
+                    location = locations[raw] = (self._decompress_location(raw, where) if compressed
                                                  else _utf8(raw, f"{where}: location"))
                 etag = None
                 if etag_off:
-                    etag = _utf8(_vector(buf, pos + layout.etag_at + etag_off, size, f"ref {j} checksum_etag"),
-                                 f"array {node_id} ref {j}: checksum_etag")
-                yield _new_ref(ChunkRef, (index, kind, None, None, location, offset, length, etag, modified or None))
-            elif kind is _NATIVE:
-                yield _new_ref(ChunkRef, (index, kind, None, encode_id(payload), None, offset, length, None, None))
+                    where = f"array {node_id} ref {(slot - start) // 4 - 1} checksum_etag"
+                    etag = _utf8(_vector(buf, pos + etag_at + etag_off, size, where), where)
+                yield new_ref(ChunkRef, (index, kind, None, None, location, offset, length, etag, modified or None))
+            elif kind is native:
+                yield new_ref(ChunkRef, (index, kind, None, encode_id(payload), None, offset, length, None, None))
             else:
-                inline = _vector(buf, pos + layout.payload_at + payload, size, f"array {node_id} ref {j} inline")
-                yield _new_ref(ChunkRef, (index, kind, inline, None, None, 0, 0, None, None))
+                inline = _vector(buf, pos + payload_at + payload, size,
+                                 f"array {node_id} ref {(slot - start) // 4 - 1} inline")
+                yield new_ref(ChunkRef, (index, kind, inline, None, None, 0, 0, None, None))
+
+    @staticmethod
+    def _index_reader(buf: bytes, vec: int, node_id: NodeId, j: int):
+        """(ndim, unpack function) for the index vector at ``vec``, after checking it fits the buffer."""
+        if vec + 4 > len(buf):
+            raise FlatBufferError(f"array {node_id} ref {j}: index vector at {vec} outside the buffer")
+        ndim = _U32.unpack_from(buf, vec)[0]
+        if vec + 4 + 4 * ndim > len(buf):
+            raise FlatBufferError(f"array {node_id} ref {j}: index vector at {vec} runs past the buffer end")
+        return ndim, struct.Struct(f"<{ndim}I").unpack_from
 
 
 def _vector(buf: bytes, vec: int, size: int, what: str) -> bytes:
@@ -258,7 +300,6 @@ def iter_chunk_refs(raw: bytes, name: str = "<manifest>") -> Iterator[tuple[Node
     """Every (node id, ref) of a whole manifest file's bytes: the benchmark's entry point."""
     manifest = decode_manifest(raw, name)
     for info in manifest.arrays:
-        for ref in manifest.chunk_refs(info.node_id):
-            yield info.node_id, ref
+        yield from zip(itertools.repeat(info.node_id), manifest.chunk_refs(info.node_id))
 
 
