@@ -6,6 +6,8 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
+import os
+import pty
 import subprocess
 import sys
 import tracemalloc
@@ -316,3 +318,34 @@ def test_cli_missing_file_and_usage_errors(tmp_path):
     assert missing.exit_code == 1 and missing.stderr.startswith("zs: error:")
     for args in (["-j", "0", "x.zs"], ["-j", "many", "x.zs"], []):
         assert _zs("validate", *args).exit_code == 2, args
+
+
+def _stderr_on_a_terminal(*args: str) -> tuple[int, str, str]:
+    """Run ``zs`` with stderr on a pseudo-terminal: (status, stdout, what the terminal showed)."""
+    leader, follower = pty.openpty()
+    with os.fdopen(leader, "rb", buffering=0) as terminal:
+        proc = subprocess.Popen([sys.executable, "-m", "zsarchive", *args], stdout=subprocess.PIPE,
+                                stderr=follower)
+        os.close(follower)
+        shown = b""
+        while True:
+            try:
+                chunk = terminal.read(4096)
+            except OSError:  # EIO: the process closed its end
+                break
+            if not chunk:
+                break
+            shown += chunk
+        out = proc.stdout.read().decode()
+        proc.stdout.close()
+        return proc.wait(), out, shown.decode(errors="replace")
+
+
+def test_cli_progress_bar_only_on_a_terminal(reference_files):
+    path = str(reference_files["deflate"][0])
+    status, out, shown = _stderr_on_a_terminal("validate", path)
+    assert (status, out) == (0, "looks good!\n")
+    assert "validating" in shown and "100%" in shown
+    status, out, shown = _stderr_on_a_terminal("validate", "--no-spinner", path)
+    assert (status, out, shown) == (0, "looks good!\n", "")
+
