@@ -2,10 +2,11 @@
 # Regenerate zsarchive/icechunk/generated/ from zsarchive/icechunk/schemas/*.fbs with flatc
 # (Debian's flatbuffers-compiler). The generated tables are pointed at our bounds-checked
 # CheckedTable, so a corrupt offset raises instead of reading outside the buffer.
+#   scripts/gen_flatbuffers.sh [OUT_DIR]   (default: zsarchive/icechunk/generated; tests pass a temp dir)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SCHEMAS=zsarchive/icechunk/schemas
-OUT=zsarchive/icechunk/generated
+OUT=${1:-zsarchive/icechunk/generated}
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 flatc --python -o "$TMP" -I "$SCHEMAS" "$SCHEMAS"/*.fbs
