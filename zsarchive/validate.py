@@ -200,7 +200,7 @@ class _Validator:
         self.lengths: dict[int, int] = {}
         self.records = 0
         self.data_bytes = 0
-        window = 2 * self.parallelism
+        ahead = 2 * self.parallelism  # blocks in flight: bounds memory, keeps every worker busy
         if self.parallelism == 1:
             for raw in self.frames():
                 self.consume(raw, self.decode(raw))
@@ -225,7 +225,7 @@ class _Validator:
                             consume_oldest()
                         raise
                     pending.append((raw, pool.submit(self.decode, raw)))
-                    if len(pending) > window:
+                    if len(pending) > ahead:
                         consume_oldest()
                 while pending:
                     consume_oldest()
