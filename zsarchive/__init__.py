@@ -5,8 +5,10 @@ from zsarchive.reader import ZS
 from zsarchive.writer import ZSWriter
 from zsarchive.validate import ValidationReport, validate
 from zsarchive.archive import RepoArchive, export
+from zsarchive.icechunk import Repository as IcechunkRepository
 
 __all__ = ["ZSError", "ZSCorrupt", "ZS", "ZSWriter", "validate", "ValidationReport", "RepoArchive", "export",
+           "IcechunkRepository",
            "open_store", "ArchiveStore"]
 
 
