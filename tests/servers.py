@@ -197,7 +197,7 @@ class FaultyServer(ThreadingHTTPServer):
     ``faults`` is a queue consumed one per request: "drop" (close mid-body), "503", "ignore-range"
     (200 with the whole body), "slow" (wait ``slow_seconds`` before answering), "short" (promise
     the full length, send half, close), "close-after" (answer, then close the connection without
-    announcing it), or None (behave).
+    announcing it), "drip" (the body one byte every 50 ms), or None (behave).
     """
 
     daemon_threads = True
@@ -223,6 +223,9 @@ class FaultyServer(ThreadingHTTPServer):
     def etag(self, name: str) -> str:
         """The strong ETag of a file's current content."""
         return '"' + hashlib.sha256(self.files[name]).hexdigest()[:16] + '"'
+
+    def handle_error(self, request, client_address) -> None:
+        """Stay quiet: clients that hang up on a misbehaving answer are what the tests want."""
 
     def stop(self) -> None:
         """Wake any slow handler, stop serving and close the socket."""
@@ -252,6 +255,13 @@ class _FaultyHandler(BaseHTTPRequestHandler):
             self.send_header(key, value)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
+        if fault == "drip":
+            for i in range(len(body)):
+                if self.server.stopping.wait(0.05):
+                    return
+                self.wfile.write(body[i:i + 1])
+                self.wfile.flush()
+            return
         if fault in ("drop", "short"):
             self.wfile.write(body[:len(body) // 2])
             self.wfile.flush()

@@ -347,3 +347,16 @@ def test_one_slow_answer_is_retried(faulty_server):
     assert transport.read(10, 10_000) == DATA[10:10_010]
     assert transport.stats.retries == 1
     transport.close()
+
+
+def test_a_body_dripping_in_slower_than_min_rate_is_abandoned(faulty_server):
+    faulty_server.files["f.zs"] = DATA
+    transport = _transport(faulty_server, read_timeout=0.3, min_rate=100, retries=1)
+    transport.read_head_tail(0, 0)
+    faulty_server.faults.extend(["drip", "drip"])
+    started = time.monotonic()
+    with pytest.raises(ZSError, match=r"f\.zs: the body came too slowly \(\d+ of 50 bytes after 0\.8 s\) "
+                                      r"\(gave up after 2 attempts\)"):
+        transport.read(0, 50)  # each byte beats the 0.3 s timeout, the whole needs 2.5 s
+    assert time.monotonic() - started < 2.5
+    transport.close()

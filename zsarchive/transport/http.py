@@ -90,13 +90,15 @@ class HTTPTransport(RemoteTransport):
     """Random access to one object on an HTTP(S) server through ``Range`` requests.
 
     ``stats`` counts requests, body bytes, connections opened and retries; ``ssl_context``
-    replaces the default certificate checks for https (e.g. a private CA).
+    replaces the default certificate checks for https (e.g. a private CA). A request may wait
+    ``read_timeout`` for any byte, and a body must arrive within ``read_timeout`` plus its
+    length at ``min_rate`` bytes/s; a slower one is retried, then reported.
     """
 
     def __init__(self, url: str, *, connect_timeout: float = 10.0, read_timeout: float = 30.0,
                  retries: int = 4, backoff: float = 0.2, max_connections: int = 8,
                  max_unranged: int = 16 * 1024 * 1024, headers: Mapping[str, str] | None = None,
-                 ssl_context: ssl.SSLContext | None = None) -> None:
+                 ssl_context: ssl.SSLContext | None = None, min_rate: float = 64 * 1024) -> None:
         super().__init__(url, max_workers=max_connections)
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -107,6 +109,7 @@ class HTTPTransport(RemoteTransport):
         self._retries = retries
         self._backoff = backoff
         self._max_unranged = max_unranged
+        self._min_rate = min_rate
         self._etag: str | None = None
         self._last_modified: str | None = None
         self._pinned = False
@@ -331,7 +334,7 @@ class HTTPTransport(RemoteTransport):
                         f"{self.name}: the server ignores Range requests (HTTP 200 with the whole "
                         f"{length or 'unknown-length'} body); refusing to download more than "
                         f"{self._max_unranged} bytes for each read")
-            body = response.read()
+            body = self._read_body(response)
         except ZSError:
             conn.close()
             raise
@@ -341,6 +344,9 @@ class HTTPTransport(RemoteTransport):
         except (OSError, http.client.HTTPException) as exc:
             conn.close()
             raise _Retry(f"connection lost while reading the body ({exc!r})") from None
+        except _Retry:
+            conn.close()
+            raise
         self.stats.add(bytes=len(body))
         if response.will_close:
             conn.close()
@@ -363,6 +369,28 @@ class HTTPTransport(RemoteTransport):
             raise ZSError(f"{self.name}: HTTP {status} {response.reason} to "
                           f"{response.getheader('Location')} (redirects are not followed)")
         raise ZSError(f"{self.name}: HTTP {status} {response.reason}")
+
+    def _read_body(self, response: http.client.HTTPResponse) -> bytes:
+        """The whole body, within a deadline that grows with its length: a server dripping bytes
+        just fast enough to beat the socket timeout must not hold a reader forever."""
+        expected = response.length
+        if expected is None:  # chunked: http.client checks the framing, the socket the pauses
+            return response.read()
+        deadline = time.monotonic() + self._timeouts[1] + expected / self._min_rate
+        parts = []
+        received = 0
+        while received < expected:
+            chunk = response.read1(expected - received)
+            if not chunk:
+                raise _Retry(f"connection lost while reading the body ({received} of {expected} "
+                             "bytes)")
+            parts.append(chunk)
+            received += len(chunk)
+            if received < expected and time.monotonic() > deadline:
+                raise _Retry(f"the body came too slowly ({received} of {expected} bytes after "
+                             f"{self._timeouts[1] + expected / self._min_rate:.1f} s)")
+        response.read()  # reads nothing, but marks the answer finished so the connection is reusable
+        return b"".join(parts)
 
     def close(self) -> None:
         super().close()
