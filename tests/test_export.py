@@ -34,7 +34,7 @@ def _one_line_error(proc: subprocess.CompletedProcess, *fragments: str) -> None:
 def test_two_exports_differ_only_in_export_time(tmp_path, version):
     a, b, c = tmp_path / "a.zs", tmp_path / "b.zs", tmp_path / "c.zs"
     export(repo_path(version), a, export_time=1_000_000)
-    export(repo_path(version), b, export_time=1_000_000)
+    export(repo_path(version), b, export_time=1_000_000, parallelism=3)  # worker processes: same bytes
     export(repo_path(version), c, export_time=2_000_000, include_chunks=False)
     assert a.read_bytes() == b.read_bytes()
     with ZS(str(a)) as za, ZS(str(c)) as zc:
@@ -54,23 +54,24 @@ def test_fast_record_encoders_agree_with_the_schema(v2_archive):
         assert S.record(*S.split(rec)) == rec
 
 
-def test_interrupted_export_leaves_nothing(tmp_path, monkeypatch):
+@pytest.mark.parametrize("parallelism", [1, 2])
+def test_interrupted_export_leaves_nothing(tmp_path, monkeypatch, parallelism):
     target = tmp_path / "out.zs"
-    real = exporter_module._chunk_ref_records
+    real = exporter_module._chunk_data_records
 
     def explode(*args, **kwargs):
         yield from real(*args, **kwargs)
-        raise KeyboardInterrupt
+        raise KeyboardInterrupt  # after every chunk ref went to the writer
 
-    monkeypatch.setattr(exporter_module, "_chunk_ref_records", explode)
+    monkeypatch.setattr(exporter_module, "_chunk_data_records", explode)
     with pytest.raises(KeyboardInterrupt):
-        export(repo_path(2), target)
+        export(repo_path(2), target, include_chunks=True, parallelism=parallelism)
     assert list(tmp_path.iterdir()) == []
 
 
 def test_include_chunks_makes_the_archive_self_contained(tmp_path):
     target = tmp_path / "full.zs"
-    summary = export(repo_path(2), target, include_chunks=True, codec="lzma")
+    summary = export(repo_path(2), target, include_chunks=True, codec="lzma", parallelism=2)
     assert summary.counts["chunk data"] > 0
     with RepoArchive(target) as arc:
         found = 0

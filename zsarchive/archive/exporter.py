@@ -13,8 +13,12 @@ import dataclasses
 import enum
 import itertools
 import json
+import multiprocessing
 import os
+import struct
+import tempfile
 import time
+from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from importlib import metadata as _pkg_metadata
 from pathlib import Path
@@ -66,10 +70,12 @@ class ExportSummary:
     seconds: float = 0.0
 
 
-def _small_family_records(repo: Repository, sorter: ExternalSorter) -> dict[str, int]:
-    """Everything but chunk refs and chunk bytes, into ``sorter``.
+def _small_family_records(repo: Repository, sorter: ExternalSorter,
+                          txlogs: list[tuple[str, int]]) -> dict[str, int]:
+    """Refs, repo facts, snapshots, nodes and the ops log into ``sorter``.
 
-    Returns the manifests the nodes use: id -> number of chunk refs (for the progress total).
+    Appends to ``txlogs`` the (snapshot id, flushed_at) whose transaction log is to be read, and
+    returns the manifests the nodes use: id -> number of chunk refs (for the progress total).
     """
     manifest_ids: dict[str, int] = {}
     info = repo.repo_info()
@@ -107,29 +113,35 @@ def _small_family_records(repo: Repository, sorter: ExternalSorter) -> dict[str,
             add(record(S.NODE, (sid, S.path_components(node.path)), _node_value(node)))
             for mref in node.manifests:
                 manifest_ids[mref.id] = sizes.get(mref.id, 0)
-        if info_snap.parent_id is None:
-            continue  # the initial snapshot's transaction log is empty (V1 repos may lack it)
-        tx = repo.transaction_log(sid)
-        add(record(S.TXLOG, (sid,), (
-            tuple(tx.new_groups), tuple(tx.new_arrays), tuple(tx.deleted_groups),
-            tuple(tx.deleted_arrays), tuple(tx.updated_groups), tuple(tx.updated_arrays),
-            tuple((node_id, len(coords)) for node_id, coords in sorted(tx.updated_chunks.items())),
-            tuple((m.from_path, m.to_path, m.node_id,
-                   None if m.node_type is None else (S.ARRAY if m.node_type is NodeType.ARRAY else S.GROUP))
-                  for m in tx.moved_nodes),
-        )))
-        # Hot loop (one record per changed chunk): key pieces are encoded once, coords per record.
-        tail = keys.encode((info_snap.flushed_at, sid)) + b"\x00" + _VERSION[S.CHUNK_HISTORY]
-        encode_ints = keys.encode_ints
-        for node_id, coords_list in tx.updated_chunks.items():
-            head = S.CHUNK_HISTORY + keys.encode_text(node_id)
-            sorter.extend([head + encode_ints(coords) + tail for coords in coords_list])
+        if info_snap.parent_id is not None:  # the initial snapshot's log is empty (V1 repos may lack it)
+            txlogs.append((sid, info_snap.flushed_at))
 
     updates = list(repo.ops_log())
     for position, update in enumerate(updates):
         seq = len(updates) - 1 - position  # 0 = oldest: a stable tie-breaker for equal times
         add(record(S.OPS, (update.updated_at, seq), (update.type, update.backup_path, to_json(update.details))))
     return manifest_ids
+
+
+def _txlog_records(repo: Repository, sid: str, flushed_at: int) -> tuple[bytes, list[bytes]]:
+    """The transaction-log summary record of one snapshot, and its chunk history records (sorted)."""
+    tx = repo.transaction_log(sid)
+    summary = S.record(S.TXLOG, (sid,), (
+        tuple(tx.new_groups), tuple(tx.new_arrays), tuple(tx.deleted_groups),
+        tuple(tx.deleted_arrays), tuple(tx.updated_groups), tuple(tx.updated_arrays),
+        tuple((node_id, len(coords)) for node_id, coords in sorted(tx.updated_chunks.items())),
+        tuple((m.from_path, m.to_path, m.node_id,
+               None if m.node_type is None else (S.ARRAY if m.node_type is NodeType.ARRAY else S.GROUP))
+              for m in tx.moved_nodes),
+    ))
+    # Hot loop (one record per changed chunk): key pieces are encoded once, coords per record.
+    tail = keys.encode((flushed_at, sid)) + b"\x00" + _VERSION[S.CHUNK_HISTORY]
+    encode_ints = keys.encode_ints
+    history: list[bytes] = []
+    for node_id, coords_list in sorted(tx.updated_chunks.items()):
+        head = S.CHUNK_HISTORY + keys.encode_text(node_id)
+        history.extend([head + encode_ints(coords) + tail for coords in coords_list])
+    return summary, history
 
 
 def _node_value(node) -> tuple:
@@ -141,12 +153,12 @@ def _node_value(node) -> tuple:
     return (node.id, S.ARRAY, bytes(node.user_data), shape, names, manifests)
 
 
-def _chunk_ref_records(repo: Repository, manifest_ids: Iterable[str], chunk_ids: ExternalSorter | None,
-                       tick: Callable[[int], None]) -> Iterator[bytes]:
-    """Every chunk ref of every manifest once, in key order (manifest id, node id, coords).
+def _manifest_records(repo: Repository, manifest_id: str, chunk_ids: list[bytes] | None) -> Iterator[bytes]:
+    """Every chunk ref of one manifest, in key order (manifest id, node id, coords).
 
     The hot loop of an export (one record per ref): values are assembled from cached element
-    encodings rather than through the general encoder; tests check both agree.
+    encodings rather than through the general encoder; tests check both agree. Native chunk ids
+    go to ``chunk_ids`` when it is a list.
     """
     end_key = b"\x00" + _VERSION[S.CHUNK_REF]
     encode_ints, encode_int, encode_text = keys.encode_ints, keys.encode_int, keys.encode_text
@@ -155,36 +167,82 @@ def _chunk_ref_records(repo: Repository, manifest_ids: Iterable[str], chunk_ids:
     inline_head = end_key + encode_int(S.INLINE)
     texts: dict[str, bytes] = {}  # locations repeat (many chunks per file): encode each once
     null = b"\x03"
-    for manifest_id in sorted(manifest_ids):
-        manifest = repo.manifest(manifest_id)
-        for array in manifest.arrays:
-            prefix = S.CHUNK_REF + keys.encode((manifest_id, array.node_id))
-            count = 0
-            for ref in manifest.chunk_refs(array.node_id):
-                kind = ref.kind
-                if kind is RefKind.VIRTUAL:
-                    location = texts.get(ref.location)
-                    if location is None:
-                        if len(texts) > 100_000:
-                            texts.clear()
-                        location = texts[ref.location] = encode_text(ref.location)
-                    etag, modified = ref.checksum_etag, ref.checksum_last_modified
-                    value = b"".join((virtual_head, location, encode_int(ref.offset), encode_int(ref.length),
-                                      null if etag is None else encode_text(etag),
-                                      null if modified is None else encode_int(modified)))
-                elif kind is RefKind.NATIVE:
-                    value = b"".join((native_head, encode_text(ref.chunk_id), encode_int(ref.offset),
-                                      encode_int(ref.length)))
-                    if chunk_ids is not None:
-                        chunk_ids.add(ref.chunk_id.encode("ascii"))
-                else:
-                    value = inline_head + keys.encode_value((ref.inline,))
-                yield prefix + encode_ints(ref.index) + value
-                count += 1
-                if count == 65536:
-                    tick(count)
-                    count = 0
-            tick(count)
+    manifest = repo.manifest(manifest_id)
+    for array in manifest.arrays:
+        prefix = S.CHUNK_REF + keys.encode((manifest_id, array.node_id))
+        for ref in manifest.chunk_refs(array.node_id):
+            kind = ref.kind
+            if kind is RefKind.VIRTUAL:
+                location = texts.get(ref.location)
+                if location is None:
+                    if len(texts) > 100_000:
+                        texts.clear()
+                    location = texts[ref.location] = encode_text(ref.location)
+                etag, modified = ref.checksum_etag, ref.checksum_last_modified
+                value = b"".join((virtual_head, location, encode_int(ref.offset), encode_int(ref.length),
+                                  null if etag is None else encode_text(etag),
+                                  null if modified is None else encode_int(modified)))
+            elif kind is RefKind.NATIVE:
+                value = b"".join((native_head, encode_text(ref.chunk_id), encode_int(ref.offset),
+                                  encode_int(ref.length)))
+                if chunk_ids is not None:
+                    chunk_ids.append(ref.chunk_id.encode("ascii"))
+            else:
+                value = inline_head + keys.encode_value((ref.inline,))
+            yield prefix + encode_ints(ref.index) + value
+
+
+# -- worker processes (-j N > 1): each task reads one file of the repository and spills its records --
+
+_WORKER_REPOS: dict[str, Repository] = {}
+_LEN = struct.Struct("<I")
+
+
+def _worker_repo(location: str) -> Repository:
+    repo = _WORKER_REPOS.get(location)
+    if repo is None:
+        repo = _WORKER_REPOS[location] = Repository.open(location)
+    return repo
+
+
+def _write_run(records: Iterable[bytes], path: str) -> int:
+    pack = _LEN.pack
+    count = 0
+    with open(path, "wb", buffering=1 << 20) as out:
+        batch = []
+        for rec in records:
+            batch.append(pack(len(rec)))
+            batch.append(rec)
+            count += 1
+            if len(batch) >= 16384:
+                out.write(b"".join(batch))
+                batch = []
+        out.write(b"".join(batch))
+    return count
+
+
+def _read_run(path: str) -> Iterator[bytes]:
+    """The records of a run file, then the file is removed."""
+    unpack = _LEN.unpack
+    with open(path, "rb", buffering=1 << 20) as run:
+        read = run.read
+        while True:
+            head = read(4)
+            if not head:
+                break
+            yield read(unpack(head)[0])
+    os.unlink(path)
+
+
+def _manifest_task(location: str, manifest_id: str, path: str, want_ids: bool) -> tuple[int, list[bytes] | None]:
+    ids: list[bytes] | None = [] if want_ids else None
+    count = _write_run(_manifest_records(_worker_repo(location), manifest_id, ids), path)
+    return count, ids
+
+
+def _txlog_task(location: str, sid: str, flushed_at: int, path: str) -> tuple[bytes, int]:
+    summary, history = _txlog_records(_worker_repo(location), sid, flushed_at)
+    return summary, _write_run(history, path)
 
 
 def _chunk_data_records(repo_root: Path, chunk_ids: ExternalSorter) -> Iterator[bytes]:
@@ -230,7 +288,8 @@ def export(repo_location: str | os.PathLike, archive_path: str | os.PathLike, *,
     target = Path(archive_path)
     if target.is_dir():
         raise ZSError(f"{target}: is a directory, not an archive file name")
-    repo = Repository.open(os.fspath(repo_location))
+    location = os.fspath(repo_location)
+    repo = Repository.open(location)
     if export_time is None:
         export_time = time.time_ns() // 1000
     target_dir = target.resolve().parent
@@ -239,9 +298,38 @@ def export(repo_location: str | os.PathLike, archive_path: str | os.PathLike, *,
     # Small families hold no duplicate records; chunk ids repeat (one file, many refs) and are deduplicated.
     sorter = ExternalSorter(max_bytes=sort_memory, tmpdir=str(target_dir), unique=False)
     chunk_ids = ExternalSorter(max_bytes=sort_memory // 4, tmpdir=str(target_dir)) if include_chunks else None
+    work = tempfile.TemporaryDirectory(dir=target_dir, prefix=f".{target.name}.work-")
+    pool: ProcessPoolExecutor | None = None
     try:
-        manifest_ids = _small_family_records(repo, sorter)
-        total = sorter.count + sum(manifest_ids.values())
+        txlogs: list[tuple[str, int]] = []
+        manifest_refs = _small_family_records(repo, sorter, txlogs)
+        manifests = sorted(manifest_refs)
+        manifest_futures: list[Future] = []
+        if parallelism > 1 and len(txlogs) + len(manifests) > 1:
+            # Parsing transaction logs and manifests dominates: worker processes do it (the GIL
+            # would serialise threads), spilling encoded records to run files read back in order.
+            pool = ProcessPoolExecutor(max_workers=parallelism, mp_context=multiprocessing.get_context("fork"))
+            tx_futures = [pool.submit(_txlog_task, location, sid, flushed, os.path.join(work.name, f"t{i}"))
+                          for i, (sid, flushed) in enumerate(txlogs)]
+            manifest_futures = [pool.submit(_manifest_task, location, mid, os.path.join(work.name, f"m{i}"),
+                                            include_chunks) for i, mid in enumerate(manifests)]
+            for i, future in enumerate(tx_futures):
+                summary, _ = future.result()
+                sorter.add(summary)
+                batch: list[bytes] = []
+                for rec in _read_run(os.path.join(work.name, f"t{i}")):
+                    batch.append(rec)
+                    if len(batch) >= 100_000:
+                        sorter.extend(batch)
+                        batch = []
+                sorter.extend(batch)
+        else:
+            for sid, flushed in txlogs:
+                summary, history = _txlog_records(repo, sid, flushed)
+                sorter.add(summary)
+                sorter.extend(history)
+
+        total = sorter.count + sum(manifest_refs.values())
         done = 0
 
         def tick(n: int) -> None:
@@ -264,15 +352,19 @@ def export(repo_location: str | os.PathLike, archive_path: str | os.PathLike, *,
             tick(n)
 
         def chunk_refs() -> Iterator[bytes]:
-            n = 0
-            for rec in _chunk_ref_records(repo, manifest_ids, chunk_ids, tick):
-                yield rec
-                n += 1
-            tally[S.CHUNK_REF[0]] = n
+            for i, manifest_id in enumerate(manifests):
+                if manifest_futures:
+                    _, ids = manifest_futures[i].result()
+                    yield from _read_run(os.path.join(work.name, f"m{i}"))
+                else:
+                    ids = [] if chunk_ids is not None else None
+                    yield from _manifest_records(repo, manifest_id, ids)
+                if ids:
+                    chunk_ids.extend(ids)
 
         def chunk_data() -> Iterator[bytes]:
             if chunk_ids is not None:
-                yield from counted(_chunk_data_records(_repo_root(os.fspath(repo_location)), chunk_ids))
+                yield from _chunk_data_records(_repo_root(location), chunk_ids)
 
         counts: dict[str, int] = {}
 
@@ -286,7 +378,8 @@ def export(repo_location: str | os.PathLike, archive_path: str | os.PathLike, *,
 
         ordered = sorter.sorted()
         head, rest = _split_at(ordered, S.CHUNK_REF)
-        stream = itertools.chain(counted(head), chunk_refs(), chunk_data(), counted(rest), header())
+        stream = itertools.chain(counted(head), counted(chunk_refs()), counted(chunk_data()), counted(rest),
+                                 header())
         metadata = {S.METADATA_KEY: {"format_version": S.FORMAT_VERSION,
                                      "source_spec_version": repo.spec_version}}
         with ZSWriter(os.fspath(tmp), metadata, codec=codec, compress_level=compress_level,
@@ -300,6 +393,9 @@ def export(repo_location: str | os.PathLike, archive_path: str | os.PathLike, *,
         _remove_quietly(tmp)
         raise
     finally:
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
+        work.cleanup()
         sorter.close()
         if chunk_ids is not None:
             chunk_ids.close()
