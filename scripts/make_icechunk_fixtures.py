@@ -205,7 +205,16 @@ def build(b: Builder) -> None:
     root = zarr.open_group(store=s.store, mode="r+")
     root.create_group("data/empty")
     root.attrs["unicode"] = "\u0394 \u2603 \U0001f9ca"
-    b.commit(s, "empty group, unicode attrs", step=15)
+    # Awkward names and shapes: a 0-d array (chunk key "scalar/c"), a group named "c" (so a chunk
+    # key holds "/c/" twice), a name with non-ASCII letters and a space.
+    scalar = root.create_array("scalar", shape=(), dtype="f8", fill_value=0.0)
+    scalar[()] = 3.5
+    root.create_group("data/c")
+    in_c = root.create_array("data/c/t", shape=(2,), chunks=(1,), dtype="i1", fill_value=0)
+    in_c[:] = [1, 2]
+    odd = root.create_array("data/\u00fcn\u00ef c\u00f4de", shape=(2,), chunks=(2,), dtype="i1", fill_value=0)
+    odd[:] = [5, 6]
+    b.commit(s, "empty group, unicode attrs, awkward names", step=15)
     # 16: virtual refs with checksums (one passes, two make icechunk refuse the read), and many
     # refs into several files (V2 stores their locations dictionary-compressed).
     s = b.session()
@@ -301,12 +310,15 @@ def describe(b: Builder) -> dict:
         "dotted": {"at": "branch:main", "chunk_kinds": [], "chunk_key_separator": "."},
         "data/sub/checked": {"at": "branch:main", "chunk_kinds": ["virtual"]},
         "data/sub/many_virt": {"at": "branch:main", "chunk_kinds": ["virtual"]},
+        "scalar": {"at": "branch:main", "chunk_kinds": ["inline"], "shape": []},
+        "data/c/t": {"at": "branch:main", "chunk_kinds": ["inline"]},
+        "data/\u00fcn\u00ef c\u00f4de": {"at": "branch:main", "chunk_kinds": ["inline"]},
         "dev_only": {"at": "branch:dev", "chunk_kinds": ["inline"]},
         "data/to_delete": {"at": added, "chunk_kinds": ["native"], "deleted_later": True},
     }
     facts["virtual_arrays"] = ["data/sub/checked", "data/sub/many_virt", "data/sub/virt"]
     facts["location_compressed_arrays"] = ["data/sub/many_virt"] if MAJOR >= 2 else []
-    facts["groups"] = ["", "data", "data/sub", "data/sub/deep", "data/empty"]
+    facts["groups"] = ["", "data", "data/sub", "data/sub/deep", "data/empty", "data/c"]
     facts["generated_at"] = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     return facts
 

@@ -34,8 +34,7 @@ def virtual_mapping() -> dict[str, Path]:
     return {virtual["prefix"]: ICECHUNK_TESTDATA / virtual["directory"]}
 
 
-def run_oracle(python: Path, repo: Path, mapping: dict[str, Path]) -> dict:
-    """Run the oracle script on any repository; raise with icechunk's stderr if it fails."""
+def _run(python: Path, repo: Path, mapping: dict[str, Path]) -> bytes:
     cmd = [str(python), str(ORACLE_SCRIPT), str(repo)]
     for prefix, directory in mapping.items():
         cmd += ["--virtual-prefix", f"{prefix}={directory}"]
@@ -43,10 +42,23 @@ def run_oracle(python: Path, repo: Path, mapping: dict[str, Path]) -> dict:
     if proc.returncode != 0:
         tail = proc.stderr.decode(errors="replace")[-3000:]
         raise RuntimeError(f"icechunk oracle failed on {repo} (exit {proc.returncode}):\n{tail}")
-    return json.loads(proc.stdout)
+    return proc.stdout
+
+
+def run_oracle(python: Path, repo: Path, mapping: dict[str, Path]) -> dict:
+    """Run the oracle script on any repository; raise with icechunk's stderr if it fails."""
+    return json.loads(_run(python, repo, mapping))
 
 
 @lru_cache(maxsize=None)
+def _cached(version: int, python: Path) -> bytes:
+    return _run(python, repo_path(version), virtual_mapping())
+
+
 def oracle(version: int, python: Path) -> dict:
-    """Everything icechunk ``version``.x says about the committed fixture repository (cached)."""
-    return run_oracle(python, repo_path(version), virtual_mapping())
+    """Everything icechunk ``version``.x says about the committed fixture repository.
+
+    The subprocess runs once per session; each call gets its own copy, so a test that edits
+    the answer cannot change what the next test sees.
+    """
+    return json.loads(_cached(version, python))
