@@ -61,13 +61,19 @@ def decode_records(payload: bytes, where: str) -> list[bytes]:
     n = len(payload)
     # The hot loop of every scan: one-byte lengths take the short path; a record running past
     # the end can only be the last one, so the bounds check waits until after the loop.
-    while pos < n:
-        start = pos + 1
-        length = payload[pos]
-        if length >= 0x80:
-            length, start = uleb128.decode(payload, pos, f"{where}: record {len(records)} length")
-        pos = start + length
-        append(payload[start:pos])
+    if payload.isascii():  # no byte >= 0x80: every length field is one byte
+        while pos < n:
+            start = pos + 1
+            pos = start + payload[pos]
+            append(payload[start:pos])
+    else:
+        while pos < n:
+            start = pos + 1
+            length = payload[pos]
+            if length >= 0x80:
+                length, start = uleb128.decode(payload, pos, f"{where}: record {len(records)} length")
+            pos = start + length
+            append(payload[start:pos])
     if pos > n:
         raise ZSCorrupt(f"{where}: record {len(records) - 1} length {len(records[-1]) + pos - n} runs past "
                         f"the end of the {n}-byte payload")
