@@ -481,3 +481,15 @@ def test_cli_dump_to_file_and_info(tmp_path, deep):
     assert out.read_bytes() == b"".join(r + b"\n" for r in _expected(records, prefix=b"apple-1"))
     result = CliRunner().invoke(main, ["info", str(path)])
     assert '"root_index_level": ' in result.output and '"codec": "deflate"' in result.output
+
+
+def test_validate_delegates_to_the_validator(tmp_path, deep):
+    with ZS(deep[0]) as z:
+        report = z.validate()
+        assert report.records == len(deep[1]) and report.root_index_level == z.root_index_level
+    b = minimal()
+    path = _file(tmp_path, b.build(sha=b"\1" * 32))  # readable, but the data hash is wrong
+    with ZS(path, parallelism=0) as z:
+        assert list(z) == [b"a", b"b", b"c", b"d"]
+        with pytest.raises(ZSCorrupt, match="SHA-256"):
+            z.validate()
