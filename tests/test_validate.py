@@ -11,6 +11,7 @@ import pty
 import subprocess
 import sys
 import tracemalloc
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -51,8 +52,10 @@ REFERENCE_LAYOUTS = {
 def reference_files(reference_zs, tmp_path_factory) -> dict[str, tuple[Path, int]]:
     """Valid files written by the reference ``zs make``: name -> (path, record count)."""
     d = tmp_path_factory.mktemp("reference")
-    return {name: (reference_make(reference_zs, d / f"{name}.zs", records, *options), len(records))
-            for name, (records, options) in REFERENCE_LAYOUTS.items()}
+    with ThreadPoolExecutor(4) as pool:  # the reference is slow to start: overlap the processes
+        made = {name: pool.submit(reference_make, reference_zs, d / f"{name}.zs", records, *options)
+                for name, (records, options) in REFERENCE_LAYOUTS.items()}
+        return {name: (made[name].result(), len(REFERENCE_LAYOUTS[name][0])) for name in made}
 
 
 _REFERENCE_INFO = """
