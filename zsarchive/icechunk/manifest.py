@@ -173,82 +173,83 @@ class ManifestBuffer:
     def _iter(self, node_id: NodeId) -> Iterator[ChunkRef]:
         # The hot loop of the whole reader. Consecutive refs nearly always share one vtable, so the
         # previous ref's layout is tried first and confirmed by the soffset its single struct call
-        # returns; everything is a local, and messages are only formatted on the error path.
+        # returns. Every offset here is a sum of unsigned values, so it is never negative and
+        # struct.unpack_from's own length check is the bounds check (struct.error -> corrupt);
+        # only slices, which silently truncate, are checked by hand.
         buf = self.payload
         size = len(buf)
         start, count = self.arrays[node_id]
-        unpack_i32 = _I32.unpack_from
+        unpack_u32 = _U32.unpack_from
         locations: dict[bytes, str] = {}
         encode_id = ids.encode
         new_ref = _new_ref
         virtual, native, tail = _VIRTUAL, _NATIVE, _TAIL
         previous: tuple[int, ...] = ()
         ndim, index_unpack = -1, None
-        vtable, table_size = -1, size + 1
+        vtable = -1
         slot = start
-        for rel in struct.unpack_from(f"<{count}I", buf, start):
-            pos = slot + rel
-            slot += 4
-            if pos + table_size <= size:
-                values = unpack(buf, pos)
-                if pos - values[0] != vtable:
-                    values = None
-            else:
-                values = None
-            if values is None:
-                if pos + 4 > size:
-                    raise FlatBufferError(f"array {node_id} ref {(slot - start) // 4 - 1}: table at {pos} "
-                                          f"outside the buffer")
-                layout = self._layout(pos - unpack_i32(buf, pos)[0], f"array {node_id} ref {(slot - start) // 4 - 1}")
-                if pos + layout.table_size > size:
-                    raise FlatBufferError(f"array {node_id} ref {(slot - start) // 4 - 1}: table at {pos} "
-                                          f"runs past the buffer end")
-                vtable, table_size, unpack, pick = layout.vtable, layout.table_size, layout.unpack, layout.pick
-                kind, index_at, payload_at, etag_at = layout.kind, layout.index_at, layout.payload_at, layout.etag_at
-                compressed = layout.compressed
-                values = unpack(buf, pos)
-            index_off, offset, length, payload, etag_off, modified = pick(values + tail)
-            vec = pos + index_at + index_off + 4
-            if vec + 4 * ndim > size or unpack_i32(buf, vec - 4)[0] != ndim:
-                ndim, index_unpack = self._index_reader(buf, vec - 4, node_id, (slot - start) // 4 - 1)
-            index = index_unpack(buf, vec)
-            if not previous < index and slot - start > 4:
-                raise FlatBufferError(f"array {node_id} refs MUST be sorted by index, but ref "
-                                      f"{(slot - start) // 4 - 1} {list(index)} does not come after {list(previous)}")
-            previous = index
-            if kind is virtual:
-                vec = pos + payload_at + payload
-                n = unpack_i32(buf, vec)[0] if vec + 4 <= size else size
-                if n < 0 or vec + 4 + n > size:
-                    raise FlatBufferError(f"array {node_id} ref {(slot - start) // 4 - 1}: location vector at "
-                                          f"{vec} runs past the buffer end")
-                raw = buf[vec + 4:vec + 4 + n]
-                location = locations.get(raw)
-                if location is None:
-                    where = f"array {node_id} ref {(slot - start) // 4 - 1}"
-                    location = locations[raw] = (self._decompress_location(raw, where) if compressed
-                                                 else _utf8(raw, f"{where}: location"))
-                etag = None
-                if etag_off:
-                    where = f"array {node_id} ref {(slot - start) // 4 - 1} checksum_etag"
-                    etag = _utf8(_vector(buf, pos + etag_at + etag_off, size, where), where)
-                yield new_ref(ChunkRef, (index, kind, None, None, location, offset, length, etag, modified or None))
-            elif kind is native:
-                yield new_ref(ChunkRef, (index, kind, None, encode_id(payload), None, offset, length, None, None))
-            else:
-                inline = _vector(buf, pos + payload_at + payload, size,
-                                 f"array {node_id} ref {(slot - start) // 4 - 1} inline")
-                yield new_ref(ChunkRef, (index, kind, inline, None, None, 0, 0, None, None))
+        try:
+            for rel in struct.unpack_from(f"<{count}I", buf, start):
+                pos = slot + rel
+                slot += 4
+                values = unpack(buf, pos) if vtable >= 0 else None
+                if values is None or pos - values[0] != vtable:
+                    layout = self._layout(pos - _I32.unpack_from(buf, pos)[0],
+                                          f"array {node_id} ref {(slot - start) // 4 - 1}")
+                    vtable, unpack, pick = layout.vtable, layout.unpack, layout.pick
+                    kind, index_at, payload_at, etag_at = layout.kind, layout.index_at, layout.payload_at, \
+                        layout.etag_at
+                    compressed = layout.compressed
+                    values = unpack(buf, pos)
+                index_off, offset, length, payload, etag_off, modified = pick(values + tail)
+                vec = pos + index_at + index_off
+                coords = index_unpack(buf, vec) if ndim >= 0 else (None,)
+                if coords[0] != ndim:
+                    ndim, index_unpack = self._index_reader(buf, vec, node_id, (slot - start) // 4 - 1)
+                    coords = index_unpack(buf, vec)
+                index = coords[1:]
+                if not previous < index and slot - start > 4:
+                    raise FlatBufferError(f"array {node_id} refs MUST be sorted by index, but ref "
+                                          f"{(slot - start) // 4 - 1} {list(index)} does not come after "
+                                          f"{list(previous)}")
+                previous = index
+                if kind is virtual:
+                    vec = pos + payload_at + payload
+                    n = unpack_u32(buf, vec)[0]
+                    if vec + 4 + n > size:
+                        raise FlatBufferError(f"array {node_id} ref {(slot - start) // 4 - 1}: location vector "
+                                              f"at {vec} runs past the buffer end")
+                    raw = buf[vec + 4:vec + 4 + n]
+                    location = locations.get(raw)
+                    if location is None:
+                        where = f"array {node_id} ref {(slot - start) // 4 - 1}"
+                        location = locations[raw] = (self._decompress_location(raw, where) if compressed
+                                                     else _utf8(raw, f"{where}: location"))
+                    etag = None
+                    if etag_off:
+                        where = f"array {node_id} ref {(slot - start) // 4 - 1} checksum_etag"
+                        etag = _utf8(_vector(buf, pos + etag_at + etag_off, size, where), where)
+                    yield new_ref(ChunkRef, (index, kind, None, None, location, offset, length, etag,
+                                             modified or None))
+                elif kind is native:
+                    yield new_ref(ChunkRef, (index, kind, None, encode_id(payload), None, offset, length, None, None))
+                else:
+                    inline = _vector(buf, pos + payload_at + payload, size,
+                                     f"array {node_id} ref {(slot - start) // 4 - 1} inline")
+                    yield new_ref(ChunkRef, (index, kind, inline, None, None, 0, 0, None, None))
+        except struct.error:
+            raise FlatBufferError(f"array {node_id} ref {(slot - start) // 4 - 1}: an offset points outside "
+                                  f"the {size}-byte buffer") from None
 
     @staticmethod
     def _index_reader(buf: bytes, vec: int, node_id: NodeId, j: int):
-        """(ndim, unpack function) for the index vector at ``vec``, after checking it fits the buffer."""
+        """(ndim, unpack function giving (ndim, *coords)) for the index vector at ``vec``, checked to fit."""
         if vec + 4 > len(buf):
             raise FlatBufferError(f"array {node_id} ref {j}: index vector at {vec} outside the buffer")
         ndim = _U32.unpack_from(buf, vec)[0]
         if vec + 4 + 4 * ndim > len(buf):
             raise FlatBufferError(f"array {node_id} ref {j}: index vector at {vec} runs past the buffer end")
-        return ndim, struct.Struct(f"<{ndim}I").unpack_from
+        return ndim, struct.Struct(f"<{ndim + 1}I").unpack_from
 
 
 def _vector(buf: bytes, vec: int, size: int, what: str) -> bytes:
