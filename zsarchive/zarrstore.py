@@ -259,6 +259,9 @@ class ArchiveStore(Store):
         for meta in self._meta:
             if meta.startswith(base):
                 names.add(meta[len(base):].split("/", 1)[0])
+        here = self._arrays.get(base[:-1] if base else "")
+        if here is not None and here.default:
+            names.add("c")  # icechunk lists "c" under every array, chunks or not
         yield from sorted(names)
         for array in self._arrays.values():
             if not base.startswith(array.base):
