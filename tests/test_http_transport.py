@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from servers import faulty_server, nginx_server  # noqa: F401
+from servers import faulty_server, free_port, nginx_server  # noqa: F401
 from zsarchive.errors import ZSCorrupt, ZSError
 from zsarchive.transport import HTTPTransport, open_transport
 from zsarchive.transport.remote import coalesce
@@ -196,8 +196,7 @@ def test_file_replaced_on_nginx_is_detected(served):
     transport.close()
 
 
-def test_nothing_listening_is_a_clear_error(tmp_path):
-    from servers import free_port
+def test_nothing_listening_is_a_clear_error():
     url = f"http://127.0.0.1:{free_port()}/x.zs"
     with pytest.raises(ZSError, match=r"cannot connect: .*gave up after 2 attempts"):
         HTTPTransport(url, retries=1, backoff=0.01).read_head_tail(10, 10)
