@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from zsarchive.icechunk.common import decoding, id12, metadata_items, optional_id12
+from zsarchive.icechunk.common import decoding, id12, metadata_items
 from zsarchive.icechunk.flatbuf import FlatBufferError, byte_vector, check_sorted, require, root, table_of, text
 from zsarchive.icechunk.generated.Repo import Repo
 from zsarchive.icechunk.generated.UpdateType import UpdateType
