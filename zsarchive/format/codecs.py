@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import lzma
 import threading
-import zlib
 from dataclasses import dataclass
 from typing import Callable
 
 import zstandard
+
+try:
+    # zlib-ng: the same raw deflate streams, ~2x faster both ways, and it releases the GIL too.
+    from zlib_ng import zlib_ng as zlib
+except ImportError:  # pragma: no cover - a platform without zlib-ng wheels falls back to zlib
+    import zlib
 
 from zsarchive.errors import ZSCorrupt, ZSError
 
