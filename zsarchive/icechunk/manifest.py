@@ -11,6 +11,7 @@ from typing import Iterator
 
 import zstandard
 
+from zsarchive.errors import ZSCorrupt
 from zsarchive.icechunk import ids
 from zsarchive.icechunk.common import decoding, id8, id12
 from zsarchive.icechunk.flatbuf import FlatBufferError, byte_vector, check_sorted, root
@@ -166,9 +167,8 @@ class ManifestBuffer:
     def chunk_refs(self, node_id: NodeId) -> Iterator[ChunkRef]:
         """Refs of one array in ascending coordinate order; ZSCorrupt on any inconsistency."""
         if node_id not in self.arrays:
-            return
-        with decoding(self.name):
-            yield from self._iter(node_id)
+            return iter(())
+        return self._iter(node_id)
 
     def _iter(self, node_id: NodeId) -> Iterator[ChunkRef]:
         # The hot loop of the whole reader. Consecutive refs nearly always share one vtable, so the
@@ -238,8 +238,10 @@ class ManifestBuffer:
                                      f"array {node_id} ref {(slot - start) // 4 - 1} inline")
                     yield new_ref(ChunkRef, (index, kind, inline, None, None, 0, 0, None, None))
         except struct.error:
-            raise FlatBufferError(f"array {node_id} ref {(slot - start) // 4 - 1}: an offset points outside "
-                                  f"the {size}-byte buffer") from None
+            raise ZSCorrupt(f"{self.name}: array {node_id} ref {(slot - start) // 4 - 1}: an offset points "
+                            f"outside the {size}-byte buffer") from None
+        except FlatBufferError as exc:
+            raise ZSCorrupt(f"{self.name}: {exc}") from None
 
     @staticmethod
     def _index_reader(buf: bytes, vec: int, node_id: NodeId, j: int):
