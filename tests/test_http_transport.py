@@ -331,10 +331,11 @@ def test_slow_server_times_out_clearly_without_hanging(faulty_server):
     transport = _transport(faulty_server, read_timeout=0.3, retries=1)
     transport.read_head_tail(0, 0)
     faulty_server.faults.extend(["slow", "slow"])
-    started = time.monotonic()
+    answered = len(faulty_server.seen)
     with pytest.raises(ZSError, match=r"f\.zs: no answer within 0\.3 s \(gave up after 2 attempts\)"):
         transport.read(0, 10_000)
-    assert time.monotonic() - started < faulty_server.slow_seconds
+    # the server logs a request only once it answers: the client gave up before either answer
+    assert len(faulty_server.seen) == answered
     transport.close()
 
 
@@ -353,9 +354,7 @@ def test_a_body_dripping_in_slower_than_min_rate_is_abandoned(faulty_server):
     transport = _transport(faulty_server, read_timeout=0.3, min_rate=100, retries=1)
     transport.read_head_tail(0, 0)
     faulty_server.faults.extend(["drip", "drip"])
-    started = time.monotonic()
-    with pytest.raises(ZSError, match=r"f\.zs: the body came too slowly \(\d+ of 50 bytes after 0\.8 s\) "
-                                      r"\(gave up after 2 attempts\)"):
+    with pytest.raises(ZSError, match=r"f\.zs: the body came too slowly \((\d|[1-4]\d) of 50 bytes "
+                                      r"after 0\.8 s\) \(gave up after 2 attempts\)"):
         transport.read(0, 50)  # each byte beats the 0.3 s timeout, the whole needs 2.5 s
-    assert time.monotonic() - started < 2.5
     transport.close()
