@@ -9,7 +9,6 @@ Bytes come only through the Transport API, so local files, file objects and URLs
 from __future__ import annotations
 
 import os
-import struct
 import threading
 from bisect import bisect_left
 from collections import deque
@@ -42,10 +41,8 @@ SMALL_SPAN_BLOCKS = 2
 MIN_BLOCK_LENGTH = 10  # uleb128 length (1) + level (1) + CRC (8)
 DEFAULT_DATA_BLOCK_CACHE = 128 * 2**20
 
-# Exceptions a bug-free decoder can still meet on hostile bytes; all become ZSCorrupt.
-_DECODE_ERRORS = (IndexError, ValueError, struct.error, OverflowError, MemoryError, RecursionError)
 _SKIP = object()  # a job's "this block holds nothing in range"
-_worker = threading.local()  # marks this ZS's pool threads, so nested scans run serially
+_worker = threading.local()  # marks reader pool threads: a scan started on one runs serially (no deadlock)
 
 
 @dataclass
@@ -101,7 +98,7 @@ class _DataBlock:
         end = self.heads[i + 1]
         if self.simple:
             return self.payload[start + 1:end]
-        length, start = uleb128.decode(self.payload, start)
+        _, start = uleb128.decode(self.payload, start)
         return self.payload[start:end]
 
     def bisect(self, key: bytes) -> int:
@@ -127,7 +124,8 @@ class ZS:
         if (path is None) == (url is None):
             raise ZSError("give exactly one of path= or url=")
         if parallelism == "guess":
-            parallelism = min(os.cpu_count() or 1, 8)
+            parallelism = min(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+                              else os.cpu_count() or 1, 8)
         if not isinstance(parallelism, int) or parallelism < 0:
             raise ZSError(f"parallelism must be an integer >= 0 or 'guess', not {parallelism!r}")
         if index_block_cache < 0 or data_block_cache < 0:
@@ -234,10 +232,7 @@ class ZS:
                                 f"found level {found}")
             level = found
         payload = self._payload(buf, offset, level, "an index block")
-        try:
-            entries = decode_index(payload, where)
-        except _DECODE_ERRORS as exc:
-            raise ZSCorrupt(f"{where}: index payload is malformed: {exc}") from None
+        entries = decode_index(payload, where)
         keys = [e.key for e in entries]
         offsets = [e.offset for e in entries]
         lengths = [e.length for e in entries]
