@@ -49,13 +49,14 @@ class Repository:
         self._snapshots: dict[SnapshotId, Snapshot] = {}
         self._nodes: dict[SnapshotId, dict[str, Node]] = {}
         self._manifests: collections.OrderedDict[str, Manifest] = collections.OrderedDict()
+        self._v1_info: RepoInfo | None = None
         raw = storage.read("repo")
         if raw is not None:
-            self._info = decode_repo_info(raw, self._name("repo"))
+            self._v2_info: RepoInfo | None = decode_repo_info(raw, self._name("repo"))
             self._spec = 2
         elif storage.read("refs/branch.main/ref.json") is not None:
             self._spec = 1
-            self._info = self._v1_repo_info()
+            self._v2_info = None
         else:
             raise ZSError(f"{storage.name}: not an Icechunk repository (no 'repo' file and no "
                           f"'refs/branch.main/ref.json')")
@@ -119,6 +120,15 @@ class Repository:
                         sorted(infos, key=lambda i: i.id), None, {}, [], None, config, [], [])
 
     # ---- the repo info ----
+
+    @property
+    def _info(self) -> RepoInfo:
+        # V1 has no repo file: its equivalent needs every snapshot file, so it is built on first use.
+        if self._v2_info is not None:
+            return self._v2_info
+        if self._v1_info is None:
+            self._v1_info = self._v1_repo_info()
+        return self._v1_info
 
     @property
     def spec_version(self) -> int:
