@@ -12,8 +12,16 @@ import zstandard
 try:
     # zlib-ng: the same raw deflate streams, ~2x faster both ways, and it releases the GIL too.
     from zlib_ng import zlib_ng as zlib
+
+    # Deflate levels keep zlib's meaning. zlib-ng's levels trade differently (its 6 was 7% larger
+    # than zlib's 6 on repetitive text), so each maps to the zlib-ng level measured to compress
+    # at least about as well on text, JSON and hex records; zlib-ng 7 still runs ~1.5x faster
+    # than zlib 6.
+    _DEFLATE_LEVELS = {0: 0, 1: 2, 2: 3, 3: 4, 4: 5, 5: 7, 6: 7, 7: 8, 8: 9, 9: 9}
 except ImportError:  # pragma: no cover - a platform without zlib-ng wheels falls back to zlib
     import zlib
+
+    _DEFLATE_LEVELS = {n: n for n in range(10)}
 
 from zsarchive.errors import ZSCorrupt, ZSError
 
@@ -33,6 +41,8 @@ class Codec:
 
 
 def _deflate_compress(level: int) -> Callable[[bytes], bytes]:
+    level = _DEFLATE_LEVELS[level]
+
     def compress(data: bytes) -> bytes:
         c = zlib.compressobj(level, zlib.DEFLATED, -15)
         return c.compress(data) + c.flush()
