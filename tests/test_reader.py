@@ -376,6 +376,10 @@ def test_bad_headers_are_one_line_errors(tmp_path, data, message):
         _open_all(path)
     text = str(info.value)
     assert message in text and str(path) in text and "\n" not in text
+    for command in ("dump", "info"):
+        result = CliRunner().invoke(main, [command, str(path)])
+        assert result.exit_code == 1 and isinstance(result.exception, SystemExit)
+        assert result.stderr == f"zs: error: {text}\n" and result.stdout == ""
 
 
 def test_metadata_must_be_an_object(tmp_path):
