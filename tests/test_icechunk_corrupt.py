@@ -270,3 +270,21 @@ def test_random_damage_is_corruption_or_harmless(kind):
             _exhaust(decoder, raw, f"{path.name}#{trial}")
         except ZSCorrupt as exc:
             assert f"{path.name}#{trial}" in str(exc)
+
+
+def test_manifest_refs_with_the_wrong_number_of_coordinates(repo):
+    """A snapshot whose manifest extents disagree with the refs' dimensionality is corrupt, not empty."""
+    sid = main_snapshot(repo)
+    r = Repository.open(str(repo))
+    node = next(n for n in r.snapshot(sid).nodes if n.manifests and len(n.manifests[0].extents) == 2)
+    path = repo / "snapshots" / sid
+    header, payload = payload_of(path)
+    # Find the extents vector of this node's first ManifestRef by its [from, to] pairs and shrink it to 1.
+    extents = node.manifests[0].extents
+    pattern = struct.pack("<I", 2) + b"".join(struct.pack("<II", lo, hi) for lo, hi in extents)
+    at = bytes(payload).find(pattern)
+    assert at >= 0
+    struct.pack_into("<I", payload, at, 1)
+    write_payload(path, header, payload)
+    with pytest.raises(ZSCorrupt, match=r"has 2 coordinates, but the manifest ref extents have 1 dimensions"):
+        list(Repository.open(str(repo)).chunk_refs(sid, node.path))

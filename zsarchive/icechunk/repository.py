@@ -281,15 +281,20 @@ class Repository:
             raise ZSError(f"{self.storage.name}: {path!r} in snapshot {snapshot_id} is a group, not an array")
         streams = []
         for mref in node.manifests:
-            manifest = self.manifest(mref.id, f"snapshot {snapshot_id} (array {path!r})")
-            streams.append(_within(manifest.chunk_refs(node.id), mref.extents))
+            referrer = f"snapshot {snapshot_id} (array {path!r})"
+            manifest = self.manifest(mref.id, referrer)
+            streams.append(_within(manifest.chunk_refs(node.id), mref.extents,
+                                   f"{self._name('manifests/' + mref.id)} (used by {referrer})"))
         if len(streams) == 1:
             return streams[0]
         return heapq.merge(*streams, key=lambda ref: ref.index)
 
 
-def _within(refs: Iterator[ChunkRef], extents: list[tuple[int, int]]) -> Iterator[ChunkRef]:
+def _within(refs: Iterator[ChunkRef], extents: list[tuple[int, int]], where: str) -> Iterator[ChunkRef]:
     """The refs whose index lies inside ``extents`` (one half-open range per dimension)."""
     for ref in refs:
-        if len(ref.index) == len(extents) and all(lo <= i < hi for i, (lo, hi) in zip(ref.index, extents)):
+        if len(ref.index) != len(extents):
+            raise ZSCorrupt(f"{where}: ref {list(ref.index)} has {len(ref.index)} coordinates, but the "
+                            f"manifest ref extents have {len(extents)} dimensions")
+        if all(lo <= i < hi for i, (lo, hi) in zip(ref.index, extents)):
             yield ref
