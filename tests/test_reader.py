@@ -320,6 +320,32 @@ def test_close_stops_iterators_and_refuses_new_work(deep):
     assert "closed" in repr(z)
 
 
+def test_closing_under_a_running_scan_raises_nothing_foreign(deep):
+    path, _ = deep
+    for parallelism in (0, 2):
+        for delay in range(6):
+            z = ZS(path, parallelism=parallelism, data_block_cache=0)
+            outcome = []
+
+            def scan():
+                try:
+                    for i, _ in enumerate(z.search(start=b"b")):
+                        if i == delay * 500:
+                            closer.start()
+                    outcome.append("done")
+                except ZSError as exc:
+                    outcome.append(exc)
+                except BaseException as exc:  # the assertion below reports it
+                    outcome.append(("foreign", exc))
+
+            closer = threading.Thread(target=z.close)
+            scanner = threading.Thread(target=scan)
+            scanner.start()
+            scanner.join()
+            closer.join()
+            assert len(outcome) == 1 and not isinstance(outcome[0], tuple), outcome
+
+
 def test_constructor_arguments(deep):
     with pytest.raises(ZSError, match="exactly one"):
         ZS()

@@ -209,7 +209,12 @@ class ZS:
     # ---- blocks --------------------------------------------------------------------------------
 
     def _read(self, offset: int, length: int, blocks: int = 0) -> bytes:
-        data = self._transport.read(offset, length)
+        try:
+            data = self._transport.read(offset, length)
+        except ValueError:
+            if self._closed:  # another thread closed us mid-read (a closed mmap raises ValueError)
+                raise ZSError(f"{self.name}: the ZS file was closed during a read") from None
+            raise
         self.stats.add(transport_reads=1, bytes_read=length, block_reads=blocks)
         return data
 
