@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import datetime as dt
 import json
 import subprocess
 import sys
@@ -70,6 +71,10 @@ def test_log_time_range_and_as_of(case, archive):
     since, until = parse_time(middle["written_at"]), parse_time(newest["written_at"])
     expected = [s["id"] for s in history if since <= parse_time(s["written_at"]) <= until]
     assert [s["id"] for s in archive.log("main", since=since, until=until)] == expected
+    # The same bounds as TIME text (what the CLI passes) and as datetimes.
+    assert [s["id"] for s in archive.log("main", since=middle["written_at"], until=newest["written_at"])] == expected
+    moment = dt.datetime.fromisoformat(middle["written_at"].replace("Z", "+00:00"))
+    assert [s["id"] for s in archive.log("main", since=moment, until=until)] == expected
     everything = archive.log()
     assert {s["id"] for s in everything} >= {s["id"] for s in history}
     times = [s["flushed_at"] for s in everything]

@@ -16,7 +16,7 @@ from typing import Any, Iterable, Iterator
 from urllib.parse import unquote, urlsplit
 
 from zsarchive.archive import schema as S
-from zsarchive.archive.refspec import RefSpec, parse_ref
+from zsarchive.archive.refspec import RefSpec, TimeBound, parse_ref, time_bound
 from zsarchive.errors import ZSCorrupt, ZSError
 from zsarchive.icechunk.model import format_time
 from zsarchive.reader import ZS
@@ -210,8 +210,13 @@ class RepoArchive:
         """The history of REF, newest first."""
         return [self._snapshot_dict(sid, value) for sid, value in self._ancestry(self.resolve(ref))]
 
-    def log(self, ref: str | None = None, since: int | None = None, until: int | None = None) -> list[dict]:
-        """Snapshots (of REF's history, or all) flushed in ``[since, until]`` (micros), newest first."""
+    def log(self, ref: str | None = None, since: TimeBound = None, until: TimeBound = None) -> list[dict]:
+        """Snapshots (of REF's history, or all) flushed in ``[since, until]``, newest first.
+
+        Bounds are inclusive: TIME text (a bare date covers its whole day), an aware datetime, or
+        microseconds since 1970 UTC.
+        """
+        since, until = time_bound(since, False), time_bound(until, True)
         if ref is not None:
             items = list(self._ancestry(self.resolve(ref)))
             earliest = min((v[1] for _, v in items), default=None)
@@ -491,8 +496,9 @@ class RepoArchive:
         out["moved_nodes"] = moved
         return out
 
-    def ops_log(self, since: int | None = None, until: int | None = None) -> list[dict]:
-        """Ops-log entries updated in ``[since, until]`` (micros), newest first."""
+    def ops_log(self, since: TimeBound = None, until: TimeBound = None) -> list[dict]:
+        """Ops-log entries updated in ``[since, until]`` (inclusive bounds as for :meth:`log`), newest first."""
+        since, until = time_bound(since, False), time_bound(until, True)
         if until is not None:
             first = next(iter(self._range(S.OPS, (), None)), None)
             if first is not None and until < first[0][0]:

@@ -42,6 +42,21 @@ def parse_time(text: str, end_of_day: bool = False) -> int:
     return _micros(moment)
 
 
+TimeBound = str | int | _dt.datetime | None
+"""A time given to a query: TIME text, an aware datetime (naive: UTC) or microseconds since 1970 UTC."""
+
+
+def time_bound(value: TimeBound, upper: bool) -> int | None:
+    """A query's time bound as microseconds (``upper``: a bare date means the end of that day)."""
+    if value is None or isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        return parse_time(value, end_of_day=upper)
+    if isinstance(value, _dt.datetime):
+        return _micros(value if value.tzinfo else value.replace(tzinfo=_dt.timezone.utc))
+    raise ZSError(f"bad time {value!r}: give TIME text, a datetime or microseconds since 1970")
+
+
 @dataclass(frozen=True)
 class RefSpec:
     """A parsed REF: optional explicit kind, the name or id, and an optional as-of time (micros)."""

@@ -7,7 +7,7 @@ from typing import Any, Iterable, Sequence
 
 import click
 
-from zsarchive.archive import RepoArchive, parse_time
+from zsarchive.archive import RepoArchive
 
 json_option = click.option("--json", "as_json", is_flag=True,
                            help="One JSON object per line (a stable contract, see docs/archive-format.rst).")
@@ -18,11 +18,6 @@ authorize_option = click.option("--authorize", "authorize", multiple=True, metav
 def open_archive(source: str, authorize: Iterable[str] = ()) -> RepoArchive:
     """The archive at a path or URL."""
     return RepoArchive(source, authorize=authorize)
-
-
-def time_bound(text: str | None, upper: bool) -> int | None:
-    """A --since/--until argument as microseconds (a bare date covers its whole day)."""
-    return None if text is None else parse_time(text, end_of_day=upper)
 
 
 def _plain(row: dict) -> dict:

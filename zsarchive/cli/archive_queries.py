@@ -7,7 +7,7 @@ from typing import Iterator
 import click
 
 from zsarchive.cli.app import main
-from zsarchive.cli.archive_output import authorize_option, emit, json_option, open_archive, time_bound
+from zsarchive.cli.archive_output import authorize_option, emit, json_option, open_archive
 
 LOG_COLUMNS = ("id", "flushed_at", "parent_id", "message")
 CHUNK_COLUMNS = ("coords", "kind", "offset", "length", "chunk_id", "location")
@@ -53,7 +53,7 @@ def refs_command(archive: str, as_json: bool) -> None:
 def log_command(archive: str, ref: str | None, since: str | None, until: str | None, as_json: bool) -> None:
     """Snapshots newest first: REF's history, or every snapshot when REF is omitted."""
     with open_archive(archive) as arc:
-        emit(arc.log(ref, since=time_bound(since, False), until=time_bound(until, True)), as_json, LOG_COLUMNS)
+        emit(arc.log(ref, since=since, until=until), as_json, LOG_COLUMNS)
 
 
 @main.command("ls")
@@ -130,7 +130,7 @@ def diff_command(archive: str, from_ref: str, to_ref: str, as_json: bool) -> Non
 def ops_command(archive: str, since: str | None, until: str | None, as_json: bool) -> None:
     """The repository's ops log, newest first."""
     with open_archive(archive) as arc:
-        rows = arc.ops_log(since=time_bound(since, False), until=time_bound(until, True))
+        rows = arc.ops_log(since=since, until=until)
         emit(rows, as_json, ("updated_at", "type", "branch", "name", "new_snap_id", "previous_snap_id"))
 
 
