@@ -19,16 +19,21 @@ def open_zs(zs_file: str, **kwargs) -> ZS:
     return ZS(zs_file, **kwargs)
 
 
-def _parallelism(ctx, param, value: str) -> int | str:
-    if value == "guess":
-        return value
-    try:
-        n = int(value)
-    except ValueError:
-        n = -1
-    if n < 0:
-        raise click.BadParameter(f"{value!r} is neither a number >= 0 nor 'guess'")
-    return n
+class _Parallelism(click.ParamType):
+    """Decompression threads: a number >= 0 (0: the calling thread only, as the reference's -j0), or "guess"."""
+
+    name = "PARALLELISM"
+
+    def convert(self, value, param, ctx) -> int | str:
+        if value == "guess" or isinstance(value, int) and value >= 0:
+            return value
+        try:
+            n = int(value)
+        except ValueError:
+            n = -1
+        if n < 0:
+            self.fail(f"{value!r} is neither a number >= 0 nor 'guess'", param, ctx)
+        return n
 
 
 @main.command("dump")
@@ -39,9 +44,10 @@ def _parallelism(ctx, param, value: str) -> int | str:
               help=r"String written after each record (Python escapes allowed).  [default: \n]")
 @click.option("--length-prefixed", type=click.Choice(["uleb128", "u64le"]),
               help="Prefix each record with its length in this encoding instead of a terminator.")
-@click.option("-j", "parallelism", default="guess", show_default=True, callback=_parallelism,
+@click.option("-j", "parallelism", type=_Parallelism(), default="guess", show_default=True,
               help="The number of CPUs to use for decompression (0: none besides this one).")
-@click.option("-o", "--output", default="-", show_default=True, help='Output file, or "-" for stdout.')
+@click.option("-o", "--output", metavar="FILE", default="-", show_default=True,
+              help='Output file, or "-" for stdout.')
 @click.option("--no-spinner", is_flag=True, help="Do not show a progress bar on stderr.")
 @click.argument("zs_file")
 def dump_command(zs_file: str, start: bytes | None, stop: bytes | None, prefix: bytes | None,
