@@ -118,6 +118,20 @@ def test_not_a_repository(tmp_path):
     assert not (tmp_path / "x.zs").exists()
 
 
+def test_missing_target_directory_and_full_disk(tmp_path, monkeypatch):
+    _one_line_error(_zs("export", str(repo_path(2)), str(tmp_path / "no" / "x.zs")), "does not exist")
+
+    def disk_full(self, records):
+        for i, _ in enumerate(records):
+            if i == 50:
+                raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(exporter_module.ZSWriter, "add_records", disk_full)
+    with pytest.raises(exporter_module.ZSError, match="No space left on device"):
+        export(repo_path(2), tmp_path / "full.zs")
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_corrupt_repository_file(tmp_path):
     repo = tmp_path / "repo"
     shutil.copytree(repo_path(2), repo)

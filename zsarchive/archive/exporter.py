@@ -290,6 +290,8 @@ def export(repo_location: str | os.PathLike, archive_path: str | os.PathLike, *,
     if export_time is None:
         export_time = time.time_ns() // 1000
     target_dir = target.resolve().parent
+    if not target_dir.is_dir():
+        raise ZSError(f"{target}: directory {target_dir} does not exist")
     tmp = target_dir / f".{target.name}.{os.getpid()}.partial"
 
     # Small families hold no duplicate records; chunk ids repeat (one file, many refs) and are deduplicated.
@@ -382,6 +384,10 @@ def export(repo_location: str | os.PathLike, archive_path: str | os.PathLike, *,
             writer.finish()  # fsyncs the file, then marks it complete
         os.replace(tmp, target)
         _fsync_dir(target_dir)
+    except OSError as exc:  # disk full, permissions...: nothing that looks like an archive stays
+        _remove_quietly(tmp)
+        raise ZSError(f"{target}: export failed: {exc.strerror or exc}"
+                      f"{f' ({exc.filename})' if exc.filename else ''}") from None
     except BaseException:
         _remove_quietly(tmp)
         raise
