@@ -315,6 +315,10 @@ def main() -> None:
     json.dump(oracle(args.repo.resolve(), prefixes), answer, indent=1, sort_keys=True)
     answer.write("\n")
     answer.close()
+    # icechunk 2.3 sometimes segfaults in its runtime's teardown (seen in about 1 exit in 30 here),
+    # after the answer is complete: skip the teardown so the exit status reports the answer.
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":
