@@ -292,9 +292,28 @@ class Repository:
 
 def _within(refs: Iterator[ChunkRef], extents: list[tuple[int, int]], where: str) -> Iterator[ChunkRef]:
     """The refs whose index lies inside ``extents`` (one half-open range per dimension)."""
-    for ref in refs:
-        if len(ref.index) != len(extents):
-            raise ZSCorrupt(f"{where}: ref {list(ref.index)} has {len(ref.index)} coordinates, but the "
-                            f"manifest ref extents have {len(extents)} dimensions")
-        if all(lo <= i < hi for i, (lo, hi) in zip(ref.index, extents)):
-            yield ref
+    ndim = len(extents)
+    lows = tuple(lo for lo, _ in extents)
+    highs = tuple(hi for _, hi in extents)
+
+    def inside(ref: ChunkRef) -> bool:
+        index = ref.index
+        if len(index) != ndim:
+            raise ZSCorrupt(f"{where}: ref {list(index)} has {len(index)} coordinates, but the "
+                            f"manifest ref extents have {ndim} dimensions")
+        # Tuple comparison is lexicographic, so it only proves the first dimension; the loop settles the rest.
+        return lows <= index < highs and all(lo <= i < hi for lo, i, hi in zip(lows, index, highs))
+
+    def inside_1d(ref: ChunkRef) -> bool:
+        index = ref.index
+        if len(index) != 1:
+            return inside(ref)
+        return lows[0] <= index[0] < highs[0]
+
+    def inside_2d(ref: ChunkRef) -> bool:
+        index = ref.index
+        if len(index) != 2:
+            return inside(ref)
+        return lows[0] <= index[0] < highs[0] and lows[1] <= index[1] < highs[1]
+
+    return filter({1: inside_1d, 2: inside_2d}.get(ndim, inside), refs)
