@@ -77,20 +77,17 @@ class Builder:
         self.repo = ic.Repository.create(ic.local_filesystem_storage(str(path)), config=repo_config(prefix),
                                          authorize_virtual_chunk_access=authorize(prefix))
         self.facts: dict = {"commits": [], "skipped": {}}
-        self.branch_of: dict[int, str] = {}
 
     def commit(self, session: ic.Session, message: str, **metadata: object) -> str:
         """Commit with metadata and remember the snapshot id under its message."""
-        branch = self.branch_of[id(session)]
+        branch = session.branch  # read before committing: a committed session has no branch
         snap = session.commit(message, metadata={"author": "fixture-bot", **metadata})
         self.facts["commits"].append({"branch": branch, "message": message, "id": snap})
         return snap
 
     def session(self, branch: str = "main") -> ic.Session:
         """A writable session on ``branch``."""
-        session = self.repo.writable_session(branch)
-        self.branch_of[id(session)] = branch
-        return session
+        return self.repo.writable_session(branch)
 
     def vref(self, index: list[int], element: int, count: int) -> ic.VirtualChunkSpec:
         """A virtual ref to ``count`` int32 starting at element ``element`` of the virtual file."""
@@ -263,7 +260,6 @@ def build_v2_only(b: Builder) -> None:
     b.facts["amend"] = {"replaced": first, "by": amended}
 
     s = b.repo.rearrange_session("main")
-    b.branch_of[id(s)] = "main"
     s.move("/data/sub/deep", "/data/deep_moved")
     b.commit(s, "move deep group", step=18)
     b.facts["moved"] = {"from": "/data/sub/deep", "to": "/data/deep_moved"}
