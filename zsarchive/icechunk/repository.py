@@ -301,8 +301,7 @@ def _within(refs: Iterator[ChunkRef], extents: list[tuple[int, int]], where: str
         if len(index) != ndim:
             raise ZSCorrupt(f"{where}: ref {list(index)} has {len(index)} coordinates, but the "
                             f"manifest ref extents have {ndim} dimensions")
-        # Tuple comparison is lexicographic, so it only proves the first dimension; the loop settles the rest.
-        return lows <= index < highs and all(lo <= i < hi for lo, i, hi in zip(lows, index, highs))
+        return all(lo <= i < hi for lo, i, hi in zip(lows, index, highs))
 
     def inside_1d(ref: ChunkRef) -> bool:
         index = ref.index
