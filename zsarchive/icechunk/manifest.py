@@ -21,7 +21,6 @@ from zsarchive.icechunk.model import ArrayManifestInfo, ChunkRef, FileType, Mani
 
 _U32 = struct.Struct("<I")
 _I32 = struct.Struct("<i")
-_U64 = struct.Struct("<Q")
 _U16 = struct.Struct("<H")
 _INLINE, _NATIVE, _VIRTUAL = RefKind.INLINE, RefKind.NATIVE, RefKind.VIRTUAL
 _new_ref = tuple.__new__  # builds the NamedTuple without its keyword handling: ~2x faster
