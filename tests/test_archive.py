@@ -75,10 +75,14 @@ def test_log_time_range_and_as_of(case, archive):
     assert [s["id"] for s in archive.log("main", since=middle["written_at"], until=newest["written_at"])] == expected
     moment = dt.datetime.fromisoformat(middle["written_at"].replace("Z", "+00:00"))
     assert [s["id"] for s in archive.log("main", since=moment, until=until)] == expected
-    everything = archive.log()
-    assert {s["id"] for s in everything} >= {s["id"] for s in history}
+    everything = archive.log()  # every snapshot file, reachable or not
+    assert {s["id"]: s["flushed_at"] for s in everything} == {
+        sid: snap["flushed_at"] for sid, snap in answers["snapshots"].items()}
     times = [s["flushed_at"] for s in everything]
     assert times == sorted(times, reverse=True)
+    window = archive.log(since=middle["written_at"], until=newest["written_at"])
+    assert [s["id"] for s in window] == [s["id"] for s in everything
+                                         if since <= parse_time(s["flushed_at"]) <= until]
     with pytest.raises(NotFound, match="before the first commit"):
         archive.log("main", until=parse_time(history[-1]["written_at"]) - 1)
     with pytest.raises(NotFound, match="flushed at or before"):

@@ -223,12 +223,12 @@ class RepoArchive:
             chosen = [(sid, v) for sid, v in items
                       if (since is None or v[1] >= since) and (until is None or v[1] <= until)]
         else:
-            times = list(self._range(S.SNAPSHOT_TIME, (), None))
-            earliest = times[0][0][0] if times else None
-            chosen = []
-            for (flushed, sid), _ in reversed(times):
-                if (since is None or flushed >= since) and (until is None or flushed <= until):
-                    chosen.append((sid, self._snapshot_value(sid)))
+            first = next(self._records(S.SNAPSHOT_TIME), None)
+            earliest = first[0][0] if first else None
+            # A range scan of the by-time family reads only the blocks of that period.
+            window = list(self._range(S.SNAPSHOT_TIME, () if since is None else (since,),
+                                      None if until is None else (until + 1,)))
+            chosen = [(sid, self._snapshot_value(sid)) for (_, sid), _ in reversed(window)]
         if until is not None and earliest is not None and until < earliest:
             raise NotFound(f"{self.name}: {format_time(until)} is before the first commit "
                            f"({format_time(earliest)})")
@@ -321,12 +321,17 @@ class RepoArchive:
         """Every chunk ref of the array, streamed in coordinate order."""
         return self.node_chunk_refs(self._array_at(ref, path))
 
-    def node_chunk_refs(self, node: dict) -> Iterator[dict]:
-        """Every chunk ref of an array node from :meth:`node` or :meth:`ls`, streamed in coordinate order."""
+    def node_chunk_refs(self, node: dict, start: Iterable[int] | None = None,
+                        stop: Iterable[int] | None = None) -> Iterator[dict]:
+        """Every chunk ref of an array node from :meth:`node` or :meth:`ls`, streamed in coordinate
+        order; only those with ``start <= coords < stop`` (coordinate tuples), if given."""
         streams = []
         for manifest in node["manifests"]:
             prefix = (manifest["id"], node["id"])
-            streams.append((k[2], v) for k, v in self._records(S.CHUNK_REF, prefix))
+            first = None if start is None else S.key_prefix(S.CHUNK_REF, prefix + (tuple(start),))
+            end = None if stop is None else S.key_prefix(S.CHUNK_REF, prefix + (tuple(stop),))
+            records = self.zs.search(start=first, stop=end, prefix=S.key_prefix(S.CHUNK_REF, prefix))
+            streams.append((k[2], v) for _, k, v in map(S.split, records))
         merged = streams[0] if len(streams) == 1 else heapq.merge(*streams, key=lambda item: item[0])
         for coords, value in merged:
             yield self._chunk_dict(node["path"], coords, value)
