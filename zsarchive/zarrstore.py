@@ -22,6 +22,8 @@ from zsarchive.errors import ZSError
 
 _LIST_BATCH = 4096
 """Keys pulled from the archive per step of a listing: bounded memory for millions of chunks."""
+_WINDOW_MIN, _WINDOW_MAX = 1, 1024
+"""Bounds of the number of chunk refs one lookup reads ahead (see ``_Refs``)."""
 
 
 def _is_remote(location: Any) -> bool:
@@ -74,6 +76,43 @@ class _Array:
         return tuple(coords)
 
 
+class _Refs:
+    """The chunk refs of one array, read a window at a time.
+
+    zarr asks for the chunks of a selection in coordinate order, the order the archive stores
+    them in, so one scan along the last dimension answers the next gets too. The window doubles
+    while reads continue where it ends and shrinks back to one ref when lookups jump around.
+    """
+
+    __slots__ = ("archive", "node", "window", "size")
+
+    def __init__(self, archive: RepoArchive, node: dict) -> None:
+        self.archive = archive
+        self.node = node
+        self.window: tuple | None = None  # (start, stop, refs, [hits]): every ref in [start, stop)
+        self.size = _WINDOW_MIN
+
+    def get(self, coords: tuple[int, ...]) -> dict | None:
+        """The chunk ref at ``coords``, or None if the array has none there."""
+        window = self.window  # one read: concurrent lookups each see a whole window
+        if window is not None:
+            start, stop, refs, hits = window
+            if start <= coords < stop:
+                hits[0] += 1
+                return refs.get(coords)
+            if coords == stop:  # reading on where the window ended: read further ahead
+                self.size = min(2 * self.size, _WINDOW_MAX)
+            elif 2 * hits[0] < stop[-1] - start[-1]:  # most of the window went unused
+                self.size = max(self.size // 2, _WINDOW_MIN)
+        if not coords:
+            return self.archive.node_chunk_ref(self.node, coords)  # a 0-d array has one chunk
+        # coordinates that share all but the last and whose last is below this: one short run
+        stop = coords[:-1] + (coords[-1] + self.size,)
+        refs = {tuple(c["coords"]): c for c in self.archive.node_chunk_refs(self.node, coords, stop)}
+        self.window = (coords, stop, refs, [0])
+        return refs.get(coords)
+
+
 class ArchiveStore(Store):
     """One snapshot of a repo archive as a read-only zarr store (make it with :func:`open_store`)."""
 
@@ -97,12 +136,14 @@ class ArchiveStore(Store):
         self._meta: dict[str, bytes] = {}
         self._nodes: dict[str, dict] = {}
         self._arrays: dict[str, _Array] = {}
+        self._refs: dict[str, _Refs] = {}
         for node in archive.ls(f"snapshot:{self.snapshot_id}"):
             path = node["path"].strip("/")
             self._nodes[path] = node
             self._meta[f"{path}/zarr.json" if path else "zarr.json"] = node["user_data"]
             if node["node_type"] == "array":
                 self._arrays[path] = _Array(node, f"{path}/" if path else "")
+                self._refs[path] = _Refs(archive, node)
 
     # -- plumbing ----------------------------------------------------------------------------
 
@@ -156,7 +197,7 @@ class ArchiveStore(Store):
         if located is None:
             return None
         array, coords = located
-        return self.archive.node_chunk_ref(array.node, coords)
+        return self._refs[array.node["path"].strip("/")].get(coords)
 
     def _read(self, key: str, byte_range: ByteRequest | None) -> bytes | None:
         meta = self._meta.get(key)
