@@ -275,6 +275,21 @@ def test_metadata_must_be_an_object(tmp_path, metadata):
         ZSWriter(tmp_path / "m2.zs", {"x": object()})
 
 
+def test_metadata_is_copied_and_text_input_refused(tmp_path):
+    meta = {"nested": {"k": "v"}}
+    path = tmp_path / "c.zs"
+    with ZSWriter(path, meta, include_default_metadata=False) as w:
+        meta["nested"]["k"] = "a much longer value than before"
+        w.add_file_contents(io.BytesIO(b"a\n"))
+        w.finish()
+    with ZS(path) as z:
+        assert z.metadata == {"nested": {"k": "v"}}
+    for kw in ({}, {"length_prefixed": "uleb128"}):
+        with pytest.raises(ZSError, match="open the input in binary mode"):
+            with ZSWriter(tmp_path / f"t{len(kw)}.zs", {}) as w:
+                w.add_file_contents(io.StringIO("a\n"), **kw)
+
+
 def test_existing_output_is_never_overwritten(tmp_path):
     path = tmp_path / "exists.zs"
     path.write_bytes(b"precious")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import getpass
 import hashlib
 import itertools
+import json
 import operator
 import os
 import socket
@@ -175,7 +176,11 @@ class ZSWriter:
         if not isinstance(parallelism, int) or parallelism < 1:
             raise ZSError(f"parallelism must be a positive integer or 'guess', not {parallelism!r}")
         self._codec = get_codec(codec, compress_level)
-        self.metadata = dict(metadata)
+        try:
+            # A deep copy: the header is encoded again at the end and must come out the same.
+            self.metadata = json.loads(json.dumps(dict(metadata)))
+        except (TypeError, ValueError) as exc:
+            raise ZSError(f"metadata is not JSON-serialisable: {exc}") from None
         if include_default_metadata:
             self.metadata.setdefault("build-info", default_build_info())
         self.codec = self._codec.name
@@ -186,10 +191,8 @@ class ZSWriter:
         # The header is rewritten in place at the end, so its length must not change: the
         # root offset placeholder is 2**63 - 1 only for readability, every field is fixed-size.
         self._header = Header(2**63 - 1, 0, 0, b"\0" * 32, self.codec, self.metadata)
-        try:
-            encoded_header = self._header.encode()
-        except (TypeError, ValueError) as exc:
-            raise ZSError(f"metadata is not JSON-serialisable: {exc}") from None
+        encoded_header = self._header.encode()
+        self._header_length = len(encoded_header)
         flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
         try:
             fd = os.open(self._path, flags, 0o666)
@@ -273,6 +276,8 @@ class ZSWriter:
             self._header.total_file_length = self._pos
             self._header.data_sha256 = self._hasher.digest()
             encoded = self._header.encode()
+            if len(encoded) != self._header_length:
+                raise ZSError(f"{self._path}: metadata changed while writing; the header no longer fits")
             f = self._file
             f.seek(len(MAGIC))
             f.write(encoded)
@@ -372,6 +377,9 @@ class ZSWriter:
             buf = read(approx)
             if not buf:
                 break
+            if not isinstance(buf, bytes):
+                raise ZSError(f"{self._input_name(file)}: read() gave {type(buf).__name__}, not bytes: "
+                              "open the input in binary mode")
             if partial:
                 # Search only the new bytes (and a terminator straddling the seam).
                 start = max(0, len(partial) - tlen + 1)
@@ -482,7 +490,10 @@ def _length_prefixed_records(file: BinaryIO, kind: str) -> Iterator[bytes]:
     while True:
         if len(buf) - pos < 16:
             # Keep at least one whole length field in the buffer unless the input ends.
-            buf = buf[pos:] + read(_READ_SIZE)
+            more = read(_READ_SIZE)
+            if not isinstance(more, bytes):
+                raise ZSError(f"{name}: read() gave {type(more).__name__}, not bytes: open the input in binary mode")
+            buf = buf[pos:] + more
             pos = 0
             if not buf:
                 return
