@@ -6,7 +6,6 @@ import json
 
 import click
 
-from zsarchive.archive import header_summary
 from zsarchive.cli.app import main
 from zsarchive.cli.dump import open_zs
 
@@ -33,6 +32,10 @@ def info_command(zs_file: str, metadata_only: bool) -> None:
                 "metadata": z.metadata,
                 "statistics": {"root_index_level": z.root_index_level},
             }
+            # Imported here: the archive layer pulls in icechunk/flatbuffers/numpy, which plain ZS
+            # commands should not pay for at start-up.
+            from zsarchive.archive import header_summary
+
             archive = header_summary(z)  # repo archives also show their header record
             if archive is not None:
                 info["archive"] = archive
