@@ -223,3 +223,18 @@ def test_newer_archive_format_is_refused(tmp_path):
         writer.finish()
     _one_line_error(_zs("refs", str(target)), "newer than this zsarchive reads")
 
+
+
+def test_malformed_record_values_are_one_line_errors(tmp_path):
+    target = tmp_path / "bad.zs"
+    records = sorted([
+        S.record(S.REFS, ("branch", "main"), ("S" * 20,)),
+        S.record(S.SNAPSHOT, ("S" * 20,), (None, "not a time", "m", "{}", ())),
+        S.record(S.NODE, ("S" * 20, ("v",)), ("too", "short")),
+        S.record(S.HEADER, (), (1, 2, 0, "test", ())),
+    ])
+    with ZSWriter(target, {S.METADATA_KEY: {"format_version": 1}}, codec="none") as writer:
+        writer.add_records(records)
+        writer.finish()
+    _one_line_error(_zs("ls", str(target), "main"), "nodes record", "malformed")
+    _one_line_error(_zs("log", str(target), "main"), "snapshots record", "malformed")

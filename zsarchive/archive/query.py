@@ -7,6 +7,7 @@ or over HTTP through the same reader.
 
 from __future__ import annotations
 
+import functools
 import heapq
 import json
 import os
@@ -26,6 +27,20 @@ _HEAD_SLACK = 64 * 1024
 """A chunk this close to the start of its file is read with its file's first bytes in one request."""
 _CHUNK_ID = re.compile(r"^[0-9A-HJKMNP-TV-Z]{20}$")
 """A Crockford base32 ObjectId12: the only chunk file names an archive may make us open."""
+
+
+def _checked(family: bytes):
+    """Turn a record value of the wrong shape (from a damaged or hostile archive) into ZSCorrupt."""
+    def wrap(build):
+        @functools.wraps(build)
+        def checked(*args):
+            try:
+                return build(*args)
+            except (ValueError, TypeError, IndexError, KeyError, AttributeError, json.JSONDecodeError) as exc:
+                raise ZSCorrupt(f"archive {S.FAMILY_NAMES[family]} record {args[:-1]!r} has a malformed "
+                                f"value: {exc}") from None
+        return checked
+    return wrap
 
 
 class NotFound(ZSError, LookupError):
@@ -48,10 +63,13 @@ def header_summary(zs: ZS) -> dict | None:
         return None
     for rec in zs.search(prefix=S.key_prefix(S.HEADER)):
         _, _, value = S.split(rec)
-        format_version, spec_version, export_time, exporter, counts = value[:5]
-        return {"format_version": format_version, "source_spec_version": spec_version,
-                "export_time": format_time(export_time), "exporter": exporter,
-                "counts": {name: count for name, count in counts}}
+        try:
+            format_version, spec_version, export_time, exporter, counts = value[:5]
+            return {"format_version": format_version, "source_spec_version": spec_version,
+                    "export_time": format_time(export_time), "exporter": exporter,
+                    "counts": {name: count for name, count in counts}}
+        except (ValueError, TypeError) as exc:
+            raise ZSCorrupt(f"{zs_name(zs)}: malformed archive header record: {exc}") from None
     raise ZSCorrupt(f"{zs_name(zs)}: archive has no header record")
 
 
@@ -154,6 +172,7 @@ class RepoArchive:
         return cached
 
     @staticmethod
+    @_checked(S.SNAPSHOT)
     def _snapshot_dict(snapshot_id: str, value: tuple) -> dict:
         parent, flushed_at, message, metadata = value[:4]
         return {"id": snapshot_id, "parent_id": parent, "flushed_at": format_time(flushed_at),
@@ -239,6 +258,7 @@ class RepoArchive:
     # -- nodes -------------------------------------------------------------------------------
 
     @staticmethod
+    @_checked(S.NODE)
     def _node_dict(components: tuple, value: tuple) -> dict:
         node_id, node_type, user_data, shape, names, manifests = value[:6]
         out: dict[str, Any] = {"path": S.path_of(components),
@@ -277,6 +297,7 @@ class RepoArchive:
     # -- chunks ------------------------------------------------------------------------------
 
     @staticmethod
+    @_checked(S.CHUNK_REF)
     def _chunk_dict(path: str, coords: tuple, value: tuple) -> dict:
         kind = value[0]
         out: dict[str, Any] = {"path": path, "coords": list(coords), "kind": S.KIND_NAMES[kind],
