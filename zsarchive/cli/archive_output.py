@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from typing import Any, Iterable, Sequence
 
 import click
 
 from zsarchive.archive import RepoArchive
+
+_LAYOUT_ROWS = 1000  # rows a table's column widths are taken from
 
 json_option = click.option("--json", "as_json", is_flag=True,
                            help="One JSON object per line (a stable contract, see docs/archive-format.rst).")
@@ -36,16 +39,20 @@ def _cell(value: Any) -> str:
 
 
 def emit(rows: Iterable[dict], as_json: bool, columns: Sequence[str]) -> None:
-    """Print rows: JSON lines with every field, or an aligned table of those ``columns`` some row fills."""
+    """Print rows: JSON lines with every field, or an aligned table of those ``columns`` some row fills.
+
+    Both stream: a table is laid out from its first rows, so millions of chunk refs never sit in memory.
+    """
     if as_json:
         for row in rows:
             click.echo(json.dumps(_plain(row), ensure_ascii=False))
         return
-    rows = list(rows)
-    if rows:  # a column no row fills (e.g. "from"/"to" of a diff without moves) is noise
-        columns = [c for c in columns if any(row.get(c) is not None for row in rows)]
-    table = [[_cell(row.get(c)) for c in columns] for row in rows]
+    rows = iter(rows)
+    first = list(itertools.islice(rows, _LAYOUT_ROWS))
+    if first:  # a column no row fills (e.g. "from"/"to" of a diff without moves) is noise
+        columns = [c for c in columns if any(row.get(c) is not None for row in first)]
+    table = [[_cell(row.get(c)) for c in columns] for row in first]
     widths = [max([len(c)] + [len(r[i]) for r in table]) for i, c in enumerate(columns)]
     click.echo("  ".join(c.upper().ljust(w) for c, w in zip(columns, widths)).rstrip())
-    for r in table:
+    for r in itertools.chain(table, ([_cell(row.get(c)) for c in columns] for row in rows)):
         click.echo("  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip())
