@@ -4,7 +4,9 @@ Small families (refs, snapshots, nodes, transaction logs, per-chunk history, ops
 external sort; chunk refs stream straight out of the manifests (taken in id order, a manifest's refs
 are already in key order) and embedded chunk bytes out of a second, deduplicating sort of chunk ids.
 The families are chained in tag order into one ZSWriter, which writes a temporary file that is
-renamed over the target only once complete and fsynced.
+renamed over the target only once complete and fsynced. With ``parallelism > 1`` worker processes
+parse the transaction logs and manifests (the costly part) and hand back their encoded records in
+run files; the bytes written do not depend on it.
 """
 
 from __future__ import annotations
