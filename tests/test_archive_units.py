@@ -80,3 +80,25 @@ def test_external_sorter_spills_and_merges(tmp_path, unique):
     out = list(sorter.sorted())
     assert out == (sorted(set(items)) if unique else sorted(items))
     sorter.close()
+
+
+def test_external_sorter_memory_does_not_grow_with_input(tmp_path):
+    """Peak memory is bounded by max_bytes, not by the data: 24 MB through a 1 MiB buffer."""
+    import tracemalloc
+
+    rng = random.Random(3)
+    sorter = ExternalSorter(max_bytes=1 << 20, tmpdir=str(tmp_path), unique=False)
+    tracemalloc.start()
+    try:
+        for _ in range(200_000):
+            sorter.add(rng.randbytes(120))
+        previous, count = b"", 0
+        for item in sorter.sorted():
+            assert item >= previous
+            previous, count = item, count + 1
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+        sorter.close()
+    assert count == 200_000
+    assert peak < 12 << 20, peak

@@ -12,6 +12,8 @@ import tempfile
 from typing import BinaryIO, Iterator
 
 _LEN = struct.Struct("<I")
+MAX_RUNS = 64
+"""Spilled runs merged at once at most (bounds open files and read buffers)."""
 
 
 class ExternalSorter:
@@ -45,21 +47,46 @@ class ExternalSorter:
 
     def _spill(self) -> None:
         self._items.sort()
-        run = tempfile.TemporaryFile(dir=self._tmpdir, prefix="zsarchive-sort-", buffering=1 << 20)
-        pack = _LEN.pack
-        run.write(b"".join(pack(len(item)) + item for item in self._items))
-        run.seek(0)
-        self._runs.append(run)
+        self._runs.append(self._write_run(self._items))
         self._items = []
         self._size = 0
+        if len(self._runs) >= MAX_RUNS:
+            # Merge the runs into one now: a later merge then never needs more open files or
+            # read buffers than MAX_RUNS, however large the input.
+            merged = heapq.merge(*self._readers())
+            self._runs = [self._write_run(merged)]
+
+    def _write_run(self, items) -> BinaryIO:
+        run = tempfile.TemporaryFile(dir=self._tmpdir, prefix="zsarchive-sort-")
+        pack = _LEN.pack
+        batch: list[bytes] = []
+        for item in items:
+            batch.append(pack(len(item)))
+            batch.append(item)
+            if len(batch) >= 32768:
+                run.write(b"".join(batch))
+                batch = []
+        run.write(b"".join(batch))
+        run.flush()
+        return run
+
+    def _readers(self) -> list[Iterator[bytes]]:
+        # Read buffers share the memory budget: many runs, smaller buffers.
+        size = max(1 << 16, min(1 << 20, self._max_bytes // (2 * max(1, len(self._runs)))))
+        readers = []
+        for run in self._runs:
+            run.seek(0)
+            readers.append(self._read_run(run, open(run.fileno(), "rb", buffering=size, closefd=False)))
+        return readers
 
     @staticmethod
-    def _read_run(run: BinaryIO) -> Iterator[bytes]:
-        reader = run.read
+    def _read_run(run: BinaryIO, buffered: BinaryIO) -> Iterator[bytes]:
+        reader = buffered.read
         unpack = _LEN.unpack
         while True:
             head = reader(4)
             if not head:
+                buffered.close()
                 run.close()
                 return
             yield reader(unpack(head)[0])
@@ -68,7 +95,7 @@ class ExternalSorter:
         """Every item added, in bytewise order; consumes the sorter."""
         self._items.sort()
         if self._runs:
-            merged = heapq.merge(iter(self._items), *(self._read_run(run) for run in self._runs))
+            merged = heapq.merge(iter(self._items), *self._readers())
         else:
             merged = iter(self._items)
         if not self._unique:
