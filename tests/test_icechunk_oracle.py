@@ -87,12 +87,17 @@ def test_deleted_tags_and_fixture_facts(both):
     assert sorted(repo.tags()) == sorted(facts["tags"])
 
 
-def test_moved_node_is_in_a_transaction_log(o2):
+def test_moved_nodes_are_in_transaction_logs(o2):
     repo = Repository.open(str(repo_path(2)))
     moved = fixtures()["v2"]["moved"]
-    moves = [(m.from_path, m.to_path, m.node_type.value) for s in repo.snapshots() if s.parent_id
-             for m in repo.transaction_log(s.id).moved_nodes]
-    assert (moved["from"], moved["to"], "group") in moves
+    moved = [moved] if isinstance(moved, dict) else moved
+    moves = {(m.from_path, m.to_path): m for s in repo.snapshots() if s.parent_id
+             for m in repo.transaction_log(s.id).moved_nodes}
+    for item in moved:
+        move = moves[(item["from"], item["to"])]
+        later = [s.id for s in repo.snapshots() if move in repo.transaction_log(s.id).moved_nodes][0]
+        node = repo.node(later, item["to"])
+        assert (node.id, node.node_type) == (move.node_id, move.node_type)
 
 
 def test_ancestry(both):

@@ -30,6 +30,15 @@ _N_SLOTS = 10  # fields of the ChunkRef table
 _WIDTHS = (4, 4, 8, 8, 12, 4, 4, 4, 4, 4)  # bytes of each ChunkRef field inside the table
 _FORMATS = ("I", "I", "Q", "Q", "12s", "I", "I", "I", "I", "I")
 _TAIL = (0,)  # appended to every unpacked table: the value of an absent field
+_BATCH = 1024  # refs decoded per resumption of the decoder
+
+
+def _NO_TABLE(buf, pos):
+    return (0,)
+
+
+def _NO_INDEX(buf, pos):
+    return (None,)
 
 
 class _Layout:
@@ -167,9 +176,10 @@ class ManifestBuffer:
         """Refs of one array in ascending coordinate order; ZSCorrupt on any inconsistency."""
         if node_id not in self.arrays:
             return iter(())
-        return self._iter(node_id)
+        # Refs come in lists, so the per-ref iteration is C code and the decoder resumes once per batch.
+        return itertools.chain.from_iterable(self._batches(node_id))
 
-    def _iter(self, node_id: NodeId) -> Iterator[ChunkRef]:
+    def _batches(self, node_id: NodeId) -> Iterator[list[ChunkRef]]:
         # The hot loop of the whole reader. Consecutive refs nearly always share one vtable, so the
         # previous ref's layout is tried first and confirmed by the soffset its single struct call
         # returns. Every offset here is a sum of unsigned values, so it is never negative and
@@ -184,15 +194,18 @@ class ManifestBuffer:
         new_ref = _new_ref
         virtual, native, tail = _VIRTUAL, _NATIVE, _TAIL
         previous: tuple[int, ...] = ()
-        ndim, index_unpack = -1, None
-        vtable = -1
+        # Placeholders that fail the first checks below, sending the first ref down the slow paths.
+        ndim, index_unpack = -1, _NO_INDEX
+        vtable, unpack = None, _NO_TABLE
+        batch: list[ChunkRef] = []
+        append = batch.append
         slot = start
         try:
             for rel in struct.unpack_from(f"<{count}I", buf, start):
                 pos = slot + rel
                 slot += 4
-                values = unpack(buf, pos) if vtable >= 0 else None
-                if values is None or pos - values[0] != vtable:
+                values = unpack(buf, pos)
+                if pos - values[0] != vtable:
                     layout = self._layout(pos - _I32.unpack_from(buf, pos)[0],
                                           f"array {node_id} ref {(slot - start) // 4 - 1}")
                     vtable, unpack, pick = layout.vtable, layout.unpack, layout.pick
@@ -202,7 +215,7 @@ class ManifestBuffer:
                     values = unpack(buf, pos)
                 index_off, offset, length, payload, etag_off, modified = pick(values + tail)
                 vec = pos + index_at + index_off
-                coords = index_unpack(buf, vec) if ndim >= 0 else (None,)
+                coords = index_unpack(buf, vec)
                 if coords[0] != ndim:
                     ndim, index_unpack = self._index_reader(buf, vec, node_id, (slot - start) // 4 - 1)
                     coords = index_unpack(buf, vec)
@@ -228,14 +241,20 @@ class ManifestBuffer:
                     if etag_off:
                         where = f"array {node_id} ref {(slot - start) // 4 - 1} checksum_etag"
                         etag = _utf8(_vector(buf, pos + etag_at + etag_off, size, where), where)
-                    yield new_ref(ChunkRef, (index, kind, None, None, location, offset, length, etag,
-                                             modified or None))
+                    append(new_ref(ChunkRef, (index, kind, None, None, location, offset, length, etag,
+                                              modified or None)))
                 elif kind is native:
-                    yield new_ref(ChunkRef, (index, kind, None, encode_id(payload), None, offset, length, None, None))
+                    append(new_ref(ChunkRef, (index, kind, None, encode_id(payload), None, offset, length, None,
+                                              None)))
                 else:
                     inline = _vector(buf, pos + payload_at + payload, size,
                                      f"array {node_id} ref {(slot - start) // 4 - 1} inline")
-                    yield new_ref(ChunkRef, (index, kind, inline, None, None, 0, 0, None, None))
+                    append(new_ref(ChunkRef, (index, kind, inline, None, None, 0, 0, None, None)))
+                if len(batch) >= _BATCH:
+                    yield batch
+                    batch = []
+                    append = batch.append
+            yield batch
         except struct.error:
             raise ZSCorrupt(f"{self.name}: array {node_id} ref {(slot - start) // 4 - 1}: an offset points "
                             f"outside the {size}-byte buffer") from None
