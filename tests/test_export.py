@@ -111,6 +111,8 @@ def test_cli_export_then_queries(tmp_path):
     assert "wrote" in proc.stderr
     tables = _zs("log", str(target), "main")
     assert tables.returncode == 0 and tables.stdout.startswith("ID")
+    checked = _zs("validate", str(target))  # our validator knows the zstd codec the reference lacks
+    assert checked.returncode == 0, checked.stderr
 
 
 def test_not_a_repository(tmp_path):
