@@ -175,6 +175,9 @@ def test_unknown_ref_path_and_coords(archive, case):
     answers, _, _ = case
     with pytest.raises(NotFound, match="unknown branch, tag or snapshot 'nope'"):
         archive.ls("nope")
+    for deleted in (r["name"] for r in archive.refs() if r["type"] == "deleted_tag"):
+        with pytest.raises(NotFound, match=f"tag '{deleted}' was deleted"):
+            archive.ls(deleted)
     with pytest.raises(NotFound, match="no node '/no/such'"):
         archive.node("main", "/no/such")
     tree = answers["trees"][answers["branches"]["main"]]

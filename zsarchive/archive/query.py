@@ -197,8 +197,8 @@ class RepoArchive:
             value = self._one(S.REFS, (kind, spec.name))
             if value is not None:
                 return value[0]
-            if kind == "tag" and self._one(S.REFS, ("deleted_tag", spec.name)) is not None and spec.kind:
-                raise NotFound(f"{self.name}: tag {spec.name!r} was deleted")
+        if spec.kind in (None, "tag") and self._one(S.REFS, ("deleted_tag", spec.name)) is not None:
+            raise NotFound(f"{self.name}: tag {spec.name!r} was deleted")
         what = f"{spec.kind} " if spec.kind else "branch, tag or snapshot "
         raise NotFound(f"{self.name}: unknown {what}{spec.name!r}")
 
