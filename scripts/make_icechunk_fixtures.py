@@ -261,8 +261,10 @@ def build_v2_only(b: Builder) -> None:
 
     s = b.repo.rearrange_session("main")
     s.move("/data/sub/deep", "/data/deep_moved")
+    s.move("/data/c/t", "/data/c/t_moved")  # an array: its chunks must follow it to the new path
     b.commit(s, "move deep group", step=18)
     b.facts["moved"] = {"from": "/data/sub/deep", "to": "/data/deep_moved"}
+    b.facts["moved_nodes"] = [b.facts["moved"], {"from": "/data/c/t", "to": "/data/c/t_moved"}]
 
     b.repo.set_metadata({"project": "zsarchive", "fixture": True, "owners": ["a", "b"]})
     b.repo.update_metadata({"revision": 2})
@@ -298,6 +300,7 @@ def describe(b: Builder) -> dict:
     facts["deleted_tags"] = ["doomed-tag"]
     facts["main_commits"] = sum(1 for _ in repo.ancestry(branch="main"))
     added = next(c["id"] for c in facts["commits"] if c["message"] == "add scratch array")
+    awkward = next(c["id"] for c in facts["commits"] if c["message"].endswith("awkward names"))
     # Chunk kinds each array holds at a ref ("branch:NAME", "tag:NAME") or snapshot id.
     facts["arrays"] = {
         "data/temperature": {"at": "branch:main", "chunk_kinds": ["inline"], "dimension_names": ["y", "x"]},
@@ -308,11 +311,13 @@ def describe(b: Builder) -> dict:
         "data/sub/checked": {"at": "branch:main", "chunk_kinds": ["virtual"]},
         "data/sub/many_virt": {"at": "branch:main", "chunk_kinds": ["virtual"]},
         "scalar": {"at": "branch:main", "chunk_kinds": ["inline"], "shape": []},
-        "data/c/t": {"at": "branch:main", "chunk_kinds": ["inline"]},
+        "data/c/t": {"at": awkward, "chunk_kinds": ["inline"]},
         "data/\u00fcn\u00ef c\u00f4de": {"at": "branch:main", "chunk_kinds": ["inline"]},
         "dev_only": {"at": "branch:dev", "chunk_kinds": ["inline"]},
         "data/to_delete": {"at": added, "chunk_kinds": ["native"], "deleted_later": True},
     }
+    if MAJOR >= 2:
+        facts["arrays"]["data/c/t_moved"] = {"at": "branch:main", "chunk_kinds": ["inline"]}
     facts["virtual_arrays"] = ["data/sub/checked", "data/sub/many_virt", "data/sub/virt"]
     facts["location_compressed_arrays"] = ["data/sub/many_virt"] if MAJOR >= 2 else []
     facts["groups"] = ["", "data", "data/sub", "data/sub/deep", "data/empty", "data/c"]

@@ -166,7 +166,12 @@ def test_v2_only_history(icechunk2_python):
     assert amended[0]["fields"]["new_snap_id"] == facts["amend"]["by"]
     assert answer["snapshots"][facts["amend"]["replaced"]]["reachable"] is False
     moved = [d for d in answer["diffs"] if d["diff"]["moved_nodes"]]
-    assert [facts["moved"]["from"], facts["moved"]["to"]] in moved[0]["diff"]["moved_nodes"]
+    assert sorted(moved[0]["diff"]["moved_nodes"]) == sorted([m["from"], m["to"]] for m in facts["moved_nodes"])
+    # The moved array's chunks answer at the new path with the bytes they had at the old one.
+    before = answer["trees"][facts["arrays"]["data/c/t"]["at"]]["chunks"]
+    after = main_tree(answer)["chunks"]
+    assert after["data/c/t_moved/c/1"]["bytes_b64"] == before["data/c/t/c/1"]["bytes_b64"]
+    assert "data/c/t/c/1" not in after
     assert answer["metadata"] == {"project": "zsarchive", "fixture": True, "owners": ["a", "b"], "revision": 2}
     # The ops log outgrew one repo info file: the rest is reached through overwritten/.
     assert answer["repo_info"]["repo_before_updates"]
