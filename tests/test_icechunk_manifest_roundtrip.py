@@ -42,13 +42,17 @@ def arrays(draw):
     return dict(sorted(out.items()))
 
 
-def build(manifest_id: bytes, spec: dict) -> bytes:
-    """A manifest file (header + zstd FlatBuffer) built with the generated builder functions."""
+def build(manifest_id: bytes, spec: dict, last_ref_at_end: bool = False) -> bytes:
+    """A manifest file (header + zstd FlatBuffer) built with the generated builder functions.
+
+    The builder writes back to front: ``last_ref_at_end`` builds the tables in reverse so the last ref
+    read sits at the very end of the buffer (the decoder's layout guess must not overrun it).
+    """
     b = flatbuffers.Builder(1024)
     array_offsets = []
     for node, refs in spec.items():
         ref_offsets = []
-        for index, kind in refs:
+        for index, kind in (reversed(refs) if last_ref_at_end else refs):
             strings = {}
             if kind[0] is RefKind.INLINE:
                 strings["inline"] = b.CreateByteVector(kind[1])
@@ -77,6 +81,8 @@ def build(manifest_id: bytes, spec: dict) -> bytes:
                 if kind[5] is not None:
                     CR.AddChecksumLastModified(b, kind[5])
             ref_offsets.append(CR.End(b))
+        if last_ref_at_end:
+            ref_offsets.reverse()
         AM.StartRefsVector(b, len(ref_offsets))
         for off in reversed(ref_offsets):
             b.PrependUOffsetTRelative(off)
@@ -107,9 +113,9 @@ def expected_ref(index: tuple, kind: tuple) -> ChunkRef:
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.binary(min_size=12, max_size=12), arrays())
-def test_direct_decoder_reads_what_the_builder_wrote(manifest_id, spec):
-    manifest = decode_manifest(build(manifest_id, spec), "built")
+@given(st.binary(min_size=12, max_size=12), arrays(), st.booleans())
+def test_direct_decoder_reads_what_the_builder_wrote(manifest_id, spec, last_ref_at_end):
+    manifest = decode_manifest(build(manifest_id, spec, last_ref_at_end), "built")
     assert manifest.id == ids.encode(manifest_id)
     assert [a.node_id for a in manifest.arrays] == [ids.encode(n) for n in spec]
     for node, refs in spec.items():
@@ -118,3 +124,10 @@ def test_direct_decoder_reads_what_the_builder_wrote(manifest_id, spec):
         kinds = [k[0] for _, k in refs]
         assert manifest.kind_counts(node_id) == (kinds.count(RefKind.INLINE), kinds.count(RefKind.NATIVE),
                                                  kinds.count(RefKind.VIRTUAL))
+
+
+def test_a_small_table_after_a_large_one_at_the_buffer_end():
+    """Regression: a virtual ref then an inline ref whose small table ends the buffer."""
+    spec = {b"\x01" * 8: [((0,), (RefKind.VIRTUAL, "s3://b/k", 5, 7, "etag", 9)), ((1,), (RefKind.INLINE, b""))]}
+    manifest = decode_manifest(build(b"\x02" * 12, spec, last_ref_at_end=True), "built")
+    assert list(manifest.chunk_refs(ids.encode(b"\x01" * 8))) == [expected_ref(i, k) for i, k in spec[b"\x01" * 8]]

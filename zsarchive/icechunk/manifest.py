@@ -204,7 +204,11 @@ class ManifestBuffer:
             for rel in struct.unpack_from(f"<{count}I", buf, start):
                 pos = slot + rel
                 slot += 4
-                values = unpack(buf, pos)
+                try:
+                    values = unpack(buf, pos)
+                except struct.error:
+                    # The guessed layout reads past the end, where a smaller table may sit: go the slow way.
+                    values = (pos + 1,)
                 if pos - values[0] != vtable:
                     layout = self._layout(pos - _I32.unpack_from(buf, pos)[0],
                                           f"array {node_id} ref {(slot - start) // 4 - 1}")
