@@ -72,9 +72,10 @@ class ExportSummary:
     seconds: float = 0.0
 
 
-def _small_family_records(repo: Repository, sorter: ExternalSorter,
+def _small_family_records(repo: Repository, refs: list[bytes], sorter: ExternalSorter,
                           txlogs: list[tuple[str, int]]) -> dict[str, int]:
-    """Refs, repo facts, snapshots, nodes and the ops log into ``sorter``.
+    """Refs into ``refs`` (they precede the chunk refs in the file); repo facts, snapshots, nodes
+    and the ops log into ``sorter`` (they follow them).
 
     Appends to ``txlogs`` the (snapshot id, flushed_at) whose transaction log is to be read, and
     returns the manifests the nodes use: id -> number of chunk refs (for the progress total).
@@ -84,11 +85,11 @@ def _small_family_records(repo: Repository, sorter: ExternalSorter,
     add = sorter.add
     record = S.record
     for name, sid in repo.branches().items():
-        add(record(S.REFS, ("branch", name), (sid,)))
+        refs.append(record(S.REFS, ("branch", name), (sid,)))
     for name, sid in repo.tags().items():
-        add(record(S.REFS, ("tag", name), (sid,)))
+        refs.append(record(S.REFS, ("tag", name), (sid,)))
     for name in repo.deleted_tags():
-        add(record(S.REFS, ("deleted_tag", name), (None,)))
+        refs.append(record(S.REFS, ("deleted_tag", name), (None,)))
 
     facts = {
         "spec_version": info.spec_version,
@@ -256,16 +257,6 @@ def _chunk_data_records(repo_root: Path, chunk_ids: ExternalSorter) -> Iterator[
         yield S.record(S.CHUNK_DATA, (chunk_id,), (data,))
 
 
-def _split_at(records: Iterator[bytes], family: bytes) -> tuple[list[bytes], Iterator[bytes]]:
-    """Records before the first one of ``family`` or later (these stay small), and the rest."""
-    before: list[bytes] = []
-    for rec in records:
-        if rec[:1] >= family:
-            return before, itertools.chain((rec,), records)
-        before.append(rec)
-    return before, iter(())
-
-
 def _repo_root(location: str) -> Path:
     return Path(location[len("file://"):] if location.startswith("file://") else location)
 
@@ -302,30 +293,23 @@ def export(repo_location: str | os.PathLike, archive_path: str | os.PathLike, *,
     work = tempfile.TemporaryDirectory(dir=target_dir, prefix=f".{target.name}.work-")
     pool: ProcessPoolExecutor | None = None
     try:
+        refs: list[bytes] = []
         txlogs: list[tuple[str, int]] = []
-        manifest_refs = _small_family_records(repo, sorter, txlogs)
+        manifest_refs = _small_family_records(repo, refs, sorter, txlogs)
         manifests = sorted(manifest_refs)
         manifest_futures: list[Future] = []
+        tx_futures: list[Future] = []
         if parallelism > 1 and len(txlogs) + len(manifests) > 1:
             # Parsing transaction logs and manifests dominates: worker processes do it (the GIL
             # would serialise threads), spilling encoded records to run files read back in order.
+            # Chunk refs come first in the file, so writing them overlaps parsing the logs.
             pool = ProcessPoolExecutor(max_workers=parallelism, mp_context=multiprocessing.get_context("fork"))
             tx_futures = [pool.submit(_txlog_task, location, sid, flushed, os.path.join(work.name, f"t{i}"))
                           for i, (sid, flushed) in enumerate(txlogs)]
             manifest_futures = [pool.submit(_manifest_task, location, mid, os.path.join(work.name, f"m{i}"),
                                             include_chunks) for i, mid in enumerate(manifests)]
-            for i, future in enumerate(tx_futures):
-                summary, _ = future.result()
-                sorter.add(summary)
-                for batch in _read_batches(os.path.join(work.name, f"t{i}")):
-                    sorter.extend(batch)
-        else:
-            for sid, flushed in txlogs:
-                summary, history = _txlog_records(repo, sid, flushed)
-                sorter.add(summary)
-                sorter.extend(history)
 
-        total = sorter.count + sum(manifest_refs.values())
+        total = len(refs) + sorter.count + sum(manifest_refs.values())
         done = 0
 
         def tick(n: int) -> None:
@@ -333,6 +317,24 @@ def export(repo_location: str | os.PathLike, archive_path: str | os.PathLike, *,
             done += n
             if progress is not None:
                 progress(done, total)
+
+        def later_families() -> Iterator[bytes]:
+            """Families after the chunk data: the sorter, once the transaction logs are in it."""
+            nonlocal total
+            before = sorter.count
+            if tx_futures:
+                for i, future in enumerate(tx_futures):
+                    summary, _ = future.result()
+                    sorter.add(summary)
+                    for batch in _read_batches(os.path.join(work.name, f"t{i}")):
+                        sorter.extend(batch)
+            else:
+                for sid, flushed in txlogs:
+                    summary, history = _txlog_records(repo, sid, flushed)
+                    sorter.add(summary)
+                    sorter.extend(history)
+            total += sorter.count - before
+            yield from sorter.sorted()
 
         tally = [0] * 256  # records written per family tag
 
@@ -373,10 +375,8 @@ def export(repo_location: str | os.PathLike, archive_path: str | os.PathLike, *,
                 tuple(sorted(counts.items())),
             ))
 
-        ordered = sorter.sorted()
-        head, rest = _split_at(ordered, S.CHUNK_REF)
-        stream = itertools.chain(counted(head), counted(chunk_refs()), counted(chunk_data()), counted(rest),
-                                 header())
+        stream = itertools.chain(counted(sorted(refs)), counted(chunk_refs()), counted(chunk_data()),
+                                 counted(later_families()), header())
         metadata = {S.METADATA_KEY: {"format_version": S.FORMAT_VERSION,
                                      "source_spec_version": repo.spec_version}}
         with ZSWriter(os.fspath(tmp), metadata, codec=codec, compress_level=compress_level,
