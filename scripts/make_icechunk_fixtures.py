@@ -5,6 +5,7 @@ Run once per icechunk major version; each run replaces its own repository and it
 
     .peers/ic1/bin/python scripts/make_icechunk_fixtures.py   # -> testdata/icechunk/v1 (spec V1)
     .peers/ic2/bin/python scripts/make_icechunk_fixtures.py   # -> testdata/icechunk/v2 (spec V2)
+                                                              #    and v1-migrated (v1, upgraded)
 
 Virtual chunks point at ``VIRTUAL_PREFIX`` (a fixed path under /tmp, since icechunk resolves
 ``file://`` refs by absolute path); ``icechunk_oracle.link_virtual_prefix`` maps it to
@@ -285,8 +286,11 @@ def build_v2_only(b: Builder) -> None:
     s = b.session()
     zarr.open_group(store=s.store, mode="r+").attrs["final"] = True
     b.commit(s, "final commit", step=20)
-    b.skip("expiration / garbage collection updates", "they delete the history this fixture exists to show")
-    b.skip("repo migration update", "needs a V1 repository upgraded in place; not part of this history")
+    # Expiration and GC with a 1971 cutoff: both are logged, neither finds anything to delete.
+    cutoff = datetime(1971, 1, 1, tzinfo=timezone.utc)
+    b.facts["expired"] = sorted(b.repo.expire_snapshots(older_than=cutoff))
+    summary = b.repo.garbage_collect(cutoff)
+    b.facts["gc_deleted"] = summary.snapshots_deleted + summary.manifests_deleted + summary.chunks_deleted
 
 
 def describe(b: Builder) -> dict:
@@ -325,6 +329,18 @@ def describe(b: Builder) -> dict:
     return facts
 
 
+def migrate(v1: Path, target: Path, prefix: str) -> dict:
+    """Copy the V1 repository and upgrade the copy in place to spec V2 (icechunk 2.x only)."""
+    shutil.rmtree(target, ignore_errors=True)
+    shutil.copytree(v1, target)
+    repo = ic.Repository.open(ic.local_filesystem_storage(str(target)), authorize_virtual_chunk_access=authorize(prefix))
+    repo = ic.upgrade_icechunk_repository(repo, dry_run=False, delete_unused_v1_files=True)
+    return {"from": v1.name, "icechunk_version": ic.__version__, "spec_version": int(repo.spec_version),
+            "branches": sorted(repo.list_branches()), "tags": sorted(repo.list_tags()),
+            "v1_files_left": sorted(str(p.relative_to(target)) for p in target.rglob("*")
+                                    if p.is_file() and (p.name == "config.yaml" or "refs" in p.parts))}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=TESTDATA, help="testdata/icechunk directory")
@@ -345,6 +361,9 @@ def main() -> None:
     doc = json.loads(sidecar.read_text()) if sidecar.exists() else {}
     doc["virtual"] = {"prefix": args.virtual_prefix, "directory": VIRTUAL_DIR, "file": VIRTUAL_FILE}
     doc[name] = describe(builder)
+    if MAJOR >= 2 and (out / "v1").is_dir():
+        # icechunk 2.x upgrading the repository icechunk 1.x wrote: the RepoMigrated update.
+        doc["v1-migrated"] = migrate(out / "v1", out / "v1-migrated", args.virtual_prefix)
     sidecar.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
     print(f"wrote {path} ({sum(f.stat().st_size for f in path.rglob('*') if f.is_file())} bytes)",
           file=sys.stderr)

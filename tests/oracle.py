@@ -23,9 +23,10 @@ def fixtures() -> dict:
     return json.loads((ICECHUNK_TESTDATA / "fixtures.json").read_text())
 
 
-def repo_path(version: int) -> Path:
-    """The committed repository written by icechunk ``version``.x (spec V``version``)."""
-    return ICECHUNK_TESTDATA / f"v{version}"
+def repo_path(version: int, name: str | None = None) -> Path:
+    """The committed repository written by icechunk ``version``.x (spec V``version``), or the
+    fixture called ``name`` (e.g. ``"v1-migrated"``: icechunk 2.x upgraded the V1 repository)."""
+    return ICECHUNK_TESTDATA / (name or f"v{version}")
 
 
 def virtual_mapping() -> dict[str, Path]:
@@ -51,14 +52,14 @@ def run_oracle(python: Path, repo: Path, mapping: dict[str, Path]) -> dict:
 
 
 @lru_cache(maxsize=None)
-def _cached(version: int, python: Path) -> bytes:
-    return _run(python, repo_path(version), virtual_mapping())
+def _cached(version: int, python: Path, name: str | None) -> bytes:
+    return _run(python, repo_path(version, name), virtual_mapping())
 
 
-def oracle(version: int, python: Path) -> dict:
-    """Everything icechunk ``version``.x says about the committed fixture repository.
+def oracle(version: int, python: Path, name: str | None = None) -> dict:
+    """Everything icechunk ``version``.x says about the committed fixture repository (or ``name``).
 
     The subprocess runs once per session; each call gets its own copy, so a test that edits
     the answer cannot change what the next test sees.
     """
-    return json.loads(_cached(version, python))
+    return json.loads(_cached(version, python, name))

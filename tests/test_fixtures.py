@@ -159,8 +159,9 @@ def test_v2_only_history(icechunk2_python):
     kinds = [u["kind"] for u in answer["ops_log"]]
     for kind in ("RepoInitialized", "NewCommit", "CommitAmended", "BranchCreated", "BranchReset",
                  "BranchDeleted", "TagCreated", "TagDeleted", "MetadataChanged", "RepoStatusChanged",
-                 "FeatureFlagChanged", "ConfigChanged", "NewDetachedSnapshot"):
+                 "FeatureFlagChanged", "ConfigChanged", "NewDetachedSnapshot", "ExpirationRan", "GCRan"):
         assert kind in kinds, kind
+    assert facts["expired"] == [] and facts["gc_deleted"] == 0
     amended = [u for u in answer["ops_log"] if u["kind"] == "CommitAmended"]
     assert amended[0]["fields"]["previous_snap_id"] == facts["amend"]["replaced"]
     assert amended[0]["fields"]["new_snap_id"] == facts["amend"]["by"]
@@ -181,6 +182,20 @@ def test_v2_only_history(icechunk2_python):
     compressed = [m for m in answer["manifests"].values() if m["compression"]["uses_location_compression"]]
     assert compressed and all(m["total_virtual"] == 64 for m in compressed)
     assert facts["location_compressed_arrays"] == ["data/sub/many_virt"]
+
+
+def test_v1_migrated_by_icechunk_2(icechunk1_python, icechunk2_python):
+    facts = fixtures()["v1-migrated"]
+    migrated = oracle(2, icechunk2_python, "v1-migrated")
+    original = oracle(1, icechunk1_python)
+    assert migrated["spec_version"] == facts["spec_version"] == 2
+    assert [u["kind"] for u in migrated["ops_log"]][0] == "RepoMigrated"
+    assert migrated["branches"] == original["branches"] and migrated["tags"] == original["tags"]
+    assert ([i["id"] for i in migrated["ancestry"]["branch:main"]]
+            == [i["id"] for i in original["ancestry"]["branch:main"]])
+    main = original["refs"]["branch:main"]
+    assert migrated["trees"][main]["chunks"] == original["trees"][main]["chunks"]
+    assert facts["v1_files_left"] == []
 
 
 def test_v1_skips_are_recorded(icechunk1_python):
