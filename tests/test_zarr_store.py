@@ -418,3 +418,46 @@ def test_xarray_open_zarr_round_trip(icechunk2_python, tmp_path):
             ours = xr.open_zarr(store, consolidated=False).load()
             assert ours["temp"].dims == ("time", "station")
             assert json.loads(json.dumps(ours.to_dict(data="list", encoding=False), default=str)) == theirs[ref]
+
+
+MANY_REFS_SCRIPT = r'''
+import sys, icechunk as ic, zarr
+path, n = sys.argv[1], int(sys.argv[2])
+ic.set_logs_filter("error")
+repo = ic.Repository.create(ic.local_filesystem_storage(path))
+s = repo.writable_session("main")
+zarr.group(store=s.store).create_array("v", shape=(n,), chunks=(1,), dtype="<i4", compressors=None, fill_value=0)
+s.store.set_virtual_refs("v", [ic.VirtualChunkSpec(index=[i], location=f"file:///nowhere/g{i % 97}.bin",
+                                                   offset=4 * i, length=4) for i in range(n)],
+                         validate_containers=False)
+s.commit("many refs")
+'''
+
+
+def test_listing_streams_an_array_of_many_chunks(icechunk2_python, tmp_path):
+    n = 50_000
+    subprocess.run([str(icechunk2_python), "-c", MANY_REFS_SCRIPT, str(tmp_path / "repo"), str(n)],
+                   check=True, capture_output=True, timeout=300)
+    export(tmp_path / "repo", tmp_path / "many.zs", approx_block_size=16 * 1024)
+
+    async def first(iterator):
+        async for name in iterator:
+            return name
+
+    async def count(iterator):
+        total = 0
+        async for _ in iterator:
+            total += 1
+        return total
+
+    with open_store(tmp_path / "many.zs", "main") as store:
+        stats = store.archive.zs.stats
+        before = stats.snapshot()["decompressions"]
+        assert _run(first(store.list_dir("v/c"))) == "0"
+        early = stats.snapshot()["decompressions"] - before
+        assert _run(count(store.list_dir("v/c"))) == n
+        assert _run(count(store.list_prefix("v/c/"))) == n
+        whole = (stats.snapshot()["decompressions"] - before - early) // 2
+        # the first name came after decoding a few blocks, not the whole array's refs
+        assert whole > 40 and early < whole / 4, (early, whole)
+        assert _run(store.getsize(f"v/c/{n - 1}")) == 4 and _run(_get(store, f"v/c/{n}")) is None

@@ -280,8 +280,8 @@ class ArchiveStore(Store):
                 yield meta
             array = self._arrays.get(path)
             if array is not None and (array.base.startswith(prefix) or prefix.startswith(array.base)):
-                for chunk in self.archive.node_chunk_refs(node):
-                    key = array.key(chunk["coords"])
+                for coords in self.archive.node_chunk_coords(node):
+                    key = array.key(coords)
                     if key.startswith(prefix):
                         yield key
 
@@ -308,8 +308,8 @@ class ArchiveStore(Store):
             if not base.startswith(array.base):
                 continue  # its chunk keys lie below a node name listed above, or elsewhere
             previous = None
-            for chunk in self.archive.node_chunk_refs(array.node):
-                key = array.key(chunk["coords"])
+            for coords in self.archive.node_chunk_coords(array.node):
+                key = array.key(coords)
                 if key.startswith(base):
                     name = key[len(base):].split("/", 1)[0]
                     # chunks stream in coordinate order: repeats of a name are adjacent

@@ -20,6 +20,7 @@ from zsarchive.archive import schema as S
 from zsarchive.archive.refspec import RefSpec, TimeBound, parse_ref, time_bound
 from zsarchive.errors import ZSCorrupt, ZSError
 from zsarchive.icechunk.model import format_time
+from zsarchive.keys import decode as decode_key
 from zsarchive.reader import ZS
 from zsarchive.transport.http import HTTPTransport
 
@@ -356,6 +357,17 @@ class RepoArchive:
         merged = streams[0] if len(streams) == 1 else heapq.merge(*streams, key=lambda item: item[0])
         for coords, value in merged:
             yield self._chunk_dict(node["path"], coords, value)
+
+    def node_chunk_coords(self, node: dict) -> Iterator[tuple[int, ...]]:
+        """The coordinates of every chunk ref of an array node, streamed in order (listings: only
+        the coordinates of each record are decoded)."""
+        streams = []
+        for manifest in node["manifests"]:
+            prefix = S.key_prefix(S.CHUNK_REF, (manifest["id"], node["id"]))
+            at = len(prefix)
+            # the records share the prefix; what follows it is the coordinates and the key's end
+            streams.append(decode_key(rec, at, what="chunk ref key")[0][0] for rec in self.zs.search(prefix=prefix))
+        return streams[0] if len(streams) == 1 else heapq.merge(*streams)
 
     def chunk_data(self, ref: str, path: str, coords: Iterable[int], repo: str | os.PathLike | None = None) -> bytes:
         """The chunk's stored bytes: inline, embedded, from ``repo``'s chunks/, or an authorized virtual file."""
