@@ -1,7 +1,7 @@
 """Write the committed Icechunk fixture repositories with the REAL icechunk.
 
-Run once per icechunk major version; each run replaces its own repository and its part of
-``testdata/icechunk/fixtures.json``::
+Run once per icechunk major version, 1.x first (the 2.x run also upgrades a copy of v1); each run
+replaces its own repositories and their part of ``testdata/icechunk/fixtures.json``::
 
     .peers/ic1/bin/python scripts/make_icechunk_fixtures.py   # -> testdata/icechunk/v1 (spec V1)
     .peers/ic2/bin/python scripts/make_icechunk_fixtures.py   # -> testdata/icechunk/v2 (spec V2)
