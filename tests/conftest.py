@@ -11,7 +11,6 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PEERS = Path(os.environ.get("ZSARCHIVE_PEERS", ROOT / ".peers"))
-SHARED_INTEROP = ROOT.parent / "shared" / "interop"
 TESTDATA = ROOT / "testdata"
 
 

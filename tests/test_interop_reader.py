@@ -12,7 +12,7 @@ import sys
 import pytest
 from click.testing import CliRunner
 
-from conftest import SHARED_INTEROP, TESTDATA
+from conftest import TESTDATA
 from zsarchive import ZS
 from zsarchive.cli import main
 from zsarchive.format import uleb128
@@ -194,13 +194,6 @@ def ref_answers(ref_files, reference_python):
         return cache[name]
 
     return get
-
-
-def test_testdata_interop_is_a_faithful_copy():
-    if not SHARED_INTEROP.exists():
-        pytest.skip("../shared/interop is not next to this clone (normal in CI)")
-    for name in INTEROP_NAMES + ["tiny-4grams.txt"]:
-        assert (TESTDATA / "interop" / name).read_bytes() == (SHARED_INTEROP / name).read_bytes()
 
 
 def test_info_same_json_as_reference_cli(ref_file, reference_zs):
