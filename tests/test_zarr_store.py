@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import os
 import shutil
 import subprocess
 from functools import lru_cache
@@ -461,3 +462,56 @@ def test_listing_streams_an_array_of_many_chunks(icechunk2_python, tmp_path):
         # the first name came after decoding a few blocks, not the whole array's refs
         assert whole > 40 and early < whole / 4, (early, whole)
         assert _run(store.getsize(f"v/c/{n - 1}")) == 4 and _run(_get(store, f"v/c/{n}")) is None
+
+
+LOCAL_ETAG_SCRIPT = r'''
+import os, sys, icechunk as ic, zarr
+repo_dir, data_dir = sys.argv[1:3]
+st = os.stat(os.path.join(data_dir, "f.bin"))
+etag = f"{st.st_ino:x}-{st.st_mtime_ns // 1000:x}-{st.st_size:x}"  # the local store's ETag scheme
+prefix = "file://" + data_dir + "/"
+config = ic.RepositoryConfig.default()
+config.set_virtual_chunk_container(ic.VirtualChunkContainer(prefix, ic.local_filesystem_store(data_dir)))
+repo = ic.Repository.create(ic.local_filesystem_storage(repo_dir), config=config,
+                            authorize_virtual_chunk_access={prefix: None})
+s = repo.writable_session("main")
+zarr.group(store=s.store).create_array("v", shape=(3,), chunks=(1,), dtype="u1", compressors=None, fill_value=0)
+s.store.set_virtual_refs("v", [ic.VirtualChunkSpec(index=[i], location=prefix + "f.bin", offset=i, length=1,
+                                                   etag_checksum=e) for i, e in enumerate([etag, "*", etag + "0"])],
+                         validate_containers=False)
+s.commit("etags")
+a = zarr.open_array(store=repo.readonly_session(branch="main").store, path="v", mode="r")
+answers = [a[0:1].tolist(), a[1:2].tolist()]
+try:
+    answers.append(a[2:3].tolist())
+except Exception:
+    answers.append("refused")
+os.utime(os.path.join(data_dir, "f.bin"), ns=(st.st_atime_ns, st.st_mtime_ns + 1000))  # "changed"
+try:
+    answers.append(a[0:1].tolist())
+except Exception:
+    answers.append("refused")
+print(answers)
+'''
+
+
+def test_local_virtual_etag_checked_as_icechunk_does(icechunk1_python, tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "f.bin").write_bytes(bytes([7, 8, 9]))
+    proc = subprocess.run([str(icechunk1_python), "-c", LOCAL_ETAG_SCRIPT, str(tmp_path / "repo"), str(data)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    # icechunk 1.1: a matching ETag and "*" read, a wrong one is refused, and so is any after a touch
+    assert proc.stdout.strip().splitlines()[-1] == "[[7], [8], 'refused', 'refused']"
+    export(tmp_path / "repo", tmp_path / "etag.zs")
+    with open_store(tmp_path / "etag.zs", "main", authorize=[f"file://{data}/"]) as store:
+        array = zarr.open_array(store=store, path="v", mode="r")
+        assert array[1:2].tolist() == [8]
+        with pytest.raises(ZSError, match="changed since the virtual ref was written"):
+            array[2:3]
+        with pytest.raises(ZSError, match=r"chunk 0 of '/v'.*changed since the virtual ref was written"):
+            array[0:1]  # the file was touched after icechunk wrote the ref
+        st = (data / "f.bin").stat()
+        os.utime(data / "f.bin", ns=(st.st_atime_ns, st.st_mtime_ns - 1000))  # back to the ref's time
+        assert array[0:1].tolist() == [7]
