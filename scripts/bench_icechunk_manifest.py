@@ -120,7 +120,7 @@ def zsarchive_parse(directory: Path) -> dict:
         n += 1
         virtual += ref.location is not None
     t1, c1 = time.perf_counter(), time.process_time()
-    return {"parse_s": t1 - t0, "parse_cpu_s": c1 - c0, "refs": n, **zsarchive_repository(directory), "virtual": virtual, "manifest_bytes": len(raw)}
+    return {"parse_s": t1 - t0, "parse_cpu_s": c1 - c0, "refs": n, "virtual": virtual, "manifest_bytes": len(raw)}
 
 
 def zsarchive_repository(directory: Path) -> dict:
@@ -159,9 +159,10 @@ def main() -> None:
     ic_runs, zs_runs = [], []
     for _ in range(args.runs):
         out = subprocess.run([str(IC2_PYTHON), __file__, "--icechunk-enumerate", str(directory)],
-                             check=True, capture_output=True, text=True, env={**os.environ, "PYTHONWARNINGS": "ignore"})
+                             check=True, capture_output=True, text=True,
+                             env={**os.environ, "PYTHONWARNINGS": "ignore"})
         ic_runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
-        zs_runs.append(zsarchive_parse(directory))
+        zs_runs.append({**zsarchive_parse(directory), **zsarchive_repository(directory)})
     n = args.refs
     for run in ic_runs + zs_runs + [{"refs": r["repo_refs"]} for r in zs_runs]:
         if run["refs"] != n:

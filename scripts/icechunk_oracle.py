@@ -6,9 +6,10 @@ Run under an icechunk Python (``.peers/ic1/bin/python`` or ``.peers/ic2/bin/pyth
 
 The answer is the oracle that tests compare zsarchive's reader and archives against. Every
 value comes from icechunk's public API (``list_*``, ``ancestry``, ``inspect_*``, ``ops_log``,
-``diff``, read-only sessions of every snapshot and their zarr store); the only thing read directly is the list of files
-in ``snapshots/``, so that snapshots no ref reaches any more are inspected too.
-Times are RFC 3339 UTC with microseconds and ``Z``; bytes are base64.
+``diff``, config, read-only sessions of every snapshot and their zarr store); the only thing
+read directly is the list of files in ``snapshots/``, so that snapshots no ref reaches any more
+are inspected too. Our own times are RFC 3339 UTC with microseconds and ``Z`` (``inspect_*``
+strings are icechunk's, which trims trailing zeros of the fraction); bytes are base64.
 """
 
 from __future__ import annotations
@@ -91,11 +92,8 @@ def update(entry: Any) -> dict:
     kind = entry.kind
     fields = {name: jsonable(getattr(kind, name)) for name in dir(kind)
               if not name.startswith("_") and not isinstance(getattr(kind, name), type)}
-    if "status" in fields and not isinstance(fields["status"], dict):
-        status = kind.status
-        fields["status"] = {"availability": str(status.availability).rsplit(".", 1)[-1],
-                            "set_at": rfc3339(status.set_at) if status.set_at else None,
-                            "limited_availability_reason": status.limited_availability_reason}
+    if "status" in fields:
+        fields["status"] = repo_status(kind.status)
     return {"kind": type(kind).__name__, "fields": fields, "updated_at": rfc3339(entry.updated_at),
             "backup_path": getattr(entry, "backup_path", None)}
 
@@ -196,7 +194,7 @@ def oracle(repo_path: Path, prefixes: dict[str, Path]) -> dict:
         out["repo_info"] = inspected(repo.inspect_repo_info())
         out["ops_log"] = [update(u) for u in repo.ops_log()]
         out["metadata"] = jsonable(repo.get_metadata())
-        out["status"] = update_status(repo.get_status())
+        out["status"] = repo_status(repo.get_status())
         out["feature_flags"] = [{"id": f.id, "name": f.name, "default_enabled": f.default_enabled,
                                  "setting": f.setting, "enabled": f.enabled} for f in repo.feature_flags()]
         known = {s["id"] for s in out["repo_info"]["snapshots"]}
@@ -258,7 +256,7 @@ def config(cfg: Any) -> dict:
     return out
 
 
-def update_status(status: Any) -> dict:
+def repo_status(status: Any) -> dict:
     """A ``RepoStatus`` as JSON."""
     return {"availability": str(status.availability).rsplit(".", 1)[-1],
             "set_at": rfc3339(status.set_at) if status.set_at else None,

@@ -46,7 +46,8 @@ def write_virtual_data(directory: Path) -> None:
     (directory / "granules").mkdir(parents=True, exist_ok=True)
     (directory / VIRTUAL_FILE).write_bytes(np.arange(1000, 1400, dtype="<i4").tobytes())
     for k in range(GRANULES):
-        (directory / "granules" / f"g{k}.bin").write_bytes(np.arange(2000 + 100 * k, 2016 + 100 * k, dtype="<i4").tobytes())
+        ramp = np.arange(2000 + 100 * k, 2016 + 100 * k, dtype="<i4")
+        (directory / "granules" / f"g{k}.bin").write_bytes(ramp.tobytes())
 
 
 def authorize(prefix: str) -> dict:
@@ -333,7 +334,8 @@ def migrate(v1: Path, target: Path, prefix: str) -> dict:
     """Copy the V1 repository and upgrade the copy in place to spec V2 (icechunk 2.x only)."""
     shutil.rmtree(target, ignore_errors=True)
     shutil.copytree(v1, target)
-    repo = ic.Repository.open(ic.local_filesystem_storage(str(target)), authorize_virtual_chunk_access=authorize(prefix))
+    repo = ic.Repository.open(ic.local_filesystem_storage(str(target)),
+                              authorize_virtual_chunk_access=authorize(prefix))
     repo = ic.upgrade_icechunk_repository(repo, dry_run=False, delete_unused_v1_files=True)
     return {"from": v1.name, "icechunk_version": ic.__version__, "spec_version": int(repo.spec_version),
             "branches": sorted(repo.list_branches()), "tags": sorted(repo.list_tags()),
