@@ -1,21 +1,20 @@
 """zsarchive: a ZS v0.10 engine, and whole Icechunk histories archived as one ZS file."""
 
 from zsarchive.errors import ZSCorrupt, ZSError
-from zsarchive.reader import ZS
-from zsarchive.writer import ZSWriter
-from zsarchive.validate import ValidationReport, validate
-from zsarchive.archive import RepoArchive, export
-from zsarchive.icechunk import Repository as IcechunkRepository
+from zsarchive.lazy import lazy_exports
+
+__getattr__ = lazy_exports(__name__, {
+    "ZS": "zsarchive.reader",
+    "ZSWriter": "zsarchive.writer",
+    "validate": "zsarchive.validate",
+    "ValidationReport": "zsarchive.validate",
+    "RepoArchive": "zsarchive.archive",
+    "export": "zsarchive.archive",
+    "IcechunkRepository": "zsarchive.icechunk:Repository",
+    # the zarr store needs the optional ``zarr`` extra
+    "open_store": "zsarchive.zarrstore",
+    "ArchiveStore": "zsarchive.zarrstore",
+})
 
 __all__ = ["ZSError", "ZSCorrupt", "ZS", "ZSWriter", "validate", "ValidationReport", "RepoArchive", "export",
-           "IcechunkRepository",
-           "open_store", "ArchiveStore"]
-
-
-def __getattr__(name: str):
-    # the zarr store needs the optional ``zarr`` extra: import it only when asked for
-    if name in ("open_store", "ArchiveStore"):
-        from zsarchive import zarrstore
-
-        return getattr(zarrstore, name)
-    raise AttributeError(f"module 'zsarchive' has no attribute {name!r}")
+           "IcechunkRepository", "open_store", "ArchiveStore"]

@@ -1,10 +1,16 @@
 """The ``zs`` command: thin click wrappers over the library, one module per command."""
 
 from zsarchive.cli.app import main
-from zsarchive.cli import dump, info  # noqa: F401
-from zsarchive.cli import make  # noqa: F401
-from zsarchive.cli import validate  # noqa: F401
-from zsarchive.cli import archive_queries, export  # noqa: F401
-from zsarchive.cli import icechunk  # noqa: F401
+
+_ARCHIVE = "zsarchive.cli.archive_queries"
+main.lazy = {
+    "make": "zsarchive.cli.make",
+    "dump": "zsarchive.cli.dump",
+    "info": "zsarchive.cli.info",
+    "validate": "zsarchive.cli.validate",
+    "export": "zsarchive.cli.export",
+    "icechunk": "zsarchive.cli.icechunk",
+    **{name: _ARCHIVE for name in ("refs", "log", "ls", "chunks", "chunk", "diff", "ops", "chunk-log")},
+}
 
 __all__ = ["main"]

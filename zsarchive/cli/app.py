@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import sys
 
 import click
@@ -10,7 +11,21 @@ from zsarchive.errors import ZSError
 
 
 class _Group(click.Group):
-    """Turns library errors into one line on stderr and exit status 1: never a traceback."""
+    """Turns library errors into one line on stderr and exit status 1: never a traceback.
+
+    Commands are imported on first use (``lazy``: name -> module that registers it), so
+    ``zs dump`` does not pay for importing the Icechunk decoders.
+    """
+
+    lazy: dict[str, str] = {}
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(self.commands) | set(self.lazy))
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name not in self.commands and name in self.lazy:
+            importlib.import_module(self.lazy[name])
+        return self.commands.get(name)
 
     def invoke(self, ctx: click.Context):
         try:

@@ -5,7 +5,10 @@ from zsarchive.icechunk.model import (
     ManifestRef, MoveOperation, Node, NodeType, RefKind, RepoInfo, RepoStatus, Snapshot, SnapshotInfo,
     TransactionLog, Update, format_time,
 )
-from zsarchive.icechunk.repository import Repository
+from zsarchive.lazy import lazy_exports
+
+# the decoders import flatbuffers (and with it numpy): archive queries need only the model
+__getattr__ = lazy_exports(__name__, {"Repository": "zsarchive.icechunk.repository"})
 
 __all__ = [
     "ArrayManifestInfo", "ChunkRef", "DimensionShape", "FileHeader", "FileType", "Manifest",

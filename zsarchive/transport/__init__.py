@@ -5,10 +5,15 @@ from __future__ import annotations
 import os
 import re
 
+from zsarchive.lazy import lazy_exports
 from zsarchive.transport.base import Transport
-from zsarchive.transport.fsspec import FsspecTransport
-from zsarchive.transport.http import HTTPTransport
 from zsarchive.transport.local import FileObjectTransport, LocalFile
+
+# network transports import http.client, ssl or fsspec: only a URL should pay for that
+__getattr__ = lazy_exports(__name__, {
+    "HTTPTransport": "zsarchive.transport.http",
+    "FsspecTransport": "zsarchive.transport.fsspec",
+})
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 
@@ -27,7 +32,11 @@ def open_transport(source) -> Transport:
         if name == "file":
             return LocalFile(text[len("file://"):])
         if name in ("http", "https"):
+            from zsarchive.transport.http import HTTPTransport
+
             return HTTPTransport(text)
+        from zsarchive.transport.fsspec import FsspecTransport
+
         return FsspecTransport(text)
     if hasattr(source, "read") and hasattr(source, "seek"):
         return FileObjectTransport(source)
