@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from functools import lru_cache
 from pathlib import Path
 
@@ -188,6 +189,12 @@ def test_ranges_sizes_exists_and_list_dir_equal_icechunk(case):
             for prefix in theirs["dirs"]:
                 expected = [k for k in answers["trees"][sid]["keys"] if k.startswith(prefix)]
                 assert sorted(_run(_collect(store.list_prefix(prefix)))) == expected, (ref, prefix)
+            if theirs["ranges"]:
+                key, ranges = next(iter(theirs["ranges"].items()))
+                values = _run(store.get_partial_values(default_buffer_prototype(), [
+                    (key, RANGES["range"]), ("data/nothing/zarr.json", None), (key, None)]))
+                assert [v if v is None else v.to_bytes() for v in values] == [
+                    _b64(ranges["range"]), None, _run(_get(store, key))]
 
 
 def test_arrays_through_zarr_equal_icechunk(case):
@@ -337,6 +344,9 @@ def test_archive_and_repository_over_http(case, nginx_server):  # noqa: F811
     served = nginx_server.requests_since(mark)
     assert any(line.path.startswith(f"/repo-v{version}/chunks/") and line.status == 206 for line in served)
     assert all(line.status in (200, 206) for line in served), served
+    # every archive read of the concurrent gets went through the reader's small connection pool
+    archive_reads = [line for line in served if line.path == f"/v{version}.zs"]
+    assert len(archive_reads) > 1 and len({line.connection for line in archive_reads}) <= 8
 
 
 # -- virtual refs over http, and xarray: small repositories written by icechunk 2.x for the test --
@@ -515,3 +525,12 @@ def test_local_virtual_etag_checked_as_icechunk_does(icechunk1_python, tmp_path)
         st = (data / "f.bin").stat()
         os.utime(data / "f.bin", ns=(st.st_atime_ns, st.st_mtime_ns - 1000))  # back to the ref's time
         assert array[0:1].tolist() == [7]
+
+
+def test_zarr_stays_optional():
+    script = ("import sys; sys.modules['zarr'] = None\n"  # as if zarr were not installed
+              "import zsarchive\n"
+              "assert zsarchive.RepoArchive and zsarchive.export\n"
+              "try:\n    zsarchive.open_store\nexcept ImportError:\n    print('needs zarr')\n")
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and proc.stdout.strip() == "needs zarr", proc.stderr
