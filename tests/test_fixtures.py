@@ -22,11 +22,14 @@ def version_and_oracle(request) -> tuple[int, dict]:
 
 
 def main_tree(answer: dict) -> dict:
+    """The zarr tree icechunk reads at branch main."""
     return answer["trees"][answer["refs"]["branch:main"]]
 
 
 def chunk_types(tree: dict, array: str) -> set[str]:
-    return {e["chunk_type"] for k, e in tree["chunks"].items() if k == array + "/c" or k.startswith(array + "/c/")}
+    """The chunk kinds icechunk reports for the chunk keys of ``array`` (0-d arrays: key ``<array>/c``)."""
+    return {e["chunk_type"] for k, e in tree["chunks"].items()
+            if k == array + "/c" or k.startswith(array + "/c/")}
 
 
 def test_oracle_speaks_the_fixture_spec_version(version_and_oracle):
@@ -42,7 +45,8 @@ def test_config_names_the_virtual_container(version_and_oracle):
     prefix = fixtures()["virtual"]["prefix"]
     containers = answer["config"]["virtual_chunk_containers"]
     assert list(containers) == [prefix]
-    assert containers[prefix]["store"] == {"kind": "LocalFileSystem", "options": prefix[len("file://"):].rstrip("/")}
+    directory = prefix[len("file://"):].rstrip("/")
+    assert containers[prefix]["store"] == {"kind": "LocalFileSystem", "options": directory}
     if version == 2:
         assert answer["config"]["num_updates_per_repo_info_file"] == 8
         assert answer["config"]["virtual_chunk_location_compression"]["min_num_chunks"] == 32
