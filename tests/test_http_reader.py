@@ -112,6 +112,21 @@ def test_range_scan_of_many_adjacent_blocks_uses_few_requests(files):
     assert len(logged) <= blocks // 10, [line.range for line in logged]
 
 
+def test_range_scan_with_index_blocks_between_data_blocks_uses_few_requests(files):
+    """The reference writes each index block right after the blocks it indexes: with branching
+    factor 4 a long scan meets an index block every few data blocks (and more above them)."""
+    with ZS(url=files.url("deep.zs")) as zs:
+        assert zs.root_index_level >= 4
+        start, stop = b"0010000", b"0150000"
+        expected = [r for r in sorted(RECORDS) if start <= r < stop]
+        mark = files.mark()
+        assert list(zs.search(start=start, stop=stop)) == expected
+        logged = files.requests_since(mark)
+    blocks = sum(len(r) + 2 for r in expected) // 2000
+    assert blocks >= 100
+    assert len(logged) <= blocks // 10, [line.range for line in logged]
+
+
 def test_random_searches_over_http_match_the_local_file(files):
     rng = random.Random(7)
     keys = sorted(RECORDS)

@@ -36,6 +36,10 @@ FIRST_RUN_BYTES = 256 * 1024
 """The first read of a scan is small (quick first record); later runs double up to RUN_BYTES."""
 GAP_BYTES = 64 * 1024
 """Index blocks between data blocks up to this size are read through rather than split a run."""
+INDEX_BATCH = 64
+"""Most index blocks of one level a scan fetches in one batch (batches double from 1)."""
+INDEX_BATCH_BYTES = 2**20
+"""A batch of index blocks also ends once it holds this many bytes."""
 SMALL_SPAN_BLOCKS = 2
 """Searches touching at most this many data blocks go through the data block cache."""
 MIN_BLOCK_LENGTH = 10  # uleb128 length (1) + level (1) + CRC (8)
@@ -252,17 +256,6 @@ class ZS:
                                 f"blocks area [{lo}, {hi})")
         return _IndexBlock(level, keys, offsets, lengths)
 
-    def _child_index(self, parent: _IndexBlock, i: int) -> _IndexBlock:
-        offset, length, level = parent.offsets[i], parent.lengths[i], parent.level - 1
-        key = (offset, length, level)
-        block = self._index_cache.get(key)
-        if block is not None:
-            self.stats.add(index_cache_hits=1)
-            return block
-        block = self._parse_index(self._read(offset, length, blocks=1), offset, level)
-        self._index_cache.put(key, block)
-        return block
-
     def _data_block(self, extent: _Extent) -> _DataBlock:
         key = (extent.offset, extent.length)
         block = self._data_cache.get(key)
@@ -281,33 +274,70 @@ class ZS:
         """Data blocks that may hold records in [start, stop), in file order.
 
         Descends to the first candidate (the block before the first key >= start: keys are lower
-        bounds), then walks the index in order until a key >= stop.
+        bounds), then walks the index in order until a key >= stop. Each level's next index blocks
+        are fetched in batches that grow as the walk goes on, so a long scan costs few requests
+        even where index blocks sit between the data blocks, and a lookup reads no block ahead.
         """
-        path: list[list] = []  # [index block, next entry to visit]
+        path: list[tuple[_IndexBlock, int]] = []
         block = self._root
         while True:
-            i = bisect_left(block.keys, start)
-            if i:
-                i -= 1
+            i = max(bisect_left(block.keys, start) - 1, 0)
+            path.append((block, i))
             if block.level == 1:
-                path.append([block, i])
                 break
-            path.append([block, i + 1])
-            block = self._child_index(block, i)
-        while path:
-            top = path[-1]
-            block, i = top
-            if i >= len(block.keys):
-                path.pop()
-                continue
-            top[1] = i + 1
-            key = block.keys[i]
-            if stop is not None and key >= stop:
+            block = self._index_blocks([(block.offsets[i], block.lengths[i])], block.level - 1)[0]
+        entries = _entries(*path[0], stop)
+        for block, i in path[1:]:
+            if next(entries, None) is None:  # the descended child's key is >= stop: nothing in range
                 return
-            if block.level == 1:
-                yield _Extent(block.offsets[i], block.lengths[i], key)
-            else:
-                path.append([self._child_index(block, i), 0])
+            entries = chain(_entries(block, i, stop), self._children(entries, block.level, stop))
+        for key, offset, length in entries:
+            yield _Extent(offset, length, key)
+
+    def _children(self, parents: Iterator[tuple[bytes, int, int]], level: int,
+                  stop: bytes | None) -> Iterator[tuple[bytes, int, int]]:
+        """Entries of the level-``level`` index blocks that ``parents`` point at, in order.
+
+        Batches start at one block and double up to INDEX_BATCH blocks or INDEX_BATCH_BYTES; each
+        batch is one ``read_ranges`` call, which remote transports coalesce into few requests.
+        """
+        size = 1
+        while True:
+            batch: list[tuple[bytes, int, int]] = []
+            total = 0
+            for entry in parents:
+                batch.append(entry)
+                total += entry[2]
+                if len(batch) >= size or total >= INDEX_BATCH_BYTES:
+                    break
+            if not batch:
+                return
+            for block in self._index_blocks([(offset, length) for _, offset, length in batch], level):
+                yield from _entries(block, 0, stop)
+            size = min(2 * size, INDEX_BATCH)
+
+    def _index_blocks(self, extents: list[tuple[int, int]], level: int) -> list[_IndexBlock]:
+        """The index blocks at ``extents`` (all of ``level``): cached ones, the rest in one batch."""
+        blocks: list[_IndexBlock | None] = [self._index_cache.get((o, n, level)) for o, n in extents]
+        hits = sum(block is not None for block in blocks)
+        if hits:
+            self.stats.add(index_cache_hits=hits)
+        missing = [i for i, block in enumerate(blocks) if block is None]
+        if missing:
+            wanted = [extents[i] for i in missing]
+            try:
+                bufs = self._transport.read_ranges(wanted)
+            except ValueError:
+                if self._closed:  # closed by another thread mid-read, as in _read
+                    raise ZSError(f"{self.name}: the ZS file was closed during a read") from None
+                raise
+            self.stats.add(transport_reads=1, bytes_read=sum(n for _, n in wanted), block_reads=len(wanted))
+            for i, buf in zip(missing, bufs):
+                offset, length = extents[i]
+                block = self._parse_index(buf, offset, level)
+                self._index_cache.put((offset, length, level), block)
+                blocks[i] = block
+        return blocks  # type: ignore[return-value]
 
     @staticmethod
     def _runs(extents: Iterable[_Extent]) -> Iterator[tuple[list[_Extent], bool]]:
@@ -556,6 +586,15 @@ def _as_bytes(value, what: str) -> bytes | None:
     if isinstance(value, (bytearray, memoryview)):
         return bytes(value)
     raise ZSError(f"{what} must be bytes, not {type(value).__name__}")
+
+
+def _entries(block: _IndexBlock, i: int, stop: bytes | None) -> Iterator[tuple[bytes, int, int]]:
+    """Entries ``i``, ``i + 1``, ... of an index block as (key, offset, length), up to a key >= stop."""
+    for j in range(i, len(block.keys)):
+        key = block.keys[j]
+        if stop is not None and key >= stop:
+            return
+        yield key, block.offsets[j], block.lengths[j]
 
 
 def _trim(records: list[bytes], start: bytes, stop: bytes | None, trim_start: bool, trim_stop: bool) -> list[bytes]:
