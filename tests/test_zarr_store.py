@@ -472,6 +472,9 @@ def test_listing_streams_an_array_of_many_chunks(icechunk2_python, tmp_path):
         # the first name came after decoding a few blocks, not the whole array's refs
         assert whole > 40 and early < whole / 4, (early, whole)
         assert _run(store.getsize(f"v/c/{n - 1}")) == 4 and _run(_get(store, f"v/c/{n}")) is None
+        before = stats.snapshot()["decompressions"]
+        assert sorted(_run(_collect(store.list_dir("v")))) == ["c", "zarr.json"]
+        assert stats.snapshot()["decompressions"] == before  # no scan of the refs to say "c"
 
 
 LOCAL_ETAG_SCRIPT = r'''

@@ -151,6 +151,9 @@ class ArchiveStore(Store):
         return (isinstance(other, ArchiveStore) and other.archive is self.archive
                 and other.snapshot_id == self.snapshot_id and other.repo == self.repo)
 
+    def __hash__(self) -> int:
+        return hash((id(self.archive), self.snapshot_id, str(self.repo)))
+
     def __repr__(self) -> str:
         return f"ArchiveStore({self.archive.name!r}, ref={self.ref!r}, snapshot={self.snapshot_id!r})"
 
@@ -307,6 +310,8 @@ class ArchiveStore(Store):
         for array in self._arrays.values():
             if not base.startswith(array.base):
                 continue  # its chunk keys lie below a node name listed above, or elsewhere
+            if base == array.base and array.default and array.sep == "/":
+                continue  # all its chunk keys lie under "c", already listed: no scan of millions
             previous = None
             for coords in self.archive.node_chunk_coords(array.node):
                 key = array.key(coords)
