@@ -545,7 +545,8 @@ class RepoArchive:
         start = () if since is None else (since,)
         stop = None if until is None else (until + 1,)
         out = []
-        for (updated_at, _), (kind, backup_path, details) in self._range(S.OPS, start, stop):
+        for (updated_at, _), value in self._range(S.OPS, start, stop):
+            kind, backup_path, details = value[:3]  # later elements: extensions this reader ignores
             entry = {"type": kind, "updated_at": format_time(updated_at), "backup_path": backup_path}
             entry.update(_present_details(json.loads(details)))
             out.append(entry)
