@@ -17,6 +17,7 @@ Prints medians and ratios.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import subprocess
@@ -78,7 +79,7 @@ def main() -> None:
             export_s.append(time.perf_counter() - t0)
             out = subprocess.run([str(icbench.IC2_PYTHON), icbench.__file__, "--icechunk-enumerate", str(repo)],
                                  check=True, capture_output=True, text=True, env=env)
-            run = icbench.json.loads(out.stdout.strip().splitlines()[-1])
+            run = json.loads(out.stdout.strip().splitlines()[-1])
             enum_s.append(run["open_s"] + run["enumerate_s"])
             seconds, text = wall([sys.executable, "-m", "zsarchive", "chunk", str(archive), "main", "/v",
                                   f"{probe},0", "--json"], env)
