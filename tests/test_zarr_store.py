@@ -235,6 +235,11 @@ def test_older_tag_reads_an_array_deleted_later(case):
     path, info = next((p, a) for p, a in facts["arrays"].items() if a.get("deleted_later"))
     with open_store(plain, info["at"], repo=repo_path(version)) as old:
         assert zarr.open_array(store=old, path=path, mode="r").shape
+    history = answers["ancestry"]["branch:main"]
+    for entry in (history[len(history) // 2], history[-1]):  # REF@TIME names what was current then
+        with open_store(plain, f"main@{entry['written_at']}", repo=repo_path(version)) as then:
+            assert then.snapshot_id == entry["id"]
+            assert sorted(_run(_collect(then.list()))) == answers["trees"][entry["id"]]["keys"]
     with open_store(plain, "main", repo=repo_path(version)) as now:
         assert not _run(now.exists(f"{path}/zarr.json"))
         with pytest.raises(Exception):
