@@ -234,10 +234,14 @@ def _read_batches(path: str) -> Iterator[list[bytes]]:
     os.unlink(path)
 
 
-def _manifest_task(location: str, manifest_id: str, path: str, want_ids: bool) -> tuple[int, list[bytes] | None]:
+def _manifest_task(location: str, manifest_id: str, path: str, want_ids: bool) -> int:
+    """Chunk ref records of one manifest into run ``path``; its native chunk ids into ``path.ids``."""
     ids: list[bytes] | None = [] if want_ids else None
     count = _write_run(_manifest_records(_worker_repo(location), manifest_id, ids), path)
-    return count, ids
+    if ids is not None:
+        # On disk rather than in the result: finished tasks wait for the writer, memory must not.
+        _write_run(ids, path + ".ids")
+    return count
 
 
 def _txlog_task(location: str, sid: str, flushed_at: int, path: str) -> tuple[bytes, int]:
@@ -352,14 +356,18 @@ def export(repo_location: str | os.PathLike, archive_path: str | os.PathLike, *,
         def chunk_refs() -> Iterator[bytes]:
             for i, manifest_id in enumerate(manifests):
                 if manifest_futures:
-                    _, ids = manifest_futures[i].result()
-                    for batch in _read_batches(os.path.join(work.name, f"m{i}")):
+                    manifest_futures[i].result()
+                    run = os.path.join(work.name, f"m{i}")
+                    for batch in _read_batches(run):
                         yield from batch
+                    if chunk_ids is not None:
+                        for batch in _read_batches(run + ".ids"):
+                            chunk_ids.extend(batch)
                 else:
                     ids = [] if chunk_ids is not None else None
                     yield from _manifest_records(repo, manifest_id, ids)
-                if ids:
-                    chunk_ids.extend(ids)
+                    if ids:
+                        chunk_ids.extend(ids)
 
         def chunk_data() -> Iterator[bytes]:
             if chunk_ids is not None:
