@@ -11,6 +11,7 @@ import os
 import pty
 import subprocess
 import sys
+import threading
 import tracemalloc
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -19,10 +20,11 @@ import pytest
 from click.testing import CliRunner
 
 import zsarchive
+import zsarchive.format.header
 from zsarchive import ZSCorrupt
 from zsarchive.cli import main
 from zsarchive.format.block import encode_block, encode_index, encode_records
-from zsarchive.transport import open_transport
+from zsarchive.transport import Transport, open_transport
 from zsarchive.validate import validate
 from servers import nginx_server  # noqa: F401
 from zsfiles import FileBuilder, minimal, reference_make, reference_verdicts
@@ -270,6 +272,45 @@ def test_blocks_straddling_read_windows(reference_files, monkeypatch, window):
     bad[-20] ^= 1
     with pytest.raises(ZSCorrupt, match="CRC mismatch"):
         validate(io.BytesIO(bytes(bad)))
+
+
+def test_windows_are_fetched_ahead_of_the_walk_within_a_bound(reference_files, monkeypatch):
+    """Over a network the next windows must be on their way while blocks are checked, but only a
+    few: the first block is consumed only once a later window was asked for (the serial walk
+    would wait forever), and no read reaches more than a few windows past the walk."""
+    path = reference_files["deflate-branching-3"][0]
+    expected = validate(path)
+    data = path.read_bytes()
+    window = 1024  # a few blocks of this file
+    monkeypatch.setattr(importlib.import_module("zsarchive.validate"), "_WINDOW", window)
+    walked = [0]  # end of the last block the walk consumed
+    reach: list[int] = []  # how far past the walk each window read went
+    window_reads: list[int] = []
+    second_window = threading.Event()
+    seen_ahead: list[bool] = []
+
+    class Remote(Transport):
+        name, size = str(path), len(data)
+
+        def read(self, offset: int, length: int) -> bytes:
+            self._check_range(offset, length)
+            if length and offset >= zsarchive.format.header.blocks_start(
+                    zsarchive.format.header.header_length_of(data[:16], "x")):
+                window_reads.append(offset)
+                reach.append(offset + length - walked[0])
+                if len(window_reads) > 1:
+                    second_window.set()
+            return data[offset:offset + length]
+
+    def progress(done: int, total: int) -> None:
+        if not seen_ahead:
+            seen_ahead.append(second_window.wait(10))
+        walked[0] = done
+
+    report = validate(Remote(), parallelism=1, progress=progress)
+    assert dataclasses.replace(report, name=expected.name) == expected
+    assert seen_ahead == [True]
+    assert len(window_reads) > 10 and max(reach) <= 4 * window
 
 
 def test_progress_reports_every_byte_in_order(reference_files):

@@ -36,6 +36,7 @@ _TOTAL_LENGTH_AT = 32
 _SHA256_AT = 40
 _HEAD_GUESS = 1 << 16  # first read: the whole header of any ordinary file
 _WINDOW = 1 << 22  # bytes fetched per transport read while walking blocks
+_WINDOWS_AHEAD = 2  # windows in flight past the one being walked: overlaps fetching and checking
 _MAX_ULEB_BYTES = 10  # a u64 needs at most 10 uleb128 bytes; longer fields are corrupt anyway
 
 
@@ -91,6 +92,43 @@ def validate(source, *, parallelism: int | None = None,
     finally:
         if owned:
             transport.close()
+
+
+class _ReadAhead:
+    """Bytes [start, end) of a transport in order, fetched in windows on a thread ahead of the
+    caller: at most ``depth`` windows wait past the one being read, so memory stays bounded."""
+
+    def __init__(self, read: Callable[[int, int], bytes], start: int, end: int, window: int,
+                 depth: int) -> None:
+        self._read, self._end, self._window, self._depth = read, end, window, depth
+        self._next = start  # start of the next window to ask for
+        self._buf, self._buf_at = b"", start
+        self._pending: deque[Future] = deque()
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="zs-validate-read")
+        self._top_up()
+
+    def _top_up(self) -> None:
+        while len(self._pending) < self._depth and self._next < self._end:
+            length = min(self._window, self._end - self._next)
+            self._pending.append(self._pool.submit(self._read, self._next, length))
+            self._next += length
+
+    def get(self, offset: int, length: int) -> bytes:
+        """Bytes [offset, offset + length); ``offset`` never goes below an earlier call's."""
+        if offset + length > self._buf_at + len(self._buf):
+            parts = [self._buf[offset - self._buf_at:]]
+            have = self._buf_at + len(self._buf) - offset
+            while have < length:
+                window = self._pending.popleft().result()
+                self._top_up()
+                parts.append(window)
+                have += len(window)
+            self._buf, self._buf_at = b"".join(parts), offset
+        return self._buf[offset - self._buf_at:offset - self._buf_at + length]
+
+    def close(self) -> None:
+        """Stop fetching; windows not yet asked for are cancelled."""
+        self._pool.shutdown(wait=True, cancel_futures=True)
 
 
 class _Validator:
@@ -152,43 +190,45 @@ class _Validator:
 
     def frames(self) -> Iterator[_Raw]:
         """Yield every block from the end of the header to EOF, framing checked, body unchecked."""
-        window: bytes | memoryview = b""
-        window_at = self.blocks_start
         pos = self.blocks_start
         size = self.size
         # A local file offers zero-copy views of its mmap: then one view covers every block.
         view = getattr(self.t, "view", None)
-        span = size if view is not None else _WINDOW
-        read = view or self.t.read
+        if view is not None:
+            base = pos
+            whole = view(base, size - base)
+            ahead = None
 
-        def have(offset: int, length: int) -> bytes | memoryview:
-            nonlocal window, window_at
-            if offset + length > window_at + len(window):
-                window_at = offset
-                window = read(offset, min(size - offset, max(length, span)))
-            return window[offset - window_at:offset - window_at + length]
-
-        while pos < size:
-            field = have(pos, min(_MAX_ULEB_BYTES, size - pos))
-            if all(byte & 0x80 for byte in field):
-                problem = ("runs past the end of the file" if len(field) < _MAX_ULEB_BYTES
-                           else f"is longer than {_MAX_ULEB_BYTES} bytes")
-                raise self.fail(pos, f"block length field {problem}")
-            try:
-                body_length, field_length = uleb128.decode(field, 0, "length field")
-            except ZSCorrupt:
-                raise self.fail(pos, "block length field is not in shortest uleb128 form") from None
-            if body_length == 0:
-                raise self.fail(pos, "block length is 0 (a block holds at least its level byte)")
-            end = pos + field_length + body_length + 8
-            if end > size:
-                raise self.fail(pos, f"block of {end - pos} bytes (length field {body_length} + CRC) runs "
-                                     f"past the end of the {size}-byte file")
-            chunk = have(pos + field_length, body_length + 8)
-            body = chunk[:body_length]
-            stored = int.from_bytes(chunk[body_length:], "little")
-            yield _Raw(pos, end - pos, body[0], body, stored)
-            pos = end
+            def have(offset: int, length: int) -> bytes | memoryview:
+                return whole[offset - base:offset - base + length]
+        else:
+            ahead = _ReadAhead(self.t.read, pos, size, _WINDOW, _WINDOWS_AHEAD)
+            have = ahead.get
+        try:
+            while pos < size:
+                field = have(pos, min(_MAX_ULEB_BYTES, size - pos))
+                if all(byte & 0x80 for byte in field):
+                    problem = ("runs past the end of the file" if len(field) < _MAX_ULEB_BYTES
+                               else f"is longer than {_MAX_ULEB_BYTES} bytes")
+                    raise self.fail(pos, f"block length field {problem}")
+                try:
+                    body_length, field_length = uleb128.decode(field, 0, "length field")
+                except ZSCorrupt:
+                    raise self.fail(pos, "block length field is not in shortest uleb128 form") from None
+                if body_length == 0:
+                    raise self.fail(pos, "block length is 0 (a block holds at least its level byte)")
+                end = pos + field_length + body_length + 8
+                if end > size:
+                    raise self.fail(pos, f"block of {end - pos} bytes (length field {body_length} + CRC) "
+                                         f"runs past the end of the {size}-byte file")
+                chunk = have(pos + field_length, body_length + 8)
+                body = chunk[:body_length]
+                stored = int.from_bytes(chunk[body_length:], "little")
+                yield _Raw(pos, end - pos, body[0], body, stored)
+                pos = end
+        finally:
+            if ahead is not None:
+                ahead.close()
 
     def walk_blocks(self) -> None:
         self.hasher = hashlib.sha256()
