@@ -169,6 +169,7 @@ def _manifest_records(repo: Repository, manifest_id: str, chunk_ids: list[bytes]
     native_head = end_key + encode_int(S.NATIVE)
     inline_head = end_key + encode_int(S.INLINE)
     texts: dict[str, bytes] = {}  # locations repeat (many chunks per file): encode each once
+    numbers: dict[int, bytes] = {}  # so do lengths and offsets (same layout in every file)
     null = b"\x03"
     manifest = repo.manifest(manifest_id)
     for array in manifest.arrays:
@@ -182,7 +183,15 @@ def _manifest_records(repo: Repository, manifest_id: str, chunk_ids: list[bytes]
                         texts.clear()
                     location = texts[ref.location] = encode_text(ref.location)
                 etag, modified = ref.checksum_etag, ref.checksum_last_modified
-                value = b"".join((virtual_head, location, encode_int(ref.offset), encode_int(ref.length),
+                offset = numbers.get(ref.offset)
+                if offset is None:
+                    if len(numbers) > 100_000:  # bounded: offsets may all differ
+                        numbers.clear()
+                    offset = numbers[ref.offset] = encode_int(ref.offset)
+                length = numbers.get(ref.length)
+                if length is None:
+                    length = numbers[ref.length] = encode_int(ref.length)
+                value = b"".join((virtual_head, location, offset, length,
                                   null if etag is None else encode_text(etag),
                                   null if modified is None else encode_int(modified)))
             elif kind is RefKind.NATIVE:
