@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import io
 import random
 import shutil
 import subprocess
+import threading
 from pathlib import Path
 
 import pytest
@@ -137,6 +139,35 @@ def test_random_searches_over_http_match_the_local_file(files):
             prefix = rng.choice(keys)[:rng.randrange(1, 7)]
             assert list(remote.search(start=a, stop=b)) == list(local.search(start=a, stop=b))
             assert list(remote.search(prefix=prefix)) == list(local.search(prefix=prefix))
+
+
+def test_threads_sharing_one_reader_over_http_get_the_right_records(files):
+    """Lookups, scans and dumps from several threads at once on one reader (one connection pool,
+    shared caches, batched index reads) each see exactly their own records."""
+    keys = sorted(RECORDS)
+    errors: list[BaseException] = []
+    with ZS(url=files.url("deep.zs"), data_block_cache=50_000) as zs:
+        def work(seed: int) -> None:
+            try:
+                rng = random.Random(seed)
+                for _ in range(8):
+                    i = rng.randrange(len(keys))
+                    key = keys[i]
+                    assert list(zs.search(prefix=key[:7])) == [key]
+                    a, b = key, keys[min(len(keys) - 1, i + rng.randrange(3000))]
+                    assert list(zs.search(start=a, stop=b)) == keys[i:keys.index(b)]
+                out = io.BytesIO()
+                zs.dump(out, prefix=b"01")
+                assert out.getvalue() == b"".join(r + b"\n" for r in keys if r.startswith(b"01"))
+            except BaseException as exc:  # reported below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=work, args=(seed,)) for seed in range(6)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    assert errors == []
 
 
 def test_missing_url_is_one_line_exit_1(files):
