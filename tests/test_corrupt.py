@@ -11,6 +11,8 @@ from __future__ import annotations
 import hashlib
 import io
 import re
+import subprocess
+import sys
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -547,3 +549,94 @@ def test_reference_validator_rejects_the_semantic_corruptions(reference_python, 
     # The reference crashes (TypeError, zlib.error) on two of them instead of raising ZSCorrupt:
     # still a rejection, so only acceptance is a disagreement.
     assert not [case for case, verdict in got.items() if verdict == "ACCEPT"], got
+
+
+# -- every kind of bad file, through the Python API and the command line ------------------------------
+
+def _with_header_field(data: bytes, offset: int, value: bytes) -> bytes:
+    """``data`` with header bytes at ``offset`` replaced and the header CRC recomputed."""
+    length = int.from_bytes(data[8:16], "little")
+    out = bytearray(data)
+    out[offset:offset + len(value)] = value
+    out[16 + length:24 + length] = crc64(bytes(out[16:16 + length])).to_bytes(8, "little")
+    return bytes(out)
+
+
+def _good() -> FileBuilder:
+    b = FileBuilder(codec="deflate")
+    d1 = b.data_block([b"a\n", b"b\x00"])
+    d2 = b.data_block([b"c", b"d"])
+    b.root_block(1, [(b"a", *d1), (b"c", *d2)])
+    return b
+
+
+def _bad_files() -> dict[str, bytes]:
+    good = _good().build()
+    first_data = _good().start
+    flipped = bytearray(good)
+    flipped[first_data + 4] ^= 0x10  # inside the first data block's compressed payload
+
+    def one_block(raw: bytes, entry_length: int | None = None) -> bytes:
+        b = FileBuilder()
+        offset, length = b.framed(raw)
+        b.root_block(1, [(b"", offset, length if entry_length is None else entry_length)])
+        return b.build()
+
+    body = b"\x00" + encode_records([b"a"])
+    huge_block = uleb128.encode(2**60) + body + crc64(body).to_bytes(8, "little")
+    return {  # case: (bytes, what every message must say)
+        "not a ZS file": (b"hello, world\n" * 10, "offset 0: bad magic"),
+        "empty file": (b"", "offset 0: file is 0 bytes, too short"),
+        "truncated in the header": (good[:len(good) // 2], "runs past the end"),
+        "truncated in the blocks": (good[:-10], f"but it is {len(good) - 10} bytes"),
+        "partially written": (PARTIAL_MAGIC + good[8:], "only partially written"),
+        "flipped bit": (bytes(flipped), f"offset {first_data}: block CRC mismatch"),
+        "unknown codec": (_with_header_field(good, 72, b"bzip2".ljust(16, b"\0")),
+                          "offset 72: unknown codec 'bzip2'"),
+        "metadata not an object": (FileBuilder(metadata=[1, 2]).build(root=(0, 0)),
+                                   "metadata is JSON but not an object"),
+        "huge header length": (good[:8] + (2**62).to_bytes(8, "little") + good[16:],
+                               f"offset 8: header length {2**62}"),
+        "huge metadata length": (_with_header_field(good, 88, (2**63).to_bytes(8, "little")),
+                                 f"offset 88: metadata length {2**63}"),
+        "huge root length": (_with_header_field(good, 24, (2**60).to_bytes(8, "little")), "offset 16: root"),
+        "huge block length": (one_block(huge_block), f"offset {first_data}: block"),
+        "huge index entry length": (one_block(encode_block(0, encode_records([b"a"])), entry_length=2**60),
+                                    f"length {2**60}"),
+        "huge record length": (one_block(encode_block(0, uleb128.encode(2**60) + b"ab")),
+                               f"offset {first_data}: "),
+    }
+
+
+BAD_FILES = _bad_files()
+
+
+@pytest.mark.parametrize("case", sorted(BAD_FILES))
+def test_bad_files_are_one_clear_error_in_the_api_and_the_cli(tmp_path, case):
+    """No MemoryError from a bogus length, no foreign exception, no hang: ZSCorrupt naming the
+    file in one line from ZS and validate(), and from ``zs dump``/``validate`` exit 1 and one line."""
+    data, expected = BAD_FILES[case]
+    path = tmp_path / "bad.zs"
+    path.write_bytes(data)
+
+    def scan(**options) -> None:
+        with zsarchive.ZS(path, **options) as z:
+            z.dump(io.BytesIO())
+
+    def lookup() -> None:
+        with zsarchive.ZS(path) as z:
+            list(z.search(prefix=b"a"))
+
+    for attempt in (scan, lambda: scan(parallelism=0), lookup, lambda: validate(path)):
+        with pytest.raises(ZSCorrupt) as info:
+            attempt()
+        assert str(info.value).startswith(f"{path}: ") and "\n" not in str(info.value)
+        assert expected in str(info.value)
+    for command in ("dump", "validate", "info"):
+        proc = subprocess.run([sys.executable, "-m", "zsarchive", command, str(path)], capture_output=True,
+                              text=True, timeout=120)
+        if command == "info" and proc.returncode == 0:
+            continue  # info reads only the header and the root: a broken block deeper down is no concern
+        assert proc.returncode == 1, (command, proc.stderr)
+        assert proc.stderr.startswith(f"zs: error: {path}: ") and proc.stderr.count("\n") == 1, proc.stderr
+        assert expected in proc.stderr and "Traceback" not in proc.stderr
