@@ -99,6 +99,7 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=3, help="alternating rounds per measurement (default 3)")
     ap.add_argument("--codecs", default="deflate,lzma", help="comma-separated (default deflate,lzma)")
     ap.add_argument("--lookups", type=int, default=2000, help="random point lookups per round")
+    ap.add_argument("--ops", default="make,dump,validate,lookups", help="which measurements (default all)")
     ap.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "zsarchive-bench")
     args = ap.parse_args()
     if not REF_ZS.exists():
@@ -118,6 +119,7 @@ def main() -> int:
     print(f"input: {text} ({text.stat().st_size / 1e6:.1f} MB, {n} records); {args.runs} rounds, "
           f"{os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}", flush=True)
 
+    ops = set(args.ops.split(","))
     rows = []
     for codec in args.codecs.split(","):
         times: dict[str, dict[str, list[float]]] = {}
@@ -125,20 +127,24 @@ def main() -> int:
         for rnd in range(args.runs):
             for who in (("ref", "ours") if rnd % 2 == 0 else ("ours", "ref")):
                 zs_cmd = [str(REF_ZS)] if who == "ref" else OURS_ZS
+                if "make" not in ops and files[who].exists():
+                    continue
                 files[who].unlink(missing_ok=True)
                 t = timed([*zs_cmd, "make", "--no-spinner", f"--codec={codec}", "{}", str(text), str(files[who])],
                           stdout=subprocess.DEVNULL)
-                times.setdefault("make", {}).setdefault(who, []).append(t)
+                if "make" in ops:
+                    times.setdefault("make", {}).setdefault(who, []).append(t)
             # Readers all work on the reference-made file: same bytes for both.
             for who in (("ref", "ours") if rnd % 2 == 0 else ("ours", "ref")):
                 zs_cmd = [str(REF_ZS)] if who == "ref" else OURS_ZS
-                t = timed([*zs_cmd, "dump", str(files["ref"])], stdout=subprocess.DEVNULL)
-                times.setdefault("dump", {}).setdefault(who, []).append(t)
-                t = timed([*zs_cmd, "validate", str(files["ref"])], stdout=subprocess.DEVNULL)
-                times.setdefault("validate", {}).setdefault(who, []).append(t)
-                python, module = (str(REF_PY), "zs") if who == "ref" else (sys.executable, "zsarchive")
-                t = lookups(python, module, files["ref"], queries)
-                times.setdefault("lookups", {}).setdefault(who, []).append(t)
+                for op in ("dump", "validate"):
+                    if op in ops:
+                        t = timed([*zs_cmd, op, str(files["ref"])], stdout=subprocess.DEVNULL)
+                        times.setdefault(op, {}).setdefault(who, []).append(t)
+                if "lookups" in ops:
+                    python, module = (str(REF_PY), "zs") if who == "ref" else (sys.executable, "zsarchive")
+                    t = lookups(python, module, files["ref"], queries)
+                    times.setdefault("lookups", {}).setdefault(who, []).append(t)
             print(f"  {codec} round {rnd + 1}/{args.runs} done", file=sys.stderr, flush=True)
         for op, by in times.items():
             ref_t, our_t = (statistics.median(w for w, _ in by[who]) for who in ("ref", "ours"))
