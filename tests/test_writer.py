@@ -420,6 +420,7 @@ def test_cli_make_round_trip_and_options(tmp_path):
     (["--terminator", "x", "--length-prefixed", "u64le", "{}"], 2, "cannot be used together"),
     (["-j", "0", "{}"], 2, "at least 1"),
     (["-z", "x", "--codec", "deflate", "{}"], 1, "zs: error: deflate compression level"),
+    (["--terminator", "", "{}"], 1, "zs: error: terminator must be a non-empty"),
 ])
 def test_cli_make_usage_errors(tmp_path, args, code, match):
     src = tmp_path / "in.txt"
@@ -442,3 +443,29 @@ def test_cli_make_unsorted_and_empty(tmp_path):
     assert res.exit_code == 1 and "cannot open" in res.output
     assert not (tmp_path / "m.zs").exists()
     assert res.output.count("\n") == 1
+
+
+@pytest.mark.parametrize("framing,data", [
+    ("uleb128", uleb128.encode(2**60) + b"ab"),
+    ("u64le", struct.pack("<Q", 2**62) + b"ab"),
+])
+def test_cli_make_bogus_huge_length_prefix_is_one_line_not_memory_error(tmp_path, framing, data):
+    res = run(["make", f"--length-prefixed={framing}", "{}", "-", str(tmp_path / "h.zs")], input=data)
+    assert res.exit_code == 1 and isinstance(res.exception, SystemExit)
+    assert res.output == "zs: error: <stdin>: input ends inside record 1 (2 of %d bytes present)\n" % (
+        2**60 if framing == "uleb128" else 2**62)
+    assert magic(tmp_path / "h.zs") == PARTIAL_MAGIC
+
+
+def test_cli_make_and_dump_keep_huge_records_and_nul_newline_bytes(tmp_path):
+    records = sorted([b"a\x00b", b"a\nb", b"\n", b"\x00", b"m" * 300_000, b"z\r\n"])
+    src = b"".join(struct.pack("<Q", len(r)) + r for r in records)
+    out = tmp_path / "b.zs"
+    res = run(["make", "--length-prefixed=u64le", "--approx-block-size=1000", "{}", "-", str(out)], input=src)
+    assert res.exit_code == 0, res.output
+    with ZS(out) as z:
+        assert [b"m" * 300_000] in list(z.block_map(list))  # larger than a block: a block of its own
+    res = run(["dump", "--length-prefixed=u64le", str(out)])
+    assert res.exit_code == 0 and res.stdout_bytes == src
+    res = run(["dump", "--terminator=\\x00\\n", "--prefix=a", str(out)])
+    assert res.stdout_bytes == b"a\x00b\x00\na\nb\x00\n"

@@ -113,6 +113,6 @@ def make(metadata: dict, input_file: str, new_zs_file: str, terminator: bytes | 
             show = bool(size) and not no_spinner and sys.stderr.isatty()
             with click.progressbar(length=max(size, 1), label="zs make", file=sys.stderr,
                                    hidden=not show) as bar:
-                writer.add_file_contents(_Progress(source, bar), terminator=terminator or b"\n",
+                writer.add_file_contents(_Progress(source, bar), terminator=b"\n" if terminator is None else terminator,
                                          length_prefixed=length_prefixed)
             writer.finish()
