@@ -452,8 +452,9 @@ def test_cli_make_unsorted_and_empty(tmp_path):
 def test_cli_make_bogus_huge_length_prefix_is_one_line_not_memory_error(tmp_path, framing, data):
     res = run(["make", f"--length-prefixed={framing}", "{}", "-", str(tmp_path / "h.zs")], input=data)
     assert res.exit_code == 1 and isinstance(res.exception, SystemExit)
-    assert res.output == "zs: error: <stdin>: input ends inside record 1 (2 of %d bytes present)\n" % (
-        2**60 if framing == "uleb128" else 2**62)
+    assert res.output.startswith("zs: error: ") and res.output.count("\n") == 1
+    assert res.output.endswith(": input ends inside record 1 (2 of %d bytes present)\n" % (
+        2**60 if framing == "uleb128" else 2**62))
     assert magic(tmp_path / "h.zs") == PARTIAL_MAGIC
 
 
