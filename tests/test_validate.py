@@ -409,3 +409,15 @@ def test_cli_progress_bar_only_on_a_terminal(reference_files):
     status, out, shown = _stderr_on_a_terminal("validate", "--no-spinner", path)
     assert (status, out, shown) == (0, "looks good!\n", "")
 
+
+
+def test_cli_dump_and_make_progress_bars_on_a_terminal(reference_files, tmp_path):
+    path = str(reference_files["deflate"][0])
+    status, out, shown = _stderr_on_a_terminal("dump", "-o", str(tmp_path / "out.txt"), path)
+    assert (status, out) == (0, "") and "dumping" in shown and shown.rstrip().endswith("100%\x1b[?25h")
+    assert (tmp_path / "out.txt").read_bytes() == b"".join(r + b"\n" for r in WORDS)
+    status, out, shown = _stderr_on_a_terminal("make", "--codec", "deflate", "{}", str(tmp_path / "out.txt"),
+                                               str(tmp_path / "made.zs"))
+    assert (status, out) == (0, "") and "zs make" in shown and "100%" in shown
+    status, out, shown = _stderr_on_a_terminal("dump", "--no-spinner", str(tmp_path / "made.zs"))
+    assert (status, out, shown) == (0, "".join(r.decode() + "\n" for r in WORDS), "")

@@ -81,6 +81,7 @@ def dump_command(zs_file: str, start: bytes | None, stop: bytes | None, prefix: 
             else:
                 with bar:
                     z.dump(out, start, stop, prefix, terminator, length_prefixed, progress=bar.update)
+                    bar.update(bar.length - bar.pos)  # progress counts data blocks; the rest is index
             out.flush()
         finally:
             if owned:
