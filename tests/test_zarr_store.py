@@ -33,7 +33,7 @@ RANGES = {"range": RangeByteRequest(1, 5), "offset": OffsetByteRequest(3), "suff
 
 # Runs under an icechunk interpreter: what icechunk's store and zarr say, per snapshot.
 PEER_SCRIPT = r'''
-import asyncio, base64, json, sys
+import asyncio, base64, json, os, sys
 import icechunk as ic, numpy as np, zarr
 from zarr.abc.store import OffsetByteRequest, RangeByteRequest, SuffixByteRequest
 from zarr.core.buffer import default_buffer_prototype
@@ -82,6 +82,7 @@ async def one(sid):
 
 with open(answer, "w") as f:  # not stdout: icechunk 1.x logs there
     json.dump({sid: asyncio.run(one(sid)) for sid in snapshots}, f)
+sys.stdout.flush(); os._exit(0)  # icechunk 2.3 sometimes crashes in its own shutdown
 '''
 
 
@@ -357,7 +358,7 @@ def test_archive_and_repository_over_http(case, nginx_server):  # noqa: F811
 # -- virtual refs over http, and xarray: small repositories written by icechunk 2.x for the test --
 
 VIRTUAL_HTTP_SCRIPT = r'''
-import sys, icechunk as ic, zarr
+import os, sys, icechunk as ic, zarr
 from datetime import datetime, timezone
 path, url, etag = sys.argv[1:4]
 repo = ic.Repository.create(ic.local_filesystem_storage(path))
@@ -369,6 +370,7 @@ specs = [ic.VirtualChunkSpec(index=[0], location=url, offset=0, length=4, etag_c
                              last_updated_at_checksum=datetime(2100, 1, 1, tzinfo=timezone.utc))]
 s.store.set_virtual_refs("v", specs, validate_containers=False)
 s.commit("virtual refs over http")
+sys.stdout.flush(); os._exit(0)  # icechunk 2.3 sometimes crashes in its own shutdown
 '''
 
 
@@ -398,7 +400,7 @@ def test_virtual_refs_over_http_check_etag(icechunk2_python, faulty_server, tmp_
 
 
 XARRAY_SCRIPT = r'''
-import sys, json, icechunk as ic, numpy as np, xarray as xr
+import os, sys, json, icechunk as ic, numpy as np, xarray as xr
 path = sys.argv[1]
 repo = ic.Repository.create(ic.local_filesystem_storage(path))
 ds = xr.Dataset({"temp": (("time", "station"), np.arange(12.0).reshape(4, 3)),
@@ -419,6 +421,7 @@ for ref in ("2025", "main"):
     got = xr.open_zarr(session.store, consolidated=False).load()
     out[ref] = got.to_dict(data="list", encoding=False)
 print(json.dumps(out, default=str))
+sys.stdout.flush(); os._exit(0)  # icechunk 2.3 sometimes crashes in its own shutdown
 '''
 
 
@@ -437,7 +440,7 @@ def test_xarray_open_zarr_round_trip(icechunk2_python, tmp_path):
 
 
 MANY_REFS_SCRIPT = r'''
-import sys, icechunk as ic, zarr
+import os, sys, icechunk as ic, zarr
 path, n = sys.argv[1], int(sys.argv[2])
 ic.set_logs_filter("error")
 repo = ic.Repository.create(ic.local_filesystem_storage(path))
@@ -447,6 +450,7 @@ s.store.set_virtual_refs("v", [ic.VirtualChunkSpec(index=[i], location=f"file://
                                                    offset=4 * i, length=4) for i in range(n)],
                          validate_containers=False)
 s.commit("many refs")
+sys.stdout.flush(); os._exit(0)  # icechunk 2.3 sometimes crashes in its own shutdown
 '''
 
 
@@ -510,6 +514,7 @@ try:
 except Exception:
     answers.append("refused")
 print(answers)
+sys.stdout.flush(); os._exit(0)  # icechunk 2.3 sometimes crashes in its own shutdown
 '''
 
 
