@@ -13,8 +13,10 @@ import pytest
 from click.testing import CliRunner
 
 from servers import nginx_server  # noqa: F401
+from zsfiles import block_extents
 from zsarchive import ZS
 from zsarchive.cli import main
+from zsarchive.format.header import blocks_start
 from zsarchive.transport import HTTPTransport
 
 TESTDATA = Path(__file__).resolve().parent.parent / "testdata"
@@ -75,6 +77,9 @@ def test_zs_info_needs_at_most_two_requests(files):
 
 
 def test_cold_lookup_needs_at_most_depth_plus_two_requests(files):
+    data = (files.root / "deep.zs").read_bytes()
+    blocks = {f"bytes={offset}-{offset + length - 1}"
+              for offset, length, _ in block_extents(data, blocks_start(int.from_bytes(data[8:16], "little")))}
     rng = random.Random(5)
     for key in rng.sample(sorted(RECORDS), 10):
         mark = files.mark()
@@ -86,6 +91,7 @@ def test_cold_lookup_needs_at_most_depth_plus_two_requests(files):
         assert len(logged) <= depth + 2, [line.range for line in logged]
         # open is the only place two requests go out together; every later one is one block
         assert all(line.status == 206 for line in logged)
+        assert {line.range for line in logged[2:]} <= blocks  # exactly a block, as its parent gives it
 
 
 def test_warm_lookups_reuse_cached_index_blocks(files):
