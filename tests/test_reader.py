@@ -218,6 +218,29 @@ def test_scans_read_runs_of_blocks(deep, monkeypatch):
             assert max(runs) <= reader_module.RUN_BYTES
 
 
+def test_scans_read_the_next_run_while_the_caller_consumes_this_one(deep, monkeypatch):
+    """Read-ahead: the first record reaches the caller only after the second run of data blocks
+    was asked for (a scan that read only on demand would keep the caller waiting here)."""
+    path, records = deep
+    data = path.read_bytes()
+    monkeypatch.setattr(reader_module, "FIRST_RUN_BYTES", 4096)
+    second_run = threading.Event()
+
+    class Logged(RecordingTransport):
+        def read(self, offset, length):
+            _, p = uleb128.decode(data, offset)
+            if data[p] == 0 and any(entry[0] == "read" and data[uleb128.decode(data, entry[1])[1]] == 0
+                                    for entry in self.log):
+                second_run.set()
+            return super().read(offset, length)
+
+    with ZS(Logged(path), parallelism=2) as z:
+        scan = z.search(start=b"banana")
+        first = next(scan)
+        assert second_run.wait(10)
+        assert [first, *scan] == _expected(records, start=b"banana")
+
+
 def test_block_map_and_exec(deep):
     path, records = deep
     for parallelism in (0, 2):
