@@ -1,6 +1,6 @@
 """Benchmark: `zs export` and one archived chunk lookup vs icechunk itself, on 1 M virtual refs.
 
-    .venv/bin/python scripts/bench_export.py [--refs N] [--runs K] [--codec zstd] [-j J]
+    .venv/bin/python scripts/bench_export.py [--refs N] [--runs K] [--codec deflate] [-j J]
 
 Uses the V2 repository that scripts/bench_icechunk_manifest.py builds (cached under .bench/,
 written by the real icechunk 2.x). In the same run, alternating, K times each:
@@ -61,7 +61,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--refs", type=int, default=1_000_000)
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--codec", default="zstd")
+    parser.add_argument("--codec", default="deflate")
     parser.add_argument("-j", "--parallelism", type=int, default=2)
     args = parser.parse_args()
 

@@ -94,6 +94,17 @@ def test_reference_zs_validates_an_archive(tmp_path, reference_zs):
     assert proc.returncode == 0, proc.stderr
 
 
+def test_default_export_is_standard_zs(tmp_path, reference_zs):
+    """Without --codec the archive uses deflate, which the reference zs (no zstd) reads and validates."""
+    target = tmp_path / "default.zs"
+    proc = _zs("export", str(repo_path(2)), str(target))
+    assert proc.returncode == 0, proc.stderr
+    checked = subprocess.run([str(reference_zs), "validate", str(target)], capture_output=True, text=True)
+    assert checked.returncode == 0, checked.stderr
+    info = subprocess.run([str(reference_zs), "info", str(target)], capture_output=True, text=True)
+    assert info.returncode == 0 and '"codec": "deflate"' in info.stdout, info.stdout
+
+
 def test_zs_info_shows_the_archive_header(tmp_path):
     target = tmp_path / "info.zs"
     export(repo_path(2), target)

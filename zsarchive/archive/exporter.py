@@ -34,7 +34,8 @@ from zsarchive.icechunk import Repository
 from zsarchive.icechunk.model import NodeType, RefKind
 from zsarchive.writer import ZSWriter
 
-CODECS = ("zstd", "lzma", "deflate", "none")
+CODECS = ("lzma", "deflate", "none", "zstd")
+"""Block codecs an export may use; the default, deflate, is standard ZS (any ZS reader opens the file)."""
 _VERSION = {family: bytes((version,)) for family, version in S.RECORD_VERSIONS.items()}
 
 
@@ -274,7 +275,7 @@ def _repo_root(location: str) -> Path:
     return Path(location[len("file://"):] if location.startswith("file://") else location)
 
 
-def export(repo_location: str | os.PathLike, archive_path: str | os.PathLike, *, codec: str = "zstd",
+def export(repo_location: str | os.PathLike, archive_path: str | os.PathLike, *, codec: str = "deflate",
            compress_level: int | None = None, include_chunks: bool = False, parallelism: int = 1,
            approx_block_size: int = 256 * 1024, branching_factor: int = 1024,
            export_time: int | None = None, progress: Callable[[int, int], None] | None = None,

@@ -14,8 +14,8 @@ from zsarchive.cli.app import main
 @main.command("export")
 @click.argument("repo")
 @click.argument("archive", type=click.Path(dir_okay=False))
-@click.option("--codec", type=click.Choice(CODECS), default="zstd", show_default=True,
-              help="Block compression (zstd is a zsarchive extension; lzma/deflate/none read with any ZS reader).")
+@click.option("--codec", type=click.Choice(CODECS), default="deflate", show_default=True,
+              help="Block compression (deflate/lzma/none read with any ZS reader; zstd is a zsarchive extension).")
 @click.option("-z", "--compress-level", type=int, default=None, help="Codec level (codec default if omitted).")
 @click.option("--include-chunks", is_flag=True, help="Embed native chunk bytes: the archive becomes self-contained.")
 @click.option("-j", "--parallelism", type=click.IntRange(min=1), default=1, show_default=True,
