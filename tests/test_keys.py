@@ -88,3 +88,29 @@ def test_fast_paths_equal_the_general_encoder(coords, text, number):
     assert keys.encode_ints(coords) == keys.encode((tuple(coords),))
     assert keys.encode_text(text) == keys.encode((text,))
     assert keys.encode_int(number) == keys.encode((number,))
+
+
+def _spec_int(value: int) -> bytes:
+    """An integer element as docs/archive-format.rst spells it (independent of zsarchive.keys)."""
+    if value == 0:
+        return b"\x14"
+    size = (abs(value).bit_length() + 7) // 8
+    if value > 0:
+        body = value.to_bytes(size, "big")
+        return bytes([0x14 + size]) + body if size <= 8 else bytes([0x1D, size]) + body
+    body = ((1 << (8 * size)) - 1 + value).to_bytes(size, "big")
+    return bytes([0x14 - size]) + body if size <= 8 else bytes([0x0B, 255 - size]) + body
+
+
+BOUNDARIES = [b + d for b in (0, 4096, 65536, 1 << 24, 1 << 32, 1 << 64) for d in (-1, 0, 1)]
+coordinates = st.integers(-(1 << 70), 1 << 70) | st.sampled_from(BOUNDARIES) | st.sampled_from([-b for b in BOUNDARIES])
+
+
+@given(st.lists(st.lists(coordinates, max_size=4).map(tuple), max_size=6), st.binary(max_size=3),
+       st.binary(max_size=3))
+def test_integer_fast_paths_follow_the_spec(tuples, before, after):
+    for values in tuples:
+        expected = b"\x05" + b"".join(_spec_int(v) for v in values) + b"\x00"
+        assert keys.encode_ints(values) == expected
+        assert [keys.encode_int(v) for v in values] == [_spec_int(v) for v in values]
+    assert keys.encode_ints_many(tuples, before, after) == [before + keys.encode_ints(t) + after for t in tuples]

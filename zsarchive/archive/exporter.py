@@ -11,11 +11,13 @@ run files; the bytes written do not depend on it.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import enum
 import itertools
 import json
 import multiprocessing
+import operator
 import os
 import pickle
 import tempfile
@@ -138,13 +140,11 @@ def _txlog_records(repo: Repository, sid: str, flushed_at: int) -> tuple[bytes, 
                None if m.node_type is None else (S.ARRAY if m.node_type is NodeType.ARRAY else S.GROUP))
               for m in tx.moved_nodes),
     ))
-    # Hot loop (one record per changed chunk): key pieces are encoded once, coords per record.
+    # Hot loop (one record per changed chunk): key pieces are encoded once, coords a list at a time.
     tail = keys.encode((flushed_at, sid)) + b"\x00" + _VERSION[S.CHUNK_HISTORY]
-    encode_ints = keys.encode_ints
     history: list[bytes] = []
     for node_id, coords_list in sorted(tx.updated_chunks.items()):
-        head = S.CHUNK_HISTORY + keys.encode_text(node_id)
-        history.extend([head + encode_ints(coords) + tail for coords in coords_list])
+        history.extend(keys.encode_ints_many(coords_list, S.CHUNK_HISTORY + keys.encode_text(node_id), tail))
     return summary, history
 
 
@@ -157,52 +157,58 @@ def _node_value(node) -> tuple:
     return (node.id, S.ARRAY, bytes(node.user_data), shape, names, manifests)
 
 
-def _manifest_records(repo: Repository, manifest_id: str, chunk_ids: list[bytes] | None) -> Iterator[bytes]:
-    """Every chunk ref of one manifest, in key order (manifest id, node id, coords).
+def _manifest_records(repo: Repository, manifest_id: str, chunk_ids: list[bytes] | None) -> Iterator[list[bytes]]:
+    """Every chunk ref of one manifest, in key order (manifest id, node id, coords), in batches.
 
-    The hot loop of an export (one record per ref): values are assembled from cached element
-    encodings rather than through the general encoder; tests check both agree. Native chunk ids
-    go to ``chunk_ids`` when it is a list.
+    The hot loop of an export (one record per ref): keys are encoded a batch at a time and values
+    assembled from cached element encodings rather than through the general encoder; tests check
+    both agree. Native chunk ids go to ``chunk_ids`` when it is a list.
     """
     end_key = b"\x00" + _VERSION[S.CHUNK_REF]
-    encode_ints, encode_int, encode_text = keys.encode_ints, keys.encode_int, keys.encode_text
+    encode_int, encode_text = keys.encode_int, keys.encode_text
     virtual_head = end_key + encode_int(S.VIRTUAL)
     native_head = end_key + encode_int(S.NATIVE)
     inline_head = end_key + encode_int(S.INLINE)
-    texts: dict[str, bytes] = {}  # locations repeat (many chunks per file): encode each once
+    virtual, native = RefKind.VIRTUAL, RefKind.NATIVE
+    heads: dict[str, bytes] = {}  # locations repeat (many chunks per file): encode each once
     numbers: dict[int, bytes] = {}  # so do lengths and offsets (same layout in every file)
-    null = b"\x03"
+    tails: dict[tuple, bytes] = {(None, None): b"\x03\x03"}  # (etag, last modified): mostly both absent
     manifest = repo.manifest(manifest_id)
     for array in manifest.arrays:
         prefix = S.CHUNK_REF + keys.encode((manifest_id, array.node_id))
-        for ref in manifest.chunk_refs(array.node_id):
-            kind = ref.kind
-            if kind is RefKind.VIRTUAL:
-                location = texts.get(ref.location)
-                if location is None:
-                    if len(texts) > 100_000:
-                        texts.clear()
-                    location = texts[ref.location] = encode_text(ref.location)
-                etag, modified = ref.checksum_etag, ref.checksum_last_modified
-                offset = numbers.get(ref.offset)
-                if offset is None:
-                    if len(numbers) > 100_000:  # bounded: offsets may all differ
-                        numbers.clear()
-                    offset = numbers[ref.offset] = encode_int(ref.offset)
-                length = numbers.get(ref.length)
-                if length is None:
-                    length = numbers[ref.length] = encode_int(ref.length)
-                value = b"".join((virtual_head, location, offset, length,
-                                  null if etag is None else encode_text(etag),
-                                  null if modified is None else encode_int(modified)))
-            elif kind is RefKind.NATIVE:
-                value = b"".join((native_head, encode_text(ref.chunk_id), encode_int(ref.offset),
-                                  encode_int(ref.length)))
-                if chunk_ids is not None:
-                    chunk_ids.append(ref.chunk_id.encode("ascii"))
-            else:
-                value = inline_head + keys.encode_value((ref.inline,))
-            yield prefix + encode_ints(ref.index) + value
+        refs = manifest.chunk_refs(array.node_id)
+        while batch := list(itertools.islice(refs, 4096)):
+            values: list[bytes] = []
+            append = values.append
+            for _index, kind, inline, chunk_id, location, offset, length, etag, modified in batch:
+                if kind is virtual:
+                    head = heads.get(location)
+                    if head is None:
+                        if len(heads) > 100_000:  # bounded: locations may all differ
+                            heads.clear()
+                        head = heads[location] = virtual_head + encode_text(location)
+                    off = numbers.get(offset)
+                    if off is None:
+                        if len(numbers) > 100_000:  # bounded: offsets may all differ
+                            numbers.clear()
+                        off = numbers[offset] = encode_int(offset)
+                    size = numbers.get(length)
+                    if size is None:
+                        size = numbers[length] = encode_int(length)
+                    tail = tails.get((etag, modified))
+                    if tail is None:
+                        if len(tails) > 100_000:
+                            tails.clear()
+                        tail = tails[etag, modified] = (b"\x03" if etag is None else encode_text(etag)) + \
+                            (b"\x03" if modified is None else encode_int(modified))
+                    append(head + off + size + tail)
+                elif kind is native:
+                    append(b"".join((native_head, encode_text(chunk_id), encode_int(offset), encode_int(length))))
+                    if chunk_ids is not None:
+                        chunk_ids.append(chunk_id.encode("ascii"))
+                else:
+                    append(inline_head + keys.encode_value((inline,)))
+            yield list(map(bytes.__add__, keys.encode_ints_many([ref[0] for ref in batch], prefix), values))
 
 
 # -- worker processes (-j N > 1): each task reads one file of the repository and spills its records --
@@ -217,19 +223,13 @@ def _worker_repo(location: str) -> Repository:
     return repo
 
 
-def _write_run(records: Iterable[bytes], path: str) -> int:
-    """Spill records to a run file as pickled batches (loading a batch is C-speed, a loop is not)."""
+def _write_run(batches: Iterable[list[bytes]], path: str) -> int:
+    """Spill record batches to a run file, pickled (loading a batch is C-speed, a loop is not)."""
     count = 0
     with open(path, "wb") as out:
-        batch: list[bytes] = []
-        for rec in records:
-            batch.append(rec)
-            if len(batch) >= 65536:
-                pickle.dump(batch, out, protocol=pickle.HIGHEST_PROTOCOL)
-                count += len(batch)
-                batch = []
-        pickle.dump(batch, out, protocol=pickle.HIGHEST_PROTOCOL)
-        count += len(batch)
+        for batch in batches:
+            pickle.dump(batch, out, protocol=pickle.HIGHEST_PROTOCOL)
+            count += len(batch)
     return count
 
 
@@ -250,13 +250,20 @@ def _manifest_task(location: str, manifest_id: str, path: str, want_ids: bool) -
     count = _write_run(_manifest_records(_worker_repo(location), manifest_id, ids), path)
     if ids is not None:
         # On disk rather than in the result: finished tasks wait for the writer, memory must not.
-        _write_run(ids, path + ".ids")
+        _write_run([ids], path + ".ids")
     return count
 
 
 def _txlog_task(location: str, sid: str, flushed_at: int, path: str) -> tuple[bytes, int]:
     summary, history = _txlog_records(_worker_repo(location), sid, flushed_at)
-    return summary, _write_run(history, path)
+    return summary, _write_run([history], path)
+
+
+def _batched(records: Iterable[bytes], size: int = 65536) -> Iterator[list[bytes]]:
+    """``records`` in lists of at most ``size``."""
+    records = iter(records)
+    while batch := list(itertools.islice(records, size)):
+        yield batch
 
 
 def _chunk_data_records(repo_root: Path, chunk_ids: ExternalSorter) -> Iterator[bytes]:
@@ -350,26 +357,21 @@ def export(repo_location: str | os.PathLike, archive_path: str | os.PathLike, *,
             total += sorter.count - before
             yield from sorter.sorted()
 
-        tally = [0] * 256  # records written per family tag
+        tally: collections.Counter[int] = collections.Counter()  # records written per family tag
+        first_byte = operator.itemgetter(0)
 
-        def counted(records: Iterable[bytes]) -> Iterator[bytes]:
-            n = 0
-            for rec in records:
-                tally[rec[0]] += 1
-                yield rec
-                n += 1
-                if n == 65536:
-                    tick(n)
-                    n = 0
-            tick(n)
+        def counted(batches: Iterable[list[bytes]]) -> Iterator[list[bytes]]:
+            for batch in batches:
+                tally.update(map(first_byte, batch))
+                yield batch
+                tick(len(batch))
 
-        def chunk_refs() -> Iterator[bytes]:
+        def chunk_refs() -> Iterator[list[bytes]]:
             for i, manifest_id in enumerate(manifests):
                 if manifest_futures:
                     manifest_futures[i].result()
                     run = os.path.join(work.name, f"m{i}")
-                    for batch in _read_batches(run):
-                        yield from batch
+                    yield from _read_batches(run)
                     if chunk_ids is not None:
                         for batch in _read_batches(run + ".ids"):
                             chunk_ids.extend(batch)
@@ -387,14 +389,16 @@ def export(repo_location: str | os.PathLike, archive_path: str | os.PathLike, *,
 
         def header() -> Iterator[bytes]:
             info = repo.repo_info()
-            counts.update((S.FAMILY_NAMES[bytes((tag,))], n) for tag, n in enumerate(tally) if n)
-            yield S.record(S.HEADER, (), (
+            counts.update((S.FAMILY_NAMES[bytes((tag,))], n) for tag, n in sorted(tally.items()))
+            yield [S.record(S.HEADER, (), (
                 S.FORMAT_VERSION, info.spec_version, export_time, exporter_version(),
                 tuple(sorted(counts.items())),
-            ))
+            ))]
 
-        stream = itertools.chain(counted(sorted(refs)), counted(chunk_refs()), counted(chunk_data()),
-                                 counted(later_families()), header())
+        # Records travel in lists: per-record work stays in C (counting, flattening for the writer).
+        stream = itertools.chain.from_iterable(itertools.chain(
+            counted(_batched(sorted(refs))), counted(chunk_refs()), counted(_batched(chunk_data())),
+            counted(_batched(later_families())), header()))
         metadata = {S.METADATA_KEY: {"format_version": S.FORMAT_VERSION,
                                      "source_spec_version": repo.spec_version}}
         with ZSWriter(os.fspath(tmp), metadata, codec=codec, compress_level=compress_level,
