@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import os
 from collections import deque
+from contextlib import closing
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Callable, Iterator, NamedTuple
@@ -128,7 +129,7 @@ class _ReadAhead:
 
     def close(self) -> None:
         """Stop fetching; windows not yet asked for are cancelled."""
-        self._pool.shutdown(wait=True, cancel_futures=True)
+        self._pool.shutdown(wait=False, cancel_futures=True)
 
 
 class _Validator:
@@ -241,9 +242,12 @@ class _Validator:
         self.records = 0
         self.data_bytes = 0
         ahead = 2 * self.parallelism  # blocks in flight: bounds memory, keeps every worker busy
+        # frames() owns a read-ahead thread: close it here, never from a garbage-collector
+        # finalizer, which may run inside another thread's start-up and deadlock on the join
         if self.parallelism == 1:
-            for raw in self.frames():
-                self.consume(raw, self.decode(raw))
+            with closing(self.frames()) as frames:
+                for raw in frames:
+                    self.consume(raw, self.decode(raw))
             return
         with ThreadPoolExecutor(self.parallelism, thread_name_prefix="zs-validate") as pool:
             pending: deque[tuple[_Raw, Future]] = deque()
@@ -272,6 +276,7 @@ class _Validator:
             finally:
                 for _, fut in pending:
                     fut.cancel()
+                frames.close()
 
     def decode(self, raw: _Raw) -> _Data | _Index | None:
         """Worker: CRC, decompress and parse one block (None for an ignored extension block)."""
