@@ -418,7 +418,7 @@ def test_cli_make_round_trip_and_options(tmp_path):
     (["{"], 2, "not valid JSON"),
     (["--codec", "bz2", "{}"], 2, "bz2"),
     (["--terminator", "x", "--length-prefixed", "u64le", "{}"], 2, "cannot be used together"),
-    (["-j", "0", "{}"], 2, "at least 1"),
+    (["-j", "0", "{}"], 2, "number >= 1"),
     (["-z", "x", "--codec", "deflate", "{}"], 1, "zs: error: deflate compression level"),
     (["--terminator", "", "{}"], 1, "zs: error: terminator must be a non-empty"),
 ])

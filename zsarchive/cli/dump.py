@@ -7,7 +7,7 @@ import sys
 import click
 
 from zsarchive.cli.app import main
-from zsarchive.cli.params import ESCAPED_BYTES
+from zsarchive.cli.params import ESCAPED_BYTES, Parallelism
 from zsarchive.errors import ZSError
 from zsarchive.reader import ZS
 
@@ -19,23 +19,6 @@ def open_zs(zs_file: str, **kwargs) -> ZS:
     return ZS(zs_file, **kwargs)
 
 
-class _Parallelism(click.ParamType):
-    """Decompression threads: a number >= 0 (0: the calling thread only, as the reference's -j0), or "guess"."""
-
-    name = "PARALLELISM"
-
-    def convert(self, value, param, ctx) -> int | str:
-        if value == "guess" or isinstance(value, int) and value >= 0:
-            return value
-        try:
-            n = int(value)
-        except ValueError:
-            n = -1
-        if n < 0:
-            self.fail(f"{value!r} is neither a number >= 0 nor 'guess'", param, ctx)
-        return n
-
-
 @main.command("dump")
 @click.option("--start", type=ESCAPED_BYTES, help="Output only records which are >= START.")
 @click.option("--stop", type=ESCAPED_BYTES, help="Do not output any records which are >= STOP.")
@@ -44,7 +27,7 @@ class _Parallelism(click.ParamType):
               help=r"String written after each record (Python escapes allowed).  [default: \n]")
 @click.option("--length-prefixed", type=click.Choice(["uleb128", "u64le"]),
               help="Prefix each record with its length in this encoding instead of a terminator.")
-@click.option("-j", "parallelism", type=_Parallelism(), default="guess", show_default=True,
+@click.option("-j", "parallelism", type=Parallelism(minimum=0), default="guess", show_default=True,
               help="The number of CPUs to use for decompression (0: none besides this one).")
 @click.option("-o", "--output", metavar="FILE", default="-", show_default=True,
               help='Output file, or "-" for stdout.')

@@ -10,26 +10,9 @@ import sys
 import click
 
 from zsarchive.cli.app import main
-from zsarchive.cli.params import ESCAPED_BYTES
+from zsarchive.cli.params import ESCAPED_BYTES, Parallelism
 from zsarchive.errors import ZSError
 from zsarchive.writer import DEFAULT_APPROX_BLOCK_SIZE, DEFAULT_BRANCHING_FACTOR, ZSWriter
-
-
-class _Parallelism(click.ParamType):
-    """A positive integer, or "guess" for one worker per available core."""
-
-    name = "PARALLELISM"
-
-    def convert(self, value, param, ctx):
-        if value == "guess" or isinstance(value, int):
-            return value
-        try:
-            n = int(value)
-        except ValueError:
-            self.fail(f"should be an integer or 'guess', not {value!r}", param, ctx)
-        if n < 1:
-            self.fail(f"should be at least 1, not {n}", param, ctx)
-        return n
 
 
 class _Progress:
@@ -76,7 +59,7 @@ def _metadata(ctx, param, value: str) -> dict:
               help=r"Records end with TERMINATOR (Python escapes, e.g. '\x00' or '\r\n').  [default: \n]")
 @click.option("--length-prefixed", type=click.Choice(["uleb128", "u64le"]), default=None,
               help="Records are binary, each preceded by its length in this encoding.")
-@click.option("-j", "--parallelism", type=_Parallelism(), default="guess", show_default=True,
+@click.option("-j", "--parallelism", type=Parallelism(), default="guess", show_default=True,
               help="Number of threads compressing blocks.")
 @click.option("--no-spinner", is_flag=True, help="Do not show the progress bar.")
 @click.option("--branching-factor", type=click.IntRange(min=2), default=DEFAULT_BRANCHING_FACTOR,

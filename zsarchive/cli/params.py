@@ -25,3 +25,24 @@ class EscapedBytes(click.ParamType):
 
 
 ESCAPED_BYTES = EscapedBytes()
+
+
+class Parallelism(click.ParamType):
+    """A worker count of at least ``minimum``, or ``guess`` (one per core) given to the library as ``guess_as``."""
+
+    name = "PARALLELISM"
+
+    def __init__(self, minimum: int = 1, guess_as: object = "guess") -> None:
+        self.minimum = minimum
+        self.guess_as = guess_as
+
+    def convert(self, value, param, ctx):
+        if value is None or value == "guess" or value is self.guess_as:
+            return self.guess_as
+        try:
+            n = int(value)
+        except (TypeError, ValueError):
+            n = self.minimum - 1
+        if n < self.minimum:
+            self.fail(f"{value!r} is neither a number >= {self.minimum} nor 'guess'", param, ctx)
+        return n

@@ -7,24 +7,8 @@ import sys
 import click
 
 from zsarchive.cli.app import main
+from zsarchive.cli.params import Parallelism
 from zsarchive.validate import validate
-
-
-class _Parallelism(click.ParamType):
-    """A CPU count, or ``guess`` for all of them (the reference's default)."""
-
-    name = "PARALLELISM"
-
-    def convert(self, value, param, ctx) -> int | None:
-        if value is None or value == "guess":
-            return None
-        try:
-            n = int(value)
-        except ValueError:
-            n = 0
-        if n < 1:
-            self.fail(f"{value!r} is neither a positive number nor 'guess'", param, ctx)
-        return n
 
 
 class _Bar:
@@ -47,7 +31,7 @@ class _Bar:
 
 
 @main.command("validate")
-@click.option("-j", "parallelism", type=_Parallelism(), default="guess", show_default=True,
+@click.option("-j", "parallelism", type=Parallelism(guess_as=None), default="guess", show_default=True,
               help="The number of CPUs to use for decompression.")
 @click.option("--no-spinner", is_flag=True, help="Do not show a progress bar on stderr.")
 @click.argument("zs_file")
