@@ -313,6 +313,20 @@ def test_windows_are_fetched_ahead_of_the_walk_within_a_bound(reference_files, m
     assert len(window_reads) > 10 and max(reach) <= 4 * window
 
 
+def test_a_failed_walk_stops_its_read_ahead_thread_at_once(reference_files):
+    """The read-ahead thread ends with the walk, also when a block fails: left to the garbage
+    collector, its shutdown could run inside another thread's start-up and deadlock."""
+    bad = bytearray(reference_files["deflate-branching-3"][0].read_bytes())
+    bad[len(bad) // 4] ^= 1  # early: the walk still has windows to read when it fails
+    for parallelism in (1, 3):
+        with pytest.raises(ZSCorrupt) as failure:
+            validate(io.BytesIO(bytes(bad)), parallelism=parallelism)
+        readers = [t for t in threading.enumerate() if t.name.startswith("zs-validate-read")]
+        for thread in readers:
+            thread.join(10)
+        assert not any(thread.is_alive() for thread in readers), (parallelism, failure)
+
+
 def test_progress_reports_every_byte_in_order(reference_files):
     path = reference_files["deflate-branching-3"][0]
     calls = []
