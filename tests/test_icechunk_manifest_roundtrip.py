@@ -7,9 +7,11 @@ kinds, absent defaults, etags and last-modified checksums, plain locations, 0-d 
 from __future__ import annotations
 
 import flatbuffers
+import pytest
 import zstandard
 from hypothesis import given, settings, strategies as st
 
+from zsarchive.errors import ZSCorrupt
 from zsarchive.icechunk import ids
 from zsarchive.icechunk.generated import ArrayManifest as AM
 from zsarchive.icechunk.generated import ChunkRef as CR
@@ -131,3 +133,23 @@ def test_a_small_table_after_a_large_one_at_the_buffer_end():
     spec = {b"\x01" * 8: [((0,), (RefKind.VIRTUAL, "s3://b/k", 5, 7, "etag", 9)), ((1,), (RefKind.INLINE, b""))]}
     manifest = decode_manifest(build(b"\x02" * 12, spec, last_ref_at_end=True), "built")
     assert list(manifest.chunk_refs(ids.encode(b"\x01" * 8))) == [expected_ref(i, k) for i, k in spec[b"\x01" * 8]]
+
+
+@settings(max_examples=60, deadline=None)
+@given(arrays(), st.lists(st.integers(0, 14), max_size=4))
+def test_ranges_of_refs_concatenate_to_all_refs(spec, cuts):
+    manifest = decode_manifest(build(b"\x03" * 12, spec), "built")
+    for node in spec:
+        node_id = ids.encode(node)
+        full = list(manifest.chunk_refs(node_id))
+        bounds = sorted({0, *cuts})
+        parts = [list(manifest.source.chunk_refs(node_id, lo, hi)) for lo, hi in zip(bounds, bounds[1:] + [None])]
+        assert [ref for part in parts for ref in part] == full
+
+
+def test_a_range_checks_its_order_against_the_ref_before_it():
+    spec = {b"\x01" * 8: [((0,), (RefKind.INLINE, b"a")), ((2,), (RefKind.INLINE, b"b")),
+                          ((1,), (RefKind.INLINE, b"c"))]}
+    manifest = decode_manifest(build(b"\x02" * 12, spec), "built")
+    with pytest.raises(ZSCorrupt, match=r"^built: array \w+ refs MUST be sorted by index, but ref 2 \[1\]"):
+        list(manifest.source.chunk_refs(ids.encode(b"\x01" * 8), 2))

@@ -38,6 +38,7 @@ from zsarchive.writer import ZSWriter
 
 CODECS = ("lzma", "deflate", "none", "zstd")
 """Block codecs an export may use; the default, deflate, is standard ZS (any ZS reader opens the file)."""
+_TASK_REFS = 250_000  # chunk refs per worker task (-j N > 1): a large manifest becomes several tasks
 _VERSION = {family: bytes((version,)) for family, version in S.RECORD_VERSIONS.items()}
 
 
@@ -157,8 +158,10 @@ def _node_value(node) -> tuple:
     return (node.id, S.ARRAY, bytes(node.user_data), shape, names, manifests)
 
 
-def _manifest_records(repo: Repository, manifest_id: str, chunk_ids: list[bytes] | None) -> Iterator[list[bytes]]:
-    """Every chunk ref of one manifest, in key order (manifest id, node id, coords), in batches.
+def _manifest_records(repo: Repository, manifest_id: str, chunk_ids: list[bytes] | None, first: int = 0,
+                      stop: int | None = None) -> Iterator[list[bytes]]:
+    """Chunk refs ``first`` to ``stop`` (default: all; numbered across the manifest's arrays in order)
+    of one manifest, in key order (manifest id, node id, coords), in batches.
 
     The hot loop of an export (one record per ref): keys are encoded a batch at a time and values
     assembled from cached element encodings rather than through the general encoder; tests check
@@ -174,9 +177,15 @@ def _manifest_records(repo: Repository, manifest_id: str, chunk_ids: list[bytes]
     numbers: dict[int, bytes] = {}  # so do lengths and offsets (same layout in every file)
     tails: dict[tuple, bytes] = {(None, None): b"\x03\x03"}  # (etag, last modified): mostly both absent
     manifest = repo.manifest(manifest_id)
+    before = 0  # refs of the arrays before this one
     for array in manifest.arrays:
+        lo = max(first - before, 0)
+        hi = None if stop is None else stop - before
+        before += array.num_chunk_refs
+        if lo >= array.num_chunk_refs or (hi is not None and hi <= lo):
+            continue
         prefix = S.CHUNK_REF + keys.encode((manifest_id, array.node_id))
-        refs = manifest.chunk_refs(array.node_id)
+        refs = manifest.source.chunk_refs(array.node_id, lo, hi)
         while batch := list(itertools.islice(refs, 4096)):
             values: list[bytes] = []
             append = values.append
@@ -244,10 +253,11 @@ def _read_batches(path: str) -> Iterator[list[bytes]]:
     os.unlink(path)
 
 
-def _manifest_task(location: str, manifest_id: str, path: str, want_ids: bool) -> int:
-    """Chunk ref records of one manifest into run ``path``; its native chunk ids into ``path.ids``."""
+def _manifest_task(location: str, manifest_id: str, first: int, stop: int | None, path: str, want_ids: bool) -> int:
+    """Chunk ref records ``first`` to ``stop`` of one manifest into run ``path``; their native chunk ids
+    into ``path.ids``."""
     ids: list[bytes] | None = [] if want_ids else None
-    count = _write_run(_manifest_records(_worker_repo(location), manifest_id, ids), path)
+    count = _write_run(_manifest_records(_worker_repo(location), manifest_id, ids, first, stop), path)
     if ids is not None:
         # On disk rather than in the result: finished tasks wait for the writer, memory must not.
         _write_run([ids], path + ".ids")
@@ -318,7 +328,7 @@ def export(repo_location: str | os.PathLike, archive_path: str | os.PathLike, *,
         txlogs: list[tuple[str, int]] = []
         manifest_refs = _small_family_records(repo, refs, sorter, txlogs)
         manifests = sorted(manifest_refs)
-        manifest_futures: list[Future] = []
+        manifest_futures: list[list[Future]] = []
         tx_futures: list[Future] = []
         if parallelism > 1 and len(txlogs) + len(manifests) > 1:
             # Parsing transaction logs and manifests dominates: worker processes do it (the GIL
@@ -327,8 +337,14 @@ def export(repo_location: str | os.PathLike, archive_path: str | os.PathLike, *,
             pool = ProcessPoolExecutor(max_workers=parallelism, mp_context=multiprocessing.get_context("fork"))
             tx_futures = [pool.submit(_txlog_task, location, sid, flushed, os.path.join(work.name, f"t{i}"))
                           for i, (sid, flushed) in enumerate(txlogs)]
-            manifest_futures = [pool.submit(_manifest_task, location, mid, os.path.join(work.name, f"m{i}"),
-                                            include_chunks) for i, mid in enumerate(manifests)]
+            # A large manifest is split into ranges of refs, so every worker decodes part of it and the
+            # writer starts on the first range while later ones are decoded.
+            for i, mid in enumerate(manifests):
+                cuts = list(range(0, manifest_refs[mid], _TASK_REFS))[1:]
+                manifest_futures.append([
+                    pool.submit(_manifest_task, location, mid, lo, hi, os.path.join(work.name, f"m{i}.{k}"),
+                                include_chunks)
+                    for k, (lo, hi) in enumerate(zip([0] + cuts, cuts + [None]))])
 
         total = len(refs) + sorter.count + sum(manifest_refs.values())
         done = 0
@@ -369,12 +385,13 @@ def export(repo_location: str | os.PathLike, archive_path: str | os.PathLike, *,
         def chunk_refs() -> Iterator[list[bytes]]:
             for i, manifest_id in enumerate(manifests):
                 if manifest_futures:
-                    manifest_futures[i].result()
-                    run = os.path.join(work.name, f"m{i}")
-                    yield from _read_batches(run)
-                    if chunk_ids is not None:
-                        for batch in _read_batches(run + ".ids"):
-                            chunk_ids.extend(batch)
+                    for k, future in enumerate(manifest_futures[i]):
+                        future.result()
+                        run = os.path.join(work.name, f"m{i}.{k}")
+                        yield from _read_batches(run)
+                        if chunk_ids is not None:
+                            for batch in _read_batches(run + ".ids"):
+                                chunk_ids.extend(batch)
                 else:
                     ids = [] if chunk_ids is not None else None
                     yield from _manifest_records(repo, manifest_id, ids)

@@ -172,14 +172,17 @@ class ManifestBuffer:
                 raise FlatBufferError(f"{where}: compressed_location is truncated")
         return _utf8(data, f"{where}: location")
 
-    def chunk_refs(self, node_id: NodeId) -> Iterator[ChunkRef]:
-        """Refs of one array in ascending coordinate order; ZSCorrupt on any inconsistency."""
+    def chunk_refs(self, node_id: NodeId, first: int = 0, stop: int | None = None) -> Iterator[ChunkRef]:
+        """Refs ``first`` to ``stop`` (default: all) of one array in ascending coordinate order; ZSCorrupt
+        on any inconsistency. Ranges let several processes share one large array."""
         if node_id not in self.arrays:
             return iter(())
         # Refs come in lists, so the per-ref iteration is C code and the decoder resumes once per batch.
-        return itertools.chain.from_iterable(self._batches(node_id))
+        refs = itertools.chain.from_iterable(self._batches(node_id, max(first - 1, 0), stop))
+        # A range after the first starts one ref early, so its order against the ref before is checked too.
+        return itertools.islice(refs, 1, None) if first > 0 else refs
 
-    def _batches(self, node_id: NodeId) -> Iterator[list[ChunkRef]]:
+    def _batches(self, node_id: NodeId, first: int, stop: int | None) -> Iterator[list[ChunkRef]]:
         # The hot loop of the whole reader. Consecutive refs nearly always share one vtable, so the
         # previous ref's layout is tried first and confirmed by the soffset its single struct call
         # returns. Every offset here is a sum of unsigned values, so it is never negative and
@@ -187,7 +190,9 @@ class ManifestBuffer:
         # only slices, which silently truncate, are checked by hand.
         buf = self.payload
         size = len(buf)
-        start, count = self.arrays[node_id]
+        start, total = self.arrays[node_id]
+        stop = total if stop is None else min(stop, total)
+        count = max(stop - first, 0)
         unpack_u32 = _U32.unpack_from
         locations: dict[bytes, str] = {}
         encode_id = ids.encode
@@ -199,9 +204,9 @@ class ManifestBuffer:
         vtable, unpack = None, _NO_TABLE
         batch: list[ChunkRef] = []
         append = batch.append
-        slot = start
+        begin = slot = start + 4 * first
         try:
-            for rel in struct.unpack_from(f"<{count}I", buf, start):
+            for rel in struct.unpack_from(f"<{count}I", buf, begin):
                 pos = slot + rel
                 slot += 4
                 try:
@@ -227,7 +232,7 @@ class ManifestBuffer:
                     ndim, index_unpack = self._index_reader(buf, vec, node_id, (slot - start) // 4 - 1)
                     coords = index_unpack(buf, vec)
                 index = coords[1:]
-                if not previous < index and slot - start > 4:
+                if not previous < index and slot - begin > 4:
                     raise FlatBufferError(f"array {node_id} refs MUST be sorted by index, but ref "
                                           f"{(slot - start) // 4 - 1} {list(index)} does not come after "
                                           f"{list(previous)}")
