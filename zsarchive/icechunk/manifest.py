@@ -191,8 +191,9 @@ class ManifestBuffer:
         buf = self.payload
         size = len(buf)
         start, total = self.arrays[node_id]
-        stop = total if stop is None else min(stop, total)
-        count = max(stop - first, 0)
+        stop = total if stop is None else max(min(stop, total), 0)
+        first = min(first, stop)  # a range past the end is empty, not an offset outside the buffer
+        count = stop - first
         unpack_u32 = _U32.unpack_from
         locations: dict[bytes, str] = {}
         encode_id = ids.encode
