@@ -207,67 +207,67 @@ class ManifestBuffer:
         append = batch.append
         begin = slot = start + 4 * first
         try:
-            for rel in struct.unpack_from(f"<{count}I", buf, begin):
-                pos = slot + rel
-                slot += 4
-                try:
-                    values = unpack(buf, pos)
-                except struct.error:
-                    # The guessed layout reads past the end, where a smaller table may sit: go the slow way.
-                    values = (pos + 1,)
-                if pos - values[0] != vtable:
-                    layout = self._layout(pos - _I32.unpack_from(buf, pos)[0],
-                                          f"array {node_id} ref {(slot - start) // 4 - 1}")
-                    vtable, unpack, pick = layout.vtable, layout.unpack, layout.pick
-                    kind, index_at, payload_at, etag_at = layout.kind, layout.index_at, layout.payload_at, \
-                        layout.etag_at
-                    compressed = layout.compressed
-                    values = unpack(buf, pos)
-                index_off, offset, length, payload, etag_off, modified = pick(values + tail)
-                vec = pos + index_at + index_off
-                try:
-                    coords = index_unpack(buf, vec)
-                except struct.error:  # a shorter index may end the buffer: let _index_reader judge it
-                    coords = (None,)
-                if coords[0] != ndim:
-                    ndim, index_unpack = self._index_reader(buf, vec, node_id, (slot - start) // 4 - 1)
-                    coords = index_unpack(buf, vec)
-                index = coords[1:]
-                if not previous < index and slot - begin > 4:
-                    raise FlatBufferError(f"array {node_id} refs MUST be sorted by index, but ref "
-                                          f"{(slot - start) // 4 - 1} {list(index)} does not come after "
-                                          f"{list(previous)}")
-                previous = index
-                if kind is virtual:
-                    vec = pos + payload_at + payload
-                    n = unpack_u32(buf, vec)[0]
-                    if vec + 4 + n > size:
-                        raise FlatBufferError(f"array {node_id} ref {(slot - start) // 4 - 1}: location vector "
-                                              f"at {vec} runs past the buffer end")
-                    raw = buf[vec + 4:vec + 4 + n]
-                    location = locations.get(raw)
-                    if location is None:
-                        where = f"array {node_id} ref {(slot - start) // 4 - 1}"
-                        location = locations[raw] = (self._decompress_location(raw, where) if compressed
-                                                     else _utf8(raw, f"{where}: location"))
-                    etag = None
-                    if etag_off:
-                        where = f"array {node_id} ref {(slot - start) // 4 - 1} checksum_etag"
-                        etag = _utf8(_vector(buf, pos + etag_at + etag_off, size, where), where)
-                    append(new_ref(ChunkRef, (index, kind, None, None, location, offset, length, etag,
-                                              modified or None)))
-                elif kind is native:
-                    append(new_ref(ChunkRef, (index, kind, None, encode_id(payload), None, offset, length, None,
-                                              None)))
-                else:
-                    inline = _vector(buf, pos + payload_at + payload, size,
-                                     f"array {node_id} ref {(slot - start) // 4 - 1} inline")
-                    append(new_ref(ChunkRef, (index, kind, inline, None, None, 0, 0, None, None)))
-                if len(batch) >= _BATCH:
-                    yield batch
-                    batch = []
-                    append = batch.append
-            yield batch
+            offsets = struct.unpack_from(f"<{count}I", buf, begin)
+            for chunk in range(0, count, _BATCH):  # one batch per slice: no per-ref batch-size check
+                for rel in offsets[chunk:chunk + _BATCH]:
+                    pos = slot + rel
+                    slot += 4
+                    try:
+                        values = unpack(buf, pos)
+                    except struct.error:
+                        # The guessed layout reads past the end, where a smaller table may sit: go the slow way.
+                        values = (pos + 1,)
+                    if pos - values[0] != vtable:
+                        layout = self._layout(pos - _I32.unpack_from(buf, pos)[0],
+                                              f"array {node_id} ref {(slot - start) // 4 - 1}")
+                        vtable, unpack, pick = layout.vtable, layout.unpack, layout.pick
+                        kind, index_at, payload_at, etag_at = layout.kind, layout.index_at, layout.payload_at, \
+                            layout.etag_at
+                        compressed = layout.compressed
+                        values = unpack(buf, pos)
+                    index_off, offset, length, payload, etag_off, modified = pick(values + tail)
+                    vec = pos + index_at + index_off
+                    try:
+                        coords = index_unpack(buf, vec)
+                    except struct.error:  # a shorter index may end the buffer: let _index_reader judge it
+                        coords = (None,)
+                    if coords[0] != ndim:
+                        ndim, index_unpack = self._index_reader(buf, vec, node_id, (slot - start) // 4 - 1)
+                        coords = index_unpack(buf, vec)
+                    index = coords[1:]
+                    if not previous < index and slot - begin > 4:
+                        raise FlatBufferError(f"array {node_id} refs MUST be sorted by index, but ref "
+                                              f"{(slot - start) // 4 - 1} {list(index)} does not come after "
+                                              f"{list(previous)}")
+                    previous = index
+                    if kind is virtual:
+                        vec = pos + payload_at + payload
+                        n = unpack_u32(buf, vec)[0]
+                        if vec + 4 + n > size:
+                            raise FlatBufferError(f"array {node_id} ref {(slot - start) // 4 - 1}: location vector "
+                                                  f"at {vec} runs past the buffer end")
+                        raw = buf[vec + 4:vec + 4 + n]
+                        location = locations.get(raw)
+                        if location is None:
+                            where = f"array {node_id} ref {(slot - start) // 4 - 1}"
+                            location = locations[raw] = (self._decompress_location(raw, where) if compressed
+                                                         else _utf8(raw, f"{where}: location"))
+                        etag = None
+                        if etag_off:
+                            where = f"array {node_id} ref {(slot - start) // 4 - 1} checksum_etag"
+                            etag = _utf8(_vector(buf, pos + etag_at + etag_off, size, where), where)
+                        append(new_ref(ChunkRef, (index, kind, None, None, location, offset, length, etag,
+                                                  modified or None)))
+                    elif kind is native:
+                        append(new_ref(ChunkRef, (index, kind, None, encode_id(payload), None, offset, length, None,
+                                                  None)))
+                    else:
+                        inline = _vector(buf, pos + payload_at + payload, size,
+                                         f"array {node_id} ref {(slot - start) // 4 - 1} inline")
+                        append(new_ref(ChunkRef, (index, kind, inline, None, None, 0, 0, None, None)))
+                yield batch
+                batch = []
+                append = batch.append
         except struct.error:
             raise ZSCorrupt(f"{self.name}: array {node_id} ref {(slot - start) // 4 - 1}: an offset points "
                             f"outside the {size}-byte buffer") from None
