@@ -114,15 +114,26 @@ def struct_bytes(obj, size: int) -> bytes:
     return bytes(tab.Bytes[pos:pos + size])
 
 
-def byte_vector(obj, slot: int) -> bytes | None:
-    """The ``[uint8]`` field in vtable slot ``slot`` (4, 6, 8 ...) as bytes; None when absent."""
+def _vector(obj, slot: int, item_size: int, what: str):
+    """``(buffer, start, length)`` of the vector field in vtable slot ``slot``; None when absent."""
     tab = obj._tab
     off = tab.Offset(slot)
     if not off:
         return None
     length = tab.VectorLen(off)
     start = tab.Vector(off)
-    return bytes(tab.Bytes[start:start + length])
+    if start + item_size * length > len(tab.Bytes):
+        raise FlatBufferError(f"{what} vector at {start} of length {length} runs past the buffer end")
+    return tab.Bytes, start, length
+
+
+def byte_vector(obj, slot: int) -> bytes | None:
+    """The ``[uint8]`` field in vtable slot ``slot`` (4, 6, 8 ...) as bytes; None when absent."""
+    found = _vector(obj, slot, 1, "uint8")
+    if found is None:
+        return None
+    buf, start, length = found
+    return bytes(buf[start:start + length])
 
 
 def text(raw: bytes | None, what: str) -> str | None:
@@ -152,12 +163,8 @@ def check_sorted(keys: list, what: str) -> None:
 
 def u32_vector(obj, slot: int) -> tuple[int, ...] | None:
     """The ``[uint32]`` field in vtable slot ``slot`` in one ``struct`` call; None when absent."""
-    tab = obj._tab
-    off = tab.Offset(slot)
-    if not off:
+    found = _vector(obj, slot, 4, "uint32")
+    if found is None:
         return None
-    length = tab.VectorLen(off)
-    start = tab.Vector(off)
-    if start + 4 * length > len(tab.Bytes):
-        raise FlatBufferError(f"uint32 vector at {start} of length {length} runs past the buffer end")
-    return struct.unpack_from(f"<{length}I", tab.Bytes, start)
+    buf, start, length = found
+    return struct.unpack_from(f"<{length}I", buf, start)
