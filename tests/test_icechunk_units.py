@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -88,7 +87,6 @@ def test_storage_locations(tmp_path):
         open_storage("http://example/repo")
 
 
-@pytest.mark.skipif(shutil.which("flatc") is None, reason="flatc (flatbuffers-compiler) is not installed")
 def test_generated_code_is_what_the_schemas_give(tmp_path):
     out = tmp_path / "generated"
     subprocess.run([str(ROOT / "scripts" / "gen_flatbuffers.sh"), str(out)], check=True, capture_output=True)
