@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Iterator
 
 import click
@@ -94,7 +95,7 @@ def chunk_command(archive: str, ref: str, path: str, coords: tuple[int, ...], da
     """The chunk ref at COORDS (like 3,4) of the array PATH at REF."""
     with open_archive(archive, authorize) as arc:
         if data:
-            click.get_binary_stream("stdout").write(arc.chunk_data(ref, path, coords, repo=repo))
+            sys.stdout.buffer.write(arc.chunk_data(ref, path, coords, repo=repo))
             return
         emit([arc.chunk_ref(ref, path, coords)], as_json, ("path",) + CHUNK_COLUMNS)
 
