@@ -9,6 +9,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from zsarchive import RepoArchive
+
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "testdata" / "sample" / "ngrams.txt"
 REPO = ROOT / "testdata" / "icechunk" / "v2"
@@ -40,10 +42,11 @@ def main() -> None:
         zs("validate", "--no-spinner", archive)
         zs("refs", archive)
         zs("log", archive, "main")
-        zs("log", archive, "--since", "2026-11-22T02:07:36.35Z", "--until", "2026-11-22T02:07:36.40Z")
+        times = [commit["flushed_at"] for commit in RepoArchive(archive).log("main")]
+        zs("log", archive, "--since", times[5], "--until", times[3])
         zs("ls", archive, "tag:v1.0")
         zs("chunk", archive, "tag:v1.0", "data/temperature", "0,0")
-        zs("chunk", archive, "main@2026-11-22T02:07:36.30Z", "data/temperature", "0,0", "--json")
+        zs("chunk", archive, f"main@{times[-2]}", "data/temperature", "0,0", "--json")
         zs("diff", archive, "tag:v1.0", "main")
         zs("chunk-log", archive, "data/temperature", "0,0")
 
