@@ -1,14 +1,16 @@
 """Decode manifest files (``manifests/<id>``). Chunk refs are read straight from the little-endian
-FlatBuffer with ``struct`` (the generated accessors cost ~20 calls per ref), every offset bounds-checked.
+FlatBuffer with numpy gathers, a batch of refs per step (the generated accessors cost ~20 calls per
+ref), every offset bounds-checked.
 """
 
 from __future__ import annotations
 
+import base64
 import itertools
-import operator
 import struct
-from typing import Iterator
+from typing import Callable, Iterator, NamedTuple
 
+import numpy as np
 import zstandard
 
 from zsarchive.errors import ZSCorrupt
@@ -19,39 +21,24 @@ from zsarchive.icechunk.generated.Manifest import Manifest as FbManifest
 from zsarchive.icechunk.header import open_file
 from zsarchive.icechunk.model import ArrayManifestInfo, ChunkRef, FileType, Manifest, NodeId, RefKind
 
-_U32 = struct.Struct("<I")
-_I32 = struct.Struct("<i")
 _U16 = struct.Struct("<H")
-_INLINE, _NATIVE, _VIRTUAL = RefKind.INLINE, RefKind.NATIVE, RefKind.VIRTUAL
-_new_ref = tuple.__new__  # builds the NamedTuple without its keyword handling: ~2x faster
 _N_SLOTS = 10  # fields of the ChunkRef table
-
-
 _WIDTHS = (4, 4, 8, 8, 12, 4, 4, 4, 4, 4)  # bytes of each ChunkRef field inside the table
-_FORMATS = ("I", "I", "Q", "Q", "12s", "I", "I", "I", "I", "I")
-_TAIL = (0,)  # appended to every unpacked table: the value of an absent field
-_BATCH = 1024  # refs decoded per resumption of the decoder
-
-
-def _NO_TABLE(buf, pos):
-    return (0,)
-
-
-def _NO_INDEX(buf, pos):
-    return (None,)
+_KINDS = (RefKind.INLINE, RefKind.NATIVE, RefKind.VIRTUAL)  # index = the kind code used below
+_BATCH = 65536  # refs decoded per step: bounds the temporary arrays
+_LOCATION_CACHE = 65536  # distinct locations remembered across steps (they repeat: many chunks per file)
+_new_ref = tuple.__new__  # builds the NamedTuple without its keyword handling: ~2x faster
+_BYTE = np.arange(256, dtype=np.int64)
+_MIX = np.random.default_rng(2026).integers(1, 2**63, size=33, dtype=np.uint64) | np.uint64(1)  # hash of <= 256 B
+# Columns of _Layout.row: where each value sits in a table (0 = absent), or what the layout is.
+_SIZE, _INDEX, _OFFSET, _LENGTH, _PAYLOAD, _ETAG, _MODIFIED, _CODE, _COMPRESSED = range(9)
+_CROCKFORD = bytes.maketrans(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ234567", ids.ALPHABET.encode("ascii"))
 
 
 class _Layout:
-    """One validated ChunkRef vtable, compiled into a single ``struct`` call per ref.
+    """One validated ChunkRef vtable: where each field sits in the tables that use it."""
 
-    ``unpack(buf, pos)`` starts with the table's soffset (to confirm the guess of layout); ``+ _TAIL``
-    then ``pick`` gives (index uoffset, offset, length, payload, etag uoffset, last_modified), where
-    payload is the inline / location / compressed_location uoffset or the 12 chunk id bytes, each 0
-    when absent.
-    """
-
-    __slots__ = ("kind", "table_size", "unpack", "pick", "index_at", "payload_at", "etag_at", "compressed",
-                 "vtable")
+    __slots__ = ("kind", "row")
 
     def __init__(self, buf, vtable: int, where: str):
         if vtable < 0 or vtable + 4 > len(buf):
@@ -62,9 +49,8 @@ class _Layout:
         slots = [0] * _N_SLOTS
         for s in range(min(_N_SLOTS, (vt_size - 4) // 2)):
             slots[s] = _U16.unpack_from(buf, vtable + 4 + 2 * s)[0]
-        present = sorted((off, s) for s, off in enumerate(slots) if off)
         end = 0
-        for off, s in present:
+        for off, s in sorted((off, s) for s, off in enumerate(slots) if off):
             if off < 4 or off < end or off + _WIDTHS[s] > table_size:
                 raise FlatBufferError(f"{where}: field {s} at {off} overlaps another or lies outside its "
                                       f"{table_size}-byte table")
@@ -76,24 +62,80 @@ class _Layout:
         if sum(kinds) != 1:
             raise FlatBufferError(f"{where}: exactly one of inline, chunk_id, location/compressed_location "
                                   f"must be present")
-        self.kind = _INLINE if kinds[0] else _NATIVE if kinds[1] else _VIRTUAL
-        self.table_size = table_size
-        fmt, cursor, position = "<i", 4, {}
-        for off, s in present:
-            fmt += "x" * (off - cursor) + _FORMATS[s]
-            cursor = off + _WIDTHS[s]
-            position[s] = len(position) + 1
-        self.unpack = struct.Struct(fmt).unpack_from
-        tail = len(position) + 1
-        payload_slot = 1 if inline else 4 if chunk_id else 5 if location else 8
-        self.pick = operator.itemgetter(*(position.get(s, tail) for s in (0, 2, 3, payload_slot, 6, 7)))
-        self.index_at, self.payload_at, self.etag_at = index, slots[payload_slot], etag
-        self.compressed = not location and bool(compressed)
-        self.vtable = vtable
+        code = kinds.index(True)
+        self.kind = _KINDS[code]
+        payload = (inline, chunk_id, location or compressed)[code]
+        if code == 0:  # inline refs have no offset or length, whatever the table holds
+            offset = length = 0
+        if code != 2:
+            etag = modified = 0
+        self.row = (table_size, index, offset, length, payload, etag, modified, code,
+                    int(not location and bool(compressed)))
+
+
+def _gather(b: np.ndarray, at: np.ndarray, dtype: str) -> np.ndarray:
+    """The little-endian ``dtype`` value at each byte position in ``at`` (bounds checked by the caller)."""
+    width = np.dtype(dtype).itemsize
+    if not (at & (width - 1)).any():
+        # FlatBuffers aligns every scalar to its size: one gather from a view of the whole buffer.
+        return b[:len(b) - len(b) % width].view(dtype)[at // width]
+    return b[at[:, None] + _BYTE[:width]].view(dtype).reshape(-1)
+
+
+def _first(mask: np.ndarray) -> int | None:
+    """Position of the first True in ``mask``, or None."""
+    return int(mask.argmax()) if mask.any() else None
+
+
+class RefBatch(NamedTuple):
+    """Consecutive refs of one array as columns (one entry per ref; None where a field does not apply)."""
+
+    coords: np.ndarray
+    """(refs, ndim) uint32 chunk coordinates, strictly ascending."""
+    kind: list[RefKind]
+    inline: list[bytes | None]
+    chunk_id: list[str | None]
+    location: list[str | None]
+    offset: np.ndarray
+    """uint64; 0 for inline refs."""
+    length: np.ndarray
+    checksum_etag: list[str | None]
+    checksum_last_modified: list[int | None]
+
+    def refs(self) -> Iterator[ChunkRef]:
+        """The batch as ChunkRef tuples, built as they are consumed."""
+        # Lazily, from columns of ints: refs a caller drops die young, so the cyclic GC stays idle.
+        n = len(self.kind)
+        index = zip(*self.coords.T.tolist()) if self.coords.shape[1] else itertools.repeat((), n)
+        return map(_new_ref, itertools.repeat(ChunkRef), zip(
+            index, self.kind, self.inline, self.chunk_id, self.location, self.offset.tolist(),
+            self.length.tolist(), self.checksum_etag, self.checksum_last_modified))
+
+
+class _Texts(dict):
+    """Location bytes -> text, decoding (and decompressing, for compressed locations) each once."""
+
+    def __init__(self, decode: Callable[[bytes], str]):
+        super().__init__()
+        self.decode = decode
+
+    def __missing__(self, raw: bytes) -> str:
+        text = self[raw] = self.decode(raw)
+        return text
+
+
+class _BadText(Exception):
+    def __init__(self, raw: bytes, reason: str):
+        super().__init__(reason)
+        self.raw = raw
 
 
 class ManifestBuffer:
-    """The decompressed payload of one manifest, decoding refs per array on demand."""
+    """The decompressed payload of one manifest, decoding refs per array on demand.
+
+    Refs are decoded a batch at a time with numpy gathers over the little-endian FlatBuffer; every
+    offset is bounds-checked before it is followed, so a corrupt file raises ZSCorrupt naming the ref.
+    """
 
     def __init__(self, payload: bytes, name: str, arrays: dict[NodeId, tuple[int, int]],
                  dictionary: bytes | None, compression_algorithm: int):
@@ -103,47 +145,51 @@ class ManifestBuffer:
         self.layouts: dict[int, _Layout] = {}
         self.dictionary = dictionary
         self.compression_algorithm = compression_algorithm
+        self._bytes = np.frombuffer(payload, np.uint8)
         self._dctx: zstandard.ZstdDecompressor | None = None
+        self._plain = _Texts(self._plain_location)
+        self._packed = _Texts(self._decompress_location)
         self._counts: dict[NodeId, tuple[int, int, int, int]] = {}
 
-    def _layout(self, vtable: int, where: str) -> _Layout:
-        layout = self.layouts.get(vtable)
-        if layout is None:
-            layout = self.layouts[vtable] = _Layout(self.payload, vtable, where)
-        return layout
-
-    def _tables(self, node_id: NodeId) -> Iterator[tuple[int, int, _Layout]]:
-        """(ref number, table position, layout) of every ref of one array, bounds-checked."""
-        buf = self.payload
-        size = len(buf)
-        start, count = self.arrays[node_id]
-        layouts = self.layouts
-        unpack_i32 = _I32.unpack_from
-        # One call for the whole offsets vector instead of one per ref.
-        for j, rel in enumerate(struct.unpack_from(f"<{count}I", buf, start)):
-            pos = start + 4 * j + rel
-            if pos + 4 > size:
-                raise FlatBufferError(f"array {node_id} ref {j}: table at {pos} outside the buffer")
-            vtable = pos - unpack_i32(buf, pos)[0]
-            layout = layouts.get(vtable)
+    def _locate(self, node_id: NodeId, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+        """(table positions, one _Layout.row per ref) of refs ``lo`` to ``hi`` of one array, checked."""
+        buf, size = self.payload, len(self.payload)
+        start, _count = self.arrays[node_id]
+        n = hi - lo
+        pos = start + 4 * lo + 4 * np.arange(n, dtype=np.int64) + \
+            np.frombuffer(buf, "<u4", n, start + 4 * lo).astype(np.int64)
+        if (j := _first(pos + 4 > size)) is not None:
+            raise FlatBufferError(f"array {node_id} ref {lo + j}: an offset points outside the {size}-byte buffer")
+        vtables = pos - _gather(self._bytes, pos, "<i4")
+        if n and (vtables == vtables[0]).all():
+            unique, inverse = vtables[:1], None
+        else:
+            unique, inverse = np.unique(vtables, return_inverse=True)
+        rows = []
+        for vtable in unique.tolist():
+            layout = self.layouts.get(vtable)
             if layout is None:
-                layout = self._layout(vtable, f"array {node_id} ref {j}")
-            if pos + layout.table_size > size:
-                raise FlatBufferError(f"array {node_id} ref {j}: table at {pos} runs past the buffer end")
-            yield j, pos, layout
+                where = f"array {node_id} ref {lo + int((vtables == vtable).argmax())}"
+                layout = self.layouts[vtable] = _Layout(buf, vtable, where)
+            rows.append(layout.row)
+        table = np.array(rows, dtype=np.int64).reshape(-1, 9)
+        fields = np.broadcast_to(table, (n, 9)) if inverse is None else table[inverse]
+        if (j := _first(pos + fields[:, _SIZE] > size)) is not None:
+            raise FlatBufferError(f"array {node_id} ref {lo + j}: table at {int(pos[j])} runs past the buffer end")
+        return pos, fields
 
     def _count(self, node_id: NodeId) -> tuple[int, int, int, int]:
         """(inline, native, virtual, compressed-location) counts of one array, from the ref vtables alone."""
         counts = self._counts.get(node_id)
         if counts is None:
-            tally = {_INLINE: 0, _NATIVE: 0, _VIRTUAL: 0}
-            compressed = 0
-            if node_id in self.arrays:
-                with decoding(self.name):
-                    for _j, _pos, layout in self._tables(node_id):
-                        tally[layout.kind] += 1
-                        compressed += layout.compressed
-            counts = self._counts[node_id] = (tally[_INLINE], tally[_NATIVE], tally[_VIRTUAL], compressed)
+            tally = np.zeros(4, dtype=np.int64)
+            total = self.arrays[node_id][1] if node_id in self.arrays else 0
+            with decoding(self.name):
+                for lo in range(0, total, _BATCH):
+                    _pos, fields = self._locate(node_id, lo, min(lo + _BATCH, total))
+                    tally[:3] += np.bincount(fields[:, _CODE], minlength=3)
+                    tally[3] += int(fields[:, _COMPRESSED].sum())
+            counts = self._counts[node_id] = tuple(tally.tolist())
         return counts
 
     def kind_counts(self, node_id: NodeId) -> tuple[int, int, int]:
@@ -154,152 +200,219 @@ class ManifestBuffer:
         """How many virtual refs of one array store a compressed location."""
         return self._count(node_id)[3]
 
-    def _decompress_location(self, raw: bytes, where: str) -> str:
+    def _plain_location(self, raw: bytes) -> str:
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise _BadText(raw, "location is not UTF-8") from None
+
+    def _decompress_location(self, raw: bytes) -> str:
         if self.compression_algorithm == 0:
-            data = raw
-        else:
-            if self.dictionary is None:
-                raise FlatBufferError(f"{where}: compressed_location present but the manifest has no "
-                                      f"location_dictionary")
-            try:
-                if self._dctx is None:
-                    self._dctx = zstandard.ZstdDecompressor(dict_data=zstandard.ZstdCompressionDict(self.dictionary))
-                dobj = self._dctx.decompressobj()
-                data = dobj.decompress(raw)
-            except zstandard.ZstdError as exc:
-                raise FlatBufferError(f"{where}: compressed_location does not decompress: {exc}") from None
-            if not dobj.eof:
-                raise FlatBufferError(f"{where}: compressed_location is truncated")
-        return _utf8(data, f"{where}: location")
+            return self._plain_location(raw)
+        if self.dictionary is None:
+            raise _BadText(raw, "compressed_location present but the manifest has no location_dictionary")
+        try:
+            if self._dctx is None:
+                self._dctx = zstandard.ZstdDecompressor(dict_data=zstandard.ZstdCompressionDict(self.dictionary))
+            dobj = self._dctx.decompressobj()
+            data = dobj.decompress(raw)
+        except zstandard.ZstdError as exc:
+            raise _BadText(raw, f"compressed_location does not decompress: {exc}") from None
+        if not dobj.eof:
+            raise _BadText(raw, "compressed_location is truncated")
+        return self._plain_location(data)
 
     def chunk_refs(self, node_id: NodeId, first: int = 0, stop: int | None = None) -> Iterator[ChunkRef]:
         """Refs ``first`` to ``stop`` (default: all) of one array in ascending coordinate order; ZSCorrupt
         on any inconsistency. Ranges let several processes share one large array."""
-        if node_id not in self.arrays:
-            return iter(())
-        # Refs come in lists, so the per-ref iteration is C code and the decoder resumes once per batch.
-        refs = itertools.chain.from_iterable(self._batches(node_id, max(first - 1, 0), stop))
-        # A range after the first starts one ref early, so its order against the ref before is checked too.
-        return itertools.islice(refs, 1, None) if first > 0 else refs
+        return itertools.chain.from_iterable(batch.refs() for batch in self.ref_batches(node_id, first, stop))
 
-    def _batches(self, node_id: NodeId, first: int, stop: int | None) -> Iterator[list[ChunkRef]]:
-        # The hot loop of the whole reader. Consecutive refs nearly always share one vtable, so the
-        # previous ref's layout is tried first and confirmed by the soffset its single struct call
-        # returns. Every offset here is a sum of unsigned values, so it is never negative and
-        # struct.unpack_from's own length check is the bounds check (struct.error -> corrupt);
-        # only slices, which silently truncate, are checked by hand.
-        buf = self.payload
-        size = len(buf)
-        start, total = self.arrays[node_id]
+    def ref_batches(self, node_id: NodeId, first: int = 0, stop: int | None = None) -> Iterator[RefBatch]:
+        """Like :meth:`chunk_refs`, as columns a batch at a time (the exporter's fast path)."""
+        if node_id not in self.arrays:
+            return
+        total = self.arrays[node_id][1]
         stop = total if stop is None else max(min(stop, total), 0)
         first = min(first, stop)  # a range past the end is empty, not an offset outside the buffer
-        count = stop - first
-        unpack_u32 = _U32.unpack_from
-        locations: dict[bytes, str] = {}
-        encode_id = ids.encode
-        new_ref = _new_ref
-        virtual, native, tail = _VIRTUAL, _NATIVE, _TAIL
-        previous: tuple[int, ...] = ()
-        # Placeholders that fail the first checks below, sending the first ref down the slow paths.
-        ndim, index_unpack = -1, _NO_INDEX
-        vtable, unpack = None, _NO_TABLE
-        batch: list[ChunkRef] = []
-        append = batch.append
-        begin = slot = start + 4 * first
-        try:
-            offsets = struct.unpack_from(f"<{count}I", buf, begin)
-            for chunk in range(0, count, _BATCH):  # one batch per slice: no per-ref batch-size check
-                for rel in offsets[chunk:chunk + _BATCH]:
-                    pos = slot + rel
-                    slot += 4
-                    try:
-                        values = unpack(buf, pos)
-                    except struct.error:
-                        # The guessed layout reads past the end, where a smaller table may sit: go the slow way.
-                        values = (pos + 1,)
-                    if pos - values[0] != vtable:
-                        layout = self._layout(pos - _I32.unpack_from(buf, pos)[0],
-                                              f"array {node_id} ref {(slot - start) // 4 - 1}")
-                        vtable, unpack, pick = layout.vtable, layout.unpack, layout.pick
-                        kind, index_at, payload_at, etag_at = layout.kind, layout.index_at, layout.payload_at, \
-                            layout.etag_at
-                        compressed = layout.compressed
-                        values = unpack(buf, pos)
-                    index_off, offset, length, payload, etag_off, modified = pick(values + tail)
-                    vec = pos + index_at + index_off
-                    try:
-                        coords = index_unpack(buf, vec)
-                    except struct.error:  # a shorter index may end the buffer: let _index_reader judge it
-                        coords = (None,)
-                    if coords[0] != ndim:
-                        ndim, index_unpack = self._index_reader(buf, vec, node_id, (slot - start) // 4 - 1)
-                        coords = index_unpack(buf, vec)
-                    index = coords[1:]
-                    if not previous < index and slot - begin > 4:
-                        raise FlatBufferError(f"array {node_id} refs MUST be sorted by index, but ref "
-                                              f"{(slot - start) // 4 - 1} {list(index)} does not come after "
-                                              f"{list(previous)}")
-                    previous = index
-                    if kind is virtual:
-                        vec = pos + payload_at + payload
-                        n = unpack_u32(buf, vec)[0]
-                        if vec + 4 + n > size:
-                            raise FlatBufferError(f"array {node_id} ref {(slot - start) // 4 - 1}: location vector "
-                                                  f"at {vec} runs past the buffer end")
-                        raw = buf[vec + 4:vec + 4 + n]
-                        location = locations.get(raw)
-                        if location is None:
-                            where = f"array {node_id} ref {(slot - start) // 4 - 1}"
-                            location = locations[raw] = (self._decompress_location(raw, where) if compressed
-                                                         else _utf8(raw, f"{where}: location"))
-                        etag = None
-                        if etag_off:
-                            where = f"array {node_id} ref {(slot - start) // 4 - 1} checksum_etag"
-                            etag = _utf8(_vector(buf, pos + etag_at + etag_off, size, where), where)
-                        append(new_ref(ChunkRef, (index, kind, None, None, location, offset, length, etag,
-                                                  modified or None)))
-                    elif kind is native:
-                        append(new_ref(ChunkRef, (index, kind, None, encode_id(payload), None, offset, length, None,
-                                                  None)))
-                    else:
-                        inline = _vector(buf, pos + payload_at + payload, size,
-                                         f"array {node_id} ref {(slot - start) // 4 - 1} inline")
-                        append(new_ref(ChunkRef, (index, kind, inline, None, None, 0, 0, None, None)))
+        with decoding(self.name):
+            # A range after the first is also checked against the ref before it.
+            previous = self._decode(node_id, first - 1, first, None).coords[0] if 0 < first < stop else None
+            for lo in range(first, stop, _BATCH):
+                batch = self._decode(node_id, lo, min(lo + _BATCH, stop), previous)
+                previous = batch.coords[-1]
                 yield batch
-                batch = []
-                append = batch.append
-        except struct.error:
-            raise ZSCorrupt(f"{self.name}: array {node_id} ref {(slot - start) // 4 - 1}: an offset points "
-                            f"outside the {size}-byte buffer") from None
-        except FlatBufferError as exc:
-            raise ZSCorrupt(f"{self.name}: {exc}") from None
 
-    @staticmethod
-    def _index_reader(buf: bytes, vec: int, node_id: NodeId, j: int):
-        """(ndim, unpack function giving (ndim, *coords)) for the index vector at ``vec``, checked to fit."""
-        if vec + 4 > len(buf):
-            raise FlatBufferError(f"array {node_id} ref {j}: index vector at {vec} outside the buffer")
-        ndim = _U32.unpack_from(buf, vec)[0]
-        if vec + 4 + 4 * ndim > len(buf):
-            raise FlatBufferError(f"array {node_id} ref {j}: index vector at {vec} runs past the buffer end")
-        return ndim, struct.Struct(f"<{ndim + 1}I").unpack_from
+    def _decode(self, node_id: NodeId, lo: int, hi: int, previous: np.ndarray | None) -> RefBatch:
+        """Refs ``lo`` to ``hi`` of one array, checked against each other and against ``previous``."""
+        buf, b, size = self.payload, self._bytes, len(self.payload)
+        n = hi - lo
+        pos, fields = self._locate(node_id, lo, hi)
+        where = lambda j: f"array {node_id} ref {lo + j}"  # noqa: E731
+
+        at = pos + fields[:, _INDEX]
+        vec = at + _gather(b, at, "<u4")
+        if (j := _first(vec + 4 > size)) is not None:
+            raise FlatBufferError(f"{where(j)}: index vector at {int(vec[j])} outside the buffer")
+        ndims = _gather(b, vec, "<u4")
+        ndim = int(ndims[0]) if previous is None else len(previous)
+        if (j := _first(ndims != ndim)) is not None:
+            raise FlatBufferError(f"{where(j)}: index has {int(ndims[j])} coordinates, the refs before it {ndim}")
+        if n * 4 * (ndim + 1) > size:  # distinct vectors cannot overlap: this one is bogus
+            raise FlatBufferError(f"{where(0)}: index vectors of {ndim} coordinates cannot fit the buffer")
+        if (j := _first(vec + 4 + 4 * ndim > size)) is not None:
+            raise FlatBufferError(f"{where(j)}: index vector at {int(vec[j])} runs past the buffer end")
+        coords = b[(vec + 4)[:, None] + np.arange(4 * ndim)].view("<u4").reshape(n, ndim)
+        if (j := _unsorted(coords, previous)) is not None:
+            before = coords[j - 1] if j else previous
+            raise FlatBufferError(f"array {node_id} refs MUST be sorted by index, but ref {lo + j} "
+                                  f"{coords[j].tolist()} does not come after {before.tolist()}")
+
+        codes = fields[:, _CODE]
+        uniform = int(codes[0]) if n and (codes == codes[0]).all() else None
+        kind = [_KINDS[uniform]] * n if uniform is not None else [_KINDS[c] for c in codes.tolist()]
+        nothing = [None] * n
+        offset = self._numbers(pos, fields[:, _OFFSET], "<u8")
+        length = self._numbers(pos, fields[:, _LENGTH], "<u8")
+        columns = {"inline": nothing, "chunk_id": nothing, "location": nothing, "etag": nothing,
+                   "modified": nothing}
+        for code in ([uniform] if uniform is not None else np.unique(codes).tolist()):
+            picked = None if uniform is not None else np.flatnonzero(codes == code)
+            p = pos if picked is None else pos[picked]
+            f = fields if picked is None else fields[picked]
+            at_ref = where if picked is None else (lambda j, picked=picked: where(int(picked[j])))  # noqa: E731
+            if code == 1:
+                values = {"chunk_id": _chunk_ids(b[(p + f[:, _PAYLOAD])[:, None] + _BYTE[:12]])}
+            elif code == 0:
+                values = {"inline": self._vectors(p + f[:, _PAYLOAD], at_ref, "inline")}
+            else:
+                values = self._virtual(p, f, at_ref)
+            for name, column in values.items():
+                columns[name] = column if picked is None else _scatter(columns[name], picked, column)
+        return RefBatch(coords, kind, columns["inline"], columns["chunk_id"], columns["location"], offset, length,
+                        columns["etag"], columns["modified"])
+
+    def _numbers(self, pos: np.ndarray, at: np.ndarray, dtype: str) -> np.ndarray:
+        """The field at table offset ``at`` of each table (0 where absent: ``at`` == 0)."""
+        if not at.any():
+            return np.zeros(len(pos), dtype)
+        # Absent fields read the table's first bytes (always inside it), then become 0.
+        values = _gather(self._bytes, pos + at, dtype)
+        values[at == 0] = 0
+        return values
+
+    def _spans(self, slots: np.ndarray, where: Callable[[int], str], what: str) -> tuple[np.ndarray, np.ndarray]:
+        """(start, end) of the byte vector each uoffset at ``slots`` points to, bounds-checked."""
+        size = len(self.payload)
+        vec = slots + _gather(self._bytes, slots, "<u4")
+        if (j := _first(vec + 4 > size)) is not None:
+            raise FlatBufferError(f"{where(j)}: {what} vector at {int(vec[j])} outside the buffer")
+        ends = vec + 4 + _gather(self._bytes, vec, "<u4")
+        if (j := _first(ends > size)) is not None:
+            raise FlatBufferError(f"{where(j)}: {what} vector at {int(vec[j])} runs past the buffer end")
+        return vec + 4, ends
+
+    def _vectors(self, slots: np.ndarray, where: Callable[[int], str], what: str) -> list[bytes]:
+        """The byte vector each uoffset at ``slots`` points to, bounds-checked."""
+        starts, ends = self._spans(slots, where, what)
+        return list(map(self.payload.__getitem__, map(slice, starts.tolist(), ends.tolist())))
+
+    def _locations(self, slots: np.ndarray, compressed: np.ndarray, where: Callable[[int], str]) -> list[str]:
+        """The location of each virtual ref whose location uoffset is at ``slots``."""
+        starts, ends = self._spans(slots, where, "location")
+        # Locations repeat (many chunks per file): decode the distinct ones only.
+        distinct = _distinct(self._bytes, starts, ends)
+        picked = slice(None) if distinct is None else distinct[0]
+        raws = list(map(self.payload.__getitem__, map(slice, starts[picked].tolist(), ends[picked].tolist())))
+        packed = compressed[picked]
+        for cache in (self._plain, self._packed):
+            if len(cache) > _LOCATION_CACHE:
+                cache.clear()
+        try:
+            if not packed.any():
+                texts = list(map(self._plain.__getitem__, raws))
+            elif packed.all():
+                texts = list(map(self._packed.__getitem__, raws))
+            else:
+                texts = [self._packed[r] if c else self._plain[r] for r, c in zip(raws, packed.tolist())]
+        except _BadText as exc:
+            j = raws.index(exc.raw)
+            raise FlatBufferError(f"{where(j if distinct is None else int(distinct[0][j]))}: {exc}") from None
+        return texts if distinct is None else np.array(texts, dtype=object)[distinct[1]].tolist()
+
+    def _virtual(self, pos: np.ndarray, fields: np.ndarray, where: Callable[[int], str]) -> dict[str, list]:
+        """Location, etag and last-modified columns of virtual refs."""
+        locations = self._locations(pos + fields[:, _PAYLOAD], fields[:, _COMPRESSED], where)
+        etag_at = fields[:, _ETAG]
+        etags: list = [None] * len(pos)
+        if etag_at.any():
+            has = np.flatnonzero(etag_at)
+            raws = self._vectors(pos[has] + etag_at[has], lambda j: where(int(has[j])), "checksum_etag")
+            for j, raw in zip(has.tolist(), raws):
+                try:
+                    etags[j] = raw.decode("utf-8")
+                except UnicodeDecodeError:
+                    raise FlatBufferError(f"{where(j)}: checksum_etag is not UTF-8") from None
+        modified = self._numbers(pos, fields[:, _MODIFIED], "<u4")
+        return {"location": locations, "etag": etags,
+                "modified": [m or None for m in modified.tolist()] if modified.any() else [None] * len(pos)}
 
 
-def _vector(buf: bytes, vec: int, size: int, what: str) -> bytes:
-    """The byte vector (or string) starting (length prefix) at ``vec``, bounds-checked."""
-    if vec + 4 > size:
-        raise FlatBufferError(f"{what}: vector at {vec} outside the buffer")
-    n = _U32.unpack_from(buf, vec)[0]
-    if vec + 4 + n > size:
-        raise FlatBufferError(f"{what}: vector at {vec} of length {n} runs past the buffer end")
-    return buf[vec + 4:vec + 4 + n]
+def _unsorted(coords: np.ndarray, previous: np.ndarray | None) -> int | None:
+    """The first row of ``coords`` not strictly after the row before it (``previous`` for row 0), or None."""
+    n, ndim = coords.shape
+    if previous is not None and n and not tuple(previous.tolist()) < tuple(coords[0].tolist()):
+        return 0
+    if n < 2:
+        return None
+    if ndim == 0:
+        return 1
+    a, c = coords[:-1], coords[1:]
+    differ = a != c
+    column = differ.argmax(axis=1)
+    rows = np.arange(n - 1)
+    ok = differ[rows, column] & (a[rows, column] < c[rows, column])
+    j = _first(~ok)
+    return None if j is None else j + 1
 
 
-def _utf8(raw: bytes, what: str) -> str:
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise FlatBufferError(f"{what} is not UTF-8") from None
+def _distinct(b: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """(first position of each distinct byte string, position in those of every string) for the strings
+    ``b[starts:ends]``, or None when they are too few, too long or unaligned to be worth it."""
+    lengths = ends - starts
+    if len(starts) < 256 or (starts & 3).any():
+        return None
+    width = (int(lengths.max()) + 7) & ~7
+    if width > 8 * len(_MIX) - 8:
+        return None
+    # Every string as zero-padded 64-bit words, hashed; equal hashes are then confirmed byte for byte.
+    words32 = b[:len(b) - len(b) % 4].view("<u4")
+    at = np.minimum(starts[:, None] // 4 + _BYTE[:width // 4], len(words32) - 1)
+    rows = words32[at].view(np.uint8)
+    rows[_BYTE[:width] >= lengths[:, None]] = 0
+    words = rows.view("<u8")
+    hashes = (words * _MIX[1:width // 8 + 1]).sum(axis=1, dtype=np.uint64) + lengths.astype(np.uint64) * _MIX[0]
+    _unique, first, inverse = np.unique(hashes, return_index=True, return_inverse=True)
+    same = first[inverse]
+    if not ((rows == rows[same]).all() and (lengths == lengths[same]).all()):
+        return None
+    return first, inverse
+
+
+def _chunk_ids(raw: np.ndarray) -> list[str]:
+    """Crockford base32 of each row of a (n, 12) uint8 array of ObjectId12s."""
+    # base32 works on 5-byte groups: padding each id to 15 bytes makes one call encode all of them.
+    padded = np.zeros((len(raw), 15), np.uint8)
+    padded[:, :12] = raw
+    text = np.frombuffer(base64.b32encode(padded.tobytes()).translate(_CROCKFORD), np.uint8).reshape(-1, 24)
+    return np.ascontiguousarray(text[:, :20]).view("S20").reshape(-1).astype("U20").tolist()
+
+
+def _scatter(column: list, picked: np.ndarray, values: list) -> list:
+    """``column`` (copied if it is shared) with ``values`` at positions ``picked``."""
+    out = list(column)
+    for j, value in zip(picked.tolist(), values):
+        out[j] = value
+    return out
 
 
 def decode_manifest(raw: bytes, name: str) -> Manifest:
