@@ -145,12 +145,12 @@ def test_not_a_repository(tmp_path):
 def test_missing_target_directory_and_full_disk(tmp_path, monkeypatch):
     _one_line_error(_zs("export", str(repo_path(2)), str(tmp_path / "no" / "x.zs")), "does not exist")
 
-    def disk_full(self, records):
-        for i, _ in enumerate(records):
+    def disk_full(self, lists):
+        for i, _ in enumerate(record for records in lists for record in records):
             if i == 50:
                 raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(exporter_module.ZSWriter, "add_records", disk_full)
+    monkeypatch.setattr(exporter_module.ZSWriter, "add_record_lists", disk_full)
     with pytest.raises(exporter_module.ZSError, match="No space left on device"):
         export(repo_path(2), tmp_path / "full.zs")
     assert list(tmp_path.iterdir()) == []

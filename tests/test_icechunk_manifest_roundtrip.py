@@ -218,11 +218,11 @@ def test_unsorted_refs_across_a_batch_edge_name_the_ref(monkeypatch):
 
 def test_unaligned_reads_equal_aligned_ones():
     """Scalars of a well-formed FlatBuffer are aligned; a damaged one may not be: both reads agree."""
-    from zsarchive.icechunk.manifest import _gather
+    from zsarchive.icechunk.gather import gather
 
     raw = bytes(range(256)) * 4
     b = np.frombuffer(raw, np.uint8)
     for dtype, fmt in (("<u4", "<I"), ("<i4", "<i"), ("<u8", "<Q")):
         for positions in ([0, 8, 64, 1000 // 8 * 8], [1, 3, 17, 1001], [0, 5, 8]):
             at = np.array([p for p in positions if p + 8 <= len(raw)], dtype=np.int64)
-            assert _gather(b, at, dtype).tolist() == [struct.unpack_from(fmt, raw, p)[0] for p in at.tolist()]
+            assert gather(b, at, dtype).tolist() == [struct.unpack_from(fmt, raw, p)[0] for p in at.tolist()]

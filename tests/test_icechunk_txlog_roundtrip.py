@@ -24,14 +24,18 @@ from zsarchive.icechunk.header import HEADER_LENGTH, MAGIC
 from zsarchive.icechunk.txlog import decode_transaction_log
 
 u32 = st.integers(0, 2**32 - 1)
-coords = st.lists(u32, max_size=4).map(tuple)
 
 
 @st.composite
 def updated_chunks(draw):
-    """{node id bytes: sorted unique coordinate tuples} for a few arrays."""
+    """{node id bytes: sorted unique coordinate tuples} for a few arrays of 0 to 4 dimensions."""
     nodes = draw(st.lists(st.binary(min_size=8, max_size=8), max_size=3, unique=True))
-    return {node: sorted(draw(st.lists(coords, max_size=15, unique=True))) for node in sorted(nodes)}
+    out = {}
+    for node in sorted(nodes):
+        ndim = draw(st.integers(0, 4))
+        coords = st.tuples(*[u32] * ndim)
+        out[node] = sorted(draw(st.lists(coords, max_size=1 if ndim == 0 else 15, unique=True)))
+    return out
 
 
 def build(log_id: bytes, chunks: dict, reverse_tables: bool = False, new_arrays: tuple = ()) -> bytes:
@@ -148,3 +152,10 @@ def test_chunk_table_without_coords_is_corrupt():
     with pytest.raises(ZSCorrupt, match=r"^log-d: required field updated_chunks\[0\]\.chunks\[0\]\.coords is "
                                         r"missing"):
         decode_transaction_log(_repack(header, payload), "log-d")
+
+
+def test_coordinates_of_different_lengths_in_one_array_are_corrupt():
+    raw = build(b"\x01" * 12, {b"\x07" * 8: [(0, 0), (0, 1), (1,)]})
+    with pytest.raises(ZSCorrupt, match=r"^log-e: updated_chunks\[0\]\.chunks\[2\]\.coords: uint32 vector at \d+ "
+                                        r"has 1 coordinates, the entries before it 2$"):
+        decode_transaction_log(raw, "log-e")

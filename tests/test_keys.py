@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -85,7 +86,6 @@ def test_corrupt_encodings_raise_zscorrupt(bad):
 
 @given(st.lists(ints, max_size=5), texts, ints)
 def test_fast_paths_equal_the_general_encoder(coords, text, number):
-    assert keys.encode_ints(coords) == keys.encode((tuple(coords),))
     assert keys.encode_text(text) == keys.encode((text,))
     assert keys.encode_int(number) == keys.encode((number,))
 
@@ -106,11 +106,29 @@ BOUNDARIES = [b + d for b in (0, 4096, 65536, 1 << 24, 1 << 32, 1 << 64) for d i
 coordinates = st.integers(-(1 << 70), 1 << 70) | st.sampled_from(BOUNDARIES) | st.sampled_from([-b for b in BOUNDARIES])
 
 
-@given(st.lists(st.lists(coordinates, max_size=4).map(tuple), max_size=6), st.binary(max_size=3),
-       st.binary(max_size=3))
-def test_integer_fast_paths_follow_the_spec(tuples, before, after):
-    for values in tuples:
-        expected = b"\x05" + b"".join(_spec_int(v) for v in values) + b"\x00"
-        assert keys.encode_ints(values) == expected
-        assert [keys.encode_int(v) for v in values] == [_spec_int(v) for v in values]
-    assert keys.encode_ints_many(tuples, before, after) == [before + keys.encode_ints(t) + after for t in tuples]
+@given(st.lists(coordinates, max_size=8))
+def test_integer_fast_path_follows_the_spec(values):
+    assert [keys.encode_int(v) for v in values] == [_spec_int(v) for v in values]
+
+
+unsigned = st.integers(0, (1 << 64) - 1) | st.sampled_from([b for b in BOUNDARIES if 0 <= b < 1 << 64])
+
+
+@given(st.integers(0, 3).flatmap(lambda ndim: st.lists(st.tuples(*[unsigned] * ndim), max_size=8)),
+       st.binary(max_size=40), st.binary(max_size=3), st.lists(st.binary(max_size=50), min_size=1, max_size=4),
+       st.randoms())
+def test_rows_follow_the_spec(rows, before, after, pieces, rng):
+    """encode_rows against the spec's integer layout: constants, integer columns, chosen pieces."""
+    n = len(rows)
+    ndim = len(rows[0]) if rows else 0
+    columns = [np.array([r[k] for r in rows], dtype=np.uint64) for k in range(ndim)]
+    choice = [rng.randrange(len(pieces)) for _ in rows]
+    got = keys.encode_rows([before + b"\x05", *columns, b"\x00", (pieces, np.array(choice, dtype=np.int64)), after],
+                           n)
+    assert got == [before + b"\x05" + b"".join(_spec_int(v) for v in r) + b"\x00" + pieces[c] + after
+                   for r, c in zip(rows, choice)]
+
+
+def test_rows_refuse_negative_integers():
+    with pytest.raises(ValueError, match="integers >= 0"):
+        keys.encode_rows([np.array([1, -1])], 2)

@@ -470,3 +470,31 @@ def test_cli_make_and_dump_keep_huge_records_and_nul_newline_bytes(tmp_path):
     assert res.exit_code == 0 and res.stdout_bytes == src
     res = run(["dump", "--terminator=\\x00\\n", "--prefix=a", str(out)])
     assert res.stdout_bytes == b"a\x00b\x00\na\nb\x00\n"
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.binary(max_size=90), min_size=1, max_size=120), st.lists(st.integers(0, 40), max_size=8),
+       st.integers(1, 200))
+def test_record_lists_make_the_same_file_as_single_records(tmp_path_factory, records, cuts, block):
+    """add_record_lists cuts blocks a list at a time; the file must be byte for byte what add_records writes
+    (lists of any sizes, records larger than a block, a block carried from one list into the next)."""
+    records = sorted(records)
+    bounds = sorted({0, len(records), *[min(c, len(records)) for c in cuts]})
+    lists = [records[a:b] for a, b in zip(bounds, bounds[1:])] + [[]]
+    tmp = tmp_path_factory.mktemp("lists")
+    blobs = []
+    for name, add in (("one", lambda w: w.add_records(records)), ("lists", lambda w: w.add_record_lists(lists))):
+        with ZSWriter(str(tmp / f"{name}.zs"), {}, approx_block_size=block, branching_factor=3, codec="none",
+                      parallelism=1, include_default_metadata=False) as w:
+            add(w)
+            w.finish()
+        blobs.append((tmp / f"{name}.zs").read_bytes())
+    assert blobs[0] == blobs[1]
+    with ZS(str(tmp / "lists.zs")) as z:
+        assert list(z) == records
+
+
+def test_record_lists_refuse_non_bytes(tmp_path):
+    with pytest.raises(ZSError, match="must be bytes, not int"):
+        with ZSWriter(str(tmp_path / "x.zs"), {}) as w:
+            w.add_record_lists([[b"a"], [b"b", 5]])

@@ -9,6 +9,9 @@ specified, byte by byte, in docs/archive-format.rst ("Tuple encoding").
 
 from __future__ import annotations
 
+import io
+from typing import TYPE_CHECKING, Sequence
+
 from zsarchive.errors import ZSCorrupt
 from zsarchive.format import uleb128
 
@@ -68,21 +71,55 @@ def encode_text(value: str) -> bytes:
     return b"\x02" + value.encode("utf-8").replace(b"\x00", _ESCAPED) + b"\x00"
 
 
-def encode_ints(values) -> bytes:
-    """The encoding of one tuple element holding integers (e.g. chunk coordinates); fast path."""
-    small = _SMALL
-    return b"\x05" + b"".join([small[v] if 0 <= v < 4096 else encode_int(v) for v in values]) + b"\x00"
+if TYPE_CHECKING:
+    import numpy as np
 
 
-def encode_ints_many(tuples, before: bytes = b"", after: bytes = b"") -> list[bytes]:
-    """``before + encode_ints(t) + after`` for each integer tuple of ``tuples``: the hot path of
-    chunk-coordinate keys, with the common 1-3 byte magnitudes encoded inline (no call per element)."""
-    small, encode = _SMALL, encode_int
-    head, tail = before + b"\x05", b"\x00" + after
-    return [head + b"".join([small[v] if 0 <= v < 4096
-                             else (v | 0x17000000).to_bytes(4, "big") if 65536 <= v < 16777216
-                             else encode(v) for v in values]) + tail
-            for values in tuples]
+def encode_rows(parts: Sequence[bytes | np.ndarray | tuple[Sequence[bytes], np.ndarray]], n: int) -> list[bytes]:
+    """``n`` byte strings built alike, a batch at a time: string i is the concatenation over ``parts``
+    of a ``bytes`` part itself, the integer element encoding of entry i of an array part (integers
+    >= 0), or ``pieces[choice[i]]`` of a ``(pieces, choice)`` part. The hot path of export."""
+    import numpy as np  # here, not at the top: readers import this module and start faster without numpy
+
+    # Each part gets a column range as wide as its longest value in an (n, width) byte matrix and a
+    # mask of the bytes used; the masked bytes, row by row, are the strings one after another.
+    columns: list[tuple[np.ndarray, np.ndarray | bool]] = []  # (bytes, used) per part, (n, w) or (w,)
+    for part in parts:
+        if isinstance(part, bytes):
+            columns.append((np.frombuffer(part, np.uint8), True))
+        elif isinstance(part, tuple):
+            pieces, choice = part
+            sizes = np.fromiter(map(len, pieces), np.int64, len(pieces))
+            table = np.zeros((len(pieces), int(sizes.max()) if len(pieces) else 0), np.uint8)
+            table[np.arange(table.shape[1]) < sizes[:, None]] = np.frombuffer(b"".join(pieces), np.uint8)
+            columns.append((table[choice], np.arange(table.shape[1]) < sizes[choice, None]))
+        else:
+            values = np.asarray(part)
+            if values.dtype.kind not in "ui" or (values.dtype.kind == "i" and n and values.min() < 0):
+                raise ValueError("encode_rows takes arrays of integers >= 0")
+            values = values.astype(np.uint64)
+            size = np.zeros(n, np.int64)  # magnitude bytes: 0 for 0, else ceil(bit length / 8)
+            for k in range(8):
+                size += values >= np.uint64(1 << (8 * k))
+            width = int(size.max()) if n else 0
+            block = np.empty((n, 1 + width), np.uint8)
+            block[:, 0] = INT_ZERO + size
+            for m in range(width):  # big-endian magnitude byte m
+                shift = np.maximum(size - 1 - m, 0).astype(np.uint64) * np.uint64(8)
+                block[:, 1 + m] = (values >> shift) & np.uint64(0xFF)
+            used = np.ones((n, 1 + width), bool)
+            used[:, 1:] = np.arange(width) < size[:, None]
+            columns.append((block, used))
+    widths = [data.shape[-1] for data, _ in columns]
+    matrix = np.empty((n, sum(widths)), np.uint8)
+    mask = np.empty((n, sum(widths)), bool)
+    at = 0
+    for (data, used), width in zip(columns, widths):
+        matrix[:, at:at + width] = data
+        mask[:, at:at + width] = used
+        at += width
+    # Reading consecutive lengths from one buffer is the cheapest way to cut it into bytes objects.
+    return list(map(io.BytesIO(matrix[mask].tobytes()).read, mask.sum(axis=1).tolist()))
 
 
 def _append(out: bytearray, item, blobs: bool) -> None:

@@ -28,11 +28,14 @@ from importlib import metadata as _pkg_metadata
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
+import numpy as np
+
 from zsarchive import keys
 from zsarchive.archive import schema as S
 from zsarchive.archive.sorter import ExternalSorter
 from zsarchive.errors import ZSError
 from zsarchive.icechunk import Repository
+from zsarchive.icechunk.manifest import RefBatch
 from zsarchive.icechunk.model import NodeType, RefKind
 from zsarchive.writer import ZSWriter
 
@@ -141,11 +144,12 @@ def _txlog_records(repo: Repository, sid: str, flushed_at: int) -> tuple[bytes, 
                None if m.node_type is None else (S.ARRAY if m.node_type is NodeType.ARRAY else S.GROUP))
               for m in tx.moved_nodes),
     ))
-    # Hot loop (one record per changed chunk): key pieces are encoded once, coords a list at a time.
-    tail = keys.encode((flushed_at, sid)) + b"\x00" + _VERSION[S.CHUNK_HISTORY]
+    # One record per changed chunk (millions in a big commit): keys are built a batch at a time.
+    tail = b"\x00" + keys.encode((flushed_at, sid)) + b"\x00" + _VERSION[S.CHUNK_HISTORY]
     history: list[bytes] = []
-    for node_id, coords_list in sorted(tx.updated_chunks.items()):
-        history.extend(keys.encode_ints_many(coords_list, S.CHUNK_HISTORY + keys.encode_text(node_id), tail))
+    for node_id, coords in sorted(tx.updated_coords.items()):
+        head = S.CHUNK_HISTORY + keys.encode_text(node_id) + b"\x05"
+        history.extend(keys.encode_rows([head, *coords.T, tail], len(coords)))
     return summary, history
 
 
@@ -163,19 +167,10 @@ def _manifest_records(repo: Repository, manifest_id: str, chunk_ids: list[bytes]
     """Chunk refs ``first`` to ``stop`` (default: all; numbered across the manifest's arrays in order)
     of one manifest, in key order (manifest id, node id, coords), in batches.
 
-    The hot loop of an export (one record per ref): keys are encoded a batch at a time and values
-    assembled from cached element encodings rather than through the general encoder; tests check
-    both agree. Native chunk ids go to ``chunk_ids`` when it is a list.
+    The hot loop of an export (one record per ref): records are assembled a batch at a time from the
+    decoder's columns (tests check they equal the general encoder's). Native chunk ids go to
+    ``chunk_ids`` when it is a list.
     """
-    end_key = b"\x00" + _VERSION[S.CHUNK_REF]
-    encode_int, encode_text = keys.encode_int, keys.encode_text
-    virtual_head = end_key + encode_int(S.VIRTUAL)
-    native_head = end_key + encode_int(S.NATIVE)
-    inline_head = end_key + encode_int(S.INLINE)
-    virtual, native = RefKind.VIRTUAL, RefKind.NATIVE
-    heads: dict[str, bytes] = {}  # locations repeat (many chunks per file): encode each once
-    numbers: dict[int, bytes] = {}  # so do lengths and offsets (same layout in every file)
-    tails: dict[tuple, bytes] = {(None, None): b"\x03\x03"}  # (etag, last modified): mostly both absent
     manifest = repo.manifest(manifest_id)
     before = 0  # refs of the arrays before this one
     for array in manifest.arrays:
@@ -184,40 +179,60 @@ def _manifest_records(repo: Repository, manifest_id: str, chunk_ids: list[bytes]
         before += array.num_chunk_refs
         if lo >= array.num_chunk_refs or (hi is not None and hi <= lo):
             continue
-        prefix = S.CHUNK_REF + keys.encode((manifest_id, array.node_id))
-        refs = manifest.source.chunk_refs(array.node_id, lo, hi)
-        while batch := list(itertools.islice(refs, 4096)):
-            values: list[bytes] = []
-            append = values.append
-            for _index, kind, inline, chunk_id, location, offset, length, etag, modified in batch:
-                if kind is virtual:
-                    head = heads.get(location)
-                    if head is None:
-                        if len(heads) > 100_000:  # bounded: locations may all differ
-                            heads.clear()
-                        head = heads[location] = virtual_head + encode_text(location)
-                    off = numbers.get(offset)
-                    if off is None:
-                        if len(numbers) > 100_000:  # bounded: offsets may all differ
-                            numbers.clear()
-                        off = numbers[offset] = encode_int(offset)
-                    size = numbers.get(length)
-                    if size is None:
-                        size = numbers[length] = encode_int(length)
-                    tail = tails.get((etag, modified))
-                    if tail is None:
-                        if len(tails) > 100_000:
-                            tails.clear()
-                        tail = tails[etag, modified] = (b"\x03" if etag is None else encode_text(etag)) + \
-                            (b"\x03" if modified is None else encode_int(modified))
-                    append(head + off + size + tail)
-                elif kind is native:
-                    append(b"".join((native_head, encode_text(chunk_id), encode_int(offset), encode_int(length))))
-                    if chunk_ids is not None:
-                        chunk_ids.append(chunk_id.encode("ascii"))
-                else:
-                    append(inline_head + keys.encode_value((inline,)))
-            yield list(map(bytes.__add__, keys.encode_ints_many([ref[0] for ref in batch], prefix), values))
+        head = S.CHUNK_REF + keys.encode((manifest_id, array.node_id)) + b"\x05"
+        for batch in manifest.source.ref_batches(array.node_id, lo, hi):
+            yield _ref_records(batch, head, chunk_ids)
+
+
+# Closes the coordinates tuple and the key, then starts the value.
+_REF_HEADS = {kind: b"\x00\x00" + _VERSION[S.CHUNK_REF] + keys.encode_int(code)
+              for kind, code in ((RefKind.VIRTUAL, S.VIRTUAL), (RefKind.NATIVE, S.NATIVE), (RefKind.INLINE, S.INLINE))}
+
+
+def _ref_records(batch: RefBatch, head: bytes, chunk_ids: list[bytes] | None) -> list[bytes]:
+    """The chunk ref records of one decoded batch (``head``: the key up to the coordinates tuple)."""
+    n = len(batch.kind)
+    if batch.kind.count(batch.kind[0]) == n:
+        return _kind_records(batch, batch.kind[0], slice(None), n, head, chunk_ids)
+    # Mixed kinds (rare): each kind's rows alike, then interleaved back into coordinate order.
+    records: list = [None] * n
+    for kind in (RefKind.INLINE, RefKind.NATIVE, RefKind.VIRTUAL):
+        rows = np.flatnonzero([k is kind for k in batch.kind])
+        for j, record in zip(rows.tolist(), _kind_records(batch, kind, rows, len(rows), head, chunk_ids)):
+            records[j] = record
+    return records
+
+
+def _kind_records(batch: RefBatch, kind: RefKind, rows: slice | np.ndarray, n: int, head: bytes,
+                  chunk_ids: list[bytes] | None) -> list[bytes]:
+    """Records of the refs ``rows`` of ``batch``, all of ``kind``."""
+    pick = (lambda column: column) if isinstance(rows, slice) else (lambda column: [column[j] for j in rows])
+    key = [head, *batch.coords[rows].T, _REF_HEADS[kind]]
+    every = np.arange(n)
+    if kind is RefKind.INLINE:
+        pieces = [keys.encode_value((data,)) for data in pick(batch.inline)]
+        return keys.encode_rows([*key, (pieces, every)], n)
+    numbers = [batch.offset[rows], batch.length[rows]]
+    if kind is RefKind.NATIVE:
+        names = pick(batch.chunk_id)
+        if chunk_ids is not None:
+            chunk_ids.extend(name.encode("ascii") for name in names)
+        return keys.encode_rows([*key, ([keys.encode_text(name) for name in names], every), *numbers], n)
+    # Locations repeat (many chunks per file) and the decoder hands out one string object per distinct
+    # location: encoding each object once is enough (equal strings that are distinct objects only
+    # cost an encoding more).
+    texts = pick(batch.location)
+    _ids, first, choice = np.unique(np.fromiter(map(id, texts), np.int64, n), return_index=True,
+                                    return_inverse=True)
+    locations = ([keys.encode_text(texts[j]) for j in first.tolist()], choice)
+    etags, modified = pick(batch.checksum_etag), pick(batch.checksum_last_modified)
+    if etags.count(None) == n and modified.count(None) == n:
+        checksums: bytes | tuple = b"\x03\x03"
+    else:
+        seen: dict[tuple, int] = {}
+        picked = [seen.setdefault(pair, len(seen)) for pair in zip(etags, modified)]
+        checksums = ([keys.encode((etag, stamp)) for etag, stamp in seen], np.array(picked, dtype=np.int64))
+    return keys.encode_rows([*key, locations, *numbers, checksums], n)
 
 
 # -- worker processes (-j N > 1): each task reads one file of the repository and spills its records --
@@ -412,16 +427,15 @@ def export(repo_location: str | os.PathLike, archive_path: str | os.PathLike, *,
                 tuple(sorted(counts.items())),
             ))]
 
-        # Records travel in lists: per-record work stays in C (counting, flattening for the writer).
-        stream = itertools.chain.from_iterable(itertools.chain(
-            counted(_batched(sorted(refs))), counted(chunk_refs()), counted(_batched(chunk_data())),
-            counted(_batched(later_families())), header()))
+        # Records travel in lists: per-record work stays in C (counting, cutting into blocks).
+        lists = itertools.chain(counted(_batched(sorted(refs))), counted(chunk_refs()), counted(_batched(chunk_data())),
+                                counted(_batched(later_families())), header())
         metadata = {S.METADATA_KEY: {"format_version": S.FORMAT_VERSION,
                                      "source_spec_version": repo.spec_version}}
         with ZSWriter(os.fspath(tmp), metadata, codec=codec, compress_level=compress_level,
                       parallelism=parallelism, approx_block_size=approx_block_size,
                       branching_factor=branching_factor, include_default_metadata=False) as writer:
-            writer.add_records(stream)
+            writer.add_record_lists(lists)
             writer.finish()  # fsyncs the file, then marks it complete
         os.replace(tmp, target)
         _fsync_dir(target_dir)

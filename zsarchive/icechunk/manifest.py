@@ -13,10 +13,10 @@ from typing import Callable, Iterator, NamedTuple
 import numpy as np
 import zstandard
 
-from zsarchive.errors import ZSCorrupt
 from zsarchive.icechunk import ids
 from zsarchive.icechunk.common import decoding, id8, id12
 from zsarchive.icechunk.flatbuf import FlatBufferError, byte_vector, check_sorted, root
+from zsarchive.icechunk.gather import BYTE, first, first_unsorted, gather, offset_vector, uint32_vectors
 from zsarchive.icechunk.generated.Manifest import Manifest as FbManifest
 from zsarchive.icechunk.header import open_file
 from zsarchive.icechunk.model import ArrayManifestInfo, ChunkRef, FileType, Manifest, NodeId, RefKind
@@ -28,7 +28,6 @@ _KINDS = (RefKind.INLINE, RefKind.NATIVE, RefKind.VIRTUAL)  # index = the kind c
 _BATCH = 65536  # refs decoded per step: bounds the temporary arrays
 _LOCATION_CACHE = 65536  # distinct locations remembered across steps (they repeat: many chunks per file)
 _new_ref = tuple.__new__  # builds the NamedTuple without its keyword handling: ~2x faster
-_BYTE = np.arange(256, dtype=np.int64)
 _MIX = np.random.default_rng(2026).integers(1, 2**63, size=33, dtype=np.uint64) | np.uint64(1)  # hash of <= 256 B
 # Columns of _Layout.row: where each value sits in a table (0 = absent), or what the layout is.
 _SIZE, _INDEX, _OFFSET, _LENGTH, _PAYLOAD, _ETAG, _MODIFIED, _CODE, _COMPRESSED = range(9)
@@ -71,20 +70,6 @@ class _Layout:
             etag = modified = 0
         self.row = (table_size, index, offset, length, payload, etag, modified, code,
                     int(not location and bool(compressed)))
-
-
-def _gather(b: np.ndarray, at: np.ndarray, dtype: str) -> np.ndarray:
-    """The little-endian ``dtype`` value at each byte position in ``at`` (bounds checked by the caller)."""
-    width = np.dtype(dtype).itemsize
-    if not (at & (width - 1)).any():
-        # FlatBuffers aligns every scalar to its size: one gather from a view of the whole buffer.
-        return b[:len(b) - len(b) % width].view(dtype)[at // width]
-    return b[at[:, None] + _BYTE[:width]].view(dtype).reshape(-1)
-
-
-def _first(mask: np.ndarray) -> int | None:
-    """Position of the first True in ``mask``, or None."""
-    return int(mask.argmax()) if mask.any() else None
 
 
 class RefBatch(NamedTuple):
@@ -156,11 +141,10 @@ class ManifestBuffer:
         buf, size = self.payload, len(self.payload)
         start, _count = self.arrays[node_id]
         n = hi - lo
-        pos = start + 4 * lo + 4 * np.arange(n, dtype=np.int64) + \
-            np.frombuffer(buf, "<u4", n, start + 4 * lo).astype(np.int64)
-        if (j := _first(pos + 4 > size)) is not None:
+        pos = offset_vector(buf, start, lo, hi)
+        if (j := first(pos + 4 > size)) is not None:
             raise FlatBufferError(f"array {node_id} ref {lo + j}: an offset points outside the {size}-byte buffer")
-        vtables = pos - _gather(self._bytes, pos, "<i4")
+        vtables = pos - gather(self._bytes, pos, "<i4")
         if n and (vtables == vtables[0]).all():
             unique, inverse = vtables[:1], None
         else:
@@ -174,7 +158,7 @@ class ManifestBuffer:
             rows.append(layout.row)
         table = np.array(rows, dtype=np.int64).reshape(-1, 9)
         fields = np.broadcast_to(table, (n, 9)) if inverse is None else table[inverse]
-        if (j := _first(pos + fields[:, _SIZE] > size)) is not None:
+        if (j := first(pos + fields[:, _SIZE] > size)) is not None:
             raise FlatBufferError(f"array {node_id} ref {lo + j}: table at {int(pos[j])} runs past the buffer end")
         return pos, fields
 
@@ -244,25 +228,14 @@ class ManifestBuffer:
 
     def _decode(self, node_id: NodeId, lo: int, hi: int, previous: np.ndarray | None) -> RefBatch:
         """Refs ``lo`` to ``hi`` of one array, checked against each other and against ``previous``."""
-        buf, b, size = self.payload, self._bytes, len(self.payload)
-        n = hi - lo
+        b, n = self._bytes, hi - lo
         pos, fields = self._locate(node_id, lo, hi)
         where = lambda j: f"array {node_id} ref {lo + j}"  # noqa: E731
 
         at = pos + fields[:, _INDEX]
-        vec = at + _gather(b, at, "<u4")
-        if (j := _first(vec + 4 > size)) is not None:
-            raise FlatBufferError(f"{where(j)}: index vector at {int(vec[j])} outside the buffer")
-        ndims = _gather(b, vec, "<u4")
-        ndim = int(ndims[0]) if previous is None else len(previous)
-        if (j := _first(ndims != ndim)) is not None:
-            raise FlatBufferError(f"{where(j)}: index has {int(ndims[j])} coordinates, the refs before it {ndim}")
-        if n * 4 * (ndim + 1) > size:  # distinct vectors cannot overlap: this one is bogus
-            raise FlatBufferError(f"{where(0)}: index vectors of {ndim} coordinates cannot fit the buffer")
-        if (j := _first(vec + 4 + 4 * ndim > size)) is not None:
-            raise FlatBufferError(f"{where(j)}: index vector at {int(vec[j])} runs past the buffer end")
-        coords = b[(vec + 4)[:, None] + np.arange(4 * ndim)].view("<u4").reshape(n, ndim)
-        if (j := _unsorted(coords, previous)) is not None:
+        coords = uint32_vectors(b, at + gather(b, at, "<u4"), lambda j: f"{where(j)} index",
+                                None if previous is None else len(previous))
+        if (j := first_unsorted(coords, previous)) is not None:
             before = coords[j - 1] if j else previous
             raise FlatBufferError(f"array {node_id} refs MUST be sorted by index, but ref {lo + j} "
                                   f"{coords[j].tolist()} does not come after {before.tolist()}")
@@ -281,7 +254,7 @@ class ManifestBuffer:
             f = fields if picked is None else fields[picked]
             at_ref = where if picked is None else (lambda j, picked=picked: where(int(picked[j])))  # noqa: E731
             if code == 1:
-                values = {"chunk_id": _chunk_ids(b[(p + f[:, _PAYLOAD])[:, None] + _BYTE[:12]])}
+                values = {"chunk_id": _chunk_ids(b[(p + f[:, _PAYLOAD])[:, None] + BYTE[:12]])}
             elif code == 0:
                 values = {"inline": self._vectors(p + f[:, _PAYLOAD], at_ref, "inline")}
             else:
@@ -296,18 +269,18 @@ class ManifestBuffer:
         if not at.any():
             return np.zeros(len(pos), dtype)
         # Absent fields read the table's first bytes (always inside it), then become 0.
-        values = _gather(self._bytes, pos + at, dtype)
+        values = gather(self._bytes, pos + at, dtype)
         values[at == 0] = 0
         return values
 
     def _spans(self, slots: np.ndarray, where: Callable[[int], str], what: str) -> tuple[np.ndarray, np.ndarray]:
         """(start, end) of the byte vector each uoffset at ``slots`` points to, bounds-checked."""
         size = len(self.payload)
-        vec = slots + _gather(self._bytes, slots, "<u4")
-        if (j := _first(vec + 4 > size)) is not None:
+        vec = slots + gather(self._bytes, slots, "<u4")
+        if (j := first(vec + 4 > size)) is not None:
             raise FlatBufferError(f"{where(j)}: {what} vector at {int(vec[j])} outside the buffer")
-        ends = vec + 4 + _gather(self._bytes, vec, "<u4")
-        if (j := _first(ends > size)) is not None:
+        ends = vec + 4 + gather(self._bytes, vec, "<u4")
+        if (j := first(ends > size)) is not None:
             raise FlatBufferError(f"{where(j)}: {what} vector at {int(vec[j])} runs past the buffer end")
         return vec + 4, ends
 
@@ -357,24 +330,6 @@ class ManifestBuffer:
                 "modified": [m or None for m in modified.tolist()] if modified.any() else [None] * len(pos)}
 
 
-def _unsorted(coords: np.ndarray, previous: np.ndarray | None) -> int | None:
-    """The first row of ``coords`` not strictly after the row before it (``previous`` for row 0), or None."""
-    n, ndim = coords.shape
-    if previous is not None and n and not tuple(previous.tolist()) < tuple(coords[0].tolist()):
-        return 0
-    if n < 2:
-        return None
-    if ndim == 0:
-        return 1
-    a, c = coords[:-1], coords[1:]
-    differ = a != c
-    column = differ.argmax(axis=1)
-    rows = np.arange(n - 1)
-    ok = differ[rows, column] & (a[rows, column] < c[rows, column])
-    j = _first(~ok)
-    return None if j is None else j + 1
-
-
 def _distinct(b: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
     """(first position of each distinct byte string, position in those of every string) for the strings
     ``b[starts:ends]``, or None when they are too few, too long or unaligned to be worth it."""
@@ -386,9 +341,9 @@ def _distinct(b: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> tuple[np.n
         return None
     # Every string as zero-padded 64-bit words, hashed; equal hashes are then confirmed byte for byte.
     words32 = b[:len(b) - len(b) % 4].view("<u4")
-    at = np.minimum(starts[:, None] // 4 + _BYTE[:width // 4], len(words32) - 1)
+    at = np.minimum(starts[:, None] // 4 + BYTE[:width // 4], len(words32) - 1)
     rows = words32[at].view(np.uint8)
-    rows[_BYTE[:width] >= lengths[:, None]] = 0
+    rows[BYTE[:width] >= lengths[:, None]] = 0
     words = rows.view("<u8")
     hashes = (words * _MIX[1:width // 8 + 1]).sum(axis=1, dtype=np.uint64) + lengths.astype(np.uint64) * _MIX[0]
     _unique, first, inverse = np.unique(hashes, return_index=True, return_inverse=True)

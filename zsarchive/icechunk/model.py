@@ -10,7 +10,10 @@ from __future__ import annotations
 import datetime as _dt
 import enum
 from dataclasses import dataclass, field
-from typing import Any, Iterator, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, Iterator, NamedTuple, Protocol
+
+if TYPE_CHECKING:
+    import numpy as np
 
 SnapshotId = str
 """Crockford base32 of a 12-byte snapshot id (also manifest, chunk ids: ObjectId12)."""
@@ -227,9 +230,16 @@ class TransactionLog:
     deleted_arrays: list[NodeId]
     updated_groups: list[NodeId]
     updated_arrays: list[NodeId]
-    updated_chunks: dict[NodeId, list[tuple[int, ...]]]
+    updated_coords: dict[NodeId, np.ndarray]
+    """Node id -> (chunks, ndim) uint32 matrix of the coordinates of the chunks written, ascending."""
     moved_nodes: list[MoveOperation]
     extra: bytes | None = None
+
+    @property
+    def updated_chunks(self) -> dict[NodeId, list[tuple[int, ...]]]:
+        """Node id -> coordinates (tuples) of the chunks written, ascending."""
+        return {node_id: list(zip(*coords.T.tolist())) if coords.shape[1] else [()] * len(coords)
+                for node_id, coords in self.updated_coords.items()}
 
 
 class ChunkRefSource(Protocol):

@@ -1,0 +1,85 @@
+"""Vectorised reads from a little-endian FlatBuffer: one numpy gather reads a field of many tables.
+
+The hot vectors of Icechunk files (manifest refs, transaction-log chunk indices) hold millions of
+small tables; reading them a batch at a time keeps the per-item cost in C. Callers check that every
+position is inside the buffer before gathering from it; the helpers here check what they follow.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from zsarchive.icechunk.flatbuf import FlatBufferError
+
+BYTE = np.arange(256, dtype=np.int64)
+"""0, 1, 2, ...: byte offsets added to row start positions."""
+
+
+def gather(b: np.ndarray, at: np.ndarray, dtype: str) -> np.ndarray:
+    """The little-endian ``dtype`` value at each byte position in ``at`` of the uint8 array ``b``."""
+    width = np.dtype(dtype).itemsize
+    if not (at & (width - 1)).any():
+        # FlatBuffers aligns every scalar to its size: one gather from a view of the whole buffer.
+        return b[:len(b) - len(b) % width].view(dtype)[at // width]
+    return b[at[:, None] + BYTE[:width]].view(dtype).reshape(-1)
+
+
+def first(mask: np.ndarray) -> int | None:
+    """Position of the first True in ``mask``, or None."""
+    return int(mask.argmax()) if mask.any() else None
+
+
+def offset_vector(buf: bytes, start: int, lo: int, hi: int) -> np.ndarray:
+    """Positions of the tables that entries ``lo`` to ``hi`` of the uoffset vector at ``start`` point to
+    (the vector itself must already be known to fit the buffer)."""
+    n = hi - lo
+    return start + 4 * lo + 4 * np.arange(n, dtype=np.int64) + \
+        np.frombuffer(buf, "<u4", n, start + 4 * lo).astype(np.int64)
+
+
+def uint32_vectors(b: np.ndarray, vec: np.ndarray, where: Callable[[int], str],
+                   ndim: int | None = None) -> np.ndarray:
+    """The ``[uint32]`` vectors whose length prefixes sit at ``vec``, as an (n, ndim) matrix.
+
+    All must have one length (``ndim`` if given); ``where(j)`` names entry j in errors.
+    """
+    size, n = len(b), len(vec)
+    if (j := first(vec + 4 > size)) is not None:
+        raise FlatBufferError(f"{where(j)}: uint32 vector at {int(vec[j])} outside the buffer")
+    lengths = gather(b, vec, "<u4")
+    if (j := first(vec + 4 + 4 * lengths.astype(np.int64) > size)) is not None:
+        raise FlatBufferError(f"{where(j)}: uint32 vector at {int(vec[j])} of length {int(lengths[j])} runs "
+                              f"past the buffer end")
+    if ndim is None:
+        ndim = int(lengths[0]) if n else 0
+    if (j := first(lengths != ndim)) is not None:
+        raise FlatBufferError(f"{where(j)}: uint32 vector at {int(vec[j])} has {int(lengths[j])} coordinates, "
+                              f"the entries before it {ndim}")
+    if n * 4 * (ndim + 1) > size:  # distinct vectors cannot overlap: these are bogus
+        raise FlatBufferError(f"{where(0)}: {n} uint32 vectors of length {ndim} cannot fit the buffer")
+    starts = vec + 4
+    if not (starts & 3).any():
+        words = b[:size - size % 4].view("<u4")
+        return words[starts[:, None] // 4 + np.arange(ndim)]
+    return b[starts[:, None] + np.arange(4 * ndim)].view("<u4").reshape(n, ndim)
+
+
+def first_unsorted(rows: np.ndarray, previous: np.ndarray | None = None) -> int | None:
+    """The first row of ``rows`` not strictly after the row before it (``previous`` for row 0), or None."""
+    n, ndim = rows.shape
+    if previous is not None and n and not tuple(previous.tolist()) < tuple(rows[0].tolist()):
+        return 0
+    if n < 2:
+        return None
+    if ndim == 0:
+        return 1
+    a, c = rows[:-1], rows[1:]
+    differ = a != c
+    column = differ.argmax(axis=1)
+    at = np.arange(n - 1)
+    ok = differ[at, column] & (a[at, column] < c[at, column])
+    j = first(~ok)
+    return None if j is None else j + 1
+
