@@ -31,6 +31,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 sys.path.insert(0, str(ROOT))
 
 import bench_icechunk_manifest as icbench  # noqa: E402
+import bench_zs  # noqa: E402
 
 from zsarchive.archive import export  # noqa: E402
 
@@ -66,6 +67,7 @@ def main() -> None:
     args = parser.parse_args()
 
     repo = icbench.ensure_repo(args.refs)
+    bench_zs.precompile()  # the fresh `zs chunk` processes load byte code, as an installed copy does
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
     export_s, enum_s, zs_chunk_s, ic_chunk_s = [], [], [], []
     with tempfile.TemporaryDirectory(dir=ROOT / ".bench") as tmp:

@@ -9,6 +9,11 @@ from zsarchive.errors import ZSCorrupt
 from zsarchive.format import uleb128
 from zsarchive.format.crc64 import crc64
 
+try:
+    from zsarchive.format import _framing as c_framing
+except ImportError:  # installed without a C compiler: the Python loops here do the same work, slower
+    c_framing = None
+
 MAX_INDEX_LEVEL = 63
 _U64 = struct.Struct("<Q")
 
@@ -55,6 +60,8 @@ def encode_records(records: Iterable[bytes]) -> bytes:
 
 def decode_records(payload: bytes, where: str) -> list[bytes]:
     """Split a data payload into records; raise ZSCorrupt on bad framing or an empty payload."""
+    if c_framing is not None and (records := c_framing.split(payload)) is not None:
+        return records
     records = []
     append = records.append
     pos = 0

@@ -14,7 +14,7 @@ from typing import Sequence
 
 from zsarchive.errors import ZSCorrupt
 from zsarchive.format import uleb128
-from zsarchive.format.block import decode_records
+from zsarchive.format.block import c_framing, decode_records
 
 LENGTH_PREFIXES = ("uleb128", "u64le")
 _U64 = struct.Struct("<Q")
@@ -59,6 +59,8 @@ def record_heads(payload: bytes, where: str) -> tuple[array, bool]:
 
 def terminate(payload: bytes, terminator: bytes, where: str) -> bytes:
     """Re-frame a whole data payload as records each followed by ``terminator``."""
+    if c_framing is not None and (out := c_framing.terminate(payload, terminator)) is not None:
+        return out
     n = len(payload)
     if len(terminator) == 1 and n:
         # Output = payload shifted left by one byte, with each later length byte replaced by the

@@ -1,0 +1,179 @@
+/* Record framing of ZS data payloads at C speed: the per-record loops of dump and validate.
+ *
+ * A data payload is a sequence of records, each a uleb128 length then that many bytes. These
+ * functions only handle well-formed payloads: on anything else (a length running past the end,
+ * a length field that is not in shortest form, an empty payload) they return None and the
+ * pure-Python code in zsarchive.format, which does the same work, names the problem.
+ */
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+/* The length field at *pos: on success stores the length and moves *pos past the field.
+ * Returns -1 for a truncated, over-long (> 2**56) or non-shortest field. */
+static int
+read_length(const unsigned char *buf, Py_ssize_t n, Py_ssize_t *pos, Py_ssize_t *length)
+{
+    Py_ssize_t p = *pos;
+    unsigned long long value = 0;
+    int shift = 0;
+    for (;;) {
+        if (p >= n || shift > 56)
+            return -1;
+        unsigned char byte = buf[p++];
+        value |= (unsigned long long)(byte & 0x7f) << shift;
+        if (!(byte & 0x80)) {
+            if (byte == 0 && shift > 0)
+                return -1; /* a trailing zero group: not the shortest form */
+            break;
+        }
+        shift += 7;
+    }
+    if (value > (unsigned long long)PY_SSIZE_T_MAX)
+        return -1;
+    *pos = p;
+    *length = (Py_ssize_t)value;
+    return 0;
+}
+
+/* Walk the payload once: count records and bytes of record data. -1 if it is not well formed. */
+static int
+scan(const unsigned char *buf, Py_ssize_t n, Py_ssize_t *count, Py_ssize_t *data)
+{
+    Py_ssize_t pos = 0, records = 0, bytes = 0, length;
+    while (pos < n) {
+        if (buf[pos] < 0x80) {
+            length = buf[pos++];
+        }
+        else if (read_length(buf, n, &pos, &length) < 0) {
+            return -1;
+        }
+        if (length > n - pos)
+            return -1;
+        pos += length;
+        bytes += length;
+        records++;
+    }
+    if (records == 0)
+        return -1;
+    *count = records;
+    *data = bytes;
+    return 0;
+}
+
+PyDoc_STRVAR(split_doc,
+"split(payload) -> list of bytes, or None\n\n"
+"The records of a well-formed data payload; None if it is not well formed.");
+
+static PyObject *
+split(PyObject *module, PyObject *arg)
+{
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    const unsigned char *buf = view.buf;
+    Py_ssize_t n = view.len, count, data;
+    if (scan(buf, n, &count, &data) < 0) {
+        PyBuffer_Release(&view);
+        Py_RETURN_NONE;
+    }
+    PyObject *records = PyList_New(count);
+    if (records == NULL) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    Py_ssize_t pos = 0, length;
+    for (Py_ssize_t i = 0; i < count; i++) {
+        if (buf[pos] < 0x80)
+            length = buf[pos++];
+        else
+            read_length(buf, n, &pos, &length); /* cannot fail: scan() accepted it */
+        PyObject *record = PyBytes_FromStringAndSize((const char *)buf + pos, length);
+        if (record == NULL) {
+            Py_DECREF(records);
+            PyBuffer_Release(&view);
+            return NULL;
+        }
+        PyList_SET_ITEM(records, i, record);
+        pos += length;
+    }
+    PyBuffer_Release(&view);
+    return records;
+}
+
+PyDoc_STRVAR(terminate_doc,
+"terminate(payload, terminator) -> bytes, or None\n\n"
+"The records of a well-formed data payload, each followed by terminator; None if the payload\n"
+"is not well formed. Runs without the GIL, so several threads can re-frame blocks at once.");
+
+static PyObject *
+terminate(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "terminate() takes a payload and a terminator");
+        return NULL;
+    }
+    Py_buffer view, term;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    if (PyObject_GetBuffer(args[1], &term, PyBUF_SIMPLE) < 0) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    const unsigned char *buf = view.buf, *tbuf = term.buf;
+    Py_ssize_t n = view.len, tlen = term.len, count = 0, data = 0;
+    int bad;
+    Py_BEGIN_ALLOW_THREADS
+    bad = scan(buf, n, &count, &data);
+    Py_END_ALLOW_THREADS
+    PyObject *out = NULL;
+    if (bad < 0 || (tlen > 0 && count > (PY_SSIZE_T_MAX - data) / tlen)) {
+        out = Py_None;
+        Py_INCREF(out);
+        goto done;
+    }
+    out = PyBytes_FromStringAndSize(NULL, data + count * tlen);
+    if (out == NULL)
+        goto done;
+    unsigned char *dst = (unsigned char *)PyBytes_AS_STRING(out);
+    Py_BEGIN_ALLOW_THREADS
+    Py_ssize_t pos = 0, length;
+    while (pos < n) {
+        if (buf[pos] < 0x80)
+            length = buf[pos++];
+        else
+            read_length(buf, n, &pos, &length);
+        memcpy(dst, buf + pos, length);
+        dst += length;
+        pos += length;
+        if (tlen == 1)
+            *dst++ = tbuf[0];
+        else {
+            memcpy(dst, tbuf, tlen);
+            dst += tlen;
+        }
+    }
+    Py_END_ALLOW_THREADS
+done:
+    PyBuffer_Release(&term);
+    PyBuffer_Release(&view);
+    return out;
+}
+
+static PyMethodDef methods[] = {
+    {"split", split, METH_O, split_doc},
+    {"terminate", (PyCFunction)(void (*)(void))terminate, METH_FASTCALL, terminate_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "zsarchive.format._framing",
+    "ZS data payload framing at C speed (optional; zsarchive.format has the same in Python).",
+    -1, methods,
+};
+
+PyMODINIT_FUNC
+PyInit__framing(void)
+{
+    return PyModule_Create(&module);
+}
