@@ -1,4 +1,4 @@
-"""Pure-Python reader of Icechunk repositories (spec V1 and V2) into a typed model."""
+"""Reader of Icechunk repositories (spec V1 and V2), without the icechunk library, into a typed model."""
 
 from zsarchive.icechunk.model import (
     ArrayManifestInfo, ChunkRef, DimensionShape, FileHeader, FileType, Manifest, ManifestFileInfo,
