@@ -66,7 +66,7 @@ PyDoc_STRVAR(split_doc,
 "The records of a well-formed data payload; None if it is not well formed.");
 
 static PyObject *
-split(PyObject *module, PyObject *arg)
+split(PyObject *Py_UNUSED(module), PyObject *arg)
 {
     Py_buffer view;
     if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0)
@@ -107,7 +107,7 @@ PyDoc_STRVAR(terminate_doc,
 "is not well formed. Runs without the GIL, so several threads can re-frame blocks at once.");
 
 static PyObject *
-terminate(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+terminate(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
 {
     if (nargs != 2) {
         PyErr_SetString(PyExc_TypeError, "terminate() takes a payload and a terminator");
@@ -169,7 +169,7 @@ static PyMethodDef methods[] = {
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "zsarchive.format._framing",
     "ZS data payload framing at C speed (optional; zsarchive.format has the same in Python).",
-    -1, methods,
+    -1, methods, NULL, NULL, NULL, NULL,
 };
 
 PyMODINIT_FUNC
