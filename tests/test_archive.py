@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -253,3 +254,17 @@ def test_virtual_chunks_need_authorization(case):
                             arc.chunk_data(ref, node["path"], chunk["coords"])
                         return
     pytest.fail("fixture has no virtual chunk")
+
+
+@pytest.mark.parametrize("args", [["--help"], ["chunk", "{archive}", "main", "/data/temperature", "0,0", "--json"],
+                                  ["dump", "{archive}", "-o", os.devnull], ["validate", "{archive}"]])
+def test_commands_that_read_do_not_import_numpy_or_the_decoders(case, args):
+    """Start-up time is most of a one-chunk lookup: numpy and the Icechunk decoders (~0.2 s to import)
+    are for exporting and inspecting repositories only."""
+    script = ("import sys\nfrom zsarchive.cli import main\n"
+              "try:\n    main(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
+              "print(sorted(m for m in sys.modules if m in ('numpy', 'flatbuffers', 'zsarchive.icechunk.manifest',\n"
+              "                                            'zsarchive.icechunk.repository')), file=sys.stderr)")
+    argv = [a.format(archive=case[1]) for a in args]
+    out = subprocess.run([sys.executable, "-c", script, *argv], capture_output=True, text=True, check=True)
+    assert out.stderr.strip().splitlines()[-1] == "[]", out.stderr

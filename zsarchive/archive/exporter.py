@@ -34,12 +34,13 @@ from zsarchive import keys
 from zsarchive.archive import schema as S
 from zsarchive.archive.sorter import ExternalSorter
 from zsarchive.errors import ZSError
+from zsarchive.format import codecs
 from zsarchive.icechunk import Repository
 from zsarchive.icechunk.manifest import RefBatch
 from zsarchive.icechunk.model import NodeType, RefKind
 from zsarchive.writer import ZSWriter
 
-CODECS = ("lzma", "deflate", "none", "zstd")
+CODECS = codecs.NAMES
 """Block codecs an export may use; the default, deflate, is standard ZS (any ZS reader opens the file)."""
 _TASK_REFS = 250_000  # chunk refs per worker task (-j N > 1): a large manifest becomes several tasks
 _VERSION = {family: bytes((version,)) for family, version in S.RECORD_VERSIONS.items()}

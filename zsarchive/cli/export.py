@@ -6,15 +6,14 @@ import sys
 
 import click
 
-from zsarchive.archive import export as export_repository
-from zsarchive.archive.exporter import CODECS
 from zsarchive.cli.app import main
+from zsarchive.format.codecs import NAMES
 
 
 @main.command("export")
 @click.argument("repo")
 @click.argument("archive", type=click.Path(dir_okay=False))
-@click.option("--codec", type=click.Choice(CODECS), default="deflate", show_default=True,
+@click.option("--codec", type=click.Choice(NAMES), default="deflate", show_default=True,
               help="Block compression (deflate/lzma/none read with any ZS reader; zstd is a zsarchive extension).")
 @click.option("-z", "--compress-level", type=int, default=None, help="Codec level (codec default if omitted).")
 @click.option("--include-chunks", is_flag=True, help="Embed native chunk bytes: the archive becomes self-contained.")
@@ -24,6 +23,9 @@ from zsarchive.cli.app import main
 def export_command(repo: str, archive: str, codec: str, compress_level: int | None, include_chunks: bool,
                    parallelism: int, no_progress: bool) -> None:
     """Export the Icechunk repository REPO (directory or file:// URL) into the ZS file ARCHIVE."""
+    # Imported here: the exporter pulls in numpy and the Icechunk decoders, which `zs --help` need not.
+    from zsarchive.archive import export as export_repository
+
     show = not no_progress and sys.stderr.isatty()
     bar = click.progressbar(length=1, label="exporting", file=sys.stderr) if show else None
 

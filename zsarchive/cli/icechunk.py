@@ -7,8 +7,6 @@ import json
 import click
 
 from zsarchive.cli.app import main
-from zsarchive.icechunk import Repository
-from zsarchive.icechunk import inspect as views
 
 
 @main.group("icechunk")
@@ -34,6 +32,10 @@ def inspect(repo: str, repo_info: bool, snapshot: str | None, manifest: str | No
         raise click.UsageError("choose exactly one of --repo-info, --snapshot, --manifest, --transaction-log")
     if refs and not manifest:
         raise click.UsageError("--refs goes with --manifest")
+    # Imported here: the decoders pull in numpy and flatbuffers, which `zs --help` need not.
+    from zsarchive.icechunk import Repository
+    from zsarchive.icechunk import inspect as views
+
     repository = Repository.open(repo)
     if repo_info:
         doc = views.inspect_repo_info(repository)

@@ -12,6 +12,7 @@ import click
 from zsarchive.cli.app import main
 from zsarchive.cli.params import ESCAPED_BYTES, Parallelism
 from zsarchive.errors import ZSError
+from zsarchive.format import codecs
 from zsarchive.writer import DEFAULT_APPROX_BLOCK_SIZE, DEFAULT_BRANCHING_FACTOR, ZSWriter
 
 
@@ -66,7 +67,7 @@ def _metadata(ctx, param, value: str) -> dict:
               show_default=True, help="Number of entries in each index block.")
 @click.option("--approx-block-size", type=click.IntRange(min=1), default=DEFAULT_APPROX_BLOCK_SIZE,
               show_default=True, help="Approximate uncompressed size of each data block, in bytes.")
-@click.option("--codec", type=click.Choice(["none", "deflate", "lzma", "zstd"]), default="lzma",
+@click.option("--codec", type=click.Choice(codecs.NAMES), default="lzma",
               show_default=True,
               help="Compression; zstd is a zsarchive extension other ZS readers cannot read.")
 @click.option("-z", "--compress-level", default=None,

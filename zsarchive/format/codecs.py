@@ -114,6 +114,8 @@ def _identity(data: bytes) -> bytes:
     return bytes(data)
 
 
+NAMES = ("none", "deflate", "lzma", "zstd")
+"""The codec names the command line and the writer take (the reference's three, then zstd)."""
 # Command-line / constructor names -> header names.
 ALIASES = {"none": "none", "deflate": "deflate", "lzma": LZMA_CODEC, LZMA_CODEC: LZMA_CODEC, "zstd": "zstd"}
 DEFAULT_LEVELS = {"none": None, "deflate": 6, LZMA_CODEC: "0e", "zstd": 3}
