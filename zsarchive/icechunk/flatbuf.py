@@ -19,6 +19,18 @@ class FlatBufferError(Exception):
     """An offset or length in a FlatBuffer points outside it (message: where and what)."""
 
 
+def vtable_slots(buf, vtable: int, count: int, where: str) -> tuple[int, list[int]]:
+    """(table size, offsets of the first ``count`` fields, 0 where absent) from the vtable at ``vtable``,
+    which is checked to lie inside the buffer (``where`` names the table in errors)."""
+    if vtable < 0 or vtable + 4 > len(buf):
+        raise FlatBufferError(f"{where}: vtable at {vtable} outside the buffer")
+    vt_size, table_size = _U16.unpack_from(buf, vtable)[0], _U16.unpack_from(buf, vtable + 2)[0]
+    if vt_size < 4 or vt_size & 1 or vtable + vt_size > len(buf):
+        raise FlatBufferError(f"{where}: vtable at {vtable} has an impossible size {vt_size}")
+    present = min(count, (vt_size - 4) // 2)
+    return table_size, [*struct.unpack_from(f"<{present}H", buf, vtable + 4), *[0] * (count - present)]
+
+
 class CheckedTable(table.Table):
     """``flatbuffers.table.Table`` whose every read is bounds-checked."""
 

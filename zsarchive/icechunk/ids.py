@@ -17,9 +17,14 @@ _VALUES.update({"O": 0, "o": 0, "I": 1, "i": 1, "L": 1, "l": 1})
 _FROM_RFC4648 = bytes.maketrans(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ234567", ALPHABET.encode("ascii"))
 
 
+def base32(raw: bytes) -> bytes:
+    """Crockford base32 of ``raw`` as ASCII, padded with ``=`` to a multiple of 8 characters."""
+    return base64.b32encode(raw).translate(_FROM_RFC4648)
+
+
 def encode(raw: bytes) -> str:
     """Crockford base32 of ``raw``: 12 bytes -> 20 characters, 8 bytes -> 13."""
-    return base64.b32encode(raw).translate(_FROM_RFC4648).rstrip(b"=").decode("ascii")
+    return base32(raw).rstrip(b"=").decode("ascii")
 
 
 def decode(text: str, nbytes: int) -> bytes:

@@ -5,9 +5,7 @@ ref), every offset bounds-checked.
 
 from __future__ import annotations
 
-import base64
 import itertools
-import struct
 from typing import Callable, Iterator, NamedTuple
 
 import numpy as np
@@ -15,13 +13,12 @@ import zstandard
 
 from zsarchive.icechunk import ids
 from zsarchive.icechunk.common import decoding, id8, id12
-from zsarchive.icechunk.flatbuf import FlatBufferError, byte_vector, check_sorted, root
+from zsarchive.icechunk.flatbuf import FlatBufferError, byte_vector, check_sorted, root, vtable_slots
 from zsarchive.icechunk.gather import BYTE, first, first_unsorted, gather, offset_vector, uint32_vectors
 from zsarchive.icechunk.generated.Manifest import Manifest as FbManifest
 from zsarchive.icechunk.header import open_file
 from zsarchive.icechunk.model import ArrayManifestInfo, ChunkRef, FileType, Manifest, NodeId, RefKind
 
-_U16 = struct.Struct("<H")
 _N_SLOTS = 10  # fields of the ChunkRef table
 _WIDTHS = (4, 4, 8, 8, 12, 4, 4, 4, 4, 4)  # bytes of each ChunkRef field inside the table
 _KINDS = (RefKind.INLINE, RefKind.NATIVE, RefKind.VIRTUAL)  # index = the kind code used below
@@ -31,7 +28,6 @@ _new_ref = tuple.__new__  # builds the NamedTuple without its keyword handling: 
 _MIX = np.random.default_rng(2026).integers(1, 2**63, size=33, dtype=np.uint64) | np.uint64(1)  # hash of <= 256 B
 # Columns of _Layout.row: where each value sits in a table (0 = absent), or what the layout is.
 _SIZE, _INDEX, _OFFSET, _LENGTH, _PAYLOAD, _ETAG, _MODIFIED, _CODE, _COMPRESSED = range(9)
-_CROCKFORD = bytes.maketrans(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ234567", ids.ALPHABET.encode("ascii"))
 
 
 class _Layout:
@@ -40,14 +36,7 @@ class _Layout:
     __slots__ = ("kind", "row")
 
     def __init__(self, buf, vtable: int, where: str):
-        if vtable < 0 or vtable + 4 > len(buf):
-            raise FlatBufferError(f"{where}: vtable at {vtable} outside the buffer")
-        vt_size, table_size = _U16.unpack_from(buf, vtable)[0], _U16.unpack_from(buf, vtable + 2)[0]
-        if vt_size < 4 or vt_size & 1 or vtable + vt_size > len(buf):
-            raise FlatBufferError(f"{where}: vtable at {vtable} has an impossible size {vt_size}")
-        slots = [0] * _N_SLOTS
-        for s in range(min(_N_SLOTS, (vt_size - 4) // 2)):
-            slots[s] = _U16.unpack_from(buf, vtable + 4 + 2 * s)[0]
+        table_size, slots = vtable_slots(buf, vtable, _N_SLOTS, where)
         end = 0
         for off, s in sorted((off, s) for s, off in enumerate(slots) if off):
             if off < 4 or off < end or off + _WIDTHS[s] > table_size:
@@ -358,7 +347,7 @@ def _chunk_ids(raw: np.ndarray) -> list[str]:
     # base32 works on 5-byte groups: padding each id to 15 bytes makes one call encode all of them.
     padded = np.zeros((len(raw), 15), np.uint8)
     padded[:, :12] = raw
-    text = np.frombuffer(base64.b32encode(padded.tobytes()).translate(_CROCKFORD), np.uint8).reshape(-1, 24)
+    text = np.frombuffer(ids.base32(padded.tobytes()), np.uint8).reshape(-1, 24)
     return np.ascontiguousarray(text[:, :20]).view("S20").reshape(-1).astype("U20").tolist()
 
 

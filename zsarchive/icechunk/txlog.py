@@ -7,14 +7,12 @@ rest goes through the generated accessors.
 
 from __future__ import annotations
 
-import struct
-
 import numpy as np
 
 from zsarchive.icechunk import ids
 from zsarchive.icechunk.common import decoding, id8, id12
 from zsarchive.icechunk.flatbuf import FlatBufferError, byte_vector, check_sorted, require, root, struct_bytes, \
-    text
+    text, vtable_slots
 from zsarchive.icechunk.gather import first, first_unsorted, gather, offset_vector, uint32_vectors
 from zsarchive.icechunk.generated.TransactionLog import TransactionLog as FbTransactionLog
 from zsarchive.icechunk.header import open_file
@@ -35,18 +33,9 @@ def _id_list(log, field: str) -> list[str]:
     return out
 
 
-_I32 = struct.Struct("<i")
-_U16 = struct.Struct("<H")
-
-
 def _indices_layout(buf, vtable: int, where: str) -> tuple[int, int]:
     """(coords field offset, table size) of ChunkIndices tables with the vtable at ``vtable``, checked."""
-    if vtable < 0 or vtable + 4 > len(buf):
-        raise FlatBufferError(f"{where}: vtable at {vtable} outside the buffer")
-    vt_size, table_size = _U16.unpack_from(buf, vtable)[0], _U16.unpack_from(buf, vtable + 2)[0]
-    if vt_size < 4 or vt_size & 1 or vtable + vt_size > len(buf):
-        raise FlatBufferError(f"{where}: vtable at {vtable} has an impossible size {vt_size}")
-    field = _U16.unpack_from(buf, vtable + 4)[0] if vt_size >= 6 else 0
+    table_size, (field,) = vtable_slots(buf, vtable, 1, where)
     if not field:
         raise FlatBufferError(f"required field {where}.coords is missing")
     if field < 4 or field + 4 > table_size:
