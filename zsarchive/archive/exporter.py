@@ -199,6 +199,8 @@ def _ref_records(batch: RefBatch, head: bytes, chunk_ids: list[bytes] | None) ->
     records: list = [None] * n
     for kind in (RefKind.INLINE, RefKind.NATIVE, RefKind.VIRTUAL):
         rows = np.flatnonzero([k is kind for k in batch.kind])
+        if not len(rows):
+            continue
         for j, record in zip(rows.tolist(), _kind_records(batch, kind, rows, len(rows), head, chunk_ids)):
             records[j] = record
     return records
