@@ -11,7 +11,7 @@ import pytest
 
 from servers import faulty_server, free_port, nginx_server  # noqa: F401
 from zsarchive.errors import ZSCorrupt, ZSError
-from zsarchive.transport import HTTPTransport, open_transport
+from zsarchive.transport import ConnectionPool, HTTPTransport, open_transport
 from zsarchive.transport.remote import coalesce
 
 DATA = os.urandom(300_000)
@@ -30,6 +30,21 @@ def test_open_transport_picks_http(served):
     transport = open_transport(served.url("data.bin"))
     assert isinstance(transport, HTTPTransport)
     transport.close()
+
+
+def test_a_shared_pool_carries_keep_alive_connections_from_one_transport_to_the_next(served):
+    pool = ConnectionPool(served.url("data.bin"))
+    mark = served.mark()
+    for name, want in (("data.bin", DATA[:100]), ("empty.bin", b""), ("data.bin", DATA[:100])):
+        transport = HTTPTransport(served.url(name), pool=pool)
+        assert transport.read_head_tail(100, 0)[0] == want
+        transport.close()  # leaves the pool's connections open
+    logged = served.requests_since(mark)
+    assert len(logged) == 3 and len({line.connection for line in logged}) == 1
+    assert transport.stats.connections == 0  # the last one found an idle connection
+    pool.close()
+    with pytest.raises(ZSError, match="connection pool given is for another host"):
+        HTTPTransport(f"http://127.0.0.1:{free_port()}/data.bin", pool=pool)
 
 
 def test_head_tail_are_two_concurrent_requests_and_learn_the_size(served):

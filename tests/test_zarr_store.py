@@ -353,6 +353,18 @@ def test_archive_and_repository_over_http(case, nginx_server):  # noqa: F811
     # every archive read of the concurrent gets went through the reader's small connection pool
     archive_reads = [line for line in served if line.path == f"/v{version}.zs"]
     assert len(archive_reads) > 1 and len({line.connection for line in archive_reads}) <= 8
+    # chunk reads share keep-alive connections too: one chunk after another goes over one
+    repo_url = nginx_server.url(f"repo-v{version}")
+    with RepoArchive(nginx_server.url(f"v{version}.zs")) as arc:
+        native = [ref for path, want in peer[sid]["arrays"].items() if "error" not in want
+                  for ref in arc.chunk_refs("main", path) if ref["kind"] == "native"]
+        mark = nginx_server.mark()
+        for ref in native:
+            arc.read_chunk(ref, "main", repo_url)
+    chunk_reads = [line for line in nginx_server.requests_since(mark)
+                   if line.path.startswith(f"/repo-v{version}/chunks/")]
+    assert len(chunk_reads) >= len(native) > 1
+    assert len({line.connection for line in chunk_reads}) == 1, chunk_reads
 
 
 # -- virtual refs over http, and xarray: small repositories written by icechunk 2.x for the test --

@@ -12,6 +12,7 @@ import heapq
 import json
 import os
 import re
+import threading
 from email.utils import formatdate
 from typing import Any, Iterable, Iterator
 from urllib.parse import unquote, urlsplit
@@ -22,7 +23,7 @@ from zsarchive.errors import ZSCorrupt, ZSError
 from zsarchive.icechunk.model import format_time
 from zsarchive.keys import decode as decode_key
 from zsarchive.reader import ZS
-from zsarchive.transport.http import HTTPTransport
+from zsarchive.transport.http import ConnectionPool, HTTPTransport
 
 _HEAD_SLACK = 64 * 1024
 """A chunk this close to the start of its file is read with its file's first bytes in one request."""
@@ -112,12 +113,19 @@ class RepoArchive:
         self.authorize = [str(p) for p in authorize]
         self._snapshots: dict[str, tuple] = {}
         self._has_chunk_data: bool | None = None
+        # chunk reads over http keep their connections per host, not per chunk
+        self._pools: dict[tuple, ConnectionPool] = {}
+        self._pools_lock = threading.Lock()
 
     # -- plumbing -------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Release the underlying reader."""
+        """Release the underlying reader and the connections chunk reads kept open."""
         self.zs.close()
+        with self._pools_lock:
+            pools, self._pools = self._pools, {}
+        for pool in pools.values():
+            pool.close()
 
     def __enter__(self) -> "RepoArchive":
         return self
@@ -436,7 +444,7 @@ class RepoArchive:
             headers["If-Match"] = etag
         if last_modified:
             headers["If-Unmodified-Since"] = formatdate(last_modified, usegmt=True)
-        transport = HTTPTransport(url, headers=headers)
+        transport = HTTPTransport(url, headers=headers, pool=self._pool_for(url))
         try:
             if offset <= _HEAD_SLACK:  # one request: learn the size and get the bytes together
                 head, _ = transport.read_head_tail(offset + length, 0)
@@ -452,6 +460,14 @@ class RepoArchive:
         if len(data) != length:
             raise ZSCorrupt(f"{where}: {url} holds {len(data)} bytes at offset {offset}, expected {length}")
         return data
+
+    def _pool_for(self, url: str) -> ConnectionPool:
+        parts = urlsplit(url)
+        with self._pools_lock:
+            pool = self._pools.get((parts.scheme, parts.netloc))
+            if pool is None:
+                pool = self._pools[(parts.scheme, parts.netloc)] = ConnectionPool(url)
+            return pool
 
     def _authorized_local_path(self, location: str, where: str) -> str:
         parts = urlsplit(location)

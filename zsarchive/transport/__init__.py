@@ -12,6 +12,7 @@ from zsarchive.transport.local import FileObjectTransport, LocalFile
 # network transports import http.client, ssl or fsspec: only a URL should pay for that
 __getattr__ = lazy_exports(__name__, {
     "HTTPTransport": "zsarchive.transport.http",
+    "ConnectionPool": "zsarchive.transport.http",
     "FsspecTransport": "zsarchive.transport.fsspec",
 })
 

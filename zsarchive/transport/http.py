@@ -42,19 +42,34 @@ class _Stale(_Retry):
     """A reused keep-alive connection turned out closed by the server: try a fresh one at once."""
 
 
-class _Pool:
-    """Idle keep-alive connections to one host; a thread takes one, uses it, gives it back."""
+def _host_of(url: str) -> tuple[str, str, int | None]:
+    """(scheme, host, port) of an http(s) URL, the unit connections are kept for."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ZSError(f"{url}: not an http:// or https:// URL")
+    try:
+        return parts.scheme, parts.hostname, parts.port
+    except ValueError:
+        raise ZSError(f"{url}: bad port in URL") from None
 
-    def __init__(self, scheme: str, host: str, port: int | None, connect_timeout: float,
-                 read_timeout: float, on_connect, context: ssl.SSLContext | None) -> None:
+
+class ConnectionPool:
+    """Idle keep-alive connections to the host of ``url``; a thread takes one, uses it, gives it back.
+
+    One pool may serve many transports to objects on the same host (e.g. chunk after chunk of a
+    repository): pass it as ``HTTPTransport(..., pool=)``; its timeouts and TLS context apply.
+    """
+
+    def __init__(self, url: str, connect_timeout: float = 10.0, read_timeout: float = 30.0,
+                 ssl_context: ssl.SSLContext | None = None) -> None:
+        self.host = _host_of(url)
+        scheme, self._host, self._port = self.host
         self._cls = http.client.HTTPSConnection if scheme == "https" else http.client.HTTPConnection
         if scheme == "https":
-            self._kwargs = {"context": context or ssl.create_default_context()}
+            self._kwargs = {"context": ssl_context or ssl.create_default_context()}
         else:
             self._kwargs = {}
-        self._host, self._port = host, port
-        self._connect_timeout, self._read_timeout = connect_timeout, read_timeout
-        self._on_connect = on_connect
+        self.timeouts = (connect_timeout, read_timeout)
         self._idle: list[http.client.HTTPConnection] = []
         self._lock = threading.Lock()
 
@@ -63,16 +78,15 @@ class _Pool:
         with self._lock:
             if self._idle:
                 return self._idle.pop(), True
-        conn = self._cls(self._host, self._port, timeout=self._connect_timeout, **self._kwargs)
+        conn = self._cls(self._host, self._port, timeout=self.timeouts[0], **self._kwargs)
         try:
             conn.connect()
         except BaseException:
             conn.close()
             raise
         # connect and read have separate budgets: the socket keeps the read timeout from here on
-        conn.sock.settimeout(self._read_timeout)
+        conn.sock.settimeout(self.timeouts[1])
         conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self._on_connect()
         return conn, False
 
     def give(self, conn: http.client.HTTPConnection) -> None:
@@ -80,6 +94,7 @@ class _Pool:
             self._idle.append(conn)
 
     def close(self) -> None:
+        """Close the idle connections; the pool stays usable and connects anew when asked."""
         with self._lock:
             idle, self._idle = self._idle, []
         for conn in idle:
@@ -92,20 +107,25 @@ class HTTPTransport(RemoteTransport):
     ``stats`` counts requests, body bytes, connections opened and retries; ``ssl_context``
     replaces the default certificate checks for https (e.g. a private CA). A request may wait
     ``read_timeout`` for any byte, and a body must arrive within ``read_timeout`` plus its
-    length at ``min_rate`` bytes/s; a slower one is retried, then reported.
+    length at ``min_rate`` bytes/s; a slower one is retried, then reported. ``pool``: a
+    :class:`ConnectionPool` for the URL's host to share with other transports (its timeouts and
+    TLS context then apply); without one the transport keeps its own, closed with it.
     """
 
     def __init__(self, url: str, *, connect_timeout: float = 10.0, read_timeout: float = 30.0,
                  retries: int = 4, backoff: float = 0.2, max_connections: int = 8,
                  max_unranged: int = 16 * 1024 * 1024, headers: Mapping[str, str] | None = None,
-                 ssl_context: ssl.SSLContext | None = None, min_rate: float = 64 * 1024) -> None:
+                 ssl_context: ssl.SSLContext | None = None, min_rate: float = 64 * 1024,
+                 pool: ConnectionPool | None = None) -> None:
         super().__init__(url, max_workers=max_connections)
+        host = _host_of(url)
+        if pool is not None and pool.host != host:
+            scheme, name, port = pool.host
+            raise ZSError(f"{url}: the connection pool given is for another host "
+                          f"({scheme}://{name}{f':{port}' if port else ''})")
         parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ZSError(f"{url}: not an http:// or https:// URL")
         self._target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
         self._headers = {"User-Agent": "zsarchive", "Accept-Encoding": "identity", **(headers or {})}
-        self._timeouts = (connect_timeout, read_timeout)
         self._retries = retries
         self._backoff = backoff
         self._max_unranged = max_unranged
@@ -113,12 +133,9 @@ class HTTPTransport(RemoteTransport):
         self._etag: str | None = None
         self._last_modified: str | None = None
         self._pinned = False
-        try:
-            port = parts.port
-        except ValueError:
-            raise ZSError(f"{url}: bad port in URL") from None
-        self._pool = _Pool(parts.scheme, parts.hostname, port, connect_timeout, read_timeout,
-                           lambda: self.stats.add(connections=1), ssl_context)
+        self._owns_pool = pool is None
+        self._pool = pool or ConnectionPool(url, connect_timeout, read_timeout, ssl_context)
+        self._timeouts = self._pool.timeouts
 
     # --- opening -------------------------------------------------------------------------------
 
@@ -292,6 +309,8 @@ class HTTPTransport(RemoteTransport):
         """Take a connection and write one GET on it."""
         try:
             conn, reused = self._pool.take()
+            if not reused:
+                self.stats.add(connections=1)
         except ssl.SSLCertVerificationError as exc:
             # no later attempt would trust it either
             raise ZSError(f"{self.name}: cannot connect: TLS certificate not trusted "
@@ -394,4 +413,5 @@ class HTTPTransport(RemoteTransport):
 
     def close(self) -> None:
         super().close()
-        self._pool.close()
+        if self._owns_pool:
+            self._pool.close()
