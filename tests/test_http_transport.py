@@ -47,6 +47,20 @@ def test_a_shared_pool_carries_keep_alive_connections_from_one_transport_to_the_
         HTTPTransport(f"http://127.0.0.1:{free_port()}/data.bin", pool=pool)
 
 
+def test_read_once_is_one_request_without_opening_first(served):
+    transport = HTTPTransport(served.url("data.bin"))
+    mark = served.mark()
+    assert transport.read_once(250_000, 1000) == DATA[250_000:251_000]
+    assert transport.read_once(len(DATA) - 10, 1000) == DATA[-10:]  # the object ends sooner
+    assert transport.read_once(len(DATA) + 5, 1000) == b""  # ... or before the range (416)
+    assert transport.read_once(7, 0) == b""
+    logged = served.requests_since(mark)
+    assert [(line.range, line.status) for line in logged] == [
+        ("bytes=250000-250999", 206), (f"bytes={len(DATA) - 10}-{len(DATA) + 989}", 206),
+        (f"bytes={len(DATA) + 5}-{len(DATA) + 1004}", 416)]
+    transport.close()
+
+
 def test_head_tail_are_two_concurrent_requests_and_learn_the_size(served):
     mark = served.mark()
     with_transport = HTTPTransport(served.url("data.bin"))

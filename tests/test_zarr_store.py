@@ -24,7 +24,7 @@ from zarr.core.buffer import default_buffer_prototype
 
 from oracle import fixtures, oracle, repo_path
 from servers import faulty_server, nginx_server  # noqa: F401
-from zsarchive import ZSError, open_store
+from zsarchive import ZSCorrupt, ZSError, open_store
 from zsarchive.archive import NotFound, RepoArchive, export
 
 VERSIONS = (1, 2)
@@ -409,6 +409,16 @@ def test_virtual_refs_over_http_check_etag(icechunk2_python, faulty_server, tmp_
         chunk = dict(store._chunk("v/c/1"), location=prefix + "../data.bin")
         with pytest.raises(ZSError, match="'.' or '..' path segments"):
             store.archive.read_chunk(chunk, "main")
+        # a chunk deep inside a big file is one request of exactly its range, nothing first
+        big = os.urandom(300_000)
+        faulty_server.files["big.bin"] = big
+        deep = dict(store._chunk("v/c/1"), location=faulty_server.url("big.bin"), offset=200_000, length=1000)
+        before = len(faulty_server.seen)
+        assert store.archive.read_chunk(deep, "main") == big[200_000:201_000]
+        assert [(x.range, x.status) for x in faulty_server.seen[before:]] == [("bytes=200000-200999", 206)]
+        for offset in (299_500, 400_000):  # the file ends inside the chunk / before it
+            with pytest.raises(ZSCorrupt, match=rf"big\.bin holds \d+ bytes at offset {offset}, expected 1000"):
+                store.archive.read_chunk(dict(deep, offset=offset), "main")
 
 
 XARRAY_SCRIPT = r'''

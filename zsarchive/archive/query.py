@@ -25,8 +25,6 @@ from zsarchive.keys import decode as decode_key
 from zsarchive.reader import ZS
 from zsarchive.transport.http import ConnectionPool, HTTPTransport
 
-_HEAD_SLACK = 64 * 1024
-"""A chunk this close to the start of its file is read with its file's first bytes in one request."""
 _CHUNK_ID = re.compile(r"^[0-9A-HJKMNP-TV-Z]{20}$")
 """A Crockford base32 ObjectId12: the only chunk file names an archive may make us open."""
 
@@ -446,12 +444,7 @@ class RepoArchive:
             headers["If-Unmodified-Since"] = formatdate(last_modified, usegmt=True)
         transport = HTTPTransport(url, headers=headers, pool=self._pool_for(url))
         try:
-            if offset <= _HEAD_SLACK:  # one request: learn the size and get the bytes together
-                head, _ = transport.read_head_tail(offset + length, 0)
-                data = head[offset:offset + length]
-            else:
-                transport.read_head_tail(0, 0)
-                data = transport.read(offset, min(length, max(0, transport.size - offset)))
+            data = transport.read_once(offset, length)
         except ZSError as exc:
             checks = ", ".join(f"{k} {v}" for k, v in headers.items())
             raise type(exc)(f"{where}: cannot read {url}{f' ({checks})' if checks else ''}: {exc}") from None

@@ -194,6 +194,23 @@ class HTTPTransport(RemoteTransport):
     def _fetch(self, offset: int, length: int) -> bytes:
         return self._body(self._send(self._range(offset, length)), offset, length)
 
+    def read_once(self, offset: int, length: int) -> bytes:
+        """The bytes [offset, offset + length) in one request, without learning the size first
+        (fewer bytes if the object ends sooner): one range of an object read once, like a chunk."""
+        if length <= 0:
+            return b""
+        answer = self._send(self._range(offset, length))
+        if answer.status == 416:
+            return b""  # the object ends before offset (the answer names no version to pin)
+        self._pin(answer.headers)
+        if answer.status == 200:
+            return answer.body[offset:offset + length]
+        start, end, _ = self._content_range(answer)
+        if start != offset or end > offset + length - 1:
+            raise ZSError(f"{self.name}: asked for bytes {offset}-{offset + length - 1}, "
+                          f"the server sent {start}-{end}")
+        return answer.body
+
     def _fetch_many(self, ranges: list[tuple[int, int]]) -> list[bytes]:
         answers = self._send_many([self._range(offset, length) for offset, length in ranges])
         return [self._body(answer, offset, length) for answer, (offset, length) in zip(answers, ranges)]
@@ -382,8 +399,9 @@ class HTTPTransport(RemoteTransport):
         if status in _RETRY_STATUS:
             raise _Retry(f"HTTP {status} {response.reason}")
         if status == 412:
+            pinned = self._etag or self._last_modified
             raise ZSCorrupt(f"{self.name}: file changed while reading (HTTP 412 Precondition "
-                            f"Failed for ETag {self._etag or self._last_modified})")
+                            f"Failed{f' for {pinned}' if pinned else ''})")
         if 300 <= status < 400 and response.getheader("Location"):
             raise ZSError(f"{self.name}: HTTP {status} {response.reason} to "
                           f"{response.getheader('Location')} (redirects are not followed)")
