@@ -137,6 +137,17 @@ def test_cli_export_then_queries(tmp_path):
     assert checked.returncode == 0, checked.stderr
 
 
+def test_cli_export_takes_every_codec_level_zs_make_takes(tmp_path, reference_zs):
+    target = tmp_path / "lzma1e.zs"
+    proc = _zs("export", str(repo_path(2)), str(target), "--codec", "lzma", "-z", "1e")
+    assert proc.returncode == 0, proc.stderr
+    checked = subprocess.run([str(reference_zs), "validate", str(target)], capture_output=True, text=True)
+    assert checked.returncode == 0, checked.stderr
+    _one_line_error(_zs("export", str(repo_path(2)), str(tmp_path / "bad.zs"), "--codec", "lzma", "-z", "9"),
+                    "lzma compression level must be one of 0, 0e, 1, 1e")
+    assert not (tmp_path / "bad.zs").exists()
+
+
 def test_not_a_repository(tmp_path):
     _one_line_error(_zs("export", str(tmp_path), str(tmp_path / "x.zs")), str(tmp_path))
     assert not (tmp_path / "x.zs").exists()

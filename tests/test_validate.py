@@ -349,15 +349,18 @@ def _peak_while_validating(path: Path) -> int:
 
 def test_memory_does_not_grow_with_the_record_count(tmp_path):
     # Same block size, 8x the records: only the per-block summaries may grow. Both files have
-    # enough blocks (12 and 96) to fill the bounded decode pipeline, so its peak is in both.
+    # enough blocks (12 and 96) to fill the bounded decode pipeline, so its peak is in both; how
+    # many parsed blocks (~0.3 MB each) it holds at its peak depends on thread timing, so the
+    # test bounds the growth per extra record (anything kept per record costs far more than 3 bytes).
     peaks = []
-    for n in (80_000, 640_000):
+    counts = (80_000, 640_000)
+    for n in counts:
         path = tmp_path / f"{n}.zs"
         with zsarchive.ZSWriter(str(path), {}, codec="deflate", approx_block_size=65536) as w:
             w.add_records(b"%09d" % i for i in range(n))
             w.finish()
         peaks.append(_peak_while_validating(path))
-    assert peaks[1] < 1.5 * peaks[0], peaks
+    assert peaks[1] - peaks[0] < 3 * (counts[1] - counts[0]), peaks
 
 
 # -- the command line ----------------------------------------------------------------------------------

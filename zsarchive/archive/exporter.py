@@ -311,7 +311,7 @@ def _repo_root(location: str) -> Path:
 
 
 def export(repo_location: str | os.PathLike, archive_path: str | os.PathLike, *, codec: str = "deflate",
-           compress_level: int | None = None, include_chunks: bool = False, parallelism: int = 1,
+           compress_level: int | str | None = None, include_chunks: bool = False, parallelism: int = 1,
            approx_block_size: int = 256 * 1024, branching_factor: int = 1024,
            export_time: int | None = None, progress: Callable[[int, int], None] | None = None,
            sort_memory: int = 128 << 20) -> ExportSummary:

@@ -71,7 +71,7 @@ def _metadata(ctx, param, value: str) -> dict:
               show_default=True,
               help="Compression; zstd is a zsarchive extension other ZS readers cannot read.")
 @click.option("-z", "--compress-level", default=None,
-              help="deflate: 0-9 (default 6); lzma: 0, 0e, 1 or 1e (default 0e); zstd: an integer (default 3).")
+              help=codecs.LEVELS_HELP)
 @click.option("--no-default-metadata", is_flag=True,
               help="Do not add the 'build-info' key (time, host, user, version) to the metadata.")
 def make(metadata: dict, input_file: str, new_zs_file: str, terminator: bytes | None,

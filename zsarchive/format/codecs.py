@@ -119,6 +119,8 @@ NAMES = ("none", "deflate", "lzma", "zstd")
 # Command-line / constructor names -> header names.
 ALIASES = {"none": "none", "deflate": "deflate", "lzma": LZMA_CODEC, LZMA_CODEC: LZMA_CODEC, "zstd": "zstd"}
 DEFAULT_LEVELS = {"none": None, "deflate": 6, LZMA_CODEC: "0e", "zstd": 3}
+LEVELS_HELP = "deflate: 0-9 (default 6); lzma: 0, 0e, 1 or 1e (default 0e); zstd: an integer (default 3)."
+"""The compression levels each codec takes, as the command line explains them."""
 _DECOMPRESSORS = {
     "none": _identity,
     "deflate": _deflate_decompress,
