@@ -14,6 +14,7 @@ from oracle import repo_path
 from zsarchive.archive import RepoArchive, export
 from zsarchive.archive import exporter as exporter_module
 from zsarchive.archive import schema as S
+from zsarchive.errors import ZSError
 from zsarchive.reader import ZS
 from zsarchive.writer import ZSWriter
 
@@ -35,6 +36,8 @@ def test_two_exports_differ_only_in_export_time(tmp_path, version):
     a, b, c = tmp_path / "a.zs", tmp_path / "b.zs", tmp_path / "c.zs"
     export(repo_path(version), a, export_time=1_000_000)
     export(repo_path(version), b, export_time=1_000_000, parallelism=3)  # worker processes: same bytes
+    export(repo_path(version), guessed := tmp_path / "guessed.zs", export_time=1_000_000, parallelism="guess")
+    assert guessed.read_bytes() == a.read_bytes()
     export(repo_path(version), c, export_time=2_000_000, include_chunks=False)
     assert a.read_bytes() == b.read_bytes()
     with ZS(str(a)) as za, ZS(str(c)) as zc:
@@ -146,6 +149,14 @@ def test_cli_export_takes_every_codec_level_zs_make_takes(tmp_path, reference_zs
     _one_line_error(_zs("export", str(repo_path(2)), str(tmp_path / "bad.zs"), "--codec", "lzma", "-z", "9"),
                     "lzma compression level must be one of 0, 0e, 1, 1e")
     assert not (tmp_path / "bad.zs").exists()
+
+
+def test_bad_parallelism(tmp_path):
+    proc = _zs("export", str(repo_path(2)), str(tmp_path / "x.zs"), "-j", "0")
+    assert proc.returncode == 2 and "neither a number >= 1 nor 'guess'" in proc.stderr, proc.stderr
+    with pytest.raises(ZSError, match="parallelism must be a positive integer or 'guess', not 'many'"):
+        export(repo_path(2), tmp_path / "x.zs", parallelism="many")
+    assert not (tmp_path / "x.zs").exists()
 
 
 def test_not_a_repository(tmp_path):

@@ -68,6 +68,15 @@ def default_build_info() -> dict:
     }
 
 
+def resolve_parallelism(parallelism: int | str) -> int:
+    """A worker count: a positive integer as given, or ``"guess"``: the cores this process may use."""
+    if parallelism == "guess":
+        return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    if not isinstance(parallelism, int) or parallelism < 1:
+        raise ZSError(f"parallelism must be a positive integer or 'guess', not {parallelism!r}")
+    return parallelism
+
+
 def shortest_separator(previous: bytes, first: bytes) -> bytes:
     """Shortest prefix of ``first`` that is >= ``previous`` (requires previous <= first).
 
@@ -172,10 +181,7 @@ class ZSWriter:
             raise ZSError(f"branching_factor must be an integer >= 2, not {branching_factor!r}")
         if not isinstance(approx_block_size, int) or approx_block_size < 1:
             raise ZSError(f"approx_block_size must be a positive integer, not {approx_block_size!r}")
-        if parallelism == "guess":
-            parallelism = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-        if not isinstance(parallelism, int) or parallelism < 1:
-            raise ZSError(f"parallelism must be a positive integer or 'guess', not {parallelism!r}")
+        parallelism = resolve_parallelism(parallelism)
         self._codec = get_codec(codec, compress_level)
         try:
             # A deep copy: the header is encoded again at the end and must come out the same.

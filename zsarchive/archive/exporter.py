@@ -38,7 +38,7 @@ from zsarchive.format import codecs
 from zsarchive.icechunk import Repository
 from zsarchive.icechunk.manifest import RefBatch
 from zsarchive.icechunk.model import NodeType, RefKind
-from zsarchive.writer import ZSWriter
+from zsarchive.writer import ZSWriter, resolve_parallelism
 
 CODECS = codecs.NAMES
 """Block codecs an export may use; the default, deflate, is standard ZS (any ZS reader opens the file)."""
@@ -311,7 +311,7 @@ def _repo_root(location: str) -> Path:
 
 
 def export(repo_location: str | os.PathLike, archive_path: str | os.PathLike, *, codec: str = "deflate",
-           compress_level: int | str | None = None, include_chunks: bool = False, parallelism: int = 1,
+           compress_level: int | str | None = None, include_chunks: bool = False, parallelism: int | str = 1,
            approx_block_size: int = 256 * 1024, branching_factor: int = 1024,
            export_time: int | None = None, progress: Callable[[int, int], None] | None = None,
            sort_memory: int = 128 << 20) -> ExportSummary:
@@ -319,8 +319,10 @@ def export(repo_location: str | os.PathLike, archive_path: str | os.PathLike, *,
 
     ``progress(done, total)`` is called now and then with counts of records (chunk refs dominate).
     ``export_time`` (microseconds since 1970 UTC) defaults to now: it is the only field of the
-    archive that differs between two exports of the same repository.
+    archive that differs between two exports of the same repository. ``parallelism``: worker
+    processes decoding and threads compressing, or ``"guess"`` (one per core).
     """
+    parallelism = resolve_parallelism(parallelism)
     if codec not in CODECS:
         raise ZSError(f"unknown codec {codec!r}: choose one of {', '.join(CODECS)}")
     started = time.monotonic()

@@ -7,6 +7,7 @@ import sys
 import click
 
 from zsarchive.cli.app import main
+from zsarchive.cli.params import Parallelism
 from zsarchive.format.codecs import LEVELS_HELP, NAMES
 
 
@@ -17,11 +18,11 @@ from zsarchive.format.codecs import LEVELS_HELP, NAMES
               help="Block compression (deflate/lzma/none read with any ZS reader; zstd is a zsarchive extension).")
 @click.option("-z", "--compress-level", default=None, help=LEVELS_HELP)
 @click.option("--include-chunks", is_flag=True, help="Embed native chunk bytes: the archive becomes self-contained.")
-@click.option("-j", "--parallelism", type=click.IntRange(min=1), default=1, show_default=True,
-              help="Threads compressing blocks.")
+@click.option("-j", "--parallelism", type=Parallelism(), default="guess", show_default=True,
+              help="Worker processes decoding manifests and threads compressing blocks (guess: one per core).")
 @click.option("--no-progress", is_flag=True, help="No progress bar even on a terminal.")
 def export_command(repo: str, archive: str, codec: str, compress_level: str | None, include_chunks: bool,
-                   parallelism: int, no_progress: bool) -> None:
+                   parallelism: int | str, no_progress: bool) -> None:
     """Export the Icechunk repository REPO (directory or file:// URL) into the ZS file ARCHIVE."""
     # Imported here: the exporter pulls in numpy and the Icechunk decoders, which `zs --help` need not.
     from zsarchive.archive import export as export_repository
