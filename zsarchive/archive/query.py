@@ -23,7 +23,7 @@ from zsarchive.errors import ZSCorrupt, ZSError
 from zsarchive.icechunk.model import format_time
 from zsarchive.keys import decode as decode_key
 from zsarchive.reader import ZS
-from zsarchive.transport.http import ConnectionPool, HTTPTransport
+from zsarchive.transport.http import ConnectionPool, HTTPTransport, host_of
 
 _CHUNK_ID = re.compile(r"^[0-9A-HJKMNP-TV-Z]{20}$")
 """A Crockford base32 ObjectId12: the only chunk file names an archive may make us open."""
@@ -455,11 +455,11 @@ class RepoArchive:
         return data
 
     def _pool_for(self, url: str) -> ConnectionPool:
-        parts = urlsplit(url)
+        host = host_of(url)
         with self._pools_lock:
-            pool = self._pools.get((parts.scheme, parts.netloc))
+            pool = self._pools.get(host)
             if pool is None:
-                pool = self._pools[(parts.scheme, parts.netloc)] = ConnectionPool(url)
+                pool = self._pools[host] = ConnectionPool(url)
             return pool
 
     def _authorized_local_path(self, location: str, where: str) -> str:

@@ -42,7 +42,7 @@ class _Stale(_Retry):
     """A reused keep-alive connection turned out closed by the server: try a fresh one at once."""
 
 
-def _host_of(url: str) -> tuple[str, str, int | None]:
+def host_of(url: str) -> tuple[str, str, int | None]:
     """(scheme, host, port) of an http(s) URL, the unit connections are kept for."""
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -62,7 +62,7 @@ class ConnectionPool:
 
     def __init__(self, url: str, connect_timeout: float = 10.0, read_timeout: float = 30.0,
                  ssl_context: ssl.SSLContext | None = None) -> None:
-        self.host = _host_of(url)
+        self.host = host_of(url)
         scheme, self._host, self._port = self.host
         self._cls = http.client.HTTPSConnection if scheme == "https" else http.client.HTTPConnection
         if scheme == "https":
@@ -118,7 +118,7 @@ class HTTPTransport(RemoteTransport):
                  ssl_context: ssl.SSLContext | None = None, min_rate: float = 64 * 1024,
                  pool: ConnectionPool | None = None) -> None:
         super().__init__(url, max_workers=max_connections)
-        host = _host_of(url)
+        host = host_of(url)
         if pool is not None and pool.host != host:
             scheme, name, port = pool.host
             raise ZSError(f"{url}: the connection pool given is for another host "
