@@ -1,6 +1,11 @@
-"""Build hook for the one optional C extension; everything else is declared in setup.cfg."""
+"""Build hook for the optional C extensions; everything else is declared in setup.cfg."""
 
 from setuptools import Extension, setup
 
-# optional: without a C compiler the install still succeeds and the pure-Python framing is used.
-setup(ext_modules=[Extension("zsarchive.format._framing", ["zsarchive/format/_framing.c"], optional=True)])
+# Both optional: without a C compiler the install still succeeds, the pure-Python framing is used
+# and lzma blocks are made by liblzma (tests/test_lzma2.py checks both encoders).
+setup(ext_modules=[
+    Extension("zsarchive.format._framing", ["zsarchive/format/_framing.c"], optional=True),
+    Extension("zsarchive.format._lzma2", ["zsarchive/format/_lzma2.c"], optional=True,
+              extra_compile_args=["-O2"], libraries=["m"]),
+])

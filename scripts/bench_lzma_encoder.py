@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
-"""The lzma encoder alone: zsarchive's ``-z 0e`` settings against the reference's liblzma preset 0e.
+"""The lzma encoder alone: zsarchive's ``-z 0e`` (its own LZMA2 encoder, liblzma checking each
+block) against the reference's liblzma preset 0e.
 
-``zs make --codec lzma`` spends ~97% of its time in liblzma on both sides, so this is the part of
-make that our encoder settings decide. It cuts bench_zs.py's n-gram file into ~384 KiB data-block
-payloads (every --step-th block), compresses each with both settings, alternating, on one
+``zs make --codec lzma`` spends ~97% of its time in the encoder on both sides, so this is the part
+of make that the encoder decides. It cuts bench_zs.py's n-gram file into ~384 KiB data-block
+payloads (every --step-th block), compresses each with both encoders, alternating, on one
 thread, and prints sizes and the minimum CPU seconds of --runs rounds. With --cachegrind it also
 counts, under valgrind, the instructions and mispredicted branches of one round of each (the
 same numbers on a busy machine as on an idle one) and an estimate of cycles as
