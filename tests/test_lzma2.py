@@ -11,6 +11,7 @@ from __future__ import annotations
 import lzma
 import random
 import shutil
+import struct
 import threading
 
 import pytest
@@ -81,6 +82,34 @@ def text(n: int, seed: int = 1) -> bytes:
     while len(out) < n:
         out += b" ".join(rng.choices(words, k=12)) + b"\n"
     return bytes(out[:n])
+
+
+def periodic_with_sparse_changes() -> bytes:
+    rng = random.Random(1)
+    out = bytearray(bytes(rng.choices(b"abcdefgh", k=47)) * 12_000)
+    for i in range(0, len(out), 53):
+        out[i] = rng.randrange(256)
+    return bytes(out)
+
+
+def numbers() -> bytes:
+    rng = random.Random(2)
+    return b"".join(struct.pack("<di", 20 + rng.gauss(0, 0.5), 1000 + i // 7 + rng.randint(0, 3))
+                    for i in range(50_000))
+
+
+@pytest.mark.parametrize("level", ["0e", "1e"])
+@pytest.mark.parametrize("make", [periodic_with_sparse_changes, numbers,
+                                  lambda: bytes(random.Random(4).choices(b"ab", k=400_000))],
+                         ids=["periodic with sparse changes", "float and int columns", "two-symbol noise"])
+def test_hard_inputs_stay_within_2_percent_of_liblzma(make, level):
+    """Data where a parse shortcut could cost the most, against the reference's own liblzma preset."""
+    data = make()
+    ours = codecs.get_codec("lzma", level).compress(data)
+    assert liblzma_decode(ours) == data
+    preset = {"0e": 0, "1e": 1}[level] | lzma.PRESET_EXTREME
+    theirs = lzma.compress(data, format=lzma.FORMAT_RAW, filters=[{"id": lzma.FILTER_LZMA2, "preset": preset}])
+    assert len(ours) <= 1.02 * len(theirs), (len(ours), len(theirs))
 
 
 @pytest.mark.parametrize("data", [b"", b"a", b"ab", b"abc", b"abcd", b"aaaaaaa", bytes(range(256))],
