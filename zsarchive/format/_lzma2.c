@@ -320,6 +320,24 @@ static inline unsigned next_match(unsigned s) { return s < 7 ? 7 : 10; }
 static inline unsigned next_rep(unsigned s) { return s < 7 ? 8 : 11; }
 static inline unsigned next_shortrep(unsigned s) { return s < 7 ? 9 : 11; }
 
+/* The distances after a match at distance d. */
+static inline void reps_push(uint32_t reps[4], uint32_t d)
+{
+    reps[3] = reps[2];
+    reps[2] = reps[1];
+    reps[1] = reps[0];
+    reps[0] = d;
+}
+
+/* The distances after using rep r: it moves to the front. */
+static inline void reps_use(uint32_t reps[4], unsigned r)
+{
+    uint32_t d = reps[r];
+    for (unsigned i = r; i > 0; i--)
+        reps[i] = reps[i - 1];
+    reps[0] = d;
+}
+
 /* Matched literals use the decoder's rule: while the bits so far equal the match byte's, the
  * probability is chosen by the next match bit too (offs stays 0x100 until the first difference). */
 static uint32_t literal_price(const model_t *m, unsigned state, uint8_t prev, uint8_t byte, uint8_t match)
@@ -387,10 +405,7 @@ static inline __attribute__((always_inline)) void match_encode(rc_t *rc, model_t
             m->align_count++;
         }
     }
-    m->reps[3] = m->reps[2];
-    m->reps[2] = m->reps[1];
-    m->reps[1] = m->reps[0];
-    m->reps[0] = d;
+    reps_push(m->reps, d);
     m->state = next_match(m->state);
     m->len_count++;
     m->dist_count++;
@@ -405,19 +420,11 @@ static inline __attribute__((always_inline)) void rep_encode(rc_t *rc, model_t *
         rc_bit(rc, &m->is_rep0[st], 0);
         rc_bit(rc, &m->is_rep0_long[st][ps], len != 1);
     } else {
-        uint32_t d = m->reps[r];
         rc_bit(rc, &m->is_rep0[st], 1);
-        if (r == 1) {
-            rc_bit(rc, &m->is_rep1[st], 0);
-        } else {
-            rc_bit(rc, &m->is_rep1[st], 1);
+        rc_bit(rc, &m->is_rep1[st], r != 1);
+        if (r != 1)
             rc_bit(rc, &m->is_rep2[st], r == 3);
-            if (r == 3)
-                m->reps[3] = m->reps[2];
-            m->reps[2] = m->reps[1];
-        }
-        m->reps[1] = m->reps[0];
-        m->reps[0] = d;
+        reps_use(m->reps, r);
     }
     if (len == 1) {
         m->state = next_shortrep(st);
@@ -940,23 +947,16 @@ static void settle(enc_t *e, uint32_t cur)
 {
     node_t *nd = &e->nodes[cur];
     const node_t *pv = &e->nodes[nd->prev];
+    unsigned st = pv->state;
     memcpy(nd->reps, pv->reps, sizeof nd->reps);
-    if (nd->pre) {
-        unsigned st = pv->state;
+    if (nd->pre) { /* [a match or rep,] a literal, then rep0 */
         if (nd->pre == 2) {
             if (nd->kind2 == K_MATCH) {
                 st = next_match(st);
-                nd->reps[3] = nd->reps[2];
-                nd->reps[2] = nd->reps[1];
-                nd->reps[1] = nd->reps[0];
-                nd->reps[0] = nd->dist2;
+                reps_push(nd->reps, nd->dist2);
             } else {
-                unsigned r = nd->kind2 - K_REP;
-                uint32_t d = nd->reps[r];
-                for (unsigned i = r; i > 0; i--)
-                    nd->reps[i] = nd->reps[i - 1];
-                nd->reps[0] = d;
                 st = next_rep(st);
+                reps_use(nd->reps, nd->kind2 - K_REP);
             }
         }
         nd->state = next_rep(next_lit(st));
@@ -964,25 +964,18 @@ static void settle(enc_t *e, uint32_t cur)
     }
     switch (nd->kind) {
     case K_LIT:
-        nd->state = next_lit(pv->state);
+        nd->state = next_lit(st);
         break;
     case K_SHORTREP:
-        nd->state = next_shortrep(pv->state);
+        nd->state = next_shortrep(st);
         break;
     case K_MATCH:
-        nd->state = next_match(pv->state);
-        nd->reps[3] = pv->reps[2];
-        nd->reps[2] = pv->reps[1];
-        nd->reps[1] = pv->reps[0];
-        nd->reps[0] = nd->dist;
+        nd->state = next_match(st);
+        reps_push(nd->reps, nd->dist);
         break;
-    default: {
-        unsigned r = nd->kind - K_REP;
-        nd->state = next_rep(pv->state);
-        for (unsigned i = r; i > 0; i--)
-            nd->reps[i] = pv->reps[i - 1];
-        nd->reps[0] = pv->reps[r];
-    }
+    default:
+        nd->state = next_rep(st);
+        reps_use(nd->reps, nd->kind - K_REP);
     }
 }
 
