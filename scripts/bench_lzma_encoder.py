@@ -29,8 +29,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 sys.path.insert(0, str(ROOT))
 from bench_zs import generate  # noqa: E402
-from zsarchive.format import uleb128  # noqa: E402
-from zsarchive.format.codecs import get_codec  # noqa: E402
+from zsarchive.zs.format import uleb128  # noqa: E402
+from zsarchive.zs.format.codecs import get_codec  # noqa: E402
 
 BLOCK = 393216
 REFERENCE = [{"id": lzma.FILTER_LZMA2, "preset": 0 | lzma.PRESET_EXTREME}]

@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from zsarchive import ZS, ZSWriter, keys
+from zsarchive import ZS, ZSWriter
+from zsarchive.archive import keys
 from zsarchive.archive import schema
-from zsarchive.format import uleb128
+from zsarchive.zs.format import uleb128
 
 SAMPLE = Path(__file__).resolve().parent.parent / "testdata" / "sample" / "ngrams.txt"
 BLOCK = 393216

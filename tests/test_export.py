@@ -15,8 +15,8 @@ from zsarchive.archive import RepoArchive, export
 from zsarchive.archive import exporter as exporter_module
 from zsarchive.archive import schema as S
 from zsarchive.errors import ZSError
-from zsarchive.reader import ZS
-from zsarchive.writer import ZSWriter
+from zsarchive.zs.reader import ZS
+from zsarchive.zs.writer import ZSWriter
 
 
 def _zs(*args: str) -> subprocess.CompletedProcess:

@@ -7,15 +7,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from zsarchive.errors import ZSCorrupt
-from zsarchive.format import block, framing
-from zsarchive.format.block import decode_records, encode_records
-from zsarchive.format.framing import terminate
+from zsarchive.zs.format import block, framing
+from zsarchive.zs.format.block import decode_records, encode_records
+from zsarchive.zs.format.framing import terminate
 
 
 def test_the_c_extension_is_built():
     """This machine kind has gcc and the Python headers: the install must have built it (without it
     dump and validate fall back to Python loops, ~2x slower with lzma)."""
-    assert block.c_framing is not None, "zsarchive.format._framing did not build: see the pip install log"
+    assert block.c_framing is not None, "zsarchive.zs.format._framing did not build: see the pip install log"
 
 
 def _python(fn, *args):

@@ -14,7 +14,7 @@ from servers import free_port
 from zsarchive import ZS
 from zsarchive.cli import main
 from zsarchive.errors import ZSCorrupt, ZSError
-from zsarchive.transport import FsspecTransport, open_transport
+from zsarchive.io import FsspecTransport, open_transport
 
 DATA = os.urandom(200_000)
 

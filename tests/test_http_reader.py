@@ -16,8 +16,8 @@ from servers import nginx_server  # noqa: F401
 from zsfiles import block_extents
 from zsarchive import ZS
 from zsarchive.cli import main
-from zsarchive.format.header import blocks_start
-from zsarchive.transport import HTTPTransport
+from zsarchive.zs.format.header import blocks_start
+from zsarchive.io import HTTPTransport
 
 TESTDATA = Path(__file__).resolve().parent.parent / "testdata"
 RECORDS = [b"%07d %s" % (i * 7, b"payload-%d" % (i % 97) * (1 + i % 5)) for i in range(30_000)]

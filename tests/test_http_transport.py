@@ -11,8 +11,8 @@ import pytest
 
 from servers import faulty_server, free_port, nginx_server  # noqa: F401
 from zsarchive.errors import ZSCorrupt, ZSError
-from zsarchive.transport import ConnectionPool, HTTPTransport, open_transport
-from zsarchive.transport.remote import coalesce
+from zsarchive.io import ConnectionPool, HTTPTransport, open_transport
+from zsarchive.io.remote import coalesce
 
 DATA = os.urandom(300_000)
 

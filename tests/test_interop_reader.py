@@ -15,7 +15,7 @@ from click.testing import CliRunner
 from conftest import TESTDATA
 from zsarchive import ZS
 from zsarchive.cli import main
-from zsarchive.format import uleb128
+from zsarchive.zs.format import uleb128
 
 INTEROP_NAMES = ["letters-deflate.zs", "letters-lzma.zs", "letters-none.zs", "tiny-4grams.zs"]
 

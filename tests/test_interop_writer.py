@@ -11,7 +11,7 @@ import subprocess
 import pytest
 
 from zsarchive import ZSWriter
-from zsarchive.format import uleb128
+from zsarchive.zs.format import uleb128
 
 
 def ngram_lines(n: int, seed: int = 7) -> list[bytes]:

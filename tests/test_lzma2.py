@@ -19,10 +19,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from zsarchive import ZS, ZSWriter
-from zsarchive.format import codecs
+from zsarchive.zs.format import codecs
 
 try:
-    from zsarchive.format import _lzma2
+    from zsarchive.zs.format import _lzma2
 except ImportError:  # only a machine without a C compiler may lack it; anywhere else it is a failure
     if shutil.which("cc") or shutil.which("gcc"):
         raise

@@ -10,9 +10,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from zsarchive import ZS, ZSWriter
-from zsarchive.format import uleb128
-from zsarchive.format.block import encode_records
-from zsarchive.format.framing import record_heads, terminate
+from zsarchive.zs.format import uleb128
+from zsarchive.zs.format.block import encode_records
+from zsarchive.zs.format.framing import record_heads, terminate
 
 # Small alphabets make prefixes, duplicates and equal keys across block boundaries common.
 record = st.one_of(st.binary(max_size=6).map(lambda b: bytes(x % 4 for x in b)),

@@ -17,14 +17,14 @@ import threading
 import pytest
 from click.testing import CliRunner
 
-import zsarchive.reader as reader_module
+import zsarchive.zs.reader as reader_module
 from conftest import TESTDATA
 from zsarchive import ZS, ZSCorrupt, ZSError, ZSWriter
 from zsarchive.cli import main
-from zsarchive.format import uleb128
-from zsarchive.format.crc64 import crc64
-from zsarchive.format.header import PARTIAL_MAGIC
-from zsarchive.transport import LocalFile
+from zsarchive.zs.format import uleb128
+from zsarchive.zs.format.crc64 import crc64
+from zsarchive.zs.format.header import PARTIAL_MAGIC
+from zsarchive.io import LocalFile
 from zsfiles import FileBuilder, block_extents, minimal
 
 LETTERS = TESTDATA / "interop" / "letters-deflate.zs"

@@ -1,4 +1,4 @@
-"""zsarchive.validate and ``zs validate`` on valid files: the reference's, the reference's own
+"""zsarchive.zs.validate and ``zs validate`` on valid files: the reference's, the reference's own
 test corpus, and valid-but-unusual layouts the spec allows. (Broken files: tests/test_corrupt.py.)"""
 
 from __future__ import annotations
@@ -20,12 +20,12 @@ import pytest
 from click.testing import CliRunner
 
 import zsarchive
-import zsarchive.format.header
+import zsarchive.zs.format.header
 from zsarchive import ZSCorrupt
 from zsarchive.cli import main
-from zsarchive.format.block import encode_block, encode_index, encode_records
-from zsarchive.transport import Transport, open_transport
-from zsarchive.validate import validate
+from zsarchive.zs.format.block import encode_block, encode_index, encode_records
+from zsarchive.io import Transport, open_transport
+from zsarchive.zs.validate import validate
 from servers import nginx_server  # noqa: F401
 from zsfiles import FileBuilder, minimal, reference_make, reference_verdicts
 
@@ -264,8 +264,8 @@ def test_blocks_straddling_read_windows(reference_files, monkeypatch, window):
     """Without mmap views the walk reads windows; blocks and length fields cross their edges."""
     path = reference_files["deflate-branching-3"][0]
     expected = validate(path)
-    # (zsarchive.validate is the function: the package re-exports it over the module's name)
-    monkeypatch.setattr(importlib.import_module("zsarchive.validate"), "_WINDOW", window)
+    # (zsarchive.zs.validate is the function: the package re-exports it over the module's name)
+    monkeypatch.setattr(importlib.import_module("zsarchive.zs.validate"), "_WINDOW", window)
     with open(path, "rb") as f:
         assert dataclasses.replace(validate(f), name=expected.name) == expected
     bad = bytearray(path.read_bytes())
@@ -282,7 +282,7 @@ def test_windows_are_fetched_ahead_of_the_walk_within_a_bound(reference_files, m
     expected = validate(path)
     data = path.read_bytes()
     window = 1024  # a few blocks of this file
-    monkeypatch.setattr(importlib.import_module("zsarchive.validate"), "_WINDOW", window)
+    monkeypatch.setattr(importlib.import_module("zsarchive.zs.validate"), "_WINDOW", window)
     walked = [0]  # end of the last block the walk consumed
     reach: list[int] = []  # how far past the walk each window read went
     window_reads: list[int] = []
@@ -294,8 +294,8 @@ def test_windows_are_fetched_ahead_of_the_walk_within_a_bound(reference_files, m
 
         def read(self, offset: int, length: int) -> bytes:
             self._check_range(offset, length)
-            if length and offset >= zsarchive.format.header.blocks_start(
-                    zsarchive.format.header.header_length_of(data[:16], "x")):
+            if length and offset >= zsarchive.zs.format.header.blocks_start(
+                    zsarchive.zs.format.header.header_length_of(data[:16], "x")):
                 window_reads.append(offset)
                 reach.append(offset + length - walked[0])
                 if len(window_reads) > 1:

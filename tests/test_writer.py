@@ -13,12 +13,12 @@ from hypothesis import strategies as st
 
 from zsarchive import ZS, ZSCorrupt, ZSError, ZSWriter
 from zsarchive.cli import main
-from zsarchive.format import uleb128
-from zsarchive.format.block import decode_index, split_block
-from zsarchive.format.codecs import decoder_for
-from zsarchive.format.header import MAGIC, PARTIAL_MAGIC
-from zsarchive.validate import validate
-from zsarchive.writer import shortest_separator
+from zsarchive.zs.format import uleb128
+from zsarchive.zs.format.block import decode_index, split_block
+from zsarchive.zs.format.codecs import decoder_for
+from zsarchive.zs.format.header import MAGIC, PARTIAL_MAGIC
+from zsarchive.zs.validate import validate
+from zsarchive.zs.writer import shortest_separator
 
 CODECS = ["none", "deflate", "lzma", "zstd"]
 

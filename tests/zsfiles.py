@@ -2,7 +2,7 @@
 
 ``FileBuilder`` lays blocks out one after another like a naive writer, with
 correct CRCs and SHA-256 unless told otherwise, so a test can break exactly one
-invariant. It uses only zsarchive.format, never the writer under test.
+invariant. It uses only zsarchive.zs.format, never the writer under test.
 """
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ import hashlib
 import subprocess
 from pathlib import Path
 
-from zsarchive.format import uleb128
-from zsarchive.format.block import IndexEntry, encode_block, encode_index, encode_records
-from zsarchive.format.codecs import get_codec
-from zsarchive.format.header import MAGIC, Header
+from zsarchive.zs.format import uleb128
+from zsarchive.zs.format.block import IndexEntry, encode_block, encode_index, encode_records
+from zsarchive.zs.format.codecs import get_codec
+from zsarchive.zs.format.header import MAGIC, Header
 
 
 class FileBuilder:

@@ -4,16 +4,16 @@ from zsarchive.errors import ZSCorrupt, ZSError
 from zsarchive.lazy import lazy_exports
 
 __getattr__ = lazy_exports(__name__, {
-    "ZS": "zsarchive.reader",
-    "ZSWriter": "zsarchive.writer",
-    "validate": "zsarchive.validate",
-    "ValidationReport": "zsarchive.validate",
+    "ZS": "zsarchive.zs.reader",
+    "ZSWriter": "zsarchive.zs.writer",
+    "validate": "zsarchive.zs.validate",
+    "ValidationReport": "zsarchive.zs.validate",
     "RepoArchive": "zsarchive.archive",
     "export": "zsarchive.archive",
     "IcechunkRepository": "zsarchive.icechunk:Repository",
     # the zarr store needs the optional ``zarr`` extra
-    "open_store": "zsarchive.zarrstore",
-    "ArchiveStore": "zsarchive.zarrstore",
+    "open_store": "zsarchive.archive.zarrstore",
+    "ArchiveStore": "zsarchive.archive.zarrstore",
 })
 
 __all__ = ["ZSError", "ZSCorrupt", "ZS", "ZSWriter", "validate", "ValidationReport", "RepoArchive", "export",

@@ -30,15 +30,15 @@ from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 
-from zsarchive import keys
+from zsarchive.archive import keys
 from zsarchive.archive import schema as S
 from zsarchive.archive.sorter import ExternalSorter
 from zsarchive.errors import ZSError
-from zsarchive.format import codecs
+from zsarchive.zs.format import codecs
 from zsarchive.icechunk import Repository
 from zsarchive.icechunk.manifest import RefBatch
 from zsarchive.icechunk.model import NodeType, RefKind
-from zsarchive.writer import ZSWriter, resolve_parallelism
+from zsarchive.zs.writer import ZSWriter, resolve_parallelism
 
 CODECS = codecs.NAMES
 """Block codecs an export may use; the default, deflate, is standard ZS (any ZS reader opens the file)."""

@@ -21,9 +21,9 @@ from zsarchive.archive import schema as S
 from zsarchive.archive.refspec import RefSpec, TimeBound, parse_ref, time_bound
 from zsarchive.errors import ZSCorrupt, ZSError
 from zsarchive.icechunk.model import format_time
-from zsarchive.keys import decode as decode_key
-from zsarchive.reader import ZS
-from zsarchive.transport.http import ConnectionPool, HTTPTransport, host_of
+from zsarchive.archive.keys import decode as decode_key
+from zsarchive.zs.reader import ZS
+from zsarchive.io.http import ConnectionPool, HTTPTransport, host_of
 
 _CHUNK_ID = re.compile(r"^[0-9A-HJKMNP-TV-Z]{20}$")
 """A Crockford base32 ObjectId12: the only chunk file names an archive may make us open."""

@@ -1,13 +1,13 @@
 """The archive's record layout: family tags, keys, versioned values (docs/archive-format.rst).
 
-A record is ``family tag (1 byte) + key elements (zsarchive.keys) + 0x00 + value``; a value is
+A record is ``family tag (1 byte) + key elements (zsarchive.archive.keys) + 0x00 + value``; a value is
 ``record version (1 byte) + value elements``. Everything here is pure byte shuffling: the exporter
 builds records with these functions and the query layer splits them with them.
 """
 
 from __future__ import annotations
 
-from zsarchive import keys
+from zsarchive.archive import keys
 from zsarchive.errors import ZSCorrupt, ZSError
 
 FORMAT_VERSION = 1

@@ -9,7 +9,7 @@ import click
 from zsarchive.cli.app import main
 from zsarchive.cli.params import ESCAPED_BYTES, Parallelism
 from zsarchive.errors import ZSError
-from zsarchive.reader import ZS
+from zsarchive.zs.reader import ZS
 
 
 def open_zs(zs_file: str, **kwargs) -> ZS:

@@ -8,7 +8,7 @@ import click
 
 from zsarchive.cli.app import main
 from zsarchive.cli.params import Parallelism
-from zsarchive.format.codecs import LEVELS_HELP, NAMES
+from zsarchive.zs.format.codecs import LEVELS_HELP, NAMES
 
 
 @main.command("export")

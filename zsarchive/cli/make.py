@@ -12,8 +12,8 @@ import click
 from zsarchive.cli.app import main
 from zsarchive.cli.params import ESCAPED_BYTES, Parallelism
 from zsarchive.errors import ZSError
-from zsarchive.format import codecs
-from zsarchive.writer import DEFAULT_APPROX_BLOCK_SIZE, DEFAULT_BRANCHING_FACTOR, ZSWriter
+from zsarchive.zs.format import codecs
+from zsarchive.zs.writer import DEFAULT_APPROX_BLOCK_SIZE, DEFAULT_BRANCHING_FACTOR, ZSWriter
 
 
 class _Progress:

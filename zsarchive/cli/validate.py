@@ -8,7 +8,7 @@ import click
 
 from zsarchive.cli.app import main
 from zsarchive.cli.params import Parallelism
-from zsarchive.validate import validate
+from zsarchive.zs.validate import validate
 
 
 class _Bar:

@@ -18,7 +18,7 @@ from zsarchive.icechunk.model import (
 )
 from zsarchive.icechunk.repo_info import decode_repo_info
 from zsarchive.icechunk.snapshot import decode_snapshot
-from zsarchive.icechunk.storage import Storage, open_storage
+from zsarchive.io.storage import Storage, open_storage
 from zsarchive.icechunk.txlog import decode_transaction_log
 
 _MANIFEST_CACHE = 4  # manifests can hold millions of refs: keep only the last few decoded

@@ -17,14 +17,14 @@ from dataclasses import dataclass, field
 from itertools import chain, islice
 from typing import Any, Callable, Iterable, Iterator, NamedTuple
 
-from zsarchive.cache import LRUCache
+from zsarchive.zs.cache import LRUCache
 from zsarchive.errors import ZSCorrupt, ZSError
-from zsarchive.format import header as zsheader
-from zsarchive.format import uleb128
-from zsarchive.format.block import MAX_INDEX_LEVEL, decode_index, decode_records, split_block
-from zsarchive.format.codecs import decoder_for, decompress_checked
-from zsarchive.format.framing import LENGTH_PREFIXES, frame, record_heads, terminate
-from zsarchive.transport import Transport, open_transport
+from zsarchive.zs.format import header as zsheader
+from zsarchive.zs.format import uleb128
+from zsarchive.zs.format.block import MAX_INDEX_LEVEL, decode_index, decode_records, split_block
+from zsarchive.zs.format.codecs import decoder_for, decompress_checked
+from zsarchive.zs.format.framing import LENGTH_PREFIXES, frame, record_heads, terminate
+from zsarchive.io import Transport, open_transport
 
 HEAD_GUESS = 64 * 1024
 """Bytes fetched from the start at open: more than almost any header, so one request suffices."""
@@ -545,7 +545,7 @@ class ZS:
     def validate(self):
         """Check every invariant of the ZS spec over the whole file; raise ZSCorrupt on the first failure."""
         self._check_open()
-        from zsarchive.validate import validate
+        from zsarchive.zs.validate import validate
 
         return validate(self._transport, parallelism=max(self._parallelism, 1))
 

@@ -25,10 +25,10 @@ from datetime import datetime, timezone
 from typing import BinaryIO, Callable, Iterable, Iterator, NamedTuple
 
 from zsarchive.errors import ZSError
-from zsarchive.format import uleb128
-from zsarchive.format.block import IndexEntry, encode_block, encode_index
-from zsarchive.format.codecs import get_codec
-from zsarchive.format.header import MAGIC, PARTIAL_MAGIC, Header
+from zsarchive.zs.format import uleb128
+from zsarchive.zs.format.block import IndexEntry, encode_block, encode_index
+from zsarchive.zs.format.codecs import get_codec
+from zsarchive.zs.format.header import MAGIC, PARTIAL_MAGIC, Header
 
 DEFAULT_BRANCHING_FACTOR = 1024
 DEFAULT_APPROX_BLOCK_SIZE = 393216

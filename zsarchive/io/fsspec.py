@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from typing import Any, Iterator
 
 from zsarchive.errors import ZSCorrupt, ZSError
-from zsarchive.transport.remote import RemoteTransport
+from zsarchive.io.remote import RemoteTransport
 
 
 class FsspecTransport(RemoteTransport):

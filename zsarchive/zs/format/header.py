@@ -7,7 +7,7 @@ import struct
 from dataclasses import dataclass, field
 
 from zsarchive.errors import ZSCorrupt
-from zsarchive.format.crc64 import crc64
+from zsarchive.zs.format.crc64 import crc64
 
 MAGIC = b"\xabZSfiLe\x01"
 PARTIAL_MAGIC = b"\xabZStoBe\x01"

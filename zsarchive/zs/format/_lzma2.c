@@ -2,7 +2,7 @@
  *
  * The output is a plain raw LZMA2 stream (lc=3 lp=0 pb=2, chunks of at most 2 MiB unpacked and
  * 64 KiB packed, stored chunks where coding does not pay, end byte 0x00) that any LZMA2 decoder
- * with a dictionary of at least dict bytes reads. zsarchive.format.codecs decodes every block
+ * with a dictionary of at least dict bytes reads. zsarchive.zs.format.codecs decodes every block
  * this writes with liblzma before using it.
  *
  * Why our own: zs make spends ~97% of its time in the encoder, and liblzma's normal mode, the
@@ -1172,7 +1172,7 @@ static PyMethodDef methods[] = {
 };
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "_lzma2", "zsarchive's LZMA2 encoder (see zsarchive/format/_lzma2.c).", -1, methods,
+    PyModuleDef_HEAD_INIT, "_lzma2", "zsarchive's LZMA2 encoder (see zsarchive/zs/format/_lzma2.c).", -1, methods,
 };
 
 PyMODINIT_FUNC

@@ -3,7 +3,7 @@
  * A data payload is a sequence of records, each a uleb128 length then that many bytes. These
  * functions only handle well-formed payloads: on anything else (a length running past the end,
  * a length field that is not in shortest form, an empty payload) they return None and the
- * pure-Python code in zsarchive.format, which does the same work, names the problem.
+ * pure-Python code in zsarchive.zs.format, which does the same work, names the problem.
  */
 
 #define PY_SSIZE_T_CLEAN
@@ -167,8 +167,8 @@ static PyMethodDef methods[] = {
 };
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "zsarchive.format._framing",
-    "ZS data payload framing at C speed (optional; zsarchive.format has the same in Python).",
+    PyModuleDef_HEAD_INIT, "zsarchive.zs.format._framing",
+    "ZS data payload framing at C speed (optional; zsarchive.zs.format has the same in Python).",
     -1, methods, NULL, NULL, NULL, NULL,
 };
 

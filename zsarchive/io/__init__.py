@@ -6,14 +6,14 @@ import os
 import re
 
 from zsarchive.lazy import lazy_exports
-from zsarchive.transport.base import Transport
-from zsarchive.transport.local import FileObjectTransport, LocalFile
+from zsarchive.io.base import Transport
+from zsarchive.io.local import FileObjectTransport, LocalFile
 
 # network transports import http.client, ssl or fsspec: only a URL should pay for that
 __getattr__ = lazy_exports(__name__, {
-    "HTTPTransport": "zsarchive.transport.http",
-    "ConnectionPool": "zsarchive.transport.http",
-    "FsspecTransport": "zsarchive.transport.fsspec",
+    "HTTPTransport": "zsarchive.io.http",
+    "ConnectionPool": "zsarchive.io.http",
+    "FsspecTransport": "zsarchive.io.fsspec",
 })
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
@@ -33,10 +33,10 @@ def open_transport(source) -> Transport:
         if name == "file":
             return LocalFile(text[len("file://"):])
         if name in ("http", "https"):
-            from zsarchive.transport.http import HTTPTransport
+            from zsarchive.io.http import HTTPTransport
 
             return HTTPTransport(text)
-        from zsarchive.transport.fsspec import FsspecTransport
+        from zsarchive.io.fsspec import FsspecTransport
 
         return FsspecTransport(text)
     if hasattr(source, "read") and hasattr(source, "seek"):

@@ -19,7 +19,7 @@ from typing import Mapping
 from urllib.parse import urlsplit
 
 from zsarchive.errors import ZSCorrupt, ZSError
-from zsarchive.transport.remote import RemoteTransport
+from zsarchive.io.remote import RemoteTransport
 
 _CONTENT_RANGE = re.compile(r"bytes\s+(?:(\d+)-(\d+)|\*)/(\d+|\*)\s*$")
 _RETRY_STATUS = frozenset({408, 429, 500, 502, 503, 504})

@@ -13,8 +13,8 @@ from array import array
 from typing import Sequence
 
 from zsarchive.errors import ZSCorrupt
-from zsarchive.format import uleb128
-from zsarchive.format.block import c_framing, decode_records
+from zsarchive.zs.format import uleb128
+from zsarchive.zs.format.block import c_framing, decode_records
 
 LENGTH_PREFIXES = ("uleb128", "u64le")
 _U64 = struct.Struct("<Q")

@@ -7,7 +7,7 @@ import os
 import threading
 
 from zsarchive.errors import ZSError
-from zsarchive.transport.base import Transport
+from zsarchive.io.base import Transport
 
 
 class LocalFile(Transport):

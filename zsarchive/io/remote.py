@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from zsarchive.transport.base import Transport
+from zsarchive.io.base import Transport
 
 
 @dataclass

@@ -13,7 +13,7 @@ import io
 from typing import TYPE_CHECKING, Sequence
 
 from zsarchive.errors import ZSCorrupt
-from zsarchive.format import uleb128
+from zsarchive.zs.format import uleb128
 
 END = 0x00
 BYTES = 0x01

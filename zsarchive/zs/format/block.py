@@ -6,11 +6,11 @@ import struct
 from typing import Iterable, NamedTuple
 
 from zsarchive.errors import ZSCorrupt
-from zsarchive.format import uleb128
-from zsarchive.format.crc64 import crc64
+from zsarchive.zs.format import uleb128
+from zsarchive.zs.format.crc64 import crc64
 
 try:
-    from zsarchive.format import _framing as c_framing
+    from zsarchive.zs.format import _framing as c_framing
 except ImportError:  # installed without a C compiler: the Python loops here do the same work, slower
     c_framing = None
 

@@ -22,12 +22,12 @@ from dataclasses import dataclass
 from typing import Callable, Iterator, NamedTuple
 
 from zsarchive.errors import ZSCorrupt, ZSError
-from zsarchive.format import header as zsheader
-from zsarchive.format import uleb128
-from zsarchive.format.block import MAX_INDEX_LEVEL, IndexEntry, decode_index, decode_records
-from zsarchive.format.codecs import decoder_for, decompress_checked
-from zsarchive.format.crc64 import crc64
-from zsarchive.transport import Transport, open_transport
+from zsarchive.zs.format import header as zsheader
+from zsarchive.zs.format import uleb128
+from zsarchive.zs.format.block import MAX_INDEX_LEVEL, IndexEntry, decode_index, decode_records
+from zsarchive.zs.format.codecs import decoder_for, decompress_checked
+from zsarchive.zs.format.crc64 import crc64
+from zsarchive.io import Transport, open_transport
 
 ProgressCallback = Callable[[int, int], None]
 

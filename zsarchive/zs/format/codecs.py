@@ -32,7 +32,7 @@ _LZMA_PRESETS = {"0": 0, "0e": 0 | lzma.PRESET_EXTREME, "1": 1, "1e": 1 | lzma.P
 _EXTREME_DICT = {"0e": 2**18, "1e": 2**20}  # the presets' dictionaries
 
 try:
-    from zsarchive.format import _lzma2
+    from zsarchive.zs.format import _lzma2
 except ImportError:  # pragma: no cover - built without a C compiler: liblzma makes every block
     _lzma2 = None
 
