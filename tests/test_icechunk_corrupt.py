@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import re
 import shutil
 import struct
 from pathlib import Path
@@ -149,21 +150,41 @@ def test_missing_required_field(repo):
         Repository.open(str(repo)).snapshot(sid)
 
 
-def test_unsorted_nodes(repo):
-    sid = main_snapshot(repo)
+def _point_node_slots(repo: Path, sid: str, choose) -> list[str]:
+    """Rewrite the node offsets of snapshot ``sid``: slot i points to node ``choose(i, n)``; the
+    original node paths are returned."""
     path = repo / "snapshots" / sid
     header, payload = payload_of(path)
     table, vtable = root_vtable(payload)
     nodes_field = table + struct.unpack_from("<H", payload, vtable + 8)[0]
     nodes = nodes_field + struct.unpack_from("<I", payload, nodes_field)[0]
-    slot1, slot2 = nodes + 4, nodes + 8
-    pos1 = slot1 + struct.unpack_from("<I", payload, slot1)[0]
-    pos2 = slot2 + struct.unpack_from("<I", payload, slot2)[0]
-    struct.pack_into("<I", payload, slot1, pos2 - slot1)  # swap the first two nodes
-    struct.pack_into("<I", payload, slot2, pos1 - slot2)
+    count = struct.unpack_from("<I", payload, nodes)[0]
+    slots = [nodes + 4 + 4 * i for i in range(count)]
+    targets = [slot + struct.unpack_from("<I", payload, slot)[0] for slot in slots]
+    for i, slot in enumerate(slots):
+        struct.pack_into("<I", payload, slot, targets[choose(i, count)] - slot)
     write_payload(path, header, payload)
-    with pytest.raises(ZSCorrupt, match=rf"{sid}: nodes \(by path\) MUST be sorted, but entry 1"):
+    return [n.path for n in decode_snapshot(V2.joinpath("snapshots", sid).read_bytes(), sid).nodes]
+
+
+@pytest.mark.parametrize("damage", ["swapped", "duplicated"])
+def test_unsorted_or_duplicated_nodes(repo, damage):
+    """Out of order or repeated in icechunk's order (bytes of the whole path): one line naming the
+    file and both entries, from the library and from every command reading the snapshot."""
+    sid = main_snapshot(repo)
+    if damage == "swapped":
+        paths = _point_node_slots(repo, sid, lambda i, n: {1: 2, 2: 1}.get(i, i))
+        later, earlier = paths[1], paths[2]
+    else:
+        paths = _point_node_slots(repo, sid, lambda i, n: 1 if i == 2 else i)
+        later, earlier = paths[1], paths[1]
+    expected = (f"{sid}: nodes (by path) MUST be sorted, but entry 2 ({later!r}) does not come after "
+                f"entry 1 ({earlier!r})")
+    with pytest.raises(ZSCorrupt, match=re.escape(expected)):
         Repository.open(str(repo)).snapshot(sid)
+    assert expected in cli_error("icechunk", "inspect", str(repo), "--snapshot", sid)
+    assert expected in cli_error("export", str(repo), str(repo.parent / "out.zs"))
+    assert not (repo.parent / "out.zs").exists()
 
 
 def test_unsorted_repo_branches(repo):

@@ -280,7 +280,8 @@ class RepoArchive:
         return out
 
     def ls(self, ref: str) -> list[dict]:
-        """Every node of the snapshot REF names, in component-wise path order."""
+        """Every node of the snapshot REF names, in the archive's order: path components compared one by one
+        (``/a``, ``/a/b``, ``/a-b``), whatever order the repository's snapshot file used."""
         sid = self.resolve(ref)
         return [self._node_dict(k[1], v) for k, v in self._records(S.NODE, (sid,))]
 

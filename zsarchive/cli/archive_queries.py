@@ -62,7 +62,8 @@ def log_command(archive: str, ref: str | None, since: str | None, until: str | N
 @click.argument("ref")
 @json_option
 def ls_command(archive: str, ref: str, as_json: bool) -> None:
-    """Groups and arrays of the snapshot REF names."""
+    """Groups and arrays of the snapshot REF names, a group's descendants right after it
+    (paths compared component by component: /a, /a/b, /a-b)."""
     with open_archive(archive) as arc:
         rows = arc.ls(ref)
         for row in rows:

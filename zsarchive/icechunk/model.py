@@ -169,7 +169,8 @@ class Node:
 
 @dataclass(frozen=True, slots=True)
 class Snapshot:
-    """A snapshot file: one version of the whole hierarchy. ``nodes`` sorted component-wise by path."""
+    """A snapshot file: one version of the whole hierarchy. ``nodes`` in the file's order: by the
+    bytes of the whole path (``/a-b`` before ``/a/b``)."""
 
     header: FileHeader
     id: SnapshotId

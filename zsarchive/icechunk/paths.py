@@ -1,10 +1,15 @@
-"""Icechunk node paths: validity and the spec's component-wise sort order."""
+"""Icechunk node paths: validity and the component-wise order of moved nodes.
+
+icechunk uses two orders: a snapshot's nodes follow the bytes of the whole path (``/a-b < /a/b``,
+plain ``str`` order), a transaction log's moved nodes compare paths component by component
+(``/a/b < /a-b``, :func:`path_key`).
+"""
 
 from __future__ import annotations
 
 
 def path_key(path: str) -> list[str]:
-    """Sort key comparing paths segment by segment (``/a < /a/b < /ab < /b``); str order is UTF-8 byte order."""
+    """Sort key comparing paths component by component (``/a < /a/b < /a-b < /b``)."""
     return [] if path == "/" else path[1:].split("/")
 
 

@@ -13,7 +13,7 @@ from zsarchive.icechunk.header import open_file
 from zsarchive.icechunk.model import (
     DimensionShape, FileType, ManifestFileInfo, ManifestRef, Node, NodeType, Snapshot,
 )
-from zsarchive.icechunk.paths import is_valid_path, path_key
+from zsarchive.icechunk.paths import is_valid_path
 
 
 def _array_fields(data: ArrayNodeData, what: str):
@@ -87,7 +87,9 @@ def decode_snapshot(raw: bytes, name: str) -> Snapshot:
             if getattr(snap, field + "IsNone")():
                 raise FlatBufferError(f"required field {field} is missing")
         nodes = [_node(snap.Nodes(j), j) for j in range(snap.NodesLength())]
-        check_sorted([path_key(n.path) for n in nodes], "nodes (by path)")
+        # icechunk orders nodes by the bytes of the whole path (``/a-b`` before ``/a/b``); str order is
+        # code point order, which is UTF-8 byte order.
+        check_sorted([n.path for n in nodes], "nodes (by path)")
         manifest_files = _manifest_files(snap)
         check_sorted([m.id for m in manifest_files], "manifest_files (by id)")
         return Snapshot(
