@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import lzma
 import threading
-import warnings
 from dataclasses import dataclass
 from typing import Callable
 
@@ -30,19 +29,6 @@ LZMA_CODEC = "lzma2;dsize=2^20"
 _LZMA_FILTERS_DECODE = [{"id": lzma.FILTER_LZMA2, "dict_size": 2**20}]
 _LZMA_PRESETS = {"0": 0, "0e": 0 | lzma.PRESET_EXTREME, "1": 1, "1e": 1 | lzma.PRESET_EXTREME}
 _EXTREME_DICT = {"0e": 2**18, "1e": 2**20}  # the presets' dictionaries
-
-try:
-    from zsarchive.zs.format import _lzma2
-except ImportError:  # pragma: no cover - built without a C compiler: liblzma makes every block
-    _lzma2 = None
-
-# Our encoder's match search: 128 bytes, 16 tree steps. Matches that long are taken without a
-# parse; at 48 bytes a periodic pattern with sparse changes came out 29 % larger than liblzma's,
-# below 48 JSON lines and archive records 2-4 % (tests/test_codecs.py, tests/test_lzma2.py).
-LZMA2_NICE_LEN = 128
-LZMA2_DEPTH = 16
-_LZMA2_INPUT_LIMIT = 0xFFF00000
-
 
 @dataclass(frozen=True)
 class Codec:
@@ -75,10 +61,10 @@ def _deflate_decompress(data: bytes) -> bytes:
 def _lzma_filters(level: str) -> dict:
     """liblzma settings for an lzma level; every one decodes with the header's 1 MiB dictionary.
 
-    "0" and "1" are liblzma's presets, as the reference uses them. For the extreme levels these
-    are the fallback when the C encoder was not built: the presets' normal (optimal-parsing)
-    mode, bt4, dictionary and lc/lp/pb, match searches ended at 64 bytes or 32 tree steps
-    (~0.9x the preset's time, files within 2 % of its).
+    "0" and "1" are liblzma's presets, as the reference uses them. The extreme levels keep their
+    presets' normal (optimal-parsing) mode, bt4 match finder, dictionary and lc/lp/pb, but end
+    match searches at 64 bytes or 32 tree steps: ~0.9x the preset's time, files within 2 % of its
+    on every kind of data tests/test_codecs.py generates.
     """
     preset = _LZMA_PRESETS[level]
     if not level.endswith("e"):
@@ -89,30 +75,10 @@ def _lzma_filters(level: str) -> dict:
 
 
 def _lzma_compress(level: str) -> Callable[[bytes], bytes]:
-    """Levels 0e and 1e use zsarchive's own LZMA2 encoder (docs/zs-extensions.rst) when it is built."""
     filters = [_lzma_filters(level)]
 
-    def with_liblzma(data: bytes) -> bytes:
-        return lzma.compress(data, format=lzma.FORMAT_RAW, filters=filters)
-
-    if _lzma2 is None or level not in _EXTREME_DICT:
-        return with_liblzma
-    dict_size = _EXTREME_DICT[level]
-
     def compress(data: bytes) -> bytes:
-        if len(data) > _LZMA2_INPUT_LIMIT:  # its positions are 32-bit
-            return with_liblzma(data)
-        out = _lzma2.compress(data, dict_size, LZMA2_NICE_LEN, LZMA2_DEPTH)
-        # An archive must never hold a block that does not decode: liblzma checks every one
-        # (~4% of the encoding time) and makes the block itself if ours ever failed.
-        try:
-            if _lzma_decompress(out) == data:
-                return out
-        except lzma.LZMAError:
-            pass
-        warnings.warn("zsarchive's lzma2 encoder made a block liblzma does not decode back; "
-                      "that block was made by liblzma instead (please report this)", RuntimeWarning)
-        return with_liblzma(data)
+        return lzma.compress(data, format=lzma.FORMAT_RAW, filters=filters)
 
     return compress
 
