@@ -17,7 +17,8 @@ import threading
 import pytest
 from click.testing import CliRunner
 
-import zsarchive.zs.reader as reader_module
+import zsarchive.zs.blocks as blocks_module
+import zsarchive.zs.pipeline as pipeline_module
 from conftest import TESTDATA
 from zsarchive import ZS, ZSCorrupt, ZSError, ZSWriter
 from zsarchive.cli import main
@@ -83,7 +84,7 @@ def test_open_is_one_head_tail_read(deep):
     path, records = deep
     t = RecordingTransport(path)
     with ZS(t) as z:
-        assert t.log == [("head_tail", reader_module.HEAD_GUESS, reader_module.TAIL_GUESS)]
+        assert t.log == [("head_tail", blocks_module.HEAD_GUESS, blocks_module.TAIL_GUESS)]
         assert z.metadata["test"] is True and z.codec == "deflate"
         assert z.root_index_level >= 5
         assert z.total_file_length == path.stat().st_size
@@ -92,14 +93,14 @@ def test_open_is_one_head_tail_read(deep):
 
 def test_root_outside_the_tail_is_one_exact_read(deep, monkeypatch):
     path, _ = deep
-    monkeypatch.setattr(reader_module, "TAIL_GUESS", 16)
+    monkeypatch.setattr(blocks_module, "TAIL_GUESS", 16)
     t = RecordingTransport(path)
     with ZS(t) as z:
         assert t.log[1:] == [("read", z.root_index_offset, z.root_index_length)]
 
 
 def test_header_longer_than_the_first_read(tmp_path):
-    meta = {"big": "x" * (reader_module.HEAD_GUESS + 5000)}
+    meta = {"big": "x" * (blocks_module.HEAD_GUESS + 5000)}
     b = minimal(FileBuilder(metadata=meta))
     path = tmp_path / "bigheader.zs"
     path.write_bytes(b.build())
@@ -164,7 +165,7 @@ def test_data_block_cache_is_bounded(deep):
     with ZS(path, data_block_cache=20_000) as z:
         for r in records[::50]:
             list(z.search(prefix=r))
-        assert 0 < z._data_cache.weight <= 20_000
+        assert 0 < z._blocks.data_cache.weight <= 20_000
 
 
 def test_random_searches_match_a_filtered_list(deep):
@@ -200,8 +201,8 @@ def test_search_arguments_must_be_bytes(deep):
 def test_scans_read_runs_of_blocks(deep, monkeypatch):
     path, records = deep
     data = path.read_bytes()
-    for first_run in (reader_module.FIRST_RUN_BYTES, 4096):
-        monkeypatch.setattr(reader_module, "FIRST_RUN_BYTES", first_run)
+    for first_run in (pipeline_module.FIRST_RUN_BYTES, 4096):
+        monkeypatch.setattr(pipeline_module, "FIRST_RUN_BYTES", first_run)
         t = RecordingTransport(path)
         with ZS(t) as z:
             assert list(z) == records
@@ -215,7 +216,7 @@ def test_scans_read_runs_of_blocks(deep, monkeypatch):
             assert z.stats.block_reads - 1 - index_reads > 100  # data blocks
             # index blocks interleaved with data blocks are read through, not split on; runs double
             assert len(runs) <= 2 + math.log2(1 + sum(runs) / first_run)
-            assert max(runs) <= reader_module.RUN_BYTES
+            assert max(runs) <= pipeline_module.RUN_BYTES
 
 
 def test_scans_read_the_next_run_while_the_caller_consumes_this_one(deep, monkeypatch):
@@ -223,7 +224,7 @@ def test_scans_read_the_next_run_while_the_caller_consumes_this_one(deep, monkey
     was asked for (a scan that read only on demand would keep the caller waiting here)."""
     path, records = deep
     data = path.read_bytes()
-    monkeypatch.setattr(reader_module, "FIRST_RUN_BYTES", 4096)
+    monkeypatch.setattr(pipeline_module, "FIRST_RUN_BYTES", 4096)
     second_run = threading.Event()
 
     class Logged(RecordingTransport):
@@ -412,7 +413,7 @@ GOOD = LETTERS.read_bytes()
     (GOOD[:200] + bytes([GOOD[200] ^ 1]) + GOOD[201:], "header CRC mismatch"),
     (_patch_header(GOOD, 72, b"bzip2\0\0\0"), "offset 72: unknown codec 'bzip2'"),
     (_patch_header(GOOD, 8, struct.pack("<Q", 2**62)), "offset 8: header length"),
-    (_patch_header(GOOD, 16, struct.pack("<Q", 10)), "offset 16: root index block at 10"),
+    (_patch_header(GOOD, 16, struct.pack("<Q", 10)), "offset 16: root index block (29 bytes at offset 10) lies outside"),
     (_patch_header(GOOD, 24, struct.pack("<Q", 2**60)), "offset 16: root index block"),
 ])
 def test_bad_headers_are_one_line_errors(tmp_path, data, message):
@@ -457,7 +458,7 @@ def test_wrong_child_level_and_bad_extents(tmp_path):
     d1 = b.data_block([b"a"])
     d2 = b.data_block([b"b"])
     b.root_block(1, [(b"b", *d1), (b"a", *d2)])
-    with pytest.raises(ZSCorrupt, match="index keys out of order at entry 1"):
+    with pytest.raises(ZSCorrupt, match="index keys out of order: entry 1 key"):
         _open_all(_file(tmp_path, b.build()))
 
 

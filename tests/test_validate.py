@@ -265,7 +265,7 @@ def test_blocks_straddling_read_windows(reference_files, monkeypatch, window):
     path = reference_files["deflate-branching-3"][0]
     expected = validate(path)
     # (zsarchive.zs.validate is the function: the package re-exports it over the module's name)
-    monkeypatch.setattr(importlib.import_module("zsarchive.zs.validate"), "_WINDOW", window)
+    monkeypatch.setattr(importlib.import_module("zsarchive.zs.validate"), "WINDOW", window)
     with open(path, "rb") as f:
         assert dataclasses.replace(validate(f), name=expected.name) == expected
     bad = bytearray(path.read_bytes())
@@ -282,7 +282,7 @@ def test_windows_are_fetched_ahead_of_the_walk_within_a_bound(reference_files, m
     expected = validate(path)
     data = path.read_bytes()
     window = 1024  # a few blocks of this file
-    monkeypatch.setattr(importlib.import_module("zsarchive.zs.validate"), "_WINDOW", window)
+    monkeypatch.setattr(importlib.import_module("zsarchive.zs.validate"), "WINDOW", window)
     walked = [0]  # end of the last block the walk consumed
     reach: list[int] = []  # how far past the walk each window read went
     window_reads: list[int] = []

@@ -2,7 +2,7 @@
 
 ``FileBuilder`` lays blocks out one after another like a naive writer, with
 correct CRCs and SHA-256 unless told otherwise, so a test can break exactly one
-invariant. It uses only zsarchive.zs.format, never the writer under test.
+invariant. It uses zsarchive.zs.format, the encoders the writer uses, never the writer itself.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import hashlib
 import subprocess
 from pathlib import Path
 
-from zsarchive.zs.format import uleb128
-from zsarchive.zs.format.block import IndexEntry, encode_block, encode_index, encode_records
+from zsarchive.zs.format.block import (MAX_LENGTH_FIELD, IndexEntry, decode_length, encode_block, encode_index,
+                                       encode_records)
 from zsarchive.zs.format.codecs import get_codec
 from zsarchive.zs.format.header import MAGIC, Header
 
@@ -92,9 +92,9 @@ def block_extents(data: bytes, start: int) -> list[tuple[int, int, int]]:
     out = []
     pos = start
     while pos < len(data):
-        n, p = uleb128.decode(data, pos)
-        out.append((pos, p - pos + n + 8, data[p]))
-        pos = p + n + 8
+        n, field = decode_length(data[pos:pos + MAX_LENGTH_FIELD], f"offset {pos}")
+        out.append((pos, field + n + 8, data[pos + field]))
+        pos += field + n + 8
     return out
 
 

@@ -38,7 +38,8 @@ from zsarchive.zs.format import codecs
 from zsarchive.icechunk import Repository
 from zsarchive.icechunk.manifest import RefBatch
 from zsarchive.icechunk.model import NodeType, RefKind
-from zsarchive.zs.writer import ZSWriter, resolve_parallelism
+from zsarchive.zs.pipeline import resolve_parallelism
+from zsarchive.zs.writer import ZSWriter
 
 CODECS = codecs.NAMES
 """Block codecs an export may use; the default, deflate, is standard ZS (any ZS reader opens the file)."""

@@ -28,17 +28,16 @@ ESCAPED_BYTES = EscapedBytes()
 
 
 class Parallelism(click.ParamType):
-    """A worker count of at least ``minimum``, or ``guess`` (one per core) given to the library as ``guess_as``."""
+    """A worker count of at least ``minimum``, or ``guess`` (one per core)."""
 
     name = "PARALLELISM"
 
-    def __init__(self, minimum: int = 1, guess_as: object = "guess") -> None:
+    def __init__(self, minimum: int = 1) -> None:
         self.minimum = minimum
-        self.guess_as = guess_as
 
     def convert(self, value, param, ctx):
-        if value is None or value == "guess" or value is self.guess_as:
-            return self.guess_as
+        if value is None or value == "guess":
+            return "guess"
         try:
             n = int(value)
         except (TypeError, ValueError):

@@ -31,11 +31,11 @@ class _Bar:
 
 
 @main.command("validate")
-@click.option("-j", "parallelism", type=Parallelism(guess_as=None), default="guess", show_default=True,
+@click.option("-j", "parallelism", type=Parallelism(), default="guess", show_default=True,
               help="The number of CPUs to use for decompression.")
 @click.option("--no-spinner", is_flag=True, help="Do not show a progress bar on stderr.")
 @click.argument("zs_file")
-def validate_command(zs_file: str, parallelism: int | None, no_spinner: bool) -> None:
+def validate_command(zs_file: str, parallelism: int | str, no_spinner: bool) -> None:
     """Check a .zs file for errors or data corruption.
 
     ZS_FILE is a path or URL. Prints "looks good!" when every check passes; otherwise

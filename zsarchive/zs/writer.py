@@ -26,14 +26,13 @@ from typing import BinaryIO, Callable, Iterable, Iterator, NamedTuple
 
 from zsarchive.errors import ZSError
 from zsarchive.zs.format import uleb128
-from zsarchive.zs.format.block import IndexEntry, encode_block, encode_index
+from zsarchive.zs.format.block import MAX_INDEX_LEVEL, IndexEntry, encode_block, encode_index, encode_records
 from zsarchive.zs.format.codecs import get_codec
 from zsarchive.zs.format.header import MAGIC, PARTIAL_MAGIC, Header
+from zsarchive.zs.pipeline import resolve_parallelism
 
 DEFAULT_BRANCHING_FACTOR = 1024
 DEFAULT_APPROX_BLOCK_SIZE = 393216
-_FIRST_EXTENSION_LEVEL = 64
-_ONE_BYTE = [bytes((i,)) for i in range(128)]
 _READ_SIZE = 1 << 20
 _SHOW = 60  # bytes of a record quoted in error messages
 
@@ -66,15 +65,6 @@ def default_build_info() -> dict:
         "time": datetime.now(timezone.utc).replace(tzinfo=None).isoformat() + "Z",
         "version": f"zsarchive {_version()}",
     }
-
-
-def resolve_parallelism(parallelism: int | str) -> int:
-    """A worker count: a positive integer as given, or ``"guess"``: the cores this process may use."""
-    if parallelism == "guess":
-        return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    if not isinstance(parallelism, int) or parallelism < 1:
-        raise ZSError(f"parallelism must be a positive integer or 'guess', not {parallelism!r}")
-    return parallelism
 
 
 def shortest_separator(previous: bytes, first: bytes) -> bytes:
@@ -132,22 +122,10 @@ def _check_sorted(records: list) -> None:
             raise _Unsorted(i, records[i - 1], records[i])
 
 
-def _pack(records: list) -> bytes:
-    """Data payload: uleb128 length + bytes per record; one-byte lengths take a fast path."""
-    lens = list(map(len, records))
-    if max(lens) < 0x80:
-        parts = [b""] * (2 * len(records))
-        parts[::2] = map(_ONE_BYTE.__getitem__, lens)
-        parts[1::2] = records
-        return b"".join(parts)
-    enc = uleb128.encode
-    return b"".join([enc(n) + r for n, r in zip(lens, records)])
-
-
 def _build_data_block(records: list, compress: Callable[[bytes], bytes]) -> _Built:
     try:
         _check_sorted(records)
-        payload = _pack(records)
+        payload = encode_records(records)
     except TypeError:
         # Only a non-bytes record makes comparing or joining fail; name the first one.
         for i, r in enumerate(records):
@@ -481,8 +459,8 @@ class ZSWriter:
         """Write an index block over the pending entries of ``level``."""
         entries = self._levels[level]
         self._levels[level] = []
-        if level + 1 >= _FIRST_EXTENSION_LEVEL:
-            raise ZSError("index would need more than 63 levels; raise branching_factor")
+        if level + 1 > MAX_INDEX_LEVEL:
+            raise ZSError(f"index would need more than {MAX_INDEX_LEVEL} levels; raise branching_factor")
         framed = encode_block(level + 1, self._codec.compress(encode_index(entries)))
         # The first child's key already satisfies the key invariant for the whole span.
         self._write_block(framed, level + 1, entries[0].key)

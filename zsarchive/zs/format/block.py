@@ -15,7 +15,13 @@ except ImportError:  # installed without a C compiler: the Python loops here do 
     c_framing = None
 
 MAX_INDEX_LEVEL = 63
+"""Levels 1-63 are index blocks; 64 and up are extension blocks, which readers skip."""
+MIN_BLOCK_LENGTH = 10
+"""The smallest framed block: one length byte, the level byte and the CRC."""
+MAX_LENGTH_FIELD = 10
+"""A u64 needs at most 10 uleb128 bytes; a longer length field is corrupt whatever it says."""
 _U64 = struct.Struct("<Q")
+_ONE_BYTE = [bytes((i,)) for i in range(128)]
 
 
 class IndexEntry(NamedTuple):
@@ -32,30 +38,60 @@ def encode_block(level: int, zpayload: bytes) -> bytes:
     return uleb128.encode(len(body)) + body + _U64.pack(crc64(body))
 
 
+def decode_length(field, where: str, end: str = "the file") -> tuple[int, int]:
+    """Decode a block's length field from its first bytes; return ``(body_length, field_length)``.
+
+    ``field`` holds the next MAX_LENGTH_FIELD bytes, or fewer only where ``end`` (named in the
+    message) comes first. The body is the level byte plus the compressed payload, CRC excluded.
+    """
+    if all(byte & 0x80 for byte in field[:MAX_LENGTH_FIELD]):
+        problem = (f"runs past the end of {end}" if len(field) < MAX_LENGTH_FIELD
+                   else f"is longer than {MAX_LENGTH_FIELD} bytes")
+        raise ZSCorrupt(f"{where}: block length field {problem}")
+    try:
+        length, field_length = uleb128.decode(field, 0)
+    except ZSCorrupt:
+        raise ZSCorrupt(f"{where}: block length field is not in shortest uleb128 form") from None
+    if length == 0:
+        raise ZSCorrupt(f"{where}: block length is 0 (a block holds at least its level byte)")
+    return length, field_length
+
+
+def check_crc(body, stored: int, where: str) -> None:
+    """Raise ZSCorrupt unless ``stored`` is the CRC-64 of a block body (level byte + payload)."""
+    actual = crc64(body)
+    if stored != actual:
+        raise ZSCorrupt(f"{where}: block CRC mismatch (stored {stored:#018x}, computed {actual:#018x})")
+
+
 def split_block(buf, where: str) -> tuple[int, bytes]:
     """Check a whole framed block (length field through CRC) and return ``(level, zpayload)``.
 
     ``where`` names file and offset for messages. The buffer must hold exactly one block.
     """
-    length, pos = uleb128.decode(buf, 0, f"{where}: block length")
-    if length == 0:
-        raise ZSCorrupt(f"{where}: block length is 0 (a block needs at least its level byte)")
+    length, pos = decode_length(buf[:MAX_LENGTH_FIELD], where, "its extent")
     end = pos + length
     if end + 8 != len(buf):
         raise ZSCorrupt(f"{where}: block length field says {end + 8} bytes with CRC, "
                         f"but {len(buf)} bytes are available for this block")
     body = buf[pos:end]
-    (stored,) = _U64.unpack_from(buf, end)
-    actual = crc64(body)
-    if stored != actual:
-        raise ZSCorrupt(f"{where}: block CRC mismatch (stored {stored:#018x}, computed {actual:#018x})")
+    check_crc(body, _U64.unpack_from(buf, end)[0], where)
     return body[0], bytes(body[1:])
 
 
 def encode_records(records: Iterable[bytes]) -> bytes:
-    """Encode a data payload: each record as uleb128 length + bytes."""
+    """Encode a data payload: each record as uleb128 length + bytes (one-byte lengths fast)."""
+    records = records if isinstance(records, list) else list(records)
+    lens = list(map(len, records))
+    if not lens:
+        return b""
+    if max(lens) < 0x80:
+        parts = [b""] * (2 * len(records))
+        parts[::2] = map(_ONE_BYTE.__getitem__, lens)
+        parts[1::2] = records
+        return b"".join(parts)
     enc = uleb128.encode
-    return b"".join([enc(len(r)) + r for r in records])
+    return b"".join([enc(n) + r for n, r in zip(lens, records)])
 
 
 def decode_records(payload: bytes, where: str) -> list[bytes]:
@@ -96,7 +132,8 @@ def encode_index(entries: Iterable[IndexEntry]) -> bytes:
 
 
 def decode_index(payload: bytes, where: str) -> list[IndexEntry]:
-    """Split an index payload into entries; raise ZSCorrupt on bad framing or an empty payload."""
+    """Split an index payload into entries; raise ZSCorrupt on bad framing, an empty payload or
+    keys out of order."""
     entries = []
     pos = 0
     n = len(payload)
@@ -113,4 +150,8 @@ def decode_index(payload: bytes, where: str) -> list[IndexEntry]:
         entries.append(IndexEntry(key, offset, length))
     if not entries:
         raise ZSCorrupt(f"{where}: index block payload holds no entries")
+    for i in range(1, len(entries)):
+        if entries[i].key < entries[i - 1].key:
+            raise ZSCorrupt(f"{where}: index keys out of order: entry {i} key {entries[i].key[:60]!r} "
+                            f"sorts before entry {i - 1} key {entries[i - 1].key[:60]!r}")
     return entries

@@ -6,15 +6,25 @@ import json
 import struct
 from dataclasses import dataclass, field
 
-from zsarchive.errors import ZSCorrupt
+from zsarchive.errors import ZSCorrupt, ZSError
+from zsarchive.zs.format.block import MIN_BLOCK_LENGTH
+from zsarchive.zs.format.codecs import decoder_for
 from zsarchive.zs.format.crc64 import crc64
 
 MAGIC = b"\xabZSfiLe\x01"
 PARTIAL_MAGIC = b"\xabZStoBe\x01"
 CODEC_FIELD_LENGTH = 16
-CODEC_OFFSET = 72
 _FIXED = struct.Struct("<QQQ32s16sQ")  # root offset, root length, file length, sha256, codec, metadata length
 PREFIX_LENGTH = 16  # magic + header length
+# File offsets of the header fields, named in error messages.
+HEADER_LENGTH_AT = 8
+ROOT_OFFSET_AT = 16
+ROOT_LENGTH_AT = 24
+TOTAL_LENGTH_AT = 32
+SHA256_AT = 40
+CODEC_AT = 72
+METADATA_LENGTH_AT = 88
+METADATA_AT = PREFIX_LENGTH + _FIXED.size
 
 
 @dataclass
@@ -67,10 +77,10 @@ def header_length_of(prefix: bytes, name: str) -> int:
     """Check the 16-byte file prefix (magic + length) and return the header data length."""
     check_magic(bytes(prefix[:8]), name)
     if len(prefix) < PREFIX_LENGTH:
-        raise ZSCorrupt(f"{name}: offset 8: file ends inside the header length field")
+        raise ZSCorrupt(f"{name}: offset {HEADER_LENGTH_AT}: file ends inside the header length field")
     (length,) = struct.unpack_from("<Q", prefix, 8)
     if length < _FIXED.size:
-        raise ZSCorrupt(f"{name}: offset 8: header length {length} is shorter than the "
+        raise ZSCorrupt(f"{name}: offset {HEADER_LENGTH_AT}: header length {length} is shorter than the "
                         f"{_FIXED.size} bytes of fixed header fields")
     return length
 
@@ -89,18 +99,54 @@ def decode(data: bytes, crc_bytes: bytes, name: str) -> Header:
     try:
         codec = codec_raw.decode("ascii")
     except UnicodeDecodeError:
-        raise ZSCorrupt(f"{name}: offset {CODEC_OFFSET}: codec field is not ASCII: {codec_raw!r}") from None
+        raise ZSCorrupt(f"{name}: offset {CODEC_AT}: codec field is not ASCII: {codec_raw!r}") from None
     meta_start = _FIXED.size
     if meta_start + meta_len > len(data):
-        raise ZSCorrupt(f"{name}: offset {PREFIX_LENGTH + meta_start - 8}: metadata length {meta_len} "
+        raise ZSCorrupt(f"{name}: offset {METADATA_LENGTH_AT}: metadata length {meta_len} "
                         f"runs past the end of the {len(data)}-byte header")
     meta_raw = data[meta_start:meta_start + meta_len]
     try:
         metadata = json.loads(meta_raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:
-        raise ZSCorrupt(f"{name}: offset {PREFIX_LENGTH + meta_start}: metadata is not UTF-8 JSON: {exc}") from None
+        raise ZSCorrupt(f"{name}: offset {METADATA_AT}: metadata is not UTF-8 JSON: {exc}") from None
     if not isinstance(metadata, dict):
-        raise ZSCorrupt(f"{name}: offset {PREFIX_LENGTH + meta_start}: metadata is JSON but not an object "
+        raise ZSCorrupt(f"{name}: offset {METADATA_AT}: metadata is JSON but not an object "
                         f"(got {type(metadata).__name__})")
     return Header(root_off, root_len, file_len, bytes(sha), codec, metadata,
                   bytes(data[meta_start + meta_len:]))
+
+
+def header_end(prefix: bytes, size: int, name: str) -> int:
+    """Check the 16-byte prefix of a ``size``-byte file; return the header's end (where blocks start)."""
+    length = header_length_of(prefix, name)
+    end = blocks_start(length)
+    if end > size:
+        raise ZSCorrupt(f"{name}: offset {HEADER_LENGTH_AT}: header length {length} runs past the end "
+                        f"of the {size}-byte file")
+    return end
+
+
+def parse(head: bytes, size: int, name: str) -> tuple[Header, int]:
+    """Decode the header of a ``size``-byte file from its first ``header_end`` bytes or more;
+    return it and where the blocks start.
+
+    Checks all that the header alone can say: magic, CRC, fields, a known codec, the file's total
+    length and a root extent inside the blocks area.
+    """
+    end = header_end(head[:PREFIX_LENGTH], size, name)
+    if len(head) < end:
+        raise ZSCorrupt(f"{name}: offset {len(head)}: file ends inside the header")
+    hdr = decode(head[PREFIX_LENGTH:end - 8], head[end - 8:end], name)
+    try:
+        decoder_for(hdr.codec)
+    except ZSError:
+        raise ZSCorrupt(f"{name}: offset {CODEC_AT}: unknown codec {hdr.codec!r} "
+                        "(known: none, deflate, lzma2;dsize=2^20, zstd)") from None
+    if hdr.total_file_length != size:
+        raise ZSCorrupt(f"{name}: offset {TOTAL_LENGTH_AT}: header says the file is {hdr.total_file_length} "
+                        f"bytes, but it is {size} bytes (truncated or appended to)")
+    offset, length = hdr.root_index_offset, hdr.root_index_length
+    if not (end <= offset and MIN_BLOCK_LENGTH <= length and offset + length <= size):
+        raise ZSCorrupt(f"{name}: offset {ROOT_OFFSET_AT}: root index block ({length} bytes at offset "
+                        f"{offset}) lies outside the block region {end}..{size}")
+    return hdr, end
