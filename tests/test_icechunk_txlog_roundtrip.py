@@ -8,6 +8,8 @@ that must be reported as corruption of the named file.
 
 from __future__ import annotations
 
+import re
+
 import flatbuffers
 import pytest
 import zstandard
@@ -116,10 +118,19 @@ def _chunk_tables_vector(payload: bytes, count: int) -> int:
 CHUNKS = {b"\x07" * 8: [(0, 0), (0, 1), (1, 0), (2, 5)]}
 
 
-def test_unsorted_coordinates_are_corrupt():
-    raw = build(b"\x01" * 12, {b"\x07" * 8: [(0, 1), (0, 0)]})
-    with pytest.raises(ZSCorrupt, match=r"^log-a: updated_chunks\[0\] \(node \w+\) chunks MUST be sorted, "
-                                        r"but entry 1 \(\(0, 0\)\)"):
+def test_unsorted_coordinates_are_read_as_written():
+    """icechunk 1.1 writes a log's chunks in hash-set order (and reads them so in its diff)."""
+    chunks = [(2, 5), (0, 1), (1, 0), (0, 0)]
+    log = decode_transaction_log(build(b"\x01" * 12, {b"\x07" * 8: chunks}), "log-a")
+    assert list(log.updated_chunks.values()) == [chunks]
+
+
+@pytest.mark.parametrize("chunks, first, again", [([(0, 1), (3, 3), (0, 1)], 0, 2), ([(), ()], 0, 1)])
+def test_repeated_coordinates_are_corrupt(chunks, first, again):
+    raw = build(b"\x01" * 12, {b"\x07" * 8: chunks})
+    with pytest.raises(ZSCorrupt, match=rf"^log-a: updated_chunks\[0\] \(node \w+\) chunks MUST NOT repeat a "
+                                        rf"chunk, but entry {again} \({re.escape(repr(chunks[again]))}\) "
+                                        rf"repeats entry {first}$"):
         decode_transaction_log(raw, "log-a")
 
 

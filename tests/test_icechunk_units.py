@@ -59,6 +59,45 @@ def test_values_decode_both_encodings():
     assert from_flexbuffer(flexbuffers.Dumps(value), "v") == value
 
 
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers(-2**63, 2**63 - 1) | st.floats(-3e38, 3e38) | st.text(),
+    lambda inner: st.lists(inner, max_size=5) | st.dictionaries(st.text(alphabet=st.characters(max_codepoint=127,
+                                                                                              blacklist_characters="\x00")),
+                                                               inner, max_size=5),
+    max_leaves=20)
+
+
+@given(_JSON)
+def test_flexbuffers_decode_like_the_flatbuffers_library(value):
+    """Our FlexBuffers reader agrees with the flatbuffers project's own encoder (ASCII keys: the
+    only keys its Python encoder writes)."""
+    assert from_flexbuffer(flexbuffers.Dumps(value), "v") == flexbuffers.Loads(flexbuffers.Dumps(value))
+
+
+@given(st.binary(max_size=64))
+def test_flexbuffers_any_bytes_decode_or_fail_cleanly(raw):
+    try:
+        from_flexbuffer(raw, "meta")
+    except FlatBufferError as exc:
+        assert str(exc).startswith("meta: ")
+
+
+def test_flexbuffers_shared_values_cannot_blow_up():
+    """Vectors whose 100 elements all point at the vector before (100**20 values from 6 kB) are refused."""
+    u16 = lambda n: n.to_bytes(2, "little")  # noqa: E731
+    buf = bytearray(u16(100))
+    previous = len(buf)
+    buf += bytes(200) + bytes(100)  # 100 inline nulls and their types
+    for _level in range(20):
+        buf += u16(100)
+        start = len(buf)
+        buf += b"".join(u16(start + 2 * i - previous) for i in range(100)) + bytes([(10 << 2) | 1] * 100)
+        previous = start
+    buf += u16(len(buf) - previous) + bytes([(10 << 2) | 1, 2])
+    with pytest.raises(FlatBufferError, match="meta: .*far more values than its size allows"):
+        from_flexbuffer(bytes(buf), "meta")
+
+
 def test_bad_values_are_flatbuffer_errors():
     with pytest.raises(FlatBufferError, match="meta: not a valid MessagePack value"):
         from_msgpack(b"\xc1", "meta")

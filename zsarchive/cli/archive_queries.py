@@ -9,29 +9,12 @@ import click
 
 from zsarchive.cli.app import main
 from zsarchive.cli.archive_output import authorize_option, emit, json_option, open_archive
+from zsarchive.cli.params import COORDS
 
 LOG_COLUMNS = ("id", "flushed_at", "parent_id", "message")
 CHUNK_COLUMNS = ("coords", "kind", "offset", "length", "chunk_id", "location")
 
 
-class Coords(click.ParamType):
-    """``3,4`` -> (3, 4)."""
-
-    name = "COORDS"
-
-    def convert(self, value, param, ctx) -> tuple[int, ...]:
-        if isinstance(value, tuple):
-            return value
-        try:
-            coords = tuple(int(part) for part in value.split(","))
-        except ValueError:
-            self.fail(f"{value!r} is not a comma-separated list of chunk coordinates (e.g. 3,4)", param, ctx)
-        if any(c < 0 for c in coords):
-            self.fail(f"{value!r}: chunk coordinates are never negative", param, ctx)
-        return coords
-
-
-COORDS = Coords()
 since_option = click.option("--since", metavar="TIME", help="Inclusive lower bound (ISO 8601 / RFC 3339 or a date).")
 until_option = click.option("--until", metavar="TIME", help="Inclusive upper bound (a bare date covers that day).")
 
@@ -93,7 +76,7 @@ def chunks_command(archive: str, ref: str, path: str, as_json: bool) -> None:
 @json_option
 def chunk_command(archive: str, ref: str, path: str, coords: tuple[int, ...], data: bool, repo: str | None,
                   authorize: tuple[str, ...], as_json: bool) -> None:
-    """The chunk ref at COORDS (like 3,4) of the array PATH at REF."""
+    """The chunk ref at COORDS (like 3,4; "" for the one chunk of a 0-d array) of the array PATH at REF."""
     with open_archive(archive, authorize) as arc:
         if data:
             sys.stdout.buffer.write(arc.chunk_data(ref, path, coords, repo=repo))
@@ -143,6 +126,6 @@ def ops_command(archive: str, since: str | None, until: str | None, as_json: boo
 @click.option("--ref", default=None, help="Whose history to follow (default main).")
 @json_option
 def chunk_log_command(archive: str, path: str, coords: tuple[int, ...], ref: str | None, as_json: bool) -> None:
-    """The commits that changed the chunk at COORDS of PATH, newest first."""
+    """The commits that changed the chunk at COORDS (like 3,4; "" for a 0-d array) of PATH, newest first."""
     with open_archive(archive) as arc:
         emit(arc.chunk_history(path, coords, ref=ref), as_json, LOG_COLUMNS)

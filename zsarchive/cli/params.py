@@ -45,3 +45,26 @@ class Parallelism(click.ParamType):
         if n < self.minimum:
             self.fail(f"{value!r} is neither a number >= {self.minimum} nor 'guess'", param, ctx)
         return n
+
+
+class Coords(click.ParamType):
+    """Chunk coordinates: ``3,4`` -> (3, 4); the empty text ``""`` -> () (the chunk of a 0-d array)."""
+
+    name = "COORDS"
+
+    def convert(self, value, param, ctx) -> tuple[int, ...]:
+        if isinstance(value, tuple):
+            return value
+        if value == "":
+            return ()
+        try:
+            coords = tuple(int(part) for part in value.split(","))
+        except ValueError:
+            self.fail(f"{value!r} is not a comma-separated list of chunk coordinates (e.g. 3,4; \"\" for "
+                      "a 0-d array)", param, ctx)
+        if any(c < 0 for c in coords):
+            self.fail(f"{value!r}: chunk coordinates are never negative", param, ctx)
+        return coords
+
+
+COORDS = Coords()

@@ -232,13 +232,14 @@ class TransactionLog:
     updated_groups: list[NodeId]
     updated_arrays: list[NodeId]
     updated_coords: dict[NodeId, np.ndarray]
-    """Node id -> (chunks, ndim) uint32 matrix of the coordinates of the chunks written, ascending."""
+    """Node id -> (chunks, ndim) uint32 matrix of the coordinates of the chunks written, in the file's
+    order (icechunk 1.1 writes hash-set order, 2.x ascending), no chunk twice."""
     moved_nodes: list[MoveOperation]
     extra: bytes | None = None
 
     @property
     def updated_chunks(self) -> dict[NodeId, list[tuple[int, ...]]]:
-        """Node id -> coordinates (tuples) of the chunks written, ascending."""
+        """Node id -> coordinates (tuples) of the chunks written, in the file's order."""
         return {node_id: list(zip(*coords.T.tolist())) if coords.shape[1] else [()] * len(coords)
                 for node_id, coords in self.updated_coords.items()}
 

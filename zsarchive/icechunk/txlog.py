@@ -43,9 +43,10 @@ def _indices_layout(buf, vtable: int, where: str) -> tuple[int, int]:
     return field, table_size
 
 
-def _chunk_coords(buf, start: int, count: int, what: str, sorted_what: str) -> np.ndarray:
+def _chunk_coords(buf, start: int, count: int, what: str, unique_what: str) -> np.ndarray:
     """Coords of the ``count`` ChunkIndices tables whose offsets start at ``start``, as a (count, ndim)
-    matrix, checked to be sorted as the spec demands (``what`` and ``sorted_what`` name them in errors)."""
+    matrix in the file's order, checked to hold no chunk twice (``what`` and ``unique_what`` name them
+    in errors). icechunk 1.1 writes them in hash-set order, 2.x sorted: both are read as written."""
     size = len(buf)
     if start + 4 * count > size:
         raise FlatBufferError(f"{what}: vector at {start} of length {count} runs past the buffer end")
@@ -61,9 +62,11 @@ def _chunk_coords(buf, start: int, count: int, what: str, sorted_what: str) -> n
         raise FlatBufferError(f"{what}[{j}]: an offset points outside the {size}-byte buffer")
     at = pos + layouts[:, 0]
     coords = uint32_vectors(b, at + gather(b, at, "<u4"), lambda j: f"{what}[{j}].coords")
-    if (j := first_unsorted(coords)) is not None:
-        raise FlatBufferError(f"{sorted_what} MUST be sorted, but entry {j} ({tuple(coords[j].tolist())!r}) "
-                              f"does not come after entry {j - 1} ({tuple(coords[j - 1].tolist())!r})")
+    order = np.lexsort(coords.T[::-1]) if coords.shape[1] else np.arange(len(coords))
+    if (j := first_unsorted(coords[order])) is not None:
+        first_at, again_at = sorted(order[j - 1:j + 1].tolist())
+        raise FlatBufferError(f"{unique_what} MUST NOT repeat a chunk, but entry {again_at} "
+                              f"({tuple(coords[again_at].tolist())!r}) repeats entry {first_at}")
     return coords
 
 
