@@ -18,7 +18,7 @@ from zsarchive.zs.format.block import decode_index, split_block
 from zsarchive.zs.format.codecs import decoder_for
 from zsarchive.zs.format.header import MAGIC, PARTIAL_MAGIC
 from zsarchive.zs.validate import validate
-from zsarchive.zs.writer import shortest_separator
+from zsarchive.zs.index_builder import shortest_separator
 
 CODECS = ["none", "deflate", "lzma", "zstd"]
 

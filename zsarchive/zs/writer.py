@@ -1,9 +1,9 @@
 """ZSWriter: sorted records -> compressed data blocks -> index levels -> a committed ZS file.
 
-Blocks are built and compressed on a thread pool (zlib, lzma and zstd release the GIL) with a
-bounded number of blocks in flight, then written strictly in input order by the calling thread,
-which also keeps the index: at most ``branching_factor`` pending entries per level, an index block
-is written as soon as a level fills up, so memory does not grow with the input.
+Blocks are split, checked, encoded and compressed on a thread pool (zlib, lzma and zstd release
+the GIL) with a bounded number of blocks in flight, while the calling thread reads the input and
+writes finished blocks strictly in input order, handing each to the index builder
+(zsarchive.zs.index_builder); input streams are cut into records by zsarchive.zs.record_stream.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ import json
 import operator
 import os
 import socket
-import struct
 from collections import deque
 from collections.abc import Mapping
 from contextlib import contextmanager
@@ -25,23 +24,16 @@ from datetime import datetime, timezone
 from typing import BinaryIO, Callable, Iterable, Iterator, NamedTuple
 
 from zsarchive.errors import ZSError
-from zsarchive.zs.format import uleb128
-from zsarchive.zs.format.block import MAX_INDEX_LEVEL, IndexEntry, encode_block, encode_index, encode_records
+from zsarchive.zs.format.block import encode_block, encode_records
 from zsarchive.zs.format.codecs import get_codec
+from zsarchive.zs.format.framing import LENGTH_PREFIXES
 from zsarchive.zs.format.header import MAGIC, PARTIAL_MAGIC, Header
+from zsarchive.zs.index_builder import IndexBuilder, shortest_separator
 from zsarchive.zs.pipeline import resolve_parallelism
+from zsarchive.zs.record_stream import length_prefixed_records, show_record, terminated_chunks
 
 DEFAULT_BRANCHING_FACTOR = 1024
 DEFAULT_APPROX_BLOCK_SIZE = 393216
-_READ_SIZE = 1 << 20
-_SHOW = 60  # bytes of a record quoted in error messages
-
-
-def _show(record) -> str:
-    """A short repr of a record for error messages."""
-    if isinstance(record, (bytes, bytearray)) and len(record) > _SHOW:
-        return f"{bytes(record[:_SHOW])!r}... ({len(record)} bytes)"
-    return repr(record)
 
 
 def _version() -> str:
@@ -65,27 +57,6 @@ def default_build_info() -> dict:
         "time": datetime.now(timezone.utc).replace(tzinfo=None).isoformat() + "Z",
         "version": f"zsarchive {_version()}",
     }
-
-
-def shortest_separator(previous: bytes, first: bytes) -> bytes:
-    """Shortest prefix of ``first`` that is >= ``previous`` (requires previous <= first).
-
-    It is a valid index key for a block starting with ``first`` after a block ending with
-    ``previous``: <= the block's first record and >= every record before it.
-    """
-    n = min(len(previous), len(first))
-    # Binary search for the common prefix length: one slice comparison per step stays fast
-    # even for megabyte records.
-    lo, hi = 0, n
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if previous[:mid] == first[:mid]:
-            lo = mid
-        else:
-            hi = mid - 1
-    if lo == len(previous):
-        return bytes(previous)  # previous is a prefix of first (or equal): it is the separator
-    return bytes(first[:lo + 1])
 
 
 class _Built(NamedTuple):
@@ -191,7 +162,7 @@ class ZSWriter:
         self._hasher = hashlib.sha256()
         self._records_written = 0  # records of blocks already written (for error messages)
         self._last_record: bytes | None = None
-        self._levels: list[list[IndexEntry]] = []
+        self._index = IndexBuilder(branching_factor, self._codec.compress, self._append)
         self._pending: list = []
         self._pending_size = 0
         with self._fatal():
@@ -242,14 +213,16 @@ class ZSWriter:
                 if not isinstance(approx, int) or approx < 1:
                     raise ZSError(f"approx_block_size must be a positive integer, not {approx!r}")
                 if length_prefixed is not None:
-                    if length_prefixed not in ("uleb128", "u64le"):
-                        raise ZSError(f"length_prefixed must be 'uleb128' or 'u64le', not {length_prefixed!r}")
-                    self._add_records(_length_prefixed_records(file, length_prefixed), approx)
+                    if length_prefixed not in LENGTH_PREFIXES:
+                        raise ZSError(f"length_prefixed must be one of {', '.join(LENGTH_PREFIXES)}, "
+                                      f"not {length_prefixed!r}")
+                    self._add_records(length_prefixed_records(file, length_prefixed), approx)
                 else:
                     if not isinstance(terminator, bytes) or not terminator:
                         raise ZSError(f"terminator must be a non-empty bytes string, not {terminator!r}")
                     self._flush_pending()
-                    self._add_terminated(file, approx, terminator)
+                    for chunk in terminated_chunks(file, approx, terminator):
+                        self._submit(_build_chunk_block, chunk, terminator)
             finally:
                 file.close()
 
@@ -263,7 +236,7 @@ class ZSWriter:
             if self._last_record is None:
                 raise ZSError(f"{self._path}: no records were added; a ZS file must hold at least "
                               "one record (its root index needs an entry)")
-            root = self._write_index_tail()
+            root = self._index.finish()
             self._header.root_index_offset = root.offset
             self._header.root_index_length = root.length
             self._header.total_file_length = self._pos
@@ -319,9 +292,6 @@ class ZSWriter:
             self.close()
             raise
 
-    def _input_name(self, file) -> str:
-        return str(getattr(file, "name", "input"))
-
     def _add_records(self, records: Iterable[bytes], approx: int) -> None:
         pending = self._pending
         size = self._pending_size
@@ -345,7 +315,7 @@ class ZSWriter:
         except TypeError:
             if isinstance(r, (bytes, bytearray)):
                 raise
-            raise ZSError(f"records must be bytes, not {type(r).__name__}: {_show(r)}") from None
+            raise ZSError(f"records must be bytes, not {type(r).__name__}: {show_record(r)}") from None
         self._pending_size = size
 
     def _add_list(self, records: list[bytes], approx: int) -> None:
@@ -379,157 +349,35 @@ class ZSWriter:
             self._write_oldest()
         self._in_flight.append(self._pool.submit(fn, *args, self._codec.compress))
 
-    def _add_terminated(self, file: BinaryIO, approx: int, terminator: bytes) -> None:
-        # Like the reference: read ~approx bytes, cut after the last terminator, and let a worker
-        # split the chunk; the tail is carried into the next read.
-        read = file.read
-        partial = b""
-        tlen = len(terminator)
-        while True:
-            buf = read(approx)
-            if not buf:
-                break
-            if not isinstance(buf, bytes):
-                raise ZSError(f"{self._input_name(file)}: read() gave {type(buf).__name__}, not bytes: "
-                              "open the input in binary mode")
-            if partial:
-                # Search only the new bytes (and a terminator straddling the seam).
-                start = max(0, len(partial) - tlen + 1)
-                buf = partial + buf
-                first_end = buf.find(terminator, start)
-                if first_end < 0:
-                    partial = buf
-                    continue
-                if first_end >= approx:
-                    # The carried record is as large as a block: it gets a block of its own.
-                    end = first_end + tlen
-                    self._submit(_build_chunk_block, buf[:end], terminator)
-                    buf = buf[end:]
-            cut = buf.rfind(terminator)
-            if cut < 0:
-                partial = buf
-                continue
-            end = cut + tlen
-            self._submit(_build_chunk_block, buf[:end] if end < len(buf) else buf, terminator)
-            partial = buf[end:]
-        if partial:
-            raise ZSError(f"{self._input_name(file)}: input does not end with the terminator "
-                          f"{terminator!r}: {len(partial)} trailing bytes ({_show(partial)})")
-
     def _write_oldest(self) -> None:
         fut = self._in_flight.popleft()
         base = self._records_written
         try:
             built = fut.result()
         except _Unsorted as exc:
-            raise ZSError(f"records are not sorted: record {base + exc.index + 1} {_show(exc.after)} "
-                          f"sorts before record {base + exc.index} {_show(exc.before)} "
+            raise ZSError(f"records are not sorted: record {base + exc.index + 1} {show_record(exc.after)} "
+                          f"sorts before record {base + exc.index} {show_record(exc.before)} "
                           "(records count from 1; input must be sorted bytewise)") from None
         except _NotBytes as exc:
             raise ZSError(f"record {base + exc.index + 1} is {type(exc.record).__name__}, "
-                          f"not bytes: {_show(exc.record)}") from None
+                          f"not bytes: {show_record(exc.record)}") from None
         last = self._last_record
         if last is None:
             key = b""  # nothing comes before the first block: the empty key is the shortest
         elif last <= built.first:
             key = shortest_separator(last, built.first)
         else:
-            raise ZSError(f"records are not sorted: record {base + 1} {_show(built.first)} "
-                          f"sorts before record {base} {_show(last)} "
+            raise ZSError(f"records are not sorted: record {base + 1} {show_record(built.first)} "
+                          f"sorts before record {base} {show_record(last)} "
                           "(records count from 1; input must be sorted bytewise)")
         self._hasher.update(built.payload)
         self._records_written = base + built.count
         self._last_record = built.last
-        self._write_block(built.framed, 0, key)
+        self._index.add(0, key, self._append(built.framed), len(built.framed))
 
-    # -- index ----------------------------------------------------------------------------------
-
-    def _write_block(self, framed: bytes, level: int, key: bytes) -> None:
-        """Append a framed block and record it as a pending entry of its level's parent index."""
+    def _append(self, framed: bytes) -> int:
+        """Write a framed block at the end of the file; return its offset."""
+        offset = self._pos
         self._file.write(framed)
-        if level == len(self._levels):
-            self._levels.append([])
-        entries = self._levels[level]
-        entries.append(IndexEntry(key, self._pos, len(framed)))
         self._pos += len(framed)
-        if len(entries) >= self.branching_factor:
-            self._flush_level(level)
-
-    def _flush_level(self, level: int) -> None:
-        """Write an index block over the pending entries of ``level``."""
-        entries = self._levels[level]
-        self._levels[level] = []
-        if level + 1 > MAX_INDEX_LEVEL:
-            raise ZSError(f"index would need more than {MAX_INDEX_LEVEL} levels; raise branching_factor")
-        framed = encode_block(level + 1, self._codec.compress(encode_index(entries)))
-        # The first child's key already satisfies the key invariant for the whole span.
-        self._write_block(framed, level + 1, entries[0].key)
-
-    def _write_index_tail(self) -> IndexEntry:
-        """Flush partial levels bottom-up until one index block references everything: the root."""
-        level = 0
-        while True:
-            entries = self._levels[level]
-            if level > 0 and level == len(self._levels) - 1 and len(entries) == 1:
-                return entries[0]
-            if entries:
-                self._flush_level(level)
-            level += 1
-
-
-def _read_rest(read, head: bytes, n: int, name: str, what: str) -> bytes:
-    """Complete ``head`` to ``n`` bytes, reading in bounded pieces (a bogus huge length must not
-    allocate it all at once)."""
-    parts = [head]
-    have = len(head)
-    while have < n:
-        piece = read(min(n - have, _READ_SIZE))
-        if not piece:
-            raise ZSError(f"{name}: input ends inside {what} ({have} of {n} bytes present)")
-        parts.append(piece)
-        have += len(piece)
-    return b"".join(parts)
-
-
-def _length_prefixed_records(file: BinaryIO, kind: str) -> Iterator[bytes]:
-    """Records of a stream where each is preceded by its length as ``uleb128`` or ``u64le``."""
-    name = str(getattr(file, "name", "input"))
-    read = file.read
-    unpack_from = struct.Struct("<Q").unpack_from
-    buf = b""
-    pos = 0
-    number = 0
-    while True:
-        if len(buf) - pos < 16:
-            # Keep at least one whole length field in the buffer unless the input ends.
-            more = read(_READ_SIZE)
-            if not isinstance(more, bytes):
-                raise ZSError(f"{name}: read() gave {type(more).__name__}, not bytes: open the input in binary mode")
-            buf = buf[pos:] + more
-            pos = 0
-            if not buf:
-                return
-        number += 1
-        if kind == "u64le":
-            if len(buf) - pos < 8:
-                raise ZSError(f"{name}: input ends inside the u64le length of record {number}")
-            (length,) = unpack_from(buf, pos)
-            pos += 8
-        else:
-            byte = buf[pos]
-            if byte < 0x80:
-                length = byte
-                pos += 1
-            else:
-                try:
-                    length, pos = uleb128.decode(buf, pos, f"uleb128 length of record {number}")
-                except ZSError as exc:
-                    raise ZSError(f"{name}: {exc}") from None
-        end = pos + length
-        if end <= len(buf):
-            yield buf[pos:end]
-            pos = end
-        else:
-            head = buf[pos:]
-            buf, pos = b"", 0
-            yield _read_rest(read, head, length, name, f"record {number}")
+        return offset
