@@ -106,7 +106,12 @@ def _zstd_compress(level: int) -> Callable[[bytes], bytes]:
 
 
 def _zstd_decompress(data: bytes) -> bytes:
-    return zstandard.ZstdDecompressor().decompress(data)
+    # One whole frame and nothing after it, as for deflate and lzma (decompress() ignores a tail).
+    d = zstandard.ZstdDecompressor().decompressobj()
+    out = d.decompress(data)
+    if not d.eof or d.unused_data:
+        raise zstandard.ZstdError("zstd frame is truncated or has trailing bytes")
+    return out
 
 
 def _identity(data: bytes) -> bytes:

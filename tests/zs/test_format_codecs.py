@@ -1,4 +1,5 @@
-"""Codec settings: lzma's extreme levels stay within 2 % of the reference's files on any kind of data.
+"""zsarchive.zs.format.codecs: every codec and level round-trips, a damaged stream is ZSCorrupt,
+and lzma's extreme levels stay within 2 % of the reference's files on any kind of data.
 
 The reference ``zs`` compresses with liblzma's ``preset 0 | PRESET_EXTREME`` (``1e``: preset 1);
 ours caps the match search to save time. The cap must not be tuned to one benchmark: each data
@@ -11,16 +12,18 @@ from __future__ import annotations
 import json
 import random
 import subprocess
-from pathlib import Path
 
 import pytest
 
+from conftest import TESTDATA
 from zsarchive import ZS, ZSWriter
+from zsarchive.errors import ZSCorrupt, ZSError
+from zsarchive.zs.format import codecs
 from zsarchive.archive import keys
 from zsarchive.archive import schema
 from zsarchive.zs.format import uleb128
 
-SAMPLE = Path(__file__).resolve().parent.parent / "testdata" / "sample" / "ngrams.txt"
+SAMPLE = TESTDATA / "sample" / "ngrams.txt"
 BLOCK = 393216
 AMOUNT = 2 * BLOCK
 CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
@@ -97,3 +100,33 @@ def test_lzma_extreme_levels_stay_within_2_percent_of_the_reference(kind: str, l
     with ZS(ours) as z:
         assert list(z) == records
     assert ours.stat().st_size <= 1.02 * ref.stat().st_size, (kind, ours.stat().st_size, ref.stat().st_size)
+
+
+LEVELS = {"none": [None], "deflate": list(range(10)), "lzma": ["0", "0e", "1", "1e"], "zstd": [1, 3, 19]}
+SAMPLE_BYTES = SAMPLE.read_bytes()[:200_000]
+
+
+@pytest.mark.parametrize("codec, level", [(c, lvl) for c, levels in LEVELS.items() for lvl in levels])
+def test_every_codec_and_level_round_trips(codec, level):
+    c = codecs.get_codec(codec, level)
+    assert c.name == codecs.ALIASES[codec] and c.standard == (codec != "zstd")
+    decode = codecs.decoder_for(c.name)
+    for data in (b"", b"x", SAMPLE_BYTES, bytes(range(256)) * 300):
+        assert decode(c.compress(data)) == data
+
+
+@pytest.mark.parametrize("codec", ["deflate", "lzma", "zstd"])
+def test_a_cut_or_extended_stream_is_corrupt(codec):
+    c = codecs.get_codec(codec)
+    stream = c.compress(SAMPLE_BYTES[:20_000])
+    bad = [stream[:n] for n in (0, 1, len(stream) // 2, len(stream) - 1)] + [stream + b"\0junk"]
+    for data in bad:
+        with pytest.raises(ZSCorrupt, match="^where: payload does not decompress"):
+            codecs.decompress_checked(codecs.decoder_for(c.name), data, "where")
+
+
+@pytest.mark.parametrize("name, level", [("bzip2", None), ("deflate", 10), ("deflate", "x"), ("lzma", 2),
+                                         ("lzma", "9e"), ("zstd", "fast")])
+def test_unknown_codecs_and_levels_are_usage_errors(name, level):
+    with pytest.raises(ZSError):
+        codecs.get_codec(name, level)

@@ -1,6 +1,9 @@
-"""The C framing extension against the pure-Python framing it stands in for."""
+"""zsarchive.zs.format.framing: record boundaries and output framing, and the C framing extension
+against the pure-Python framing it stands in for."""
 
 from __future__ import annotations
+
+import struct
 
 import pytest
 from hypothesis import given, settings
@@ -9,7 +12,7 @@ from hypothesis import strategies as st
 from zsarchive.errors import ZSCorrupt
 from zsarchive.zs.format import block, framing
 from zsarchive.zs.format.block import decode_records, encode_records
-from zsarchive.zs.format.framing import terminate
+from zsarchive.zs.format.framing import frame, record_heads, terminate
 
 
 def test_the_c_extension_is_built():
@@ -63,3 +66,31 @@ def test_any_bytes_give_the_same_answer_or_error_in_c_and_python(payload, term):
 def test_malformed_payloads_are_left_to_python(payload):
     assert block.c_framing.split(payload) is None
     assert block.c_framing.terminate(payload, b"\n") is None
+
+
+@given(records)
+def test_record_heads_bisect_a_payload(recs):
+    payload = encode_records(recs)
+    heads, simple = record_heads(payload, "p")
+    assert list(heads) == [len(encode_records(recs[:k])) for k in range(len(recs))] + [len(payload)]
+    assert simple == all(len(r) < 0x80 for r in recs)
+
+
+@given(records)
+def test_record_heads_refuse_every_cut_inside_a_record(recs):
+    payload = encode_records(recs)
+    bounds = {len(encode_records(recs[:k])) for k in range(1, len(recs) + 1)}
+    for n in range(len(payload)):
+        if n not in bounds:
+            with pytest.raises(ZSCorrupt, match="^p: "):
+                record_heads(payload[:n], "p")
+
+
+@given(records, terminators)
+def test_frame_writes_what_the_reader_takes_back(recs, term):
+    assert frame(recs, term) == term.join(recs) + term
+    assert frame(recs, length_prefixed="uleb128") == encode_records(recs)
+    u64 = frame(recs, length_prefixed="u64le")
+    assert u64 == b"".join(struct.pack("<Q", len(r)) + r for r in recs)
+    with pytest.raises(ValueError, match="length_prefixed"):
+        frame(recs, length_prefixed="u32")
