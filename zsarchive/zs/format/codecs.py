@@ -64,7 +64,7 @@ def _lzma_filters(level: str) -> dict:
     "0" and "1" are liblzma's presets, as the reference uses them. The extreme levels keep their
     presets' normal (optimal-parsing) mode, bt4 match finder, dictionary and lc/lp/pb, but end
     match searches at 64 bytes or 32 tree steps: ~0.9x the preset's time, files within 2 % of its
-    on every kind of data tests/test_codecs.py generates.
+    on every kind of data tests/zs/test_format_codecs.py generates.
     """
     preset = _LZMA_PRESETS[level]
     if not level.endswith("e"):

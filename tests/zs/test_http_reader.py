@@ -19,7 +19,7 @@ from zsarchive.cli import main
 from zsarchive.zs.format.header import blocks_start
 from zsarchive.io import HTTPTransport
 
-TESTDATA = Path(__file__).resolve().parent.parent / "testdata"
+TESTDATA = Path(__file__).resolve().parents[2] / "testdata"
 RECORDS = [b"%07d %s" % (i * 7, b"payload-%d" % (i % 97) * (1 + i % 5)) for i in range(30_000)]
 
 

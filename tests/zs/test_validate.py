@@ -1,5 +1,5 @@
 """zsarchive.zs.validate and ``zs validate`` on valid files: the reference's, the reference's own
-test corpus, and valid-but-unusual layouts the spec allows. (Broken files: tests/test_corrupt.py.)"""
+test corpus, and valid-but-unusual layouts the spec allows. (Broken files: tests/zs/test_corrupt.py.)"""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ from zsarchive.zs.validate import validate
 from servers import nginx_server  # noqa: F401
 from zsfiles import FileBuilder, minimal, reference_make, reference_verdicts
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 TESTDATA = ROOT / "testdata"
 
 WORDS = sorted(b"%05d %s" % (i * 7919 % 4000, b"xyz"[i % 3:] * (i % 5)) for i in range(4000))
