@@ -36,6 +36,8 @@ def link_virtual_prefix(prefix: str, directory: Path) -> None:
         raise SystemExit(f"icechunk_oracle: virtual prefix {prefix!r} is not a file:/// URL")
     link = Path(prefix[len("file://"):].rstrip("/"))
     target = Path(directory).resolve()
+    if link.resolve() == target:  # the prefix already names the directory: nothing to map
+        return
     if link.is_symlink() and Path(os.readlink(link)) == target:
         return
     if link.exists() and not link.is_symlink():
@@ -182,8 +184,8 @@ def oracle(repo_path: Path, prefixes: dict[str, Path]) -> dict:
     repo = ic.Repository.open(ic.local_filesystem_storage(str(repo_path)),
                               authorize_virtual_chunk_access={p: no_auth for p in prefixes} or None)
     out: dict[str, Any] = {"icechunk_version": ic.__version__}
-    branches = {b: repo.lookup_branch(b) for b in sorted(repo.list_branches())}
-    tags = {t: repo.lookup_tag(t) for t in sorted(repo.list_tags())}
+    branches = ref_names(repo.list_branches(), repo.lookup_branch)
+    tags = ref_names(repo.list_tags(), repo.lookup_tag)
     out["branches"], out["tags"] = branches, tags
     out["config"] = config(repo.config)
     out["ancestry"] = {"branch:" + b: [snapshot_info(i) for i in repo.ancestry(branch=b)] for b in branches}
@@ -234,6 +236,25 @@ def oracle(repo_path: Path, prefixes: dict[str, Path]) -> dict:
         tree["nodes"] = nodes(session) if "zarr.json" in tree["keys"] else []
         out["trees"][sid] = tree
     return out
+
+
+def ref_names(listed: Any, lookup: Any) -> dict[str, str]:
+    """Ref name -> snapshot id, by the names icechunk looks refs up with.
+
+    icechunk 1.1 lists a ref whose name holds characters its storage paths percent-encode (``{``,
+    ``~``, non-ASCII ...) by the encoded name, which its own lookup then refuses; the decoded name,
+    the one the ref was created with, is the one lookup takes.
+    """
+    import icechunk as ic
+    from urllib.parse import unquote
+
+    out = {}
+    for name in sorted(listed):
+        try:
+            out[name] = lookup(name)
+        except ic.IcechunkError:
+            out[unquote(name)] = lookup(unquote(name))
+    return dict(sorted(out.items()))
 
 
 def config(cfg: Any) -> dict:

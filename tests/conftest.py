@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+pytest.register_assert_rewrite("agreement")
+
 ROOT = Path(__file__).resolve().parent.parent
 PEERS = Path(os.environ.get("ZSARCHIVE_PEERS", ROOT / ".peers"))
 TESTDATA = ROOT / "testdata"
@@ -47,3 +49,8 @@ def icechunk1_python() -> Path:
 def icechunk2_python() -> Path:
     """Python 3.12 with icechunk 2.x, zarr 3, numpy and xarray."""
     return _peer(PEERS / "ic2" / "bin" / "python", "icechunk 2.x (Python 3.12)")
+
+
+def pytest_addoption(parser):
+    parser.addoption("--seeds", type=int, default=0, metavar="N",
+                     help="test_differential.py: also run N fresh random seeds per icechunk version")

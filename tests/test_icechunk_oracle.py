@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import base64
-import datetime
 import json
-import re
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
+from agreement import assert_superset, check_transaction_logs, same_time
 from oracle import fixtures, oracle, repo_path
 from zsarchive.cli import main
-from zsarchive.icechunk import Repository, RefKind, format_time
+from zsarchive.icechunk import Repository, RefKind
 from zsarchive.icechunk import inspect as views
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -33,38 +32,6 @@ def o1(icechunk1_python) -> dict:
 def both(request, icechunk1_python, icechunk2_python) -> tuple[Repository, dict]:
     python = icechunk1_python if request.param == 1 else icechunk2_python
     return Repository.open(str(repo_path(request.param))), oracle(request.param, python)
-
-
-def assert_superset(ours, theirs, where: str = "$") -> None:
-    """Every key icechunk reports is in ours with the same value (lists: same length, element-wise)."""
-    if isinstance(theirs, dict):
-        assert isinstance(ours, dict), f"{where}: expected an object, got {ours!r}"
-        for key, value in theirs.items():
-            assert key in ours, f"{where}: key {key!r} missing (icechunk says {value!r})"
-            assert_superset(ours[key], value, f"{where}.{key}")
-    elif isinstance(theirs, list):
-        assert isinstance(ours, list) and len(ours) == len(theirs), f"{where}: {ours!r} != {theirs!r}"
-        for i, (a, b) in enumerate(zip(ours, theirs)):
-            assert_superset(a, b, f"{where}[{i}]")
-    elif isinstance(theirs, str) and _TIME.fullmatch(theirs):
-        # icechunk trims the fraction (.947Z for .947000Z); we always print microseconds.
-        assert _TIME_US.fullmatch(ours), f"{where}: {ours!r} is not RFC 3339 with microseconds and Z"
-        assert _instant(ours) == _instant(theirs), f"{where}: {ours!r} != {theirs!r}"
-    else:
-        assert ours == theirs, f"{where}: {ours!r} != {theirs!r}"
-
-
-_TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,9})?Z")
-_TIME_US = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z")
-
-
-def _instant(text: str) -> datetime.datetime:
-    return datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
-
-
-def same_time(micros: int, theirs: str) -> bool:
-    """Whether our microsecond timestamp is the instant icechunk printed."""
-    return _instant(format_time(micros)) == _instant(theirs)
 
 
 def test_spec_versions(both):
@@ -266,31 +233,4 @@ def test_zarr_json_of_every_node_is_what_icechunk_serves(both):
 def test_transaction_logs_are_icechunk_single_commit_diffs(both):
     """A child's transaction log, its node ids named by path, is what icechunk's diff(parent, child) says."""
     repo, o = both
-    parents = {s.id: s.parent_id for s in repo.snapshots()}
-    compared = 0
-    for item in o["diffs"]:
-        old, new = item["from"], item["to"]
-        if parents.get(new) != old:
-            continue
-        log = repo.transaction_log(new)
-        after = {n.id: n.path for n in repo.snapshot(new).nodes}
-        before = {n.id: n.path for n in repo.snapshot(old).nodes}
-        ours = {
-            "new_groups": sorted(after[i] for i in log.new_groups),
-            "new_arrays": sorted(after[i] for i in log.new_arrays),
-            "deleted_groups": sorted(before[i] for i in log.deleted_groups),
-            "deleted_arrays": sorted(before[i] for i in log.deleted_arrays),
-            "updated_groups": sorted(after[i] for i in log.updated_groups),
-            "updated_arrays": sorted(after[i] for i in log.updated_arrays),
-            "updated_chunks": {after[i]: [list(c) for c in coords] for i, coords in log.updated_chunks.items()},
-            "moved_nodes": sorted([m.from_path, m.to_path] for m in log.moved_nodes),
-        }
-        theirs = dict(item["diff"])
-        for key in ("new_groups", "new_arrays", "deleted_groups", "deleted_arrays", "updated_groups",
-                    "updated_arrays"):
-            theirs[key] = sorted(theirs[key])
-        theirs["moved_nodes"] = sorted(theirs.get("moved_nodes", []))
-        theirs["updated_chunks"] = {k: sorted(v) for k, v in theirs["updated_chunks"].items()}
-        assert {k: ours[k] for k in theirs} == theirs, (old, new)
-        compared += 1
-    assert compared >= 5
+    assert check_transaction_logs(o, repo) >= 5

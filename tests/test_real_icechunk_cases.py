@@ -103,3 +103,29 @@ def test_zero_d_chunk_and_non_ascii_metadata_keys(version, request, tmp_path):
     changed = zs("chunk-log", str(out), "scalar", "", "--json")
     assert changed.returncode == 0, changed.stderr
     assert [json.loads(r)["id"] for r in changed.stdout.splitlines()] == [h[0] for h in theirs["history"][:2]]
+
+
+V1_REF_NAMES = r"""
+import json, sys, icechunk as ic, zarr
+repo = ic.Repository.create(ic.local_filesystem_storage(sys.argv[1]))
+s = repo.writable_session("main")
+zarr.group(store=s.store)
+sid = s.commit("root")
+names = ["a~b", "\u00e9", "a%b", "x{y}", "a b"]
+for name in names:
+    repo.create_tag(name, sid)
+repo.create_branch("br~\u00fc", sid)
+print(json.dumps({"tags": {n: repo.lookup_tag(n) for n in names}, "branch": repo.lookup_branch("br~\u00fc"),
+                  "listed_tags": sorted(repo.list_tags()), "listed_branches": sorted(repo.list_branches())}))
+"""
+
+
+def test_v1_ref_names_are_percent_decoded(icechunk1_python, tmp_path):
+    """icechunk 1.1 stores refs under percent-encoded paths (refs/tag.a%7Eb/); the names are the
+    ones it was given and looks refs up by, though its own listing shows branches encoded and
+    leaves such tags out."""
+    theirs = make(icechunk1_python, V1_REF_NAMES, str(tmp_path / "repo"))
+    assert "br%7E%C3%BC" in theirs["listed_branches"] and theirs["listed_tags"] == ["a b"]
+    repo = Repository.open(str(tmp_path / "repo"))
+    assert repo.tags() == theirs["tags"]
+    assert repo.branches() == {"br~\u00fc": theirs["branch"], "main": theirs["branch"]}

@@ -194,7 +194,7 @@ class RepoArchive:
         out["manifests"] = [{"id": m, "size_bytes": size, "num_chunk_refs": n} for m, size, n in value[4]]
         return out
 
-    def _lookup_ref(self, spec: RefSpec) -> str:
+    def _lookup_ref(self, spec: RefSpec, quiet: bool = False) -> str | None:
         kinds = (spec.kind,) if spec.kind else ("branch", "tag", "snapshot")
         for kind in kinds:
             if kind == "snapshot":
@@ -204,6 +204,8 @@ class RepoArchive:
             value = self._one(S.REFS, (kind, spec.name))
             if value is not None:
                 return value[0]
+        if quiet:
+            return None
         if spec.kind in (None, "tag") and self._one(S.REFS, ("deleted_tag", spec.name)) is not None:
             raise NotFound(f"{self.name}: tag {spec.name!r} was deleted")
         what = f"{spec.kind} " if spec.kind else "branch, tag or snapshot "
@@ -211,6 +213,10 @@ class RepoArchive:
 
     def resolve(self, ref: str) -> str:
         """Snapshot id a REF names (``[branch:|tag:|snapshot:]NAME[@TIME]``)."""
+        if "@" in ref:  # a ref whose name holds "@" wins over reading the text after it as a time
+            literal = self._lookup_ref(parse_ref(ref, with_time=False), quiet=True)
+            if literal is not None:
+                return literal
         spec = parse_ref(ref)
         snapshot_id = self._lookup_ref(spec)
         if spec.as_of is None:
@@ -537,9 +543,9 @@ class RepoArchive:
         for node_id in sorted(chunk_nodes):
             if node_id not in paths:
                 continue
+            # A node a log lists with no chunks (icechunk 1.1 writes such entries) is in the diff too.
             coords = sorted({k[1] for k, _ in self._records(S.CHUNK_HISTORY, (node_id,)) if k[3] in changed})
-            if coords:
-                updated[paths[node_id]] = [list(c) for c in coords]
+            updated[paths[node_id]] = [list(c) for c in coords]
         out["updated_chunks"] = dict(sorted(updated.items()))
         out["moved_nodes"] = moved
         return out

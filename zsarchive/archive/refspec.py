@@ -67,12 +67,16 @@ class RefSpec:
     text: str
 
 
-def parse_ref(text: str) -> RefSpec:
-    """``[branch:|tag:|snapshot:]NAME[@TIME]`` -> RefSpec (the last ``@`` starts the time)."""
+def parse_ref(text: str, with_time: bool = True) -> RefSpec:
+    """``[branch:|tag:|snapshot:]NAME[@TIME]`` -> RefSpec (the last ``@`` starts the time).
+
+    ``with_time=False`` reads every ``@`` as part of NAME: ref names may hold ``@`` too, and a
+    resolver tries that reading first (see RepoArchive.resolve).
+    """
     if not text:
         raise ZSError("empty REF: give a branch, a tag or a snapshot id")
     body, as_of = text, None
-    if "@" in text:
+    if "@" in text and with_time:
         body, when = text.rsplit("@", 1)
         as_of = parse_time(when, end_of_day=True)
     kind = None

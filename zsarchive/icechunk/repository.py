@@ -6,6 +6,7 @@ import collections
 import heapq
 import json
 from typing import Any, Iterator
+from urllib.parse import unquote
 
 import yaml
 
@@ -39,6 +40,15 @@ def _tagged(loader: yaml.SafeLoader, suffix: str, node: yaml.Node) -> dict:
 
 
 _ConfigLoader.add_multi_constructor("!", _tagged)
+
+
+def _ref_name(stored: str, where: str) -> str:
+    """A V1 ref's name from its directory name: icechunk's storage paths percent-encode characters
+    such as ``{``, ``~``, ``%`` and non-ASCII ones (``%7B``), as UTF-8."""
+    try:
+        return unquote(stored, errors="strict")
+    except UnicodeDecodeError:
+        raise ZSCorrupt(f"{where}: ref name {stored!r} is not percent-encoded UTF-8") from None
 
 
 class Repository:
@@ -96,9 +106,10 @@ class Repository:
         files = set(self.storage.list("refs/"))
         for key in sorted(files):
             ref_dir, _, leaf = key.partition("/")
-            kind, _, name = ref_dir.partition(".")
+            kind, _, stored = ref_dir.partition(".")
             if leaf != "ref.json" or kind not in ("branch", "tag"):
                 continue
+            name = _ref_name(stored, self._name("refs/" + ref_dir))
             if kind == "branch":
                 branches[name] = self._v1_ref("refs/" + key)
             elif f"{ref_dir}/ref.json.deleted" in files:
