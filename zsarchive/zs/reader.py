@@ -1,8 +1,8 @@
 """``ZS``: a ZS file opened for reading, with the reference implementation's Python API.
 
 Open = one ``read_head_tail`` (header + the root index, which writers put at the end). Point
-lookups descend cached index blocks and bisect cached, parsed data blocks; range scans read runs
-of adjacent data blocks in single transport reads and decompress them in parallel threads.
+lookups descend cached index blocks and bisect cached, parsed data blocks; range scans stream
+data blocks through the shared block-read pipeline (zsarchive.zs.blocks, zsarchive.zs.pipeline).
 Bytes come only through the Transport API, so local files, file objects and URLs behave alike.
 """
 
