@@ -13,6 +13,7 @@ import pytest
 from oracle import repo_path
 from zsarchive.archive import RepoArchive, export
 from zsarchive.archive import exporter as exporter_module
+from zsarchive.archive import records as records_module
 from zsarchive.archive import schema as S
 from zsarchive.errors import ZSError
 from zsarchive.zs.reader import ZS
@@ -71,13 +72,13 @@ def test_fast_record_encoders_agree_with_the_schema(v2_archive):
 @pytest.mark.parametrize("parallelism", [1, 2])
 def test_interrupted_export_leaves_nothing(tmp_path, monkeypatch, parallelism):
     target = tmp_path / "out.zs"
-    real = exporter_module._chunk_data_records
+    real = records_module.chunk_data_records
 
     def explode(*args, **kwargs):
         yield from real(*args, **kwargs)
         raise KeyboardInterrupt  # after every chunk ref went to the writer
 
-    monkeypatch.setattr(exporter_module, "_chunk_data_records", explode)
+    monkeypatch.setattr(records_module, "chunk_data_records", explode)
     with pytest.raises(KeyboardInterrupt):
         export(repo_path(2), target, include_chunks=True, parallelism=parallelism)
     assert list(tmp_path.iterdir()) == []

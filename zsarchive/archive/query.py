@@ -11,22 +11,15 @@ import functools
 import heapq
 import json
 import os
-import re
-import threading
-from email.utils import formatdate
 from typing import Any, Iterable, Iterator
-from urllib.parse import unquote, urlsplit
 
 from zsarchive.archive import schema as S
+from zsarchive.archive.chunkdata import ChunkReader, coords_text, is_url
 from zsarchive.archive.refspec import RefSpec, TimeBound, parse_ref, time_bound
 from zsarchive.errors import ZSCorrupt, ZSError
 from zsarchive.icechunk.model import format_time
 from zsarchive.archive.keys import decode as decode_key
 from zsarchive.zs.reader import ZS
-from zsarchive.io.http import ConnectionPool, HTTPTransport, host_of
-
-_CHUNK_ID = re.compile(r"^[0-9A-HJKMNP-TV-Z]{20}$")
-"""A Crockford base32 ObjectId12: the only chunk file names an archive may make us open."""
 
 
 def _checked(family: bytes):
@@ -45,10 +38,6 @@ def _checked(family: bytes):
 
 class NotFound(ZSError, LookupError):
     """A ref, path, chunk or snapshot that the archive does not have."""
-
-
-def _coords_text(coords: Iterable[int]) -> str:
-    return ",".join(str(c) for c in coords)
 
 
 def archive_metadata(zs: ZS) -> dict | None:
@@ -78,10 +67,6 @@ def zs_name(zs: ZS) -> str:
     return str(getattr(zs, "name", None) or getattr(getattr(zs, "transport", None), "name", "archive"))
 
 
-def _is_url(source: Any) -> bool:
-    return isinstance(source, str) and "://" in source and not source.startswith("file://")
-
-
 class RepoArchive:
     """Queries over a repo archive (a local path or an ``http(s)://`` URL).
 
@@ -92,7 +77,7 @@ class RepoArchive:
     def __init__(self, source: Any, authorize: Iterable[str] = ()):
         if isinstance(source, ZS):
             self.zs = source
-        elif _is_url(source):
+        elif is_url(source):
             self.zs = ZS(url=source)
         else:
             path = os.fspath(source)
@@ -108,22 +93,21 @@ class RepoArchive:
             self.zs.close()
             raise ZSError(f"{self.name}: archive format version {version!r} is newer than this "
                           f"zsarchive reads ({S.FORMAT_VERSION}): upgrade zsarchive")
-        self.authorize = [str(p) for p in authorize]
         self._snapshots: dict[str, tuple] = {}
         self._has_chunk_data: bool | None = None
-        # chunk reads over http keep their connections per host, not per chunk
-        self._pools: dict[tuple, ConnectionPool] = {}
-        self._pools_lock = threading.Lock()
+        self._chunks = ChunkReader(self.name, authorize, self._embedded_chunk)
 
     # -- plumbing -------------------------------------------------------------------------
 
     def close(self) -> None:
         """Release the underlying reader and the connections chunk reads kept open."""
         self.zs.close()
-        with self._pools_lock:
-            pools, self._pools = self._pools, {}
-        for pool in pools.values():
-            pool.close()
+        self._chunks.close()
+
+    @property
+    def authorize(self) -> list[str]:
+        """Location prefixes under which virtual chunk refs may be read."""
+        return self._chunks.authorize
 
     def __enter__(self) -> "RepoArchive":
         return self
@@ -326,7 +310,7 @@ class RepoArchive:
             (out["location"], out["offset"], out["length"], out["checksum_etag"],
              out["checksum_last_modified"]) = value[1:6]
         else:
-            raise ZSCorrupt(f"chunk ref {path} {_coords_text(coords)}: unknown kind {kind}")
+            raise ZSCorrupt(f"chunk ref {path} {coords_text(coords)}: unknown kind {kind}")
         return out
 
     def chunk_ref(self, ref: str, path: str, coords: Iterable[int]) -> dict:
@@ -335,12 +319,12 @@ class RepoArchive:
         node = self._array_at(ref, path)
         if len(coords) != len(node["num_chunks"]) or any(
                 not 0 <= c < n for c, n in zip(coords, node["num_chunks"])):
-            raise NotFound(f"{self.name}: coords {_coords_text(coords)} are outside the chunk grid "
-                           f"{_coords_text(node['num_chunks'])} of {node['path']!r} at {ref!r}")
+            raise NotFound(f"{self.name}: coords {coords_text(coords)} are outside the chunk grid "
+                           f"{coords_text(node['num_chunks'])} of {node['path']!r} at {ref!r}")
         chunk = self.node_chunk_ref(node, coords)
         if chunk is not None:
             return chunk
-        raise NotFound(f"{self.name}: no chunk at {_coords_text(coords)} of {node['path']!r} at {ref!r} "
+        raise NotFound(f"{self.name}: no chunk at {coords_text(coords)} of {node['path']!r} at {ref!r} "
                        "(never written: it reads as the fill value)")
 
     def node_chunk_ref(self, node: dict, coords: tuple[int, ...]) -> dict | None:
@@ -389,108 +373,17 @@ class RepoArchive:
     def read_chunk(self, chunk: dict, ref: str, repo: str | os.PathLike | None = None) -> bytes:
         """The bytes of a chunk ref from :meth:`chunk_ref` / :meth:`chunk_refs` (read at REF, for
         messages); ``repo`` is a local repository path or the http(s) URL of one."""
-        where = f"chunk {_coords_text(chunk['coords'])} of {chunk['path']!r} at {ref!r}"
-        if chunk["kind"] == "inline":
-            return chunk["inline"]
-        offset, length = chunk["offset"], chunk["length"]
-        if chunk["kind"] == "native":
-            chunk_id = chunk["chunk_id"]
-            if not isinstance(chunk_id, str) or not _CHUNK_ID.match(chunk_id):
-                raise ZSCorrupt(f"{self.name}: {where}: invalid chunk id {chunk_id!r}")
-            embedded = self._one(S.CHUNK_DATA, (chunk_id,)) if self._embeds_chunks() else None
-            if embedded is not None:
-                data = embedded[0][offset:offset + length]
-                if len(data) != length:
-                    raise ZSCorrupt(f"{self.name}: {where}: embedded chunk {chunk_id} is shorter than "
-                                    f"offset {offset} + length {length}")
-                return data
-            if repo is None:
-                raise ZSError(f"{where} is native chunk {chunk_id}, not embedded in the archive: "
-                              "give the repository (--repo REPO)")
-            root = os.fspath(repo)
-            if _is_url(root):
-                return self._read_url(f"{root.rstrip('/')}/chunks/{chunk_id}", offset, length, where)
-            root = root[len("file://"):] if root.startswith("file://") else root
-            return _read_range(os.path.join(root, "chunks", chunk_id), offset, length, where)
-        location = chunk["location"]
-        if urlsplit(location).scheme in ("http", "https"):
-            self._authorized_url(location, where)
-            return self._read_url(location, offset, length, where, chunk["checksum_etag"],
-                                  chunk["checksum_last_modified"])
-        local = self._authorized_local_path(location, where)
-        return _read_range(local, offset, length, where, chunk["checksum_etag"], chunk["checksum_last_modified"])
+        return self._chunks.read(chunk, ref, repo)
 
-    def _embeds_chunks(self) -> bool:
-        """Whether the archive holds any chunk data records (saves a lookup per native chunk)."""
+    def _embedded_chunk(self, chunk_id: str) -> bytes | None:
+        """The archive's copy of a native chunk file, if it embeds one (most archives hold none:
+        the header's counts say so without a lookup per chunk)."""
         if self._has_chunk_data is None:
             self._has_chunk_data = bool(self.header()["counts"].get(S.FAMILY_NAMES[S.CHUNK_DATA]))
-        return self._has_chunk_data
-
-    def _authorized_url(self, location: str, where: str) -> None:
-        parts = urlsplit(location)
-        # no dot segments: "prefix/../elsewhere" must not pass a plain prefix test
-        if any(seg in (".", "..") for seg in unquote(parts.path).split("/")):
-            raise ZSError(f"{where}: virtual location {location!r} has '.' or '..' path segments")
-        for prefix in self.authorize:
-            pre = urlsplit(prefix)
-            if (pre.scheme, pre.netloc) == (parts.scheme, parts.netloc) and pre.path and \
-                    parts.path.startswith(pre.path if pre.path.endswith("/") else pre.path + "/"):
-                return
-        suggestion = location.rsplit("/", 1)[0] + "/"
-        raise ZSError(f"{where}: virtual location {location!r} is not under an authorized prefix; "
-                      f"authorize it with --authorize {suggestion}")
-
-    def _read_url(self, url: str, offset: int, length: int, where: str, etag: str | None = None,
-                  last_modified: int | None = None) -> bytes:
-        """``length`` bytes at ``offset`` of ``url``; the ref's ETag / modification time are sent as
-        preconditions, so a changed object fails instead of returning other bytes."""
-        headers = {}
-        if etag:
-            headers["If-Match"] = etag
-        if last_modified:
-            headers["If-Unmodified-Since"] = formatdate(last_modified, usegmt=True)
-        transport = HTTPTransport(url, headers=headers, pool=self._pool_for(url))
-        try:
-            data = transport.read_once(offset, length)
-        except ZSError as exc:
-            checks = ", ".join(f"{k} {v}" for k, v in headers.items())
-            raise type(exc)(f"{where}: cannot read {url}{f' ({checks})' if checks else ''}: {exc}") from None
-        finally:
-            transport.close()
-        if len(data) != length:
-            raise ZSCorrupt(f"{where}: {url} holds {len(data)} bytes at offset {offset}, expected {length}")
-        return data
-
-    def _pool_for(self, url: str) -> ConnectionPool:
-        host = host_of(url)
-        with self._pools_lock:
-            pool = self._pools.get(host)
-            if pool is None:
-                pool = self._pools[host] = ConnectionPool(url)
-            return pool
-
-    def _authorized_local_path(self, location: str, where: str) -> str:
-        parts = urlsplit(location)
-        if parts.scheme not in ("file", ""):
-            raise ZSError(f"{where}: virtual location {location!r} uses scheme {parts.scheme!r}, which "
-                          "zsarchive does not read (supported: file:// URLs and local paths)")
-        path = unquote(parts.path) if parts.scheme == "file" else location
-        if not os.path.isabs(path):
-            raise ZSError(f"{where}: virtual location {location!r} is not an absolute path")
-        real = os.path.realpath(path)
-        for prefix in self.authorize:
-            pre = urlsplit(prefix)
-            if pre.scheme not in ("file", ""):
-                continue
-            base = unquote(pre.path) if pre.scheme == "file" else prefix
-            if not base:
-                continue
-            base_real = os.path.realpath(base)
-            if real == base_real or real.startswith(base_real.rstrip("/") + "/"):
-                return real
-        suggestion = "file://" + os.path.dirname(os.path.normpath(path)).rstrip("/") + "/"
-        raise ZSError(f"{where}: virtual location {location!r} is not under an authorized prefix; "
-                      f"authorize it with --authorize {suggestion}")
+        if not self._has_chunk_data:
+            return None
+        value = self._one(S.CHUNK_DATA, (chunk_id,))
+        return None if value is None else value[0]
 
     # -- history -----------------------------------------------------------------------------
 
@@ -583,36 +476,3 @@ def _present_details(details: dict) -> dict:
     if details.get("is_set") is False:
         details["new_value"] = None  # the flag went back to its default: icechunk says None
     return details
-
-
-def _read_range(path: str, offset: int, length: int, where: str, etag: str | None = None,
-                last_modified: int | None = None) -> bytes:
-    try:
-        with open(path, "rb") as handle:
-            if etag or last_modified:
-                _check_local_checksum(os.fstat(handle.fileno()), path, where, etag, last_modified)
-            handle.seek(offset)
-            data = handle.read(length)
-    except OSError as exc:
-        raise ZSError(f"{where}: cannot read {path}: {exc.strerror or exc}") from None
-    if len(data) != length:
-        raise ZSCorrupt(f"{where}: {path} holds {len(data)} bytes at offset {offset}, expected {length}")
-    return data
-
-
-
-def _check_local_checksum(st: os.stat_result, path: str, where: str, etag: str | None,
-                          last_modified: int | None) -> None:
-    """Refuse a file that changed since the virtual ref was written, as icechunk does: its local
-    store's ETag is ``inode-mtime_us-size`` in hex (``*`` matches any), and a modification after the
-    ref's time fails. (icechunk 2.3 quotes the file's ETag but not the ref's, so it refuses them all.)"""
-    wanted = etag.strip('"') if etag else None
-    if wanted and wanted != "*":
-        local = f"{st.st_ino:x}-{st.st_mtime_ns // 1000:x}-{st.st_size:x}"
-        if local != wanted:
-            raise ZSError(f"{where}: {path} changed since the virtual ref was written (the ref's ETag "
-                          f"checksum is {etag!r}, the file's is {local!r})")
-    if last_modified and st.st_mtime_ns > last_modified * 10**9:
-        raise ZSError(f"{where}: {path} changed since the virtual ref was written (modified "
-                      f"{format_time(st.st_mtime_ns // 1000)}, after the ref's checksum time "
-                      f"{format_time(last_modified * 10**6)})")

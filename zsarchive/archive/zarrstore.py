@@ -17,100 +17,14 @@ from typing import Any, Callable
 from zarr.abc.store import ByteRequest, OffsetByteRequest, RangeByteRequest, Store, SuffixByteRequest
 from zarr.core.buffer import Buffer, BufferPrototype, default_buffer_prototype
 
+from zsarchive.archive.chunkdata import is_url
+from zsarchive.archive.chunkkeys import ChunkKeys
 from zsarchive.archive.query import RepoArchive
+from zsarchive.archive.refwindow import RefWindow
 from zsarchive.errors import ZSError
 
 _LIST_BATCH = 4096
 """Keys pulled from the archive per step of a listing: bounded memory for millions of chunks."""
-_WINDOW_MIN, _WINDOW_MAX = 1, 1024
-"""Bounds of the number of chunk refs one lookup reads ahead (see ``_Refs``)."""
-
-
-def _is_remote(location: Any) -> bool:
-    return isinstance(location, str) and location.split("://", 1)[0].lower() in ("http", "https")
-
-
-class _Array:
-    """How one array node spells its chunk keys (zarr's chunk key encoding)."""
-
-    __slots__ = ("node", "base", "default", "sep", "ndim", "grid")
-
-    def __init__(self, node: dict, base: str) -> None:
-        encoding = node["zarr_json"].get("chunk_key_encoding") or {"name": "default"}
-        name = encoding.get("name", "default")
-        if name not in ("default", "v2"):
-            raise ZSError(f"array {node['path']!r}: unknown chunk key encoding {name!r}")
-        self.node = node
-        self.base = base  # "" for the root array, else "path/"
-        self.default = name == "default"
-        self.sep = (encoding.get("configuration") or {}).get("separator", "/" if self.default else ".")
-        self.ndim = len(node["num_chunks"])
-        self.grid = node["num_chunks"]
-
-    def key(self, coords: Iterable[int]) -> str:
-        """The store key of the chunk at ``coords``."""
-        text = self.sep.join(str(c) for c in coords)
-        if self.default:
-            return f"{self.base}c{self.sep}{text}" if text else f"{self.base}c"
-        return f"{self.base}{text or '0'}"
-
-    def coords(self, rest: str) -> tuple[int, ...] | None:
-        """Chunk coordinates spelled by the part of a key after ``base``; None if it spells none."""
-        if self.default:
-            if rest == "c":
-                return () if self.ndim == 0 else None
-            if not rest.startswith("c" + self.sep):
-                return None
-            rest = rest[2:]
-        elif self.ndim == 0:
-            return () if rest == "0" else None
-        parts = rest.split(self.sep)
-        if len(parts) != self.ndim:
-            return None
-        coords = []
-        for part, n in zip(parts, self.grid):
-            # only the canonical spelling is a key: "01" or "+1" name nothing, as in icechunk
-            if not part.isdigit() or (len(part) > 1 and part[0] == "0") or int(part) >= n:
-                return None
-            coords.append(int(part))
-        return tuple(coords)
-
-
-class _Refs:
-    """The chunk refs of one array, read a window at a time.
-
-    zarr asks for the chunks of a selection in coordinate order, the order the archive stores
-    them in, so one scan along the last dimension answers the next gets too. The window doubles
-    while reads continue where it ends and shrinks back to one ref when lookups jump around.
-    """
-
-    __slots__ = ("archive", "node", "window", "size")
-
-    def __init__(self, archive: RepoArchive, node: dict) -> None:
-        self.archive = archive
-        self.node = node
-        self.window: tuple | None = None  # (start, stop, refs, [hits]): every ref in [start, stop)
-        self.size = _WINDOW_MIN
-
-    def get(self, coords: tuple[int, ...]) -> dict | None:
-        """The chunk ref at ``coords``, or None if the array has none there."""
-        window = self.window  # one read: concurrent lookups each see a whole window
-        if window is not None:
-            start, stop, refs, hits = window
-            if start <= coords < stop:
-                hits[0] += 1
-                return refs.get(coords)
-            if coords == stop:  # reading on where the window ended: read further ahead
-                self.size = min(2 * self.size, _WINDOW_MAX)
-            elif 2 * hits[0] < stop[-1] - start[-1]:  # most of the window went unused
-                self.size = max(self.size // 2, _WINDOW_MIN)
-        if not coords:
-            return self.archive.node_chunk_ref(self.node, coords)  # a 0-d array has one chunk
-        # coordinates that share all but the last and whose last is below this: one short run
-        stop = coords[:-1] + (coords[-1] + self.size,)
-        refs = {tuple(c["coords"]): c for c in self.archive.node_chunk_refs(self.node, coords, stop)}
-        self.window = (coords, stop, refs, [0])
-        return refs.get(coords)
 
 
 class ArchiveStore(Store):
@@ -121,7 +35,9 @@ class ArchiveStore(Store):
     supports_listing = True
 
     def __init__(self, archive: RepoArchive, ref: str, repo: str | os.PathLike | None = None,
-                 *, owns_archive: bool = False) -> None:
+                 *, owns_archive: bool = False, read_only: bool = True) -> None:
+        if not read_only:
+            raise ValueError("an archive snapshot cannot be opened for writing")
         super().__init__(read_only=True)
         self.archive = archive
         self.ref = ref
@@ -131,36 +47,43 @@ class ArchiveStore(Store):
         self._where = ref if ref == self.snapshot_id else f"{ref} (snapshot {self.snapshot_id})"
         # Blocking I/O over a network goes to threads so that zarr's concurrent gets overlap;
         # local reads are cheaper run in place than handed to a thread.
-        self._threaded = (_is_remote(archive.name) or _is_remote(os.fspath(repo) if repo else None)
-                          or any(_is_remote(p) for p in archive.authorize))
+        self._threaded = (is_url(archive.name) or is_url(os.fspath(repo) if repo else None)
+                          or any(is_url(p) for p in archive.authorize))
         self._meta: dict[str, bytes] = {}
         self._nodes: dict[str, dict] = {}
-        self._arrays: dict[str, _Array] = {}
-        self._refs: dict[str, _Refs] = {}
+        self._arrays: dict[str, ChunkKeys] = {}
+        self._refs: dict[str, RefWindow] = {}
         for node in archive.ls(f"snapshot:{self.snapshot_id}"):
             path = node["path"].strip("/")
             self._nodes[path] = node
             self._meta[f"{path}/zarr.json" if path else "zarr.json"] = node["user_data"]
             if node["node_type"] == "array":
-                self._arrays[path] = _Array(node, f"{path}/" if path else "")
-                self._refs[path] = _Refs(archive, node)
+                self._arrays[path] = ChunkKeys(node, f"{path}/" if path else "")
+                self._refs[path] = RefWindow(archive, node)
 
     # -- plumbing ----------------------------------------------------------------------------
 
     def __eq__(self, other: object) -> bool:
-        return (isinstance(other, ArchiveStore) and other.archive is self.archive
+        # the same snapshot of the same archive file, whichever reader opened it
+        return (isinstance(other, ArchiveStore) and other.archive.name == self.archive.name
                 and other.snapshot_id == self.snapshot_id and other.repo == self.repo)
 
     def __hash__(self) -> int:
-        return hash((id(self.archive), self.snapshot_id, str(self.repo)))
+        return hash((self.archive.name, self.snapshot_id, str(self.repo)))
+
+    def __reduce__(self) -> tuple:
+        # a copy in another process opens the archive again (an open file does not travel)
+        return (open_store, (self.archive.name, f"snapshot:{self.snapshot_id}", self.repo,
+                             self.archive.authorize))
 
     def __repr__(self) -> str:
         return f"ArchiveStore({self.archive.name!r}, ref={self.ref!r}, snapshot={self.snapshot_id!r})"
 
     def with_read_only(self, read_only: bool = False) -> ArchiveStore:
-        """Another store on the same snapshot; an archive is immutable, so only read-only exists."""
+        """Another store on the same snapshot; an archive is immutable, so only read-only exists
+        (``read_only=False`` raises NotImplementedError, as zarr's stores without writes do)."""
         if not read_only:
-            raise ValueError("an archive snapshot cannot be opened for writing")
+            return super().with_read_only(read_only)
         return ArchiveStore(self.archive, self.ref, self.repo)
 
     @property
@@ -181,7 +104,7 @@ class ArchiveStore(Store):
 
     # -- keys --------------------------------------------------------------------------------
 
-    def _locate(self, key: str) -> tuple[_Array, tuple[int, ...]] | None:
+    def _locate(self, key: str) -> tuple[ChunkKeys, tuple[int, ...]] | None:
         """The array and chunk coordinates a chunk key names, or None."""
         cut = len(key)
         while True:

@@ -1,0 +1,177 @@
+"""Each stage of the export pipeline on its own, against what the real icechunk says of the fixtures."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from oracle import oracle, repo_path
+from zsarchive.archive import exporter as E
+from zsarchive.archive import records as R
+from zsarchive.archive import schema as S
+from zsarchive.archive.engine import InProcess, ProcessPool, open_engine
+from zsarchive.archive.sorter import ExternalSorter
+from zsarchive.icechunk import Repository
+from zsarchive.zs.reader import ZS
+
+
+@pytest.fixture(scope="module")
+def v2(icechunk2_python):
+    """(repository, what icechunk 2.x says about it)."""
+    return Repository.open(str(repo_path(2))), oracle(2, icechunk2_python)
+
+
+def _families(records) -> dict[bytes, list[tuple]]:
+    out: dict[bytes, list[tuple]] = {}
+    for rec in records:
+        family, key, value = S.split(rec)
+        out.setdefault(family, []).append((key, value))
+    return out
+
+
+def test_plan_names_every_snapshot_log_and_manifest(v2):
+    repo, truth = v2
+    plan = E.plan_export(repo)
+    assert [s.id for s in plan.snapshots] == sorted(truth["repo_info"]["snapshots"][i]["id"]
+                                                   for i in range(len(truth["repo_info"]["snapshots"])))
+    parents = {s["id"]: s.get("parent_id") for s in truth["repo_info"]["snapshots"]}
+    assert [sid for sid, _ in plan.txlogs] == sorted(sid for sid, parent in parents.items() if parent)
+    used = {m["id"] for snap in truth["snapshots"].values() for node in snap["nodes"]
+            for m in (node.get("manifest_refs") or [])}
+    assert list(plan.manifests) == sorted(used)
+    assert plan.manifests == {mid: truth["manifests"][mid]["total_chunk_refs"] for mid in used}
+
+
+@pytest.mark.parametrize("task_refs", [1, 2, 5, 10**6])
+def test_manifest_tasks_cover_each_manifest_once_in_order(v2, task_refs):
+    plan = E.plan_export(v2[0])
+    tasks = plan.manifest_tasks(task_refs)
+    assert [t[0] for t in tasks] == sorted(t[0] for t in tasks)
+    for mid, count in plan.manifests.items():
+        ranges = [(lo, hi) for m, lo, hi in tasks if m == mid]
+        stops = [hi if hi is not None else count for _, hi in ranges]
+        assert ranges[0][0] == 0 and ranges[-1][1] is None
+        assert all(lo == prev for (lo, _), prev in zip(ranges[1:], stops))  # contiguous
+        assert all(0 < stop - lo <= task_refs for (lo, _), stop in zip(ranges, stops)) or count == 0
+
+
+def test_gather_metadata_gives_refs_snapshots_nodes_and_ops(v2, tmp_path):
+    repo, truth = v2
+    sorter = ExternalSorter(tmpdir=str(tmp_path), unique=False)
+    refs = E.gather_metadata(repo, E.plan_export(repo), sorter)
+    assert refs == sorted(refs)
+    got = {(k[0], k[1]): v[0] for k, v in (S.split(r)[1:] for r in refs)}
+    assert {name: sid for (kind, name), sid in got.items() if kind == "branch"} == truth["branches"]
+    assert {name: sid for (kind, name), sid in got.items() if kind == "tag"} == truth["tags"]
+    families = _families(sorter.sorted())
+    assert sorted(k[0] for k, _ in families[S.SNAPSHOT]) == sorted(truth["snapshots"])
+    assert {k[0]: v[2] for k, v in families[S.SNAPSHOT]} == {
+        sid: snap["commit_message"] for sid, snap in truth["snapshots"].items()}
+    nodes = sorted((sid, node["path"]) for sid, snap in truth["snapshots"].items() for node in snap["nodes"])
+    assert sorted((k[0], S.path_of(k[1])) for k, _ in families[S.NODE]) == nodes
+    assert len(families[S.OPS]) == len(truth["ops_log"])
+    assert sorted(k[0] for k, _ in families[S.REPO]) == sorted(
+        ["config", "feature_flags", "metadata", "spec_version", "status"])
+
+
+def _square(repo, n):
+    for i in range(n):
+        yield [i * i, os.getpid()]
+
+
+def test_engines_give_each_tasks_batches_in_order(tmp_path):
+    repo = Repository.open(str(repo_path(2)))
+    jobs = [(n,) for n in (3, 0, 5, 1)]
+    local = [list(batches()) for batches in InProcess(repo).start(_square, jobs)]
+    pool = ProcessPool(str(repo_path(2)), 2, str(tmp_path))
+    try:
+        remote = [list(batches()) for batches in pool.start(_square, jobs)]
+        work = Path(pool._work.name)
+        assert list(work.iterdir()) == []  # each run file is removed once read
+    finally:
+        pool.close()
+    assert [[b[0] for b in run] for run in local] == [[b[0] for b in run] for run in remote]
+    assert {b[1] for run in local for b in run} == {os.getpid()}
+    assert os.getpid() not in {b[1] for run in remote for b in run}  # decoded by worker processes
+    assert not work.exists()
+    assert isinstance(open_engine(repo, str(repo_path(2)), 1, 10, str(tmp_path)), InProcess)
+    assert isinstance(open_engine(repo, str(repo_path(2)), 4, 1, str(tmp_path)), InProcess)
+
+
+@pytest.mark.parametrize("parallelism", [1, 2])
+def test_decode_manifests_gives_every_ref_icechunk_lists(v2, tmp_path, parallelism):
+    repo, truth = v2
+    plan = E.plan_export(repo)
+    engine = open_engine(repo, str(repo_path(2)), parallelism, 2, str(tmp_path))
+    try:
+        runs = E.decode_manifests(engine, plan, want_ids=True)
+        records, ids = [], []
+        for batches in runs:
+            for batch, batch_ids in batches():
+                records += batch
+                ids += batch_ids
+    finally:
+        engine.close()
+    assert records == sorted(records)
+    per_array: dict[tuple, int] = {}
+    kinds: dict[tuple, list[int]] = {}
+    for key, value in _families(records)[S.CHUNK_REF]:
+        per_array[key[:2]] = per_array.get(key[:2], 0) + 1
+        kinds.setdefault(key[:2], [0, 0, 0])[value[0]] += 1
+    expected = {(mid, a["node_id"]): a["num_chunk_refs"] for mid, m in truth["manifests"].items()
+                if mid in plan.manifests for a in m["arrays"]}
+    assert per_array == expected
+    assert kinds == {(mid, a["node_id"]): [a["num_inline"], a["num_native"], a["num_virtual"]]
+                     for mid, m in truth["manifests"].items() if mid in plan.manifests for a in m["arrays"]}
+    assert len(ids) == sum(k[S.NATIVE] for k in kinds.values())  # one native chunk id per native ref
+
+
+def test_gather_txlogs_gives_a_summary_and_the_changed_chunks_of_each_commit(v2):
+    repo, truth = v2
+    plan = E.plan_export(repo)
+    records = [r for batches in E.gather_txlogs(InProcess(repo), plan) for batch in batches() for r in batch]
+    families = _families(records)
+    assert sorted(k[0] for k, _ in families[S.TXLOG]) == [sid for sid, _ in plan.txlogs]
+    changed = sorted((node_id, tuple(c), sid) for sid, log in truth["transaction_logs"].items()
+                     if "error" not in log for entry in log["updated_chunks"] for node_id, c in
+                     ((entry["node_id"], c) for c in entry["chunks"]))
+    assert sorted((k[0], k[1], k[3]) for k, _ in families[S.CHUNK_HISTORY]) == changed
+
+
+def test_merge_families_writes_in_file_order_header_last(v2, tmp_path):
+    repo, _ = v2
+    plan = E.plan_export(repo)
+    sorter = ExternalSorter(tmpdir=str(tmp_path), unique=False)
+    chunk_ids = ExternalSorter(tmpdir=str(tmp_path))
+    refs = E.gather_metadata(repo, plan, sorter)
+    engine = InProcess(repo)
+    reports = []
+    tally = E._Tally(len(refs) + sorter.count + sum(plan.manifests.values()), lambda d, t: reports.append((d, t)))
+    lists = list(E.merge_families(
+        refs, E.decode_manifests(engine, plan, True),
+        lambda: R.chunk_data_records(repo_path(2), chunk_ids.sorted()), sorter, E.gather_txlogs(engine, plan),
+        chunk_ids, lambda counts: S.record(S.HEADER, (), (tuple(sorted(counts.items())),)), tally))
+    flat = [r for batch in lists for r in batch]
+    assert flat == sorted(flat) and flat[-1][:1] == S.HEADER
+    counts = dict(S.split(flat[-1])[2][0])
+    assert sum(counts.values()) == len(flat) - 1
+    assert counts[S.FAMILY_NAMES[S.CHUNK_DATA]] == len({r for r in flat if r[:1] == S.CHUNK_DATA})
+    assert reports[-1] == (len(flat) - 1, len(flat) - 1)  # the total grew by the logs' records
+
+
+def test_write_archive_leaves_nothing_when_records_fail(tmp_path):
+    target, tmp = tmp_path / "a.zs", tmp_path / ".a.zs.partial"
+
+    def broken():
+        yield [S.record(S.REFS, ("branch", "main"), ("X",))]
+        raise RuntimeError("decoder failed")
+
+    with pytest.raises(RuntimeError, match="decoder failed"):
+        E.write_archive(target, tmp, broken(), {}, E.WriteOptions())
+    assert list(tmp_path.iterdir()) == []
+    E.write_archive(target, tmp, iter([[b"a", b"b"]]), {"x": 1}, E.WriteOptions(codec="none"))
+    with ZS(str(target)) as z:
+        assert list(z) == [b"a", b"b"] and z.metadata == {"x": 1}
+    assert list(tmp_path.iterdir()) == [target]

@@ -1,0 +1,184 @@
+"""Reading the bytes a chunk ref points to: inline, embedded in the archive, a native chunk file of
+the repository (local or over http), or an authorized virtual location, with the ref's checksums
+checked as icechunk checks them. Nothing outside the authorized prefixes is ever opened."""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+from email.utils import formatdate
+from typing import Any, Callable, Iterable
+from urllib.parse import unquote, urlsplit
+
+from zsarchive.errors import ZSCorrupt, ZSError
+from zsarchive.icechunk.model import format_time
+from zsarchive.io.http import ConnectionPool, HTTPTransport, host_of
+
+_CHUNK_ID = re.compile(r"^[0-9A-HJKMNP-TV-Z]{20}$")
+"""A Crockford base32 ObjectId12: the only chunk file names an archive may make us open."""
+
+
+def is_url(source: Any) -> bool:
+    """Whether ``source`` is a URL other than ``file://`` (read over the network)."""
+    return isinstance(source, str) and "://" in source and not source.startswith("file://")
+
+
+def coords_text(coords: Iterable[int]) -> str:
+    """Chunk coordinates as ``1,2,3`` (for messages)."""
+    return ",".join(str(c) for c in coords)
+
+
+class ChunkReader:
+    """Reads chunk bytes for one archive (``name``, for messages).
+
+    ``embedded(chunk_id)``: the archive's own copy of a native chunk file, or None; ``authorize``:
+    location prefixes under which virtual refs may be read. Connections to a host are kept per host.
+    """
+
+    def __init__(self, name: str, authorize: Iterable[str], embedded: Callable[[str], bytes | None]):
+        self.name = name
+        self.authorize = [str(p) for p in authorize]
+        self.embedded = embedded
+        self._pools: dict[tuple, ConnectionPool] = {}
+        self._pools_lock = threading.Lock()
+
+    def close(self) -> None:
+        """Close the connections chunk reads kept open."""
+        with self._pools_lock:
+            pools, self._pools = self._pools, {}
+        for pool in pools.values():
+            pool.close()
+
+    def read(self, chunk: dict, ref: str, repo: str | os.PathLike | None = None) -> bytes:
+        """The bytes of a chunk ref (a dict as ``RepoArchive.chunk_ref`` gives; read at REF, for
+        messages); ``repo`` is a local repository path or the http(s) URL of one."""
+        where = f"chunk {coords_text(chunk['coords'])} of {chunk['path']!r} at {ref!r}"
+        if chunk["kind"] == "inline":
+            return chunk["inline"]
+        offset, length = chunk["offset"], chunk["length"]
+        if chunk["kind"] == "native":
+            chunk_id = chunk["chunk_id"]
+            if not isinstance(chunk_id, str) or not _CHUNK_ID.match(chunk_id):
+                raise ZSCorrupt(f"{self.name}: {where}: invalid chunk id {chunk_id!r}")
+            embedded = self.embedded(chunk_id)
+            if embedded is not None:
+                data = embedded[offset:offset + length]
+                if len(data) != length:
+                    raise ZSCorrupt(f"{self.name}: {where}: embedded chunk {chunk_id} is shorter than "
+                                    f"offset {offset} + length {length}")
+                return data
+            if repo is None:
+                raise ZSError(f"{where} is native chunk {chunk_id}, not embedded in the archive: "
+                              "give the repository (--repo REPO)")
+            root = os.fspath(repo)
+            if is_url(root):
+                return self._read_url(f"{root.rstrip('/')}/chunks/{chunk_id}", offset, length, where)
+            root = root[len("file://"):] if root.startswith("file://") else root
+            return _read_range(os.path.join(root, "chunks", chunk_id), offset, length, where)
+        location = chunk["location"]
+        if urlsplit(location).scheme in ("http", "https"):
+            self._authorized_url(location, where)
+            return self._read_url(location, offset, length, where, chunk["checksum_etag"],
+                                  chunk["checksum_last_modified"])
+        local = self._authorized_local_path(location, where)
+        return _read_range(local, offset, length, where, chunk["checksum_etag"], chunk["checksum_last_modified"])
+
+    def _authorized_url(self, location: str, where: str) -> None:
+        parts = urlsplit(location)
+        # no dot segments: "prefix/../elsewhere" must not pass a plain prefix test
+        if any(seg in (".", "..") for seg in unquote(parts.path).split("/")):
+            raise ZSError(f"{where}: virtual location {location!r} has '.' or '..' path segments")
+        for prefix in self.authorize:
+            pre = urlsplit(prefix)
+            if (pre.scheme, pre.netloc) == (parts.scheme, parts.netloc) and pre.path and \
+                    parts.path.startswith(pre.path if pre.path.endswith("/") else pre.path + "/"):
+                return
+        suggestion = location.rsplit("/", 1)[0] + "/"
+        raise ZSError(f"{where}: virtual location {location!r} is not under an authorized prefix; "
+                      f"authorize it with --authorize {suggestion}")
+
+    def _read_url(self, url: str, offset: int, length: int, where: str, etag: str | None = None,
+                  last_modified: int | None = None) -> bytes:
+        """``length`` bytes at ``offset`` of ``url``; the ref's ETag / modification time are sent as
+        preconditions, so a changed object fails instead of returning other bytes."""
+        headers = {}
+        if etag:
+            headers["If-Match"] = etag
+        if last_modified:
+            headers["If-Unmodified-Since"] = formatdate(last_modified, usegmt=True)
+        transport = HTTPTransport(url, headers=headers, pool=self._pool_for(url))
+        try:
+            data = transport.read_once(offset, length)
+        except ZSError as exc:
+            checks = ", ".join(f"{k} {v}" for k, v in headers.items())
+            raise type(exc)(f"{where}: cannot read {url}{f' ({checks})' if checks else ''}: {exc}") from None
+        finally:
+            transport.close()
+        if len(data) != length:
+            raise ZSCorrupt(f"{where}: {url} holds {len(data)} bytes at offset {offset}, expected {length}")
+        return data
+
+    def _pool_for(self, url: str) -> ConnectionPool:
+        host = host_of(url)
+        with self._pools_lock:
+            pool = self._pools.get(host)
+            if pool is None:
+                pool = self._pools[host] = ConnectionPool(url)
+            return pool
+
+    def _authorized_local_path(self, location: str, where: str) -> str:
+        parts = urlsplit(location)
+        if parts.scheme not in ("file", ""):
+            raise ZSError(f"{where}: virtual location {location!r} uses scheme {parts.scheme!r}, which "
+                          "zsarchive does not read (supported: file:// URLs and local paths)")
+        path = unquote(parts.path) if parts.scheme == "file" else location
+        if not os.path.isabs(path):
+            raise ZSError(f"{where}: virtual location {location!r} is not an absolute path")
+        real = os.path.realpath(path)
+        for prefix in self.authorize:
+            pre = urlsplit(prefix)
+            if pre.scheme not in ("file", ""):
+                continue
+            base = unquote(pre.path) if pre.scheme == "file" else prefix
+            if not base:
+                continue
+            base_real = os.path.realpath(base)
+            if real == base_real or real.startswith(base_real.rstrip("/") + "/"):
+                return real
+        suggestion = "file://" + os.path.dirname(os.path.normpath(path)).rstrip("/") + "/"
+        raise ZSError(f"{where}: virtual location {location!r} is not under an authorized prefix; "
+                      f"authorize it with --authorize {suggestion}")
+
+
+def _read_range(path: str, offset: int, length: int, where: str, etag: str | None = None,
+                last_modified: int | None = None) -> bytes:
+    try:
+        with open(path, "rb") as handle:
+            if etag or last_modified:
+                _check_local_checksum(os.fstat(handle.fileno()), path, where, etag, last_modified)
+            handle.seek(offset)
+            data = handle.read(length)
+    except OSError as exc:
+        raise ZSError(f"{where}: cannot read {path}: {exc.strerror or exc}") from None
+    if len(data) != length:
+        raise ZSCorrupt(f"{where}: {path} holds {len(data)} bytes at offset {offset}, expected {length}")
+    return data
+
+
+
+def _check_local_checksum(st: os.stat_result, path: str, where: str, etag: str | None,
+                          last_modified: int | None) -> None:
+    """Refuse a file that changed since the virtual ref was written, as icechunk does: its local
+    store's ETag is ``inode-mtime_us-size`` in hex (``*`` matches any), and a modification after the
+    ref's time fails. (icechunk 2.3 quotes the file's ETag but not the ref's, so it refuses them all.)"""
+    wanted = etag.strip('"') if etag else None
+    if wanted and wanted != "*":
+        local = f"{st.st_ino:x}-{st.st_mtime_ns // 1000:x}-{st.st_size:x}"
+        if local != wanted:
+            raise ZSError(f"{where}: {path} changed since the virtual ref was written (the ref's ETag "
+                          f"checksum is {etag!r}, the file's is {local!r})")
+    if last_modified and st.st_mtime_ns > last_modified * 10**9:
+        raise ZSError(f"{where}: {path} changed since the virtual ref was written (modified "
+                      f"{format_time(st.st_mtime_ns // 1000)}, after the ref's checksum time "
+                      f"{format_time(last_modified * 10**6)})")

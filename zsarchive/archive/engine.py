@@ -1,0 +1,121 @@
+"""Where an export's decoding tasks run: in this process, or in a pool of worker processes.
+
+A task is a function ``task(repo, *args)`` that yields picklable batches (lists of records, or
+``(records, chunk ids)`` pairs). An engine starts a list of tasks and hands back, for each, a
+callable that yields its batches, in the order the tasks were given: the exporter consumes them in
+file order whatever order they finish in. Worker processes spill their batches to run files, so
+memory holds at most a batch per task however far decoding runs ahead of writing. Another engine
+(a distributed one) implements the same :class:`Engine` protocol.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import pickle
+import tempfile
+from concurrent.futures import ProcessPoolExecutor
+from typing import Any, Callable, Iterable, Iterator, Protocol
+
+from zsarchive.icechunk import Repository
+
+Task = Callable[..., Iterable[Any]]
+Batches = Callable[[], Iterator[Any]]
+
+
+class Engine(Protocol):
+    """Runs decoding tasks over one repository."""
+
+    def start(self, task: Task, jobs: list[tuple]) -> list[Batches]:
+        """Start ``task(repo, *job)`` for every job; return, per job, a callable yielding its batches."""
+
+    def close(self) -> None:
+        """Stop the tasks not yet run and release workers and spilled files."""
+
+
+class InProcess:
+    """Runs each task in this process, when its batches are asked for (nothing runs ahead)."""
+
+    def __init__(self, repo: Repository):
+        self.repo = repo
+
+    def start(self, task: Task, jobs: list[tuple]) -> list[Batches]:
+        """Lazily: each callable runs its task as it is iterated."""
+        return [lambda job=job: iter(task(self.repo, *job)) for job in jobs]
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+class ProcessPool:
+    """Runs tasks in ``workers`` forked processes, all submitted at once; results come back through run
+    files in ``workdir`` (the GIL would serialise threads: decoding is Python and numpy)."""
+
+    def __init__(self, location: str, workers: int, workdir: str):
+        self.location = location
+        self._work = tempfile.TemporaryDirectory(dir=workdir, prefix=".zsarchive-work-")
+        self._pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork"))
+        self._runs = 0
+
+    def start(self, task: Task, jobs: list[tuple]) -> list[Batches]:
+        """Submit every job now; each callable waits for its job, then streams its run file."""
+        out = []
+        for job in jobs:
+            path = os.path.join(self._work.name, f"run{self._runs}")
+            self._runs += 1
+            future = self._pool.submit(_spill, task, self.location, job, path)
+            out.append(lambda future=future, path=path: _finished(future, path))
+        return out
+
+    def close(self) -> None:
+        """Cancel what has not started, wait for the rest, drop the run files."""
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        self._work.cleanup()
+
+
+def _finished(future, path: str) -> Iterator[Any]:
+    future.result()
+    return read_run(path)
+
+
+_WORKER_REPOS: dict[str, Repository] = {}
+
+
+def worker_repo(location: str) -> Repository:
+    """The repository at ``location``, opened once per worker process."""
+    repo = _WORKER_REPOS.get(location)
+    if repo is None:
+        repo = _WORKER_REPOS[location] = Repository.open(location)
+    return repo
+
+
+def _spill(task: Task, location: str, job: tuple, path: str) -> int:
+    return write_run(task(worker_repo(location), *job), path)
+
+
+def write_run(batches: Iterable[Any], path: str) -> int:
+    """Spill batches to a run file, pickled (loading a batch is C-speed, a loop is not); returns how many."""
+    count = 0
+    with open(path, "wb") as out:
+        for batch in batches:
+            pickle.dump(batch, out, protocol=pickle.HIGHEST_PROTOCOL)
+            count += 1
+    return count
+
+
+def read_run(path: str) -> Iterator[Any]:
+    """The batches of a run file (our own, just written), then the file is removed."""
+    with open(path, "rb") as run:
+        while True:
+            try:
+                yield pickle.load(run)
+            except EOFError:
+                break
+    os.unlink(path)
+
+
+def open_engine(repo: Repository, location: str, parallelism: int, tasks: int, workdir: str) -> Engine:
+    """Worker processes when there is more than one worker and more than one task, else this process."""
+    if parallelism > 1 and tasks > 1:
+        return ProcessPool(location, parallelism, workdir)
+    return InProcess(repo)

@@ -1,0 +1,207 @@
+"""The archive's records built from the repository model: one function per family group.
+
+These are the pure parts of an export (no files, no processes): the exporter's stages call them,
+in this process or in worker processes, and tests call them directly. Hot loops (chunk refs and
+per-chunk history, millions of records) build records a batch at a time with
+:func:`zsarchive.archive.keys.encode_rows`; tests check they equal what :func:`schema.record` builds.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import json
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+
+from zsarchive.archive import keys
+from zsarchive.archive import schema as S
+from zsarchive.errors import ZSError
+from zsarchive.icechunk import Repository
+from zsarchive.icechunk.manifest import RefBatch
+from zsarchive.icechunk.model import Node, NodeType, RefKind, SnapshotInfo
+
+VERSION = {family: bytes((version,)) for family, version in S.RECORD_VERSIONS.items()}
+"""The record version byte of each family."""
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return list(bytes(value))
+    if isinstance(value, enum.Enum):
+        return value.value
+    if dataclasses.is_dataclass(value):
+        return {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
+    raise TypeError(f"cannot store {type(value).__name__} as JSON")
+
+
+def to_json(value: Any) -> str:
+    """Canonical JSON (sorted keys, no spaces) so that two exports write identical bytes."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_jsonable)
+
+
+# -- refs, repository facts, ops log ---------------------------------------------------------
+
+def ref_records(repo: Repository) -> list[bytes]:
+    """The ``B`` records: branches, tags and deleted tags (sorted)."""
+    out = [S.record(S.REFS, ("branch", name), (sid,)) for name, sid in repo.branches().items()]
+    out += [S.record(S.REFS, ("tag", name), (sid,)) for name, sid in repo.tags().items()]
+    out += [S.record(S.REFS, ("deleted_tag", name), (None,)) for name in repo.deleted_tags()]
+    return sorted(out)
+
+
+def repo_fact_records(repo: Repository) -> list[bytes]:
+    """The ``G`` records: spec version, metadata, config, status, feature flags."""
+    info = repo.repo_info()
+    facts = {
+        "spec_version": info.spec_version,
+        "metadata": info.metadata,
+        "config": info.config,
+        "status": info.status,
+        "feature_flags": {"enabled": info.enabled_feature_flags, "disabled": info.disabled_feature_flags},
+    }
+    return [S.record(S.REPO, (name,), (to_json(value),)) for name, value in facts.items()]
+
+
+def ops_records(repo: Repository) -> list[bytes]:
+    """The ``O`` records: the ops log, numbered from 0 = oldest so equal times keep their order."""
+    updates = list(repo.ops_log())
+    return [S.record(S.OPS, (update.updated_at, len(updates) - 1 - position),
+                     (update.type, update.backup_path, to_json(update.details)))
+            for position, update in enumerate(updates)]
+
+
+# -- snapshots and nodes -----------------------------------------------------------------------
+
+def snapshot_records(repo: Repository, info: SnapshotInfo) -> list[bytes]:
+    """The ``S``, ``T``, ``L`` and ``N`` records of one snapshot."""
+    snap = repo.snapshot(info.id)
+    out = [S.record(S.SNAPSHOT, (info.id,), (
+        info.parent_id, info.flushed_at, info.message, to_json(info.metadata),
+        tuple((m.id, m.size_bytes, m.num_chunk_refs) for m in snap.manifest_files),
+    )), S.record(S.SNAPSHOT_TIME, (info.flushed_at, info.id))]
+    if info.parent_id is not None:
+        out.append(S.record(S.CHILDREN, (info.parent_id, info.id)))
+    out += [S.record(S.NODE, (info.id, S.path_components(node.path)), node_value(node)) for node in snap.nodes]
+    return out
+
+
+def node_value(node: Node) -> tuple:
+    """The value of a node's ``N`` record."""
+    if node.node_type is NodeType.GROUP:
+        return (node.id, S.GROUP, bytes(node.user_data), None, None, ())
+    shape = tuple((d.array_length, d.chunk_length, d.num_chunks) for d in node.shape or ())
+    names = None if node.dimension_names is None else tuple(node.dimension_names)
+    manifests = tuple((m.id, tuple(tuple(e) for e in m.extents)) for m in node.manifests)
+    return (node.id, S.ARRAY, bytes(node.user_data), shape, names, manifests)
+
+
+# -- transaction logs --------------------------------------------------------------------------
+
+def txlog_records(repo: Repository, sid: str, flushed_at: int) -> list[bytes]:
+    """The ``X`` summary of one snapshot's transaction log, then its ``H`` per-chunk history records."""
+    tx = repo.transaction_log(sid)
+    summary = S.record(S.TXLOG, (sid,), (
+        tuple(tx.new_groups), tuple(tx.new_arrays), tuple(tx.deleted_groups),
+        tuple(tx.deleted_arrays), tuple(tx.updated_groups), tuple(tx.updated_arrays),
+        tuple((node_id, len(coords)) for node_id, coords in sorted(tx.updated_chunks.items())),
+        tuple((m.from_path, m.to_path, m.node_id,
+               None if m.node_type is None else (S.ARRAY if m.node_type is NodeType.ARRAY else S.GROUP))
+              for m in tx.moved_nodes),
+    ))
+    # One record per changed chunk (millions in a big commit): keys are built a batch at a time.
+    tail = b"\x00" + keys.encode((flushed_at, sid)) + b"\x00" + VERSION[S.CHUNK_HISTORY]
+    out = [summary]
+    for node_id, coords in sorted(tx.updated_coords.items()):
+        head = S.CHUNK_HISTORY + keys.encode_text(node_id) + b"\x05"
+        out.extend(keys.encode_rows([head, *coords.T, tail], len(coords)))
+    return out
+
+
+# -- chunk refs --------------------------------------------------------------------------------
+
+def manifest_records(repo: Repository, manifest_id: str, chunk_ids: list[bytes] | None, first: int = 0,
+                     stop: int | None = None) -> Iterator[list[bytes]]:
+    """Chunk refs ``first`` to ``stop`` (default: all; numbered across the manifest's arrays in order)
+    of one manifest, in key order (manifest id, node id, coords), in batches.
+
+    Native chunk ids go to ``chunk_ids`` when it is a list.
+    """
+    manifest = repo.manifest(manifest_id)
+    before = 0  # refs of the arrays before this one
+    for array in manifest.arrays:
+        lo = max(first - before, 0)
+        hi = None if stop is None else stop - before
+        before += array.num_chunk_refs
+        if lo >= array.num_chunk_refs or (hi is not None and hi <= lo):
+            continue
+        head = S.CHUNK_REF + keys.encode((manifest_id, array.node_id)) + b"\x05"
+        for batch in manifest.source.ref_batches(array.node_id, lo, hi):
+            yield batch_records(batch, head, chunk_ids)
+
+
+# Closes the coordinates tuple and the key, then starts the value.
+_REF_HEADS = {kind: b"\x00\x00" + VERSION[S.CHUNK_REF] + keys.encode_int(code)
+              for kind, code in ((RefKind.VIRTUAL, S.VIRTUAL), (RefKind.NATIVE, S.NATIVE), (RefKind.INLINE, S.INLINE))}
+
+
+def batch_records(batch: RefBatch, head: bytes, chunk_ids: list[bytes] | None) -> list[bytes]:
+    """The chunk ref records of one decoded batch (``head``: the key up to the coordinates tuple)."""
+    n = len(batch.kind)
+    if batch.kind.count(batch.kind[0]) == n:
+        return _kind_records(batch, batch.kind[0], slice(None), n, head, chunk_ids)
+    # Mixed kinds (rare): each kind's rows alike, then interleaved back into coordinate order.
+    records: list = [None] * n
+    for kind in (RefKind.INLINE, RefKind.NATIVE, RefKind.VIRTUAL):
+        rows = np.flatnonzero([k is kind for k in batch.kind])
+        if not len(rows):
+            continue
+        for j, record in zip(rows.tolist(), _kind_records(batch, kind, rows, len(rows), head, chunk_ids)):
+            records[j] = record
+    return records
+
+
+def _kind_records(batch: RefBatch, kind: RefKind, rows: slice | np.ndarray, n: int, head: bytes,
+                  chunk_ids: list[bytes] | None) -> list[bytes]:
+    """Records of the refs ``rows`` of ``batch``, all of ``kind``."""
+    pick = (lambda column: column) if isinstance(rows, slice) else (lambda column: [column[j] for j in rows])
+    key = [head, *batch.coords[rows].T, _REF_HEADS[kind]]
+    every = np.arange(n)
+    if kind is RefKind.INLINE:
+        pieces = [keys.encode_value((data,)) for data in pick(batch.inline)]
+        return keys.encode_rows([*key, (pieces, every)], n)
+    numbers = [batch.offset[rows], batch.length[rows]]
+    if kind is RefKind.NATIVE:
+        names = pick(batch.chunk_id)
+        if chunk_ids is not None:
+            chunk_ids.extend(name.encode("ascii") for name in names)
+        return keys.encode_rows([*key, ([keys.encode_text(name) for name in names], every), *numbers], n)
+    # Locations repeat (many chunks per file) and the decoder hands out one string object per distinct
+    # location: encoding each object once is enough (equal strings that are distinct objects only
+    # cost an encoding more).
+    texts = pick(batch.location)
+    _ids, first, choice = np.unique(np.fromiter(map(id, texts), np.int64, n), return_index=True,
+                                    return_inverse=True)
+    locations = ([keys.encode_text(texts[j]) for j in first.tolist()], choice)
+    etags, modified = pick(batch.checksum_etag), pick(batch.checksum_last_modified)
+    if etags.count(None) == n and modified.count(None) == n:
+        checksums: bytes | tuple = b"\x03\x03"
+    else:
+        seen: dict[tuple, int] = {}
+        picked = [seen.setdefault(pair, len(seen)) for pair in zip(etags, modified)]
+        checksums = ([keys.encode((etag, stamp)) for etag, stamp in seen], np.array(picked, dtype=np.int64))
+    return keys.encode_rows([*key, locations, *numbers, checksums], n)
+
+
+def chunk_data_records(repo_root: Path, chunk_ids: Iterator[bytes]) -> Iterator[bytes]:
+    """The ``D`` records: each native chunk file once, keyed by chunk id (``chunk_ids`` sorted, unique)."""
+    for raw_id in chunk_ids:
+        chunk_id = raw_id.decode("ascii")
+        path = repo_root / "chunks" / chunk_id
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            raise ZSError(f"{path}: cannot read native chunk {chunk_id}: {exc.strerror or exc}") from None
+        yield S.record(S.CHUNK_DATA, (chunk_id,), (data,))
