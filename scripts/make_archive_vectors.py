@@ -38,7 +38,7 @@ def decoded(path: Path) -> dict:
         for rec in z:
             family, key, value = S.split(rec)
             records.append({"hex": rec.hex(), "family": family.decode("ascii"), "key": element(key),
-                            "version": S.RECORD_VERSIONS[family], "value": element(value)})
+                            "version": S.record_version(rec), "value": element(value)})
         return {"source": SOURCE, "export_time": EXPORT_TIME, "metadata": z.metadata, "records": records}
 
 

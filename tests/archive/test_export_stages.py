@@ -31,30 +31,46 @@ def _families(records) -> dict[bytes, list[tuple]]:
     return out
 
 
-def test_plan_names_every_snapshot_log_and_manifest(v2):
+def _arrays(truth: dict) -> dict[str, dict[str, tuple]]:
+    """Snapshot id -> array node id -> its (manifest id, extents) as icechunk lists them."""
+    return {sid: {n["id"]: tuple((m["id"], tuple(map(tuple, m["extents"]))) for m in n.get("manifest_refs") or [])
+                  for n in snap["nodes"] if n["node_type"] == "array"} for sid, snap in truth["snapshots"].items()}
+
+
+def test_plan_names_every_snapshot_log_and_array_change(v2):
     repo, truth = v2
     plan = E.plan_export(repo)
-    assert [s.id for s in plan.snapshots] == sorted(truth["repo_info"]["snapshots"][i]["id"]
-                                                   for i in range(len(truth["repo_info"]["snapshots"])))
     parents = {s["id"]: s.get("parent_id") for s in truth["repo_info"]["snapshots"]}
+    assert [s.id for s in plan.snapshots] == sorted(parents)
     assert [sid for sid, _ in plan.txlogs] == sorted(sid for sid, parent in parents.items() if parent)
-    used = {m["id"] for snap in truth["snapshots"].values() for node in snap["nodes"]
-            for m in (node.get("manifest_refs") or [])}
-    assert list(plan.manifests) == sorted(used)
-    assert plan.manifests == {mid: truth["manifests"][mid]["total_chunk_refs"] for mid in used}
+    arrays = _arrays(truth)
+    expected = sorted((node_id, sid) for sid, here in arrays.items() for node_id, manifests in here.items()
+                      if manifests != arrays.get(parents[sid], {}).get(node_id, ()))
+    assert [(c.node_id, c.snapshot_id) for c in plan.changes] == expected
+    for change in plan.changes:
+        assert change.manifests == arrays[change.snapshot_id][change.node_id]
+        assert change.base == arrays.get(parents[change.snapshot_id], {}).get(change.node_id, ())
+    for sid, here in arrays.items():  # a timeline starts where the array is not in the parent
+        for node_id in here:
+            parent = parents[sid]
+            started = plan.since[sid][node_id]
+            assert started == (plan.since[parent][node_id] if node_id in arrays.get(parent, {}) else sid)
 
 
 @pytest.mark.parametrize("task_refs", [1, 2, 5, 10**6])
-def test_manifest_tasks_cover_each_manifest_once_in_order(v2, task_refs):
+def test_change_tasks_split_only_a_first_single_manifest(v2, task_refs):
     plan = E.plan_export(v2[0])
-    tasks = plan.manifest_tasks(task_refs)
-    assert [t[0] for t in tasks] == sorted(t[0] for t in tasks)
-    for mid, count in plan.manifests.items():
-        ranges = [(lo, hi) for m, lo, hi in tasks if m == mid]
-        stops = [hi if hi is not None else count for _, hi in ranges]
+    tasks = plan.change_tasks(task_refs)
+    assert [t[0] for t in tasks] == [c for c in plan.changes for t in tasks if t[0] is c]  # in order
+    for change in plan.changes:
+        ranges = [(lo, hi) for c, lo, hi in tasks if c is change]
         assert ranges[0][0] == 0 and ranges[-1][1] is None
+        if change.base or len(change.manifests) != 1:
+            assert ranges == [(0, None)]
+            continue
+        stops = [hi if hi is not None else change.refs for _, hi in ranges]
         assert all(lo == prev for (lo, _), prev in zip(ranges[1:], stops))  # contiguous
-        assert all(0 < stop - lo <= task_refs for (lo, _), stop in zip(ranges, stops)) or count == 0
+        assert all(0 < stop - lo <= task_refs for (lo, _), stop in zip(ranges, stops)) or change.refs == 0
 
 
 def test_gather_metadata_gives_refs_snapshots_nodes_and_ops(v2, tmp_path):
@@ -101,31 +117,47 @@ def test_engines_give_each_tasks_batches_in_order(tmp_path):
 
 
 @pytest.mark.parametrize("parallelism", [1, 2])
-def test_decode_manifests_gives_every_ref_icechunk_lists(v2, tmp_path, parallelism):
+def test_decode_changes_replays_to_every_ref_icechunk_lists(v2, tmp_path, parallelism):
     repo, truth = v2
     plan = E.plan_export(repo)
     engine = open_engine(repo, str(repo_path(2)), parallelism, 2, str(tmp_path))
     try:
-        runs = E.decode_manifests(engine, plan, want_ids=True)
         records, ids = [], []
-        for batches in runs:
+        for _change, batches in E.decode_changes(engine, plan, want_ids=True):
             for batch, batch_ids in batches():
+                assert batch == sorted(batch)
                 records += batch
                 ids += batch_ids
     finally:
         engine.close()
-    assert records == sorted(records)
-    per_array: dict[tuple, int] = {}
-    kinds: dict[tuple, list[int]] = {}
+    changes: dict[tuple, dict[str, tuple]] = {}  # (node id, coords) -> snapshot id -> value
     for key, value in _families(records)[S.CHUNK_REF]:
-        per_array[key[:2]] = per_array.get(key[:2], 0) + 1
-        kinds.setdefault(key[:2], [0, 0, 0])[value[0]] += 1
-    expected = {(mid, a["node_id"]): a["num_chunk_refs"] for mid, m in truth["manifests"].items()
-                if mid in plan.manifests for a in m["arrays"]}
-    assert per_array == expected
-    assert kinds == {(mid, a["node_id"]): [a["num_inline"], a["num_native"], a["num_virtual"]]
-                     for mid, m in truth["manifests"].items() if mid in plan.manifests for a in m["arrays"]}
-    assert len(ids) == sum(k[S.NATIVE] for k in kinds.values())  # one native chunk id per native ref
+        changes.setdefault(key[:2], {})[key[2]] = value
+    parents = {s["id"]: s.get("parent_id") for s in truth["repo_info"]["snapshots"]}
+    arrays = _arrays(truth)
+    for sid, here in arrays.items():
+        for node_id, manifests in here.items():
+            history, at = [], sid  # the snapshot's history back to where the array's timeline starts
+            while True:
+                history.append(at)
+                if at == plan.since[sid][node_id]:
+                    break
+                at = parents[at]
+            kinds = [0, 0, 0]
+            for (node, _coords), by_snapshot in changes.items():
+                if node != node_id:
+                    continue
+                value = next((by_snapshot[h] for h in history if h in by_snapshot), None)
+                if value is not None and value[0] != S.REMOVED:
+                    kinds[value[0]] += 1
+            expected = [0, 0, 0]
+            for mid, _extents in manifests:
+                for a in truth["manifests"][mid]["arrays"]:
+                    if a["node_id"] == node_id:
+                        expected = [e + n for e, n in zip(expected, (a["num_inline"], a["num_native"], a["num_virtual"]))]
+            assert kinds == expected, (sid, node_id)
+    native = sum(1 for by_snapshot in changes.values() for v in by_snapshot.values() if v[0] == S.NATIVE)
+    assert len(ids) == native  # one native chunk id per native ref written
 
 
 def test_gather_txlogs_gives_a_summary_and_the_changed_chunks_of_each_commit(v2):
@@ -148,17 +180,18 @@ def test_merge_families_writes_in_file_order_header_last(v2, tmp_path):
     refs = E.gather_metadata(repo, plan, sorter)
     engine = InProcess(repo)
     reports = []
-    tally = E._Tally(len(refs) + sorter.count + sum(plan.manifests.values()), lambda d, t: reports.append((d, t)))
+    tally = E._Tally(len(refs) + sorter.count, lambda d, t: reports.append((d, t)))
     lists = list(E.merge_families(
-        refs, E.decode_manifests(engine, plan, True),
+        refs, E.decode_changes(engine, plan, True),
         lambda: R.chunk_data_records(repo_path(2), chunk_ids.sorted()), sorter, E.gather_txlogs(engine, plan),
-        chunk_ids, lambda counts: S.record(S.HEADER, (), (tuple(sorted(counts.items())),)), tally))
+        chunk_ids, lambda counts: S.record(S.HEADER, (), (tuple(sorted(counts.items())),)), tally,
+        lambda: ExternalSorter(max_bytes=1 << 10, tmpdir=str(tmp_path), unique=False)))
     flat = [r for batch in lists for r in batch]
     assert flat == sorted(flat) and flat[-1][:1] == S.HEADER
     counts = dict(S.split(flat[-1])[2][0])
     assert sum(counts.values()) == len(flat) - 1
     assert counts[S.FAMILY_NAMES[S.CHUNK_DATA]] == len({r for r in flat if r[:1] == S.CHUNK_DATA})
-    assert reports[-1] == (len(flat) - 1, len(flat) - 1)  # the total grew by the logs' records
+    assert reports[-1] == (len(flat) - 1, len(flat) - 1)  # the total grew by the unplanned records
 
 
 def test_write_archive_leaves_nothing_when_records_fail(tmp_path):

@@ -2,14 +2,16 @@
 
 :func:`export` is a pipeline of named stages, read top to bottom:
 
-1. :func:`plan_export` — what to read: the snapshots, their transaction logs, the manifests they
-   use (and how many refs each holds), and how manifests split into decoding tasks;
+1. :func:`plan_export` — what to read: the snapshots, their transaction logs, and each array whose
+   manifests differ from the ones it had in the parent snapshot (an *array change*);
 2. :func:`gather_metadata` — refs, repository facts, snapshots, nodes and the ops log;
-3. :func:`decode_manifests` and :func:`gather_txlogs` — chunk refs and transaction logs, decoded by
-   an :mod:`engine <zsarchive.archive.engine>` (this process, or worker processes in parallel);
+3. :func:`decode_changes` and :func:`gather_txlogs` — what each array change adds, changes and
+   removes (two sorted ref streams merged, :mod:`refdelta <zsarchive.archive.refdelta>`) and the
+   transaction logs, computed by an :mod:`engine <zsarchive.archive.engine>` (this process, or
+   worker processes in parallel);
 4. :func:`merge_families` — every family in tag order: small families through an external sort,
-   chunk refs straight from the manifests (in id order a manifest's refs are in key order),
-   embedded chunk bytes from a deduplicating sort of chunk ids, the header last;
+   the chunk ref timeline array by array (sorted across an array's changes), embedded chunk bytes
+   from a deduplicating sort of chunk ids, the header last;
 5. :func:`write_archive` — a ZSWriter into a temporary file renamed over the target once complete.
 
 The bytes written do not depend on the engine or on ``parallelism``.
@@ -30,17 +32,18 @@ from typing import Any, Callable, Iterable, Iterator
 from zsarchive.archive import records as R
 from zsarchive.archive import schema as S
 from zsarchive.archive.engine import Batches, Engine, open_engine
+from zsarchive.archive.refdelta import array_refs, ref_changes
 from zsarchive.archive.sorter import ExternalSorter
-from zsarchive.errors import ZSError
+from zsarchive.errors import ZSCorrupt, ZSError
 from zsarchive.icechunk import Repository
-from zsarchive.icechunk.model import SnapshotInfo
+from zsarchive.icechunk.model import NodeType, SnapshotInfo
 from zsarchive.zs.format import codecs
 from zsarchive.zs.pipeline import resolve_parallelism
 from zsarchive.zs.writer import ZSWriter
 
 CODECS = codecs.NAMES
 """Block codecs an export may use; the default, deflate, is standard ZS (any ZS reader opens the file)."""
-_TASK_REFS = 250_000  # chunk refs per decoding task: a large manifest becomes several tasks
+_TASK_REFS = 250_000  # chunk refs per decoding task: an array's large first manifest becomes several tasks
 
 
 def exporter_version() -> str:
@@ -64,6 +67,20 @@ class ExportSummary:
 
 # -- 1. plan -------------------------------------------------------------------------------------
 
+@dataclass(frozen=True)
+class ArrayChange:
+    """An array whose chunk refs a snapshot may change: its manifests there and in the parent."""
+
+    snapshot_id: str
+    node_id: str
+    manifests: tuple
+    """(manifest id, extents) of the array in the snapshot."""
+    base: tuple
+    """The same in the parent snapshot; () where the array's timeline starts (no such array there)."""
+    refs: int
+    """Chunk refs the snapshot's manifests hold (all arrays), an upper bound for splitting tasks."""
+
+
 @dataclass
 class ExportPlan:
     """What an export reads: every file of the repository it needs, named before any is decoded."""
@@ -73,32 +90,66 @@ class ExportPlan:
     txlogs: list[tuple[str, int]]
     """(snapshot id, flushed_at) of each transaction log to read: all but the initial snapshot's
     (that log is empty; V1 repositories may lack it)."""
-    manifests: dict[str, int]
-    """Id of every manifest a node uses -> its number of chunk refs, in id order."""
+    changes: list[ArrayChange]
+    """Every array whose manifests differ from its parent's, by (node id, snapshot id)."""
+    since: dict[str, dict[str, str]]
+    """Snapshot id -> array node id -> the snapshot its chunk ref timeline starts at."""
 
-    def manifest_tasks(self, task_refs: int) -> list[tuple[str, int, int | None]]:
-        """(manifest id, first ref, stop ref or None) ranges of at most ``task_refs`` refs, in file
-        order: a large manifest is split so that several workers decode it and writing starts on its
-        first range while later ones are decoded."""
-        out = []
-        for mid, count in self.manifests.items():
-            cuts = list(range(0, count, task_refs))[1:]
-            out += [(mid, lo, hi) for lo, hi in zip([0] + cuts, cuts + [None])]
+    def change_tasks(self, task_refs: int) -> list[tuple[ArrayChange, int, int | None]]:
+        """(change, first ref, stop ref or None) in file order: an array's first manifest, when it is
+        the only one, splits into ranges of refs so that several workers decode it and writing starts
+        on the first range while later ones are decoded."""
+        out: list[tuple[ArrayChange, int, int | None]] = []
+        for change in self.changes:
+            cuts = list(range(0, change.refs, task_refs))[1:] if not change.base and len(change.manifests) == 1 else []
+            out += [(change, lo, hi) for lo, hi in zip([0] + cuts, cuts + [None])]
         return out
 
 
-def plan_export(repo: Repository) -> ExportPlan:
-    """Read the snapshot files and list what else the export must read."""
-    snapshots = sorted(repo.snapshots(), key=lambda s: s.id)
-    manifests: dict[str, int] = {}
+def _parents_first(snapshots: list[SnapshotInfo]) -> list[SnapshotInfo]:
+    """The snapshots, each after its parent (ZSCorrupt if parent links loop)."""
+    by_id = {s.id: s for s in snapshots}
+    done: set[str] = set()
+    out: list[SnapshotInfo] = []
     for info in snapshots:
+        chain: list[SnapshotInfo] = []
+        current: SnapshotInfo | None = info
+        while current is not None and current.id not in done:
+            if len(chain) > len(snapshots):
+                raise ZSCorrupt(f"the parent chain of snapshot {info.id} loops")
+            chain.append(current)
+            current = by_id.get(current.parent_id) if current.parent_id is not None else None
+        for item in reversed(chain):
+            if item.id not in done:
+                done.add(item.id)
+                out.append(item)
+    return out
+
+
+def plan_export(repo: Repository) -> ExportPlan:
+    """Read the snapshot files and list what else the export must read: the transaction logs, and
+    each array whose manifests differ from those it had in the parent snapshot."""
+    snapshots = sorted(repo.snapshots(), key=lambda s: s.id)
+    known = {s.id for s in snapshots}
+    arrays: dict[str, dict[str, tuple]] = {}
+    since: dict[str, dict[str, str]] = {}
+    changes: list[ArrayChange] = []
+    for info in _parents_first(snapshots):
         snap = repo.snapshot(info.id)
-        sizes = {m.id: m.num_chunk_refs for m in snap.manifest_files}
-        for node in snap.nodes:
-            for mref in node.manifests:
-                manifests[mref.id] = sizes.get(mref.id, 0)
+        refs = sum(m.num_chunk_refs for m in snap.manifest_files)
+        here = arrays[info.id] = {node.id: tuple((m.id, tuple(tuple(e) for e in m.extents)) for m in node.manifests)
+                                  for node in snap.nodes if node.node_type is NodeType.ARRAY}
+        parent = info.parent_id if info.parent_id in known else None
+        before, starts = arrays.get(parent, {}), since.get(parent, {})
+        since[info.id] = {}
+        for node_id, manifests in here.items():
+            base = before.get(node_id, ())
+            since[info.id][node_id] = starts[node_id] if node_id in before else info.id
+            if manifests != base:
+                changes.append(ArrayChange(info.id, node_id, manifests, base, refs))
     txlogs = [(info.id, info.flushed_at) for info in snapshots if info.parent_id is not None]
-    return ExportPlan(snapshots, txlogs, dict(sorted(manifests.items())))
+    changes.sort(key=lambda c: (c.node_id, c.snapshot_id))
+    return ExportPlan(snapshots, txlogs, changes, since)
 
 
 # -- 2. gather -----------------------------------------------------------------------------------
@@ -108,7 +159,7 @@ def gather_metadata(repo: Repository, plan: ExportPlan, sorter: ExternalSorter) 
     nodes and the ops log into ``sorter`` (they follow them)."""
     sorter.extend(R.repo_fact_records(repo))
     for info in plan.snapshots:
-        sorter.extend(R.snapshot_records(repo, info))
+        sorter.extend(R.snapshot_records(repo, info, plan.since[info.id]))
     sorter.extend(R.ops_records(repo))
     return R.ref_records(repo)
 
@@ -124,18 +175,23 @@ def gather_txlogs(engine: Engine, plan: ExportPlan) -> list[Batches]:
 
 # -- 3. decode -----------------------------------------------------------------------------------
 
-def _manifest_task(repo: Repository, manifest_id: str, first: int, stop: int | None,
-                   want_ids: bool) -> Iterator[tuple[list[bytes], list[bytes]]]:
-    """(chunk ref records, native chunk ids) batches of refs ``first`` to ``stop`` of one manifest."""
-    for batch in R.manifest_records(repo, manifest_id, ids := [] if want_ids else None, first, stop):
-        yield batch, ids[:] if ids else []
-        if ids:
-            ids.clear()
+def _change_task(repo: Repository, change: ArrayChange, first: int, stop: int | None,
+                 want_ids: bool) -> Iterator[tuple[list[bytes], list[bytes]]]:
+    """(chunk ref records, native chunk ids) batches of what ``change`` adds, changes and removes
+    (refs ``first`` to ``stop`` of its one manifest when ``stop`` is given)."""
+    where = f"snapshot {change.snapshot_id} (array {change.node_id})"
+    new = array_refs(repo, change.node_id, change.manifests, where, first, stop)
+    old = array_refs(repo, change.node_id, change.base, where) if change.base else iter(())
+    for changed, removed in ref_changes(new, old):
+        ids: list[bytes] | None = [] if want_ids else None
+        yield R.change_records(change.node_id, change.snapshot_id, changed, removed, ids), ids or []
 
 
-def decode_manifests(engine: Engine, plan: ExportPlan, want_ids: bool) -> list[Batches]:
-    """Start decoding every manifest's chunk refs (batches of records and native chunk ids)."""
-    return engine.start(_manifest_task, [(*task, want_ids) for task in plan.manifest_tasks(_TASK_REFS)])
+def decode_changes(engine: Engine, plan: ExportPlan, want_ids: bool) -> list[tuple[ArrayChange, Batches]]:
+    """Start computing every array change (batches of chunk ref records and native chunk ids)."""
+    tasks = plan.change_tasks(_TASK_REFS)
+    return list(zip([change for change, _, _ in tasks],
+                    engine.start(_change_task, [(*task, want_ids) for task in tasks])))
 
 
 # -- 4. sort and merge ---------------------------------------------------------------------------
@@ -172,12 +228,24 @@ def _batched(records: Iterable[bytes], size: int = 65536) -> Iterator[list[bytes
         yield batch
 
 
-def _chunk_refs(manifests: list[Batches], chunk_ids: ExternalSorter | None) -> Iterator[list[bytes]]:
-    for batches in manifests:
-        for records, ids in batches():
-            yield records
-            if chunk_ids is not None and ids:
-                chunk_ids.extend(ids)
+def _chunk_refs(changes: list[tuple[ArrayChange, Batches]], chunk_ids: ExternalSorter | None,
+                sorter: Callable[[], ExternalSorter]) -> Iterator[list[bytes]]:
+    """The chunk ref timeline in key order (node id, coords, snapshot id): an array changed by one
+    snapshot streams as computed; the changes of an array changed by several are sorted together."""
+    for _node, group in itertools.groupby(changes, key=lambda item: item[0].node_id):
+        group = list(group)
+        merged = sorter() if len({change.snapshot_id for change, _ in group}) > 1 else None
+        for _change, batches in group:
+            for records, ids in batches():
+                if merged is None:
+                    yield records
+                else:
+                    merged.extend(records)
+                if chunk_ids is not None and ids:
+                    chunk_ids.extend(ids)
+        if merged is not None:
+            yield from _batched(merged.sorted())
+            merged.close()
 
 
 def _later_families(sorter: ExternalSorter, txlogs: list[Batches], tally: _Tally) -> Iterator[bytes]:
@@ -190,13 +258,14 @@ def _later_families(sorter: ExternalSorter, txlogs: list[Batches], tally: _Tally
     return sorter.sorted()
 
 
-def merge_families(refs: list[bytes], manifests: list[Batches], chunk_data: Callable[[], Iterator[bytes]],
-                   sorter: ExternalSorter, txlogs: list[Batches], chunk_ids: ExternalSorter | None,
-                   header: Callable[[dict[str, int]], bytes], tally: _Tally) -> Iterator[list[bytes]]:
+def merge_families(refs: list[bytes], changes: list[tuple[ArrayChange, Batches]],
+                   chunk_data: Callable[[], Iterator[bytes]], sorter: ExternalSorter, txlogs: list[Batches],
+                   chunk_ids: ExternalSorter | None, header: Callable[[dict[str, int]], bytes], tally: _Tally,
+                   change_sorter: Callable[[], ExternalSorter]) -> Iterator[list[bytes]]:
     """Every record of the archive in file order, in lists (per-record work stays in C: counting,
     cutting into blocks). Each family starts only when the one before it is written."""
     yield from tally.counted(_batched(refs))
-    yield from tally.counted(_chunk_refs(manifests, chunk_ids))
+    yield from tally.counted(_chunk_refs(changes, chunk_ids, change_sorter), unplanned=True)
     yield from tally.counted(_batched(chunk_data()), unplanned=True)
     yield from tally.counted(_batched(_later_families(sorter, txlogs, tally)))
     yield [header(tally.by_name())]
@@ -297,10 +366,10 @@ def export(repo_location: str | os.PathLike, archive_path: str | os.PathLike, *,
     try:
         plan = plan_export(repo)
         refs = gather_metadata(repo, plan, sorter)
-        engine = open_engine(repo, location, options.parallelism, len(plan.txlogs) + len(plan.manifests),
+        engine = open_engine(repo, location, options.parallelism, len(plan.txlogs) + len(plan.changes),
                              str(directory))
         txlogs = gather_txlogs(engine, plan)  # started first: they are consumed last, after the chunk refs
-        manifests = decode_manifests(engine, plan, include_chunks)
+        changes = decode_changes(engine, plan, include_chunks)
 
         def chunk_data() -> Iterator[bytes]:
             if chunk_ids is None:
@@ -313,8 +382,9 @@ def export(repo_location: str | os.PathLike, archive_path: str | os.PathLike, *,
                                            tuple(sorted(counts.items()))))
 
         summary = ExportSummary(path=target)
-        tally = _Tally(len(refs) + sorter.count + sum(plan.manifests.values()), progress)
-        lists = merge_families(refs, manifests, chunk_data, sorter, txlogs, chunk_ids, header, tally)
+        tally = _Tally(len(refs) + sorter.count, progress)
+        lists = merge_families(refs, changes, chunk_data, sorter, txlogs, chunk_ids, header, tally,
+                               lambda: ExternalSorter(max_bytes=sort_memory // 2, tmpdir=str(directory), unique=False))
         metadata = {S.METADATA_KEY: {"format_version": S.FORMAT_VERSION, "source_spec_version": repo.spec_version}}
         write_archive(target, directory / f".{target.name}.{os.getpid()}.partial", lists, metadata, options)
     finally:

@@ -7,19 +7,22 @@ or over HTTP through the same reader.
 
 from __future__ import annotations
 
+import collections
 import functools
-import heapq
 import json
 import os
 from typing import Any, Iterable, Iterator
 
 from zsarchive.archive import schema as S
 from zsarchive.archive.chunkdata import ChunkReader, coords_text, is_url
+from zsarchive.archive.chunkrefs import ManifestRefs, RefTimeline
 from zsarchive.archive.refspec import RefSpec, TimeBound, parse_ref, time_bound
 from zsarchive.errors import ZSCorrupt, ZSError
 from zsarchive.icechunk.model import format_time
-from zsarchive.archive.keys import decode as decode_key
 from zsarchive.zs.reader import ZS
+
+_HISTORIES = 64
+"""Snapshot histories a reader keeps (resolving format 2 chunk refs walks a snapshot's history once)."""
 
 
 def _checked(family: bytes):
@@ -96,6 +99,9 @@ class RepoArchive:
         self._snapshots: dict[str, tuple] = {}
         self._has_chunk_data: bool | None = None
         self._chunks = ChunkReader(self.name, authorize, self._embedded_chunk)
+        self.format_version = version
+        self._depths: collections.OrderedDict[str, dict[str, int]] = collections.OrderedDict()
+        self._refs = ManifestRefs(self.zs) if version < 2 else RefTimeline(self.zs, self._history_depths, self.name)
 
     # -- plumbing -------------------------------------------------------------------------
 
@@ -222,6 +228,24 @@ class RepoArchive:
             yield current, value
             current = value[0]
 
+    def _history_depths(self, snapshot_id: str) -> dict[str, int]:
+        """Every snapshot in the history of one -> its distance from it (0: itself); the history ends at
+        the first snapshot without a parent, or whose parent the archive does not hold."""
+        depths = self._depths.get(snapshot_id)
+        if depths is None:
+            depths = {}
+            current: str | None = snapshot_id
+            while current is not None and current not in depths:  # a loop ends where it closes
+                value = self._snapshot_value(current)
+                if value is None:
+                    break
+                depths[current] = len(depths)
+                current = value[0]
+            self._depths[snapshot_id] = depths
+            while len(self._depths) > _HISTORIES:
+                self._depths.popitem(last=False)
+        return depths
+
     def ancestry(self, ref: str) -> list[dict]:
         """The history of REF, newest first."""
         return [self._snapshot_dict(sid, value) for sid, value in self._ancestry(self.resolve(ref))]
@@ -256,7 +280,7 @@ class RepoArchive:
 
     @staticmethod
     @_checked(S.NODE)
-    def _node_dict(components: tuple, value: tuple) -> dict:
+    def _node_dict(snapshot_id: str, components: tuple, value: tuple) -> dict:
         node_id, node_type, user_data, shape, names, manifests = value[:6]
         out: dict[str, Any] = {"path": S.path_of(components),
                                "node_type": "array" if node_type == S.ARRAY else "group",
@@ -267,20 +291,22 @@ class RepoArchive:
                                  (-(-dim[0] // dim[1]) if dim[1] else 0) for dim in shape]
             out["dimension_names"] = None if names is None else list(names)
             out["manifests"] = [{"id": m, "extents": [list(e) for e in ext]} for m, ext in manifests]
+            # where its chunk refs are found in a format 2 archive (the timeline from "since" on)
+            out["snapshot_id"], out["since"] = snapshot_id, value[6] if len(value) > 6 else None
         return out
 
     def ls(self, ref: str) -> list[dict]:
         """Every node of the snapshot REF names, in the archive's order: path components compared one by one
         (``/a``, ``/a/b``, ``/a-b``), whatever order the repository's snapshot file used."""
         sid = self.resolve(ref)
-        return [self._node_dict(k[1], v) for k, v in self._records(S.NODE, (sid,))]
+        return [self._node_dict(sid, k[1], v) for k, v in self._records(S.NODE, (sid,))]
 
     def _node_at(self, snapshot_id: str, path: str, ref: str) -> dict:
         components = S.path_components(path if path.startswith("/") else "/" + path)
         value = self._one(S.NODE, (snapshot_id, components))
         if value is None:
             raise NotFound(f"{self.name}: no node {S.path_of(components)!r} at {ref!r}")
-        return self._node_dict(components, value)
+        return self._node_dict(snapshot_id, components, value)
 
     def node(self, ref: str, path: str) -> dict:
         """The group or array at ``path`` in the snapshot REF names."""
@@ -329,12 +355,8 @@ class RepoArchive:
 
     def node_chunk_ref(self, node: dict, coords: tuple[int, ...]) -> dict | None:
         """The chunk ref at ``coords`` of an array node from :meth:`node` or :meth:`ls`; None if none."""
-        for manifest in node["manifests"]:
-            if all(lo <= c < hi for c, (lo, hi) in zip(coords, manifest["extents"])):
-                value = self._one(S.CHUNK_REF, (manifest["id"], node["id"], coords))
-                if value is not None:
-                    return self._chunk_dict(node["path"], coords, value)
-        return None
+        value = self._refs.ref(node, tuple(coords))
+        return None if value is None else self._chunk_dict(node["path"], tuple(coords), value)
 
     def chunk_refs(self, ref: str, path: str) -> Iterator[dict]:
         """Every chunk ref of the array, streamed in coordinate order."""
@@ -344,27 +366,13 @@ class RepoArchive:
                         stop: Iterable[int] | None = None) -> Iterator[dict]:
         """Every chunk ref of an array node from :meth:`node` or :meth:`ls`, streamed in coordinate
         order; only those with ``start <= coords < stop`` (coordinate tuples), if given."""
-        streams = []
-        for manifest in node["manifests"]:
-            prefix = (manifest["id"], node["id"])
-            first = None if start is None else S.key_prefix(S.CHUNK_REF, prefix + (tuple(start),))
-            end = None if stop is None else S.key_prefix(S.CHUNK_REF, prefix + (tuple(stop),))
-            records = self.zs.search(start=first, stop=end, prefix=S.key_prefix(S.CHUNK_REF, prefix))
-            streams.append((k[2], v) for _, k, v in map(S.split, records))
-        merged = streams[0] if len(streams) == 1 else heapq.merge(*streams, key=lambda item: item[0])
-        for coords, value in merged:
+        bounds = (None if start is None else tuple(start), None if stop is None else tuple(stop))
+        for coords, value in self._refs.refs(node, *bounds):
             yield self._chunk_dict(node["path"], coords, value)
 
     def node_chunk_coords(self, node: dict) -> Iterator[tuple[int, ...]]:
-        """The coordinates of every chunk ref of an array node, streamed in order (listings: only
-        the coordinates of each record are decoded)."""
-        streams = []
-        for manifest in node["manifests"]:
-            prefix = S.key_prefix(S.CHUNK_REF, (manifest["id"], node["id"]))
-            at = len(prefix)
-            # the records share the prefix; what follows it is the coordinates and the key's end
-            streams.append(decode_key(rec, at, what="chunk ref key")[0][0] for rec in self.zs.search(prefix=prefix))
-        return streams[0] if len(streams) == 1 else heapq.merge(*streams)
+        """The coordinates of every chunk ref of an array node, streamed in order."""
+        return self._refs.coords(node)
 
     def chunk_data(self, ref: str, path: str, coords: Iterable[int], repo: str | os.PathLike | None = None) -> bytes:
         """The chunk's stored bytes: inline, embedded, from ``repo``'s chunks/, or an authorized virtual file."""

@@ -18,6 +18,7 @@ import numpy as np
 
 from zsarchive.archive import keys
 from zsarchive.archive import schema as S
+from zsarchive.archive.refdelta import coord_keys
 from zsarchive.errors import ZSError
 from zsarchive.icechunk import Repository
 from zsarchive.icechunk.manifest import RefBatch
@@ -75,8 +76,9 @@ def ops_records(repo: Repository) -> list[bytes]:
 
 # -- snapshots and nodes -----------------------------------------------------------------------
 
-def snapshot_records(repo: Repository, info: SnapshotInfo) -> list[bytes]:
-    """The ``S``, ``T``, ``L`` and ``N`` records of one snapshot."""
+def snapshot_records(repo: Repository, info: SnapshotInfo, since: dict[str, str]) -> list[bytes]:
+    """The ``S``, ``T``, ``L`` and ``N`` records of one snapshot (``since``: array node id -> the
+    snapshot its chunk ref timeline starts at)."""
     snap = repo.snapshot(info.id)
     out = [S.record(S.SNAPSHOT, (info.id,), (
         info.parent_id, info.flushed_at, info.message, to_json(info.metadata),
@@ -84,18 +86,19 @@ def snapshot_records(repo: Repository, info: SnapshotInfo) -> list[bytes]:
     )), S.record(S.SNAPSHOT_TIME, (info.flushed_at, info.id))]
     if info.parent_id is not None:
         out.append(S.record(S.CHILDREN, (info.parent_id, info.id)))
-    out += [S.record(S.NODE, (info.id, S.path_components(node.path)), node_value(node)) for node in snap.nodes]
+    out += [S.record(S.NODE, (info.id, S.path_components(node.path)), node_value(node, since.get(node.id)))
+            for node in snap.nodes]
     return out
 
 
-def node_value(node: Node) -> tuple:
-    """The value of a node's ``N`` record."""
+def node_value(node: Node, since: str | None) -> tuple:
+    """The value of a node's ``N`` record (``since``: where an array's chunk ref timeline starts)."""
     if node.node_type is NodeType.GROUP:
         return (node.id, S.GROUP, bytes(node.user_data), None, None, ())
     shape = tuple((d.array_length, d.chunk_length, d.num_chunks) for d in node.shape or ())
     names = None if node.dimension_names is None else tuple(node.dimension_names)
     manifests = tuple((m.id, tuple(tuple(e) for e in m.extents)) for m in node.manifests)
-    return (node.id, S.ARRAY, bytes(node.user_data), shape, names, manifests)
+    return (node.id, S.ARRAY, bytes(node.user_data), shape, names, manifests, since)
 
 
 # -- transaction logs --------------------------------------------------------------------------
@@ -120,54 +123,54 @@ def txlog_records(repo: Repository, sid: str, flushed_at: int) -> list[bytes]:
     return out
 
 
-# -- chunk refs --------------------------------------------------------------------------------
+# -- chunk refs: a per-chunk timeline ------------------------------------------------------------
 
-def manifest_records(repo: Repository, manifest_id: str, chunk_ids: list[bytes] | None, first: int = 0,
-                     stop: int | None = None) -> Iterator[list[bytes]]:
-    """Chunk refs ``first`` to ``stop`` (default: all; numbered across the manifest's arrays in order)
-    of one manifest, in key order (manifest id, node id, coords), in batches.
-
-    Native chunk ids go to ``chunk_ids`` when it is a list.
-    """
-    manifest = repo.manifest(manifest_id)
-    before = 0  # refs of the arrays before this one
-    for array in manifest.arrays:
-        lo = max(first - before, 0)
-        hi = None if stop is None else stop - before
-        before += array.num_chunk_refs
-        if lo >= array.num_chunk_refs or (hi is not None and hi <= lo):
-            continue
-        head = S.CHUNK_REF + keys.encode((manifest_id, array.node_id)) + b"\x05"
-        for batch in manifest.source.ref_batches(array.node_id, lo, hi):
-            yield batch_records(batch, head, chunk_ids)
-
-
-# Closes the coordinates tuple and the key, then starts the value.
-_REF_HEADS = {kind: b"\x00\x00" + VERSION[S.CHUNK_REF] + keys.encode_int(code)
-              for kind, code in ((RefKind.VIRTUAL, S.VIRTUAL), (RefKind.NATIVE, S.NATIVE), (RefKind.INLINE, S.INLINE))}
+def change_records(node_id: str, snapshot_id: str, changed: RefBatch | None, removed: np.ndarray,
+                   chunk_ids: list[bytes] | None) -> list[bytes]:
+    """The ``C`` records of one array's refs that a snapshot adds or changes (``changed``) and removes
+    (coordinates ``removed``), in key order (node id, coords, snapshot id). Native chunk ids of
+    ``changed`` go to ``chunk_ids`` when it is a list."""
+    head = S.CHUNK_REF + keys.encode_text(node_id) + b"\x05"
+    tail = b"\x00" + keys.encode_text(snapshot_id)  # ends the coordinates, then the key's last element
+    records = batch_records(changed, head, chunk_ids, tail) if changed is not None else []
+    if not len(removed):
+        return records
+    gone = tail + b"\x00" + VERSION[S.CHUNK_REF] + keys.encode_int(S.REMOVED)
+    tombstones = keys.encode_rows([head, *removed.T, gone], len(removed))
+    if not records:
+        return tombstones
+    both = records + tombstones
+    order = np.argsort(np.concatenate([coord_keys(changed.coords), coord_keys(removed)]), kind="stable")
+    return [both[j] for j in order.tolist()]
 
 
-def batch_records(batch: RefBatch, head: bytes, chunk_ids: list[bytes] | None) -> list[bytes]:
-    """The chunk ref records of one decoded batch (``head``: the key up to the coordinates tuple)."""
+def batch_records(batch: RefBatch, head: bytes, chunk_ids: list[bytes] | None, tail: bytes) -> list[bytes]:
+    """The chunk ref records of one decoded batch (``head``: the key up to the coordinates tuple;
+    ``tail``: what follows the coordinates' elements up to the key's end)."""
     n = len(batch.kind)
+    heads = {kind: tail + b"\x00" + VERSION[S.CHUNK_REF] + keys.encode_int(code) for kind, code in _KIND_CODES}
     if batch.kind.count(batch.kind[0]) == n:
-        return _kind_records(batch, batch.kind[0], slice(None), n, head, chunk_ids)
+        return _kind_records(batch, batch.kind[0], slice(None), n, head, heads, chunk_ids)
     # Mixed kinds (rare): each kind's rows alike, then interleaved back into coordinate order.
     records: list = [None] * n
     for kind in (RefKind.INLINE, RefKind.NATIVE, RefKind.VIRTUAL):
         rows = np.flatnonzero([k is kind for k in batch.kind])
         if not len(rows):
             continue
-        for j, record in zip(rows.tolist(), _kind_records(batch, kind, rows, len(rows), head, chunk_ids)):
+        for j, record in zip(rows.tolist(), _kind_records(batch, kind, rows, len(rows), head, heads, chunk_ids)):
             records[j] = record
     return records
 
 
+_KIND_CODES = ((RefKind.VIRTUAL, S.VIRTUAL), (RefKind.NATIVE, S.NATIVE), (RefKind.INLINE, S.INLINE))
+
+
 def _kind_records(batch: RefBatch, kind: RefKind, rows: slice | np.ndarray, n: int, head: bytes,
-                  chunk_ids: list[bytes] | None) -> list[bytes]:
-    """Records of the refs ``rows`` of ``batch``, all of ``kind``."""
+                  heads: dict[RefKind, bytes], chunk_ids: list[bytes] | None) -> list[bytes]:
+    """Records of the refs ``rows`` of ``batch``, all of ``kind`` (``heads``: the bytes from the end of
+    the coordinates to the kind code, per kind)."""
     pick = (lambda column: column) if isinstance(rows, slice) else (lambda column: [column[j] for j in rows])
-    key = [head, *batch.coords[rows].T, _REF_HEADS[kind]]
+    key = [head, *batch.coords[rows].T, heads[kind]]
     every = np.arange(n)
     if kind is RefKind.INLINE:
         pieces = [keys.encode_value((data,)) for data in pick(batch.inline)]

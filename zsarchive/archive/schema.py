@@ -10,8 +10,9 @@ from __future__ import annotations
 from zsarchive.archive import keys
 from zsarchive.errors import ZSCorrupt, ZSError
 
-FORMAT_VERSION = 1
-"""Version of the archive format as a whole (archive header record and ZS metadata)."""
+FORMAT_VERSION = 2
+"""Version of the archive format as a whole (archive header record and ZS metadata) written; readers
+read every version up to it (format 1 stores chunk refs per manifest, format 2 as a per-chunk timeline)."""
 
 METADATA_KEY = "icechunk-archive"
 """Key of the object in the ZS header metadata that marks a file as a repo archive."""
@@ -37,25 +38,33 @@ FAMILY_NAMES = {
     HEADER: "archive header",
 }
 
-RECORD_VERSIONS = {family: 1 for family in FAMILY_NAMES}
-"""The newest value version of each family this code reads and writes."""
+RECORD_VERSIONS = {family: 1 for family in FAMILY_NAMES} | {CHUNK_REF: 2}
+"""The newest record version of each family this code reads and writes (every older one is read too:
+chunk refs are record version 1 in format 1 archives, keyed by manifest, and 2 in format 2, keyed
+by (node, coords, snapshot))."""
 
-# Chunk ref kinds (first value element of a CHUNK_REF record).
-INLINE, NATIVE, VIRTUAL = 0, 1, 2
+# Chunk ref kinds (first value element of a CHUNK_REF record); REMOVED only in record version 2.
+INLINE, NATIVE, VIRTUAL, REMOVED = 0, 1, 2, 3
 KIND_NAMES = ("inline", "native", "virtual")
 
 # Node types (second value element of a NODE record).
 GROUP, ARRAY = 0, 1
 
 
-def record(family: bytes, key: tuple, value: tuple = ()) -> bytes:
-    """One record: family tag, encoded key, END byte, version byte, encoded value."""
-    return b"".join((family, keys.encode(key), b"\x00", _VERSION_BYTE[family], keys.encode_value(value)))
+def record(family: bytes, key: tuple, value: tuple = (), version: int | None = None) -> bytes:
+    """One record: family tag, encoded key, END byte, version byte (default: the newest), encoded value."""
+    head = _VERSION_BYTE[family] if version is None else bytes((version,))
+    return b"".join((family, keys.encode(key), b"\x00", head, keys.encode_value(value)))
 
 
 def key_prefix(family: bytes, key: tuple = ()) -> bytes:
     """The bytes every record of ``family`` whose key starts with ``key`` starts with."""
     return family + keys.encode(key)
+
+
+def record_version(rec: bytes) -> int:
+    """The record version byte of a well-formed record (the byte after its key)."""
+    return rec[keys.decode(rec, 1, what="record key")[1]]
 
 
 def split(rec: bytes) -> tuple[bytes, tuple, tuple]:
@@ -67,7 +76,7 @@ def split(rec: bytes) -> tuple[bytes, tuple, tuple]:
     if pos >= len(rec) or rec[pos - 1] != 0:
         raise ZSCorrupt(f"{FAMILY_NAMES[family]} record {bytes(rec[:40])!r}: key not terminated")
     version = rec[pos]
-    if version != RECORD_VERSIONS[family]:
+    if not 1 <= version <= RECORD_VERSIONS[family]:
         if version > RECORD_VERSIONS[family]:
             raise ZSError(
                 f"{FAMILY_NAMES[family]} record {bytes(rec[:40])!r} has record version {version}, newer "

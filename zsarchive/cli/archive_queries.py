@@ -50,7 +50,8 @@ def ls_command(archive: str, ref: str, as_json: bool) -> None:
     with open_archive(archive) as arc:
         rows = arc.ls(ref)
         for row in rows:
-            row.pop("manifests", None)
+            for internal in ("manifests", "snapshot_id", "since"):
+                row.pop(internal, None)
         emit(rows, as_json, ("path", "node_type", "id", "shape", "num_chunks", "dimension_names"))
 
 

@@ -1,0 +1,157 @@
+"""What changed in one array's chunk refs from a snapshot's parent to the snapshot: two sorted ref
+streams merged with numpy, a window at a time, so memory holds a few decoded batches however many
+refs the manifests hold.
+
+An array's refs in a snapshot are the refs each of its manifests holds for it inside that
+manifest's extents (as icechunk reads them), merged in coordinate order; where extents overlap the
+first manifest listed wins, as a lookup takes the first manifest whose extents contain the chunk.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Iterator, Sequence
+
+import numpy as np
+
+from zsarchive.errors import ZSCorrupt
+from zsarchive.icechunk import Repository
+from zsarchive.icechunk.manifest import RefBatch
+
+Manifests = Sequence[tuple[str, Sequence[Sequence[int]]]]
+"""(manifest id, extents) of an array in one snapshot: extents a (from, to) pair per dimension."""
+
+_COLUMNS = ("kind", "inline", "chunk_id", "location", "checksum_etag", "checksum_last_modified")
+"""The RefBatch columns that are lists (compared as Python objects); offset and length are arrays."""
+
+
+def coord_keys(coords: np.ndarray) -> np.ndarray:
+    """One fixed-width byte string per row of chunk coordinates whose bytewise order is the
+    coordinates' order (big-endian uint32 each)."""
+    if coords.shape[1] == 0:  # a 0-d array: its one chunk has coordinates ()
+        return np.zeros(len(coords), "S1")
+    return np.ascontiguousarray(coords.astype(">u4")).view(f"S{4 * coords.shape[1]}").ravel()
+
+
+def take(batch: RefBatch, rows: np.ndarray) -> RefBatch:
+    """The refs ``rows`` (indices, in that order) of ``batch``."""
+    picked = rows.tolist()
+    return RefBatch(batch.coords[rows], *([column[j] for j in picked] for column in batch[1:5]),
+                    batch.offset[rows], batch.length[rows], *([column[j] for j in picked] for column in batch[7:]))
+
+
+def concat(batches: Sequence[RefBatch]) -> RefBatch:
+    """The refs of ``batches`` one after another."""
+    if len(batches) == 1:
+        return batches[0]
+    lists = [sum((list(b[i]) for b in batches), []) for i in range(1, 5)]
+    tail = [sum((list(b[i]) for b in batches), []) for i in range(7, 9)]
+    return RefBatch(np.concatenate([b.coords for b in batches]), *lists,
+                    np.concatenate([b.offset for b in batches]), np.concatenate([b.length for b in batches]), *tail)
+
+
+def _inside(batches: Iterable[RefBatch], extents: Sequence[Sequence[int]], where: str) -> Iterator[RefBatch]:
+    """The refs of ``batches`` inside ``extents``."""
+    lows = np.array([lo for lo, _ in extents], np.int64)
+    highs = np.array([hi for _, hi in extents], np.int64)
+    for batch in batches:
+        if batch.coords.shape[1] != len(extents):
+            raise ZSCorrupt(f"{where}: ref {batch.coords[0].tolist()} has {batch.coords.shape[1]} coordinates, "
+                            f"but the manifest ref extents have {len(extents)} dimensions")
+        keep = ((batch.coords >= lows) & (batch.coords < highs)).all(axis=1)
+        if keep.all():
+            yield batch
+        elif keep.any():
+            yield take(batch, np.flatnonzero(keep))
+
+
+class _Cursor:
+    """A stream of ref batches with the keys of its current batch."""
+
+    def __init__(self, batches: Iterable[RefBatch]):
+        self._batches = iter(batches)
+        self.batch: RefBatch | None = None
+        self.keys = np.zeros(0, "S1")
+        self._next()
+
+    def _next(self) -> None:
+        for batch in self._batches:
+            if len(batch.kind):
+                self.batch, self.keys = batch, coord_keys(batch.coords)
+                return
+        self.batch = None
+
+    def upto(self, key: bytes) -> tuple[RefBatch | None, np.ndarray]:
+        """The refs (and their keys) with keys <= ``key``, taken off the stream."""
+        if self.batch is None:
+            return None, self.keys[:0]
+        n = int(np.searchsorted(self.keys, key, side="right"))
+        if n == len(self.keys):
+            out = self.batch, self.keys
+            self._next()
+            return out
+        rows = np.arange(n)
+        out = take(self.batch, rows), self.keys[:n]
+        self.batch, self.keys = take(self.batch, np.arange(n, len(self.keys))), self.keys[n:]
+        return out
+
+
+def _windows(streams: Sequence[Iterable[RefBatch]]) -> Iterator[list[tuple[RefBatch | None, np.ndarray]]]:
+    """Aligned windows of several sorted streams: each window holds, per stream, its refs up to the
+    same key; every window ends one stream's current batch, so the streams advance together."""
+    cursors = [_Cursor(s) for s in streams]
+    while True:
+        live = [c.keys[-1] for c in cursors if c.batch is not None]
+        if not live:
+            return
+        cut = min(live)
+        yield [c.upto(cut) for c in cursors]
+
+
+def array_refs(repo: Repository, node_id: str, manifests: Manifests, where: str, first: int = 0,
+               stop: int | None = None) -> Iterator[RefBatch]:
+    """The refs of one array in one snapshot, in coordinate order, a batch at a time (only refs
+    ``first`` to ``stop`` of its manifest, when it has one)."""
+    if len(manifests) != 1:
+        first, stop = 0, None
+    streams = [_inside(repo.manifest(mid, where).source.ref_batches(node_id, first, stop), extents,
+                       f"manifest {mid} (used by {where})") for mid, extents in manifests]
+    if len(streams) == 1:
+        yield from streams[0]
+        return
+    for window in _windows(streams):
+        parts = [(batch, keys) for batch, keys in window if batch is not None]
+        keys = np.concatenate([k for _, k in parts])
+        order = np.argsort(keys, kind="stable")
+        keys = keys[order]
+        first = np.ones(len(keys), bool)  # a chunk in two manifests: the first manifest's ref
+        first[1:] = keys[1:] != keys[:-1]
+        yield take(concat([b for b, _ in parts]), order[first])
+
+
+def _same_refs(a: RefBatch, rows_a: np.ndarray, b: RefBatch, rows_b: np.ndarray) -> np.ndarray:
+    """Whether ref ``rows_a[i]`` of ``a`` equals ref ``rows_b[i]`` of ``b``, for each i."""
+    same = (a.offset[rows_a] == b.offset[rows_b]) & (a.length[rows_a] == b.length[rows_b])
+    for name in _COLUMNS:
+        left, right = np.empty(len(getattr(a, name)), object), np.empty(len(getattr(b, name)), object)
+        left[:], right[:] = getattr(a, name), getattr(b, name)
+        same &= left[rows_a] == right[rows_b]
+    return same
+
+
+def ref_changes(new: Iterable[RefBatch], old: Iterable[RefBatch]) -> Iterator[tuple[RefBatch | None, np.ndarray]]:
+    """What turns the sorted ref stream ``old`` into ``new``, a window at a time: (the refs of ``new``
+    that ``old`` lacks or holds differently, the coordinates (n, ndim) of the refs only ``old`` has)."""
+    for (n, kn), (o, ko) in _windows([new, old]):
+        if o is None:
+            yield n, np.zeros((0, 0), np.uint32)
+            continue
+        if n is None:
+            yield None, o.coords
+            continue
+        _common, in_new, in_old = np.intersect1d(kn, ko, assume_unique=True, return_indices=True)
+        unchanged = _same_refs(n, in_new, o, in_old)
+        keep = np.ones(len(kn), bool)
+        keep[in_new[unchanged]] = False
+        gone = np.ones(len(ko), bool)
+        gone[in_old] = False
+        yield (take(n, np.flatnonzero(keep)) if keep.any() else None), o.coords[gone]
