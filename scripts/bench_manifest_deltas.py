@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import shutil
 import statistics
 import subprocess
 import sys
@@ -81,8 +82,9 @@ def repositories(refs: int, commits: int, rewrite: int) -> Path:
 
 def timed_export(code_root: Path, repo: Path, archive: Path) -> float:
     env = dict(os.environ, PYTHONPATH=str(code_root))
+    # run in code_root: "python -c" puts the working directory first on the import path
     out = subprocess.run([sys.executable, "-c", EXPORT, str(repo), str(archive)], env=env, check=True,
-                         capture_output=True, text=True)
+                         capture_output=True, text=True, cwd=code_root)
     return float(out.stdout)
 
 
@@ -120,6 +122,8 @@ def main() -> None:
         archive = subprocess.run(["git", "-C", str(ROOT), "archive", args.baseline, "zsarchive"], check=True,
                                  capture_output=True).stdout
         subprocess.run(["tar", "-x", "-C", str(baseline)], input=archive, check=True)
+        for built in (ROOT / "zsarchive").rglob("*.so"):  # the same optional C extension on both sides
+            shutil.copy(built, baseline / built.relative_to(ROOT))
         history, final, old = work / "history.zs", work / "final.zs", work / "old.zs"
         ours, theirs = [], []
         for _ in range(args.runs):
