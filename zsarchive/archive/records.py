@@ -20,6 +20,7 @@ from zsarchive.archive import keys
 from zsarchive.archive import schema as S
 from zsarchive.archive.refdelta import coord_keys
 from zsarchive.errors import ZSError
+from zsarchive.io.storage import read_regular
 from zsarchive.icechunk import Repository
 from zsarchive.icechunk.manifest import RefBatch
 from zsarchive.icechunk.model import Node, NodeType, RefKind, SnapshotInfo
@@ -204,7 +205,7 @@ def chunk_data_records(repo_root: Path, chunk_ids: Iterator[bytes]) -> Iterator[
         chunk_id = raw_id.decode("ascii")
         path = repo_root / "chunks" / chunk_id
         try:
-            data = path.read_bytes()
+            data = read_regular(path, repo_root)
         except OSError as exc:
             raise ZSError(f"{path}: cannot read native chunk {chunk_id}: {exc.strerror or exc}") from None
         yield S.record(S.CHUNK_DATA, (chunk_id,), (data,))

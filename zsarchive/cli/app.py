@@ -31,16 +31,32 @@ class _Group(click.Group):
         try:
             return super().invoke(ctx)
         except ZSError as exc:
-            click.echo(f"zs: error: {exc}", err=True)
+            click.echo(f"zs: error: {one_line(str(exc))}", err=True)
             sys.exit(1)
         except BrokenPipeError:
             sys.exit(1)
         except KeyboardInterrupt:
             click.echo("zs: interrupted", err=True)
             sys.exit(130)
+        except (click.ClickException, click.exceptions.Exit, click.Abort):
+            raise
+        except Exception as exc:  # the last resort: a bug or a missing check must still not print a traceback
+            if ctx.params.get("debug"):
+                raise
+            problem = "out of memory" if isinstance(exc, MemoryError) else f"{type(exc).__name__}: {exc}"
+            click.echo(f"zs: internal error: {one_line(problem)} (please report this; `zs --debug ...` "
+                       "shows the traceback)", err=True)
+            sys.exit(1)
+
+
+def one_line(text: str, width: int = 1000) -> str:
+    """``text`` as one printable line of at most ``width`` characters (input can put anything in a message)."""
+    cut = text[:width] + ("..." if len(text) > width else "")
+    return cut if cut.isprintable() else "".join(c if c.isprintable() else repr(c)[1:-1] for c in cut)
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="zsarchive")
-def main() -> None:
+@click.option("--debug", is_flag=True, help="Show the Python traceback of an unexpected error.")
+def main(debug: bool) -> None:
     """zsarchive: ZS files, and Icechunk histories archived in them."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import abc
 import os
+import stat
 import urllib.parse
 from pathlib import Path
 
@@ -48,17 +49,44 @@ class LocalStorage(Storage):
 
     def read(self, key: str) -> bytes | None:
         try:
-            return self._path(key).read_bytes()
+            return read_regular(self._path(key), self.root)
         except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
             return None
-        except OSError as exc:
-            raise ZSError(f"{self.root / key}: cannot read: {exc.strerror}") from None
 
     def list(self, prefix: str) -> list[str]:
         base = self._path(prefix)
         if not base.is_dir():
             return []
         return sorted(str(p.relative_to(base)) for p in base.rglob("*") if p.is_file())
+
+
+def read_regular(path: str | os.PathLike, root: str | os.PathLike) -> bytes:
+    """The bytes of the regular file at ``path``, which must resolve inside ``root``.
+
+    Files named by input are opened without blocking and refused unless regular: a FIFO would hang
+    the read, a device never end, and a symlink out of ``root`` would hand out any local file.
+    FileNotFoundError and the like pass through; every other refusal is a one-line ZSError.
+    """
+    real, base = os.path.realpath(path), os.path.realpath(root)
+    if real != base and not real.startswith(base.rstrip(os.sep) + os.sep):
+        raise ZSError(f"{path}: refusing a link out of {root} (it leads to {real})")
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+        raise
+    except OSError as exc:
+        raise ZSError(f"{path}: cannot open: {exc.strerror}") from None
+    with os.fdopen(fd, "rb") as handle:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise IsADirectoryError(path)
+        if not stat.S_ISREG(mode):
+            raise ZSError(f"{path}: not a regular file (a FIFO or device is never read)")
+        os.set_blocking(fd, True)
+        try:
+            return handle.read()
+        except OSError as exc:
+            raise ZSError(f"{path}: cannot read: {exc.strerror}") from None
 
 
 def open_storage(location: str | os.PathLike) -> Storage:
