@@ -11,6 +11,11 @@ import pytest
 
 pytest.register_assert_rewrite("agreement")
 
+# No test may reach a cloud instance-metadata service when it looks for credentials: every test
+# sets credentials or anonymous access itself, and the metadata address points at a closed port.
+os.environ["AWS_EC2_METADATA_DISABLED"] = "true"
+os.environ["AWS_METADATA_ENDPOINT"] = "http://127.0.0.1:9"
+
 ROOT = Path(__file__).resolve().parent.parent
 PEERS = Path(os.environ.get("ZSARCHIVE_PEERS", ROOT / ".peers"))
 TESTDATA = ROOT / "testdata"

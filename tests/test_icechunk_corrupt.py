@@ -66,8 +66,10 @@ def test_not_a_repository(tmp_path):
         Repository.open(str(tmp_path))
     with pytest.raises(ZSError, match="not a directory"):
         Repository.open(str(tmp_path / "nope"))
-    with pytest.raises(ZSError, match="unsupported repository location"):
-        Repository.open("s3://bucket/repo")
+    with pytest.raises(ZSError, match="unsupported location"):
+        Repository.open("ftp://host/repo")
+    with pytest.raises(ZSError, match="names no bucket"):
+        Repository.open("s3:///repo")
     assert "not an Icechunk repository" in cli_error("icechunk", "inspect", str(tmp_path), "--repo-info")
 
 

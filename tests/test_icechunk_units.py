@@ -122,8 +122,12 @@ def test_storage_locations(tmp_path):
         assert storage.list("sub/") == ["x"]
     with pytest.raises(ZSError, match="outside the repository"):
         open_storage(tmp_path).read("../etc/passwd")
-    with pytest.raises(ZSError, match="unsupported repository location"):
-        open_storage("http://example/repo")
+    with pytest.raises(ZSError, match="unsupported location"):
+        open_storage("ftp://example/repo")
+    with pytest.raises(ZSError, match="a file:// URL names a local path"):
+        open_storage("file://otherhost/repo")
+    assert open_storage("https://example/repo").can_list is False  # no request until a read
+    assert open_storage("s3://bucket/repo").can_list is True
 
 
 def test_generated_code_is_what_the_schemas_give(tmp_path):

@@ -183,7 +183,7 @@ def test_merge_families_writes_in_file_order_header_last(v2, tmp_path):
     tally = E._Tally(len(refs) + sorter.count, lambda d, t: reports.append((d, t)))
     lists = list(E.merge_families(
         refs, E.decode_changes(engine, plan, True),
-        lambda: R.chunk_data_records(repo_path(2), chunk_ids.sorted()), sorter, E.gather_txlogs(engine, plan),
+        lambda: R.chunk_data_records(repo.storage, chunk_ids.sorted()), sorter, E.gather_txlogs(engine, plan),
         chunk_ids, lambda counts: S.record(S.HEADER, (), (tuple(sorted(counts.items())),)), tally,
         lambda: ExternalSorter(max_bytes=1 << 10, tmpdir=str(tmp_path), unique=False)))
     flat = [r for batch in lists for r in batch]

@@ -14,6 +14,8 @@ from urllib.parse import unquote, urlsplit
 from zsarchive.errors import ZSCorrupt, ZSError
 from zsarchive.icechunk.model import format_time
 from zsarchive.io.http import ConnectionPool, HTTPTransport, host_of
+from zsarchive.io.location import Location, parse_location
+from zsarchive.io.storage import ObjectStorage
 
 _CHUNK_ID = re.compile(r"^[0-9A-HJKMNP-TV-Z]{20}$")
 """A Crockford base32 ObjectId12: the only chunk file names an archive may make us open."""
@@ -42,6 +44,7 @@ class ChunkReader:
         self.embedded = embedded
         self._pools: dict[tuple, ConnectionPool] = {}
         self._pools_lock = threading.Lock()
+        self._repos: dict[Location, ObjectStorage] = {}
 
     def close(self) -> None:
         """Close the connections chunk reads kept open."""
@@ -50,9 +53,9 @@ class ChunkReader:
         for pool in pools.values():
             pool.close()
 
-    def read(self, chunk: dict, ref: str, repo: str | os.PathLike | None = None) -> bytes:
+    def read(self, chunk: dict, ref: str, repo: str | os.PathLike | Location | None = None) -> bytes:
         """The bytes of a chunk ref (a dict as ``RepoArchive.chunk_ref`` gives; read at REF, for
-        messages); ``repo`` is a local repository path or the http(s) URL of one."""
+        messages); ``repo`` is a local repository path, an object-store URL or a :class:`Location`."""
         where = f"chunk {coords_text(chunk['coords'])} of {chunk['path']!r} at {ref!r}"
         if chunk["kind"] == "inline":
             return chunk["inline"]
@@ -71,11 +74,16 @@ class ChunkReader:
             if repo is None:
                 raise ZSError(f"{where} is native chunk {chunk_id}, not embedded in the archive: "
                               "give the repository (--repo REPO)")
-            root = os.fspath(repo)
-            if is_url(root):
-                return self._read_url(f"{root.rstrip('/')}/chunks/{chunk_id}", offset, length, where)
-            root = root[len("file://"):] if root.startswith("file://") else root
-            return _read_range(os.path.join(root, "chunks", chunk_id), offset, length, where)
+            where_repo = parse_location(repo)
+            if where_repo.is_local:
+                return _read_range(os.path.join(where_repo.url, "chunks", chunk_id), offset, length, where)
+            storage = self._repos.get(where_repo)
+            if storage is None:
+                storage = self._repos[where_repo] = ObjectStorage(where_repo)
+            try:
+                return storage.read_range(f"chunks/{chunk_id}", offset, length)
+            except ZSError as exc:
+                raise type(exc)(f"{where}: {exc}") from None
         location = chunk["location"]
         if urlsplit(location).scheme in ("http", "https"):
             self._authorized_url(location, where)

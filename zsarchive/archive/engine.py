@@ -18,6 +18,7 @@ from concurrent.futures import ProcessPoolExecutor
 from typing import Any, Callable, Iterable, Iterator, Protocol
 
 from zsarchive.icechunk import Repository
+from zsarchive.io.location import Location, parse_location
 
 Task = Callable[..., Iterable[Any]]
 Batches = Callable[[], Iterator[Any]]
@@ -51,10 +52,13 @@ class ProcessPool:
     """Runs tasks in ``workers`` forked processes, all submitted at once; results come back through run
     files in ``workdir`` (the GIL would serialise threads: decoding is Python and numpy)."""
 
-    def __init__(self, location: str, workers: int, workdir: str):
-        self.location = location
+    def __init__(self, location: str | Location, workers: int, workdir: str):
+        self.location = location = parse_location(location)
         self._work = tempfile.TemporaryDirectory(dir=workdir, prefix=".zsarchive-work-")
-        self._pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork"))
+        # obstore's async runtime does not survive a fork: workers reading object storage start afresh
+        # (and see the credentials in the environment as it is now).
+        context = "fork" if location.is_local else "spawn"
+        self._pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context(context))
         self._runs = 0
 
     def start(self, task: Task, jobs: list[tuple]) -> list[Batches]:
@@ -78,10 +82,10 @@ def _finished(future, path: str) -> Iterator[Any]:
     return read_run(path)
 
 
-_WORKER_REPOS: dict[str, Repository] = {}
+_WORKER_REPOS: dict[Location, Repository] = {}
 
 
-def worker_repo(location: str) -> Repository:
+def worker_repo(location: Location) -> Repository:
     """The repository at ``location``, opened once per worker process."""
     repo = _WORKER_REPOS.get(location)
     if repo is None:
@@ -89,7 +93,7 @@ def worker_repo(location: str) -> Repository:
     return repo
 
 
-def _spill(task: Task, location: str, job: tuple, path: str) -> int:
+def _spill(task: Task, location: Location, job: tuple, path: str) -> int:
     return write_run(task(worker_repo(location), *job), path)
 
 
@@ -114,7 +118,7 @@ def read_run(path: str) -> Iterator[Any]:
     os.unlink(path)
 
 
-def open_engine(repo: Repository, location: str, parallelism: int, tasks: int, workdir: str) -> Engine:
+def open_engine(repo: Repository, location: Location, parallelism: int, tasks: int, workdir: str) -> Engine:
     """Worker processes when there is more than one worker and more than one task, else this process."""
     if parallelism > 1 and tasks > 1:
         return ProcessPool(location, parallelism, workdir)

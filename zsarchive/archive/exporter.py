@@ -27,16 +27,17 @@ import time
 from dataclasses import dataclass, field
 from importlib import metadata as _pkg_metadata
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 from zsarchive.archive import records as R
 from zsarchive.archive import schema as S
-from zsarchive.archive.engine import Batches, Engine, open_engine
+from zsarchive.archive.engine import Batches, Engine, InProcess, open_engine
 from zsarchive.archive.refdelta import array_refs, ref_changes
 from zsarchive.archive.sorter import ExternalSorter
 from zsarchive.errors import ZSCorrupt, ZSError
 from zsarchive.icechunk import Repository
 from zsarchive.icechunk.model import NodeType, SnapshotInfo
+from zsarchive.io.location import parse_location
 from zsarchive.zs.format import codecs
 from zsarchive.zs.pipeline import resolve_parallelism
 from zsarchive.zs.writer import ZSWriter
@@ -130,11 +131,13 @@ def plan_export(repo: Repository) -> ExportPlan:
     """Read the snapshot files and list what else the export must read: the transaction logs, and
     each array whose manifests differ from those it had in the parent snapshot."""
     snapshots = sorted(repo.snapshots(), key=lambda s: s.id)
+    order = _parents_first(snapshots)
+    repo.prefetch("snapshots", [info.id for info in order])
     known = {s.id for s in snapshots}
     arrays: dict[str, dict[str, tuple]] = {}
     since: dict[str, dict[str, str]] = {}
     changes: list[ArrayChange] = []
-    for info in _parents_first(snapshots):
+    for info in order:
         snap = repo.snapshot(info.id)
         refs = sum(m.num_chunk_refs for m in snap.manifest_files)
         here = arrays[info.id] = {node.id: tuple((m.id, tuple(tuple(e) for e in m.extents)) for m in node.manifests)
@@ -162,6 +165,16 @@ def gather_metadata(repo: Repository, plan: ExportPlan, sorter: ExternalSorter) 
         sorter.extend(R.snapshot_records(repo, info, plan.since[info.id]))
     sorter.extend(R.ops_records(repo))
     return R.ref_records(repo)
+
+
+def prefetch_inputs(repo: Repository, plan: ExportPlan, engine: Engine) -> None:
+    """When this process decodes, name the manifests and transaction logs in the order it will read
+    them, each once, so that remote storage downloads ahead of decoding."""
+    if not isinstance(engine, InProcess):
+        return  # worker processes read their own inputs, in parallel
+    manifests = dict.fromkeys(m for change in plan.changes for m, _ in (*change.manifests, *change.base))
+    repo.prefetch("manifests", manifests)
+    repo.prefetch("transactions", [sid for sid, _ in plan.txlogs])
 
 
 def _txlog_task(repo: Repository, sid: str, flushed_at: int) -> Iterator[list[bytes]]:
@@ -320,10 +333,6 @@ def _remove_quietly(path: Path) -> None:
         pass
 
 
-def _repo_root(location: str) -> Path:
-    return Path(location[len("file://"):] if location.startswith("file://") else location)
-
-
 def _target(archive_path: str | os.PathLike) -> tuple[Path, Path]:
     """The archive's path as given (for messages) and its directory, which must exist."""
     target = Path(archive_path)
@@ -341,8 +350,10 @@ def export(repo_location: str | os.PathLike, archive_path: str | os.PathLike, *,
            compress_level: int | str | None = None, include_chunks: bool = False, parallelism: int | str = 1,
            approx_block_size: int = 256 * 1024, branching_factor: int = 1024,
            export_time: int | None = None, progress: Callable[[int, int], None] | None = None,
-           sort_memory: int = 128 << 20) -> ExportSummary:
-    """Export the repository at ``repo_location`` into a new archive at ``archive_path``.
+           sort_memory: int = 128 << 20, storage_options: dict[str, str] | None = None,
+           anon: bool = False) -> ExportSummary:
+    """Export the repository at ``repo_location`` (a path or an object-store URL) into a new archive
+    at ``archive_path``; ``storage_options`` and ``anon`` say how to reach a remote repository.
 
     ``progress(done, total)`` is called now and then with counts of records (chunk refs dominate).
     ``export_time`` (microseconds since 1970 UTC) defaults to now: it is the only field of the
@@ -355,7 +366,7 @@ def export(repo_location: str | os.PathLike, archive_path: str | os.PathLike, *,
         raise ZSError(f"unknown codec {codec!r}: choose one of {', '.join(CODECS)}")
     started = time.monotonic()
     target, directory = _target(archive_path)
-    location = os.fspath(repo_location)
+    location = parse_location(repo_location, storage_options, anon)
     repo = Repository.open(location)
     export_time = time.time_ns() // 1000 if export_time is None else export_time
 
@@ -368,13 +379,14 @@ def export(repo_location: str | os.PathLike, archive_path: str | os.PathLike, *,
         refs = gather_metadata(repo, plan, sorter)
         engine = open_engine(repo, location, options.parallelism, len(plan.txlogs) + len(plan.changes),
                              str(directory))
+        prefetch_inputs(repo, plan, engine)
         txlogs = gather_txlogs(engine, plan)  # started first: they are consumed last, after the chunk refs
         changes = decode_changes(engine, plan, include_chunks)
 
         def chunk_data() -> Iterator[bytes]:
             if chunk_ids is None:
                 return iter(())
-            return R.chunk_data_records(_repo_root(location), chunk_ids.sorted())
+            return R.chunk_data_records(repo.storage, chunk_ids.sorted())
 
         def header(counts: dict[str, int]) -> bytes:
             summary.counts = counts
@@ -390,6 +402,7 @@ def export(repo_location: str | os.PathLike, archive_path: str | os.PathLike, *,
     finally:
         if engine is not None:
             engine.close()
+        repo.storage.close()
         sorter.close()
         if chunk_ids is not None:
             chunk_ids.close()

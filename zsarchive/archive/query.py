@@ -11,7 +11,7 @@ import collections
 import functools
 import json
 import os
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable, Iterator, Mapping
 
 from zsarchive.archive import schema as S
 from zsarchive.archive.chunkdata import ChunkReader, coords_text, is_url
@@ -19,6 +19,7 @@ from zsarchive.archive.chunkrefs import ManifestRefs, RefTimeline
 from zsarchive.archive.refspec import RefSpec, TimeBound, parse_ref, time_bound
 from zsarchive.errors import ZSCorrupt, ZSError
 from zsarchive.icechunk.model import format_time
+from zsarchive.io.location import Location, parse_location
 from zsarchive.zs.reader import ZS
 
 _HISTORIES = 64
@@ -374,13 +375,16 @@ class RepoArchive:
         """The coordinates of every chunk ref of an array node, streamed in order."""
         return self._refs.coords(node)
 
-    def chunk_data(self, ref: str, path: str, coords: Iterable[int], repo: str | os.PathLike | None = None) -> bytes:
-        """The chunk's stored bytes: inline, embedded, from ``repo``'s chunks/, or an authorized virtual file."""
-        return self.read_chunk(self.chunk_ref(ref, path, coords), ref, repo)
+    def chunk_data(self, ref: str, path: str, coords: Iterable[int], repo: str | os.PathLike | Location | None = None,
+                   storage_options: Mapping[str, object] | None = None, anon: bool = False) -> bytes:
+        """The chunk's stored bytes: inline, embedded, from ``repo``'s chunks/ (a path or an object-store
+        URL, reached with ``storage_options`` / ``anon``), or an authorized virtual file."""
+        where = None if repo is None else parse_location(repo, storage_options, anon)
+        return self.read_chunk(self.chunk_ref(ref, path, coords), ref, where)
 
-    def read_chunk(self, chunk: dict, ref: str, repo: str | os.PathLike | None = None) -> bytes:
+    def read_chunk(self, chunk: dict, ref: str, repo: str | os.PathLike | Location | None = None) -> bytes:
         """The bytes of a chunk ref from :meth:`chunk_ref` / :meth:`chunk_refs` (read at REF, for
-        messages); ``repo`` is a local repository path or the http(s) URL of one."""
+        messages); ``repo`` is a repository path, URL or :class:`Location`."""
         return self._chunks.read(chunk, ref, repo)
 
     def _embedded_chunk(self, chunk_id: str) -> bytes | None:

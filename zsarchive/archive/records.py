@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import itertools
 import json
-from pathlib import Path
 from typing import Any, Iterator
 
 import numpy as np
@@ -19,8 +19,8 @@ import numpy as np
 from zsarchive.archive import keys
 from zsarchive.archive import schema as S
 from zsarchive.archive.refdelta import coord_keys
-from zsarchive.errors import ZSError
-from zsarchive.io.storage import read_regular
+from zsarchive.errors import ZSCorrupt
+from zsarchive.io.storage import Storage
 from zsarchive.icechunk import Repository
 from zsarchive.icechunk.manifest import RefBatch
 from zsarchive.icechunk.model import Node, NodeType, RefKind, SnapshotInfo
@@ -199,13 +199,15 @@ def _kind_records(batch: RefBatch, kind: RefKind, rows: slice | np.ndarray, n: i
     return keys.encode_rows([*key, locations, *numbers, checksums], n)
 
 
-def chunk_data_records(repo_root: Path, chunk_ids: Iterator[bytes]) -> Iterator[bytes]:
-    """The ``D`` records: each native chunk file once, keyed by chunk id (``chunk_ids`` sorted, unique)."""
-    for raw_id in chunk_ids:
-        chunk_id = raw_id.decode("ascii")
-        path = repo_root / "chunks" / chunk_id
-        try:
-            data = read_regular(path, repo_root)
-        except OSError as exc:
-            raise ZSError(f"{path}: cannot read native chunk {chunk_id}: {exc.strerror or exc}") from None
-        yield S.record(S.CHUNK_DATA, (chunk_id,), (data,))
+def chunk_data_records(storage: Storage, chunk_ids: Iterator[bytes], ahead: int = 64) -> Iterator[bytes]:
+    """The ``D`` records: each native chunk file once, keyed by chunk id (``chunk_ids`` sorted, unique).
+
+    Remote storage is asked for ``ahead`` chunks at a time, so their downloads overlap."""
+    while batch := [raw.decode("ascii") for raw in itertools.islice(chunk_ids, ahead)]:
+        storage.prefetch(f"chunks/{chunk_id}" for chunk_id in batch)
+        for chunk_id in batch:
+            data = storage.read(f"chunks/{chunk_id}")
+            if data is None:
+                raise ZSCorrupt(f"{storage.name.rstrip('/')}/chunks/{chunk_id}: missing, but a chunk ref "
+                                f"points to native chunk {chunk_id}")
+            yield S.record(S.CHUNK_DATA, (chunk_id,), (data,))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import AsyncIterator, Iterable, Iterator
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
 from itertools import islice
 from typing import Any, Callable
 
@@ -22,6 +22,7 @@ from zsarchive.archive.chunkkeys import ChunkKeys
 from zsarchive.archive.query import RepoArchive
 from zsarchive.archive.refwindow import RefWindow
 from zsarchive.errors import ZSError
+from zsarchive.io.location import Location, parse_location
 
 _LIST_BATCH = 4096
 """Keys pulled from the archive per step of a listing: bounded memory for millions of chunks."""
@@ -34,7 +35,7 @@ class ArchiveStore(Store):
     supports_deletes = False
     supports_listing = True
 
-    def __init__(self, archive: RepoArchive, ref: str, repo: str | os.PathLike | None = None,
+    def __init__(self, archive: RepoArchive, ref: str, repo: Location | None = None,
                  *, owns_archive: bool = False, read_only: bool = True) -> None:
         if not read_only:
             raise ValueError("an archive snapshot cannot be opened for writing")
@@ -47,7 +48,7 @@ class ArchiveStore(Store):
         self._where = ref if ref == self.snapshot_id else f"{ref} (snapshot {self.snapshot_id})"
         # Blocking I/O over a network goes to threads so that zarr's concurrent gets overlap;
         # local reads are cheaper run in place than handed to a thread.
-        self._threaded = (is_url(archive.name) or is_url(os.fspath(repo) if repo else None)
+        self._threaded = (is_url(archive.name) or (repo is not None and not repo.is_local)
                           or any(is_url(p) for p in archive.authorize))
         self._meta: dict[str, bytes] = {}
         self._nodes: dict[str, dict] = {}
@@ -267,13 +268,16 @@ def _span(byte_range: ByteRequest | None, size: int) -> tuple[int, int]:
 
 
 def open_store(archive: RepoArchive | str | os.PathLike, ref: str = "main",
-               repo: str | os.PathLike | None = None, authorize: Iterable[str] = ()) -> ArchiveStore:
+               repo: str | os.PathLike | Location | None = None, authorize: Iterable[str] = (),
+               storage_options: Mapping[str, object] | None = None, anon: bool = False) -> ArchiveStore:
     """Open the snapshot REF names (branch, tag, snapshot id, ``REF@TIME``) as a read-only zarr store.
 
     ``archive``: a path, an http(s) URL or an open :class:`RepoArchive`; ``repo``: where native
-    chunks live (a repository path or URL); ``authorize``: virtual chunk location prefixes to follow.
+    chunks live (a repository path or URL, reached with ``storage_options`` / ``anon``);
+    ``authorize``: virtual chunk location prefixes to follow.
     """
     authorize = list(authorize)
+    repo = None if repo is None else parse_location(repo, storage_options, anon)
     if isinstance(archive, RepoArchive):
         if authorize:
             raise ZSError("give authorize= to the RepoArchive, not open_store, when passing one")

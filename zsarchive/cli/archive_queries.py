@@ -9,7 +9,7 @@ import click
 
 from zsarchive.cli.app import main
 from zsarchive.cli.archive_output import authorize_option, emit, json_option, open_archive
-from zsarchive.cli.params import COORDS
+from zsarchive.cli.params import COORDS, remote_options
 
 LOG_COLUMNS = ("id", "flushed_at", "parent_id", "message")
 CHUNK_COLUMNS = ("coords", "kind", "offset", "length", "chunk_id", "location")
@@ -72,15 +72,18 @@ def chunks_command(archive: str, ref: str, path: str, as_json: bool) -> None:
 @click.argument("path")
 @click.argument("coords", type=COORDS)
 @click.option("--data", is_flag=True, help="Write the chunk's bytes to stdout instead of its ref.")
-@click.option("--repo", metavar="REPO", help="Repository whose chunks/ holds native chunks not embedded.")
+@click.option("--repo", metavar="REPO", help="Repository (a directory or an s3://, gs://, az://, http(s):// URL) "
+              "whose chunks/ holds native chunks not embedded.")
 @authorize_option
+@remote_options
 @json_option
 def chunk_command(archive: str, ref: str, path: str, coords: tuple[int, ...], data: bool, repo: str | None,
-                  authorize: tuple[str, ...], as_json: bool) -> None:
+                  authorize: tuple[str, ...], anon: bool, storage_options: dict[str, str], as_json: bool) -> None:
     """The chunk ref at COORDS (like 3,4; "" for the one chunk of a 0-d array) of the array PATH at REF."""
     with open_archive(archive, authorize) as arc:
         if data:
-            sys.stdout.buffer.write(arc.chunk_data(ref, path, coords, repo=repo))
+            sys.stdout.buffer.write(arc.chunk_data(ref, path, coords, repo=repo, storage_options=storage_options,
+                                                   anon=anon))
             return
         emit([arc.chunk_ref(ref, path, coords)], as_json, ("path",) + CHUNK_COLUMNS)
 

@@ -7,7 +7,7 @@ import sys
 import click
 
 from zsarchive.cli.app import main
-from zsarchive.cli.params import Parallelism
+from zsarchive.cli.params import Parallelism, remote_options
 from zsarchive.zs.format.codecs import LEVELS_HELP, NAMES
 
 
@@ -21,9 +21,15 @@ from zsarchive.zs.format.codecs import LEVELS_HELP, NAMES
 @click.option("-j", "--parallelism", type=Parallelism(), default="guess", show_default=True,
               help="Worker processes decoding manifests and threads compressing blocks (guess: one per core).")
 @click.option("--no-progress", is_flag=True, help="No progress bar even on a terminal.")
+@remote_options
 def export_command(repo: str, archive: str, codec: str, compress_level: str | None, include_chunks: bool,
-                   parallelism: int | str, no_progress: bool) -> None:
-    """Export the Icechunk repository REPO (directory or file:// URL) into the ZS file ARCHIVE."""
+                   parallelism: int | str, no_progress: bool, anon: bool, storage_options: dict[str, str]) -> None:
+    """Export the Icechunk repository REPO into the ZS file ARCHIVE.
+
+    REPO is a directory, or a file://, s3://BUCKET/PREFIX, gs://BUCKET/PREFIX, az://CONTAINER/PREFIX
+    (abfs://) or http(s):// URL. Credentials and endpoints come from the standard environment variables
+    (AWS_ACCESS_KEY_ID, AWS_ENDPOINT_URL, GOOGLE_APPLICATION_CREDENTIALS, AZURE_STORAGE_ACCOUNT_NAME ...).
+    """
     # Imported here: the exporter pulls in numpy and the Icechunk decoders, which `zs --help` need not.
     from zsarchive.archive import export as export_repository
 
@@ -39,7 +45,8 @@ def export_command(repo: str, archive: str, codec: str, compress_level: str | No
         bar.__enter__()
     try:
         summary = export_repository(repo, archive, codec=codec, compress_level=compress_level,
-                                    include_chunks=include_chunks, parallelism=parallelism, progress=progress)
+                                    include_chunks=include_chunks, parallelism=parallelism, progress=progress,
+                                    storage_options=storage_options, anon=anon)
     finally:
         if bar is not None:
             bar.__exit__(None, None, None)

@@ -7,6 +7,7 @@ import json
 import click
 
 from zsarchive.cli.app import main
+from zsarchive.cli.params import remote_options
 
 
 @main.group("icechunk")
@@ -22,9 +23,11 @@ def icechunk() -> None:
 @click.option("--transaction-log", "transaction_log", metavar="ID",
               help="A transaction log, by snapshot id (or branch / tag name).")
 @click.option("--refs", is_flag=True, help="With --manifest: also list every chunk ref.")
+@remote_options
 def inspect(repo: str, repo_info: bool, snapshot: str | None, manifest: str | None,
-            transaction_log: str | None, refs: bool) -> None:
-    """Print one file of the Icechunk repository REPO (a directory or file:// URL) as JSON."""
+            transaction_log: str | None, refs: bool, anon: bool, storage_options: dict[str, str]) -> None:
+    """Print one file of the Icechunk repository REPO (a directory or a file://, s3://, gs://, az:// or
+    http(s):// URL) as JSON."""
     chosen = [name for name, value in (("--repo-info", repo_info), ("--snapshot", snapshot),
                                        ("--manifest", manifest), ("--transaction-log", transaction_log))
               if value]
@@ -36,7 +39,7 @@ def inspect(repo: str, repo_info: bool, snapshot: str | None, manifest: str | No
     from zsarchive.icechunk import Repository
     from zsarchive.icechunk import inspect as views
 
-    repository = Repository.open(repo)
+    repository = Repository.open(repo, storage_options, anon)
     if repo_info:
         doc = views.inspect_repo_info(repository)
     elif snapshot:

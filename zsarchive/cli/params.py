@@ -68,3 +68,23 @@ class Coords(click.ParamType):
 
 
 COORDS = Coords()
+
+
+def _storage_options(ctx, param, value: tuple[str, ...]) -> dict[str, str]:
+    options = {}
+    for pair in value:
+        key, sep, item = pair.partition("=")
+        if not sep or not key.strip():
+            raise click.BadParameter(f"{pair!r} is not KEY=VALUE", ctx, param)
+        options[key.strip()] = item
+    return options
+
+
+def remote_options(func):
+    """``--anon`` and repeatable ``--storage-option KEY=VALUE``: how to reach a repository in object storage."""
+    func = click.option("--storage-option", "storage_options", multiple=True, metavar="KEY=VALUE",
+                        callback=_storage_options,
+                        help="Passed to the object store (e.g. endpoint=http://127.0.0.1:9000, region=eu-west-1); "
+                             "credentials otherwise come from the usual AWS_*, GOOGLE_*, AZURE_* variables.")(func)
+    return click.option("--anon", is_flag=True,
+                        help="Read a public bucket anonymously (unsigned requests).")(func)

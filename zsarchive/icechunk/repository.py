@@ -5,7 +5,7 @@ from __future__ import annotations
 import collections
 import heapq
 import json
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator, Mapping
 from urllib.parse import unquote
 
 import yaml
@@ -19,6 +19,7 @@ from zsarchive.icechunk.model import (
 )
 from zsarchive.icechunk.repo_info import decode_repo_info
 from zsarchive.icechunk.snapshot import decode_snapshot
+from zsarchive.io.location import Location
 from zsarchive.io.storage import Storage, open_storage
 from zsarchive.icechunk.txlog import decode_transaction_log
 
@@ -67,14 +68,24 @@ class Repository:
         elif storage.read("refs/branch.main/ref.json") is not None:
             self._spec = 1
             self._v2_info = None
+            if not storage.can_list:
+                raise ZSError(f"{storage.name}: an Icechunk spec-V1 repository needs a store that can list "
+                              f"(S3, GCS, Azure or a local directory); a plain HTTP server cannot")
         else:
             raise ZSError(f"{storage.name}: not an Icechunk repository (no 'repo' file and no "
                           f"'refs/branch.main/ref.json')")
 
     @classmethod
-    def open(cls, location: str) -> "Repository":
-        """Open a local directory or ``file://`` URL; ZSError if it is not an Icechunk repository."""
-        return cls(open_storage(location))
+    def open(cls, location: "str | Location", storage_options: Mapping[str, object] | None = None,
+             anon: bool = False) -> "Repository":
+        """Open a local directory or a ``file://``, ``s3://``, ``gs://``, ``az://`` or ``http(s)://`` URL;
+        ZSError (one line) if it cannot be reached or is not an Icechunk repository."""
+        return cls(open_storage(location, storage_options, anon))
+
+    def prefetch(self, kind: str, ids_: Iterable[str]) -> None:
+        """Hint that the ``kind`` files (``snapshots``, ``manifests``, ``transactions``) of these ids
+        are read next, in this order: remote storage fetches them concurrently."""
+        self.storage.prefetch(f"{kind}/{i}" for i in ids_)
 
     def _name(self, key: str) -> str:
         return f"{self.storage.name.rstrip('/')}/{key}"

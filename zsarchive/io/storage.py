@@ -1,17 +1,20 @@
-"""Where an Icechunk repository's objects come from: a small interface, and local directories.
+"""Where an Icechunk repository's objects come from: a small interface, local directories and object stores.
 
-Object stores (S3, HTTP ...) can follow by implementing ``Storage``; the reader never touches paths itself.
+The reader never touches paths or URLs itself: it asks a ``Storage`` for objects by key.
 """
 
 from __future__ import annotations
 
 import abc
+import collections
 import os
 import stat
-import urllib.parse
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
+from typing import Iterable, Mapping
 
 from zsarchive.errors import ZSError
+from zsarchive.io.location import Location, parse_location
 
 
 class Storage(abc.ABC):
@@ -29,6 +32,17 @@ class Storage(abc.ABC):
     @abc.abstractmethod
     def list(self, prefix: str) -> list[str]:
         """Names (relative to ``prefix``, a directory like ``refs/``) of the objects below it, sorted."""
+
+    @property
+    def can_list(self) -> bool:
+        """False where objects can only be fetched by name (a plain HTTP server)."""
+        return True
+
+    def prefetch(self, keys: Iterable[str]) -> None:
+        """A hint: these objects will be read soon, in this order (remote storage starts reading them)."""
+
+    def close(self) -> None:
+        """Release connections and threads."""
 
 
 class LocalStorage(Storage):
@@ -89,15 +103,111 @@ def read_regular(path: str | os.PathLike, root: str | os.PathLike) -> bytes:
             raise ZSError(f"{path}: cannot read: {exc.strerror}") from None
 
 
-def open_storage(location: str | os.PathLike) -> Storage:
-    """Storage for a local directory path or a ``file://`` URL; ZSError for anything else."""
-    text = os.fspath(location)
-    if "://" in text:
-        url = urllib.parse.urlparse(text)
-        if url.scheme != "file" or url.netloc not in ("", "localhost"):
-            raise ZSError(f"{text}: unsupported repository location (a local directory or file:// URL)")
-        text = urllib.parse.unquote(url.path)
-    path = Path(text)
-    if not path.is_dir():
-        raise ZSError(f"{text}: not a directory, so not an Icechunk repository")
-    return LocalStorage(path)
+class ObjectStorage(Storage):
+    """A repository in an object store (S3, GCS, Azure, HTTP), read through obstore.
+
+    ``prefetch`` keeps up to ``window`` reads in flight ahead of the reader, so a history's many small
+    files arrive concurrently instead of one round trip after another; memory holds at most that many.
+    """
+
+    def __init__(self, location: Location, window: int = 16):
+        from zsarchive.io.objects import object_store
+
+        self.location = location
+        self.store = object_store(location)
+        self.window = window
+        self._waiting: collections.deque[str] = collections.deque()
+        self._ahead: dict[str, Future] = {}
+        self._pool: ThreadPoolExecutor | None = None
+
+    @property
+    def name(self) -> str:
+        return self.location.url
+
+    @property
+    def can_list(self) -> bool:
+        return self.location.kind != "http"
+
+    def _fetch(self, key: str) -> bytes | None:
+        import obstore
+
+        from zsarchive.io.objects import describe, is_missing
+
+        try:
+            return bytes(obstore.get(self.store, key).bytes())
+        except Exception as exc:
+            if is_missing(exc):
+                return None
+            raise describe(exc, f"{self.location.url.rstrip('/')}/{key}") from None
+
+    def read(self, key: str) -> bytes | None:
+        future = self._ahead.pop(key, None)
+        if future is None:
+            try:
+                self._waiting.remove(key)
+            except ValueError:
+                pass
+            raw = self._fetch(key)
+        else:
+            raw = future.result()
+        self._fill()
+        return raw
+
+    def read_range(self, key: str, offset: int, length: int) -> bytes:
+        """``length`` bytes at ``offset`` of the object at ``key`` (ZSError, one line, if it has fewer)."""
+        import obstore
+
+        from zsarchive.io.objects import describe
+
+        url = f"{self.location.url.rstrip('/')}/{key}"
+        try:
+            data = bytes(obstore.get_range(self.store, key, start=offset, length=length)) if length else b""
+        except Exception as exc:
+            raise describe(exc, url) from None
+        if len(data) != length:
+            raise ZSError(f"{url}: holds {len(data)} bytes at offset {offset}, expected {length}")
+        return data
+
+    def prefetch(self, keys: Iterable[str]) -> None:
+        self._waiting.extend(k for k in keys if k not in self._ahead)
+        self._fill()
+
+    def _fill(self) -> None:
+        while self._waiting and len(self._ahead) < self.window:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(self.window, thread_name_prefix="zsarchive-read")
+            key = self._waiting.popleft()
+            if key not in self._ahead:
+                self._ahead[key] = self._pool.submit(self._fetch, key)
+
+    def list(self, prefix: str) -> list[str]:
+        import obstore
+
+        from zsarchive.io.objects import describe
+
+        if not self.can_list:
+            raise ZSError(f"{self.location.url}: cannot list {prefix} over plain HTTP")
+        base = prefix.rstrip("/") + "/"
+        try:
+            return sorted(item["path"][len(base):] for batch in obstore.list(self.store, base)
+                          for item in batch if item["path"].startswith(base))
+        except Exception as exc:
+            raise describe(exc, f"{self.location.url.rstrip('/')}/{base}") from None
+
+    def close(self) -> None:
+        self._waiting.clear()
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+        self._ahead.clear()
+
+
+def open_storage(location: str | os.PathLike | Location, storage_options: Mapping[str, object] | None = None,
+                 anon: bool = False) -> Storage:
+    """Storage for a local directory, ``file://`` URL or object-store URL; ZSError (one line) otherwise."""
+    where = parse_location(location, storage_options, anon)
+    if not where.is_local:
+        return ObjectStorage(where)
+    if not where.path.is_dir():
+        raise ZSError(f"{where.url}: not a directory, so not an Icechunk repository")
+    return LocalStorage(where.path)

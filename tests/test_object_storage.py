@@ -1,0 +1,198 @@
+"""Repositories in object storage: real icechunk 2.x writes a repository straight into moto's S3 server
+on loopback, ``zs export s3://...`` archives it with nothing but the standard ``AWS_*`` variables, and
+every answer of the archive equals icechunk's. Plain HTTP (nginx) serves spec-V2 repositories, which
+need no listing; wrong credentials, missing buckets and prefixes end in one line."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import boto3
+import moto.server as moto_server
+import pytest
+from moto import settings as moto_settings
+
+from agreement import check_archive
+from oracle import run_oracle
+from servers import free_port, nginx_server  # noqa: F401
+from zsarchive import RepoArchive
+from zsarchive.archive import export
+from zsarchive.errors import ZSError
+
+ROOT = Path(__file__).resolve().parent.parent
+
+WRITE_REPO = r"""
+import sys, json
+import numpy as np, zarr, icechunk
+bucket, prefix, endpoint = sys.argv[1:4]
+storage = icechunk.s3_storage(bucket=bucket, prefix=prefix, endpoint_url=endpoint, allow_http=True,
+                              region="us-east-1", access_key_id="AKIDTEST", secret_access_key="secret",
+                              force_path_style=True)
+repo = icechunk.Repository.create(storage)
+s = repo.writable_session("main")
+root = zarr.group(s.store)
+a = root.create_array("era5", shape=(40, 30), chunks=(10, 10), dtype="f8")
+a[:] = np.random.default_rng(0).random((40, 30))
+root.create_group("era5-land").create_array("t", shape=(8,), chunks=(4,), dtype="i4")[:] = np.arange(8)
+first = s.commit("first", metadata={"who": {"é": 1}})
+s = repo.writable_session("main")
+zarr.open_array(s.store, path="era5")[0:10, 0:10] = -1.0
+second = s.commit("overwrite one chunk")
+repo.create_tag("v1", first)
+repo.create_branch("dev", first)
+s = repo.writable_session("dev")
+zarr.open_array(s.store, path="era5-land/t")[:] = 7
+s.commit("dev edit")
+print(json.dumps({"first": first, "second": second}))
+"""
+
+
+@pytest.fixture(scope="module")
+def s3(tmp_path_factory):
+    """moto's S3 server on loopback holding a repository real icechunk 2.x wrote into ``repos/one``,
+    plus a local copy of the same objects (for icechunk's answers and a local export)."""
+    python = Path(os.environ.get("ZSARCHIVE_PEERS", ROOT / ".peers")) / "ic2" / "bin" / "python"
+    if not python.exists():
+        pytest.skip("PEER MISSING: icechunk 2.x (run scripts/dev setup)")
+    port = free_port()
+    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    endpoint = f"http://127.0.0.1:{port}"
+    client = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="AKIDTEST",
+                          aws_secret_access_key="secret")
+    client.create_bucket(Bucket="lab")
+    proc = subprocess.run([str(python), "-c", WRITE_REPO, "lab", "repos/one", endpoint], capture_output=True,
+                          timeout=300, env={**os.environ, "AWS_EC2_METADATA_DISABLED": "true"})
+    assert proc.returncode == 0, proc.stderr.decode(errors="replace")[-3000:]
+    local = tmp_path_factory.mktemp("copy") / "one"
+    for page in client.get_paginator("list_objects_v2").paginate(Bucket="lab", Prefix="repos/one/"):
+        for item in page.get("Contents", []):
+            target = local / item["Key"][len("repos/one/"):]
+            target.parent.mkdir(parents=True, exist_ok=True)
+            client.download_file("lab", item["Key"], str(target))
+    yield {"endpoint": endpoint, "client": client, "local": local, "python": python,
+           "commits": json.loads(proc.stdout)}
+    server.stop()
+
+
+@pytest.fixture
+def aws_env(s3, monkeypatch):
+    """Only the standard variables: key, secret, region, endpoint."""
+    for key in list(os.environ):
+        if key.startswith("AWS_"):
+            monkeypatch.delenv(key)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDTEST")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "secret")
+    monkeypatch.setenv("AWS_REGION", "us-east-1")
+    monkeypatch.setenv("AWS_ENDPOINT_URL", s3["endpoint"])
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    return s3
+
+
+def zs(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "zsarchive", *args], capture_output=True, timeout=300,
+                          env=env if env is not None else os.environ.copy())
+
+
+def test_export_from_s3_equals_icechunk_and_the_local_export(aws_env, tmp_path):
+    s3 = aws_env
+    remote, local = tmp_path / "remote.zs", tmp_path / "local.zs"
+    export("s3://lab/repos/one", remote, export_time=1)
+    export(s3["local"], local, export_time=1)
+    assert remote.read_bytes() == local.read_bytes()
+    answers = run_oracle(s3["python"], s3["local"], {})
+    check_archive(answers, remote, s3["local"], [], [])
+
+
+def test_cli_export_and_chunk_data_from_s3(aws_env, tmp_path):
+    archive = tmp_path / "a.zs"
+    proc = zs("export", "s3://lab/repos/one", str(archive), "-j", "2")
+    assert proc.returncode == 0, proc.stderr
+    with RepoArchive(archive) as arc:
+        chunk = arc.chunk_ref("main", "era5", (1, 1))
+        assert chunk["kind"] == "native"
+    data = zs("chunk", str(archive), "main", "era5", "1,1", "--data", "--repo", "s3://lab/repos/one")
+    assert data.returncode == 0, data.stderr
+    local = zs("chunk", str(archive), "main", "era5", "1,1", "--data", "--repo", str(aws_env["local"]))
+    assert data.stdout == local.stdout and len(data.stdout) > 0
+    inspect = zs("icechunk", "inspect", "s3://lab/repos/one", "--repo-info")
+    assert inspect.returncode == 0, inspect.stderr
+    assert set(json.loads(inspect.stdout)["branches"]) == {"main", "dev"}
+
+
+def test_anonymous_export_from_a_public_read_bucket(s3, tmp_path, monkeypatch):
+    client = s3["client"]
+    client.create_bucket(Bucket="public")
+    for path in sorted(p for p in s3["local"].rglob("*") if p.is_file()):
+        client.upload_file(str(path), "public", f"one/{path.relative_to(s3['local'])}")
+    client.put_bucket_policy(Bucket="public", Policy=json.dumps({"Version": "2012-10-17", "Statement": [{
+        "Effect": "Allow", "Principal": "*", "Action": ["s3:GetObject", "s3:ListBucket"],
+        "Resource": ["arn:aws:s3:::public", "arn:aws:s3:::public/*"]}]}))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env.update(AWS_ENDPOINT_URL=s3["endpoint"], AWS_REGION="us-east-1", AWS_EC2_METADATA_DISABLED="true")
+    proc = zs("export", "--anon", "s3://public/one", str(tmp_path / "p.zs"), env=env)
+    assert proc.returncode == 0, proc.stderr
+    with RepoArchive(tmp_path / "p.zs") as arc:
+        assert {r["name"] for r in arc.refs()} >= {"main", "dev", "v1"}
+
+
+@pytest.mark.parametrize("url, message", [
+    ("s3://no-such-bucket/repos/one", "s3://no-such-bucket/repos/one/repo: no such bucket or container"),
+    ("s3://lab/repos/nothing-here", "s3://lab/repos/nothing-here: not an Icechunk repository"),
+])
+def test_missing_bucket_or_prefix_is_one_line(aws_env, tmp_path, url, message):
+    proc = zs("export", url, str(tmp_path / "x.zs"))
+    err = proc.stderr.decode()
+    assert proc.returncode == 1 and message in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "x.zs").exists()
+
+
+def test_unknown_storage_option_is_one_line(aws_env, tmp_path):
+    proc = zs("export", "s3://lab/repos/one", str(tmp_path / "x.zs"), "--storage-option", "bogus_key=1")
+    err = proc.stderr.decode()
+    assert proc.returncode == 1 and "bad storage configuration" in err and len(err.strip().splitlines()) == 1, err
+    bad = zs("export", "s3://lab/repos/one", str(tmp_path / "x.zs"), "--storage-option", "novalue")
+    assert bad.returncode == 2
+
+
+def test_wrong_secret_is_refused_when_signatures_count(aws_env, tmp_path, monkeypatch):
+    iam = boto3.client("iam", endpoint_url=aws_env["endpoint"], region_name="us-east-1",
+                       aws_access_key_id="AKIDTEST", aws_secret_access_key="secret")
+    iam.create_user(UserName="reader")
+    key = iam.create_access_key(UserName="reader")["AccessKey"]
+    monkeypatch.setattr(moto_settings, "INITIAL_NO_AUTH_ACTION_COUNT", 0)
+    try:
+        monkeypatch.setenv("AWS_ACCESS_KEY_ID", key["AccessKeyId"])
+        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "not-the-secret")
+        with pytest.raises(ZSError) as err:
+            export("s3://lab/repos/one", tmp_path / "x.zs")
+        assert "access denied" in str(err.value) and "\n" not in str(err.value)
+        monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDNOBODYKNOWS")
+        with pytest.raises(ZSError) as err:
+            export("s3://lab/repos/one", tmp_path / "x.zs")
+        assert "access denied" in str(err.value)
+    finally:
+        moto_settings.INITIAL_NO_AUTH_ACTION_COUNT = float("inf")
+    assert not (tmp_path / "x.zs").exists()
+
+
+def test_v2_repository_exports_from_plain_http(s3, nginx_server, tmp_path):
+    served = nginx_server.root / "repo"
+    shutil.copytree(s3["local"], served)
+    remote, local = tmp_path / "http.zs", tmp_path / "local.zs"
+    export(nginx_server.url("repo"), remote, export_time=1)
+    export(s3["local"], local, export_time=1)
+    assert remote.read_bytes() == local.read_bytes()
+
+
+def test_v1_repository_over_plain_http_says_it_needs_listing(nginx_server, tmp_path):
+    shutil.copytree(ROOT / "testdata" / "icechunk" / "v1", nginx_server.root / "v1")
+    proc = zs("export", nginx_server.url("v1"), str(tmp_path / "x.zs"))
+    err = proc.stderr.decode()
+    assert proc.returncode == 1 and "spec-V1 repository needs a store that can list" in err, err
+    assert len(err.strip().splitlines()) == 1

@@ -1,0 +1,82 @@
+"""Where bytes live: a local path or an object-store URL, with what it takes to reach it.
+
+A :class:`Location` is plain data (picklable), so worker processes and cluster workers can reopen the
+same repository or archive; :mod:`zsarchive.io.objects` turns a remote one into an obstore store.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import urllib.parse
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping
+
+from zsarchive.errors import ZSError
+
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
+
+SCHEMES = {"s3": "s3", "s3a": "s3", "gs": "gs", "gcs": "gs", "az": "az", "azure": "az", "abfs": "az",
+           "abfss": "az", "http": "http", "https": "http"}
+"""Remote URL schemes and the kind of object store each names."""
+
+
+@dataclass(frozen=True)
+class Location:
+    """A local path (``kind == "file"``) or a remote URL with its storage options and anonymity."""
+
+    url: str
+    kind: str
+    options: tuple[tuple[str, str], ...] = ()
+    anon: bool = False
+
+    @property
+    def is_local(self) -> bool:
+        """True for a local path or ``file://`` URL."""
+        return self.kind == "file"
+
+    @property
+    def path(self) -> Path:
+        """The local path (only for a local location)."""
+        return Path(self.url)
+
+    def child(self, key: str) -> "Location":
+        """The location of ``key`` below this one (a directory or URL prefix), same options."""
+        if self.is_local:
+            return Location(os.path.join(self.url, key), "file")
+        return Location(self.url.rstrip("/") + "/" + key, self.kind, self.options, self.anon)
+
+    def __str__(self) -> str:
+        return self.url
+
+
+def scheme_of(text: str) -> str | None:
+    """The URL scheme of ``text`` in lower case, or None for a plain path."""
+    found = _SCHEME.match(text)
+    return found.group(1).lower() if found else None
+
+
+def parse_location(source: str | os.PathLike | Location, storage_options: Mapping[str, object] | None = None,
+                   anon: bool = False) -> Location:
+    """Classify a path or URL; ZSError (one line) for a scheme no store here can read."""
+    if isinstance(source, Location):
+        return source
+    text = os.fspath(source)
+    scheme = scheme_of(text)
+    if scheme is None:
+        return Location(text, "file")
+    if scheme == "file":
+        url = urllib.parse.urlparse(text)
+        if url.netloc not in ("", "localhost"):
+            raise ZSError(f"{text}: a file:// URL names a local path (file:///dir), not host {url.netloc!r}")
+        return Location(urllib.parse.unquote(url.path), "file")
+    kind = SCHEMES.get(scheme)
+    if kind is None:
+        raise ZSError(f"{text}: unsupported location (a local path, or an s3://, gs://, az://, abfs://, "
+                      f"http:// or https:// URL)")
+    if kind != "http" and not urllib.parse.urlparse(text).netloc:
+        raise ZSError(f"{text}: names no bucket or container")
+    options = tuple(sorted((str(k), str(v)) for k, v in (storage_options or {}).items()))
+    return Location(text, kind, options, bool(anon))
+

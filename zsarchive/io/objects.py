@@ -1,0 +1,129 @@
+"""Object stores (S3, Google Cloud Storage, Azure, HTTP) through obstore, and their errors as one line.
+
+Credentials and endpoints come from the standard environment variables, which obstore reads itself
+(``AWS_*``, ``GOOGLE_*``, ``AZURE_*``), plus a location's storage options; an ``http://`` endpoint
+turns on plain HTTP, as it does for boto3 and the AWS CLI.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import urllib.parse
+from datetime import timedelta
+from typing import Any
+
+from zsarchive.errors import ZSError
+from zsarchive.io.location import Location
+
+CLIENT_KEYS = {"allow_http", "allow_invalid_certificates", "connect_timeout", "default_content_type",
+               "default_headers", "http1_only", "http2_only", "pool_idle_timeout", "pool_max_idle_per_host",
+               "proxy_url", "proxy_ca_certificate", "proxy_excludes", "root_certificate", "randomize_addresses",
+               "read_timeout", "timeout", "user_agent"}
+"""Storage options that configure the HTTP client rather than the store."""
+
+TIMEOUTS = {"connect_timeout": "10s", "timeout": "120s"}
+RETRY = {"max_retries": 5, "retry_timeout": timedelta(seconds=60),
+         "backoff": {"init_backoff": timedelta(milliseconds=100), "max_backoff": timedelta(seconds=5), "base": 2}}
+"""Transient faults (503s, dropped connections) are retried with backoff for at most a minute in all."""
+
+_ENDPOINT_KEYS = ("endpoint", "endpoint_url", "aws_endpoint", "aws_endpoint_url", "base_url", "google_base_url")
+
+_STORES: dict[Location, Any] = {}
+
+
+def object_store(location: Location):
+    """The obstore store for a remote location's bucket and prefix (one per location and process)."""
+    store = _STORES.get(location)
+    if store is None:
+        store = _STORES[location] = _build(location)
+    return store
+
+
+def _build(location: Location):
+    from obstore.store import AzureStore, GCSStore, HTTPStore, S3Store
+
+    url = urllib.parse.urlparse(location.url)
+    config: dict[str, Any] = {}
+    client: dict[str, Any] = dict(TIMEOUTS)
+    for key, value in location.options:
+        (client if key in CLIENT_KEYS else config)[key] = _typed(value)
+    endpoint = next((str(config[k]) for k in _ENDPOINT_KEYS if k in config), None)
+    if location.kind == "s3":
+        endpoint = endpoint or os.environ.get("AWS_ENDPOINT_URL") or os.environ.get("AWS_ENDPOINT")
+    if (endpoint or "").lower().startswith("http://") or url.scheme == "http":
+        client.setdefault("allow_http", True)
+    if location.anon and location.kind != "http":
+        config["skip_signature"] = True
+    prefix = urllib.parse.unquote(url.path).strip("/") or None
+    try:
+        if location.kind == "s3":
+            return S3Store(url.netloc, prefix=prefix, config=config, client_options=client, retry_config=RETRY)
+        if location.kind == "gs":
+            return GCSStore(url.netloc, prefix=prefix, config=config, client_options=client, retry_config=RETRY)
+        if location.kind == "az":
+            container, _, host = url.netloc.partition("@")
+            if host and "account_name" not in config:
+                config["account_name"] = host.split(".")[0]
+            for key, value in _azure_connection_string().items():
+                config.setdefault(key, value)
+            return AzureStore(container, prefix=prefix, config=config, client_options=client, retry_config=RETRY)
+        if location.kind == "http":
+            if config:
+                raise ZSError(f"{location.url}: storage options {', '.join(sorted(config))} do not apply to HTTP")
+            return HTTPStore(location.url, client_options=client, retry_config=RETRY)
+    except ZSError:
+        raise
+    except Exception as exc:  # obstore's configuration errors: unknown key, bad value
+        raise describe(exc, location.url) from None
+    raise ZSError(f"{location.url}: not an object-store location")
+
+
+def _typed(value: str) -> Any:
+    return {"true": True, "false": False}.get(value.lower(), value) if isinstance(value, str) else value
+
+
+def _azure_connection_string() -> dict[str, str]:
+    """Account, key and endpoint from ``AZURE_STORAGE_CONNECTION_STRING`` (which obstore does not read)."""
+    text = os.environ.get("AZURE_STORAGE_CONNECTION_STRING", "")
+    fields = dict(part.split("=", 1) for part in text.split(";") if "=" in part)
+    names = {"AccountName": "account_name", "AccountKey": "account_key", "BlobEndpoint": "endpoint",
+             "SharedAccessSignature": "sas_key"}
+    out = {names[k]: v for k, v in fields.items() if k in names}
+    if out.get("endpoint", "").startswith("http://"):
+        out["allow_http"] = "true"
+    return out
+
+
+_CAUSES = [
+    (re.compile(r"NoSuchBucket|ContainerNotFound|bucket does not exist", re.I), "no such bucket or container"),
+    (re.compile(r"InvalidAccessKeyId|unknown access key", re.I), "access denied: the access key is not known"),
+    (re.compile(r"SignatureDoesNotMatch|AuthenticationFailed|InvalidSignature", re.I),
+     "access denied: bad signature (wrong secret key?)"),
+    (re.compile(r"ExpiredToken|token.*expired", re.I), "access denied: the credentials have expired"),
+    (re.compile(r"AccessDenied|status code: 403|PermissionDenied|Forbidden", re.I), "access denied"),
+    (re.compile(r"status code: 401|Unauthenticated|Unauthorized", re.I), "not authenticated (no or wrong credentials)"),
+    (re.compile(r"NoSuchKey|BlobNotFound|status code: 404|not found", re.I), "no such object"),
+    (re.compile(r"timed out|Timeout", re.I), "timed out"),
+    (re.compile(r"error sending request|Connect|connection refused|dns error", re.I), "cannot connect"),
+    (re.compile(r"status code: (5\d\d)", re.I), "the server kept failing"),
+    (re.compile(r"builder error|UnknownConfigurationKey|Configuration key", re.I), "bad storage configuration"),
+]
+
+
+def describe(exc: BaseException, url: str) -> ZSError:
+    """One line naming ``url`` and the cause, for an obstore error (which spans many lines)."""
+    text = str(exc)
+    for pattern, cause in _CAUSES:
+        if pattern.search(text):
+            if cause == "bad storage configuration":
+                first = text.strip().splitlines()[0][:200] if text.strip() else type(exc).__name__
+                return ZSError(f"{url}: {cause}: {first}")
+            return ZSError(f"{url}: {cause}")
+    first = text.strip().splitlines()[0][:200] if text.strip() else type(exc).__name__
+    return ZSError(f"{url}: {first}")
+
+
+def is_missing(exc: BaseException) -> bool:
+    """True when ``exc`` says the object is absent (not the bucket, not access)."""
+    return isinstance(exc, FileNotFoundError) and describe(exc, "").args[0] == ": no such object"
