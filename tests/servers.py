@@ -31,6 +31,21 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def wait_for_port(port: int, process: subprocess.Popen | None = None, seconds: float = 30) -> None:
+    """Return once something listens on 127.0.0.1:``port``; RuntimeError if ``process`` exits or time runs out."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if process is not None and process.poll() is not None:
+            err = process.stderr.read().decode(errors="replace") if process.stderr else ""
+            raise RuntimeError(f"{process.args[0]} exited: {err}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"nothing listens on port {port} after {seconds} s")
+
+
 @dataclass(frozen=True)
 class LogLine:
     """One request as nginx logged it."""
@@ -105,17 +120,11 @@ http {{
         self._process = subprocess.Popen(
             [NGINX, "-p", str(self.prefix), "-c", str(self.prefix / "nginx.conf")],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            if self._process.poll() is not None:
-                raise RuntimeError(f"nginx exited: {self._process.stderr.read().decode()}")
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
-                return
-            except OSError:
-                time.sleep(0.05)
-        self.stop()
-        raise RuntimeError("nginx did not start listening within 10 s")
+        try:
+            wait_for_port(self.port, self._process)
+        except RuntimeError:
+            self.stop()
+            raise
 
     def stop(self) -> None:
         """Stop nginx (graceful, then forced) and reap it."""
