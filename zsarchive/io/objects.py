@@ -107,7 +107,8 @@ _CAUSES = [
     (re.compile(r"timed out|Timeout", re.I), "timed out"),
     (re.compile(r"error sending request|Connect|connection refused|dns error", re.I), "cannot connect"),
     (re.compile(r"status code: (5\d\d)", re.I), "the server kept failing"),
-    (re.compile(r"builder error|UnknownConfigurationKey|Configuration key", re.I), "bad storage configuration"),
+    (re.compile(r"builder error|UnknownConfigurationKey|Configuration key|must be specified", re.I),
+     "bad storage configuration"),
 ]
 
 

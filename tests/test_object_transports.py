@@ -1,4 +1,5 @@
-"""FsspecTransport against moto's S3 server on loopback (s3fs through fsspec)."""
+"""Archives on S3: ObjectTransport (obstore, the default for s3://, gs://, az://) and FsspecTransport
+(s3fs, the fallback for other schemes) against moto's S3 server on loopback."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from servers import free_port
 from zsarchive import ZS
 from zsarchive.cli import main
 from zsarchive.errors import ZSCorrupt, ZSError
-from zsarchive.io import FsspecTransport, open_transport
+from zsarchive.io import FsspecTransport, ObjectTransport, open_transport
 
 DATA = os.urandom(200_000)
 
@@ -42,14 +43,21 @@ def s3():
     server.stop()
 
 
-def test_open_transport_routes_s3_urls_to_fsspec(s3):
-    transport = open_transport("s3://zsbucket/data.bin")
-    assert isinstance(transport, FsspecTransport)
-    transport.close()
+TRANSPORTS = pytest.mark.parametrize("transport_class", [ObjectTransport, FsspecTransport])
 
 
-def test_head_tail_reads_and_batches(s3):
-    transport = FsspecTransport("s3://zsbucket/data.bin")
+def test_open_transport_routes_object_store_urls_to_obstore(s3, monkeypatch):
+    monkeypatch.setenv("AZURE_STORAGE_ACCOUNT_NAME", "someone")
+    for url in ("s3://zsbucket/data.bin", "gs://zsbucket/data.bin", "az://zsbucket/data.bin"):
+        transport = open_transport(url)
+        assert isinstance(transport, ObjectTransport)
+        transport.close()
+    assert isinstance(open_transport("memory://zsbucket/data.bin"), FsspecTransport)
+
+
+@TRANSPORTS
+def test_head_tail_reads_and_batches(s3, transport_class):
+    transport = transport_class("s3://zsbucket/data.bin")
     head, tail = transport.read_head_tail(1000, 3000)
     assert head == DATA[:1000] and tail == DATA[-3000:] and transport.size == len(DATA)
     requests = transport.stats.requests
@@ -65,11 +73,25 @@ def test_head_tail_reads_and_batches(s3):
 def test_missing_object_is_one_line(s3):
     with pytest.raises(ZSError, match=r"^s3://zsbucket/nope\.zs: not found$"):
         FsspecTransport("s3://zsbucket/nope.zs").read_head_tail(10, 10)
+    with pytest.raises(ZSError, match=r"^s3://zsbucket/nope\.zs: no such object$"):
+        ObjectTransport("s3://zsbucket/nope.zs").read_head_tail(10, 10)
+    with pytest.raises(ZSError, match=r"^s3://no-such-bucket/x\.zs: no such bucket or container$"):
+        ObjectTransport("s3://no-such-bucket/x.zs").read_head_tail(10, 10)
 
 
-def test_object_replaced_while_reading_is_detected(s3):
+def test_empty_and_short_objects(s3):
+    s3.put_object(Bucket="zsbucket", Key="empty.bin", Body=b"")
+    s3.put_object(Bucket="zsbucket", Key="short.bin", Body=b"abc")
+    empty = ObjectTransport("s3://zsbucket/empty.bin")
+    assert empty.read_head_tail(10, 10) == (b"", b"") and empty.size == 0
+    short = ObjectTransport("s3://zsbucket/short.bin")
+    assert short.read_head_tail(1000, 3000) == (b"abc", b"abc") and short.size == 3
+
+
+@TRANSPORTS
+def test_object_replaced_while_reading_is_detected(s3, transport_class):
     s3.put_object(Bucket="zsbucket", Key="changing.bin", Body=DATA)
-    transport = FsspecTransport("s3://zsbucket/changing.bin")
+    transport = transport_class("s3://zsbucket/changing.bin")
     transport.read_head_tail(10, 10)
     assert transport.read(1000, 10) == DATA[1000:1010]
     s3.put_object(Bucket="zsbucket", Key="changing.bin", Body=DATA[::-1])
@@ -92,6 +114,11 @@ def test_zs_file_on_s3_reads_like_the_local_file(s3, tmp_path, reference_zs):
         there = runner.invoke(main, [*command, "s3://zsbucket/records.zs"])
         assert here.exit_code == 0 and there.exit_code == 0, there.output
         assert there.stdout_bytes == here.stdout_bytes
+    for transport in (ObjectTransport("s3://zsbucket/records.zs"), FsspecTransport("s3://zsbucket/records.zs")):
+        with ZS(transport) as zs:
+            assert list(zs.search(start=b"001000", stop=b"002000")) == \
+                [r for r in records if b"001000" <= r < b"002000"]
+            assert zs.transport.stats.requests <= 2 + 2  # open, then one run of adjacent blocks
     with ZS(url="s3://zsbucket/records.zs") as zs:
         assert list(zs.search(start=b"001000", stop=b"002000")) == [r for r in records if b"001000" <= r < b"002000"]
         assert zs.transport.stats.requests <= 2 + 2  # open, then one run of adjacent blocks
