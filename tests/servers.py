@@ -206,7 +206,9 @@ class FaultyServer(ThreadingHTTPServer):
     ``faults`` is a queue consumed one per request: "drop" (close mid-body), "503", "ignore-range"
     (200 with the whole body), "slow" (wait ``slow_seconds`` before answering), "short" (promise
     the full length, send half, close), "close-after" (answer, then close the connection without
-    announcing it), "drip" (the body one byte every 50 ms), or None (behave).
+    announcing it), "drip" (the body one byte every 50 ms), "huge-length" (a 206 whose Content-Length
+    claims 400 MiB), "wide-range" (a 206 whose Content-Range and Content-Length claim 400 MiB more than
+    asked), "negative-length" (``Content-Length: -1`` and 8 MiB of body), or None (behave).
     """
 
     daemon_threads = True
@@ -313,7 +315,31 @@ class _FaultyHandler(BaseHTTPRequestHandler):
             self._reply(416, {"Content-Range": f"bytes */{len(data)}"}, b"", None)
             return
         headers["Content-Range"] = f"bytes {start}-{end}/{len(data)}"
+        if fault in ("huge-length", "wide-range", "negative-length"):
+            self._lie(fault, headers, start, end, data)
+            return
         self._reply(206, headers, data[start:end + 1], fault)
+
+    def _lie(self, fault: str, headers: dict[str, str], start: int, end: int, data: bytes) -> None:
+        """A 206 whose framing claims far more than the range asked for; a little body, then close."""
+        with self.server.lock:
+            self.server.seen.append(Seen(self.path, self.headers.get("Range", ""),
+                                         self.headers.get("If-Match", ""), 206))
+        huge = 400 << 20
+        if fault == "wide-range":
+            headers["Content-Range"] = f"bytes {start}-{start + huge - 1}/{start + huge}"
+        length = {"huge-length": str(huge), "wide-range": str(huge), "negative-length": "-1"}[fault]
+        self.send_response(206)
+        for key, value in headers.items():
+            self.send_header(key, value)
+        self.send_header("Content-Length", length)
+        self.end_headers()
+        try:
+            for _ in range(8 if fault == "negative-length" else 1):
+                self.wfile.write(data[start:end + 1].ljust(1 << 20, b"x"))
+        except OSError:
+            pass  # the client hung up, as it should
+        self.close_connection = True
 
 
 @pytest.fixture

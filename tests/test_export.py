@@ -219,19 +219,22 @@ def test_query_errors_are_one_line(v2_archive, tmp_path):
 
 
 def test_unsupported_virtual_scheme(tmp_path):
-    """An archive (possibly from anyone) pointing a virtual ref at s3:// gets a clear refusal."""
+    """An archive (possibly from anyone) pointing a virtual ref at s3:// is refused unless authorized;
+    one at a scheme nothing here reads gets a clear refusal."""
     target = tmp_path / "s3.zs"
     node_value = (
         "NODEID0000000", S.ARRAY,
-        b'{"zarr_format":3,"node_type":"array","shape":[4],"chunk_grid":{"name":"regular",'
+        b'{"zarr_format":3,"node_type":"array","shape":[6],"chunk_grid":{"name":"regular",'
         b'"configuration":{"chunk_shape":[2]}}}',
-        ((4, None, 2),), None, (("M" * 20, ((0, 2),)),))
+        ((6, None, 3),), None, (("M" * 20, ((0, 3),)),))
     records = sorted([
         S.record(S.REFS, ("branch", "main"), ("S" * 20,)),
         S.record(S.SNAPSHOT, ("S" * 20,), (None, 1, "m", "{}", ())),
         S.record(S.NODE, ("S" * 20, ("v",)), node_value),
         S.record(S.CHUNK_REF, ("M" * 20, "NODEID0000000", (0,)),
                  (S.VIRTUAL, "s3://bucket/key.nc", 0, 8, None, None)),
+        S.record(S.CHUNK_REF, ("M" * 20, "NODEID0000000", (2,)),
+                 (S.VIRTUAL, "ftp://host/key.nc", 0, 8, None, None)),
         S.record(S.CHUNK_REF, ("M" * 20, "NODEID0000000", (1,)),
                  (S.VIRTUAL, "file:///etc/passwd", 0, 8, None, None)),
         S.record(S.HEADER, (), (1, 2, 0, "test", ())),
@@ -239,7 +242,9 @@ def test_unsupported_virtual_scheme(tmp_path):
     with ZSWriter(target, {S.METADATA_KEY: {"format_version": 1}}, codec="none") as writer:
         writer.add_records(records)
         writer.finish()
-    _one_line_error(_zs("chunk", str(target), "main", "/v", "0", "--data"), "'s3'")
+    _one_line_error(_zs("chunk", str(target), "main", "/v", "0", "--data"),
+                    "not under an authorized prefix; authorize it with --authorize s3://bucket/")
+    _one_line_error(_zs("chunk", str(target), "main", "/v", "2", "--data"), "'ftp'")
     _one_line_error(_zs("chunk", str(target), "main", "/v", "1", "--data", "--authorize", "file:///tmp/"),
                     "--authorize file:///etc/")
 

@@ -387,3 +387,21 @@ def test_a_body_dripping_in_slower_than_min_rate_is_abandoned(faulty_server):
                                       r"after 0\.8 s\) \(gave up after 2 attempts\)"):
         transport.read(0, 50)  # each byte beats the 0.3 s timeout, the whole needs 2.5 s
     transport.close()
+
+
+@pytest.mark.parametrize("fault, message", [
+    ("huge-length", "announces a body of 419430400 bytes where at most 100 can be right"),
+    ("wide-range", "asked for 100 bytes, the server answers with bytes 1000-419431399"),
+    ("negative-length", "sent more than the 100 bytes that can be right"),
+])
+def test_a_body_larger_than_the_range_asked_for_is_refused_unread(faulty_server, fault, message):
+    faulty_server.files["f.zs"] = DATA
+    transport = _transport(faulty_server)
+    transport.read_head_tail(0, 0)
+    faulty_server.faults.append(fault)
+    started = time.monotonic()
+    with pytest.raises(ZSError, match=message):
+        transport.read(1000, 100)
+    assert time.monotonic() - started < 10
+    assert transport.stats.bytes < 2 << 20  # at most the first pieces were read, never 400 MiB
+    transport.close()

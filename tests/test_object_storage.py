@@ -277,3 +277,46 @@ def test_gcs_urls_name_bucket_prefix_and_options():
         assert parse_location(url).kind == kind
     az = object_store(parse_location("abfs://cont@acct.dfs.core.windows.net/p/q", {"account_key": "a2V5"}))
     assert az.config["account_name"] == "acct" and az.config["container_name"] == "cont" and az.prefix == "p/q"
+
+
+VIRTUAL_REPO = r"""
+import sys, datetime, zarr, icechunk as ic
+out, etag = sys.argv[1:3]
+repo = ic.Repository.create(ic.local_filesystem_storage(out))
+s = repo.writable_session("main")
+zarr.group(store=s.store).create_array("v", shape=(4, 250), chunks=(1, 250), dtype="f4", compressors=None)
+old = datetime.datetime(2001, 1, 1, tzinfo=datetime.timezone.utc)
+s.store.set_virtual_refs("v", [
+    ic.VirtualChunkSpec(index=[0, 0], location="s3://lab/granules/g.bin", offset=0, length=1000, etag_checksum=etag),
+    ic.VirtualChunkSpec(index=[1, 0], location="s3://lab/granules/g.bin", offset=1000, length=1000,
+                        etag_checksum='"0123456789abcdef0123456789abcdef"'),
+    ic.VirtualChunkSpec(index=[2, 0], location="s3://lab/granules/g.bin", offset=2000, length=1000,
+                        last_updated_at_checksum=old),
+    ic.VirtualChunkSpec(index=[3, 0], location="s3://lab/granules/g.bin", offset=3000, length=1000),
+], validate_containers=False)
+s.commit("virtual refs into S3")
+"""
+
+
+def test_virtual_chunks_in_s3_are_read_under_an_authorized_prefix_with_checksums(aws_env, tmp_path):
+    granule = os.urandom(4000)
+    etag = aws_env["client"].put_object(Bucket="lab", Key="granules/g.bin", Body=granule)["ETag"]
+    repo = tmp_path / "virtual"
+    made = subprocess.run([str(aws_env["python"]), "-c", VIRTUAL_REPO, str(repo), etag], capture_output=True,
+                          timeout=300)
+    assert made.returncode == 0, made.stderr.decode(errors="replace")[-2000:]
+    archive = tmp_path / "v.zs"
+    export(repo, archive)
+    allow = ["--authorize", "s3://lab/granules/"]
+    for index in (0, 3):
+        proc = zs("chunk", str(archive), "main", "v", f"{index},0", "--data", *allow)
+        assert proc.returncode == 0 and proc.stdout == granule[1000 * index:1000 * (index + 1)], proc.stderr
+    for index, what in ((1, "ETag"), (2, "modified by 2001-01-01")):
+        proc = zs("chunk", str(archive), "main", "v", f"{index},0", "--data", *allow)
+        err = proc.stderr.decode()
+        assert proc.returncode == 1 and len(err.splitlines()) == 1, err
+        assert f"chunk {index},0 of '/v'" in err and "changed since the virtual ref was written" in err and what in err
+    denied = zs("chunk", str(archive), "main", "v", "0,0", "--data", "--authorize", "s3://lab/other/")
+    assert denied.returncode == 1 and "not under an authorized prefix" in denied.stderr.decode()
+    with RepoArchive(archive, authorize={"s3://lab/granules/": {"region": "us-east-1"}}) as arc:
+        assert arc.chunk_data("main", "v", (3, 0)) == granule[3000:]

@@ -8,13 +8,15 @@ import os
 import re
 import threading
 from email.utils import formatdate
-from typing import Any, Callable, Iterable
+from datetime import datetime, timezone
+from typing import Any, Callable, Iterable, Mapping
 from urllib.parse import unquote, urlsplit
 
 from zsarchive.errors import ZSCorrupt, ZSError
 from zsarchive.icechunk.model import format_time
 from zsarchive.io.http import ConnectionPool, HTTPTransport, host_of
-from zsarchive.io.location import Location, parse_location
+from zsarchive.io.location import SCHEMES, Location, parse_location
+from zsarchive.io.objects import ObjectChanged, get_bounded, object_store
 from zsarchive.io.storage import ObjectStorage
 
 _CHUNK_ID = re.compile(r"^[0-9A-HJKMNP-TV-Z]{20}$")
@@ -35,12 +37,18 @@ class ChunkReader:
     """Reads chunk bytes for one archive (``name``, for messages).
 
     ``embedded(chunk_id)``: the archive's own copy of a native chunk file, or None; ``authorize``:
-    location prefixes under which virtual refs may be read. Connections to a host are kept per host.
+    location prefixes under which virtual refs may be read, or a mapping of such prefixes to the
+    storage options (credentials, endpoint, ``anon``) of the object store under each, as icechunk's
+    virtual chunk containers have them. Connections to a host are kept per host.
     """
 
-    def __init__(self, name: str, authorize: Iterable[str], embedded: Callable[[str], bytes | None]):
+    def __init__(self, name: str, authorize: Iterable[str] | Mapping[str, Mapping[str, Any]],
+                 embedded: Callable[[str], bytes | None]):
         self.name = name
-        self.authorize = [str(p) for p in authorize]
+        if isinstance(authorize, Mapping):
+            self.authorize = {str(p): dict(options or {}) for p, options in authorize.items()}
+        else:
+            self.authorize = {str(p): {} for p in authorize}
         self.embedded = embedded
         self._pools: dict[tuple, ConnectionPool] = {}
         self._pools_lock = threading.Lock()
@@ -85,14 +93,20 @@ class ChunkReader:
             except ZSError as exc:
                 raise type(exc)(f"{where}: {exc}") from None
         location = chunk["location"]
-        if urlsplit(location).scheme in ("http", "https"):
+        scheme = urlsplit(location).scheme.lower()
+        if scheme in ("http", "https"):
             self._authorized_url(location, where)
             return self._read_url(location, offset, length, where, chunk["checksum_etag"],
                                   chunk["checksum_last_modified"])
+        if SCHEMES.get(scheme) in ("s3", "gs", "az"):
+            options = self.authorize[self._authorized_url(location, where)]
+            return _read_object(location, options, offset, length, where, chunk["checksum_etag"],
+                                chunk["checksum_last_modified"])
         local = self._authorized_local_path(location, where)
         return _read_range(local, offset, length, where, chunk["checksum_etag"], chunk["checksum_last_modified"])
 
-    def _authorized_url(self, location: str, where: str) -> None:
+    def _authorized_url(self, location: str, where: str) -> str:
+        """The authorized prefix ``location`` lies under (ZSError if none)."""
         parts = urlsplit(location)
         # no dot segments: "prefix/../elsewhere" must not pass a plain prefix test
         if any(seg in (".", "..") for seg in unquote(parts.path).split("/")):
@@ -101,7 +115,7 @@ class ChunkReader:
             pre = urlsplit(prefix)
             if (pre.scheme, pre.netloc) == (parts.scheme, parts.netloc) and pre.path and \
                     parts.path.startswith(pre.path if pre.path.endswith("/") else pre.path + "/"):
-                return
+                return prefix
         suggestion = location.rsplit("/", 1)[0] + "/"
         raise ZSError(f"{where}: virtual location {location!r} is not under an authorized prefix; "
                       f"authorize it with --authorize {suggestion}")
@@ -157,6 +171,33 @@ class ChunkReader:
         suggestion = "file://" + os.path.dirname(os.path.normpath(path)).rstrip("/") + "/"
         raise ZSError(f"{where}: virtual location {location!r} is not under an authorized prefix; "
                       f"authorize it with --authorize {suggestion}")
+
+
+def _read_object(location: str, options: dict[str, Any], offset: int, length: int, where: str,
+                 etag: str | None, last_modified: int | None) -> bytes:
+    """A virtual chunk in S3, GCS or Azure: the range is asked for on condition that the object still
+    has the ref's ETag and was not modified after the ref's time, so changed bytes are never returned."""
+    parts = urlsplit(location)
+    settings = dict(options)
+    anon = str(settings.pop("anon", "")).lower() in ("1", "true", "yes")
+    bucket = parse_location(f"{parts.scheme}://{parts.netloc}", settings, anon)
+    conditions: dict[str, Any] = {"range": (offset, offset + length)}
+    if etag and etag.strip('"') != "*":
+        conditions["if_match"] = etag if etag.startswith(('"', "W/")) else f'"{etag}"'
+    if last_modified:
+        conditions["if_unmodified_since"] = datetime.fromtimestamp(last_modified, timezone.utc)
+    try:
+        data = get_bounded(object_store(bucket), unquote(parts.path).lstrip("/"), conditions, length, location)[2]
+    except ObjectChanged:
+        checks = ", ".join(f"{k} {v}" for k, v in (("ETag", etag), ("modified by", last_modified and
+                                                    format_time(last_modified * 10**6))) if v)
+        raise ZSError(f"{where}: {location} changed since the virtual ref was written (the ref's "
+                      f"checksum: {checks})") from None
+    except ZSError as exc:
+        raise type(exc)(f"{where}: {exc}") from None
+    if len(data) != length:
+        raise ZSCorrupt(f"{where}: {location} holds {len(data)} bytes at offset {offset}, expected {length}")
+    return data
 
 
 def _read_range(path: str, offset: int, length: int, where: str, etag: str | None = None,

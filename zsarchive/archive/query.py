@@ -78,7 +78,7 @@ class RepoArchive:
     read by :meth:`chunk_data`; nothing outside them is ever opened.
     """
 
-    def __init__(self, source: Any, authorize: Iterable[str] = ()):
+    def __init__(self, source: Any, authorize: Iterable[str] | Mapping[str, Mapping[str, Any]] = ()):
         if isinstance(source, ZS):
             self.zs = source
         elif is_url(source):
@@ -112,8 +112,8 @@ class RepoArchive:
         self._chunks.close()
 
     @property
-    def authorize(self) -> list[str]:
-        """Location prefixes under which virtual chunk refs may be read."""
+    def authorize(self) -> dict[str, dict[str, Any]]:
+        """Location prefixes under which virtual chunk refs may be read, each with its storage options."""
         return self._chunks.authorize
 
     def __enter__(self) -> "RepoArchive":

@@ -268,7 +268,8 @@ def _span(byte_range: ByteRequest | None, size: int) -> tuple[int, int]:
 
 
 def open_store(archive: RepoArchive | str | os.PathLike, ref: str = "main",
-               repo: str | os.PathLike | Location | None = None, authorize: Iterable[str] = (),
+               repo: str | os.PathLike | Location | None = None,
+               authorize: Iterable[str] | Mapping[str, Mapping[str, Any]] = (),
                storage_options: Mapping[str, object] | None = None, anon: bool = False) -> ArchiveStore:
     """Open the snapshot REF names (branch, tag, snapshot id, ``REF@TIME``) as a read-only zarr store.
 
@@ -276,7 +277,7 @@ def open_store(archive: RepoArchive | str | os.PathLike, ref: str = "main",
     chunks live (a repository path or URL, reached with ``storage_options`` / ``anon``);
     ``authorize``: virtual chunk location prefixes to follow.
     """
-    authorize = list(authorize)
+    authorize = dict(authorize) if isinstance(authorize, Mapping) else list(authorize)
     repo = None if repo is None else parse_location(repo, storage_options, anon)
     if isinstance(archive, RepoArchive):
         if authorize:

@@ -24,6 +24,8 @@ from zsarchive.io.remote import RemoteTransport
 _CONTENT_RANGE = re.compile(r"bytes\s+(?:(\d+)-(\d+)|\*)/(\d+|\*)\s*$")
 _RETRY_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 # a reused keep-alive connection that the server already closed fails like this before any answer
+_ERROR_BODY = 64 * 1024  # bytes of an error answer's body worth reading
+
 _STALE = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError, ConnectionAbortedError)
 
 
@@ -99,6 +101,12 @@ class ConnectionPool:
             idle, self._idle = self._idle, []
         for conn in idle:
             conn.close()
+
+
+def _asked(range_value: str) -> int:
+    """Bytes a ``Range`` header value asks for: ``bytes=A-B`` or ``bytes=-N``."""
+    first, _, last = range_value.removeprefix("bytes=").partition("-")
+    return int(last) if not first else int(last) - int(first) + 1
 
 
 class HTTPTransport(RemoteTransport):
@@ -303,7 +311,7 @@ class HTTPTransport(RemoteTransport):
                 while started:
                     i, (conn, reused) = started.pop(0)  # _finish pools or closes it, whatever happens
                     try:
-                        answers[i] = self._finish(conn, reused)
+                        answers[i] = self._finish(conn, reused, _asked(range_values[i]))
                     except _Retry as exc:
                         answers[i] = exc
             finally:
@@ -318,7 +326,7 @@ class HTTPTransport(RemoteTransport):
         headers = self._request_headers(range_value)
         while True:
             try:
-                return self._finish(*self._start(headers))
+                return self._finish(*self._start(headers), _asked(headers["Range"]))
             except _Stale:
                 continue  # the server had closed an idle connection: a fresh one is no retry
 
@@ -343,8 +351,8 @@ class HTTPTransport(RemoteTransport):
             raise (_Stale if reused else _Retry)(f"request failed: {exc!r}") from None
         return conn, reused
 
-    def _finish(self, conn: http.client.HTTPConnection, reused: bool) -> _Answer:
-        """Read the answer to the GET written on ``conn``."""
+    def _finish(self, conn: http.client.HTTPConnection, reused: bool, asked: int) -> _Answer:
+        """Read the answer to the GET written on ``conn`` (which asked for ``asked`` bytes)."""
         try:
             response = conn.getresponse()
         except _STALE:
@@ -358,19 +366,28 @@ class HTTPTransport(RemoteTransport):
             conn.close()
             raise _Retry(f"request failed: {exc!r}") from None
         self.stats.add(requests=1)
-        return self._answer(conn, response)
+        return self._answer(conn, response, asked)
 
-    def _answer(self, conn: http.client.HTTPConnection, response: http.client.HTTPResponse) -> _Answer:
+    def _answer(self, conn: http.client.HTTPConnection, response: http.client.HTTPResponse,
+                asked: int) -> _Answer:
         status = response.status
         try:
+            limit = _ERROR_BODY
             if status == 200:
                 length = response.getheader("Content-Length")
-                if length is None or int(length) > self._max_unranged:
+                if length is None or not length.isdigit() or int(length) > self._max_unranged:
                     raise ZSError(
                         f"{self.name}: the server ignores Range requests (HTTP 200 with the whole "
                         f"{length or 'unknown-length'} body); refusing to download more than "
                         f"{self._max_unranged} bytes for each read")
-            body = self._read_body(response)
+                limit = self._max_unranged
+            elif status == 206:
+                limit = asked
+                match = _CONTENT_RANGE.match(response.getheader("Content-Range", ""))
+                if match and match.group(1) is not None and int(match.group(2)) - int(match.group(1)) + 1 > asked:
+                    raise ZSError(f"{self.name}: asked for {asked} bytes, the server answers with bytes "
+                                  f"{match.group(1)}-{match.group(2)}")
+            body = self._read_body(response, limit)
         except ZSError:
             conn.close()
             raise
@@ -407,12 +424,26 @@ class HTTPTransport(RemoteTransport):
                           f"{response.getheader('Location')} (redirects are not followed)")
         raise ZSError(f"{self.name}: HTTP {status} {response.reason}")
 
-    def _read_body(self, response: http.client.HTTPResponse) -> bytes:
-        """The whole body, within a deadline that grows with its length: a server dripping bytes
-        just fast enough to beat the socket timeout must not hold a reader forever."""
+    def _read_body(self, response: http.client.HTTPResponse, limit: int) -> bytes:
+        """The whole body, never more than ``limit`` bytes whatever the headers claim, within a
+        deadline that grows with that limit: a server dripping bytes just fast enough to beat the
+        socket timeout must not hold a reader forever."""
         expected = response.length
-        if expected is None:  # chunked: http.client checks the framing, the socket the pauses
-            return response.read()
+        if expected is not None and expected > limit:
+            raise ZSError(f"{self.name}: the server announces a body of {expected} bytes where at most "
+                          f"{limit} can be right")
+        if expected is None:  # chunked, or no usable Content-Length: read to the end, within the limit
+            parts, received = [], 0
+            deadline = time.monotonic() + self._timeouts[1] + limit / self._min_rate
+            while chunk := response.read1(min(limit + 1 - received, 1 << 20)):
+                parts.append(chunk)
+                received += len(chunk)
+                if received > limit:
+                    raise ZSError(f"{self.name}: the server sent more than the {limit} bytes that can be right")
+                if time.monotonic() > deadline:
+                    raise _Retry(f"the body came too slowly ({received} bytes after "
+                                 f"{self._timeouts[1] + limit / self._min_rate:.1f} s)")
+            return b"".join(parts)
         deadline = time.monotonic() + self._timeouts[1] + expected / self._min_rate
         parts = []
         received = 0

@@ -13,11 +13,8 @@ from typing import Any
 
 from zsarchive.errors import ZSCorrupt, ZSError
 from zsarchive.io.location import Location, parse_location
-from zsarchive.io.objects import describe, object_store
+from zsarchive.io.objects import ObjectChanged, describe, get_bounded, object_store
 from zsarchive.io.remote import RemoteTransport
-
-_PIECE = 1 << 20  # bytes a body streams in
-
 
 class ObjectTransport(RemoteTransport):
     """Random access to the object at an ``s3://``, ``gs://`` or ``az://`` URL (or a :class:`Location`)."""
@@ -36,30 +33,18 @@ class ObjectTransport(RemoteTransport):
         self._pin: dict[str, Any] = {}
 
     def _get(self, options: dict[str, Any], want: int) -> tuple[dict, tuple[int, int], bytes]:
-        """One GET: (object meta, byte range sent, body), the body refused past ``want`` bytes."""
-        import obstore
-
+        """One GET of a range: (object meta, byte range sent, body)."""
         try:
-            result = obstore.get(self._store, self._key, options={**options, **self._pin})
-            meta, sent = result.meta, result.range
-            parts, received = [], 0
-            for piece in result.stream(min_chunk_size=_PIECE):
-                received += len(piece)
-                if received > want:
-                    raise ZSError(f"{self.name}: the server sent more than the {want} bytes asked for")
-                parts.append(bytes(piece))
-        except ZSError:
-            raise
-        except Exception as exc:
-            if type(exc).__name__ in ("PreconditionError", "NotModifiedError"):
-                raise ZSCorrupt(f"{self.name}: file changed while reading (ETag was "
-                                f"{self._pin.get('if_match')})") from None
-            text = str(exc)
-            if ("non-partial response" in text or "InvalidRange" in text or " 416 " in text) and self._is_empty():
+            meta, sent, body = get_bounded(self._store, self._key, {**options, **self._pin}, want, self.name)
+        except ObjectChanged:
+            raise ZSCorrupt(f"{self.name}: file changed while reading (ETag was "
+                            f"{self._pin.get('if_match')})") from None
+        except ZSError as exc:
+            if str(exc).endswith(": range not satisfiable") and self._is_empty():
                 return {"size": 0, "e_tag": None}, (0, 0), b""  # an empty object has no range to give
-            raise describe(exc, self.name) from None
-        self.stats.add(requests=1, bytes=received)
-        return meta, (int(sent[0]), int(sent[1])), b"".join(parts)
+            raise
+        self.stats.add(requests=1, bytes=len(body))
+        return meta, sent, body
 
     def _is_empty(self) -> bool:
         import obstore

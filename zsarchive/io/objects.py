@@ -13,7 +13,7 @@ import urllib.parse
 from datetime import timedelta
 from typing import Any
 
-from zsarchive.errors import ZSError
+from zsarchive.errors import ZSCorrupt, ZSError
 from zsarchive.io.location import Location
 
 CLIENT_KEYS = {"allow_http", "allow_invalid_certificates", "connect_timeout", "default_content_type",
@@ -104,7 +104,8 @@ _CAUSES = [
     (re.compile(r"AccessDenied|status code: 403|PermissionDenied|Forbidden", re.I), "access denied"),
     (re.compile(r"status code: 401|Unauthenticated|Unauthorized", re.I), "not authenticated (no or wrong credentials)"),
     (re.compile(r"NoSuchKey|BlobNotFound|status code: 404|not found", re.I), "no such object"),
-    (re.compile(r"timed out|Timeout", re.I), "timed out"),
+    (re.compile(r"status code: 416|InvalidRange|non-partial response", re.I), "range not satisfiable"),
+    (re.compile(r"timed out|TimedOut", re.I), "timed out"),
     (re.compile(r"error sending request|Connect|connection refused|dns error", re.I), "cannot connect"),
     (re.compile(r"status code: (5\d\d)", re.I), "the server kept failing"),
     (re.compile(r"builder error|UnknownConfigurationKey|Configuration key|must be specified", re.I),
@@ -114,7 +115,7 @@ _CAUSES = [
 
 def describe(exc: BaseException, url: str) -> ZSError:
     """One line naming ``url`` and the cause, for an obstore error (which spans many lines)."""
-    text = str(exc)
+    text = str(exc).split("Debug source:")[0]  # the dump after it names every setting, timeouts included
     for pattern, cause in _CAUSES:
         if pattern.search(text):
             if cause == "bad storage configuration":
@@ -128,3 +129,34 @@ def describe(exc: BaseException, url: str) -> ZSError:
 def is_missing(exc: BaseException) -> bool:
     """True when ``exc`` says the object is absent (not the bucket, not access)."""
     return isinstance(exc, FileNotFoundError) and describe(exc, "").args[0] == ": no such object"
+
+
+_PIECE = 1 << 20  # bytes a body streams in
+
+
+def get_bounded(store, key: str, options: dict[str, Any], want: int, url: str) -> tuple[dict, tuple[int, int], bytes]:
+    """One GET of ``key``: (object meta, byte range sent, body). A body longer than ``want`` bytes is
+    refused as it streams in; a failed precondition (``if_match``, ``if_unmodified_since``) raises
+    :class:`ObjectChanged`, any other failure a one-line ZSError naming ``url``."""
+    import obstore
+
+    try:
+        result = obstore.get(store, key, options=options)
+        meta, sent = result.meta, result.range
+        parts, received = [], 0
+        for piece in result.stream(min_chunk_size=_PIECE):
+            received += len(piece)
+            if received > want:
+                raise ZSError(f"{url}: the server sent more than the {want} bytes asked for")
+            parts.append(bytes(piece))
+    except ZSError:
+        raise
+    except Exception as exc:
+        if type(exc).__name__ in ("PreconditionError", "NotModifiedError"):
+            raise ObjectChanged(f"{url}: changed (a precondition failed)") from None
+        raise describe(exc, url) from None
+    return meta, (int(sent[0]), int(sent[1])), b"".join(parts)
+
+
+class ObjectChanged(ZSCorrupt):
+    """An object is no longer the version a read insisted on (its ETag or modification time)."""

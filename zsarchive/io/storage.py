@@ -155,15 +155,10 @@ class ObjectStorage(Storage):
 
     def read_range(self, key: str, offset: int, length: int) -> bytes:
         """``length`` bytes at ``offset`` of the object at ``key`` (ZSError, one line, if it has fewer)."""
-        import obstore
-
-        from zsarchive.io.objects import describe
+        from zsarchive.io.objects import get_bounded
 
         url = f"{self.location.url.rstrip('/')}/{key}"
-        try:
-            data = bytes(obstore.get_range(self.store, key, start=offset, length=length)) if length else b""
-        except Exception as exc:
-            raise describe(exc, url) from None
+        data = get_bounded(self.store, key, {"range": (offset, offset + length)}, length, url)[2] if length else b""
         if len(data) != length:
             raise ZSError(f"{url}: holds {len(data)} bytes at offset {offset}, expected {length}")
         return data
