@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import boto3
@@ -19,7 +20,7 @@ from moto import settings as moto_settings
 
 from agreement import check_archive
 from oracle import run_oracle
-from servers import free_port, nginx_server, wait_for_port  # noqa: F401
+from servers import faulty_server, free_port, nginx_server, wait_for_port  # noqa: F401
 from zsarchive import RepoArchive
 from zsarchive.archive import export
 from zsarchive.errors import ZSError
@@ -320,3 +321,20 @@ def test_virtual_chunks_in_s3_are_read_under_an_authorized_prefix_with_checksums
     assert denied.returncode == 1 and "not under an authorized prefix" in denied.stderr.decode()
     with RepoArchive(archive, authorize={"s3://lab/granules/": {"region": "us-east-1"}}) as arc:
         assert arc.chunk_data("main", "v", (3, 0)) == granule[3000:]
+
+
+def test_transient_faults_are_retried_and_persistent_ones_end_in_one_line(faulty_server, tmp_path):
+    source = ROOT / "testdata" / "icechunk" / "v2"
+    for path in source.rglob("*"):
+        if path.is_file():
+            faulty_server.files[f"repo/{path.relative_to(source)}"] = path.read_bytes()
+    faulty_server.faults.extend(["503", "drop", "503", None, "503"])
+    export(faulty_server.url("repo"), tmp_path / "retried.zs", export_time=1)
+    export(source, tmp_path / "local.zs", export_time=1)
+    assert (tmp_path / "retried.zs").read_bytes() == (tmp_path / "local.zs").read_bytes()
+    faulty_server.faults.extend(["503"] * 100)
+    started = time.monotonic()
+    proc = zs("export", faulty_server.url("repo"), str(tmp_path / "failed.zs"))
+    err = proc.stderr.decode()
+    assert proc.returncode == 1 and len(err.splitlines()) == 1 and "the server kept failing" in err, err
+    assert time.monotonic() - started < 90 and not (tmp_path / "failed.zs").exists()
