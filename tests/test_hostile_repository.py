@@ -4,7 +4,6 @@ an unexpected failure of any command is still one line (exit 1), with the traceb
 from __future__ import annotations
 
 import os
-import resource
 import shutil
 import subprocess
 import sys
@@ -12,30 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from hostile import one_line_error, zs
+
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = ROOT / "testdata" / "icechunk" / "v2"
-MEMORY = 1 << 30  # address-space ceiling of every case: far above need, far below what a runaway read takes
 TIMEOUT = 60
-
-
-def _limit_memory() -> None:
-    resource.setrlimit(resource.RLIMIT_AS, (MEMORY, MEMORY))
-
-
-def zs(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    """``zs ARGS`` in a fresh process under the memory ceiling and the timeout."""
-    return subprocess.run([sys.executable, "-m", "zsarchive", *args], capture_output=True, text=True,
-                          timeout=TIMEOUT, preexec_fn=_limit_memory, env=env)
-
-
-def one_line_error(done: subprocess.CompletedProcess, *needles: str) -> str:
-    assert done.returncode == 1, (done.returncode, done.stderr)
-    assert "Traceback" not in done.stderr, done.stderr
-    lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1, done.stderr
-    for needle in needles:
-        assert needle in lines[0], lines[0]
-    return lines[0]
 
 
 @pytest.fixture
@@ -112,7 +92,7 @@ main()
 
 def test_unexpected_exception_is_one_line_asking_for_a_report() -> None:
     done = subprocess.run([sys.executable, "-c", BOOM, "boom"], capture_output=True, text=True, timeout=TIMEOUT)
-    line = one_line_error(done, "please report", "--debug", "RuntimeError")
+    line = one_line_error(done, "please report", "--debug", "RuntimeError", foreseen=False)
     assert "second line" in line  # the message is kept, folded onto the one line
 
 

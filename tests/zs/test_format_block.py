@@ -15,7 +15,7 @@ from zsarchive.zs.format.block import (MAX_LENGTH_FIELD, MIN_BLOCK_LENGTH, Index
 from zsarchive.zs.format.crc64 import crc64
 
 records = st.lists(st.binary(max_size=300), min_size=1, max_size=40)
-index_entries = st.lists(st.tuples(st.binary(max_size=20), st.integers(0, 2**64), st.integers(10, 2**40)),
+index_entries = st.lists(st.tuples(st.binary(max_size=20), st.integers(0, 2**64 - 1), st.integers(10, 2**40)),
                          min_size=1, max_size=20).map(
     lambda es: [IndexEntry(k, o, n) for k, (_, o, n) in zip(sorted(e[0] for e in es), es)])
 
@@ -94,8 +94,10 @@ def test_a_cut_payload_is_refused_or_is_a_prefix_cut_at_a_record_boundary(recs):
 
 
 def test_a_record_length_past_any_payload_is_refused():
-    with pytest.raises(ZSCorrupt, match="record 0 length .* runs past the end of the 13-byte payload"):
-        decode_records(uleb128.encode(2**70) + b"ab", "p")
+    with pytest.raises(ZSCorrupt, match="record 0 length .* runs past the end of the 12-byte payload"):
+        decode_records(uleb128.encode(2**63) + b"ab", "p")
+    with pytest.raises(ZSCorrupt, match="record 0 length at position 0: more than 64 bits"):
+        decode_records(uleb128.encode(2**64) + b"ab", "p")
 
 
 # ---- index payloads -----------------------------------------------------------------------------

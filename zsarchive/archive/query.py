@@ -20,6 +20,7 @@ from zsarchive.archive.refspec import RefSpec, TimeBound, parse_ref, time_bound
 from zsarchive.errors import ZSCorrupt, ZSError
 from zsarchive.icechunk.model import format_time
 from zsarchive.io.location import Location, parse_location
+from zsarchive.limits import load_json
 from zsarchive.zs.reader import ZS
 
 _HISTORIES = 64
@@ -33,7 +34,7 @@ def _checked(family: bytes):
         def checked(*args):
             try:
                 return build(*args)
-            except (ValueError, TypeError, IndexError, KeyError, AttributeError, json.JSONDecodeError) as exc:
+            except (ValueError, TypeError, IndexError, KeyError, AttributeError, OverflowError, RecursionError) as exc:
                 raise ZSCorrupt(f"archive {S.FAMILY_NAMES[family]} record {args[:-1]!r} has a malformed "
                                 f"value: {exc}") from None
         return checked
@@ -147,7 +148,7 @@ class RepoArchive:
 
     def repo_facts(self) -> dict[str, Any]:
         """Repository-level facts: spec_version, metadata, config, status, feature_flags."""
-        return {k[0]: json.loads(v[0]) for k, v in self._records(S.REPO)}
+        return {k[0]: load_json(v[0], f"{self.name}: archive repo record {k[0]!r}") for k, v in self._records(S.REPO)}
 
     # -- refs and snapshots ------------------------------------------------------------------
 
@@ -222,7 +223,11 @@ class RepoArchive:
 
     def _ancestry(self, snapshot_id: str) -> Iterator[tuple[str, tuple]]:
         current: str | None = snapshot_id
+        seen: set[str] = set()
         while current is not None:
+            if current in seen:
+                raise ZSCorrupt(f"{self.name}: the history of snapshot {snapshot_id} loops at snapshot {current}")
+            seen.add(current)
             value = self._snapshot_value(current)
             if value is None:
                 raise ZSCorrupt(f"{self.name}: snapshot {current} is in a history but has no record")
@@ -469,7 +474,7 @@ class RepoArchive:
         for (updated_at, _), value in self._range(S.OPS, start, stop):
             kind, backup_path, details = value[:3]  # later elements: extensions this reader ignores
             entry = {"type": kind, "updated_at": format_time(updated_at), "backup_path": backup_path}
-            entry.update(_present_details(json.loads(details)))
+            entry.update(_present_details(load_json(details, f"{self.name}: archive ops record {updated_at}")))
             out.append(entry)
         out.reverse()
         return out

@@ -6,6 +6,7 @@ import zstandard
 
 from zsarchive.errors import ZSCorrupt
 from zsarchive.icechunk.model import FileHeader, FileType
+from zsarchive.limits import Malformed, TooLarge, icechunk_limit, unzstd
 
 MAGIC = "ICE🧊CHUNK".encode("utf-8")
 HEADER_LENGTH = len(MAGIC) + 24 + 3
@@ -54,15 +55,12 @@ def open_file(raw: bytes, name: str, expected: FileType) -> tuple[FileHeader, by
     if header.compression == COMPRESSION_NONE:
         return header, bytes(body)
     try:
-        dobj = zstandard.ZstdDecompressor().decompressobj()
-        payload = dobj.decompress(body)
-    except zstandard.ZstdError as exc:
+        return header, unzstd(body, icechunk_limit(len(body)), "ZSARCHIVE_MAX_ICECHUNK")
+    except Malformed as exc:
+        problem = "is truncated" if "truncated" in str(exc) else "has stray bytes after it"
+        raise ZSCorrupt(f"{name}: zstd payload at offset {HEADER_LENGTH} {problem}") from None
+    except (zstandard.ZstdError, TooLarge) as exc:
         raise ZSCorrupt(f"{name}: zstd payload at offset {HEADER_LENGTH} does not decompress: {exc}") from None
-    if not dobj.eof:
-        raise ZSCorrupt(f"{name}: zstd payload at offset {HEADER_LENGTH} is truncated")
-    if dobj.unused_data:
-        raise ZSCorrupt(f"{name}: {len(dobj.unused_data)} stray bytes after the zstd payload")
-    return header, payload
 
 
 def inspect_header(header: FileHeader) -> dict:

@@ -18,6 +18,7 @@ from zsarchive.icechunk.gather import BYTE, first, first_unsorted, gather, offse
 from zsarchive.icechunk.generated.Manifest import Manifest as FbManifest
 from zsarchive.icechunk.header import open_file
 from zsarchive.icechunk.model import ArrayManifestInfo, ChunkRef, FileType, Manifest, NodeId, RefKind
+from zsarchive.limits import LOCATION_LIMIT, unzstd
 
 _N_SLOTS = 10  # fields of the ChunkRef table
 _WIDTHS = (4, 4, 8, 8, 12, 4, 4, 4, 4, 4)  # bytes of each ChunkRef field inside the table
@@ -187,12 +188,9 @@ class ManifestBuffer:
         try:
             if self._dctx is None:
                 self._dctx = zstandard.ZstdDecompressor(dict_data=zstandard.ZstdCompressionDict(self.dictionary))
-            dobj = self._dctx.decompressobj()
-            data = dobj.decompress(raw)
-        except zstandard.ZstdError as exc:
+            data = unzstd(raw, LOCATION_LIMIT, "", self._dctx)
+        except (zstandard.ZstdError, ValueError) as exc:  # TooLarge and Malformed are ValueErrors
             raise _BadText(raw, f"compressed_location does not decompress: {exc}") from None
-        if not dobj.eof:
-            raise _BadText(raw, "compressed_location is truncated")
         return self._plain_location(data)
 
     def chunk_refs(self, node_id: NodeId, first: int = 0, stop: int | None = None) -> Iterator[ChunkRef]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import collections
 import heapq
-import json
 from typing import Any, Iterable, Iterator, Mapping
 from urllib.parse import unquote
 
@@ -21,13 +20,22 @@ from zsarchive.icechunk.repo_info import decode_repo_info
 from zsarchive.icechunk.snapshot import decode_snapshot
 from zsarchive.io.location import Location
 from zsarchive.io.storage import Storage, open_storage
+from zsarchive.limits import ceiling, load_json
 from zsarchive.icechunk.txlog import decode_transaction_log
 
 _MANIFEST_CACHE = 4  # manifests can hold millions of refs: keep only the last few decoded
 
 
 class _ConfigLoader(yaml.SafeLoader):
-    """SafeLoader that turns icechunk's custom tags (``!local_file_system /dir``) into ``{tag: value}``."""
+    """SafeLoader that turns icechunk's custom tags (``!local_file_system /dir``) into ``{tag: value}``
+    and refuses aliases: icechunk writes none, and a few nested ones expand to billions of nodes."""
+
+    def compose_node(self, parent, index):
+        if self.check_event(yaml.AliasEvent):
+            mark = self.peek_event().start_mark
+            raise yaml.YAMLError(f"an alias at line {mark.line + 1}, column {mark.column + 1} (aliases are "
+                                 f"not accepted)")
+        return super().compose_node(parent, index)
 
 
 def _tagged(loader: yaml.SafeLoader, suffix: str, node: yaml.Node) -> dict:
@@ -103,8 +111,8 @@ class Repository:
     def _v1_ref(self, key: str) -> SnapshotId:
         raw = self._read(key)
         try:
-            target = json.loads(raw)["snapshot"]
-        except (ValueError, KeyError, TypeError):
+            target = load_json(raw, self._name(key))["snapshot"]
+        except (ZSCorrupt, KeyError, TypeError):
             raise ZSCorrupt(f"{self._name(key)}: not a ref file (expected JSON {{\"snapshot\": ID}})") from None
         if not isinstance(target, str) or not ids.is_id(target):
             raise ZSCorrupt(f"{self._name(key)}: {target!r} is not a snapshot id")
@@ -128,14 +136,21 @@ class Repository:
             else:
                 tags[name] = self._v1_ref("refs/" + key)
         infos = []
-        for key in self.storage.list("snapshots/"):
+        listed = self.storage.list("snapshots/")
+        self.prefetch("snapshots", listed)
+        for key in listed:
             snap = self.snapshot(key)
             infos.append(SnapshotInfo(snap.id, snap.parent_id, snap.flushed_at, snap.message, snap.metadata))
         config_raw = self.storage.read("config.yaml")
         config = None
+        if config_raw is not None and len(config_raw) > ceiling("ZSARCHIVE_MAX_YAML"):
+            raise ZSCorrupt(f"{self._name('config.yaml')}: {len(config_raw)} bytes, more than the ceiling "
+                            f"ZSARCHIVE_MAX_YAML ({ceiling('ZSARCHIVE_MAX_YAML')}; raise it for input you trust)")
         if config_raw is not None:
             try:
                 config = yaml.load(config_raw, Loader=_ConfigLoader)
+            except RecursionError:
+                raise ZSCorrupt(f"{self._name('config.yaml')}: nested too deeply") from None
             except yaml.YAMLError as exc:
                 raise ZSCorrupt(f"{self._name('config.yaml')}: not valid YAML ({exc})") from None
         return RepoInfo(None, 1, dict(sorted(branches.items())), dict(sorted(tags.items())), sorted(deleted),

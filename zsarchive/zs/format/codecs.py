@@ -24,6 +24,9 @@ except ImportError:  # pragma: no cover - a platform without zlib-ng wheels fall
     _DEFLATE_LEVELS = {n: n for n in range(10)}
 
 from zsarchive.errors import ZSCorrupt, ZSError
+from zsarchive.limits import ceiling, inflate, unzstd
+
+BLOCK_CEILING = "ZSARCHIVE_MAX_BLOCK"
 
 LZMA_CODEC = "lzma2;dsize=2^20"
 _LZMA_FILTERS_DECODE = [{"id": lzma.FILTER_LZMA2, "dict_size": 2**20}]
@@ -51,11 +54,7 @@ def _deflate_compress(level: int) -> Callable[[bytes], bytes]:
 
 
 def _deflate_decompress(data: bytes) -> bytes:
-    d = zlib.decompressobj(-15)
-    out = d.decompress(data)
-    if not d.eof or d.unused_data:
-        raise zlib.error("deflate stream is truncated or has trailing bytes")
-    return out
+    return inflate(zlib.decompressobj(-15), data, ceiling(BLOCK_CEILING), BLOCK_CEILING)
 
 
 def _lzma_filters(level: str) -> dict:
@@ -85,10 +84,7 @@ def _lzma_compress(level: str) -> Callable[[bytes], bytes]:
 
 def _lzma_decompress(data: bytes) -> bytes:
     d = lzma.LZMADecompressor(format=lzma.FORMAT_RAW, filters=_LZMA_FILTERS_DECODE)
-    out = d.decompress(data)
-    if not d.eof or d.unused_data:
-        raise lzma.LZMAError("lzma2 stream is truncated or has trailing bytes")
-    return out
+    return inflate(d, data, ceiling(BLOCK_CEILING), BLOCK_CEILING)
 
 
 def _zstd_compress(level: int) -> Callable[[bytes], bytes]:
@@ -106,12 +102,8 @@ def _zstd_compress(level: int) -> Callable[[bytes], bytes]:
 
 
 def _zstd_decompress(data: bytes) -> bytes:
-    # One whole frame and nothing after it, as for deflate and lzma (decompress() ignores a tail).
-    d = zstandard.ZstdDecompressor().decompressobj()
-    out = d.decompress(data)
-    if not d.eof or d.unused_data:
-        raise zstandard.ZstdError("zstd frame is truncated or has trailing bytes")
-    return out
+    # One whole frame and nothing after it, as for deflate and lzma.
+    return unzstd(data, ceiling(BLOCK_CEILING), BLOCK_CEILING)
 
 
 def _identity(data: bytes) -> bytes:

@@ -22,7 +22,8 @@ def encode(value: int) -> bytes:
 def decode(buf, pos: int = 0, what: str = "uleb128") -> tuple[int, int]:
     """Decode one uleb128 at ``buf[pos]``; return ``(value, next_pos)``.
 
-    Raises ZSCorrupt (with the buffer position) on truncation or non-shortest form.
+    Raises ZSCorrupt (with the buffer position) on truncation, non-shortest form, or a value beyond
+    64 bits (at most 10 bytes are read, so a long run of continuation bytes costs nothing).
     """
     try:
         byte = buf[pos]
@@ -45,4 +46,8 @@ def decode(buf, pos: int = 0, what: str = "uleb128") -> tuple[int, int]:
         if byte < 0x80:
             if byte == 0:
                 raise ZSCorrupt(f"{what} at position {start}: not in shortest form")
+            if value >> 64:
+                raise ZSCorrupt(f"{what} at position {start}: more than 64 bits")
             return value, pos
+        if shift >= 70:
+            raise ZSCorrupt(f"{what} at position {start}: longer than the 10 bytes of a 64-bit value")

@@ -1,0 +1,36 @@
+"""Running ``zs`` on hostile input: a fresh process under an address-space ceiling and a timeout, and
+the one-line error every such run must end in."""
+
+from __future__ import annotations
+
+import os
+import resource
+import subprocess
+import sys
+
+MEMORY = 1 << 30  # address-space ceiling of every case: far above need, far below what a runaway read takes
+TIMEOUT = 60
+
+
+def _limit_memory() -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (MEMORY, MEMORY))
+
+
+def zs(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    """``zs ARGS`` in a fresh process under the memory ceiling and the timeout (``env``: added variables)."""
+    return subprocess.run([sys.executable, "-m", "zsarchive", *args], capture_output=True, text=True,
+                          timeout=TIMEOUT, preexec_fn=_limit_memory,
+                          env=None if env is None else {**os.environ, **env})
+
+
+def one_line_error(done: subprocess.CompletedProcess, *needles: str, foreseen: bool = True) -> str:
+    """The single line of a failed run (exit 1, no traceback) holding every needle; a ``foreseen``
+    failure is named as such, not reported as an unexpected one."""
+    assert done.returncode == 1, (done.returncode, done.stderr[-2000:])
+    assert "Traceback" not in done.stderr, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr[-2000:]
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+    assert foreseen != ("please report" in lines[0]), lines[0]
+    return lines[0]
