@@ -7,7 +7,9 @@ import sys
 import click
 
 from zsarchive.cli.app import main
+from zsarchive.cli.dump import open_zs
 from zsarchive.cli.params import Parallelism
+from zsarchive.errors import ZSCorrupt
 from zsarchive.zs.validate import validate
 
 
@@ -38,8 +40,10 @@ class _Bar:
 def validate_command(zs_file: str, parallelism: int | str, no_spinner: bool) -> None:
     """Check a .zs file for errors or data corruption.
 
-    ZS_FILE is a path or URL. Prints "looks good!" when every check passes; otherwise
-    one error line naming the offset and the problem, and exit status 1.
+    ZS_FILE is a path or URL. Every rule of the ZS format is checked; a repo archive's records are
+    then checked for their meaning too (shapes, counts, history, references). Prints "looks good!" when
+    every check passes; otherwise one error line naming the offset or record and the problem, and exit
+    status 1.
     """
     bar = _Bar() if not no_spinner and sys.stderr.isatty() else None
     try:
@@ -47,4 +51,18 @@ def validate_command(zs_file: str, parallelism: int | str, no_spinner: bool) -> 
     finally:
         if bar is not None:
             bar.close()
+    with open_zs(zs_file) as z:
+        # Imported here: plain ZS files need nothing of the archive layer.
+        from zsarchive.archive import archive_metadata
+        from zsarchive.archive.validate import validate_archive
+
+        marker = archive_metadata(z)
+        if marker is not None:
+            version = marker.get("format_version")
+            if not isinstance(version, int):
+                raise ZSCorrupt(f"{zs_file}: the archive marker has no format_version")
+            try:
+                validate_archive(z, version)
+            except ZSCorrupt as exc:
+                raise ZSCorrupt(f"{zs_file}: {exc}") from None
     click.echo("looks good!")

@@ -1,0 +1,183 @@
+"""What ``zs validate`` checks of an archive beyond the ZS format: that its records mean something.
+
+Every record of every family has the documented shape; the header's counts are the records really
+there; snapshot parent links form no loop; every snapshot a ref, node, chunk ref, summary, history
+or child record names has a record; ``T`` mirrors ``S``; format 2 chunk refs belong to an array of
+their snapshot, and each array's ``since`` lies in its snapshot's history. Small families are held in
+memory (one entry per snapshot and per array node); chunk refs and chunk data stream.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Iterator
+
+from zsarchive.archive import schema as S
+from zsarchive.errors import ZSCorrupt
+from zsarchive.zs.reader import ZS
+
+
+@dataclass
+class _Facts:
+    """What the small families say, gathered before the chunk refs are checked against it."""
+
+    parents: dict[str, str | None] = field(default_factory=dict)
+    flushed: dict[str, int] = field(default_factory=dict)
+    arrays: set[tuple[str, str]] = field(default_factory=set)  # (snapshot id, node id)
+    counts: Counter = field(default_factory=Counter)
+
+
+def _records(zs: ZS, family: bytes, counts: Counter | None = None) -> Iterator[tuple[tuple, tuple, bytes]]:
+    """(key, value, record) of every record of a family, counted into ``counts`` if given."""
+    for rec in zs.search(prefix=family):
+        _, key, value = S.split(rec)
+        if counts is not None:
+            counts[family] += 1
+        yield key, value, rec
+
+
+def _fail(rec: bytes, family: bytes, problem: str) -> ZSCorrupt:
+    return ZSCorrupt(f"archive {S.FAMILY_NAMES[family]} record {bytes(rec[:60])!r}: {problem}")
+
+
+def _shape(ok: bool, rec: bytes, family: bytes, what: str) -> None:
+    if not ok:
+        raise _fail(rec, family, f"is not {what}")
+
+
+def _is_id(value: object, length: int = 20) -> bool:
+    return isinstance(value, str) and len(value) == length
+
+
+def _snapshots(zs: ZS, facts: _Facts) -> None:
+    for key, value, rec in _records(zs, S.SNAPSHOT, facts.counts):
+        _shape(len(key) == 1 and _is_id(key[0]) and len(value) >= 5 and (value[0] is None or _is_id(value[0]))
+               and isinstance(value[1], int) and isinstance(value[2], str) and isinstance(value[3], str)
+               and isinstance(value[4], tuple), rec, S.SNAPSHOT,
+               "(snapshot_id) -> (parent_id, flushed_at, message, metadata, manifest_files)")
+        facts.parents[key[0]] = value[0]
+        facts.flushed[key[0]] = value[1]
+    state: dict[str, int] = {}  # 1: on the walk now, 2: its history is known to end
+    for start in facts.parents:
+        walk, current = [], start
+        while current is not None and current in facts.parents and state.get(current) != 2:
+            if state.get(current) == 1:
+                raise ZSCorrupt(f"archive snapshots: the parent links of snapshot {start} loop at {current}")
+            state[current] = 1
+            walk.append(current)
+            current = facts.parents[current]
+        for sid in walk:
+            state[sid] = 2
+
+
+def _history(facts: _Facts, snapshot_id: str) -> Iterator[str]:
+    current: str | None = snapshot_id
+    while current is not None and current in facts.parents:
+        yield current
+        current = facts.parents[current]
+
+
+def _known(facts: _Facts, sid: object, rec: bytes, family: bytes, role: str) -> None:
+    if sid not in facts.parents:
+        raise _fail(rec, family, f"names {role} {sid!r}, which has no snapshot record")
+
+
+def _small_families(zs: ZS, facts: _Facts, format_version: int) -> None:
+    for key, value, rec in _records(zs, S.REFS, facts.counts):
+        _shape(len(key) == 2 and key[0] in ("branch", "tag", "deleted_tag") and isinstance(key[1], str)
+               and len(value) >= 1, rec, S.REFS, "(kind, name) -> (snapshot_id)")
+        if key[0] == "deleted_tag":
+            _shape(value[0] is None, rec, S.REFS, "a deleted tag without a snapshot")
+        else:
+            _known(facts, value[0], rec, S.REFS, "snapshot")
+    for key, value, rec in _records(zs, S.SNAPSHOT_TIME, facts.counts):
+        _shape(len(key) == 2 and isinstance(key[0], int) and _is_id(key[1]), rec, S.SNAPSHOT_TIME,
+               "(flushed_at, snapshot_id)")
+        _known(facts, key[1], rec, S.SNAPSHOT_TIME, "snapshot")
+        if facts.flushed[key[1]] != key[0]:
+            raise _fail(rec, S.SNAPSHOT_TIME, f"says {key[0]}, the snapshot record {facts.flushed[key[1]]}")
+    for key, value, rec in _records(zs, S.CHILDREN, facts.counts):
+        _shape(len(key) == 2, rec, S.CHILDREN, "(parent_snapshot_id, child_snapshot_id)")
+        _known(facts, key[1], rec, S.CHILDREN, "child snapshot")
+        if facts.parents[key[1]] != key[0]:
+            raise _fail(rec, S.CHILDREN, f"but the parent of {key[1]} is {facts.parents[key[1]]}")
+    for family in (S.TXLOG, S.CHUNK_HISTORY):
+        for key, value, rec in _records(zs, family, facts.counts):
+            sid = key[0] if family == S.TXLOG else (key[3] if len(key) == 4 else None)
+            _known(facts, sid, rec, family, "snapshot")
+    for key, value, rec in _records(zs, S.NODE, facts.counts):
+        _shape(len(key) == 2 and _is_id(key[0]) and isinstance(key[1], tuple) and len(value) >= 6
+               and _is_id(value[0], 13) and value[1] in (S.GROUP, S.ARRAY), rec, S.NODE,
+               "(snapshot_id, path) -> (node_id, node_type, zarr_json, shape, dimension_names, manifests)")
+        _known(facts, key[0], rec, S.NODE, "snapshot")
+        if value[1] != S.ARRAY:
+            continue
+        facts.arrays.add((key[0], value[0]))
+        if format_version >= 2:
+            _shape(len(value) >= 7, rec, S.NODE, "an array with its since snapshot (format 2)")
+            if value[6] not in _history(facts, key[0]):
+                raise _fail(rec, S.NODE, f"since {value[6]!r} is not in the history of snapshot {key[0]}")
+
+
+def _chunk_refs(zs: ZS, facts: _Facts, format_version: int) -> None:
+    refs_per_manifest: Counter = Counter()
+    for key, value, rec in _records(zs, S.CHUNK_REF, facts.counts):
+        _shape(len(key) == 3 and isinstance(key[2 if format_version >= 2 else 0], str) and len(value) >= 1
+               and value[0] in (S.INLINE, S.NATIVE, S.VIRTUAL, S.REMOVED), rec, S.CHUNK_REF,
+               "a chunk ref of a known kind")
+        kind = value[0]
+        _shape(kind != S.INLINE or (len(value) >= 2 and isinstance(value[1], bytes)), rec, S.CHUNK_REF,
+               "(0, data)")
+        _shape(kind != S.NATIVE or (len(value) >= 4 and _is_id(value[1]) and all(
+            isinstance(v, int) and v >= 0 for v in value[2:4])), rec, S.CHUNK_REF, "(1, chunk_id, offset, length)")
+        _shape(kind != S.VIRTUAL or (len(value) >= 6 and isinstance(value[1], str) and all(
+            isinstance(v, int) and v >= 0 for v in value[2:4])), rec, S.CHUNK_REF,
+               "(2, location, offset, length, etag, last_modified)")
+        if format_version >= 2:
+            node_id, _, sid = key
+            _known(facts, sid, rec, S.CHUNK_REF, "snapshot")
+            if (sid, node_id) not in facts.arrays:
+                raise _fail(rec, S.CHUNK_REF, f"snapshot {sid} has no array {node_id!r}")
+        else:
+            _shape(kind != S.REMOVED, rec, S.CHUNK_REF, "a ref (removals exist only in format 2)")
+            refs_per_manifest[key[0]] += 1
+    if format_version < 2:
+        _manifest_counts(zs, refs_per_manifest)
+
+
+def _manifest_counts(zs: ZS, refs_per_manifest: Counter) -> None:
+    """Format 1: every manifest a snapshot lists holds as many ref records as the snapshot says."""
+    for key, value, rec in _records(zs, S.SNAPSHOT):
+        for item in value[4]:
+            _shape(isinstance(item, tuple) and len(item) >= 3 and isinstance(item[2], int), rec, S.SNAPSHOT,
+                   "a manifest file (manifest_id, size_bytes, num_chunk_refs)")
+            if refs_per_manifest[item[0]] != item[2]:
+                raise _fail(rec, S.SNAPSHOT, f"manifest {item[0]} lists {item[2]} chunk refs, the archive "
+                                             f"holds {refs_per_manifest[item[0]]}")
+
+
+def _header(zs: ZS, facts: _Facts, format_version: int) -> None:
+    headers = list(_records(zs, S.HEADER))
+    if len(headers) != 1:
+        raise ZSCorrupt(f"archive: {len(headers)} archive header records, expected exactly one")
+    key, value, rec = headers[0]
+    _shape(len(value) >= 5 and value[0] == format_version and isinstance(value[4], tuple), rec, S.HEADER,
+           f"(format_version {format_version}, source_spec_version, export_time, exporter, counts)")
+    claimed = dict(value[4])
+    for family in (S.CHUNK_DATA, S.REPO, S.OPS):  # not gathered before: only their shape and number matter
+        for _ in _records(zs, family, facts.counts):
+            pass
+    for family, name in S.FAMILY_NAMES.items():
+        there = facts.counts[family]
+        if family != S.HEADER and claimed.get(name, 0) != there:
+            raise _fail(rec, S.HEADER, f"counts {claimed.get(name, 0)} {name} records, the archive holds {there}")
+
+
+def validate_archive(zs: ZS, format_version: int) -> None:
+    """Check the meaning of an archive's records; ZSCorrupt (one line, naming the record) at the first fault."""
+    facts = _Facts()
+    _snapshots(zs, facts)
+    _small_families(zs, facts, format_version)
+    _chunk_refs(zs, facts, format_version)
+    _header(zs, facts, format_version)
