@@ -79,20 +79,26 @@ LOCATION_LIMIT = 1 << 20
 
 
 def unzstd(data: bytes, limit: int, name: str, context: zstandard.ZstdDecompressor | None = None) -> bytes:
-    """Decode one whole zstd frame of at most ``limit`` bytes, fed a little at a time so that a frame
-    claiming far more is refused before much of it is made; nothing may follow the frame.
+    """Decode one whole zstd frame of at most ``limit`` bytes; nothing may follow the frame. A frame that
+    declares more is refused unread; one that declares nothing is fed a little at a time, so that it
+    is refused before much more than the limit is made.
     ``context``: a decompressor with a dictionary, if the frame needs one."""
+    declared = zstandard.frame_content_size(data)  # -1: the frame does not say
+    if declared > limit:
+        raise too_large(limit, name)
+    # zstd refuses to decode past a declared size, so such a frame can go in one piece
+    step = len(data) if declared >= 0 else _STEP
     d = (context or zstandard.ZstdDecompressor()).decompressobj()
     parts, total = [], 0
     view = memoryview(data)
-    for start in range(0, len(view), _STEP):
-        piece = d.decompress(view[start:start + _STEP])
+    for start in range(0, len(view), step):
+        piece = d.decompress(view[start:start + step])
         total += len(piece)
         if total > limit:
             raise too_large(limit, name)
         parts.append(piece)
         if d.eof:
-            if d.unused_data or start + _STEP < len(view):
+            if d.unused_data or start + step < len(view):
                 raise Malformed("zstd frame has trailing bytes")
             return b"".join(parts)
     raise Malformed("zstd frame is truncated")
