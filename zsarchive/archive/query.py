@@ -41,6 +41,38 @@ def _checked(family: bytes):
     return wrap
 
 
+_MALFORMED = (ValueError, TypeError, IndexError, KeyError, AttributeError, OverflowError, RecursionError)
+"""What decoding a record of the wrong shape raises before any check of ours names it."""
+
+
+def _guarded(method):
+    """A query whose every failure is a ZSError: a record of the wrong shape (from a damaged or hostile
+    archive) becomes ZSCorrupt naming the archive, also while a streamed answer is being read."""
+    @functools.wraps(method)
+    def guarded(self, *args, **kwargs):
+        try:
+            result = method(self, *args, **kwargs)
+        except ZSError:
+            raise
+        except _MALFORMED as exc:
+            raise _malformed(self, exc) from None
+        return _guarded_stream(self, result) if isinstance(result, Iterator) else result
+    return guarded
+
+
+def _guarded_stream(archive: "RepoArchive", items: Iterator) -> Iterator:
+    try:
+        yield from items
+    except ZSError:
+        raise
+    except _MALFORMED as exc:
+        raise _malformed(archive, exc) from None
+
+
+def _malformed(archive: "RepoArchive", exc: BaseException) -> ZSCorrupt:
+    return ZSCorrupt(f"{archive.name}: a record of the wrong shape ({type(exc).__name__}: {exc})")
+
+
 class NotFound(ZSError, LookupError):
     """A ref, path, chunk or snapshot that the archive does not have."""
 
@@ -493,3 +525,9 @@ def _present_details(details: dict) -> dict:
     if details.get("is_set") is False:
         details["new_value"] = None  # the flag went back to its default: icechunk says None
     return details
+
+
+for _name in ("header", "repo_facts", "refs", "snapshot", "resolve", "ancestry", "log", "ls", "node", "chunk_ref",
+              "node_chunk_ref", "chunk_refs", "node_chunk_refs", "node_chunk_coords", "chunk_data", "read_chunk",
+              "chunk_history", "diff", "ops_log"):
+    setattr(RepoArchive, _name, _guarded(getattr(RepoArchive, _name)))
