@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import collections
+import contextlib
 import hashlib
 import os
 import shutil
@@ -29,6 +30,37 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+@contextlib.contextmanager
+def moto_s3(buckets: dict[str, dict[str, bytes]]):
+    """moto's S3 server on loopback holding ``buckets`` (name -> key -> bytes), with the standard AWS_*
+    variables pointing at it while the context lasts; yields a boto3 client of it."""
+    import boto3
+    import moto.server
+
+    port = free_port()
+    server = moto.server.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    endpoint = f"http://127.0.0.1:{port}"
+    env = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_REGION": "us-east-1",
+           "AWS_DEFAULT_REGION": "us-east-1", "AWS_ENDPOINT_URL": endpoint}
+    saved = {key: os.environ.get(key) for key in env}
+    os.environ.update(env)
+    try:
+        client = boto3.client("s3", endpoint_url=endpoint)
+        for bucket, objects in buckets.items():
+            client.create_bucket(Bucket=bucket)
+            for key, body in objects.items():
+                client.put_object(Bucket=bucket, Key=key, Body=body)
+        yield client
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        server.stop()
 
 
 def wait_for_port(port: int, process: subprocess.Popen | None = None, seconds: float = 30) -> None:

@@ -3,15 +3,14 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 
-import boto3
-import moto.server as moto_server
 import pytest
 from click.testing import CliRunner
 
-from servers import free_port
+from servers import moto_s3
 from zsarchive import ZS
 from zsarchive.cli import main
 from zsarchive.errors import ZSCorrupt, ZSError
@@ -23,27 +22,13 @@ DATA = os.urandom(200_000)
 @pytest.fixture(scope="module")
 def s3():
     """moto's S3 server on 127.0.0.1 with bucket ``zsbucket`` holding ``data.bin``; yields a boto3 client."""
-    port = free_port()
-    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    endpoint = f"http://127.0.0.1:{port}"
-    env = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-           "AWS_DEFAULT_REGION": "us-east-1", "AWS_ENDPOINT_URL": endpoint}
-    saved = {key: os.environ.get(key) for key in env}
-    os.environ.update(env)
-    client = boto3.client("s3", endpoint_url=endpoint)
-    client.create_bucket(Bucket="zsbucket")
-    client.put_object(Bucket="zsbucket", Key="data.bin", Body=DATA)
-    yield client
-    for key, value in saved.items():
-        if value is None:
-            os.environ.pop(key, None)
-        else:
-            os.environ[key] = value
-    server.stop()
+    with moto_s3({"zsbucket": {"data.bin": DATA}}) as client:
+        yield client
 
 
-TRANSPORTS = pytest.mark.parametrize("transport_class", [ObjectTransport, FsspecTransport])
+# fsspec keeps one filesystem per set of options: a fresh one sees this module's server
+TRANSPORTS = pytest.mark.parametrize("transport_class", [ObjectTransport,
+                                                         functools.partial(FsspecTransport, skip_instance_cache=True)])
 
 
 def test_open_transport_routes_object_store_urls_to_obstore(s3, monkeypatch):
@@ -72,7 +57,7 @@ def test_head_tail_reads_and_batches(s3, transport_class):
 
 def test_missing_object_is_one_line(s3):
     with pytest.raises(ZSError, match=r"^s3://zsbucket/nope\.zs: not found$"):
-        FsspecTransport("s3://zsbucket/nope.zs").read_head_tail(10, 10)
+        FsspecTransport("s3://zsbucket/nope.zs", skip_instance_cache=True).read_head_tail(10, 10)
     with pytest.raises(ZSError, match=r"^s3://zsbucket/nope\.zs: no such object$"):
         ObjectTransport("s3://zsbucket/nope.zs").read_head_tail(10, 10)
     with pytest.raises(ZSError, match=r"^s3://no-such-bucket/x\.zs: no such bucket or container$"):
@@ -114,7 +99,8 @@ def test_zs_file_on_s3_reads_like_the_local_file(s3, tmp_path, reference_zs):
         there = runner.invoke(main, [*command, "s3://zsbucket/records.zs"])
         assert here.exit_code == 0 and there.exit_code == 0, there.output
         assert there.stdout_bytes == here.stdout_bytes
-    for transport in (ObjectTransport("s3://zsbucket/records.zs"), FsspecTransport("s3://zsbucket/records.zs")):
+    for transport in (ObjectTransport("s3://zsbucket/records.zs"),
+                      FsspecTransport("s3://zsbucket/records.zs", skip_instance_cache=True)):
         with ZS(transport) as zs:
             assert list(zs.search(start=b"001000", stop=b"002000")) == \
                 [r for r in records if b"001000" <= r < b"002000"]

@@ -8,11 +8,9 @@ import io
 import os
 from concurrent.futures import ThreadPoolExecutor
 
-import boto3
-import moto.server as moto_server
 import pytest
 
-from servers import free_port, nginx_server  # noqa: F401
+from servers import moto_s3, nginx_server  # noqa: F401
 from zsarchive.errors import ZSCorrupt, ZSError
 from zsarchive.io import FileObjectTransport, FsspecTransport, HTTPTransport, LocalFile, ObjectTransport
 from zsarchive.io.base import Transport
@@ -110,25 +108,8 @@ class TestHTTP(TransportContract):
 
 @pytest.fixture(scope="module")
 def bucket():
-    port = free_port()
-    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    endpoint = f"http://127.0.0.1:{port}"
-    saved = {k: os.environ.get(k) for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_REGION",
-                                            "AWS_DEFAULT_REGION", "AWS_ENDPOINT_URL")}
-    os.environ.update(AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing", AWS_REGION="us-east-1",
-                      AWS_DEFAULT_REGION="us-east-1", AWS_ENDPOINT_URL=endpoint)
-    client = boto3.client("s3", endpoint_url=endpoint)
-    client.create_bucket(Bucket="contract")
-    for name, data in SIZES.items():
-        client.put_object(Bucket="contract", Key=name, Body=data)
-    yield
-    for key, value in saved.items():
-        if value is None:
-            os.environ.pop(key, None)
-        else:
-            os.environ[key] = value
-    server.stop()
+    with moto_s3({"contract": SIZES}):
+        yield
 
 
 class TestObjectStore(TransportContract):
@@ -146,14 +127,14 @@ class TestFsspec(TransportContract):
         pass
 
     def open(self, name):
-        return FsspecTransport(f"s3://contract/{name}")
+        return FsspecTransport(f"s3://contract/{name}", skip_instance_cache=True)
 
 
 def test_a_missing_object_is_a_one_line_error_everywhere(tmp_path, nginx_server, bucket):  # noqa: F811
     with pytest.raises(ZSError):
         LocalFile(str(tmp_path / "nope"))
     for transport in (HTTPTransport(nginx_server.url("nope")), ObjectTransport("s3://contract/nope"),
-                      FsspecTransport("s3://contract/nope")):
+                      FsspecTransport("s3://contract/nope", skip_instance_cache=True)):
         with pytest.raises(ZSError) as err:
             transport.read_head_tail(10, 10)
         assert "\n" not in str(err.value) and "nope" in str(err.value)
