@@ -121,3 +121,14 @@ def test_a_record_length_running_on_for_pages_is_refused_at_once(tmp_path):
     path.write_bytes(builder.build())
     for command in ("dump", "validate"):
         one_line_error(zs(command, str(path)), str(path), "record 0 length")
+
+
+def test_a_negative_embedded_offset_is_refused_not_read_from_the_end(tmp_path):
+    sid, node, chunk = "A" * 20, "NODEID0000000", "C" * 20
+    zarr_json = (b'{"zarr_format":3,"node_type":"array","shape":[4],"data_type":"uint8",'
+                 b'"chunk_grid":{"name":"regular","configuration":{"chunk_shape":[2]}}}')
+    records = [S.record(S.NODE, (sid, ("v",)), (node, S.ARRAY, zarr_json, ((4, None, 2),), None, (), sid)),
+               S.record(S.CHUNK_REF, (node, (0,), sid), (S.NATIVE, chunk, -3, 2)),
+               S.record(S.CHUNK_DATA, (chunk,), (b"0123456789",))]
+    path = archive(tmp_path / "negative.zs", {sid: (None, 1, "m", "{}", ())}, records)
+    one_line_error(zs("chunk", str(path), "main", "/v", "0", "--data"), "offset -3", "must be integers >= 0")

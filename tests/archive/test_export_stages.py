@@ -70,7 +70,8 @@ def test_change_tasks_split_only_a_first_single_manifest(v2, task_refs):
             continue
         stops = [hi if hi is not None else change.refs for _, hi in ranges]
         assert all(lo == prev for (lo, _), prev in zip(ranges[1:], stops))  # contiguous
-        assert all(0 < stop - lo <= task_refs for (lo, _), stop in zip(ranges, stops)) or change.refs == 0
+        step = max(task_refs, -(-change.refs // 64))  # at most 64 tasks per manifest
+        assert all(0 < stop - lo <= step for (lo, _), stop in zip(ranges, stops)) or change.refs == 0
 
 
 def test_gather_metadata_gives_refs_snapshots_nodes_and_ops(v2, tmp_path):
@@ -208,3 +209,15 @@ def test_write_archive_leaves_nothing_when_records_fail(tmp_path):
     with ZS(str(target)) as z:
         assert list(z) == [b"a", b"b"] and z.metadata == {"x": 1}
     assert list(tmp_path.iterdir()) == [target]
+
+
+def test_a_claimed_ref_count_cannot_multiply_the_tasks():
+    """num_chunk_refs comes from a snapshot file: 2^32 - 1 claimed refs still make at most 64 tasks,
+    and a plausible count splits into ranges of the task size."""
+    huge = E.ArrayChange("S" * 20, "N" * 13, (("M" * 20, ((0, 10),)),), (), 2**32 - 1)
+    usual = E.ArrayChange("T" * 20, "N" * 13, (("M" * 20, ((0, 10),)),), (), 600_000)
+    plan = E.ExportPlan([], [], [huge, usual], {})
+    tasks = plan.change_tasks(250_000)
+    assert len([t for t in tasks if t[0] is huge]) <= 64
+    assert [(lo, hi) for change, lo, hi in tasks if change is usual] == [(0, 250_000), (250_000, 500_000),
+                                                                        (500_000, None)]

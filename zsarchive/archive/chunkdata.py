@@ -68,6 +68,9 @@ class ChunkReader:
         if chunk["kind"] == "inline":
             return chunk["inline"]
         offset, length = chunk["offset"], chunk["length"]
+        if not (isinstance(offset, int) and isinstance(length, int) and offset >= 0 and length >= 0):
+            raise ZSCorrupt(f"{self.name}: {where}: offset {str(offset)[:40]} and length {str(length)[:40]} "
+                            f"must be integers >= 0")
         if chunk["kind"] == "native":
             chunk_id = chunk["chunk_id"]
             if not isinstance(chunk_id, str) or not _CHUNK_ID.match(chunk_id):

@@ -45,6 +45,7 @@ from zsarchive.zs.writer import ZSWriter
 CODECS = codecs.NAMES
 """Block codecs an export may use; the default, deflate, is standard ZS (any ZS reader opens the file)."""
 _TASK_REFS = 250_000  # chunk refs per decoding task: an array's large first manifest becomes several tasks
+_MAX_SPLIT = 64  # decoding tasks one manifest becomes at most
 
 
 def exporter_version() -> str:
@@ -102,7 +103,10 @@ class ExportPlan:
         on the first range while later ones are decoded."""
         out: list[tuple[ArrayChange, int, int | None]] = []
         for change in self.changes:
-            cuts = list(range(0, change.refs, task_refs))[1:] if not change.base and len(change.manifests) == 1 else []
+            # the count comes from the snapshot file: however large it claims, a manifest is cut at most
+            # _MAX_SPLIT ways (ranges past its real end decode to nothing)
+            step = max(task_refs, -(-change.refs // _MAX_SPLIT))
+            cuts = list(range(0, change.refs, step))[1:] if not change.base and len(change.manifests) == 1 else []
             out += [(change, lo, hi) for lo, hi in zip([0] + cuts, cuts + [None])]
         return out
 
@@ -139,7 +143,8 @@ def plan_export(repo: Repository) -> ExportPlan:
     changes: list[ArrayChange] = []
     for info in order:
         snap = repo.snapshot(info.id)
-        refs = sum(m.num_chunk_refs for m in snap.manifest_files)
+        # no ref takes fewer than 4 bytes of its manifest file (its offset in the refs vector)
+        refs = sum(min(m.num_chunk_refs, m.size_bytes // 4) for m in snap.manifest_files)
         here = arrays[info.id] = {node.id: tuple((m.id, tuple(tuple(e) for e in m.extents)) for m in node.manifests)
                                   for node in snap.nodes if node.node_type is NodeType.ARRAY}
         parent = info.parent_id if info.parent_id in known else None
