@@ -46,6 +46,11 @@ def _run(python: Path, repo: Path, mapping: dict[str, Path]) -> bytes:
     return proc.stdout
 
 
+CLEAN_EXIT = ("\nimport os as _os, sys as _sys\n_sys.stdout.flush(); _sys.stderr.flush()\n"
+              "_os._exit(0)  # icechunk 2.3 sometimes crashes in its own shutdown, after the work is done\n")
+"""Appended to a script run by an icechunk peer."""
+
+
 def run_oracle(python: Path, repo: Path, mapping: dict[str, Path]) -> dict:
     """Run the oracle script on any repository; raise with icechunk's stderr if it fails."""
     return json.loads(_run(python, repo, mapping))

@@ -19,7 +19,7 @@ import pytest
 from moto import settings as moto_settings
 
 from agreement import check_archive
-from oracle import run_oracle
+from oracle import CLEAN_EXIT, run_oracle
 from servers import faulty_server, free_port, nginx_server, wait_for_port  # noqa: F401
 from zsarchive import RepoArchive
 from zsarchive.archive import export
@@ -71,7 +71,7 @@ def s3(tmp_path_factory):
     client = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="AKIDTEST",
                           aws_secret_access_key="secret")
     client.create_bucket(Bucket="lab")
-    proc = subprocess.run([str(python), "-c", WRITE_REPO, "s3", "lab", "repos/one", endpoint], capture_output=True,
+    proc = subprocess.run([str(python), "-c", WRITE_REPO + CLEAN_EXIT, "s3", "lab", "repos/one", endpoint], capture_output=True,
                           timeout=300, env={**os.environ, "AWS_EC2_METADATA_DISABLED": "true"})
     assert proc.returncode == 0, proc.stderr.decode(errors="replace")[-3000:]
     local = tmp_path_factory.mktemp("copy") / "one"
@@ -230,7 +230,7 @@ def azurite(tmp_path_factory):
 
         BlobServiceClient.from_connection_string(connection).create_container("lab")
         env = {**os.environ, "AZURITE_BLOB_STORAGE_URL": f"http://127.0.0.1:{port}"}
-        proc = subprocess.run([str(python), "-c", WRITE_REPO, "az", "lab", "repos/one", ""], capture_output=True,
+        proc = subprocess.run([str(python), "-c", WRITE_REPO + CLEAN_EXIT, "az", "lab", "repos/one", ""], capture_output=True,
                               timeout=300, env=env)
         assert proc.returncode == 0, proc.stderr.decode(errors="replace")[-3000:]
         yield {"connection": connection, "python": python}
@@ -303,7 +303,7 @@ def test_virtual_chunks_in_s3_are_read_under_an_authorized_prefix_with_checksums
     granule = os.urandom(4000)
     etag = aws_env["client"].put_object(Bucket="lab", Key="granules/g.bin", Body=granule)["ETag"]
     repo = tmp_path / "virtual"
-    made = subprocess.run([str(aws_env["python"]), "-c", VIRTUAL_REPO, str(repo), etag], capture_output=True,
+    made = subprocess.run([str(aws_env["python"]), "-c", VIRTUAL_REPO + CLEAN_EXIT, str(repo), etag], capture_output=True,
                           timeout=300)
     assert made.returncode == 0, made.stderr.decode(errors="replace")[-2000:]
     archive = tmp_path / "v.zs"

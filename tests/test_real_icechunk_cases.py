@@ -13,6 +13,7 @@ import sys
 
 import pytest
 
+from oracle import CLEAN_EXIT
 from zsarchive.archive import RepoArchive, export
 from zsarchive.icechunk import Repository
 
@@ -39,7 +40,8 @@ print(json.dumps({"snapshot": sid, "paths": [n["path"] for n in info["nodes"]]})
 
 def make(python, script: str, *args: str) -> dict:
     """Run ``script`` under an icechunk interpreter; its last stdout line is JSON."""
-    proc = subprocess.run([str(python), "-c", script, *args], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run([str(python), "-c", script + CLEAN_EXIT, *args], capture_output=True, text=True,
+                          timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
