@@ -356,14 +356,15 @@ def export(repo_location: str | os.PathLike, archive_path: str | os.PathLike, *,
            approx_block_size: int = 256 * 1024, branching_factor: int = 1024,
            export_time: int | None = None, progress: Callable[[int, int], None] | None = None,
            sort_memory: int = 128 << 20, storage_options: dict[str, str] | None = None,
-           anon: bool = False) -> ExportSummary:
+           anon: bool = False, client=None) -> ExportSummary:
     """Export the repository at ``repo_location`` (a path or an object-store URL) into a new archive
     at ``archive_path``; ``storage_options`` and ``anon`` say how to reach a remote repository.
 
     ``progress(done, total)`` is called now and then with counts of records (chunk refs dominate).
     ``export_time`` (microseconds since 1970 UTC) defaults to now: it is the only field of the
     archive that differs between two exports of the same repository. ``parallelism``: worker
-    processes decoding and threads compressing, or ``"guess"`` (one per core).
+    processes decoding and threads compressing, or ``"guess"`` (one per core). ``client``: a
+    ``distributed.Client`` whose cluster decodes instead (the archive is the same byte for byte).
     """
     options = WriteOptions(codec, compress_level, resolve_parallelism(parallelism), approx_block_size,
                            branching_factor)
@@ -382,8 +383,13 @@ def export(repo_location: str | os.PathLike, archive_path: str | os.PathLike, *,
     try:
         plan = plan_export(repo)
         refs = gather_metadata(repo, plan, sorter)
-        engine = open_engine(repo, location, options.parallelism, len(plan.txlogs) + len(plan.changes),
-                             str(directory))
+        if client is not None:
+            from zsarchive.archive.cluster import ClusterEngine
+
+            engine = ClusterEngine(client, location)
+        else:
+            engine = open_engine(repo, location, options.parallelism, len(plan.txlogs) + len(plan.changes),
+                                 str(directory))
         prefetch_inputs(repo, plan, engine)
         txlogs = gather_txlogs(engine, plan)  # started first: they are consumed last, after the chunk refs
         changes = decode_changes(engine, plan, include_chunks)

@@ -21,9 +21,13 @@ from zsarchive.zs.format.codecs import LEVELS_HELP, NAMES
 @click.option("-j", "--parallelism", type=Parallelism(), default="guess", show_default=True,
               help="Worker processes decoding manifests and threads compressing blocks (guess: one per core).")
 @click.option("--no-progress", is_flag=True, help="No progress bar even on a terminal.")
+@click.option("--scheduler", metavar="ADDRESS",
+              help="Decode on the dask.distributed cluster of this scheduler (e.g. tcp://host:8786); needs "
+                   "zsarchive[dask], and the workers must reach REPO.")
 @remote_options
 def export_command(repo: str, archive: str, codec: str, compress_level: str | None, include_chunks: bool,
-                   parallelism: int | str, no_progress: bool, anon: bool, storage_options: dict[str, str]) -> None:
+                   parallelism: int | str, no_progress: bool, scheduler: str | None, anon: bool,
+                   storage_options: dict[str, str]) -> None:
     """Export the Icechunk repository REPO into the ZS file ARCHIVE.
 
     REPO is a directory, or a file://, s3://BUCKET/PREFIX, gs://BUCKET/PREFIX, az://CONTAINER/PREFIX
@@ -41,14 +45,21 @@ def export_command(repo: str, archive: str, codec: str, compress_level: str | No
             bar.length = max(total, 1)
             bar.update(done - bar.pos)
 
+    client = None
+    if scheduler is not None:
+        from zsarchive.archive.cluster import connect
+
+        client = connect(scheduler)
     if bar is not None:
         bar.__enter__()
     try:
         summary = export_repository(repo, archive, codec=codec, compress_level=compress_level,
                                     include_chunks=include_chunks, parallelism=parallelism, progress=progress,
-                                    storage_options=storage_options, anon=anon)
+                                    storage_options=storage_options, anon=anon, client=client)
     finally:
         if bar is not None:
             bar.__exit__(None, None, None)
+        if client is not None:
+            client.close()
     total = sum(summary.counts.values())
     click.echo(f"wrote {summary.path}: {total} records, {summary.size} bytes in {summary.seconds:.2f} s", err=True)
