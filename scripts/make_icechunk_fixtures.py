@@ -206,7 +206,8 @@ def build(b: Builder) -> None:
     root.create_group("data/empty")
     root.attrs["unicode"] = "\u0394 \u2603 \U0001f9ca"
     # Awkward names and shapes: a 0-d array (chunk key "scalar/c"), a group named "c" (so a chunk
-    # key holds "/c/" twice), a name with non-ASCII letters and a space.
+    # key holds "/c/" twice), a name with non-ASCII letters and a space, and (below) non-ASCII keys
+    # nested in the commit's metadata.
     scalar = root.create_array("scalar", shape=(), dtype="f8", fill_value=0.0)
     scalar[()] = 3.5
     root.create_group("data/c")
@@ -214,7 +215,12 @@ def build(b: Builder) -> None:
     in_c[:] = [1, 2]
     odd = root.create_array("data/\u00fcn\u00ef c\u00f4de", shape=(2,), chunks=(2,), dtype="i1", fill_value=0)
     odd[:] = [5, 6]
-    b.commit(s, "empty group, unicode attrs, awkward names", step=15)
+    # Beside the group "c" (which has children), names holding bytes below "/": icechunk orders a
+    # snapshot's nodes by the bytes of the whole path, so "/data/c-d" comes before "/data/c/t".
+    for name in ("c-d", "c.e", "c+f"):
+        root.create_array(f"data/{name}", shape=(2,), chunks=(2,), dtype="i1", fill_value=0)[:] = [7, 8]
+    b.commit(s, "empty group, unicode attrs, awkward names", step=15,
+             nested={"\u00e9t\u00e9": {"\u00f1": [1, 2]}, "plain": "x"})
     # 16: virtual refs with checksums (one passes, two make icechunk refuse the read), and many
     # refs into several files (V2 stores their locations dictionary-compressed).
     s = b.session()
