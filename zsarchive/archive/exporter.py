@@ -338,6 +338,15 @@ def _remove_quietly(path: Path) -> None:
         pass
 
 
+def _engine(repo: Repository, location, plan: ExportPlan, parallelism: int, workdir: str, client) -> Engine:
+    """The cluster's engine when a ``distributed.Client`` is given, else worker processes or this one."""
+    if client is not None:
+        from zsarchive.archive.cluster import ClusterEngine
+
+        return ClusterEngine(client, location)
+    return open_engine(repo, location, parallelism, len(plan.txlogs) + len(plan.changes), workdir)
+
+
 def _target(archive_path: str | os.PathLike) -> tuple[Path, Path]:
     """The archive's path as given (for messages) and its directory, which must exist."""
     target = Path(archive_path)
@@ -383,13 +392,7 @@ def export(repo_location: str | os.PathLike, archive_path: str | os.PathLike, *,
     try:
         plan = plan_export(repo)
         refs = gather_metadata(repo, plan, sorter)
-        if client is not None:
-            from zsarchive.archive.cluster import ClusterEngine
-
-            engine = ClusterEngine(client, location)
-        else:
-            engine = open_engine(repo, location, options.parallelism, len(plan.txlogs) + len(plan.changes),
-                                 str(directory))
+        engine = _engine(repo, location, plan, options.parallelism, str(directory), client)
         prefetch_inputs(repo, plan, engine)
         txlogs = gather_txlogs(engine, plan)  # started first: they are consumed last, after the chunk refs
         changes = decode_changes(engine, plan, include_chunks)
