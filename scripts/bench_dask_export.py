@@ -36,7 +36,7 @@ def main() -> None:
 
     repo = icbench.ensure_repo(args.refs)
     local, cluster_s = [], []
-    with LocalCluster(n_workers=args.workers, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
+    with LocalCluster(n_workers=args.workers, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster, \
             Client(cluster) as client, tempfile.TemporaryDirectory(dir=ROOT / ".bench") as tmp:
         here, there = Path(tmp) / "here.zs", Path(tmp) / "there.zs"
         for _ in range(args.runs):
