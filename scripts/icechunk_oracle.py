@@ -309,8 +309,10 @@ def diffs(repo: Any, parents: dict[str, str | None], refs: dict) -> list[dict]:
                 pairs.append((old, new))
     out = []
     for old, new in sorted(set(pairs)):
-        out.append({"from": old, "to": new,
-                    "diff": diff(repo.diff(from_snapshot_id=old, to_snapshot_id=new))})
+        try:
+            out.append({"from": old, "to": new, "diff": diff(repo.diff(from_snapshot_id=old, to_snapshot_id=new))})
+        except Exception as exc:  # e.g. a transaction log that garbage collection removed
+            out.append({"from": old, "to": new, "error": str(exc).strip().splitlines()[0]})
     return out
 
 

@@ -66,7 +66,7 @@ def test_fast_record_encoders_agree_with_the_schema(v2_archive):
         records = list(z)
     assert {S.split(r)[0] for r in records} >= {S.CHUNK_REF, S.CHUNK_HISTORY}
     for rec in records:
-        assert S.record(*S.split(rec)) == rec
+        assert S.record(*S.split(rec), version=S.record_version(rec)) == rec
 
 
 @pytest.mark.parametrize("parallelism", [1, 2])

@@ -179,7 +179,8 @@ def prefetch_inputs(repo: Repository, plan: ExportPlan, engine: Engine) -> None:
         return  # worker processes read their own inputs, in parallel
     manifests = dict.fromkeys(m for change in plan.changes for m, _ in (*change.manifests, *change.base))
     repo.prefetch("manifests", manifests)
-    repo.prefetch("transactions", [sid for sid, _ in plan.txlogs])
+    pruned = {info.id: info.pruned_tx_logs for info in plan.snapshots}
+    repo.prefetch("transactions", [log for sid, _ in plan.txlogs for log in (*pruned[sid], sid)])
 
 
 def _txlog_task(repo: Repository, sid: str, flushed_at: int) -> Iterator[list[bytes]]:

@@ -472,10 +472,13 @@ class RepoArchive:
             tx = self._one(S.TXLOG, (sid,))
             if tx is None:
                 raise ZSCorrupt(f"{self.name}: snapshot {sid} has no transaction log record")
+            if len(tx) > 9 and sid in tx[9]:
+                raise ZSError(f"{self.name}: cannot diff across snapshot {sid}: its transaction log was no "
+                              f"longer in the repository when it was archived")
             for name, ids in zip(sets, tx[:6]):
                 sets[name].update(ids)
             chunk_nodes.update(node_id for node_id, _ in tx[6])
-            moved.extend([m[0], m[1]] for m in tx[7])
+            moved.extend([m[0], m[1]] for m in (tx[10] if len(tx) > 10 else tx[7]))  # unjoined, as icechunk
         paths: dict[str, str] = {}
         for snapshot_id in (from_id, to_id):
             for k, v in self._records(S.NODE, (snapshot_id,)):

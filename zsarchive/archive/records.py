@@ -12,7 +12,7 @@ import dataclasses
 import enum
 import itertools
 import json
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator
 
 import numpy as np
 
@@ -23,7 +23,7 @@ from zsarchive.errors import ZSCorrupt
 from zsarchive.io.storage import Storage
 from zsarchive.icechunk import Repository
 from zsarchive.icechunk.manifest import RefBatch
-from zsarchive.icechunk.model import Node, NodeType, RefKind, SnapshotInfo
+from zsarchive.icechunk.model import MoveOperation, Node, NodeType, RefKind, SnapshotInfo
 
 VERSION = {family: bytes((version,)) for family, version in S.RECORD_VERSIONS.items()}
 """The record version byte of each family."""
@@ -104,17 +104,31 @@ def node_value(node: Node, since: str | None) -> tuple:
 
 # -- transaction logs --------------------------------------------------------------------------
 
+def _moves(moves: Iterable[MoveOperation]) -> tuple:
+    return tuple((m.from_path, m.to_path, m.node_id,
+                  None if m.node_type is None else (S.ARRAY if m.node_type is NodeType.ARRAY else S.GROUP))
+                 for m in moves)
+
+
 def txlog_records(repo: Repository, sid: str, flushed_at: int) -> list[bytes]:
-    """The ``X`` summary of one snapshot's transaction log, then its ``H`` per-chunk history records."""
-    tx = repo.transaction_log(sid)
-    summary = S.record(S.TXLOG, (sid,), (
+    """The ``X`` summary of what one snapshot changed since its parent (its transaction log, merged with
+    its pruned ancestors' after ``expire_snapshots``; record version 2 names those, and logs no longer
+    stored), then its ``H`` per-chunk history records."""
+    changes = repo.changes(sid)
+    tx = changes.log
+    if tx is None:  # garbage collected: the summary says so, and there is no history to give
+        return [S.record(S.TXLOG, (sid,), ((),) * 8 + (changes.merged, changes.missing, ()), version=2)]
+    value = (
         tuple(tx.new_groups), tuple(tx.new_arrays), tuple(tx.deleted_groups),
         tuple(tx.deleted_arrays), tuple(tx.updated_groups), tuple(tx.updated_arrays),
-        tuple((node_id, len(coords)) for node_id, coords in sorted(tx.updated_chunks.items())),
-        tuple((m.from_path, m.to_path, m.node_id,
-               None if m.node_type is None else (S.ARRAY if m.node_type is NodeType.ARRAY else S.GROUP))
-              for m in tx.moved_nodes),
-    ))
+        tuple((node_id, len(coords)) for node_id, coords in sorted(tx.updated_coords.items())),
+        _moves(tx.moved_nodes),
+    )
+    if changes.merged or changes.missing:
+        value += (changes.merged, changes.missing, _moves(changes.moves))
+        summary = S.record(S.TXLOG, (sid,), value, version=2)
+    else:
+        summary = S.record(S.TXLOG, (sid,), value, version=1)
     # One record per changed chunk (millions in a big commit): keys are built a batch at a time.
     tail = b"\x00" + keys.encode((flushed_at, sid)) + b"\x00" + VERSION[S.CHUNK_HISTORY]
     out = [summary]

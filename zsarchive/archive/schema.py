@@ -38,10 +38,11 @@ FAMILY_NAMES = {
     HEADER: "archive header",
 }
 
-RECORD_VERSIONS = {family: 1 for family in FAMILY_NAMES} | {CHUNK_REF: 2}
+RECORD_VERSIONS = {family: 1 for family in FAMILY_NAMES} | {CHUNK_REF: 2, TXLOG: 2}
 """The newest record version of each family this code reads and writes (every older one is read too:
 chunk refs are record version 1 in format 1 archives, keyed by manifest, and 2 in format 2, keyed
-by (node, coords, snapshot))."""
+by (node, coords, snapshot); a transaction-log summary is version 2 where it merges the logs of
+ancestors expiration pruned, which it then names)."""
 
 # Chunk ref kinds (first value element of a CHUNK_REF record); REMOVED only in record version 2.
 INLINE, NATIVE, VIRTUAL, REMOVED = 0, 1, 2, 3

@@ -102,10 +102,14 @@ def _small_families(zs: ZS, facts: _Facts, format_version: int) -> None:
         _known(facts, key[1], rec, S.CHILDREN, "child snapshot")
         if facts.parents[key[1]] != key[0]:
             raise _fail(rec, S.CHILDREN, f"but the parent of {key[1]} is {facts.parents[key[1]]}")
-    for family in (S.TXLOG, S.CHUNK_HISTORY):
-        for key, value, rec in _records(zs, family, facts.counts):
-            sid = key[0] if family == S.TXLOG else (key[3] if len(key) == 4 else None)
-            _known(facts, sid, rec, family, "snapshot")
+    for key, value, rec in _records(zs, S.TXLOG, facts.counts):
+        _shape(len(key) == 1 and len(value) in (8, 11) and all(isinstance(v, tuple) for v in value)
+               and all(_is_id(i, 13) for ids in value[:6] for i in ids)
+               and all(_is_id(i) for ids in value[8:10] for i in ids), rec, S.TXLOG,
+               "(snapshot_id) -> (six node id sets, updated_chunks, moved_nodes[, merged, missing, moves])")
+        _known(facts, key[0], rec, S.TXLOG, "snapshot")
+    for key, value, rec in _records(zs, S.CHUNK_HISTORY, facts.counts):
+        _known(facts, key[3] if len(key) == 4 else None, rec, S.CHUNK_HISTORY, "snapshot")
     for key, value, rec in _records(zs, S.NODE, facts.counts):
         _shape(len(key) == 2 and _is_id(key[0]) and isinstance(key[1], tuple) and len(value) >= 6
                and _is_id(value[0], 13) and value[1] in (S.GROUP, S.ARRAY), rec, S.NODE,

@@ -174,9 +174,11 @@ def inspect_manifest(repo: Repository, manifest_id: str, with_refs: bool = False
 
 
 def inspect_transaction_log(repo: Repository, snapshot_id: str) -> dict:
-    """A transaction log: node id lists, updated chunk coordinates, moves (with node ids and types)."""
-    log = repo.transaction_log(snapshot_id)
-    return {
+    """A snapshot's transaction log: node id lists, updated chunk coordinates, moves (with node ids and
+    types); after ``expire_snapshots``, merged with its pruned ancestors' as icechunk shows it."""
+    changes = repo.changes(snapshot_id)
+    log = changes.log or repo.transaction_log(snapshot_id)  # the latter says which file is missing
+    out = {
         "id": log.id,
         "header": inspect_header(log.header),
         "new_groups": log.new_groups,
@@ -191,3 +193,11 @@ def inspect_transaction_log(repo: Repository, snapshot_id: str) -> dict:
                          "node_type": None if m.node_type is None else m.node_type.value}
                         for m in log.moved_nodes],
     }
+    if changes.merged or changes.missing:
+        out["synthetic_composite"] = {
+            "note": "expire_snapshots removed ancestors of this snapshot: their transaction logs are merged "
+                    "into its own here; the header is that of its own log",
+            "merged_pruned_ancestor_tx_logs": list(changes.merged),
+            "missing_tx_logs": list(changes.missing),
+        }
+    return out

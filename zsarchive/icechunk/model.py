@@ -86,6 +86,9 @@ class SnapshotInfo:
     flushed_at: int
     message: str
     metadata: dict[str, JSONValue]
+    pruned_tx_logs: tuple[SnapshotId, ...] = ()
+    """V2: ids of the transaction logs of ancestors that ``expire_snapshots`` removed from under this
+    snapshot, oldest first; its changes since its parent are theirs and its own, in that order."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -242,6 +245,21 @@ class TransactionLog:
         """Node id -> coordinates (tuples) of the chunks written, in the file's order."""
         return {node_id: list(zip(*coords.T.tolist())) if coords.shape[1] else [()] * len(coords)
                 for node_id, coords in self.updated_coords.items()}
+
+
+@dataclass(frozen=True, slots=True)
+class CommitChanges:
+    """What a snapshot changed since its parent (see ``Repository.changes``)."""
+
+    log: TransactionLog | None
+    """Its own transaction log, or (V2, after ``expire_snapshots``) that merged with its pruned
+    ancestors'; None when its own log is no longer stored."""
+    merged: tuple[SnapshotId, ...]
+    """Ids of the pruned ancestors whose logs are merged in, oldest first (empty: ``log`` is its own)."""
+    missing: tuple[SnapshotId, ...]
+    """Ids of logs no longer stored, so left out: pruned ancestors', and last the snapshot's own."""
+    moves: tuple[MoveOperation, ...] = ()
+    """Every move of the logs merged, oldest first, unjoined (icechunk's ``diff`` lists them so)."""
 
 
 class ChunkRefSource(Protocol):

@@ -115,6 +115,8 @@ def decode_repo_info(raw: bytes, name: str) -> RepoInfo:
                 snap_ids[j], None if parent == -1 else snap_ids[parent], info.FlushedAt(),
                 text(require(info.Message(), f"snapshots[{j}].message"), f"snapshots[{j}].message"),
                 metadata_items(info, spec, f"snapshots[{j}].metadata", must_sort=False),
+                tuple(id12(info.PrunedAncestorTxLogs(k), f"snapshots[{j}].pruned_ancestor_tx_logs[{k}]")
+                      for k in range(info.PrunedAncestorTxLogsLength())),
             ))
         deleted_raw = [require(repo.DeletedTags(j), f"deleted_tags[{j}]") for j in range(repo.DeletedTagsLength())]
         check_sorted(deleted_raw, "deleted_tags")

@@ -13,15 +13,15 @@ from zsarchive.errors import ZSCorrupt, ZSError
 from zsarchive.icechunk import ids
 from zsarchive.icechunk.manifest import decode_manifest
 from zsarchive.icechunk.model import (
-    ChunkRef, Manifest, Node, NodeType, RepoInfo, RepoStatus, Snapshot, SnapshotId, SnapshotInfo, TransactionLog,
-    Update,
+    ChunkRef, CommitChanges, Manifest, Node, NodeType, RepoInfo, RepoStatus, Snapshot, SnapshotId, SnapshotInfo,
+    TransactionLog, Update,
 )
 from zsarchive.icechunk.repo_info import decode_repo_info
 from zsarchive.icechunk.snapshot import decode_snapshot
 from zsarchive.io.location import Location
 from zsarchive.io.storage import Storage, open_storage
 from zsarchive.limits import ceiling, load_json
-from zsarchive.icechunk.txlog import decode_transaction_log
+from zsarchive.icechunk.txlog import decode_transaction_log, merge_transaction_logs
 
 _MANIFEST_CACHE = 4  # manifests can hold millions of refs: keep only the last few decoded
 
@@ -263,12 +263,34 @@ class Repository:
         return manifest
 
     def transaction_log(self, snapshot_id: SnapshotId) -> TransactionLog:
-        """The transaction log ``transactions/<id>`` of a snapshot."""
+        """The transaction log ``transactions/<id>`` of a snapshot, as stored (see :meth:`changes`)."""
+        return self._transaction_log(snapshot_id, self._read(f"transactions/{snapshot_id}"))
+
+    def _transaction_log(self, snapshot_id: SnapshotId, raw: bytes) -> TransactionLog:
         key = f"transactions/{snapshot_id}"
-        log = decode_transaction_log(self._read(key), self._name(key))
+        log = decode_transaction_log(raw, self._name(key))
         if log.id != snapshot_id:
             raise ZSCorrupt(f"{self._name(key)}: holds the transaction log of {log.id}, not {snapshot_id}")
         return log
+
+    def changes(self, snapshot_id: SnapshotId) -> CommitChanges:
+        """What a snapshot changed since its parent: its own transaction log, merged (V2) with the logs
+        of the ancestors ``expire_snapshots`` pruned from under it. A log no longer stored (garbage
+        collection removes some) is left out and named in ``missing``, as icechunk does."""
+        info = self._snapshot_info(snapshot_id)
+        logs, merged, missing = [], [], []
+        for sid in (*(info.pruned_tx_logs if info is not None else ()), snapshot_id):
+            raw = self.storage.read(f"transactions/{sid}")
+            if raw is None:
+                missing.append(sid)
+                continue
+            logs.append(self._transaction_log(sid, raw))
+            merged.append(sid)
+        if snapshot_id in missing:
+            return CommitChanges(None, tuple(merged), tuple(missing))
+        merged.pop()
+        log = logs[0] if len(logs) == 1 else merge_transaction_logs(logs)
+        return CommitChanges(log, tuple(merged), tuple(missing), tuple(m for one in logs for m in one.moved_nodes))
 
     def ops_log(self) -> Iterator[Update]:
         """Every ops-log entry newest first, following ``repo_before_updates`` into overwritten/ (V1: none).

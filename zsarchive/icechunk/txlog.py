@@ -120,3 +120,38 @@ def decode_transaction_log(raw: bytes, name: str) -> TransactionLog:
             extra=byte_vector(log, 22),
             **lists,
         )
+
+
+def merge_transaction_logs(logs: list[TransactionLog]) -> TransactionLog:
+    """One log holding every change of ``logs`` (oldest first; the last one names the result), as
+    icechunk merges a snapshot's own log with those of the ancestors expiration pruned from under it:
+    id lists and chunk lists united, each node's moves joined into one (first origin, last
+    destination) and dropped where it ends where it began."""
+    own = logs[-1]
+    lists = {field: sorted({i for log in logs for i in getattr(log, field)}) for field in _ID_LISTS}
+    coords: dict[str, list[np.ndarray]] = {}
+    for log in logs:
+        for node_id, table in log.updated_coords.items():
+            coords.setdefault(node_id, []).append(table)
+    moves: dict[str | None, MoveOperation] = {}
+    for log in logs:
+        for move in log.moved_nodes:
+            first_move = moves.get(move.node_id)
+            moves[move.node_id] = move if first_move is None else MoveOperation(
+                first_move.from_path, move.to_path, move.node_id, move.node_type)
+    return TransactionLog(
+        header=own.header,
+        id=own.id,
+        updated_coords={node_id: _union_rows(tables) for node_id, tables in sorted(coords.items())},
+        moved_nodes=sorted((m for m in moves.values() if m.from_path != m.to_path), key=lambda m: path_key(m.to_path)),
+        extra=own.extra,
+        **lists,
+    )
+
+
+def _union_rows(tables: list[np.ndarray]) -> np.ndarray:
+    """The distinct rows of coordinate matrices, ascending."""
+    rows = np.concatenate(tables)
+    if not rows.shape[1]:
+        return rows[:1]
+    return np.unique(rows, axis=0)
