@@ -9,12 +9,21 @@ import shutil
 import sys
 from pathlib import Path
 
+import flatbuffers
 import pytest
 import zstandard
 
 from hostile import one_line_error, zs
+from zsarchive.archive import RepoArchive
 from zsarchive.archive import schema as S
-from zsarchive.icechunk.header import HEADER_LENGTH
+from zsarchive.errors import ZSError
+from zsarchive.icechunk import ids
+from zsarchive.icechunk.generated import ArrayUpdatedChunks as AUC
+from zsarchive.icechunk.generated import ChunkIndices as CI
+from zsarchive.icechunk.generated import TransactionLog as TL
+from zsarchive.icechunk.generated.ObjectId8 import CreateObjectId8
+from zsarchive.icechunk.generated.ObjectId12 import CreateObjectId12
+from zsarchive.icechunk.header import HEADER_LENGTH, MAGIC
 from zsarchive.zs.writer import ZSWriter
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "zs"))  # the ZS format tests' file builder
@@ -79,7 +88,9 @@ LAUGHS = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
 
 
 @pytest.mark.parametrize("text, needle", [(LAUGHS, "aliases are not accepted"),
-                                          ("[" * 50_000 + "]" * 50_000, "nested too deeply")])
+                                          ("[" * 50_000 + "]" * 50_000, "nested too deeply"),
+                                          ("inline_chunk_threshold_bytes: " + "9" * 5000, "out of range"),
+                                          ("a: !!timestamp 2001-13-45", "out of range")])
 def test_v1_config_yaml_bombs_are_refused(tmp_path, text, needle):
     repo = tmp_path / "repo"
     shutil.copytree(FIXTURES / "v1", repo)
@@ -132,3 +143,83 @@ def test_a_negative_embedded_offset_is_refused_not_read_from_the_end(tmp_path):
                S.record(S.CHUNK_DATA, (chunk,), (b"0123456789",))]
     path = archive(tmp_path / "negative.zs", {sid: (None, 1, "m", "{}", ())}, records)
     one_line_error(zs("chunk", str(path), "main", "/v", "0", "--data"), "offset -3", "must be integers >= 0")
+
+
+def shared_chunks_log(log_id: bytes, arrays: int, chunks: int) -> bytes:
+    """A transaction log whose ``arrays`` entries all point at one vector of ``chunks`` chunk tables:
+    a DAG of offsets, about 10 bytes per chunk and 20 per array, that reads as arrays x chunks."""
+    b = flatbuffers.Builder(1 << 20)
+    tables = []
+    for i in range(chunks):
+        CI.StartCoordsVector(b, 1)
+        b.PrependUint32(i)
+        vec = b.EndVector()
+        CI.Start(b)
+        CI.AddCoords(b, vec)
+        tables.append(CI.End(b))
+    AUC.StartChunksVector(b, len(tables))
+    for off in reversed(tables):
+        b.PrependUOffsetTRelative(off)
+    shared = b.EndVector()
+    entries = []
+    for i in range(arrays):
+        AUC.Start(b)
+        AUC.AddNodeId(b, CreateObjectId8(b, i.to_bytes(8, "big")))
+        AUC.AddChunks(b, shared)
+        entries.append(AUC.End(b))
+    TL.StartUpdatedChunksVector(b, len(entries))
+    for off in reversed(entries):
+        b.PrependUOffsetTRelative(off)
+    updated = b.EndVector()
+    empty = []
+    for _ in range(6):
+        b.StartVector(8, 0, 1)
+        empty.append(b.EndVector())
+    TL.Start(b)
+    TL.AddId(b, CreateObjectId12(b, log_id))
+    for add, vec in zip((TL.AddNewArrays, TL.AddNewGroups, TL.AddDeletedGroups, TL.AddDeletedArrays,
+                         TL.AddUpdatedArrays, TL.AddUpdatedGroups), empty):
+        add(b, vec)
+    TL.AddUpdatedChunks(b, updated)
+    b.Finish(TL.End(b))
+    header = MAGIC + b"zsarchive-test".ljust(24) + bytes([2, 4, 1])
+    return header + zstandard.ZstdCompressor().compress(bytes(b.Output()))
+
+
+def test_a_flatbuffer_whose_offsets_form_a_dag_is_refused(tmp_path):
+    repo = tmp_path / "repo"
+    shutil.copytree(FIXTURES / "v2", repo)
+    log = sorted((repo / "transactions").iterdir())[-1]
+    # 20,000 x 20,000 shared entries: 400 M coordinates (1.6 GB) read from a file of a few hundred KB
+    log.write_bytes(shared_chunks_log(ids.decode(log.name, 12), 20_000, 20_000))
+    assert log.stat().st_size < 1_000_000
+    needles = (log.name, "share vectors or strings")
+    one_line_error(zs("icechunk", "inspect", str(repo), "--transaction-log", log.name), *needles)
+    one_line_error(zs("export", str(repo), str(tmp_path / "out.zs")), *needles)
+
+
+def test_names_holding_nul_and_control_characters_are_told_apart_and_printed_escaped(tmp_path):
+    """Text keys escape NUL, so the bytes of "a" start those of "a\0b": a lookup of one must never
+    answer with the other; a table shows such names escaped, one row per line."""
+    sid = "A" * 20
+    path = tmp_path / "nul.zs"
+    records = [S.record(S.REFS, ("branch", "a\0b"), (sid,)), S.record(S.REFS, ("tag", "t\n\x1b[2J"), (sid,)),
+               S.record(S.HEADER, (), (2, 2, 0, "test", ())),
+               S.record(S.SNAPSHOT, (sid,), (None, 10**15, "line\nbreak", "{}", ())),
+               S.record(S.NODE, (sid, ("g\0h",)), ("NODEID0000000", S.GROUP, b'{"zarr_format":3,"node_type":"group"}',
+                                                   None, None, ()))]
+    with ZSWriter(str(path), {S.METADATA_KEY: {"format_version": 2}}, codec="none") as writer:
+        writer.add_records(sorted(records))
+        writer.finish()
+    archive = RepoArchive(str(path))
+    assert archive.resolve("a\0b") == sid
+    with pytest.raises(ZSError, match="unknown branch, tag or snapshot"):
+        archive.resolve("a")
+    assert archive.node("a\0b", "/g\0h")["id"] == "NODEID0000000"
+    with pytest.raises(ZSError):
+        archive.node("a\0b", "/g")
+    done = zs("refs", str(path))
+    assert done.returncode == 0 and [line.split() for line in done.stdout.splitlines()[1:]] == [
+        ["branch", "a\\x00b", sid], ["tag", "t\\n\\x1b[2J", sid]], done.stdout
+    done = zs("log", str(path), "tag:t\n\x1b[2J")
+    assert done.returncode == 0 and done.stdout.splitlines()[1].endswith("line\\nbreak"), done.stdout

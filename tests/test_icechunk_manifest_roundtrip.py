@@ -226,3 +226,45 @@ def test_unaligned_reads_equal_aligned_ones():
         for positions in ([0, 8, 64, 1000 // 8 * 8], [1, 3, 17, 1001], [0, 5, 8]):
             at = np.array([p for p in positions if p + 8 <= len(raw)], dtype=np.int64)
             assert gather(b, at, dtype).tolist() == [struct.unpack_from(fmt, raw, p)[0] for p in at.tolist()]
+
+
+def _shared_inline_manifest(refs: int, size: int) -> bytes:
+    """A manifest whose ``refs`` inline refs all point at one ``size``-byte vector (a DAG of offsets)."""
+    b = flatbuffers.Builder(size + 64 * refs)
+    shared = b.CreateByteVector(bytes(range(256)) * (size // 256))
+    tables = []
+    for i in range(refs):
+        CR.StartIndexVector(b, 1)
+        b.PrependUint32(i)
+        index_vec = b.EndVector()
+        CR.Start(b)
+        CR.AddIndex(b, index_vec)
+        CR.AddInline(b, shared)
+        tables.append(CR.End(b))
+    AM.StartRefsVector(b, len(tables))
+    for off in reversed(tables):
+        b.PrependUOffsetTRelative(off)
+    refs_vec = b.EndVector()
+    AM.Start(b)
+    AM.AddNodeId(b, CreateObjectId8(b, b"\x05" * 8))
+    AM.AddRefs(b, refs_vec)
+    array = AM.End(b)
+    M.StartArraysVector(b, 1)
+    b.PrependUOffsetTRelative(array)
+    arrays_vec = b.EndVector()
+    M.Start(b)
+    M.AddId(b, CreateObjectId12(b, b"\x04" * 12))
+    M.AddArrays(b, arrays_vec)
+    b.Finish(M.End(b))
+    return MAGIC + b"zsarchive-test".ljust(24) + bytes([2, 2, 1]) + zstandard.ZstdCompressor().compress(
+        bytes(b.Output()))
+
+
+def test_refs_sharing_one_vector_hold_one_copy_of_it():
+    """4,000 refs pointing at one 256 KiB inline vector read as 4,000 refs to one bytes object, not
+    a gigabyte of copies."""
+    manifest = decode_manifest(_shared_inline_manifest(4000, 1 << 18), "shared")
+    batches = list(manifest.source.ref_batches(ids.encode(b"\x05" * 8)))
+    inline = [value for batch in batches for value in batch.inline]
+    assert len(inline) == 4000 and inline[0] == bytes(range(256)) * 1024
+    assert len({id(value) for value in inline}) == len(batches)

@@ -156,9 +156,12 @@ class RepoArchive:
         self.close()
 
     def _records(self, family: bytes, key: tuple = ()) -> Iterator[tuple[tuple, tuple]]:
+        n = len(key)
         for rec in self.zs.search(prefix=S.key_prefix(family, key)):
             _, k, v = S.split(rec)
-            yield k, v
+            # the bytes of text "a" are a prefix of those of "a\0b" (NUL is escaped as 00 FF): compare
+            if k[:n] == key:
+                yield k, v
 
     def _range(self, family: bytes, start: tuple, stop: tuple | None) -> Iterator[tuple[tuple, tuple]]:
         stop_key = S.key_prefix(family, stop) if stop is not None else bytes((family[0] + 1,))

@@ -51,8 +51,13 @@ class _Group(click.Group):
 
 def one_line(text: str, width: int = 1000) -> str:
     """``text`` as one printable line of at most ``width`` characters (input can put anything in a message)."""
-    cut = text[:width] + ("..." if len(text) > width else "")
-    return cut if cut.isprintable() else "".join(c if c.isprintable() else repr(c)[1:-1] for c in cut)
+    return printable(text[:width] + ("..." if len(text) > width else ""))
+
+
+def printable(text: str) -> str:
+    """``text`` with every character that is not printable (newlines, NUL, terminal escapes) written as
+    its Python escape, so that names from input cannot break a line or drive the terminal."""
+    return text if text.isprintable() else "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})

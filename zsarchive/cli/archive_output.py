@@ -9,6 +9,7 @@ from typing import Any, Iterable, Sequence
 import click
 
 from zsarchive.archive import RepoArchive
+from zsarchive.cli.app import printable
 
 _LAYOUT_ROWS = 1000  # rows a table's column widths are taken from
 
@@ -47,7 +48,7 @@ def _cell(value: Any) -> str:
         return ",".join(_cell(v) for v in value)
     if isinstance(value, dict):
         return json.dumps(value, sort_keys=True)
-    return str(value)
+    return printable(str(value))
 
 
 def emit(rows: Iterable[dict], as_json: bool, columns: Sequence[str]) -> None:

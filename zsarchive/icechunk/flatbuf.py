@@ -6,6 +6,7 @@ The generated accessors (``generated/``) run on ``CheckedTable``; a bad offset r
 
 from __future__ import annotations
 
+import contextvars
 import struct
 
 from flatbuffers import table
@@ -13,10 +14,29 @@ from flatbuffers import table
 _U32 = struct.Struct("<I")
 _I32 = struct.Struct("<i")
 _U16 = struct.Struct("<H")
+_BUDGET_FACTOR, _BUDGET_SLACK = 4, 1 << 20
 
 
 class FlatBufferError(Exception):
     """An offset or length in a FlatBuffer points outside it (message: where and what)."""
+
+
+_BUDGET: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar("flatbuffer_budget", default=None)
+"""Elements and string bytes the decoding of the current buffer may still read (set by :func:`root`)."""
+
+
+def _spend(count: int) -> None:
+    """Charge ``count`` vector elements or string bytes to the current buffer's budget.
+
+    Without shared parts a FlatBuffer holds at most one element or byte per byte of its size, so
+    reading many times that means its offsets form a DAG that makes a small file cost a huge walk."""
+    budget = _BUDGET.get()
+    if budget is None:
+        return
+    budget[0] -= count
+    if budget[0] < 0:
+        raise FlatBufferError(f"its tables share vectors or strings so often that reading it would take over "
+                              f"{budget[1]:,} element reads for a {budget[2]:,}-byte buffer")
 
 
 def vtable_slots(buf, vtable: int, count: int, where: str) -> tuple[int, list[int]]:
@@ -80,6 +100,7 @@ class CheckedTable(table.Table):
         length = self._u32(start)
         if start + 4 + length > len(self.Bytes):
             raise FlatBufferError(f"string at {start} of length {length} runs past the buffer end")
+        _spend(length)
         return bytes(self.Bytes[start + 4:start + 4 + length])
 
     def VectorLen(self, off):
@@ -89,6 +110,7 @@ class CheckedTable(table.Table):
         # Every element is at least one byte: a longer vector cannot fit.
         if start + 4 + length > len(self.Bytes):
             raise FlatBufferError(f"vector at {start} of length {length} runs past the buffer end")
+        _spend(length)
         return length
 
     def Vector(self, off):
@@ -102,9 +124,12 @@ class CheckedTable(table.Table):
 
 
 def root(cls, buf: bytes):
-    """The root table of ``buf`` as an instance of the generated class ``cls``."""
+    """The root table of ``buf`` as an instance of the generated class ``cls``; reads through it are
+    charged to a budget of a few times the buffer's size (icechunk shares only some short strings)."""
     if len(buf) < 8:
         raise FlatBufferError(f"a {len(buf)}-byte buffer is too short to hold a FlatBuffer")
+    allowed = _BUDGET_FACTOR * len(buf) + _BUDGET_SLACK
+    _BUDGET.set([allowed, allowed, len(buf)])
     obj = cls()
     obj.Init(buf, _U32.unpack_from(buf, 0)[0])
     return obj

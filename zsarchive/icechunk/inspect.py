@@ -98,7 +98,7 @@ def _node(node: Node) -> dict:
         out["manifest_refs"] = [{"id": m.id, "extents": [list(e) for e in m.extents]} for m in node.manifests]
     try:
         out["user_data"] = json.loads(node.user_data)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested past the stack: shown as stored
         out["user_data_b64"] = base64.b64encode(node.user_data).decode("ascii")
     return out
 

@@ -273,8 +273,19 @@ class ManifestBuffer:
 
     def _vectors(self, slots: np.ndarray, where: Callable[[int], str], what: str) -> list[bytes]:
         """The byte vector each uoffset at ``slots`` points to, bounds-checked."""
-        starts, ends = self._spans(slots, where, what)
-        return list(map(self.payload.__getitem__, map(slice, starts.tolist(), ends.tolist())))
+        return self._slices(*self._spans(slots, where, what), where, what)
+
+    def _slices(self, starts: np.ndarray, ends: np.ndarray, where: Callable[[int], str], what: str) -> list[bytes]:
+        """``payload[start:end]`` for each span; spans that start together (one vector that several refs
+        point at) are copied once, and more distinct bytes than the buffer holds is a corrupt file."""
+        size = len(self.payload)
+        if int((ends - starts).sum()) <= size:
+            return list(map(self.payload.__getitem__, map(slice, starts.tolist(), ends.tolist())))
+        _unique, first_at, inverse = np.unique(starts, return_index=True, return_inverse=True)
+        if int((ends[first_at] - starts[first_at]).sum()) > size:
+            raise FlatBufferError(f"{where(0)}: the {what} vectors of these refs overlap")
+        once = list(map(self.payload.__getitem__, map(slice, starts[first_at].tolist(), ends[first_at].tolist())))
+        return [once[j] for j in inverse.tolist()]
 
     def _locations(self, slots: np.ndarray, compressed: np.ndarray, where: Callable[[int], str]) -> list[str]:
         """The location of each virtual ref whose location uoffset is at ``slots``."""
@@ -282,7 +293,7 @@ class ManifestBuffer:
         # Locations repeat (many chunks per file): decode the distinct ones only.
         distinct = _distinct(self._bytes, starts, ends)
         picked = slice(None) if distinct is None else distinct[0]
-        raws = list(map(self.payload.__getitem__, map(slice, starts[picked].tolist(), ends[picked].tolist())))
+        raws = self._slices(starts[picked], ends[picked], where, "location")
         packed = compressed[picked]
         for cache in (self._plain, self._packed):
             if len(cache) > _LOCATION_CACHE:

@@ -153,6 +153,8 @@ class Repository:
                 raise ZSCorrupt(f"{self._name('config.yaml')}: nested too deeply") from None
             except yaml.YAMLError as exc:
                 raise ZSCorrupt(f"{self._name('config.yaml')}: not valid YAML ({exc})") from None
+            except (ValueError, OverflowError) as exc:  # e.g. an integer of more digits than Python converts
+                raise ZSCorrupt(f"{self._name('config.yaml')}: a value out of range ({exc})") from None
         return RepoInfo(None, 1, dict(sorted(branches.items())), dict(sorted(tags.items())), sorted(deleted),
                         sorted(infos, key=lambda i: i.id), None, {}, [], None, config, [], [])
 
