@@ -231,7 +231,11 @@ def oracle(repo_path: Path, prefixes: dict[str, Path]) -> dict:
         except ic.IcechunkError as exc:  # a migrated repo's unreachable V1 snapshot: icechunk's words
             out["trees"][sid] = {"error": first_line(exc)}
             continue
-        tree = asyncio.run(read_tree(session))
+        try:
+            tree = asyncio.run(read_tree(session))
+        except ic.IcechunkError as exc:  # e.g. a stray snapshot whose manifest garbage collection removed
+            out["trees"][sid] = {"error": first_line(exc)}
+            continue
         # The repository's first snapshot is empty: not even a root group for zarr to open.
         tree["nodes"] = nodes(session) if "zarr.json" in tree["keys"] else []
         out["trees"][sid] = tree

@@ -377,6 +377,8 @@ class Generator:
                                              delete_expired_tags=self.rnd.random() < 0.3)
         summary = self.repo.garbage_collect(cutoff)
         self.log.append(["expire", len(expired), summary.snapshots_deleted, summary.chunks_deleted])
+        if self.branch not in self.repo.list_branches():  # expiration deleted it
+            self.branch = "main"
 
     def run(self, steps: int) -> None:
         for _ in range(steps):

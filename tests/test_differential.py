@@ -21,11 +21,11 @@ from zsarchive.archive import export
 from zsarchive.icechunk import Repository
 
 GENERATOR = ROOT / "scripts" / "random_icechunk_repo.py"
-SEEDS = {1: [2, 5, 9, 10, 1008], 2: [2, 5, 8, 9, 1036]}
+SEEDS = {1: [2, 5, 9, 10, 1008, 1181], 2: [2, 5, 8, 9, 1036]}
 """Committed seeds per icechunk major version: together they hold refs named with "@", arrays resized
 so a log lists an array with no chunks, amends of nodes created and deleted, moves, expiration and
-garbage collection (a snapshot whose log garbage collection removed; moves chained across expired
-ancestors), every chunk kind: each once made zsarchive disagree with icechunk."""
+garbage collection (a snapshot whose log garbage collection removed; a stray snapshot whose manifest
+it removed; moves chained across expired ancestors), every chunk kind: each once made zsarchive disagree with icechunk."""
 HUNT_START = 1000  # --seeds N runs seeds 1000 .. 1000+N-1
 
 

@@ -216,7 +216,7 @@ def test_a_claimed_ref_count_cannot_multiply_the_tasks():
     and a plausible count splits into ranges of the task size."""
     huge = E.ArrayChange("S" * 20, "N" * 13, (("M" * 20, ((0, 10),)),), (), 2**32 - 1)
     usual = E.ArrayChange("T" * 20, "N" * 13, (("M" * 20, ((0, 10),)),), (), 600_000)
-    plan = E.ExportPlan([], [], [huge, usual], {})
+    plan = E.ExportPlan([], [], [huge, usual], {}, {})
     tasks = plan.change_tasks(250_000)
     assert len([t for t in tasks if t[0] is huge]) <= 64
     assert [(lo, hi) for change, lo, hi in tasks if change is usual] == [(0, 250_000), (250_000, 500_000),

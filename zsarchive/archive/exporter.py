@@ -65,6 +65,8 @@ class ExportSummary:
     """Records written per family name."""
     size: int = 0
     seconds: float = 0.0
+    left_out: dict[str, str] = field(default_factory=dict)
+    """Snapshot id -> why it is not in the archive (see :func:`unreadable_snapshots`)."""
 
 
 # -- 1. plan -------------------------------------------------------------------------------------
@@ -96,6 +98,8 @@ class ExportPlan:
     """Every array whose manifests differ from its parent's, by (node id, snapshot id)."""
     since: dict[str, dict[str, str]]
     """Snapshot id -> array node id -> the snapshot its chunk ref timeline starts at."""
+    left_out: dict[str, str]
+    """Snapshot id -> why the export leaves it out (see :func:`unreadable_snapshots`)."""
 
     def change_tasks(self, task_refs: int) -> list[tuple[ArrayChange, int, int | None]]:
         """(change, first ref, stop ref or None) in file order: an array's first manifest, when it is
@@ -131,12 +135,35 @@ def _parents_first(snapshots: list[SnapshotInfo]) -> list[SnapshotInfo]:
     return out
 
 
+def unreadable_snapshots(repo: Repository, snapshots: list[SnapshotInfo]) -> dict[str, str]:
+    """Snapshots no branch or tag reaches whose manifests garbage collection removed (icechunk 1.1
+    leaves such snapshot files behind; icechunk cannot open them either), with the reason."""
+    parents = {info.id: info.parent_id for info in snapshots}
+    reachable: set[str] = set()
+    for sid in {*repo.branches().values(), *repo.tags().values()}:
+        while sid is not None and sid not in reachable:  # each snapshot walked once, loops included
+            reachable.add(sid)
+            sid = parents.get(sid)
+    stray = [info.id for info in snapshots if info.id not in reachable]
+    if not stray or not repo.storage.can_list:
+        return {}
+    stored = set(repo.storage.list("manifests"))
+    out = {}
+    for sid in stray:
+        gone = [m.id for m in repo.snapshot(sid).manifest_files if m.id not in stored]
+        if gone:
+            out[sid] = f"no branch or tag reaches it and its manifest {gone[0]} is no longer in the repository"
+    return out
+
+
 def plan_export(repo: Repository) -> ExportPlan:
     """Read the snapshot files and list what else the export must read: the transaction logs, and
     each array whose manifests differ from those it had in the parent snapshot."""
     snapshots = sorted(repo.snapshots(), key=lambda s: s.id)
+    repo.prefetch("snapshots", [info.id for info in _parents_first(snapshots)])
+    left_out = unreadable_snapshots(repo, snapshots)
+    snapshots = [info for info in snapshots if info.id not in left_out]
     order = _parents_first(snapshots)
-    repo.prefetch("snapshots", [info.id for info in order])
     known = {s.id for s in snapshots}
     arrays: dict[str, dict[str, tuple]] = {}
     since: dict[str, dict[str, str]] = {}
@@ -157,7 +184,7 @@ def plan_export(repo: Repository) -> ExportPlan:
                 changes.append(ArrayChange(info.id, node_id, manifests, base, refs))
     txlogs = [(info.id, info.flushed_at) for info in snapshots if info.parent_id is not None]
     changes.sort(key=lambda c: (c.node_id, c.snapshot_id))
-    return ExportPlan(snapshots, txlogs, changes, since)
+    return ExportPlan(snapshots, txlogs, changes, since, left_out)
 
 
 # -- 2. gather -----------------------------------------------------------------------------------
@@ -408,7 +435,7 @@ def export(repo_location: str | os.PathLike, archive_path: str | os.PathLike, *,
             return S.record(S.HEADER, (), (S.FORMAT_VERSION, repo.repo_info().spec_version, export_time, exporter_version(),
                                            tuple(sorted(counts.items()))))
 
-        summary = ExportSummary(path=target)
+        summary = ExportSummary(path=target, left_out=plan.left_out)
         tally = _Tally(len(refs) + sorter.count, progress)
         lists = merge_families(refs, changes, chunk_data, sorter, txlogs, chunk_ids, header, tally,
                                lambda: ExternalSorter(max_bytes=sort_memory // 2, tmpdir=str(directory), unique=False))

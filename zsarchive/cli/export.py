@@ -61,5 +61,7 @@ def export_command(repo: str, archive: str, codec: str, compress_level: str | No
             bar.__exit__(None, None, None)
         if client is not None:
             client.close()
+    for sid, why in summary.left_out.items():
+        click.echo(f"zs: note: snapshot {sid} left out: {why}", err=True)
     total = sum(summary.counts.values())
     click.echo(f"wrote {summary.path}: {total} records, {summary.size} bytes in {summary.seconds:.2f} s", err=True)
