@@ -14,6 +14,7 @@ import pytest
 import zstandard
 
 from hostile import one_line_error, zs
+from icechunk_files import finish_transaction_log
 from zsarchive.archive import RepoArchive
 from zsarchive.archive import schema as S
 from zsarchive.errors import ZSError
@@ -22,8 +23,7 @@ from zsarchive.icechunk.generated import ArrayUpdatedChunks as AUC
 from zsarchive.icechunk.generated import ChunkIndices as CI
 from zsarchive.icechunk.generated import TransactionLog as TL
 from zsarchive.icechunk.generated.ObjectId8 import CreateObjectId8
-from zsarchive.icechunk.generated.ObjectId12 import CreateObjectId12
-from zsarchive.icechunk.header import HEADER_LENGTH, MAGIC
+from zsarchive.icechunk.header import HEADER_LENGTH
 from zsarchive.zs.writer import ZSWriter
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "zs"))  # the ZS format tests' file builder
@@ -170,20 +170,7 @@ def shared_chunks_log(log_id: bytes, arrays: int, chunks: int) -> bytes:
     TL.StartUpdatedChunksVector(b, len(entries))
     for off in reversed(entries):
         b.PrependUOffsetTRelative(off)
-    updated = b.EndVector()
-    empty = []
-    for _ in range(6):
-        b.StartVector(8, 0, 1)
-        empty.append(b.EndVector())
-    TL.Start(b)
-    TL.AddId(b, CreateObjectId12(b, log_id))
-    for add, vec in zip((TL.AddNewArrays, TL.AddNewGroups, TL.AddDeletedGroups, TL.AddDeletedArrays,
-                         TL.AddUpdatedArrays, TL.AddUpdatedGroups), empty):
-        add(b, vec)
-    TL.AddUpdatedChunks(b, updated)
-    b.Finish(TL.End(b))
-    header = MAGIC + b"zsarchive-test".ljust(24) + bytes([2, 4, 1])
-    return header + zstandard.ZstdCompressor().compress(bytes(b.Output()))
+    return finish_transaction_log(b, log_id, b.EndVector())
 
 
 def test_a_flatbuffer_whose_offsets_form_a_dag_is_refused(tmp_path):

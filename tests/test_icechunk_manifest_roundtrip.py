@@ -11,9 +11,9 @@ import struct
 import flatbuffers
 import numpy as np
 import pytest
-import zstandard
 from hypothesis import given, settings, strategies as st
 
+from icechunk_files import MANIFEST, icechunk_file
 from zsarchive.errors import ZSCorrupt
 from zsarchive.icechunk import ids
 from zsarchive.icechunk.generated import ArrayManifest as AM
@@ -21,7 +21,6 @@ from zsarchive.icechunk.generated import ChunkRef as CR
 from zsarchive.icechunk.generated import Manifest as M
 from zsarchive.icechunk.generated.ObjectId8 import CreateObjectId8
 from zsarchive.icechunk.generated.ObjectId12 import CreateObjectId12
-from zsarchive.icechunk.header import MAGIC
 from zsarchive.icechunk.manifest import decode_manifest
 from zsarchive.icechunk.model import ChunkRef, RefKind
 
@@ -104,8 +103,7 @@ def build(manifest_id: bytes, spec: dict, last_ref_at_end: bool = False) -> byte
     M.AddId(b, CreateObjectId12(b, manifest_id))
     M.AddArrays(b, arrays_vec)
     b.Finish(M.End(b))
-    header = MAGIC + b"zsarchive-test".ljust(24) + bytes([2, 2, 1])
-    return header + zstandard.ZstdCompressor().compress(bytes(b.Output()))
+    return icechunk_file(MANIFEST, b)
 
 
 def expected_ref(index: tuple, kind: tuple) -> ChunkRef:
@@ -256,8 +254,7 @@ def _shared_inline_manifest(refs: int, size: int) -> bytes:
     M.AddId(b, CreateObjectId12(b, b"\x04" * 12))
     M.AddArrays(b, arrays_vec)
     b.Finish(M.End(b))
-    return MAGIC + b"zsarchive-test".ljust(24) + bytes([2, 2, 1]) + zstandard.ZstdCompressor().compress(
-        bytes(b.Output()))
+    return icechunk_file(MANIFEST, b)
 
 
 def test_refs_sharing_one_vector_hold_one_copy_of_it():

@@ -15,14 +15,14 @@ import pytest
 import zstandard
 from hypothesis import given, settings, strategies as st
 
+from icechunk_files import finish_transaction_log
 from zsarchive.errors import ZSCorrupt
 from zsarchive.icechunk import ids
 from zsarchive.icechunk.generated import ArrayUpdatedChunks as AUC
 from zsarchive.icechunk.generated import ChunkIndices as CI
 from zsarchive.icechunk.generated import TransactionLog as TL
 from zsarchive.icechunk.generated.ObjectId8 import CreateObjectId8
-from zsarchive.icechunk.generated.ObjectId12 import CreateObjectId12
-from zsarchive.icechunk.header import HEADER_LENGTH, MAGIC
+from zsarchive.icechunk.header import HEADER_LENGTH
 from zsarchive.icechunk.txlog import decode_transaction_log
 
 u32 = st.integers(0, 2**32 - 1)
@@ -71,22 +71,7 @@ def build(log_id: bytes, chunks: dict, reverse_tables: bool = False, new_arrays:
     TL.StartUpdatedChunksVector(b, len(entries))
     for off in reversed(entries):
         b.PrependUOffsetTRelative(off)
-    updated_vec = b.EndVector()
-    id_lists = []
-    for values in (new_arrays, (), (), (), (), ()):
-        b.StartVector(8, len(values), 1)
-        for node in reversed(values):
-            CreateObjectId8(b, node)
-        id_lists.append(b.EndVector())
-    TL.Start(b)
-    TL.AddId(b, CreateObjectId12(b, log_id))
-    for add, vec in zip((TL.AddNewArrays, TL.AddNewGroups, TL.AddDeletedGroups, TL.AddDeletedArrays,
-                         TL.AddUpdatedArrays, TL.AddUpdatedGroups), id_lists):
-        add(b, vec)
-    TL.AddUpdatedChunks(b, updated_vec)
-    b.Finish(TL.End(b))
-    header = MAGIC + b"zsarchive-test".ljust(24) + bytes([2, 4, 1])
-    return header + zstandard.ZstdCompressor().compress(bytes(b.Output()))
+    return finish_transaction_log(b, log_id, b.EndVector(), new_arrays)
 
 
 @settings(max_examples=150, deadline=None)

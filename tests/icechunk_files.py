@@ -1,0 +1,39 @@
+"""Icechunk files built by tests with the flatc-generated builders: the shared last steps."""
+
+from __future__ import annotations
+
+import flatbuffers
+import zstandard
+
+from zsarchive.icechunk.generated import TransactionLog as TL
+from zsarchive.icechunk.generated.ObjectId8 import CreateObjectId8
+from zsarchive.icechunk.generated.ObjectId12 import CreateObjectId12
+from zsarchive.icechunk.header import MAGIC
+
+MANIFEST, TRANSACTION_LOG = 2, 4  # file type codes of the header
+
+
+def icechunk_file(file_type: int, builder: flatbuffers.Builder) -> bytes:
+    """Header (spec version 2, zstd) and the finished FlatBuffer of ``builder``, compressed."""
+    header = MAGIC + b"zsarchive-test".ljust(24) + bytes([2, file_type, 1])
+    return header + zstandard.ZstdCompressor().compress(bytes(builder.Output()))
+
+
+def finish_transaction_log(b: flatbuffers.Builder, log_id: bytes, updated_chunks: int,
+                           new_arrays: tuple = ()) -> bytes:
+    """A transaction log file around an ``updated_chunks`` vector already in ``b``: id lists (only
+    ``new_arrays`` filled), the root table, header and compression."""
+    id_lists = []
+    for values in (new_arrays, (), (), (), (), ()):
+        b.StartVector(8, len(values), 1)
+        for node in reversed(values):
+            CreateObjectId8(b, node)
+        id_lists.append(b.EndVector())
+    TL.Start(b)
+    TL.AddId(b, CreateObjectId12(b, log_id))
+    for add, vec in zip((TL.AddNewArrays, TL.AddNewGroups, TL.AddDeletedGroups, TL.AddDeletedArrays,
+                         TL.AddUpdatedArrays, TL.AddUpdatedGroups), id_lists):
+        add(b, vec)
+    TL.AddUpdatedChunks(b, updated_chunks)
+    b.Finish(TL.End(b))
+    return icechunk_file(TRANSACTION_LOG, b)
