@@ -132,7 +132,7 @@ def check_transaction_logs(answers: dict, repo: Repository) -> int:
         if parents.get(new) != old or "error" in item:
             continue
         changes = repo.changes(new)
-        log = dataclasses.replace(changes.log, moved_nodes=changes.moves or changes.log.moved_nodes)
+        log = dataclasses.replace(changes.log, moved_nodes=list(changes.moves))
         after = {n.id: n.path for n in repo.snapshot(new).nodes}
         before = {n.id: n.path for n in repo.snapshot(old).nodes}
         # an amended commit's log can name a node it created and deleted: no path, no diff entry

@@ -116,9 +116,7 @@ def txlog_records(repo: Repository, sid: str, flushed_at: int) -> list[bytes]:
     stored), then its ``H`` per-chunk history records."""
     changes = repo.changes(sid)
     tx = changes.log
-    if tx is None:  # garbage collected: the summary says so, and there is no history to give
-        return [S.record(S.TXLOG, (sid,), ((),) * 8 + (changes.merged, changes.missing, ()), version=2)]
-    value = (
+    value = ((),) * 8 if tx is None else (  # None: garbage collected, so no history to give
         tuple(tx.new_groups), tuple(tx.new_arrays), tuple(tx.deleted_groups),
         tuple(tx.deleted_arrays), tuple(tx.updated_groups), tuple(tx.updated_arrays),
         tuple((node_id, len(coords)) for node_id, coords in sorted(tx.updated_coords.items())),
@@ -126,9 +124,9 @@ def txlog_records(repo: Repository, sid: str, flushed_at: int) -> list[bytes]:
     )
     if changes.merged or changes.missing:
         value += (changes.merged, changes.missing, _moves(changes.moves))
-        summary = S.record(S.TXLOG, (sid,), value, version=2)
-    else:
-        summary = S.record(S.TXLOG, (sid,), value, version=1)
+    summary = S.record(S.TXLOG, (sid,), value, version=2 if len(value) > 8 else 1)
+    if tx is None:
+        return [summary]
     # One record per changed chunk (millions in a big commit): keys are built a batch at a time.
     tail = b"\x00" + keys.encode((flushed_at, sid)) + b"\x00" + VERSION[S.CHUNK_HISTORY]
     out = [summary]

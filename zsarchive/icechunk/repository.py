@@ -281,16 +281,17 @@ class Repository:
         collection removes some) is left out and named in ``missing``, as icechunk does."""
         info = self._snapshot_info(snapshot_id)
         logs, merged, missing = [], [], []
-        for sid in (*(info.pruned_tx_logs if info is not None else ()), snapshot_id):
+        for sid in info.pruned_tx_logs if info is not None else ():
             raw = self.storage.read(f"transactions/{sid}")
             if raw is None:
                 missing.append(sid)
-                continue
-            logs.append(self._transaction_log(sid, raw))
-            merged.append(sid)
-        if snapshot_id in missing:
-            return CommitChanges(None, tuple(merged), tuple(missing))
-        merged.pop()
+            else:
+                logs.append(self._transaction_log(sid, raw))
+                merged.append(sid)
+        raw = self.storage.read(f"transactions/{snapshot_id}")
+        if raw is None:
+            return CommitChanges(None, tuple(merged), (*missing, snapshot_id))
+        logs.append(self._transaction_log(snapshot_id, raw))
         log = logs[0] if len(logs) == 1 else merge_transaction_logs(logs)
         return CommitChanges(log, tuple(merged), tuple(missing), tuple(m for one in logs for m in one.moved_nodes))
 
