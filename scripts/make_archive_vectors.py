@@ -20,6 +20,7 @@ from zsarchive.zs.reader import ZS  # noqa: E402
 
 SOURCE = "testdata/icechunk/v2"
 EXPORT_TIME = 1_000_000  # 1970-01-01T00:00:01Z: fixed, so the vector never changes unless the format does
+INCLUDE_CHUNKS = True  # format 3 is written by archives that embed chunk bytes: the vector shows their pieces
 
 
 def element(item):
@@ -39,13 +40,14 @@ def decoded(path: Path) -> dict:
             family, key, value = S.split(rec)
             records.append({"hex": rec.hex(), "family": family.decode("ascii"), "key": element(key),
                             "version": S.record_version(rec), "value": element(value)})
-        return {"source": SOURCE, "export_time": EXPORT_TIME, "metadata": z.metadata, "records": records}
+        return {"source": SOURCE, "export_time": EXPORT_TIME, "include_chunks": INCLUDE_CHUNKS,
+                "metadata": z.metadata, "records": records}
 
 
 def main() -> None:
     out = ROOT / "testdata" / "archive" / f"v{S.FORMAT_VERSION}"
     out.mkdir(parents=True, exist_ok=True)
-    export(ROOT / SOURCE, out / "archive.zs", export_time=EXPORT_TIME, codec="deflate")
+    export(ROOT / SOURCE, out / "archive.zs", export_time=EXPORT_TIME, codec="deflate", include_chunks=INCLUDE_CHUNKS)
     vector = decoded(out / "archive.zs")
     records = vector.pop("records")
     line = lambda value: json.dumps(value, ensure_ascii=False, sort_keys=True)  # noqa: E731

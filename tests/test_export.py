@@ -72,13 +72,13 @@ def test_fast_record_encoders_agree_with_the_schema(v2_archive):
 @pytest.mark.parametrize("parallelism", [1, 2])
 def test_interrupted_export_leaves_nothing(tmp_path, monkeypatch, parallelism):
     target = tmp_path / "out.zs"
-    real = records_module.chunk_data_records
+    real = records_module.chunk_file_blocks
 
     def explode(*args, **kwargs):
         yield from real(*args, **kwargs)
         raise KeyboardInterrupt  # after every chunk ref went to the writer
 
-    monkeypatch.setattr(records_module, "chunk_data_records", explode)
+    monkeypatch.setattr(records_module, "chunk_file_blocks", explode)
     with pytest.raises(KeyboardInterrupt):
         export(repo_path(2), target, include_chunks=True, parallelism=parallelism)
     assert list(tmp_path.iterdir()) == []

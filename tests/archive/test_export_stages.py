@@ -124,7 +124,7 @@ def test_decode_changes_replays_to_every_ref_icechunk_lists(v2, tmp_path, parall
     engine = open_engine(repo, str(repo_path(2)), parallelism, 2, str(tmp_path))
     try:
         records, ids = [], []
-        for _change, batches in E.decode_changes(engine, plan, want_ids=True):
+        for _change, batches in E.decode_changes(engine, plan, include_chunks=True):
             for batch, batch_ids in batches():
                 assert batch == sorted(batch)
                 records += batch
@@ -184,7 +184,7 @@ def test_merge_families_writes_in_file_order_header_last(v2, tmp_path):
     tally = E._Tally(len(refs) + sorter.count, lambda d, t: reports.append((d, t)))
     lists = list(E.merge_families(
         refs, E.decode_changes(engine, plan, True),
-        lambda: R.chunk_data_records(repo.storage, chunk_ids.sorted()), sorter, E.gather_txlogs(engine, plan),
+        lambda: R.chunk_file_blocks(repo.storage, chunk_ids.sorted(), True, True, []), sorter, E.gather_txlogs(engine, plan),
         chunk_ids, lambda counts: S.record(S.HEADER, (), (tuple(sorted(counts.items())),)), tally,
         lambda: ExternalSorter(max_bytes=1 << 10, tmpdir=str(tmp_path), unique=False)))
     flat = [r for batch in lists for r in batch]
@@ -192,6 +192,8 @@ def test_merge_families_writes_in_file_order_header_last(v2, tmp_path):
     counts = dict(S.split(flat[-1])[2][0])
     assert sum(counts.values()) == len(flat) - 1
     assert counts[S.FAMILY_NAMES[S.CHUNK_DATA]] == len({r for r in flat if r[:1] == S.CHUNK_DATA})
+    pieces = [S.split(r)[1] for r in flat if r[:1] == S.CHUNK_DATA]
+    assert pieces and all(len(key) == 2 and key[1] == 0 for key in pieces)  # small files: one piece each
     assert reports[-1] == (len(flat) - 1, len(flat) - 1)  # the total grew by the unplanned records
 
 

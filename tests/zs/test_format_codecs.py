@@ -10,6 +10,7 @@ one the reference ``zs make`` writes from the same records, for every kind.
 from __future__ import annotations
 
 import json
+import os
 import random
 import subprocess
 
@@ -130,3 +131,13 @@ def test_a_cut_or_extended_stream_is_corrupt(codec):
 def test_unknown_codecs_and_levels_are_usage_errors(name, level):
     with pytest.raises(ZSError):
         codecs.get_codec(name, level)
+
+
+@pytest.mark.parametrize("name", ["none", "deflate", "lzma", "zstd"])
+@pytest.mark.parametrize("size", [0, 1, 65535, 65536, 65537, 131072, 131073, 1 << 20])
+def test_stored_payloads_decode_with_the_codecs_own_decoder(name, size):
+    codec = codecs.get_codec(name)
+    data = os.urandom(size)
+    stored = codec.store(data)
+    assert codec.decompress(stored) == data
+    assert len(stored) - size <= 16 + 5 * (size // 65535 + 1)  # framing only: nothing compressed

@@ -150,3 +150,32 @@ def test_file_size_matches_the_reference(tmp_path, reference_zs, codec):
         w.finish()
     ratio = ours.stat().st_size / theirs.stat().st_size
     assert 0.9 < ratio <= 1.02, ratio
+
+
+@pytest.mark.parametrize("codec", ["none", "deflate", "lzma"])
+def test_reference_reads_stored_blocks_with_exact_index_keys(tmp_path, reference_zs, codec):
+    """Blocks written uncompressed in the codec's own framing (stored deflate blocks, LZMA2
+    uncompressed chunks), indexed by their first record's prefix, are plain ZS to the reference."""
+    rng = random.Random(5)
+    head = [b"a " + r for r in ngram_lines(300)]
+    pieces = sorted(b"piece %04d " % i + rng.randbytes(rng.choice((10, 70000, 140000))) for i in range(12))
+    path = tmp_path / "stored.zs"
+    with ZSWriter(path, {}, codec=codec, approx_block_size=2000, branching_factor=3,
+                  include_default_metadata=False) as w:
+        w.add_records(head)
+        for i in range(0, len(pieces), 3):
+            w.add_data_block(pieces[i:i + 3], stored=True, key_length=len(b"piece 0000 "))
+        w.add_records([b"~" + r for r in head[:50]])
+        w.finish()
+    assert_reference_accepts(reference_zs, path, head + pieces + [b"~" + r for r in head[:50]])
+    from zsarchive import ZS
+
+    with ZS(str(path)) as z:
+        # each stored block's index key is its first record's first 11 bytes: a lookup of any of its
+        # records reads that block alone
+        for piece in pieces:
+            z.floor_span(piece + b"\x00", piece + b"\x01")  # the index blocks on the way are cached after
+            before = z.stats.snapshot()["block_reads"]
+            assert z.floor_span(piece + b"\x00", piece + b"\x01") == [piece]
+            assert z.stats.snapshot()["block_reads"] - before == 1
+        assert z.floor_span(pieces[0][:11], pieces[2] + b"\x00") == [head[-1], *pieces[:3]]

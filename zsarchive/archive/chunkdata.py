@@ -36,14 +36,15 @@ def coords_text(coords: Iterable[int]) -> str:
 class ChunkReader:
     """Reads chunk bytes for one archive (``name``, for messages).
 
-    ``embedded(chunk_id)``: the archive's own copy of a native chunk file, or None; ``authorize``:
+    ``embedded(chunk_id, start, stop, views)``: bytes [start, stop) of the archive's own copy of a
+    native chunk file, or None if it holds none; ``authorize``:
     location prefixes under which virtual refs may be read, or a mapping of such prefixes to the
     storage options (credentials, endpoint, ``anon``) of the object store under each, as icechunk's
     virtual chunk containers have them. Connections to a host are kept per host.
     """
 
     def __init__(self, name: str, authorize: Iterable[str] | Mapping[str, Mapping[str, Any]],
-                 embedded: Callable[[str], bytes | None]):
+                 embedded: Callable[[str, int, int, bool], bytes | memoryview | None]):
         self.name = name
         if isinstance(authorize, Mapping):
             self.authorize = {str(p): dict(options or {}) for p, options in authorize.items()}
@@ -61,9 +62,11 @@ class ChunkReader:
         for pool in pools.values():
             pool.close()
 
-    def read(self, chunk: dict, ref: str, repo: str | os.PathLike | Location | None = None) -> bytes:
+    def read(self, chunk: dict, ref: str, repo: str | os.PathLike | Location | None = None,
+             views: bool = False) -> bytes | memoryview:
         """The bytes of a chunk ref (a dict as ``RepoArchive.chunk_ref`` gives; read at REF, for
-        messages); ``repo`` is a local repository path, an object-store URL or a :class:`Location`."""
+        messages); ``repo`` is a local repository path, an object-store URL or a :class:`Location`.
+        ``views``: embedded bytes may come as a memoryview into the archive's map (no copy)."""
         where = f"chunk {coords_text(chunk['coords'])} of {chunk['path']!r} at {ref!r}"
         if chunk["kind"] == "inline":
             return chunk["inline"]
@@ -75,13 +78,12 @@ class ChunkReader:
             chunk_id = chunk["chunk_id"]
             if not isinstance(chunk_id, str) or not _CHUNK_ID.match(chunk_id):
                 raise ZSCorrupt(f"{self.name}: {where}: invalid chunk id {chunk_id!r}")
-            embedded = self.embedded(chunk_id)
+            try:
+                embedded = self.embedded(chunk_id, offset, offset + length, views)
+            except ZSCorrupt as exc:
+                raise ZSCorrupt(f"{where}: {exc}") from None
             if embedded is not None:
-                data = embedded[offset:offset + length]
-                if len(data) != length:
-                    raise ZSCorrupt(f"{self.name}: {where}: embedded chunk {chunk_id} is shorter than "
-                                    f"offset {offset} + length {length}")
-                return data
+                return embedded
             if repo is None:
                 raise ZSError(f"{where} is native chunk {chunk_id}, not embedded in the archive: "
                               "give the repository (--repo REPO)")

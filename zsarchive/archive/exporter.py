@@ -31,8 +31,10 @@ from typing import Callable, Iterable, Iterator
 
 from zsarchive.archive import records as R
 from zsarchive.archive import schema as S
+from zsarchive.archive.chunkpieces import PieceBlock
 from zsarchive.archive.engine import Batches, Engine, InProcess, open_engine
 from zsarchive.archive.refdelta import array_refs, ref_changes
+from zsarchive.archive.shards import shard_layout
 from zsarchive.archive.sorter import ExternalSorter
 from zsarchive.errors import ZSCorrupt, ZSError
 from zsarchive.icechunk import Repository
@@ -43,6 +45,8 @@ from zsarchive.zs.pipeline import resolve_parallelism
 from zsarchive.zs.writer import ZSWriter
 
 CODECS = codecs.NAMES
+CHUNK_CODECS = ("none", "same")
+"""How blocks of embedded chunk bytes are written: uncompressed (the default), or with the archive's codec."""
 """Block codecs an export may use; the default, deflate, is standard ZS (any ZS reader opens the file)."""
 _TASK_REFS = 250_000  # chunk refs per decoding task: an array's large first manifest becomes several tasks
 _MAX_SPLIT = 64  # decoding tasks one manifest becomes at most
@@ -83,6 +87,8 @@ class ArrayChange:
     """The same in the parent snapshot; () where the array's timeline starts (no such array there)."""
     refs: int
     """Chunk refs the snapshot's manifests hold (all arrays), an upper bound for splitting tasks."""
+    shard: str | None = None
+    """The array's shard layout in the snapshot (ShardLayout.encode), if it is sharded."""
 
 
 @dataclass
@@ -172,8 +178,10 @@ def plan_export(repo: Repository) -> ExportPlan:
         snap = repo.snapshot(info.id)
         # no ref takes fewer than 4 bytes of its manifest file (its offset in the refs vector)
         refs = sum(min(m.num_chunk_refs, m.size_bytes // 4) for m in snap.manifest_files)
+        array_nodes = [node for node in snap.nodes if node.node_type is NodeType.ARRAY]
         here = arrays[info.id] = {node.id: tuple((m.id, tuple(tuple(e) for e in m.extents)) for m in node.manifests)
-                                  for node in snap.nodes if node.node_type is NodeType.ARRAY}
+                                  for node in array_nodes}
+        layouts = {node.id: shard_layout(node.user_data) for node in array_nodes}
         parent = info.parent_id if info.parent_id in known else None
         before, starts = arrays.get(parent, {}), since.get(parent, {})
         since[info.id] = {}
@@ -181,7 +189,9 @@ def plan_export(repo: Repository) -> ExportPlan:
             base = before.get(node_id, ())
             since[info.id][node_id] = starts[node_id] if node_id in before else info.id
             if manifests != base:
-                changes.append(ArrayChange(info.id, node_id, manifests, base, refs))
+                layout = layouts[node_id]
+                changes.append(ArrayChange(info.id, node_id, manifests, base, refs,
+                                           None if layout is None else layout.encode()))
     txlogs = [(info.id, info.flushed_at) for info in snapshots if info.parent_id is not None]
     changes.sort(key=lambda c: (c.node_id, c.snapshot_id))
     return ExportPlan(snapshots, txlogs, changes, since, left_out)
@@ -233,11 +243,13 @@ def _change_task(repo: Repository, change: ArrayChange, first: int, stop: int | 
         yield R.change_records(change.node_id, change.snapshot_id, changed, removed, ids), ids or []
 
 
-def decode_changes(engine: Engine, plan: ExportPlan, want_ids: bool) -> list[tuple[ArrayChange, Batches]]:
-    """Start computing every array change (batches of chunk ref records and native chunk ids)."""
+def decode_changes(engine: Engine, plan: ExportPlan, include_chunks: bool) -> list[tuple[ArrayChange, Batches]]:
+    """Start computing every array change (batches of chunk ref records, and the native chunk files
+    they name where those are embedded or are shards)."""
     tasks = plan.change_tasks(_TASK_REFS)
     return list(zip([change for change, _, _ in tasks],
-                    engine.start(_change_task, [(*task, want_ids) for task in tasks])))
+                    engine.start(_change_task, [(*task, include_chunks or task[0].shard is not None)
+                                                for task in tasks])))
 
 
 # -- 4. sort and merge ---------------------------------------------------------------------------
@@ -281,14 +293,15 @@ def _chunk_refs(changes: list[tuple[ArrayChange, Batches]], chunk_ids: ExternalS
     for _node, group in itertools.groupby(changes, key=lambda item: item[0].node_id):
         group = list(group)
         merged = sorter() if len({change.snapshot_id for change, _ in group}) > 1 else None
-        for _change, batches in group:
+        for change, batches in group:
+            suffix = b"" if change.shard is None else b" " + change.shard.encode("ascii")
             for records, ids in batches():
                 if merged is None:
                     yield records
                 else:
                     merged.extend(records)
                 if chunk_ids is not None and ids:
-                    chunk_ids.extend(ids)
+                    chunk_ids.extend([entry + suffix for entry in ids] if suffix else ids)
         if merged is not None:
             yield from _batched(merged.sorted())
             merged.close()
@@ -305,14 +318,14 @@ def _later_families(sorter: ExternalSorter, txlogs: list[Batches], tally: _Tally
 
 
 def merge_families(refs: list[bytes], changes: list[tuple[ArrayChange, Batches]],
-                   chunk_data: Callable[[], Iterator[bytes]], sorter: ExternalSorter, txlogs: list[Batches],
+                   chunk_data: Callable[[], Iterator[list[bytes]]], sorter: ExternalSorter, txlogs: list[Batches],
                    chunk_ids: ExternalSorter | None, header: Callable[[dict[str, int]], bytes], tally: _Tally,
                    change_sorter: Callable[[], ExternalSorter]) -> Iterator[list[bytes]]:
     """Every record of the archive in file order, in lists (per-record work stays in C: counting,
     cutting into blocks). Each family starts only when the one before it is written."""
     yield from tally.counted(_batched(refs))
     yield from tally.counted(_chunk_refs(changes, chunk_ids, change_sorter), unplanned=True)
-    yield from tally.counted(_batched(chunk_data()), unplanned=True)
+    yield from tally.counted(chunk_data(), unplanned=True)
     yield from tally.counted(_batched(_later_families(sorter, txlogs, tally)))
     yield [header(tally.by_name())]
 
@@ -325,6 +338,9 @@ class WriteOptions:
 
     codec: str = "deflate"
     compress_level: int | str | None = None
+    chunk_codec: str = "none"
+    """``none``: blocks of embedded chunk bytes are stored uncompressed (zarr compressed them
+    already); ``same``: they are compressed with ``codec`` like every other block."""
     parallelism: int = 1
     approx_block_size: int = 256 * 1024
     branching_factor: int = 1024
@@ -338,7 +354,11 @@ def write_archive(target: Path, tmp: Path, lists: Iterable[list[bytes]], metadat
         with ZSWriter(os.fspath(tmp), metadata, codec=options.codec, compress_level=options.compress_level,
                       parallelism=options.parallelism, approx_block_size=options.approx_block_size,
                       branching_factor=options.branching_factor, include_default_metadata=False) as writer:
-            writer.add_record_lists(lists)
+            for records in lists:
+                if isinstance(records, PieceBlock):
+                    writer.add_data_block(records, stored=records.stored, key_length=records.key_length)
+                else:
+                    writer.add_record_lists((records,))
             writer.finish()  # fsyncs the file, then marks it complete
         os.replace(tmp, target)
         _fsync_dir(tmp.parent)
@@ -389,7 +409,8 @@ def _target(archive_path: str | os.PathLike) -> tuple[Path, Path]:
 # -- the pipeline --------------------------------------------------------------------------------
 
 def export(repo_location: str | os.PathLike, archive_path: str | os.PathLike, *, codec: str = "deflate",
-           compress_level: int | str | None = None, include_chunks: bool = False, parallelism: int | str = 1,
+           compress_level: int | str | None = None, include_chunks: bool = False, chunk_codec: str = "none",
+           parallelism: int | str = 1,
            approx_block_size: int = 256 * 1024, branching_factor: int = 1024,
            export_time: int | None = None, progress: Callable[[int, int], None] | None = None,
            sort_memory: int = 128 << 20, storage_options: dict[str, str] | None = None,
@@ -400,13 +421,16 @@ def export(repo_location: str | os.PathLike, archive_path: str | os.PathLike, *,
     ``progress(done, total)`` is called now and then with counts of records (chunk refs dominate).
     ``export_time`` (microseconds since 1970 UTC) defaults to now: it is the only field of the
     archive that differs between two exports of the same repository. ``parallelism``: worker
-    processes decoding and threads compressing, or ``"guess"`` (one per core). ``client``: a
+    processes decoding and threads compressing, or ``"guess"`` (one per core). ``chunk_codec``: ``none``
+    stores embedded chunk bytes uncompressed, ``same`` compresses them with ``codec``. ``client``: a
     ``distributed.Client`` whose cluster decodes instead (the archive is the same byte for byte).
     """
-    options = WriteOptions(codec, compress_level, resolve_parallelism(parallelism), approx_block_size,
+    options = WriteOptions(codec, compress_level, chunk_codec, resolve_parallelism(parallelism), approx_block_size,
                            branching_factor)
     if codec not in CODECS:
         raise ZSError(f"unknown codec {codec!r}: choose one of {', '.join(CODECS)}")
+    if chunk_codec not in CHUNK_CODECS:
+        raise ZSError(f"unknown chunk codec {chunk_codec!r}: choose one of {', '.join(CHUNK_CODECS)}")
     started = time.monotonic()
     target, directory = _target(archive_path)
     location = parse_location(repo_location, storage_options, anon)
@@ -415,31 +439,39 @@ def export(repo_location: str | os.PathLike, archive_path: str | os.PathLike, *,
 
     # Small families hold no duplicate records; chunk ids repeat (one file, many refs) and are deduplicated.
     sorter = ExternalSorter(max_bytes=sort_memory, tmpdir=str(directory), unique=False)
-    chunk_ids = ExternalSorter(max_bytes=sort_memory // 4, tmpdir=str(directory)) if include_chunks else None
+    chunk_ids: ExternalSorter | None = None
     engine: Engine | None = None
     try:
         plan = plan_export(repo)
+        sharded = any(change.shard is not None for change in plan.changes)
+        if include_chunks or sharded:
+            chunk_ids = ExternalSorter(max_bytes=sort_memory // 4, tmpdir=str(directory))
+        version = 3 if include_chunks or sharded else 2
         refs = gather_metadata(repo, plan, sorter)
         engine = _engine(repo, location, plan, options.parallelism, str(directory), client)
         prefetch_inputs(repo, plan, engine)
         txlogs = gather_txlogs(engine, plan)  # started first: they are consumed last, after the chunk refs
         changes = decode_changes(engine, plan, include_chunks)
 
-        def chunk_data() -> Iterator[bytes]:
+        def chunk_data() -> Iterator[list[bytes]]:
             if chunk_ids is None:
-                return iter(())
-            return R.chunk_data_records(repo.storage, chunk_ids.sorted())
+                return
+            index_records: list[bytes] = []
+            yield from R.chunk_file_blocks(repo.storage, chunk_ids.sorted(), include_chunks,
+                                           options.chunk_codec == "none", index_records)
+            sorter.extend(index_records)
+            tally.total += len(index_records)
 
         def header(counts: dict[str, int]) -> bytes:
             summary.counts = counts
-            return S.record(S.HEADER, (), (S.FORMAT_VERSION, repo.repo_info().spec_version, export_time, exporter_version(),
+            return S.record(S.HEADER, (), (version, repo.repo_info().spec_version, export_time, exporter_version(),
                                            tuple(sorted(counts.items()))))
 
         summary = ExportSummary(path=target, left_out=plan.left_out)
         tally = _Tally(len(refs) + sorter.count, progress)
         lists = merge_families(refs, changes, chunk_data, sorter, txlogs, chunk_ids, header, tally,
                                lambda: ExternalSorter(max_bytes=sort_memory // 2, tmpdir=str(directory), unique=False))
-        metadata = {S.METADATA_KEY: {"format_version": S.FORMAT_VERSION, "source_spec_version": repo.spec_version}}
+        metadata = {S.METADATA_KEY: {"format_version": version, "source_spec_version": repo.spec_version}}
         write_archive(target, directory / f".{target.name}.{os.getpid()}.partial", lists, metadata, options)
     finally:
         if engine is not None:

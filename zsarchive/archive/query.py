@@ -15,8 +15,10 @@ from typing import Any, Iterable, Iterator, Mapping
 
 from zsarchive.archive import schema as S
 from zsarchive.archive.chunkdata import ChunkReader, coords_text, is_url
+from zsarchive.archive.chunkpieces import read_pieces
 from zsarchive.archive.chunkrefs import ManifestRefs, RefTimeline
 from zsarchive.archive.refspec import RefSpec, TimeBound, parse_ref, time_bound
+from zsarchive.archive.shards import EMPTY, shard_layout
 from zsarchive.errors import ZSCorrupt, ZSError
 from zsarchive.icechunk.model import format_time
 from zsarchive.io.location import Location, parse_location
@@ -132,6 +134,7 @@ class RepoArchive:
                           f"zsarchive reads ({S.FORMAT_VERSION}): upgrade zsarchive")
         self._snapshots: dict[str, tuple] = {}
         self._has_chunk_data: bool | None = None
+        self._has_shard_indexes: bool | None = None
         self._chunks = ChunkReader(self.name, authorize, self._embedded_chunk)
         self.format_version = version
         self._depths: collections.OrderedDict[str, dict[str, int]] = collections.OrderedDict()
@@ -422,20 +425,81 @@ class RepoArchive:
         where = None if repo is None else parse_location(repo, storage_options, anon)
         return self.read_chunk(self.chunk_ref(ref, path, coords), ref, where)
 
-    def read_chunk(self, chunk: dict, ref: str, repo: str | os.PathLike | Location | None = None) -> bytes:
+    def read_chunk(self, chunk: dict, ref: str, repo: str | os.PathLike | Location | None = None,
+                   views: bool = False) -> bytes | memoryview:
         """The bytes of a chunk ref from :meth:`chunk_ref` / :meth:`chunk_refs` (read at REF, for
-        messages); ``repo`` is a repository path, URL or :class:`Location`."""
-        return self._chunks.read(chunk, ref, repo)
+        messages); ``repo`` is a repository path, URL or :class:`Location`. ``views``: embedded bytes
+        of an uncompressed local archive come as a memoryview into its map (no copy)."""
+        return self._chunks.read(chunk, ref, repo, views)
 
-    def _embedded_chunk(self, chunk_id: str) -> bytes | None:
-        """The archive's copy of a native chunk file, if it embeds one (most archives hold none:
-        the header's counts say so without a lookup per chunk)."""
+    def _counted(self, family: bytes) -> bool:
+        """Whether the archive holds any record of ``family`` (its header's counts say, no lookup)."""
+        return bool(self.header()["counts"].get(S.FAMILY_NAMES[family]))
+
+    def _embedded_chunk(self, chunk_id: str, start: int, stop: int, views: bool) -> bytes | memoryview | None:
+        """Bytes [start, stop) of the archive's copy of a native chunk file, if it embeds one (most
+        archives hold none: the header's counts say so without a lookup per chunk)."""
         if self._has_chunk_data is None:
-            self._has_chunk_data = bool(self.header()["counts"].get(S.FAMILY_NAMES[S.CHUNK_DATA]))
+            self._has_chunk_data = self._counted(S.CHUNK_DATA)
         if not self._has_chunk_data:
             return None
+        if self.format_version >= 3:
+            return read_pieces(self.zs, chunk_id, start, stop, views)
         value = self._one(S.CHUNK_DATA, (chunk_id,))
-        return None if value is None else value[0]
+        if value is None:
+            return None
+        if len(value[0]) < stop:
+            raise ZSCorrupt(f"embedded chunk {chunk_id} is shorter than offset {start} + length {stop - start}")
+        return value[0][start:stop]
+
+    def shard_index(self, chunk: dict) -> tuple[bool, bytes] | None:
+        """``(at_end, raw index bytes)`` the archive keeps of a native shard (a chunk ref), or None."""
+        if chunk["kind"] != "native" or self.format_version < 3:
+            return None
+        if self._has_shard_indexes is None:
+            self._has_shard_indexes = self._counted(S.SHARD_INDEX)
+        if not self._has_shard_indexes:
+            return None
+        value = self._one(S.SHARD_INDEX, (chunk["chunk_id"], chunk["offset"], chunk["length"]))
+        if value is None:
+            return None
+        if len(value) < 2 or not isinstance(value[0], bool) or not isinstance(value[1], bytes):
+            raise ZSCorrupt(f"{self.name}: shard index record of chunk {chunk['chunk_id']} is malformed")
+        return value[0], value[1]
+
+    def inner_chunk(self, ref: str, path: str, coords: Iterable[int], inner: Iterable[int],
+                    repo: str | os.PathLike | Location | None = None) -> dict:
+        """Where the inner chunk at ``inner`` of the shard at ``coords`` lies: the shard's chunk ref
+        with ``offset`` / ``length`` narrowed to it (``empty`` True where the shard holds none).
+        ``repo``: where to read the shard's index if the archive keeps neither it nor the shard."""
+        node = self._array_at(ref, path)
+        layout = shard_layout(node["user_data"])
+        if layout is None:
+            raise ZSError(f"{self.name}: {node['path']!r} is not a sharded array (no sharding_indexed "
+                          "codec with a bytes [+ crc32c] index)")
+        number = layout.inner_number(tuple(int(i) for i in inner))
+        chunk = self.chunk_ref(ref, path, coords)
+        where = f"shard {coords_text(chunk['coords'])} of {chunk['path']!r} at {ref!r}"
+        kept = self.shard_index(chunk)
+        if kept is not None:
+            raw = kept[1]
+        else:
+            start, stop = layout.index_span(chunk["length"])
+            raw = self._span_bytes(chunk, ref, start, stop, repo)
+        offset, length = layout.entries(raw, chunk["length"], f"{self.name}: {where}")[number]
+        out = dict(chunk, inner=tuple(int(i) for i in inner), empty=offset == EMPTY)
+        if offset == EMPTY:
+            return dict(out, length=0)
+        if chunk["kind"] == "inline":
+            return dict(out, inline=chunk["inline"][offset:offset + length], length=length)
+        return dict(out, offset=chunk["offset"] + offset, length=length)
+
+    def _span_bytes(self, chunk: dict, ref: str, start: int, stop: int,
+                    repo: str | os.PathLike | Location | None) -> bytes:
+        """Bytes [start, stop) of a chunk ref's value."""
+        if chunk["kind"] == "inline":
+            return chunk["inline"][start:stop]
+        return bytes(self.read_chunk(dict(chunk, offset=chunk["offset"] + start, length=stop - start), ref, repo))
 
     # -- history -----------------------------------------------------------------------------
 
@@ -535,5 +599,5 @@ def _present_details(details: dict) -> dict:
 
 for _name in ("header", "repo_facts", "refs", "snapshot", "resolve", "ancestry", "log", "ls", "node", "chunk_ref",
               "node_chunk_ref", "chunk_refs", "node_chunk_refs", "node_chunk_coords", "chunk_data", "read_chunk",
-              "chunk_history", "diff", "ops_log"):
+              "shard_index", "inner_chunk", "chunk_history", "diff", "ops_log"):
     setattr(RepoArchive, _name, _guarded(getattr(RepoArchive, _name)))

@@ -17,6 +17,8 @@ from typing import Any, Iterable, Iterator
 import numpy as np
 
 from zsarchive.archive import keys
+from zsarchive.archive.chunkpieces import PieceBlock, piece_blocks, piece_starts
+from zsarchive.archive.shards import EMPTY, ShardLayout
 from zsarchive.archive import schema as S
 from zsarchive.archive.refdelta import coord_keys
 from zsarchive.errors import ZSCorrupt
@@ -192,7 +194,8 @@ def _kind_records(batch: RefBatch, kind: RefKind, rows: slice | np.ndarray, n: i
     if kind is RefKind.NATIVE:
         names = pick(batch.chunk_id)
         if chunk_ids is not None:
-            chunk_ids.extend(name.encode("ascii") for name in names)
+            chunk_ids.extend(b"%s %d %d" % (name.encode("ascii"), offset, length) for name, offset, length
+                             in zip(names, numbers[0].tolist(), numbers[1].tolist()))
         return keys.encode_rows([*key, ([keys.encode_text(name) for name in names], every), *numbers], n)
     # Locations repeat (many chunks per file) and the decoder hands out one string object per distinct
     # location: encoding each object once is enough (equal strings that are distinct objects only
@@ -211,15 +214,66 @@ def _kind_records(batch: RefBatch, kind: RefKind, rows: slice | np.ndarray, n: i
     return keys.encode_rows([*key, locations, *numbers, checksums], n)
 
 
-def chunk_data_records(storage: Storage, chunk_ids: Iterator[bytes], ahead: int = 64) -> Iterator[bytes]:
-    """The ``D`` records: each native chunk file once, keyed by chunk id (``chunk_ids`` sorted, unique).
+def chunk_file_entry(entry: bytes) -> tuple[str, int, int, str | None]:
+    """``(chunk id, offset, length, shard layout text or None)`` of a chunk file entry: what the
+    chunk ref records of an export name of a native chunk (``id offset length [layout]``)."""
+    chunk_id, offset, length, *layout = entry.decode("ascii").split(" ", 3)
+    return chunk_id, int(offset), int(length), layout[0] if layout else None
 
-    Remote storage is asked for ``ahead`` chunks at a time, so their downloads overlap."""
-    while batch := [raw.decode("ascii") for raw in itertools.islice(chunk_ids, ahead)]:
-        storage.prefetch(f"chunks/{chunk_id}" for chunk_id in batch)
-        for chunk_id in batch:
-            data = storage.read(f"chunks/{chunk_id}")
-            if data is None:
-                raise ZSCorrupt(f"{storage.name.rstrip('/')}/chunks/{chunk_id}: missing, but a chunk ref "
-                                f"points to native chunk {chunk_id}")
-            yield S.record(S.CHUNK_DATA, (chunk_id,), (data,))
+
+def _shard_cuts(chunk_id: str, offset: int, length: int, layout: ShardLayout, raw: bytes,
+                index_records: list[bytes]) -> list[int]:
+    """The shard index record of one native shard (appended to ``index_records``) and the offsets
+    its pieces are cut at (index and inner chunk bounds); nothing for an index that does not check
+    out (zarr then reads the index from the shard's bytes, and reports what it finds)."""
+    start, stop = layout.index_span(length)
+    try:
+        table = layout.entries(raw, length, f"chunks/{chunk_id}")
+    except ZSCorrupt:
+        return []
+    index_records.append(S.record(S.SHARD_INDEX, (chunk_id, offset, length), (layout.at_end, raw)))
+    held = [(o, n) for o, n in table if o != EMPTY]
+    return [offset + start, offset + stop, *(offset + o for o, _ in held), *(offset + o + n for o, n in held)]
+
+
+def chunk_file_blocks(storage: Storage, entries: Iterator[bytes], embed: bool, stored: bool,
+                      index_records: list[bytes], ahead: int = 64) -> Iterator[PieceBlock]:
+    """Per native chunk file the chunk refs name (``entries`` sorted, unique: see chunk_file_entry):
+    its shard index record into ``index_records`` when its array is sharded, and with ``embed`` its
+    bytes as blocks of ``D`` pieces (``stored``: uncompressed)."""
+    files = itertools.groupby(map(chunk_file_entry, entries), key=lambda e: e[0])
+
+    def pieces() -> Iterator[tuple[str, bytes, list[int]]]:
+        while batch := [(cid, list(group)) for cid, group in itertools.islice(files, ahead)]:
+            if embed:
+                storage.prefetch(f"chunks/{chunk_id}" for chunk_id, _ in batch)
+            for chunk_id, refs in batch:
+                # one shard layout for the file, from a ref that covers a range of it (icechunk's refs
+                # cover the whole file)
+                sharded = {(o, n, layout) for _, o, n, layout in refs if layout is not None and n > 0}
+                shard = next(iter(sharded)) if len(sharded) == 1 else None
+                layout = None if shard is None else ShardLayout.decode(shard[2])
+                if layout is not None and layout.index_size > shard[1]:
+                    layout = None
+                if not embed:
+                    if layout is not None:
+                        start, stop = layout.index_span(shard[1])
+                        raw = storage.read_range(f"chunks/{chunk_id}", shard[0] + start, stop - start)
+                        _shard_cuts(chunk_id, shard[0], shard[1], layout, raw, index_records)
+                    continue
+                data = storage.read(f"chunks/{chunk_id}")
+                if data is None:
+                    raise ZSCorrupt(f"{storage.name.rstrip('/')}/chunks/{chunk_id}: missing, but a chunk ref "
+                                    f"points to native chunk {chunk_id}")
+                cuts: list[int] = []
+                if layout is not None and shard[0] + shard[1] <= len(data):
+                    start, stop = layout.index_span(shard[1])
+                    raw = data[shard[0] + start:shard[0] + stop]
+                    cuts = _shard_cuts(chunk_id, shard[0], shard[1], layout, raw, index_records)
+                yield chunk_id, data, piece_starts(len(data), cuts)
+
+    if not embed:
+        for _ in pieces():
+            pass
+        return iter(())
+    return piece_blocks(pieces(), stored)

@@ -10,9 +10,10 @@ from __future__ import annotations
 from zsarchive.archive import keys
 from zsarchive.errors import ZSCorrupt, ZSError
 
-FORMAT_VERSION = 2
-"""Version of the archive format as a whole (archive header record and ZS metadata) written; readers
-read every version up to it (format 1 stores chunk refs per manifest, format 2 as a per-chunk timeline)."""
+FORMAT_VERSION = 3
+"""Newest version of the archive format as a whole (archive header record and ZS metadata); readers
+read every version up to it (format 1 stores chunk refs per manifest, format 2 as a per-chunk timeline,
+format 3 adds chunk bytes in pieces and shard indexes, and is written only by archives holding either)."""
 
 METADATA_KEY = "icechunk-archive"
 """Key of the object in the ZS header metadata that marks a file as a repo archive."""
@@ -23,6 +24,7 @@ CHUNK_REF = b"C"
 CHUNK_DATA = b"D"
 REPO = b"G"
 CHUNK_HISTORY = b"H"
+SHARD_INDEX = b"I"
 CHILDREN = b"L"
 NODE = b"N"
 OPS = b"O"
@@ -33,16 +35,17 @@ HEADER = b"Z"
 
 FAMILY_NAMES = {
     REFS: "refs", CHUNK_REF: "chunk refs", CHUNK_DATA: "chunk data", REPO: "repo facts",
-    CHUNK_HISTORY: "chunk history", CHILDREN: "children", NODE: "nodes", OPS: "ops log",
+    CHUNK_HISTORY: "chunk history", SHARD_INDEX: "shard indexes", CHILDREN: "children", NODE: "nodes", OPS: "ops log",
     SNAPSHOT: "snapshots", SNAPSHOT_TIME: "snapshots by time", TXLOG: "transaction logs",
     HEADER: "archive header",
 }
 
-RECORD_VERSIONS = {family: 1 for family in FAMILY_NAMES} | {CHUNK_REF: 2, TXLOG: 2}
+RECORD_VERSIONS = {family: 1 for family in FAMILY_NAMES} | {CHUNK_REF: 2, CHUNK_DATA: 2, TXLOG: 2}
 """The newest record version of each family this code reads and writes (every older one is read too:
 chunk refs are record version 1 in format 1 archives, keyed by manifest, and 2 in format 2, keyed
-by (node, coords, snapshot); a transaction-log summary is version 2 where it merges the logs of
-ancestors expiration pruned, which it then names)."""
+by (node, coords, snapshot); chunk data is version 1, a whole file keyed by chunk id, in formats 1
+and 2, and version 2, pieces keyed by (chunk id, offset), in format 3; a transaction-log summary is
+version 2 where it merges the logs of ancestors expiration pruned, which it then names)."""
 
 # Chunk ref kinds (first value element of a CHUNK_REF record); REMOVED only in record version 2.
 INLINE, NATIVE, VIRTUAL, REMOVED = 0, 1, 2, 3

@@ -3,7 +3,8 @@
 Every record of every family has the documented shape; the header's counts are the records really
 there; snapshot parent links form no loop; every snapshot a ref, node, chunk ref, summary, history
 or child record names has a record; ``T`` mirrors ``S``; format 2 chunk refs belong to an array of
-their snapshot, and each array's ``since`` lies in its snapshot's history. Small families are held in
+their snapshot, and each array's ``since`` lies in its snapshot's history; format 3 chunk pieces
+cover each file without gap or overlap. Small families are held in
 memory (one entry per snapshot and per array node); chunk refs and chunk data stream.
 """
 
@@ -161,6 +162,28 @@ def _manifest_counts(zs: ZS, refs_per_manifest: Counter) -> None:
                                              f"holds {refs_per_manifest[item[0]]}")
 
 
+def _chunk_files(zs: ZS, facts: _Facts, format_version: int) -> None:
+    """Embedded chunk files and shard indexes: in format 3 each file's pieces start at 0 and follow
+    each other without gap or overlap, and each shard index has the size of some index."""
+    chunk_id, end = None, 0
+    for key, value, rec in _records(zs, S.CHUNK_DATA, facts.counts):
+        if format_version < 3:
+            _shape(len(key) == 1 and _is_id(key[0]) and len(value) >= 1 and isinstance(value[0], bytes), rec,
+                   S.CHUNK_DATA, "(chunk_id) -> (bytes)")
+            continue
+        _shape(len(key) == 2 and _is_id(key[0]) and isinstance(key[1], int) and len(value) >= 1
+               and isinstance(value[0], bytes), rec, S.CHUNK_DATA, "(chunk_id, start) -> (bytes)")
+        expected = end if key[0] == chunk_id else 0
+        if key[1] != expected:
+            raise _fail(rec, S.CHUNK_DATA, f"piece starts at {key[1]}, the file's pieces so far end at {expected}")
+        chunk_id, end = key[0], key[1] + len(value[0])
+    for key, value, rec in _records(zs, S.SHARD_INDEX, facts.counts):
+        _shape(len(key) == 3 and _is_id(key[0]) and all(isinstance(k, int) and k >= 0 for k in key[1:])
+               and len(value) >= 2 and isinstance(value[0], bool) and isinstance(value[1], bytes)
+               and len(value[1]) % 16 in (0, 4) and len(value[1]) <= key[2], rec, S.SHARD_INDEX,
+               "(chunk_id, offset, length) -> (at_end, index of 16 bytes per inner chunk [+ 4])")
+
+
 def _header(zs: ZS, facts: _Facts, format_version: int) -> None:
     headers = list(_records(zs, S.HEADER))
     if len(headers) != 1:
@@ -169,7 +192,8 @@ def _header(zs: ZS, facts: _Facts, format_version: int) -> None:
     _shape(len(value) >= 5 and value[0] == format_version and isinstance(value[4], tuple), rec, S.HEADER,
            f"(format_version {format_version}, source_spec_version, export_time, exporter, counts)")
     claimed = dict(value[4])
-    for family in (S.CHUNK_DATA, S.REPO, S.OPS):  # not gathered before: only their shape and number matter
+    _chunk_files(zs, facts, format_version)
+    for family in (S.REPO, S.OPS):  # not gathered before: only their shape and number matter
         for _ in _records(zs, family, facts.counts):
             pass
     for family, name in S.FAMILY_NAMES.items():

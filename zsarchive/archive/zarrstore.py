@@ -2,7 +2,9 @@
 
 Keys are the ones icechunk's own store serves: ``zarr.json`` of every node (its stored user
 data) and each array's chunk keys in the array's chunk key encoding. Chunk bytes come from the
-archive (inline, embedded) or from where the chunk ref points (``RepoArchive.read_chunk``).
+archive (inline, embedded) or from where the chunk ref points (``RepoArchive.read_chunk``); a
+shard's index comes from the archive where it keeps it, so an inner chunk costs one read of its
+bytes; from an uncompressed local archive, embedded bytes are views into its map (no copy).
 Needs the ``zarr`` extra; nothing else in zsarchive imports this module.
 """
 
@@ -21,6 +23,7 @@ from zsarchive.archive.chunkdata import is_url
 from zsarchive.archive.chunkkeys import ChunkKeys
 from zsarchive.archive.query import RepoArchive
 from zsarchive.archive.refwindow import RefWindow
+from zsarchive.archive.shards import ShardLayout, shard_layout
 from zsarchive.errors import ZSError
 from zsarchive.io.location import Location, parse_location
 
@@ -54,6 +57,7 @@ class ArchiveStore(Store):
         self._nodes: dict[str, dict] = {}
         self._arrays: dict[str, ChunkKeys] = {}
         self._refs: dict[str, RefWindow] = {}
+        self._layouts: dict[str, ShardLayout | None] = {}
         for node in archive.ls(f"snapshot:{self.snapshot_id}"):
             path = node["path"].strip("/")
             self._nodes[path] = node
@@ -61,6 +65,7 @@ class ArchiveStore(Store):
             if node["node_type"] == "array":
                 self._arrays[path] = ChunkKeys(node, f"{path}/" if path else "")
                 self._refs[path] = RefWindow(archive, node)
+                self._layouts[node["path"]] = shard_layout(node["user_data"])
 
     # -- plumbing ----------------------------------------------------------------------------
 
@@ -138,9 +143,23 @@ class ArchiveStore(Store):
         if chunk["kind"] == "inline":
             return chunk["inline"][start:stop]
         if (start, stop) != (0, chunk["length"]):
-            # read just the range: a shard index or inner chunk, not the whole object
+            index = self._shard_index(key, chunk)
+            if index is not None and index[0] == (start, stop):
+                return index[1]  # the shard's index, kept in the archive: no read of the shard
+            # read just the range: an inner chunk, not the whole object
             chunk = dict(chunk, offset=chunk["offset"] + start, length=stop - start)
-        return self.archive.read_chunk(chunk, self._where, self.repo)
+        return self.archive.read_chunk(chunk, self._where, self.repo, views=True)
+
+    def _shard_index(self, key: str, chunk: dict) -> tuple[tuple[int, int], bytes] | None:
+        """``((start, stop), raw bytes)`` of the index of the shard at ``key``, if the archive keeps it."""
+        located = self._locate(key)
+        layout = None if located is None else self._layouts.get(located[0].node["path"])
+        if layout is None:
+            return None
+        kept = self.archive.shard_index(chunk)
+        if kept is None or kept[0] != layout.at_end or len(kept[1]) != layout.index_size:
+            return None
+        return layout.index_span(chunk["length"]), kept[1]
 
     # -- the Store API -----------------------------------------------------------------------
 

@@ -18,6 +18,9 @@ from zsarchive.zs.format.codecs import LEVELS_HELP, NAMES
               help="Block compression (deflate/lzma/none read with any ZS reader; zstd is a zsarchive extension).")
 @click.option("-z", "--compress-level", default=None, help=LEVELS_HELP)
 @click.option("--include-chunks", is_flag=True, help="Embed native chunk bytes: the archive becomes self-contained.")
+@click.option("--chunk-codec", type=click.Choice(("none", "same")), default="none", show_default=True,
+              help="Blocks of embedded chunk bytes: none stores them as they are (zarr compressed them "
+                   "already; local reads need no copy with --codec none), same compresses them with --codec.")
 @click.option("-j", "--parallelism", type=Parallelism(), default="guess", show_default=True,
               help="Worker processes decoding manifests and threads compressing blocks (guess: one per core).")
 @click.option("--no-progress", is_flag=True, help="No progress bar even on a terminal.")
@@ -26,7 +29,7 @@ from zsarchive.zs.format.codecs import LEVELS_HELP, NAMES
                    "zsarchive[dask], and the workers must reach REPO.")
 @remote_options
 def export_command(repo: str, archive: str, codec: str, compress_level: str | None, include_chunks: bool,
-                   parallelism: int | str, no_progress: bool, scheduler: str | None, anon: bool,
+                   chunk_codec: str, parallelism: int | str, no_progress: bool, scheduler: str | None, anon: bool,
                    storage_options: dict[str, str]) -> None:
     """Export the Icechunk repository REPO into the ZS file ARCHIVE.
 
@@ -54,7 +57,7 @@ def export_command(repo: str, archive: str, codec: str, compress_level: str | No
         bar.__enter__()
     try:
         summary = export_repository(repo, archive, codec=codec, compress_level=compress_level,
-                                    include_chunks=include_chunks, parallelism=parallelism, progress=progress,
+                                    include_chunks=include_chunks, chunk_codec=chunk_codec, parallelism=parallelism, progress=progress,
                                     storage_options=storage_options, anon=anon, client=client)
     finally:
         if bar is not None:

@@ -38,6 +38,10 @@ class Storage(abc.ABC):
         """False where objects can only be fetched by name (a plain HTTP server)."""
         return True
 
+    @abc.abstractmethod
+    def read_range(self, key: str, offset: int, length: int) -> bytes:
+        """``length`` bytes at ``offset`` of the object at ``key`` (ZSError, one line, if it has fewer)."""
+
     def prefetch(self, keys: Iterable[str]) -> None:
         """A hint: these objects will be read soon, in this order (remote storage starts reading them)."""
 
@@ -66,6 +70,18 @@ class LocalStorage(Storage):
             return read_regular(self._path(key), self.root)
         except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
             return None
+
+    def read_range(self, key: str, offset: int, length: int) -> bytes:
+        path = self._path(key)
+        try:
+            with open(path, "rb") as handle:
+                handle.seek(offset)
+                data = handle.read(length)
+        except OSError as exc:
+            raise ZSError(f"{path}: cannot read: {exc.strerror or exc}") from None
+        if len(data) != length:
+            raise ZSError(f"{path}: holds {len(data)} bytes at offset {offset}, expected {length}")
+        return data
 
     def list(self, prefix: str) -> list[str]:
         base = self._path(prefix)

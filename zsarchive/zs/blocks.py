@@ -17,7 +17,8 @@ from zsarchive.zs import pipeline
 from zsarchive.zs.cache import LRUCache
 from zsarchive.zs.format import header as zsheader
 from zsarchive.zs.format import uleb128
-from zsarchive.zs.format.block import MAX_INDEX_LEVEL, MIN_BLOCK_LENGTH, decode_index, split_block
+from zsarchive.zs.format.block import (MAX_INDEX_LEVEL, MAX_LENGTH_FIELD, MIN_BLOCK_LENGTH, decode_index,
+                                       decode_length, split_block)
 from zsarchive.zs.format.codecs import decoder_for, decompress_checked
 from zsarchive.zs.format.framing import record_heads
 
@@ -52,6 +53,29 @@ class ReaderStats:
         """The counters as a plain dict (subtract two snapshots to measure one operation)."""
         with self._lock:
             return {k: v for k, v in vars(self).items() if not k.startswith("_")}
+
+
+def _adjacent(extents: list[DataExtent]) -> Iterator[list[DataExtent]]:
+    """``extents`` in runs whose blocks follow each other with no byte between them."""
+    run: list[DataExtent] = []
+    for ext in extents:
+        if run and run[-1].offset + run[-1].length != ext.offset:
+            yield run
+            run = []
+        run.append(ext)
+    if run:
+        yield run
+
+
+def _unchecked_payload(buf: memoryview, where: str) -> memoryview:
+    """The payload of an uncompressed data block, framing checked but not its CRC."""
+    length, pos = decode_length(buf[:MAX_LENGTH_FIELD], where, "its extent")
+    if pos + length + 8 != len(buf):
+        raise ZSCorrupt(f"{where}: block length field says {pos + length + 8} bytes with CRC, "
+                        f"but {len(buf)} bytes are available for this block")
+    if buf[pos] != 0:
+        raise ZSCorrupt(f"{where}: expected a data block (level 0), found a block of level {buf[pos]}")
+    return buf[pos + 1:pos + length]
 
 
 def read_header(transport: Transport, tail_guess: int,
@@ -225,6 +249,25 @@ class BlockSource:
         block = DataBlock(payload, f"{self.name}: block at offset {extent.offset}")
         self.data_cache.put(key, block, block.weight())
         return block
+
+    def span_payloads(self, extents: list[DataExtent], views: bool) -> list:
+        """The payloads of ``extents`` (data blocks), each run of adjacent blocks fetched in one
+        transport read and none cached. ``views``: on an uncompressed file whose transport maps it,
+        memoryviews into the map (no copy, no CRC check: ``validate`` checks those); else bytes."""
+        mapped = views and self._decompress is decoder_for("none") and hasattr(self.transport, "view")
+        payloads = []
+        for run in _adjacent(extents):
+            start, end = run[0].offset, run[-1].offset + run[-1].length
+            if mapped:
+                buf = self.transport.view(start, end - start)
+                self.stats.add(transport_reads=1, bytes_read=end - start, block_reads=len(run))
+                payloads.extend(_unchecked_payload(buf[e.offset - start:e.offset - start + e.length],
+                                                   f"{self.name}: block at offset {e.offset}") for e in run)
+            else:
+                buf = memoryview(self.read(start, end - start, blocks=len(run)))
+                payloads.extend(self.payload(buf[e.offset - start:e.offset - start + e.length], e.offset, 0,
+                                             "a data block") for e in run)
+        return payloads
 
     # ---- scans ---------------------------------------------------------------------------------
 

@@ -12,10 +12,11 @@ from bisect import bisect_left
 from itertools import chain, islice
 from typing import Callable, Iterator
 
-from zsarchive.errors import ZSError
+from zsarchive.errors import ZSCorrupt, ZSError
 from zsarchive.io import Transport, open_transport
 from zsarchive.zs import blocks as zsblocks
 from zsarchive.zs.blocks import SKIP, BlockSource, DataExtent, IndexBlock, ReaderStats
+from zsarchive.zs.format import uleb128
 from zsarchive.zs.format.block import decode_records
 from zsarchive.zs.format.framing import LENGTH_PREFIXES, frame, record_heads, terminate
 from zsarchive.zs.pipeline import resolve_parallelism
@@ -188,6 +189,28 @@ class ZS:
         for _, records in self._blocks.scan(chain(first, extents), job):
             yield from records
 
+    def floor_span(self, before: bytes, stop: bytes, views: bool = False) -> list:
+        """The last record < ``before`` (if the block a lookup of ``before`` lands on holds one) and
+        every record in [before, stop), their blocks read side by side in one transport read where
+        they lie side by side. ``views``: memoryviews into the map of an uncompressed local file."""
+        self._check_open()
+        if stop <= before:
+            return []
+        extents = list(self._extents(before, stop))
+        if not extents:
+            return []
+        found: list = []
+        for ext, payload in zip(extents, self._blocks.span_payloads(extents, views)):
+            where = f"{self.name}: block at offset {ext.offset}"
+            records = _split_view(payload, where) if isinstance(payload, memoryview) else \
+                decode_records(payload, where)
+            found.extend(records)
+        # memoryviews do not compare: compare a prefix as long as the bound, which decides alike
+        n, m = len(before), len(stop)
+        lo = bisect_left(found, before, key=lambda r: bytes(r[:n]))
+        hi = bisect_left(found, stop, key=lambda r: bytes(r[:m]))
+        return found[max(lo - 1, 0):hi]
+
     def __iter__(self) -> Iterator[bytes]:
         """Every record, in order (same as ``search()``)."""
         return self.search()
@@ -285,6 +308,20 @@ def _as_bytes(value, what: str) -> bytes | None:
     if isinstance(value, (bytearray, memoryview)):
         return bytes(value)
     raise ZSError(f"{what} must be bytes, not {type(value).__name__}")
+
+
+def _split_view(payload: memoryview, where: str) -> list[memoryview]:
+    """The records of a data payload as views into it (the framing of decode_records)."""
+    records, pos, n = [], 0, len(payload)
+    while pos < n:
+        length, start = uleb128.decode(payload, pos, f"{where}: record {len(records)} length")
+        pos = start + length
+        if pos > n:
+            raise ZSCorrupt(f"{where}: record {len(records)} runs past the end of the {n}-byte payload")
+        records.append(payload[start:pos])
+    if not records:
+        raise ZSCorrupt(f"{where}: data block payload holds no records")
+    return records
 
 
 def _entries(block: IndexBlock, i: int, stop: bytes | None) -> Iterator[tuple[bytes, int, int]]:

@@ -67,6 +67,7 @@ class _Built(NamedTuple):
     last: bytes
     payload: bytes
     framed: bytes
+    key_length: int | None = None  # index key: first[:key_length] (None: the shortest separator)
 
 
 class _Unsorted(Exception):
@@ -93,7 +94,7 @@ def _check_sorted(records: list) -> None:
             raise _Unsorted(i, records[i - 1], records[i])
 
 
-def _build_data_block(records: list, compress: Callable[[bytes], bytes]) -> _Built:
+def _build_data_block(records: list, key_length: int | None, compress: Callable[[bytes], bytes]) -> _Built:
     try:
         _check_sorted(records)
         payload = encode_records(records)
@@ -104,12 +105,12 @@ def _build_data_block(records: list, compress: Callable[[bytes], bytes]) -> _Bui
                 raise _NotBytes(i, r) from None
         raise
     return _Built(len(records), bytes(records[0]), bytes(records[-1]), payload,
-                  encode_block(0, compress(payload)))
+                  encode_block(0, compress(payload)), key_length)
 
 
 def _build_chunk_block(chunk: bytes, terminator: bytes, compress: Callable[[bytes], bytes]) -> _Built:
     """A block from terminated input: ``chunk`` holds whole records, each followed by the terminator."""
-    return _build_data_block(chunk[:-len(terminator)].split(terminator), compress)
+    return _build_data_block(chunk[:-len(terminator)].split(terminator), None, compress)
 
 
 class ZSWriter:
@@ -190,14 +191,18 @@ class ZSWriter:
             for records in lists:
                 self._add_list(records, self.approx_block_size)
 
-    def add_data_block(self, records: list[bytes]) -> None:
-        """Write ``records`` (sorted, after everything added so far) as exactly one data block."""
+    def add_data_block(self, records: list[bytes], *, stored: bool = False, key_length: int | None = None) -> None:
+        """Write ``records`` (sorted, after everything added so far) as exactly one data block;
+        ``stored``: its payload in the codec's framing uncompressed (bytes compressed already);
+        ``key_length``: its index key is its first record's first ``key_length`` bytes, not the
+        shortest separator, so that a lookup of any key from there lands on this very block."""
         self._check_open()
         with self._fatal():
             records = list(records)
             self._flush_pending()
             if records:
-                self._submit(_build_data_block, records)
+                self._submit(_build_data_block, records, key_length,
+                             compress=self._codec.store if stored else self._codec.compress)
 
     def add_file_contents(self, file: BinaryIO, approx_block_size: int | None = None,
                           terminator: bytes = b"\n", length_prefixed: str | None = None) -> None:
@@ -303,7 +308,7 @@ class ZSWriter:
                     # A record as large as a block gets a block of its own.
                     self._flush_pending()
                     pending = self._pending
-                    self._submit(_build_data_block, [r])
+                    self._submit(_build_data_block, [r], None)
                     size = 0
                     continue
                 pending.append(r)
@@ -342,12 +347,12 @@ class ZSWriter:
             records = self._pending
             self._pending = []
             self._pending_size = 0
-            self._submit(_build_data_block, records)
+            self._submit(_build_data_block, records, None)
 
-    def _submit(self, fn, *args) -> None:
+    def _submit(self, fn, *args, compress: Callable[[bytes], bytes] | None = None) -> None:
         while len(self._in_flight) >= self._max_in_flight:
             self._write_oldest()
-        self._in_flight.append(self._pool.submit(fn, *args, self._codec.compress))
+        self._in_flight.append(self._pool.submit(fn, *args, compress or self._codec.compress))
 
     def _write_oldest(self) -> None:
         fut = self._in_flight.popleft()
@@ -362,8 +367,11 @@ class ZSWriter:
             raise ZSError(f"record {base + exc.index + 1} is {type(exc.record).__name__}, "
                           f"not bytes: {show_record(exc.record)}") from None
         last = self._last_record
+        exact = None if built.key_length is None else built.first[:built.key_length]
         if last is None:
             key = b""  # nothing comes before the first block: the empty key is the shortest
+        elif exact is not None and last <= exact:
+            key = exact
         elif last <= built.first:
             key = shortest_separator(last, built.first)
         else:

@@ -41,6 +41,9 @@ class Codec:
     compress: Callable[[bytes], bytes]
     decompress: Callable[[bytes], bytes]
     standard: bool
+    store: Callable[[bytes], bytes]
+    """The payload in the codec's own framing but not compressed (for bytes that are compressed
+    already, such as chunk data): any reader of the codec decodes it, at the speed of a copy."""
 
 
 def _deflate_compress(level: int) -> Callable[[bytes], bytes]:
@@ -110,6 +113,45 @@ def _identity(data: bytes) -> bytes:
     return bytes(data)
 
 
+def _deflate_store(data: bytes) -> bytes:
+    # level 0 writes stored deflate blocks (BTYPE 00): headers around the bytes, nothing else
+    c = zlib.compressobj(0, zlib.DEFLATED, -15)
+    return c.compress(data) + c.flush()
+
+
+_LZMA2_RAW_CHUNK = 1 << 16
+
+
+def _lzma_store(data: bytes) -> bytes:
+    """A raw LZMA2 stream of uncompressed chunks (control byte 1 for the first, which resets the
+    dictionary, 2 after it; then the chunk's size - 1 as u16 big-endian), ended by a 0 byte."""
+    view = memoryview(data)
+    parts = []
+    for at in range(0, len(view), _LZMA2_RAW_CHUNK):
+        piece = view[at:at + _LZMA2_RAW_CHUNK]
+        parts.append(bytes((1 if at == 0 else 2,)) + (len(piece) - 1).to_bytes(2, "big"))
+        parts.append(piece)
+    parts.append(b"\x00")
+    return b"".join(parts)
+
+
+_ZSTD_RAW_BLOCK = 1 << 17
+
+
+def _zstd_store(data: bytes) -> bytes:
+    """One zstd frame (RFC 8878) of raw blocks: single-segment header with an 8-byte content size,
+    then blocks of type Raw (a 3-byte header: last flag, type 0, size)."""
+    view = memoryview(data)
+    parts = [b"\x28\xb5\x2f\xfd", b"\xe0", len(view).to_bytes(8, "little")]
+    starts = range(0, len(view), _ZSTD_RAW_BLOCK) if len(view) else (0,)
+    for at in starts:
+        piece = view[at:at + _ZSTD_RAW_BLOCK]
+        last = at + _ZSTD_RAW_BLOCK >= len(view)
+        parts.append(((len(piece) << 3) | int(last)).to_bytes(3, "little"))
+        parts.append(piece)
+    return b"".join(parts)
+
+
 NAMES = ("none", "deflate", "lzma", "zstd")
 """The codec names the command line and the writer take (the reference's three, then zstd)."""
 # Command-line / constructor names -> header names.
@@ -117,6 +159,7 @@ ALIASES = {"none": "none", "deflate": "deflate", "lzma": LZMA_CODEC, LZMA_CODEC:
 DEFAULT_LEVELS = {"none": None, "deflate": 6, LZMA_CODEC: "0e", "zstd": 3}
 LEVELS_HELP = "deflate: 0-9 (default 6); lzma: 0, 0e, 1 or 1e (default 0e); zstd: an integer (default 3)."
 """The compression levels each codec takes, as the command line explains them."""
+_STORERS = {"none": _identity, "deflate": _deflate_store, LZMA_CODEC: _lzma_store, "zstd": _zstd_store}
 _DECOMPRESSORS = {
     "none": _identity,
     "deflate": _deflate_decompress,
@@ -148,7 +191,8 @@ def get_codec(name: str, level: int | str | None = None) -> Codec:
         except (TypeError, ValueError):
             raise ZSError(f"zstd compression level must be an integer, not {level!r}") from None
         compress = _zstd_compress(zlevel)
-    return Codec(header_name, compress, _DECOMPRESSORS[header_name], header_name != "zstd")
+    return Codec(header_name, compress, _DECOMPRESSORS[header_name], header_name != "zstd",
+                 _STORERS[header_name])
 
 
 def decoder_for(header_name: str) -> Callable[[bytes], bytes]:
