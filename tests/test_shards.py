@@ -18,7 +18,7 @@ from zarr.abc.store import RangeByteRequest, SuffixByteRequest
 from zarr.core.buffer import default_buffer_prototype
 
 from servers import nginx_server  # noqa: F401
-from zsarchive import open_store
+from zsarchive import ZSCorrupt, open_store
 from zsarchive.archive import RepoArchive, export
 from zsarchive.archive import schema as S
 from zsarchive.archive.chunkpieces import BLOCK_BYTES, PIECE_SIZE
@@ -250,3 +250,30 @@ def test_zs_chunk_inner_shows_an_inner_chunk(sharded):
     assert bad.exit_code == 1 and "outside the shard" in bad.output and "Traceback" not in bad.output
     plain = runner.invoke(main, ["chunk", str(archives["stored"]), "main", "/end", "1,0", "--inner", "1"])
     assert plain.exit_code == 1 and "outside the shard" in plain.output
+
+
+def test_a_missing_piece_is_one_line_never_other_bytes(sharded, tmp_path):
+    """An archive whose pieces of one file leave a gap: validate names the record, a read across the
+    gap is one line, bytes on either side still read."""
+    _, truth, archives = sharded
+    with ZS(str(archives["stored"])) as z:
+        records, metadata = list(z), z.metadata
+    big = [r for r in records if r[:1] == S.CHUNK_DATA and len(S.split(r)[2][0]) > BLOCK_BYTES]
+    dropped = big[len(big) // 2]
+    damaged = tmp_path / "gap.zs"
+    from zsarchive import ZSWriter
+
+    with ZSWriter(damaged, metadata, codec="deflate", include_default_metadata=False) as w:
+        w.add_records([r for r in records if r != dropped])
+        w.finish()
+    result = CliRunner().invoke(main, ["validate", str(damaged)])
+    assert result.exit_code == 1 and "piece starts at" in result.output and len(result.output.splitlines()) == 1
+    chunk_id, start = S.split(dropped)[1]
+    with RepoArchive(damaged) as arc:
+        from zsarchive.archive.chunkpieces import read_pieces
+
+        with pytest.raises(ZSCorrupt, match="gap|no piece holds"):
+            read_pieces(arc.zs, chunk_id, start - 10, start + 10)
+        with pytest.raises(ZSCorrupt, match="no piece holds"):
+            read_pieces(arc.zs, chunk_id, start + 10, start + 20)
+        assert read_pieces(arc.zs, chunk_id, 0, 10) is not None

@@ -17,7 +17,7 @@ from zsarchive.icechunk.model import format_time
 from zsarchive.io.http import ConnectionPool, HTTPTransport, host_of
 from zsarchive.io.location import SCHEMES, Location, parse_location
 from zsarchive.io.objects import ObjectChanged, get_bounded, object_store
-from zsarchive.io.storage import ObjectStorage
+from zsarchive.io.storage import ObjectStorage, read_file_range
 
 _CHUNK_ID = re.compile(r"^[0-9A-HJKMNP-TV-Z]{20}$")
 """A Crockford base32 ObjectId12: the only chunk file names an archive may make us open."""
@@ -207,18 +207,16 @@ def _read_object(location: str, options: dict[str, Any], offset: int, length: in
 
 def _read_range(path: str, offset: int, length: int, where: str, etag: str | None = None,
                 last_modified: int | None = None) -> bytes:
+    check = None
+    if etag or last_modified:
+        def check(st: os.stat_result) -> None:
+            _check_local_checksum(st, path, where, etag, last_modified)
     try:
-        with open(path, "rb") as handle:
-            if etag or last_modified:
-                _check_local_checksum(os.fstat(handle.fileno()), path, where, etag, last_modified)
-            handle.seek(offset)
-            data = handle.read(length)
-    except OSError as exc:
-        raise ZSError(f"{where}: cannot read {path}: {exc.strerror or exc}") from None
-    if len(data) != length:
-        raise ZSCorrupt(f"{where}: {path} holds {len(data)} bytes at offset {offset}, expected {length}")
-    return data
-
+        return read_file_range(path, offset, length, check)
+    except ZSError as exc:
+        if str(exc).startswith(where):  # the checksum's own message names the chunk already
+            raise
+        raise type(exc)(f"{where}: {exc}") from None
 
 
 def _check_local_checksum(st: os.stat_result, path: str, where: str, etag: str | None,

@@ -107,7 +107,8 @@ def read_pieces(zs: ZS, chunk_id: str, start: int, stop: int, views: bool = Fals
             raise ZSCorrupt(f"{where}: pieces leave a gap: bytes from {at} to {piece_start} are missing")
         at += len(data)
     if at < stop:
-        raise ZSCorrupt(f"{where}: embedded chunk is shorter than offset {start} + length {stop - start}")
+        raise ZSCorrupt(f"{where}: no piece holds bytes {at} to {stop} (a damaged archive, or a ref past "
+                        "the end of the file)")
     first = pieces[0][1]
     if len(pieces) == 1:
         return pieces[0][2][start - first:stop - first]

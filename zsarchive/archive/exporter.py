@@ -10,8 +10,9 @@
    transaction logs, computed by an :mod:`engine <zsarchive.archive.engine>` (this process, or
    worker processes in parallel);
 4. :func:`merge_families` — every family in tag order: small families through an external sort,
-   the chunk ref timeline array by array (sorted across an array's changes), embedded chunk bytes
-   from a deduplicating sort of chunk ids, the header last;
+   the chunk ref timeline array by array (sorted across an array's changes), then per native chunk
+   file from a deduplicating sort of the files the refs name: its shard index (sharded arrays) and,
+   with ``include_chunks``, its bytes in pieces, blocks of their own; the header last;
 5. :func:`write_archive` — a ZSWriter into a temporary file renamed over the target once complete.
 
 The bytes written do not depend on the engine or on ``parallelism``.

@@ -11,10 +11,27 @@ import os
 import stat
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Iterable, Mapping
+from typing import Callable, Iterable, Mapping
 
-from zsarchive.errors import ZSError
+from zsarchive.errors import ZSCorrupt, ZSError
 from zsarchive.io.location import Location, parse_location
+
+
+def read_file_range(path: str | os.PathLike, offset: int, length: int,
+                    check: Callable[[os.stat_result], None] | None = None) -> bytes:
+    """``length`` bytes at ``offset`` of a local file, after ``check(its stat)`` if given (ZSError,
+    one line naming the file, if it cannot be read; ZSCorrupt if it holds fewer bytes)."""
+    try:
+        with open(path, "rb") as handle:
+            if check is not None:
+                check(os.fstat(handle.fileno()))
+            handle.seek(offset)
+            data = handle.read(length)
+    except OSError as exc:
+        raise ZSError(f"cannot read {path}: {exc.strerror or exc}") from None
+    if len(data) != length:
+        raise ZSCorrupt(f"{path}: holds {len(data)} bytes at offset {offset}, expected {length}")
+    return data
 
 
 class Storage(abc.ABC):
@@ -72,16 +89,7 @@ class LocalStorage(Storage):
             return None
 
     def read_range(self, key: str, offset: int, length: int) -> bytes:
-        path = self._path(key)
-        try:
-            with open(path, "rb") as handle:
-                handle.seek(offset)
-                data = handle.read(length)
-        except OSError as exc:
-            raise ZSError(f"{path}: cannot read: {exc.strerror or exc}") from None
-        if len(data) != length:
-            raise ZSError(f"{path}: holds {len(data)} bytes at offset {offset}, expected {length}")
-        return data
+        return read_file_range(self._path(key), offset, length)
 
     def list(self, prefix: str) -> list[str]:
         base = self._path(prefix)
