@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Callable
+
 import flatbuffers
 import zstandard
 
@@ -17,6 +19,15 @@ def icechunk_file(file_type: int, builder: flatbuffers.Builder) -> bytes:
     """Header (spec version 2, zstd) and the finished FlatBuffer of ``builder``, compressed."""
     header = MAGIC + b"zsarchive-test".ljust(24) + bytes([2, file_type, 1])
     return header + zstandard.ZstdCompressor().compress(bytes(builder.Output()))
+
+
+def table_vector(b: flatbuffers.Builder, start: Callable[[flatbuffers.Builder, int], None],
+                 tables: list[int]) -> int:
+    """A vector of the tables at ``tables`` (offsets in ``b``), begun by the generated ``Start...Vector``."""
+    start(b, len(tables))
+    for off in reversed(tables):
+        b.PrependUOffsetTRelative(off)
+    return b.EndVector()
 
 
 def finish_transaction_log(b: flatbuffers.Builder, log_id: bytes, updated_chunks: int,

@@ -14,7 +14,7 @@ import pytest
 import zstandard
 
 from hostile import one_line_error, zs
-from icechunk_files import finish_transaction_log
+from icechunk_files import finish_transaction_log, table_vector
 from zsarchive.archive import RepoArchive
 from zsarchive.archive import schema as S
 from zsarchive.errors import ZSError
@@ -157,20 +157,14 @@ def shared_chunks_log(log_id: bytes, arrays: int, chunks: int) -> bytes:
         CI.Start(b)
         CI.AddCoords(b, vec)
         tables.append(CI.End(b))
-    AUC.StartChunksVector(b, len(tables))
-    for off in reversed(tables):
-        b.PrependUOffsetTRelative(off)
-    shared = b.EndVector()
+    shared = table_vector(b, AUC.StartChunksVector, tables)
     entries = []
     for i in range(arrays):
         AUC.Start(b)
         AUC.AddNodeId(b, CreateObjectId8(b, i.to_bytes(8, "big")))
         AUC.AddChunks(b, shared)
         entries.append(AUC.End(b))
-    TL.StartUpdatedChunksVector(b, len(entries))
-    for off in reversed(entries):
-        b.PrependUOffsetTRelative(off)
-    return finish_transaction_log(b, log_id, b.EndVector())
+    return finish_transaction_log(b, log_id, table_vector(b, TL.StartUpdatedChunksVector, entries))
 
 
 def test_a_flatbuffer_whose_offsets_form_a_dag_is_refused(tmp_path):

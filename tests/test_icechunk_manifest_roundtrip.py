@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from icechunk_files import MANIFEST, icechunk_file
+from icechunk_files import MANIFEST, icechunk_file, table_vector
 from zsarchive.errors import ZSCorrupt
 from zsarchive.icechunk import ids
 from zsarchive.icechunk.generated import ArrayManifest as AM
@@ -87,18 +87,12 @@ def build(manifest_id: bytes, spec: dict, last_ref_at_end: bool = False) -> byte
             ref_offsets.append(CR.End(b))
         if last_ref_at_end:
             ref_offsets.reverse()
-        AM.StartRefsVector(b, len(ref_offsets))
-        for off in reversed(ref_offsets):
-            b.PrependUOffsetTRelative(off)
-        refs_vec = b.EndVector()
+        refs_vec = table_vector(b, AM.StartRefsVector, ref_offsets)
         AM.Start(b)
         AM.AddNodeId(b, CreateObjectId8(b, node))
         AM.AddRefs(b, refs_vec)
         array_offsets.append(AM.End(b))
-    M.StartArraysVector(b, len(array_offsets))
-    for off in reversed(array_offsets):
-        b.PrependUOffsetTRelative(off)
-    arrays_vec = b.EndVector()
+    arrays_vec = table_vector(b, M.StartArraysVector, array_offsets)
     M.Start(b)
     M.AddId(b, CreateObjectId12(b, manifest_id))
     M.AddArrays(b, arrays_vec)
@@ -239,10 +233,7 @@ def _shared_inline_manifest(refs: int, size: int) -> bytes:
         CR.AddIndex(b, index_vec)
         CR.AddInline(b, shared)
         tables.append(CR.End(b))
-    AM.StartRefsVector(b, len(tables))
-    for off in reversed(tables):
-        b.PrependUOffsetTRelative(off)
-    refs_vec = b.EndVector()
+    refs_vec = table_vector(b, AM.StartRefsVector, tables)
     AM.Start(b)
     AM.AddNodeId(b, CreateObjectId8(b, b"\x05" * 8))
     AM.AddRefs(b, refs_vec)

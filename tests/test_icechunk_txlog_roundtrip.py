@@ -15,7 +15,7 @@ import pytest
 import zstandard
 from hypothesis import given, settings, strategies as st
 
-from icechunk_files import finish_transaction_log
+from icechunk_files import finish_transaction_log, table_vector
 from zsarchive.errors import ZSCorrupt
 from zsarchive.icechunk import ids
 from zsarchive.icechunk.generated import ArrayUpdatedChunks as AUC
@@ -60,18 +60,12 @@ def build(log_id: bytes, chunks: dict, reverse_tables: bool = False, new_arrays:
             tables.append(CI.End(b))
         if reverse_tables:
             tables.reverse()
-        AUC.StartChunksVector(b, len(tables))
-        for off in reversed(tables):
-            b.PrependUOffsetTRelative(off)
-        chunks_vec = b.EndVector()
+        chunks_vec = table_vector(b, AUC.StartChunksVector, tables)
         AUC.Start(b)
         AUC.AddNodeId(b, CreateObjectId8(b, node))
         AUC.AddChunks(b, chunks_vec)
         entries.append(AUC.End(b))
-    TL.StartUpdatedChunksVector(b, len(entries))
-    for off in reversed(entries):
-        b.PrependUOffsetTRelative(off)
-    return finish_transaction_log(b, log_id, b.EndVector(), new_arrays)
+    return finish_transaction_log(b, log_id, table_vector(b, TL.StartUpdatedChunksVector, entries), new_arrays)
 
 
 @settings(max_examples=150, deadline=None)
