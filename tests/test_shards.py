@@ -277,3 +277,32 @@ def test_a_missing_piece_is_one_line_never_other_bytes(sharded, tmp_path):
         with pytest.raises(ZSCorrupt, match="no piece holds"):
             read_pieces(arc.zs, chunk_id, start + 10, start + 20)
         assert read_pieces(arc.zs, chunk_id, 0, 10) is not None
+
+
+def test_a_shard_whose_index_does_not_check_out_is_read_as_stored(sharded, tmp_path):
+    """A shard file whose index crc32c is wrong (a damaged repository): the export keeps no index for
+    it and reads it as stored (zarr then meets the bad checksum, as it would through icechunk);
+    ``zs chunk --inner`` on it is one line naming the shard."""
+    repo, _, archives = sharded
+    damaged = tmp_path / "repo"
+    shutil.copytree(repo, damaged)
+    with RepoArchive(archives["refs-only"]) as arc:
+        chunk = next(c for c in arc.chunk_refs("main", "/end") if c["kind"] == "native")
+        kept = sum(1 for _ in arc._records(S.SHARD_INDEX))
+    path = damaged / "chunks" / chunk["chunk_id"]
+    data = bytearray(path.read_bytes())
+    data[-1] ^= 0xFF  # the last byte of the crc32c after the index
+    path.write_bytes(bytes(data))
+    for include in (True, False):
+        target = tmp_path / f"damaged-{include}.zs"
+        export(damaged, target, include_chunks=include)
+        with RepoArchive(target) as arc:
+            assert sum(1 for _ in arc._records(S.SHARD_INDEX)) == kept - 1
+        key = "end/c/" + "/".join(map(str, chunk["coords"]))
+        store = open_store(target, "main", repo=None if include else damaged)
+        assert asyncio.run(_get(store, key, SuffixByteRequest(16 * 12 + 4))) == bytes(data[-(16 * 12 + 4):])
+        store.close()
+        result = CliRunner().invoke(main, ["chunk", str(target), "main", "/end", ",".join(map(str, chunk["coords"])),
+                                           "--inner", "0,0", *([] if include else ["--repo", str(damaged)])])
+        assert result.exit_code == 1 and "crc32c mismatch" in result.output, result.output
+        assert len(result.output.strip().splitlines()) == 1

@@ -236,44 +236,50 @@ def _shard_cuts(chunk_id: str, offset: int, length: int, layout: ShardLayout, ra
     return [offset + start, offset + stop, *(offset + o for o, _ in held), *(offset + o + n for o, n in held)]
 
 
+def _shard_of(refs: list[tuple[str, int, int, str | None]]) -> tuple[int, int, ShardLayout] | None:
+    """``(offset, length, layout)`` of the one shard the refs to a chunk file name, or None (no sharded
+    ref, refs that disagree, or a range too short for its index). icechunk's refs cover the whole file."""
+    sharded = {(o, n, layout) for _, o, n, layout in refs if layout is not None and n > 0}
+    if len(sharded) != 1:
+        return None
+    offset, length, text = sharded.pop()
+    layout = ShardLayout.decode(text)
+    return None if layout.index_size > length else (offset, length, layout)
+
+
 def chunk_file_blocks(storage: Storage, entries: Iterator[bytes], embed: bool, stored: bool,
                       index_records: list[bytes], ahead: int = 64) -> Iterator[PieceBlock]:
     """Per native chunk file the chunk refs name (``entries`` sorted, unique: see chunk_file_entry):
     its shard index record into ``index_records`` when its array is sharded, and with ``embed`` its
     bytes as blocks of ``D`` pieces (``stored``: uncompressed)."""
-    files = itertools.groupby(map(chunk_file_entry, entries), key=lambda e: e[0])
-
-    def pieces() -> Iterator[tuple[str, bytes, list[int]]]:
-        while batch := [(cid, list(group)) for cid, group in itertools.islice(files, ahead)]:
-            if embed:
-                storage.prefetch(f"chunks/{chunk_id}" for chunk_id, _ in batch)
-            for chunk_id, refs in batch:
-                # one shard layout for the file, from a ref that covers a range of it (icechunk's refs
-                # cover the whole file)
-                sharded = {(o, n, layout) for _, o, n, layout in refs if layout is not None and n > 0}
-                shard = next(iter(sharded)) if len(sharded) == 1 else None
-                layout = None if shard is None else ShardLayout.decode(shard[2])
-                if layout is not None and layout.index_size > shard[1]:
-                    layout = None
-                if not embed:
-                    if layout is not None:
-                        start, stop = layout.index_span(shard[1])
-                        raw = storage.read_range(f"chunks/{chunk_id}", shard[0] + start, stop - start)
-                        _shard_cuts(chunk_id, shard[0], shard[1], layout, raw, index_records)
-                    continue
-                data = storage.read(f"chunks/{chunk_id}")
-                if data is None:
-                    raise ZSCorrupt(f"{storage.name.rstrip('/')}/chunks/{chunk_id}: missing, but a chunk ref "
-                                    f"points to native chunk {chunk_id}")
-                cuts: list[int] = []
-                if layout is not None and shard[0] + shard[1] <= len(data):
-                    start, stop = layout.index_span(shard[1])
-                    raw = data[shard[0] + start:shard[0] + stop]
-                    cuts = _shard_cuts(chunk_id, shard[0], shard[1], layout, raw, index_records)
-                yield chunk_id, data, piece_starts(len(data), cuts)
-
+    files = ((chunk_id, _shard_of(list(refs))) for chunk_id, refs in
+             itertools.groupby(map(chunk_file_entry, entries), key=lambda e: e[0]))
     if not embed:
-        for _ in pieces():
-            pass
+        for chunk_id, shard in files:
+            if shard is not None:
+                offset, length, layout = shard
+                start, stop = layout.index_span(length)
+                raw = storage.read_range(f"chunks/{chunk_id}", offset + start, stop - start)
+                _shard_cuts(chunk_id, offset, length, layout, raw, index_records)
         return iter(())
-    return piece_blocks(pieces(), stored)
+    return piece_blocks(_embedded_files(storage, files, index_records, ahead), stored)
+
+
+def _embedded_files(storage: Storage, files: Iterator[tuple[str, tuple | None]], index_records: list[bytes],
+                    ahead: int) -> Iterator[tuple[str, bytes, list[int]]]:
+    """``(chunk id, file bytes, piece starts)`` of each file, read ``ahead`` at a time (remote storage
+    downloads them concurrently), with its shard index record into ``index_records``."""
+    while batch := list(itertools.islice(files, ahead)):
+        storage.prefetch(f"chunks/{chunk_id}" for chunk_id, _ in batch)
+        for chunk_id, shard in batch:
+            data = storage.read(f"chunks/{chunk_id}")
+            if data is None:
+                raise ZSCorrupt(f"{storage.name.rstrip('/')}/chunks/{chunk_id}: missing, but a chunk ref "
+                                f"points to native chunk {chunk_id}")
+            cuts: list[int] = []
+            if shard is not None and shard[0] + shard[1] <= len(data):
+                offset, length, layout = shard
+                start, stop = layout.index_span(length)
+                cuts = _shard_cuts(chunk_id, offset, length, layout, data[offset + start:offset + stop],
+                                   index_records)
+            yield chunk_id, data, piece_starts(len(data), cuts)

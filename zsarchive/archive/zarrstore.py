@@ -126,40 +126,32 @@ class ArchiveStore(Store):
 
     def _chunk(self, key: str) -> dict | None:
         located = self._locate(key)
-        if located is None:
-            return None
-        array, coords = located
+        return None if located is None else self._ref(*located)
+
+    def _ref(self, array: ChunkKeys, coords: tuple[int, ...]) -> dict | None:
         return self._refs[array.node["path"].strip("/")].get(coords)
 
-    def _read(self, key: str, byte_range: ByteRequest | None) -> bytes | None:
+    def _read(self, key: str, byte_range: ByteRequest | None) -> bytes | memoryview | None:
         meta = self._meta.get(key)
         if meta is not None:
             start, stop = _span(byte_range, len(meta))
             return meta[start:stop]
-        chunk = self._chunk(key)
+        located = self._locate(key)
+        chunk = None if located is None else self._ref(*located)
         if chunk is None:
             return None
         start, stop = _span(byte_range, chunk["length"])
         if chunk["kind"] == "inline":
             return chunk["inline"][start:stop]
         if (start, stop) != (0, chunk["length"]):
-            index = self._shard_index(key, chunk)
-            if index is not None and index[0] == (start, stop):
-                return index[1]  # the shard's index, kept in the archive: no read of the shard
-            # read just the range: an inner chunk, not the whole object
+            layout = self._layouts.get(located[0].node["path"])
+            if layout is not None and (start, stop) == layout.index_span(chunk["length"]):
+                kept = self.archive.shard_index(chunk)
+                if kept is not None and kept[0] == layout.at_end and len(kept[1]) == layout.index_size:
+                    return kept[1]  # the shard's index, kept in the archive: no read of the shard
+            # read just the range: an inner chunk or an index the archive does not keep
             chunk = dict(chunk, offset=chunk["offset"] + start, length=stop - start)
         return self.archive.read_chunk(chunk, self._where, self.repo, views=True)
-
-    def _shard_index(self, key: str, chunk: dict) -> tuple[tuple[int, int], bytes] | None:
-        """``((start, stop), raw bytes)`` of the index of the shard at ``key``, if the archive keeps it."""
-        located = self._locate(key)
-        layout = None if located is None else self._layouts.get(located[0].node["path"])
-        if layout is None:
-            return None
-        kept = self.archive.shard_index(chunk)
-        if kept is None or kept[0] != layout.at_end or len(kept[1]) != layout.index_size:
-            return None
-        return layout.index_span(chunk["length"]), kept[1]
 
     # -- the Store API -----------------------------------------------------------------------
 

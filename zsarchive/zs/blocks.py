@@ -157,6 +157,7 @@ class BlockSource:
         self.blocks_start = blocks_start
         self.parallelism = parallelism
         self._decompress = decoder_for(codec)
+        self._uncompressed = codec == "none"
         self.index_cache = LRUCache(index_block_cache)
         self.data_cache = LRUCache(data_block_cache)
         self._pools = pipeline.Pools(parallelism)
@@ -254,7 +255,7 @@ class BlockSource:
         """The payloads of ``extents`` (data blocks), each run of adjacent blocks fetched in one
         transport read and none cached. ``views``: on an uncompressed file whose transport maps it,
         memoryviews into the map (no copy, no CRC check: ``validate`` checks those); else bytes."""
-        mapped = views and self._decompress is decoder_for("none") and hasattr(self.transport, "view")
+        mapped = views and self._uncompressed and hasattr(self.transport, "view")
         payloads = []
         for run in _adjacent(extents):
             start, end = run[0].offset, run[-1].offset + run[-1].length
