@@ -45,7 +45,7 @@ def decoded(path: Path) -> dict:
 
 
 def main() -> None:
-    out = ROOT / "testdata" / "archive" / f"v{S.FORMAT_VERSION}"
+    out = ROOT / "testdata" / "archive" / f"v{S.FULL_FORMAT}"
     out.mkdir(parents=True, exist_ok=True)
     export(ROOT / SOURCE, out / "archive.zs", export_time=EXPORT_TIME, codec="deflate", include_chunks=INCLUDE_CHUNKS)
     vector = decoded(out / "archive.zs")

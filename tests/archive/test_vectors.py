@@ -150,7 +150,7 @@ def test_our_encoder_rebuilds_every_record(vector):
 
 
 def test_the_exporter_writes_the_current_vector(tmp_path):
-    current = TESTDATA / "archive" / f"v{S.FORMAT_VERSION}"
+    current = TESTDATA / "archive" / f"v{S.FULL_FORMAT}"
     expected = _vector(current / "records.json")
     export(ROOT / expected["source"], tmp_path / "a.zs", export_time=expected["export_time"],
            include_chunks=expected.get("include_chunks", False))

@@ -52,21 +52,42 @@ def _head(chunk_id: str, start: int) -> bytes:
 
 def piece_blocks(files: Iterable[tuple[str, bytes, list[int]]], stored: bool) -> Iterator[PieceBlock]:
     """The blocks of ``(chunk id, file bytes, piece starts)`` given in chunk id order."""
+    def pieces() -> Iterator[tuple[bytes, int, int]]:
+        for chunk_id, data, starts in files:
+            view = memoryview(data)
+            for start, stop in zip(starts, starts[1:] + [len(view)]):
+                head = _head(chunk_id, start)
+                piece = view[start:stop]
+                yield (b"".join((head, bytes((_VERSION, keys.BLOB)), uleb128.encode(len(piece)), piece)),
+                       len(head), len(piece))
+
+    return _blocks(pieces(), stored)
+
+
+def regroup(records: Iterable[bytes], stored: bool, where: str) -> Iterator[PieceBlock]:
+    """The blocks of piece records given in key order (copied from another archive), cut as
+    :func:`piece_blocks` cuts them."""
+    def pieces() -> Iterator[tuple[bytes, int, int]]:
+        for rec in records:
+            _, _, data = _split(rec, where)
+            yield rec, keys.key_end(rec), len(data)
+
+    return _blocks(pieces(), stored)
+
+
+def _blocks(pieces: Iterable[tuple[bytes, int, int]], stored: bool) -> Iterator[PieceBlock]:
+    """``(record, key length, piece length)`` items cut into blocks: consecutive pieces share one while
+    together they hold at most BLOCK_BYTES; a larger piece has its own."""
     records: list[bytes] = []
     size, key_length = 0, 0
-    for chunk_id, data, starts in files:
-        view = memoryview(data)
-        for start, stop in zip(starts, starts[1:] + [len(view)]):
-            head = _head(chunk_id, start)
-            piece = view[start:stop]
-            record = b"".join((head, bytes((_VERSION, keys.BLOB)), uleb128.encode(len(piece)), piece))
-            if records and (size + len(piece) > BLOCK_BYTES):
-                yield PieceBlock(records, key_length, stored)
-                records, size = [], 0
-            if not records:
-                key_length = len(head)
-            records.append(record)
-            size += len(piece)
+    for record, head, length in pieces:
+        if records and (size + length > BLOCK_BYTES):
+            yield PieceBlock(records, key_length, stored)
+            records, size = [], 0
+        if not records:
+            key_length = head
+        records.append(record)
+        size += length
     if records:
         yield PieceBlock(records, key_length, stored)
 

@@ -74,6 +74,32 @@ class ExportSummary:
     """Snapshot id -> why it is not in the archive (see :func:`unreadable_snapshots`)."""
 
 
+class Scope:
+    """What an export writes of what it reads: here everything, a full archive. A fragment's scope
+    (:mod:`zsarchive.archive.incremental`) writes what its base lacks."""
+
+    def small(self, family: bytes, records: list[bytes]) -> list[bytes]:
+        """The records to write of a small family (refs, repository facts, ops log), in any order."""
+        return records
+
+    def new_files(self, entries: Iterable[bytes]) -> Iterable[bytes]:
+        """The native chunk files (sorted ``chunk id offset length [layout]`` entries) to write."""
+        return entries
+
+    def watch(self, lists: Iterable[list[bytes]]) -> Iterable[list[bytes]]:
+        """The record lists on their way to the writer."""
+        return lists
+
+    def header(self, version: int, spec_version: int, export_time: int, counts: dict[str, int]) -> bytes:
+        """The archive header record (``counts``: records written per family name)."""
+        return S.record(S.HEADER, (), (version, spec_version, export_time, exporter_version(),
+                                       tuple(sorted(counts.items()))))
+
+    def metadata(self, version: int, spec_version: int) -> dict:
+        """The ZS header metadata."""
+        return {S.METADATA_KEY: {"format_version": version, "source_spec_version": spec_version}}
+
+
 # -- 1. plan -------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -163,17 +189,22 @@ def unreadable_snapshots(repo: Repository, snapshots: list[SnapshotInfo]) -> dic
     return out
 
 
-def plan_export(repo: Repository) -> ExportPlan:
+def plan_export(repo: Repository, skip: frozenset[str] = frozenset(),
+                known: dict[str, tuple[dict[str, tuple], dict[str, str]]] | None = None) -> ExportPlan:
     """Read the snapshot files and list what else the export must read: the transaction logs, and
-    each array whose manifests differ from those it had in the parent snapshot."""
+    each array whose manifests differ from those it had in the parent snapshot. A fragment's plan
+    ``skip``s the snapshots its base holds; ``known`` gives those that are parents of new ones, each
+    as (array node id -> manifests, array node id -> timeline start)."""
     snapshots = sorted(repo.snapshots(), key=lambda s: s.id)
-    repo.prefetch("snapshots", [info.id for info in _parents_first(snapshots)])
-    left_out = unreadable_snapshots(repo, snapshots)
-    snapshots = [info for info in snapshots if info.id not in left_out]
+    fresh = [info for info in snapshots if info.id not in skip]
+    repo.prefetch("snapshots", [info.id for info in _parents_first(fresh)])
+    left_out = unreadable_snapshots(repo, fresh)
+    snapshots = [info for info in fresh if info.id not in left_out]
     order = _parents_first(snapshots)
-    known = {s.id for s in snapshots}
-    arrays: dict[str, dict[str, tuple]] = {}
-    since: dict[str, dict[str, str]] = {}
+    known = known or {}
+    arrays: dict[str, dict[str, tuple]] = {sid: here for sid, (here, _) in known.items()}
+    since: dict[str, dict[str, str]] = {sid: starts for sid, (_, starts) in known.items()}
+    planned = {s.id for s in snapshots} | set(known)
     changes: list[ArrayChange] = []
     for info in order:
         snap = repo.snapshot(info.id)
@@ -183,7 +214,7 @@ def plan_export(repo: Repository) -> ExportPlan:
         here = arrays[info.id] = {node.id: tuple((m.id, tuple(tuple(e) for e in m.extents)) for m in node.manifests)
                                   for node in array_nodes}
         layouts = {node.id: shard_layout(node.user_data) for node in array_nodes}
-        parent = info.parent_id if info.parent_id in known else None
+        parent = info.parent_id if info.parent_id in planned else None
         before, starts = arrays.get(parent, {}), since.get(parent, {})
         since[info.id] = {}
         for node_id, manifests in here.items():
@@ -200,14 +231,15 @@ def plan_export(repo: Repository) -> ExportPlan:
 
 # -- 2. gather -----------------------------------------------------------------------------------
 
-def gather_metadata(repo: Repository, plan: ExportPlan, sorter: ExternalSorter) -> list[bytes]:
+def gather_metadata(repo: Repository, plan: ExportPlan, sorter: ExternalSorter, scope: Scope | None = None) -> list[bytes]:
     """Return the refs (they precede the chunk refs in the file); put repository facts, snapshots,
     nodes and the ops log into ``sorter`` (they follow them)."""
-    sorter.extend(R.repo_fact_records(repo))
+    scope = scope or Scope()
+    sorter.extend(scope.small(S.REPO, R.repo_fact_records(repo)))
     for info in plan.snapshots:
         sorter.extend(R.snapshot_records(repo, info, plan.since[info.id]))
-    sorter.extend(R.ops_records(repo))
-    return R.ref_records(repo)
+    sorter.extend(scope.small(S.OPS, R.ops_records(repo)))
+    return scope.small(S.REFS, R.ref_records(repo))
 
 
 def prefetch_inputs(repo: Repository, plan: ExportPlan, engine: Engine) -> None:
@@ -415,7 +447,7 @@ def export(repo_location: str | os.PathLike, archive_path: str | os.PathLike, *,
            approx_block_size: int = 256 * 1024, branching_factor: int = 1024,
            export_time: int | None = None, progress: Callable[[int, int], None] | None = None,
            sort_memory: int = 128 << 20, storage_options: dict[str, str] | None = None,
-           anon: bool = False, client=None) -> ExportSummary:
+           anon: bool = False, client=None, base: str | os.PathLike | None = None) -> ExportSummary:
     """Export the repository at ``repo_location`` (a path or an object-store URL) into a new archive
     at ``archive_path``; ``storage_options`` and ``anon`` say how to reach a remote repository.
 
@@ -425,6 +457,8 @@ def export(repo_location: str | os.PathLike, archive_path: str | os.PathLike, *,
     processes decoding and threads compressing, or ``"guess"`` (one per core). ``chunk_codec``: ``none``
     stores embedded chunk bytes uncompressed, ``same`` compresses them with ``codec``. ``client``: a
     ``distributed.Client`` whose cluster decodes instead (the archive is the same byte for byte).
+    ``base``: an archive of the same repository (or a fragment): write a fragment holding only what
+    it lacks (:mod:`zsarchive.archive.incremental`).
     """
     options = WriteOptions(codec, compress_level, chunk_codec, resolve_parallelism(parallelism), approx_block_size,
                            branching_factor)
@@ -437,50 +471,89 @@ def export(repo_location: str | os.PathLike, archive_path: str | os.PathLike, *,
     location = parse_location(repo_location, storage_options, anon)
     repo = Repository.open(location)
     export_time = time.time_ns() // 1000 if export_time is None else export_time
-
-    # Small families hold no duplicate records; chunk ids repeat (one file, many refs) and are deduplicated.
-    sorter = ExternalSorter(max_bytes=sort_memory, tmpdir=str(directory), unique=False)
-    chunk_ids: ExternalSorter | None = None
-    engine: Engine | None = None
+    job = ExportJob(repo, location, target, directory, options, include_chunks, export_time, progress,
+                    sort_memory, client)
     try:
-        plan = plan_export(repo)
-        sharded = any(change.shard is not None for change in plan.changes)
-        if include_chunks or sharded:
-            chunk_ids = ExternalSorter(max_bytes=sort_memory // 4, tmpdir=str(directory))
-        version = 3 if include_chunks or sharded else 2
-        refs = gather_metadata(repo, plan, sorter)
-        engine = _engine(repo, location, plan, options.parallelism, str(directory), client)
-        prefetch_inputs(repo, plan, engine)
-        txlogs = gather_txlogs(engine, plan)  # started first: they are consumed last, after the chunk refs
-        changes = decode_changes(engine, plan, include_chunks)
+        if base is None:
+            summary = job.run(plan_export(repo), Scope())
+        else:
+            # the fragment's export builds on this module's stages, hence imported here
+            from zsarchive.archive.incremental import export_fragment
 
-        def chunk_data() -> Iterator[list[bytes]]:
-            if chunk_ids is None:
-                return
-            index_records: list[bytes] = []
-            yield from R.chunk_file_blocks(repo.storage, chunk_ids.sorted(), include_chunks,
-                                           options.chunk_codec == "none", index_records)
-            sorter.extend(index_records)
-            tally.total += len(index_records)
-
-        def header(counts: dict[str, int]) -> bytes:
-            summary.counts = counts
-            return S.record(S.HEADER, (), (version, repo.repo_info().spec_version, export_time, exporter_version(),
-                                           tuple(sorted(counts.items()))))
-
-        summary = ExportSummary(path=target, left_out=plan.left_out)
-        tally = _Tally(len(refs) + sorter.count, progress)
-        lists = merge_families(refs, changes, chunk_data, sorter, txlogs, chunk_ids, header, tally,
-                               lambda: ExternalSorter(max_bytes=sort_memory // 2, tmpdir=str(directory), unique=False))
-        metadata = {S.METADATA_KEY: {"format_version": version, "source_spec_version": repo.spec_version}}
-        write_archive(target, directory / f".{target.name}.{os.getpid()}.partial", lists, metadata, options)
+            summary = export_fragment(job, base)
     finally:
-        if engine is not None:
-            engine.close()
         repo.storage.close()
-        sorter.close()
-        if chunk_ids is not None:
-            chunk_ids.close()
     summary.size = target.stat().st_size
     summary.seconds = time.monotonic() - started
     return summary
+
+
+@dataclass
+class ExportJob:
+    """One export's repository, target and options: :meth:`run` writes the archive a plan and a scope say."""
+
+    repo: Repository
+    location: object
+    target: Path
+    directory: Path
+    options: WriteOptions
+    include_chunks: bool
+    export_time: int
+    progress: Callable[[int, int], None] | None
+    sort_memory: int
+    client: object = None
+
+    def sorter(self, share: int, unique: bool) -> ExternalSorter:
+        """An external sorter spilling next to the archive, with ``1/share`` of the sort memory."""
+        return ExternalSorter(max_bytes=self.sort_memory // share, tmpdir=str(self.directory), unique=unique)
+
+    def partial(self, target: Path | None = None) -> Path:
+        """Where an archive is written until complete."""
+        target = target or self.target
+        return self.directory / f".{target.name}.{os.getpid()}.partial"
+
+    def run(self, plan: ExportPlan, scope: Scope, target: Path | None = None) -> ExportSummary:
+        """Write ``plan``'s records, as far as ``scope`` keeps them, into ``target`` (default: the job's)."""
+        repo, options, include_chunks = self.repo, self.options, self.include_chunks
+        target = target or self.target
+        # Small families hold no duplicate records; chunk ids repeat (one file, many refs) and are deduplicated.
+        sorter = self.sorter(1, unique=False)
+        chunk_ids: ExternalSorter | None = None
+        engine: Engine | None = None
+        try:
+            sharded = any(change.shard is not None for change in plan.changes)
+            if include_chunks or sharded:
+                chunk_ids = self.sorter(4, unique=True)
+            version = 3 if include_chunks or sharded else 2
+            refs = gather_metadata(repo, plan, sorter, scope)
+            engine = _engine(repo, self.location, plan, options.parallelism, str(self.directory), self.client)
+            prefetch_inputs(repo, plan, engine)
+            txlogs = gather_txlogs(engine, plan)  # started first: they are consumed last, after the chunk refs
+            changes = decode_changes(engine, plan, include_chunks)
+
+            def chunk_data() -> Iterator[list[bytes]]:
+                if chunk_ids is None:
+                    return
+                index_records: list[bytes] = []
+                yield from R.chunk_file_blocks(repo.storage, scope.new_files(chunk_ids.sorted()), include_chunks,
+                                               options.chunk_codec == "none", index_records)
+                sorter.extend(index_records)
+                tally.total += len(index_records)
+
+            def header(counts: dict[str, int]) -> bytes:
+                summary.counts = counts
+                return scope.header(version, repo.repo_info().spec_version, self.export_time, counts)
+
+            summary = ExportSummary(path=target, left_out=plan.left_out)
+            tally = _Tally(len(refs) + sorter.count, self.progress)
+            lists = merge_families(refs, changes, chunk_data, sorter, txlogs, chunk_ids, header, tally,
+                                   lambda: self.sorter(2, unique=False))
+            write_archive(target, self.partial(target), scope.watch(lists), scope.metadata(version, repo.spec_version),
+                          options)
+        finally:
+            if engine is not None:
+                engine.close()
+            sorter.close()
+            if chunk_ids is not None:
+                chunk_ids.close()
+        return summary

@@ -250,3 +250,46 @@ def decode(buf, pos: int = 0, end: int | None = None, what: str = "key",
     if _nested:
         raise ZSCorrupt(f"{what}: nested tuple not terminated before position {end}")
     return tuple(out), pos
+
+
+
+def element_end(buf: bytes, pos: int) -> int:
+    """The position just after the element starting at ``pos`` (its END byte for a tuple), found
+    without building it; ZSCorrupt if it does not end within ``buf``."""
+    depth, n = 0, len(buf)
+    while pos < n:
+        code = buf[pos]
+        pos += 1
+        if INT_NEG_BIG < code < INT_POS_BIG:
+            pos += abs(code - INT_ZERO)
+        elif code == STRING or code == BYTES:
+            end = buf.find(b"\x00", pos)
+            while 0 <= end < n - 1 and buf[end + 1] == 0xFF:  # an escaped NUL, not the terminator
+                end = buf.find(b"\x00", end + 2)
+            if end < 0:
+                break
+            pos = end + 1
+        elif code == TUPLE:
+            depth += 1
+            continue
+        elif code == END and depth:
+            depth -= 1
+        elif code == INT_POS_BIG and pos < n:
+            pos += 1 + buf[pos]
+        elif code == INT_NEG_BIG and pos < n:
+            pos += 1 + 255 - buf[pos]
+        elif code not in (NONE, TRUE, FALSE):
+            raise ZSCorrupt(f"key {bytes(buf[:40])!r}: unknown type code 0x{code:02x} at position {pos - 1}")
+        if depth == 0 and pos <= n:
+            return pos
+    raise ZSCorrupt(f"key {bytes(buf[:40])!r}: element at position {pos} is not terminated")
+
+
+def key_end(buf: bytes, pos: int = 1) -> int:
+    """The position just after the END byte that closes the key starting at ``pos`` (a record's key
+    starts at 1, after its family tag)."""
+    while pos < len(buf) and buf[pos] != END:
+        pos = element_end(buf, pos)
+    if pos >= len(buf):
+        raise ZSCorrupt(f"key {bytes(buf[:40])!r}: not terminated")
+    return pos + 1

@@ -17,6 +17,7 @@ from zsarchive.archive import schema as S
 from zsarchive.archive.chunkdata import ChunkReader, coords_text, is_url
 from zsarchive.archive.chunkpieces import read_pieces
 from zsarchive.archive.chunkrefs import ManifestRefs, RefTimeline
+from zsarchive.archive.fragments import Chain, Member, open_chain
 from zsarchive.archive.refspec import RefSpec, TimeBound, parse_ref, time_bound
 from zsarchive.archive.shards import EMPTY, shard_layout
 from zsarchive.errors import ZSCorrupt, ZSError
@@ -79,7 +80,7 @@ class NotFound(ZSError, LookupError):
     """A ref, path, chunk or snapshot that the archive does not have."""
 
 
-def archive_metadata(zs: ZS) -> dict | None:
+def archive_metadata(zs: ZS | Chain) -> dict | None:
     """The archive marker in a ZS file's header metadata, or None when it is not a repo archive."""
     marker = zs.metadata.get(S.METADATA_KEY) if isinstance(zs.metadata, dict) else None
     return marker if isinstance(marker, dict) else None
@@ -132,6 +133,12 @@ class RepoArchive:
             self.zs.close()
             raise ZSError(f"{self.name}: archive format version {version!r} is newer than this "
                           f"zsarchive reads ({S.FORMAT_VERSION}): upgrade zsarchive")
+        if marker.get("fragment") is not None:
+            try:
+                self.zs = open_chain(self.zs, self.name)
+            except BaseException:
+                self.zs.close()
+                raise
         self._snapshots: dict[str, tuple] = {}
         self._has_chunk_data: bool | None = None
         self._has_shard_indexes: bool | None = None
@@ -179,10 +186,27 @@ class RepoArchive:
         return None
 
     def header(self) -> dict:
-        """The archive header record: format version, source spec version, export time, counts."""
+        """The archive header record: format version, source spec version, export time, counts (of a
+        fragment: of its chain's view, as a full export's)."""
         summary = header_summary(self.zs)
         assert summary is not None  # checked in __init__
         return summary
+
+    def chain(self) -> list[dict]:
+        """The archives read as this one, newest first: one for a full archive, a fragment and its
+        bases for a fragment (location, format version, export time, SHA-256, time range covered)."""
+        members = self.zs.members if isinstance(self.zs, Chain) else [Member(self.zs, self.name, None, ())]
+        out = []
+        for member in members:
+            header = header_summary(member.zs) or {}
+            entry = {"location": member.location, "format_version": header.get("format_version"),
+                     "export_time": header.get("export_time"), "sha256": member.zs.data_sha256.hex()}
+            if member.info is not None:
+                entry["covers"] = [format_time(t) for t in member.info.covers]
+                entry["records"] = {S.FAMILY_NAMES[tag]: h.records for tag, h in sorted(member.info.holdings.items())}
+                entry["tombstones"] = sum(h.tombstones for h in member.info.holdings.values())
+            out.append(entry)
+        return out
 
     def repo_facts(self) -> dict[str, Any]:
         """Repository-level facts: spec_version, metadata, config, status, feature_flags."""

@@ -10,10 +10,15 @@ from __future__ import annotations
 from zsarchive.archive import keys
 from zsarchive.errors import ZSCorrupt, ZSError
 
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4
 """Newest version of the archive format as a whole (archive header record and ZS metadata); readers
 read every version up to it (format 1 stores chunk refs per manifest, format 2 as a per-chunk timeline,
-format 3 adds chunk bytes in pieces and shard indexes, and is written only by archives holding either)."""
+format 3 adds chunk bytes in pieces and shard indexes, and is written only by archives holding either;
+format 4 is a fragment, read together with the archives it builds on: zsarchive.archive.fragments)."""
+FULL_FORMAT = 3
+"""The newest format version of a standalone archive (a fragment's is FRAGMENT_FORMAT)."""
+FRAGMENT_FORMAT = 4
+"""The format version of a fragment."""
 
 METADATA_KEY = "icechunk-archive"
 """Key of the object in the ZS header metadata that marks a file as a repo archive."""
