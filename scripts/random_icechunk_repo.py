@@ -380,8 +380,12 @@ class Generator:
         if self.branch not in self.repo.list_branches():  # expiration deleted it
             self.branch = "main"
 
-    def run(self, steps: int) -> None:
-        for _ in range(steps):
+    def run(self, steps: int, pause=None) -> None:
+        """``steps`` operations, then perhaps expiration and a commit; ``pause(done)`` is called
+        between operations (it may stop the process until the caller has looked at the repository)."""
+        for done in range(steps):
+            if pause is not None and done:
+                pause(done)
             r = self.rnd.random()
             if r < 0.65:
                 self.commit()
@@ -405,17 +409,30 @@ def main() -> None:
     parser.add_argument("out", type=Path, help="directory to create (repo/ and virtual/ inside)")
     parser.add_argument("--seed", type=int, required=True)
     parser.add_argument("--steps", type=int, default=12, help="operations in the history")
+    parser.add_argument("--pause-every", type=int, default=0, metavar="K",
+                        help="after every K operations print the JSON line so far and wait for a line on stdin")
     args = parser.parse_args()
     warnings.simplefilter("ignore")
     answer = os.fdopen(os.dup(1), "w")  # icechunk 1.x logs to stdout
     os.dup2(2, 1)
     ic.set_logs_filter("error")
     gen = Generator(args.out, args.seed)
-    gen.run(args.steps)
-    json.dump({"seed": args.seed, "icechunk_version": ic.__version__, "virtual_prefix": gen.prefix,
-               "virtual_dir": str((args.out / "virtual").resolve()), "deleted_tags": sorted(gen.created_tags - gen.live_tags()),
-               "log": gen.log}, answer, ensure_ascii=False)
-    answer.write("\n")
+
+    def report() -> None:
+        json.dump({"seed": args.seed, "icechunk_version": ic.__version__, "virtual_prefix": gen.prefix,
+                   "virtual_dir": str((args.out / "virtual").resolve()),
+                   "deleted_tags": sorted(gen.created_tags - gen.live_tags()), "log": gen.log}, answer,
+                  ensure_ascii=False)
+        answer.write("\n")
+        answer.flush()
+
+    def pause(done: int) -> None:
+        if done % args.pause_every == 0:
+            report()
+            sys.stdin.readline()
+
+    gen.run(args.steps, pause if args.pause_every else None)
+    report()
     answer.close()
     sys.stderr.flush()
     os._exit(0)  # icechunk sometimes crashes in its runtime's teardown, after the work is done

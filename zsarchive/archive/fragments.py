@@ -85,14 +85,16 @@ class Holding:
 @dataclass(frozen=True)
 class FragmentInfo:
     """What a fragment's header record says beyond a full archive's: the time range it covers (its
-    base's export time, its own) and what it holds per family tag."""
+    base's export time, its own), the format version of a full export made with it (2 or 3: what
+    consolidation writes) and what it holds per family tag."""
 
     covers: tuple[int, int]
+    view_format: int
     holdings: dict[bytes, Holding]
 
     def encode(self) -> tuple:
         """The sixth value element of the fragment's header record."""
-        return (self.covers[0], self.covers[1],
+        return (self.covers[0], self.covers[1], self.view_format,
                 tuple((S.FAMILY_NAMES[tag], h.records, h.tombstones, None if h.firsts is None else tuple(sorted(h.firsts)))
                       for tag, h in sorted(self.holdings.items())))
 
@@ -101,7 +103,9 @@ class FragmentInfo:
         """Read the element :meth:`encode` writes; ZSCorrupt naming ``where`` when it is malformed."""
         tags = {name: tag for tag, name in S.FAMILY_NAMES.items()}
         try:
-            start, stop, families = element  # type: ignore[misc]
+            start, stop, view_format, families = element  # type: ignore[misc]
+            if view_format not in (2, 3):
+                raise ValueError(f"format version {view_format!r} of the view")
             holdings = {}
             for name, records, dead, firsts in families:
                 if name not in tags or not all(isinstance(n, int) and n >= 0 for n in (records, dead)) \
@@ -114,13 +118,14 @@ class FragmentInfo:
                 raise ValueError("time range")
         except (TypeError, ValueError) as exc:
             raise ZSCorrupt(f"{where}: malformed fragment description in the header record ({exc})") from None
-        return cls((start, stop), holdings)
+        return cls((start, stop), view_format, holdings)
 
 
 class HoldingsTally:
     """Counts a fragment's records per family as they are written, with their first key elements."""
 
-    def __init__(self) -> None:
+    def __init__(self, strict: bool = False) -> None:
+        self.strict = strict  # check every record's version byte (validation), not only those ending in 0
         self.records: dict[bytes, int] = {}
         self.tombstones: dict[bytes, int] = {}
         self.firsts: dict[bytes, set] = {}
@@ -140,12 +145,16 @@ class HoldingsTally:
             end = keys.element_end(rec, 1)
             self._last = bytes(rec[:end])
             self.firsts.setdefault(tag, set()).add(keys.decode(self._last, 1)[0][0])
-        if rec[-1] == 0 and is_tombstone(rec):
-            self.tombstones[tag] = self.tombstones.get(tag, 0) + 1
+        if rec[-1] == 0 or self.strict:
+            end = keys.key_end(rec)
+            if end < len(rec) and rec[end] == 0:
+                if len(rec) != end + 1:
+                    raise ZSCorrupt(f"tombstone {bytes(rec[:60])!r} holds bytes after its version byte")
+                self.tombstones[tag] = self.tombstones.get(tag, 0) + 1
 
-    def info(self, covers: tuple[int, int]) -> FragmentInfo:
+    def info(self, covers: tuple[int, int], view_format: int) -> FragmentInfo:
         """The description of what was tallied (the header record itself left out)."""
-        return FragmentInfo(covers, {tag: Holding(n, self.tombstones.get(tag, 0),
+        return FragmentInfo(covers, view_format, {tag: Holding(n, self.tombstones.get(tag, 0),
                                                   frozenset(self.firsts.get(tag, ())) if tag in _FIRST_KEYED_TAGS else None)
                                      for tag, n in self.records.items() if tag != S.HEADER})
 

@@ -132,7 +132,7 @@ class FragmentScope(Scope):
             for tag, written in self.tally.records.items():
                 name = S.FAMILY_NAMES[tag]
                 view[name] = view.get(name, 0) + written - self.replaced.get(tag, 0) - 2 * self.tally.tombstones.get(tag, 0)
-        info = self.tally.info(self.covers)
+        info = self.tally.info(self.covers, version)
         return S.record(S.HEADER, (), (S.FRAGMENT_FORMAT, spec_version, export_time, exporter_version(),
                                        tuple(sorted((k, n) for k, n in view.items() if n > 0)), info.encode()))
 
@@ -197,7 +197,7 @@ def _by_difference(job: ExportJob, scope: FragmentScope) -> ExportSummary:
             def header_list() -> Iterator[list[bytes]]:
                 for tag, n in scope.tally.records.items():
                     counts[S.FAMILY_NAMES[tag]] = n
-                yield [scope.header(S.FRAGMENT_FORMAT, header[1], job.export_time, counts)]
+                yield [scope.header(header[0], header[1], job.export_time, counts)]
 
             lists = scope.watch(_record_lists(records, job.options.chunk_codec == "none", str(full)))
             write_archive(job.target, job.partial(), _then(lists, header_list), scope.metadata(0, header[1]), job.options)
@@ -255,9 +255,10 @@ def consolidate(fragment: str | os.PathLike, archive_path: str | os.PathLike, *,
             raise ZSError(f"unknown codec {codec!r}: choose one of {', '.join(codecs.NAMES)}")
         options = WriteOptions(codec, compress_level, chunk_codec, resolve_parallelism(parallelism),
                                approx_block_size, branching_factor)
-        header = chain.members[0].header
+        newest = chain.members[0]
+        header = newest.header
         counts = dict(header[4])
-        version = 3 if counts.get(S.FAMILY_NAMES[S.CHUNK_DATA]) or counts.get(S.FAMILY_NAMES[S.SHARD_INDEX]) else 2
+        version = header[0] if newest.info is None else newest.info.view_format
         record = S.record(S.HEADER, (), (version, header[1], header[2], header[3], tuple(sorted(counts.items()))))
         lists = _record_lists(chain.search(stop=S.HEADER), chunk_codec == "none", chain.name)
         metadata = {S.METADATA_KEY: {"format_version": version, "source_spec_version": header[1]}}

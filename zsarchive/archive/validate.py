@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Iterator
 
 from zsarchive.archive import schema as S
+from zsarchive.archive.fragments import Chain, Holding, HoldingsTally
 from zsarchive.errors import ZSCorrupt
 from zsarchive.zs.reader import ZS
 
@@ -202,7 +203,32 @@ def _header(zs: ZS, facts: _Facts, format_version: int) -> None:
             raise _fail(rec, S.HEADER, f"counts {claimed.get(name, 0)} {name} records, the archive holds {there}")
 
 
-def validate_archive(zs: ZS, format_version: int) -> None:
+def validate_fragments(chain: Chain) -> None:
+    """Each fragment of a chain holds the records its header record says, per family (records,
+    tombstones, first key elements), and tombstones hold nothing after their version byte."""
+    for member in chain.members:
+        if member.info is None:
+            continue
+        tally = HoldingsTally(strict=True)
+        for _ in tally.watch([member.zs.search(stop=S.HEADER)]):
+            pass
+        found = tally.info(member.info.covers, member.info.view_format)
+        for tag in sorted(set(found.holdings) | set(member.info.holdings)):
+            said, held = member.info.holdings.get(tag), found.holdings.get(tag)
+            if said != held:
+                name = S.FAMILY_NAMES.get(tag, repr(tag))
+                raise ZSCorrupt(f"{member.location}: its header record describes its {name} records as "
+                                f"{_described(said)}, the fragment holds {_described(held)}")
+
+
+def _described(held: Holding | None) -> str:
+    if held is None:
+        return "none"
+    firsts = "" if held.firsts is None else f" under {len(held.firsts)} ids"
+    return f"{held.records} ({held.tombstones} tombstones){firsts}"
+
+
+def validate_archive(zs: ZS | Chain, format_version: int) -> None:
     """Check the meaning of an archive's records; ZSCorrupt (one line, naming the record) at the first fault."""
     facts = _Facts()
     _snapshots(zs, facts)

@@ -9,6 +9,7 @@ main.lazy = {
     "info": "zsarchive.cli.info",
     "validate": "zsarchive.cli.validate",
     "export": "zsarchive.cli.export",
+    "consolidate": "zsarchive.cli.consolidate",
     "icechunk": "zsarchive.cli.icechunk",
     **{name: _ARCHIVE for name in ("refs", "log", "ls", "chunks", "chunk", "diff", "ops", "chunk-log")},
 }

@@ -27,15 +27,21 @@ from zsarchive.zs.format.codecs import LEVELS_HELP, NAMES
 @click.option("--scheduler", metavar="ADDRESS",
               help="Decode on the dask.distributed cluster of this scheduler (e.g. tcp://host:8786); needs "
                    "zsarchive[dask], and the workers must reach REPO.")
+@click.option("--base", metavar="OLD.zs", type=click.Path(dir_okay=False),
+              help="Write a fragment: only what the archive OLD.zs (itself full or a fragment) lacks. "
+                   "Readers open ARCHIVE with OLD.zs beside it, at the same relative path.")
 @remote_options
 def export_command(repo: str, archive: str, codec: str, compress_level: str | None, include_chunks: bool,
-                   chunk_codec: str, parallelism: int | str, no_progress: bool, scheduler: str | None, anon: bool,
-                   storage_options: dict[str, str]) -> None:
+                   chunk_codec: str, parallelism: int | str, no_progress: bool, scheduler: str | None,
+                   base: str | None, anon: bool, storage_options: dict[str, str]) -> None:
     """Export the Icechunk repository REPO into the ZS file ARCHIVE.
 
     REPO is a directory, or a file://, s3://BUCKET/PREFIX, gs://BUCKET/PREFIX, az://CONTAINER/PREFIX
     (abfs://) or http(s):// URL. Credentials and endpoints come from the standard environment variables
     (AWS_ACCESS_KEY_ID, AWS_ENDPOINT_URL, GOOGLE_APPLICATION_CREDENTIALS, AZURE_STORAGE_ACCOUNT_NAME ...).
+
+    With --base, ARCHIVE is a fragment of the chain OLD.zs starts: every query of ARCHIVE answers as a
+    full export made now would; `zs consolidate` folds a chain into one archive.
     """
     # Imported here: the exporter pulls in numpy and the Icechunk decoders, which `zs --help` need not.
     from zsarchive.archive import export as export_repository
@@ -58,7 +64,7 @@ def export_command(repo: str, archive: str, codec: str, compress_level: str | No
     try:
         summary = export_repository(repo, archive, codec=codec, compress_level=compress_level,
                                     include_chunks=include_chunks, chunk_codec=chunk_codec, parallelism=parallelism, progress=progress,
-                                    storage_options=storage_options, anon=anon, client=client)
+                                    storage_options=storage_options, anon=anon, client=client, base=base)
     finally:
         if bar is not None:
             bar.__exit__(None, None, None)

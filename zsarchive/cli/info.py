@@ -17,7 +17,8 @@ from zsarchive.cli.dump import open_zs
 def info_command(zs_file: str, metadata_only: bool) -> None:
     """Display general information from a .zs file's header, as JSON.
 
-    ZS_FILE is a path, or a URL if it starts with "http".
+    ZS_FILE is a path, or a URL if it starts with "http". A repo archive also shows its header
+    record; a fragment, the chain of archives it builds on (opened and checked).
     """
     with open_zs(zs_file, parallelism=0) as z:
         if metadata_only:
@@ -39,4 +40,9 @@ def info_command(zs_file: str, metadata_only: bool) -> None:
             archive = header_summary(z)  # repo archives also show their header record
             if archive is not None:
                 info["archive"] = archive
+                if isinstance(z.metadata.get("icechunk-archive", {}).get("fragment"), dict):
+                    from zsarchive.archive import RepoArchive
+
+                    with RepoArchive(z) as chain:  # opens, and checks, the bases it builds on
+                        info["chain"] = chain.chain()
     click.echo(json.dumps(info, indent=4))

@@ -41,7 +41,8 @@ def validate_command(zs_file: str, parallelism: int | str, no_spinner: bool) -> 
     """Check a .zs file for errors or data corruption.
 
     ZS_FILE is a path or URL. Every rule of the ZS format is checked; a repo archive's records are
-    then checked for their meaning too (shapes, counts, history, references). Prints "looks good!" when
+    then checked for their meaning too (shapes, counts, history, references); a fragment's links to
+    the archives it builds on are checked, and its chain's records as one archive's. Prints "looks good!" when
     every check passes; otherwise one error line naming the offset or record and the problem, and exit
     status 1.
     """
@@ -54,15 +55,22 @@ def validate_command(zs_file: str, parallelism: int | str, no_spinner: bool) -> 
     with open_zs(zs_file) as z:
         # Imported here: plain ZS files need nothing of the archive layer.
         from zsarchive.archive import archive_metadata
-        from zsarchive.archive.validate import validate_archive
+        from zsarchive.archive.fragments import open_chain
+        from zsarchive.archive.validate import validate_archive, validate_fragments
 
         marker = archive_metadata(z)
         if marker is not None:
             version = marker.get("format_version")
             if not isinstance(version, int):
                 raise ZSCorrupt(f"{zs_file}: the archive marker has no format_version")
+            view = open_chain(z, zs_file) if marker.get("fragment") is not None else z
             try:
-                validate_archive(z, version)
+                if view is not z:
+                    validate_fragments(view)
+                validate_archive(view, version)
             except ZSCorrupt as exc:
                 raise ZSCorrupt(f"{zs_file}: {exc}") from None
+            finally:
+                if view is not z:
+                    view.close()
     click.echo("looks good!")
