@@ -10,6 +10,7 @@ __getattr__ = lazy_exports(__name__, {
     "ValidationReport": "zsarchive.zs.validate",
     "RepoArchive": "zsarchive.archive",
     "export": "zsarchive.archive",
+    "consolidate": "zsarchive.archive",
     "IcechunkRepository": "zsarchive.icechunk:Repository",
     # the zarr store needs the optional ``zarr`` extra
     "open_store": "zsarchive.archive.zarrstore",
@@ -17,4 +18,4 @@ __getattr__ = lazy_exports(__name__, {
 })
 
 __all__ = ["ZSError", "ZSCorrupt", "ZS", "ZSWriter", "validate", "ValidationReport", "RepoArchive", "export",
-           "IcechunkRepository", "open_store", "ArchiveStore"]
+           "consolidate", "IcechunkRepository", "open_store", "ArchiveStore"]

@@ -6,7 +6,8 @@ from zsarchive.lazy import lazy_exports
 
 # exporting needs the Icechunk decoders; querying an archive does not
 __getattr__ = lazy_exports(__name__, {"ExportSummary": "zsarchive.archive.exporter",
-                                      "export": "zsarchive.archive.exporter"})
+                                      "export": "zsarchive.archive.exporter",
+                                      "consolidate": "zsarchive.archive.incremental"})
 
-__all__ = ["ExportSummary", "NotFound", "RepoArchive", "archive_metadata", "export", "header_summary",
+__all__ = ["ExportSummary", "NotFound", "RepoArchive", "archive_metadata", "consolidate", "export", "header_summary",
            "parse_ref", "parse_time"]

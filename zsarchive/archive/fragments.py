@@ -12,6 +12,8 @@ lookup reads only the fragments that may hold its key.
 
 from __future__ import annotations
 
+import bisect
+import hashlib
 import heapq
 import os
 import posixpath
@@ -31,6 +33,15 @@ FIRST_KEYED = frozenset(S.FAMILY_NAMES[f] for f in (S.CHUNK_REF, S.CHUNK_HISTORY
                                                     S.SNAPSHOT, S.TXLOG))
 """Families whose first key element (a node or snapshot id) a fragment's header lists."""
 _FIRST_KEYED_TAGS = frozenset(t for t, name in S.FAMILY_NAMES.items() if name in FIRST_KEYED)
+FILTER_HASHES = 7
+"""Bit positions each key sets in a fragment's chunk ref filter."""
+FILTER_BITS_PER_KEY = 10
+"""Filter bits per key: about 1% of lookups of keys a fragment lacks read it anyway."""
+FILTER_MAX_KEYS = 1 << 18
+"""A fragment with chunk refs under more (node, coords) keys than this has no filter."""
+_CACHED = frozenset((S.REFS, S.REPO))
+"""Small families a chain reads once and keeps: every fragment may hold some, and a query resolving a
+branch would otherwise read each fragment."""
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 _MAX_BASE = 4096
 
@@ -70,6 +81,42 @@ def diff(new: Iterable[bytes], old: Iterable[bytes], replaced: dict[bytes, int] 
             a, b = next(new, None), next(old, None)
 
 
+# -- chunk ref filters --------------------------------------------------------------------------
+
+def chunk_prefix(rec: bytes) -> bytes:
+    """A chunk ref record's key up to its coordinates: family, node id, coords."""
+    return rec[:keys.element_end(rec, keys.element_end(rec, 1))]
+
+
+class ChunkFilter:
+    """A Bloom filter over the (node id, coords) prefixes of a fragment's chunk ref keys: a lookup of
+    a chunk whose prefix it lacks skips the fragment (the bits are those documented: blake2b)."""
+
+    def __init__(self, bits: bytes):
+        self.bits = bits
+        self.size = 8 * len(bits)
+
+    @staticmethod
+    def _positions(prefix: bytes, size: int) -> list[int]:
+        digest = hashlib.blake2b(prefix, digest_size=16).digest()
+        h1, h2 = int.from_bytes(digest[:8], "little"), int.from_bytes(digest[8:], "little") | 1
+        return [(h1 + i * h2) % size for i in range(FILTER_HASHES)]
+
+    @classmethod
+    def build(cls, prefixes: list[bytes]) -> ChunkFilter:
+        """The filter of a list of prefixes."""
+        bits = bytearray(max(1, (len(prefixes) * FILTER_BITS_PER_KEY + 7) // 8))
+        size = 8 * len(bits)
+        for prefix in prefixes:
+            for at in cls._positions(prefix, size):
+                bits[at >> 3] |= 1 << (at & 7)
+        return cls(bytes(bits))
+
+    def may_hold(self, prefix: bytes) -> bool:
+        """False only when no key of the fragment starts with ``prefix``."""
+        return all(self.bits[at >> 3] & (1 << (at & 7)) for at in self._positions(prefix, self.size))
+
+
 # -- what a fragment holds -----------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -91,10 +138,12 @@ class FragmentInfo:
     covers: tuple[int, int]
     view_format: int
     holdings: dict[bytes, Holding]
+    chunk_filter: ChunkFilter | None = None
 
     def encode(self) -> tuple:
         """The sixth value element of the fragment's header record."""
         return (self.covers[0], self.covers[1], self.view_format,
+                None if self.chunk_filter is None else self.chunk_filter.bits,
                 tuple((S.FAMILY_NAMES[tag], h.records, h.tombstones, None if h.firsts is None else tuple(sorted(h.firsts)))
                       for tag, h in sorted(self.holdings.items())))
 
@@ -103,7 +152,9 @@ class FragmentInfo:
         """Read the element :meth:`encode` writes; ZSCorrupt naming ``where`` when it is malformed."""
         tags = {name: tag for tag, name in S.FAMILY_NAMES.items()}
         try:
-            start, stop, view_format, families = element  # type: ignore[misc]
+            start, stop, view_format, bits, families = element  # type: ignore[misc]
+            if not (bits is None or (isinstance(bits, bytes) and bits)):
+                raise ValueError("chunk ref filter")
             if view_format not in (2, 3):
                 raise ValueError(f"format version {view_format!r} of the view")
             holdings = {}
@@ -118,7 +169,7 @@ class FragmentInfo:
                 raise ValueError("time range")
         except (TypeError, ValueError) as exc:
             raise ZSCorrupt(f"{where}: malformed fragment description in the header record ({exc})") from None
-        return cls((start, stop), view_format, holdings)
+        return cls((start, stop), view_format, holdings, None if bits is None else ChunkFilter(bits))
 
 
 class HoldingsTally:
@@ -130,6 +181,7 @@ class HoldingsTally:
         self.tombstones: dict[bytes, int] = {}
         self.firsts: dict[bytes, set] = {}
         self._last = b"\xff"  # the first-element prefix of the last first-keyed record seen
+        self.chunk_prefixes: list[bytes] | None = []  # None past FILTER_MAX_KEYS
 
     def watch(self, lists: Iterable[list[bytes]]) -> Iterator[list[bytes]]:
         """``lists`` as they pass, tallied."""
@@ -145,6 +197,12 @@ class HoldingsTally:
             end = keys.element_end(rec, 1)
             self._last = bytes(rec[:end])
             self.firsts.setdefault(tag, set()).add(keys.decode(self._last, 1)[0][0])
+        if tag == S.CHUNK_REF and self.chunk_prefixes is not None:
+            prefix = chunk_prefix(rec)
+            if not self.chunk_prefixes or self.chunk_prefixes[-1] != prefix:
+                self.chunk_prefixes.append(prefix)
+                if len(self.chunk_prefixes) > FILTER_MAX_KEYS:
+                    self.chunk_prefixes = None
         if rec[-1] == 0 or self.strict:
             end = keys.key_end(rec)
             if end < len(rec) and rec[end] == 0:
@@ -154,9 +212,11 @@ class HoldingsTally:
 
     def info(self, covers: tuple[int, int], view_format: int) -> FragmentInfo:
         """The description of what was tallied (the header record itself left out)."""
-        return FragmentInfo(covers, view_format, {tag: Holding(n, self.tombstones.get(tag, 0),
-                                                  frozenset(self.firsts.get(tag, ())) if tag in _FIRST_KEYED_TAGS else None)
-                                     for tag, n in self.records.items() if tag != S.HEADER})
+        holdings = {tag: Holding(n, self.tombstones.get(tag, 0),
+                                 frozenset(self.firsts.get(tag, ())) if tag in _FIRST_KEYED_TAGS else None)
+                    for tag, n in self.records.items() if tag != S.HEADER}
+        prefixes = self.chunk_prefixes
+        return FragmentInfo(covers, view_format, holdings, ChunkFilter.build(prefixes) if prefixes else None)
 
 
 # -- locating a base -----------------------------------------------------------------------------
@@ -206,13 +266,15 @@ class Member:
         self.info = info
         self.header = header
 
-    def may_hold(self, family: bytes | None, first: object) -> bool:
+    def may_hold(self, family: bytes | None, first: object, chunk: bytes | None = None) -> bool:
         """Whether this archive may hold a record of ``family`` whose first key element is ``first``
-        (None: unknown)."""
+        (None: unknown), and a chunk ref under the (node, coords) prefix ``chunk`` if given."""
         if self.info is None or family is None or family == S.HEADER:
             return True
         held = self.info.holdings.get(family)
-        return held is not None and (held.firsts is None or first is None or first in held.firsts)
+        if held is None or not (held.firsts is None or first is None or first in held.firsts):
+            return False
+        return chunk is None or self.info.chunk_filter is None or self.info.chunk_filter.may_hold(chunk)
 
     def may_tombstone(self, family: bytes | None) -> bool:
         """Whether this archive may hold tombstones of ``family`` (None: any)."""
@@ -224,15 +286,17 @@ class Member:
         return held is not None and held.tombstones > 0
 
 
-def _family_first(hint: bytes) -> tuple[bytes | None, object]:
-    """The family and first key element a search bound fixes, where it fixes them."""
+def _family_first(hint: bytes) -> tuple[bytes | None, object, bytes | None]:
+    """The family and first key element a search bound fixes, where it fixes them, and the bound
+    itself when it is a chunk ref's (node, coords) prefix."""
     if not hint:
-        return None, None
+        return None, None, None
     try:
         elements, _ = keys.decode(hint, 1, what="search bound")
     except ZSCorrupt:  # a bound cut inside an element: the family alone is known
-        return hint[:1], None
-    return hint[:1], elements[0] if elements else None
+        return hint[:1], None, None
+    chunk = hint if hint[:1] == S.CHUNK_REF and len(elements) == 2 else None
+    return hint[:1], elements[0] if elements else None, chunk
 
 
 def _merged(streams: list[Iterator[bytes]]) -> Iterator[bytes]:
@@ -261,10 +325,11 @@ class Chain:
         self.metadata = newest.metadata
         self.codec = newest.codec
         self.data_sha256 = newest.data_sha256
+        self._small: dict[bytes, list[bytes]] = {}
 
     def _candidates(self, hint: bytes) -> tuple[list[Member], bytes | None]:
-        family, first = _family_first(hint)
-        return [m for m in self.members if m.may_hold(family, first)], family
+        family, first, chunk = _family_first(hint)
+        return [m for m in self.members if m.may_hold(family, first, chunk)], family
 
     def search(self, start: bytes | None = None, stop: bytes | None = None,
                prefix: bytes | None = None) -> Iterator[bytes]:
@@ -276,10 +341,22 @@ class Chain:
         else:
             hint = b""
         members, family = self._candidates(hint)
+        if family in _CACHED and len(members) > 1:
+            return self._cached(family, start, stop, prefix)
         streams = [m.zs.search(start=start, stop=stop, prefix=prefix) for m in members]
         if len(streams) == 1 and not members[0].may_tombstone(family):
             return streams[0]
         return _merged(streams)
+
+    def _cached(self, family: bytes, start: bytes | None, stop: bytes | None, prefix: bytes | None) -> Iterator[bytes]:
+        view = self._small.get(family)
+        if view is None:
+            view = self._small[family] = list(_merged([m.zs.search(prefix=family) for m in self.members]))
+        at = bisect.bisect_left(view, max(start or b"", prefix or b""))
+        for rec in view[at:]:
+            if (stop is not None and rec >= stop) or (prefix is not None and not rec.startswith(prefix)):
+                return
+            yield rec
 
     def floor_span(self, before: bytes, stop: bytes, views: bool = False) -> list:
         """As :meth:`ZS.floor_span`, answered by the newest archive holding records that share

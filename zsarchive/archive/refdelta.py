@@ -20,8 +20,9 @@ from zsarchive.icechunk.manifest import RefBatch
 Manifests = Sequence[tuple[str, Sequence[Sequence[int]]]]
 """(manifest id, extents) of an array in one snapshot: extents a (from, to) pair per dimension."""
 
-_COLUMNS = ("kind", "inline", "chunk_id", "location", "checksum_etag", "checksum_last_modified")
-"""The RefBatch columns that are lists (compared as Python objects); offset and length are arrays."""
+_COLUMNS = ("location", "chunk_id", "inline", "checksum_etag", "checksum_last_modified")
+"""The RefBatch columns that are lists (compared as Python objects); offset and length are arrays. The
+kind is not compared: a ref's kind is which of location, chunk_id and inline it has (not None)."""
 
 
 def coord_keys(coords: np.ndarray) -> np.ndarray:
@@ -132,9 +133,13 @@ def _same_refs(a: RefBatch, rows_a: np.ndarray, b: RefBatch, rows_b: np.ndarray)
     """Whether ref ``rows_a[i]`` of ``a`` equals ref ``rows_b[i]`` of ``b``, for each i."""
     same = (a.offset[rows_a] == b.offset[rows_b]) & (a.length[rows_a] == b.length[rows_b])
     for name in _COLUMNS:
-        left, right = np.empty(len(getattr(a, name)), object), np.empty(len(getattr(b, name)), object)
-        left[:], right[:] = getattr(a, name), getattr(b, name)
-        same &= left[rows_a] == right[rows_b]
+        values_a, values_b = getattr(a, name), getattr(b, name)
+        if values_a.count(None) == len(values_a) and values_b.count(None) == len(values_b):
+            continue  # a field neither side's refs have (the etag of most virtual refs, say)
+        left, right = np.empty(len(values_a), object), np.empty(len(values_b), object)
+        left[:], right[:] = values_a, values_b
+        rows = np.flatnonzero(same)  # only refs still alike are compared further
+        same[rows] = left[rows_a[rows]] == right[rows_b[rows]]
     return same
 
 

@@ -219,6 +219,10 @@ def validate_fragments(chain: Chain) -> None:
                 name = S.FAMILY_NAMES.get(tag, repr(tag))
                 raise ZSCorrupt(f"{member.location}: its header record describes its {name} records as "
                                 f"{_described(said)}, the fragment holds {_described(held)}")
+        said_bits = None if member.info.chunk_filter is None else member.info.chunk_filter.bits
+        if said_bits != (None if found.chunk_filter is None else found.chunk_filter.bits):
+            raise ZSCorrupt(f"{member.location}: its header record's chunk ref filter is not the filter of "
+                            "its chunk refs")
 
 
 def _described(held: Holding | None) -> str:
