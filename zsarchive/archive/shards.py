@@ -11,11 +11,11 @@ import sys
 from array import array
 from dataclasses import dataclass
 
-import crcmod.predefined
+from fastcrc import crc32 as _crc32
 
 from zsarchive.errors import ZSCorrupt, ZSError
 
-_crc32c = crcmod.predefined.mkCrcFun("crc-32c")
+_crc32c = _crc32.iscsi
 EMPTY = 2**64 - 1
 """Offset and length of an inner chunk the shard does not hold (the fill value)."""
 
