@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import abc
 import collections
+import errno
 import os
 import stat
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -71,6 +72,8 @@ class LocalStorage(Storage):
 
     def __init__(self, root: str | os.PathLike):
         self.root = Path(root)
+        self._real_root = os.path.realpath(root)
+        self._inside: set[str] = set()  # directories known to resolve inside the root
 
     @property
     def name(self) -> str:
@@ -83,10 +86,25 @@ class LocalStorage(Storage):
         return self.root / key
 
     def read(self, key: str) -> bytes | None:
+        path = self._path(key)
         try:
-            return read_regular(self._path(key), self.root)
+            directory = str(path.parent)
+            if directory not in self._inside:
+                real = os.path.realpath(directory)
+                if real != self._real_root and not real.startswith(self._real_root.rstrip(os.sep) + os.sep):
+                    raise ZSError(f"{path}: refusing a link out of {self.root} (it leads to {real})")
+                self._inside.add(directory)
+            try:  # the directory resolves inside: only a link as the file itself needs resolving
+                fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOFOLLOW)
+            except OSError as exc:
+                if exc.errno != errno.ELOOP:
+                    raise
+                return read_regular(path, self.root)
+            return _read_fd(fd, path)
         except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
             return None
+        except OSError as exc:
+            raise ZSError(f"{path}: cannot open: {exc.strerror}") from None
 
     def read_range(self, key: str, offset: int, length: int) -> bytes:
         return read_file_range(self._path(key), offset, length)
@@ -114,6 +132,11 @@ def read_regular(path: str | os.PathLike, root: str | os.PathLike) -> bytes:
         raise
     except OSError as exc:
         raise ZSError(f"{path}: cannot open: {exc.strerror}") from None
+    return _read_fd(fd, path)
+
+
+def _read_fd(fd: int, path: str | os.PathLike) -> bytes:
+    """The bytes of the file open as ``fd`` (closed after), refused unless it is a regular file."""
     with os.fdopen(fd, "rb") as handle:
         mode = os.fstat(fd).st_mode
         if stat.S_ISDIR(mode):

@@ -161,6 +161,9 @@ class ZSWriter:
         self._in_flight: deque[Future] = deque()
         self._max_in_flight = 2 * parallelism
         self._hasher = hashlib.sha256()
+        # One thread hashes the payloads, in order, beside the writing (hashlib lets go of the GIL).
+        self._hashing = ThreadPoolExecutor(max_workers=1, thread_name_prefix="zs-hash")
+        self._hashed: deque[Future] = deque()
         self._records_written = 0  # records of blocks already written (for error messages)
         self._last_record: bytes | None = None
         self._index = IndexBuilder(branching_factor, self._codec.compress, self._append)
@@ -245,6 +248,8 @@ class ZSWriter:
             self._header.root_index_offset = root.offset
             self._header.root_index_length = root.length
             self._header.total_file_length = self._pos
+            while self._hashed:
+                self._hashed.popleft().result()
             self._header.data_sha256 = self._hasher.digest()
             encoded = self._header.encode()
             if len(encoded) != self._header_length:
@@ -270,6 +275,7 @@ class ZSWriter:
             fut.cancel()
         self._in_flight.clear()
         self._pool.shutdown(wait=True, cancel_futures=True)
+        self._hashing.shutdown(wait=True, cancel_futures=True)
         self._file.close()
 
     def __enter__(self) -> ZSWriter:
@@ -378,7 +384,9 @@ class ZSWriter:
             raise ZSError(f"records are not sorted: record {base + 1} {show_record(built.first)} "
                           f"sorts before record {base} {show_record(last)} "
                           "(records count from 1; input must be sorted bytewise)")
-        self._hasher.update(built.payload)
+        self._hashed.append(self._hashing.submit(self._hasher.update, built.payload))
+        while len(self._hashed) > self._max_in_flight:
+            self._hashed.popleft().result()
         self._records_written = base + built.count
         self._last_record = built.last
         self._index.add(0, key, self._append(built.framed), len(built.framed))
