@@ -7,7 +7,6 @@ import contextlib
 import json
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -244,6 +243,27 @@ def test_a_chain_that_loops_or_runs_too_deep_is_refused(small_chain, tmp_path):
     for i in range(1, MAX_CHAIN + 2):
         _relink(small_chain / "frag.zs", tmp_path / f"base{i:03}.zs", f"base{i + 1:03}.zs")
     one_line_error(zs("log", str(tmp_path / "base001.zs")), f"longer than {MAX_CHAIN}")
+
+
+@pytest.mark.parametrize("link", ["/tmp/a.zsx", "http://x/a", "C:/a/bb.zs", "file:///ab"])
+def test_a_base_link_that_is_not_a_relative_path_is_refused(small_chain, tmp_path, link):
+    _relink(small_chain / "frag.zs", tmp_path / "frag.zs", link)
+    for args in (("refs",), ("validate",), ("info",)):
+        one_line_error(zs(*args, str(tmp_path / "frag.zs")), "is not a relative path")
+
+
+def test_a_malformed_fragment_description_is_one_line(small_chain, tmp_path):
+    with ZS(str(small_chain / "frag.zs")) as z:
+        records_ = list(z)
+    family, key, value = S.split(records_[-1])
+    from zsarchive.zs.writer import ZSWriter
+
+    with ZSWriter(str(tmp_path / "frag.zs"), z.metadata, include_default_metadata=False) as w:
+        w.add_records(records_[:-1] + [S.record(S.HEADER, key, value[:5] + ((1, 2, 9, None, "junk"),))])
+        w.finish()
+    shutil.copy(small_chain / "base000.zs", tmp_path / "base000.zs")
+    for args in (("refs",), ("log",), ("validate",)):
+        one_line_error(zs(*args, str(tmp_path / "frag.zs")), "malformed fragment description")
 
 
 def test_a_fragment_whose_header_misdescribes_it_fails_validation(small_chain, tmp_path):

@@ -383,11 +383,10 @@ def _header_value(zs: ZS, where: str) -> tuple:
     raise ZSCorrupt(f"{where}: archive has no header record")
 
 
-def open_chain(zs: ZS, location: str, open_zs=None) -> Chain:
+def open_chain(zs: ZS, location: str) -> Chain:
     """The chain whose newest fragment ``zs`` is, read at ``location``: each base opened relative to
     the fragment naming it and checked against its hash; one-line errors for a base missing, changed,
     of the wrong kind, looping back, or past :data:`MAX_CHAIN`."""
-    open_zs = open_zs or (lambda where: ZS(url=where) if _SCHEME.match(where) else ZS(where))
     members: list[Member] = []
     seen: set[str] = set()
     current, where = zs, location
@@ -413,7 +412,7 @@ def open_chain(zs: ZS, location: str, open_zs=None) -> Chain:
             if (os.path.abspath(target) if not _SCHEME.match(target) else target) in seen:
                 raise ZSCorrupt(f"{where}: its base {base!r} loops back into the chain")
             try:
-                current = open_zs(target)
+                current = ZS(target)  # a path or any URL the I/O layer reads
             except (ZSError, OSError) as exc:
                 current = None
                 raise ZSError(f"{where}: cannot open its base {target}: {exc}") from None

@@ -21,6 +21,7 @@ from zsarchive.archive.chunkpieces import regroup
 from zsarchive.archive.exporter import (ExportJob, ExportSummary, Scope, WriteOptions, _target, exporter_version,
                                         plan_export, write_archive)
 from zsarchive.archive.fragments import Chain, HoldingsTally, base_link, diff, is_tombstone, open_chain
+from zsarchive.archive.query import open_archive, records_under
 from zsarchive.errors import ZSError
 from zsarchive.zs.format import codecs
 from zsarchive.zs.pipeline import resolve_parallelism
@@ -32,26 +33,14 @@ _HISTORY_REWRITES = ("ExpirationRanUpdate", "GCRanUpdate")
 
 def open_view(location: str | os.PathLike) -> Chain:
     """An archive, full or a fragment with its bases, as a chain (a full archive: a chain of one)."""
-    where = os.fspath(location)
-    zs = ZS(url=where) if "://" in where and not where.startswith("file://") else ZS(where.removeprefix("file://"))
+    zs, name, _ = open_archive(location)
+    if isinstance(zs, Chain):
+        return zs
     try:
-        marker = zs.metadata.get(S.METADATA_KEY) if isinstance(zs.metadata, dict) else None
-        if not isinstance(marker, dict):
-            raise ZSError(f"{where}: a ZS file but not a repo archive")
-        if isinstance(marker.get("format_version"), int) and marker["format_version"] > S.FORMAT_VERSION:
-            raise ZSError(f"{where}: archive format version {marker['format_version']} is newer than this "
-                          f"zsarchive reads ({S.FORMAT_VERSION}): upgrade zsarchive")
-        return open_chain(zs, where)
+        return open_chain(zs, name)
     except BaseException:
         zs.close()
         raise
-
-
-def _values(chain: Chain, family: bytes, key: tuple = ()) -> Iterator[tuple[tuple, tuple]]:
-    for rec in chain.search(prefix=S.key_prefix(family, key)):
-        _, k, v = S.split(rec)
-        if k[:len(key)] == key:
-            yield k, v
 
 
 class Base:
@@ -68,7 +57,7 @@ class Base:
             self.close()
             raise ZSError(f"{self.location}: its chunk bytes are stored whole (format "
                           f"{self.chain.members[-1].header[0]}); export the repository again to build on it")
-        self.snapshots = {k[0]: v for k, v in _values(self.chain, S.SNAPSHOT)}
+        self.snapshots = {k[0]: v for k, v in records_under(self.chain, S.SNAPSHOT)}
 
     @property
     def export_time(self) -> int:
@@ -82,7 +71,7 @@ class Base:
     def arrays(self, snapshot_id: str) -> tuple[dict[str, tuple], dict[str, str]]:
         """(array node id -> manifests, array node id -> timeline start) of a snapshot the base holds."""
         manifests, since = {}, {}
-        for _, value in _values(self.chain, S.NODE, (snapshot_id,)):
+        for _, value in records_under(self.chain, S.NODE, (snapshot_id,)):
             if value[1] == S.ARRAY:
                 manifests[value[0]] = value[5]
                 since[value[0]] = value[6]

@@ -107,6 +107,43 @@ def zs_name(zs: ZS) -> str:
     return str(getattr(zs, "name", None) or getattr(getattr(zs, "transport", None), "name", "archive"))
 
 
+def open_archive(source: Any) -> tuple[ZS | Chain, str, int]:
+    """The reader of a repo archive (a ZS, a path or a URL; a fragment read with the archives it builds
+    on), the name it goes by and its format version; a one-line error for a file that is no archive,
+    or of a format newer than this zsarchive reads."""
+    if isinstance(source, ZS):
+        zs = source
+    elif is_url(source):
+        zs = ZS(url=source)
+    else:
+        path = os.fspath(source)
+        zs = ZS(path[len("file://"):] if path.startswith("file://") else path)
+    name = zs_name(zs) if isinstance(source, ZS) else str(source)
+    try:
+        marker = archive_metadata(zs)
+        if marker is None:
+            raise ZSError(f"{name}: a ZS file but not a repo archive (no {S.METADATA_KEY!r} "
+                          "object in its metadata); make one with `zs export`")
+        version = marker.get("format_version")
+        if not isinstance(version, int) or version > S.FORMAT_VERSION:
+            raise ZSError(f"{name}: archive format version {version!r} is newer than this "
+                          f"zsarchive reads ({S.FORMAT_VERSION}): upgrade zsarchive")
+        return (open_chain(zs, name) if marker.get("fragment") is not None else zs), name, version
+    except BaseException:
+        zs.close()
+        raise
+
+
+def records_under(zs: ZS | Chain, family: bytes, key: tuple = ()) -> Iterator[tuple[tuple, tuple]]:
+    """(key, value) of every record of ``family`` whose key starts with the elements ``key``."""
+    n = len(key)
+    for rec in zs.search(prefix=S.key_prefix(family, key)):
+        _, k, v = S.split(rec)
+        # the bytes of text "a" are a prefix of those of "a\0b" (NUL is escaped as 00 FF): compare
+        if k[:n] == key:
+            yield k, v
+
+
 class RepoArchive:
     """Queries over a repo archive (a local path or an ``http(s)://`` URL).
 
@@ -115,30 +152,7 @@ class RepoArchive:
     """
 
     def __init__(self, source: Any, authorize: Iterable[str] | Mapping[str, Mapping[str, Any]] = ()):
-        if isinstance(source, ZS):
-            self.zs = source
-        elif is_url(source):
-            self.zs = ZS(url=source)
-        else:
-            path = os.fspath(source)
-            self.zs = ZS(path[len("file://"):] if path.startswith("file://") else path)
-        self.name = zs_name(self.zs) if isinstance(source, ZS) else str(source)
-        marker = archive_metadata(self.zs)
-        if marker is None:
-            self.zs.close()
-            raise ZSError(f"{self.name}: a ZS file but not a repo archive (no {S.METADATA_KEY!r} "
-                          "object in its metadata); make one with `zs export`")
-        version = marker.get("format_version")
-        if not isinstance(version, int) or version > S.FORMAT_VERSION:
-            self.zs.close()
-            raise ZSError(f"{self.name}: archive format version {version!r} is newer than this "
-                          f"zsarchive reads ({S.FORMAT_VERSION}): upgrade zsarchive")
-        if marker.get("fragment") is not None:
-            try:
-                self.zs = open_chain(self.zs, self.name)
-            except BaseException:
-                self.zs.close()
-                raise
+        self.zs, self.name, version = open_archive(source)
         self._snapshots: dict[str, tuple] = {}
         self._has_chunk_data: bool | None = None
         self._has_shard_indexes: bool | None = None
@@ -166,12 +180,7 @@ class RepoArchive:
         self.close()
 
     def _records(self, family: bytes, key: tuple = ()) -> Iterator[tuple[tuple, tuple]]:
-        n = len(key)
-        for rec in self.zs.search(prefix=S.key_prefix(family, key)):
-            _, k, v = S.split(rec)
-            # the bytes of text "a" are a prefix of those of "a\0b" (NUL is escaped as 00 FF): compare
-            if k[:n] == key:
-                yield k, v
+        return records_under(self.zs, family, key)
 
     def _range(self, family: bytes, start: tuple, stop: tuple | None) -> Iterator[tuple[tuple, tuple]]:
         stop_key = S.key_prefix(family, stop) if stop is not None else bytes((family[0] + 1,))
