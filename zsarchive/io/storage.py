@@ -91,7 +91,7 @@ class LocalStorage(Storage):
             directory = str(path.parent)
             if directory not in self._inside:
                 real = os.path.realpath(directory)
-                if real != self._real_root and not real.startswith(self._real_root.rstrip(os.sep) + os.sep):
+                if not _within(real, self._real_root):
                     raise ZSError(f"{path}: refusing a link out of {self.root} (it leads to {real})")
                 self._inside.add(directory)
             try:  # the directory resolves inside: only a link as the file itself needs resolving
@@ -116,6 +116,11 @@ class LocalStorage(Storage):
         return sorted(str(p.relative_to(base)) for p in base.rglob("*") if p.is_file())
 
 
+def _within(real: str, base: str) -> bool:
+    """Whether the resolved path ``real`` is the resolved directory ``base`` or lies inside it."""
+    return real == base or real.startswith(base.rstrip(os.sep) + os.sep)
+
+
 def read_regular(path: str | os.PathLike, root: str | os.PathLike) -> bytes:
     """The bytes of the regular file at ``path``, which must resolve inside ``root``.
 
@@ -124,7 +129,7 @@ def read_regular(path: str | os.PathLike, root: str | os.PathLike) -> bytes:
     FileNotFoundError and the like pass through; every other refusal is a one-line ZSError.
     """
     real, base = os.path.realpath(path), os.path.realpath(root)
-    if real != base and not real.startswith(base.rstrip(os.sep) + os.sep):
+    if not _within(real, base):
         raise ZSError(f"{path}: refusing a link out of {root} (it leads to {real})")
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
