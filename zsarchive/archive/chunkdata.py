@@ -97,18 +97,22 @@ class ChunkReader:
                 return storage.read_range(f"chunks/{chunk_id}", offset, length)
             except ZSError as exc:
                 raise type(exc)(f"{where}: {exc}") from None
-        location = chunk["location"]
+        return self.read_virtual(chunk["location"], offset, length, chunk["checksum_etag"],
+                                 chunk["checksum_last_modified"], where)
+
+    def read_virtual(self, location: str, offset: int, length: int, etag: str | None,
+                     last_modified: int | None, where: str) -> bytes:
+        """``length`` bytes at ``offset`` of a virtual location under an authorized prefix, on
+        condition of the ref's checksums (``where`` names the ref in messages)."""
         scheme = urlsplit(location).scheme.lower()
         if scheme in ("http", "https"):
             self._authorized_url(location, where)
-            return self._read_url(location, offset, length, where, chunk["checksum_etag"],
-                                  chunk["checksum_last_modified"])
+            return self._read_url(location, offset, length, where, etag, last_modified)
         if SCHEMES.get(scheme) in ("s3", "gs", "az"):
             options = self.authorize[self._authorized_url(location, where)]
-            return _read_object(location, options, offset, length, where, chunk["checksum_etag"],
-                                chunk["checksum_last_modified"])
+            return _read_object(location, options, offset, length, where, etag, last_modified)
         local = self._authorized_local_path(location, where)
-        return _read_range(local, offset, length, where, chunk["checksum_etag"], chunk["checksum_last_modified"])
+        return _read_range(local, offset, length, where, etag, last_modified)
 
     def _authorized_url(self, location: str, where: str) -> str:
         """The authorized prefix ``location`` lies under (ZSError if none)."""

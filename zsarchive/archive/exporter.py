@@ -28,10 +28,12 @@ import time
 from dataclasses import dataclass, field
 from importlib import metadata as _pkg_metadata
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
+from typing import Callable, Iterable, Iterator, Mapping
 
 from zsarchive.archive import records as R
 from zsarchive.archive import schema as S
+from zsarchive.archive import virtualshards
+from zsarchive.archive.chunkdata import ChunkReader
 from zsarchive.archive.chunkpieces import PieceBlock
 from zsarchive.archive.engine import Batches, Engine, InProcess, open_engine
 from zsarchive.archive.refdelta import array_refs, ref_changes
@@ -72,6 +74,8 @@ class ExportSummary:
     seconds: float = 0.0
     left_out: dict[str, str] = field(default_factory=dict)
     """Snapshot id -> why it is not in the archive (see :func:`unreadable_snapshots`)."""
+    unindexed: virtualshards.Skipped = field(default_factory=virtualshards.Skipped)
+    """Virtual shards whose index the archive does not keep, and why (the first)."""
 
 
 class Scope:
@@ -83,7 +87,8 @@ class Scope:
         return records
 
     def new_files(self, entries: Iterable[bytes]) -> Iterable[bytes]:
-        """The native chunk files (sorted ``chunk id offset length [layout]`` entries) to write."""
+        """The native chunk files (sorted ``chunk id offset length [layout]`` entries) and virtual
+        shards (:mod:`virtualshards <zsarchive.archive.virtualshards>` entries) to write."""
         return entries
 
     def watch(self, lists: Iterable[list[bytes]]) -> Iterable[list[bytes]]:
@@ -266,14 +271,18 @@ def gather_txlogs(engine: Engine, plan: ExportPlan) -> list[Batches]:
 
 def _change_task(repo: Repository, change: ArrayChange, first: int, stop: int | None,
                  want_ids: bool) -> Iterator[tuple[list[bytes], list[bytes]]]:
-    """(chunk ref records, native chunk ids) batches of what ``change`` adds, changes and removes
-    (refs ``first`` to ``stop`` of its one manifest when ``stop`` is given)."""
+    """(chunk ref records, chunk file entries) batches of what ``change`` adds, changes and removes
+    (refs ``first`` to ``stop`` of its one manifest when ``stop`` is given); the entries name the
+    native chunk files and, of a sharded array, the virtual shards."""
     where = f"snapshot {change.snapshot_id} (array {change.node_id})"
     new = array_refs(repo, change.node_id, change.manifests, where, first, stop)
     old = array_refs(repo, change.node_id, change.base, where) if change.base else iter(())
     for changed, removed in ref_changes(new, old):
         ids: list[bytes] | None = [] if want_ids else None
-        yield R.change_records(change.node_id, change.snapshot_id, changed, removed, ids), ids or []
+        records = R.change_records(change.node_id, change.snapshot_id, changed, removed, ids)
+        if change.shard is not None and changed is not None:
+            ids += virtualshards.entries(changed)
+        yield records, ids or []
 
 
 def decode_changes(engine: Engine, plan: ExportPlan, include_chunks: bool) -> list[tuple[ArrayChange, Batches]]:
@@ -447,7 +456,8 @@ def export(repo_location: str | os.PathLike, archive_path: str | os.PathLike, *,
            approx_block_size: int = 256 * 1024, branching_factor: int = 1024,
            export_time: int | None = None, progress: Callable[[int, int], None] | None = None,
            sort_memory: int = 128 << 20, storage_options: dict[str, str] | None = None,
-           anon: bool = False, client=None, base: str | os.PathLike | None = None) -> ExportSummary:
+           anon: bool = False, client=None, base: str | os.PathLike | None = None,
+           authorize: Iterable[str] | Mapping[str, Mapping[str, str]] = ()) -> ExportSummary:
     """Export the repository at ``repo_location`` (a path or an object-store URL) into a new archive
     at ``archive_path``; ``storage_options`` and ``anon`` say how to reach a remote repository.
 
@@ -458,7 +468,9 @@ def export(repo_location: str | os.PathLike, archive_path: str | os.PathLike, *,
     stores embedded chunk bytes uncompressed, ``same`` compresses them with ``codec``. ``client``: a
     ``distributed.Client`` whose cluster decodes instead (the archive is the same byte for byte).
     ``base``: an archive of the same repository (or a fragment): write a fragment holding only what
-    it lacks (:mod:`zsarchive.archive.incremental`).
+    it lacks (:mod:`zsarchive.archive.incremental`). ``authorize``: location prefixes (or prefix ->
+    storage options) under which the indexes of virtual shards are read and kept (a reader then
+    reads an inner chunk of such a shard with one request).
     """
     options = WriteOptions(codec, compress_level, chunk_codec, resolve_parallelism(parallelism), approx_block_size,
                            branching_factor)
@@ -472,7 +484,7 @@ def export(repo_location: str | os.PathLike, archive_path: str | os.PathLike, *,
     repo = Repository.open(location)
     export_time = time.time_ns() // 1000 if export_time is None else export_time
     job = ExportJob(repo, location, target, directory, options, include_chunks, export_time, progress,
-                    sort_memory, client)
+                    sort_memory, client, authorize)
     try:
         if base is None:
             summary = job.run(plan_export(repo), Scope())
@@ -502,6 +514,8 @@ class ExportJob:
     progress: Callable[[int, int], None] | None
     sort_memory: int
     client: object = None
+    authorize: object = ()
+    """Prefixes (or prefix -> storage options) under which virtual shards' indexes may be read."""
 
     def sorter(self, share: int, unique: bool) -> ExternalSorter:
         """An external sorter spilling next to the archive, with ``1/share`` of the sort memory."""
@@ -535,8 +549,23 @@ class ExportJob:
                 if chunk_ids is None:
                     return
                 index_records: list[bytes] = []
-                yield from R.chunk_file_blocks(repo.storage, scope.new_files(chunk_ids.sorted()), include_chunks,
+                entries = iter(scope.new_files(chunk_ids.sorted()))
+                virtual: list[bytes] = []
+
+                def native() -> Iterator[bytes]:
+                    for entry in entries:
+                        if entry.startswith(virtualshards.MARK):  # the virtual shards follow
+                            virtual.append(entry)
+                            return
+                        yield entry
+                yield from R.chunk_file_blocks(repo.storage, native(), include_chunks,
                                                options.chunk_codec == "none", index_records)
+                reader = ChunkReader(str(target), self.authorize, lambda *_: None)
+                try:
+                    index_records += virtualshards.index_records(reader, itertools.chain(virtual, entries),
+                                                                 summary.unindexed)
+                finally:
+                    reader.close()
                 sorter.extend(index_records)
                 tally.total += len(index_records)
 

@@ -17,6 +17,7 @@ from typing import Callable, Iterable, Iterator
 
 from zsarchive.archive import records as R
 from zsarchive.archive import schema as S
+from zsarchive.archive import virtualshards
 from zsarchive.archive.chunkpieces import regroup
 from zsarchive.archive.exporter import (ExportJob, ExportSummary, Scope, WriteOptions, _target, exporter_version,
                                         plan_export, write_archive)
@@ -77,11 +78,12 @@ class Base:
                 since[value[0]] = value[6]
         return manifests, since
 
-    def holds(self, family: bytes, chunk_id: str) -> bool:
-        """Whether the view holds a record of ``family`` (``D`` or ``I``) for a native chunk file."""
+    def holds(self, family: bytes, key: tuple) -> bool:
+        """Whether the view holds a record of ``family`` (``D`` or ``I``) whose key begins with ``key``
+        (a native chunk file's id, or a virtual shard's whole key)."""
         if not self.counts.get(S.FAMILY_NAMES[family]):
             return False
-        return next(iter(self.chain.search(prefix=S.key_prefix(family, (chunk_id,)))), None) is not None
+        return next(iter(self.chain.search(prefix=S.key_prefix(family, key))), None) is not None
 
     def close(self) -> None:
         self.chain.close()
@@ -105,9 +107,12 @@ class FragmentScope(Scope):
 
     def new_files(self, entries: Iterable[bytes]) -> Iterator[bytes]:
         for entry in entries:
-            chunk_id, _, _, layout = R.chunk_file_entry(entry)
-            held = self.base.holds(S.CHUNK_DATA, chunk_id) if self.include_chunks else \
-                layout is None or self.base.holds(S.SHARD_INDEX, chunk_id)
+            if entry.startswith(virtualshards.MARK):
+                held = self.base.holds(S.SHARD_INDEX, virtualshards.entry_key(entry))
+            else:
+                chunk_id, _, _, layout = R.chunk_file_entry(entry)
+                held = self.base.holds(S.CHUNK_DATA, (chunk_id,)) if self.include_chunks else \
+                    layout is None or self.base.holds(S.SHARD_INDEX, (chunk_id,))
             if not held:
                 yield entry
 
@@ -192,8 +197,7 @@ def _by_difference(job: ExportJob, scope: FragmentScope) -> ExportSummary:
             write_archive(job.target, job.partial(), _then(lists, header_list), scope.metadata(0, header[1]), job.options)
     finally:
         full.unlink(missing_ok=True)
-    summary = ExportSummary(path=job.target, counts=counts, left_out=done.left_out)
-    return summary
+    return ExportSummary(path=job.target, counts=counts, left_out=done.left_out, unindexed=done.unindexed)
 
 
 def _then(first: Iterable, more: Callable[[], Iterable]) -> Iterator:

@@ -20,6 +20,7 @@ from zsarchive.archive.chunkrefs import ManifestRefs, RefTimeline
 from zsarchive.archive.fragments import Chain, Member, open_chain
 from zsarchive.archive.refspec import RefSpec, TimeBound, parse_ref, time_bound
 from zsarchive.archive.shards import EMPTY, shard_layout
+from zsarchive.archive.virtualshards import index_key
 from zsarchive.errors import ZSCorrupt, ZSError
 from zsarchive.icechunk.model import format_time
 from zsarchive.io.location import Location, parse_location
@@ -486,18 +487,23 @@ class RepoArchive:
         return value[0][start:stop]
 
     def shard_index(self, chunk: dict) -> tuple[bool, bytes] | None:
-        """``(at_end, raw index bytes)`` the archive keeps of a native shard (a chunk ref), or None."""
-        if chunk["kind"] != "native" or self.format_version < 3:
+        """``(at_end, raw index bytes)`` the archive keeps of a shard (a native or virtual chunk ref), or None."""
+        if chunk["kind"] == "inline" or self.format_version < 3:
             return None
         if self._has_shard_indexes is None:
             self._has_shard_indexes = self._counted(S.SHARD_INDEX)
         if not self._has_shard_indexes:
             return None
-        value = self._one(S.SHARD_INDEX, (chunk["chunk_id"], chunk["offset"], chunk["length"]))
+        if chunk["kind"] == "native":
+            key: tuple = (chunk["chunk_id"], chunk["offset"], chunk["length"])
+        else:
+            key = index_key(chunk["location"], chunk["offset"], chunk["length"], chunk["checksum_etag"],
+                            chunk["checksum_last_modified"])
+        value = self._one(S.SHARD_INDEX, key)
         if value is None:
             return None
         if len(value) < 2 or not isinstance(value[0], bool) or not isinstance(value[1], bytes):
-            raise ZSCorrupt(f"{self.name}: shard index record of chunk {chunk['chunk_id']} is malformed")
+            raise ZSCorrupt(f"{self.name}: shard index record of {key[0]} is malformed")
         return value[0], value[1]
 
     def inner_chunk(self, ref: str, path: str, coords: Iterable[int], inner: Iterable[int],

@@ -179,10 +179,15 @@ def _chunk_files(zs: ZS, facts: _Facts, format_version: int) -> None:
             raise _fail(rec, S.CHUNK_DATA, f"piece starts at {key[1]}, the file's pieces so far end at {expected}")
         chunk_id, end = key[0], key[1] + len(value[0])
     for key, value, rec in _records(zs, S.SHARD_INDEX, facts.counts):
-        _shape(len(key) == 3 and _is_id(key[0]) and all(isinstance(k, int) and k >= 0 for k in key[1:])
+        native = len(key) == 3 and _is_id(key[0])
+        virtual = len(key) == 5 and isinstance(key[0], str) and "://" in key[0] \
+            and (key[3] is None or isinstance(key[3], str)) and (key[4] is None or isinstance(key[4], int)) \
+            and (key[3], key[4]) != (None, None)
+        _shape((native or virtual) and all(isinstance(k, int) and k >= 0 for k in key[1:3])
                and len(value) >= 2 and isinstance(value[0], bool) and isinstance(value[1], bytes)
                and len(value[1]) % 16 in (0, 4) and len(value[1]) <= key[2], rec, S.SHARD_INDEX,
-               "(chunk_id, offset, length) -> (at_end, index of 16 bytes per inner chunk [+ 4])")
+               "(chunk_id, offset, length) or (location, offset, length, etag, last_modified) -> "
+               "(at_end, index of 16 bytes per inner chunk [+ 4])")
 
 
 def _header(zs: ZS, facts: _Facts, format_version: int) -> None:

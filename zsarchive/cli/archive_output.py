@@ -15,25 +15,9 @@ _LAYOUT_ROWS = 1000  # rows a table's column widths are taken from
 
 json_option = click.option("--json", "as_json", is_flag=True,
                            help="One JSON object per line (a stable contract, see docs/archive-format.rst).")
-authorize_option = click.option(
-    "--authorize", "authorize", multiple=True, metavar="PREFIX",
-    help="Location prefix (file:///data/, https://host/dir/, s3://bucket/dir/ ...) under which virtual chunks "
-         "may be read; storage options for that prefix may follow it: 's3://b/d/ anon=true region=eu-west-1'.")
-
-
-def open_archive(source: str, authorize: Iterable[str] = ()) -> RepoArchive:
-    """The archive at a path or URL; each ``authorize`` entry is a prefix, then KEY=VALUE storage options."""
-    prefixes: dict[str, dict[str, str]] = {}
-    for entry in authorize:
-        words = entry.split()
-        if not words:
-            raise click.BadParameter("an empty prefix authorizes nothing", param_hint="--authorize")
-        prefix, *options = words
-        pairs = [option.partition("=") for option in options]
-        if any(not sep or not key for key, sep, _ in pairs):
-            raise click.BadParameter(f"{entry!r}: expected PREFIX [KEY=VALUE ...]", param_hint="--authorize")
-        prefixes[prefix] = {key: value for key, _, value in pairs}
-    return RepoArchive(source, authorize=prefixes)
+def open_archive(source: str, authorize: dict[str, dict[str, str]] | None = None) -> RepoArchive:
+    """The archive at a path or URL; ``authorize``: prefix -> storage options, as ``--authorize`` gives them."""
+    return RepoArchive(source, authorize=authorize or {})
 
 
 def _plain(row: dict) -> dict:

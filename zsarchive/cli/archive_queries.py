@@ -8,8 +8,8 @@ from typing import Iterator
 import click
 
 from zsarchive.cli.app import main
-from zsarchive.cli.archive_output import authorize_option, emit, json_option, open_archive
-from zsarchive.cli.params import COORDS, remote_options
+from zsarchive.cli.archive_output import emit, json_option, open_archive
+from zsarchive.cli.params import COORDS, authorize_option, remote_options
 from zsarchive.io.location import parse_location
 
 LOG_COLUMNS = ("id", "flushed_at", "parent_id", "message")
@@ -81,7 +81,7 @@ def chunks_command(archive: str, ref: str, path: str, as_json: bool) -> None:
 @remote_options
 @json_option
 def chunk_command(archive: str, ref: str, path: str, coords: tuple[int, ...], inner: tuple[int, ...] | None,
-                  data: bool, repo: str | None, authorize: tuple[str, ...], anon: bool,
+                  data: bool, repo: str | None, authorize: dict[str, dict[str, str]], anon: bool,
                   storage_options: dict[str, str], as_json: bool) -> None:
     """The chunk ref at COORDS (like 3,4; "" for the one chunk of a 0-d array) of the array PATH at REF;
     with --inner, the inner chunk of that shard (its offset and length within the shard's bytes)."""

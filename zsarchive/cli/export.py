@@ -7,7 +7,7 @@ import sys
 import click
 
 from zsarchive.cli.app import main
-from zsarchive.cli.params import Parallelism, remote_options
+from zsarchive.cli.params import Parallelism, authorize_option, remote_options
 from zsarchive.zs.format.codecs import LEVELS_HELP, NAMES
 
 
@@ -30,10 +30,12 @@ from zsarchive.zs.format.codecs import LEVELS_HELP, NAMES
 @click.option("--base", metavar="OLD.zs", type=click.Path(dir_okay=False),
               help="Write a fragment: only what the archive OLD.zs (itself full or a fragment) lacks. "
                    "Readers open ARCHIVE with OLD.zs beside it, at the same relative path.")
+@authorize_option
 @remote_options
 def export_command(repo: str, archive: str, codec: str, compress_level: str | None, include_chunks: bool,
                    chunk_codec: str, parallelism: int | str, no_progress: bool, scheduler: str | None,
-                   base: str | None, anon: bool, storage_options: dict[str, str]) -> None:
+                   base: str | None, authorize: dict[str, dict[str, str]], anon: bool,
+                   storage_options: dict[str, str]) -> None:
     """Export the Icechunk repository REPO into the ZS file ARCHIVE.
 
     REPO is a directory, or a file://, s3://BUCKET/PREFIX, gs://BUCKET/PREFIX, az://CONTAINER/PREFIX
@@ -42,6 +44,9 @@ def export_command(repo: str, archive: str, codec: str, compress_level: str | No
 
     With --base, ARCHIVE is a fragment of the chain OLD.zs starts: every query of ARCHIVE answers as a
     full export made now would; `zs consolidate` folds a chain into one archive.
+
+    With --authorize, the index of every virtual shard under those prefixes whose ref carries a
+    checksum is read and kept, so that a reader fetches an inner chunk of it in one request.
     """
     # Imported here: the exporter pulls in numpy and the Icechunk decoders, which `zs --help` need not.
     from zsarchive.archive import export as export_repository
@@ -64,7 +69,8 @@ def export_command(repo: str, archive: str, codec: str, compress_level: str | No
     try:
         summary = export_repository(repo, archive, codec=codec, compress_level=compress_level,
                                     include_chunks=include_chunks, chunk_codec=chunk_codec, parallelism=parallelism, progress=progress,
-                                    storage_options=storage_options, anon=anon, client=client, base=base)
+                                    storage_options=storage_options, anon=anon, client=client, base=base,
+                                    authorize=authorize)
     finally:
         if bar is not None:
             bar.__exit__(None, None, None)
@@ -72,5 +78,8 @@ def export_command(repo: str, archive: str, codec: str, compress_level: str | No
             client.close()
     for sid, why in summary.left_out.items():
         click.echo(f"zs: note: snapshot {sid} left out: {why}", err=True)
+    if summary.unindexed.count:
+        click.echo(f"zs: note: {summary.unindexed.count} virtual shards' indexes not kept (readers read them "
+                   f"from the objects); the first: {summary.unindexed.first}", err=True)
     total = sum(summary.counts.values())
     click.echo(f"wrote {summary.path}: {total} records, {summary.size} bytes in {summary.seconds:.2f} s", err=True)

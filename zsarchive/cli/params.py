@@ -88,3 +88,24 @@ def remote_options(func):
                              "credentials otherwise come from the usual AWS_*, GOOGLE_*, AZURE_* variables.")(func)
     return click.option("--anon", is_flag=True,
                         help="Read a public bucket anonymously (unsigned requests).")(func)
+
+
+def _authorize(ctx, param, value: tuple[str, ...]) -> dict[str, dict[str, str]]:
+    prefixes: dict[str, dict[str, str]] = {}
+    for entry in value:
+        words = entry.split()
+        if not words:
+            raise click.BadParameter("an empty prefix authorizes nothing", ctx, param)
+        prefix, *options = words
+        pairs = [option.partition("=") for option in options]
+        if any(not sep or not key for key, sep, _ in pairs):
+            raise click.BadParameter(f"{entry!r}: expected PREFIX [KEY=VALUE ...]", ctx, param)
+        prefixes[prefix] = {key: item for key, _, item in pairs}
+    return prefixes
+
+
+authorize_option = click.option(
+    "--authorize", "authorize", multiple=True, metavar="PREFIX", callback=_authorize,
+    help="Location prefix (file:///data/, https://host/dir/, s3://bucket/dir/ ...) under which virtual chunks "
+         "may be read; storage options for that prefix may follow it: 's3://b/d/ anon=true region=eu-west-1'.")
+"""Repeatable ``--authorize 'PREFIX [KEY=VALUE ...]'``, given to the command as prefix -> storage options."""

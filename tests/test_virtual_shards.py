@@ -1,0 +1,225 @@
+"""Virtual shards: zarr-python writes sharded arrays as a plain zarr v3 directory behind nginx, and
+real icechunk 2.x points virtual refs at those shard files. An export given ``--authorize`` keeps each
+pinned shard's index, so an inner chunk costs one request of its own bytes (requests counted)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+import zarr
+from click.testing import CliRunner
+from zarr.abc.store import RangeByteRequest, SuffixByteRequest
+from zarr.core.buffer import default_buffer_prototype
+
+from servers import nginx_server  # noqa: F401
+from test_fragments import assert_chain_is_full_export
+from zsarchive import ZSError, open_store
+from zsarchive.archive import export
+from zsarchive.archive import schema as S
+from zsarchive.cli import main
+from zsarchive.zs.reader import ZS
+
+# Runs under icechunk 2.x. With REPO "-", zarr writes the arrays into SRC (a plain directory nginx
+# serves at PREFIX); otherwise the repository gets the same arrays with virtual refs to SRC's shard
+# files: commit 1 "end" and "start", then (after a copy of the repository as it was) commit 2 one
+# more array, "late".
+WRITER = r'''
+import datetime, json, os, shutil, sys
+import icechunk as ic, numpy as np, zarr
+from zarr.codecs import BytesCodec, ShardingCodec, ZstdCodec
+
+src, path, prefix, pinned = sys.argv[1:5]
+pinned = json.loads(pinned)  # shard file -> ETag the test read from nginx, or null for no checksum
+future = datetime.datetime(2100, 1, 1, tzinfo=datetime.timezone.utc)
+
+def arrays(group, names):
+    made = {}
+    if "end" in names:  # index at the end with crc32c, partial shards at both edges
+        made["end"] = group.create_array("end", shape=(100, 90), chunks=(10, 10), shards=(40, 30), dtype="f4",
+                                         compressors=None)
+    if "start" in names:  # index at the start without checksum, zstd inner chunks, some never written
+        made["start"] = group.create_array("start", shape=(64,), dtype="i8", chunks=(32,), compressors=None,
+            serializer=ShardingCodec(chunk_shape=(4,), codecs=[BytesCodec(), ZstdCodec()],
+                                     index_codecs=[BytesCodec()], index_location="start"))
+    if "late" in names:
+        made["late"] = group.create_array("late", shape=(20,), chunks=(5,), shards=(10,), dtype="u2", compressors=None)
+    return made
+
+if path == "-":  # the plain arrays only
+    plain = arrays(zarr.open_group(src, mode="w"), ("end", "start", "late"))
+    plain["end"][:] = np.arange(9000, dtype="f4").reshape(100, 90)
+    plain["start"][:50] = np.arange(50) * 3
+    plain["late"][:] = np.arange(20) * 7
+    sys.exit(0)
+
+def refs(session, name):
+    specs = []
+    for root, _, files in os.walk(os.path.join(src, name, "c")):
+        for f in files:
+            rel = os.path.relpath(os.path.join(root, f), src)
+            index = [int(p) for p in os.path.relpath(os.path.join(root, f), os.path.join(src, name, "c")).split("/")]
+            check = {} if rel in pinned and pinned[rel] is None else \
+                {"etag_checksum": pinned[rel]} if rel in pinned else {"last_updated_at_checksum": future}
+            specs.append(ic.VirtualChunkSpec(index=index, location=prefix + rel, offset=0,
+                                             length=os.path.getsize(os.path.join(root, f)), **check))
+    session.store.set_virtual_refs(name, specs, validate_containers=False)
+
+repo = ic.Repository.create(ic.local_filesystem_storage(path))
+s = repo.writable_session("main")
+arrays(zarr.group(store=s.store), ("end", "start"))
+refs(s, "end"); refs(s, "start")
+s.commit("virtual shards")
+shutil.copytree(path, path + "-first")
+s = repo.writable_session("main")
+arrays(zarr.open_group(store=s.store, mode="r+"), ("late",))
+refs(s, "late")
+s.commit("one more virtual array")
+sys.stdout.flush(); os._exit(0)
+'''
+
+LAYOUT = {"end": ((4, 3), True, True), "start": ((8,), False, False), "late": ((2,), True, True)}
+"""Per array: inner chunks per shard, index at the end, crc32c (zarr's choices for the arrays above)."""
+
+PINNED_BY_ETAG, UNPINNED = "end/c/0/0", "end/c/2/2"
+
+
+def _etag(path: Path) -> str:
+    """nginx's ETag of a static file: hex modification time and size."""
+    st = path.stat()
+    return f'"{int(st.st_mtime):x}-{st.st_size:x}"'
+
+
+@pytest.fixture(scope="module")
+def virtual(tmp_path_factory, icechunk2_python, nginx_server):  # noqa: F811
+    """(repository, its copy after commit 1, plain source directory, prefix) for one written repository."""
+    work = tmp_path_factory.mktemp("virtual-shards")
+    src = nginx_server.root / "vsrc"
+    prefix = nginx_server.url("vsrc/")
+    # zarr writes the files first, so that the refs can pin one by the ETag nginx gives it
+    for repo, pinned in (("-", {}), (str(work / "repo"), {UNPINNED: None})):
+        if repo != "-":
+            pinned[PINNED_BY_ETAG] = _etag(src / PINNED_BY_ETAG)
+        proc = subprocess.run([str(icechunk2_python), "-c", WRITER, str(src), repo, prefix, json.dumps(pinned)],
+                              capture_output=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr.decode()[-3000:]
+    return work / "repo", Path(f"{work / 'repo'}-first"), src, prefix
+
+
+def _shards(src: Path, array: str) -> dict[str, bytes]:
+    base = src / array / "c"
+    return {f"{array}/c/" + str(p.relative_to(base)): p.read_bytes() for p in sorted(base.rglob("*")) if p.is_file()}
+
+
+def _entries(shard: bytes, array: str) -> tuple[list[tuple[int, int]], bytes]:
+    per_shard, at_end, crc = LAYOUT[array]
+    n = int(np.prod(per_shard))
+    raw = shard[-(16 * n + 4 * crc):] if at_end else shard[:16 * n + 4 * crc]
+    return [tuple(e) for e in np.frombuffer(raw[:16 * n], "<u8").reshape(n, 2).tolist()], raw
+
+
+async def _get(store, key, byte_range=None) -> bytes | None:
+    value = await store.get(key, default_buffer_prototype(), byte_range)
+    return None if value is None else value.to_bytes()
+
+
+def _kept(archive: Path) -> dict[tuple, tuple]:
+    with ZS(str(archive)) as z:
+        return {key: value for family, key, value in map(S.split, z.search(prefix=S.SHARD_INDEX))
+                if family == S.SHARD_INDEX}
+
+
+def test_an_authorized_export_keeps_each_pinned_virtual_shards_index(virtual, tmp_path):
+    repo, _, src, prefix = virtual
+    summary = export(repo, tmp_path / "a.zs", authorize=[prefix])
+    kept = _kept(tmp_path / "a.zs")
+    shards = {k: v for name in LAYOUT for k, v in _shards(src, name).items()}
+    expected = {rel for rel in shards if rel != UNPINNED}
+    assert {key[0][len(prefix):] for key in kept} == expected
+    for key, (at_end, raw) in kept.items():
+        rel = key[0][len(prefix):]
+        assert (key[1], key[2]) == (0, len(shards[rel]))
+        assert key[3] == (_etag(src / rel) if rel == PINNED_BY_ETAG else None)
+        assert at_end == LAYOUT[rel.split("/")[0]][1] and raw == _entries(shards[rel], rel.split("/")[0])[1]
+    assert summary.unindexed.count == 1 and "no checksum" in summary.unindexed.first
+    # unauthorized: nothing kept, and the note says how to authorize
+    plain = export(repo, tmp_path / "b.zs")
+    assert not _kept(tmp_path / "b.zs")
+    assert plain.unindexed.count == len(shards) and "--authorize" in plain.unindexed.first
+    result = CliRunner().invoke(main, ["validate", str(tmp_path / "a.zs")])
+    assert result.exit_code == 0, result.output
+
+
+def test_an_inner_chunk_of_a_kept_virtual_shard_costs_one_request(virtual, nginx_server, tmp_path):  # noqa: F811
+    repo, _, src, prefix = virtual
+    result = CliRunner().invoke(main, ["export", str(repo), str(tmp_path / "a.zs"), "--authorize", prefix,
+                                       "--no-progress"])
+    assert result.exit_code == 0, result.output
+    assert "1 virtual shards' indexes not kept" in result.output and "no checksum" in result.output
+    store = open_store(tmp_path / "a.zs", "main", authorize=[prefix])
+    try:
+        for name, (_, at_end, _) in LAYOUT.items():
+            for rel, shard in _shards(src, name).items():
+                entries, raw = _entries(shard, name)
+                for offset, length in (e for e in entries if e[0] != 2**64 - 1):
+                    mark = nginx_server.mark()
+                    request = SuffixByteRequest(len(raw)) if at_end else RangeByteRequest(0, len(raw))
+                    assert asyncio.run(_get(store, rel, request)) == raw
+                    assert asyncio.run(_get(store, rel, RangeByteRequest(offset, offset + length))) == \
+                        shard[offset:offset + length]
+                    seen = [r for r in nginx_server.requests_since(mark) if "/vsrc/" in r.path]
+                    assert len(seen) == (2 if rel == UNPINNED else 1), (rel, seen)
+                    assert seen[-1].bytes_sent == length
+        group = zarr.open_group(store=store, mode="r")
+        plain = zarr.open_group(str(src), mode="r")
+        for name in LAYOUT:
+            assert np.array_equal(group[name][...], plain[name][...]), name
+    finally:
+        store.close()
+    number = int(np.ravel_multi_index((1, 2), (4, 3)))
+    shard = (src / "end/c/1/0").read_bytes()
+    offset, length = _entries(shard, "end")[0][number]
+    mark = nginx_server.mark()
+    shown = CliRunner().invoke(main, ["chunk", str(tmp_path / "a.zs"), "main", "/end", "1,0", "--inner", "1,2",
+                                      "--data", "--authorize", prefix])
+    assert shown.exit_code == 0, shown.output
+    assert shown.stdout_bytes == shard[offset:offset + length]
+    assert len([r for r in nginx_server.requests_since(mark) if "/vsrc/" in r.path]) == 1
+
+
+def test_a_changed_virtual_shard_is_one_line_never_other_bytes(virtual, tmp_path):
+    """The kept index belongs to the object the ref's ETag pins: once the file changes, reading an
+    inner chunk through it fails on the ETag instead of mixing the old index with new bytes."""
+    repo, _, src, prefix = virtual
+    export(repo, tmp_path / "a.zs", authorize=[prefix])
+    path = src / PINNED_BY_ETAG
+    original, stamp = path.read_bytes(), path.stat()
+    try:
+        path.write_bytes(original + b"\0" * 16)
+        store = open_store(tmp_path / "a.zs", "main", authorize=[prefix])
+        entries, _ = _entries(original, "end")
+        with pytest.raises(ZSError, match="0,0.*changed|0,0.*412|Precondition") as caught:
+            asyncio.run(_get(store, PINNED_BY_ETAG, RangeByteRequest(entries[0][0], entries[0][0] + entries[0][1])))
+        assert "\n" not in str(caught.value)
+        store.close()
+    finally:
+        path.write_bytes(original)
+        os.utime(path, ns=(stamp.st_atime_ns, stamp.st_mtime_ns))
+
+
+def test_a_fragment_keeps_the_indexes_of_the_shards_it_adds(virtual, tmp_path):
+    repo, first, _, prefix = virtual
+    base = tmp_path / "base.zs"
+    export(first, base, authorize=[prefix])
+    fragment = tmp_path / "fragment.zs"
+    export(repo, fragment, base=base, authorize=[prefix])
+    added = _kept(fragment)
+    assert added and {key[0][len(prefix):].split("/")[0] for key in added} == {"late"}
+    full = tmp_path / "full.zs"
+    export(repo, full, authorize=[prefix])
+    assert_chain_is_full_export(fragment, full, tmp_path / "consolidated.zs")

@@ -1,0 +1,99 @@
+"""Shard indexes of virtual shards: an export reads the index of each virtual chunk ref of a sharded
+array from its object (under an authorized prefix, on condition of the ref's checksum) and keeps it
+as an ``I`` record keyed by the ref's location, range and checksum, so that a reader finds an inner
+chunk of a virtual shard with one read of that inner chunk's bytes."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import itertools
+from dataclasses import dataclass
+from typing import Iterable, Iterator
+
+import numpy as np
+
+from zsarchive.archive import keys
+from zsarchive.archive import schema as S
+from zsarchive.archive.chunkdata import ChunkReader
+from zsarchive.archive.shards import ShardLayout
+from zsarchive.errors import ZSError
+from zsarchive.icechunk.manifest import RefBatch
+from zsarchive.icechunk.model import RefKind
+
+MARK = b"~"
+"""First byte of a virtual shard's entry among an export's chunk file entries: after every native
+one (chunk ids are base32 text), so one sorted stream holds native files first, then virtual shards."""
+
+_READS_IN_FLIGHT = 16
+
+
+def index_key(location: str, offset: int, length: int, etag: str | None, last_modified: int | None) -> tuple:
+    """The ``I`` record key of a virtual shard: the ref's location, range and checksum (an index is
+    kept only for the object the checksum pins)."""
+    return (location, offset, length, etag, last_modified)
+
+
+def entries(batch: RefBatch) -> list[bytes]:
+    """Entries naming the virtual refs of ``batch`` (an export's task hands them on with its records)."""
+    rows = np.flatnonzero([kind is RefKind.VIRTUAL for kind in batch.kind]).tolist()
+    offsets, lengths = batch.offset.tolist(), batch.length.tolist()
+    return [MARK + keys.encode(index_key(batch.location[j], offsets[j], lengths[j], batch.checksum_etag[j],
+                                         batch.checksum_last_modified[j])) for j in rows]
+
+
+@dataclass
+class Skipped:
+    """Virtual shards whose index an export did not keep: how many, and the first one's reason."""
+
+    count: int = 0
+    first: str = ""
+
+    def add(self, why: str) -> None:
+        self.count += 1
+        self.first = self.first or why
+
+
+def index_records(reader: ChunkReader, stream: Iterable[bytes], skipped: Skipped) -> Iterator[bytes]:
+    """The ``I`` records of the virtual shards ``stream`` names (sorted, unique entries, each ending in
+    ``" " + layout``), read ``_READS_IN_FLIGHT`` at a time. A shard that cannot be read, has no
+    checksum, or whose index does not check out gets no record (a reader then reads its index from the
+    object, as zarr does) and counts in ``skipped``."""
+    parsed = map(_parse, stream)
+    with concurrent.futures.ThreadPoolExecutor(_READS_IN_FLIGHT) as pool:
+        while batch := list(itertools.islice(parsed, _READS_IN_FLIGHT * 4)):
+            for key, layout, outcome in pool.map(lambda item: (*item, _read_index(reader, *item)), batch):
+                if isinstance(outcome, bytes):
+                    yield S.record(S.SHARD_INDEX, key, (layout.at_end, outcome))
+                else:
+                    skipped.add(outcome.reason)
+
+
+@dataclass
+class _NotKept:
+    reason: str
+
+
+def entry_key(entry: bytes) -> tuple:
+    """The ``I`` record key a virtual shard's entry (with its layout) stands for."""
+    return _parse(entry)[0]
+
+
+def _parse(entry: bytes) -> tuple[tuple, ShardLayout]:
+    body, _, layout = entry[len(MARK):].rpartition(b" ")  # a layout's text holds no space
+    return keys.decode(body)[0], ShardLayout.decode(layout.decode("ascii"))
+
+
+def _read_index(reader: ChunkReader, key: tuple, layout: ShardLayout) -> bytes | _NotKept:
+    location, offset, length, etag, last_modified = key
+    where = f"virtual shard {location} [{offset}, {offset + length})"
+    if not etag and not last_modified:
+        return _NotKept(f"{where}: its ref has no checksum to pin the object the index would come from")
+    if layout.index_size > length:
+        return _NotKept(f"{where}: shorter than its index")
+    start, stop = layout.index_span(length)
+    try:
+        raw = reader.read_virtual(location, offset + start, stop - start, etag, last_modified, where)
+        layout.entries(raw, length, where)
+    except ZSError as exc:
+        return _NotKept(str(exc))
+    return raw
