@@ -19,8 +19,7 @@ from zsarchive.archive.chunkpieces import read_pieces
 from zsarchive.archive.chunkrefs import ManifestRefs, RefTimeline
 from zsarchive.archive.fragments import Chain, Member, open_chain
 from zsarchive.archive.refspec import RefSpec, TimeBound, parse_ref, time_bound
-from zsarchive.archive.shards import EMPTY, shard_layout
-from zsarchive.archive.virtualshards import index_key
+from zsarchive.archive.shards import EMPTY, shard_layout, virtual_index_key
 from zsarchive.errors import ZSCorrupt, ZSError
 from zsarchive.icechunk.model import format_time
 from zsarchive.io.location import Location, parse_location
@@ -497,7 +496,7 @@ class RepoArchive:
         if chunk["kind"] == "native":
             key: tuple = (chunk["chunk_id"], chunk["offset"], chunk["length"])
         else:
-            key = index_key(chunk["location"], chunk["offset"], chunk["length"], chunk["checksum_etag"],
+            key = virtual_index_key(chunk["location"], chunk["offset"], chunk["length"], chunk["checksum_etag"],
                             chunk["checksum_last_modified"])
         value = self._one(S.SHARD_INDEX, key)
         if value is None:

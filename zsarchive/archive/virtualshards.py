@@ -15,7 +15,7 @@ import numpy as np
 from zsarchive.archive import keys
 from zsarchive.archive import schema as S
 from zsarchive.archive.chunkdata import ChunkReader
-from zsarchive.archive.shards import ShardLayout
+from zsarchive.archive.shards import ShardLayout, virtual_index_key
 from zsarchive.errors import ZSError
 from zsarchive.icechunk.manifest import RefBatch
 from zsarchive.icechunk.model import RefKind
@@ -27,17 +27,11 @@ one (chunk ids are base32 text), so one sorted stream holds native files first, 
 _READS_IN_FLIGHT = 16
 
 
-def index_key(location: str, offset: int, length: int, etag: str | None, last_modified: int | None) -> tuple:
-    """The ``I`` record key of a virtual shard: the ref's location, range and checksum (an index is
-    kept only for the object the checksum pins)."""
-    return (location, offset, length, etag, last_modified)
-
-
 def entries(batch: RefBatch) -> list[bytes]:
     """Entries naming the virtual refs of ``batch`` (an export's task hands them on with its records)."""
     rows = np.flatnonzero([kind is RefKind.VIRTUAL for kind in batch.kind]).tolist()
     offsets, lengths = batch.offset.tolist(), batch.length.tolist()
-    return [MARK + keys.encode(index_key(batch.location[j], offsets[j], lengths[j], batch.checksum_etag[j],
+    return [MARK + keys.encode(virtual_index_key(batch.location[j], offsets[j], lengths[j], batch.checksum_etag[j],
                                          batch.checksum_last_modified[j])) for j in rows]
 
 
