@@ -52,12 +52,20 @@ def test_two_exports_differ_only_in_export_time(tmp_path, version):
 @pytest.mark.parametrize("task_refs", [1, 3, 7])
 def test_manifests_split_across_worker_tasks_give_the_same_bytes(tmp_path, monkeypatch, task_refs):
     """-j N splits large manifests into ranges of refs (every range boundary here falls inside arrays,
-    between arrays, or at a manifest's end): the archive is the one a single process writes."""
+    between arrays, or at a manifest's end), and worker processes compress the blocks of arrays in
+    large manifests themselves: the archive is the one a single process writes."""
     single, split = tmp_path / "single.zs", tmp_path / "split.zs"
-    export(repo_path(2), single, export_time=1, include_chunks=True)
     monkeypatch.setattr(exporter_module, "_TASK_REFS", task_refs)
+    export(repo_path(2), single, export_time=1, include_chunks=True)
     export(repo_path(2), split, export_time=1, include_chunks=True, parallelism=2)
     assert single.read_bytes() == split.read_bytes()
+    with ZS(str(single)) as z:
+        blocks = sum(1 for _ in z.block_map(lambda _: None))
+    monkeypatch.setattr(exporter_module, "_TASK_REFS", 10**9)  # no array's manifest counts as large
+    export(repo_path(2), plain := tmp_path / "plain.zs", export_time=1, include_chunks=True)
+    with ZS(str(plain)) as z, ZS(str(single)) as y:
+        assert list(z) == list(y)  # the same records, cut into more blocks by the tasks
+        assert sum(1 for _ in z.block_map(lambda _: None)) < blocks
 
 
 def test_fast_record_encoders_agree_with_the_schema(v2_archive):

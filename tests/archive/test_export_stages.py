@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import os
 from pathlib import Path
 
@@ -14,7 +15,9 @@ from zsarchive.archive import schema as S
 from zsarchive.archive.engine import InProcess, ProcessPool, open_engine
 from zsarchive.archive.sorter import ExternalSorter
 from zsarchive.icechunk import Repository
+from zsarchive.zs.format.codecs import get_codec
 from zsarchive.zs.reader import ZS
+from zsarchive.zs.writer import BuiltBlock, build_data_block
 
 
 @pytest.fixture(scope="module")
@@ -159,6 +162,57 @@ def test_decode_changes_replays_to_every_ref_icechunk_lists(v2, tmp_path, parall
             assert kinds == expected, (sid, node_id)
     native = sum(1 for by_snapshot in changes.values() for v in by_snapshot.values() if v[0] == S.NATIVE)
     assert len(ids) == native  # one native chunk id per native ref written
+
+
+@pytest.mark.parametrize("codec", [None, "deflate"])
+def test_tasks_cut_blocks_the_way_the_writer_would(v2, tmp_path, codec, monkeypatch):
+    """With a block plan, the task of an array one snapshot changes hands over whole data blocks —
+    the writer's cuts, restarted at the task, compressed by the task itself given a codec — holding
+    exactly the records the task gives without one; other arrays' records come as records."""
+    repo, _ = v2
+    monkeypatch.setattr(E, "_TASK_REFS", 1)  # every manifest counts as large
+    plan = E.plan_export(repo)
+    cut = E.BlockPlan(200, codec)
+    once = {node for node, n in collections.Counter(c.node_id for c in plan.changes).items() if n == 1}
+    assert once and len(once) < len({c.node_id for c in plan.changes})  # both kinds in the fixture
+    engine = InProcess(repo)
+    plain = [[rec for batch, _ in batches() for rec in batch] for _, batches in E.decode_changes(engine, plan, False)]
+    cut_up = E.decode_changes(engine, plan, False, cut)
+    compress = get_codec(codec).compress if codec else None
+    for (change, batches), records in zip(cut_up, plain):
+        items = [item for batch, _ in batches() for item in batch]
+        if change.node_id not in once:
+            assert items == records
+            continue
+        blocks = [list(item) if codec is None else item for item in items]
+        if codec is None:
+            assert all(isinstance(item, E.OneBlock) for item in items)
+            assert [r for block in blocks for r in block] == records
+            expected = [list(block) for block in _writer_cuts(records, 200)]
+            assert blocks == expected
+        else:
+            assert all(isinstance(item, BuiltBlock) for item in items)
+            expected = [build_data_block(block, None, compress) for block in _writer_cuts(records, 200)]
+            assert items == expected
+            assert sum(block.count for block in items) == len(records)
+
+
+def _writer_cuts(records: list[bytes], approx: int) -> list[list[bytes]]:
+    """The ZS writer's documented rule, written out: a block ends at the first record that brings it to
+    ``approx`` bytes; a record of ``approx`` bytes or more is a block of its own."""
+    blocks, block, size = [], [], 0
+    for rec in records:
+        if len(rec) >= approx:
+            blocks += [block] if block else []
+            blocks.append([rec])
+            block, size = [], 0
+            continue
+        block.append(rec)
+        size += len(rec)
+        if size >= approx:
+            blocks.append(block)
+            block, size = [], 0
+    return blocks + ([block] if block else [])
 
 
 def test_gather_txlogs_gives_a_summary_and_the_changed_chunks_of_each_commit(v2):

@@ -9,7 +9,11 @@ that dies takes its results with it: the scheduler runs those tasks again elsewh
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import os
 import pickle
+import threading
 from typing import Any, Iterator
 
 from zsarchive.archive.engine import Batches, Task, worker_repo
@@ -33,11 +37,50 @@ def connect(address: str, timeout: float = 10.0):
 def _run(task: Task, location: Location, job: tuple) -> bytes:
     """On a worker: every batch of one task, pickled into one object (the cluster's own serialisation
     walks a list of many small records ~40x slower than one pickle of it)."""
-    return pickle.dumps(list(task(worker_repo(location), *job)), protocol=pickle.HIGHEST_PROTOCOL)
+    with _large_allocations_on_the_heap():
+        return pickle.dumps(list(task(worker_repo(location), *job)), protocol=pickle.HIGHEST_PROTOCOL)
+
+
+_M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter
+_GLIBC_DEFAULT_MMAP_THRESHOLD = 128 * 1024
+_heap_users = 0
+_heap_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def _large_allocations_on_the_heap() -> Iterator[None]:
+    """While a task runs, let glibc keep allocations up to 32 MiB on the heap. A dask nanny starts its
+    worker with MALLOC_TRIM_THRESHOLD_ set, which also freezes glibc's mmap threshold at 128 KiB, so
+    every larger array or buffer a task makes is mapped and unmapped afresh: a 250,000-ref task took
+    0.47 s instead of 0.26 s. The worker's own settings are back once no task of ours runs."""
+    global _heap_users
+    mallopt = getattr(_libc(), "mallopt", None)
+    if mallopt is None or "MALLOC_TRIM_THRESHOLD_" not in os.environ:  # glibc adapts on its own
+        yield
+        return
+    with _heap_lock:
+        _heap_users += 1
+        mallopt(_M_MMAP_THRESHOLD, 32 << 20)
+    try:
+        yield
+    finally:
+        with _heap_lock:
+            _heap_users -= 1
+            if not _heap_users:
+                mallopt(_M_MMAP_THRESHOLD, int(os.environ.get("MALLOC_MMAP_THRESHOLD_", _GLIBC_DEFAULT_MMAP_THRESHOLD)))
+
+
+def _libc():
+    try:
+        return ctypes.CDLL(None)
+    except OSError:
+        return None
 
 
 class ClusterEngine:
     """Runs the export's decoding tasks on the cluster a ``distributed.Client`` is connected to."""
+
+    builds_blocks = True
 
     def __init__(self, client, location: Location):
         self.client = client

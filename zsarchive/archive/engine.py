@@ -27,6 +27,10 @@ Batches = Callable[[], Iterator[Any]]
 class Engine(Protocol):
     """Runs decoding tasks over one repository."""
 
+    builds_blocks: bool
+    """Whether tasks compress the data blocks they cut themselves (they run beside this process, which
+    would otherwise compress every block alone) or leave that to the writer's threads."""
+
     def start(self, task: Task, jobs: list[tuple]) -> list[Batches]:
         """Start ``task(repo, *job)`` for every job; return, per job, a callable yielding its batches."""
 
@@ -36,6 +40,8 @@ class Engine(Protocol):
 
 class InProcess:
     """Runs each task in this process, when its batches are asked for (nothing runs ahead)."""
+
+    builds_blocks = False
 
     def __init__(self, repo: Repository):
         self.repo = repo
@@ -51,6 +57,8 @@ class InProcess:
 class ProcessPool:
     """Runs tasks in ``workers`` forked processes, all submitted at once; results come back through run
     files in ``workdir`` (the GIL would serialise threads: decoding is Python and numpy)."""
+
+    builds_blocks = True
 
     def __init__(self, location: str | Location, workers: int, workdir: str):
         self.location = location = parse_location(location)

@@ -45,12 +45,12 @@ from zsarchive.icechunk.model import NodeType, SnapshotInfo
 from zsarchive.io.location import parse_location
 from zsarchive.zs.format import codecs
 from zsarchive.zs.pipeline import resolve_parallelism
-from zsarchive.zs.writer import ZSWriter
+from zsarchive.zs.writer import BlockCutter, BuiltBlock, ZSWriter, build_data_block
 
 CODECS = codecs.NAMES
+"""Block codecs an export may use; the default, deflate, is standard ZS (any ZS reader opens the file)."""
 CHUNK_CODECS = ("none", "same")
 """How blocks of embedded chunk bytes are written: uncompressed (the default), or with the archive's codec."""
-"""Block codecs an export may use; the default, deflate, is standard ZS (any ZS reader opens the file)."""
 _TASK_REFS = 250_000  # chunk refs per decoding task: an array's large first manifest becomes several tasks
 _MAX_SPLIT = 64  # decoding tasks one manifest becomes at most
 
@@ -81,6 +81,9 @@ class ExportSummary:
 class Scope:
     """What an export writes of what it reads: here everything, a full archive. A fragment's scope
     (:mod:`zsarchive.archive.incremental`) writes what its base lacks."""
+
+    blocks_allowed = True
+    """Whether chunk refs may reach the writer as built blocks (a fragment's scope reads every record)."""
 
     def small(self, family: bytes, records: list[bytes]) -> list[bytes]:
         """The records to write of a small family (refs, repository facts, ops log), in any order."""
@@ -269,29 +272,63 @@ def gather_txlogs(engine: Engine, plan: ExportPlan) -> list[Batches]:
 
 # -- 3. decode -----------------------------------------------------------------------------------
 
+@dataclass(frozen=True)
+class BlockPlan:
+    """How a task cuts its chunk ref records into data blocks of its own — the writer's rule, restarted
+    at every task, so the cuts do not depend on where the task runs — and, given a codec, compresses
+    them itself (worker processes, a cluster) instead of leaving that to the writer's threads."""
+
+    approx_block_size: int
+    codec: str | None = None
+    compress_level: int | str | None = None
+
+    def blocks(self, records: list[bytes], cutter: BlockCutter) -> list:
+        """The blocks ``records`` complete (all that is left, with an empty list)."""
+        cut = list(cutter.cut(records)) if records else [cutter.flush()]
+        if self.codec is None:
+            return [OneBlock(block) for block in cut if block]
+        compress = codecs.get_codec(self.codec, self.compress_level).compress
+        return [build_data_block(block, None, compress) for block in cut if block]
+
+
+class OneBlock(list):
+    """Records the writer writes as exactly one data block (a task cut them)."""
+
+
 def _change_task(repo: Repository, change: ArrayChange, first: int, stop: int | None,
-                 want_ids: bool) -> Iterator[tuple[list[bytes], list[bytes]]]:
+                 want_ids: bool, cut: BlockPlan | None = None) -> Iterator[tuple[list, list[bytes]]]:
     """(chunk ref records, chunk file entries) batches of what ``change`` adds, changes and removes
     (refs ``first`` to ``stop`` of its one manifest when ``stop`` is given); the entries name the
-    native chunk files and, of a sharded array, the virtual shards."""
+    native chunk files and, of a sharded array, the virtual shards. With ``cut``, the records come
+    as data blocks (:class:`OneBlock` or ``BuiltBlock``)."""
     where = f"snapshot {change.snapshot_id} (array {change.node_id})"
     new = array_refs(repo, change.node_id, change.manifests, where, first, stop)
     old = array_refs(repo, change.node_id, change.base, where) if change.base else iter(())
+    cutter = None if cut is None else BlockCutter(cut.approx_block_size)
     for changed, removed in ref_changes(new, old):
         ids: list[bytes] | None = [] if want_ids else None
         records = R.change_records(change.node_id, change.snapshot_id, changed, removed, ids)
         if change.shard is not None and changed is not None:
             ids += virtualshards.entries(changed)
-        yield records, ids or []
+        yield (records if cutter is None else cut.blocks(records, cutter)), ids or []
+    if cutter is not None:
+        yield cut.blocks([], cutter), []
 
 
-def decode_changes(engine: Engine, plan: ExportPlan, include_chunks: bool) -> list[tuple[ArrayChange, Batches]]:
+def decode_changes(engine: Engine, plan: ExportPlan, include_chunks: bool,
+                   cut: BlockPlan | None = None) -> list[tuple[ArrayChange, Batches]]:
     """Start computing every array change (batches of chunk ref records, and the native chunk files
-    they name where those are embedded or are shards)."""
+    they name where those are embedded or are shards). The records of an array that one snapshot
+    changes are written as computed; with ``cut``, the tasks of such an array in a large manifest
+    cut (and compress) them into blocks (small arrays' records share blocks, as the writer cuts them)."""
     tasks = plan.change_tasks(_TASK_REFS)
+    changed_by = collections.Counter(change.node_id for change in plan.changes)
+
+    def block_plan(change: ArrayChange) -> BlockPlan | None:
+        return cut if changed_by[change.node_id] == 1 and change.refs >= _TASK_REFS else None
     return list(zip([change for change, _, _ in tasks],
-                    engine.start(_change_task, [(*task, include_chunks or task[0].shard is not None)
-                                                for task in tasks])))
+                    engine.start(_change_task, [(*task, include_chunks or task[0].shard is not None,
+                                                 block_plan(task[0])) for task in tasks])))
 
 
 # -- 4. sort and merge ---------------------------------------------------------------------------
@@ -309,11 +346,16 @@ class _Tally:
         """``lists`` as they pass, counted (``unplanned``: records the planned total left out)."""
         first_byte = operator.itemgetter(0)
         for batch in lists:
-            self.counts.update(map(first_byte, batch))
+            if isinstance(batch, BuiltBlock):  # records of one family
+                n = batch.count
+                self.counts[batch.first[0]] += n
+            else:
+                n = len(batch)
+                self.counts.update(map(first_byte, batch))
             if unplanned:
-                self.total += len(batch)
+                self.total += n
             yield batch
-            self.done += len(batch)
+            self.done += n
             if self.progress is not None:
                 self.progress(self.done, self.total)
 
@@ -339,7 +381,7 @@ def _chunk_refs(changes: list[tuple[ArrayChange, Batches]], chunk_ids: ExternalS
             suffix = b"" if change.shard is None else b" " + change.shard.encode("ascii")
             for records, ids in batches():
                 if merged is None:
-                    yield records
+                    yield from ([records] if records and isinstance(records[0], bytes) else records)
                 else:
                     merged.extend(records)
                 if chunk_ids is not None and ids:
@@ -399,6 +441,10 @@ def write_archive(target: Path, tmp: Path, lists: Iterable[list[bytes]], metadat
             for records in lists:
                 if isinstance(records, PieceBlock):
                     writer.add_data_block(records, stored=records.stored, key_length=records.key_length)
+                elif isinstance(records, OneBlock):
+                    writer.add_data_block(records)
+                elif isinstance(records, BuiltBlock):
+                    writer.add_built_block(records)
                 else:
                     writer.add_record_lists((records,))
             writer.finish()  # fsyncs the file, then marks it complete
@@ -543,7 +589,11 @@ class ExportJob:
             engine = _engine(repo, self.location, plan, options.parallelism, str(self.directory), self.client)
             prefetch_inputs(repo, plan, engine)
             txlogs = gather_txlogs(engine, plan)  # started first: they are consumed last, after the chunk refs
-            changes = decode_changes(engine, plan, include_chunks)
+            cut = None
+            if scope.blocks_allowed:
+                cut = BlockPlan(options.approx_block_size, *((options.codec, options.compress_level)
+                                                             if engine.builds_blocks else ()))
+            changes = decode_changes(engine, plan, include_chunks, cut)
 
             def chunk_data() -> Iterator[list[bytes]]:
                 if chunk_ids is None:

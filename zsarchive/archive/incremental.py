@@ -93,6 +93,8 @@ class FragmentScope(Scope):
     """A fragment's part of an export: the small families as their difference from the base's, chunk
     files the base lacks, tombstones counted, and the header naming the base."""
 
+    blocks_allowed = False
+
     def __init__(self, base: Base, target: Path, export_time: int, include_chunks: bool):
         self.base = base
         self.link = base_link(target, base.location)

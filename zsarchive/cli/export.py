@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import sys
 
 import click
@@ -25,7 +26,7 @@ from zsarchive.zs.format.codecs import LEVELS_HELP, NAMES
               help="Worker processes decoding manifests and threads compressing blocks (guess: one per core).")
 @click.option("--no-progress", is_flag=True, help="No progress bar even on a terminal.")
 @click.option("--scheduler", metavar="ADDRESS",
-              help="Decode on the dask.distributed cluster of this scheduler (e.g. tcp://host:8786); needs "
+              help="Decode and compress on the dask.distributed cluster of this scheduler (e.g. tcp://host:8786); needs "
                    "zsarchive[dask], and the workers must reach REPO.")
 @click.option("--base", metavar="OLD.zs", type=click.Path(dir_okay=False),
               help="Write a fragment: only what the archive OLD.zs (itself full or a fragment) lacks. "
@@ -63,7 +64,12 @@ def export_command(repo: str, archive: str, codec: str, compress_level: str | No
     if scheduler is not None:
         from zsarchive.archive.cluster import connect
 
+
         client = connect(scheduler)
+        # the cluster's own log (configured as distributed is imported) would print tracebacks for a
+        # lost connection; its failures reach the user as one line from the export
+        for name in [n for n in logging.root.manager.loggerDict if n.split(".")[0] == "distributed"]:
+            logging.getLogger(name).setLevel(logging.CRITICAL + 1)
     if bar is not None:
         bar.__enter__()
     try:

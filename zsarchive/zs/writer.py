@@ -59,8 +59,9 @@ def default_build_info() -> dict:
     }
 
 
-class _Built(NamedTuple):
-    """A data block ready to write: its records' bounds, raw payload (for the hash) and framed bytes."""
+class BuiltBlock(NamedTuple):
+    """A data block ready to write: its records' bounds, raw payload (for the hash) and framed bytes.
+    Plain data: another process may build it (:func:`build_data_block`) for :meth:`ZSWriter.add_built_block`."""
 
     count: int
     first: bytes
@@ -94,7 +95,9 @@ def _check_sorted(records: list) -> None:
             raise _Unsorted(i, records[i - 1], records[i])
 
 
-def _build_data_block(records: list, key_length: int | None, compress: Callable[[bytes], bytes]) -> _Built:
+def build_data_block(records: list, key_length: int | None, compress: Callable[[bytes], bytes]) -> BuiltBlock:
+    """``records`` (sorted) as one data block compressed by ``compress``; ``key_length`` as for
+    :meth:`ZSWriter.add_data_block`."""
     try:
         _check_sorted(records)
         payload = encode_records(records)
@@ -104,13 +107,71 @@ def _build_data_block(records: list, key_length: int | None, compress: Callable[
             if not isinstance(r, (bytes, bytearray)):
                 raise _NotBytes(i, r) from None
         raise
-    return _Built(len(records), bytes(records[0]), bytes(records[-1]), payload,
-                  encode_block(0, compress(payload)), key_length)
+    return BuiltBlock(len(records), bytes(records[0]), bytes(records[-1]), payload,
+                      encode_block(0, compress(payload)), key_length)
 
 
-def _build_chunk_block(chunk: bytes, terminator: bytes, compress: Callable[[bytes], bytes]) -> _Built:
+def _build_chunk_block(chunk: bytes, terminator: bytes, compress: Callable[[bytes], bytes]) -> BuiltBlock:
     """A block from terminated input: ``chunk`` holds whole records, each followed by the terminator."""
-    return _build_data_block(chunk[:-len(terminator)].split(terminator), None, compress)
+    return build_data_block(chunk[:-len(terminator)].split(terminator), None, compress)
+
+
+class BlockCutter:
+    """Cuts a stream of sorted records into data blocks, the writer's one rule: a block ends at the
+    first record that brings it to ``approx`` bytes, and a record of ``approx`` bytes or more is a
+    block of its own. Whoever cuts with the same ``approx`` gets the same blocks."""
+
+    def __init__(self, approx: int):
+        self.approx = approx
+        self._pending: list = []
+        self._size = 0
+
+    def cut(self, records: Iterable, approx: int | None = None) -> Iterator[list]:
+        """The blocks ``records`` complete, in order; what is left waits for more or :meth:`flush`."""
+        approx = approx or self.approx
+        if isinstance(records, list):
+            try:
+                lengths = list(map(len, records))
+            except TypeError:
+                lengths = None
+            if lengths and max(lengths) < approx:
+                return self._cut_list(records, lengths, approx)
+        return self._cut_each(records, approx)
+
+    def flush(self) -> list:
+        """The records of the incomplete block (possibly none), which ends here."""
+        out, self._pending, self._size = self._pending, [], 0
+        return out
+
+    def _cut_each(self, records: Iterable, approx: int) -> Iterator[list]:
+        r = None
+        try:
+            for r in records:
+                n = len(r)
+                if n >= approx:
+                    if self._pending:
+                        yield self.flush()
+                    yield [r]
+                    continue
+                self._pending.append(r)
+                self._size += n
+                if self._size >= approx:
+                    yield self.flush()
+        except TypeError:
+            if isinstance(r, (bytes, bytearray)):
+                raise
+            raise ZSError(f"records must be bytes, not {type(r).__name__}: {show_record(r)}") from None
+
+    def _cut_list(self, records: list, lengths: list[int], approx: int) -> Iterator[list]:
+        # Whole blocks by bisection over the running sizes: no Python work per record.
+        sizes = list(itertools.accumulate(lengths))
+        start, before = 0, -self._size  # sizes[] value where the current block began
+        while (end := bisect.bisect_left(sizes, before + approx, start)) < len(sizes):
+            block, self._pending = self._pending + records[start:end + 1], []
+            yield block
+            start, before = end + 1, sizes[end]
+        self._pending.extend(records[start:])
+        self._size = sizes[-1] - before
 
 
 class ZSWriter:
@@ -167,8 +228,7 @@ class ZSWriter:
         self._records_written = 0  # records of blocks already written (for error messages)
         self._last_record: bytes | None = None
         self._index = IndexBuilder(branching_factor, self._codec.compress, self._append)
-        self._pending: list = []
-        self._pending_size = 0
+        self._cutter = BlockCutter(approx_block_size)
         with self._fatal():
             # Partial magic and a header with an all-zero CRC: nothing here can pass as a ZS file.
             self._file.write(PARTIAL_MAGIC + encoded_header[:-8] + b"\0" * 8)
@@ -192,7 +252,7 @@ class ZSWriter:
         self._check_open()
         with self._fatal():
             for records in lists:
-                self._add_list(records, self.approx_block_size)
+                self._add_records(records, self.approx_block_size)
 
     def add_data_block(self, records: list[bytes], *, stored: bool = False, key_length: int | None = None) -> None:
         """Write ``records`` (sorted, after everything added so far) as exactly one data block;
@@ -204,8 +264,20 @@ class ZSWriter:
             records = list(records)
             self._flush_pending()
             if records:
-                self._submit(_build_data_block, records, key_length,
+                self._submit(build_data_block, records, key_length,
                              compress=self._codec.store if stored else self._codec.compress)
+
+    def add_built_block(self, block: BuiltBlock) -> None:
+        """Write a data block built elsewhere (by :func:`build_data_block` with this file's codec),
+        after everything added so far."""
+        self._check_open()
+        with self._fatal():
+            self._flush_pending()
+            while len(self._in_flight) >= self._max_in_flight:
+                self._write_oldest()
+            done: Future = Future()
+            done.set_result(block)
+            self._in_flight.append(done)
 
     def add_file_contents(self, file: BinaryIO, approx_block_size: int | None = None,
                           terminator: bytes = b"\n", length_prefixed: str | None = None) -> None:
@@ -304,56 +376,13 @@ class ZSWriter:
             raise
 
     def _add_records(self, records: Iterable[bytes], approx: int) -> None:
-        pending = self._pending
-        size = self._pending_size
-        r = None
-        try:
-            for r in records:
-                n = len(r)
-                if n >= approx:
-                    # A record as large as a block gets a block of its own.
-                    self._flush_pending()
-                    pending = self._pending
-                    self._submit(_build_data_block, [r], None)
-                    size = 0
-                    continue
-                pending.append(r)
-                size += n
-                if size >= approx:
-                    self._flush_pending()
-                    pending = self._pending
-                    size = 0
-        except TypeError:
-            if isinstance(r, (bytes, bytearray)):
-                raise
-            raise ZSError(f"records must be bytes, not {type(r).__name__}: {show_record(r)}") from None
-        self._pending_size = size
-
-    def _add_list(self, records: list[bytes], approx: int) -> None:
-        try:
-            lengths = list(map(len, records))
-        except TypeError:
-            lengths = None
-        if not lengths or max(lengths) >= approx:
-            # Empty, not all bytes, or holding a record as large as a block: the per-record path decides.
-            self._add_records(records, approx)
-            return
-        # A block ends at the first record that brings it to ``approx`` bytes, as in _add_records.
-        sizes = list(itertools.accumulate(lengths))
-        start, before = 0, -self._pending_size  # sizes[] value where the current block began
-        while (end := bisect.bisect_left(sizes, before + approx, start)) < len(sizes):
-            self._pending.extend(records[start:end + 1])
-            self._flush_pending()
-            start, before = end + 1, sizes[end]
-        self._pending.extend(records[start:])
-        self._pending_size = sizes[-1] - before
+        for block in self._cutter.cut(records, approx):
+            self._submit(build_data_block, block, None)
 
     def _flush_pending(self) -> None:
-        if self._pending:
-            records = self._pending
-            self._pending = []
-            self._pending_size = 0
-            self._submit(_build_data_block, records, None)
+        block = self._cutter.flush()
+        if block:
+            self._submit(build_data_block, block, None)
 
     def _submit(self, fn, *args, compress: Callable[[bytes], bytes] | None = None) -> None:
         while len(self._in_flight) >= self._max_in_flight:
