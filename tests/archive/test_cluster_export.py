@@ -6,6 +6,7 @@ line and leaves no archive."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -16,6 +17,7 @@ import pytest
 from distributed import Client, LocalCluster
 
 from servers import free_port
+from zsarchive import ZSError
 from zsarchive.archive import export
 from zsarchive.archive import exporter as exporter_module
 from zsarchive.zs.writer import ZSWriter
@@ -112,6 +114,23 @@ def test_a_scheduler_that_does_not_answer_is_one_line(tmp_path):
     assert done.returncode == 1 and len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert "no dask scheduler answers" in done.stderr
     assert time.monotonic() - started < 60 and not (tmp_path / "x.zs").exists()
+
+
+def test_a_repository_read_error_on_a_worker_is_one_line_and_no_archive(client, tmp_path):
+    """A manifest the plan finds but a worker cannot decode (cut short): the worker's error reaches the
+    user as the same one line a single machine gives, and nothing is written."""
+    damaged = tmp_path / "repo"
+    shutil.copytree(FIXTURES / "v2", damaged)
+    manifest = max((damaged / "manifests").iterdir(), key=lambda p: p.stat().st_size)
+    manifest.write_bytes(manifest.read_bytes()[:manifest.stat().st_size // 2])
+    errors = []
+    for options in ({"parallelism": 1}, {"client": client}):
+        with pytest.raises(ZSError) as caught:
+            export(damaged, tmp_path / "x.zs", **options)
+        errors.append(str(caught.value))
+        assert manifest.name in errors[-1] and "\n" not in errors[-1]
+        assert not [p for p in tmp_path.iterdir() if p.name != "repo"]
+    assert errors[0] == errors[1]
 
 
 def test_a_scheduler_lost_mid_export_is_one_line_and_no_archive(million, tmp_path):
