@@ -240,7 +240,8 @@ class FaultyServer(ThreadingHTTPServer):
     the full length, send half, close), "close-after" (answer, then close the connection without
     announcing it), "drip" (the body one byte every 50 ms), "huge-length" (a 206 whose Content-Length
     claims 400 MiB), "wide-range" (a 206 whose Content-Range and Content-Length claim 400 MiB more than
-    asked), "negative-length" (``Content-Length: -1`` and 8 MiB of body), or None (behave).
+    asked), "negative-length" (``Content-Length: -1`` and 8 MiB of body), "redirect:PATH" (a 302 to
+    PATH), or None (behave).
     """
 
     daemon_threads = True
@@ -319,6 +320,9 @@ class _FaultyHandler(BaseHTTPRequestHandler):
         with self.server.lock:
             fault = self.server.faults.popleft() if self.server.faults else None
         if fault == "slow" and self.server.stopping.wait(self.server.slow_seconds):
+            return
+        if fault and fault.startswith("redirect:"):
+            self._reply(302, {"Location": fault.removeprefix("redirect:")}, b"", None)
             return
         name = self.path.lstrip("/")
         if name not in self.server.files:

@@ -419,6 +419,14 @@ def test_virtual_refs_over_http_check_etag(icechunk2_python, faulty_server, tmp_
         for offset in (299_500, 400_000):  # the file ends inside the chunk / before it
             with pytest.raises(ZSCorrupt, match=rf"big\.bin holds \d+ bytes at offset {offset}, expected 1000"):
                 store.archive.read_chunk(dict(deep, offset=offset), "main")
+        # a server under the prefix that redirects elsewhere is not followed: one line, never those bytes
+        # (why zsarchive keeps its own HTTP client: obstore follows every redirect)
+        faulty_server.files["secret.bin"] = b"S" * 1000
+        faulty_server.faults.append("redirect:/secret.bin")
+        with pytest.raises(ZSError, match="302.*secret.bin.*redirects are not followed") as caught:
+            store.archive.read_chunk(deep, "main")
+        assert "\n" not in str(caught.value)
+        assert [x.path for x in faulty_server.seen].count("/secret.bin") == 0
 
 
 XARRAY_SCRIPT = r'''

@@ -1,6 +1,7 @@
 """Repo archives: an Icechunk repository's whole history as one ZS file of sorted records."""
 
-from zsarchive.archive.query import NotFound, RepoArchive, archive_metadata, header_summary
+from zsarchive.archive.query import RepoArchive
+from zsarchive.archive.reading import NotFound, archive_metadata, header_summary
 from zsarchive.archive.refspec import parse_ref, parse_time
 from zsarchive.lazy import lazy_exports
 

@@ -572,6 +572,28 @@ class ExportJob:
         target = target or self.target
         return self.directory / f".{target.name}.{os.getpid()}.partial"
 
+    def chunk_files(self, entries: Iterable[bytes], index_records: list[bytes],
+                    summary: ExportSummary) -> Iterator[PieceBlock]:
+        """The blocks of embedded chunk files, and into ``index_records`` the shard indexes, of the
+        sorted chunk file entries: native files first, then the virtual shards (whose indexes are read
+        under the authorized prefixes; those left out are counted in ``summary``)."""
+        entries = iter(entries)
+        virtual: list[bytes] = []
+
+        def native() -> Iterator[bytes]:
+            for entry in entries:
+                if entry.startswith(virtualshards.MARK):  # the virtual shards follow
+                    virtual.append(entry)
+                    return
+                yield entry
+        yield from R.chunk_file_blocks(self.repo.storage, native(), self.include_chunks,
+                                       self.options.chunk_codec == "none", index_records)
+        reader = ChunkReader(str(summary.path), self.authorize, lambda *_: None)
+        try:
+            index_records += virtualshards.index_records(reader, itertools.chain(virtual, entries), summary.unindexed)
+        finally:
+            reader.close()
+
     def run(self, plan: ExportPlan, scope: Scope, target: Path | None = None) -> ExportSummary:
         """Write ``plan``'s records, as far as ``scope`` keeps them, into ``target`` (default: the job's)."""
         repo, options, include_chunks = self.repo, self.options, self.include_chunks
@@ -596,28 +618,11 @@ class ExportJob:
             changes = decode_changes(engine, plan, include_chunks, cut)
 
             def chunk_data() -> Iterator[list[bytes]]:
-                if chunk_ids is None:
-                    return
-                index_records: list[bytes] = []
-                entries = iter(scope.new_files(chunk_ids.sorted()))
-                virtual: list[bytes] = []
-
-                def native() -> Iterator[bytes]:
-                    for entry in entries:
-                        if entry.startswith(virtualshards.MARK):  # the virtual shards follow
-                            virtual.append(entry)
-                            return
-                        yield entry
-                yield from R.chunk_file_blocks(repo.storage, native(), include_chunks,
-                                               options.chunk_codec == "none", index_records)
-                reader = ChunkReader(str(target), self.authorize, lambda *_: None)
-                try:
-                    index_records += virtualshards.index_records(reader, itertools.chain(virtual, entries),
-                                                                 summary.unindexed)
-                finally:
-                    reader.close()
-                sorter.extend(index_records)
-                tally.total += len(index_records)
+                if chunk_ids is not None:
+                    index_records: list[bytes] = []
+                    yield from self.chunk_files(scope.new_files(chunk_ids.sorted()), index_records, summary)
+                    sorter.extend(index_records)
+                    tally.total += len(index_records)
 
             def header(counts: dict[str, int]) -> bytes:
                 summary.counts = counts

@@ -22,7 +22,7 @@ from zsarchive.archive.chunkpieces import regroup
 from zsarchive.archive.exporter import (ExportJob, ExportSummary, Scope, WriteOptions, _target, exporter_version,
                                         plan_export, write_archive)
 from zsarchive.archive.fragments import Chain, HoldingsTally, base_link, diff, is_tombstone, open_chain
-from zsarchive.archive.query import open_archive, records_under
+from zsarchive.archive.reading import open_archive, records_under
 from zsarchive.errors import ZSError
 from zsarchive.zs.format import codecs
 from zsarchive.zs.pipeline import resolve_parallelism

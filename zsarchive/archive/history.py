@@ -1,0 +1,156 @@
+"""Queries of an archive's history: refs, snapshots, resolving REF[@TIME], ancestry and the log."""
+
+from __future__ import annotations
+
+import collections
+import json
+from typing import Any, Iterator
+
+from zsarchive.archive import schema as S
+from zsarchive.archive.reading import ArchiveReader, NotFound, checked_record
+from zsarchive.archive.refspec import RefSpec, TimeBound, parse_ref, time_bound
+from zsarchive.errors import ZSCorrupt
+from zsarchive.icechunk.model import format_time
+
+_HISTORIES = 64
+"""Snapshot histories a reader keeps (resolving format 2 chunk refs walks a snapshot's history once)."""
+
+
+class HistoryQueries(ArchiveReader):
+    """Refs and snapshots, and the walk from a snapshot through its parents (with a visited set)."""
+
+    def __init__(self, source: Any):
+        super().__init__(source)
+        self._snapshots: dict[str, tuple] = {}
+        self._depths: collections.OrderedDict[str, dict[str, int]] = collections.OrderedDict()
+
+
+    def refs(self) -> list[dict]:
+        """Branches, tags and deleted tags: ``{"type", "name", "snapshot_id"}`` (no id for deleted tags)."""
+        out = []
+        for (kind, name), value in self._records(S.REFS):
+            if kind == "deleted_tag":
+                out.append({"type": kind, "name": name})
+            else:
+                out.append({"type": kind, "name": name, "snapshot_id": value[0]})
+        return out
+
+    def _snapshot_value(self, snapshot_id: str) -> tuple | None:
+        cached = self._snapshots.get(snapshot_id)
+        if cached is None:
+            cached = self._one(S.SNAPSHOT, (snapshot_id,))
+            if cached is not None:
+                self._snapshots[snapshot_id] = cached
+        return cached
+
+    @staticmethod
+    @checked_record(S.SNAPSHOT)
+    def _snapshot_dict(snapshot_id: str, value: tuple) -> dict:
+        parent, flushed_at, message, metadata = value[:4]
+        return {"id": snapshot_id, "parent_id": parent, "flushed_at": format_time(flushed_at),
+                "message": message, "metadata": json.loads(metadata)}
+
+    def snapshot(self, snapshot_id: str) -> dict:
+        """One snapshot: id, parent_id, flushed_at, message, metadata, manifests."""
+        value = self._snapshot_value(snapshot_id)
+        if value is None:
+            raise NotFound(f"{self.name}: no snapshot {snapshot_id!r}")
+        out = self._snapshot_dict(snapshot_id, value)
+        out["manifests"] = [{"id": m, "size_bytes": size, "num_chunk_refs": n} for m, size, n in value[4]]
+        return out
+
+    def _lookup_ref(self, spec: RefSpec, quiet: bool = False) -> str | None:
+        kinds = (spec.kind,) if spec.kind else ("branch", "tag", "snapshot")
+        for kind in kinds:
+            if kind == "snapshot":
+                if self._snapshot_value(spec.name) is not None:
+                    return spec.name
+                continue
+            value = self._one(S.REFS, (kind, spec.name))
+            if value is not None:
+                return value[0]
+        if quiet:
+            return None
+        if spec.kind in (None, "tag") and self._one(S.REFS, ("deleted_tag", spec.name)) is not None:
+            raise NotFound(f"{self.name}: tag {spec.name!r} was deleted")
+        what = f"{spec.kind} " if spec.kind else "branch, tag or snapshot "
+        raise NotFound(f"{self.name}: unknown {what}{spec.name!r}")
+
+    def resolve(self, ref: str) -> str:
+        """Snapshot id a REF names (``[branch:|tag:|snapshot:]NAME[@TIME]``)."""
+        if "@" in ref:  # a ref whose name holds "@" wins over reading the text after it as a time
+            literal = self._lookup_ref(parse_ref(ref, with_time=False), quiet=True)
+            if literal is not None:
+                return literal
+        spec = parse_ref(ref)
+        snapshot_id = self._lookup_ref(spec)
+        if spec.as_of is None:
+            return snapshot_id
+        first = None
+        for sid, value in self._ancestry(snapshot_id):
+            if value[1] <= spec.as_of:
+                return sid
+            first = value[1]
+        raise NotFound(f"{self.name}: no snapshot in the history of {spec.name!r} was flushed at or before "
+                       f"{format_time(spec.as_of)} (its first commit was flushed at {format_time(first)})")
+
+    def _ancestry(self, snapshot_id: str) -> Iterator[tuple[str, tuple]]:
+        current: str | None = snapshot_id
+        seen: set[str] = set()
+        while current is not None:
+            if current in seen:
+                raise ZSCorrupt(f"{self.name}: the history of snapshot {snapshot_id} loops at snapshot {current}")
+            seen.add(current)
+            value = self._snapshot_value(current)
+            if value is None:
+                raise ZSCorrupt(f"{self.name}: snapshot {current} is in a history but has no record")
+            yield current, value
+            current = value[0]
+
+    def _history_depths(self, snapshot_id: str) -> dict[str, int]:
+        """Every snapshot in the history of one -> its distance from it (0: itself); the history ends at
+        the first snapshot without a parent, or whose parent the archive does not hold."""
+        depths = self._depths.get(snapshot_id)
+        if depths is None:
+            depths = {}
+            current: str | None = snapshot_id
+            while current is not None and current not in depths:  # a loop ends where it closes
+                value = self._snapshot_value(current)
+                if value is None:
+                    break
+                depths[current] = len(depths)
+                current = value[0]
+            self._depths[snapshot_id] = depths
+            while len(self._depths) > _HISTORIES:
+                self._depths.popitem(last=False)
+        return depths
+
+    def ancestry(self, ref: str) -> list[dict]:
+        """The history of REF, newest first."""
+        return [self._snapshot_dict(sid, value) for sid, value in self._ancestry(self.resolve(ref))]
+
+    def log(self, ref: str | None = None, since: TimeBound = None, until: TimeBound = None) -> list[dict]:
+        """Snapshots (of REF's history, or all) flushed in ``[since, until]``, newest first.
+
+        Bounds are inclusive: TIME text (a bare date covers its whole day), an aware datetime, or
+        microseconds since 1970 UTC.
+        """
+        since, until = time_bound(since, False), time_bound(until, True)
+        if ref is not None:
+            items = list(self._ancestry(self.resolve(ref)))
+            earliest = min((v[1] for _, v in items), default=None)
+            chosen = [(sid, v) for sid, v in items
+                      if (since is None or v[1] >= since) and (until is None or v[1] <= until)]
+        else:
+            first = next(self._records(S.SNAPSHOT_TIME), None)
+            earliest = first[0][0] if first else None
+            # A range scan of the by-time family reads only the blocks of that period.
+            window = list(self._range(S.SNAPSHOT_TIME, () if since is None else (since,),
+                                      None if until is None else (until + 1,)))
+            chosen = [(sid, self._snapshot_value(sid)) for (_, sid), _ in reversed(window)]
+        if until is not None and earliest is not None and until < earliest:
+            raise NotFound(f"{self.name}: {format_time(until)} is before the first commit "
+                           f"({format_time(earliest)})")
+        if ref is not None:
+            chosen.sort(key=lambda item: item[1][1], reverse=True)
+        return [self._snapshot_dict(sid, value) for sid, value in chosen]

@@ -1,0 +1,55 @@
+"""Queries of the node tree of one snapshot: every node, one node, one array."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from zsarchive.archive import schema as S
+from zsarchive.archive.history import HistoryQueries
+from zsarchive.archive.reading import NotFound, checked_record
+
+
+class NodeQueries(HistoryQueries):
+    """The groups and arrays of a snapshot, with their zarr.json, shape and where their chunk refs are."""
+
+
+    @staticmethod
+    @checked_record(S.NODE)
+    def _node_dict(snapshot_id: str, components: tuple, value: tuple) -> dict:
+        node_id, node_type, user_data, shape, names, manifests = value[:6]
+        out: dict[str, Any] = {"path": S.path_of(components),
+                               "node_type": "array" if node_type == S.ARRAY else "group",
+                               "id": node_id, "zarr_json": json.loads(user_data), "user_data": user_data}
+        if node_type == S.ARRAY:
+            out["shape"] = [dim[0] for dim in shape]
+            out["num_chunks"] = [dim[2] if dim[2] is not None else
+                                 (-(-dim[0] // dim[1]) if dim[1] else 0) for dim in shape]
+            out["dimension_names"] = None if names is None else list(names)
+            out["manifests"] = [{"id": m, "extents": [list(e) for e in ext]} for m, ext in manifests]
+            # where its chunk refs are found in a format 2 archive (the timeline from "since" on)
+            out["snapshot_id"], out["since"] = snapshot_id, value[6] if len(value) > 6 else None
+        return out
+
+    def ls(self, ref: str) -> list[dict]:
+        """Every node of the snapshot REF names, in the archive's order: path components compared one by one
+        (``/a``, ``/a/b``, ``/a-b``), whatever order the repository's snapshot file used."""
+        sid = self.resolve(ref)
+        return [self._node_dict(sid, k[1], v) for k, v in self._records(S.NODE, (sid,))]
+
+    def _node_at(self, snapshot_id: str, path: str, ref: str) -> dict:
+        components = S.path_components(path if path.startswith("/") else "/" + path)
+        value = self._one(S.NODE, (snapshot_id, components))
+        if value is None:
+            raise NotFound(f"{self.name}: no node {S.path_of(components)!r} at {ref!r}")
+        return self._node_dict(snapshot_id, components, value)
+
+    def node(self, ref: str, path: str) -> dict:
+        """The group or array at ``path`` in the snapshot REF names."""
+        return self._node_at(self.resolve(ref), path, ref)
+
+    def _array_at(self, ref: str, path: str) -> dict:
+        node = self.node(ref, path)
+        if node["node_type"] != "array":
+            raise NotFound(f"{self.name}: {node['path']!r} at {ref!r} is a group, not an array")
+        return node
