@@ -14,7 +14,8 @@ from urllib.parse import unquote, urlsplit
 
 from zsarchive.errors import ZSCorrupt, ZSError
 from zsarchive.icechunk.model import format_time
-from zsarchive.io.http import ConnectionPool, HTTPTransport, host_of
+from zsarchive.io.http import HTTPTransport
+from zsarchive.io.httpclient import ConnectionPool, host_of
 from zsarchive.io.location import SCHEMES, Location, parse_location
 from zsarchive.io.objects import ObjectChanged, get_bounded, object_store
 from zsarchive.io.storage import ObjectStorage, read_file_range

@@ -14,7 +14,7 @@ from zsarchive.io.location import SCHEMES
 # network transports import http.client, ssl or fsspec: only a URL should pay for that
 __getattr__ = lazy_exports(__name__, {
     "HTTPTransport": "zsarchive.io.http",
-    "ConnectionPool": "zsarchive.io.http",
+    "ConnectionPool": "zsarchive.io.httpclient",
     "FsspecTransport": "zsarchive.io.fsspec",
     "ObjectTransport": "zsarchive.io.objectfile",
 })
