@@ -172,16 +172,18 @@ http {{
         self._process = None
 
     def mark(self) -> int:
-        """A position in the access log: the number of lines logged before now."""
-        return len(self._lines())
+        """A position in the access log: every request answered before now is logged before it."""
+        return len(self._settled(0))
 
     def requests_since(self, mark: int) -> list[LogLine]:
-        """Requests logged after ``mark``, excluding the marker request this method sends itself.
+        """Requests logged after ``mark``, excluding the marker requests."""
+        return [line for line in self._settled(mark) if not line.path.startswith("/__mark__")]
 
-        nginx logs a request after handing its last byte to the kernel, so a client can hold its
-        answer a moment before the line exists; a fresh marker request, served by the same single
-        worker after every earlier one, tells when all earlier lines are written.
-        """
+    def _settled(self, mark: int) -> list[LogLine]:
+        """The log from ``mark`` on, once every earlier request is in it. nginx logs a request after
+        handing its last byte to the kernel, so a client can hold its answer a moment before the line
+        exists; a fresh marker request, served by the same single worker after every earlier one,
+        tells when all earlier lines are written."""
         self._marks += 1
         marker = f"/__mark__{self._marks}"
         try:
@@ -190,9 +192,9 @@ http {{
             pass  # a 404 is expected: the marker only needs to be logged
         deadline = time.monotonic() + 5
         while time.monotonic() < deadline:
-            lines = self._lines()[mark:]
-            if any(line.path == marker for line in lines):
-                return [line for line in lines if not line.path.startswith("/__mark__")]
+            lines = self._lines()
+            if any(line.path == marker for line in lines[mark:]):
+                return lines[mark:] if mark else lines
             time.sleep(0.01)
         raise AssertionError("nginx did not log the marker request within 5 s")
 

@@ -200,6 +200,8 @@ def decode(buf, pos: int = 0, end: int | None = None, what: str = "key",
     if end is None:
         end = len(buf)
     out: list = []
+    # One loop over every type code, not a function per type: this runs once per element of every
+    # record a query touches, and a call per element costs more than the decoding itself.
     try:
         while pos < end:
             code = buf[pos]
