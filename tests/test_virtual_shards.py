@@ -223,3 +223,18 @@ def test_a_fragment_keeps_the_indexes_of_the_shards_it_adds(virtual, tmp_path):
     full = tmp_path / "full.zs"
     export(repo, full, authorize=[prefix])
     assert_chain_is_full_export(fragment, full, tmp_path / "consolidated.zs")
+
+
+def test_index_reads_in_flight_are_bounded_in_bytes():
+    """A hostile repository may declare 2^24 inner chunks per shard (256 MiB indexes, the largest a
+    layout admits): those are read one at a time, small ones many at a time, never over the budget."""
+    from zsarchive.archive.shards import ShardLayout
+    from zsarchive.archive.virtualshards import _BYTES_IN_FLIGHT, read_batches
+
+    huge, small = ShardLayout((4096, 4096), True, False, True), ShardLayout((4, 3), True, False, True)
+    assert huge.index_size > _BYTES_IN_FLIGHT
+    items = [(("s3://b/h", 0, 1 << 30, "e", None), huge)] * 3 + [(("s3://b/s", 0, 5000, "e", None), small)] * 200
+    batches = list(read_batches(iter(items)))
+    assert [len(b) for b in batches[:3]] == [1, 1, 1]
+    assert all(sum(layout.index_size for _, layout in b) <= _BYTES_IN_FLIGHT for b in batches[3:])
+    assert [item for b in batches for item in b] == items and len(batches) < 3 + 200

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import os
 import pickle
 import threading
@@ -70,6 +71,7 @@ def _large_allocations_on_the_heap() -> Iterator[None]:
                 mallopt(_M_MMAP_THRESHOLD, int(os.environ.get("MALLOC_MMAP_THRESHOLD_", _GLIBC_DEFAULT_MMAP_THRESHOLD)))
 
 
+@functools.cache
 def _libc():
     try:
         return ctypes.CDLL(None)

@@ -282,12 +282,16 @@ class BlockPlan:
     codec: str | None = None
     compress_level: int | str | None = None
 
-    def blocks(self, records: list[bytes], cutter: BlockCutter) -> list:
+    def compressor(self) -> Callable[[bytes], bytes] | None:
+        """The task's compression function, or None where the writer compresses."""
+        return None if self.codec is None else codecs.get_codec(self.codec, self.compress_level).compress
+
+    @staticmethod
+    def blocks(records: list[bytes], cutter: BlockCutter, compress: Callable[[bytes], bytes] | None) -> list:
         """The blocks ``records`` complete (all that is left, with an empty list)."""
         cut = list(cutter.cut(records)) if records else [cutter.flush()]
-        if self.codec is None:
+        if compress is None:
             return [OneBlock(block) for block in cut if block]
-        compress = codecs.get_codec(self.codec, self.compress_level).compress
         return [build_data_block(block, None, compress) for block in cut if block]
 
 
@@ -305,14 +309,15 @@ def _change_task(repo: Repository, change: ArrayChange, first: int, stop: int | 
     new = array_refs(repo, change.node_id, change.manifests, where, first, stop)
     old = array_refs(repo, change.node_id, change.base, where) if change.base else iter(())
     cutter = None if cut is None else BlockCutter(cut.approx_block_size)
+    compress = None if cut is None else cut.compressor()
     for changed, removed in ref_changes(new, old):
         ids: list[bytes] | None = [] if want_ids else None
         records = R.change_records(change.node_id, change.snapshot_id, changed, removed, ids)
         if change.shard is not None and changed is not None:
             ids += virtualshards.entries(changed)
-        yield (records if cutter is None else cut.blocks(records, cutter)), ids or []
+        yield (records if cutter is None else BlockPlan.blocks(records, cutter, compress)), ids or []
     if cutter is not None:
-        yield cut.blocks([], cutter), []
+        yield BlockPlan.blocks([], cutter, compress), []
 
 
 def decode_changes(engine: Engine, plan: ExportPlan, include_chunks: bool,
@@ -560,7 +565,7 @@ class ExportJob:
     progress: Callable[[int, int], None] | None
     sort_memory: int
     client: object = None
-    authorize: object = ()
+    authorize: Iterable[str] | Mapping[str, Mapping[str, str]] = ()
     """Prefixes (or prefix -> storage options) under which virtual shards' indexes may be read."""
 
     def sorter(self, share: int, unique: bool) -> ExternalSorter:

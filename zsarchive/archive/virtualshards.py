@@ -6,7 +6,6 @@ chunk of a virtual shard with one read of that inner chunk's bytes."""
 from __future__ import annotations
 
 import concurrent.futures
-import itertools
 from dataclasses import dataclass
 from typing import Iterable, Iterator
 
@@ -25,6 +24,7 @@ MARK = b"~"
 one (chunk ids are base32 text), so one sorted stream holds native files first, then virtual shards."""
 
 _READS_IN_FLIGHT = 16
+_BYTES_IN_FLIGHT = 64 << 20  # an index may be 256 MiB (ShardLayout's ceiling): never 16 of those at once
 
 
 def entries(batch: RefBatch) -> list[bytes]:
@@ -49,17 +49,33 @@ class Skipped:
 
 def index_records(reader: ChunkReader, stream: Iterable[bytes], skipped: Skipped) -> Iterator[bytes]:
     """The ``I`` records of the virtual shards ``stream`` names (sorted, unique entries, each ending in
-    ``" " + layout``), read ``_READS_IN_FLIGHT`` at a time. A shard that cannot be read, has no
+    ``" " + layout``), read ``_READS_IN_FLIGHT`` at a time and at most ``_BYTES_IN_FLIGHT`` of indexes
+    at a time (an index larger than that alone). A shard that cannot be read, has no
     checksum, or whose index does not check out gets no record (a reader then reads its index from the
     object, as zarr does) and counts in ``skipped``."""
-    parsed = map(_parse, stream)
     with concurrent.futures.ThreadPoolExecutor(_READS_IN_FLIGHT) as pool:
-        while batch := list(itertools.islice(parsed, _READS_IN_FLIGHT * 4)):
+        for batch in read_batches(map(_parse, stream)):
             for key, layout, outcome in pool.map(lambda item: (*item, _read_index(reader, *item)), batch):
                 if isinstance(outcome, bytes):
                     yield S.record(S.SHARD_INDEX, key, (layout.at_end, outcome))
                 else:
                     skipped.add(outcome.reason)
+
+
+def read_batches(parsed: Iterable[tuple[tuple, ShardLayout]],
+                 budget: int = _BYTES_IN_FLIGHT) -> Iterator[list[tuple[tuple, ShardLayout]]]:
+    """``parsed`` entries in batches read together: at most ``4 × _READS_IN_FLIGHT`` entries whose
+    indexes add up to at most ``budget`` bytes, or one entry alone."""
+    batch: list[tuple[tuple, ShardLayout]] = []
+    size = 0
+    for item in parsed:
+        if batch and (size + item[1].index_size > budget or len(batch) == 4 * _READS_IN_FLIGHT):
+            yield batch
+            batch, size = [], 0
+        batch.append(item)
+        size += item[1].index_size
+    if batch:
+        yield batch
 
 
 @dataclass
