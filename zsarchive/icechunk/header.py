@@ -63,6 +63,21 @@ def open_file(raw: bytes, name: str, expected: FileType) -> tuple[FileHeader, by
         raise ZSCorrupt(f"{name}: zstd payload at offset {HEADER_LENGTH} does not decompress: {exc}") from None
 
 
+IMPLEMENTATION = "zsarchive"
+"""The implementation name zsarchive writes in headers when the original one is not known."""
+
+
+def wrap_file(file_type: FileType, spec_version: int, payload: bytes, implementation: str = IMPLEMENTATION) -> bytes:
+    """A whole metadata file: the header, then ``payload`` (a finished FlatBuffer) as one zstd frame at
+    level 3 with its content size and no checksum, as icechunk writes it."""
+    name = implementation.encode("utf-8")
+    if len(name) > 24:
+        raise ValueError(f"implementation name {implementation!r} is longer than 24 bytes")
+    compressor = zstandard.ZstdCompressor(level=3, write_content_size=True, write_checksum=False)
+    return MAGIC + name.ljust(24, b" ") + bytes((spec_version, int(file_type), COMPRESSION_ZSTD)) + \
+        compressor.compress(payload)
+
+
 def inspect_header(header: FileHeader) -> dict:
     """The header as icechunk's ``inspect_*`` methods report it (``written_by``, ``app_name`` ...)."""
     app_name, _, app_version = header.implementation.partition("-")
