@@ -66,21 +66,38 @@ class RestorePlan:
                         record.info.message, record.info.metadata, record.nodes, record.manifest_files)
 
     def transaction_logs(self) -> Iterator[TransactionLog]:
-        """Every transaction log file: each restored snapshot's own (merged with its pruned ancestors'
-        when expiration pruned them: the archive keeps them merged) and an empty one per pruned id."""
+        """Every transaction log file: each restored snapshot's own, and an empty one per pruned id that
+        has no log of its own. Where expiration pruned ancestors from under a snapshot the archive keeps
+        their logs merged with its own: the merged log becomes its own (icechunk unites them again), with
+        the moves of the pruned logs that are not restored here."""
+        written = set()
         for sid in self.snapshots:
             summary = self.history.txlogs.get(sid)
             if summary is None:
                 if self.parents[sid] is None and self.file_spec[sid] >= 2:
+                    written.add(sid)
                     yield _log(sid, self.file_spec[sid], {}, {}, [])  # icechunk writes one for a new repository
                 continue
             if sid in summary.missing:
                 continue
             coords = {node: np.array(rows, dtype=np.uint32).reshape(len(rows), -1)
                       for node, rows in summary.coords.items()}
-            yield _log(sid, self.file_spec[sid], summary.lists, coords, summary.moves)
-            for pruned in summary.merged:
-                yield _log(pruned, self.file_spec[sid], {}, {}, [])
+            moves = summary.moves
+            if summary.merged:
+                moves = list(summary.unjoined_moves)
+                for pruned in summary.merged:
+                    own = self.history.txlogs.get(pruned) if pruned in self.snapshots else None
+                    for move in own.moves if own is not None else ():
+                        if move in moves:
+                            moves.remove(move)
+            written.add(sid)
+            yield _log(sid, self.file_spec[sid], summary.lists, coords, moves)
+        for sid in self.snapshots:
+            summary = self.history.txlogs.get(sid)
+            for pruned in summary.merged if summary is not None else ():
+                if pruned not in written and not (pruned in self.snapshots and pruned in self.history.txlogs):
+                    written.add(pruned)
+                    yield _log(pruned, self.file_spec[sid], {}, {}, [])
 
     def repo_info(self) -> RepoInfo:
         """The V2 ``repo`` file's model: every restored snapshot, refs, the whole ops log in one file."""
