@@ -68,9 +68,14 @@ def check_target(sink: Sink, storage: Storage, spec_version: int) -> None:
     raise ZSError(f"{sink.name}: is not empty; restore into an empty or new location")
 
 
+_PATH_ESCAPES = set('/\\{^}%`]">[~<#|\r\n*?')
+"""ASCII characters the storage layer under icechunk 1.x (object_store paths) percent-encodes in a key,
+besides control characters and every non-ASCII byte."""
+
+
 def _ref_dir(kind: str, name: str) -> str:
-    # icechunk 1.x percent-encodes what its storage paths cannot hold as is
-    return f"refs/{kind}.{quote(name, safe='')}"
+    encoded = "".join(quote(c, safe="") if c in _PATH_ESCAPES or ord(c) < 32 or ord(c) > 126 else c for c in name)
+    return f"refs/{kind}.{encoded}"
 
 
 def _yaml_config(config: Mapping[str, Any]) -> bytes:
