@@ -12,10 +12,11 @@ __getattr__ = lazy_exports(__name__, {
     "export": "zsarchive.archive",
     "consolidate": "zsarchive.archive",
     "IcechunkRepository": "zsarchive.icechunk:Repository",
+    "restore": "zsarchive.restore",
     # the zarr store needs the optional ``zarr`` extra
     "open_store": "zsarchive.archive.zarrstore",
     "ArchiveStore": "zsarchive.archive.zarrstore",
 })
 
 __all__ = ["ZSError", "ZSCorrupt", "ZS", "ZSWriter", "validate", "ValidationReport", "RepoArchive", "export",
-           "consolidate", "IcechunkRepository", "open_store", "ArchiveStore"]
+           "consolidate", "IcechunkRepository", "restore", "open_store", "ArchiveStore"]
