@@ -19,12 +19,10 @@ from zsarchive.archive.reading import ArchiveReader
 from zsarchive.errors import ZSError
 from zsarchive.icechunk.header import IMPLEMENTATION
 from zsarchive.icechunk.model import (
-    ChunkRef, FileHeader, FileType, Node, NodeType, RepoInfo, RepoStatus, Snapshot, SnapshotInfo, TransactionLog,
+    ChunkRef, FileHeader, FileType, MoveOperation, Node, RepoInfo, RepoStatus, Snapshot, TransactionLog,
 )
+from zsarchive.icechunk.paths import path_key
 from zsarchive.restore.source import ArchiveHistory, SnapshotRecord, manifest_refs, node_timeline
-
-INITIAL_SNAPSHOT = "1CECHNKREP0F1RSTCMT0"
-"""The id icechunk gives every V2 repository's first snapshot."""
 
 _LIST_FIELDS = ("new_groups", "new_arrays", "deleted_groups", "deleted_arrays", "updated_groups", "updated_arrays")
 
@@ -70,7 +68,8 @@ class RestorePlan:
         has no log of its own. Where expiration pruned ancestors from under a snapshot the archive keeps
         their logs merged with its own: the merged log becomes its own (icechunk unites them again), with
         the moves of the pruned logs that are not restored here."""
-        written = set()
+        written: set[str] = set()
+        pruned_moves: dict[str, list[MoveOperation]] = {}
         for sid in self.snapshots:
             summary = self.history.txlogs.get(sid)
             if summary is None:
@@ -84,20 +83,43 @@ class RestorePlan:
                       for node, rows in summary.coords.items()}
             moves = summary.moves
             if summary.merged:
-                moves = list(summary.unjoined_moves)
-                for pruned in summary.merged:
-                    own = self.history.txlogs.get(pruned) if pruned in self.snapshots else None
-                    for move in own.moves if own is not None else ():
-                        if move in moves:
-                            moves.remove(move)
+                moves = self._share_moves(summary, pruned_moves)
             written.add(sid)
             yield _log(sid, self.file_spec[sid], summary.lists, coords, moves)
         for sid in self.snapshots:
             summary = self.history.txlogs.get(sid)
             for pruned in summary.merged if summary is not None else ():
-                if pruned not in written and not (pruned in self.snapshots and pruned in self.history.txlogs):
+                if pruned not in written and not self._has_own_log(pruned):
                     written.add(pruned)
-                    yield _log(pruned, self.file_spec[sid], {}, {}, [])
+                    yield _log(pruned, self.file_spec[sid], {}, {}, pruned_moves.get(pruned, []))
+
+    def _has_own_log(self, sid: str) -> bool:
+        return sid in self.snapshots and sid in self.history.txlogs
+
+    def _share_moves(self, summary, pruned_moves: dict[str, list[MoveOperation]]) -> list[MoveOperation]:
+        """The moves of a merged log, unjoined and oldest first, handed back to the logs they came from
+        so that icechunk lists them in the same order: a restored pruned ancestor keeps its own, each
+        other pruned log takes a run sorted by destination (a log's moves are so sorted), and the
+        snapshot's own log the rest. Returns the own log's moves."""
+        moves, at = list(summary.unjoined_moves), 0
+        mine = [p for p in summary.merged if self._has_own_log(p)]
+        for pruned in summary.merged:
+            if self._has_own_log(pruned):
+                own = list(self.history.txlogs[pruned].moves)
+                if moves[at:at + len(own)] == own:
+                    at += len(own)
+                    mine.remove(pruned)
+                continue
+            stop = len(moves)
+            if mine:  # the next restored ancestor's moves start where its own list is found
+                nxt = list(self.history.txlogs[mine[0]].moves)
+                stop = next((j for j in range(at, len(moves)) if nxt and moves[j:j + len(nxt)] == nxt), stop)
+            end = at
+            while end < stop and (end == at or path_key(moves[end - 1].to_path) <= path_key(moves[end].to_path)):
+                end += 1
+            pruned_moves[pruned] = moves[at:end]
+            at = end
+        return sorted(moves[at:], key=lambda m: path_key(m.to_path))
 
     def repo_info(self) -> RepoInfo:
         """The V2 ``repo`` file's model: every restored snapshot, refs, the whole ops log in one file."""
@@ -245,10 +267,3 @@ def _first_manifest(node: Node, coords: tuple) -> str | None:
             return ref.id
     return None
 
-
-def is_array(node: Node) -> bool:
-    """Whether a node is an array."""
-    return node.node_type is NodeType.ARRAY
-
-
-__all__ = ["INITIAL_SNAPSHOT", "ManifestContents", "ManifestPlan", "RestorePlan", "SnapshotInfo", "select"]
