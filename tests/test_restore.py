@@ -9,7 +9,6 @@ a local moto server; ``--ref`` and ``--shallow``; a target that is not empty; a 
 
 from __future__ import annotations
 
-import copy
 import json
 import os
 import signal
@@ -20,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from icechunk_answers import answers_without_file_details
 from oracle import CLEAN_EXIT, ROOT, oracle, repo_path, run_oracle, virtual_mapping
 from servers import moto_s3
 from zsarchive.archive import RepoArchive, export
@@ -46,38 +46,6 @@ def records(archive: Path | str) -> list[bytes]:
     """Every record of an archive but its header record."""
     with ZS(str(archive)) as z:
         return [r for r in z.search() if not r.startswith(S.HEADER)]
-
-
-def answers_without_file_details(answers: dict, keep: set[str] | None = None) -> dict:
-    """icechunk's answers less what a restore does not reproduce, each for a documented reason: the
-    implementation name in file headers (the archive does not keep it), a manifest's decompressed size
-    and location compression (manifests are re-encoded, virtual locations plain), how the ops log is
-    split over ``repo`` and ``overwritten/`` files (the restored one holds it whole: ``ops_log`` is
-    compared), the order of feature flags (icechunk lists them from a hash map) and the order a diff
-    lists moves in. ``keep``: only these snapshots (those the archive holds)."""
-    out = copy.deepcopy(answers)
-    for kind in ("snapshots", "manifests", "transaction_logs"):
-        for entry in out.get(kind, {}).values():
-            if isinstance(entry, dict):
-                entry.pop("header", None)
-    for entry in out.get("manifests", {}).values():
-        entry.pop("size_bytes", None)
-        entry.pop("compression", None)
-    info = out.get("repo_info", {})
-    info.pop("header", None)
-    info.pop("latest_updates", None)
-    info.pop("repo_before_updates", None)
-    if "feature_flags" in out:
-        out["feature_flags"] = sorted(out["feature_flags"], key=lambda f: f["id"])
-    for diff in out.get("diffs", []):
-        if isinstance(diff.get("diff"), dict) and "moved_nodes" in diff["diff"]:
-            diff["diff"]["moved_nodes"] = sorted(diff["diff"]["moved_nodes"])
-    if keep is not None:
-        for kind in ("snapshots", "trees", "transaction_logs"):
-            if kind in out:
-                out[kind] = {sid: v for sid, v in out[kind].items() if sid in keep}
-        out["diffs"] = [d for d in out.get("diffs", []) if d["from"] in keep and d["to"] in keep]
-    return out
 
 
 def archived_snapshots(archive: Path) -> set[str]:

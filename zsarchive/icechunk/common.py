@@ -66,6 +66,16 @@ def offsets_vector(b, offsets: list[int]) -> int:
     return b.EndVector()
 
 
+def uint32_vector(b, values) -> int:
+    """A ``[uint32]`` vector (chunk coordinates), empty for a 0-d array's."""
+    import numpy as np
+
+    if not len(values):
+        b.StartVector(4, 0, 4)
+        return b.EndVector()
+    return b.CreateNumpyVector(np.ascontiguousarray(values, dtype="<u4"))
+
+
 def ids_vector(b, id_texts: list[str], nbytes: int) -> int:
     """A vector of ObjectId12 or ObjectId8 structs from their base32 texts, in the order given."""
     b.StartVector(nbytes, len(id_texts), 1)

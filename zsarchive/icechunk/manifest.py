@@ -12,7 +12,7 @@ import numpy as np
 import zstandard
 
 from zsarchive.icechunk import ids
-from zsarchive.icechunk.common import decoding, id8, id12, id_struct, offsets_vector
+from zsarchive.icechunk.common import decoding, id8, id12, id_struct, offsets_vector, uint32_vector
 from zsarchive.icechunk.flatbuf import FlatBufferError, byte_vector, check_sorted, root, vtable_slots
 from zsarchive.icechunk.gather import BYTE, first, first_unsorted, gather, offset_vector, uint32_vectors
 from zsarchive.icechunk.generated.Manifest import Manifest as FbManifest
@@ -408,7 +408,7 @@ def iter_chunk_refs(raw: bytes, name: str = "<manifest>") -> Iterator[tuple[Node
 # -- encoding ------------------------------------------------------------------------------------
 
 def _encode_ref(b, ref: ChunkRef, CR) -> int:
-    index = b.CreateNumpyVector(np.asarray(ref.index, dtype="<u4")) if ref.index else _empty_index(b)
+    index = uint32_vector(b, ref.index)
     inline = location = etag = None
     if ref.kind is RefKind.INLINE:
         inline = b.CreateByteVector(bytes(ref.inline or b""))
@@ -432,11 +432,6 @@ def _encode_ref(b, ref: ChunkRef, CR) -> int:
     if ref.checksum_last_modified:
         CR.AddChecksumLastModified(b, ref.checksum_last_modified)
     return CR.End(b)
-
-
-def _empty_index(b) -> int:
-    b.StartVector(4, 0, 4)
-    return b.EndVector()
 
 
 def encode_manifest(manifest_id: str, arrays: Iterable[tuple[NodeId, Iterable[ChunkRef]]], spec_version: int,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from zsarchive.icechunk import ids
-from zsarchive.icechunk.common import decoding, id8, id12, id_struct, ids_vector, offsets_vector
+from zsarchive.icechunk.common import decoding, id8, id12, id_struct, ids_vector, offsets_vector, uint32_vector
 from zsarchive.icechunk.flatbuf import FlatBufferError, byte_vector, check_sorted, require, root, struct_bytes, \
     text, vtable_slots
 from zsarchive.icechunk.gather import first, first_unsorted, gather, offset_vector, uint32_vectors
@@ -175,7 +175,7 @@ def encode_transaction_log(log: TransactionLog, spec_version: int, implementatio
             coords = coords[np.lexsort(coords.T[::-1])]
         chunks = []
         for row in coords:
-            vector = b.CreateNumpyVector(np.ascontiguousarray(row, dtype="<u4")) if len(row) else _empty(b)
+            vector = uint32_vector(b, row)
             CI.Start(b)
             CI.AddCoords(b, vector)
             chunks.append(CI.End(b))
@@ -210,7 +210,3 @@ def encode_transaction_log(log: TransactionLog, spec_version: int, implementatio
     b.Finish(TL.End(b))
     return wrap_file(FileType.TRANSACTION_LOG, spec_version, bytes(b.Output()), implementation)
 
-
-def _empty(b) -> int:
-    b.StartVector(4, 0, 4)
-    return b.EndVector()
