@@ -10,7 +10,7 @@ transaction log.
 from __future__ import annotations
 
 from collections import OrderedDict
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Iterable, Iterator
 
 import numpy as np
@@ -54,14 +54,18 @@ class RestorePlan:
     tags: dict[str, str]
     deleted_tags: list[str]
     history: ArchiveHistory
+    resized: dict[str, int] = field(default_factory=dict)
+    """Manifest id -> the size its file got where it could not be the size the snapshots name."""
 
     def snapshot(self, sid: str) -> Snapshot:
         """The snapshot file's model."""
         record = self.snapshots[sid]
         spec = self.file_spec[sid]
         header = FileHeader(IMPLEMENTATION, spec, FileType.SNAPSHOT, 1)
+        files = [replace(m, size_bytes=self.resized[m.id]) if m.id in self.resized else m
+                 for m in record.manifest_files]
         return Snapshot(header, sid, self.parents[sid] if spec == 1 else None, record.info.flushed_at,
-                        record.info.message, record.info.metadata, record.nodes, record.manifest_files)
+                        record.info.message, record.info.metadata, record.nodes, files)
 
     def transaction_logs(self) -> Iterator[TransactionLog]:
         """Every transaction log file: each restored snapshot's own, and an empty one per pruned id that

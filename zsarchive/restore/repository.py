@@ -137,10 +137,11 @@ class Restore:
                 chunk_ids.update(r.chunk_id for r in refs if r.kind is RefKind.NATIVE)
             try:
                 files[manifest.id] = encode_manifest(manifest.id, arrays, manifest.spec_version, size=manifest.size)
-            except ValueError:
-                self.notes.append(f"manifest {manifest.id}: written with its own size, not the "
-                                  f"{manifest.size} bytes its snapshots name")
+            except ValueError:  # it encodes to more: the snapshots name the size it has
                 files[manifest.id] = encode_manifest(manifest.id, arrays, manifest.spec_version)
+                plan.resized[manifest.id] = len(files[manifest.id])
+                self.notes.append(f"manifest {manifest.id}: {len(files[manifest.id])} bytes, the original "
+                                  f"{manifest.size}: the snapshots name the new size")
             self.progress("manifests", done, len(order))
         return files, chunk_ids
 
