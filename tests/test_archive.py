@@ -207,7 +207,7 @@ def test_virtual_chunks_need_authorization(case):
                     continue
                 for chunk in arc.chunk_refs(ref, node["path"]):
                     if chunk["kind"] == "virtual":
-                        with pytest.raises(ZSError, match="authorize it with --authorize file://"):
+                        with pytest.raises(ZSError, match="in Python, --authorize file://"):
                             arc.chunk_data(ref, node["path"], chunk["coords"])
                         return
     pytest.fail("fixture has no virtual chunk")

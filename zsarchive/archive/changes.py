@@ -7,7 +7,7 @@ from typing import Any, Iterable
 from zsarchive.archive import schema as S
 from zsarchive.archive.nodes import NodeQueries
 from zsarchive.archive.reading import NotFound
-from zsarchive.archive.refspec import TimeBound, time_bound
+from zsarchive.archive.refspec import TimeBound, chunk_coords, time_bound
 from zsarchive.errors import ZSCorrupt, ZSError
 from zsarchive.icechunk.model import format_time
 from zsarchive.limits import load_json
@@ -20,7 +20,7 @@ class ChangeQueries(NodeQueries):
     def chunk_history(self, path: str, coords: Iterable[int], ref: str | None = None) -> list[dict]:
         """The commits in REF's history (default ``main``) that changed that chunk, newest first."""
         ref = ref or "main"
-        coords = tuple(int(c) for c in coords)
+        coords = chunk_coords(coords)
         sid = self.resolve(ref)
         node = self._node_at(sid, path, ref)
         history = {sid for sid, _ in self._ancestry(sid)}

@@ -8,6 +8,7 @@ from typing import Any
 from zsarchive.archive import schema as S
 from zsarchive.archive.history import HistoryQueries
 from zsarchive.archive.reading import NotFound, checked_record
+from zsarchive.suggest import hint
 
 
 class NodeQueries(HistoryQueries):
@@ -41,7 +42,9 @@ class NodeQueries(HistoryQueries):
         components = S.path_components(path if path.startswith("/") else "/" + path)
         value = self._one(S.NODE, (snapshot_id, components))
         if value is None:
-            raise NotFound(f"{self.name}: no node {S.path_of(components)!r} at {ref!r}")
+            paths = [S.path_of(k[1]) for k, _ in self._records(S.NODE, (snapshot_id,))]
+            raise NotFound(f"{self.name}: no node {S.path_of(components)!r} at {ref!r}"
+                           f"{hint(S.path_of(components), paths, 'paths', paths=True)}")
         return self._node_dict(snapshot_id, components, value)
 
     def node(self, ref: str, path: str) -> dict:

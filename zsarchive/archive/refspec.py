@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as _dt
+import numbers
 import re
 from dataclasses import dataclass
 
@@ -86,3 +87,17 @@ def parse_ref(text: str, with_time: bool = True) -> RefSpec:
     if not body:
         raise ZSError(f"bad REF {text!r}: no name")
     return RefSpec(kind=kind, name=body, as_of=as_of, text=text)
+
+
+def chunk_coords(value: object, what: str = "coords") -> tuple[int, ...]:
+    """Chunk coordinates a caller gave (a sequence of integers >= 0) as a tuple; a ZSError saying what
+    is wrong otherwise (text such as ``"0,0"`` is the command line's form, not Python's)."""
+    if isinstance(value, (str, bytes)):
+        raise ZSError(f"{what} must be a sequence of integers such as (0, 0), not the text {value!r}")
+    try:
+        items = tuple(value)  # type: ignore[arg-type]
+    except TypeError:
+        raise ZSError(f"{what} must be a sequence of integers such as (0, 0), not {type(value).__name__}") from None
+    if not all(isinstance(c, numbers.Integral) and not isinstance(c, bool) and c >= 0 for c in items):
+        raise ZSError(f"{what} must be integers >= 0, not {value!r}")
+    return tuple(int(c) for c in items)
