@@ -30,7 +30,8 @@ class ChangeQueries(NodeQueries):
                 for _, change_sid in changes if change_sid in history]
 
     def diff(self, from_ref: str, to_ref: str) -> dict:
-        """What changed from FROM to TO (FROM must be in TO's history), as icechunk's ``diff`` says it."""
+        """What changed from FROM to TO (FROM must be in TO's history), as icechunk's ``diff`` says it
+        (nothing when both name the same snapshot)."""
         from_id, to_id = self.resolve(from_ref), self.resolve(to_ref)
         between = []
         for sid, value in self._ancestry(to_id):
@@ -38,9 +39,12 @@ class ChangeQueries(NodeQueries):
                 break
             between.append((sid, value))
         else:
-            raise ZSError(f"{self.name}: cannot diff: {from_ref!r} is not in the history of {to_ref!r}")
-        if not between:
-            raise ZSError(f"{self.name}: cannot diff: {from_ref!r} and {to_ref!r} are the same snapshot")
+            if any(sid == to_id for sid, _ in self._ancestry(from_id)):
+                raise ZSError(f"{self.name}: cannot diff: {from_ref!r} is not in the history of {to_ref!r}, "
+                              f"but {to_ref!r} is in the history of {from_ref!r}: swap them (FROM is the older: "
+                              f"diff {to_ref!r} {from_ref!r})")
+            raise ZSError(f"{self.name}: cannot diff: {from_ref!r} is not in the history of {to_ref!r} (nor the "
+                          "reverse): FROM must be an ancestor of TO")
         sets: dict[str, set] = {name: set() for name in (
             "new_groups", "new_arrays", "deleted_groups", "deleted_arrays", "updated_groups", "updated_arrays")}
         chunk_nodes: set[str] = set()

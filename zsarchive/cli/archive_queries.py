@@ -9,6 +9,7 @@ import click
 
 from zsarchive.cli.app import main
 from zsarchive.cli.archive_output import emit, json_option, open_archive
+from zsarchive.archive import NotFound
 from zsarchive.cli.params import COORDS, authorize_option, remote_options
 from zsarchive.io.location import parse_location
 
@@ -98,27 +99,82 @@ def chunk_command(archive: str, ref: str, path: str, coords: tuple[int, ...], in
         emit([chunk], as_json, columns)
 
 
-def _diff_rows(diff: dict) -> Iterator[dict]:
+def chunk_text(chunk: dict | None) -> str:
+    """One chunk ref in a table cell: its kind and where its bytes are (``none``: no chunk, the fill value)."""
+    if chunk is None:
+        return "none"
+    if chunk["kind"] == "inline":
+        return f"inline {chunk['length']} B"
+    where = chunk["chunk_id"] if chunk["kind"] == "native" else chunk["location"]
+    return f"{chunk['kind']} {where} [{chunk['offset']}+{chunk['length']}]"
+
+
+class _Sides:
+    """The array nodes of a diff's two snapshots, looked up once each, and a chunk's ref on either side."""
+
+    def __init__(self, arc, from_ref: str, to_ref: str):
+        self.arc, self.refs, self.nodes = arc, (from_ref, to_ref), {}
+
+    def chunk(self, side: int, path: str, coords: tuple[int, ...]) -> dict | None:
+        key = (side, path)
+        if key not in self.nodes:
+            try:
+                node = self.arc.node(self.refs[side], path)
+            except NotFound:
+                node = None
+            self.nodes[key] = node if node is not None and node["node_type"] == "array" else None
+        node = self.nodes[key]
+        return None if node is None else self.arc.node_chunk_ref(node, coords)
+
+
+def _diff_rows(arc, diff: dict, from_ref: str, to_ref: str) -> Iterator[dict]:
     for name in ("new_groups", "new_arrays", "deleted_groups", "deleted_arrays", "updated_groups",
                  "updated_arrays"):
         for path in diff[name]:
             yield {"change": name[:-1], "path": path}
+    sides = _Sides(arc, from_ref, to_ref)
     for path, coords_list in diff["updated_chunks"].items():
         for coords in coords_list:
-            yield {"change": "updated_chunk", "path": path, "coords": coords}
+            yield {"change": "updated_chunk", "path": path, "coords": coords,
+                   "from": sides.chunk(0, path, tuple(coords)), "to": sides.chunk(1, path, tuple(coords))}
     for source, target in diff["moved_nodes"]:
-        yield {"change": "moved_node", "from": source, "to": target}
+        yield {"change": "moved_node", "path": target, "from": source, "to": target}
+
+
+def _diff_stat(arc, diff: dict, from_ref: str, to_ref: str) -> list[dict]:
+    """Per array, how many chunks the diff adds, changes and removes."""
+    sides = _Sides(arc, from_ref, to_ref)
+    out = []
+    for path, coords_list in diff["updated_chunks"].items():
+        row = {"path": path, "added": 0, "changed": 0, "removed": 0}
+        for coords in coords_list:
+            old, new = (sides.chunk(side, path, tuple(coords)) is not None for side in (0, 1))
+            row["added" if not old else "changed" if new else "removed"] += 1
+        out.append(row)
+    return out
 
 
 @main.command("diff")
 @click.argument("archive")
 @click.argument("from_ref", metavar="FROM")
 @click.argument("to_ref", metavar="TO")
+@click.option("--stat", is_flag=True, help="Per array, the counts of chunks added, changed and removed.")
 @json_option
-def diff_command(archive: str, from_ref: str, to_ref: str, as_json: bool) -> None:
-    """What changed from FROM to TO (FROM must be in TO's history)."""
+def diff_command(archive: str, from_ref: str, to_ref: str, stat: bool, as_json: bool) -> None:
+    """What changed from FROM to TO (FROM must be in TO's history; the same snapshot: nothing).
+
+    An updated chunk shows its ref at FROM and at TO (kind, and chunk id or location with [offset+length],
+    or the size of an inline chunk; none: no chunk there). Python: RepoArchive.diff."""
     with open_archive(archive) as arc:
-        emit(_diff_rows(arc.diff(from_ref, to_ref)), as_json, ("change", "path", "coords", "from", "to"))
+        diff = arc.diff(from_ref, to_ref)
+        if stat:
+            emit(_diff_stat(arc, diff, from_ref, to_ref), as_json, ("path", "added", "changed", "removed"), fixed=True)
+            return
+        rows = _diff_rows(arc, diff, from_ref, to_ref)
+        if not as_json:
+            rows = ({**row, "from": chunk_text(row["from"]), "to": chunk_text(row["to"])}
+                    if row["change"] == "updated_chunk" else row for row in rows)
+        emit(rows, as_json, ("change", "path", "coords", "from", "to"), fixed=True)
 
 
 @main.command("ops")
