@@ -11,7 +11,7 @@ from zsarchive.archive import schema as S
 from zsarchive.archive.keys import encode_text
 from zsarchive.archive.reading import ArchiveReader, NotFound, checked_record
 from zsarchive.archive.refspec import RefSpec, TimeBound, parse_ref, time_bound
-from zsarchive.errors import ZSCorrupt
+from zsarchive.errors import ZSCorrupt, ZSError
 from zsarchive.icechunk.model import format_time
 from zsarchive.suggest import hint
 
@@ -155,12 +155,28 @@ class HistoryQueries(ArchiveReader):
         """The history of REF, newest first."""
         return [self._snapshot_dict(sid, value) for sid, value in self._ancestry(self.resolve(ref))]
 
-    def log(self, ref: str | None = None, since: TimeBound = None, until: TimeBound = None) -> list[dict]:
-        """Snapshots (of REF's history, or all) flushed in ``[since, until]``, newest first.
+    def reached_by(self) -> dict[str, list[str]]:
+        """Snapshot id -> the refs whose history holds it (branches by name, tags as ``tag:NAME``); a
+        snapshot no ref reaches is not a key."""
+        out: dict[str, list[str]] = {}
+        for ref in self.refs():
+            if ref["type"] == "deleted_tag":
+                continue
+            name = ref["name"] if ref["type"] == "branch" else f"tag:{ref['name']}"
+            for sid in self._history_depths(ref["snapshot_id"]):
+                out.setdefault(sid, []).append(name)
+        return out
 
-        Bounds are inclusive: TIME text (a bare date covers its whole day), an aware datetime, or
-        microseconds since 1970 UTC.
+    def log(self, ref: str | None = None, since: TimeBound = None, until: TimeBound = None,
+            max_count: int | None = None) -> list[dict]:
+        """Snapshots (of REF's history, or all) flushed in ``[since, until]``, newest first; at most
+        ``max_count`` of them.
+
+        Bounds are inclusive: TIME text (a bare date or a ``datetime.date`` covers its whole day), a
+        datetime (naive: UTC), or microseconds since 1970 UTC.
         """
+        if max_count is not None and (not isinstance(max_count, int) or isinstance(max_count, bool) or max_count < 0):
+            raise ZSError(f"max_count must be an integer >= 0, not {max_count!r}")
         since, until = time_bound(since, False), time_bound(until, True)
         if ref is not None:
             items = list(self._ancestry(self.resolve(ref)))
@@ -179,4 +195,4 @@ class HistoryQueries(ArchiveReader):
                            f"({format_time(earliest)})")
         if ref is not None:
             chosen.sort(key=lambda item: item[1][1], reverse=True)
-        return [self._snapshot_dict(sid, value) for sid, value in chosen]
+        return [self._snapshot_dict(sid, value) for sid, value in chosen[:max_count]]

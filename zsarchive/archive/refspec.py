@@ -43,8 +43,9 @@ def parse_time(text: str, end_of_day: bool = False) -> int:
     return _micros(moment)
 
 
-TimeBound = str | int | _dt.datetime | None
-"""A time given to a query: TIME text, an aware datetime (naive: UTC) or microseconds since 1970 UTC."""
+TimeBound = str | int | _dt.datetime | _dt.date | None
+"""A time given to a query: TIME text, a date (the whole day), an aware datetime (naive: UTC) or
+microseconds since 1970 UTC."""
 
 
 def time_bound(value: TimeBound, upper: bool) -> int | None:
@@ -55,7 +56,9 @@ def time_bound(value: TimeBound, upper: bool) -> int | None:
         return parse_time(value, end_of_day=upper)
     if isinstance(value, _dt.datetime):
         return _micros(value if value.tzinfo else value.replace(tzinfo=_dt.timezone.utc))
-    raise ZSError(f"bad time {value!r}: give TIME text, a datetime or microseconds since 1970")
+    if isinstance(value, _dt.date):  # a day, as its bare ISO text means
+        return parse_time(value.isoformat(), end_of_day=upper)
+    raise ZSError(f"bad time {value!r}: give TIME text, a date, a datetime or microseconds since 1970")
 
 
 @dataclass(frozen=True)

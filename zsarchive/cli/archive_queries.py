@@ -35,26 +35,45 @@ def refs_command(archive: str, as_json: bool) -> None:
 @click.argument("ref", required=False)
 @since_option
 @until_option
+@click.option("-n", "--max-count", type=click.IntRange(min=0), default=None, metavar="N",
+              help="Show at most N snapshots (the newest).")
 @json_option
-def log_command(archive: str, ref: str | None, since: str | None, until: str | None, as_json: bool) -> None:
-    """Snapshots newest first: REF's history, or every snapshot when REF is omitted."""
+def log_command(archive: str, ref: str | None, since: str | None, until: str | None, max_count: int | None,
+                as_json: bool) -> None:
+    """Snapshots newest first: REF's history, or every snapshot when REF is omitted, each then with the
+    branches and tags whose history holds it (REFS; "(unreachable)": none does)."""
     with open_archive(archive) as arc:
-        emit(arc.log(ref, since=since, until=until), as_json, LOG_COLUMNS)
+        rows = arc.log(ref, since=since, until=until, max_count=max_count)
+        if ref is not None:
+            emit(rows, as_json, LOG_COLUMNS)
+            return
+        reached = arc.reached_by()
+        for row in rows:
+            row["refs"] = reached.get(row["id"], [])
+        emit(({**row, "refs": row["refs"] or "(unreachable)"} if not as_json else row for row in rows), as_json,
+             LOG_COLUMNS[:-1] + ("refs",) + LOG_COLUMNS[-1:], fixed=True)
 
 
 @main.command("ls")
 @click.argument("archive")
 @click.argument("ref")
+@click.argument("path", required=False)
 @json_option
-def ls_command(archive: str, ref: str, as_json: bool) -> None:
-    """Groups and arrays of the snapshot REF names, a group's descendants right after it
-    (paths compared component by component: /a, /a/b, /a-b)."""
+def ls_command(archive: str, ref: str, path: str | None, as_json: bool) -> None:
+    """Groups and arrays of the snapshot REF names (PATH and what is under it, if given), a group's
+    descendants right after it (paths compared component by component: /a, /a/b, /a-b).
+
+    CHUNK_SHAPE is the shape of one chunk (of a shard, for a sharded array), CHUNK_GRID the number of chunks
+    along each dimension; () is a scalar's shape. Python: RepoArchive.ls."""
     with open_archive(archive) as arc:
-        rows = arc.ls(ref)
+        rows = arc.ls(ref, path)
         for row in rows:
             for internal in ("manifests", "snapshot_id", "since"):
                 row.pop(internal, None)
-        emit(rows, as_json, ("path", "node_type", "id", "shape", "num_chunks", "dimension_names"))
+            if not as_json:
+                row["chunk_grid"] = row.get("num_chunks")
+        emit(rows, as_json, ("path", "node_type", "shape", "dtype", "chunk_shape", "chunk_grid", "dimension_names",
+                             "id"), fixed=True)
 
 
 @main.command("chunks")
@@ -191,11 +210,12 @@ def ops_command(archive: str, since: str | None, until: str | None, as_json: boo
 
 @main.command("chunk-log")
 @click.argument("archive")
+@click.argument("ref")
 @click.argument("path")
 @click.argument("coords", type=COORDS)
-@click.option("--ref", default=None, help="Whose history to follow (default main).")
 @json_option
-def chunk_log_command(archive: str, path: str, coords: tuple[int, ...], ref: str | None, as_json: bool) -> None:
-    """The commits that changed the chunk at COORDS (like 3,4; "" for a 0-d array) of PATH, newest first."""
+def chunk_log_command(archive: str, ref: str, path: str, coords: tuple[int, ...], as_json: bool) -> None:
+    """The commits in REF's history that changed the chunk at COORDS (like 3,4; "" for a 0-d array) of
+    PATH, newest first. Python: RepoArchive.chunk_log (or chunk_history)."""
     with open_archive(archive) as arc:
-        emit(arc.chunk_history(path, coords, ref=ref), as_json, LOG_COLUMNS)
+        emit(arc.chunk_log(ref, path, coords), as_json, LOG_COLUMNS)
