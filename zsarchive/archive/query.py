@@ -16,6 +16,7 @@ from zsarchive.archive.changes import ChangeQueries
 from zsarchive.archive.chunkqueries import ChunkQueries
 from zsarchive.archive.reading import guarded
 from zsarchive.archive.refspec import TimeBound
+from zsarchive.archive.summary import summarize
 
 
 class RepoArchive(ChunkQueries, ChangeQueries):
@@ -29,6 +30,14 @@ class RepoArchive(ChunkQueries, ChangeQueries):
 
     def __init__(self, source: Any, authorize: Iterable[str] | Mapping[str, Mapping[str, Any]] = ()):
         super().__init__(source, authorize)
+
+    def summary(self) -> dict[str, Any]:
+        """What the archive holds, at a glance (``zs summary``): ``archive`` (location, size in bytes, format
+        version, export time, chain), ``source`` (spec version, metadata, virtual chunk containers),
+        ``snapshots`` (total, unreachable), ``branches`` (commits, first and last flush), ``tags``,
+        ``deleted_tags``, ``arrays`` at each branch tip (shape, dtype, chunk shape) and ``chunk_bytes``
+        (embedded or not, records, bytes of the archive holding them)."""
+        return summarize(self)
 
     # The names of the ``zs`` commands, for who reads the command line's help first.
     def chunk(self, ref: str, path: str, coords: Iterable[int]) -> dict:
@@ -50,5 +59,5 @@ class RepoArchive(ChunkQueries, ChangeQueries):
 
 for _name in ("header", "repo_facts", "refs", "snapshot", "resolve", "ancestry", "log", "ls", "node", "chunk_ref",
               "node_chunk_ref", "chunk_refs", "node_chunk_refs", "node_chunk_coords", "chunk_data", "read_chunk",
-              "shard_index", "inner_chunk", "chunk_history", "diff", "ops_log", "reached_by"):
+              "shard_index", "inner_chunk", "chunk_history", "diff", "ops_log", "reached_by", "summary"):
     setattr(RepoArchive, _name, guarded(getattr(RepoArchive, _name)))

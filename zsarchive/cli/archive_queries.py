@@ -1,7 +1,8 @@
-"""Query commands over a repo archive: refs, log, ls, chunks, chunk, diff, ops, chunk-log."""
+"""Query commands over a repo archive: summary, refs, log, ls, chunks, chunk, diff, ops, chunk-log."""
 
 from __future__ import annotations
 
+import json
 import sys
 from typing import Iterator
 
@@ -19,6 +20,44 @@ CHUNK_COLUMNS = ("coords", "kind", "offset", "length", "chunk_id", "location")
 
 since_option = click.option("--since", metavar="TIME", help="Inclusive lower bound (ISO 8601 / RFC 3339 or a date).")
 until_option = click.option("--until", metavar="TIME", help="Inclusive upper bound (a bare date covers that day).")
+
+
+@main.command("summary")
+@click.argument("archive")
+@click.option("--json", "as_json", is_flag=True, help="The summary as one JSON object.")
+def summary_command(archive: str, as_json: bool) -> None:
+    """What ARCHIVE holds, at a glance: the source repository, branches (commits, dates) and tags, the
+    arrays at each branch tip, the chunk bytes embedded, the archive's size, format and fragment chain.
+    Python: RepoArchive.summary."""
+    with open_archive(archive) as arc:
+        facts = arc.summary()
+    if as_json:
+        click.echo(json.dumps(facts, ensure_ascii=False, indent=2))
+        return
+    about, source = facts["archive"], facts["source"]
+    chunks, snapshots = facts["chunk_bytes"], facts["snapshots"]
+    click.echo(f"archive      {about['location']}: {about['size']:,} bytes, format version {about['format_version']}, "
+               f"exported {about['export_time']} by {about['exporter']}")
+    for i, member in enumerate(about["chain"]):
+        role = "full archive" if "covers" not in member else f"fragment covering {' to '.join(member['covers'])}"
+        click.echo(f"{'chain' if i == 0 else '':<12} {member['location']} ({role}, {member['size']:,} bytes)")
+    click.echo(f"source       Icechunk repository, spec version {source['spec_version']}; metadata "
+               f"{json.dumps(source['metadata'], ensure_ascii=False, sort_keys=True)}")
+    for prefix in source["virtual_chunk_containers"]:
+        click.echo(f"             virtual chunks under {prefix}")
+    click.echo(f"snapshots    {snapshots['total']} ({snapshots['unreachable']} reached by no branch or tag)")
+    click.echo("chunk bytes  " + (f"embedded: {chunks['records']} records in {chunks['bytes']:,} bytes of the archive"
+                                  if chunks["embedded"] else "not embedded (native chunks are read from the "
+                                  "repository: --repo)"))
+    click.echo()
+    emit(({**b, "branch": b["name"]} for b in facts["branches"]), False,
+         ("branch", "commits", "first", "last", "snapshot_id"), fixed=True)
+    click.echo()
+    tags = facts["tags"] + [{"name": name, "snapshot_id": "(deleted)"} for name in facts["deleted_tags"]]
+    emit(({**t, "tag": t["name"]} for t in tags), False, ("tag", "snapshot_id", "flushed_at"), fixed=True)
+    for branch, arrays in facts["arrays"].items():
+        click.echo(f"\narrays at {branch}:")
+        emit(arrays, False, ("path", "shape", "dtype", "chunk_shape"), fixed=True)
 
 
 @main.command("refs")
