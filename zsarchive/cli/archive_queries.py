@@ -26,9 +26,10 @@ until_option = click.option("--until", metavar="TIME", help="Inclusive upper bou
 @click.argument("archive")
 @click.option("--json", "as_json", is_flag=True, help="The summary as one JSON object.")
 def summary_command(archive: str, as_json: bool) -> None:
-    """What ARCHIVE holds, at a glance: the source repository, branches (commits, dates) and tags, the
-    arrays at each branch tip, the chunk bytes embedded, the archive's size, format and fragment chain.
-    Python: RepoArchive.summary."""
+    """What ARCHIVE holds, at a glance.
+
+    The source repository, branches (commits, dates) and tags, the arrays at each branch tip, the chunk
+    bytes embedded, the archive's size, format and fragment chain. Python: RepoArchive.summary."""
     with open_archive(archive) as arc:
         facts = arc.summary()
     if as_json:
@@ -64,7 +65,9 @@ def summary_command(archive: str, as_json: bool) -> None:
 @click.argument("archive")
 @json_option
 def refs_command(archive: str, as_json: bool) -> None:
-    """Branches, tags and deleted tags of ARCHIVE."""
+    """Branches, tags and deleted tags of ARCHIVE.
+
+    Python: RepoArchive.refs."""
     with open_archive(archive) as arc:
         emit(arc.refs(), as_json, ("type", "name", "snapshot_id"))
 
@@ -79,8 +82,10 @@ def refs_command(archive: str, as_json: bool) -> None:
 @json_option
 def log_command(archive: str, ref: str | None, since: str | None, until: str | None, max_count: int | None,
                 as_json: bool) -> None:
-    """Snapshots newest first: REF's history, or every snapshot when REF is omitted, each then with the
-    branches and tags whose history holds it (REFS; "(unreachable)": none does)."""
+    """Snapshots, newest first: REF's history, or every snapshot.
+
+    Without REF, each snapshot comes with the branches and tags whose history holds it (REFS;
+    "(unreachable)": none does). Python: RepoArchive.log."""
     with open_archive(archive) as arc:
         rows = arc.log(ref, since=since, until=until, max_count=max_count)
         if ref is not None:
@@ -99,8 +104,9 @@ def log_command(archive: str, ref: str | None, since: str | None, until: str | N
 @click.argument("path", required=False)
 @json_option
 def ls_command(archive: str, ref: str, path: str | None, as_json: bool) -> None:
-    """Groups and arrays of the snapshot REF names (PATH and what is under it, if given), a group's
-    descendants right after it (paths compared component by component: /a, /a/b, /a-b).
+    """Groups and arrays at REF (PATH and what is under it, if given).
+
+    A group's descendants come right after it (paths compared component by component: /a, /a/b, /a-b).
 
     CHUNK_SHAPE is the shape of one chunk (of a shard, for a sharded array), CHUNK_GRID the number of chunks
     along each dimension; () is a scalar's shape. Python: RepoArchive.ls."""
@@ -121,7 +127,9 @@ def ls_command(archive: str, ref: str, path: str | None, as_json: bool) -> None:
 @click.argument("path")
 @json_option
 def chunks_command(archive: str, ref: str, path: str, as_json: bool) -> None:
-    """Every chunk ref of the array PATH at REF, in coordinate order (streamed)."""
+    """Every chunk ref of the array PATH at REF, in coordinate order (streamed).
+
+    Python: RepoArchive.chunk_refs (or chunks)."""
     with open_archive(archive) as arc:
         emit(arc.chunk_refs(ref, path), as_json, CHUNK_COLUMNS)
 
@@ -142,8 +150,10 @@ def chunks_command(archive: str, ref: str, path: str, as_json: bool) -> None:
 def chunk_command(archive: str, ref: str, path: str, coords: tuple[int, ...], inner: tuple[int, ...] | None,
                   data: bool, repo: str | None, authorize: dict[str, dict[str, str]], anon: bool,
                   storage_options: dict[str, str], as_json: bool) -> None:
-    """The chunk ref at COORDS (like 3,4; "" for the one chunk of a 0-d array) of the array PATH at REF;
-    with --inner, the inner chunk of that shard (its offset and length within the shard's bytes)."""
+    """The chunk ref at COORDS of the array PATH at REF.
+
+    COORDS is like 3,4 ("" for the one chunk of a 0-d array); with --inner, the inner chunk of that
+    shard (its offset and length within the shard's bytes). Python: RepoArchive.chunk_ref (or chunk)."""
     where = None if repo is None else parse_location(repo, storage_options, anon)
     with open_archive(archive, authorize) as arc:
         if inner is None:
@@ -219,7 +229,9 @@ def _diff_stat(arc, diff: dict, from_ref: str, to_ref: str) -> list[dict]:
 @click.option("--stat", is_flag=True, help="Per array, the counts of chunks added, changed and removed.")
 @json_option
 def diff_command(archive: str, from_ref: str, to_ref: str, stat: bool, as_json: bool) -> None:
-    """What changed from FROM to TO (FROM must be in TO's history; the same snapshot: nothing).
+    """What changed from FROM to TO.
+
+    FROM must be in TO's history (the same snapshot: nothing changed).
 
     An updated chunk shows its ref at FROM and at TO (kind, and chunk id or location with [offset+length],
     or the size of an inline chunk; none: no chunk there). Python: RepoArchive.diff."""
@@ -241,7 +253,9 @@ def diff_command(archive: str, from_ref: str, to_ref: str, stat: bool, as_json: 
 @until_option
 @json_option
 def ops_command(archive: str, since: str | None, until: str | None, as_json: bool) -> None:
-    """The repository's ops log, newest first."""
+    """The repository's ops log, newest first.
+
+    Python: RepoArchive.ops_log (or ops)."""
     with open_archive(archive) as arc:
         rows = arc.ops_log(since=since, until=until)
         emit(rows, as_json, ("updated_at", "type", "branch", "name", "new_snap_id", "previous_snap_id"))
@@ -254,7 +268,8 @@ def ops_command(archive: str, since: str | None, until: str | None, as_json: boo
 @click.argument("coords", type=COORDS)
 @json_option
 def chunk_log_command(archive: str, ref: str, path: str, coords: tuple[int, ...], as_json: bool) -> None:
-    """The commits in REF's history that changed the chunk at COORDS (like 3,4; "" for a 0-d array) of
-    PATH, newest first. Python: RepoArchive.chunk_log (or chunk_history)."""
+    """The commits in REF's history that changed one chunk, newest first.
+
+    COORDS is like 3,4 ("" for a 0-d array). Python: RepoArchive.chunk_log (or chunk_history)."""
     with open_archive(archive) as arc:
         emit(arc.chunk_log(ref, path, coords), as_json, LOG_COLUMNS)
