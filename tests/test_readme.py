@@ -10,7 +10,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-from oracle import fixtures, virtual_mapping
 from zsarchive.io.kinds import local_kind
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -50,11 +49,6 @@ def normal(text: str) -> str:
 
 
 def test_readme_examples_run_as_printed(tmp_path):
-    for prefix, directory in virtual_mapping().items():  # the bundled virtual chunks, where fixtures say
-        link = Path(prefix[len("file://"):].rstrip("/"))
-        if not link.exists():
-            link.parent.mkdir(parents=True, exist_ok=True)
-            link.symlink_to(directory)
     (tmp_path / "testdata").symlink_to(ROOT / "testdata")
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
@@ -77,4 +71,3 @@ def test_readme_examples_run_as_printed(tmp_path):
             assert normal(done.stdout) == normal(expected), command
     assert ran["console"] >= 3 and ran["python"] >= 2, ran
     assert local_kind(tmp_path / "history.zs") == "zs"
-    assert fixtures()["virtual"]["prefix"] in (ROOT / "README.rst").read_text()
