@@ -12,7 +12,8 @@ main.lazy = {
     "consolidate": "zsarchive.cli.consolidate",
     "icechunk": "zsarchive.cli.icechunk",
     "restore": "zsarchive.cli.restore",
-    **{name: _ARCHIVE for name in ("refs", "log", "ls", "chunks", "chunk", "diff", "ops", "chunk-log")},
+    **{name: _ARCHIVE for name in ("refs", "log", "ls", "chunks", "chunk", "diff", "ops", "chunk-log",
+                                          "summary")},
 }
 
 __all__ = ["main"]
