@@ -30,6 +30,7 @@ from zsarchive.icechunk import Repository
 from zsarchive.icechunk.header import parse_header
 from zsarchive.restore import restore
 from zsarchive.zs.reader import ZS
+from zsarchive.zs.writer import ZSWriter
 
 GENERATOR = ROOT / "scripts" / "random_icechunk_repo.py"
 SEEDS = {1: [2, 9, 1181], 2: [2, 9, 1036]}
@@ -298,3 +299,20 @@ def test_archives_of_every_format_version_restore(version, icechunk2_python, tmp
     restore(archive, tmp_path / "r", repo=repo_path(2))
     ours = answers_without_file_details(run_oracle(icechunk2_python, tmp_path / "r", virtual_mapping()))
     assert ours == answers_without_file_details(oracle(2, icechunk2_python))
+
+
+def test_a_damaged_archive_is_one_line_and_writes_nothing(tmp_path):
+    archive = tmp_path / "a.zs"
+    export(repo_path(2), archive, include_chunks=True)
+    head = Repository.open(str(repo_path(2))).branches()["main"]
+    with ZS(str(archive)) as z:
+        kept = [r for r in z.search() if not (r.startswith(S.key_prefix(S.SNAPSHOT, (head,))))]
+        metadata = z.metadata
+    damaged = tmp_path / "damaged.zs"
+    with ZSWriter(str(damaged), metadata, codec="none") as writer:
+        writer.add_data_block(kept)
+        writer.finish()
+    proc = zs("restore", str(damaged), str(tmp_path / "r"))
+    assert proc.returncode == 1 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "no S record of that snapshot" in proc.stderr and head in proc.stderr
+    assert not (tmp_path / "r").exists()

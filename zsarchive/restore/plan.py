@@ -16,7 +16,7 @@ from typing import Iterable, Iterator
 import numpy as np
 
 from zsarchive.archive.reading import ArchiveReader
-from zsarchive.errors import ZSError
+from zsarchive.errors import ZSCorrupt, ZSError
 from zsarchive.icechunk.header import IMPLEMENTATION
 from zsarchive.icechunk.model import (
     ChunkRef, FileHeader, FileType, MoveOperation, Node, RepoInfo, RepoStatus, Snapshot, TransactionLog,
@@ -191,6 +191,10 @@ def select(history: ArchiveHistory, refs: Iterable[str] = (), shallow: bool = Fa
         chosen = dict(history.snapshots)
     if "main" not in branches:
         raise ZSError(f"{history.name}: the archive has no branch 'main', which every Icechunk repository needs")
+    for kind, refs_of_kind in (("branch", branches), ("tag", tags)):
+        for name, sid in refs_of_kind.items():
+            if sid not in history.snapshots:
+                raise ZSCorrupt(f"{history.name}: {kind} {name!r} points at snapshot {sid}, which the archive lacks")
     parents = {sid: (None if shallow else rec.info.parent_id) for sid, rec in chosen.items()}
     parents = {sid: p if p in chosen else None for sid, p in parents.items()}
     migrated = _migration_time(history)

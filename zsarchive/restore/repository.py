@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping
 from urllib.parse import quote
 
-from zsarchive.archive.reading import ArchiveReader
+from zsarchive.archive.reading import ArchiveReader, guarded
 from zsarchive.errors import ZSError
 from zsarchive.icechunk.manifest import decode_manifest, encode_manifest
 from zsarchive.icechunk.model import RefKind
@@ -116,12 +116,19 @@ class Restore:
         self.progress = progress or (lambda stage, done, total: None)
         self.notes: list[str] = []
 
+    @property
+    def name(self) -> str:
+        """The archive's name (for messages)."""
+        return self.reader.name
+
     # -- stages ----------------------------------------------------------------------------------
 
+    @guarded
     def plan(self) -> RestorePlan:
         """Read the archive's history and decide what comes back."""
         return select(read_history(self.reader), self.refs, self.shallow)
 
+    @guarded
     def encode_manifests(self, plan: RestorePlan) -> tuple[dict[str, bytes], set[str]]:
         """Every manifest file's bytes, and the native chunk ids they name."""
         contents = ManifestContents(self.reader, plan)
@@ -180,6 +187,7 @@ class Restore:
             written += sink.put_all(((f"chunks/{cid}", fetch(cid)) for cid in rest), tick)
         return len(needed), written
 
+    @guarded
     def metadata_files(self, plan: RestorePlan, manifests: dict[str, bytes]) -> dict[str, bytes]:
         """Every metadata file but the final one: manifests, transaction logs, snapshots (and V1 refs)."""
         files = {f"manifests/{mid}": raw for mid, raw in manifests.items()}
@@ -204,6 +212,7 @@ class Restore:
                 files["config.yaml"] = _yaml_config(config)
         return files
 
+    @guarded
     def final_file(self, plan: RestorePlan) -> bytes:
         """The bytes of the file that makes the target a repository."""
         if plan.spec_version == 1:

@@ -103,7 +103,9 @@ def read_history(reader: ArchiveReader) -> ArchiveHistory:
         snapshots[sid] = SnapshotRecord(info, [ManifestFileInfo(m, size, n) for m, size, n in files])
     for (sid, components), value in records_under(zs, S.NODE):
         node, since = _node(sid, components, value)
-        record = snapshots[sid]
+        record = snapshots.get(sid)
+        if record is None:
+            raise ZSCorrupt(f"{name}: N record of snapshot {sid} {node.path!r}, but no S record of that snapshot")
         record.nodes.append(node)
         if since is not None:
             record.since[node.id] = since
