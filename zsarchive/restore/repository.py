@@ -13,14 +13,14 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable, Mapping
 from urllib.parse import quote
 
 from zsarchive.archive.reading import ArchiveReader, guarded
 from zsarchive.errors import ZSError
 from zsarchive.icechunk.manifest import decode_manifest, encode_manifest
-from zsarchive.icechunk.model import RefKind
+from zsarchive.icechunk.model import RefKind, RepoInfo
 from zsarchive.icechunk.repo_info import decode_repo_info, encode_repo_info
 from zsarchive.icechunk.snapshot import decode_snapshot, encode_snapshot
 from zsarchive.icechunk.txlog import decode_transaction_log, encode_transaction_log
@@ -262,6 +262,7 @@ class Restore:
 
         sink.put_all(files.items(), tick)
         self.verify(storage or open_storage(self.location), files, final)
+        sink.flush()  # everything else durable before the file that makes it a repository
         sink.put_new(final_key(plan.spec_version), final)
         return RestoreSummary(self.location.url, plan.spec_version, len(plan.snapshots), len(manifests),
                               sum(k.startswith("transactions/") for k in files), chunk_files, chunk_bytes,
@@ -276,9 +277,7 @@ def _ref_json(sid: str) -> bytes:
     return json.dumps({"snapshot": sid}, separators=(",", ":")).encode("ascii")
 
 
-def _without_storage_settings(info):
-    from dataclasses import replace
-
+def _without_storage_settings(info: RepoInfo) -> RepoInfo:
     return replace(info, config={k: v for k, v in info.config.items() if k != "storage"} | {"storage": None})
 
 
