@@ -7,10 +7,12 @@ rest goes through the generated accessors.
 
 from __future__ import annotations
 
+import struct
+
 import numpy as np
 
 from zsarchive.icechunk import ids
-from zsarchive.icechunk.common import decoding, id8, id12, id_struct, ids_vector, offsets_vector, uint32_vector
+from zsarchive.icechunk.common import decoding, id8, id12
 from zsarchive.icechunk.flatbuf import FlatBufferError, byte_vector, check_sorted, require, root, struct_bytes, \
     text, vtable_slots
 from zsarchive.icechunk.gather import first, first_unsorted, gather, offset_vector, uint32_vectors
@@ -158,55 +160,96 @@ def _union_rows(tables: list[np.ndarray]) -> np.ndarray:
 
 
 # -- encoding ------------------------------------------------------------------------------------
+#
+# A big commit changes millions of chunks, one ChunkIndices table each: the log is laid out directly,
+# front to back (parents before children, so offsets point forward), each array's chunk tables with
+# numpy at a fixed stride (table, then its coordinates vector).
+
+_LIST_SLOTS = ("new_groups", "new_arrays", "deleted_groups", "deleted_arrays", "updated_arrays", "updated_groups")
+"""The id lists in the order of their fields in the schema (slots 1 to 6)."""
+
+
+def _vtable(fields: tuple[int, ...], table_size: int) -> bytes:
+    return struct.pack(f"<{2 + len(fields)}H", 4 + 2 * len(fields), table_size, *fields)
+
 
 def encode_transaction_log(log: TransactionLog, spec_version: int, implementation: str = IMPLEMENTATION) -> bytes:
     """A transaction log file holding ``log``: id lists and updated chunks sorted by bytes, moves by
     ``to`` path component by component (V2 only: V1 has no moves), as icechunk expects."""
-    import flatbuffers
+    buf = bytearray(4)
 
-    from zsarchive.icechunk.generated import ArrayUpdatedChunks as AU, ChunkIndices as CI, \
-        MoveOperation as MO, TransactionLog as TL
+    def align(n: int) -> int:
+        buf.extend(bytes(-len(buf) % n))
+        return len(buf)
 
-    b = flatbuffers.Builder(1024)
-    updated = []
-    for node_id in sorted(log.updated_coords):
-        coords = np.asarray(log.updated_coords[node_id], dtype="<u4")
-        if coords.ndim == 2 and coords.shape[1] and len(coords):
+    def point(field: int, target: int) -> None:
+        struct.pack_into("<I", buf, field, target - field)
+
+    def table(vtable: int, size: int) -> int:
+        at = align(4)
+        buf.extend(bytes(size))
+        struct.pack_into("<i", buf, at, at - vtable)
+        return at
+
+    moves = spec_version >= 2
+    size = 48 if moves else 44
+    vt_log = len(buf)
+    buf += _vtable((size - 12, 4, 8, 12, 16, 20, 24, 28) + ((32,) if moves else ()), size)
+    vt_array = align(2)
+    buf += _vtable((8, 4), 16)
+    vt_chunk = align(2)
+    buf += _vtable((4,), 8)
+    vt_move = align(2)
+    buf += _vtable((4, 8, 12, 20), 21)
+    root = table(vt_log, size)
+    point(0, root)
+    buf[root + size - 12:root + size] = ids.decode(log.id, 12)
+    for slot, field in enumerate(_LIST_SLOTS):
+        values = sorted(getattr(log, field))
+        at = align(4)
+        point(root + 4 + 4 * slot, at)
+        buf += struct.pack("<I", len(values)) + b"".join(ids.decode(v, 8) for v in values)
+    nodes = sorted(log.updated_coords)
+    vector = align(4)
+    point(root + 28, vector)
+    buf += struct.pack("<I", len(nodes)) + bytes(4 * len(nodes))
+    for j, node_id in enumerate(nodes):
+        array = table(vt_array, 16)
+        point(vector + 4 + 4 * j, array)
+        buf[array + 8:array + 16] = ids.decode(node_id, 8)
+        coords = np.asarray(log.updated_coords[node_id], dtype=np.int64)
+        count, ndim = coords.shape if coords.ndim == 2 else (len(coords), 0)
+        if count and ndim:
             coords = coords[np.lexsort(coords.T[::-1])]
-        chunks = []
-        for row in coords:
-            vector = uint32_vector(b, row)
-            CI.Start(b)
-            CI.AddCoords(b, vector)
-            chunks.append(CI.End(b))
-        chunks_vector = offsets_vector(b, chunks)
-        AU.Start(b)
-        AU.AddNodeId(b, id_struct(b, node_id, 8))
-        AU.AddChunks(b, chunks_vector)
-        updated.append(AU.End(b))
-    updated_vector = offsets_vector(b, updated)
-    lists = {field: ids_vector(b, sorted(getattr(log, field)), 8) for field in _ID_LISTS}
-    moves = None
-    if spec_version >= 2:
-        tables = []
-        for move in sorted(log.moved_nodes, key=lambda m: path_key(m.to_path)):
-            from_path, to_path = b.CreateString(move.from_path), b.CreateString(move.to_path)
-            MO.Start(b)
-            MO.AddFrom_(b, from_path)
-            MO.AddTo(b, to_path)
+        chunks = align(4)
+        point(array + 4, chunks)
+        buf += struct.pack("<I", count)
+        slots = chunks + 4 + 4 * np.arange(count, dtype=np.int64)
+        buf += bytes(4 * count)
+        stride = 12 + 4 * ndim  # the table (soffset, coords offset), then the vector (length, coords)
+        first = len(buf)
+        starts = first + stride * np.arange(count, dtype=np.int64)
+        rows = np.empty((count, 3 + ndim), dtype=np.int64)
+        rows[:, 0] = starts - vt_chunk
+        rows[:, 1] = 4
+        rows[:, 2] = ndim
+        rows[:, 3:] = coords.reshape(count, ndim)
+        buf[chunks + 4:first] = (starts - slots).astype("<u4").tobytes()
+        buf += rows.astype("<u4").tobytes()
+    if moves:
+        ordered = sorted(log.moved_nodes, key=lambda m: path_key(m.to_path))
+        vector = align(4)
+        point(root + 32, vector)
+        buf += struct.pack("<I", len(ordered)) + bytes(4 * len(ordered))
+        for j, move in enumerate(ordered):
+            at = table(vt_move, 24)
+            point(vector + 4 + 4 * j, at)
             if move.node_id is not None:
-                MO.AddNodeId(b, id_struct(b, move.node_id, 8))
-            if move.node_type is not None:
-                MO.AddNodeType(b, 1 if move.node_type is NodeType.ARRAY else 0)
-            tables.append(MO.End(b))
-        moves = offsets_vector(b, tables)
-    TL.Start(b)
-    TL.AddId(b, id_struct(b, log.id, 12))
-    for field in _ID_LISTS:
-        getattr(TL, "Add" + "".join(part.title() for part in field.split("_")))(b, lists[field])
-    TL.AddUpdatedChunks(b, updated_vector)
-    if moves is not None:
-        TL.AddMovedNodes(b, moves)
-    b.Finish(TL.End(b))
-    return wrap_file(FileType.TRANSACTION_LOG, spec_version, bytes(b.Output()), implementation)
-
+                buf[at + 12:at + 20] = ids.decode(move.node_id, 8)
+            buf[at + 20] = 1 if move.node_type is NodeType.ARRAY else 0
+            for field, text_value in ((at + 4, move.from_path), (at + 8, move.to_path)):
+                raw = text_value.encode("utf-8")
+                string = align(4)
+                point(field, string)
+                buf += struct.pack("<I", len(raw)) + raw + b"\x00"
+    return wrap_file(FileType.TRANSACTION_LOG, spec_version, bytes(buf), implementation)
