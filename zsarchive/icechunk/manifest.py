@@ -13,7 +13,8 @@ import numpy as np
 import zstandard
 
 from zsarchive.icechunk import ids
-from zsarchive.icechunk.common import decoding, id8, id12, id_struct, offsets_vector, uint32_vector
+from zsarchive.icechunk.common import ForwardWriter, decoding, id8, id12, id_struct, offsets_vector, uint32_vector, \
+    vtable_bytes
 from zsarchive.icechunk.flatbuf import FlatBufferError, byte_vector, check_sorted, root, vtable_slots
 from zsarchive.icechunk.gather import BYTE, first, first_unsorted, gather, offset_vector, uint32_vectors
 from zsarchive.icechunk.generated.Manifest import Manifest as FbManifest
@@ -413,7 +414,6 @@ def iter_chunk_refs(raw: bytes, name: str = "<manifest>") -> Iterator[tuple[Node
 # offset points forward as FlatBuffers requires; every table starts 8-aligned, so its 64-bit fields
 # are aligned; distinct virtual locations are stored once, after every table that names them.
 
-_U16, _U32, _I32 = struct.Struct("<H"), struct.Struct("<I"), struct.Struct("<i")
 # ChunkRef field slots: index, inline, offset, length, chunk_id, location, etag, last_modified
 _REF_VTABLES = {
     # kind -> (field offsets by slot, table size): the table is soffset, index, then the kind's fields
@@ -426,49 +426,6 @@ _REF_VTABLES = {
 }
 
 
-def _vtable(fields: tuple[int, ...], table_size: int) -> bytes:
-    return struct.pack(f"<{2 + len(fields)}H", 4 + 2 * len(fields), table_size, *fields)
-
-
-class _Writer:
-    """A FlatBuffer written front to back."""
-
-    def __init__(self) -> None:
-        self.buf = bytearray()
-
-    def align(self, n: int) -> int:
-        self.buf += bytes(-len(self.buf) % n)
-        return len(self.buf)
-
-    def reserve(self, n: int) -> int:
-        at = len(self.buf)
-        self.buf += bytes(n)
-        return at
-
-    def point(self, field: int, target: int) -> None:
-        """Store at ``field`` the forward offset to ``target``."""
-        _U32.pack_into(self.buf, field, target - field)
-
-    def table(self, vtable: int, size: int, align: int = 4) -> int:
-        at = self.align(align)
-        self.buf += bytes(size)
-        _I32.pack_into(self.buf, at, at - vtable)
-        return at
-
-    def vector(self, count: int, item: int, align: int = 4) -> int:
-        """A vector of ``count`` items of ``item`` bytes: returns where its length is."""
-        self.buf += bytes(-(len(self.buf) + 4) % max(align, 4))
-        at = self.reserve(4 + count * item)
-        _U32.pack_into(self.buf, at, count)
-        return at
-
-    def blob(self, data: bytes, terminate: bool = False, count: int | None = None) -> int:
-        """A byte vector or string (``terminate``), or a vector of ``count`` items whose bytes are ``data``."""
-        at = self.align(4)
-        self.buf += _U32.pack(len(data) if count is None else count) + data + (b"\x00" if terminate else b"")
-        return at
-
-
 def _ref_kind(ref: ChunkRef) -> str:
     if ref.kind is RefKind.VIRTUAL:
         return "virtual" + ("+etag" if ref.checksum_etag is not None else "") + \
@@ -479,17 +436,17 @@ def _ref_kind(ref: ChunkRef) -> str:
 def _direct_payload(manifest_id: str, ordered: list[tuple[NodeId, list[ChunkRef]]], spec_version: int) -> bytes:
     """The FlatBuffer laid out front to back (see above)."""
     kinds = {_ref_kind(ref) for _, refs in ordered for ref in refs}
-    w = _Writer()
+    w = ForwardWriter()
     root = w.reserve(4)
     manifest_fields = (8, 4) + ((0, 20) if spec_version >= 2 else ())  # id, arrays[, dictionary, algorithm]
     vtables = {"manifest": w.reserve(0)}
-    w.buf += _vtable(manifest_fields, 21 if spec_version >= 2 else 20)
+    w.buf += vtable_bytes(manifest_fields, 21 if spec_version >= 2 else 20)
     vtables["array"] = w.align(2)
-    w.buf += _vtable((8, 4), 16)  # node_id, refs
+    w.buf += vtable_bytes((8, 4), 16)  # node_id, refs
     for kind, (fields, table_size) in _REF_VTABLES.items():
         if kind in kinds:
             vtables[kind] = w.align(2)
-            w.buf += _vtable(fields, table_size)
+            w.buf += vtable_bytes(fields, table_size)
     table = w.table(vtables["manifest"], 24)
     w.point(root, table)
     w.buf[table + 8:table + 20] = ids.decode(manifest_id, 12)
@@ -522,7 +479,7 @@ def _direct_payload(manifest_id: str, ordered: list[tuple[NodeId, list[ChunkRef]
             if ref.checksum_etag is not None:
                 w.point(at + 28, w.blob(ref.checksum_etag.encode("utf-8"), terminate=True))
             if ref.checksum_last_modified:
-                _U32.pack_into(w.buf, at + 32, ref.checksum_last_modified)
+                struct.pack_into("<I", w.buf, at + 32, ref.checksum_last_modified)
     for location, fields in locations.items():
         text = w.blob(location.encode("utf-8"), terminate=True)
         for field in fields:

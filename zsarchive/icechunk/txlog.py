@@ -7,12 +7,10 @@ rest goes through the generated accessors.
 
 from __future__ import annotations
 
-import struct
-
 import numpy as np
 
 from zsarchive.icechunk import ids
-from zsarchive.icechunk.common import decoding, id8, id12
+from zsarchive.icechunk.common import ForwardWriter, decoding, id8, id12, vtable_bytes
 from zsarchive.icechunk.flatbuf import FlatBufferError, byte_vector, check_sorted, require, root, struct_bytes, \
     text, vtable_slots
 from zsarchive.icechunk.gather import first, first_unsorted, gather, offset_vector, uint32_vectors
@@ -169,63 +167,42 @@ _LIST_SLOTS = ("new_groups", "new_arrays", "deleted_groups", "deleted_arrays", "
 """The id lists in the order of their fields in the schema (slots 1 to 6)."""
 
 
-def _vtable(fields: tuple[int, ...], table_size: int) -> bytes:
-    return struct.pack(f"<{2 + len(fields)}H", 4 + 2 * len(fields), table_size, *fields)
-
-
 def encode_transaction_log(log: TransactionLog, spec_version: int, implementation: str = IMPLEMENTATION) -> bytes:
     """A transaction log file holding ``log``: id lists and updated chunks sorted by bytes, moves by
     ``to`` path component by component (V2 only: V1 has no moves), as icechunk expects."""
-    buf = bytearray(4)
-
-    def align(n: int) -> int:
-        buf.extend(bytes(-len(buf) % n))
-        return len(buf)
-
-    def point(field: int, target: int) -> None:
-        struct.pack_into("<I", buf, field, target - field)
-
-    def table(vtable: int, size: int) -> int:
-        at = align(4)
-        buf.extend(bytes(size))
-        struct.pack_into("<i", buf, at, at - vtable)
-        return at
-
+    w = ForwardWriter()
+    w.reserve(4)
+    buf = w.buf
     moves = spec_version >= 2
     size = 48 if moves else 44
     vt_log = len(buf)
-    buf += _vtable((size - 12, 4, 8, 12, 16, 20, 24, 28) + ((32,) if moves else ()), size)
-    vt_array = align(2)
-    buf += _vtable((8, 4), 16)
-    vt_chunk = align(2)
-    buf += _vtable((4,), 8)
-    vt_move = align(2)
-    buf += _vtable((4, 8, 12, 20), 21)
-    root = table(vt_log, size)
-    point(0, root)
+    buf += vtable_bytes((size - 12, 4, 8, 12, 16, 20, 24, 28) + ((32,) if moves else ()), size)
+    vt_array = w.align(2)
+    buf += vtable_bytes((8, 4), 16)
+    vt_chunk = w.align(2)
+    buf += vtable_bytes((4,), 8)
+    vt_move = w.align(2)
+    buf += vtable_bytes((4, 8, 12, 20), 21)
+    root = w.table(vt_log, size)
+    w.point(0, root)
     buf[root + size - 12:root + size] = ids.decode(log.id, 12)
     for slot, field in enumerate(_LIST_SLOTS):
         values = sorted(getattr(log, field))
-        at = align(4)
-        point(root + 4 + 4 * slot, at)
-        buf += struct.pack("<I", len(values)) + b"".join(ids.decode(v, 8) for v in values)
+        w.point(root + 4 + 4 * slot, w.blob(b"".join(ids.decode(v, 8) for v in values), count=len(values)))
     nodes = sorted(log.updated_coords)
-    vector = align(4)
-    point(root + 28, vector)
-    buf += struct.pack("<I", len(nodes)) + bytes(4 * len(nodes))
+    vector = w.vector(len(nodes), 4)
+    w.point(root + 28, vector)
     for j, node_id in enumerate(nodes):
-        array = table(vt_array, 16)
-        point(vector + 4 + 4 * j, array)
+        array = w.table(vt_array, 16)
+        w.point(vector + 4 + 4 * j, array)
         buf[array + 8:array + 16] = ids.decode(node_id, 8)
         coords = np.asarray(log.updated_coords[node_id], dtype=np.int64)
         count, ndim = coords.shape if coords.ndim == 2 else (len(coords), 0)
         if count and ndim:
             coords = coords[np.lexsort(coords.T[::-1])]
-        chunks = align(4)
-        point(array + 4, chunks)
-        buf += struct.pack("<I", count)
+        chunks = w.vector(count, 4)
+        w.point(array + 4, chunks)
         slots = chunks + 4 + 4 * np.arange(count, dtype=np.int64)
-        buf += bytes(4 * count)
         stride = 12 + 4 * ndim  # the table (soffset, coords offset), then the vector (length, coords)
         first = len(buf)
         starts = first + stride * np.arange(count, dtype=np.int64)
@@ -238,18 +215,14 @@ def encode_transaction_log(log: TransactionLog, spec_version: int, implementatio
         buf += rows.astype("<u4").tobytes()
     if moves:
         ordered = sorted(log.moved_nodes, key=lambda m: path_key(m.to_path))
-        vector = align(4)
-        point(root + 32, vector)
-        buf += struct.pack("<I", len(ordered)) + bytes(4 * len(ordered))
+        vector = w.vector(len(ordered), 4)
+        w.point(root + 32, vector)
         for j, move in enumerate(ordered):
-            at = table(vt_move, 24)
-            point(vector + 4 + 4 * j, at)
+            at = w.table(vt_move, 24)
+            w.point(vector + 4 + 4 * j, at)
             if move.node_id is not None:
                 buf[at + 12:at + 20] = ids.decode(move.node_id, 8)
             buf[at + 20] = 1 if move.node_type is NodeType.ARRAY else 0
-            for field, text_value in ((at + 4, move.from_path), (at + 8, move.to_path)):
-                raw = text_value.encode("utf-8")
-                string = align(4)
-                point(field, string)
-                buf += struct.pack("<I", len(raw)) + raw + b"\x00"
+            w.point(at + 4, w.blob(move.from_path.encode("utf-8"), terminate=True))
+            w.point(at + 8, w.blob(move.to_path.encode("utf-8"), terminate=True))
     return wrap_file(FileType.TRANSACTION_LOG, spec_version, bytes(buf), implementation)
