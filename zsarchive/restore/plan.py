@@ -13,7 +13,6 @@ from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 from typing import Iterable, Iterator
 
-import numpy as np
 
 from zsarchive.archive.reading import ArchiveReader
 from zsarchive.errors import ZSCorrupt, ZSError
@@ -83,8 +82,7 @@ class RestorePlan:
                 continue
             if sid in summary.missing:
                 continue
-            coords = {node: np.array(rows, dtype=np.uint32).reshape(len(rows), -1)
-                      for node, rows in summary.coords.items()}
+            coords = summary.coords
             moves = summary.moves
             if summary.merged:
                 moves = self._share_moves(summary, pruned_moves)
@@ -246,11 +244,17 @@ class ManifestContents:
         for sid, node in manifest.users:
             rank = self._ranks(sid, node.id)
             held = []
-            for coords, by_snapshot in self._timeline(node.id).items():
-                best = min(((rank[s], s) for s in by_snapshot if s in rank), default=None)
-                if best is None:
-                    continue
-                ref = by_snapshot[best[1]]
+            for coords, changes in self._timeline(node.id).items():
+                if isinstance(changes, tuple):
+                    if changes[0] not in rank:
+                        continue
+                    ref = changes[1]
+                else:
+                    best = min(((rank[sid], ref) for sid, ref in changes if sid in rank), default=None,
+                               key=lambda pair: pair[0])
+                    if best is None:
+                        continue
+                    ref = best[1]
                 if ref is not None and _first_manifest(node, coords) == manifest.id:
                     held.append(ref)
             if held:
