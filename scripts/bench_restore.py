@@ -10,6 +10,10 @@ every task in a fresh process (wall time and peak resident memory of that proces
 2. ``zs restore ARCHIVE TARGET`` (goal: at most 1.5x the export, and at most icechunk's write);
 3. icechunk itself writing the same repository: create it, set the N virtual refs, commit.
 
+With ``--chunk-mib M``, instead: a repository of M MiB of native chunks (4 MiB each, incompressible),
+exported with ``--include-chunks``; ``zs restore`` of that archive vs ``cp -r`` of the repository's
+``chunks/`` followed by ``sync`` (goal: at least 0.5x its throughput).
+
 Prints medians, ratios and peak memory.
 """
 
@@ -45,13 +49,60 @@ def measured(cmd: list[str], env: dict | None = None) -> tuple[float, float]:
     return seconds, usage.ru_maxrss / 1024
 
 
+WRITE_CHUNKS = """
+import sys, numpy as np, zarr, icechunk as ic
+mib = int(sys.argv[2])
+repo = ic.Repository.create(ic.local_filesystem_storage(sys.argv[1]))
+session = repo.writable_session("main")
+side = 1 << 19  # float64 elements per 4 MiB chunk
+array = zarr.group(store=session.store).create_array("v", shape=(mib // 4 * side,), chunks=(side,), dtype="f8",
+                                                     compressors=None)
+rng = np.random.default_rng(0)
+for i in range(mib // 4):
+    array[i * side:(i + 1) * side] = rng.random(side)
+session.commit("chunks")
+import os; os._exit(0)
+"""
+
+
+def chunk_bytes(mib: int, runs: int, env: dict) -> None:
+    """Restore of embedded chunk bytes vs ``cp -r`` + ``sync`` of the same files."""
+    zs = [sys.executable, "-m", "zsarchive"]
+    with tempfile.TemporaryDirectory(prefix="bench-restore-", dir=ROOT / ".bench") as tmp:
+        work = Path(tmp)
+        subprocess.run([str(icbench.IC2_PYTHON), "-c", WRITE_CHUNKS, str(work / "repo"), str(mib)], check=True)
+        subprocess.run([*zs, "export", str(work / "repo"), str(work / "a.zs"), "--include-chunks", "--no-progress"],
+                       check=True, env=env)
+        size = sum(p.stat().st_size for p in (work / "repo" / "chunks").iterdir())
+        ours, theirs = [], []
+        for _ in range(runs):
+            shutil.rmtree(work / "restored", ignore_errors=True)
+            shutil.rmtree(work / "copy", ignore_errors=True)
+            subprocess.run(["sync"], check=True)
+            ours.append(measured([*zs, "restore", str(work / "a.zs"), str(work / "restored"), "--no-progress"], env))
+            subprocess.run(["sync"], check=True)
+            t0 = time.perf_counter()
+            subprocess.run(["cp", "-r", str(work / "repo" / "chunks"), str(work / "copy")], check=True)
+            subprocess.run(["sync"], check=True)
+            theirs.append(time.perf_counter() - t0)
+    seconds, peak = statistics.median(s for s, _ in ours), max(m for _, m in ours)
+    copy = statistics.median(theirs)
+    print(f"{size / 2**20:.0f} MiB of chunk bytes, {runs} run(s), medians (a noisy shared machine)")
+    print(f"  zs restore      {seconds:6.2f} s  {size / 2**20 / seconds:7.1f} MiB/s   peak {peak:.0f} MiB")
+    print(f"  cp -r + sync    {copy:6.2f} s  {size / 2**20 / copy:7.1f} MiB/s")
+    print(f"  throughput ratio {copy / seconds:.2f}x (goal >= 0.5x)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--refs", type=int, default=1_000_000)
     parser.add_argument("--runs", type=int, default=1)
+    parser.add_argument("--chunk-mib", type=int, default=0, help="measure chunk bytes instead (e.g. 1024)")
     args = parser.parse_args()
-    repo = icbench.ensure_repo(args.refs)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    if args.chunk_mib:
+        return chunk_bytes(args.chunk_mib, args.runs, env)
+    repo = icbench.ensure_repo(args.refs)
     zs = [sys.executable, "-m", "zsarchive"]
     results: dict[str, list[tuple[float, float]]] = {"export": [], "restore": [], "icechunk write": []}
     with tempfile.TemporaryDirectory(prefix="bench-restore-", dir=ROOT / ".bench") as tmp:

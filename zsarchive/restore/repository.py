@@ -85,6 +85,9 @@ def _yaml_config(config: Mapping[str, Any]) -> bytes:
     class Tagged(dict):
         pass
 
+    class Dumper(yaml.SafeDumper):
+        pass
+
     def represent(dumper, value):
         (tag, inner), = value.items()
         if isinstance(inner, dict):
@@ -93,12 +96,12 @@ def _yaml_config(config: Mapping[str, Any]) -> bytes:
             return dumper.represent_sequence("!" + tag, inner)
         return dumper.represent_scalar("!" + tag, str(inner))
 
-    yaml.SafeDumper.add_representer(Tagged, represent)
+    Dumper.add_representer(Tagged, represent)
     config = json.loads(json.dumps(config))
     for container in (config.get("virtual_chunk_containers") or {}).values():
         if isinstance(container, dict) and isinstance(container.get("store"), dict) and len(container["store"]) == 1:
             container["store"] = Tagged(container["store"])
-    return yaml.safe_dump(config, sort_keys=False, allow_unicode=True).encode("utf-8")
+    return yaml.dump(config, Dumper=Dumper, sort_keys=False, allow_unicode=True).encode("utf-8")
 
 
 class Restore:
@@ -251,7 +254,11 @@ class Restore:
             check_target(sink, storage, plan.spec_version)
         manifests, needed = self.encode_manifests(plan)
         embedded, source = self.chunk_sources(needed)
-        chunk_files, chunk_bytes = self.copy_chunks(sink, needed, embedded, source)
+        try:
+            chunk_files, chunk_bytes = self.copy_chunks(sink, needed, embedded, source)
+        finally:
+            if source is not None:
+                source.close()
         files = self.metadata_files(plan, manifests)
         final = self.final_file(plan)
         done = [0]
