@@ -17,7 +17,7 @@ from hostile import one_line_error, zs
 from icechunk_files import finish_transaction_log, table_vector
 from zsarchive.archive import RepoArchive
 from zsarchive.archive import schema as S
-from zsarchive.errors import ZSError
+from zsarchive.errors import ZSCorrupt, ZSError
 from zsarchive.icechunk import ids
 from zsarchive.icechunk.generated import ArrayUpdatedChunks as AUC
 from zsarchive.icechunk.generated import ChunkIndices as CI
@@ -204,3 +204,28 @@ def test_names_holding_nul_and_control_characters_are_told_apart_and_printed_esc
         ["branch", "a\\x00b", sid], ["tag", "t\\n\\x1b[2J", sid]], done.stdout
     done = zs("log", str(path), "tag:t\n\x1b[2J")
     assert done.returncode == 0 and done.stdout.splitlines()[1].endswith("line\\nbreak"), done.stdout
+
+
+def index_dag_file(path: Path, codec: str = "zstd") -> Path:
+    """A ZS file of a few hundred bytes whose four index levels each hold 1,000 entries all pointing
+    at the same child: read as a tree, 10^12 data blocks."""
+    builder = FileBuilder(codec)
+    child = builder.data_block([b"a"])
+    for level in (1, 2, 3):
+        child = builder.index_block(level, [(b"a", *child)] * 1000)
+    builder.root_block(4, [(b"a", *child)] * 1000)
+    path.write_bytes(builder.build())
+    return path
+
+
+def test_an_index_dag_ends_every_scan_in_one_line(tmp_path):
+    path = index_dag_file(tmp_path / "dag.zs")
+    assert path.stat().st_size < 400
+    for command in (["dump", str(path)], ["dump", str(path), "--prefix", "a"], ["validate", str(path)]):
+        one_line_error(zs(*command), str(path), "offset")
+    message = one_line_error(zs("dump", str(path)), str(path))
+    assert "reached twice" in message or "data blocks must follow in file order" in message, message
+    from zsarchive.zs import ZS
+    with ZS(str(path), parallelism=0) as z:
+        with pytest.raises(ZSCorrupt, match="reached twice|must follow in file order"):
+            list(z.search(start=b"a"))
