@@ -6,6 +6,7 @@ naming the file and what is wrong."""
 from __future__ import annotations
 
 import shutil
+import struct
 import sys
 from pathlib import Path
 
@@ -24,6 +25,8 @@ from zsarchive.icechunk.generated import ChunkIndices as CI
 from zsarchive.icechunk.generated import TransactionLog as TL
 from zsarchive.icechunk.generated.ObjectId8 import CreateObjectId8
 from zsarchive.icechunk.header import HEADER_LENGTH
+from zsarchive.zs.format.crc64 import crc64
+from zsarchive.zs.format.header import MAGIC
 from zsarchive.zs.writer import ZSWriter
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "zs"))  # the ZS format tests' file builder
@@ -229,3 +232,19 @@ def test_an_index_dag_ends_every_scan_in_one_line(tmp_path):
     with ZS(str(path), parallelism=0) as z:
         with pytest.raises(ZSCorrupt, match="reached twice|must follow in file order"):
             list(z.search(start=b"a"))
+
+
+def test_header_metadata_nested_100000_deep_is_one_line(tmp_path):
+    deep = b'{"a":' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    padded = b'{"a": "' + b"x" * (len(deep) - len(b'{"a": ""}')) + b'"}'  # as long as ``deep``
+    builder = FileBuilder("none", metadata={"a": "x" * (len(deep) - len(b'{"a": ""}'))})
+    block = builder.data_block([b"a"])
+    builder.root_block(1, [(b"a", *block)])
+    raw = builder.build().replace(padded, deep)
+    length = int.from_bytes(raw[len(MAGIC):len(MAGIC) + 8], "little")
+    data_end = len(MAGIC) + 8 + length
+    raw = raw[:data_end] + struct.pack("<Q", crc64(raw[len(MAGIC) + 8:data_end])) + raw[data_end + 8:]
+    path = tmp_path / "deep.zs"
+    path.write_bytes(raw)
+    for command in ("validate", "dump", "info"):
+        one_line_error(zs(command, str(path)), str(path), "nested too deeply")
