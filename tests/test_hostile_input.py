@@ -15,11 +15,12 @@ import pytest
 import zstandard
 
 from hostile import one_line_error, zs
-from icechunk_files import finish_transaction_log, table_vector
+from icechunk_files import finish_transaction_log, replace_u64, table_vector
 from zsarchive.archive import RepoArchive
 from zsarchive.archive import schema as S
 from zsarchive.errors import ZSCorrupt, ZSError
 from zsarchive.icechunk import ids
+from zsarchive.icechunk.repository import Repository
 from zsarchive.icechunk.generated import ArrayUpdatedChunks as AUC
 from zsarchive.icechunk.generated import ChunkIndices as CI
 from zsarchive.icechunk.generated import TransactionLog as TL
@@ -248,3 +249,17 @@ def test_header_metadata_nested_100000_deep_is_one_line(tmp_path):
     path.write_bytes(raw)
     for command in ("validate", "dump", "info"):
         one_line_error(zs(command, str(path)), str(path), "nested too deeply")
+
+
+def test_a_snapshot_flushed_past_year_9999_is_one_line(tmp_path):
+    repo = tmp_path / "repo"
+    shutil.copytree(FIXTURES / "v2", repo)
+    info = Repository.open(str(repo)).repo_info().snapshots[-1]
+    replaced = sum(replace_u64(path, info.flushed_at, 2**62) for path in [repo / "repo", repo / "snapshots" / info.id])
+    assert replaced == 2
+    needles = ("flushed_at 4611686018427387904 is not a time",)
+    one_line_error(zs("export", str(repo), str(tmp_path / "out.zs")), str(repo / "repo"), *needles)
+    assert not (tmp_path / "out.zs").exists()
+    one_line_error(zs("icechunk", "inspect", str(repo), "--snapshot", info.id), *needles)
+    shutil.copy(FIXTURES / "v2" / "repo", repo / "repo")  # the snapshot file alone is wrong
+    one_line_error(zs("icechunk", "inspect", str(repo), "--snapshot", info.id), info.id, *needles)
