@@ -7,19 +7,26 @@ import os
 import resource
 import subprocess
 import sys
+from typing import Callable
 
 MEMORY = 1 << 30  # address-space ceiling of every case: far above need, far below what a runaway read takes
 TIMEOUT = 60
 
 
-def _limit_memory() -> None:
-    resource.setrlimit(resource.RLIMIT_AS, (MEMORY, MEMORY))
+def _limits(memory: int, file_size: int | None) -> Callable[[], None]:
+    def apply() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+        if file_size is not None:  # a write past it fails with EFBIG (Python ignores SIGXFSZ)
+            resource.setrlimit(resource.RLIMIT_FSIZE, (file_size, file_size))
+    return apply
 
 
-def zs(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    """``zs ARGS`` in a fresh process under the memory ceiling and the timeout (``env``: added variables)."""
+def zs(*args: str, env: dict | None = None, memory: int = MEMORY, file_size: int | None = None,
+       timeout: float = TIMEOUT) -> subprocess.CompletedProcess:
+    """``zs ARGS`` in a fresh process under the memory ceiling and the timeout (``env``: added variables;
+    ``file_size``: the largest file the process may write)."""
     return subprocess.run([sys.executable, "-m", "zsarchive", *args], capture_output=True, text=True,
-                          timeout=TIMEOUT, preexec_fn=_limit_memory,
+                          timeout=timeout, preexec_fn=_limits(memory, file_size),
                           env=None if env is None else {**os.environ, **env})
 
 

@@ -5,8 +5,10 @@ naming the file and what is wrong."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import struct
+import subprocess
 import sys
 from pathlib import Path
 
@@ -263,3 +265,37 @@ def test_a_snapshot_flushed_past_year_9999_is_one_line(tmp_path):
     one_line_error(zs("icechunk", "inspect", str(repo), "--snapshot", info.id), *needles)
     shutil.copy(FIXTURES / "v2" / "repo", repo / "repo")  # the snapshot file alone is wrong
     one_line_error(zs("icechunk", "inspect", str(repo), "--snapshot", info.id), info.id, *needles)
+
+
+@pytest.fixture
+def full_disk(tmp_path):
+    """A directory on a filesystem of 8 KiB (a tmpfs, where mounting one is allowed) and the limit that
+    makes a write fail there: ``(directory, file_size limit or None, the error's words)``. Without
+    the right to mount, a process file-size limit of 8 KiB fails the same writes (EFBIG for ENOSPC)."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    if os.geteuid() == 0 and subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8k", "tmpfs", str(disk)],
+                                            capture_output=True).returncode == 0:
+        yield disk, None, "No space left on device"
+        subprocess.run(["umount", str(disk)], check=True)
+    else:
+        yield disk, 8192, "File too large"
+
+
+def test_every_writer_on_a_full_disk_is_one_line_and_leaves_no_file(tmp_path, full_disk):
+    disk, limit, words = full_disk
+    records = tmp_path / "records"
+    records.write_bytes(b"".join(b"%08d " % i + os.urandom(40).hex().encode() + b"\n" for i in range(20_000)))
+    out = disk / "out.zs"
+    one_line_error(zs("make", "{}", str(records), str(out), "--codec", "none", file_size=limit),
+                   f"{out}: make failed: {words}")
+    repo = tmp_path / "repo"
+    shutil.copytree(FIXTURES / "v2", repo)
+    one_line_error(zs("export", str(repo), str(out), "--codec", "none", file_size=limit),
+                   f"{out}: export failed: {words}")
+    base, fragment = tmp_path / "base.zs", tmp_path / "fragment.zs"
+    assert zs("export", str(repo), str(base), "--codec", "none").returncode == 0
+    assert zs("export", str(repo), str(fragment), "--base", str(base)).returncode == 0
+    one_line_error(zs("consolidate", str(fragment), str(out), "--codec", "none", file_size=limit),
+                   f"{out}: consolidate failed: {words}")
+    assert list(disk.iterdir()) == []

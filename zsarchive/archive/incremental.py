@@ -196,7 +196,7 @@ def _by_difference(job: ExportJob, scope: FragmentScope) -> ExportSummary:
                 yield [scope.header(header[0], header[1], job.export_time, counts)]
 
             lists = scope.watch(_record_lists(records, job.options.chunk_codec == "none", str(full)))
-            write_archive(job.target, job.partial(), _then(lists, header_list), scope.metadata(0, header[1]), job.options)
+            write_archive(job.target, _then(lists, header_list), scope.metadata(0, header[1]), job.options)
     finally:
         full.unlink(missing_ok=True)
     return ExportSummary(path=job.target, counts=counts, left_out=done.left_out, unindexed=done.unindexed)
@@ -257,8 +257,7 @@ def consolidate(fragment: str | os.PathLike, archive_path: str | os.PathLike, *,
         record = S.record(S.HEADER, (), (version, header[1], header[2], header[3], tuple(sorted(counts.items()))))
         lists = _record_lists(chain.search(stop=S.HEADER), chunk_codec == "none", chain.name)
         metadata = {S.METADATA_KEY: {"format_version": version, "source_spec_version": header[1]}}
-        write_archive(target, directory / f".{target.name}.{os.getpid()}.partial", _then(lists, lambda: [[record]]),
-                      metadata, options)
+        write_archive(target, _then(lists, lambda: [[record]]), metadata, options, "consolidate")
     finally:
         chain.close()
     return ExportSummary(path=target, counts=counts, size=target.stat().st_size, seconds=time.monotonic() - started)

@@ -12,6 +12,7 @@ import click
 from zsarchive.cli.app import main
 from zsarchive.cli.params import ESCAPED_BYTES, Parallelism
 from zsarchive.errors import ZSError
+from zsarchive.io.outfile import whole_file
 from zsarchive.zs.format import codecs
 from zsarchive.zs.writer import DEFAULT_APPROX_BLOCK_SIZE, DEFAULT_BRANCHING_FACTOR, ZSWriter
 
@@ -87,8 +88,9 @@ def make(metadata: dict, input_file: str, new_zs_file: str, terminator: bytes | 
         source = sys.stdin.buffer if input_file == "-" else open(input_file, "rb")
     except OSError as exc:
         raise ZSError(f"{input_file}: cannot open: {exc.strerror}") from None
-    with source:
-        writer = ZSWriter(new_zs_file, metadata, branching_factor, approx_block_size=approx_block_size,
+    # written beside the target and renamed once complete: a failure (a full disk) leaves no file
+    with source, whole_file(new_zs_file, "make", overwrite=False) as partial:
+        writer = ZSWriter(partial, metadata, branching_factor, approx_block_size=approx_block_size,
                           codec=codec, compress_level=compress_level, parallelism=parallelism,
                           include_default_metadata=not no_default_metadata)
         with writer:
