@@ -444,7 +444,8 @@ def write_archive(target: Path, lists: Iterable[list[bytes]], metadata: dict, op
     with whole_file(target, what) as tmp, \
             ZSWriter(os.fspath(tmp), metadata, codec=options.codec, compress_level=options.compress_level,
                      parallelism=options.parallelism, approx_block_size=options.approx_block_size,
-                     branching_factor=options.branching_factor, include_default_metadata=False) as writer:
+                     branching_factor=options.branching_factor, include_default_metadata=False,
+                     name=str(target)) as writer:
         for records in lists:
             if isinstance(records, PieceBlock):
                 writer.add_data_block(records, stored=records.stored, key_length=records.key_length)

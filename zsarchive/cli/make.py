@@ -92,7 +92,7 @@ def make(metadata: dict, input_file: str, new_zs_file: str, terminator: bytes | 
     with source, whole_file(new_zs_file, "make", overwrite=False) as partial:
         writer = ZSWriter(partial, metadata, branching_factor, approx_block_size=approx_block_size,
                           codec=codec, compress_level=compress_level, parallelism=parallelism,
-                          include_default_metadata=not no_default_metadata)
+                          include_default_metadata=not no_default_metadata, name=new_zs_file)
         with writer:
             size = _input_size(source)
             # Without a known size (a pipe) a bar could only guess: show none.
