@@ -41,3 +41,27 @@ def one_line_error(done: subprocess.CompletedProcess, *needles: str, foreseen: b
         assert needle in lines[0], lines[0]
     assert foreseen != ("please report" in lines[0]), lines[0]
     return lines[0]
+
+
+_REPORT_PEAK = """
+import atexit, runpy, sys
+path = sys.argv.pop(1)
+def report():
+    with open('/proc/self/status') as status, open(path, 'w') as out:
+        out.write(''.join(line for line in status if line.startswith(('VmHWM', 'VmPeak'))))
+atexit.register(report)
+sys.argv[0] = 'zs'
+runpy.run_module('zsarchive', run_name='__main__')
+"""
+
+
+def zs_peak(tmp_path, *args: str, env: dict | None = None, memory: int = MEMORY
+            ) -> tuple[subprocess.CompletedProcess, int, int]:
+    """``zs ARGS`` as :func:`zs` runs it, and the process's peak resident and peak virtual memory in
+    bytes (Linux: VmHWM and VmPeak, read as it exits)."""
+    report = tmp_path / f"peak-{os.getpid()}-{len(os.listdir(tmp_path))}"
+    done = subprocess.run([sys.executable, "-c", _REPORT_PEAK, str(report), *args], capture_output=True,
+                          text=True, timeout=TIMEOUT, preexec_fn=_limits(memory, None),
+                          env={**os.environ, **(env or {})})
+    fields = dict(line.split(":") for line in report.read_text().splitlines())
+    return done, int(fields["VmHWM"].split()[0]) * 1024, int(fields["VmPeak"].split()[0]) * 1024

@@ -5,18 +5,20 @@ naming the file and what is wrong."""
 
 from __future__ import annotations
 
+import lzma
 import os
 import shutil
 import struct
 import subprocess
 import sys
+import zlib
 from pathlib import Path
 
 import flatbuffers
 import pytest
 import zstandard
 
-from hostile import one_line_error, zs
+from hostile import one_line_error, zs, zs_peak
 from icechunk_files import finish_transaction_log, replace_u64, table_vector
 from zsarchive.archive import RepoArchive
 from zsarchive.archive import schema as S
@@ -59,8 +61,48 @@ def test_a_block_decoding_past_the_ceiling_is_refused(tmp_path, codec):
 
 
 def test_the_default_block_ceiling_holds_under_the_memory_limit(tmp_path):
-    path = bomb_file(tmp_path / "big.zs", "zstd", 300 * MiB)
-    one_line_error(zs("dump", str(path)), "decodes to more than 268435456 bytes")
+    path = bomb_file(tmp_path / "big.zs", "zstd", 100 * MiB)
+    one_line_error(zs("dump", str(path)), "decodes to more than 67108864 bytes")
+
+
+def streamed_bomb(path: Path, codec: str, decoded: int) -> Path:
+    """``bomb_file`` without holding the decoded bytes: the stream is made 16 MiB at a time, and
+    declares no size (a zstd frame that does would be refused unread)."""
+    zeros = bytes(16 * MiB)
+    if codec == "lzma":
+        out = lzma.LZMACompressor(lzma.FORMAT_RAW, filters=[{"id": lzma.FILTER_LZMA2, "preset": 0}])
+    elif codec == "deflate":
+        out = zlib.compressobj(9, zlib.DEFLATED, -15)
+    else:
+        out = zstandard.ZstdCompressor(level=1, write_content_size=False).compressobj()
+    stream = b"".join(out.compress(zeros) for _ in range(decoded // len(zeros))) + out.flush()
+    builder = FileBuilder(codec)
+    block = builder.raw_block(0, stream, compress=False)
+    builder.root_block(1, [(b"\0", *block)])
+    path.write_bytes(builder.build())
+    return path
+
+
+@pytest.mark.parametrize("codec", ["lzma", "deflate", "zstd"])
+def test_a_bomb_costs_at_most_the_ceiling_and_a_few_mib(tmp_path, codec):
+    """Past the ceiling the decoded bytes are held once: peak memory grows by no more than the ceiling
+    (64 MiB), the eighth a growing buffer may hold spare, and a few MiB over a run of the same command
+    on a small file, and the run fits an address space that leaves just that much room."""
+    bomb = streamed_bomb(tmp_path / "bomb.zs", codec, 512 * MiB)
+    assert bomb.stat().st_size < 1 * MiB
+    builder = FileBuilder(codec)
+    builder.root_block(1, [(b"", *builder.data_block([b"record %03d" % i for i in range(100)]))])
+    small = tmp_path / "small.zs"
+    small.write_bytes(builder.build())
+    env = {"MALLOC_ARENA_MAX": "2"}  # the same few malloc arenas in every run, however many threads
+    for command in ("dump", "validate"):
+        done, base_rss, base_vm = zs_peak(tmp_path, command, str(small), env=env)
+        assert done.returncode == 0, done.stderr
+        bound = 64 * MiB * 9 // 8 + 8 * MiB
+        room = base_vm + bound
+        done, rss, _ = zs_peak(tmp_path, command, str(bomb), env=env, memory=room)
+        one_line_error(done, str(bomb), "decodes to more than 67108864 bytes")
+        assert rss - base_rss < bound, (command, rss - base_rss)
 
 
 def test_a_bad_ceiling_setting_is_one_line(tmp_path):
