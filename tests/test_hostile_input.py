@@ -16,9 +16,11 @@ from pathlib import Path
 
 import flatbuffers
 import pytest
+import zarr
 import zstandard
 
 from hostile import one_line_error, zs, zs_peak
+from servers import faulty_server  # noqa: F401
 from icechunk_files import finish_transaction_log, replace_u64, table_vector
 from zsarchive.archive import RepoArchive
 from zsarchive.archive import schema as S
@@ -341,3 +343,77 @@ def test_every_writer_on_a_full_disk_is_one_line_and_leaves_no_file(tmp_path, fu
     one_line_error(zs("consolidate", str(fragment), str(out), "--codec", "none", file_size=limit),
                    f"{out}: consolidate failed: {words}")
     assert list(disk.iterdir()) == []
+
+
+PINNED_REFS_SCRIPT = r'''
+import os, sys, icechunk as ic, zarr
+from datetime import datetime, timezone
+path, url, s3_url, when = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+repo = ic.Repository.create(ic.local_filesystem_storage(path))
+s = repo.writable_session("main")
+a = zarr.group(store=s.store).create_array("v", shape=(8,), chunks=(1,), dtype="<u4", compressors=None, fill_value=0)
+moment = datetime.fromtimestamp(when, timezone.utc)
+specs = []
+for base, first in ((url, 0), (s3_url, 4)):
+    specs += [ic.VirtualChunkSpec(index=[first], location=base, offset=0, length=4, etag_checksum='"etag-v1"'),
+              ic.VirtualChunkSpec(index=[first + 1], location=base, offset=4, length=4, last_updated_at_checksum=moment),
+              ic.VirtualChunkSpec(index=[first + 2], location=base, offset=8, length=4, etag_checksum="etag-v1"),
+              ic.VirtualChunkSpec(index=[first + 3], location=base, offset=12, length=4)]
+s.store.set_virtual_refs("v", specs, validate_containers=False)
+s.commit("refs pinned by ETag, by modification time, unquoted, and not at all")
+sys.stdout.flush(); os._exit(0)  # icechunk 2.3 sometimes crashes in its own shutdown
+'''
+
+
+def test_a_virtual_object_that_changed_is_refused_even_where_the_server_ignores_preconditions(
+        icechunk2_python, faulty_server, tmp_path):  # noqa: F811
+    """A server (and an S3 endpoint: the same server, as a bucket) that honours Range but ignores
+    If-Match and If-Unmodified-Since, serving a new version of the object: every read of a pinned
+    ref checks the answer's own ETag and Last-Modified, and fails in one line naming both values."""
+    from email.utils import formatdate
+
+    from zsarchive import open_store
+
+    when = 1_700_000_000  # the ref's checksum time
+    name = "lab/granule.bin"  # also key granule.bin of bucket "lab" at the S3 endpoint
+    faulty_server.files[name] = b"ABCDEFGHIJKLMNOP"  # printable: zs() reads stdout as text
+    faulty_server.etags[name] = '"etag-v1"'
+    faulty_server.modified[name] = formatdate(when, usegmt=True)  # the same second as the ref's time
+    faulty_server.honor_if_match = False
+    url = faulty_server.url(name)
+    subprocess.run([str(icechunk2_python), "-c", PINNED_REFS_SCRIPT, str(tmp_path / "repo"), url,
+                    "s3://lab/granule.bin", str(when)], check=True, capture_output=True, timeout=120)
+    archive = tmp_path / "v.zs"
+    assert zs("export", str(tmp_path / "repo"), str(archive)).returncode == 0
+    endpoint = f"http://127.0.0.1:{faulty_server.server_address[1]}"
+    s3 = f"s3://lab/ endpoint={endpoint} anon=true region=us-east-1"
+    authorize = {url.rsplit("/", 1)[0] + "/": {}, "s3://lab/": {"endpoint": endpoint, "anon": "true",
+                                                                "region": "us-east-1"}}
+
+    def chunk(i: int) -> subprocess.CompletedProcess:
+        return zs("chunk", str(archive), "main", "/v", str(i), "--data", "--authorize",
+                  url.rsplit("/", 1)[0] + "/", "--authorize", s3)
+
+    faulty_server.etags[name] = 'W/"etag-v1"'  # a weak answer names the same opaque tag
+    for i in range(8):
+        done = chunk(i)
+        assert done.returncode == 0 and done.stdout == "ABCDEFGHIJKLMNOP"[4 * (i % 4):4 * (i % 4) + 4], \
+            (i, done.stderr)
+    faulty_server.files[name] = b"abcdefghijklmnop"  # replaced in place, a second later
+    faulty_server.etags[name] = '"etag-v2"'
+    faulty_server.modified[name] = formatdate(when + 1, usegmt=True)
+    for first, where in ((0, url), (4, "s3://lab/granule.bin")):
+        for i, needles in ((first, ('the ref\'s ETag is "etag-v1", the answer\'s is "etag-v2"',)),
+                           (first + 1, ("Last-Modified is 2023-11-14T22:13:21Z, after the ref's checksum time "
+                                        "2023-11-14T22:13:20Z",)),
+                           (first + 2, ("the ref's ETag is etag-v1, the answer's is \"etag-v2\"",))):
+            one_line_error(chunk(i), f"chunk {i} of '/v' at 'main'", where, "changed since the virtual ref",
+                           *needles)
+        done = chunk(first + 3)  # pinned by nothing: the new bytes, as icechunk reads them
+        assert done.returncode == 0 and done.stdout == "mnop"
+    with open_store(archive, "main", authorize=authorize) as store:
+        array = zarr.open_array(store=store, path="v", mode="r")
+        assert array[3] == array[7] == int.from_bytes(b"mnop", "little")
+        for i in (0, 1, 2, 4, 5, 6):
+            with pytest.raises(ZSError, match=r"changed since the virtual ref was written \(.*etag-v|Last-Modified"):
+                array[i]

@@ -13,6 +13,7 @@ from servers import faulty_server, free_port, nginx_server  # noqa: F401
 from zsarchive.errors import ZSCorrupt, ZSError
 from zsarchive.io import ConnectionPool, HTTPTransport, open_transport
 from zsarchive.io.remote import coalesce
+from zsarchive.io.pinning import mismatch
 
 DATA = os.urandom(300_000)
 
@@ -405,3 +406,17 @@ def test_a_body_larger_than_the_range_asked_for_is_refused_unread(faulty_server,
     assert time.monotonic() - started < 10
     assert transport.stats.bytes < 2 << 20  # at most the first pieces were read, never 400 MiB
     transport.close()
+
+
+@pytest.mark.parametrize("pinned_etag, pinned_time, etag, modified, wanted", [
+    ('"a"', None, '"a"', None, None), ("a", None, 'W/"a"', None, None), ('W/"a"', None, "a", None, None),
+    ("*", None, None, None, None), ('"a"', None, '"b"', None, "the answer's is \"b\""),
+    ('"a"', None, None, 5, "carries none"), (None, 100, None, 100, None), (None, 100, None, 99, None),
+    (None, 100, None, 101, "after the ref's checksum time"), (None, 100, '"x"', None, "no Last-Modified"),
+    ('"a"', 100, '"a"', 101, "after the ref's checksum time"), ('"a"', 100, '"b"', 100, "the answer's is"),
+    ('"a"', 100, '"a"', 100, None), (None, 2**62, None, 5, None)])
+def test_an_answer_is_the_pinned_version_only_if_it_says_so(pinned_etag, pinned_time, etag, modified, wanted):
+    """ETag compared by opaque tag (a ref may pin it quoted, unquoted or weak), Last-Modified in seconds
+    at or before the ref's time; a ref may pin either or both, and what it pins the answer must carry."""
+    found = mismatch(pinned_etag, pinned_time, etag, modified)
+    assert (found is None) if wanted is None else (wanted in found), found
