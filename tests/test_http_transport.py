@@ -11,7 +11,8 @@ import pytest
 
 from servers import faulty_server, free_port, nginx_server  # noqa: F401
 from zsarchive.errors import ZSCorrupt, ZSError
-from zsarchive.io import ConnectionPool, HTTPTransport, open_transport
+from zsarchive.io import ConnectionPool, HTTPTransport, ObjectTransport, open_transport
+from zsarchive.io.location import parse_location
 from zsarchive.io.remote import coalesce
 from zsarchive.io.pinning import mismatch
 
@@ -321,13 +322,23 @@ def test_file_replaced_between_requests_fails_by_if_match(faulty_server):
     transport.close()
 
 
-def test_file_replaced_is_caught_by_etag_even_if_the_server_ignores_if_match(faulty_server):
-    faulty_server.files["f.zs"] = DATA
+@pytest.mark.parametrize("through", ["http", "s3"])
+def test_file_replaced_is_caught_by_etag_even_if_the_server_ignores_if_match(faulty_server, through):
+    """Also as an S3 endpoint (the same server, path = bucket/key) read through obstore: the answer's
+    own ETag gives the new version away."""
+    name = "bucket/f.zs"
+    faulty_server.files[name] = DATA
+    faulty_server.modified[name] = "Wed, 01 Jan 2025 00:00:00 GMT"  # obstore needs one
     faulty_server.honor_if_match = False
-    transport = _transport(faulty_server)
+    if through == "http":
+        transport = _transport(faulty_server, name)
+    else:
+        endpoint = f"http://127.0.0.1:{faulty_server.server_address[1]}"
+        transport = ObjectTransport(parse_location("s3://" + name, {"endpoint": endpoint, "region": "us-east-1"},
+                                                   anon=True))
     transport.read_head_tail(10, 10)
-    old = faulty_server.etag("f.zs")
-    faulty_server.files["f.zs"] = DATA[::-1]
+    old = faulty_server.etag(name)
+    faulty_server.files[name] = DATA[::-1]
     with pytest.raises(ZSCorrupt, match=f"file changed while reading \\(ETag was {old}, now"):
         transport.read(100, 10)
     transport.close()
