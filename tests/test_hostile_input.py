@@ -345,6 +345,16 @@ def test_every_writer_on_a_full_disk_is_one_line_and_leaves_no_file(tmp_path, fu
     assert list(disk.iterdir()) == []
 
 
+
+def test_output_to_a_full_device_is_one_line(tmp_path):
+    """``zs dump`` into /dev/full: the write fails wherever it strikes, and that is the machine's state,
+    not a bug."""
+    path = bomb_file(tmp_path / "small.zs", "deflate", 100_000)
+    with open("/dev/full", "w") as full:
+        done = subprocess.run([sys.executable, "-m", "zsarchive", "dump", str(path)], stdout=full,
+                              stderr=subprocess.PIPE, text=True, timeout=60)
+    assert done.returncode == 1 and done.stderr == "zs: error: No space left on device\n", done.stderr
+
 PINNED_REFS_SCRIPT = r'''
 import os, sys, icechunk as ic, zarr
 from datetime import datetime, timezone
