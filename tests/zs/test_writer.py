@@ -444,7 +444,7 @@ def test_cli_make_unsorted_and_empty(tmp_path):
     assert list(tmp_path.iterdir()) == []  # a failed make leaves no file, partial or not
     (tmp_path / "x.zs").write_bytes(b"taken")
     res = run(["make", "{}", "-", str(tmp_path / "x.zs")], input=b"a\n")
-    assert res.output == f"zs: error: {tmp_path / 'x.zs'}: cannot create: File exists\n"
+    assert res.output == f"zs: error: {tmp_path / 'x.zs'}: exists already; give a new name, or --force to replace it\n"
     res = run(["make", "{}", str(tmp_path / "missing.txt"), str(tmp_path / "m.zs")])
     assert res.exit_code == 1 and "cannot open" in res.output
     assert not (tmp_path / "m.zs").exists()

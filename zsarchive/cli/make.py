@@ -10,8 +10,9 @@ import sys
 import click
 
 from zsarchive.cli.app import main
-from zsarchive.cli.params import ESCAPED_BYTES, Parallelism
+from zsarchive.cli.params import ESCAPED_BYTES, Parallelism, force_option
 from zsarchive.errors import ZSError
+from zsarchive.io.kinds import check_new_target
 from zsarchive.io.outfile import whole_file
 from zsarchive.zs.format import codecs
 from zsarchive.zs.writer import DEFAULT_APPROX_BLOCK_SIZE, DEFAULT_BRANCHING_FACTOR, ZSWriter
@@ -56,7 +57,7 @@ def _metadata(ctx, param, value: str) -> dict:
 @main.command("make")
 @click.argument("metadata", callback=_metadata)
 @click.argument("input_file", type=click.Path(dir_okay=False, allow_dash=True))
-@click.argument("new_zs_file", type=click.Path(dir_okay=False))
+@click.argument("new_zs_file")
 @click.option("--terminator", type=ESCAPED_BYTES, default=None,
               help=r"Records end with TERMINATOR (Python escapes, e.g. '\x00' or '\r\n').  [default: \n]")
 @click.option("--length-prefixed", type=click.Choice(["uleb128", "u64le"]), default=None,
@@ -75,9 +76,11 @@ def _metadata(ctx, param, value: str) -> dict:
               help=codecs.LEVELS_HELP)
 @click.option("--no-default-metadata", is_flag=True,
               help="Do not add the 'build-info' key (time, host, user, version) to the metadata.")
+@force_option
 def make(metadata: dict, input_file: str, new_zs_file: str, terminator: bytes | None,
          length_prefixed: str | None, parallelism, no_spinner: bool, branching_factor: int,
-         approx_block_size: int, codec: str, compress_level: str | None, no_default_metadata: bool) -> None:
+         approx_block_size: int, codec: str, compress_level: str | None, no_default_metadata: bool,
+         force: bool) -> None:
     """Create NEW_ZS_FILE from the sorted records in INPUT_FILE ("-" for stdin).
 
     METADATA is a JSON object stored in the file's header, e.g. '{}'.
@@ -88,8 +91,10 @@ def make(metadata: dict, input_file: str, new_zs_file: str, terminator: bytes | 
         source = sys.stdin.buffer if input_file == "-" else open(input_file, "rb")
     except OSError as exc:
         raise ZSError(f"{input_file}: cannot open: {exc.strerror}") from None
-    # written beside the target and renamed once complete: a failure (a full disk) leaves no file
-    with source, whole_file(new_zs_file, "make", overwrite=False) as partial:
+    check_new_target(new_zs_file, force)
+    # written beside the target and renamed over it once complete: a failure (a full disk) leaves no
+    # file, and a replaced file stays whole until then
+    with source, whole_file(new_zs_file, "make", overwrite=force) as partial:
         writer = ZSWriter(partial, metadata, branching_factor, approx_block_size=approx_block_size,
                           codec=codec, compress_level=compress_level, parallelism=parallelism,
                           include_default_metadata=not no_default_metadata, name=new_zs_file)
