@@ -19,13 +19,12 @@ import pytest
 from moto import settings as moto_settings
 
 from agreement import check_archive
+from conftest import PEERS, ROOT, require_peer
 from oracle import CLEAN_EXIT, run_oracle
 from servers import faulty_server, free_port, nginx_server, wait_for_port  # noqa: F401
 from zsarchive import RepoArchive
 from zsarchive.archive import export
 from zsarchive.errors import ZSError
-
-ROOT = Path(__file__).resolve().parent.parent
 
 WRITE_REPO = r"""
 import sys, json
@@ -61,9 +60,7 @@ print(json.dumps({"first": first, "second": second}))
 def s3(tmp_path_factory):
     """moto's S3 server on loopback holding a repository real icechunk 2.x wrote into ``repos/one``,
     plus a local copy of the same objects (for icechunk's answers and a local export)."""
-    python = Path(os.environ.get("ZSARCHIVE_PEERS", ROOT / ".peers")) / "ic2" / "bin" / "python"
-    if not python.exists():
-        pytest.skip("PEER MISSING: icechunk 2.x (run scripts/dev setup)")
+    python = require_peer(PEERS / "ic2" / "bin" / "python", "icechunk 2.x (Python 3.12)")
     port = free_port()
     server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
@@ -211,11 +208,8 @@ AZURITE_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1
 def azurite(tmp_path_factory):
     """Azurite's blob service on loopback, with container ``lab`` holding a repository that real
     icechunk 2.x wrote into ``repos/one``."""
-    peers = Path(os.environ.get("ZSARCHIVE_PEERS", ROOT / ".peers"))
-    binary = peers / "azurite" / "node_modules" / ".bin" / "azurite-blob"
-    python = peers / "ic2" / "bin" / "python"
-    if not binary.exists() or not python.exists():
-        pytest.skip("PEER MISSING: Azurite or icechunk 2.x (run scripts/dev setup)")
+    binary = require_peer(PEERS / "azurite" / "node_modules" / ".bin" / "azurite-blob", "Azurite (npm)")
+    python = require_peer(PEERS / "ic2" / "bin" / "python", "icechunk 2.x (Python 3.12)")
     port = free_port()
     work = tmp_path_factory.mktemp("azurite")
     server = subprocess.Popen([str(binary), "--blobHost", "127.0.0.1", "--blobPort", str(port), "--location",
