@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from oracle import repo_path
+from oracle import oracle, repo_path
 from zsarchive.archive import RepoArchive, export
 from zsarchive.archive import exporter as exporter_module
 from zsarchive.archive import records as records_module
@@ -93,9 +94,12 @@ def test_interrupted_export_leaves_nothing(tmp_path, monkeypatch, parallelism):
 
 
 def test_include_chunks_makes_the_archive_self_contained(tmp_path):
-    target = tmp_path / "full.zs"
-    summary = export(repo_path(2), target, include_chunks=True, codec="lzma", parallelism=2)
+    target, copy = tmp_path / "full.zs", tmp_path / "repo"
+    shutil.copytree(repo_path(2), copy)
+    summary = export(copy, target, include_chunks=True, codec="lzma", parallelism=2)
     assert summary.counts["chunk data"] > 0
+    shutil.rmtree(copy)  # the repository is gone: every native chunk's bytes come from the archive
+    files = repo_path(2) / "chunks"
     with RepoArchive(target) as arc:
         found = 0
         for ref in ("main", "dev"):
@@ -105,7 +109,8 @@ def test_include_chunks_makes_the_archive_self_contained(tmp_path):
                 for chunk in arc.chunk_refs(ref, node["path"]):
                     if chunk["kind"] == "native":
                         data = arc.chunk_data(ref, node["path"], chunk["coords"])  # no repo given
-                        assert len(data) == chunk["length"]
+                        start, stop = chunk["offset"], chunk["offset"] + chunk["length"]
+                        assert data == (files / chunk["chunk_id"]).read_bytes()[start:stop], chunk
                         found += 1
         assert found
 
@@ -138,13 +143,21 @@ def test_zs_info_shows_the_archive_header(tmp_path):
     assert info["archive"]["counts"]["snapshots"] == len(list((repo_path(2) / "snapshots").iterdir()))
 
 
-def test_cli_export_then_queries(tmp_path):
+def test_cli_export_then_queries(tmp_path, icechunk2_python):
     target = tmp_path / "cli.zs"
     proc = _zs("export", str(repo_path(2)), str(target), "--codec", "zstd", "-j", "2")
     assert proc.returncode == 0, proc.stderr
-    assert "wrote" in proc.stderr
+    with ZS(str(target)) as z:
+        records = sum(1 for r in z if r[:1] != S.HEADER)  # the header record describes the others
+    assert re.fullmatch(rf"wrote {re.escape(str(target))}: {records} records, {target.stat().st_size} bytes "
+                        r"in \d+\.\d\d s", proc.stderr.strip().splitlines()[-1]), proc.stderr
     tables = _zs("log", str(target), "main")
-    assert tables.returncode == 0 and tables.stdout.startswith("ID")
+    assert tables.returncode == 0, tables.stderr
+    header, *rows = tables.stdout.splitlines()
+    assert header.split() == ["ID", "FLUSHED_AT", "PARENT_ID", "MESSAGE"]
+    history = oracle(2, icechunk2_python)["ancestry"]["branch:main"]
+    assert [row.split()[0] for row in rows] == [s["id"] for s in history]
+    assert [row.split()[2] for row in rows[:-1]] == [s["parent_id"] for s in history[:-1]]
     checked = _zs("validate", str(target))  # our validator knows the zstd codec the reference lacks
     assert checked.returncode == 0, checked.stderr
 
