@@ -15,7 +15,7 @@ from agreement import check_archive
 from hostile import one_line_error, zs
 from oracle import CLEAN_EXIT, ROOT, run_oracle
 from servers import nginx_server  # noqa: F401
-from zsarchive.archive import RepoArchive, export
+from zsarchive.archive import NotFound, RepoArchive, export
 from zsarchive.archive import schema as S
 from zsarchive.archive.fragments import MAX_CHAIN, is_tombstone
 from zsarchive.archive.incremental import consolidate
@@ -140,7 +140,7 @@ def test_fragments_of_sharded_arrays_with_chunk_bytes_through_expiration(icechun
             assert ours.chunk_data("main", "/sharded", coords) == whole.chunk_data("main", "/sharded", coords)
             assert ours.inner_chunk("main", "/sharded", coords, (1, 2)) == \
                 whole.inner_chunk("main", "/sharded", coords, (1, 2))
-        with pytest.raises(Exception, match="deleted"):
+        with pytest.raises(NotFound, match=r"tag 'first' was deleted"):
             ours.resolve("tag:first")
     # the expired and collected history made the last fragment a difference with tombstones
     with ZS(str(chain[-1])) as z:
