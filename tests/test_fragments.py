@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from agreement import check_archive
-from hostile import one_line_error, zs
+from toolkit.cli import one_line_error, run_zs
 from oracle import CLEAN_EXIT, ROOT, run_oracle
 from servers import nginx_server  # noqa: F401
 from zsarchive.archive import NotFound, RepoArchive, export
@@ -65,7 +65,7 @@ def test_a_chain_of_fragments_along_a_random_history_is_the_full_export(version,
             export(repo, full, include_chunks=include_chunks)
             if chain:
                 assert_chain_is_full_export(fragment, full, tmp_path / f"c{step}.zs")
-                assert zs("validate", str(fragment)).returncode == 0
+                assert run_zs("validate", str(fragment)).returncode == 0
             chain.append(fragment)
             try:
                 gen.stdin.write("\n")
@@ -213,24 +213,24 @@ def test_a_base_of_another_repository_is_refused(small_chain, icechunk2_python, 
     done = subprocess.run([str(icechunk2_python), "-c", SMALL + CLEAN_EXIT, str(tmp_path / "other"), "new", "a"],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
-    out = zs("export", str(tmp_path / "other"), str(tmp_path / "f.zs"), "--base", str(small_chain / "base000.zs"))
+    out = run_zs("export", str(tmp_path / "other"), str(tmp_path / "f.zs"), "--base", str(small_chain / "base000.zs"))
     one_line_error(out, "not an archive of the repository")
     assert not (tmp_path / "f.zs").exists()
 
 
 def test_a_fragment_over_its_own_base_is_refused(small_chain):
-    out = zs("export", str(small_chain / "repo"), str(small_chain / "base000.zs"), "--base",
+    out = run_zs("export", str(small_chain / "repo"), str(small_chain / "base000.zs"), "--base",
              str(small_chain / "base000.zs"))
     one_line_error(out, "is the base archive")
 
 
 def test_a_missing_or_changed_base_is_one_line_naming_it(small_chain, tmp_path):
     shutil.copy(small_chain / "frag.zs", tmp_path / "frag.zs")
-    out = zs("refs", str(tmp_path / "frag.zs"))
+    out = run_zs("refs", str(tmp_path / "frag.zs"))
     one_line_error(out, "cannot open its base", "base000.zs")
     export(small_chain / "repo", tmp_path / "base000.zs")  # the same repository, another export: another hash
     for args in (("refs",), ("log",), ("validate",), ("info",)):
-        out = zs(*args, str(tmp_path / "frag.zs"))
+        out = run_zs(*args, str(tmp_path / "frag.zs"))
         one_line_error(out, "is not the archive it was made from", "base000.zs")
 
 
@@ -239,17 +239,17 @@ def test_a_chain_that_loops_or_runs_too_deep_is_refused(small_chain, tmp_path):
     # fragment all match the hash it names: a loop, and a chain as long as we like
     _relink(small_chain / "frag.zs", tmp_path / "base001.zs", "base002.zs")
     _relink(small_chain / "frag.zs", tmp_path / "base002.zs", "base001.zs")
-    one_line_error(zs("refs", str(tmp_path / "base001.zs")), "loops back")
+    one_line_error(run_zs("refs", str(tmp_path / "base001.zs")), "loops back")
     for i in range(1, MAX_CHAIN + 2):
         _relink(small_chain / "frag.zs", tmp_path / f"base{i:03}.zs", f"base{i + 1:03}.zs")
-    one_line_error(zs("log", str(tmp_path / "base001.zs")), f"longer than {MAX_CHAIN}")
+    one_line_error(run_zs("log", str(tmp_path / "base001.zs")), f"longer than {MAX_CHAIN}")
 
 
 @pytest.mark.parametrize("link", ["/tmp/a.zsx", "http://x/a", "C:/a/bb.zs", "file:///ab"])
 def test_a_base_link_that_is_not_a_relative_path_is_refused(small_chain, tmp_path, link):
     _relink(small_chain / "frag.zs", tmp_path / "frag.zs", link)
     for args in (("refs",), ("validate",), ("info",)):
-        one_line_error(zs(*args, str(tmp_path / "frag.zs")), "is not a relative path")
+        one_line_error(run_zs(*args, str(tmp_path / "frag.zs")), "is not a relative path")
 
 
 def test_a_malformed_fragment_description_is_one_line(small_chain, tmp_path):
@@ -263,7 +263,7 @@ def test_a_malformed_fragment_description_is_one_line(small_chain, tmp_path):
         w.finish()
     shutil.copy(small_chain / "base000.zs", tmp_path / "base000.zs")
     for args in (("refs",), ("log",), ("validate",)):
-        one_line_error(zs(*args, str(tmp_path / "frag.zs")), "malformed fragment description")
+        one_line_error(run_zs(*args, str(tmp_path / "frag.zs")), "malformed fragment description")
 
 
 def test_a_fragment_whose_header_misdescribes_it_fails_validation(small_chain, tmp_path):
@@ -278,11 +278,11 @@ def test_a_fragment_whose_header_misdescribes_it_fails_validation(small_chain, t
         w.add_records(records_[:-1] + [S.record(S.HEADER, key, value[:5] + ((start, stop, view_format, bits, wrong),))])
         w.finish()
     shutil.copy(small_chain / "base000.zs", tmp_path / "base000.zs")
-    one_line_error(zs("validate", str(tmp_path / "frag.zs")), "describes its snapshots records")
+    one_line_error(run_zs("validate", str(tmp_path / "frag.zs")), "describes its snapshots records")
     # a chunk ref filter without the bits of the fragment's chunk refs would hide them from lookups
     (tmp_path / "frag.zs").unlink()
     with ZSWriter(str(tmp_path / "frag.zs"), z.metadata, include_default_metadata=False) as w:
         w.add_records(records_[:-1] + [S.record(S.HEADER, key, value[:5] + ((start, stop, view_format,
                                                                               bytes(len(bits)), families),))])
         w.finish()
-    one_line_error(zs("validate", str(tmp_path / "frag.zs")), "chunk ref filter")
+    one_line_error(run_zs("validate", str(tmp_path / "frag.zs")), "chunk ref filter")

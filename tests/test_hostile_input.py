@@ -13,7 +13,7 @@ import flatbuffers
 import pytest
 import zstandard
 
-from hostile import one_line_error, zs
+from toolkit.cli import one_line_error, run_hostile
 from icechunk_files import finish_transaction_log, table_vector
 from zsarchive.archive import RepoArchive
 from zsarchive.archive import schema as S
@@ -48,18 +48,18 @@ def test_a_block_decoding_past_the_ceiling_is_refused(tmp_path, codec):
     path = bomb_file(tmp_path / f"{codec}.zs", codec, 64 * MiB)
     assert path.stat().st_size < 200_000
     for command in ("dump", "validate"):
-        one_line_error(zs(command, str(path), env={"ZSARCHIVE_MAX_BLOCK": "16M"}), str(path),
+        one_line_error(run_hostile(command, str(path), env={"ZSARCHIVE_MAX_BLOCK": "16M"}), str(path),
                        "decodes to more than 16777216 bytes, the ceiling ZSARCHIVE_MAX_BLOCK")
 
 
 def test_the_default_block_ceiling_holds_under_the_memory_limit(tmp_path):
     path = bomb_file(tmp_path / "big.zs", "zstd", 300 * MiB)
-    one_line_error(zs("dump", str(path)), "decodes to more than 268435456 bytes")
+    one_line_error(run_hostile("dump", str(path)), "decodes to more than 268435456 bytes")
 
 
 def test_a_bad_ceiling_setting_is_one_line(tmp_path):
     path = bomb_file(tmp_path / "small.zs", "deflate", 1000)
-    one_line_error(zs("dump", str(path), env={"ZSARCHIVE_MAX_BLOCK": "lots"}), "ZSARCHIVE_MAX_BLOCK='lots'")
+    one_line_error(run_hostile("dump", str(path), env={"ZSARCHIVE_MAX_BLOCK": "lots"}), "ZSARCHIVE_MAX_BLOCK='lots'")
 
 
 def zstd_zeros(n: int) -> bytes:
@@ -77,8 +77,8 @@ def test_an_icechunk_manifest_bomb_is_refused(tmp_path):
     manifest.write_bytes(raw[:HEADER_LENGTH] + zstd_zeros(1 << 30))
     assert manifest.stat().st_size < 100_000
     needles = (manifest.name, "decodes to more than 67108864 bytes, the ceiling ZSARCHIVE_MAX_ICECHUNK")
-    one_line_error(zs("icechunk", "inspect", str(repo), "--manifest", manifest.name), *needles)
-    one_line_error(zs("export", str(repo), str(tmp_path / "out.zs")), *needles)
+    one_line_error(run_hostile("icechunk", "inspect", str(repo), "--manifest", manifest.name), *needles)
+    one_line_error(run_hostile("export", str(repo), str(tmp_path / "out.zs")), *needles)
     assert not (tmp_path / "out.zs").exists()
 
 
@@ -95,7 +95,7 @@ def test_v1_config_yaml_bombs_are_refused(tmp_path, text, needle):
     repo = tmp_path / "repo"
     shutil.copytree(FIXTURES / "v1", repo)
     (repo / "config.yaml").write_text(text)
-    one_line_error(zs("export", str(repo), str(tmp_path / "out.zs")), "config.yaml", needle)
+    one_line_error(run_hostile("export", str(repo), str(tmp_path / "out.zs")), "config.yaml", needle)
 
 
 def archive(path: Path, snapshots: dict[str, tuple], nodes: list[bytes] = ()) -> Path:
@@ -114,14 +114,14 @@ def test_a_history_that_loops_ends_in_one_line(tmp_path):
                                           "B" * 20: ("A" * 20, 10**15, "b", "{}", ())})
     for command in (["log", str(path), "main"], ["log", str(path), "main", "--since", "1990-01-01"],
                     ["ls", str(path), "main@1990-01-01"]):
-        one_line_error(zs(*command), "loops at snapshot")
+        one_line_error(run_hostile(*command), "loops at snapshot")
 
 
 def test_times_and_json_out_of_range_end_in_one_line(tmp_path):
     path = archive(tmp_path / "far.zs", {"A" * 20: (None, 2**62, "far future", "{}", ())})
-    one_line_error(zs("log", str(path), "main"), "snapshot", "malformed")
+    one_line_error(run_hostile("log", str(path), "main"), "snapshot", "malformed")
     deep = archive(tmp_path / "deep.zs", {"A" * 20: (None, 1, "m", "[" * 100_000 + "]" * 100_000, ())})
-    one_line_error(zs("log", str(deep), "main"), "snapshot", "malformed")
+    one_line_error(run_hostile("log", str(deep), "main"), "snapshot", "malformed")
 
 
 def test_a_record_length_running_on_for_pages_is_refused_at_once(tmp_path):
@@ -131,7 +131,7 @@ def test_a_record_length_running_on_for_pages_is_refused_at_once(tmp_path):
     path = tmp_path / "long.zs"
     path.write_bytes(builder.build())
     for command in ("dump", "validate"):
-        one_line_error(zs(command, str(path)), str(path), "record 0 length")
+        one_line_error(run_hostile(command, str(path)), str(path), "record 0 length")
 
 
 def test_a_negative_embedded_offset_is_refused_not_read_from_the_end(tmp_path):
@@ -142,7 +142,7 @@ def test_a_negative_embedded_offset_is_refused_not_read_from_the_end(tmp_path):
                S.record(S.CHUNK_REF, (node, (0,), sid), (S.NATIVE, chunk, -3, 2)),
                S.record(S.CHUNK_DATA, (chunk,), (b"0123456789",))]
     path = archive(tmp_path / "negative.zs", {sid: (None, 1, "m", "{}", ())}, records)
-    one_line_error(zs("chunk", str(path), "main", "/v", "0", "--data"), "offset -3", "must be integers >= 0")
+    one_line_error(run_hostile("chunk", str(path), "main", "/v", "0", "--data"), "offset -3", "must be integers >= 0")
 
 
 def shared_chunks_log(log_id: bytes, arrays: int, chunks: int) -> bytes:
@@ -175,8 +175,8 @@ def test_a_flatbuffer_whose_offsets_form_a_dag_is_refused(tmp_path):
     log.write_bytes(shared_chunks_log(ids.decode(log.name, 12), 20_000, 20_000))
     assert log.stat().st_size < 1_000_000
     needles = (log.name, "share vectors or strings")
-    one_line_error(zs("icechunk", "inspect", str(repo), "--transaction-log", log.name), *needles)
-    one_line_error(zs("export", str(repo), str(tmp_path / "out.zs")), *needles)
+    one_line_error(run_hostile("icechunk", "inspect", str(repo), "--transaction-log", log.name), *needles)
+    one_line_error(run_hostile("export", str(repo), str(tmp_path / "out.zs")), *needles)
 
 
 def test_names_holding_nul_and_control_characters_are_told_apart_and_printed_escaped(tmp_path):
@@ -199,8 +199,8 @@ def test_names_holding_nul_and_control_characters_are_told_apart_and_printed_esc
     assert archive.node("a\0b", "/g\0h")["id"] == "NODEID0000000"
     with pytest.raises(ZSError):
         archive.node("a\0b", "/g")
-    done = zs("refs", str(path))
+    done = run_hostile("refs", str(path))
     assert done.returncode == 0 and [line.split() for line in done.stdout.splitlines()[1:]] == [
         ["branch", "a\\x00b", sid], ["tag", "t\\n\\x1b[2J", sid]], done.stdout
-    done = zs("log", str(path), "tag:t\n\x1b[2J")
+    done = run_hostile("log", str(path), "tag:t\n\x1b[2J")
     assert done.returncode == 0 and done.stdout.splitlines()[1].endswith("line\\nbreak"), done.stdout

@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 MEMORY = 1 << 30  # address-space ceiling of a hostile case: far above need, far below what a runaway read takes
+HOSTILE_TIMEOUT = 60  # seconds: every hostile case ends well within it
 TIMEOUT = 300
 
 
@@ -24,9 +25,14 @@ def run_zs(*args: str, env: dict | None = None, text: bool = True, input: str | 
                           env=None if env is None else {**os.environ, **env})
 
 
+def run_hostile(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    """``zs ARGS`` on hostile input: text output, under the memory ceiling and ``HOSTILE_TIMEOUT``."""
+    return run_zs(*args, env=env, limit_memory=True, timeout=HOSTILE_TIMEOUT)
+
+
 def one_line_error(done, *needles: str, foreseen: bool = True) -> str:
-    """The single ``zs: error:`` line of a failed run (exit 1, no traceback) holding every needle; a
-    ``foreseen`` failure is named as such, not reported as an unexpected one. ``done``: a
+    """The single ``zs: error:`` line of a failed run (exit 1, no traceback) holding every needle; an
+    unforeseen failure is instead the ``zs: internal error:`` line asking for a report. ``done``: a
     ``subprocess.CompletedProcess`` (text or bytes) or click's ``Result``."""
     if hasattr(done, "exit_code"):  # click's CliRunner
         status, stderr = done.exit_code, done.stderr
@@ -38,7 +44,8 @@ def one_line_error(done, *needles: str, foreseen: bool = True) -> str:
     assert status == 1, (status, stderr[-2000:])
     assert "Traceback" not in stderr, stderr[-2000:]
     lines = stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("zs: error: "), stderr[-2000:]
+    assert len(lines) == 1, stderr[-2000:]
+    assert lines[0].startswith("zs: error: " if foreseen else "zs: internal error: "), lines[0]
     for needle in needles:
         assert needle in lines[0], (needle, lines[0])
     assert foreseen != ("please report" in lines[0]), lines[0]
