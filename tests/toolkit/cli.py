@@ -18,11 +18,12 @@ def _limit_memory() -> None:
 
 def run_zs(*args: str, env: dict | None = None, text: bool = True, input: str | bytes | None = None,
            limit_memory: bool = False, timeout: float = TIMEOUT) -> subprocess.CompletedProcess:
-    """``zs ARGS`` in a fresh process (``env``: variables added to this one's; ``limit_memory``: under
-    the address-space ceiling ``MEMORY``)."""
+    """``zs ARGS`` in a fresh process (``env``: variables set in this one's, None removing one;
+    ``limit_memory``: under the address-space ceiling ``MEMORY``)."""
+    if env is not None:
+        env = {k: v for k, v in {**os.environ, **env}.items() if v is not None}
     return subprocess.run([sys.executable, "-m", "zsarchive", *args], capture_output=True, text=text,
-                          input=input, timeout=timeout, preexec_fn=_limit_memory if limit_memory else None,
-                          env=None if env is None else {**os.environ, **env})
+                          input=input, timeout=timeout, preexec_fn=_limit_memory if limit_memory else None, env=env)
 
 
 def run_hostile(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
