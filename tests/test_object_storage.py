@@ -12,7 +12,6 @@ import subprocess
 import time
 import urllib.parse
 import urllib.request
-from pathlib import Path
 
 import boto3
 import moto.server as moto_server
