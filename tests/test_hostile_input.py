@@ -14,7 +14,7 @@ import pytest
 import zstandard
 
 from toolkit.cli import one_line_error, run_hostile
-from icechunk_files import finish_transaction_log, table_vector
+from toolkit.icechunk_files import finish_transaction_log, table_vector
 from zsarchive.archive import RepoArchive
 from zsarchive.archive import schema as S
 from zsarchive.errors import ZSError
