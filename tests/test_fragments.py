@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 
 from agreement import check_archive
+from toolkit.archives import assert_chain_is_full_export
 from toolkit.cli import one_line_error, run_zs
 from oracle import CLEAN_EXIT, ROOT, run_oracle
 from servers import nginx_server  # noqa: F401
 from zsarchive.archive import NotFound, RepoArchive, export
 from zsarchive.archive import schema as S
 from zsarchive.archive.fragments import MAX_CHAIN, is_tombstone
-from zsarchive.archive.incremental import consolidate
 from zsarchive.zs.format.header import MAGIC, parse
 from zsarchive.zs.reader import ZS
 
@@ -26,24 +26,6 @@ GENERATOR = ROOT / "scripts" / "random_icechunk_repo.py"
 CASES = [(1, 2), (1, 1181), (2, 2), (2, 1036), (2, 5)]
 """(icechunk major version, generator seed): histories with tag deletion, reset_branch, and at their
 end expire_snapshots with garbage collection (chunks deleted in v1 seed 2) followed by a commit."""
-
-
-def records(path: Path) -> tuple[list[bytes], tuple]:
-    """A standalone archive's records but its header, and its header's value without the export time."""
-    with ZS(str(path)) as z:
-        out = list(z)
-    header = S.split(out[-1])[2]
-    assert out[-1][:1] == S.HEADER
-    return out[:-1], header[:2] + header[3:]
-
-
-def assert_chain_is_full_export(fragment: Path, full: Path, out: Path) -> None:
-    """The chain ending at ``fragment`` consolidates into the records of ``full``."""
-    consolidate(fragment, out)
-    ours, our_header = records(out)
-    theirs, their_header = records(full)
-    assert ours == theirs
-    assert our_header == their_header
 
 
 @pytest.mark.parametrize("version,seed", CASES, ids=[f"v{v}-seed{s}" for v, s in CASES])
