@@ -14,7 +14,8 @@ import pytest
 from agreement import check_archive
 from toolkit.archives import assert_chain_is_full_export
 from toolkit.cli import one_line_error, run_zs
-from oracle import CLEAN_EXIT, ROOT, run_oracle
+from toolkit.peers import run_peer_script
+from oracle import ROOT, run_oracle
 from servers import nginx_server  # noqa: F401
 from zsarchive.archive import NotFound, RepoArchive, export
 from zsarchive.archive import schema as S
@@ -106,9 +107,7 @@ def test_fragments_of_sharded_arrays_with_chunk_bytes_through_expiration(icechun
     repo = tmp_path / "repo"
     chain: list[Path] = []
     for step in range(3):
-        done = subprocess.run([str(icechunk2_python), "-c", SHARDED + CLEAN_EXIT, str(repo), str(step)],
-                              capture_output=True, text=True, timeout=120)
-        assert done.returncode == 0, done.stderr[-2000:]
+        run_peer_script(icechunk2_python, SHARDED, str(repo), str(step))
         fragment, full = tmp_path / f"f{step}.zs", tmp_path / f"full{step}.zs"
         export(repo, fragment, base=chain[-1] if chain else None, include_chunks=True)
         export(repo, full, include_chunks=True)
@@ -134,9 +133,7 @@ def test_a_chain_reads_over_http(nginx_server, icechunk2_python, tmp_path):  # n
     served.mkdir()
     repo = tmp_path / "repo"
     for step in range(2):
-        done = subprocess.run([str(icechunk2_python), "-c", SHARDED + CLEAN_EXIT, str(repo), str(step)],
-                              capture_output=True, text=True, timeout=120)
-        assert done.returncode == 0, done.stderr[-2000:]
+        run_peer_script(icechunk2_python, SHARDED, str(repo), str(step))
         export(repo, served / f"f{step}.zs", base=served / "f0.zs" if step else None, include_chunks=True)
     export(repo, tmp_path / "full.zs", include_chunks=True)
     with RepoArchive(nginx_server.url("chain/f1.zs")) as remote, RepoArchive(tmp_path / "full.zs") as local:
@@ -168,9 +165,7 @@ def small_chain(icechunk2_python, tmp_path_factory):
     """A repository, a full archive ``base000.zs`` of it, one more commit and a fragment ``frag.zs``."""
     where = tmp_path_factory.mktemp("small")
     for mode, name in (("new", "a"), ("open", "b")):
-        done = subprocess.run([str(icechunk2_python), "-c", SMALL + CLEAN_EXIT, str(where / "repo"), mode, name],
-                              capture_output=True, text=True, timeout=120)
-        assert done.returncode == 0, done.stderr[-2000:]
+        run_peer_script(icechunk2_python, SMALL, str(where / "repo"), mode, name)
         if mode == "new":
             export(where / "repo", where / "base000.zs")
     export(where / "repo", where / "frag.zs", base=where / "base000.zs")
@@ -192,9 +187,7 @@ def _relink(source: Path, target: Path, base: str) -> None:
 
 
 def test_a_base_of_another_repository_is_refused(small_chain, icechunk2_python, tmp_path):
-    done = subprocess.run([str(icechunk2_python), "-c", SMALL + CLEAN_EXIT, str(tmp_path / "other"), "new", "a"],
-                          capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr[-2000:]
+    run_peer_script(icechunk2_python, SMALL, str(tmp_path / "other"), "new", "a")
     out = run_zs("export", str(tmp_path / "other"), str(tmp_path / "f.zs"), "--base", str(small_chain / "base000.zs"))
     one_line_error(out, "not an archive of the repository")
     assert not (tmp_path / "f.zs").exists()

@@ -11,7 +11,8 @@ import sys
 import pytest
 
 from agreement import check_archive
-from oracle import CLEAN_EXIT, run_oracle
+from oracle import run_oracle
+from toolkit.peers import run_peer_script
 from zsarchive.archive import export
 
 HISTORY = r"""
@@ -68,8 +69,7 @@ commit("main", "last", lambda g: g["grid"].__setitem__((slice(6, 8), slice(0, 8)
 def test_every_ref_at_every_snapshot_equals_icechunk(request, tmp_path, version, split):
     python = request.getfixturevalue(f"icechunk{version}_python")
     repo = tmp_path / "repo"
-    made = subprocess.run([str(python), "-c", HISTORY + CLEAN_EXIT, str(repo), str(split)], capture_output=True, timeout=600)
-    assert made.returncode == 0, made.stderr.decode(errors="replace")[-3000:]
+    run_peer_script(python, HISTORY, str(repo), str(split))
     answers = run_oracle(python, repo, {})
     archive = tmp_path / "history.zs"
     export(repo, archive, parallelism=2 if split else 1)
