@@ -10,8 +10,6 @@ import io
 import math
 import random
 import struct
-import subprocess
-import sys
 import threading
 
 import pytest
@@ -20,6 +18,7 @@ from click.testing import CliRunner
 import zsarchive.zs.blocks as blocks_module
 import zsarchive.zs.pipeline as pipeline_module
 from conftest import TESTDATA
+from toolkit.cli import one_line_error, run_zs
 from toolkit.zsheader import with_header_field
 from zsarchive import ZS, ZSCorrupt, ZSError, ZSWriter
 from zsarchive.cli import main
@@ -501,10 +500,7 @@ def test_block_crc_is_checked_on_every_read(tmp_path):
 def test_cli_errors_are_one_line_without_traceback(tmp_path):
     bad = _file(tmp_path, PARTIAL_MAGIC + GOOD[8:])
     for args in (["dump", str(bad)], ["info", str(bad)], ["info", str(tmp_path / "missing.zs")]):
-        proc = subprocess.run([sys.executable, "-m", "zsarchive", *args], capture_output=True)
-        assert proc.returncode == 1
-        lines = proc.stderr.decode().splitlines()
-        assert len(lines) == 1 and lines[0].startswith("zs: error: ") and "Traceback" not in proc.stderr.decode()
+        one_line_error(run_zs(*args))
 
 
 @pytest.mark.parametrize("args", [["--terminator", "x", "--length-prefixed", "u64le"], ["-j", "many"],
