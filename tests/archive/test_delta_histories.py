@@ -5,13 +5,12 @@ splitting. Every chunk ref at every snapshot must equal icechunk's, and ``zs val
 
 from __future__ import annotations
 
-import subprocess
-import sys
 
 import pytest
 
 from agreement import check_archive
 from oracle import run_oracle
+from toolkit.cli import run_zs
 from toolkit.peers import run_peer_script
 from zsarchive.archive import export
 
@@ -74,6 +73,5 @@ def test_every_ref_at_every_snapshot_equals_icechunk(request, tmp_path, version,
     archive = tmp_path / "history.zs"
     export(repo, archive, parallelism=2 if split else 1)
     check_archive(answers, archive, repo, [], [])
-    done = subprocess.run([sys.executable, "-m", "zsarchive", "validate", str(archive)], capture_output=True,
-                          text=True, timeout=120)
+    done = run_zs("validate", str(archive), timeout=120)
     assert done.returncode == 0 and done.stdout.strip() == "looks good!", done.stderr

@@ -11,8 +11,6 @@ from __future__ import annotations
 import hashlib
 import io
 import re
-import subprocess
-import sys
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -20,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import zsarchive
+from toolkit.cli import one_line_error, run_zs
 from toolkit.zsheader import with_header_field
 from zsarchive import ZSCorrupt
 from zsarchive.zs.format import uleb128
@@ -622,10 +621,7 @@ def test_bad_files_are_one_clear_error_in_the_api_and_the_cli(tmp_path, case):
         assert str(info.value).startswith(f"{path}: ") and "\n" not in str(info.value)
         assert expected in str(info.value)
     for command in ("dump", "validate", "info"):
-        proc = subprocess.run([sys.executable, "-m", "zsarchive", command, str(path)], capture_output=True,
-                              text=True, timeout=120)
+        proc = run_zs(command, str(path), timeout=120)
         if command == "info" and proc.returncode == 0:
             continue  # info reads only the header and the root: a broken block deeper down is no concern
-        assert proc.returncode == 1, (command, proc.stderr)
-        assert proc.stderr.startswith(f"zs: error: {path}: ") and proc.stderr.count("\n") == 1, proc.stderr
-        assert expected in proc.stderr and "Traceback" not in proc.stderr
+        assert one_line_error(proc, expected).startswith(f"zs: error: {path}: "), (command, proc.stderr)
