@@ -17,13 +17,15 @@ def _limit_memory() -> None:
 
 
 def run_zs(*args: str, env: dict | None = None, text: bool = True, input: str | bytes | None = None,
-           limit_memory: bool = False, timeout: float = TIMEOUT) -> subprocess.CompletedProcess:
+           limit_memory: bool = False, timeout: float = TIMEOUT, check: bool = False) -> subprocess.CompletedProcess:
     """``zs ARGS`` in a fresh process (``env``: variables set in this one's, None removing one;
-    ``limit_memory``: under the address-space ceiling ``MEMORY``)."""
+    ``limit_memory``: under the address-space ceiling ``MEMORY``; ``check``: it must succeed)."""
     if env is not None:
         env = {k: v for k, v in {**os.environ, **env}.items() if v is not None}
-    return subprocess.run([sys.executable, "-m", "zsarchive", *args], capture_output=True, text=text,
+    done = subprocess.run([sys.executable, "-m", "zsarchive", *args], capture_output=True, text=text,
                           input=input, timeout=timeout, preexec_fn=_limit_memory if limit_memory else None, env=env)
+    assert not check or done.returncode == 0, (args, done.returncode, done.stderr)
+    return done
 
 
 def run_hostile(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
