@@ -273,7 +273,7 @@ def _span(byte_range: ByteRequest | None, size: int) -> tuple[int, int]:
     elif isinstance(byte_range, SuffixByteRequest):
         start, stop = size - byte_range.suffix, size
     else:
-        raise ZSError(f"unknown byte range request {byte_range!r}")
+        raise TypeError(f"Unexpected byte_range, got {byte_range!r}")  # zarr's own stores' words
     start = min(max(start, 0), size)
     return start, min(max(stop, start), size)
 

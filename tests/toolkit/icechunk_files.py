@@ -1,4 +1,5 @@
-"""Icechunk files built by tests with the flatc-generated builders: the shared last steps."""
+"""Icechunk files in tests: a file's header and payload apart and back together (to damage or edit the
+payload), and the shared last steps of files built with the flatc-generated builders."""
 
 from __future__ import annotations
 
@@ -15,10 +16,19 @@ from zsarchive.icechunk.header import HEADER_LENGTH, MAGIC
 MANIFEST, TRANSACTION_LOG = 2, 4  # file type codes of the header
 
 
+def unpack(raw: bytes) -> tuple[bytes, bytearray]:
+    """An Icechunk file's header and its payload decompressed (editable)."""
+    return raw[:HEADER_LENGTH], bytearray(zstandard.ZstdDecompressor().decompressobj().decompress(raw[HEADER_LENGTH:]))
+
+
+def repack(header: bytes, payload: bytes | bytearray) -> bytes:
+    """An Icechunk file of ``header`` and ``payload``, compressed as icechunk writes it."""
+    return header + zstandard.ZstdCompressor().compress(bytes(payload))
+
+
 def icechunk_file(file_type: int, builder: flatbuffers.Builder) -> bytes:
     """Header (spec version 2, zstd) and the finished FlatBuffer of ``builder``, compressed."""
-    header = MAGIC + b"zsarchive-test".ljust(24) + bytes([2, file_type, 1])
-    return header + zstandard.ZstdCompressor().compress(bytes(builder.Output()))
+    return repack(MAGIC + b"zsarchive-test".ljust(24) + bytes([2, file_type, 1]), builder.Output())
 
 
 def table_vector(b: flatbuffers.Builder, start: Callable[[flatbuffers.Builder, int], None],
