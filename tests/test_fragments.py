@@ -16,9 +16,9 @@ from hostile import one_line_error, zs
 from oracle import CLEAN_EXIT, ROOT, run_oracle
 from servers import nginx_server  # noqa: F401
 from zsarchive.archive import RepoArchive, export
-from zsarchive.archive import schema as S
-from zsarchive.archive.fragments import MAX_CHAIN, is_tombstone
-from zsarchive.archive.incremental import consolidate
+from zsarchive.archive.format import schema as S
+from zsarchive.archive.format.fragments import MAX_CHAIN, is_tombstone
+from zsarchive.archive.write.incremental import consolidate
 from zsarchive.zs.format.header import MAGIC, parse
 from zsarchive.zs.reader import ZS
 

@@ -16,7 +16,7 @@ import zstandard
 from hostile import one_line_error, zs
 from icechunk_files import finish_transaction_log, table_vector
 from zsarchive.archive import RepoArchive
-from zsarchive.archive import schema as S
+from zsarchive.archive.format import schema as S
 from zsarchive.errors import ZSError
 from zsarchive.icechunk import ids
 from zsarchive.icechunk.generated import ArrayUpdatedChunks as AUC

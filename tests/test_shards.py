@@ -20,8 +20,8 @@ from zarr.core.buffer import default_buffer_prototype
 from servers import nginx_server  # noqa: F401
 from zsarchive import ZSCorrupt, open_store
 from zsarchive.archive import RepoArchive, export
-from zsarchive.archive import schema as S
-from zsarchive.archive.chunkpieces import BLOCK_BYTES, PIECE_SIZE
+from zsarchive.archive.format import schema as S
+from zsarchive.archive.format.pieces import BLOCK_BYTES, PIECE_SIZE
 from zsarchive.cli import main
 from zsarchive.zs.reader import ZS
 
@@ -270,7 +270,7 @@ def test_a_missing_piece_is_one_line_never_other_bytes(sharded, tmp_path):
     assert result.exit_code == 1 and "piece starts at" in result.output and len(result.output.splitlines()) == 1
     chunk_id, start = S.split(dropped)[1]
     with RepoArchive(damaged) as arc:
-        from zsarchive.archive.chunkpieces import read_pieces
+        from zsarchive.archive.format.pieces import read_pieces
 
         with pytest.raises(ZSCorrupt, match="gap|no piece holds"):
             read_pieces(arc.zs, chunk_id, start - 10, start + 10)

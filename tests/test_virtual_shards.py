@@ -21,7 +21,7 @@ from servers import nginx_server  # noqa: F401
 from test_fragments import assert_chain_is_full_export
 from zsarchive import ZSError, open_store
 from zsarchive.archive import export
-from zsarchive.archive import schema as S
+from zsarchive.archive.format import schema as S
 from zsarchive.cli import main
 from zsarchive.zs.reader import ZS
 
@@ -228,8 +228,8 @@ def test_a_fragment_keeps_the_indexes_of_the_shards_it_adds(virtual, tmp_path):
 def test_index_reads_in_flight_are_bounded_in_bytes():
     """A hostile repository may declare 2^24 inner chunks per shard (256 MiB indexes, the largest a
     layout admits): those are read one at a time, small ones many at a time, never over the budget."""
-    from zsarchive.archive.shards import ShardLayout
-    from zsarchive.archive.virtualshards import _BYTES_IN_FLIGHT, read_batches
+    from zsarchive.archive.format.shards import ShardLayout
+    from zsarchive.archive.write.virtualshards import _BYTES_IN_FLIGHT, read_batches
 
     huge, small = ShardLayout((4096, 4096), True, False, True), ShardLayout((4, 3), True, False, True)
     assert huge.index_size > _BYTES_IN_FLIGHT

@@ -12,7 +12,7 @@ from typing import Callable
 import pytest
 
 from zsarchive.archive import export
-from zsarchive.archive import schema as S
+from zsarchive.archive.format import schema as S
 from zsarchive.zs.reader import ZS
 from zsarchive.zs.writer import ZSWriter
 

@@ -19,7 +19,7 @@ from distributed import Client, LocalCluster
 from servers import free_port
 from zsarchive import ZSError
 from zsarchive.archive import export
-from zsarchive.archive import exporter as exporter_module
+from zsarchive.archive.write import exporter as exporter_module
 from zsarchive.zs.writer import ZSWriter
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -6,13 +6,13 @@ from __future__ import annotations
 import os
 from typing import Any, Iterable, Iterator, Mapping
 
-from zsarchive.archive import schema as S
-from zsarchive.archive.chunkdata import ChunkReader, coords_text
-from zsarchive.archive.chunkpieces import read_pieces
-from zsarchive.archive.chunkrefs import ManifestRefs, RefTimeline
-from zsarchive.archive.nodes import NodeQueries
-from zsarchive.archive.reading import NotFound, checked_record
-from zsarchive.archive.shards import EMPTY, shard_layout, virtual_index_key
+from zsarchive.archive.format import schema as S
+from zsarchive.archive.read.chunkdata import ChunkReader, coords_text
+from zsarchive.archive.format.pieces import read_pieces
+from zsarchive.archive.read.chunkrefs import ManifestRefs, RefTimeline
+from zsarchive.archive.read.nodes import NodeQueries
+from zsarchive.archive.read.reader import NotFound, checked_record
+from zsarchive.archive.format.shards import EMPTY, shard_layout, virtual_index_key
 from zsarchive.errors import ZSCorrupt, ZSError
 from zsarchive.io.location import Location, parse_location
 

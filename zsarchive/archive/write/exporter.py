@@ -6,8 +6,8 @@
    manifests differ from the ones it had in the parent snapshot (an *array change*);
 2. :func:`gather_metadata` — refs, repository facts, snapshots, nodes and the ops log;
 3. :func:`decode_changes` and :func:`gather_txlogs` — what each array change adds, changes and
-   removes (two sorted ref streams merged, :mod:`refdelta <zsarchive.archive.refdelta>`) and the
-   transaction logs, computed by an :mod:`engine <zsarchive.archive.engine>` (this process, or
+   removes (two sorted ref streams merged, :mod:`refdelta <zsarchive.archive.write.refdelta>`) and the
+   transaction logs, computed by an :mod:`engine <zsarchive.archive.write.engine>` (this process, or
    worker processes in parallel);
 4. :func:`merge_families` — every family in tag order: small families through an external sort,
    the chunk ref timeline array by array (sorted across an array's changes), then per native chunk
@@ -30,15 +30,15 @@ from importlib import metadata as _pkg_metadata
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Mapping
 
-from zsarchive.archive import records as R
-from zsarchive.archive import schema as S
-from zsarchive.archive import virtualshards
-from zsarchive.archive.chunkdata import ChunkReader
-from zsarchive.archive.chunkpieces import PieceBlock
-from zsarchive.archive.engine import Batches, Engine, InProcess, open_engine
-from zsarchive.archive.refdelta import array_refs, ref_changes
-from zsarchive.archive.shards import shard_layout
-from zsarchive.archive.sorter import ExternalSorter
+from zsarchive.archive.write import records as R
+from zsarchive.archive.format import schema as S
+from zsarchive.archive.write import virtualshards
+from zsarchive.archive.read.chunkdata import ChunkReader
+from zsarchive.archive.format.pieces import PieceBlock
+from zsarchive.archive.write.engine import Batches, Engine, InProcess, open_engine
+from zsarchive.archive.write.refdelta import array_refs, ref_changes
+from zsarchive.archive.format.shards import shard_layout
+from zsarchive.archive.write.sorter import ExternalSorter
 from zsarchive.errors import ZSCorrupt, ZSError
 from zsarchive.icechunk import Repository
 from zsarchive.icechunk.model import NodeType, SnapshotInfo
@@ -80,7 +80,7 @@ class ExportSummary:
 
 class Scope:
     """What an export writes of what it reads: here everything, a full archive. A fragment's scope
-    (:mod:`zsarchive.archive.incremental`) writes what its base lacks."""
+    (:mod:`zsarchive.archive.write.incremental`) writes what its base lacks."""
 
     blocks_allowed = True
     """Whether chunk refs may reach the writer as built blocks (a fragment's scope reads every record)."""
@@ -91,7 +91,7 @@ class Scope:
 
     def new_files(self, entries: Iterable[bytes]) -> Iterable[bytes]:
         """The native chunk files (sorted ``chunk id offset length [layout]`` entries) and virtual
-        shards (:mod:`virtualshards <zsarchive.archive.virtualshards>` entries) to write."""
+        shards (:mod:`virtualshards <zsarchive.archive.write.virtualshards>` entries) to write."""
         return entries
 
     def watch(self, lists: Iterable[list[bytes]]) -> Iterable[list[bytes]]:
@@ -482,7 +482,7 @@ def _remove_quietly(path: Path) -> None:
 def _engine(repo: Repository, location, plan: ExportPlan, parallelism: int, workdir: str, client) -> Engine:
     """The cluster's engine when a ``distributed.Client`` is given, else worker processes or this one."""
     if client is not None:
-        from zsarchive.archive.cluster import ClusterEngine
+        from zsarchive.archive.write.cluster import ClusterEngine
 
         return ClusterEngine(client, location)
     return open_engine(repo, location, parallelism, len(plan.txlogs) + len(plan.changes), workdir)
@@ -519,7 +519,7 @@ def export(repo_location: str | os.PathLike, archive_path: str | os.PathLike, *,
     stores embedded chunk bytes uncompressed, ``same`` compresses them with ``codec``. ``client``: a
     ``distributed.Client`` whose cluster decodes instead (the archive is the same byte for byte).
     ``base``: an archive of the same repository (or a fragment): write a fragment holding only what
-    it lacks (:mod:`zsarchive.archive.incremental`). ``authorize``: location prefixes (or prefix ->
+    it lacks (:mod:`zsarchive.archive.write.incremental`). ``authorize``: location prefixes (or prefix ->
     storage options) under which the indexes of virtual shards are read and kept (a reader then
     reads an inner chunk of such a shard with one request).
     """
@@ -541,7 +541,7 @@ def export(repo_location: str | os.PathLike, archive_path: str | os.PathLike, *,
             summary = job.run(plan_export(repo), Scope())
         else:
             # the fragment's export builds on this module's stages, hence imported here
-            from zsarchive.archive.incremental import export_fragment
+            from zsarchive.archive.write.incremental import export_fragment
 
             summary = export_fragment(job, base)
     finally:

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Iterable, Iterator
 
-from zsarchive.archive import keys
-from zsarchive.archive import schema as S
+from zsarchive.archive.format import keys
+from zsarchive.archive.format import schema as S
 from zsarchive.errors import ZSCorrupt
 from zsarchive.zs.format import uleb128
 from zsarchive.zs.reader import ZS

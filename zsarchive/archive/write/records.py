@@ -3,7 +3,7 @@
 These are the pure parts of an export (no files, no processes): the exporter's stages call them,
 in this process or in worker processes, and tests call them directly. Hot loops (chunk refs and
 per-chunk history, millions of records) build records a batch at a time with
-:func:`zsarchive.archive.keys.encode_rows`; tests check they equal what :func:`schema.record` builds.
+:func:`zsarchive.archive.format.keys.encode_rows`; tests check they equal what :func:`schema.record` builds.
 """
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ from typing import Any, Iterable, Iterator
 
 import numpy as np
 
-from zsarchive.archive import keys
-from zsarchive.archive.chunkpieces import PieceBlock, piece_blocks, piece_starts
-from zsarchive.archive.shards import EMPTY, ShardLayout
-from zsarchive.archive import schema as S
-from zsarchive.archive.refdelta import coord_keys
+from zsarchive.archive.format import keys
+from zsarchive.archive.format.pieces import PieceBlock, piece_blocks, piece_starts
+from zsarchive.archive.format.shards import EMPTY, ShardLayout
+from zsarchive.archive.format import schema as S
+from zsarchive.archive.write.refdelta import coord_keys
 from zsarchive.errors import ZSCorrupt
 from zsarchive.io.storage import Storage
 from zsarchive.icechunk import Repository

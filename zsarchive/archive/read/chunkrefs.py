@@ -14,8 +14,8 @@ import heapq
 import itertools
 from typing import Callable, Iterable, Iterator
 
-from zsarchive.archive import schema as S
-from zsarchive.archive.keys import decode as decode_key
+from zsarchive.archive.format import schema as S
+from zsarchive.archive.format.keys import decode as decode_key
 from zsarchive.errors import ZSCorrupt
 from zsarchive.zs.reader import ZS
 

@@ -11,10 +11,10 @@ from typing import Iterable, Iterator
 
 import numpy as np
 
-from zsarchive.archive import keys
-from zsarchive.archive import schema as S
-from zsarchive.archive.chunkdata import ChunkReader
-from zsarchive.archive.shards import ShardLayout, virtual_index_key
+from zsarchive.archive.format import keys
+from zsarchive.archive.format import schema as S
+from zsarchive.archive.read.chunkdata import ChunkReader
+from zsarchive.archive.format.shards import ShardLayout, virtual_index_key
 from zsarchive.errors import ZSError
 from zsarchive.icechunk.manifest import RefBatch
 from zsarchive.icechunk.model import RefKind

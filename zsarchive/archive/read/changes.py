@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-from zsarchive.archive import schema as S
-from zsarchive.archive.nodes import NodeQueries
-from zsarchive.archive.reading import NotFound
-from zsarchive.archive.refspec import TimeBound, time_bound
+from zsarchive.archive.format import schema as S
+from zsarchive.archive.read.nodes import NodeQueries
+from zsarchive.archive.read.reader import NotFound
+from zsarchive.archive.read.refspec import TimeBound, time_bound
 from zsarchive.errors import ZSCorrupt, ZSError
 from zsarchive.icechunk.model import format_time
 from zsarchive.limits import load_json

@@ -6,9 +6,9 @@ import collections
 import json
 from typing import Any, Iterator
 
-from zsarchive.archive import schema as S
-from zsarchive.archive.reading import ArchiveReader, NotFound, checked_record
-from zsarchive.archive.refspec import RefSpec, TimeBound, parse_ref, time_bound
+from zsarchive.archive.format import schema as S
+from zsarchive.archive.read.reader import ArchiveReader, NotFound, checked_record
+from zsarchive.archive.read.refspec import RefSpec, TimeBound, parse_ref, time_bound
 from zsarchive.errors import ZSCorrupt
 from zsarchive.icechunk.model import format_time
 

@@ -14,8 +14,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Iterator
 
-from zsarchive.archive import schema as S
-from zsarchive.archive.fragments import Chain, Holding, HoldingsTally
+from zsarchive.archive.format import schema as S
+from zsarchive.archive.read.chain import Chain
+from zsarchive.archive.format.fragments import Holding, HoldingsTally
 from zsarchive.errors import ZSCorrupt
 from zsarchive.zs.reader import ZS
 

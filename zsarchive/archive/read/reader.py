@@ -1,5 +1,5 @@
 """Opening a repo archive and reading its records: what every query of :class:`RepoArchive
-<zsarchive.archive.query.RepoArchive>` stands on.
+<zsarchive.archive.read.repoarchive.RepoArchive>` stands on.
 
 Every answer is a handful of ``ZS.search(prefix=...)`` lookups or one range scan, so a cold
 lookup reads only the index path and the data block of each record family it touches, locally
@@ -12,9 +12,9 @@ import functools
 import os
 from typing import Any, Iterator, Self
 
-from zsarchive.archive import schema as S
-from zsarchive.archive.chunkdata import is_url
-from zsarchive.archive.fragments import Chain, Member, open_chain
+from zsarchive.archive.format import schema as S
+from zsarchive.archive.read.chunkdata import is_url
+from zsarchive.archive.read.chain import Chain, Member, open_chain
 from zsarchive.errors import ZSCorrupt, ZSError
 from zsarchive.icechunk.model import format_time
 from zsarchive.limits import load_json

@@ -15,14 +15,16 @@ import time
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
-from zsarchive.archive import records as R
-from zsarchive.archive import schema as S
-from zsarchive.archive import virtualshards
-from zsarchive.archive.chunkpieces import regroup
-from zsarchive.archive.exporter import (ExportJob, ExportSummary, Scope, WriteOptions, _target, exporter_version,
+from zsarchive.archive.write import records as R
+from zsarchive.archive.format import schema as S
+from zsarchive.archive.write import virtualshards
+from zsarchive.archive.format.pieces import regroup
+from zsarchive.archive.write.exporter import (ExportJob, ExportSummary, Scope, WriteOptions, _target, exporter_version,
                                         plan_export, write_archive)
-from zsarchive.archive.fragments import Chain, HoldingsTally, base_link, diff, is_tombstone, open_chain
-from zsarchive.archive.reading import open_archive, records_under
+from zsarchive.archive.read.chain import Chain, open_chain
+from zsarchive.archive.format.fragments import HoldingsTally, is_tombstone
+from zsarchive.archive.write.fragments import base_link, diff
+from zsarchive.archive.read.reader import open_archive, records_under
 from zsarchive.errors import ZSError
 from zsarchive.zs.format import codecs
 from zsarchive.zs.pipeline import resolve_parallelism

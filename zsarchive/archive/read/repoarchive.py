@@ -1,20 +1,20 @@
 """``RepoArchive``: answer questions about an exported repository from the archive alone.
 
 Each concept of a query lives in its own module, stacked on the one below it:
-:mod:`reading <zsarchive.archive.reading>` (opening, records by family, header, chain),
-:mod:`history <zsarchive.archive.history>` (refs, snapshots, REF@TIME, ancestry, log),
-:mod:`nodes <zsarchive.archive.nodes>` (a snapshot's tree),
-:mod:`chunkqueries <zsarchive.archive.chunkqueries>` (chunk refs and bytes, shards) and
-:mod:`changes <zsarchive.archive.changes>` (chunk history, diff, ops log).
+:mod:`reading <zsarchive.archive.read.reader>` (opening, records by family, header, chain),
+:mod:`history <zsarchive.archive.read.history>` (refs, snapshots, REF@TIME, ancestry, log),
+:mod:`nodes <zsarchive.archive.read.nodes>` (a snapshot's tree),
+:mod:`chunkqueries <zsarchive.archive.read.chunks>` (chunk refs and bytes, shards) and
+:mod:`changes <zsarchive.archive.read.changes>` (chunk history, diff, ops log).
 """
 
 from __future__ import annotations
 
 from typing import Any, Iterable, Mapping
 
-from zsarchive.archive.changes import ChangeQueries
-from zsarchive.archive.chunkqueries import ChunkQueries
-from zsarchive.archive.reading import guarded
+from zsarchive.archive.read.changes import ChangeQueries
+from zsarchive.archive.read.chunks import ChunkQueries
+from zsarchive.archive.read.reader import guarded
 
 
 class RepoArchive(ChunkQueries, ChangeQueries):

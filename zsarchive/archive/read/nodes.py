@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from zsarchive.archive import schema as S
-from zsarchive.archive.history import HistoryQueries
-from zsarchive.archive.reading import NotFound, checked_record
+from zsarchive.archive.format import schema as S
+from zsarchive.archive.read.history import HistoryQueries
+from zsarchive.archive.read.reader import NotFound, checked_record
 
 
 class NodeQueries(HistoryQueries):
