@@ -17,15 +17,15 @@ from dataclasses import dataclass
 from typing import Iterable, Iterator
 
 from zsarchive.archive.format import keys
-from zsarchive.archive.format import schema as S
+from zsarchive.archive.format import schema
 from zsarchive.errors import ZSCorrupt
 
 MAX_CHAIN = 64
 """Most archives one chain holds, the full archive at its root included."""
-FIRST_KEYED = frozenset(S.FAMILY_NAMES[f] for f in (S.CHUNK_REF, S.CHUNK_HISTORY, S.CHILDREN, S.NODE,
-                                                    S.SNAPSHOT, S.TXLOG))
+FIRST_KEYED = frozenset(schema.FAMILY_NAMES[f] for f in (schema.CHUNK_REF, schema.CHUNK_HISTORY, schema.CHILDREN, schema.NODE,
+                                                    schema.SNAPSHOT, schema.TXLOG))
 """Families whose first key element (a node or snapshot id) a fragment's header lists."""
-_FIRST_KEYED_TAGS = frozenset(t for t, name in S.FAMILY_NAMES.items() if name in FIRST_KEYED)
+_FIRST_KEYED_TAGS = frozenset(t for t, name in schema.FAMILY_NAMES.items() if name in FIRST_KEYED)
 FILTER_HASHES = 7
 """Bit positions each key sets in a fragment's chunk ref filter."""
 FILTER_BITS_PER_KEY = 10
@@ -109,13 +109,13 @@ class FragmentInfo:
         """The sixth value element of the fragment's header record."""
         return (self.covers[0], self.covers[1], self.view_format,
                 None if self.chunk_filter is None else self.chunk_filter.bits,
-                tuple((S.FAMILY_NAMES[tag], h.records, h.tombstones, None if h.firsts is None else tuple(sorted(h.firsts)))
+                tuple((schema.FAMILY_NAMES[tag], h.records, h.tombstones, None if h.firsts is None else tuple(sorted(h.firsts)))
                       for tag, h in sorted(self.holdings.items())))
 
     @classmethod
     def decode(cls, element: object, where: str) -> FragmentInfo:
         """Read the element :meth:`encode` writes; ZSCorrupt naming ``where`` when it is malformed."""
-        tags = {name: tag for tag, name in S.FAMILY_NAMES.items()}
+        tags = {name: tag for tag, name in schema.FAMILY_NAMES.items()}
         try:
             start, stop, view_format, bits, families = element  # type: ignore[misc]
             if not (bits is None or (isinstance(bits, bytes) and bits)):
@@ -148,7 +148,7 @@ class HoldingsTally:
         self._last = b"\xff"  # the first-element prefix of the last first-keyed record seen
         self.chunk_prefixes: list[bytes] | None = []  # None past FILTER_MAX_KEYS
 
-    def watch(self, lists: Iterable[list[bytes]]) -> Iterator[list[bytes]]:
+    def counted(self, lists: Iterable[list[bytes]]) -> Iterator[list[bytes]]:
         """``lists`` as they pass, tallied."""
         for batch in lists:
             for rec in batch:
@@ -162,7 +162,7 @@ class HoldingsTally:
             end = keys.element_end(rec, 1)
             self._last = bytes(rec[:end])
             self.firsts.setdefault(tag, set()).add(keys.decode(self._last, 1)[0][0])
-        if tag == S.CHUNK_REF and self.chunk_prefixes is not None:
+        if tag == schema.CHUNK_REF and self.chunk_prefixes is not None:
             prefix = chunk_prefix(rec)
             if not self.chunk_prefixes or self.chunk_prefixes[-1] != prefix:
                 self.chunk_prefixes.append(prefix)
@@ -179,6 +179,6 @@ class HoldingsTally:
         """The description of what was tallied (the header record itself left out)."""
         holdings = {tag: Holding(n, self.tombstones.get(tag, 0),
                                  frozenset(self.firsts.get(tag, ())) if tag in _FIRST_KEYED_TAGS else None)
-                    for tag, n in self.records.items() if tag != S.HEADER}
+                    for tag, n in self.records.items() if tag != schema.HEADER}
         prefixes = self.chunk_prefixes
         return FragmentInfo(covers, view_format, holdings, ChunkFilter.build(prefixes) if prefixes else None)

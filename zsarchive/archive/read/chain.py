@@ -13,12 +13,14 @@ from typing import Iterator
 from urllib.parse import urlsplit, urlunsplit
 
 from zsarchive.archive.format import keys
-from zsarchive.archive.format import schema as S
+from zsarchive.archive.format import schema
 from zsarchive.archive.format.fragments import MAX_CHAIN, FragmentInfo, is_tombstone
+from zsarchive.archive.format.header import ArchiveHeader, archive_metadata
 from zsarchive.errors import ZSCorrupt, ZSError
+from zsarchive.io.location import is_url, local_path
 from zsarchive.zs.reader import ZS
 
-_CACHED = frozenset((S.REFS, S.REPO))
+_CACHED = frozenset((schema.REFS, schema.REPO))
 """Small families a chain reads once and keeps: every fragment may hold some, and a query resolving a
 branch would otherwise read each fragment."""
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
@@ -29,20 +31,23 @@ _MAX_BASE = 4096
 
 def resolve_base(location: str, link: str) -> str:
     """Where the base named ``link`` by the fragment at ``location`` (a path or URL) is."""
-    if _SCHEME.match(location):
+    if is_url(location):
         parts = urlsplit(location)
         path = posixpath.normpath(posixpath.join(posixpath.dirname(parts.path), link))
         return urlunsplit((parts.scheme, parts.netloc, path, "", ""))
-    if location.startswith("file://"):
-        location = location[len("file://"):]
-    return os.path.normpath(os.path.join(os.path.dirname(location), link.replace("/", os.sep)))
+    return os.path.normpath(os.path.join(os.path.dirname(local_path(location)), link.replace("/", os.sep)))
+
+
+def _identity(location: str) -> str:
+    """What two names of one archive share: a local archive's absolute path, else its URL."""
+    return location if is_url(location) else os.path.abspath(local_path(location))
 
 
 def fragment_link(zs: ZS, where: str) -> tuple[str, str] | None:
     """``(base link, base SHA-256 hex)`` from a fragment's ZS metadata, None for a full archive;
     ZSCorrupt when the link is malformed or not a relative path."""
-    marker = zs.metadata.get(S.METADATA_KEY) if isinstance(zs.metadata, dict) else None
-    link = marker.get("fragment") if isinstance(marker, dict) else None
+    marker = archive_metadata(zs)
+    link = marker.get("fragment") if marker is not None else None
     if link is None:
         return None
     base = link.get("base") if isinstance(link, dict) else None
@@ -60,7 +65,7 @@ def fragment_link(zs: ZS, where: str) -> tuple[str, str] | None:
 class Member:
     """One archive of a chain: its reader, where it is, and what it holds (None: a full archive)."""
 
-    def __init__(self, zs: ZS, location: str, info: FragmentInfo | None, header: tuple):
+    def __init__(self, zs: ZS, location: str, info: FragmentInfo | None, header: ArchiveHeader | None):
         self.zs = zs
         self.location = location
         self.info = info
@@ -69,7 +74,7 @@ class Member:
     def may_hold(self, family: bytes | None, first: object, chunk: bytes | None = None) -> bool:
         """Whether this archive may hold a record of ``family`` whose first key element is ``first``
         (None: unknown), and a chunk ref under the (node, coords) prefix ``chunk`` if given."""
-        if self.info is None or family is None or family == S.HEADER:
+        if self.info is None or family is None or family == schema.HEADER:
             return True
         held = self.info.holdings.get(family)
         if held is None or not (held.firsts is None or first is None or first in held.firsts):
@@ -95,7 +100,7 @@ def _family_first(hint: bytes) -> tuple[bytes | None, object, bytes | None]:
         elements, _ = keys.decode(hint, 1, what="search bound")
     except ZSCorrupt:  # a bound cut inside an element: the family alone is known
         return hint[:1], None, None
-    chunk = hint if hint[:1] == S.CHUNK_REF and len(elements) == 2 else None
+    chunk = hint if hint[:1] == schema.CHUNK_REF and len(elements) == 2 else None
     return hint[:1], elements[0] if elements else None, chunk
 
 
@@ -177,12 +182,6 @@ class Chain:
             member.zs.close()
 
 
-def _header_value(zs: ZS, where: str) -> tuple:
-    for rec in zs.search(prefix=S.key_prefix(S.HEADER)):
-        return S.split(rec)[2]
-    raise ZSCorrupt(f"{where}: archive has no header record")
-
-
 def open_chain(zs: ZS, location: str) -> Chain:
     """The chain whose newest fragment ``zs`` is, read at ``location``: each base opened relative to
     the fragment naming it and checked against its hash; one-line errors for a base missing, changed,
@@ -192,24 +191,24 @@ def open_chain(zs: ZS, location: str) -> Chain:
     current, where = zs, location
     try:
         while True:
-            header = _header_value(current, where)
+            header = ArchiveHeader.read(current, where)
             link = fragment_link(current, where)
             if link is None:
-                if header[0] < 2:
-                    raise ZSError(f"{where}: an archive of format {header[0]} cannot be a fragment's base; "
+                if header.format_version < 2:
+                    raise ZSError(f"{where}: an archive of format {header.format_version} cannot be a fragment's base; "
                                   "export the repository again")
                 members.append(Member(current, where, None, header))
                 return Chain(members)
-            if len(header) < 6:
+            if header.fragment is None:
                 raise ZSCorrupt(f"{where}: a fragment whose header record does not describe it")
-            members.append(Member(current, where, FragmentInfo.decode(header[5], where), header))
-            seen.add(os.path.abspath(where) if not _SCHEME.match(where) else where)
+            members.append(Member(current, where, header.fragment, header))
+            seen.add(_identity(where))
             if len(members) >= MAX_CHAIN:
                 raise ZSError(f"{location}: the chain of fragments is longer than {MAX_CHAIN} archives; "
                               "consolidate it (zs consolidate)")
             base, digest = link
             target = resolve_base(where, base)
-            if (os.path.abspath(target) if not _SCHEME.match(target) else target) in seen:
+            if _identity(target) in seen:
                 raise ZSCorrupt(f"{where}: its base {base!r} loops back into the chain")
             try:
                 current = ZS(target)  # a path or any URL the I/O layer reads
@@ -219,8 +218,7 @@ def open_chain(zs: ZS, location: str) -> Chain:
             if current.data_sha256.hex() != digest:
                 raise ZSError(f"{where}: its base {target} is not the archive it was made from (SHA-256 "
                               f"{current.data_sha256.hex()[:16]}..., the fragment names {digest[:16]}...)")
-            marker = current.metadata.get(S.METADATA_KEY) if isinstance(current.metadata, dict) else None
-            if not isinstance(marker, dict):
+            if archive_metadata(current) is None:
                 raise ZSError(f"{where}: its base {target} is not a repo archive")
             where = target
     except BaseException:

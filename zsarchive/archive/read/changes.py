@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-from zsarchive.archive.format import schema as S
+from zsarchive.archive.format import schema
 from zsarchive.archive.read.nodes import NodeQueries
 from zsarchive.archive.read.reader import NotFound
 from zsarchive.archive.read.refspec import TimeBound, time_bound
 from zsarchive.errors import ZSCorrupt, ZSError
-from zsarchive.icechunk.model import format_time
+from zsarchive.times import format_time
 from zsarchive.limits import load_json
 
 
@@ -24,7 +24,7 @@ class ChangeQueries(NodeQueries):
         sid = self.resolve(ref)
         node = self._node_at(sid, path, ref)
         history = {sid for sid, _ in self._ancestry(sid)}
-        changes = [(k[2], k[3]) for k, _ in self._records(S.CHUNK_HISTORY, (node["id"], coords))]
+        changes = [(k[2], k[3]) for k, _ in self._records(schema.CHUNK_HISTORY, (node["id"], coords))]
         changes.sort(reverse=True)
         return [self._snapshot_dict(change_sid, self._snapshot_value(change_sid))
                 for _, change_sid in changes if change_sid in history]
@@ -50,7 +50,7 @@ class ChangeQueries(NodeQueries):
             if value[0] is None:
                 continue  # the initial snapshot: icechunk leaves its (empty) log out too
             changed.add(sid)
-            tx = self._one(S.TXLOG, (sid,))
+            tx = self._one(schema.TXLOG, (sid,))
             if tx is None:
                 raise ZSCorrupt(f"{self.name}: snapshot {sid} has no transaction log record")
             if len(tx) > 9 and sid in tx[9]:
@@ -62,15 +62,15 @@ class ChangeQueries(NodeQueries):
             moved.extend([m[0], m[1]] for m in (tx[10] if len(tx) > 10 else tx[7]))  # unjoined, as icechunk
         paths: dict[str, str] = {}
         for snapshot_id in (from_id, to_id):
-            for k, v in self._records(S.NODE, (snapshot_id,)):
-                paths[v[0]] = S.path_of(k[1])
+            for k, v in self._records(schema.NODE, (snapshot_id,)):
+                paths[v[0]] = schema.path_of(k[1])
         out: dict[str, Any] = {name: sorted(paths[i] for i in ids if i in paths) for name, ids in sets.items()}
         updated: dict[str, list[list[int]]] = {}
         for node_id in sorted(chunk_nodes):
             if node_id not in paths:
                 continue
             # A node a log lists with no chunks (icechunk 1.1 writes such entries) is in the diff too.
-            coords = sorted({k[1] for k, _ in self._records(S.CHUNK_HISTORY, (node_id,)) if k[3] in changed})
+            coords = sorted({k[1] for k, _ in self._records(schema.CHUNK_HISTORY, (node_id,)) if k[3] in changed})
             updated[paths[node_id]] = [list(c) for c in coords]
         out["updated_chunks"] = dict(sorted(updated.items()))
         out["moved_nodes"] = moved
@@ -80,14 +80,14 @@ class ChangeQueries(NodeQueries):
         """Ops-log entries updated in ``[since, until]`` (inclusive bounds as for :meth:`log`), newest first."""
         since, until = time_bound(since, False), time_bound(until, True)
         if until is not None:
-            first = next(iter(self._range(S.OPS, (), None)), None)
+            first = next(iter(self._range(schema.OPS, (), None)), None)
             if first is not None and until < first[0][0]:
                 raise NotFound(f"{self.name}: {format_time(until)} is before the first operation "
                                f"({format_time(first[0][0])})")
         start = () if since is None else (since,)
         stop = None if until is None else (until + 1,)
         out = []
-        for (updated_at, _), value in self._range(S.OPS, start, stop):
+        for (updated_at, _), value in self._range(schema.OPS, start, stop):
             kind, backup_path, details = value[:3]  # later elements: extensions this reader ignores
             entry = {"type": kind, "updated_at": format_time(updated_at), "backup_path": backup_path}
             entry.update(_present_details(load_json(details, f"{self.name}: archive ops record {updated_at}")))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from typing import Any, Iterable, Iterator, Mapping
 
-from zsarchive.archive.format import schema as S
+from zsarchive.archive.format import schema
 from zsarchive.archive.read.chunkdata import ChunkReader, coords_text
 from zsarchive.archive.format.pieces import read_pieces
 from zsarchive.archive.read.chunkrefs import ManifestRefs, RefTimeline
@@ -41,18 +41,18 @@ class ChunkQueries(NodeQueries):
 
 
     @staticmethod
-    @checked_record(S.CHUNK_REF)
+    @checked_record(schema.CHUNK_REF)
     def _chunk_dict(path: str, coords: tuple, value: tuple) -> dict:
         kind = value[0]
-        out: dict[str, Any] = {"path": path, "coords": list(coords), "kind": S.KIND_NAMES[kind],
+        out: dict[str, Any] = {"path": path, "coords": list(coords), "kind": schema.KIND_NAMES[kind],
                                "offset": 0, "length": 0, "chunk_id": None, "location": None,
                                "checksum_etag": None, "checksum_last_modified": None}
-        if kind == S.INLINE:
+        if kind == schema.INLINE:
             out["length"] = len(value[1])
             out["inline"] = value[1]
-        elif kind == S.NATIVE:
+        elif kind == schema.NATIVE:
             out["chunk_id"], out["offset"], out["length"] = value[1], value[2], value[3]
-        elif kind == S.VIRTUAL:
+        elif kind == schema.VIRTUAL:
             (out["location"], out["offset"], out["length"], out["checksum_etag"],
              out["checksum_last_modified"]) = value[1:6]
         else:
@@ -112,12 +112,12 @@ class ChunkQueries(NodeQueries):
         """Bytes [start, stop) of the archive's copy of a native chunk file, if it embeds one (most
         archives hold none: the header's counts say so without a lookup per chunk)."""
         if self._has_chunk_data is None:
-            self._has_chunk_data = self._counted(S.CHUNK_DATA)
+            self._has_chunk_data = self._counted(schema.CHUNK_DATA)
         if not self._has_chunk_data:
             return None
         if self.format_version >= 3:
             return read_pieces(self.zs, chunk_id, start, stop, views)
-        value = self._one(S.CHUNK_DATA, (chunk_id,))
+        value = self._one(schema.CHUNK_DATA, (chunk_id,))
         if value is None:
             return None
         if len(value[0]) < stop:
@@ -129,7 +129,7 @@ class ChunkQueries(NodeQueries):
         if chunk["kind"] == "inline" or self.format_version < 3:
             return None
         if self._has_shard_indexes is None:
-            self._has_shard_indexes = self._counted(S.SHARD_INDEX)
+            self._has_shard_indexes = self._counted(schema.SHARD_INDEX)
         if not self._has_shard_indexes:
             return None
         if chunk["kind"] == "native":
@@ -137,7 +137,7 @@ class ChunkQueries(NodeQueries):
         else:
             key = virtual_index_key(chunk["location"], chunk["offset"], chunk["length"], chunk["checksum_etag"],
                             chunk["checksum_last_modified"])
-        value = self._one(S.SHARD_INDEX, key)
+        value = self._one(schema.SHARD_INDEX, key)
         if value is None:
             return None
         if len(value) < 2 or not isinstance(value[0], bool) or not isinstance(value[1], bytes):

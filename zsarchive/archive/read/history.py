@@ -6,11 +6,11 @@ import collections
 import json
 from typing import Any, Iterator
 
-from zsarchive.archive.format import schema as S
+from zsarchive.archive.format import schema
 from zsarchive.archive.read.reader import ArchiveReader, NotFound, checked_record
 from zsarchive.archive.read.refspec import RefSpec, TimeBound, parse_ref, time_bound
 from zsarchive.errors import ZSCorrupt
-from zsarchive.icechunk.model import format_time
+from zsarchive.times import format_time
 
 _HISTORIES = 64
 """Snapshot histories a reader keeps (resolving format 2 chunk refs walks a snapshot's history once)."""
@@ -28,7 +28,7 @@ class HistoryQueries(ArchiveReader):
     def refs(self) -> list[dict]:
         """Branches, tags and deleted tags: ``{"type", "name", "snapshot_id"}`` (no id for deleted tags)."""
         out = []
-        for (kind, name), value in self._records(S.REFS):
+        for (kind, name), value in self._records(schema.REFS):
             if kind == "deleted_tag":
                 out.append({"type": kind, "name": name})
             else:
@@ -38,13 +38,13 @@ class HistoryQueries(ArchiveReader):
     def _snapshot_value(self, snapshot_id: str) -> tuple | None:
         cached = self._snapshots.get(snapshot_id)
         if cached is None:
-            cached = self._one(S.SNAPSHOT, (snapshot_id,))
+            cached = self._one(schema.SNAPSHOT, (snapshot_id,))
             if cached is not None:
                 self._snapshots[snapshot_id] = cached
         return cached
 
     @staticmethod
-    @checked_record(S.SNAPSHOT)
+    @checked_record(schema.SNAPSHOT)
     def _snapshot_dict(snapshot_id: str, value: tuple) -> dict:
         parent, flushed_at, message, metadata = value[:4]
         return {"id": snapshot_id, "parent_id": parent, "flushed_at": format_time(flushed_at),
@@ -66,12 +66,12 @@ class HistoryQueries(ArchiveReader):
                 if self._snapshot_value(spec.name) is not None:
                     return spec.name
                 continue
-            value = self._one(S.REFS, (kind, spec.name))
+            value = self._one(schema.REFS, (kind, spec.name))
             if value is not None:
                 return value[0]
         if quiet:
             return None
-        if spec.kind in (None, "tag") and self._one(S.REFS, ("deleted_tag", spec.name)) is not None:
+        if spec.kind in (None, "tag") and self._one(schema.REFS, ("deleted_tag", spec.name)) is not None:
             raise NotFound(f"{self.name}: tag {spec.name!r} was deleted")
         what = f"{spec.kind} " if spec.kind else "branch, tag or snapshot "
         raise NotFound(f"{self.name}: unknown {what}{spec.name!r}")
@@ -142,10 +142,10 @@ class HistoryQueries(ArchiveReader):
             chosen = [(sid, v) for sid, v in items
                       if (since is None or v[1] >= since) and (until is None or v[1] <= until)]
         else:
-            first = next(self._records(S.SNAPSHOT_TIME), None)
+            first = next(self._records(schema.SNAPSHOT_TIME), None)
             earliest = first[0][0] if first else None
             # A range scan of the by-time family reads only the blocks of that period.
-            window = list(self._range(S.SNAPSHOT_TIME, () if since is None else (since,),
+            window = list(self._range(schema.SNAPSHOT_TIME, () if since is None else (since,),
                                       None if until is None else (until + 1,)))
             chosen = [(sid, self._snapshot_value(sid)) for (_, sid), _ in reversed(window)]
         if until is not None and earliest is not None and until < earliest:

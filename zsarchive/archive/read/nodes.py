@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from zsarchive.archive.format import schema as S
+from zsarchive.archive.format import schema
 from zsarchive.archive.read.history import HistoryQueries
 from zsarchive.archive.read.reader import NotFound, checked_record
 
@@ -15,13 +15,13 @@ class NodeQueries(HistoryQueries):
 
 
     @staticmethod
-    @checked_record(S.NODE)
+    @checked_record(schema.NODE)
     def _node_dict(snapshot_id: str, components: tuple, value: tuple) -> dict:
         node_id, node_type, user_data, shape, names, manifests = value[:6]
-        out: dict[str, Any] = {"path": S.path_of(components),
-                               "node_type": "array" if node_type == S.ARRAY else "group",
+        out: dict[str, Any] = {"path": schema.path_of(components),
+                               "node_type": "array" if node_type == schema.ARRAY else "group",
                                "id": node_id, "zarr_json": json.loads(user_data), "user_data": user_data}
-        if node_type == S.ARRAY:
+        if node_type == schema.ARRAY:
             out["shape"] = [dim[0] for dim in shape]
             out["num_chunks"] = [dim[2] if dim[2] is not None else
                                  (-(-dim[0] // dim[1]) if dim[1] else 0) for dim in shape]
@@ -35,13 +35,13 @@ class NodeQueries(HistoryQueries):
         """Every node of the snapshot REF names, in the archive's order: path components compared one by one
         (``/a``, ``/a/b``, ``/a-b``), whatever order the repository's snapshot file used."""
         sid = self.resolve(ref)
-        return [self._node_dict(sid, k[1], v) for k, v in self._records(S.NODE, (sid,))]
+        return [self._node_dict(sid, k[1], v) for k, v in self._records(schema.NODE, (sid,))]
 
     def _node_at(self, snapshot_id: str, path: str, ref: str) -> dict:
-        components = S.path_components(path if path.startswith("/") else "/" + path)
-        value = self._one(S.NODE, (snapshot_id, components))
+        components = schema.path_components(path if path.startswith("/") else "/" + path)
+        value = self._one(schema.NODE, (snapshot_id, components))
         if value is None:
-            raise NotFound(f"{self.name}: no node {S.path_of(components)!r} at {ref!r}")
+            raise NotFound(f"{self.name}: no node {schema.path_of(components)!r} at {ref!r}")
         return self._node_dict(snapshot_id, components, value)
 
     def node(self, ref: str, path: str) -> dict:

@@ -1,16 +1,14 @@
 """``RepoArchive``: answer questions about an exported repository from the archive alone.
 
 Each concept of a query lives in its own module, stacked on the one below it:
-:mod:`reading <zsarchive.archive.read.reader>` (opening, records by family, header, chain),
+:mod:`reader <zsarchive.archive.read.reader>` (opening, records by family, header, chain),
 :mod:`history <zsarchive.archive.read.history>` (refs, snapshots, REF@TIME, ancestry, log),
 :mod:`nodes <zsarchive.archive.read.nodes>` (a snapshot's tree),
-:mod:`chunkqueries <zsarchive.archive.read.chunks>` (chunk refs and bytes, shards) and
+:mod:`chunks <zsarchive.archive.read.chunks>` (chunk refs and bytes, shards) and
 :mod:`changes <zsarchive.archive.read.changes>` (chunk history, diff, ops log).
 """
 
 from __future__ import annotations
-
-from typing import Any, Iterable, Mapping
 
 from zsarchive.archive.read.changes import ChangeQueries
 from zsarchive.archive.read.chunks import ChunkQueries
@@ -25,9 +23,6 @@ class RepoArchive(ChunkQueries, ChangeQueries):
     nothing outside them is ever opened. Every query fails with a one-line ZSError, whatever the
     archive holds.
     """
-
-    def __init__(self, source: Any, authorize: Iterable[str] | Mapping[str, Mapping[str, Any]] = ()):
-        super().__init__(source, authorize)
 
 
 for _name in ("header", "repo_facts", "refs", "snapshot", "resolve", "ancestry", "log", "ls", "node", "chunk_ref",

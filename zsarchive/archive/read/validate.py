@@ -14,7 +14,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Iterator
 
-from zsarchive.archive.format import schema as S
+from zsarchive.archive.format import schema
 from zsarchive.archive.read.chain import Chain
 from zsarchive.archive.format.fragments import Holding, HoldingsTally
 from zsarchive.errors import ZSCorrupt
@@ -34,14 +34,14 @@ class _Facts:
 def _records(zs: ZS, family: bytes, counts: Counter | None = None) -> Iterator[tuple[tuple, tuple, bytes]]:
     """(key, value, record) of every record of a family, counted into ``counts`` if given."""
     for rec in zs.search(prefix=family):
-        _, key, value = S.split(rec)
+        _, key, value = schema.split(rec)
         if counts is not None:
             counts[family] += 1
         yield key, value, rec
 
 
 def _fail(rec: bytes, family: bytes, problem: str) -> ZSCorrupt:
-    return ZSCorrupt(f"archive {S.FAMILY_NAMES[family]} record {bytes(rec[:60])!r}: {problem}")
+    return ZSCorrupt(f"archive {schema.FAMILY_NAMES[family]} record {bytes(rec[:60])!r}: {problem}")
 
 
 def _shape(ok: bool, rec: bytes, family: bytes, what: str) -> None:
@@ -54,10 +54,10 @@ def _is_id(value: object, length: int = 20) -> bool:
 
 
 def _snapshots(zs: ZS, facts: _Facts) -> None:
-    for key, value, rec in _records(zs, S.SNAPSHOT, facts.counts):
+    for key, value, rec in _records(zs, schema.SNAPSHOT, facts.counts):
         _shape(len(key) == 1 and _is_id(key[0]) and len(value) >= 5 and (value[0] is None or _is_id(value[0]))
                and isinstance(value[1], int) and isinstance(value[2], str) and isinstance(value[3], str)
-               and isinstance(value[4], tuple), rec, S.SNAPSHOT,
+               and isinstance(value[4], tuple), rec, schema.SNAPSHOT,
                "(snapshot_id) -> (parent_id, flushed_at, message, metadata, manifest_files)")
         facts.parents[key[0]] = value[0]
         facts.flushed[key[0]] = value[1]
@@ -87,67 +87,67 @@ def _known(facts: _Facts, sid: object, rec: bytes, family: bytes, role: str) -> 
 
 
 def _small_families(zs: ZS, facts: _Facts, format_version: int) -> None:
-    for key, value, rec in _records(zs, S.REFS, facts.counts):
+    for key, value, rec in _records(zs, schema.REFS, facts.counts):
         _shape(len(key) == 2 and key[0] in ("branch", "tag", "deleted_tag") and isinstance(key[1], str)
-               and len(value) >= 1, rec, S.REFS, "(kind, name) -> (snapshot_id)")
+               and len(value) >= 1, rec, schema.REFS, "(kind, name) -> (snapshot_id)")
         if key[0] == "deleted_tag":
-            _shape(value[0] is None, rec, S.REFS, "a deleted tag without a snapshot")
+            _shape(value[0] is None, rec, schema.REFS, "a deleted tag without a snapshot")
         else:
-            _known(facts, value[0], rec, S.REFS, "snapshot")
-    for key, value, rec in _records(zs, S.SNAPSHOT_TIME, facts.counts):
-        _shape(len(key) == 2 and isinstance(key[0], int) and _is_id(key[1]), rec, S.SNAPSHOT_TIME,
+            _known(facts, value[0], rec, schema.REFS, "snapshot")
+    for key, value, rec in _records(zs, schema.SNAPSHOT_TIME, facts.counts):
+        _shape(len(key) == 2 and isinstance(key[0], int) and _is_id(key[1]), rec, schema.SNAPSHOT_TIME,
                "(flushed_at, snapshot_id)")
-        _known(facts, key[1], rec, S.SNAPSHOT_TIME, "snapshot")
+        _known(facts, key[1], rec, schema.SNAPSHOT_TIME, "snapshot")
         if facts.flushed[key[1]] != key[0]:
-            raise _fail(rec, S.SNAPSHOT_TIME, f"says {key[0]}, the snapshot record {facts.flushed[key[1]]}")
-    for key, value, rec in _records(zs, S.CHILDREN, facts.counts):
-        _shape(len(key) == 2, rec, S.CHILDREN, "(parent_snapshot_id, child_snapshot_id)")
-        _known(facts, key[1], rec, S.CHILDREN, "child snapshot")
+            raise _fail(rec, schema.SNAPSHOT_TIME, f"says {key[0]}, the snapshot record {facts.flushed[key[1]]}")
+    for key, value, rec in _records(zs, schema.CHILDREN, facts.counts):
+        _shape(len(key) == 2, rec, schema.CHILDREN, "(parent_snapshot_id, child_snapshot_id)")
+        _known(facts, key[1], rec, schema.CHILDREN, "child snapshot")
         if facts.parents[key[1]] != key[0]:
-            raise _fail(rec, S.CHILDREN, f"but the parent of {key[1]} is {facts.parents[key[1]]}")
-    for key, value, rec in _records(zs, S.TXLOG, facts.counts):
+            raise _fail(rec, schema.CHILDREN, f"but the parent of {key[1]} is {facts.parents[key[1]]}")
+    for key, value, rec in _records(zs, schema.TXLOG, facts.counts):
         _shape(len(key) == 1 and len(value) in (8, 11) and all(isinstance(v, tuple) for v in value)
                and all(_is_id(i, 13) for ids in value[:6] for i in ids)
-               and all(_is_id(i) for ids in value[8:10] for i in ids), rec, S.TXLOG,
+               and all(_is_id(i) for ids in value[8:10] for i in ids), rec, schema.TXLOG,
                "(snapshot_id) -> (six node id sets, updated_chunks, moved_nodes[, merged, missing, moves])")
-        _known(facts, key[0], rec, S.TXLOG, "snapshot")
-    for key, value, rec in _records(zs, S.CHUNK_HISTORY, facts.counts):
-        _known(facts, key[3] if len(key) == 4 else None, rec, S.CHUNK_HISTORY, "snapshot")
-    for key, value, rec in _records(zs, S.NODE, facts.counts):
+        _known(facts, key[0], rec, schema.TXLOG, "snapshot")
+    for key, value, rec in _records(zs, schema.CHUNK_HISTORY, facts.counts):
+        _known(facts, key[3] if len(key) == 4 else None, rec, schema.CHUNK_HISTORY, "snapshot")
+    for key, value, rec in _records(zs, schema.NODE, facts.counts):
         _shape(len(key) == 2 and _is_id(key[0]) and isinstance(key[1], tuple) and len(value) >= 6
-               and _is_id(value[0], 13) and value[1] in (S.GROUP, S.ARRAY), rec, S.NODE,
+               and _is_id(value[0], 13) and value[1] in (schema.GROUP, schema.ARRAY), rec, schema.NODE,
                "(snapshot_id, path) -> (node_id, node_type, zarr_json, shape, dimension_names, manifests)")
-        _known(facts, key[0], rec, S.NODE, "snapshot")
-        if value[1] != S.ARRAY:
+        _known(facts, key[0], rec, schema.NODE, "snapshot")
+        if value[1] != schema.ARRAY:
             continue
         facts.arrays.add((key[0], value[0]))
         if format_version >= 2:
-            _shape(len(value) >= 7, rec, S.NODE, "an array with its since snapshot (format 2)")
+            _shape(len(value) >= 7, rec, schema.NODE, "an array with its since snapshot (format 2)")
             if value[6] not in _history(facts, key[0]):
-                raise _fail(rec, S.NODE, f"since {value[6]!r} is not in the history of snapshot {key[0]}")
+                raise _fail(rec, schema.NODE, f"since {value[6]!r} is not in the history of snapshot {key[0]}")
 
 
 def _chunk_refs(zs: ZS, facts: _Facts, format_version: int) -> None:
     refs_per_manifest: Counter = Counter()
-    for key, value, rec in _records(zs, S.CHUNK_REF, facts.counts):
+    for key, value, rec in _records(zs, schema.CHUNK_REF, facts.counts):
         _shape(len(key) == 3 and isinstance(key[2 if format_version >= 2 else 0], str) and len(value) >= 1
-               and value[0] in (S.INLINE, S.NATIVE, S.VIRTUAL, S.REMOVED), rec, S.CHUNK_REF,
+               and value[0] in (schema.INLINE, schema.NATIVE, schema.VIRTUAL, schema.REMOVED), rec, schema.CHUNK_REF,
                "a chunk ref of a known kind")
         kind = value[0]
-        _shape(kind != S.INLINE or (len(value) >= 2 and isinstance(value[1], bytes)), rec, S.CHUNK_REF,
+        _shape(kind != schema.INLINE or (len(value) >= 2 and isinstance(value[1], bytes)), rec, schema.CHUNK_REF,
                "(0, data)")
-        _shape(kind != S.NATIVE or (len(value) >= 4 and _is_id(value[1]) and all(
-            isinstance(v, int) and v >= 0 for v in value[2:4])), rec, S.CHUNK_REF, "(1, chunk_id, offset, length)")
-        _shape(kind != S.VIRTUAL or (len(value) >= 6 and isinstance(value[1], str) and all(
-            isinstance(v, int) and v >= 0 for v in value[2:4])), rec, S.CHUNK_REF,
+        _shape(kind != schema.NATIVE or (len(value) >= 4 and _is_id(value[1]) and all(
+            isinstance(v, int) and v >= 0 for v in value[2:4])), rec, schema.CHUNK_REF, "(1, chunk_id, offset, length)")
+        _shape(kind != schema.VIRTUAL or (len(value) >= 6 and isinstance(value[1], str) and all(
+            isinstance(v, int) and v >= 0 for v in value[2:4])), rec, schema.CHUNK_REF,
                "(2, location, offset, length, etag, last_modified)")
         if format_version >= 2:
             node_id, _, sid = key
-            _known(facts, sid, rec, S.CHUNK_REF, "snapshot")
+            _known(facts, sid, rec, schema.CHUNK_REF, "snapshot")
             if (sid, node_id) not in facts.arrays:
-                raise _fail(rec, S.CHUNK_REF, f"snapshot {sid} has no array {node_id!r}")
+                raise _fail(rec, schema.CHUNK_REF, f"snapshot {sid} has no array {node_id!r}")
         else:
-            _shape(kind != S.REMOVED, rec, S.CHUNK_REF, "a ref (removals exist only in format 2)")
+            _shape(kind != schema.REMOVED, rec, schema.CHUNK_REF, "a ref (removals exist only in format 2)")
             refs_per_manifest[key[0]] += 1
     if format_version < 2:
         _manifest_counts(zs, refs_per_manifest)
@@ -155,12 +155,12 @@ def _chunk_refs(zs: ZS, facts: _Facts, format_version: int) -> None:
 
 def _manifest_counts(zs: ZS, refs_per_manifest: Counter) -> None:
     """Format 1: every manifest a snapshot lists holds as many ref records as the snapshot says."""
-    for key, value, rec in _records(zs, S.SNAPSHOT):
+    for key, value, rec in _records(zs, schema.SNAPSHOT):
         for item in value[4]:
-            _shape(isinstance(item, tuple) and len(item) >= 3 and isinstance(item[2], int), rec, S.SNAPSHOT,
+            _shape(isinstance(item, tuple) and len(item) >= 3 and isinstance(item[2], int), rec, schema.SNAPSHOT,
                    "a manifest file (manifest_id, size_bytes, num_chunk_refs)")
             if refs_per_manifest[item[0]] != item[2]:
-                raise _fail(rec, S.SNAPSHOT, f"manifest {item[0]} lists {item[2]} chunk refs, the archive "
+                raise _fail(rec, schema.SNAPSHOT, f"manifest {item[0]} lists {item[2]} chunk refs, the archive "
                                              f"holds {refs_per_manifest[item[0]]}")
 
 
@@ -168,45 +168,45 @@ def _chunk_files(zs: ZS, facts: _Facts, format_version: int) -> None:
     """Embedded chunk files and shard indexes: in format 3 each file's pieces start at 0 and follow
     each other without gap or overlap, and each shard index has the size of some index."""
     chunk_id, end = None, 0
-    for key, value, rec in _records(zs, S.CHUNK_DATA, facts.counts):
+    for key, value, rec in _records(zs, schema.CHUNK_DATA, facts.counts):
         if format_version < 3:
             _shape(len(key) == 1 and _is_id(key[0]) and len(value) >= 1 and isinstance(value[0], bytes), rec,
-                   S.CHUNK_DATA, "(chunk_id) -> (bytes)")
+                   schema.CHUNK_DATA, "(chunk_id) -> (bytes)")
             continue
         _shape(len(key) == 2 and _is_id(key[0]) and isinstance(key[1], int) and len(value) >= 1
-               and isinstance(value[0], bytes), rec, S.CHUNK_DATA, "(chunk_id, start) -> (bytes)")
+               and isinstance(value[0], bytes), rec, schema.CHUNK_DATA, "(chunk_id, start) -> (bytes)")
         expected = end if key[0] == chunk_id else 0
         if key[1] != expected:
-            raise _fail(rec, S.CHUNK_DATA, f"piece starts at {key[1]}, the file's pieces so far end at {expected}")
+            raise _fail(rec, schema.CHUNK_DATA, f"piece starts at {key[1]}, the file's pieces so far end at {expected}")
         chunk_id, end = key[0], key[1] + len(value[0])
-    for key, value, rec in _records(zs, S.SHARD_INDEX, facts.counts):
+    for key, value, rec in _records(zs, schema.SHARD_INDEX, facts.counts):
         native = len(key) == 3 and _is_id(key[0])
         virtual = len(key) == 5 and isinstance(key[0], str) and "://" in key[0] \
             and (key[3] is None or isinstance(key[3], str)) and (key[4] is None or isinstance(key[4], int)) \
             and (key[3], key[4]) != (None, None)
         _shape((native or virtual) and all(isinstance(k, int) and k >= 0 for k in key[1:3])
                and len(value) >= 2 and isinstance(value[0], bool) and isinstance(value[1], bytes)
-               and len(value[1]) % 16 in (0, 4) and len(value[1]) <= key[2], rec, S.SHARD_INDEX,
+               and len(value[1]) % 16 in (0, 4) and len(value[1]) <= key[2], rec, schema.SHARD_INDEX,
                "(chunk_id, offset, length) or (location, offset, length, etag, last_modified) -> "
                "(at_end, index of 16 bytes per inner chunk [+ 4])")
 
 
 def _header(zs: ZS, facts: _Facts, format_version: int) -> None:
-    headers = list(_records(zs, S.HEADER))
+    headers = list(_records(zs, schema.HEADER))
     if len(headers) != 1:
         raise ZSCorrupt(f"archive: {len(headers)} archive header records, expected exactly one")
     key, value, rec = headers[0]
-    _shape(len(value) >= 5 and value[0] == format_version and isinstance(value[4], tuple), rec, S.HEADER,
+    _shape(len(value) >= 5 and value[0] == format_version and isinstance(value[4], tuple), rec, schema.HEADER,
            f"(format_version {format_version}, source_spec_version, export_time, exporter, counts)")
     claimed = dict(value[4])
     _chunk_files(zs, facts, format_version)
-    for family in (S.REPO, S.OPS):  # not gathered before: only their shape and number matter
+    for family in (schema.REPO, schema.OPS):  # not gathered before: only their shape and number matter
         for _ in _records(zs, family, facts.counts):
             pass
-    for family, name in S.FAMILY_NAMES.items():
+    for family, name in schema.FAMILY_NAMES.items():
         there = facts.counts[family]
-        if family != S.HEADER and claimed.get(name, 0) != there:
-            raise _fail(rec, S.HEADER, f"counts {claimed.get(name, 0)} {name} records, the archive holds {there}")
+        if family != schema.HEADER and claimed.get(name, 0) != there:
+            raise _fail(rec, schema.HEADER, f"counts {claimed.get(name, 0)} {name} records, the archive holds {there}")
 
 
 def validate_fragments(chain: Chain) -> None:
@@ -216,13 +216,13 @@ def validate_fragments(chain: Chain) -> None:
         if member.info is None:
             continue
         tally = HoldingsTally(strict=True)
-        for _ in tally.watch([member.zs.search(stop=S.HEADER)]):
+        for _ in tally.counted([member.zs.search(stop=schema.HEADER)]):
             pass
         found = tally.info(member.info.covers, member.info.view_format)
         for tag in sorted(set(found.holdings) | set(member.info.holdings)):
             said, held = member.info.holdings.get(tag), found.holdings.get(tag)
             if said != held:
-                name = S.FAMILY_NAMES.get(tag, repr(tag))
+                name = schema.FAMILY_NAMES.get(tag, repr(tag))
                 raise ZSCorrupt(f"{member.location}: its header record describes its {name} records as "
                                 f"{_described(said)}, the fragment holds {_described(held)}")
         said_bits = None if member.info.chunk_filter is None else member.info.chunk_filter.bits

@@ -21,6 +21,7 @@ The bytes written do not depend on the engine or on ``parallelism``.
 from __future__ import annotations
 
 import collections
+import contextlib
 import itertools
 import operator
 import os
@@ -30,8 +31,9 @@ from importlib import metadata as _pkg_metadata
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Mapping
 
-from zsarchive.archive.write import records as R
-from zsarchive.archive.format import schema as S
+from zsarchive.archive.write import records as repo_records
+from zsarchive.archive.format import schema
+from zsarchive.archive.format.header import ArchiveHeader, marker_metadata, view_format
 from zsarchive.archive.write import virtualshards
 from zsarchive.archive.read.chunkdata import ChunkReader
 from zsarchive.archive.format.pieces import PieceBlock
@@ -42,7 +44,7 @@ from zsarchive.archive.write.sorter import ExternalSorter
 from zsarchive.errors import ZSCorrupt, ZSError
 from zsarchive.icechunk import Repository
 from zsarchive.icechunk.model import NodeType, SnapshotInfo
-from zsarchive.io.location import parse_location
+from zsarchive.io.location import Location
 from zsarchive.zs.format import codecs
 from zsarchive.zs.pipeline import resolve_parallelism
 from zsarchive.zs.writer import BlockCutter, BuiltBlock, ZSWriter, build_data_block
@@ -85,27 +87,26 @@ class Scope:
     blocks_allowed = True
     """Whether chunk refs may reach the writer as built blocks (a fragment's scope reads every record)."""
 
-    def small(self, family: bytes, records: list[bytes]) -> list[bytes]:
+    def small_family(self, family: bytes, records: list[bytes]) -> list[bytes]:
         """The records to write of a small family (refs, repository facts, ops log), in any order."""
         return records
 
-    def new_files(self, entries: Iterable[bytes]) -> Iterable[bytes]:
+    def chunk_files_to_write(self, entries: Iterable[bytes]) -> Iterable[bytes]:
         """The native chunk files (sorted ``chunk id offset length [layout]`` entries) and virtual
         shards (:mod:`virtualshards <zsarchive.archive.write.virtualshards>` entries) to write."""
         return entries
 
-    def watch(self, lists: Iterable[list[bytes]]) -> Iterable[list[bytes]]:
+    def to_writer(self, lists: Iterable[list[bytes]]) -> Iterable[list[bytes]]:
         """The record lists on their way to the writer."""
         return lists
 
     def header(self, version: int, spec_version: int, export_time: int, counts: dict[str, int]) -> bytes:
         """The archive header record (``counts``: records written per family name)."""
-        return S.record(S.HEADER, (), (version, spec_version, export_time, exporter_version(),
-                                       tuple(sorted(counts.items()))))
+        return ArchiveHeader(version, spec_version, export_time, exporter_version(), counts).record()
 
     def metadata(self, version: int, spec_version: int) -> dict:
         """The ZS header metadata."""
-        return {S.METADATA_KEY: {"format_version": version, "source_spec_version": spec_version}}
+        return marker_metadata(version, spec_version)
 
 
 # -- 1. plan -------------------------------------------------------------------------------------
@@ -243,11 +244,11 @@ def gather_metadata(repo: Repository, plan: ExportPlan, sorter: ExternalSorter, 
     """Return the refs (they precede the chunk refs in the file); put repository facts, snapshots,
     nodes and the ops log into ``sorter`` (they follow them)."""
     scope = scope or Scope()
-    sorter.extend(scope.small(S.REPO, R.repo_fact_records(repo)))
+    sorter.extend(scope.small_family(schema.REPO, repo_records.repo_fact_records(repo)))
     for info in plan.snapshots:
-        sorter.extend(R.snapshot_records(repo, info, plan.since[info.id]))
-    sorter.extend(scope.small(S.OPS, R.ops_records(repo)))
-    return scope.small(S.REFS, R.ref_records(repo))
+        sorter.extend(repo_records.snapshot_records(repo, info, plan.since[info.id]))
+    sorter.extend(scope.small_family(schema.OPS, repo_records.ops_records(repo)))
+    return scope.small_family(schema.REFS, repo_records.ref_records(repo))
 
 
 def prefetch_inputs(repo: Repository, plan: ExportPlan, engine: Engine) -> None:
@@ -262,7 +263,7 @@ def prefetch_inputs(repo: Repository, plan: ExportPlan, engine: Engine) -> None:
 
 
 def _txlog_task(repo: Repository, sid: str, flushed_at: int) -> Iterator[list[bytes]]:
-    yield R.txlog_records(repo, sid, flushed_at)
+    yield repo_records.txlog_records(repo, sid, flushed_at)
 
 
 def gather_txlogs(engine: Engine, plan: ExportPlan) -> list[Batches]:
@@ -312,7 +313,7 @@ def _change_task(repo: Repository, change: ArrayChange, first: int, stop: int | 
     compress = None if cut is None else cut.compressor()
     for changed, removed in ref_changes(new, old):
         ids: list[bytes] | None = [] if want_ids else None
-        records = R.change_records(change.node_id, change.snapshot_id, changed, removed, ids)
+        records = repo_records.change_records(change.node_id, change.snapshot_id, changed, removed, ids)
         if change.shard is not None and changed is not None:
             ids += virtualshards.entries(changed)
         yield (records if cutter is None else BlockPlan.blocks(records, cutter, compress)), ids or []
@@ -365,7 +366,7 @@ class _Tally:
                 self.progress(self.done, self.total)
 
     def by_name(self) -> dict[str, int]:
-        return {S.FAMILY_NAMES[bytes((tag,))]: n for tag, n in sorted(self.counts.items())}
+        return {schema.FAMILY_NAMES[bytes((tag,))]: n for tag, n in sorted(self.counts.items())}
 
 
 def _batched(records: Iterable[bytes], size: int = 65536) -> Iterator[list[bytes]]:
@@ -434,6 +435,23 @@ class WriteOptions:
     approx_block_size: int = 256 * 1024
     branching_factor: int = 1024
 
+    @classmethod
+    def checked(cls, codec: str, compress_level: int | str | None, chunk_codec: str, parallelism: int | str,
+                approx_block_size: int, branching_factor: int) -> WriteOptions:
+        """Options as a caller gives them: one-line ZSErrors for an unknown codec, ``parallelism``
+        resolved (``"guess"``: one per core)."""
+        if codec not in CODECS:
+            raise ZSError(f"unknown codec {codec!r}: choose one of {', '.join(CODECS)}")
+        if chunk_codec not in CHUNK_CODECS:
+            raise ZSError(f"unknown chunk codec {chunk_codec!r}: choose one of {', '.join(CHUNK_CODECS)}")
+        return cls(codec, compress_level, chunk_codec, resolve_parallelism(parallelism), approx_block_size,
+                   branching_factor)
+
+
+def partial_path(target: Path) -> Path:
+    """Where the archive ``target`` is written until complete: a hidden name beside it."""
+    return target.resolve().parent / f".{target.name}.{os.getpid()}.partial"
+
 
 def write_archive(target: Path, tmp: Path, lists: Iterable[list[bytes]], metadata: dict,
                   options: WriteOptions) -> None:
@@ -488,7 +506,7 @@ def _engine(repo: Repository, location, plan: ExportPlan, parallelism: int, work
     return open_engine(repo, location, parallelism, len(plan.txlogs) + len(plan.changes), workdir)
 
 
-def _target(archive_path: str | os.PathLike) -> tuple[Path, Path]:
+def target_path(archive_path: str | os.PathLike) -> tuple[Path, Path]:
     """The archive's path as given (for messages) and its directory, which must exist."""
     target = Path(archive_path)
     if target.is_dir():
@@ -499,18 +517,9 @@ def _target(archive_path: str | os.PathLike) -> tuple[Path, Path]:
     return target, directory
 
 
-# -- the pipeline --------------------------------------------------------------------------------
-
-def export(repo_location: str | os.PathLike, archive_path: str | os.PathLike, *, codec: str = "deflate",
-           compress_level: int | str | None = None, include_chunks: bool = False, chunk_codec: str = "none",
-           parallelism: int | str = 1,
-           approx_block_size: int = 256 * 1024, branching_factor: int = 1024,
-           export_time: int | None = None, progress: Callable[[int, int], None] | None = None,
-           sort_memory: int = 128 << 20, storage_options: dict[str, str] | None = None,
-           anon: bool = False, client=None, base: str | os.PathLike | None = None,
-           authorize: Iterable[str] | Mapping[str, Mapping[str, str]] = ()) -> ExportSummary:
-    """Export the repository at ``repo_location`` (a path or an object-store URL) into a new archive
-    at ``archive_path``; ``storage_options`` and ``anon`` say how to reach a remote repository.
+@dataclass(frozen=True)
+class ExportOptions:
+    """What an export writes and how: the keyword arguments of :func:`zsarchive.archive.export`.
 
     ``progress(done, total)`` is called now and then with counts of records (chunk refs dominate).
     ``export_time`` (microseconds since 1970 UTC) defaults to now: it is the only field of the
@@ -521,34 +530,30 @@ def export(repo_location: str | os.PathLike, archive_path: str | os.PathLike, *,
     ``base``: an archive of the same repository (or a fragment): write a fragment holding only what
     it lacks (:mod:`zsarchive.archive.write.incremental`). ``authorize``: location prefixes (or prefix ->
     storage options) under which the indexes of virtual shards are read and kept (a reader then
-    reads an inner chunk of such a shard with one request).
+    reads an inner chunk of such a shard with one request). ``storage_options`` and ``anon`` say how
+    to reach a remote repository.
     """
-    options = WriteOptions(codec, compress_level, chunk_codec, resolve_parallelism(parallelism), approx_block_size,
-                           branching_factor)
-    if codec not in CODECS:
-        raise ZSError(f"unknown codec {codec!r}: choose one of {', '.join(CODECS)}")
-    if chunk_codec not in CHUNK_CODECS:
-        raise ZSError(f"unknown chunk codec {chunk_codec!r}: choose one of {', '.join(CHUNK_CODECS)}")
-    started = time.monotonic()
-    target, directory = _target(archive_path)
-    location = parse_location(repo_location, storage_options, anon)
-    repo = Repository.open(location)
-    export_time = time.time_ns() // 1000 if export_time is None else export_time
-    job = ExportJob(repo, location, target, directory, options, include_chunks, export_time, progress,
-                    sort_memory, client, authorize)
-    try:
-        if base is None:
-            summary = job.run(plan_export(repo), Scope())
-        else:
-            # the fragment's export builds on this module's stages, hence imported here
-            from zsarchive.archive.write.incremental import export_fragment
 
-            summary = export_fragment(job, base)
-    finally:
-        repo.storage.close()
-    summary.size = target.stat().st_size
-    summary.seconds = time.monotonic() - started
-    return summary
+    codec: str = "deflate"
+    compress_level: int | str | None = None
+    include_chunks: bool = False
+    chunk_codec: str = "none"
+    parallelism: int | str = 1
+    approx_block_size: int = 256 * 1024
+    branching_factor: int = 1024
+    export_time: int | None = None
+    progress: Callable[[int, int], None] | None = None
+    sort_memory: int = 128 << 20
+    storage_options: dict[str, str] | None = None
+    anon: bool = False
+    client: object = None
+    base: str | os.PathLike | None = None
+    authorize: Iterable[str] | Mapping[str, Mapping[str, str]] = ()
+
+    def write_options(self) -> WriteOptions:
+        """How the ZS file is written; one-line ZSErrors for an unknown codec."""
+        return WriteOptions.checked(self.codec, self.compress_level, self.chunk_codec, self.parallelism,
+                                    self.approx_block_size, self.branching_factor)
 
 
 @dataclass
@@ -556,26 +561,22 @@ class ExportJob:
     """One export's repository, target and options: :meth:`run` writes the archive a plan and a scope say."""
 
     repo: Repository
-    location: object
+    location: Location
     target: Path
     directory: Path
     options: WriteOptions
-    include_chunks: bool
+    choices: ExportOptions
+    """What the caller asked for (``choices.base`` is read by the fragment's export, not here)."""
     export_time: int
-    progress: Callable[[int, int], None] | None
-    sort_memory: int
-    client: object = None
-    authorize: Iterable[str] | Mapping[str, Mapping[str, str]] = ()
-    """Prefixes (or prefix -> storage options) under which virtual shards' indexes may be read."""
+
+    @property
+    def include_chunks(self) -> bool:
+        """Whether the archive holds the bytes of native chunk files."""
+        return self.choices.include_chunks
 
     def sorter(self, share: int, unique: bool) -> ExternalSorter:
         """An external sorter spilling next to the archive, with ``1/share`` of the sort memory."""
-        return ExternalSorter(max_bytes=self.sort_memory // share, tmpdir=str(self.directory), unique=unique)
-
-    def partial(self, target: Path | None = None) -> Path:
-        """Where an archive is written until complete."""
-        target = target or self.target
-        return self.directory / f".{target.name}.{os.getpid()}.partial"
+        return ExternalSorter(max_bytes=self.choices.sort_memory // share, tmpdir=str(self.directory), unique=unique)
 
     def chunk_files(self, entries: Iterable[bytes], index_records: list[bytes],
                     summary: ExportSummary) -> Iterator[PieceBlock]:
@@ -591,9 +592,9 @@ class ExportJob:
                     virtual.append(entry)
                     return
                 yield entry
-        yield from R.chunk_file_blocks(self.repo.storage, native(), self.include_chunks,
+        yield from repo_records.chunk_file_blocks(self.repo.storage, native(), self.include_chunks,
                                        self.options.chunk_codec == "none", index_records)
-        reader = ChunkReader(str(summary.path), self.authorize, lambda *_: None)
+        reader = ChunkReader(str(summary.path), self.choices.authorize, lambda *_: None)
         try:
             index_records += virtualshards.index_records(reader, itertools.chain(virtual, entries), summary.unindexed)
         finally:
@@ -604,16 +605,16 @@ class ExportJob:
         repo, options, include_chunks = self.repo, self.options, self.include_chunks
         target = target or self.target
         # Small families hold no duplicate records; chunk ids repeat (one file, many refs) and are deduplicated.
-        sorter = self.sorter(1, unique=False)
-        chunk_ids: ExternalSorter | None = None
-        engine: Engine | None = None
-        try:
+        with contextlib.ExitStack() as opened:
+            sorter = opened.enter_context(contextlib.closing(self.sorter(1, unique=False)))
+            chunk_ids: ExternalSorter | None = None
             sharded = any(change.shard is not None for change in plan.changes)
             if include_chunks or sharded:
-                chunk_ids = self.sorter(4, unique=True)
-            version = 3 if include_chunks or sharded else 2
+                chunk_ids = opened.enter_context(contextlib.closing(self.sorter(4, unique=True)))
+            version = view_format(holds_chunk_files=include_chunks or sharded)
             refs = gather_metadata(repo, plan, sorter, scope)
-            engine = _engine(repo, self.location, plan, options.parallelism, str(self.directory), self.client)
+            engine = opened.enter_context(contextlib.closing(
+                _engine(repo, self.location, plan, options.parallelism, str(self.directory), self.choices.client)))
             prefetch_inputs(repo, plan, engine)
             txlogs = gather_txlogs(engine, plan)  # started first: they are consumed last, after the chunk refs
             cut = None
@@ -625,7 +626,7 @@ class ExportJob:
             def chunk_data() -> Iterator[list[bytes]]:
                 if chunk_ids is not None:
                     index_records: list[bytes] = []
-                    yield from self.chunk_files(scope.new_files(chunk_ids.sorted()), index_records, summary)
+                    yield from self.chunk_files(scope.chunk_files_to_write(chunk_ids.sorted()), index_records, summary)
                     sorter.extend(index_records)
                     tally.total += len(index_records)
 
@@ -634,15 +635,9 @@ class ExportJob:
                 return scope.header(version, repo.repo_info().spec_version, self.export_time, counts)
 
             summary = ExportSummary(path=target, left_out=plan.left_out)
-            tally = _Tally(len(refs) + sorter.count, self.progress)
+            tally = _Tally(len(refs) + sorter.count, self.choices.progress)
             lists = merge_families(refs, changes, chunk_data, sorter, txlogs, chunk_ids, header, tally,
                                    lambda: self.sorter(2, unique=False))
-            write_archive(target, self.partial(target), scope.watch(lists), scope.metadata(version, repo.spec_version),
+            write_archive(target, partial_path(target), scope.to_writer(lists), scope.metadata(version, repo.spec_version),
                           options)
-        finally:
-            if engine is not None:
-                engine.close()
-            sorter.close()
-            if chunk_ids is not None:
-                chunk_ids.close()
         return summary

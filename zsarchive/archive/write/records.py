@@ -19,7 +19,7 @@ import numpy as np
 from zsarchive.archive.format import keys
 from zsarchive.archive.format.pieces import PieceBlock, piece_blocks, piece_starts
 from zsarchive.archive.format.shards import EMPTY, ShardLayout
-from zsarchive.archive.format import schema as S
+from zsarchive.archive.format import schema
 from zsarchive.archive.write.refdelta import coord_keys
 from zsarchive.errors import ZSCorrupt
 from zsarchive.io.storage import Storage
@@ -27,7 +27,7 @@ from zsarchive.icechunk import Repository
 from zsarchive.icechunk.manifest import RefBatch
 from zsarchive.icechunk.model import MoveOperation, Node, NodeType, RefKind, SnapshotInfo
 
-VERSION = {family: bytes((version,)) for family, version in S.RECORD_VERSIONS.items()}
+VERSION = {family: bytes((version,)) for family, version in schema.RECORD_VERSIONS.items()}
 """The record version byte of each family."""
 
 
@@ -50,9 +50,9 @@ def to_json(value: Any) -> str:
 
 def ref_records(repo: Repository) -> list[bytes]:
     """The ``B`` records: branches, tags and deleted tags (sorted)."""
-    out = [S.record(S.REFS, ("branch", name), (sid,)) for name, sid in repo.branches().items()]
-    out += [S.record(S.REFS, ("tag", name), (sid,)) for name, sid in repo.tags().items()]
-    out += [S.record(S.REFS, ("deleted_tag", name), (None,)) for name in repo.deleted_tags()]
+    out = [schema.record(schema.REFS, ("branch", name), (sid,)) for name, sid in repo.branches().items()]
+    out += [schema.record(schema.REFS, ("tag", name), (sid,)) for name, sid in repo.tags().items()]
+    out += [schema.record(schema.REFS, ("deleted_tag", name), (None,)) for name in repo.deleted_tags()]
     return sorted(out)
 
 
@@ -66,13 +66,13 @@ def repo_fact_records(repo: Repository) -> list[bytes]:
         "status": info.status,
         "feature_flags": {"enabled": info.enabled_feature_flags, "disabled": info.disabled_feature_flags},
     }
-    return [S.record(S.REPO, (name,), (to_json(value),)) for name, value in facts.items()]
+    return [schema.record(schema.REPO, (name,), (to_json(value),)) for name, value in facts.items()]
 
 
 def ops_records(repo: Repository) -> list[bytes]:
     """The ``O`` records: the ops log, numbered from 0 = oldest so equal times keep their order."""
     updates = list(repo.ops_log())
-    return [S.record(S.OPS, (update.updated_at, len(updates) - 1 - position),
+    return [schema.record(schema.OPS, (update.updated_at, len(updates) - 1 - position),
                      (update.type, update.backup_path, to_json(update.details)))
             for position, update in enumerate(updates)]
 
@@ -83,13 +83,13 @@ def snapshot_records(repo: Repository, info: SnapshotInfo, since: dict[str, str]
     """The ``S``, ``T``, ``L`` and ``N`` records of one snapshot (``since``: array node id -> the
     snapshot its chunk ref timeline starts at)."""
     snap = repo.snapshot(info.id)
-    out = [S.record(S.SNAPSHOT, (info.id,), (
+    out = [schema.record(schema.SNAPSHOT, (info.id,), (
         info.parent_id, info.flushed_at, info.message, to_json(info.metadata),
         tuple((m.id, m.size_bytes, m.num_chunk_refs) for m in snap.manifest_files),
-    )), S.record(S.SNAPSHOT_TIME, (info.flushed_at, info.id))]
+    )), schema.record(schema.SNAPSHOT_TIME, (info.flushed_at, info.id))]
     if info.parent_id is not None:
-        out.append(S.record(S.CHILDREN, (info.parent_id, info.id)))
-    out += [S.record(S.NODE, (info.id, S.path_components(node.path)), node_value(node, since.get(node.id)))
+        out.append(schema.record(schema.CHILDREN, (info.parent_id, info.id)))
+    out += [schema.record(schema.NODE, (info.id, schema.path_components(node.path)), node_value(node, since.get(node.id)))
             for node in snap.nodes]
     return out
 
@@ -97,18 +97,18 @@ def snapshot_records(repo: Repository, info: SnapshotInfo, since: dict[str, str]
 def node_value(node: Node, since: str | None) -> tuple:
     """The value of a node's ``N`` record (``since``: where an array's chunk ref timeline starts)."""
     if node.node_type is NodeType.GROUP:
-        return (node.id, S.GROUP, bytes(node.user_data), None, None, ())
+        return (node.id, schema.GROUP, bytes(node.user_data), None, None, ())
     shape = tuple((d.array_length, d.chunk_length, d.num_chunks) for d in node.shape or ())
     names = None if node.dimension_names is None else tuple(node.dimension_names)
     manifests = tuple((m.id, tuple(tuple(e) for e in m.extents)) for m in node.manifests)
-    return (node.id, S.ARRAY, bytes(node.user_data), shape, names, manifests, since)
+    return (node.id, schema.ARRAY, bytes(node.user_data), shape, names, manifests, since)
 
 
 # -- transaction logs --------------------------------------------------------------------------
 
 def _moves(moves: Iterable[MoveOperation]) -> tuple:
     return tuple((m.from_path, m.to_path, m.node_id,
-                  None if m.node_type is None else (S.ARRAY if m.node_type is NodeType.ARRAY else S.GROUP))
+                  None if m.node_type is None else (schema.ARRAY if m.node_type is NodeType.ARRAY else schema.GROUP))
                  for m in moves)
 
 
@@ -126,14 +126,14 @@ def txlog_records(repo: Repository, sid: str, flushed_at: int) -> list[bytes]:
     )
     if changes.merged or changes.missing:
         value += (changes.merged, changes.missing, _moves(changes.moves))
-    summary = S.record(S.TXLOG, (sid,), value, version=2 if len(value) > 8 else 1)
+    summary = schema.record(schema.TXLOG, (sid,), value, version=2 if len(value) > 8 else 1)
     if tx is None:
         return [summary]
     # One record per changed chunk (millions in a big commit): keys are built a batch at a time.
-    tail = b"\x00" + keys.encode((flushed_at, sid)) + b"\x00" + VERSION[S.CHUNK_HISTORY]
+    tail = b"\x00" + keys.encode((flushed_at, sid)) + b"\x00" + VERSION[schema.CHUNK_HISTORY]
     out = [summary]
     for node_id, coords in sorted(tx.updated_coords.items()):
-        head = S.CHUNK_HISTORY + keys.encode_text(node_id) + b"\x05"
+        head = schema.CHUNK_HISTORY + keys.encode_text(node_id) + b"\x05"
         out.extend(keys.encode_rows([head, *coords.T, tail], len(coords)))
     return out
 
@@ -145,12 +145,12 @@ def change_records(node_id: str, snapshot_id: str, changed: RefBatch | None, rem
     """The ``C`` records of one array's refs that a snapshot adds or changes (``changed``) and removes
     (coordinates ``removed``), in key order (node id, coords, snapshot id). Native chunk ids of
     ``changed`` go to ``chunk_ids`` when it is a list."""
-    head = S.CHUNK_REF + keys.encode_text(node_id) + b"\x05"
+    head = schema.CHUNK_REF + keys.encode_text(node_id) + b"\x05"
     tail = b"\x00" + keys.encode_text(snapshot_id)  # ends the coordinates, then the key's last element
     records = batch_records(changed, head, chunk_ids, tail) if changed is not None else []
     if not len(removed):
         return records
-    gone = tail + b"\x00" + VERSION[S.CHUNK_REF] + keys.encode_int(S.REMOVED)
+    gone = tail + b"\x00" + VERSION[schema.CHUNK_REF] + keys.encode_int(schema.REMOVED)
     tombstones = keys.encode_rows([head, *removed.T, gone], len(removed))
     if not records:
         return tombstones
@@ -163,7 +163,7 @@ def batch_records(batch: RefBatch, head: bytes, chunk_ids: list[bytes] | None, t
     """The chunk ref records of one decoded batch (``head``: the key up to the coordinates tuple;
     ``tail``: what follows the coordinates' elements up to the key's end)."""
     n = len(batch.kind)
-    heads = {kind: tail + b"\x00" + VERSION[S.CHUNK_REF] + keys.encode_int(code) for kind, code in _KIND_CODES}
+    heads = {kind: tail + b"\x00" + VERSION[schema.CHUNK_REF] + keys.encode_int(code) for kind, code in _KIND_CODES}
     if batch.kind.count(batch.kind[0]) == n:
         return _kind_records(batch, batch.kind[0], slice(None), n, head, heads, chunk_ids)
     # Mixed kinds (rare): each kind's rows alike, then interleaved back into coordinate order.
@@ -177,7 +177,7 @@ def batch_records(batch: RefBatch, head: bytes, chunk_ids: list[bytes] | None, t
     return records
 
 
-_KIND_CODES = ((RefKind.VIRTUAL, S.VIRTUAL), (RefKind.NATIVE, S.NATIVE), (RefKind.INLINE, S.INLINE))
+_KIND_CODES = ((RefKind.VIRTUAL, schema.VIRTUAL), (RefKind.NATIVE, schema.NATIVE), (RefKind.INLINE, schema.INLINE))
 
 
 def _kind_records(batch: RefBatch, kind: RefKind, rows: slice | np.ndarray, n: int, head: bytes,
@@ -231,7 +231,7 @@ def _shard_cuts(chunk_id: str, offset: int, length: int, layout: ShardLayout, ra
         table = layout.entries(raw, length, f"chunks/{chunk_id}")
     except ZSCorrupt:
         return []
-    index_records.append(S.record(S.SHARD_INDEX, (chunk_id, offset, length), (layout.at_end, raw)))
+    index_records.append(schema.record(schema.SHARD_INDEX, (chunk_id, offset, length), (layout.at_end, raw)))
     held = [(o, n) for o, n in table if o != EMPTY]
     return [offset + start, offset + stop, *(offset + o for o, _ in held), *(offset + o + n for o, n in held)]
 

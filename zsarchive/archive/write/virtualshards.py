@@ -12,7 +12,7 @@ from typing import Iterable, Iterator
 import numpy as np
 
 from zsarchive.archive.format import keys
-from zsarchive.archive.format import schema as S
+from zsarchive.archive.format import schema
 from zsarchive.archive.read.chunkdata import ChunkReader
 from zsarchive.archive.format.shards import ShardLayout, virtual_index_key
 from zsarchive.errors import ZSError
@@ -57,7 +57,7 @@ def index_records(reader: ChunkReader, stream: Iterable[bytes], skipped: Skipped
         for batch in read_batches(map(_parse, stream)):
             for key, layout, outcome in pool.map(lambda item: (*item, _read_index(reader, *item)), batch):
                 if isinstance(outcome, bytes):
-                    yield S.record(S.SHARD_INDEX, key, (layout.at_end, outcome))
+                    yield schema.record(schema.SHARD_INDEX, key, (layout.at_end, outcome))
                 else:
                     skipped.add(outcome.reason)
 

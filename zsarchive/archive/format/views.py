@@ -1,0 +1,121 @@
+"""One named view per record family's value (docs/archive-format.rst, "Record families"): code outside
+``format/`` reads ``snapshot.parent_id``, never ``value[0]``, and which record version holds which
+element is decided here. Each view has ``decode`` (from a record's value elements) and ``encode``
+(to them). The archive header's view is :class:`~zsarchive.archive.format.header.ArchiveHeader`."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from zsarchive.archive.format import schema
+
+
+class RefValue(NamedTuple):
+    """A ``B`` record: the snapshot a branch or tag names (None: a deleted tag)."""
+
+    snapshot_id: str | None
+
+    @classmethod
+    def decode(cls, value: tuple) -> RefValue:
+        return cls(value[0])
+
+    def encode(self) -> tuple:
+        return tuple(self)
+
+
+class SnapshotValue(NamedTuple):
+    """An ``S`` record: a snapshot's parent, flush time, message, metadata (JSON text) and manifest
+    files (``(id, size_bytes, num_chunk_refs)`` each)."""
+
+    parent_id: str | None
+    flushed_at: int
+    message: str
+    metadata: str
+    manifests: tuple
+
+    @classmethod
+    def decode(cls, value: tuple) -> SnapshotValue:
+        return cls(*value[:5])
+
+    def encode(self) -> tuple:
+        return tuple(self)
+
+
+class NodeValue(NamedTuple):
+    """An ``N`` record: a group's or array's id, type, zarr.json bytes and, for an array, its shape
+    (``(array_length, chunk_length, num_chunks)`` per dimension), dimension names, manifests
+    (``(id, extents)`` each) and ``since``, the snapshot its chunk ref timeline starts at (format 2 on)."""
+
+    node_id: str
+    node_type: int
+    user_data: bytes
+    shape: tuple | None
+    dimension_names: tuple | None
+    manifests: tuple
+    since: str | None = None
+
+    @property
+    def is_array(self) -> bool:
+        return self.node_type == schema.ARRAY
+
+    @classmethod
+    def decode(cls, value: tuple) -> NodeValue:
+        return cls(*value[:6], value[6] if len(value) > 6 else None)
+
+    def encode(self) -> tuple:
+        """A group's value has six elements, an array's seven (``since`` last)."""
+        return tuple(self) if self.is_array else tuple(self)[:6]
+
+
+class TxlogValue(NamedTuple):
+    """An ``X`` record: what a snapshot changed since its parent. Record version 2 adds the ancestors
+    whose logs it merges (expiration pruned them), those whose logs were no longer stored, and the
+    moves of the merged logs, which then replace the snapshot's own."""
+
+    new_groups: tuple
+    new_arrays: tuple
+    deleted_groups: tuple
+    deleted_arrays: tuple
+    updated_groups: tuple
+    updated_arrays: tuple
+    updated_chunks: tuple
+    """``(node id, number of chunks)`` per array whose chunks changed."""
+    own_moves: tuple
+    merged: tuple | None = None
+    missing: tuple | None = None
+    merged_moves: tuple | None = None
+
+    @property
+    def sets(self) -> tuple:
+        """The six node id sets, in the order of :data:`NODE_SETS`."""
+        return tuple(self)[:6]
+
+    @property
+    def moves(self) -> tuple:
+        """``(from, to, node id, node type)`` of every move the snapshot's change holds."""
+        return self.own_moves if self.merged_moves is None else self.merged_moves
+
+    @property
+    def lost_logs(self) -> tuple:
+        """Snapshots whose transaction logs the repository no longer held when it was archived."""
+        return self.missing or ()
+
+    @property
+    def version(self) -> int:
+        """The record version that holds this value."""
+        return 1 if self.merged is None else 2
+
+    @classmethod
+    def decode(cls, value: tuple) -> TxlogValue:
+        return cls(*value[:11])
+
+    def encode(self) -> tuple:
+        return tuple(self) if self.merged is not None else tuple(self)[:8]
+
+    def record(self, snapshot_id: str) -> bytes:
+        """The ``X`` record of ``snapshot_id``, in the record version its value needs."""
+        return schema.record(schema.TXLOG, (snapshot_id,), self.encode(), version=self.version)
+
+
+NODE_SETS = ("new_groups", "new_arrays", "deleted_groups", "deleted_arrays", "updated_groups", "updated_arrays")
+"""The names of a transaction log's node id sets, as icechunk's ``diff`` spells them."""
