@@ -70,3 +70,13 @@ def view_format(holds_chunk_files: bool) -> int:
     """The format version of a full archive: 3 where it holds chunk bytes or shard indexes, else 2 (so an
     archive without them stays readable by readers of format 2)."""
     return schema.FULL_FORMAT if holds_chunk_files else 2
+
+
+def refs_by_manifest(format_version: int) -> bool:
+    """Whether an archive keeps chunk refs per manifest (format 1), not as a per-chunk timeline."""
+    return format_version < 2
+
+
+def has_chunk_pieces(format_version: int) -> bool:
+    """Whether an archive keeps chunk bytes in pieces and shard indexes (format 3 on), not whole."""
+    return format_version >= 3

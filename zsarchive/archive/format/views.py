@@ -23,6 +23,35 @@ class RefValue(NamedTuple):
         return tuple(self)
 
 
+class RepoFactValue(NamedTuple):
+    """A ``G`` record: one repository-level fact (spec_version, metadata, config...) as JSON text."""
+
+    json: str
+
+    @classmethod
+    def decode(cls, value: tuple) -> RepoFactValue:
+        return cls(value[0])
+
+    def encode(self) -> tuple:
+        return tuple(self)
+
+
+class OpsValue(NamedTuple):
+    """An ``O`` record: one ops-log entry's type, backup path and details (JSON text); later elements
+    are extensions this reader ignores."""
+
+    type: str
+    backup_path: str | None
+    details: str
+
+    @classmethod
+    def decode(cls, value: tuple) -> OpsValue:
+        return cls(*value[:3])
+
+    def encode(self) -> tuple:
+        return tuple(self)
+
+
 class SnapshotValue(NamedTuple):
     """An ``S`` record: a snapshot's parent, flush time, message, metadata (JSON text) and manifest
     files (``(id, size_bytes, num_chunk_refs)`` each)."""
@@ -115,6 +144,75 @@ class TxlogValue(NamedTuple):
     def record(self, snapshot_id: str) -> bytes:
         """The ``X`` record of ``snapshot_id``, in the record version its value needs."""
         return schema.record(schema.TXLOG, (snapshot_id,), self.encode(), version=self.version)
+
+
+class ChunkRefValue(NamedTuple):
+    """A ``C`` record: where one chunk's bytes are, by kind: inline bytes, a native chunk file's id
+    and range, or a virtual location and range with its checksums; ``REMOVED`` (record version 2)
+    holds nothing more. (An export encodes these a batch at a time: ``write/records.batch_records``.)"""
+
+    kind: int
+    inline: bytes | None = None
+    chunk_id: str | None = None
+    location: str | None = None
+    offset: int = 0
+    length: int = 0
+    checksum_etag: str | None = None
+    checksum_last_modified: int | None = None
+
+    @classmethod
+    def decode(cls, value: tuple) -> ChunkRefValue:
+        kind = value[0]
+        if kind == schema.INLINE:
+            return cls(kind, inline=value[1], length=len(value[1]))
+        if kind == schema.NATIVE:
+            chunk_id, offset, length = value[1:4]
+            return cls(kind, chunk_id=chunk_id, offset=offset, length=length)
+        if kind == schema.VIRTUAL:
+            location, offset, length, etag, last_modified = value[1:6]
+            return cls(kind, location=location, offset=offset, length=length, checksum_etag=etag,
+                       checksum_last_modified=last_modified)
+        return cls(kind)
+
+    def encode(self) -> tuple:
+        if self.kind == schema.INLINE:
+            return (self.kind, self.inline)
+        if self.kind == schema.NATIVE:
+            return (self.kind, self.chunk_id, self.offset, self.length)
+        if self.kind == schema.VIRTUAL:
+            return (self.kind, self.location, self.offset, self.length, self.checksum_etag, self.checksum_last_modified)
+        return (self.kind,)
+
+
+class ShardIndexValue(NamedTuple):
+    """An ``I`` record: whether a shard's index is at its end, and the index's raw bytes."""
+
+    at_end: bool
+    raw: bytes
+
+    @classmethod
+    def decode(cls, value: tuple) -> ShardIndexValue:
+        """ValueError when malformed (readers name the shard)."""
+        if len(value) < 2 or not isinstance(value[0], bool) or not isinstance(value[1], bytes):
+            raise ValueError("malformed shard index record")
+        return cls(value[0], value[1])
+
+    def encode(self) -> tuple:
+        return tuple(self)
+
+
+class WholeChunkValue(NamedTuple):
+    """A ``D`` record of record version 1 (formats 1 and 2): a whole chunk file's bytes. (Version 2
+    records, pieces keyed by offset, are read and written by :mod:`pieces <zsarchive.archive.format.pieces>`.)"""
+
+    data: bytes
+
+    @classmethod
+    def decode(cls, value: tuple) -> WholeChunkValue:
+        return cls(value[0])
+
+    def encode(self) -> tuple:
+        return tuple(self)
 
 
 NODE_SETS = ("new_groups", "new_arrays", "deleted_groups", "deleted_arrays", "updated_groups", "updated_arrays")

@@ -15,7 +15,7 @@ from urllib.parse import urlsplit, urlunsplit
 from zsarchive.archive.format import keys
 from zsarchive.archive.format import schema
 from zsarchive.archive.format.fragments import MAX_CHAIN, FragmentInfo, is_tombstone
-from zsarchive.archive.format.header import ArchiveHeader, archive_metadata
+from zsarchive.archive.format.header import ArchiveHeader, archive_metadata, refs_by_manifest
 from zsarchive.errors import ZSCorrupt, ZSError
 from zsarchive.io.location import is_url, local_path
 from zsarchive.zs.reader import ZS
@@ -194,7 +194,7 @@ def open_chain(zs: ZS, location: str) -> Chain:
             header = ArchiveHeader.read(current, where)
             link = fragment_link(current, where)
             if link is None:
-                if header.format_version < 2:
+                if refs_by_manifest(header.format_version):
                     raise ZSError(f"{where}: an archive of format {header.format_version} cannot be a fragment's base; "
                                   "export the repository again")
                 members.append(Member(current, where, None, header))

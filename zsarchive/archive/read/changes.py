@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 from zsarchive.archive.format import schema
+from zsarchive.archive.format.views import NODE_SETS, NodeValue, OpsValue, TxlogValue
 from zsarchive.archive.read.nodes import NodeQueries
 from zsarchive.archive.read.reader import NotFound
 from zsarchive.archive.read.refspec import TimeBound, time_bound
@@ -41,29 +42,29 @@ class ChangeQueries(NodeQueries):
             raise ZSError(f"{self.name}: cannot diff: {from_ref!r} is not in the history of {to_ref!r}")
         if not between:
             raise ZSError(f"{self.name}: cannot diff: {from_ref!r} and {to_ref!r} are the same snapshot")
-        sets: dict[str, set] = {name: set() for name in (
-            "new_groups", "new_arrays", "deleted_groups", "deleted_arrays", "updated_groups", "updated_arrays")}
+        sets: dict[str, set] = {name: set() for name in NODE_SETS}
         chunk_nodes: set[str] = set()
         moved: list[list[str]] = []
         changed = set()
         for sid, value in between:
-            if value[0] is None:
+            if value.parent_id is None:
                 continue  # the initial snapshot: icechunk leaves its (empty) log out too
             changed.add(sid)
-            tx = self._one(schema.TXLOG, (sid,))
-            if tx is None:
+            found = self._one(schema.TXLOG, (sid,))
+            if found is None:
                 raise ZSCorrupt(f"{self.name}: snapshot {sid} has no transaction log record")
-            if len(tx) > 9 and sid in tx[9]:
+            tx = TxlogValue.decode(found)
+            if sid in tx.lost_logs:
                 raise ZSError(f"{self.name}: cannot diff across snapshot {sid}: its transaction log was no "
                               f"longer in the repository when it was archived")
-            for name, ids in zip(sets, tx[:6]):
+            for name, ids in zip(sets, tx.sets):
                 sets[name].update(ids)
-            chunk_nodes.update(node_id for node_id, _ in tx[6])
-            moved.extend([m[0], m[1]] for m in (tx[10] if len(tx) > 10 else tx[7]))  # unjoined, as icechunk
+            chunk_nodes.update(node_id for node_id, _ in tx.updated_chunks)
+            moved.extend([m[0], m[1]] for m in tx.moves)  # unjoined, as icechunk
         paths: dict[str, str] = {}
         for snapshot_id in (from_id, to_id):
             for k, v in self._records(schema.NODE, (snapshot_id,)):
-                paths[v[0]] = schema.path_of(k[1])
+                paths[NodeValue.decode(v).node_id] = schema.path_of(k[1])
         out: dict[str, Any] = {name: sorted(paths[i] for i in ids if i in paths) for name, ids in sets.items()}
         updated: dict[str, list[list[int]]] = {}
         for node_id in sorted(chunk_nodes):
@@ -88,9 +89,9 @@ class ChangeQueries(NodeQueries):
         stop = None if until is None else (until + 1,)
         out = []
         for (updated_at, _), value in self._range(schema.OPS, start, stop):
-            kind, backup_path, details = value[:3]  # later elements: extensions this reader ignores
-            entry = {"type": kind, "updated_at": format_time(updated_at), "backup_path": backup_path}
-            entry.update(_present_details(load_json(details, f"{self.name}: archive ops record {updated_at}")))
+            op = OpsValue.decode(value)
+            entry = {"type": op.type, "updated_at": format_time(updated_at), "backup_path": op.backup_path}
+            entry.update(_present_details(load_json(op.details, f"{self.name}: archive ops record {updated_at}")))
             out.append(entry)
         out.reverse()
         return out

@@ -7,6 +7,8 @@ import os
 from typing import Any, Iterable, Iterator, Mapping
 
 from zsarchive.archive.format import schema
+from zsarchive.archive.format.header import has_chunk_pieces, refs_by_manifest
+from zsarchive.archive.format.views import ChunkRefValue, ShardIndexValue, WholeChunkValue
 from zsarchive.archive.read.chunkdata import ChunkReader, coords_text
 from zsarchive.archive.format.pieces import read_pieces
 from zsarchive.archive.read.chunkrefs import ManifestRefs, RefTimeline
@@ -26,7 +28,7 @@ class ChunkQueries(NodeQueries):
         self._has_chunk_data: bool | None = None
         self._has_shard_indexes: bool | None = None
         self._chunks = ChunkReader(self.name, authorize, self._embedded_chunk)
-        self._refs = ManifestRefs(self.zs) if self.format_version < 2 else \
+        self._refs = ManifestRefs(self.zs) if refs_by_manifest(self.format_version) else \
             RefTimeline(self.zs, self._history_depths, self.name)
 
     def close(self) -> None:
@@ -43,20 +45,16 @@ class ChunkQueries(NodeQueries):
     @staticmethod
     @checked_record(schema.CHUNK_REF)
     def _chunk_dict(path: str, coords: tuple, value: tuple) -> dict:
-        kind = value[0]
-        out: dict[str, Any] = {"path": path, "coords": list(coords), "kind": schema.KIND_NAMES[kind],
-                               "offset": 0, "length": 0, "chunk_id": None, "location": None,
-                               "checksum_etag": None, "checksum_last_modified": None}
-        if kind == schema.INLINE:
-            out["length"] = len(value[1])
-            out["inline"] = value[1]
-        elif kind == schema.NATIVE:
-            out["chunk_id"], out["offset"], out["length"] = value[1], value[2], value[3]
-        elif kind == schema.VIRTUAL:
-            (out["location"], out["offset"], out["length"], out["checksum_etag"],
-             out["checksum_last_modified"]) = value[1:6]
-        else:
-            raise ZSCorrupt(f"chunk ref {path} {coords_text(coords)}: unknown kind {kind}")
+        ref = ChunkRefValue.decode(value)
+        kind = schema.KIND_NAMES[ref.kind]  # an unknown kind past the names fails here, as a malformed record
+        if ref.kind not in (schema.INLINE, schema.NATIVE, schema.VIRTUAL):
+            raise ZSCorrupt(f"chunk ref {path} {coords_text(coords)}: unknown kind {ref.kind}")
+        out: dict[str, Any] = {"path": path, "coords": list(coords), "kind": kind,
+                               "offset": ref.offset, "length": ref.length, "chunk_id": ref.chunk_id,
+                               "location": ref.location, "checksum_etag": ref.checksum_etag,
+                               "checksum_last_modified": ref.checksum_last_modified}
+        if ref.kind == schema.INLINE:
+            out["inline"] = ref.inline
         return out
 
     def chunk_ref(self, ref: str, path: str, coords: Iterable[int]) -> dict:
@@ -115,18 +113,19 @@ class ChunkQueries(NodeQueries):
             self._has_chunk_data = self._counted(schema.CHUNK_DATA)
         if not self._has_chunk_data:
             return None
-        if self.format_version >= 3:
+        if has_chunk_pieces(self.format_version):
             return read_pieces(self.zs, chunk_id, start, stop, views)
         value = self._one(schema.CHUNK_DATA, (chunk_id,))
         if value is None:
             return None
-        if len(value[0]) < stop:
+        data = WholeChunkValue.decode(value).data
+        if len(data) < stop:
             raise ZSCorrupt(f"embedded chunk {chunk_id} is shorter than offset {start} + length {stop - start}")
-        return value[0][start:stop]
+        return data[start:stop]
 
     def shard_index(self, chunk: dict) -> tuple[bool, bytes] | None:
         """``(at_end, raw index bytes)`` the archive keeps of a shard (a native or virtual chunk ref), or None."""
-        if chunk["kind"] == "inline" or self.format_version < 3:
+        if chunk["kind"] == "inline" or not has_chunk_pieces(self.format_version):
             return None
         if self._has_shard_indexes is None:
             self._has_shard_indexes = self._counted(schema.SHARD_INDEX)
@@ -140,9 +139,10 @@ class ChunkQueries(NodeQueries):
         value = self._one(schema.SHARD_INDEX, key)
         if value is None:
             return None
-        if len(value) < 2 or not isinstance(value[0], bool) or not isinstance(value[1], bytes):
-            raise ZSCorrupt(f"{self.name}: shard index record of {key[0]} is malformed")
-        return value[0], value[1]
+        try:
+            return tuple(ShardIndexValue.decode(value))
+        except ValueError:
+            raise ZSCorrupt(f"{self.name}: shard index record of {key[0]} is malformed") from None
 
     def inner_chunk(self, ref: str, path: str, coords: Iterable[int], inner: Iterable[int],
                     repo: str | os.PathLike | Location | None = None) -> dict:

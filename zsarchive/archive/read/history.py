@@ -7,10 +7,12 @@ import json
 from typing import Any, Iterator
 
 from zsarchive.archive.format import schema
+from zsarchive.archive.format.views import RefValue, SnapshotValue
 from zsarchive.archive.read.reader import ArchiveReader, NotFound, checked_record
 from zsarchive.archive.read.refspec import RefSpec, TimeBound, parse_ref, time_bound
 from zsarchive.errors import ZSCorrupt
 from zsarchive.times import format_time
+from zsarchive.walk import parent_chain
 
 _HISTORIES = 64
 """Snapshot histories a reader keeps (resolving format 2 chunk refs walks a snapshot's history once)."""
@@ -21,7 +23,7 @@ class HistoryQueries(ArchiveReader):
 
     def __init__(self, source: Any):
         super().__init__(source)
-        self._snapshots: dict[str, tuple] = {}
+        self._snapshots: dict[str, SnapshotValue] = {}
         self._depths: collections.OrderedDict[str, dict[str, int]] = collections.OrderedDict()
 
 
@@ -32,23 +34,22 @@ class HistoryQueries(ArchiveReader):
             if kind == "deleted_tag":
                 out.append({"type": kind, "name": name})
             else:
-                out.append({"type": kind, "name": name, "snapshot_id": value[0]})
+                out.append({"type": kind, "name": name, "snapshot_id": RefValue.decode(value).snapshot_id})
         return out
 
-    def _snapshot_value(self, snapshot_id: str) -> tuple | None:
+    def _snapshot_value(self, snapshot_id: str) -> SnapshotValue | None:
         cached = self._snapshots.get(snapshot_id)
         if cached is None:
-            cached = self._one(schema.SNAPSHOT, (snapshot_id,))
-            if cached is not None:
-                self._snapshots[snapshot_id] = cached
+            value = self._one(schema.SNAPSHOT, (snapshot_id,))
+            if value is not None:
+                cached = self._snapshots[snapshot_id] = SnapshotValue.decode(value)
         return cached
 
     @staticmethod
     @checked_record(schema.SNAPSHOT)
-    def _snapshot_dict(snapshot_id: str, value: tuple) -> dict:
-        parent, flushed_at, message, metadata = value[:4]
-        return {"id": snapshot_id, "parent_id": parent, "flushed_at": format_time(flushed_at),
-                "message": message, "metadata": json.loads(metadata)}
+    def _snapshot_dict(snapshot_id: str, value: SnapshotValue) -> dict:
+        return {"id": snapshot_id, "parent_id": value.parent_id, "flushed_at": format_time(value.flushed_at),
+                "message": value.message, "metadata": json.loads(value.metadata)}
 
     def snapshot(self, snapshot_id: str) -> dict:
         """One snapshot: id, parent_id, flushed_at, message, metadata, manifests."""
@@ -56,7 +57,7 @@ class HistoryQueries(ArchiveReader):
         if value is None:
             raise NotFound(f"{self.name}: no snapshot {snapshot_id!r}")
         out = self._snapshot_dict(snapshot_id, value)
-        out["manifests"] = [{"id": m, "size_bytes": size, "num_chunk_refs": n} for m, size, n in value[4]]
+        out["manifests"] = [{"id": m, "size_bytes": size, "num_chunk_refs": n} for m, size, n in value.manifests]
         return out
 
     def _lookup_ref(self, spec: RefSpec, quiet: bool = False) -> str | None:
@@ -68,7 +69,7 @@ class HistoryQueries(ArchiveReader):
                 continue
             value = self._one(schema.REFS, (kind, spec.name))
             if value is not None:
-                return value[0]
+                return RefValue.decode(value).snapshot_id
         if quiet:
             return None
         if spec.kind in (None, "tag") and self._one(schema.REFS, ("deleted_tag", spec.name)) is not None:
@@ -88,24 +89,21 @@ class HistoryQueries(ArchiveReader):
             return snapshot_id
         first = None
         for sid, value in self._ancestry(snapshot_id):
-            if value[1] <= spec.as_of:
+            if value.flushed_at <= spec.as_of:
                 return sid
-            first = value[1]
+            first = value.flushed_at
         raise NotFound(f"{self.name}: no snapshot in the history of {spec.name!r} was flushed at or before "
                        f"{format_time(spec.as_of)} (its first commit was flushed at {format_time(first)})")
 
     def _ancestry(self, snapshot_id: str) -> Iterator[tuple[str, tuple]]:
-        current: str | None = snapshot_id
-        seen: set[str] = set()
-        while current is not None:
-            if current in seen:
-                raise ZSCorrupt(f"{self.name}: the history of snapshot {snapshot_id} loops at snapshot {current}")
-            seen.add(current)
+        values: dict[str, SnapshotValue] = {}
+        for current in parent_chain(snapshot_id, lambda sid: values[sid].parent_id, lambda at: ZSCorrupt(
+                f"{self.name}: the history of snapshot {snapshot_id} loops at snapshot {at}")):
             value = self._snapshot_value(current)
             if value is None:
                 raise ZSCorrupt(f"{self.name}: snapshot {current} is in a history but has no record")
+            values[current] = value
             yield current, value
-            current = value[0]
 
     def _history_depths(self, snapshot_id: str) -> dict[str, int]:
         """Every snapshot in the history of one -> its distance from it (0: itself); the history ends at
@@ -113,13 +111,13 @@ class HistoryQueries(ArchiveReader):
         depths = self._depths.get(snapshot_id)
         if depths is None:
             depths = {}
-            current: str | None = snapshot_id
-            while current is not None and current not in depths:  # a loop ends where it closes
+            values: dict[str, SnapshotValue] = {}
+            for current in parent_chain(snapshot_id, lambda sid: values[sid].parent_id):  # a loop ends where it closes
                 value = self._snapshot_value(current)
                 if value is None:
                     break
+                values[current] = value
                 depths[current] = len(depths)
-                current = value[0]
             self._depths[snapshot_id] = depths
             while len(self._depths) > _HISTORIES:
                 self._depths.popitem(last=False)
@@ -138,9 +136,9 @@ class HistoryQueries(ArchiveReader):
         since, until = time_bound(since, False), time_bound(until, True)
         if ref is not None:
             items = list(self._ancestry(self.resolve(ref)))
-            earliest = min((v[1] for _, v in items), default=None)
+            earliest = min((v.flushed_at for _, v in items), default=None)
             chosen = [(sid, v) for sid, v in items
-                      if (since is None or v[1] >= since) and (until is None or v[1] <= until)]
+                      if (since is None or v.flushed_at >= since) and (until is None or v.flushed_at <= until)]
         else:
             first = next(self._records(schema.SNAPSHOT_TIME), None)
             earliest = first[0][0] if first else None

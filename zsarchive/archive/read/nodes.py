@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from zsarchive.archive.format import schema
+from zsarchive.archive.format.views import NodeValue
 from zsarchive.archive.read.history import HistoryQueries
 from zsarchive.archive.read.reader import NotFound, checked_record
 
@@ -17,18 +18,18 @@ class NodeQueries(HistoryQueries):
     @staticmethod
     @checked_record(schema.NODE)
     def _node_dict(snapshot_id: str, components: tuple, value: tuple) -> dict:
-        node_id, node_type, user_data, shape, names, manifests = value[:6]
-        out: dict[str, Any] = {"path": schema.path_of(components),
-                               "node_type": "array" if node_type == schema.ARRAY else "group",
-                               "id": node_id, "zarr_json": json.loads(user_data), "user_data": user_data}
-        if node_type == schema.ARRAY:
+        node = NodeValue.decode(value)
+        out: dict[str, Any] = {"path": schema.path_of(components), "node_type": "array" if node.is_array else "group",
+                               "id": node.node_id, "zarr_json": json.loads(node.user_data), "user_data": node.user_data}
+        if node.is_array:
+            shape, names = node.shape, node.dimension_names
             out["shape"] = [dim[0] for dim in shape]
             out["num_chunks"] = [dim[2] if dim[2] is not None else
                                  (-(-dim[0] // dim[1]) if dim[1] else 0) for dim in shape]
             out["dimension_names"] = None if names is None else list(names)
-            out["manifests"] = [{"id": m, "extents": [list(e) for e in ext]} for m, ext in manifests]
+            out["manifests"] = [{"id": m, "extents": [list(e) for e in ext]} for m, ext in node.manifests]
             # where its chunk refs are found in a format 2 archive (the timeline from "since" on)
-            out["snapshot_id"], out["since"] = snapshot_id, value[6] if len(value) > 6 else None
+            out["snapshot_id"], out["since"] = snapshot_id, node.since
         return out
 
     def ls(self, ref: str) -> list[dict]:

@@ -9,11 +9,11 @@ or over HTTP through the same reader.
 from __future__ import annotations
 
 import functools
-import os
 from typing import Any, Iterator, Self
 
 from zsarchive.archive.format import schema
 from zsarchive.archive.format.header import ArchiveHeader, archive_metadata
+from zsarchive.archive.format.views import RepoFactValue
 from zsarchive.archive.read.chain import Chain, Member, open_chain
 from zsarchive.errors import ZSCorrupt, ZSError
 from zsarchive.io.location import is_url, local_path
@@ -179,7 +179,8 @@ class ArchiveReader:
 
     def repo_facts(self) -> dict[str, Any]:
         """Repository-level facts: spec_version, metadata, config, status, feature_flags."""
-        return {k[0]: load_json(v[0], f"{self.name}: archive repo record {k[0]!r}") for k, v in self._records(schema.REPO)}
+        return {k[0]: load_json(RepoFactValue.decode(v).json, f"{self.name}: archive repo record {k[0]!r}")
+                for k, v in self._records(schema.REPO)}
 
     def _counted(self, family: bytes) -> bool:
         """Whether the archive holds any record of ``family`` (its header's counts say, no lookup)."""

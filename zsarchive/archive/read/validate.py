@@ -18,6 +18,7 @@ from zsarchive.archive.format import schema
 from zsarchive.archive.read.chain import Chain
 from zsarchive.archive.format.fragments import Holding, HoldingsTally
 from zsarchive.errors import ZSCorrupt
+from zsarchive.walk import parent_chain
 from zsarchive.zs.reader import ZS
 
 
@@ -75,10 +76,10 @@ def _snapshots(zs: ZS, facts: _Facts) -> None:
 
 
 def _history(facts: _Facts, snapshot_id: str) -> Iterator[str]:
-    current: str | None = snapshot_id
-    while current is not None and current in facts.parents:
+    for current in parent_chain(snapshot_id, facts.parents.__getitem__):
+        if current not in facts.parents:
+            return
         yield current
-        current = facts.parents[current]
 
 
 def _known(facts: _Facts, sid: object, rec: bytes, family: bytes, role: str) -> None:

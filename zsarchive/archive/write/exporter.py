@@ -25,7 +25,6 @@ import contextlib
 import itertools
 import operator
 import os
-import time
 from dataclasses import dataclass, field
 from importlib import metadata as _pkg_metadata
 from pathlib import Path
@@ -35,6 +34,7 @@ from zsarchive.archive.write import records as repo_records
 from zsarchive.archive.format import schema
 from zsarchive.archive.format.header import ArchiveHeader, marker_metadata, view_format
 from zsarchive.archive.write import virtualshards
+from zsarchive.archive.write.chunkfiles import is_virtual, with_layout
 from zsarchive.archive.read.chunkdata import ChunkReader
 from zsarchive.archive.format.pieces import PieceBlock
 from zsarchive.archive.write.engine import Batches, Engine, InProcess, open_engine
@@ -384,7 +384,7 @@ def _chunk_refs(changes: list[tuple[ArrayChange, Batches]], chunk_ids: ExternalS
         group = list(group)
         merged = sorter() if len({change.snapshot_id for change, _ in group}) > 1 else None
         for change, batches in group:
-            suffix = b"" if change.shard is None else b" " + change.shard.encode("ascii")
+            suffix = with_layout(b"", change.shard)
             for records, ids in batches():
                 if merged is None:
                     yield from ([records] if records and isinstance(records[0], bytes) else records)
@@ -588,7 +588,7 @@ class ExportJob:
 
         def native() -> Iterator[bytes]:
             for entry in entries:
-                if entry.startswith(virtualshards.MARK):  # the virtual shards follow
+                if is_virtual(entry):  # the virtual shards follow
                     virtual.append(entry)
                     return
                 yield entry

@@ -17,9 +17,10 @@ from typing import Callable, Iterable, Iterator
 
 from zsarchive.archive.write import records as repo_records
 from zsarchive.archive.format import schema
-from zsarchive.archive.write import virtualshards
+from zsarchive.archive.format.views import NodeValue
+from zsarchive.archive.write.chunkfiles import NativeFileEntry, VirtualShardEntry, is_virtual
 from zsarchive.archive.format.pieces import regroup
-from zsarchive.archive.format.header import ArchiveHeader, marker_metadata
+from zsarchive.archive.format.header import ArchiveHeader, has_chunk_pieces, marker_metadata
 from zsarchive.archive.write.exporter import (ExportJob, ExportSummary, Scope, WriteOptions, exporter_version, partial_path,
                                               plan_export, target_path, write_archive)
 from zsarchive.archive.read.chain import Chain, open_chain
@@ -57,7 +58,7 @@ class Base:
         self.sha256 = self.chain.data_sha256.hex()
         self.counts: dict[str, int] = dict(self.header.counts)
         root = self.chain.members[-1].header
-        if root.format_version < 3 and self.counts.get(schema.FAMILY_NAMES[schema.CHUNK_DATA]):
+        if not has_chunk_pieces(root.format_version) and self.counts.get(schema.FAMILY_NAMES[schema.CHUNK_DATA]):
             self.close()
             raise ZSError(f"{self.location}: its chunk bytes are stored whole (format "
                           f"{root.format_version}); export the repository again to build on it")
@@ -76,9 +77,10 @@ class Base:
         """(array node id -> manifests, array node id -> timeline start) of a snapshot the base holds."""
         manifests, since = {}, {}
         for _, value in records_under(self.chain, schema.NODE, (snapshot_id,)):
-            if value[1] == schema.ARRAY:
-                manifests[value[0]] = value[5]
-                since[value[0]] = value[6]
+            node = NodeValue.decode(value)
+            if node.is_array:
+                manifests[node.node_id] = node.manifests
+                since[node.node_id] = node.since
         return manifests, since
 
     def holds(self, family: bytes, key: tuple) -> bool:
@@ -112,10 +114,10 @@ class FragmentScope(Scope):
 
     def chunk_files_to_write(self, entries: Iterable[bytes]) -> Iterator[bytes]:
         for entry in entries:
-            if entry.startswith(virtualshards.MARK):
-                held = self.base.holds(schema.SHARD_INDEX, virtualshards.entry_key(entry))
+            if is_virtual(entry):
+                held = self.base.holds(schema.SHARD_INDEX, VirtualShardEntry.parse(entry).key)
             else:
-                chunk_id, _, _, layout = repo_records.chunk_file_entry(entry)
+                chunk_id, _, _, layout = NativeFileEntry.parse(entry)
                 held = self.base.holds(schema.CHUNK_DATA, (chunk_id,)) if self.include_chunks else \
                     layout is None or self.base.holds(schema.SHARD_INDEX, (chunk_id,))
             if not held:

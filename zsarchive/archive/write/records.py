@@ -20,6 +20,8 @@ from zsarchive.archive.format import keys
 from zsarchive.archive.format.pieces import PieceBlock, piece_blocks, piece_starts
 from zsarchive.archive.format.shards import EMPTY, ShardLayout
 from zsarchive.archive.format import schema
+from zsarchive.archive.write.chunkfiles import NATIVE, NativeFileEntry
+from zsarchive.archive.format.views import NodeValue, OpsValue, RefValue, RepoFactValue, SnapshotValue, TxlogValue
 from zsarchive.archive.write.refdelta import coord_keys
 from zsarchive.errors import ZSCorrupt
 from zsarchive.io.storage import Storage
@@ -50,9 +52,9 @@ def to_json(value: Any) -> str:
 
 def ref_records(repo: Repository) -> list[bytes]:
     """The ``B`` records: branches, tags and deleted tags (sorted)."""
-    out = [schema.record(schema.REFS, ("branch", name), (sid,)) for name, sid in repo.branches().items()]
-    out += [schema.record(schema.REFS, ("tag", name), (sid,)) for name, sid in repo.tags().items()]
-    out += [schema.record(schema.REFS, ("deleted_tag", name), (None,)) for name in repo.deleted_tags()]
+    out = [schema.record(schema.REFS, ("branch", name), RefValue(sid).encode()) for name, sid in repo.branches().items()]
+    out += [schema.record(schema.REFS, ("tag", name), RefValue(sid).encode()) for name, sid in repo.tags().items()]
+    out += [schema.record(schema.REFS, ("deleted_tag", name), RefValue(None).encode()) for name in repo.deleted_tags()]
     return sorted(out)
 
 
@@ -66,14 +68,14 @@ def repo_fact_records(repo: Repository) -> list[bytes]:
         "status": info.status,
         "feature_flags": {"enabled": info.enabled_feature_flags, "disabled": info.disabled_feature_flags},
     }
-    return [schema.record(schema.REPO, (name,), (to_json(value),)) for name, value in facts.items()]
+    return [schema.record(schema.REPO, (name,), RepoFactValue(to_json(value)).encode()) for name, value in facts.items()]
 
 
 def ops_records(repo: Repository) -> list[bytes]:
     """The ``O`` records: the ops log, numbered from 0 = oldest so equal times keep their order."""
     updates = list(repo.ops_log())
     return [schema.record(schema.OPS, (update.updated_at, len(updates) - 1 - position),
-                     (update.type, update.backup_path, to_json(update.details)))
+                     OpsValue(update.type, update.backup_path, to_json(update.details)).encode())
             for position, update in enumerate(updates)]
 
 
@@ -83,10 +85,10 @@ def snapshot_records(repo: Repository, info: SnapshotInfo, since: dict[str, str]
     """The ``S``, ``T``, ``L`` and ``N`` records of one snapshot (``since``: array node id -> the
     snapshot its chunk ref timeline starts at)."""
     snap = repo.snapshot(info.id)
-    out = [schema.record(schema.SNAPSHOT, (info.id,), (
+    out = [schema.record(schema.SNAPSHOT, (info.id,), SnapshotValue(
         info.parent_id, info.flushed_at, info.message, to_json(info.metadata),
         tuple((m.id, m.size_bytes, m.num_chunk_refs) for m in snap.manifest_files),
-    )), schema.record(schema.SNAPSHOT_TIME, (info.flushed_at, info.id))]
+    ).encode()), schema.record(schema.SNAPSHOT_TIME, (info.flushed_at, info.id))]
     if info.parent_id is not None:
         out.append(schema.record(schema.CHILDREN, (info.parent_id, info.id)))
     out += [schema.record(schema.NODE, (info.id, schema.path_components(node.path)), node_value(node, since.get(node.id)))
@@ -97,11 +99,11 @@ def snapshot_records(repo: Repository, info: SnapshotInfo, since: dict[str, str]
 def node_value(node: Node, since: str | None) -> tuple:
     """The value of a node's ``N`` record (``since``: where an array's chunk ref timeline starts)."""
     if node.node_type is NodeType.GROUP:
-        return (node.id, schema.GROUP, bytes(node.user_data), None, None, ())
+        return NodeValue(node.id, schema.GROUP, bytes(node.user_data), None, None, ()).encode()
     shape = tuple((d.array_length, d.chunk_length, d.num_chunks) for d in node.shape or ())
     names = None if node.dimension_names is None else tuple(node.dimension_names)
     manifests = tuple((m.id, tuple(tuple(e) for e in m.extents)) for m in node.manifests)
-    return (node.id, schema.ARRAY, bytes(node.user_data), shape, names, manifests, since)
+    return NodeValue(node.id, schema.ARRAY, bytes(node.user_data), shape, names, manifests, since).encode()
 
 
 # -- transaction logs --------------------------------------------------------------------------
@@ -118,15 +120,15 @@ def txlog_records(repo: Repository, sid: str, flushed_at: int) -> list[bytes]:
     stored), then its ``H`` per-chunk history records."""
     changes = repo.changes(sid)
     tx = changes.log
-    value = ((),) * 8 if tx is None else (  # None: garbage collected, so no history to give
+    value = TxlogValue(*((),) * 8) if tx is None else TxlogValue(  # None: garbage collected, so no history to give
         tuple(tx.new_groups), tuple(tx.new_arrays), tuple(tx.deleted_groups),
         tuple(tx.deleted_arrays), tuple(tx.updated_groups), tuple(tx.updated_arrays),
         tuple((node_id, len(coords)) for node_id, coords in sorted(tx.updated_coords.items())),
         _moves(tx.moved_nodes),
     )
     if changes.merged or changes.missing:
-        value += (changes.merged, changes.missing, _moves(changes.moves))
-    summary = schema.record(schema.TXLOG, (sid,), value, version=2 if len(value) > 8 else 1)
+        value = value._replace(merged=changes.merged, missing=changes.missing, merged_moves=_moves(changes.moves))
+    summary = value.record(sid)
     if tx is None:
         return [summary]
     # One record per changed chunk (millions in a big commit): keys are built a batch at a time.
@@ -194,7 +196,7 @@ def _kind_records(batch: RefBatch, kind: RefKind, rows: slice | np.ndarray, n: i
     if kind is RefKind.NATIVE:
         names = pick(batch.chunk_id)
         if chunk_ids is not None:
-            chunk_ids.extend(b"%s %d %d" % (name.encode("ascii"), offset, length) for name, offset, length
+            chunk_ids.extend(NATIVE % (name.encode("ascii"), offset, length) for name, offset, length
                              in zip(names, numbers[0].tolist(), numbers[1].tolist()))
         return keys.encode_rows([*key, ([keys.encode_text(name) for name in names], every), *numbers], n)
     # Locations repeat (many chunks per file) and the decoder hands out one string object per distinct
@@ -212,13 +214,6 @@ def _kind_records(batch: RefBatch, kind: RefKind, rows: slice | np.ndarray, n: i
         picked = [seen.setdefault(pair, len(seen)) for pair in zip(etags, modified)]
         checksums = ([keys.encode((etag, stamp)) for etag, stamp in seen], np.array(picked, dtype=np.int64))
     return keys.encode_rows([*key, locations, *numbers, checksums], n)
-
-
-def chunk_file_entry(entry: bytes) -> tuple[str, int, int, str | None]:
-    """``(chunk id, offset, length, shard layout text or None)`` of a chunk file entry: what the
-    chunk ref records of an export name of a native chunk (``id offset length [layout]``)."""
-    chunk_id, offset, length, *layout = entry.decode("ascii").split(" ", 3)
-    return chunk_id, int(offset), int(length), layout[0] if layout else None
 
 
 def _shard_cuts(chunk_id: str, offset: int, length: int, layout: ShardLayout, raw: bytes,
@@ -249,11 +244,11 @@ def _shard_of(refs: list[tuple[str, int, int, str | None]]) -> tuple[int, int, S
 
 def chunk_file_blocks(storage: Storage, entries: Iterator[bytes], embed: bool, stored: bool,
                       index_records: list[bytes], ahead: int = 64) -> Iterator[PieceBlock]:
-    """Per native chunk file the chunk refs name (``entries`` sorted, unique: see chunk_file_entry):
+    """Per native chunk file the chunk refs name (``entries`` sorted, unique: see :mod:`chunkfiles <zsarchive.archive.write.chunkfiles>`):
     its shard index record into ``index_records`` when its array is sharded, and with ``embed`` its
     bytes as blocks of ``D`` pieces (``stored``: uncompressed)."""
     files = ((chunk_id, _shard_of(list(refs))) for chunk_id, refs in
-             itertools.groupby(map(chunk_file_entry, entries), key=lambda e: e[0]))
+             itertools.groupby(map(NativeFileEntry.parse, entries), key=lambda e: e.chunk_id))
     if not embed:
         for chunk_id, shard in files:
             if shard is not None:
