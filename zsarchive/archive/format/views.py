@@ -10,10 +10,20 @@ from typing import NamedTuple
 from zsarchive.archive.format import schema
 
 
+def is_id(value: object, length: int = 20) -> bool:
+    """Whether ``value`` is an id as the archive spells it: Crockford base32 text, 20 characters for a
+    snapshot, manifest or chunk id, 13 for a node id."""
+    return isinstance(value, str) and len(value) == length
+
+
 class RefValue(NamedTuple):
     """A ``B`` record: the snapshot a branch or tag names (None: a deleted tag)."""
 
     snapshot_id: str | None
+
+    @staticmethod
+    def well_formed(value: tuple) -> bool:
+        return len(value) >= 1
 
     @classmethod
     def decode(cls, value: tuple) -> RefValue:
@@ -62,6 +72,18 @@ class SnapshotValue(NamedTuple):
     metadata: str
     manifests: tuple
 
+    @staticmethod
+    def well_formed(value: tuple) -> bool:
+        return (len(value) >= 5 and (value[0] is None or is_id(value[0])) and isinstance(value[1], int)
+                and isinstance(value[2], str) and isinstance(value[3], str) and isinstance(value[4], tuple))
+
+    @staticmethod
+    def manifest_file(item: object) -> tuple[str, int] | None:
+        """``(manifest id, number of chunk refs)`` of one of :attr:`manifests`, None when malformed."""
+        if isinstance(item, tuple) and len(item) >= 3 and isinstance(item[2], int):
+            return item[0], item[2]
+        return None
+
     @classmethod
     def decode(cls, value: tuple) -> SnapshotValue:
         return cls(*value[:5])
@@ -86,6 +108,15 @@ class NodeValue(NamedTuple):
     @property
     def is_array(self) -> bool:
         return self.node_type == schema.ARRAY
+
+    @staticmethod
+    def well_formed(value: tuple) -> bool:
+        return len(value) >= 6 and is_id(value[0], 13) and value[1] in (schema.GROUP, schema.ARRAY)
+
+    @staticmethod
+    def holds_since(value: tuple) -> bool:
+        """Whether an array's value names its ``since`` snapshot (format 2 on)."""
+        return len(value) >= 7
 
     @classmethod
     def decode(cls, value: tuple) -> NodeValue:
@@ -134,6 +165,11 @@ class TxlogValue(NamedTuple):
         """The record version that holds this value."""
         return 1 if self.merged is None else 2
 
+    @staticmethod
+    def well_formed(value: tuple) -> bool:
+        return (len(value) in (8, 11) and all(isinstance(v, tuple) for v in value)
+                and all(is_id(i, 13) for ids in value[:6] for i in ids) and all(is_id(i) for ids in value[8:10] for i in ids))
+
     @classmethod
     def decode(cls, value: tuple) -> TxlogValue:
         return cls(*value[:11])
@@ -159,6 +195,24 @@ class ChunkRefValue(NamedTuple):
     length: int = 0
     checksum_etag: str | None = None
     checksum_last_modified: int | None = None
+
+    @staticmethod
+    def kind_of(value: tuple) -> int | None:
+        """The kind of a chunk ref value, None when it has none this format knows."""
+        known = len(value) >= 1 and value[0] in (schema.INLINE, schema.NATIVE, schema.VIRTUAL, schema.REMOVED)
+        return value[0] if known else None
+
+    @staticmethod
+    def well_formed(value: tuple) -> bool:
+        """Whether a value of a known kind holds what its kind needs (see :data:`SHAPES`)."""
+        kind = value[0]
+        if kind == schema.INLINE:
+            return len(value) >= 2 and isinstance(value[1], bytes)
+        if kind == schema.NATIVE:
+            return len(value) >= 4 and is_id(value[1]) and all(isinstance(v, int) and v >= 0 for v in value[2:4])
+        if kind == schema.VIRTUAL:
+            return len(value) >= 6 and isinstance(value[1], str) and all(isinstance(v, int) and v >= 0 for v in value[2:4])
+        return True
 
     @classmethod
     def decode(cls, value: tuple) -> ChunkRefValue:
@@ -190,6 +244,11 @@ class ShardIndexValue(NamedTuple):
     at_end: bool
     raw: bytes
 
+    def fits(self, length: int) -> bool:
+        """Whether the raw index has the size of some index (16 bytes per inner chunk [+ 4 for its
+        checksum]) within a shard of ``length`` bytes."""
+        return len(self.raw) % 16 in (0, 4) and len(self.raw) <= length
+
     @classmethod
     def decode(cls, value: tuple) -> ShardIndexValue:
         """ValueError when malformed (readers name the shard)."""
@@ -201,19 +260,28 @@ class ShardIndexValue(NamedTuple):
         return tuple(self)
 
 
-class WholeChunkValue(NamedTuple):
-    """A ``D`` record of record version 1 (formats 1 and 2): a whole chunk file's bytes. (Version 2
-    records, pieces keyed by offset, are read and written by :mod:`pieces <zsarchive.archive.format.pieces>`.)"""
+class ChunkBytesValue(NamedTuple):
+    """A ``D`` record: a whole chunk file's bytes (record version 1, formats 1 and 2) or one piece of
+    it (version 2, keyed by offset; :mod:`pieces <zsarchive.archive.format.pieces>` writes and reads
+    those a block at a time)."""
 
     data: bytes
 
+    @staticmethod
+    def well_formed(value: tuple) -> bool:
+        return len(value) >= 1 and isinstance(value[0], bytes)
+
     @classmethod
-    def decode(cls, value: tuple) -> WholeChunkValue:
+    def decode(cls, value: tuple) -> ChunkBytesValue:
         return cls(value[0])
 
     def encode(self) -> tuple:
         return tuple(self)
 
+
+CHUNK_REF_SHAPES = {schema.INLINE: "(0, data)", schema.NATIVE: "(1, chunk_id, offset, length)",
+                    schema.VIRTUAL: "(2, location, offset, length, etag, last_modified)"}
+"""Each chunk ref kind's value, as messages about a malformed one spell it."""
 
 NODE_SETS = ("new_groups", "new_arrays", "deleted_groups", "deleted_arrays", "updated_groups", "updated_arrays")
 """The names of a transaction log's node id sets, as icechunk's ``diff`` spells them."""

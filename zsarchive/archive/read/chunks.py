@@ -8,7 +8,7 @@ from typing import Any, Iterable, Iterator, Mapping
 
 from zsarchive.archive.format import schema
 from zsarchive.archive.format.header import has_chunk_pieces, refs_by_manifest
-from zsarchive.archive.format.views import ChunkRefValue, ShardIndexValue, WholeChunkValue
+from zsarchive.archive.format.views import ChunkRefValue, ShardIndexValue, ChunkBytesValue
 from zsarchive.archive.read.chunkdata import ChunkReader, coords_text
 from zsarchive.archive.format.pieces import read_pieces
 from zsarchive.archive.read.chunkrefs import ManifestRefs, RefTimeline
@@ -118,7 +118,7 @@ class ChunkQueries(NodeQueries):
         value = self._one(schema.CHUNK_DATA, (chunk_id,))
         if value is None:
             return None
-        data = WholeChunkValue.decode(value).data
+        data = ChunkBytesValue.decode(value).data
         if len(data) < stop:
             raise ZSCorrupt(f"embedded chunk {chunk_id} is shorter than offset {start} + length {stop - start}")
         return data[start:stop]
