@@ -8,7 +8,7 @@ from zsarchive.archive.format import schema
 from zsarchive.archive.format.views import NODE_SETS, NodeValue, OpsValue, TxlogValue
 from zsarchive.archive.read.nodes import NodeQueries
 from zsarchive.archive.read.reader import NotFound
-from zsarchive.archive.read.refspec import TimeBound, time_bound
+from zsarchive.archive.read.refspec import TimeBound, chunk_coords, time_bound
 from zsarchive.errors import ZSCorrupt, ZSError
 from zsarchive.times import format_time
 from zsarchive.limits import load_json
@@ -21,7 +21,7 @@ class ChangeQueries(NodeQueries):
     def chunk_history(self, path: str, coords: Iterable[int], ref: str | None = None) -> list[dict]:
         """The commits in REF's history (default ``main``) that changed that chunk, newest first."""
         ref = ref or "main"
-        coords = tuple(int(c) for c in coords)
+        coords = chunk_coords(coords)
         sid = self.resolve(ref)
         node = self._node_at(sid, path, ref)
         history = {sid for sid, _ in self._ancestry(sid)}
@@ -31,7 +31,8 @@ class ChangeQueries(NodeQueries):
                 for _, change_sid in changes if change_sid in history]
 
     def diff(self, from_ref: str, to_ref: str) -> dict:
-        """What changed from FROM to TO (FROM must be in TO's history), as icechunk's ``diff`` says it."""
+        """What changed from FROM to TO (FROM must be in TO's history), as icechunk's ``diff`` says it
+        (nothing when both name the same snapshot)."""
         from_id, to_id = self.resolve(from_ref), self.resolve(to_ref)
         between = []
         for sid, value in self._ancestry(to_id):
@@ -39,9 +40,12 @@ class ChangeQueries(NodeQueries):
                 break
             between.append((sid, value))
         else:
-            raise ZSError(f"{self.name}: cannot diff: {from_ref!r} is not in the history of {to_ref!r}")
-        if not between:
-            raise ZSError(f"{self.name}: cannot diff: {from_ref!r} and {to_ref!r} are the same snapshot")
+            if any(sid == to_id for sid, _ in self._ancestry(from_id)):
+                raise ZSError(f"{self.name}: cannot diff: {from_ref!r} is not in the history of {to_ref!r}, "
+                              f"but {to_ref!r} is in the history of {from_ref!r}: swap them (FROM is the older: "
+                              f"diff {to_ref!r} {from_ref!r})")
+            raise ZSError(f"{self.name}: cannot diff: {from_ref!r} is not in the history of {to_ref!r} (nor the "
+                          "reverse): FROM must be an ancestor of TO")
         sets: dict[str, set] = {name: set() for name in NODE_SETS}
         chunk_nodes: set[str] = set()
         moved: list[list[str]] = []

@@ -16,6 +16,7 @@ from zsarchive.archive.format.header import ArchiveHeader, archive_metadata
 from zsarchive.archive.format.views import RepoFactValue
 from zsarchive.archive.read.chain import Chain, Member, open_chain
 from zsarchive.errors import ZSCorrupt, ZSError
+from zsarchive.io.kinds import REPOSITORY, local_kind, repository_not_archive
 from zsarchive.io.location import is_url, local_path
 from zsarchive.times import format_time
 from zsarchive.limits import load_json
@@ -95,7 +96,10 @@ def open_archive(source: Any) -> tuple[ZS | Chain, str, int]:
     elif is_url(source):
         zs = ZS(url=source)
     else:
-        zs = ZS(local_path(source))
+        path = local_path(source)
+        if local_kind(path) == REPOSITORY:
+            raise repository_not_archive(path)
+        zs = ZS(path)
     name = zs_name(zs) if isinstance(source, ZS) else str(source)
     try:
         marker = archive_metadata(zs)
