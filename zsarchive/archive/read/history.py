@@ -192,5 +192,5 @@ class HistoryQueries(ArchiveReader):
             raise NotFound(f"{self.name}: {format_time(until)} is before the first commit "
                            f"({format_time(earliest)})")
         if ref is not None:
-            chosen.sort(key=lambda item: item[1][1], reverse=True)
+            chosen.sort(key=lambda item: item[1].flushed_at, reverse=True)
         return [self._snapshot_dict(sid, value) for sid, value in chosen[:max_count]]
