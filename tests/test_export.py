@@ -12,9 +12,9 @@ import pytest
 from oracle import oracle, repo_path
 from toolkit.cli import one_line_error, run_zs
 from zsarchive.archive import RepoArchive, export
-from zsarchive.archive import exporter as exporter_module
-from zsarchive.archive import records as records_module
-from zsarchive.archive import schema as S
+from zsarchive.archive.write import exporter as exporter_module
+from zsarchive.archive.write import records as records_module
+from zsarchive.archive.format import schema as S
 from zsarchive.errors import ZSError
 from zsarchive.zs.reader import ZS
 from zsarchive.zs.writer import ZSWriter

@@ -19,8 +19,9 @@ from toolkit.peers import run_peer_script
 from oracle import ROOT, run_oracle
 from servers import nginx_server  # noqa: F401
 from zsarchive.archive import NotFound, RepoArchive, export
-from zsarchive.archive import schema as S
-from zsarchive.archive.fragments import MAX_CHAIN, is_tombstone
+from zsarchive.archive.format import schema as S
+from zsarchive.archive.format.fragments import MAX_CHAIN, is_tombstone
+from zsarchive.archive.write.incremental import consolidate
 from zsarchive.zs.format.header import MAGIC, parse
 from zsarchive.zs.reader import ZS
 

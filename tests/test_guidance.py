@@ -215,8 +215,8 @@ def test_public_api_is_listed_and_named_like_the_commands(archive_path, answers)
         assert arc.log("main", max_count=1) == arc.log("main")[:1]
     import inspect
 
-    from zsarchive.archive.exporter import export as export_function
-    from zsarchive.archive.incremental import consolidate
+    from zsarchive.archive.write.exporter import ExportOptions as export_function  # export() takes its keywords
+    from zsarchive.archive.write.incremental import consolidate
     from zsarchive.cli.consolidate import consolidate_command
     from zsarchive.cli.export import export_command
 

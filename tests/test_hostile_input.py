@@ -23,7 +23,7 @@ from servers import faulty_server  # noqa: F401
 from toolkit.cli import one_line_error, run_hostile, zs_peak
 from toolkit.icechunk_files import finish_transaction_log, replace_u64, table_vector
 from zsarchive.archive import RepoArchive
-from zsarchive.archive import schema as S
+from zsarchive.archive.format import schema as S
 from zsarchive.errors import ZSCorrupt, ZSError
 from zsarchive.icechunk import ids
 from zsarchive.icechunk.repository import Repository

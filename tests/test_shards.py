@@ -22,8 +22,8 @@ from toolkit.cli import one_line_error
 from toolkit.shards import shard_index
 from zsarchive import ZSCorrupt, open_store
 from zsarchive.archive import RepoArchive, export
-from zsarchive.archive import schema as S
-from zsarchive.archive.chunkpieces import BLOCK_BYTES, PIECE_SIZE
+from zsarchive.archive.format import schema as S
+from zsarchive.archive.format.pieces import BLOCK_BYTES, PIECE_SIZE
 from zsarchive.cli import main
 from zsarchive.zs.reader import ZS
 
@@ -264,7 +264,7 @@ def test_a_missing_piece_is_one_line_never_other_bytes(sharded, tmp_path):
     one_line_error(result, "piece starts at")
     chunk_id, start = S.split(dropped)[1]
     with RepoArchive(damaged) as arc:
-        from zsarchive.archive.chunkpieces import read_pieces
+        from zsarchive.archive.format.pieces import read_pieces
 
         with pytest.raises(ZSCorrupt, match="gap|no piece holds"):
             read_pieces(arc.zs, chunk_id, start - 10, start + 10)

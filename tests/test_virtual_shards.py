@@ -22,11 +22,11 @@ from toolkit.archives import assert_chain_is_full_export
 from toolkit.shards import shard_index
 from zsarchive import ZSError, open_store
 from zsarchive.archive import export
-from zsarchive.archive import keys
-from zsarchive.archive import schema as S
-from zsarchive.archive.chunkdata import ChunkReader
-from zsarchive.archive.shards import ShardLayout
-from zsarchive.archive.virtualshards import MARK, Skipped, index_records
+from zsarchive.archive.format import schema as S
+from zsarchive.archive.read.chunkdata import ChunkReader
+from zsarchive.archive.format.shards import ShardLayout
+from zsarchive.archive.write.chunkfiles import VirtualShardEntry
+from zsarchive.archive.write.virtualshards import Skipped, index_records
 from zsarchive.cli import main
 from zsarchive.zs.reader import ZS
 
@@ -226,8 +226,8 @@ def test_a_fragment_keeps_the_indexes_of_the_shards_it_adds(virtual, tmp_path):
 def test_index_reads_in_flight_are_bounded_in_bytes():
     """A hostile repository may declare 2^24 inner chunks per shard (256 MiB indexes, the largest a
     layout admits): those are read one at a time, small ones many at a time, never over the budget."""
-    from zsarchive.archive.shards import ShardLayout
-    from zsarchive.archive.virtualshards import _BYTES_IN_FLIGHT, read_batches
+    from zsarchive.archive.format.shards import ShardLayout
+    from zsarchive.archive.write.virtualshards import _BYTES_IN_FLIGHT, read_batches
 
     huge, small = ShardLayout((4096, 4096), True, False, True), ShardLayout((4, 3), True, False, True)
     assert huge.index_size > _BYTES_IN_FLIGHT
@@ -248,7 +248,7 @@ def test_a_shard_index_of_an_object_that_changed_is_not_kept(faulty_server):  # 
     faulty_server.etags["s.bin"] = '"etag-v1"'
     faulty_server.honor_if_match = False
     url = faulty_server.url("s.bin")
-    entry = MARK + keys.encode((url, 0, 8 + len(index), '"etag-v1"', None)) + b" " + layout.encode().encode()
+    entry = VirtualShardEntry((url, 0, 8 + len(index), '"etag-v1"', None), layout).encode()
     reader = ChunkReader("test.zs", [url.rsplit("/", 1)[0] + "/"], lambda *_: None)
     skipped = Skipped()
     assert len(list(index_records(reader, [entry], skipped))) == 1 and skipped.count == 0

@@ -12,7 +12,7 @@ import pytest
 
 from toolkit.cli import one_line_error, run_zs
 from zsarchive.archive import export
-from zsarchive.archive import schema as S
+from zsarchive.archive.format import schema as S
 from zsarchive.zs.reader import ZS
 from zsarchive.zs.writer import ZSWriter
 

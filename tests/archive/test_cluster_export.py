@@ -22,7 +22,7 @@ from toolkit.cli import one_line_error, run_hostile, run_zs
 from toolkit.peers import run_peer_script
 from zsarchive import ZSError
 from zsarchive.archive import export
-from zsarchive.archive import exporter as exporter_module
+from zsarchive.archive.write import exporter as exporter_module
 from zsarchive.zs.writer import ZSWriter
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -17,7 +17,7 @@ from oracle import fixtures, oracle
 from toolkit.archive_format import documented_records
 from toolkit.cli import run_zs
 from zsarchive.archive import RepoArchive
-from zsarchive.archive import schema as S
+from zsarchive.archive.format import schema as S
 from zsarchive.errors import ZSError
 
 ARCHIVES = {int(path.parent.name[1:]): path for path in sorted((TESTDATA / "archive").glob("v*/archive.zs"))}

@@ -14,7 +14,7 @@ import pytest
 from conftest import ROOT, TESTDATA
 from toolkit.archive_format import documented_record, unzs_records
 from zsarchive.archive import export
-from zsarchive.archive import schema as S
+from zsarchive.archive.format import schema as S
 from zsarchive.zs.reader import ZS
 
 VECTORS = sorted((TESTDATA / "archive").glob("v*/records.json"))

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from zsarchive.archive import schema as S
-from zsarchive.archive.incremental import consolidate
+from zsarchive.archive.format import schema as S
+from zsarchive.archive.write.incremental import consolidate
 from zsarchive.zs.reader import ZS
 
 

@@ -14,9 +14,14 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Iterator
 
-from zsarchive.archive import schema as S
-from zsarchive.archive.fragments import Chain, Holding, HoldingsTally
+from zsarchive.archive.format import schema
+from zsarchive.archive.read.chain import Chain
+from zsarchive.archive.format.fragments import Holding, HoldingsTally
+from zsarchive.archive.format.header import ArchiveHeader, has_chunk_pieces, refs_by_manifest
+from zsarchive.archive.format.views import (CHUNK_REF_SHAPES, ChunkBytesValue, ChunkRefValue, NodeValue, RefValue,
+                                            ShardIndexValue, SnapshotValue, TxlogValue, is_id)
 from zsarchive.errors import ZSCorrupt
+from zsarchive.walk import parent_chain
 from zsarchive.zs.reader import ZS
 
 
@@ -33,14 +38,14 @@ class _Facts:
 def _records(zs: ZS, family: bytes, counts: Counter | None = None) -> Iterator[tuple[tuple, tuple, bytes]]:
     """(key, value, record) of every record of a family, counted into ``counts`` if given."""
     for rec in zs.search(prefix=family):
-        _, key, value = S.split(rec)
+        _, key, value = schema.split(rec)
         if counts is not None:
             counts[family] += 1
         yield key, value, rec
 
 
 def _fail(rec: bytes, family: bytes, problem: str) -> ZSCorrupt:
-    return ZSCorrupt(f"archive {S.FAMILY_NAMES[family]} record {bytes(rec[:60])!r}: {problem}")
+    return ZSCorrupt(f"archive {schema.FAMILY_NAMES[family]} record {bytes(rec[:60])!r}: {problem}")
 
 
 def _shape(ok: bool, rec: bytes, family: bytes, what: str) -> None:
@@ -48,18 +53,13 @@ def _shape(ok: bool, rec: bytes, family: bytes, what: str) -> None:
         raise _fail(rec, family, f"is not {what}")
 
 
-def _is_id(value: object, length: int = 20) -> bool:
-    return isinstance(value, str) and len(value) == length
-
-
 def _snapshots(zs: ZS, facts: _Facts) -> None:
-    for key, value, rec in _records(zs, S.SNAPSHOT, facts.counts):
-        _shape(len(key) == 1 and _is_id(key[0]) and len(value) >= 5 and (value[0] is None or _is_id(value[0]))
-               and isinstance(value[1], int) and isinstance(value[2], str) and isinstance(value[3], str)
-               and isinstance(value[4], tuple), rec, S.SNAPSHOT,
+    for key, value, rec in _records(zs, schema.SNAPSHOT, facts.counts):
+        _shape(len(key) == 1 and is_id(key[0]) and SnapshotValue.well_formed(value), rec, schema.SNAPSHOT,
                "(snapshot_id) -> (parent_id, flushed_at, message, metadata, manifest_files)")
-        facts.parents[key[0]] = value[0]
-        facts.flushed[key[0]] = value[1]
+        snapshot = SnapshotValue.decode(value)
+        facts.parents[key[0]] = snapshot.parent_id
+        facts.flushed[key[0]] = snapshot.flushed_at
     state: dict[str, int] = {}  # 1: on the walk now, 2: its history is known to end
     for start in facts.parents:
         walk, current = [], start
@@ -74,10 +74,10 @@ def _snapshots(zs: ZS, facts: _Facts) -> None:
 
 
 def _history(facts: _Facts, snapshot_id: str) -> Iterator[str]:
-    current: str | None = snapshot_id
-    while current is not None and current in facts.parents:
+    for current in parent_chain(snapshot_id, facts.parents.__getitem__):
+        if current not in facts.parents:
+            return
         yield current
-        current = facts.parents[current]
 
 
 def _known(facts: _Facts, sid: object, rec: bytes, family: bytes, role: str) -> None:
@@ -86,126 +86,130 @@ def _known(facts: _Facts, sid: object, rec: bytes, family: bytes, role: str) -> 
 
 
 def _small_families(zs: ZS, facts: _Facts, format_version: int) -> None:
-    for key, value, rec in _records(zs, S.REFS, facts.counts):
+    for key, value, rec in _records(zs, schema.REFS, facts.counts):
         _shape(len(key) == 2 and key[0] in ("branch", "tag", "deleted_tag") and isinstance(key[1], str)
-               and len(value) >= 1, rec, S.REFS, "(kind, name) -> (snapshot_id)")
+               and RefValue.well_formed(value), rec, schema.REFS, "(kind, name) -> (snapshot_id)")
+        snapshot_id = RefValue.decode(value).snapshot_id
         if key[0] == "deleted_tag":
-            _shape(value[0] is None, rec, S.REFS, "a deleted tag without a snapshot")
+            _shape(snapshot_id is None, rec, schema.REFS, "a deleted tag without a snapshot")
         else:
-            _known(facts, value[0], rec, S.REFS, "snapshot")
-    for key, value, rec in _records(zs, S.SNAPSHOT_TIME, facts.counts):
-        _shape(len(key) == 2 and isinstance(key[0], int) and _is_id(key[1]), rec, S.SNAPSHOT_TIME,
+            _known(facts, snapshot_id, rec, schema.REFS, "snapshot")
+    for key, value, rec in _records(zs, schema.SNAPSHOT_TIME, facts.counts):
+        _shape(len(key) == 2 and isinstance(key[0], int) and is_id(key[1]), rec, schema.SNAPSHOT_TIME,
                "(flushed_at, snapshot_id)")
-        _known(facts, key[1], rec, S.SNAPSHOT_TIME, "snapshot")
+        _known(facts, key[1], rec, schema.SNAPSHOT_TIME, "snapshot")
         if facts.flushed[key[1]] != key[0]:
-            raise _fail(rec, S.SNAPSHOT_TIME, f"says {key[0]}, the snapshot record {facts.flushed[key[1]]}")
-    for key, value, rec in _records(zs, S.CHILDREN, facts.counts):
-        _shape(len(key) == 2, rec, S.CHILDREN, "(parent_snapshot_id, child_snapshot_id)")
-        _known(facts, key[1], rec, S.CHILDREN, "child snapshot")
+            raise _fail(rec, schema.SNAPSHOT_TIME, f"says {key[0]}, the snapshot record {facts.flushed[key[1]]}")
+    for key, value, rec in _records(zs, schema.CHILDREN, facts.counts):
+        _shape(len(key) == 2, rec, schema.CHILDREN, "(parent_snapshot_id, child_snapshot_id)")
+        _known(facts, key[1], rec, schema.CHILDREN, "child snapshot")
         if facts.parents[key[1]] != key[0]:
-            raise _fail(rec, S.CHILDREN, f"but the parent of {key[1]} is {facts.parents[key[1]]}")
-    for key, value, rec in _records(zs, S.TXLOG, facts.counts):
-        _shape(len(key) == 1 and len(value) in (8, 11) and all(isinstance(v, tuple) for v in value)
-               and all(_is_id(i, 13) for ids in value[:6] for i in ids)
-               and all(_is_id(i) for ids in value[8:10] for i in ids), rec, S.TXLOG,
+            raise _fail(rec, schema.CHILDREN, f"but the parent of {key[1]} is {facts.parents[key[1]]}")
+    for key, value, rec in _records(zs, schema.TXLOG, facts.counts):
+        _shape(len(key) == 1 and TxlogValue.well_formed(value), rec, schema.TXLOG,
                "(snapshot_id) -> (six node id sets, updated_chunks, moved_nodes[, merged, missing, moves])")
-        _known(facts, key[0], rec, S.TXLOG, "snapshot")
-    for key, value, rec in _records(zs, S.CHUNK_HISTORY, facts.counts):
-        _known(facts, key[3] if len(key) == 4 else None, rec, S.CHUNK_HISTORY, "snapshot")
-    for key, value, rec in _records(zs, S.NODE, facts.counts):
-        _shape(len(key) == 2 and _is_id(key[0]) and isinstance(key[1], tuple) and len(value) >= 6
-               and _is_id(value[0], 13) and value[1] in (S.GROUP, S.ARRAY), rec, S.NODE,
+        _known(facts, key[0], rec, schema.TXLOG, "snapshot")
+    for key, value, rec in _records(zs, schema.CHUNK_HISTORY, facts.counts):
+        _known(facts, key[3] if len(key) == 4 else None, rec, schema.CHUNK_HISTORY, "snapshot")
+    for key, value, rec in _records(zs, schema.NODE, facts.counts):
+        _shape(len(key) == 2 and is_id(key[0]) and isinstance(key[1], tuple) and NodeValue.well_formed(value), rec, schema.NODE,
                "(snapshot_id, path) -> (node_id, node_type, zarr_json, shape, dimension_names, manifests)")
-        _known(facts, key[0], rec, S.NODE, "snapshot")
-        if value[1] != S.ARRAY:
+        _known(facts, key[0], rec, schema.NODE, "snapshot")
+        node = NodeValue.decode(value)
+        if not node.is_array:
             continue
-        facts.arrays.add((key[0], value[0]))
-        if format_version >= 2:
-            _shape(len(value) >= 7, rec, S.NODE, "an array with its since snapshot (format 2)")
-            if value[6] not in _history(facts, key[0]):
-                raise _fail(rec, S.NODE, f"since {value[6]!r} is not in the history of snapshot {key[0]}")
+        facts.arrays.add((key[0], node.node_id))
+        if not refs_by_manifest(format_version):
+            _shape(NodeValue.holds_since(value), rec, schema.NODE, "an array with its since snapshot (format 2)")
+            if node.since not in _history(facts, key[0]):
+                raise _fail(rec, schema.NODE, f"since {node.since!r} is not in the history of snapshot {key[0]}")
 
 
 def _chunk_refs(zs: ZS, facts: _Facts, format_version: int) -> None:
     refs_per_manifest: Counter = Counter()
-    for key, value, rec in _records(zs, S.CHUNK_REF, facts.counts):
-        _shape(len(key) == 3 and isinstance(key[2 if format_version >= 2 else 0], str) and len(value) >= 1
-               and value[0] in (S.INLINE, S.NATIVE, S.VIRTUAL, S.REMOVED), rec, S.CHUNK_REF,
+    for key, value, rec in _records(zs, schema.CHUNK_REF, facts.counts):
+        by_manifest = refs_by_manifest(format_version)
+        kind = ChunkRefValue.kind_of(value)
+        _shape(len(key) == 3 and isinstance(key[0 if by_manifest else 2], str) and kind is not None, rec, schema.CHUNK_REF,
                "a chunk ref of a known kind")
-        kind = value[0]
-        _shape(kind != S.INLINE or (len(value) >= 2 and isinstance(value[1], bytes)), rec, S.CHUNK_REF,
-               "(0, data)")
-        _shape(kind != S.NATIVE or (len(value) >= 4 and _is_id(value[1]) and all(
-            isinstance(v, int) and v >= 0 for v in value[2:4])), rec, S.CHUNK_REF, "(1, chunk_id, offset, length)")
-        _shape(kind != S.VIRTUAL or (len(value) >= 6 and isinstance(value[1], str) and all(
-            isinstance(v, int) and v >= 0 for v in value[2:4])), rec, S.CHUNK_REF,
-               "(2, location, offset, length, etag, last_modified)")
-        if format_version >= 2:
+        _shape(ChunkRefValue.well_formed(value), rec, schema.CHUNK_REF, CHUNK_REF_SHAPES.get(kind, ""))
+        if not by_manifest:
             node_id, _, sid = key
-            _known(facts, sid, rec, S.CHUNK_REF, "snapshot")
+            _known(facts, sid, rec, schema.CHUNK_REF, "snapshot")
             if (sid, node_id) not in facts.arrays:
-                raise _fail(rec, S.CHUNK_REF, f"snapshot {sid} has no array {node_id!r}")
+                raise _fail(rec, schema.CHUNK_REF, f"snapshot {sid} has no array {node_id!r}")
         else:
-            _shape(kind != S.REMOVED, rec, S.CHUNK_REF, "a ref (removals exist only in format 2)")
+            _shape(kind != schema.REMOVED, rec, schema.CHUNK_REF, "a ref (removals exist only in format 2)")
             refs_per_manifest[key[0]] += 1
-    if format_version < 2:
+    if refs_by_manifest(format_version):
         _manifest_counts(zs, refs_per_manifest)
 
 
 def _manifest_counts(zs: ZS, refs_per_manifest: Counter) -> None:
     """Format 1: every manifest a snapshot lists holds as many ref records as the snapshot says."""
-    for key, value, rec in _records(zs, S.SNAPSHOT):
-        for item in value[4]:
-            _shape(isinstance(item, tuple) and len(item) >= 3 and isinstance(item[2], int), rec, S.SNAPSHOT,
-                   "a manifest file (manifest_id, size_bytes, num_chunk_refs)")
-            if refs_per_manifest[item[0]] != item[2]:
-                raise _fail(rec, S.SNAPSHOT, f"manifest {item[0]} lists {item[2]} chunk refs, the archive "
-                                             f"holds {refs_per_manifest[item[0]]}")
+    for key, value, rec in _records(zs, schema.SNAPSHOT):
+        for item in SnapshotValue.decode(value).manifests:
+            manifest = SnapshotValue.manifest_file(item)
+            _shape(manifest is not None, rec, schema.SNAPSHOT, "a manifest file (manifest_id, size_bytes, num_chunk_refs)")
+            manifest_id, refs = manifest
+            if refs_per_manifest[manifest_id] != refs:
+                raise _fail(rec, schema.SNAPSHOT, f"manifest {manifest_id} lists {refs} chunk refs, the archive "
+                                                  f"holds {refs_per_manifest[manifest_id]}")
 
 
 def _chunk_files(zs: ZS, facts: _Facts, format_version: int) -> None:
     """Embedded chunk files and shard indexes: in format 3 each file's pieces start at 0 and follow
     each other without gap or overlap, and each shard index has the size of some index."""
     chunk_id, end = None, 0
-    for key, value, rec in _records(zs, S.CHUNK_DATA, facts.counts):
-        if format_version < 3:
-            _shape(len(key) == 1 and _is_id(key[0]) and len(value) >= 1 and isinstance(value[0], bytes), rec,
-                   S.CHUNK_DATA, "(chunk_id) -> (bytes)")
+    for key, value, rec in _records(zs, schema.CHUNK_DATA, facts.counts):
+        if not has_chunk_pieces(format_version):
+            _shape(len(key) == 1 and is_id(key[0]) and ChunkBytesValue.well_formed(value), rec,
+                   schema.CHUNK_DATA, "(chunk_id) -> (bytes)")
             continue
-        _shape(len(key) == 2 and _is_id(key[0]) and isinstance(key[1], int) and len(value) >= 1
-               and isinstance(value[0], bytes), rec, S.CHUNK_DATA, "(chunk_id, start) -> (bytes)")
+        _shape(len(key) == 2 and is_id(key[0]) and isinstance(key[1], int) and ChunkBytesValue.well_formed(value),
+               rec, schema.CHUNK_DATA, "(chunk_id, start) -> (bytes)")
         expected = end if key[0] == chunk_id else 0
         if key[1] != expected:
-            raise _fail(rec, S.CHUNK_DATA, f"piece starts at {key[1]}, the file's pieces so far end at {expected}")
-        chunk_id, end = key[0], key[1] + len(value[0])
-    for key, value, rec in _records(zs, S.SHARD_INDEX, facts.counts):
-        native = len(key) == 3 and _is_id(key[0])
+            raise _fail(rec, schema.CHUNK_DATA, f"piece starts at {key[1]}, the file's pieces so far end at {expected}")
+        chunk_id, end = key[0], key[1] + len(ChunkBytesValue.decode(value).data)
+    for key, value, rec in _records(zs, schema.SHARD_INDEX, facts.counts):
+        native = len(key) == 3 and is_id(key[0])
         virtual = len(key) == 5 and isinstance(key[0], str) and "://" in key[0] \
             and (key[3] is None or isinstance(key[3], str)) and (key[4] is None or isinstance(key[4], int)) \
             and (key[3], key[4]) != (None, None)
         _shape((native or virtual) and all(isinstance(k, int) and k >= 0 for k in key[1:3])
-               and len(value) >= 2 and isinstance(value[0], bool) and isinstance(value[1], bytes)
-               and len(value[1]) % 16 in (0, 4) and len(value[1]) <= key[2], rec, S.SHARD_INDEX,
+               and _shard_index_fits(value, key[2]), rec, schema.SHARD_INDEX,
                "(chunk_id, offset, length) or (location, offset, length, etag, last_modified) -> "
                "(at_end, index of 16 bytes per inner chunk [+ 4])")
 
 
+def _shard_index_fits(value: tuple, length: int) -> bool:
+    try:
+        return ShardIndexValue.decode(value).fits(length)
+    except ValueError:
+        return False
+
+
 def _header(zs: ZS, facts: _Facts, format_version: int) -> None:
-    headers = list(_records(zs, S.HEADER))
+    headers = list(_records(zs, schema.HEADER))
     if len(headers) != 1:
         raise ZSCorrupt(f"archive: {len(headers)} archive header records, expected exactly one")
     key, value, rec = headers[0]
-    _shape(len(value) >= 5 and value[0] == format_version and isinstance(value[4], tuple), rec, S.HEADER,
+    try:
+        header: ArchiveHeader | None = ArchiveHeader.decode(value, "archive")
+    except ZSCorrupt:
+        header = None
+    _shape(header is not None and header.format_version == format_version, rec, schema.HEADER,
            f"(format_version {format_version}, source_spec_version, export_time, exporter, counts)")
-    claimed = dict(value[4])
+    claimed = header.counts
     _chunk_files(zs, facts, format_version)
-    for family in (S.REPO, S.OPS):  # not gathered before: only their shape and number matter
+    for family in (schema.REPO, schema.OPS):  # not gathered before: only their shape and number matter
         for _ in _records(zs, family, facts.counts):
             pass
-    for family, name in S.FAMILY_NAMES.items():
+    for family, name in schema.FAMILY_NAMES.items():
         there = facts.counts[family]
-        if family != S.HEADER and claimed.get(name, 0) != there:
-            raise _fail(rec, S.HEADER, f"counts {claimed.get(name, 0)} {name} records, the archive holds {there}")
+        if family != schema.HEADER and claimed.get(name, 0) != there:
+            raise _fail(rec, schema.HEADER, f"counts {claimed.get(name, 0)} {name} records, the archive holds {there}")
 
 
 def validate_fragments(chain: Chain) -> None:
@@ -215,13 +219,13 @@ def validate_fragments(chain: Chain) -> None:
         if member.info is None:
             continue
         tally = HoldingsTally(strict=True)
-        for _ in tally.watch([member.zs.search(stop=S.HEADER)]):
+        for _ in tally.counted([member.zs.search(stop=schema.HEADER)]):
             pass
         found = tally.info(member.info.covers, member.info.view_format)
         for tag in sorted(set(found.holdings) | set(member.info.holdings)):
             said, held = member.info.holdings.get(tag), found.holdings.get(tag)
             if said != held:
-                name = S.FAMILY_NAMES.get(tag, repr(tag))
+                name = schema.FAMILY_NAMES.get(tag, repr(tag))
                 raise ZSCorrupt(f"{member.location}: its header record describes its {name} records as "
                                 f"{_described(said)}, the fragment holds {_described(held)}")
         said_bits = None if member.info.chunk_filter is None else member.info.chunk_filter.bits

@@ -1,20 +1,20 @@
 """The archive's record layout: family tags, keys, versioned values (docs/archive-format.rst).
 
-A record is ``family tag (1 byte) + key elements (zsarchive.archive.keys) + 0x00 + value``; a value is
+A record is ``family tag (1 byte) + key elements (zsarchive.archive.format.keys) + 0x00 + value``; a value is
 ``record version (1 byte) + value elements``. Everything here is pure byte shuffling: the exporter
 builds records with these functions and the query layer splits them with them.
 """
 
 from __future__ import annotations
 
-from zsarchive.archive import keys
+from zsarchive.archive.format import keys
 from zsarchive.errors import ZSCorrupt, ZSError
 
 FORMAT_VERSION = 4
 """Newest version of the archive format as a whole (archive header record and ZS metadata); readers
 read every version up to it (format 1 stores chunk refs per manifest, format 2 as a per-chunk timeline,
 format 3 adds chunk bytes in pieces and shard indexes, and is written only by archives holding either;
-format 4 is a fragment, read together with the archives it builds on: zsarchive.archive.fragments)."""
+format 4 is a fragment, read together with the archives it builds on: zsarchive.archive.format.fragments)."""
 FULL_FORMAT = 3
 """The newest format version of a standalone archive (a fragment's is FRAGMENT_FORMAT)."""
 FRAGMENT_FORMAT = 4

@@ -4,43 +4,12 @@ from __future__ import annotations
 
 import datetime as _dt
 import numbers
-import re
 from dataclasses import dataclass
 
 from zsarchive.errors import ZSError
+from zsarchive.times import micros, parse_time
 
-_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
-_DATE_ONLY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 KINDS = ("branch", "tag", "snapshot")
-
-
-def _micros(moment: _dt.datetime) -> int:
-    delta = moment - _EPOCH
-    return (delta.days * 86400 + delta.seconds) * 1_000_000 + delta.microseconds
-
-
-def parse_time(text: str, end_of_day: bool = False) -> int:
-    """ISO 8601 / RFC 3339 text -> microseconds since 1970 UTC.
-
-    Accepts an offset, ``Z``, or none (read as UTC), and a bare date: the day's first
-    microsecond, or its last one when ``end_of_day`` (so inclusive upper bounds cover the day).
-    """
-    value = text.strip()
-    try:
-        if _DATE_ONLY.match(value):
-            day = _dt.datetime.fromisoformat(value).replace(tzinfo=_dt.timezone.utc)
-            if end_of_day:
-                day += _dt.timedelta(days=1, microseconds=-1)
-            return _micros(day)
-        if value.endswith(("z", "Z")):
-            value = value[:-1] + "+00:00"
-        moment = _dt.datetime.fromisoformat(value.replace(" ", "T", 1) if "T" not in value else value)
-    except ValueError:
-        raise ZSError(f"bad time {text!r}: expected ISO 8601 / RFC 3339, e.g. 2026-11-22T01:19:29Z "
-                      "or 2026-11-22") from None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=_dt.timezone.utc)
-    return _micros(moment)
 
 
 TimeBound = str | int | _dt.datetime | _dt.date | None
@@ -55,7 +24,7 @@ def time_bound(value: TimeBound, upper: bool) -> int | None:
     if isinstance(value, str):
         return parse_time(value, end_of_day=upper)
     if isinstance(value, _dt.datetime):
-        return _micros(value if value.tzinfo else value.replace(tzinfo=_dt.timezone.utc))
+        return micros(value if value.tzinfo else value.replace(tzinfo=_dt.timezone.utc))
     if isinstance(value, _dt.date):  # a day, as its bare ISO text means
         return parse_time(value.isoformat(), end_of_day=upper)
     raise ZSError(f"bad time {value!r}: give TIME text, a date, a datetime or microseconds since 1970")

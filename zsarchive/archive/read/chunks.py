@@ -6,14 +6,16 @@ from __future__ import annotations
 import os
 from typing import Any, Iterable, Iterator, Mapping
 
-from zsarchive.archive import schema as S
-from zsarchive.archive.chunkdata import ChunkReader, coords_text
-from zsarchive.archive.chunkpieces import read_pieces
-from zsarchive.archive.chunkrefs import ManifestRefs, RefTimeline
-from zsarchive.archive.nodes import NodeQueries
-from zsarchive.archive.reading import NotFound, checked_record
-from zsarchive.archive.refspec import chunk_coords
-from zsarchive.archive.shards import EMPTY, shard_layout, virtual_index_key
+from zsarchive.archive.format import schema
+from zsarchive.archive.format.header import has_chunk_pieces, refs_by_manifest
+from zsarchive.archive.format.pieces import read_pieces
+from zsarchive.archive.format.shards import EMPTY, shard_layout, virtual_index_key
+from zsarchive.archive.format.views import ChunkBytesValue, ChunkRefValue, ShardIndexValue
+from zsarchive.archive.read.chunkdata import ChunkReader, coords_text
+from zsarchive.archive.read.chunkrefs import ManifestRefs, RefTimeline
+from zsarchive.archive.read.nodes import NodeQueries
+from zsarchive.archive.read.reader import NotFound, checked_record
+from zsarchive.archive.read.refspec import chunk_coords
 from zsarchive.errors import ZSCorrupt, ZSError
 from zsarchive.io.location import Location, parse_location
 
@@ -27,7 +29,7 @@ class ChunkQueries(NodeQueries):
         self._has_chunk_data: bool | None = None
         self._has_shard_indexes: bool | None = None
         self._chunks = ChunkReader(self.name, authorize, self._embedded_chunk)
-        self._refs = ManifestRefs(self.zs) if self.format_version < 2 else \
+        self._refs = ManifestRefs(self.zs) if refs_by_manifest(self.format_version) else \
             RefTimeline(self.zs, self._history_depths, self.name)
 
     def close(self) -> None:
@@ -42,22 +44,18 @@ class ChunkQueries(NodeQueries):
 
 
     @staticmethod
-    @checked_record(S.CHUNK_REF)
+    @checked_record(schema.CHUNK_REF)
     def _chunk_dict(path: str, coords: tuple, value: tuple) -> dict:
-        kind = value[0]
-        out: dict[str, Any] = {"path": path, "coords": list(coords), "kind": S.KIND_NAMES[kind],
-                               "offset": 0, "length": 0, "chunk_id": None, "location": None,
-                               "checksum_etag": None, "checksum_last_modified": None}
-        if kind == S.INLINE:
-            out["length"] = len(value[1])
-            out["inline"] = value[1]
-        elif kind == S.NATIVE:
-            out["chunk_id"], out["offset"], out["length"] = value[1], value[2], value[3]
-        elif kind == S.VIRTUAL:
-            (out["location"], out["offset"], out["length"], out["checksum_etag"],
-             out["checksum_last_modified"]) = value[1:6]
-        else:
-            raise ZSCorrupt(f"chunk ref {path} {coords_text(coords)}: unknown kind {kind}")
+        ref = ChunkRefValue.decode(value)
+        kind = schema.KIND_NAMES[ref.kind]  # an unknown kind past the names fails here, as a malformed record
+        if ref.kind not in (schema.INLINE, schema.NATIVE, schema.VIRTUAL):
+            raise ZSCorrupt(f"chunk ref {path} {coords_text(coords)}: unknown kind {ref.kind}")
+        out: dict[str, Any] = {"path": path, "coords": list(coords), "kind": kind,
+                               "offset": ref.offset, "length": ref.length, "chunk_id": ref.chunk_id,
+                               "location": ref.location, "checksum_etag": ref.checksum_etag,
+                               "checksum_last_modified": ref.checksum_last_modified}
+        if ref.kind == schema.INLINE:
+            out["inline"] = ref.inline
         return out
 
     def chunk_ref(self, ref: str, path: str, coords: Iterable[int]) -> dict:
@@ -120,24 +118,25 @@ class ChunkQueries(NodeQueries):
         """Bytes [start, stop) of the archive's copy of a native chunk file, if it embeds one (most
         archives hold none: the header's counts say so without a lookup per chunk)."""
         if self._has_chunk_data is None:
-            self._has_chunk_data = self._counted(S.CHUNK_DATA)
+            self._has_chunk_data = self._counted(schema.CHUNK_DATA)
         if not self._has_chunk_data:
             return None
-        if self.format_version >= 3:
+        if has_chunk_pieces(self.format_version):
             return read_pieces(self.zs, chunk_id, start, stop, views)
-        value = self._one(S.CHUNK_DATA, (chunk_id,))
+        value = self._one(schema.CHUNK_DATA, (chunk_id,))
         if value is None:
             return None
-        if len(value[0]) < stop:
+        data = ChunkBytesValue.decode(value).data
+        if len(data) < stop:
             raise ZSCorrupt(f"embedded chunk {chunk_id} is shorter than offset {start} + length {stop - start}")
-        return value[0][start:stop]
+        return data[start:stop]
 
     def shard_index(self, chunk: dict) -> tuple[bool, bytes] | None:
         """``(at_end, raw index bytes)`` the archive keeps of a shard (a native or virtual chunk ref), or None."""
-        if chunk["kind"] == "inline" or self.format_version < 3:
+        if chunk["kind"] == "inline" or not has_chunk_pieces(self.format_version):
             return None
         if self._has_shard_indexes is None:
-            self._has_shard_indexes = self._counted(S.SHARD_INDEX)
+            self._has_shard_indexes = self._counted(schema.SHARD_INDEX)
         if not self._has_shard_indexes:
             return None
         if chunk["kind"] == "native":
@@ -145,12 +144,13 @@ class ChunkQueries(NodeQueries):
         else:
             key = virtual_index_key(chunk["location"], chunk["offset"], chunk["length"], chunk["checksum_etag"],
                             chunk["checksum_last_modified"])
-        value = self._one(S.SHARD_INDEX, key)
+        value = self._one(schema.SHARD_INDEX, key)
         if value is None:
             return None
-        if len(value) < 2 or not isinstance(value[0], bool) or not isinstance(value[1], bytes):
-            raise ZSCorrupt(f"{self.name}: shard index record of {key[0]} is malformed")
-        return value[0], value[1]
+        try:
+            return tuple(ShardIndexValue.decode(value))
+        except ValueError:
+            raise ZSCorrupt(f"{self.name}: shard index record of {key[0]} is malformed") from None
 
     def inner_chunk(self, ref: str, path: str, coords: Iterable[int], inner: Iterable[int],
                     repo: str | os.PathLike | Location | None = None) -> dict:

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from zsarchive.archive import schema as S
-from zsarchive.archive.fragments import Chain
+from zsarchive.archive.format import schema
+from zsarchive.archive.read.chain import Chain
 
 
 def summarize(archive: Any) -> dict[str, Any]:
-    """The summary of a :class:`RepoArchive <zsarchive.archive.query.RepoArchive>` as a JSON-ready dict."""
+    """The summary of a :class:`RepoArchive <zsarchive.archive.read.repoarchive.RepoArchive>` as a JSON-ready dict."""
     header = archive.header()
     facts = archive.repo_facts()
     config = facts.get("config") if isinstance(facts.get("config"), dict) else {}
@@ -30,15 +30,15 @@ def summarize(archive: Any) -> dict[str, Any]:
                                for n in archive.ls(f"branch:{ref['name']}") if n["node_type"] == "array"]
     tags = [{"name": r["name"], "snapshot_id": r["snapshot_id"],
              "flushed_at": archive.snapshot(r["snapshot_id"])["flushed_at"]} for r in refs if r["type"] == "tag"]
-    snapshots = header["counts"].get(S.FAMILY_NAMES[S.SNAPSHOT], 0)
+    snapshots = header["counts"].get(schema.FAMILY_NAMES[schema.SNAPSHOT], 0)
     members = archive.zs.members if isinstance(archive.zs, Chain) else None
     readers = [m.zs for m in members] if members else [archive.zs]
     chain = archive.chain()
     for entry, zs in zip(chain, readers):
         entry["size"] = zs.total_file_length
-    chunk_records = header["counts"].get(S.FAMILY_NAMES[S.CHUNK_DATA], 0)
-    data_start = S.key_prefix(S.CHUNK_DATA)
-    data_stop = bytes((S.CHUNK_DATA[0] + 1,))
+    chunk_records = header["counts"].get(schema.FAMILY_NAMES[schema.CHUNK_DATA], 0)
+    data_start = schema.key_prefix(schema.CHUNK_DATA)
+    data_stop = bytes((schema.CHUNK_DATA[0] + 1,))
     return {
         "archive": {"location": archive.name, "size": sum(zs.total_file_length for zs in readers),
                     "format_version": header["format_version"], "export_time": header["export_time"],

@@ -3,7 +3,7 @@
 These are the pure parts of an export (no files, no processes): the exporter's stages call them,
 in this process or in worker processes, and tests call them directly. Hot loops (chunk refs and
 per-chunk history, millions of records) build records a batch at a time with
-:func:`zsarchive.archive.keys.encode_rows`; tests check they equal what :func:`schema.record` builds.
+:func:`zsarchive.archive.format.keys.encode_rows`; tests check they equal what :func:`schema.record` builds.
 """
 
 from __future__ import annotations
@@ -16,18 +16,20 @@ from typing import Any, Iterable, Iterator
 
 import numpy as np
 
-from zsarchive.archive import keys
-from zsarchive.archive.chunkpieces import PieceBlock, piece_blocks, piece_starts
-from zsarchive.archive.shards import EMPTY, ShardLayout
-from zsarchive.archive import schema as S
-from zsarchive.archive.refdelta import coord_keys
+from zsarchive.archive.format import keys
+from zsarchive.archive.format.pieces import PieceBlock, piece_blocks, piece_starts
+from zsarchive.archive.format.shards import EMPTY, ShardLayout
+from zsarchive.archive.format import schema
+from zsarchive.archive.write.chunkfiles import NATIVE, NativeFileEntry
+from zsarchive.archive.format.views import NodeValue, OpsValue, RefValue, RepoFactValue, SnapshotValue, TxlogValue
+from zsarchive.archive.write.refdelta import coord_keys
 from zsarchive.errors import ZSCorrupt
 from zsarchive.io.storage import Storage
 from zsarchive.icechunk import Repository
 from zsarchive.icechunk.manifest import RefBatch
 from zsarchive.icechunk.model import MoveOperation, Node, NodeType, RefKind, SnapshotInfo
 
-VERSION = {family: bytes((version,)) for family, version in S.RECORD_VERSIONS.items()}
+VERSION = {family: bytes((version,)) for family, version in schema.RECORD_VERSIONS.items()}
 """The record version byte of each family."""
 
 
@@ -50,9 +52,9 @@ def to_json(value: Any) -> str:
 
 def ref_records(repo: Repository) -> list[bytes]:
     """The ``B`` records: branches, tags and deleted tags (sorted)."""
-    out = [S.record(S.REFS, ("branch", name), (sid,)) for name, sid in repo.branches().items()]
-    out += [S.record(S.REFS, ("tag", name), (sid,)) for name, sid in repo.tags().items()]
-    out += [S.record(S.REFS, ("deleted_tag", name), (None,)) for name in repo.deleted_tags()]
+    out = [schema.record(schema.REFS, ("branch", name), RefValue(sid).encode()) for name, sid in repo.branches().items()]
+    out += [schema.record(schema.REFS, ("tag", name), RefValue(sid).encode()) for name, sid in repo.tags().items()]
+    out += [schema.record(schema.REFS, ("deleted_tag", name), RefValue(None).encode()) for name in repo.deleted_tags()]
     return sorted(out)
 
 
@@ -66,14 +68,14 @@ def repo_fact_records(repo: Repository) -> list[bytes]:
         "status": info.status,
         "feature_flags": {"enabled": info.enabled_feature_flags, "disabled": info.disabled_feature_flags},
     }
-    return [S.record(S.REPO, (name,), (to_json(value),)) for name, value in facts.items()]
+    return [schema.record(schema.REPO, (name,), RepoFactValue(to_json(value)).encode()) for name, value in facts.items()]
 
 
 def ops_records(repo: Repository) -> list[bytes]:
     """The ``O`` records: the ops log, numbered from 0 = oldest so equal times keep their order."""
     updates = list(repo.ops_log())
-    return [S.record(S.OPS, (update.updated_at, len(updates) - 1 - position),
-                     (update.type, update.backup_path, to_json(update.details)))
+    return [schema.record(schema.OPS, (update.updated_at, len(updates) - 1 - position),
+                     OpsValue(update.type, update.backup_path, to_json(update.details)).encode())
             for position, update in enumerate(updates)]
 
 
@@ -83,13 +85,13 @@ def snapshot_records(repo: Repository, info: SnapshotInfo, since: dict[str, str]
     """The ``S``, ``T``, ``L`` and ``N`` records of one snapshot (``since``: array node id -> the
     snapshot its chunk ref timeline starts at)."""
     snap = repo.snapshot(info.id)
-    out = [S.record(S.SNAPSHOT, (info.id,), (
+    out = [schema.record(schema.SNAPSHOT, (info.id,), SnapshotValue(
         info.parent_id, info.flushed_at, info.message, to_json(info.metadata),
         tuple((m.id, m.size_bytes, m.num_chunk_refs) for m in snap.manifest_files),
-    )), S.record(S.SNAPSHOT_TIME, (info.flushed_at, info.id))]
+    ).encode()), schema.record(schema.SNAPSHOT_TIME, (info.flushed_at, info.id))]
     if info.parent_id is not None:
-        out.append(S.record(S.CHILDREN, (info.parent_id, info.id)))
-    out += [S.record(S.NODE, (info.id, S.path_components(node.path)), node_value(node, since.get(node.id)))
+        out.append(schema.record(schema.CHILDREN, (info.parent_id, info.id)))
+    out += [schema.record(schema.NODE, (info.id, schema.path_components(node.path)), node_value(node, since.get(node.id)))
             for node in snap.nodes]
     return out
 
@@ -97,18 +99,18 @@ def snapshot_records(repo: Repository, info: SnapshotInfo, since: dict[str, str]
 def node_value(node: Node, since: str | None) -> tuple:
     """The value of a node's ``N`` record (``since``: where an array's chunk ref timeline starts)."""
     if node.node_type is NodeType.GROUP:
-        return (node.id, S.GROUP, bytes(node.user_data), None, None, ())
+        return NodeValue(node.id, schema.GROUP, bytes(node.user_data), None, None, ()).encode()
     shape = tuple((d.array_length, d.chunk_length, d.num_chunks) for d in node.shape or ())
     names = None if node.dimension_names is None else tuple(node.dimension_names)
     manifests = tuple((m.id, tuple(tuple(e) for e in m.extents)) for m in node.manifests)
-    return (node.id, S.ARRAY, bytes(node.user_data), shape, names, manifests, since)
+    return NodeValue(node.id, schema.ARRAY, bytes(node.user_data), shape, names, manifests, since).encode()
 
 
 # -- transaction logs --------------------------------------------------------------------------
 
 def _moves(moves: Iterable[MoveOperation]) -> tuple:
     return tuple((m.from_path, m.to_path, m.node_id,
-                  None if m.node_type is None else (S.ARRAY if m.node_type is NodeType.ARRAY else S.GROUP))
+                  None if m.node_type is None else (schema.ARRAY if m.node_type is NodeType.ARRAY else schema.GROUP))
                  for m in moves)
 
 
@@ -118,22 +120,22 @@ def txlog_records(repo: Repository, sid: str, flushed_at: int) -> list[bytes]:
     stored), then its ``H`` per-chunk history records."""
     changes = repo.changes(sid)
     tx = changes.log
-    value = ((),) * 8 if tx is None else (  # None: garbage collected, so no history to give
+    value = TxlogValue(*((),) * 8) if tx is None else TxlogValue(  # None: garbage collected, so no history to give
         tuple(tx.new_groups), tuple(tx.new_arrays), tuple(tx.deleted_groups),
         tuple(tx.deleted_arrays), tuple(tx.updated_groups), tuple(tx.updated_arrays),
         tuple((node_id, len(coords)) for node_id, coords in sorted(tx.updated_coords.items())),
         _moves(tx.moved_nodes),
     )
     if changes.merged or changes.missing:
-        value += (changes.merged, changes.missing, _moves(changes.moves))
-    summary = S.record(S.TXLOG, (sid,), value, version=2 if len(value) > 8 else 1)
+        value = value._replace(merged=changes.merged, missing=changes.missing, merged_moves=_moves(changes.moves))
+    summary = value.record(sid)
     if tx is None:
         return [summary]
     # One record per changed chunk (millions in a big commit): keys are built a batch at a time.
-    tail = b"\x00" + keys.encode((flushed_at, sid)) + b"\x00" + VERSION[S.CHUNK_HISTORY]
+    tail = b"\x00" + keys.encode((flushed_at, sid)) + b"\x00" + VERSION[schema.CHUNK_HISTORY]
     out = [summary]
     for node_id, coords in sorted(tx.updated_coords.items()):
-        head = S.CHUNK_HISTORY + keys.encode_text(node_id) + b"\x05"
+        head = schema.CHUNK_HISTORY + keys.encode_text(node_id) + b"\x05"
         out.extend(keys.encode_rows([head, *coords.T, tail], len(coords)))
     return out
 
@@ -145,12 +147,12 @@ def change_records(node_id: str, snapshot_id: str, changed: RefBatch | None, rem
     """The ``C`` records of one array's refs that a snapshot adds or changes (``changed``) and removes
     (coordinates ``removed``), in key order (node id, coords, snapshot id). Native chunk ids of
     ``changed`` go to ``chunk_ids`` when it is a list."""
-    head = S.CHUNK_REF + keys.encode_text(node_id) + b"\x05"
+    head = schema.CHUNK_REF + keys.encode_text(node_id) + b"\x05"
     tail = b"\x00" + keys.encode_text(snapshot_id)  # ends the coordinates, then the key's last element
     records = batch_records(changed, head, chunk_ids, tail) if changed is not None else []
     if not len(removed):
         return records
-    gone = tail + b"\x00" + VERSION[S.CHUNK_REF] + keys.encode_int(S.REMOVED)
+    gone = tail + b"\x00" + VERSION[schema.CHUNK_REF] + keys.encode_int(schema.REMOVED)
     tombstones = keys.encode_rows([head, *removed.T, gone], len(removed))
     if not records:
         return tombstones
@@ -163,7 +165,7 @@ def batch_records(batch: RefBatch, head: bytes, chunk_ids: list[bytes] | None, t
     """The chunk ref records of one decoded batch (``head``: the key up to the coordinates tuple;
     ``tail``: what follows the coordinates' elements up to the key's end)."""
     n = len(batch.kind)
-    heads = {kind: tail + b"\x00" + VERSION[S.CHUNK_REF] + keys.encode_int(code) for kind, code in _KIND_CODES}
+    heads = {kind: tail + b"\x00" + VERSION[schema.CHUNK_REF] + keys.encode_int(code) for kind, code in _KIND_CODES}
     if batch.kind.count(batch.kind[0]) == n:
         return _kind_records(batch, batch.kind[0], slice(None), n, head, heads, chunk_ids)
     # Mixed kinds (rare): each kind's rows alike, then interleaved back into coordinate order.
@@ -177,7 +179,7 @@ def batch_records(batch: RefBatch, head: bytes, chunk_ids: list[bytes] | None, t
     return records
 
 
-_KIND_CODES = ((RefKind.VIRTUAL, S.VIRTUAL), (RefKind.NATIVE, S.NATIVE), (RefKind.INLINE, S.INLINE))
+_KIND_CODES = ((RefKind.VIRTUAL, schema.VIRTUAL), (RefKind.NATIVE, schema.NATIVE), (RefKind.INLINE, schema.INLINE))
 
 
 def _kind_records(batch: RefBatch, kind: RefKind, rows: slice | np.ndarray, n: int, head: bytes,
@@ -194,7 +196,7 @@ def _kind_records(batch: RefBatch, kind: RefKind, rows: slice | np.ndarray, n: i
     if kind is RefKind.NATIVE:
         names = pick(batch.chunk_id)
         if chunk_ids is not None:
-            chunk_ids.extend(b"%s %d %d" % (name.encode("ascii"), offset, length) for name, offset, length
+            chunk_ids.extend(NATIVE % (name.encode("ascii"), offset, length) for name, offset, length
                              in zip(names, numbers[0].tolist(), numbers[1].tolist()))
         return keys.encode_rows([*key, ([keys.encode_text(name) for name in names], every), *numbers], n)
     # Locations repeat (many chunks per file) and the decoder hands out one string object per distinct
@@ -214,13 +216,6 @@ def _kind_records(batch: RefBatch, kind: RefKind, rows: slice | np.ndarray, n: i
     return keys.encode_rows([*key, locations, *numbers, checksums], n)
 
 
-def chunk_file_entry(entry: bytes) -> tuple[str, int, int, str | None]:
-    """``(chunk id, offset, length, shard layout text or None)`` of a chunk file entry: what the
-    chunk ref records of an export name of a native chunk (``id offset length [layout]``)."""
-    chunk_id, offset, length, *layout = entry.decode("ascii").split(" ", 3)
-    return chunk_id, int(offset), int(length), layout[0] if layout else None
-
-
 def _shard_cuts(chunk_id: str, offset: int, length: int, layout: ShardLayout, raw: bytes,
                 index_records: list[bytes]) -> list[int]:
     """The shard index record of one native shard (appended to ``index_records``) and the offsets
@@ -231,7 +226,7 @@ def _shard_cuts(chunk_id: str, offset: int, length: int, layout: ShardLayout, ra
         table = layout.entries(raw, length, f"chunks/{chunk_id}")
     except ZSCorrupt:
         return []
-    index_records.append(S.record(S.SHARD_INDEX, (chunk_id, offset, length), (layout.at_end, raw)))
+    index_records.append(schema.record(schema.SHARD_INDEX, (chunk_id, offset, length), (layout.at_end, raw)))
     held = [(o, n) for o, n in table if o != EMPTY]
     return [offset + start, offset + stop, *(offset + o for o, _ in held), *(offset + o + n for o, n in held)]
 
@@ -249,11 +244,11 @@ def _shard_of(refs: list[tuple[str, int, int, str | None]]) -> tuple[int, int, S
 
 def chunk_file_blocks(storage: Storage, entries: Iterator[bytes], embed: bool, stored: bool,
                       index_records: list[bytes], ahead: int = 64) -> Iterator[PieceBlock]:
-    """Per native chunk file the chunk refs name (``entries`` sorted, unique: see chunk_file_entry):
+    """Per native chunk file the chunk refs name (``entries`` sorted, unique: see :mod:`chunkfiles <zsarchive.archive.write.chunkfiles>`):
     its shard index record into ``index_records`` when its array is sharded, and with ``embed`` its
     bytes as blocks of ``D`` pieces (``stored``: uncompressed)."""
     files = ((chunk_id, _shard_of(list(refs))) for chunk_id, refs in
-             itertools.groupby(map(chunk_file_entry, entries), key=lambda e: e[0]))
+             itertools.groupby(map(NativeFileEntry.parse, entries), key=lambda e: e.chunk_id))
     if not embed:
         for chunk_id, shard in files:
             if shard is not None:

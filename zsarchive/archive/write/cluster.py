@@ -17,7 +17,7 @@ import pickle
 import threading
 from typing import Any, Iterator
 
-from zsarchive.archive.engine import Batches, Task, worker_repo
+from zsarchive.archive.write.engine import Batches, Task, worker_repo
 from zsarchive.errors import ZSError
 from zsarchive.io.location import Location
 

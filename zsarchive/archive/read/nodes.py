@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from zsarchive.archive import schema as S
-from zsarchive.archive.history import HistoryQueries
-from zsarchive.archive.reading import NotFound, checked_record
+from zsarchive.archive.format import schema
+from zsarchive.archive.format.views import NodeValue
+from zsarchive.archive.read.history import HistoryQueries
+from zsarchive.archive.read.reader import NotFound, checked_record
 from zsarchive.suggest import hint
 
 
@@ -16,21 +17,21 @@ class NodeQueries(HistoryQueries):
 
 
     @staticmethod
-    @checked_record(S.NODE)
+    @checked_record(schema.NODE)
     def _node_dict(snapshot_id: str, components: tuple, value: tuple) -> dict:
-        node_id, node_type, user_data, shape, names, manifests = value[:6]
-        out: dict[str, Any] = {"path": S.path_of(components),
-                               "node_type": "array" if node_type == S.ARRAY else "group",
-                               "id": node_id, "zarr_json": json.loads(user_data), "user_data": user_data}
-        if node_type == S.ARRAY:
+        node = NodeValue.decode(value)
+        out: dict[str, Any] = {"path": schema.path_of(components), "node_type": "array" if node.is_array else "group",
+                               "id": node.node_id, "zarr_json": json.loads(node.user_data), "user_data": node.user_data}
+        if node.is_array:
+            shape, names = node.shape, node.dimension_names
             out["shape"] = [dim[0] for dim in shape]
             out["num_chunks"] = [dim[2] if dim[2] is not None else
                                  (-(-dim[0] // dim[1]) if dim[1] else 0) for dim in shape]
             out["dimension_names"] = None if names is None else list(names)
             out["dtype"], out["chunk_shape"] = _dtype_and_chunks(out["zarr_json"])
-            out["manifests"] = [{"id": m, "extents": [list(e) for e in ext]} for m, ext in manifests]
+            out["manifests"] = [{"id": m, "extents": [list(e) for e in ext]} for m, ext in node.manifests]
             # where its chunk refs are found in a format 2 archive (the timeline from "since" on)
-            out["snapshot_id"], out["since"] = snapshot_id, value[6] if len(value) > 6 else None
+            out["snapshot_id"], out["since"] = snapshot_id, node.since
         return out
 
     def ls(self, ref: str, path: str | None = None) -> list[dict]:
@@ -39,18 +40,18 @@ class NodeQueries(HistoryQueries):
         snapshot file used."""
         sid = self.resolve(ref)
         if path is None or path.strip("/") == "":
-            return [self._node_dict(sid, k[1], v) for k, v in self._records(S.NODE, (sid,))]
+            return [self._node_dict(sid, k[1], v) for k, v in self._records(schema.NODE, (sid,))]
         top = self._node_at(sid, path, ref)["path"]
-        return [self._node_dict(sid, k[1], v) for k, v in self._records(S.NODE, (sid,))
-                if S.path_of(k[1]) == top or S.path_of(k[1]).startswith(top + "/")]
+        return [self._node_dict(sid, k[1], v) for k, v in self._records(schema.NODE, (sid,))
+                if schema.path_of(k[1]) == top or schema.path_of(k[1]).startswith(top + "/")]
 
     def _node_at(self, snapshot_id: str, path: str, ref: str) -> dict:
-        components = S.path_components(path if path.startswith("/") else "/" + path)
-        value = self._one(S.NODE, (snapshot_id, components))
+        components = schema.path_components(path if path.startswith("/") else "/" + path)
+        value = self._one(schema.NODE, (snapshot_id, components))
         if value is None:
-            paths = [S.path_of(k[1]) for k, _ in self._records(S.NODE, (snapshot_id,))]
-            raise NotFound(f"{self.name}: no node {S.path_of(components)!r} at {ref!r}"
-                           f"{hint(S.path_of(components), paths, 'paths', paths=True)}")
+            paths = [schema.path_of(k[1]) for k, _ in self._records(schema.NODE, (snapshot_id,))]
+            raise NotFound(f"{self.name}: no node {schema.path_of(components)!r} at {ref!r}"
+                           f"{hint(schema.path_of(components), paths, 'paths', paths=True)}")
         return self._node_dict(snapshot_id, components, value)
 
     def node(self, ref: str, path: str) -> dict:

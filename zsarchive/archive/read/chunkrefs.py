@@ -14,8 +14,8 @@ import heapq
 import itertools
 from typing import Callable, Iterable, Iterator
 
-from zsarchive.archive import schema as S
-from zsarchive.archive.keys import decode as decode_key
+from zsarchive.archive.format import schema
+from zsarchive.archive.format.keys import decode as decode_key
 from zsarchive.errors import ZSCorrupt
 from zsarchive.zs.reader import ZS
 
@@ -34,8 +34,8 @@ class ManifestRefs:
         for manifest in node["manifests"]:
             if all(lo <= c < hi for c, (lo, hi) in zip(coords, manifest["extents"])):
                 key = (manifest["id"], node["id"], coords)
-                for rec in self.zs.search(prefix=S.key_prefix(S.CHUNK_REF, key)):
-                    _, k, v = S.split(rec)
+                for rec in self.zs.search(prefix=schema.key_prefix(schema.CHUNK_REF, key)):
+                    _, k, v = schema.split(rec)
                     if len(k) == 3:
                         return v
         return None
@@ -45,17 +45,17 @@ class ManifestRefs:
         streams = []
         for manifest in node["manifests"]:
             prefix = (manifest["id"], node["id"])
-            first = None if start is None else S.key_prefix(S.CHUNK_REF, prefix + (start,))
-            end = None if stop is None else S.key_prefix(S.CHUNK_REF, prefix + (stop,))
-            records = self.zs.search(start=first, stop=end, prefix=S.key_prefix(S.CHUNK_REF, prefix))
-            streams.append((k[2], v) for _, k, v in map(S.split, records))
+            first = None if start is None else schema.key_prefix(schema.CHUNK_REF, prefix + (start,))
+            end = None if stop is None else schema.key_prefix(schema.CHUNK_REF, prefix + (stop,))
+            records = self.zs.search(start=first, stop=end, prefix=schema.key_prefix(schema.CHUNK_REF, prefix))
+            streams.append((k[2], v) for _, k, v in map(schema.split, records))
         return streams[0] if len(streams) == 1 else heapq.merge(*streams, key=lambda item: item[0])
 
     def coords(self, node: dict) -> Iterator[tuple[int, ...]]:
         """The coordinates of every chunk, in order (only the coordinates of each record are decoded)."""
         streams = []
         for manifest in node["manifests"]:
-            prefix = S.key_prefix(S.CHUNK_REF, (manifest["id"], node["id"]))
+            prefix = schema.key_prefix(schema.CHUNK_REF, (manifest["id"], node["id"]))
             at = len(prefix)
             # the records share the prefix; what follows it is the coordinates and the key's end
             streams.append(decode_key(rec, at, what="chunk ref key")[0][0] for rec in self.zs.search(prefix=prefix))
@@ -90,24 +90,24 @@ class RefTimeline:
             depth = depths.get(snapshot_id)
             if depth is not None and depth < best:
                 best, found = depth, value
-        return None if found is None or found[:1] == (S.REMOVED,) else found
+        return None if found is None or found[:1] == (schema.REMOVED,) else found
 
     def ref(self, node: dict, coords: tuple[int, ...]) -> tuple | None:
         """The stored value of the chunk at ``coords``, or None."""
         depths, limit = self._window(node)
-        prefix = S.key_prefix(S.CHUNK_REF, (node["id"], coords))
-        changes = ((k[2], v) for _, k, v in map(S.split, self.zs.search(prefix=prefix)) if len(k) == 3)
+        prefix = schema.key_prefix(schema.CHUNK_REF, (node["id"], coords))
+        changes = ((k[2], v) for _, k, v in map(schema.split, self.zs.search(prefix=prefix)) if len(k) == 3)
         return self._resolve(changes, depths, limit)
 
     def refs(self, node: dict, start: tuple | None = None, stop: tuple | None = None) -> Stored:
         """Every chunk with ``start <= coords < stop`` (when given), in coordinate order."""
         depths, limit = self._window(node)
         prefix = (node["id"],)
-        first = None if start is None else S.key_prefix(S.CHUNK_REF, prefix + (start,))
-        end = None if stop is None else S.key_prefix(S.CHUNK_REF, prefix + (stop,))
-        records = self.zs.search(start=first, stop=end, prefix=S.key_prefix(S.CHUNK_REF, prefix))
+        first = None if start is None else schema.key_prefix(schema.CHUNK_REF, prefix + (start,))
+        end = None if stop is None else schema.key_prefix(schema.CHUNK_REF, prefix + (stop,))
+        records = self.zs.search(start=first, stop=end, prefix=schema.key_prefix(schema.CHUNK_REF, prefix))
         # a chunk's changes are adjacent (key: coords, then snapshot id)
-        for coords, group in itertools.groupby(((k[1], k[2], v) for _, k, v in map(S.split, records)),
+        for coords, group in itertools.groupby(((k[1], k[2], v) for _, k, v in map(schema.split, records)),
                                                key=lambda item: item[0]):
             value = self._resolve(((sid, v) for _, sid, v in group), depths, limit)
             if value is not None:

@@ -7,13 +7,15 @@ import itertools
 import json
 from typing import Any, Iterator
 
-from zsarchive.archive import schema as S
-from zsarchive.archive.keys import encode_text
-from zsarchive.archive.reading import ArchiveReader, NotFound, checked_record
-from zsarchive.archive.refspec import RefSpec, TimeBound, parse_ref, time_bound
+from zsarchive.archive.format import schema
+from zsarchive.archive.format.keys import encode_text
+from zsarchive.archive.format.views import RefValue, SnapshotValue
+from zsarchive.archive.read.reader import ArchiveReader, NotFound, checked_record
+from zsarchive.archive.read.refspec import RefSpec, TimeBound, parse_ref, time_bound
 from zsarchive.errors import ZSCorrupt, ZSError
-from zsarchive.icechunk.model import format_time
 from zsarchive.suggest import hint
+from zsarchive.times import format_time
+from zsarchive.walk import parent_chain
 
 _MIN_PREFIX = 4
 """The shortest snapshot id prefix a REF may give (git's minimum)."""
@@ -29,34 +31,33 @@ class HistoryQueries(ArchiveReader):
 
     def __init__(self, source: Any):
         super().__init__(source)
-        self._snapshots: dict[str, tuple] = {}
+        self._snapshots: dict[str, SnapshotValue] = {}
         self._depths: collections.OrderedDict[str, dict[str, int]] = collections.OrderedDict()
 
 
     def refs(self) -> list[dict]:
         """Branches, tags and deleted tags: ``{"type", "name", "snapshot_id"}`` (no id for deleted tags)."""
         out = []
-        for (kind, name), value in self._records(S.REFS):
+        for (kind, name), value in self._records(schema.REFS):
             if kind == "deleted_tag":
                 out.append({"type": kind, "name": name})
             else:
-                out.append({"type": kind, "name": name, "snapshot_id": value[0]})
+                out.append({"type": kind, "name": name, "snapshot_id": RefValue.decode(value).snapshot_id})
         return out
 
-    def _snapshot_value(self, snapshot_id: str) -> tuple | None:
+    def _snapshot_value(self, snapshot_id: str) -> SnapshotValue | None:
         cached = self._snapshots.get(snapshot_id)
         if cached is None:
-            cached = self._one(S.SNAPSHOT, (snapshot_id,))
-            if cached is not None:
-                self._snapshots[snapshot_id] = cached
+            value = self._one(schema.SNAPSHOT, (snapshot_id,))
+            if value is not None:
+                cached = self._snapshots[snapshot_id] = SnapshotValue.decode(value)
         return cached
 
     @staticmethod
-    @checked_record(S.SNAPSHOT)
-    def _snapshot_dict(snapshot_id: str, value: tuple) -> dict:
-        parent, flushed_at, message, metadata = value[:4]
-        return {"id": snapshot_id, "parent_id": parent, "flushed_at": format_time(flushed_at),
-                "message": message, "metadata": json.loads(metadata)}
+    @checked_record(schema.SNAPSHOT)
+    def _snapshot_dict(snapshot_id: str, value: SnapshotValue) -> dict:
+        return {"id": snapshot_id, "parent_id": value.parent_id, "flushed_at": format_time(value.flushed_at),
+                "message": value.message, "metadata": json.loads(value.metadata)}
 
     def snapshot(self, snapshot_id: str) -> dict:
         """One snapshot: id, parent_id, flushed_at, message, metadata, manifests."""
@@ -64,7 +65,7 @@ class HistoryQueries(ArchiveReader):
         if value is None:
             raise NotFound(f"{self.name}: no snapshot {snapshot_id!r}")
         out = self._snapshot_dict(snapshot_id, value)
-        out["manifests"] = [{"id": m, "size_bytes": size, "num_chunk_refs": n} for m, size, n in value[4]]
+        out["manifests"] = [{"id": m, "size_bytes": size, "num_chunk_refs": n} for m, size, n in value.manifests]
         return out
 
     def _lookup_ref(self, spec: RefSpec, quiet: bool = False) -> str | None:
@@ -75,12 +76,12 @@ class HistoryQueries(ArchiveReader):
                 if found is not None:
                     return found
                 continue
-            value = self._one(S.REFS, (kind, spec.name))
+            value = self._one(schema.REFS, (kind, spec.name))
             if value is not None:
-                return value[0]
+                return RefValue.decode(value).snapshot_id
         if quiet:
             return None
-        if spec.kind in (None, "tag") and self._one(S.REFS, ("deleted_tag", spec.name)) is not None:
+        if spec.kind in (None, "tag") and self._one(schema.REFS, ("deleted_tag", spec.name)) is not None:
             raise NotFound(f"{self.name}: tag {spec.name!r} was deleted")
         what = f"{spec.kind} " if spec.kind else "branch, tag or snapshot "
         names = [r["name"] for r in self.refs() if r["type"] in ((spec.kind,) if spec.kind else ("branch", "tag"))]
@@ -95,8 +96,8 @@ class HistoryQueries(ArchiveReader):
                 return candidate
         if len(text) < _MIN_PREFIX:
             return None
-        prefix = S.key_prefix(S.SNAPSHOT) + encode_text(text.upper())[:-1]
-        ids = [S.split(rec)[1][0] for rec in itertools.islice(self.zs.search(prefix=prefix), _AMBIGUOUS)]
+        prefix = schema.key_prefix(schema.SNAPSHOT) + encode_text(text.upper())[:-1]
+        ids = [schema.split(rec)[1][0] for rec in itertools.islice(self.zs.search(prefix=prefix), _AMBIGUOUS)]
         if len(ids) > 1 and not quiet:
             shown = ", ".join(ids[:_AMBIGUOUS - 1]) + (" ..." if len(ids) == _AMBIGUOUS else "")
             raise NotFound(f"{self.name}: snapshot id prefix {text!r} is ambiguous: {shown}; give more characters")
@@ -114,24 +115,21 @@ class HistoryQueries(ArchiveReader):
             return snapshot_id
         first = None
         for sid, value in self._ancestry(snapshot_id):
-            if value[1] <= spec.as_of:
+            if value.flushed_at <= spec.as_of:
                 return sid
-            first = value[1]
+            first = value.flushed_at
         raise NotFound(f"{self.name}: no snapshot in the history of {spec.name!r} was flushed at or before "
                        f"{format_time(spec.as_of)} (its first commit was flushed at {format_time(first)})")
 
     def _ancestry(self, snapshot_id: str) -> Iterator[tuple[str, tuple]]:
-        current: str | None = snapshot_id
-        seen: set[str] = set()
-        while current is not None:
-            if current in seen:
-                raise ZSCorrupt(f"{self.name}: the history of snapshot {snapshot_id} loops at snapshot {current}")
-            seen.add(current)
+        values: dict[str, SnapshotValue] = {}
+        for current in parent_chain(snapshot_id, lambda sid: values[sid].parent_id, lambda at: ZSCorrupt(
+                f"{self.name}: the history of snapshot {snapshot_id} loops at snapshot {at}")):
             value = self._snapshot_value(current)
             if value is None:
                 raise ZSCorrupt(f"{self.name}: snapshot {current} is in a history but has no record")
+            values[current] = value
             yield current, value
-            current = value[0]
 
     def _history_depths(self, snapshot_id: str) -> dict[str, int]:
         """Every snapshot in the history of one -> its distance from it (0: itself); the history ends at
@@ -139,13 +137,13 @@ class HistoryQueries(ArchiveReader):
         depths = self._depths.get(snapshot_id)
         if depths is None:
             depths = {}
-            current: str | None = snapshot_id
-            while current is not None and current not in depths:  # a loop ends where it closes
+            values: dict[str, SnapshotValue] = {}
+            for current in parent_chain(snapshot_id, lambda sid: values[sid].parent_id):  # a loop ends where it closes
                 value = self._snapshot_value(current)
                 if value is None:
                     break
+                values[current] = value
                 depths[current] = len(depths)
-                current = value[0]
             self._depths[snapshot_id] = depths
             while len(self._depths) > _HISTORIES:
                 self._depths.popitem(last=False)
@@ -180,19 +178,19 @@ class HistoryQueries(ArchiveReader):
         since, until = time_bound(since, False), time_bound(until, True)
         if ref is not None:
             items = list(self._ancestry(self.resolve(ref)))
-            earliest = min((v[1] for _, v in items), default=None)
+            earliest = min((v.flushed_at for _, v in items), default=None)
             chosen = [(sid, v) for sid, v in items
-                      if (since is None or v[1] >= since) and (until is None or v[1] <= until)]
+                      if (since is None or v.flushed_at >= since) and (until is None or v.flushed_at <= until)]
         else:
-            first = next(self._records(S.SNAPSHOT_TIME), None)
+            first = next(self._records(schema.SNAPSHOT_TIME), None)
             earliest = first[0][0] if first else None
             # A range scan of the by-time family reads only the blocks of that period.
-            window = list(self._range(S.SNAPSHOT_TIME, () if since is None else (since,),
+            window = list(self._range(schema.SNAPSHOT_TIME, () if since is None else (since,),
                                       None if until is None else (until + 1,)))
             chosen = [(sid, self._snapshot_value(sid)) for (_, sid), _ in reversed(window)]
         if until is not None and earliest is not None and until < earliest:
             raise NotFound(f"{self.name}: {format_time(until)} is before the first commit "
                            f"({format_time(earliest)})")
         if ref is not None:
-            chosen.sort(key=lambda item: item[1][1], reverse=True)
+            chosen.sort(key=lambda item: item[1].flushed_at, reverse=True)
         return [self._snapshot_dict(sid, value) for sid, value in chosen[:max_count]]

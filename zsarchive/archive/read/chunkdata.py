@@ -12,7 +12,7 @@ from typing import Any, Callable, Iterable, Mapping
 from urllib.parse import unquote, urlsplit
 
 from zsarchive.errors import ZSCorrupt, ZSError
-from zsarchive.icechunk.model import format_time
+from zsarchive.times import format_time
 from zsarchive.io.http import HTTPTransport
 from zsarchive.io.httpclient import ConnectionPool, host_of
 from zsarchive.io.kinds import ZS_FILE, archive_not_repository, local_kind
@@ -23,11 +23,6 @@ from zsarchive.io.storage import ObjectStorage, read_file_range
 
 _CHUNK_ID = re.compile(r"^[0-9A-HJKMNP-TV-Z]{20}$")
 """A Crockford base32 ObjectId12: the only chunk file names an archive may make us open."""
-
-
-def is_url(source: Any) -> bool:
-    """Whether ``source`` is a URL other than ``file://`` (read over the network)."""
-    return isinstance(source, str) and "://" in source and not source.startswith("file://")
 
 
 def coords_text(coords: Iterable[int]) -> str:

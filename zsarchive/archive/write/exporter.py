@@ -6,8 +6,8 @@
    manifests differ from the ones it had in the parent snapshot (an *array change*);
 2. :func:`gather_metadata` — refs, repository facts, snapshots, nodes and the ops log;
 3. :func:`decode_changes` and :func:`gather_txlogs` — what each array change adds, changes and
-   removes (two sorted ref streams merged, :mod:`refdelta <zsarchive.archive.refdelta>`) and the
-   transaction logs, computed by an :mod:`engine <zsarchive.archive.engine>` (this process, or
+   removes (two sorted ref streams merged, :mod:`refdelta <zsarchive.archive.write.refdelta>`) and the
+   transaction logs, computed by an :mod:`engine <zsarchive.archive.write.engine>` (this process, or
    worker processes in parallel);
 4. :func:`merge_families` — every family in tag order: small families through an external sort,
    the chunk ref timeline array by array (sorted across an array's changes), then per native chunk
@@ -21,28 +21,30 @@ The bytes written do not depend on the engine or on ``parallelism``.
 from __future__ import annotations
 
 import collections
+import contextlib
 import itertools
 import operator
 import os
-import time
 from dataclasses import dataclass, field
 from importlib import metadata as _pkg_metadata
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Mapping
 
-from zsarchive.archive import records as R
-from zsarchive.archive import schema as S
-from zsarchive.archive import virtualshards
-from zsarchive.archive.chunkdata import ChunkReader
-from zsarchive.archive.chunkpieces import PieceBlock
-from zsarchive.archive.engine import Batches, Engine, InProcess, open_engine
-from zsarchive.archive.refdelta import array_refs, ref_changes
-from zsarchive.archive.shards import shard_layout
-from zsarchive.archive.sorter import ExternalSorter
+from zsarchive.archive.write import records as repo_records
+from zsarchive.archive.format import schema
+from zsarchive.archive.format.header import ArchiveHeader, marker_metadata, view_format
+from zsarchive.archive.write import virtualshards
+from zsarchive.archive.write.chunkfiles import is_virtual, with_layout
+from zsarchive.archive.read.chunkdata import ChunkReader
+from zsarchive.archive.format.pieces import PieceBlock
+from zsarchive.archive.write.engine import Batches, Engine, InProcess, open_engine
+from zsarchive.archive.write.refdelta import array_refs, ref_changes
+from zsarchive.archive.format.shards import shard_layout
+from zsarchive.archive.write.sorter import ExternalSorter
 from zsarchive.errors import ZSCorrupt, ZSError
 from zsarchive.icechunk import Repository
 from zsarchive.icechunk.model import NodeType, SnapshotInfo
-from zsarchive.io.location import parse_location
+from zsarchive.io.location import Location
 from zsarchive.io.outfile import whole_file
 from zsarchive.zs.format import codecs
 from zsarchive.zs.pipeline import resolve_parallelism
@@ -81,32 +83,31 @@ class ExportSummary:
 
 class Scope:
     """What an export writes of what it reads: here everything, a full archive. A fragment's scope
-    (:mod:`zsarchive.archive.incremental`) writes what its base lacks."""
+    (:mod:`zsarchive.archive.write.incremental`) writes what its base lacks."""
 
     blocks_allowed = True
     """Whether chunk refs may reach the writer as built blocks (a fragment's scope reads every record)."""
 
-    def small(self, family: bytes, records: list[bytes]) -> list[bytes]:
+    def small_family(self, family: bytes, records: list[bytes]) -> list[bytes]:
         """The records to write of a small family (refs, repository facts, ops log), in any order."""
         return records
 
-    def new_files(self, entries: Iterable[bytes]) -> Iterable[bytes]:
+    def chunk_files_to_write(self, entries: Iterable[bytes]) -> Iterable[bytes]:
         """The native chunk files (sorted ``chunk id offset length [layout]`` entries) and virtual
-        shards (:mod:`virtualshards <zsarchive.archive.virtualshards>` entries) to write."""
+        shards (:mod:`virtualshards <zsarchive.archive.write.virtualshards>` entries) to write."""
         return entries
 
-    def watch(self, lists: Iterable[list[bytes]]) -> Iterable[list[bytes]]:
+    def to_writer(self, lists: Iterable[list[bytes]]) -> Iterable[list[bytes]]:
         """The record lists on their way to the writer."""
         return lists
 
     def header(self, version: int, spec_version: int, export_time: int, counts: dict[str, int]) -> bytes:
         """The archive header record (``counts``: records written per family name)."""
-        return S.record(S.HEADER, (), (version, spec_version, export_time, exporter_version(),
-                                       tuple(sorted(counts.items()))))
+        return ArchiveHeader(version, spec_version, export_time, exporter_version(), counts).record()
 
     def metadata(self, version: int, spec_version: int) -> dict:
         """The ZS header metadata."""
-        return {S.METADATA_KEY: {"format_version": version, "source_spec_version": spec_version}}
+        return marker_metadata(version, spec_version)
 
 
 # -- 1. plan -------------------------------------------------------------------------------------
@@ -244,11 +245,11 @@ def gather_metadata(repo: Repository, plan: ExportPlan, sorter: ExternalSorter, 
     """Return the refs (they precede the chunk refs in the file); put repository facts, snapshots,
     nodes and the ops log into ``sorter`` (they follow them)."""
     scope = scope or Scope()
-    sorter.extend(scope.small(S.REPO, R.repo_fact_records(repo)))
+    sorter.extend(scope.small_family(schema.REPO, repo_records.repo_fact_records(repo)))
     for info in plan.snapshots:
-        sorter.extend(R.snapshot_records(repo, info, plan.since[info.id]))
-    sorter.extend(scope.small(S.OPS, R.ops_records(repo)))
-    return scope.small(S.REFS, R.ref_records(repo))
+        sorter.extend(repo_records.snapshot_records(repo, info, plan.since[info.id]))
+    sorter.extend(scope.small_family(schema.OPS, repo_records.ops_records(repo)))
+    return scope.small_family(schema.REFS, repo_records.ref_records(repo))
 
 
 def prefetch_inputs(repo: Repository, plan: ExportPlan, engine: Engine) -> None:
@@ -263,7 +264,7 @@ def prefetch_inputs(repo: Repository, plan: ExportPlan, engine: Engine) -> None:
 
 
 def _txlog_task(repo: Repository, sid: str, flushed_at: int) -> Iterator[list[bytes]]:
-    yield R.txlog_records(repo, sid, flushed_at)
+    yield repo_records.txlog_records(repo, sid, flushed_at)
 
 
 def gather_txlogs(engine: Engine, plan: ExportPlan) -> list[Batches]:
@@ -313,7 +314,7 @@ def _change_task(repo: Repository, change: ArrayChange, first: int, stop: int | 
     compress = None if cut is None else cut.compressor()
     for changed, removed in ref_changes(new, old):
         ids: list[bytes] | None = [] if want_ids else None
-        records = R.change_records(change.node_id, change.snapshot_id, changed, removed, ids)
+        records = repo_records.change_records(change.node_id, change.snapshot_id, changed, removed, ids)
         if change.shard is not None and changed is not None:
             ids += virtualshards.entries(changed)
         yield (records if cutter is None else BlockPlan.blocks(records, cutter, compress)), ids or []
@@ -366,7 +367,7 @@ class _Tally:
                 self.progress(self.done, self.total)
 
     def by_name(self) -> dict[str, int]:
-        return {S.FAMILY_NAMES[bytes((tag,))]: n for tag, n in sorted(self.counts.items())}
+        return {schema.FAMILY_NAMES[bytes((tag,))]: n for tag, n in sorted(self.counts.items())}
 
 
 def _batched(records: Iterable[bytes], size: int = 65536) -> Iterator[list[bytes]]:
@@ -384,7 +385,7 @@ def _chunk_refs(changes: list[tuple[ArrayChange, Batches]], chunk_ids: ExternalS
         group = list(group)
         merged = sorter() if len({change.snapshot_id for change, _ in group}) > 1 else None
         for change, batches in group:
-            suffix = b"" if change.shard is None else b" " + change.shard.encode("ascii")
+            suffix = with_layout(b"", change.shard)
             for records, ids in batches():
                 if merged is None:
                     yield from ([records] if records and isinstance(records[0], bytes) else records)
@@ -435,6 +436,18 @@ class WriteOptions:
     approx_block_size: int = 256 * 1024
     branching_factor: int = 1024
 
+    @classmethod
+    def checked(cls, codec: str, compress_level: int | str | None, chunk_codec: str, parallelism: int | str,
+                approx_block_size: int, branching_factor: int) -> WriteOptions:
+        """Options as a caller gives them: one-line ZSErrors for an unknown codec, ``parallelism``
+        resolved (``"guess"``: one per core)."""
+        if codec not in CODECS:
+            raise ZSError(f"unknown codec {codec!r}: choose one of {', '.join(CODECS)}")
+        if chunk_codec not in CHUNK_CODECS:
+            raise ZSError(f"unknown chunk codec {chunk_codec!r}: choose one of {', '.join(CHUNK_CODECS)}")
+        return cls(codec, compress_level, chunk_codec, resolve_parallelism(parallelism), approx_block_size,
+                   branching_factor)
+
 
 def write_archive(target: Path, lists: Iterable[list[bytes]], metadata: dict, options: WriteOptions,
                   what: str = "export") -> None:
@@ -461,13 +474,13 @@ def write_archive(target: Path, lists: Iterable[list[bytes]], metadata: dict, op
 def _engine(repo: Repository, location, plan: ExportPlan, parallelism: int, workdir: str, client) -> Engine:
     """The cluster's engine when a ``distributed.Client`` is given, else worker processes or this one."""
     if client is not None:
-        from zsarchive.archive.cluster import ClusterEngine
+        from zsarchive.archive.write.cluster import ClusterEngine
 
         return ClusterEngine(client, location)
     return open_engine(repo, location, parallelism, len(plan.txlogs) + len(plan.changes), workdir)
 
 
-def _target(archive_path: str | os.PathLike) -> tuple[Path, Path]:
+def target_path(archive_path: str | os.PathLike) -> tuple[Path, Path]:
     """The archive's path as given (for messages) and its directory, which must exist."""
     target = Path(archive_path)
     if target.is_dir():
@@ -478,56 +491,44 @@ def _target(archive_path: str | os.PathLike) -> tuple[Path, Path]:
     return target, directory
 
 
-# -- the pipeline --------------------------------------------------------------------------------
-
-def export(repo_location: str | os.PathLike, archive_path: str | os.PathLike, *, codec: str = "deflate",
-           compress_level: int | str | None = None, include_chunks: bool = False, chunk_codec: str = "none",
-           parallelism: int | str = "guess",
-           approx_block_size: int = 256 * 1024, branching_factor: int = 1024,
-           export_time: int | None = None, progress: Callable[[int, int], None] | None = None,
-           sort_memory: int = 128 << 20, storage_options: dict[str, str] | None = None,
-           anon: bool = False, client=None, base: str | os.PathLike | None = None,
-           authorize: Iterable[str] | Mapping[str, Mapping[str, str]] = ()) -> ExportSummary:
-    """Export the repository at ``repo_location`` (a path or an object-store URL) into a new archive
-    at ``archive_path``; ``storage_options`` and ``anon`` say how to reach a remote repository.
+@dataclass(frozen=True)
+class ExportOptions:
+    """What an export writes and how: the keyword arguments of :func:`zsarchive.archive.export`.
 
     ``progress(done, total)`` is called now and then with counts of records (chunk refs dominate).
     ``export_time`` (microseconds since 1970 UTC) defaults to now: it is the only field of the
     archive that differs between two exports of the same repository. ``parallelism``: worker
-    processes decoding and threads compressing, or ``"guess"`` (one per core, the default, as for ``zs export``). ``chunk_codec``: ``none``
-    stores embedded chunk bytes uncompressed, ``same`` compresses them with ``codec``. ``client``: a
+    processes decoding and threads compressing, or ``"guess"`` (one per core, the default, as for
+    ``zs export``). ``chunk_codec``: ``none`` stores embedded chunk bytes uncompressed, ``same``
+    compresses them with ``codec``. ``client``: a
     ``distributed.Client`` whose cluster decodes instead (the archive is the same byte for byte).
     ``base``: an archive of the same repository (or a fragment): write a fragment holding only what
-    it lacks (:mod:`zsarchive.archive.incremental`). ``authorize``: location prefixes (or prefix ->
+    it lacks (:mod:`zsarchive.archive.write.incremental`). ``authorize``: location prefixes (or prefix ->
     storage options) under which the indexes of virtual shards are read and kept (a reader then
-    reads an inner chunk of such a shard with one request).
+    reads an inner chunk of such a shard with one request). ``storage_options`` and ``anon`` say how
+    to reach a remote repository.
     """
-    options = WriteOptions(codec, compress_level, chunk_codec, resolve_parallelism(parallelism), approx_block_size,
-                           branching_factor)
-    if codec not in CODECS:
-        raise ZSError(f"unknown codec {codec!r}: choose one of {', '.join(CODECS)}")
-    if chunk_codec not in CHUNK_CODECS:
-        raise ZSError(f"unknown chunk codec {chunk_codec!r}: choose one of {', '.join(CHUNK_CODECS)}")
-    started = time.monotonic()
-    target, directory = _target(archive_path)
-    location = parse_location(repo_location, storage_options, anon)
-    repo = Repository.open(location)
-    export_time = time.time_ns() // 1000 if export_time is None else export_time
-    job = ExportJob(repo, location, target, directory, options, include_chunks, export_time, progress,
-                    sort_memory, client, authorize)
-    try:
-        if base is None:
-            summary = job.run(plan_export(repo), Scope())
-        else:
-            # the fragment's export builds on this module's stages, hence imported here
-            from zsarchive.archive.incremental import export_fragment
 
-            summary = export_fragment(job, base)
-    finally:
-        repo.storage.close()
-    summary.size = target.stat().st_size
-    summary.seconds = time.monotonic() - started
-    return summary
+    codec: str = "deflate"
+    compress_level: int | str | None = None
+    include_chunks: bool = False
+    chunk_codec: str = "none"
+    parallelism: int | str = "guess"
+    approx_block_size: int = 256 * 1024
+    branching_factor: int = 1024
+    export_time: int | None = None
+    progress: Callable[[int, int], None] | None = None
+    sort_memory: int = 128 << 20
+    storage_options: dict[str, str] | None = None
+    anon: bool = False
+    client: object = None
+    base: str | os.PathLike | None = None
+    authorize: Iterable[str] | Mapping[str, Mapping[str, str]] = ()
+
+    def write_options(self) -> WriteOptions:
+        """How the ZS file is written; one-line ZSErrors for an unknown codec."""
+        return WriteOptions.checked(self.codec, self.compress_level, self.chunk_codec, self.parallelism,
+                                    self.approx_block_size, self.branching_factor)
 
 
 @dataclass
@@ -535,21 +536,22 @@ class ExportJob:
     """One export's repository, target and options: :meth:`run` writes the archive a plan and a scope say."""
 
     repo: Repository
-    location: object
+    location: Location
     target: Path
     directory: Path
     options: WriteOptions
-    include_chunks: bool
+    choices: ExportOptions
+    """What the caller asked for (``choices.base`` is read by the fragment's export, not here)."""
     export_time: int
-    progress: Callable[[int, int], None] | None
-    sort_memory: int
-    client: object = None
-    authorize: Iterable[str] | Mapping[str, Mapping[str, str]] = ()
-    """Prefixes (or prefix -> storage options) under which virtual shards' indexes may be read."""
+
+    @property
+    def include_chunks(self) -> bool:
+        """Whether the archive holds the bytes of native chunk files."""
+        return self.choices.include_chunks
 
     def sorter(self, share: int, unique: bool) -> ExternalSorter:
         """An external sorter spilling next to the archive, with ``1/share`` of the sort memory."""
-        return ExternalSorter(max_bytes=self.sort_memory // share, tmpdir=str(self.directory), unique=unique)
+        return ExternalSorter(max_bytes=self.choices.sort_memory // share, tmpdir=str(self.directory), unique=unique)
 
     def chunk_files(self, entries: Iterable[bytes], index_records: list[bytes],
                     summary: ExportSummary) -> Iterator[PieceBlock]:
@@ -561,13 +563,13 @@ class ExportJob:
 
         def native() -> Iterator[bytes]:
             for entry in entries:
-                if entry.startswith(virtualshards.MARK):  # the virtual shards follow
+                if is_virtual(entry):  # the virtual shards follow
                     virtual.append(entry)
                     return
                 yield entry
-        yield from R.chunk_file_blocks(self.repo.storage, native(), self.include_chunks,
+        yield from repo_records.chunk_file_blocks(self.repo.storage, native(), self.include_chunks,
                                        self.options.chunk_codec == "none", index_records)
-        reader = ChunkReader(str(summary.path), self.authorize, lambda *_: None)
+        reader = ChunkReader(str(summary.path), self.choices.authorize, lambda *_: None)
         try:
             index_records += virtualshards.index_records(reader, itertools.chain(virtual, entries), summary.unindexed)
         finally:
@@ -578,16 +580,16 @@ class ExportJob:
         repo, options, include_chunks = self.repo, self.options, self.include_chunks
         target = target or self.target
         # Small families hold no duplicate records; chunk ids repeat (one file, many refs) and are deduplicated.
-        sorter = self.sorter(1, unique=False)
-        chunk_ids: ExternalSorter | None = None
-        engine: Engine | None = None
-        try:
+        with contextlib.ExitStack() as opened:
+            sorter = opened.enter_context(contextlib.closing(self.sorter(1, unique=False)))
+            chunk_ids: ExternalSorter | None = None
             sharded = any(change.shard is not None for change in plan.changes)
             if include_chunks or sharded:
-                chunk_ids = self.sorter(4, unique=True)
-            version = 3 if include_chunks or sharded else 2
+                chunk_ids = opened.enter_context(contextlib.closing(self.sorter(4, unique=True)))
+            version = view_format(holds_chunk_files=include_chunks or sharded)
             refs = gather_metadata(repo, plan, sorter, scope)
-            engine = _engine(repo, self.location, plan, options.parallelism, str(self.directory), self.client)
+            engine = opened.enter_context(contextlib.closing(
+                _engine(repo, self.location, plan, options.parallelism, str(self.directory), self.choices.client)))
             prefetch_inputs(repo, plan, engine)
             txlogs = gather_txlogs(engine, plan)  # started first: they are consumed last, after the chunk refs
             cut = None
@@ -599,7 +601,7 @@ class ExportJob:
             def chunk_data() -> Iterator[list[bytes]]:
                 if chunk_ids is not None:
                     index_records: list[bytes] = []
-                    yield from self.chunk_files(scope.new_files(chunk_ids.sorted()), index_records, summary)
+                    yield from self.chunk_files(scope.chunk_files_to_write(chunk_ids.sorted()), index_records, summary)
                     sorter.extend(index_records)
                     tally.total += len(index_records)
 
@@ -608,15 +610,9 @@ class ExportJob:
                 return scope.header(version, repo.repo_info().spec_version, self.export_time, counts)
 
             summary = ExportSummary(path=target, left_out=plan.left_out)
-            tally = _Tally(len(refs) + sorter.count, self.progress)
+            tally = _Tally(len(refs) + sorter.count, self.choices.progress)
             lists = merge_families(refs, changes, chunk_data, sorter, txlogs, chunk_ids, header, tally,
                                    lambda: self.sorter(2, unique=False))
-            write_archive(target, scope.watch(lists), scope.metadata(version, repo.spec_version),
+            write_archive(target, scope.to_writer(lists), scope.metadata(version, repo.spec_version),
                           options)
-        finally:
-            if engine is not None:
-                engine.close()
-            sorter.close()
-            if chunk_ids is not None:
-                chunk_ids.close()
         return summary

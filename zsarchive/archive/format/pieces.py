@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Iterable, Iterator
 
-from zsarchive.archive import keys
-from zsarchive.archive import schema as S
+from zsarchive.archive.format import keys
+from zsarchive.archive.format import schema
 from zsarchive.errors import ZSCorrupt
 from zsarchive.zs.format import uleb128
 from zsarchive.zs.reader import ZS
@@ -47,7 +47,7 @@ def piece_starts(size: int, cuts: Iterable[int] = ()) -> list[int]:
 
 def _head(chunk_id: str, start: int) -> bytes:
     """A piece record up to the end of its key (the END byte)."""
-    return S.key_prefix(S.CHUNK_DATA, (chunk_id, start)) + b"\x00"
+    return schema.key_prefix(schema.CHUNK_DATA, (chunk_id, start)) + b"\x00"
 
 
 def piece_blocks(files: Iterable[tuple[str, bytes, list[int]]], stored: bool) -> Iterator[PieceBlock]:
@@ -101,7 +101,7 @@ def _split(record, where: str) -> tuple[str, int, memoryview | bytes]:
         raise ZSCorrupt(f"{where}: chunk data record {head[:40]!r} is malformed")
     version = head[pos]
     if version == 1 and len(key) == 1:
-        return key[0], 0, S.split(bytes(record))[2][0]
+        return key[0], 0, schema.split(bytes(record))[2][0]
     if version != _VERSION or len(key) != 2 or not isinstance(key[1], int) or head[pos + 1:pos + 2] != bytes((keys.BLOB,)):
         raise ZSCorrupt(f"{where}: chunk data record {head[:40]!r} is malformed")
     length, at = uleb128.decode(head, pos + 2, f"{where}: chunk data record length")
@@ -115,8 +115,8 @@ def read_pieces(zs: ZS, chunk_id: str, start: int, stop: int, views: bool = Fals
     """Bytes ``[start, stop)`` of an embedded chunk file, or None if the archive does not embed it.
     ``views``: a memoryview into the archive's map where one piece holds the range (no copy)."""
     where = f"{zs.name}: embedded chunk {chunk_id}"
-    before = S.key_prefix(S.CHUNK_DATA, (chunk_id, start)) + b"\x01"
-    end = S.key_prefix(S.CHUNK_DATA, (chunk_id, max(stop, start + 1))) + b"\x00"
+    before = schema.key_prefix(schema.CHUNK_DATA, (chunk_id, start)) + b"\x01"
+    end = schema.key_prefix(schema.CHUNK_DATA, (chunk_id, max(stop, start + 1))) + b"\x00"
     pieces = [p for p in (_split(r, where) for r in zs.floor_span(before, end, views)) if p[0] == chunk_id]
     if not pieces:
         return None

@@ -11,17 +11,15 @@ from typing import Iterable, Iterator
 
 import numpy as np
 
-from zsarchive.archive import keys
-from zsarchive.archive import schema as S
-from zsarchive.archive.chunkdata import ChunkReader
-from zsarchive.archive.shards import ShardLayout, virtual_index_key
+from zsarchive.archive.format import keys
+from zsarchive.archive.format import schema
+from zsarchive.archive.write.chunkfiles import MARK, VirtualShardEntry
+from zsarchive.archive.read.chunkdata import ChunkReader
+from zsarchive.archive.format.shards import ShardLayout, virtual_index_key
 from zsarchive.errors import ZSError
 from zsarchive.icechunk.manifest import RefBatch
 from zsarchive.icechunk.model import RefKind
 
-MARK = b"~"
-"""First byte of a virtual shard's entry among an export's chunk file entries: after every native
-one (chunk ids are base32 text), so one sorted stream holds native files first, then virtual shards."""
 
 _READS_IN_FLIGHT = 16
 _BYTES_IN_FLIGHT = 64 << 20  # an index may be 256 MiB (ShardLayout's ceiling): never 16 of those at once
@@ -54,10 +52,10 @@ def index_records(reader: ChunkReader, stream: Iterable[bytes], skipped: Skipped
     checksum, or whose index does not check out gets no record (a reader then reads its index from the
     object, as zarr does) and counts in ``skipped``."""
     with concurrent.futures.ThreadPoolExecutor(_READS_IN_FLIGHT) as pool:
-        for batch in read_batches(map(_parse, stream)):
+        for batch in read_batches(map(VirtualShardEntry.parse, stream)):
             for key, layout, outcome in pool.map(lambda item: (*item, _read_index(reader, *item)), batch):
                 if isinstance(outcome, bytes):
-                    yield S.record(S.SHARD_INDEX, key, (layout.at_end, outcome))
+                    yield schema.record(schema.SHARD_INDEX, key, (layout.at_end, outcome))
                 else:
                     skipped.add(outcome.reason)
 
@@ -81,16 +79,6 @@ def read_batches(parsed: Iterable[tuple[tuple, ShardLayout]],
 @dataclass
 class _NotKept:
     reason: str
-
-
-def entry_key(entry: bytes) -> tuple:
-    """The ``I`` record key a virtual shard's entry (with its layout) stands for."""
-    return _parse(entry)[0]
-
-
-def _parse(entry: bytes) -> tuple[tuple, ShardLayout]:
-    body, _, layout = entry[len(MARK):].rpartition(b" ")  # a layout's text holds no space
-    return keys.decode(body)[0], ShardLayout.decode(layout.decode("ascii"))
 
 
 def _read_index(reader: ChunkReader, key: tuple, layout: ShardLayout) -> bytes | _NotKept:

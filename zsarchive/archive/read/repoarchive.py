@@ -1,22 +1,22 @@
 """``RepoArchive``: answer questions about an exported repository from the archive alone.
 
 Each concept of a query lives in its own module, stacked on the one below it:
-:mod:`reading <zsarchive.archive.reading>` (opening, records by family, header, chain),
-:mod:`history <zsarchive.archive.history>` (refs, snapshots, REF@TIME, ancestry, log),
-:mod:`nodes <zsarchive.archive.nodes>` (a snapshot's tree),
-:mod:`chunkqueries <zsarchive.archive.chunkqueries>` (chunk refs and bytes, shards) and
-:mod:`changes <zsarchive.archive.changes>` (chunk history, diff, ops log).
+:mod:`reader <zsarchive.archive.read.reader>` (opening, records by family, header, chain),
+:mod:`history <zsarchive.archive.read.history>` (refs, snapshots, REF@TIME, ancestry, log),
+:mod:`nodes <zsarchive.archive.read.nodes>` (a snapshot's tree),
+:mod:`chunks <zsarchive.archive.read.chunks>` (chunk refs and bytes, shards) and
+:mod:`changes <zsarchive.archive.read.changes>` (chunk history, diff, ops log).
 """
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any, Iterable, Iterator
 
-from zsarchive.archive.changes import ChangeQueries
-from zsarchive.archive.chunkqueries import ChunkQueries
-from zsarchive.archive.reading import guarded
-from zsarchive.archive.refspec import TimeBound
-from zsarchive.archive.summary import summarize
+from zsarchive.archive.read.changes import ChangeQueries
+from zsarchive.archive.read.chunks import ChunkQueries
+from zsarchive.archive.read.reader import guarded
+from zsarchive.archive.read.refspec import TimeBound
+from zsarchive.archive.read.summary import summarize
 
 
 class RepoArchive(ChunkQueries, ChangeQueries):
@@ -27,9 +27,6 @@ class RepoArchive(ChunkQueries, ChangeQueries):
     nothing outside them is ever opened. Every query fails with a one-line ZSError, whatever the
     archive holds.
     """
-
-    def __init__(self, source: Any, authorize: Iterable[str] | Mapping[str, Mapping[str, Any]] = ()):
-        super().__init__(source, authorize)
 
     def summary(self) -> dict[str, Any]:
         """What the archive holds, at a glance (``zs summary``): ``archive`` (location, size in bytes, format

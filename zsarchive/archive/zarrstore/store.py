@@ -19,13 +19,12 @@ from typing import Any, Callable
 from zarr.abc.store import ByteRequest, OffsetByteRequest, RangeByteRequest, Store, SuffixByteRequest
 from zarr.core.buffer import Buffer, BufferPrototype, default_buffer_prototype
 
-from zsarchive.archive.chunkdata import is_url
-from zsarchive.archive.chunkkeys import ChunkKeys
-from zsarchive.archive.query import RepoArchive
-from zsarchive.archive.refwindow import RefWindow
-from zsarchive.archive.shards import ShardLayout, shard_layout
+from zsarchive.archive.zarrstore.chunkkeys import ChunkKeys
+from zsarchive.archive.read.repoarchive import RepoArchive
+from zsarchive.archive.zarrstore.refwindow import RefWindow
+from zsarchive.archive.format.shards import ShardLayout, shard_layout
 from zsarchive.errors import ZSError
-from zsarchive.io.location import Location, parse_location
+from zsarchive.io.location import Location, is_url, parse_location
 
 _LIST_BATCH = 4096
 """Keys pulled from the archive per step of a listing: bounded memory for millions of chunks."""

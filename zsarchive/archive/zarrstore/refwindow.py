@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from zsarchive.archive.query import RepoArchive
+from zsarchive.archive.read.repoarchive import RepoArchive
 
 _WINDOW_MIN, _WINDOW_MAX = 1, 1024
 """Bounds of the number of chunk refs one lookup reads ahead."""
