@@ -132,3 +132,36 @@ def test_rows_follow_the_spec(rows, before, after, pieces, rng):
 def test_rows_refuse_negative_integers():
     with pytest.raises(ValueError, match="integers >= 0"):
         keys.encode_rows([np.array([1, -1])], 2)
+
+
+_LAYOUT_VALUES = {"i": unsigned, "s": st.text(max_size=12), "I": st.none() | unsigned, "S": st.none() | st.text(max_size=12)}
+
+
+@given(st.text("isIS", min_size=1, max_size=5).flatmap(
+    lambda layout: st.tuples(st.just(layout), st.lists(st.tuples(*[_LAYOUT_VALUES[c] for c in layout]), min_size=1,
+                                                       max_size=8))),
+       st.binary(max_size=6))
+def test_decode_rows_agrees_with_decode(case, before):
+    """decode_rows, a batch at a time, gives what decode gives row by row, or refuses (None) the rows
+    it does not take; each row is a tuple between constant bytes, as in a record."""
+    layout, rows = case
+    encoded = [before + keys.encode([tuple(row)]) for row in rows]
+    buf = b"".join(encoded)
+    ends = np.cumsum([len(e) for e in encoded])
+    starts = ends - [len(e) for e in encoded] + len(before)
+    got = keys.decode_rows(buf, starts, ends, "(" + layout + ")")
+    escaped = any(isinstance(v, str) and "\0" in v for row in rows for v in row)
+    if got is None:
+        assert escaped
+        return
+    columns, pos = got
+    assert (pos == ends).all()
+    for i, row in enumerate(rows):
+        assert keys.decode(encoded[i], len(before))[0] == (tuple(row),)
+        for letter, column, value in zip(layout, columns, row):
+            if letter in "iI":
+                values, present = column if letter == "I" else (column, [True] * len(rows))
+                assert (int(values[i]) if present[i] else None) == value
+            else:
+                begin, stop, present = column if letter == "S" else (*column, [True] * len(rows))
+                assert (buf[begin[i]:stop[i]].decode() if present[i] else None) == value

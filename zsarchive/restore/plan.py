@@ -13,6 +13,9 @@ from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 from typing import Iterable, Iterator
 
+import numpy as np
+
+from zsarchive.archive.format import schema as S
 from zsarchive.archive.read.reader import ArchiveReader
 from zsarchive.errors import ZSCorrupt, ZSError
 from zsarchive.icechunk.header import IMPLEMENTATION
@@ -20,7 +23,7 @@ from zsarchive.icechunk.model import (
     ChunkRef, FileHeader, FileType, MoveOperation, Node, RepoInfo, RepoStatus, Snapshot, TransactionLog,
 )
 from zsarchive.icechunk.paths import path_key
-from zsarchive.restore.source import ArchiveHistory, SnapshotRecord, manifest_refs, node_timeline
+from zsarchive.restore.source import ArchiveHistory, SnapshotRecord, manifest_refs, node_timeline, timeline_refs
 
 _LIST_FIELDS = ("new_groups", "new_arrays", "deleted_groups", "deleted_arrays", "updated_groups", "updated_arrays")
 
@@ -241,23 +244,24 @@ class ManifestContents:
             return sorted(manifest_refs(self.reader, manifest.id).items())
         out = []
         for sid, node in manifest.users:
+            rows = self._timeline(node.id)
+            if not len(rows):
+                continue
             rank = self._ranks(sid, node.id)
-            held = []
-            for coords, changes in self._timeline(node.id).items():
-                if isinstance(changes, tuple):
-                    if changes[0] not in rank:
-                        continue
-                    ref = changes[1]
-                else:
-                    best = min(((rank[sid], ref) for sid, ref in changes if sid in rank), default=None,
-                               key=lambda pair: pair[0])
-                    if best is None:
-                        continue
-                    ref = best[1]
-                if ref is not None and _first_manifest(node, coords) == manifest.id:
-                    held.append(ref)
-            if held:
-                out.append((node.id, held))
+            depth = np.array([rank.get(s, -1) for s in rows.snapshot_ids], np.int64)[rows.snapshot]
+            # a chunk's changes are adjacent rows: keep, of each chunk, the change nearest the snapshot
+            starts = np.ones(len(rows), bool)
+            starts[1:] = (rows.coords[1:] != rows.coords[:-1]).any(axis=1)
+            chunk = np.cumsum(starts)
+            inside = np.flatnonzero(depth >= 0)
+            inside = inside[np.lexsort((depth[inside], chunk[inside]))]
+            nearest = np.ones(len(inside), bool)
+            nearest[1:] = chunk[inside[1:]] != chunk[inside[:-1]]
+            chosen = inside[nearest]
+            chosen = chosen[rows.kind[chosen] != S.REMOVED]
+            chosen = chosen[_first_manifests(node, rows.coords[chosen]) == manifest.id]
+            if len(chosen):
+                out.append((node.id, timeline_refs(rows, chosen)))
         return out
 
     def _ranks(self, sid: str, node_id: str) -> dict[str, int]:
@@ -272,9 +276,14 @@ class ManifestContents:
         return ranks
 
 
-def _first_manifest(node: Node, coords: tuple) -> str | None:
+def _first_manifests(node: Node, coords: np.ndarray) -> np.ndarray:
+    """The id of the first of the node's manifests whose extents hold each row of ``coords`` ('' none)."""
+    out = np.full(len(coords), "", dtype=object)
+    free = np.ones(len(coords), bool)
     for ref in node.manifests:
-        if all(lo <= c < hi for c, (lo, hi) in zip(coords, ref.extents)):
-            return ref.id
-    return None
-
+        within = free.copy()
+        for axis, (lo, hi) in enumerate(ref.extents[:coords.shape[1]]):
+            within &= (coords[:, axis] >= lo) & (coords[:, axis] < hi)
+        out[within] = ref.id
+        free &= ~within
+    return out

@@ -19,6 +19,7 @@ from zsarchive.archive.format.views import (
     TxlogValue,
 )
 from zsarchive.archive.read.reader import ArchiveReader, records_under
+from zsarchive.archive.read.refrows import ChunkRefRows, chunk_ref_rows
 from zsarchive.errors import ZSCorrupt
 from zsarchive.icechunk.model import (
     ChunkRef, DimensionShape, ManifestFileInfo, ManifestRef, MoveOperation, Node, NodeType, RefKind, RepoStatus,
@@ -144,40 +145,44 @@ def read_history(reader: ArchiveReader) -> ArchiveHistory:
                           refs["branch"], refs["tag"], deleted, snapshots, ops, txlogs)
 
 
-def chunk_ref(coords: tuple, raw: tuple, texts: dict[str, str] | None = None) -> ChunkRef | None:
-    """The ref a ``C`` record value holds (None: removed). ``texts``: one copy of each location kept
-    (many refs of an array point into few files)."""
+def chunk_ref(coords: tuple, raw: tuple) -> ChunkRef | None:
+    """The ref a ``C`` record value holds (None: removed)."""
     value = ChunkRefValue.decode(raw)
     if value.kind == S.INLINE:
         return ChunkRef(coords, RefKind.INLINE, inline=bytes(value.inline))
     if value.kind == S.NATIVE:
         return ChunkRef(coords, RefKind.NATIVE, chunk_id=value.chunk_id, offset=value.offset, length=value.length)
     if value.kind == S.VIRTUAL:
-        location = value.location if texts is None else texts.setdefault(value.location, value.location)
-        return ChunkRef(coords, RefKind.VIRTUAL, location=location, offset=value.offset, length=value.length,
+        return ChunkRef(coords, RefKind.VIRTUAL, location=value.location, offset=value.offset, length=value.length,
                         checksum_etag=value.checksum_etag, checksum_last_modified=value.checksum_last_modified)
     return None
 
 
-Timeline = dict
-"""Format 2, one array: coords -> ``(snapshot id, ref)`` of the one snapshot that set it, or a list of
-them when several did (ref None: removed). Most chunks are set once: no list for them."""
+def node_timeline(reader: ArchiveReader, node_id: str) -> ChunkRefRows:
+    """The chunk ref timeline of one array (format 2): each change of a ref, one row each, in
+    coordinate order and, for one chunk, snapshot id order."""
+    return chunk_ref_rows(reader.zs, node_id)
 
 
-def node_timeline(reader: ArchiveReader, node_id: str) -> Timeline:
-    """The chunk ref timeline of one array (see :data:`Timeline`)."""
-    out: Timeline = {}
-    texts: dict[str, str] = {}
-    for (_node, coords, sid), value in records_under(reader.zs, S.CHUNK_REF, (node_id,)):
-        coords = tuple(coords)
-        change = (sid, chunk_ref(coords, value, texts))
-        before = out.get(coords)
-        if before is None:
-            out[coords] = change
-        elif isinstance(before, list):
-            before.append(change)
+def timeline_refs(rows: ChunkRefRows, chosen: np.ndarray) -> list[ChunkRef]:
+    """The refs of the rows ``chosen`` (none removed), in their order."""
+    coords = map(tuple, rows.coords[chosen].tolist())
+    kinds = rows.kind[chosen].tolist()
+    texts = rows.texts
+    named = [texts[i] if i >= 0 else None for i in rows.text[chosen].tolist()]
+    offsets, lengths = rows.offset[chosen].tolist(), rows.length[chosen].tolist()
+    picks = chosen.tolist()
+    etags, modified = rows.checksum_etag, rows.checksum_last_modified
+    out = []
+    for row, where, kind, text, offset, length in zip(picks, coords, kinds, named, offsets, lengths):
+        if kind == S.VIRTUAL:
+            out.append(ChunkRef(where, RefKind.VIRTUAL, None, None, text, offset, length, etags[row], modified[row]))
+        elif kind == S.NATIVE:
+            out.append(ChunkRef(where, RefKind.NATIVE, chunk_id=text, offset=offset, length=length))
+        elif kind == S.INLINE:
+            out.append(ChunkRef(where, RefKind.INLINE, inline=rows.inline[row]))
         else:
-            out[coords] = [before, change]
+            raise ZSCorrupt(f"chunk ref at {where}: kind {kind}, which this zsarchive does not know")
     return out
 
 

@@ -295,3 +295,55 @@ def key_end(buf: bytes, pos: int = 1) -> int:
     if pos >= len(buf):
         raise ZSCorrupt(f"key {bytes(buf[:40])!r}: not terminated")
     return pos + 1
+
+
+def decode_rows(buf: bytes, starts: np.ndarray, ends: np.ndarray, layout: str) -> tuple[list, np.ndarray] | None:
+    """Decode, a batch at a time, the same run of elements from each of the encodings ``buf[starts[i]:
+    ends[i]]``; returns the columns and the positions after the run. ``layout``, one letter per element: ``i`` an
+    integer >= 0 of at most 8 bytes (a uint64 array), ``s`` a text without an escaped NUL (arrays of its
+    bytes' start and end), ``I``/``S`` the same or None (the arrays and a mask of those not None), ``(``
+    a tuple's start and ``)`` its END. None when some encoding differs: decode those with :func:`decode`."""
+    import numpy as np
+
+    data = np.frombuffer(buf, np.uint8)
+    size = len(data)
+    if size == 0 or len(starts) == 0:
+        return None
+    zeros = np.flatnonzero(data == END)
+    pos = np.asarray(starts, np.int64).copy()
+    out: list = []
+    for letter in layout:
+        if (pos >= ends).any():
+            return None
+        code = data[pos]
+        if letter in "()":
+            if (code != (TUPLE if letter == "(" else END)).any():
+                return None
+            pos += 1
+            continue
+        optional = letter.isupper()
+        present = code != NONE if optional else np.ones(len(pos), bool)
+        if letter in "iI":
+            width = np.where(present, code.astype(np.int64) - INT_ZERO, 0)
+            if ((width < 0) | (width > 8) | (present & (code < INT_ZERO))).any() or (pos + 1 + width > ends).any():
+                return None
+            values = np.zeros(len(pos), np.uint64)
+            for k in range(int(width.max())):  # big-endian magnitude bytes
+                byte = data[np.minimum(pos + 1 + k, size - 1)].astype(np.uint64)
+                values = np.where(k < width, (values << np.uint64(8)) | byte, values)
+            pos += 1 + width
+            out.append((values, present) if optional else values)
+        else:
+            if (present & (code != STRING)).any():
+                return None
+            at = np.searchsorted(zeros, pos + 1)
+            if (present & (at >= len(zeros))).any():
+                return None
+            stop = np.where(present, zeros[np.minimum(at, len(zeros) - 1)], pos)
+            after = data[np.minimum(stop + 1, size - 1)]
+            if (present & ((stop >= ends) | ((after == 0xFF) & (stop + 1 < size)))).any():
+                return None  # runs past its encoding, or an escaped NUL
+            begin = pos + 1
+            pos = np.where(present, stop + 1, pos + 1)
+            out.append((begin, stop, present) if optional else (begin, stop))
+    return out, pos

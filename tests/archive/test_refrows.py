@@ -1,0 +1,69 @@
+"""An array's chunk ref records read as columns (archive/read/refrows.py): the batch decoder and the
+record-by-record one agree with the records' own decoding, whatever the records hold."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from zsarchive.archive.format import schema as S
+from zsarchive.archive.format.views import ChunkRefValue
+from zsarchive.archive.read.reader import records_under
+from zsarchive.archive.read.refrows import chunk_ref_rows
+from zsarchive.zs.reader import ZS
+from zsarchive.zs.writer import ZSWriter
+
+SIDS = ["A" * 20, "B" * 20, "C" * 20]
+u64 = st.integers(0, (1 << 64) - 1)
+virtual = st.builds(lambda loc, off, n, etag, modified: ChunkRefValue(S.VIRTUAL, location=loc, offset=off, length=n,
+                                                                     checksum_etag=etag, checksum_last_modified=modified),
+                    st.sampled_from(["s3://b/f.nc", "s3://b/g\0.nc", "é/x"]) | st.text(max_size=6), u64, u64,
+                    st.none() | st.text(max_size=4), st.none() | st.integers(0, 1 << 32))
+native = st.builds(lambda cid, off, n: ChunkRefValue(S.NATIVE, chunk_id=cid, offset=off, length=n),
+                   st.sampled_from(["0" * 20, "1" * 20]), u64, u64)
+inline = st.builds(lambda data: ChunkRefValue(S.INLINE, inline=data), st.binary(max_size=5))
+removed = st.just(ChunkRefValue(S.REMOVED))
+
+
+@st.composite
+def arrays(draw):
+    kinds = draw(st.sampled_from([virtual, native, virtual | native | inline | removed]))
+    ndim = draw(st.integers(0, 3))
+    coords = draw(st.lists(st.tuples(*[st.integers(0, 1 << 40)] * ndim), min_size=1, max_size=12, unique=True))
+    return [((c, sid), draw(kinds)) for c in sorted(coords)
+            for sid in sorted(draw(st.sets(st.sampled_from(SIDS), min_size=1, max_size=2)))]
+
+
+@settings(max_examples=60, deadline=None)
+@given(arrays(), st.sampled_from(["N" * 13, "N\0" * 6]))
+def test_rows_equal_the_records(tmp_path_factory, changes, node):
+    path = tmp_path_factory.mktemp("refrows") / "a.zs"
+    recs = [S.record(S.CHUNK_REF, (node, coords, sid), value.encode()) for (coords, sid), value in changes]
+    neighbour = S.record(S.CHUNK_REF, (node + "\0x", (0,) * len(changes[0][0][0]), SIDS[0]), (S.REMOVED,))
+    with ZSWriter(str(path), {}, codec="none") as writer:
+        writer.add_data_block(sorted(recs + [neighbour]))
+        writer.finish()
+    with ZS(str(path)) as zs:
+        rows = chunk_ref_rows(zs, node)
+        expected = [(k, ChunkRefValue.decode(v)) for k, v in records_under(zs, S.CHUNK_REF, (node,))]
+    assert len(rows) == len(expected)
+    for i, ((_node, coords, sid), value) in enumerate(expected):
+        assert tuple(rows.coords[i].tolist()) == coords and rows.snapshot_ids[rows.snapshot[i]] == sid
+        assert rows.kind[i] == value.kind
+        named = rows.texts[rows.text[i]] if rows.text[i] >= 0 else None
+        assert named == (value.chunk_id if value.kind == S.NATIVE else value.location)
+        if value.kind in (S.NATIVE, S.VIRTUAL):
+            assert (int(rows.offset[i]), int(rows.length[i])) == (value.offset, value.length)
+        assert rows.checksum_etag[i] == value.checksum_etag
+        assert rows.checksum_last_modified[i] == value.checksum_last_modified
+        assert rows.inline.get(i) == (value.inline if value.kind == S.INLINE else None)
+
+
+def test_an_array_without_records_has_no_rows(tmp_path):
+    path = tmp_path / "a.zs"
+    with ZSWriter(str(path), {}, codec="none") as writer:
+        writer.add_data_block([S.record(S.CHUNK_REF, ("M" * 13, (0,), SIDS[0]), (S.REMOVED,))])
+        writer.finish()
+    with ZS(str(path)) as zs:
+        assert len(chunk_ref_rows(zs, "N" * 13)) == 0

@@ -1,0 +1,150 @@
+"""One array's chunk ref records (format 2, family ``C``) as columns, decoded a batch at a time: the
+restore reads millions of them, and one record at a time that costs more than everything else it does."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from zsarchive.archive.format import keys, schema
+from zsarchive.archive.format.views import ChunkRefValue
+from zsarchive.errors import ZSCorrupt
+from zsarchive.zs.reader import ZS
+
+_VALUE_LAYOUTS = {schema.VIRTUAL: "isiiSI", schema.NATIVE: "isii"}
+"""The value elements of the ref kinds decoded in bulk (kind, text, offset, length[, etag, last modified])."""
+
+
+@dataclass
+class ChunkRefRows:
+    """The ``C`` records of one array in key order (coordinates, then snapshot id), one row each."""
+
+    coords: np.ndarray
+    """(rows, ndim) int64."""
+    snapshot: np.ndarray
+    """Index into ``snapshot_ids`` of the snapshot that made each change."""
+    snapshot_ids: list[str]
+    kind: np.ndarray
+    """``schema.INLINE`` ... ``schema.REMOVED``."""
+    text: np.ndarray
+    """Index into ``texts`` of a native ref's chunk id or a virtual ref's location (-1: none)."""
+    texts: list[str]
+    offset: np.ndarray
+    length: np.ndarray
+    checksum_etag: list
+    checksum_last_modified: list
+    inline: dict[int, bytes]
+    """Row -> the bytes of an inline ref."""
+
+    def __len__(self) -> int:
+        return len(self.kind)
+
+
+def _texts(buf: bytes, begin: np.ndarray, stop: np.ndarray) -> tuple[np.ndarray, list[str]]:
+    """Codes of each span's text and the distinct texts (many rows name few snapshots and files): rows
+    grouped by a hash of their bytes, each checked byte for byte against its group's first row."""
+    data = np.frombuffer(buf, np.uint8)
+    size = stop - begin
+    width = int(size.max()) if len(size) else 0
+    digest = size.astype(np.uint64)
+    for k in range(width):  # FNV-style, one byte column at a time: no (rows, width) matrix
+        digest = digest * np.uint64(1099511628211) ^ np.where(k < size, data[np.minimum(begin + k, len(data) - 1)], 0)
+    _, first, codes = np.unique(digest, return_index=True, return_inverse=True)
+    twin = first[codes]
+    same = size == size[twin]
+    for k in range(width):
+        same &= (k >= size) | (data[np.minimum(begin + k, len(data) - 1)] == data[np.minimum(begin[twin] + k,
+                                                                                              len(data) - 1)])
+    if not same.all():  # a hash collision: group them exactly
+        index: dict[bytes, int] = {}
+        raw = map(buf.__getitem__, map(slice, begin.tolist(), stop.tolist()))
+        codes = np.fromiter((index.setdefault(r, len(index)) for r in raw), np.int64, len(begin))
+        return codes, [r.decode("utf-8") for r in index]
+    return codes.reshape(-1), [buf[b:e].decode("utf-8") for b, e in zip(begin[first].tolist(), stop[first].tolist())]
+
+
+def _bulk(buf: bytes, starts: np.ndarray, ends: np.ndarray, skip: int) -> ChunkRefRows | None:
+    """The rows of the records ``buf[starts[i]:ends[i]]`` decoded a batch at a time, or None when some
+    record is not in the common shapes."""
+    ndim = len(keys.decode(buf, skip, ends[0], what="chunk ref key")[0][0]) if buf[skip] == keys.TUPLE else -1
+    if ndim < 0:
+        return None
+    key = keys.decode_rows(buf, starts + skip, ends, "(" + "i" * ndim + ")s)")
+    if key is None:
+        return None
+    columns, pos = key
+    data = np.frombuffer(buf, np.uint8)
+    if (pos + 2 > ends).any() or (data[pos] != 2).any():  # record version 2
+        return None
+    kinds = data[pos + 2] if (pos + 3 <= ends).all() else None
+    layout = None if kinds is None else _VALUE_LAYOUTS.get(int(kinds[0]))
+    if kinds is None or layout is None or (data[pos + 1] != keys.INT_ZERO + 1).any() or (kinds != kinds[0]).any():
+        return None
+    value = keys.decode_rows(buf, pos + 1, ends, layout)
+    if value is None or (value[1] != ends).any():
+        return None
+    kind, (text_begin, text_stop), offset, length, *checks = value[0]
+    try:
+        snapshot, snapshot_ids = _texts(buf, *columns[-1])
+        text, texts = _texts(buf, text_begin, text_stop)
+        if checks:
+            (etag_begin, etag_stop, etag_present), (modified, modified_present) = checks
+            etags = [None] * len(starts)
+            if etag_present.any():
+                codes, names = _texts(buf, etag_begin, etag_stop)
+                etags = [names[c] if p else None for c, p in zip(codes.tolist(), etag_present.tolist())]
+            modifieds = [m if p else None for m, p in zip(modified.tolist(), modified_present.tolist())]
+        else:
+            etags = modifieds = [None] * len(starts)
+    except UnicodeDecodeError:
+        return None
+    coords = np.stack(columns[:ndim], axis=1).astype(np.int64) if ndim else np.zeros((len(starts), 0), np.int64)
+    return ChunkRefRows(coords, snapshot, snapshot_ids, kind.astype(np.int8), text, texts, offset, length, etags,
+                        modifieds, {})
+
+
+def _one_by_one(records: list[bytes], node_id: str) -> ChunkRefRows:
+    """The rows decoded record by record (any record the bulk decoder does not take)."""
+    coords, sids, kinds, text, offsets, lengths, etags, modifieds, inline = [], [], [], [], [], [], [], [], {}
+    snapshots: dict[str, int] = {}
+    texts: dict[str, int] = {}
+    for rec in records:
+        _, (_node, where, sid), raw = schema.split(rec)
+        value = ChunkRefValue.decode(raw)
+        if coords and len(where) != len(coords[0]):
+            raise ZSCorrupt(f"chunk ref record of array {node_id} at {where}: {len(where)} coordinates, "
+                            f"not {len(coords[0])}")
+        if value.kind == schema.INLINE:
+            inline[len(kinds)] = bytes(value.inline)
+        named = value.chunk_id if value.kind == schema.NATIVE else value.location
+        coords.append(where)
+        sids.append(snapshots.setdefault(sid, len(snapshots)))
+        kinds.append(value.kind)
+        text.append(-1 if named is None else texts.setdefault(named, len(texts)))
+        offsets.append(value.offset)
+        lengths.append(value.length)
+        etags.append(value.checksum_etag)
+        modifieds.append(value.checksum_last_modified)
+    ndim = len(coords[0]) if coords else 0
+    return ChunkRefRows(np.array(coords, np.int64).reshape(len(coords), ndim), np.array(sids, np.int64),
+                        list(snapshots), np.array(kinds, np.int8), np.array(text, np.int64), list(texts),
+                        np.array(offsets, np.uint64), np.array(lengths, np.uint64), etags, modifieds, inline)
+
+
+def chunk_ref_rows(zs: ZS, node_id: str) -> ChunkRefRows:
+    """Every ``C`` record of array ``node_id`` in a format 2 archive, as columns."""
+    prefix = schema.key_prefix(schema.CHUNK_REF, (node_id,))
+    # the bytes of text "a" start those of "a\0b" (NUL is escaped as 00 FF): those are another array's
+    records = [rec for rec in zs.search(prefix=prefix) if rec[len(prefix):len(prefix) + 1] != b"\xff"]
+    if not records:
+        return _one_by_one([], node_id)
+    lengths = np.fromiter(map(len, records), np.int64, len(records))
+    ends = np.cumsum(lengths)
+    starts = ends - lengths
+    buf = b"".join(records)
+    del records  # a million small objects: the joined copy is what is read from here on
+    rows = _bulk(buf, starts, ends, len(prefix))
+    if rows is None:
+        rows = _one_by_one(list(map(buf.__getitem__, map(slice, starts.tolist(), ends.tolist()))), node_id)
+    return rows
