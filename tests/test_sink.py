@@ -168,3 +168,12 @@ def test_object_store_errors_are_one_line(bucket):
     assert isinstance(open_sink("s3://dest/p"), ObjectSink)
     with pytest.raises(ZSError, match="plain HTTP"):
         open_sink("http://127.0.0.1:1/x")
+
+
+def test_a_list_of_buffers_is_their_concatenation(target):
+    sink, objects = target
+    data = bytes(range(256)) * 300
+    pieces = [memoryview(data)[:1000], data[1000:70000], bytearray(data[70000:]), b""]
+    written = sink.put_all([("chunks/joined", pieces), ("chunks/empty", [])])
+    assert written == len(data)
+    assert objects() == {"chunks/joined": data, "chunks/empty": b""}

@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from zsarchive.archive.format import schema as S
+from zsarchive.archive.format.pieces import embeds, file_pieces
 from zsarchive.archive.format.views import ChunkRefValue
 from zsarchive.archive.read.reader import records_under
 from zsarchive.archive.read.refrows import chunk_ref_rows
@@ -67,3 +68,36 @@ def test_an_array_without_records_has_no_rows(tmp_path):
         writer.finish()
     with ZS(str(path)) as zs:
         assert len(chunk_ref_rows(zs, "N" * 13)) == 0
+
+
+def test_whole_embedded_files_are_their_pieces(tmp_path):
+    """file_pieces/embeds on an archive our export writes (format 3: pieces), checked against the
+    repository's own chunk files."""
+    from oracle import repo_path
+    from zsarchive.archive import export
+    from zsarchive.archive.read.reader import ArchiveReader
+
+    repo = repo_path(2)
+    archive = tmp_path / "a.zs"
+    export(repo, archive, include_chunks=True)
+    files = {p.name: p.read_bytes() for p in (repo / "chunks").iterdir()}
+    assert files
+    with ArchiveReader(archive) as reader:
+        for chunk_id, data in files.items():
+            assert embeds(reader.zs, chunk_id)
+            assert b"".join(file_pieces(reader.zs, chunk_id, views=True)) == data
+        missing = "0" * 20
+        assert missing not in files and not embeds(reader.zs, missing) and file_pieces(reader.zs, missing) is None
+
+
+def test_whole_file_records_of_older_formats_are_one_piece(tmp_path):
+    """Formats 1 and 2 keep a chunk file in one record (record version 1), keyed by its id alone."""
+    path = tmp_path / "a.zs"
+    files = {"A" * 20: b"first file", "A" * 20 + "\0x": b"an id that starts like it", "B" * 20: b""}
+    with ZSWriter(str(path), {}, codec="none") as writer:
+        writer.add_data_block(sorted(S.record(S.CHUNK_DATA, (cid,), (data,), version=1) for cid, data in files.items()))
+        writer.finish()
+    with ZS(str(path)) as zs:
+        for chunk_id, data in files.items():
+            assert embeds(zs, chunk_id) and b"".join(file_pieces(zs, chunk_id)) == data
+        assert not embeds(zs, "C" * 20)

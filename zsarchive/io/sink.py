@@ -19,8 +19,10 @@ from typing import Callable, Iterable, Mapping, Union
 from zsarchive.errors import ZSError
 from zsarchive.io.location import Location, parse_location
 
-Body = Union[bytes, bytearray, memoryview, Callable[[], bytes]]
-"""What ``put_all`` writes: bytes, or a function that returns them (called on a worker thread)."""
+Body = Union[bytes, bytearray, memoryview, list, Callable[[], bytes]]
+"""What ``put_all`` writes: bytes, a list of buffers (the object is their concatenation: a local file
+writes them one after another, with no copy of the whole), or a function that returns bytes (called on a
+worker thread)."""
 
 
 class AlreadyExists(ZSError):
@@ -77,7 +79,7 @@ class Sink(abc.ABC):
     def _write_body(self, key: str, body: Body) -> tuple[str, int]:
         data = body() if callable(body) else body
         self.put(key, data)
-        return key, len(data)
+        return key, sum(map(len, data)) if isinstance(data, list) else len(data)
 
     @staticmethod
     def _settle(running: set[Future], done, when) -> int:
@@ -137,7 +139,10 @@ class LocalSink(Sink):
     def _write_temp(self, temp: Path, data: bytes, durable: bool = False) -> None:
         try:
             with open(temp, "xb") as handle:
-                handle.write(data)
+                if isinstance(data, list):
+                    handle.writelines(data)
+                else:
+                    handle.write(data)
                 if durable:
                     handle.flush()
                     os.fsync(handle.fileno())
@@ -245,7 +250,7 @@ class ObjectSink(Sink):
             raise describe(exc, self.url(key)) from None
 
     def put(self, key: str, data: bytes) -> None:
-        self._put(key, data, None)
+        self._put(key, b"".join(data) if isinstance(data, list) else data, None)
 
     def put_new(self, key: str, data: bytes) -> None:
         self._put(key, data, "create")

@@ -28,7 +28,7 @@ from zsarchive.io.location import Location, parse_location
 from zsarchive.io.sink import Sink, open_sink
 from zsarchive.io.storage import Storage, open_storage
 from zsarchive.restore.plan import ManifestContents, RestorePlan, select
-from zsarchive.restore.source import embedded_files, embedded_ids, read_history
+from zsarchive.restore.source import embedded_file, is_embedded, read_history
 
 Progress = Callable[[str, int, int], None]
 """``progress(stage, done, total)``: called as each stage advances."""
@@ -158,7 +158,7 @@ class Restore:
     def chunk_sources(self, needed: set[str]) -> tuple[set[str], Storage | None]:
         """(ids the archive embeds, the source repository's storage if given); one line if some chunk
         file has no source."""
-        embedded = embedded_ids(self.reader) & needed if needed else set()
+        embedded = {cid for cid in needed if is_embedded(self.reader, cid)}
         source = None if self.repo is None else open_storage(self.repo)
         missing = needed - embedded
         if missing and source is None:
@@ -174,8 +174,8 @@ class Restore:
             done[0] += 1
             self.progress("chunks", done[0], total)
 
-        items = ((f"chunks/{cid}", data) for cid, data in embedded_files(self.reader) if cid in needed)
-        written = sink.put_all(items, tick)
+        # each file as its pieces: views into the archive's map where it is one, written with no copy here
+        written = sink.put_all(((f"chunks/{cid}", embedded_file(self.reader, cid)) for cid in sorted(embedded)), tick)
 
         def fetch(cid: str) -> Callable[[], bytes]:
             def read() -> bytes:

@@ -9,13 +9,14 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 
 from zsarchive.archive.format import schema as S
+from zsarchive.archive.format.pieces import embeds, file_pieces
 from zsarchive.archive.format.views import (
-    NODE_SETS, ChunkBytesValue, ChunkRefValue, NodeValue, OpsValue, RefValue, RepoFactValue, SnapshotValue,
+    NODE_SETS, ChunkRefValue, NodeValue, OpsValue, RefValue, RepoFactValue, SnapshotValue,
     TxlogValue,
 )
 from zsarchive.archive.read.reader import ArchiveReader, records_under
@@ -194,27 +195,11 @@ def manifest_refs(reader: ArchiveReader, manifest_id: str) -> dict[str, list[Chu
     return out
 
 
-def embedded_files(reader: ArchiveReader) -> Iterator[tuple[str, bytes]]:
-    """(chunk id, whole file bytes) of every chunk file the archive embeds (``D`` records), in id order."""
-    current, parts, expected = None, [], 0
-    for key, value in records_under(reader.zs, S.CHUNK_DATA):
-        chunk_id = key[0]
-        data = ChunkBytesValue.decode(value).data
-        if reader.format_version < 3:
-            yield chunk_id, bytes(data)
-            continue
-        if chunk_id != current:
-            if current is not None:
-                yield current, b"".join(parts)
-            current, parts, expected = chunk_id, [], 0
-        if key[1] != expected:
-            raise ZSCorrupt(f"{reader.name}: chunk data of {chunk_id} has a gap at offset {expected}")
-        parts.append(bytes(data))
-        expected += len(data)
-    if current is not None:
-        yield current, b"".join(parts)
+def embedded_file(reader: ArchiveReader, chunk_id: str) -> list[bytes | memoryview] | None:
+    """The pieces of an embedded chunk file (views into the archive's map where it is one), or None."""
+    return file_pieces(reader.zs, chunk_id, views=True)
 
 
-def embedded_ids(reader: ArchiveReader) -> set[str]:
-    """Ids of the chunk files the archive embeds (keys only)."""
-    return {key[0] for key, _ in records_under(reader.zs, S.CHUNK_DATA)}
+def is_embedded(reader: ArchiveReader, chunk_id: str) -> bool:
+    """Whether the archive embeds the chunk file (its first piece is looked up, not the whole file read)."""
+    return embeds(reader.zs, chunk_id)

@@ -134,3 +134,30 @@ def read_pieces(zs: ZS, chunk_id: str, start: int, stop: int, views: bool = Fals
     if len(pieces) == 1:
         return pieces[0][2][start - first:stop - first]
     return b"".join(data for _, _, data in pieces)[start - first:stop - first]
+
+
+def file_pieces(zs: ZS, chunk_id: str, views: bool = False) -> list[bytes | memoryview] | None:
+    """The pieces of a whole embedded chunk file, in order (the file is their concatenation), or None if
+    the archive does not embed it. ``views`` as for :func:`read_pieces`: a restore writes them out with
+    no copy of its own."""
+    where = f"{zs.name}: embedded chunk {chunk_id}"
+    head = schema.key_prefix(schema.CHUNK_DATA, (chunk_id,))
+    # every key of this file continues ``head`` with an integer or END; FF starts another id's escaped NUL
+    records = zs.floor_span(head, head + b"\xff", views)
+    pieces = [p for p in (_split(r, where) for r in records if bytes(r[:len(head)]) == head) if p[0] == chunk_id]
+    if not pieces:
+        return None
+    at = 0
+    for _, piece_start, data in pieces:
+        if piece_start != at:
+            raise ZSCorrupt(f"{where}: pieces leave a gap: bytes from {at} to {piece_start} are missing")
+        at += len(data)
+    return [data for _, _, data in pieces]
+
+
+def embeds(zs: ZS, chunk_id: str) -> bool:
+    """Whether the archive embeds the chunk file (only the block of its first piece is read)."""
+    head = schema.key_prefix(schema.CHUNK_DATA, (chunk_id,))
+    # a whole-file record continues ``head`` with END (00), a first piece with the integer 0 (14)
+    return any(bytes(r[:len(head) + 1]) in (head + b"\x00", head + b"\x14")
+               for r in zs.floor_span(head, head + b"\x15", True))
