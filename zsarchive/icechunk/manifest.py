@@ -433,9 +433,70 @@ def _ref_kind(ref: ChunkRef) -> str:
     return ref.kind.value
 
 
-def _direct_payload(manifest_id: str, ordered: list[tuple[NodeId, list[ChunkRef]]], spec_version: int) -> bytes:
+def _uniform_kind(batch: RefBatch) -> str | None:
+    """The one layout every ref of a batch has (see _REF_VTABLES), or None: lay them out one by one."""
+    kinds = set(batch.kind)
+    if len(kinds) != 1 or (batch.coords.size and int(batch.coords.max()) > 0xFFFFFFFF):
+        return None
+    kind = kinds.pop()
+    if kind is RefKind.NATIVE:
+        return "native"
+    if kind is not RefKind.VIRTUAL or any(e is not None for e in batch.checksum_etag):
+        return None
+    modified = sum(map(bool, batch.checksum_last_modified))
+    return "virtual" if not modified else "virtual+modified" if modified == len(batch.kind) else None
+
+
+def _field(block: np.ndarray, stride: int, at: int, dtype: str) -> np.ndarray:
+    """The column of ``dtype`` at byte ``at`` of every ``stride``-byte row of ``block``."""
+    return np.ndarray((len(block) // stride,), dtype, buffer=block, offset=at, strides=(stride,))
+
+
+def _batch_tables(w: ForwardWriter, vtable: int, kind: str, batch: RefBatch, refs_at: int,
+                  locations: dict[str, list]) -> None:
+    """The ref tables of a batch of one layout, each followed by its index vector, as the loop in
+    :func:`_direct_payload` lays them out, built column by column."""
+    fields, table_size = _REF_VTABLES[kind]
+    n, ndim = batch.coords.shape
+    stride = (table_size + 4 + 4 * ndim + 7) & ~7
+    first = w.align(8)
+    block = np.zeros(n * stride, np.uint8)
+    tables = first + stride * np.arange(n, dtype=np.int64)
+    _field(block, stride, 0, "<i4")[:] = tables - vtable
+    _field(block, stride, 4, "<u4")[:] = table_size - 4
+    _field(block, stride, 8, "<u8")[:] = batch.offset
+    _field(block, stride, 16, "<u8")[:] = batch.length
+    _field(block, stride, table_size, "<u4")[:] = ndim
+    for axis in range(ndim):
+        _field(block, stride, table_size + 4 + 4 * axis, "<u4")[:] = batch.coords[:, axis]
+    rows = block.reshape(n, stride)
+    if kind == "native":
+        distinct: dict[str, int] = {}
+        codes = np.fromiter((distinct.setdefault(c, len(distinct)) for c in batch.chunk_id), np.int64, n)
+        raw = np.frombuffer(b"".join(ids.decode(c, 12) for c in distinct), np.uint8).reshape(-1, 12)
+        rows[:, 24:36] = raw[codes]
+    else:
+        if kind == "virtual+modified":
+            _field(block, stride, 32, "<u4")[:] = batch.checksum_last_modified
+        distinct = {}
+        codes = np.fromiter((distinct.setdefault(loc or "", len(distinct)) for loc in batch.location), np.int64, n)
+        order = np.argsort(codes, kind="stable")
+        bounds = np.searchsorted(codes[order], np.arange(len(distinct) + 1))
+        for code, location in enumerate(distinct):  # first seen first, as the loop does
+            locations.setdefault(location, []).append(tables[order[bounds[code]:bounds[code + 1]]] + 24)
+    w.buf += block[:len(block) - stride + table_size + 4 + 4 * ndim].tobytes()
+    vector = np.arange(n, dtype=np.int64) * 4 + refs_at + 4
+    w.buf[refs_at + 4:refs_at + 4 + 4 * n] = (tables - vector).astype("<u4").tobytes()
+
+
+def _direct_payload(manifest_id: str, ordered: list[tuple[NodeId, list[ChunkRef] | RefBatch]],
+                    spec_version: int) -> bytes:
     """The FlatBuffer laid out front to back (see above)."""
-    kinds = {_ref_kind(ref) for _, refs in ordered for ref in refs}
+    layouts = [_uniform_kind(refs) if isinstance(refs, RefBatch) else None for _, refs in ordered]
+    ordered = [(node_id, refs if layout else list(refs.refs()) if isinstance(refs, RefBatch) else refs)
+               for (node_id, refs), layout in zip(ordered, layouts)]
+    kinds = {layout for layout in layouts if layout} | \
+        {_ref_kind(ref) for (_, refs), layout in zip(ordered, layouts) if not layout for ref in refs}
     w = ForwardWriter()
     root = w.reserve(4)
     manifest_fields = (8, 4) + ((0, 20) if spec_version >= 2 else ())  # id, arrays[, dictionary, algorithm]
@@ -454,13 +515,16 @@ def _direct_payload(manifest_id: str, ordered: list[tuple[NodeId, list[ChunkRef]
         w.buf[table + 20] = 0  # the schema's default is zstd with a dictionary; these locations are plain
     arrays_at = w.vector(len(ordered), 4)
     w.point(table + 4, arrays_at)
-    locations: dict[str, list[int]] = {}
-    for j, (node_id, refs) in enumerate(ordered):
+    locations: dict[str, list] = {}
+    for j, ((node_id, refs), layout) in enumerate(zip(ordered, layouts)):
         array = w.table(vtables["array"], 16)
         w.point(arrays_at + 4 + 4 * j, array)
         w.buf[array + 8:array + 16] = ids.decode(node_id, 8)
-        refs_at = w.vector(len(refs), 4)
+        refs_at = w.vector(len(refs.kind) if layout else len(refs), 4)
         w.point(array + 4, refs_at)
+        if layout:
+            _batch_tables(w, vtables[layout], layout, refs, refs_at, locations)
+            continue
         for k, ref in enumerate(refs):
             kind = _ref_kind(ref)
             fields, table_size = _REF_VTABLES[kind]
@@ -480,10 +544,21 @@ def _direct_payload(manifest_id: str, ordered: list[tuple[NodeId, list[ChunkRef]
                 w.point(at + 28, w.blob(ref.checksum_etag.encode("utf-8"), terminate=True))
             if ref.checksum_last_modified:
                 struct.pack_into("<I", w.buf, at + 32, ref.checksum_last_modified)
+    columns = []  # pointers of whole batches, written once every text is in place
     for location, fields in locations.items():
         text = w.blob(location.encode("utf-8"), terminate=True)
         for field in fields:
-            w.point(field, text)
+            if isinstance(field, np.ndarray):
+                columns.append((field, text))
+            else:
+                w.point(field, text)
+    if columns:
+        out = np.frombuffer(w.buf, np.uint8)
+        for field, text in columns:
+            value = (text - field).astype(np.uint32)
+            for byte in range(4):
+                out[field + byte] = (value >> np.uint32(8 * byte)) & np.uint32(0xFF)
+        del out
     return bytes(w.buf)
 
 
@@ -523,6 +598,8 @@ def _built_payload(manifest_id: str, ordered: list[tuple[NodeId, list[ChunkRef]]
     b = flatbuffers.Builder(1 << 16)
     tables = []
     for node_id, refs in ordered:
+        if isinstance(refs, RefBatch):
+            refs = list(refs.refs())
         refs_vector = offsets_vector(b, [_encode_ref(b, ref, CR) for ref in refs])
         AM.Start(b)
         AM.AddNodeId(b, id_struct(b, node_id, 8))
@@ -543,14 +620,16 @@ _DIRECT_FROM = 4096
 layout, icechunk's own, compresses to the sizes icechunk's files have."""
 
 
-def encode_manifest(manifest_id: str, arrays: Iterable[tuple[NodeId, Iterable[ChunkRef]]], spec_version: int,
-                    implementation: str = IMPLEMENTATION, size: int | None = None) -> bytes:
+def encode_manifest(manifest_id: str, arrays: Iterable[tuple[NodeId, Iterable[ChunkRef] | RefBatch]],
+                    spec_version: int, implementation: str = IMPLEMENTATION, size: int | None = None) -> bytes:
     """A manifest file holding each array's refs (arrays sorted by node id, refs by coordinates, as
-    icechunk's binary searches need); virtual locations are stored plain. ``size``: the file's length
+    icechunk's binary searches need; a :class:`RefBatch` is taken as sorted, and laid out column by
+    column where its refs share one layout); virtual locations are stored plain. ``size``: the file's length
     the snapshots name (see :func:`~zsarchive.icechunk.header.wrap_file`); when one layout cannot have
     it, the other is tried."""
-    ordered = [(node_id, sorted(refs, key=lambda r: r.index)) for node_id, refs in sorted(arrays, key=lambda a: a[0])]
-    count = sum(len(refs) for _, refs in ordered)
+    ordered = [(node_id, refs if isinstance(refs, RefBatch) else sorted(refs, key=lambda r: r.index))
+               for node_id, refs in sorted(arrays, key=lambda a: a[0])]
+    count = sum(len(refs.kind) if isinstance(refs, RefBatch) else len(refs) for _, refs in ordered)
     first, second = (_direct_payload, _built_payload) if count >= _DIRECT_FROM else (_built_payload, _direct_payload)
     try:
         return wrap_file(FileType.MANIFEST, spec_version, first(manifest_id, ordered, spec_version), implementation,

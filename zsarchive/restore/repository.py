@@ -19,7 +19,7 @@ from urllib.parse import quote
 
 from zsarchive.archive.read.reader import ArchiveReader, guarded
 from zsarchive.errors import ZSError
-from zsarchive.icechunk.manifest import decode_manifest, encode_manifest
+from zsarchive.icechunk.manifest import RefBatch, decode_manifest, encode_manifest
 from zsarchive.icechunk.model import RefKind, RepoInfo
 from zsarchive.icechunk.repo_info import decode_repo_info, encode_repo_info
 from zsarchive.icechunk.snapshot import decode_snapshot, encode_snapshot
@@ -139,12 +139,15 @@ class Restore:
         order = sorted(plan.manifests.values(), key=lambda m: (m.users[0][1].id if m.users else "", m.id))
         for done, manifest in enumerate(order, 1):
             arrays = contents.refs(manifest)
-            count = sum(len(refs) for _, refs in arrays)
+            count = sum(len(refs.kind) if isinstance(refs, RefBatch) else len(refs) for _, refs in arrays)
             if manifest.num_refs and count != manifest.num_refs:
                 self.notes.append(f"manifest {manifest.id}: {count} refs restored, the original held "
                                   f"{manifest.num_refs} (refs the archive does not keep: hidden by another manifest)")
             for _, refs in arrays:
-                chunk_ids.update(r.chunk_id for r in refs if r.kind is RefKind.NATIVE)
+                if isinstance(refs, RefBatch):
+                    chunk_ids.update(c for c in refs.chunk_id if c is not None)
+                else:
+                    chunk_ids.update(r.chunk_id for r in refs if r.kind is RefKind.NATIVE)
             try:
                 files[manifest.id] = encode_manifest(manifest.id, arrays, manifest.spec_version, size=manifest.size)
             except ValueError:  # it encodes to more: the snapshots name the size it has

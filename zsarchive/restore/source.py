@@ -22,6 +22,7 @@ from zsarchive.archive.format.views import (
 from zsarchive.archive.read.reader import ArchiveReader, records_under
 from zsarchive.archive.read.refrows import ChunkRefRows, chunk_ref_rows
 from zsarchive.errors import ZSCorrupt
+from zsarchive.icechunk.manifest import RefBatch
 from zsarchive.icechunk.model import (
     ChunkRef, DimensionShape, ManifestFileInfo, ManifestRef, MoveOperation, Node, NodeType, RefKind, RepoStatus,
     SnapshotInfo, Update,
@@ -165,26 +166,28 @@ def node_timeline(reader: ArchiveReader, node_id: str) -> ChunkRefRows:
     return chunk_ref_rows(reader.zs, node_id)
 
 
-def timeline_refs(rows: ChunkRefRows, chosen: np.ndarray) -> list[ChunkRef]:
-    """The refs of the rows ``chosen`` (none removed), in their order."""
-    coords = map(tuple, rows.coords[chosen].tolist())
-    kinds = rows.kind[chosen].tolist()
+_REF_KINDS = {S.INLINE: RefKind.INLINE, S.NATIVE: RefKind.NATIVE, S.VIRTUAL: RefKind.VIRTUAL}
+
+
+def timeline_refs(rows: ChunkRefRows, chosen: np.ndarray) -> RefBatch:
+    """The refs of the rows ``chosen`` (none removed), in their order, as columns."""
+    picks = chosen.tolist()
+    try:
+        kinds = [_REF_KINDS[k] for k in rows.kind[chosen].tolist()]
+    except KeyError as exc:
+        raise ZSCorrupt(f"chunk ref of kind {exc.args[0]}, which this zsarchive does not know") from None
     texts = rows.texts
     named = [texts[i] if i >= 0 else None for i in rows.text[chosen].tolist()]
-    offsets, lengths = rows.offset[chosen].tolist(), rows.length[chosen].tolist()
-    picks = chosen.tolist()
+    if len(set(kinds)) == 1:  # most arrays: one kind
+        chunk_ids = named if kinds and kinds[0] is RefKind.NATIVE else [None] * len(picks)
+        locations = named if kinds and kinds[0] is RefKind.VIRTUAL else [None] * len(picks)
+    else:
+        chunk_ids = [t if k is RefKind.NATIVE else None for k, t in zip(kinds, named)]
+        locations = [t if k is RefKind.VIRTUAL else None for k, t in zip(kinds, named)]
+    inline = [rows.inline.get(r) for r in picks] if rows.inline else [None] * len(picks)
     etags, modified = rows.checksum_etag, rows.checksum_last_modified
-    out = []
-    for row, where, kind, text, offset, length in zip(picks, coords, kinds, named, offsets, lengths):
-        if kind == S.VIRTUAL:
-            out.append(ChunkRef(where, RefKind.VIRTUAL, None, None, text, offset, length, etags[row], modified[row]))
-        elif kind == S.NATIVE:
-            out.append(ChunkRef(where, RefKind.NATIVE, chunk_id=text, offset=offset, length=length))
-        elif kind == S.INLINE:
-            out.append(ChunkRef(where, RefKind.INLINE, inline=rows.inline[row]))
-        else:
-            raise ZSCorrupt(f"chunk ref at {where}: kind {kind}, which this zsarchive does not know")
-    return out
+    return RefBatch(rows.coords[chosen], kinds, inline, chunk_ids, locations, rows.offset[chosen],
+                    rows.length[chosen], [etags[r] for r in picks], [modified[r] for r in picks])
 
 
 def manifest_refs(reader: ArchiveReader, manifest_id: str) -> dict[str, list[ChunkRef]]:
