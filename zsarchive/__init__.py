@@ -11,6 +11,7 @@ __getattr__ = lazy_exports(__name__, {
     "RepoArchive": "zsarchive.archive",
     "export": "zsarchive.archive",
     "consolidate": "zsarchive.archive",
+    "checkout": "zsarchive.restore.checkout",
     "IcechunkRepository": "zsarchive.icechunk:Repository",
     # the zarr store needs the optional ``zarr`` extra
     "open_store": "zsarchive.archive.zarrstore",
@@ -18,4 +19,4 @@ __getattr__ = lazy_exports(__name__, {
 })
 
 __all__ = ["ZSError", "ZSCorrupt", "ZS", "ZSWriter", "validate", "ValidationReport", "RepoArchive", "export",
-           "consolidate", "IcechunkRepository", "open_store", "ArchiveStore"]
+           "consolidate", "checkout", "IcechunkRepository", "open_store", "ArchiveStore"]

@@ -1,0 +1,1 @@
+"""Bringing an archive back: a snapshot as plain Zarr (checkout)."""
