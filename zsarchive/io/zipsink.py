@@ -48,7 +48,7 @@ class ZipSink(Sink):
             try:
                 self._zip = zipfile.ZipFile(open(self._temp, "xb"), "w", zipfile.ZIP_STORED, allowZip64=True)
             except OSError as exc:
-                raise _os_error(exc, self._temp) from None
+                raise _os_error(exc, self.path) from None
         return self._zip
 
     def put(self, key: str, data: bytes) -> None:
@@ -61,7 +61,7 @@ class ZipSink(Sink):
                 with self._open().open(info, "w", force_zip64=len(data) >= 1 << 31) as entry:
                     entry.write(data)
             except OSError as exc:
-                raise _os_error(exc, self._temp) from None
+                raise _os_error(exc, self.path) from None
 
     def put_new(self, key: str, data: bytes) -> None:
         """As :meth:`put`: the file is new, so no entry precedes this one under ``key``."""
@@ -119,8 +119,8 @@ class ZipSink(Sink):
     def abort(self) -> None:
         """Drop the temporary file: nothing is left at or beside the target."""
         if self._zip is not None:
-            handle = self._zip.fp
-            self._zip = None
+            # detach the file first: a ZipFile closed (or collected) later would write its directory
+            handle, self._zip.fp, self._zip = self._zip.fp, None, None
             try:
                 handle.close()
             except OSError:

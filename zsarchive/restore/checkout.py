@@ -94,8 +94,10 @@ def checkout(archive: RepoArchive | str | os.PathLike, ref: str, target: str | o
                 out.sink.put_new(*metas[-1])
                 done(metas[-1][0], len(metas[-1][1]))
             out.commit()
-        except BaseException:
+        except BaseException as exc:
             out.abort()
+            if isinstance(exc, ZSError):
+                raise out.restate(exc) from None
             raise
         return CheckoutSummary(out.sink.name if not out.local else os.fspath(target), snapshot_id, len(nodes),
                                written["chunks"], written["bytes"], time.monotonic() - started)
@@ -197,6 +199,10 @@ class _Target:
     def abort(self) -> None:
         """Drop what a failed write left (on an object store, without its root zarr.json, it looks unfinished)."""
 
+    def restate(self, exc: ZSError) -> ZSError:
+        """``exc`` as the user should read it (naming the target, not a temporary name)."""
+        return exc
+
 
 class _DirTarget(_Target):
     """A directory: written under a hidden temporary directory, moved into place when complete
@@ -232,6 +238,9 @@ class _DirTarget(_Target):
 
     def abort(self) -> None:
         shutil.rmtree(self.temp, ignore_errors=True)
+
+    def restate(self, exc: ZSError) -> ZSError:
+        return type(exc)(str(exc).replace(self.temp, self.path))
 
 
 class _ZipTarget(_Target):

@@ -1,0 +1,273 @@
+"""``zs checkout``: a snapshot written as plain Zarr v3 reads, through zarr-python and xarray, exactly as
+the real icechunk's ``session.store`` reads that snapshot (V1 and V2 repositories, fixtures and random
+ones; directory, zip and S3 targets), key for key and byte for byte; and the refusals are one line
+with nothing written."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+import zarr
+from click.testing import CliRunner
+
+from oracle import CLEAN_EXIT, ROOT, fixtures, oracle, repo_path
+from servers import moto_s3, nginx_server  # noqa: F401
+from test_differential import generate
+from test_virtual_shards import virtual  # noqa: F401
+from zsarchive import ZSError, checkout
+from zsarchive.archive import RepoArchive, export
+from zsarchive.cli import main
+
+# Runs under an icechunk interpreter: for each job, icechunk's store at a snapshot (below a group)
+# against the checked-out copy opened by zarr's own LocalStore / ZipStore: every key and its bytes,
+# every array (dtype, shape, fill value, attributes, values) and, with xarray, every group as a Dataset.
+COMPARE = r'''
+import asyncio, json, sys
+import icechunk as ic, numpy as np, zarr
+from zarr.core.buffer import default_buffer_prototype
+
+repo_dir, prefix, jobs, answer, with_xarray = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), sys.argv[4], sys.argv[5] == "1"
+major = int(ic.__version__.split(".")[0])
+access = ic.credentials.LocalFileSystemAccess if major >= 2 else None
+repo = ic.Repository.open(ic.local_filesystem_storage(repo_dir),
+                          authorize_virtual_chunk_access={prefix: access} if prefix else None)
+proto = default_buffer_prototype()
+
+def describe(node):
+    out = {"kind": type(node).__name__, "attrs": json.dumps(dict(node.attrs), sort_keys=True)}
+    if isinstance(node, zarr.Array):
+        out.update(dtype=str(node.dtype), shape=list(node.shape), fill=repr(node.fill_value))
+        try:
+            data = np.ascontiguousarray(node[...])
+        except Exception as exc:
+            return dict(out, error=str(exc).splitlines()[0])
+        out.update(values=data.tobytes().hex(), value_dtype=str(data.dtype),
+                   all_fill=bool(np.array_equal(data, np.full(data.shape, node.fill_value, data.dtype), equal_nan=True)))
+    return out
+
+def unreadable_by_icechunk(a, b):
+    """icechunk refuses chunk keys with a "." separator (its "invalid zarr key format"), even for an
+    array with no chunks; zarr reads the checkout's as the fill value, which such an array holds."""
+    return "invalid zarr key format" in a.get("error", "") and b.get("all_fill") and \
+        {k: v for k, v in a.items() if k != "error"} == {k: v for k, v in b.items() if k not in ("values", "value_dtype", "all_fill")}
+
+def datasets(group, with_xarray):
+    if not with_xarray:
+        return {}
+    import xarray as xr
+    out = {}
+    for path in [""] + [p for p, n in group.members(max_depth=None) if isinstance(n, zarr.Group)]:
+        try:
+            out[path] = xr.open_zarr(group.store, group=(group.path + "/" + path).strip("/") or None,
+                                     consolidated=False, zarr_format=3, mask_and_scale=False).load()
+        except Exception as exc:
+            out[path] = type(exc).__name__
+    return out
+
+async def one(job):
+    problems = []
+    ice = repo.readonly_session(**job["at"]).store
+    mine = zarr.storage.ZipStore(job["target"], mode="r") if job["target"].endswith(".zip") else \
+        zarr.storage.LocalStore(job["target"], read_only=True)
+    await mine._open()  # zarr 3.1's ZipStore lists only once opened
+    base = job["group"].strip("/")
+    pre = base + "/" if base else ""
+    ice_keys = sorted(k[len(pre):] for k in [k async for k in ice.list()] if k.startswith(pre))
+    my_keys = sorted([k async for k in mine.list()])
+    if ice_keys != my_keys:
+        problems.append(f"keys differ: only icechunk {sorted(set(ice_keys) - set(my_keys))[:5]}, "
+                        f"only the checkout {sorted(set(my_keys) - set(ice_keys))[:5]}")
+    for key in ice_keys:
+        a, b = await ice.get(pre + key, proto), await mine.get(key, proto)
+        if b is None or a.to_bytes() != b.to_bytes():
+            problems.append(f"bytes of {key} differ")
+    ig, mg = zarr.open(ice, path=base, mode="r"), zarr.open(mine, mode="r")
+    if describe(ig) != describe(mg):
+        problems.append("the root differs")
+    if isinstance(ig, zarr.Array):
+        return {"problems": problems, "arrays": 1, "keys": len(ice_keys), "datasets": 0, "refused": []}
+    ice_nodes = dict(ig.members(max_depth=None))
+    my_nodes = dict(mg.members(max_depth=None))
+    if sorted(ice_nodes) != sorted(my_nodes):
+        problems.append(f"members differ: {sorted(ice_nodes)} vs {sorted(my_nodes)}")
+    arrays, refused = 0, []
+    for path, node in ice_nodes.items():
+        if path in my_nodes:
+            a, b = describe(node), describe(my_nodes[path])
+            if unreadable_by_icechunk(a, b):
+                refused.append(path)
+            elif a != b:
+                problems.append(f"{path} differs: {a.get('error') or ''} {b.get('error') or ''}")
+        arrays += isinstance(node, zarr.Array)
+    ice_ds, my_ds = datasets(ig, with_xarray), datasets(mg, with_xarray)
+    opened = 0
+    for path, ds in ice_ds.items():
+        other = my_ds.get(path)
+        if isinstance(ds, str) or isinstance(other, str):
+            if ds != other:
+                problems.append(f"xarray on group {path!r}: {ds if isinstance(ds, str) else 'ok'} vs "
+                                f"{other if isinstance(other, str) else 'ok'}")
+            continue
+        if not ds.identical(other):
+            problems.append(f"xarray datasets of group {path!r} differ")
+        opened += 1
+    return {"problems": problems, "arrays": arrays, "keys": len(ice_keys), "datasets": opened, "refused": refused}
+
+async def main():
+    return [await one(job) for job in jobs]
+
+with open(answer, "w") as f:
+    json.dump(asyncio.run(main()), f)
+''' + CLEAN_EXIT
+
+
+def compare(python: Path, repo: Path, prefix: str, jobs: list[dict], workdir: Path, with_xarray: bool) -> list[dict]:
+    """What the icechunk peer finds comparing each checkout with its store (jobs: at, target, group)."""
+    out = workdir / "compare.json"
+    proc = subprocess.run([str(python), "-c", COMPARE, str(repo), prefix, json.dumps(jobs), str(out),
+                           "1" if with_xarray else "0"], capture_output=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr.decode(errors="replace")[-3000:]
+    return json.loads(out.read_text())
+
+
+def run(*args: str):
+    return CliRunner().invoke(main, ["checkout", *map(str, args), "--no-progress"])
+
+
+def one_line_error(result) -> str:
+    assert result.exit_code == 1, result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("zs: error: "), result.output
+    return lines[0]
+
+
+def commit_id(version: int, message: str) -> str:
+    return next(c["id"] for c in fixtures()[f"v{version}"]["commits"] if c["message"] == message)
+
+
+@pytest.fixture(scope="module", params=(1, 2), ids=lambda v: f"v{v}")
+def fixture_archives(request, tmp_path_factory):
+    """(version, archive without chunk bytes, archive with them) of one fixture repository."""
+    version = request.param
+    oracle(version, request.getfixturevalue(f"icechunk{version}_python"))  # links the virtual prefix here
+    out = tmp_path_factory.mktemp(f"checkout-v{version}")
+    export(repo_path(version), out / "plain.zs")
+    export(repo_path(version), out / "embedded.zs", include_chunks=True)
+    return version, out / "plain.zs", out / "embedded.zs"
+
+
+def test_checkouts_read_as_icechunk_reads_the_snapshot(fixture_archives, icechunk1_python, icechunk2_python,
+                                                       tmp_path):
+    version, plain, embedded = fixture_archives
+    prefix = fixtures()["virtual"]["prefix"]
+    repo = repo_path(version)
+    old = commit_id(version, "empty group, unicode attrs, awkward names")
+    cases = [  # (archive, REF, snapshot for icechunk, target, --group, with --repo)
+        (plain, "v1.0", {"tag": "v1.0"}, "tag", "", True),
+        (embedded, "dev", {"branch": "dev"}, "dev.zip", "", False),
+        (embedded, old, {"snapshot_id": old}, "old", "", False),
+        (plain, old, {"snapshot_id": old}, "old.zip", "", True),
+        (plain, "main", {"branch": "main"}, "group", "data/c", True),
+        (embedded, "main", {"branch": "main"}, "virt", "/data/sub/virt", False),
+        (embedded, "main", {"branch": "main"}, "array.zip", "data/temperature", False),
+    ]
+    jobs = []
+    for archive, ref, at, name, group, with_repo in cases:
+        target = tmp_path / name
+        args = [archive, ref, target, "--authorize", prefix] + (["--group", group] if group else []) + \
+            (["--repo", repo] if with_repo else [])
+        result = run(*args)
+        assert result.exit_code == 0, result.output
+        assert f"wrote {target}" in result.output
+        jobs.append({"at": at, "target": str(target), "group": group})
+    assert zipfile.is_zipfile(tmp_path / "dev.zip")
+    assert all(i.compress_type == zipfile.ZIP_STORED for i in zipfile.ZipFile(tmp_path / "dev.zip").infolist())
+    # the checked-out root is the group: its zarr.json is the group's, byte for byte
+    with RepoArchive(plain) as arc:
+        assert (tmp_path / "group" / "zarr.json").read_bytes() == arc.node("main", "/data/c")["user_data"]
+    peers = [(icechunk2_python, True)] + ([(icechunk1_python, False)] if version == 1 else [])
+    for python, with_xarray in peers:
+        answers = compare(python, repo, prefix, jobs, tmp_path, with_xarray)
+        for job, answer in zip(jobs, answers):
+            assert answer["problems"] == [], (job, answer["problems"])
+            assert answer["keys"] > 0 and answer["arrays"] > 0, (job, answer)
+            assert set(answer["refused"]) <= {"dotted"}, answer  # the one array with "." keys, no chunks
+        if with_xarray:
+            assert sum(a["datasets"] for a in answers) > 0
+
+
+def test_refusals_are_one_line_and_write_nothing(fixture_archives, tmp_path):
+    version, plain, embedded = fixture_archives
+    prefix = fixtures()["virtual"]["prefix"]
+    # an archive without chunk bytes and no --repo: how many chunk files are missing
+    line = one_line_error(run(plain, "v1.0", tmp_path / "a"))
+    with RepoArchive(plain) as arc:
+        node = arc.node("v1.0", "/data/big")
+        wanted = {c["chunk_id"] for n in arc.ls("v1.0") if n["node_type"] == "array"
+                  for c in arc.node_chunk_refs(n) if c["kind"] == "native"}
+    assert node and wanted and f"{len(wanted)} chunk file" in line and "--repo" in line
+    assert not (tmp_path / "a").exists()
+    # an unauthorized virtual chunk: names the location and the --authorize it needs
+    line = one_line_error(run(embedded, "dev", tmp_path / "b"))
+    assert prefix in line and f"--authorize {prefix}" in line
+    assert not (tmp_path / "b").exists() and not list(tmp_path.glob(".b*"))
+    # a chunk icechunk itself refuses (the checksum never matches): one line, nothing left
+    line = one_line_error(run(embedded, "main", tmp_path / "c.zip", "--authorize", prefix))
+    assert "changed since the virtual ref was written" in line
+    assert sorted(os.listdir(tmp_path)) == []
+    # a target that is not empty, for each kind of target
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "keep").write_bytes(b"mine")
+    (tmp_path / "taken.zip").write_bytes(b"not a zip")
+    for target in (tmp_path / "full", tmp_path / "taken.zip"):
+        line = one_line_error(run(embedded, "dev", target, "--authorize", prefix))
+        assert "not empty" in line and str(target) in line
+    assert sorted(os.listdir(tmp_path / "full")) == ["keep"] and (tmp_path / "taken.zip").read_bytes() == b"not a zip"
+    # an empty directory and an empty file are fine targets
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty.zip").write_bytes(b"")
+    for target in (tmp_path / "empty", tmp_path / "empty.zip"):
+        assert run(embedded, "dev", target, "--authorize", prefix).exit_code == 0
+    assert (tmp_path / "empty" / "zarr.json").exists() and zipfile.is_zipfile(tmp_path / "empty.zip")
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+    # a group that is not there
+    line = one_line_error(run(embedded, "dev", tmp_path / "d", "--group", "no/such"))
+    assert "'/no/such'" in line and not (tmp_path / "d").exists()
+
+
+def test_the_python_api_and_a_failed_write(fixture_archives, tmp_path):
+    _, _, embedded = fixture_archives
+    prefix = fixtures()["virtual"]["prefix"]
+    seen = []
+    summary = checkout(str(embedded), "dev", tmp_path / "x", authorize=[prefix],
+                       progress=lambda done, total: seen.append((done, total)))
+    assert summary.nodes == len(list((tmp_path / "x").rglob("zarr.json")))
+    assert seen[-1][0] == seen[-1][1] == summary.nodes + summary.chunks
+    files = [p for p in (tmp_path / "x").rglob("*") if p.is_file()]
+    (tmp_path / "out").mkdir()
+    assert len(files) == summary.nodes + summary.chunks and sum(p.stat().st_size for p in files) == summary.bytes
+    # writes that fail (here: past a file size limit, as a full disk would): one line, nothing left
+    for name, limit in (("x2", 4000), ("x3.zip", 20000)):
+        proc = subprocess.run([sys.executable, "-c", FILE_SIZE_LIMITED, str(limit), "checkout", str(embedded), "dev",
+                               str(tmp_path / "out" / name), "--authorize", prefix],
+                              capture_output=True, timeout=300, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+        lines = proc.stderr.decode().strip().splitlines()
+        assert proc.returncode == 1 and len(lines) == 1 and "cannot write" in lines[0], proc.stderr
+        assert "File too large" in lines[0]
+        assert os.listdir(tmp_path / "out") == []
+
+
+FILE_SIZE_LIMITED = """
+import resource, signal, sys
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG instead
+limit = int(sys.argv.pop(1))
+resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+from zsarchive.cli import main
+main(prog_name="zs")
+"""
