@@ -87,6 +87,8 @@ async def one(job):
         a, b = await ice.get(pre + key, proto), await mine.get(key, proto)
         if b is None or a.to_bytes() != b.to_bytes():
             problems.append(f"bytes of {key} differ")
+    if not ice_keys:  # an empty snapshot (a new repository's first): nothing to open on either side
+        return {"problems": problems, "arrays": 0, "keys": 0, "datasets": 0, "refused": []}
     ig, mg = zarr.open(ice, path=base, mode="r"), zarr.open(mine, mode="r")
     if describe(ig) != describe(mg):
         problems.append("the root differs")
@@ -271,3 +273,108 @@ resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
 from zsarchive.cli import main
 main(prog_name="zs")
 """
+
+
+def test_an_s3_target_on_a_local_server(fixture_archives, icechunk2_python, tmp_path):
+    version, _, embedded = fixture_archives
+    prefix = fixtures()["virtual"]["prefix"]
+    # obstore's stores are kept per URL for the process: each version has its own bucket
+    bucket = f"out{version}"
+    with moto_s3({bucket: {"taken/key": b"x"}}) as s3:
+        result = run(embedded, "dev", f"s3://{bucket}/copies/dev", "--authorize", prefix, "-j", "4")
+        assert result.exit_code == 0, result.output
+        keys = [o["Key"] for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix="copies/dev/")
+                for o in page.get("Contents", [])]
+        for key in keys:
+            target = tmp_path / "dev" / key[len("copies/dev/"):]
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(s3.get_object(Bucket=bucket, Key=key)["Body"].read())
+        # a prefix holding anything is refused; a failed checkout never writes the root's zarr.json
+        line = one_line_error(run(embedded, "dev", f"s3://{bucket}/taken", "--authorize", prefix))
+        assert "not empty" in line and f"s3://{bucket}/taken" in line
+        one_line_error(run(embedded, "dev", f"s3://{bucket}/failed"))
+        left = [o["Key"] for o in s3.list_objects_v2(Bucket=bucket, Prefix="failed/").get("Contents", [])]
+        assert "failed/zarr.json" not in left
+    answer, = compare(icechunk2_python, repo_path(version), prefix,
+                      [{"at": {"branch": "dev"}, "target": str(tmp_path / "dev"), "group": ""}], tmp_path, True)
+    assert answer["problems"] == [] and answer["arrays"] > 0 and len(keys) == answer["keys"]
+
+
+def test_virtual_shards_behind_nginx(virtual, nginx_server, tmp_path):  # noqa: F811
+    """Virtual refs to the shard files zarr-python wrote, served by nginx: the checkout holds those
+    files byte for byte under the same keys, and zarr reads the same arrays from both."""
+    repo, first, src, prefix = virtual
+    export(repo, tmp_path / "a.zs")
+    line = one_line_error(run(tmp_path / "a.zs", "main", tmp_path / "refused"))
+    assert prefix in line and "--authorize http://" in line and not (tmp_path / "refused").exists()
+    result = run(tmp_path / "a.zs", "main", tmp_path / "out", "--authorize", prefix)
+    assert result.exit_code == 0, result.output
+    shards = {str(p.relative_to(src)): p.read_bytes() for p in src.rglob("*") if p.is_file() and p.name != "zarr.json"}
+    mine = {str(p.relative_to(tmp_path / "out")): p.read_bytes() for p in (tmp_path / "out").rglob("*")
+            if p.is_file() and p.name != "zarr.json"}
+    assert mine == shards and len(shards) > 3
+    plain, copy = zarr.open_group(str(src), mode="r"), zarr.open_group(str(tmp_path / "out"), mode="r")
+    for name in ("end", "start", "late"):
+        assert copy[name].metadata.to_dict() == plain[name].metadata.to_dict()
+        assert (copy[name][...] == plain[name][...]).all() and copy[name].shards is not None
+
+
+@pytest.mark.parametrize("version,seed", [(1, 2), (2, 5)], ids=["v1-seed2", "v2-seed5"])
+def test_random_repositories(version, seed, request, icechunk2_python, tmp_path):
+    """Every branch and tag of a random history, checked out from an archive with chunk bytes and from
+    one without them (with --repo), reads as icechunk reads it."""
+    python = request.getfixturevalue(f"icechunk{version}_python")
+    made = generate(python, tmp_path, seed)
+    repo, prefix = tmp_path / "repo", made["virtual_prefix"]
+    export(repo, tmp_path / "plain.zs")
+    export(repo, tmp_path / "embedded.zs", include_chunks=True)
+    with RepoArchive(tmp_path / "plain.zs") as arc:
+        at = [(r["name"], {r["type"]: r["name"]}) for r in arc.refs() if r["type"] in ("branch", "tag")]
+        snapshots = [s["id"] for s in arc.log()]
+    at += [(sid, {"snapshot_id": sid}) for sid in snapshots[::max(1, len(snapshots) // 6)]]
+    jobs = []
+    for i, (ref, spec) in enumerate(at):
+        target = tmp_path / "out" / f"{i}{'.zip' if i % 3 == 2 else ''}"
+        args = [tmp_path / "plain.zs", ref, target, "--repo", repo] if i % 2 else \
+            [tmp_path / "embedded.zs", ref, target]
+        result = run(*args, "--authorize", prefix)
+        assert result.exit_code == 0, (ref, result.output)
+        jobs.append({"at": spec, "target": str(target), "group": ""})
+    assert len(jobs) >= 4
+    for python_, with_xarray in [(icechunk2_python, True)] + ([(python, False)] if version == 1 else []):
+        for job, answer in zip(jobs, compare(python_, repo, prefix, jobs, tmp_path, with_xarray)):
+            assert answer["problems"] == [], (job, answer["problems"])
+
+
+def hostile(tmp_path: Path, name: str, components: tuple, zarr_json: bytes) -> Path:
+    from test_hostile_input import archive
+    from zsarchive.archive import schema as S
+
+    sid = "A" * 20
+    nodes = [S.record(S.NODE, (sid, ()), ("NODEID0000000", S.GROUP, b'{"zarr_format":3,"node_type":"group"}',
+                                          None, None, ())),
+             S.record(S.NODE, (sid, components), ("NODEID0000001", S.ARRAY, zarr_json, ((4, None, 2),), None, (), sid)),
+             S.record(S.CHUNK_REF, ("NODEID0000001", (0,), sid), (S.INLINE, b"ab"))]
+    return archive(tmp_path / name, {sid: (None, 1, "m", "{}", ())}, nodes)
+
+
+ARRAY = (b'{"zarr_format":3,"node_type":"array","shape":[4],"data_type":"uint8","fill_value":0,'
+         b'"chunk_grid":{"name":"regular","configuration":{"chunk_shape":[2]}},"codecs":[{"name":"bytes"}]')
+
+
+@pytest.mark.parametrize("components,zarr_json,needle", [
+    (("..", "x"), ARRAY + b"}", "not a plain Zarr node name"),
+    (("a", "..", "..", "x"), ARRAY + b"}", "not a plain Zarr node name"),
+    (("", "x"), ARRAY + b"}", "not a plain Zarr node name"),
+    (("v",), ARRAY + b',"chunk_key_encoding":{"name":"default","configuration":{"separator":"/../../"}}}',
+     "separator"),
+], ids=["dotdot", "inner-dotdot", "empty", "separator"])
+def test_hostile_paths_never_write_outside_the_target(tmp_path, components, zarr_json, needle):
+    from hostile import one_line_error as hostile_line, zs
+
+    path = hostile(tmp_path, "h.zs", components, zarr_json)
+    (tmp_path / "in").mkdir()
+    before = sorted(str(p) for p in tmp_path.rglob("*"))
+    for target in (tmp_path / "in" / "t", tmp_path / "in" / "t.zip"):
+        hostile_line(zs("checkout", str(path), "main", str(target)), needle, "nothing written")
+    assert sorted(str(p) for p in tmp_path.rglob("*")) == before

@@ -117,9 +117,9 @@ def _select(arc: RepoArchive, ref: str, group: str | None) -> list[_Node]:
         path = node["path"]
         if not (path == top or path.startswith(base + "/")):
             continue
-        rel = path[len(base):].strip("/")
+        rel = "" if path == top else path[len(base) + 1:]
         parts = rel.split("/") if rel else []
-        if any(p in ("", ".", "..") or "\x00" in p or "\\" in p for p in parts):
+        if any(p in ("", ".", "..") or "\x00" in p or (os.sep != "/" and "\\" in p) for p in parts):
             raise ZSCorrupt(f"{arc.name}: node path {path!r} at {ref!r} is not a plain Zarr node name; "
                             "nothing written")
         for i in range(len(parts)):
@@ -131,7 +131,7 @@ def _select(arc: RepoArchive, ref: str, group: str | None) -> list[_Node]:
             keys = ChunkKeys(node, f"{rel}/" if rel else "")
             if keys.sep not in ("/", "."):
                 raise ZSCorrupt(f"{arc.name}: array {path!r} at {ref!r}: chunk key separator {keys.sep!r} "
-                                "is neither '/' nor '.'")
+                                "is neither '/' nor '.'; nothing written")
         nodes.append(_Node(f"{rel}/{ROOT_META}" if rel else ROOT_META, node["user_data"], keys, node))
     if base and not any(n.key == ROOT_META for n in nodes):
         raise ZSError(f"{arc.name}: no node {top!r} at {ref!r}")
