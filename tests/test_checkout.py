@@ -378,3 +378,43 @@ def test_hostile_paths_never_write_outside_the_target(tmp_path, components, zarr
     for target in (tmp_path / "in" / "t", tmp_path / "in" / "t.zip"):
         hostile_line(zs("checkout", str(path), "main", str(target)), needle, "nothing written")
     assert sorted(str(p) for p in tmp_path.rglob("*")) == before
+
+
+SHARDED = r'''
+import sys
+import icechunk as ic, numpy as np, zarr
+from zarr.codecs import BytesCodec, ShardingCodec, ZstdCodec
+
+repo = ic.Repository.create(ic.local_filesystem_storage(sys.argv[1]))
+s = repo.writable_session("main")
+g = zarr.group(store=s.store)
+end = g.create_array("end", shape=(100, 90), chunks=(10, 10), shards=(40, 30), dtype="f4", compressors=None,
+                     dimension_names=["y", "x"], fill_value=-1)
+end[:70, :] = np.arange(6300, dtype="f4").reshape(70, 90)
+start = g.create_array("sub/start", shape=(64,), dtype="i8", chunks=(32,), dimension_names=["t"],
+                       serializer=ShardingCodec(chunk_shape=(4,), codecs=[BytesCodec(), ZstdCodec()],
+                                                index_codecs=[BytesCodec()], index_location="start"))
+start[:50] = np.arange(50) * 3
+s.commit("sharded")
+repo.create_tag("first", repo.lookup_branch("main"))
+s = repo.writable_session("main")
+zarr.open_array(s.store, path="end", mode="r+")[90:, :30] = 7
+s.commit("one more shard")
+''' + CLEAN_EXIT
+
+
+def test_native_shards_stay_shards(icechunk2_python, tmp_path):
+    proc = subprocess.run([str(icechunk2_python), "-c", SHARDED, str(tmp_path / "repo")], capture_output=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr.decode(errors="replace")[-3000:]
+    export(tmp_path / "repo", tmp_path / "a.zs", include_chunks=True)
+    jobs = []
+    for ref, spec in (("main", {"branch": "main"}), ("first", {"tag": "first"})):
+        for name in (ref, f"{ref}.zip"):
+            assert run(tmp_path / "a.zs", ref, tmp_path / name).exit_code == 0
+            jobs.append({"at": spec, "target": str(tmp_path / name), "group": ""})
+    for job, answer in zip(jobs, compare(icechunk2_python, tmp_path / "repo", "", jobs, tmp_path, True)):
+        assert answer["problems"] == [] and answer["arrays"] == 2 and answer["datasets"] >= 2, (job, answer)
+    # a shard is one file holding several inner chunks: never split, decoded or re-encoded
+    assert (tmp_path / "main" / "end" / "c" / "0" / "0").stat().st_size == 12 * 400 + 12 * 16 + 4
+    assert not (tmp_path / "main" / "end" / "c" / "2" / "2").exists()  # never written: absent
