@@ -418,3 +418,29 @@ def test_native_shards_stay_shards(icechunk2_python, tmp_path):
     # a shard is one file holding several inner chunks: never split, decoded or re-encoded
     assert (tmp_path / "main" / "end" / "c" / "0" / "0").stat().st_size == 12 * 400 + 12 * 16 + 4
     assert not (tmp_path / "main" / "end" / "c" / "2" / "2").exists()  # never written: absent
+
+
+KILLED = """
+import os, signal, sys
+from zsarchive import checkout
+archive, target, prefix = sys.argv[1:4]
+def progress(done, total):
+    if done == 3:  # some objects written, not all: the process dies here, no clean-up runs
+        os.kill(os.getpid(), signal.SIGKILL)
+checkout(archive, "dev", target, authorize=[prefix], window=1, progress=progress)
+"""
+
+
+def test_a_killed_checkout_leaves_no_target_that_looks_complete(fixture_archives, tmp_path):
+    _, _, embedded = fixture_archives
+    prefix = fixtures()["virtual"]["prefix"]
+    (tmp_path / "empty").mkdir()
+    for target in (tmp_path / "dir", tmp_path / "z.zip", tmp_path / "empty"):
+        proc = subprocess.run([sys.executable, "-c", KILLED, str(embedded), str(target), prefix], capture_output=True,
+                              timeout=300, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+        assert proc.returncode == -9, proc.stderr
+        if target.name == "empty":  # the write went on inside it: no zarr.json, and a new checkout refuses it
+            assert [p.name for p in target.rglob("zarr.json") if p.parent == target] == []
+            assert "not empty" in one_line_error(run(embedded, "dev", target, "--authorize", prefix))
+        else:
+            assert not target.exists()
