@@ -13,10 +13,11 @@ __getattr__ = lazy_exports(__name__, {
     "consolidate": "zsarchive.archive",
     "checkout": "zsarchive.restore.checkout",
     "IcechunkRepository": "zsarchive.icechunk:Repository",
+    "restore": "zsarchive.restore",
     # the zarr store needs the optional ``zarr`` extra
     "open_store": "zsarchive.archive.zarrstore",
     "ArchiveStore": "zsarchive.archive.zarrstore",
 })
 
 __all__ = ["ZSError", "ZSCorrupt", "ZS", "ZSWriter", "validate", "ValidationReport", "RepoArchive", "export",
-           "consolidate", "checkout", "IcechunkRepository", "open_store", "ArchiveStore"]
+           "consolidate", "checkout", "IcechunkRepository", "restore", "open_store", "ArchiveStore"]

@@ -54,3 +54,47 @@ def metadata_items(owner, spec_version: int, what: str, must_sort: bool) -> dict
     if must_sort:
         check_sorted(names, f"{what} names")
     return out
+
+
+# -- encoding: pieces shared by the encoders of several file types ------------------------------
+
+def offsets_vector(b, offsets: list[int]) -> int:
+    """A vector of the tables or strings at ``offsets`` (already in builder ``b``)."""
+    b.StartVector(4, len(offsets), 4)
+    for off in reversed(offsets):
+        b.PrependUOffsetTRelative(off)
+    return b.EndVector()
+
+
+def ids_vector(b, id_texts: list[str], nbytes: int) -> int:
+    """A vector of ObjectId12 or ObjectId8 structs from their base32 texts, in the order given."""
+    b.StartVector(nbytes, len(id_texts), 1)
+    for text in reversed(id_texts):
+        b.head = b.head - nbytes
+        b.Bytes[b.head:b.head + nbytes] = ids.decode(text, nbytes)
+    return b.EndVector()
+
+
+def id_struct(b, text: str, nbytes: int) -> int:
+    """An ObjectId12 or ObjectId8 struct inline (call right before adding it as a table field)."""
+    b.Prep(1, nbytes)
+    b.head = b.head - nbytes
+    b.Bytes[b.head:b.head + nbytes] = ids.decode(text, nbytes)
+    return b.Offset()
+
+
+def metadata_vector(b, metadata: dict[str, Any], spec_version: int) -> int:
+    """A ``[MetadataItem]`` vector, sorted by name bytes, values as FlexBuffers (V2) or MessagePack (V1)."""
+    from zsarchive.icechunk.generated import MetadataItem as MI
+    from zsarchive.icechunk.values import to_flexbuffer, to_msgpack
+
+    encode = to_msgpack if spec_version == 1 else to_flexbuffer
+    items = []
+    for name in sorted(metadata, key=lambda n: n.encode("utf-8")):
+        name_off = b.CreateString(name)
+        value_off = b.CreateByteVector(encode(metadata[name]))
+        MI.Start(b)
+        MI.AddName(b, name_off)
+        MI.AddValue(b, value_off)
+        items.append(MI.End(b))
+    return offsets_vector(b, items)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+
 import zstandard
 
 from zsarchive.errors import ZSCorrupt
@@ -61,6 +63,41 @@ def open_file(raw: bytes, name: str, expected: FileType) -> tuple[FileHeader, by
         raise ZSCorrupt(f"{name}: zstd payload at offset {HEADER_LENGTH} {problem}") from None
     except (zstandard.ZstdError, TooLarge) as exc:
         raise ZSCorrupt(f"{name}: zstd payload at offset {HEADER_LENGTH} does not decompress: {exc}") from None
+
+
+IMPLEMENTATION = "zsarchive"
+"""The implementation name zsarchive writes in headers when the original one is not known."""
+
+
+def wrap_file(file_type: FileType, spec_version: int, payload: bytes, implementation: str = IMPLEMENTATION,
+              size: int | None = None) -> bytes:
+    """A whole metadata file: the header, then ``payload`` (a finished FlatBuffer) as one zstd frame at
+    level 3 with its content size and no checksum, as icechunk writes it.
+
+    ``size``: the file must be exactly this long (a snapshot names its manifests' sizes, and icechunk
+    reads that many bytes). Bytes after a FlatBuffer's end are never read, so incompressible ones are
+    appended to the payload until the file is that long (at a higher level if it is too long at 3);
+    ValueError if it cannot be.
+    """
+    name = implementation.encode("utf-8")
+    if len(name) > 24:
+        raise ValueError(f"implementation name {implementation!r} is longer than 24 bytes")
+    head = MAGIC + name.ljust(24, b" ") + bytes((spec_version, int(file_type), COMPRESSION_ZSTD))
+    compressor = zstandard.ZstdCompressor(level=3, write_content_size=True, write_checksum=False)
+    body = compressor.compress(payload)
+    if not size or len(head) + len(body) == size:
+        return head + body
+    filler = hashlib.shake_128(b"zsarchive filler").digest(max(0, size - len(head)) + 64)
+    for level, checksum in ((3, False), (3, True), (9, False), (19, False), (19, True)):
+        # a checksum adds 4 bytes and a higher level may shrink what is too long at 3
+        compressor = zstandard.ZstdCompressor(level=level, write_content_size=True, write_checksum=checksum)
+        gap = size - len(head) - len(compressor.compress(payload))
+        for extra in sorted(range(max(0, gap - 32), max(0, gap + 33)), key=lambda n: abs(n - gap)):
+            for zeros in (0, 1, 2, 3, 5, 8):
+                body = compressor.compress(payload + filler[:extra] + bytes(zeros))
+                if len(head) + len(body) == size:
+                    return head + body
+    raise ValueError(f"cannot make the file exactly {size} bytes long (it compresses to {len(head) + len(body)})")
 
 
 def inspect_header(header: FileHeader) -> dict:

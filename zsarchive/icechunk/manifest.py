@@ -6,17 +6,17 @@ ref), every offset bounds-checked.
 from __future__ import annotations
 
 import itertools
-from typing import Callable, Iterator, NamedTuple
+from typing import Callable, Iterable, Iterator, NamedTuple
 
 import numpy as np
 import zstandard
 
 from zsarchive.icechunk import ids
-from zsarchive.icechunk.common import decoding, id8, id12
+from zsarchive.icechunk.common import decoding, id8, id12, id_struct, offsets_vector
 from zsarchive.icechunk.flatbuf import FlatBufferError, byte_vector, check_sorted, root, vtable_slots
 from zsarchive.icechunk.gather import BYTE, first, first_unsorted, gather, offset_vector, uint32_vectors
 from zsarchive.icechunk.generated.Manifest import Manifest as FbManifest
-from zsarchive.icechunk.header import open_file
+from zsarchive.icechunk.header import IMPLEMENTATION, open_file, wrap_file
 from zsarchive.icechunk.model import ArrayManifestInfo, ChunkRef, FileType, Manifest, NodeId, RefKind
 from zsarchive.limits import LOCATION_LIMIT, unzstd
 
@@ -403,3 +403,65 @@ def iter_chunk_refs(raw: bytes, name: str = "<manifest>") -> Iterator[tuple[Node
         yield from zip(itertools.repeat(info.node_id), manifest.chunk_refs(info.node_id))
 
 
+
+
+# -- encoding ------------------------------------------------------------------------------------
+
+def _encode_ref(b, ref: ChunkRef, CR) -> int:
+    index = b.CreateNumpyVector(np.asarray(ref.index, dtype="<u4")) if ref.index else _empty_index(b)
+    inline = location = etag = None
+    if ref.kind is RefKind.INLINE:
+        inline = b.CreateByteVector(bytes(ref.inline or b""))
+    elif ref.kind is RefKind.VIRTUAL:
+        location = b.CreateString(ref.location or "")
+        if ref.checksum_etag is not None:
+            etag = b.CreateString(ref.checksum_etag)
+    CR.Start(b)
+    CR.AddIndex(b, index)
+    if inline is not None:
+        CR.AddInline(b, inline)
+        return CR.End(b)
+    CR.AddOffset(b, ref.offset)
+    CR.AddLength(b, ref.length)
+    if ref.kind is RefKind.NATIVE:
+        CR.AddChunkId(b, id_struct(b, ref.chunk_id, 12))
+        return CR.End(b)
+    CR.AddLocation(b, location)
+    if etag is not None:
+        CR.AddChecksumEtag(b, etag)
+    if ref.checksum_last_modified:
+        CR.AddChecksumLastModified(b, ref.checksum_last_modified)
+    return CR.End(b)
+
+
+def _empty_index(b) -> int:
+    b.StartVector(4, 0, 4)
+    return b.EndVector()
+
+
+def encode_manifest(manifest_id: str, arrays: Iterable[tuple[NodeId, Iterable[ChunkRef]]], spec_version: int,
+                    implementation: str = IMPLEMENTATION, size: int | None = None) -> bytes:
+    """A manifest file holding each array's refs (arrays sorted by node id, refs by coordinates, as
+    icechunk's binary searches need); virtual locations are stored plain. ``size``: the file's length
+    the snapshots name (see :func:`~zsarchive.icechunk.header.wrap_file`)."""
+    import flatbuffers
+
+    from zsarchive.icechunk.generated import ArrayManifest as AM, ChunkRef as CR, Manifest as M
+
+    b = flatbuffers.Builder(1 << 16)
+    tables = []
+    for node_id, refs in sorted(arrays, key=lambda item: item[0]):
+        ordered = sorted(refs, key=lambda r: r.index)
+        refs_vector = offsets_vector(b, [_encode_ref(b, ref, CR) for ref in ordered])
+        AM.Start(b)
+        AM.AddNodeId(b, id_struct(b, node_id, 8))
+        AM.AddRefs(b, refs_vector)
+        tables.append(AM.End(b))
+    arrays_vector = offsets_vector(b, tables)
+    M.Start(b)
+    M.AddId(b, id_struct(b, manifest_id, 12))
+    M.AddArrays(b, arrays_vector)
+    if spec_version >= 2:
+        M.AddCompressionAlgorithm(b, 0)  # the schema's default is zstd; these locations are plain
+    b.Finish(M.End(b))
+    return wrap_file(FileType.MANIFEST, spec_version, bytes(b.Output()), implementation, size)

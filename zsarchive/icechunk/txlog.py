@@ -10,12 +10,12 @@ from __future__ import annotations
 import numpy as np
 
 from zsarchive.icechunk import ids
-from zsarchive.icechunk.common import decoding, id8, id12
+from zsarchive.icechunk.common import decoding, id8, id12, id_struct, ids_vector, offsets_vector
 from zsarchive.icechunk.flatbuf import FlatBufferError, byte_vector, check_sorted, require, root, struct_bytes, \
     text, vtable_slots
 from zsarchive.icechunk.gather import first, first_unsorted, gather, offset_vector, uint32_vectors
 from zsarchive.icechunk.generated.TransactionLog import TransactionLog as FbTransactionLog
-from zsarchive.icechunk.header import open_file
+from zsarchive.icechunk.header import IMPLEMENTATION, open_file, wrap_file
 from zsarchive.icechunk.model import FileType, MoveOperation, NodeType, TransactionLog
 from zsarchive.icechunk.paths import path_key
 
@@ -155,3 +155,62 @@ def _union_rows(tables: list[np.ndarray]) -> np.ndarray:
     if not rows.shape[1]:
         return rows[:1]
     return np.unique(rows, axis=0)
+
+
+# -- encoding ------------------------------------------------------------------------------------
+
+def encode_transaction_log(log: TransactionLog, spec_version: int, implementation: str = IMPLEMENTATION) -> bytes:
+    """A transaction log file holding ``log``: id lists and updated chunks sorted by bytes, moves by
+    ``to`` path component by component (V2 only: V1 has no moves), as icechunk expects."""
+    import flatbuffers
+
+    from zsarchive.icechunk.generated import ArrayUpdatedChunks as AU, ChunkIndices as CI, \
+        MoveOperation as MO, TransactionLog as TL
+
+    b = flatbuffers.Builder(1024)
+    updated = []
+    for node_id in sorted(log.updated_coords):
+        coords = np.asarray(log.updated_coords[node_id], dtype="<u4")
+        if coords.ndim == 2 and coords.shape[1] and len(coords):
+            coords = coords[np.lexsort(coords.T[::-1])]
+        chunks = []
+        for row in coords:
+            vector = b.CreateNumpyVector(np.ascontiguousarray(row, dtype="<u4")) if len(row) else _empty(b)
+            CI.Start(b)
+            CI.AddCoords(b, vector)
+            chunks.append(CI.End(b))
+        chunks_vector = offsets_vector(b, chunks)
+        AU.Start(b)
+        AU.AddNodeId(b, id_struct(b, node_id, 8))
+        AU.AddChunks(b, chunks_vector)
+        updated.append(AU.End(b))
+    updated_vector = offsets_vector(b, updated)
+    lists = {field: ids_vector(b, sorted(getattr(log, field)), 8) for field in _ID_LISTS}
+    moves = None
+    if spec_version >= 2:
+        tables = []
+        for move in sorted(log.moved_nodes, key=lambda m: path_key(m.to_path)):
+            from_path, to_path = b.CreateString(move.from_path), b.CreateString(move.to_path)
+            MO.Start(b)
+            MO.AddFrom_(b, from_path)
+            MO.AddTo(b, to_path)
+            if move.node_id is not None:
+                MO.AddNodeId(b, id_struct(b, move.node_id, 8))
+            if move.node_type is not None:
+                MO.AddNodeType(b, 1 if move.node_type is NodeType.ARRAY else 0)
+            tables.append(MO.End(b))
+        moves = offsets_vector(b, tables)
+    TL.Start(b)
+    TL.AddId(b, id_struct(b, log.id, 12))
+    for field in _ID_LISTS:
+        getattr(TL, "Add" + "".join(part.title() for part in field.split("_")))(b, lists[field])
+    TL.AddUpdatedChunks(b, updated_vector)
+    if moves is not None:
+        TL.AddMovedNodes(b, moves)
+    b.Finish(TL.End(b))
+    return wrap_file(FileType.TRANSACTION_LOG, spec_version, bytes(b.Output()), implementation)
+
+
+def _empty(b) -> int:
+    b.StartVector(4, 0, 4)
+    return b.EndVector()
