@@ -41,10 +41,9 @@ class CheckoutSummary:
 
 @dataclass
 class _Node:
-    key: str  # the zarr.json key below the target root
-    user_data: bytes
-    keys: ChunkKeys | None  # None for a group
-    node: dict
+    key: str  # its zarr.json's key below the target root
+    node: dict  # as RepoArchive.ls gives it
+    keys: ChunkKeys | None  # how its chunk keys are spelled; None for a group
 
 
 def checkout(archive: RepoArchive | str | os.PathLike, ref: str, target: str | os.PathLike, *,
@@ -74,7 +73,7 @@ def checkout(archive: RepoArchive | str | os.PathLike, ref: str, target: str | o
         if not out.is_empty():
             raise ZSError(f"{target}: not empty; checkout writes only to an absent or empty target")
         snapshot_id = arc.resolve(ref)
-        nodes = _select(arc, ref, group)
+        nodes = _select(arc, snapshot_id, ref, group)
         total = _plan(arc, ref, nodes, need_count=progress is not None, check_embedded=where_repo is None)
         written = {"objects": 0, "chunks": 0, "bytes": 0}
 
@@ -88,7 +87,7 @@ def checkout(archive: RepoArchive | str | os.PathLike, ref: str, target: str | o
             views = out.local
             written["chunks"] = _copy_chunks(arc, ref, nodes, out.sink, where_repo, views, done)
             # the root's zarr.json last, create-only: a target looks whole only when it is
-            metas = sorted(((n.key, n.user_data) for n in nodes), key=lambda m: m[0] == ROOT_META)
+            metas = sorted(((n.key, n.node["user_data"]) for n in nodes), key=lambda m: m[0] == ROOT_META)
             out.sink.put_all(metas[:-1], done)
             if metas:
                 out.sink.put_new(*metas[-1])
@@ -106,14 +105,14 @@ def checkout(archive: RepoArchive | str | os.PathLike, ref: str, target: str | o
             arc.close()
 
 
-def _select(arc: RepoArchive, ref: str, group: str | None) -> list[_Node]:
+def _select(arc: RepoArchive, snapshot_id: str, ref: str, group: str | None) -> list[_Node]:
     """The nodes to write, with their keys below the target root; ZSCorrupt for a path that is not a
     plain relative name (``..``, empty components) or a node below an array."""
     top = "/" + (group or "").strip("/")
     base = "" if top == "/" else top
     nodes: list[_Node] = []
     arrays: set[str] = set()
-    for node in arc.ls(ref):
+    for node in arc.ls(f"snapshot:{snapshot_id}"):
         path = node["path"]
         if not (path == top or path.startswith(base + "/")):
             continue
@@ -132,7 +131,7 @@ def _select(arc: RepoArchive, ref: str, group: str | None) -> list[_Node]:
             if keys.sep not in ("/", "."):
                 raise ZSCorrupt(f"{arc.name}: array {path!r} at {ref!r}: chunk key separator {keys.sep!r} "
                                 "is neither '/' nor '.'; nothing written")
-        nodes.append(_Node(f"{rel}/{ROOT_META}" if rel else ROOT_META, node["user_data"], keys, node))
+        nodes.append(_Node(f"{rel}/{ROOT_META}" if rel else ROOT_META, node, keys))
     if base and not any(n.key == ROOT_META for n in nodes):
         raise ZSError(f"{arc.name}: no node {top!r} at {ref!r}")
     return nodes
