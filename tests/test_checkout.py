@@ -347,7 +347,9 @@ def test_random_repositories(version, seed, request, icechunk2_python, tmp_path)
             assert answer["problems"] == [], (job, answer["problems"])
 
 
-def hostile(tmp_path: Path, name: str, components: tuple, zarr_json: bytes) -> Path:
+def hostile(tmp_path: Path, name: str, components: tuple, zarr_json: bytes, below: tuple = ()) -> Path:
+    """An archive of a root group, an array at ``components`` with one inline chunk and, if ``below``
+    is given, a group at those components too."""
     from test_hostile_input import archive
     from zsarchive.archive import schema as S
 
@@ -356,6 +358,9 @@ def hostile(tmp_path: Path, name: str, components: tuple, zarr_json: bytes) -> P
                                           None, None, ())),
              S.record(S.NODE, (sid, components), ("NODEID0000001", S.ARRAY, zarr_json, ((4, None, 2),), None, (), sid)),
              S.record(S.CHUNK_REF, ("NODEID0000001", (0,), sid), (S.INLINE, b"ab"))]
+    if below:
+        nodes.append(S.record(S.NODE, (sid, below), ("NODEID0000002", S.GROUP,
+                                                     b'{"zarr_format":3,"node_type":"group"}', None, None, ())))
     return archive(tmp_path / name, {sid: (None, 1, "m", "{}", ())}, nodes)
 
 
@@ -363,17 +368,19 @@ ARRAY = (b'{"zarr_format":3,"node_type":"array","shape":[4],"data_type":"uint8",
          b'"chunk_grid":{"name":"regular","configuration":{"chunk_shape":[2]}},"codecs":[{"name":"bytes"}]')
 
 
-@pytest.mark.parametrize("components,zarr_json,needle", [
-    (("..", "x"), ARRAY + b"}", "not a plain Zarr node name"),
-    (("a", "..", "..", "x"), ARRAY + b"}", "not a plain Zarr node name"),
-    (("", "x"), ARRAY + b"}", "not a plain Zarr node name"),
+@pytest.mark.parametrize("components,zarr_json,needle,below", [
+    (("..", "x"), ARRAY + b"}", "not a plain Zarr node name", ()),
+    (("a", "..", "..", "x"), ARRAY + b"}", "not a plain Zarr node name", ()),
+    (("", "x"), ARRAY + b"}", "not a plain Zarr node name", ()),
     (("v",), ARRAY + b',"chunk_key_encoding":{"name":"default","configuration":{"separator":"/../../"}}}',
-     "separator"),
-], ids=["dotdot", "inner-dotdot", "empty", "separator"])
-def test_hostile_paths_never_write_outside_the_target(tmp_path, components, zarr_json, needle):
+     "separator", ()),
+    (("v",), ARRAY + b',"chunk_key_encoding":{"name":"v2","configuration":{"separator":"."}}}', "inside an array",
+     ("v", "0")),
+], ids=["dotdot", "inner-dotdot", "empty", "separator", "inside-an-array"])
+def test_hostile_paths_never_write_outside_the_target(tmp_path, components, zarr_json, needle, below):
     from hostile import one_line_error as hostile_line, zs
 
-    path = hostile(tmp_path, "h.zs", components, zarr_json)
+    path = hostile(tmp_path, "h.zs", components, zarr_json, below)
     (tmp_path / "in").mkdir()
     before = sorted(str(p) for p in tmp_path.rglob("*"))
     for target in (tmp_path / "in" / "t", tmp_path / "in" / "t.zip"):
@@ -464,3 +471,11 @@ def test_native_chunks_from_a_repository_in_s3(aws_env, icechunk2_python, tmp_pa
                       if p.is_file()}
     for job, answer in zip(jobs, compare(icechunk2_python, s3["local"], "", jobs, tmp_path, True)):
         assert answer["problems"] == [] and answer["arrays"] == 2, (job, answer)
+
+
+def test_the_hostile_archives_builder_makes_a_valid_archive(tmp_path):
+    """The control of the cases above: the same archive with a plain path checks out."""
+    path = hostile(tmp_path, "ok.zs", ("v",), ARRAY + b"}")
+    assert run(path, "main", tmp_path / "out").exit_code == 0
+    assert (tmp_path / "out" / "v" / "c" / "0").read_bytes() == b"ab"
+    assert zarr.open_array(str(tmp_path / "out" / "v"), mode="r")[:].tolist() == [97, 98, 0, 0]
