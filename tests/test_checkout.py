@@ -475,7 +475,7 @@ def test_native_chunks_from_a_repository_in_s3(aws_env, icechunk2_python, tmp_pa
 
 def test_the_hostile_archives_builder_makes_a_valid_archive(tmp_path):
     """The control of the cases above: the same archive with a plain path checks out."""
-    path = hostile(tmp_path, "ok.zs", ("v",), ARRAY + b"}")
+    path = hostile(tmp_path, "ok.zs", ("v",), ARRAY + b',"chunk_key_encoding":{"name":"default"}}')
     assert run(path, "main", tmp_path / "out").exit_code == 0
     assert (tmp_path / "out" / "v" / "c" / "0").read_bytes() == b"ab"
     assert zarr.open_array(str(tmp_path / "out" / "v"), mode="r")[:].tolist() == [97, 98, 0, 0]
