@@ -13,7 +13,7 @@ import threading
 import zipfile
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Callable, Iterable
+from typing import BinaryIO, Callable, Iterable
 
 from zsarchive.errors import ZSError
 from zsarchive.io.location import Location
@@ -33,6 +33,7 @@ class ZipSink(Sink):
                                   f".{os.path.basename(self.path)}.{secrets.token_hex(6)}.tmp")
         self._lock = threading.Lock()
         self._zip: zipfile.ZipFile | None = None
+        self._handle: BinaryIO | None = None
 
     def is_empty(self) -> bool:
         """True if nothing is at the path, or an empty file (a zip holds at least its directory)."""
@@ -46,7 +47,8 @@ class ZipSink(Sink):
     def _open(self) -> zipfile.ZipFile:
         if self._zip is None:
             try:
-                self._zip = zipfile.ZipFile(open(self._temp, "xb"), "w", zipfile.ZIP_STORED, allowZip64=True)
+                self._handle = open(self._temp, "xb")
+                self._zip = zipfile.ZipFile(self._handle, "w", zipfile.ZIP_STORED, allowZip64=True)
             except OSError as exc:
                 raise _os_error(exc, self.path) from None
         return self._zip
@@ -97,34 +99,33 @@ class ZipSink(Sink):
         """Finish the zip (its central directory), flush it to disk, and put it at the target path;
         ZSError if something appeared there meanwhile."""
         archive = self._open()
-        handle = archive.fp
         try:
-            archive.close()
-            handle.flush()
-            os.fsync(handle.fileno())
-            handle.close()
+            archive.close()  # the central directory; the file stays open (ZipFile did not open it)
+            self._handle.flush()
+            os.fsync(self._handle.fileno())
+            self._handle.close()
             if os.path.lexists(self.path) and self.is_empty():
                 os.replace(self._temp, self.path)  # an empty file given as the target
             else:
                 os.link(self._temp, self.path)  # exclusive: never over a file made meanwhile
-                os.unlink(self._temp)
         except FileExistsError:
             raise AlreadyExists(f"{self.path}: appeared while writing; nothing written") from None
         except OSError as exc:
             raise _os_error(exc, self.path) from None
         finally:
-            self._zip = None
             self.abort()
 
     def abort(self) -> None:
         """Drop the temporary file: nothing is left at or beside the target."""
         if self._zip is not None:
-            # detach the file first: a ZipFile closed (or collected) later would write its directory
-            handle, self._zip.fp, self._zip = self._zip.fp, None, None
+            self._zip.fp = None  # a ZipFile closed (or collected) later would write its directory
+            self._zip = None
+        if self._handle is not None:
             try:
-                handle.close()
+                self._handle.close()
             except OSError:
                 pass
+            self._handle = None
         try:
             os.unlink(self._temp)
         except FileNotFoundError:
