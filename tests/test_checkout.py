@@ -19,7 +19,7 @@ from click.testing import CliRunner
 from oracle import CLEAN_EXIT, ROOT, fixtures, oracle, repo_path
 from servers import moto_s3, nginx_server  # noqa: F401
 from test_differential import generate
-from test_object_storage import aws_env, s3  # noqa: F401
+from test_object_storage import WRITE_REPO
 from test_virtual_shards import virtual  # noqa: F401
 from zsarchive import ZSError, checkout
 from zsarchive.archive import RepoArchive, export
@@ -454,22 +454,33 @@ def test_a_killed_checkout_leaves_no_target_that_looks_complete(fixture_archives
             assert not target.exists()
 
 
-def test_native_chunks_from_a_repository_in_s3(aws_env, icechunk2_python, tmp_path):  # noqa: F811
+def test_native_chunks_from_a_repository_in_s3(icechunk2_python, tmp_path):
     """An archive without chunk bytes and the original repository in S3 (--repo s3://...): the chunks
     come from the bucket, and the checkout (into the same bucket, too) reads as icechunk reads it."""
-    s3 = aws_env
-    export(s3["local"], tmp_path / "a.zs")
-    jobs = []
-    for ref, spec in (("main", {"branch": "main"}), ("v1", {"tag": "v1"}), ("dev", {"branch": "dev"})):
-        result = run(tmp_path / "a.zs", ref, tmp_path / ref, "--repo", "s3://lab/repos/one")
+    # moto keeps its buckets per process, whichever server started them: this test's bucket is its own
+    with moto_s3({"checkout-src": {}}) as client:
+        proc = subprocess.run([str(icechunk2_python), "-c", WRITE_REPO + CLEAN_EXIT, "s3", "checkout-src", "one",
+                               os.environ["AWS_ENDPOINT_URL"]], capture_output=True, timeout=300,
+                              env={**os.environ, "AWS_EC2_METADATA_DISABLED": "true"})
+        assert proc.returncode == 0, proc.stderr.decode(errors="replace")[-3000:]
+        local = tmp_path / "local"
+        for page in client.get_paginator("list_objects_v2").paginate(Bucket="checkout-src", Prefix="one/"):
+            for item in page.get("Contents", []):
+                (local / item["Key"][4:]).parent.mkdir(parents=True, exist_ok=True)
+                client.download_file("checkout-src", item["Key"], str(local / item["Key"][4:]))
+        export(local, tmp_path / "a.zs")
+        jobs = []
+        for ref, spec in (("main", {"branch": "main"}), ("v1", {"tag": "v1"}), ("dev", {"branch": "dev"})):
+            result = run(tmp_path / "a.zs", ref, tmp_path / ref, "--repo", "s3://checkout-src/one")
+            assert result.exit_code == 0, result.output
+            jobs.append({"at": spec, "target": str(tmp_path / ref), "group": ""})
+        result = run(tmp_path / "a.zs", "dev", "s3://checkout-src/copies/dev", "--repo", "s3://checkout-src/one")
         assert result.exit_code == 0, result.output
-        jobs.append({"at": spec, "target": str(tmp_path / ref), "group": ""})
-    assert run(tmp_path / "a.zs", "dev", "s3://lab/copies/dev", "--repo", "s3://lab/repos/one").exit_code == 0
-    copied = {o["Key"][len("copies/dev/"):]: s3["client"].get_object(Bucket="lab", Key=o["Key"])["Body"].read()
-              for o in s3["client"].list_objects_v2(Bucket="lab", Prefix="copies/dev/")["Contents"]}
+        copied = {o["Key"][len("copies/dev/"):]: client.get_object(Bucket="checkout-src", Key=o["Key"])["Body"].read()
+                  for o in client.list_objects_v2(Bucket="checkout-src", Prefix="copies/dev/")["Contents"]}
     assert copied == {str(p.relative_to(tmp_path / "dev")): p.read_bytes() for p in (tmp_path / "dev").rglob("*")
                       if p.is_file()}
-    for job, answer in zip(jobs, compare(icechunk2_python, s3["local"], "", jobs, tmp_path, True)):
+    for job, answer in zip(jobs, compare(icechunk2_python, local, "", jobs, tmp_path, True)):
         assert answer["problems"] == [] and answer["arrays"] == 2, (job, answer)
 
 
