@@ -19,7 +19,7 @@ from click.testing import CliRunner
 from oracle import CLEAN_EXIT, ROOT, fixtures, oracle, repo_path
 from servers import moto_s3, nginx_server  # noqa: F401
 from test_differential import generate
-from test_object_storage import WRITE_REPO
+from test_object_storage import WRITE_REPO, azurite  # noqa: F401
 from test_virtual_shards import virtual  # noqa: F401
 from zsarchive import ZSError, checkout
 from zsarchive.archive import RepoArchive, export
@@ -482,6 +482,38 @@ def test_native_chunks_from_a_repository_in_s3(icechunk2_python, tmp_path):
                       if p.is_file()}
     for job, answer in zip(jobs, compare(icechunk2_python, local, "", jobs, tmp_path, True)):
         assert answer["problems"] == [] and answer["arrays"] == 2, (job, answer)
+
+
+def test_an_azure_target_and_source_on_azurite(azurite, icechunk2_python, tmp_path, monkeypatch):  # noqa: F811
+    """Azurite (the Azure storage emulator) holds the repository real icechunk wrote: chunks come from
+    az://, the checkout goes to az:// and to a directory, the same bytes; icechunk reads the same."""
+    from azure.storage.blob import BlobServiceClient
+
+    for key in list(os.environ):
+        if key.startswith("AZURE"):
+            monkeypatch.delenv(key)
+    monkeypatch.setenv("AZURE_STORAGE_CONNECTION_STRING", azurite["connection"])
+    container = BlobServiceClient.from_connection_string(azurite["connection"]).get_container_client("lab")
+
+    def objects(prefix: str) -> dict[str, bytes]:
+        return {b.name[len(prefix):]: container.download_blob(b.name).readall()
+                for b in container.list_blobs(name_starts_with=prefix)}
+
+    local = tmp_path / "repo"
+    for name, data in objects("repos/one/").items():
+        (local / name).parent.mkdir(parents=True, exist_ok=True)
+        (local / name).write_bytes(data)
+    export(local, tmp_path / "a.zs")
+    for target in (tmp_path / "main", "az://lab/copies/main"):
+        result = run(tmp_path / "a.zs", "main", target, "--repo", "az://lab/repos/one")
+        assert result.exit_code == 0, result.output
+    assert objects("copies/main/") == {str(p.relative_to(tmp_path / "main")): p.read_bytes()
+                                       for p in (tmp_path / "main").rglob("*") if p.is_file()}
+    assert "not empty" in one_line_error(run(tmp_path / "a.zs", "main", "az://lab/copies/main",
+                                             "--repo", "az://lab/repos/one"))
+    answer, = compare(icechunk2_python, local, "", [{"at": {"branch": "main"}, "target": str(tmp_path / "main"),
+                                                     "group": ""}], tmp_path, True)
+    assert answer["problems"] == [] and answer["arrays"] == 2, answer
 
 
 def test_the_hostile_archives_builder_makes_a_valid_archive(tmp_path):
