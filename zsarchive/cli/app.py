@@ -12,7 +12,7 @@ from zsarchive.errors import ZSError
 
 SECTIONS = (
     ("Icechunk archives", ("export", "summary", "refs", "log", "ls", "chunks", "chunk", "diff", "chunk-log", "ops",
-                           "consolidate", "icechunk")),
+                           "checkout", "restore", "consolidate", "icechunk")),
     ("ZS files (as the reference zs)", ("make", "dump", "info", "validate")),
 )
 """How ``zs --help`` groups the commands, in this order (a command in no section ends the last)."""

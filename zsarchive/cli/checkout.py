@@ -32,6 +32,7 @@ def checkout_command(archive: str, ref: str, target: str, group: str | None, rep
     gs://BUCKET/PREFIX or az://CONTAINER/PREFIX URL; it must be absent or empty. Every zarr.json is
     written as the repository stored it and every chunk as stored (shards stay shards); chunks never
     written stay absent. --storage-option applies to TARGET and --repo, --anon to --repo only.
+    Python: zsarchive.checkout.
     """
     # Imported here: `zs --help` need not load the archive reader.
     from zsarchive.restore.checkout import checkout
