@@ -22,7 +22,7 @@ from servers import moto_s3, nginx_server  # noqa: F401
 from test_differential import generate
 from test_object_storage import WRITE_REPO, azurite  # noqa: F401
 from test_virtual_shards import virtual  # noqa: F401
-from zsarchive import ZSError, checkout
+from zsarchive import checkout
 from zsarchive.archive import RepoArchive, export
 from zsarchive.cli import main
 
