@@ -10,7 +10,7 @@ import zstandard
 from zsarchive.icechunk.generated import TransactionLog as TL
 from zsarchive.icechunk.generated.ObjectId8 import CreateObjectId8
 from zsarchive.icechunk.generated.ObjectId12 import CreateObjectId12
-from zsarchive.icechunk.header import MAGIC
+from zsarchive.icechunk.header import HEADER_LENGTH, MAGIC
 
 MANIFEST, TRANSACTION_LOG = 2, 4  # file type codes of the header
 
@@ -48,3 +48,14 @@ def finish_transaction_log(b: flatbuffers.Builder, log_id: bytes, updated_chunks
     TL.AddUpdatedChunks(b, updated_chunks)
     b.Finish(TL.End(b))
     return icechunk_file(TRANSACTION_LOG, b)
+
+
+def replace_u64(path, old: int, new: int) -> int:
+    """Replace every little-endian u64 ``old`` in the FlatBuffer of the Icechunk file at ``path``
+    (a ``pathlib.Path``) by ``new``, recompressing it; return how many were replaced."""
+    raw = path.read_bytes()
+    body = zstandard.ZstdDecompressor().decompressobj().decompress(raw[HEADER_LENGTH:])
+    before, after = old.to_bytes(8, "little"), new.to_bytes(8, "little")
+    count = body.count(before)
+    path.write_bytes(raw[:HEADER_LENGTH] + zstandard.ZstdCompressor().compress(body.replace(before, after)))
+    return count

@@ -7,6 +7,7 @@ import contextlib
 import json
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -207,6 +208,44 @@ def _relink(source: Path, target: Path, base: str) -> None:
     encoded = header.encode()
     data[len(MAGIC):len(MAGIC) + len(encoded)] = encoded
     target.write_bytes(bytes(data))
+
+
+EXPIRE = r"""
+import sys, datetime, icechunk as ic, zarr
+repo = ic.Repository.open(ic.local_filesystem_storage(sys.argv[1]))
+for name in ("c", "d"):
+    s = repo.writable_session("main")
+    zarr.open_group(store=s.store).create_array(name, shape=(4,), chunks=(2,), dtype="i4")[:] = 3
+    s.commit(name)
+    if name == "c":
+        cutoff = datetime.datetime.now(datetime.timezone.utc)
+repo.expire_snapshots(older_than=cutoff)
+"""
+
+
+@pytest.mark.parametrize("skew_years", [10, -10])
+def test_an_expiration_since_the_base_is_judged_by_the_ops_log_not_by_clocks(icechunk2_python, tmp_path, skew_years):
+    """A base exported on a machine whose clock runs years ahead (or behind) of the repository's writers,
+    then an expire_snapshots: the fragment is accepted because the repository's ops log holds an
+    expiration the base's does not, whatever the two clocks say."""
+    repo = tmp_path / "repo"
+    for mode, name in (("new", "a"), ("open", "b")):
+        done = subprocess.run([str(icechunk2_python), "-c", SMALL + CLEAN_EXIT, str(repo), mode, name],
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr[-2000:]
+    skewed = int((time.time() + skew_years * 365.25 * 86400) * 10**6)
+    export(repo, tmp_path / "base.zs", export_time=skewed)
+    done = subprocess.run([str(icechunk2_python), "-c", EXPIRE + CLEAN_EXIT, str(repo)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    with RepoArchive(tmp_path / "base.zs") as base:
+        held = {s["id"] for s in base.log()}
+    export(repo, tmp_path / "now.zs")
+    with RepoArchive(tmp_path / "now.zs") as now:
+        assert held - {s["id"] for s in now.log()}, "the expiration removed none of the base's snapshots"
+    done = zs("export", str(repo), str(tmp_path / "frag.zs"), "--base", str(tmp_path / "base.zs"))
+    assert done.returncode == 0, done.stderr
+    assert_chain_is_full_export(tmp_path / "frag.zs", tmp_path / "now.zs", tmp_path / "c.zs")
 
 
 def test_a_base_of_another_repository_is_refused(small_chain, icechunk2_python, tmp_path):

@@ -11,8 +11,10 @@ import pytest
 
 from servers import faulty_server, free_port, nginx_server  # noqa: F401
 from zsarchive.errors import ZSCorrupt, ZSError
-from zsarchive.io import ConnectionPool, HTTPTransport, open_transport
+from zsarchive.io import ConnectionPool, HTTPTransport, ObjectTransport, open_transport
+from zsarchive.io.location import parse_location
 from zsarchive.io.remote import coalesce
+from zsarchive.io.pinning import mismatch
 
 DATA = os.urandom(300_000)
 
@@ -320,13 +322,23 @@ def test_file_replaced_between_requests_fails_by_if_match(faulty_server):
     transport.close()
 
 
-def test_file_replaced_is_caught_by_etag_even_if_the_server_ignores_if_match(faulty_server):
-    faulty_server.files["f.zs"] = DATA
+@pytest.mark.parametrize("through", ["http", "s3"])
+def test_file_replaced_is_caught_by_etag_even_if_the_server_ignores_if_match(faulty_server, through):
+    """Also as an S3 endpoint (the same server, path = bucket/key) read through obstore: the answer's
+    own ETag gives the new version away."""
+    name = "bucket/f.zs"
+    faulty_server.files[name] = DATA
+    faulty_server.modified[name] = "Wed, 01 Jan 2025 00:00:00 GMT"  # obstore needs one
     faulty_server.honor_if_match = False
-    transport = _transport(faulty_server)
+    if through == "http":
+        transport = _transport(faulty_server, name)
+    else:
+        endpoint = f"http://127.0.0.1:{faulty_server.server_address[1]}"
+        transport = ObjectTransport(parse_location("s3://" + name, {"endpoint": endpoint, "region": "us-east-1"},
+                                                   anon=True))
     transport.read_head_tail(10, 10)
-    old = faulty_server.etag("f.zs")
-    faulty_server.files["f.zs"] = DATA[::-1]
+    old = faulty_server.etag(name)
+    faulty_server.files[name] = DATA[::-1]
     with pytest.raises(ZSCorrupt, match=f"file changed while reading \\(ETag was {old}, now"):
         transport.read(100, 10)
     transport.close()
@@ -405,3 +417,17 @@ def test_a_body_larger_than_the_range_asked_for_is_refused_unread(faulty_server,
     assert time.monotonic() - started < 10
     assert transport.stats.bytes < 2 << 20  # at most the first pieces were read, never 400 MiB
     transport.close()
+
+
+@pytest.mark.parametrize("pinned_etag, pinned_time, etag, modified, wanted", [
+    ('"a"', None, '"a"', None, None), ("a", None, 'W/"a"', None, None), ('W/"a"', None, "a", None, None),
+    ("*", None, None, None, None), ('"a"', None, '"b"', None, "the answer's is \"b\""),
+    ('"a"', None, None, 5, "carries none"), (None, 100, None, 100, None), (None, 100, None, 99, None),
+    (None, 100, None, 101, "after the ref's checksum time"), (None, 100, '"x"', None, "no Last-Modified"),
+    ('"a"', 100, '"a"', 101, "after the ref's checksum time"), ('"a"', 100, '"b"', 100, "the answer's is"),
+    ('"a"', 100, '"a"', 100, None), (None, 2**62, None, 5, None)])
+def test_an_answer_is_the_pinned_version_only_if_it_says_so(pinned_etag, pinned_time, etag, modified, wanted):
+    """ETag compared by opaque tag (a ref may pin it quoted, unquoted or weak), Last-Modified in seconds
+    at or before the ref's time; a ref may pin either or both, and what it pins the answer must carry."""
+    found = mismatch(pinned_etag, pinned_time, etag, modified)
+    assert (found is None) if wanted is None else (wanted in found), found

@@ -108,3 +108,4 @@ def test_zs_file_on_s3_reads_like_the_local_file(s3, tmp_path, reference_zs):
     with ZS(url="s3://zsbucket/records.zs") as zs:
         assert list(zs.search(start=b"001000", stop=b"002000")) == [r for r in records if b"001000" <= r < b"002000"]
         assert zs.transport.stats.requests <= 2 + 2  # open, then one run of adjacent blocks
+

@@ -17,11 +17,15 @@ from click.testing import CliRunner
 from zarr.abc.store import RangeByteRequest, SuffixByteRequest
 from zarr.core.buffer import default_buffer_prototype
 
-from servers import nginx_server  # noqa: F401
+from servers import faulty_server, nginx_server  # noqa: F401
 from test_fragments import assert_chain_is_full_export
 from zsarchive import ZSError, open_store
 from zsarchive.archive import export
+from zsarchive.archive import keys
 from zsarchive.archive import schema as S
+from zsarchive.archive.chunkdata import ChunkReader
+from zsarchive.archive.shards import ShardLayout
+from zsarchive.archive.virtualshards import MARK, Skipped, index_records
 from zsarchive.cli import main
 from zsarchive.zs.reader import ZS
 
@@ -238,3 +242,24 @@ def test_index_reads_in_flight_are_bounded_in_bytes():
     assert [len(b) for b in batches[:3]] == [1, 1, 1]
     assert all(sum(layout.index_size for _, layout in b) <= _BYTES_IN_FLIGHT for b in batches[3:])
     assert [item for b in batches for item in b] == items and len(batches) < 3 + 200
+
+
+def test_a_shard_index_of_an_object_that_changed_is_not_kept(faulty_server):  # noqa: F811
+    """At export, the index of a pinned virtual shard comes from the object the ref pins or not at all:
+    a server that ignores If-Match and serves a new version gives an index no record, and the reason
+    names both ETags."""
+    layout = ShardLayout((2,), True, False, False)  # two inner chunks, the index at the end, no crc32c
+    index = np.array([[0, 4], [4, 4]], "<u8").tobytes()
+    faulty_server.files["s.bin"] = b"AAAABBBB" + index
+    faulty_server.etags["s.bin"] = '"etag-v1"'
+    faulty_server.honor_if_match = False
+    url = faulty_server.url("s.bin")
+    entry = MARK + keys.encode((url, 0, 8 + len(index), '"etag-v1"', None)) + b" " + layout.encode().encode()
+    reader = ChunkReader("test.zs", [url.rsplit("/", 1)[0] + "/"], lambda *_: None)
+    skipped = Skipped()
+    assert len(list(index_records(reader, [entry], skipped))) == 1 and skipped.count == 0
+    faulty_server.files["s.bin"] = b"aaaabbbb" + index
+    faulty_server.etags["s.bin"] = '"etag-v2"'
+    assert list(index_records(reader, [entry], skipped)) == [] and skipped.count == 1
+    assert 'the ref\'s ETag is "etag-v1", the answer\'s is "etag-v2"' in skipped.first, skipped.first
+    reader.close()

@@ -388,6 +388,7 @@ sys.stdout.flush(); os._exit(0)  # icechunk 2.3 sometimes crashes in its own shu
 
 def test_virtual_refs_over_http_check_etag(icechunk2_python, faulty_server, tmp_path):  # noqa: F811
     faulty_server.files["data.bin"] = np.arange(10, 14, dtype="<i4").tobytes()
+    faulty_server.modified["data.bin"] = "Wed, 01 Jan 2025 00:00:00 GMT"  # what a ref pinning a time checks
     url = faulty_server.url("data.bin")
     subprocess.run([str(icechunk2_python), "-c", VIRTUAL_HTTP_SCRIPT, str(tmp_path / "repo"), url,
                     faulty_server.etag("data.bin")], check=True, capture_output=True, timeout=120)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -16,6 +17,7 @@ from pathlib import Path
 import pytest
 from distributed import Client, LocalCluster
 
+from hostile import one_line_error, zs
 from servers import free_port
 from zsarchive import ZSError
 from zsarchive.archive import export
@@ -114,6 +116,15 @@ def test_a_scheduler_that_does_not_answer_is_one_line(tmp_path):
     assert done.returncode == 1 and len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert "no dask scheduler answers" in done.stderr
     assert time.monotonic() - started < 60 and not (tmp_path / "x.zs").exists()
+
+
+def test_a_scheduler_that_accepts_and_never_speaks_is_one_line(tmp_path):
+    """A listener that accepts the connection and stays silent: the handshake has a deadline too."""
+    with socket.create_server(("127.0.0.1", 0)) as silent:
+        address = f"tcp://127.0.0.1:{silent.getsockname()[1]}"
+        done = zs("export", str(FIXTURES / "v2"), str(tmp_path / "x.zs"), "--scheduler", address)
+    one_line_error(done, address, "no dask scheduler answers", "no handshake within 10 s")
+    assert not (tmp_path / "x.zs").exists()
 
 
 def test_a_repository_read_error_on_a_worker_is_one_line_and_no_archive(client, tmp_path):

@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import re
 import threading
-from email.utils import formatdate
 from datetime import datetime, timezone
 from typing import Any, Callable, Iterable, Mapping
 from urllib.parse import unquote, urlsplit
@@ -19,6 +18,7 @@ from zsarchive.io.httpclient import ConnectionPool, host_of
 from zsarchive.io.kinds import ZS_FILE, archive_not_repository, local_kind
 from zsarchive.io.location import SCHEMES, Location, parse_location
 from zsarchive.io.objects import ObjectChanged, get_bounded, object_store
+from zsarchive.io.pinning import http_date, http_seconds, mismatch, seconds_of
 from zsarchive.io.storage import ObjectStorage, read_file_range
 
 _CHUNK_ID = re.compile(r"^[0-9A-HJKMNP-TV-Z]{20}$")
@@ -139,10 +139,12 @@ class ChunkReader:
         """``length`` bytes at ``offset`` of ``url``; the ref's ETag / modification time are sent as
         preconditions, so a changed object fails instead of returning other bytes."""
         headers = {}
-        if etag:
-            headers["If-Match"] = etag
-        if last_modified:
-            headers["If-Unmodified-Since"] = formatdate(last_modified, usegmt=True)
+        # If-Match compares strongly: a weak ETag is checked in the answer only
+        if etag and not etag.startswith("W/"):
+            headers["If-Match"] = etag if etag.startswith('"') or etag == "*" else f'"{etag}"'
+        since = http_date(last_modified) if last_modified else None
+        if since:
+            headers["If-Unmodified-Since"] = since
         transport = HTTPTransport(url, headers=headers, pool=self._pool_for(url))
         try:
             data = transport.read_once(offset, length)
@@ -151,6 +153,11 @@ class ChunkReader:
             raise type(exc)(f"{where}: cannot read {url}{f' ({checks})' if checks else ''}: {exc}") from None
         finally:
             transport.close()
+        # a server that ignores the preconditions answers with what it holds now: check the answer itself
+        answer_etag, answer_modified = transport.version
+        differs = mismatch(etag, last_modified, answer_etag, http_seconds(answer_modified))
+        if differs and data:  # no bytes returned: the length check below says why
+            raise ZSError(f"{where}: {url} changed since the virtual ref was written ({differs})")
         if len(data) != length:
             raise ZSCorrupt(f"{where}: {url} holds {len(data)} bytes at offset {offset}, expected {length}")
         return data
@@ -207,10 +214,11 @@ def _read_object(location: str, options: dict[str, Any], offset: int, length: in
     conditions: dict[str, Any] = {"range": (offset, offset + length)}
     if etag and etag.strip('"') != "*":
         conditions["if_match"] = etag if etag.startswith(('"', "W/")) else f'"{etag}"'
-    if last_modified:
+    if last_modified and http_date(last_modified):
         conditions["if_unmodified_since"] = datetime.fromtimestamp(last_modified, timezone.utc)
     try:
-        data = get_bounded(object_store(bucket), unquote(parts.path).lstrip("/"), conditions, length, location)[2]
+        meta, _, data = get_bounded(object_store(bucket), unquote(parts.path).lstrip("/"), conditions, length,
+                                    location)
     except ObjectChanged:
         checks = ", ".join(f"{k} {v}" for k, v in (("ETag", etag), ("modified by", last_modified and
                                                     format_time(last_modified * 10**6))) if v)
@@ -218,6 +226,11 @@ def _read_object(location: str, options: dict[str, Any], offset: int, length: in
                       f"checksum: {checks})") from None
     except ZSError as exc:
         raise type(exc)(f"{where}: {exc}") from None
+    # the store's own answer names the version it sent: a store or proxy that ignored the
+    # preconditions is caught here
+    differs = mismatch(etag, last_modified, meta.get("e_tag"), seconds_of(meta.get("last_modified")))
+    if differs:
+        raise ZSError(f"{where}: {location} changed since the virtual ref was written ({differs})")
     if len(data) != length:
         raise ZSCorrupt(f"{where}: {location} holds {len(data)} bytes at offset {offset}, expected {length}")
     return data

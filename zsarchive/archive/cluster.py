@@ -22,17 +22,39 @@ from zsarchive.errors import ZSError
 from zsarchive.io.location import Location
 
 
+CONNECT_GRACE = 5.0
+"""Seconds past the connect timeout before a scheduler that has not finished its handshake is given up."""
+
+
 def connect(address: str, timeout: float = 10.0):
-    """A ``distributed.Client`` of the scheduler at ``address``; ZSError (one line) if none answers in time."""
+    """A ``distributed.Client`` of the scheduler at ``address``; ZSError (one line) if none answers in time:
+    refused, unreachable, or a listener that accepts and never speaks."""
     try:
         from distributed import Client
     except ImportError:
         raise ZSError("exporting on a cluster needs dask.distributed: pip install 'zsarchive[dask]'") from None
-    try:
-        return Client(address, timeout=timeout, set_as_default=False)
-    except (OSError, TimeoutError) as exc:
+    # Client's own timeout covers the connection, not the handshake read that follows it (a silent
+    # listener holds that forever): the whole connect runs on a daemon thread under our deadline.
+    outcome: dict[str, Any] = {}
+
+    def attempt() -> None:
+        try:
+            outcome["client"] = Client(address, timeout=timeout, set_as_default=False)
+        except BaseException as exc:  # handed to the waiting thread
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=attempt, name="zs-connect", daemon=True)
+    thread.start()
+    thread.join(timeout + CONNECT_GRACE)
+    if thread.is_alive():
+        raise ZSError(f"{address}: no dask scheduler answers (connected, but no handshake within {timeout:g} s)")
+    exc = outcome.get("error")
+    if isinstance(exc, (OSError, TimeoutError)):
         raise ZSError(f"{address}: no dask scheduler answers ({type(exc).__name__}: "
                       f"{str(exc).splitlines()[0] if str(exc) else 'timed out'})") from None
+    if exc is not None:
+        raise exc
+    return outcome["client"]
 
 
 def _run(task: Task, location: Location, job: tuple) -> bytes:

@@ -43,6 +43,7 @@ from zsarchive.errors import ZSCorrupt, ZSError
 from zsarchive.icechunk import Repository
 from zsarchive.icechunk.model import NodeType, SnapshotInfo
 from zsarchive.io.location import parse_location
+from zsarchive.io.outfile import whole_file
 from zsarchive.zs.format import codecs
 from zsarchive.zs.pipeline import resolve_parallelism
 from zsarchive.zs.writer import BlockCutter, BuiltBlock, ZSWriter, build_data_block
@@ -435,48 +436,26 @@ class WriteOptions:
     branching_factor: int = 1024
 
 
-def write_archive(target: Path, tmp: Path, lists: Iterable[list[bytes]], metadata: dict,
-                  options: WriteOptions) -> None:
-    """Write the record lists into ``tmp``, fsync it, rename it over ``target``: a failed or
-    interrupted write leaves nothing that looks like an archive."""
-    try:
-        with ZSWriter(os.fspath(tmp), metadata, codec=options.codec, compress_level=options.compress_level,
-                      parallelism=options.parallelism, approx_block_size=options.approx_block_size,
-                      branching_factor=options.branching_factor, include_default_metadata=False) as writer:
-            for records in lists:
-                if isinstance(records, PieceBlock):
-                    writer.add_data_block(records, stored=records.stored, key_length=records.key_length)
-                elif isinstance(records, OneBlock):
-                    writer.add_data_block(records)
-                elif isinstance(records, BuiltBlock):
-                    writer.add_built_block(records)
-                else:
-                    writer.add_record_lists((records,))
-            writer.finish()  # fsyncs the file, then marks it complete
-        os.replace(tmp, target)
-        _fsync_dir(tmp.parent)
-    except OSError as exc:  # disk full, permissions...
-        _remove_quietly(tmp)
-        raise ZSError(f"{target}: export failed: {exc.strerror or exc}"
-                      f"{f' ({exc.filename})' if exc.filename else ''}") from None
-    except BaseException:
-        _remove_quietly(tmp)
-        raise
-
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _remove_quietly(path: Path) -> None:
-    try:
-        path.unlink()
-    except FileNotFoundError:
-        pass
+def write_archive(target: Path, lists: Iterable[list[bytes]], metadata: dict, options: WriteOptions,
+                  what: str = "export") -> None:
+    """Write the record lists into a partial file beside ``target``, fsync it, rename it over
+    ``target``: a failed or interrupted write leaves nothing that looks like an archive (``what``
+    names the work in the error)."""
+    with whole_file(target, what) as tmp, \
+            ZSWriter(os.fspath(tmp), metadata, codec=options.codec, compress_level=options.compress_level,
+                     parallelism=options.parallelism, approx_block_size=options.approx_block_size,
+                     branching_factor=options.branching_factor, include_default_metadata=False,
+                     name=str(target)) as writer:
+        for records in lists:
+            if isinstance(records, PieceBlock):
+                writer.add_data_block(records, stored=records.stored, key_length=records.key_length)
+            elif isinstance(records, OneBlock):
+                writer.add_data_block(records)
+            elif isinstance(records, BuiltBlock):
+                writer.add_built_block(records)
+            else:
+                writer.add_record_lists((records,))
+        writer.finish()  # fsyncs the file, then marks it complete
 
 
 def _engine(repo: Repository, location, plan: ExportPlan, parallelism: int, workdir: str, client) -> Engine:
@@ -572,11 +551,6 @@ class ExportJob:
         """An external sorter spilling next to the archive, with ``1/share`` of the sort memory."""
         return ExternalSorter(max_bytes=self.sort_memory // share, tmpdir=str(self.directory), unique=unique)
 
-    def partial(self, target: Path | None = None) -> Path:
-        """Where an archive is written until complete."""
-        target = target or self.target
-        return self.directory / f".{target.name}.{os.getpid()}.partial"
-
     def chunk_files(self, entries: Iterable[bytes], index_records: list[bytes],
                     summary: ExportSummary) -> Iterator[PieceBlock]:
         """The blocks of embedded chunk files, and into ``index_records`` the shard indexes, of the
@@ -637,7 +611,7 @@ class ExportJob:
             tally = _Tally(len(refs) + sorter.count, self.progress)
             lists = merge_families(refs, changes, chunk_data, sorter, txlogs, chunk_ids, header, tally,
                                    lambda: self.sorter(2, unique=False))
-            write_archive(target, self.partial(target), scope.watch(lists), scope.metadata(version, repo.spec_version),
+            write_archive(target, scope.watch(lists), scope.metadata(version, repo.spec_version),
                           options)
         finally:
             if engine is not None:

@@ -148,8 +148,11 @@ def _check_repository(job: ExportJob, base: Base, infos: dict) -> None:
     if first is not None and ops and S.split(first)[1][0] != ops[-1].updated_at:
         raise ZSError(f"{where}: not an archive of the repository {job.location}: their ops logs begin differently")
     gone = base.snapshots.keys() - infos.keys()
+    # "since the base" is what the repository's own log holds and the base's does not: times from two
+    # machines' clocks (the writers' and the exporter's) are never compared
+    held = {(key[0], value[0], value[2]) for key, value in records_under(base.chain, S.OPS)}
     if gone and ops and not any(update.type in _HISTORY_REWRITES for update in ops
-                                if update.updated_at > base.export_time):
+                                if (update.updated_at, update.type, R.to_json(update.details)) not in held):
         raise ZSError(f"{where}: the repository {job.location} lacks {len(gone)} of its snapshots (such as "
                       f"{min(gone)}) and has not expired or collected any since; not an archive of this history")
 
@@ -196,7 +199,7 @@ def _by_difference(job: ExportJob, scope: FragmentScope) -> ExportSummary:
                 yield [scope.header(header[0], header[1], job.export_time, counts)]
 
             lists = scope.watch(_record_lists(records, job.options.chunk_codec == "none", str(full)))
-            write_archive(job.target, job.partial(), _then(lists, header_list), scope.metadata(0, header[1]), job.options)
+            write_archive(job.target, _then(lists, header_list), scope.metadata(0, header[1]), job.options)
     finally:
         full.unlink(missing_ok=True)
     return ExportSummary(path=job.target, counts=counts, left_out=done.left_out, unindexed=done.unindexed)
@@ -258,8 +261,7 @@ def consolidate(fragment: str | os.PathLike, archive_path: str | os.PathLike, *,
         record = S.record(S.HEADER, (), (version, header[1], header[2], header[3], tuple(sorted(counts.items()))))
         lists = _record_lists(chain.search(stop=S.HEADER), chunk_codec == "none", chain.name)
         metadata = {S.METADATA_KEY: {"format_version": version, "source_spec_version": header[1]}}
-        write_archive(target, directory / f".{target.name}.{os.getpid()}.partial", _then(lists, lambda: [[record]]),
-                      metadata, options)
+        write_archive(target, _then(lists, lambda: [[record]]), metadata, options, "consolidate")
     finally:
         chain.close()
     return ExportSummary(path=target, counts=counts, size=target.stat().st_size, seconds=time.monotonic() - started)
