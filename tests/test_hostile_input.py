@@ -19,11 +19,11 @@ import pytest
 import zarr
 import zstandard
 
-from hostile import one_line_error, zs, zs_peak
 from servers import faulty_server  # noqa: F401
-from icechunk_files import finish_transaction_log, replace_u64, table_vector
+from toolkit.cli import one_line_error, run_hostile, zs_peak
+from toolkit.icechunk_files import finish_transaction_log, replace_u64, table_vector
 from zsarchive.archive import RepoArchive
-from zsarchive.archive import schema as S
+from zsarchive.archive.format import schema as S
 from zsarchive.errors import ZSCorrupt, ZSError
 from zsarchive.icechunk import ids
 from zsarchive.icechunk.repository import Repository
@@ -58,13 +58,13 @@ def test_a_block_decoding_past_the_ceiling_is_refused(tmp_path, codec):
     path = bomb_file(tmp_path / f"{codec}.zs", codec, 64 * MiB)
     assert path.stat().st_size < 200_000
     for command in ("dump", "validate"):
-        one_line_error(zs(command, str(path), env={"ZSARCHIVE_MAX_BLOCK": "16M"}), str(path),
+        one_line_error(run_hostile(command, str(path), env={"ZSARCHIVE_MAX_BLOCK": "16M"}), str(path),
                        "decodes to more than 16777216 bytes, the ceiling ZSARCHIVE_MAX_BLOCK")
 
 
 def test_the_default_block_ceiling_holds_under_the_memory_limit(tmp_path):
     path = bomb_file(tmp_path / "big.zs", "zstd", 100 * MiB)
-    one_line_error(zs("dump", str(path)), "decodes to more than 67108864 bytes")
+    one_line_error(run_hostile("dump", str(path)), "decodes to more than 67108864 bytes")
 
 
 def streamed_bomb(path: Path, codec: str, decoded: int) -> Path:
@@ -109,7 +109,7 @@ def test_a_bomb_costs_at_most_the_ceiling_and_a_few_mib(tmp_path, codec):
 
 def test_a_bad_ceiling_setting_is_one_line(tmp_path):
     path = bomb_file(tmp_path / "small.zs", "deflate", 1000)
-    one_line_error(zs("dump", str(path), env={"ZSARCHIVE_MAX_BLOCK": "lots"}), "ZSARCHIVE_MAX_BLOCK='lots'")
+    one_line_error(run_hostile("dump", str(path), env={"ZSARCHIVE_MAX_BLOCK": "lots"}), "ZSARCHIVE_MAX_BLOCK='lots'")
 
 
 def zstd_zeros(n: int) -> bytes:
@@ -127,8 +127,8 @@ def test_an_icechunk_manifest_bomb_is_refused(tmp_path):
     manifest.write_bytes(raw[:HEADER_LENGTH] + zstd_zeros(1 << 30))
     assert manifest.stat().st_size < 100_000
     needles = (manifest.name, "decodes to more than 67108864 bytes, the ceiling ZSARCHIVE_MAX_ICECHUNK")
-    one_line_error(zs("icechunk", "inspect", str(repo), "--manifest", manifest.name), *needles)
-    one_line_error(zs("export", str(repo), str(tmp_path / "out.zs")), *needles)
+    one_line_error(run_hostile("icechunk", "inspect", str(repo), "--manifest", manifest.name), *needles)
+    one_line_error(run_hostile("export", str(repo), str(tmp_path / "out.zs")), *needles)
     assert not (tmp_path / "out.zs").exists()
 
 
@@ -145,7 +145,7 @@ def test_v1_config_yaml_bombs_are_refused(tmp_path, text, needle):
     repo = tmp_path / "repo"
     shutil.copytree(FIXTURES / "v1", repo)
     (repo / "config.yaml").write_text(text)
-    one_line_error(zs("export", str(repo), str(tmp_path / "out.zs")), "config.yaml", needle)
+    one_line_error(run_hostile("export", str(repo), str(tmp_path / "out.zs")), "config.yaml", needle)
 
 
 def archive(path: Path, snapshots: dict[str, tuple], nodes: list[bytes] = ()) -> Path:
@@ -164,14 +164,14 @@ def test_a_history_that_loops_ends_in_one_line(tmp_path):
                                           "B" * 20: ("A" * 20, 10**15, "b", "{}", ())})
     for command in (["log", str(path), "main"], ["log", str(path), "main", "--since", "1990-01-01"],
                     ["ls", str(path), "main@1990-01-01"]):
-        one_line_error(zs(*command), "loops at snapshot")
+        one_line_error(run_hostile(*command), "loops at snapshot")
 
 
 def test_times_and_json_out_of_range_end_in_one_line(tmp_path):
     path = archive(tmp_path / "far.zs", {"A" * 20: (None, 2**62, "far future", "{}", ())})
-    one_line_error(zs("log", str(path), "main"), "snapshot", "malformed")
+    one_line_error(run_hostile("log", str(path), "main"), "snapshot", "malformed")
     deep = archive(tmp_path / "deep.zs", {"A" * 20: (None, 1, "m", "[" * 100_000 + "]" * 100_000, ())})
-    one_line_error(zs("log", str(deep), "main"), "snapshot", "malformed")
+    one_line_error(run_hostile("log", str(deep), "main"), "snapshot", "malformed")
 
 
 def test_a_record_length_running_on_for_pages_is_refused_at_once(tmp_path):
@@ -181,7 +181,7 @@ def test_a_record_length_running_on_for_pages_is_refused_at_once(tmp_path):
     path = tmp_path / "long.zs"
     path.write_bytes(builder.build())
     for command in ("dump", "validate"):
-        one_line_error(zs(command, str(path)), str(path), "record 0 length")
+        one_line_error(run_hostile(command, str(path)), str(path), "record 0 length")
 
 
 def test_a_negative_embedded_offset_is_refused_not_read_from_the_end(tmp_path):
@@ -192,7 +192,7 @@ def test_a_negative_embedded_offset_is_refused_not_read_from_the_end(tmp_path):
                S.record(S.CHUNK_REF, (node, (0,), sid), (S.NATIVE, chunk, -3, 2)),
                S.record(S.CHUNK_DATA, (chunk,), (b"0123456789",))]
     path = archive(tmp_path / "negative.zs", {sid: (None, 1, "m", "{}", ())}, records)
-    one_line_error(zs("chunk", str(path), "main", "/v", "0", "--data"), "offset -3", "must be integers >= 0")
+    one_line_error(run_hostile("chunk", str(path), "main", "/v", "0", "--data"), "offset -3", "must be integers >= 0")
 
 
 def shared_chunks_log(log_id: bytes, arrays: int, chunks: int) -> bytes:
@@ -225,8 +225,8 @@ def test_a_flatbuffer_whose_offsets_form_a_dag_is_refused(tmp_path):
     log.write_bytes(shared_chunks_log(ids.decode(log.name, 12), 20_000, 20_000))
     assert log.stat().st_size < 1_000_000
     needles = (log.name, "share vectors or strings")
-    one_line_error(zs("icechunk", "inspect", str(repo), "--transaction-log", log.name), *needles)
-    one_line_error(zs("export", str(repo), str(tmp_path / "out.zs")), *needles)
+    one_line_error(run_hostile("icechunk", "inspect", str(repo), "--transaction-log", log.name), *needles)
+    one_line_error(run_hostile("export", str(repo), str(tmp_path / "out.zs")), *needles)
 
 
 def test_names_holding_nul_and_control_characters_are_told_apart_and_printed_escaped(tmp_path):
@@ -249,10 +249,10 @@ def test_names_holding_nul_and_control_characters_are_told_apart_and_printed_esc
     assert archive.node("a\0b", "/g\0h")["id"] == "NODEID0000000"
     with pytest.raises(ZSError):
         archive.node("a\0b", "/g")
-    done = zs("refs", str(path))
+    done = run_hostile("refs", str(path))
     assert done.returncode == 0 and [line.split() for line in done.stdout.splitlines()[1:]] == [
         ["branch", "a\\x00b", sid], ["tag", "t\\n\\x1b[2J", sid]], done.stdout
-    done = zs("log", str(path), "tag:t\n\x1b[2J")
+    done = run_hostile("log", str(path), "tag:t\n\x1b[2J")
     assert done.returncode == 0 and done.stdout.splitlines()[1].endswith("line\\nbreak"), done.stdout
 
 
@@ -272,8 +272,8 @@ def test_an_index_dag_ends_every_scan_in_one_line(tmp_path):
     path = index_dag_file(tmp_path / "dag.zs")
     assert path.stat().st_size < 400
     for command in (["dump", str(path)], ["dump", str(path), "--prefix", "a"], ["validate", str(path)]):
-        one_line_error(zs(*command), str(path), "offset")
-    message = one_line_error(zs("dump", str(path)), str(path))
+        one_line_error(run_hostile(*command), str(path), "offset")
+    message = one_line_error(run_hostile("dump", str(path)), str(path))
     assert "reached twice" in message or "data blocks must follow in file order" in message, message
     from zsarchive.zs import ZS
     with ZS(str(path), parallelism=0) as z:
@@ -294,7 +294,7 @@ def test_header_metadata_nested_100000_deep_is_one_line(tmp_path):
     path = tmp_path / "deep.zs"
     path.write_bytes(raw)
     for command in ("validate", "dump", "info"):
-        one_line_error(zs(command, str(path)), str(path), "nested too deeply")
+        one_line_error(run_hostile(command, str(path)), str(path), "nested too deeply")
 
 
 def test_a_snapshot_flushed_past_year_9999_is_one_line(tmp_path):
@@ -304,11 +304,11 @@ def test_a_snapshot_flushed_past_year_9999_is_one_line(tmp_path):
     replaced = sum(replace_u64(path, info.flushed_at, 2**62) for path in [repo / "repo", repo / "snapshots" / info.id])
     assert replaced == 2
     needles = ("flushed_at 4611686018427387904 is not a time",)
-    one_line_error(zs("export", str(repo), str(tmp_path / "out.zs")), str(repo / "repo"), *needles)
+    one_line_error(run_hostile("export", str(repo), str(tmp_path / "out.zs")), str(repo / "repo"), *needles)
     assert not (tmp_path / "out.zs").exists()
-    one_line_error(zs("icechunk", "inspect", str(repo), "--snapshot", info.id), *needles)
+    one_line_error(run_hostile("icechunk", "inspect", str(repo), "--snapshot", info.id), *needles)
     shutil.copy(FIXTURES / "v2" / "repo", repo / "repo")  # the snapshot file alone is wrong
-    one_line_error(zs("icechunk", "inspect", str(repo), "--snapshot", info.id), info.id, *needles)
+    one_line_error(run_hostile("icechunk", "inspect", str(repo), "--snapshot", info.id), info.id, *needles)
 
 
 @pytest.fixture
@@ -331,16 +331,16 @@ def test_every_writer_on_a_full_disk_is_one_line_and_leaves_no_file(tmp_path, fu
     records = tmp_path / "records"
     records.write_bytes(b"".join(b"%08d " % i + os.urandom(40).hex().encode() + b"\n" for i in range(20_000)))
     out = disk / "out.zs"
-    one_line_error(zs("make", "{}", str(records), str(out), "--codec", "none", file_size=limit),
+    one_line_error(run_hostile("make", "{}", str(records), str(out), "--codec", "none", file_size=limit),
                    f"{out}: make failed: {words}")
     repo = tmp_path / "repo"
     shutil.copytree(FIXTURES / "v2", repo)
-    one_line_error(zs("export", str(repo), str(out), "--codec", "none", file_size=limit),
+    one_line_error(run_hostile("export", str(repo), str(out), "--codec", "none", file_size=limit),
                    f"{out}: export failed: {words}")
     base, fragment = tmp_path / "base.zs", tmp_path / "fragment.zs"
-    assert zs("export", str(repo), str(base), "--codec", "none").returncode == 0
-    assert zs("export", str(repo), str(fragment), "--base", str(base)).returncode == 0
-    one_line_error(zs("consolidate", str(fragment), str(out), "--codec", "none", file_size=limit),
+    assert run_hostile("export", str(repo), str(base), "--codec", "none").returncode == 0
+    assert run_hostile("export", str(repo), str(fragment), "--base", str(base)).returncode == 0
+    one_line_error(run_hostile("consolidate", str(fragment), str(out), "--codec", "none", file_size=limit),
                    f"{out}: consolidate failed: {words}")
     assert list(disk.iterdir()) == []
 
@@ -386,7 +386,7 @@ def test_a_virtual_object_that_changed_is_refused_even_where_the_server_ignores_
 
     when = 1_700_000_000  # the ref's checksum time
     name = "lab/granule.bin"  # also key granule.bin of bucket "lab" at the S3 endpoint
-    faulty_server.files[name] = b"ABCDEFGHIJKLMNOP"  # printable: zs() reads stdout as text
+    faulty_server.files[name] = b"ABCDEFGHIJKLMNOP"  # printable: run_hostile() reads stdout as text
     faulty_server.etags[name] = '"etag-v1"'
     faulty_server.modified[name] = formatdate(when, usegmt=True)  # the same second as the ref's time
     faulty_server.honor_if_match = False
@@ -394,14 +394,14 @@ def test_a_virtual_object_that_changed_is_refused_even_where_the_server_ignores_
     subprocess.run([str(icechunk2_python), "-c", PINNED_REFS_SCRIPT, str(tmp_path / "repo"), url,
                     "s3://lab/granule.bin", str(when)], check=True, capture_output=True, timeout=120)
     archive = tmp_path / "v.zs"
-    assert zs("export", str(tmp_path / "repo"), str(archive)).returncode == 0
+    assert run_hostile("export", str(tmp_path / "repo"), str(archive)).returncode == 0
     endpoint = f"http://127.0.0.1:{faulty_server.server_address[1]}"
     s3 = f"s3://lab/ endpoint={endpoint} anon=true region=us-east-1"
     authorize = {url.rsplit("/", 1)[0] + "/": {}, "s3://lab/": {"endpoint": endpoint, "anon": "true",
                                                                 "region": "us-east-1"}}
 
     def chunk(i: int) -> subprocess.CompletedProcess:
-        return zs("chunk", str(archive), "main", "/v", str(i), "--data", "--authorize",
+        return run_hostile("chunk", str(archive), "main", "/v", str(i), "--data", "--authorize",
                   url.rsplit("/", 1)[0] + "/", "--authorize", s3)
 
     faulty_server.etags[name] = 'W/"etag-v1"'  # a weak answer names the same opaque tag

@@ -115,21 +115,6 @@ def test_size_alone_costs_one_small_request(served):
     transport.close()
 
 
-def test_head_and_tail_larger_than_the_file(served):
-    transport = HTTPTransport(served.url("data.bin"))
-    head, tail = transport.read_head_tail(1_000_000, 2_000_000)
-    assert head == DATA and tail == DATA and transport.size == len(DATA)
-    transport.close()
-
-
-def test_empty_file(served):
-    transport = HTTPTransport(served.url("empty.bin"))
-    assert transport.read_head_tail(100, 100) == (b"", b"")
-    assert transport.size == 0
-    assert transport.read(0, 0) == b""
-    transport.close()
-
-
 def test_read_past_the_end_is_corrupt_without_a_request(served):
     transport = HTTPTransport(served.url("data.bin"))
     transport.read_head_tail(10, 10)
@@ -198,13 +183,6 @@ def test_https_with_an_untrusted_certificate_is_a_clear_error(served):
     assert transport.stats.retries == 0
 
 
-def test_missing_file_is_one_line_naming_url_and_status(served):
-    url = served.url("nope.zs")
-    with pytest.raises(ZSError) as caught:
-        HTTPTransport(url).read_head_tail(10, 10)
-    assert str(caught.value) == f"{url}: HTTP 404 Not Found"
-
-
 def test_forbidden_file_is_one_line_naming_url_and_status(served):
     url = served.url("forbidden/secret.bin")
     with pytest.raises(ZSError) as caught:
@@ -212,18 +190,26 @@ def test_forbidden_file_is_one_line_naming_url_and_status(served):
     assert str(caught.value) == f"{url}: HTTP 403 Forbidden"
 
 
-def test_file_replaced_on_nginx_is_detected(served):
+def test_a_replaced_file_is_refused_by_nginx_with_412(served):
+    """The transport pins the ETag with If-Match; nginx answers a changed file with 412."""
     path = served.root / "changing.bin"
     path.write_bytes(DATA)
     transport = HTTPTransport(served.url("changing.bin"))
     transport.read_head_tail(100, 100)
+    mark = served.mark()
     assert transport.read(1000, 10) == DATA[1000:1010]
-    # same length, new content: only the ETag (mtime-based in nginx) tells
+    [read] = served.requests_since(mark)
+    pinned = read.if_match
+    assert (read.status, pinned.startswith('"')) == (206, True)
+    # same length, new content: only the ETag (mtime-based in nginx) tells; nginx refuses If-Match
     path.write_bytes(DATA[::-1])
     later = time.time() + 5
     os.utime(path, (later, later))
-    with pytest.raises(ZSCorrupt, match="file changed while reading"):
+    mark = served.mark()
+    with pytest.raises(ZSCorrupt, match=r"changing\.bin: file changed while reading \(HTTP 412"):
         transport.read(2000, 10)
+    refused = served.requests_since(mark)
+    assert [(line.range, line.status, line.if_match) for line in refused] == [("bytes=2000-2009", 412, pinned)]
     transport.close()
 
 
@@ -308,17 +294,6 @@ def test_persistent_503_gives_up_with_the_status(faulty_server):
     faulty_server.faults.extend(["503"] * 3)
     with pytest.raises(ZSError, match=r"f\.zs: HTTP 503 Service Unavailable \(gave up after 3 attempts\)"):
         transport.read(7, 70)
-    transport.close()
-
-
-def test_file_replaced_between_requests_fails_by_if_match(faulty_server):
-    faulty_server.files["f.zs"] = DATA
-    transport = _transport(faulty_server)
-    transport.read_head_tail(10, 10)
-    faulty_server.files["f.zs"] = DATA[::-1]
-    with pytest.raises(ZSCorrupt, match=r"f\.zs: file changed while reading \(HTTP 412"):
-        transport.read(100, 10)
-    assert faulty_server.seen[-1].status == 412
     transport.close()
 
 

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 from oracle import oracle, repo_path
-from zsarchive.archive import exporter as E
-from zsarchive.archive import records as R
-from zsarchive.archive import schema as S
-from zsarchive.archive.engine import InProcess, ProcessPool, open_engine
-from zsarchive.archive.sorter import ExternalSorter
+from zsarchive.archive.write import exporter as E
+from zsarchive.archive.write import records as R
+from zsarchive.archive.format import schema as S
+from zsarchive.archive.write.engine import InProcess, ProcessPool, open_engine
+from zsarchive.archive.write.sorter import ExternalSorter
 from zsarchive.icechunk import Repository
 from zsarchive.zs.format.codecs import get_codec
 from zsarchive.zs.reader import ZS
