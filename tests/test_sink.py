@@ -1,4 +1,4 @@
-"""The writable storage layer: a local directory and moto's S3 server on loopback behave alike --
+"""The writable storage layer: a local directory, moto's S3 server and Azurite on loopback behave alike --
 emptiness, replacing puts, create-only puts, many puts in flight, and failures as one line naming the key."""
 
 from __future__ import annotations
@@ -10,11 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from servers import moto_s3
+from servers import free_port, moto_s3, wait_for_port
 from zsarchive.errors import ZSError
 from zsarchive.io.sink import AlreadyExists, LocalSink, ObjectSink, open_sink
 
 ROOT = Path(__file__).resolve().parent.parent
+AZURITE_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+"""The emulator's published development account key (not a secret)."""
 
 
 @pytest.fixture(scope="module")
@@ -35,14 +37,50 @@ def _local_objects(root: Path) -> dict[str, bytes]:
     return {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*") if p.is_file()}
 
 
-@pytest.fixture(params=["local", "s3"])
-def target(request, tmp_path):
-    """(sink, function listing what it holds) for an absent directory or an unused S3 prefix."""
+@pytest.fixture(scope="module")
+def azure_container(tmp_path_factory):
+    """Azurite's blob service on loopback with an empty container ``dest``; yields the connection string."""
+    binary = Path(os.environ.get("ZSARCHIVE_PEERS", ROOT / ".peers")) / "azurite" / "node_modules" / ".bin" / \
+        "azurite-blob"
+    if not binary.exists():
+        pytest.skip("PEER MISSING: Azurite (run scripts/dev setup)")
+    from azure.storage.blob import BlobServiceClient
+
+    port = free_port()
+    server = subprocess.Popen([str(binary), "--blobHost", "127.0.0.1", "--blobPort", str(port), "--location",
+                               str(tmp_path_factory.mktemp("azurite")), "--silent", "--skipApiVersionCheck"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for_port(port, server)
+        connection = (f"DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey={AZURITE_KEY};"
+                      f"BlobEndpoint=http://127.0.0.1:{port}/devstoreaccount1;")
+        BlobServiceClient.from_connection_string(connection).create_container("dest")
+        yield connection
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def _azure_objects(connection: str, prefix: str) -> dict[str, bytes]:
+    from azure.storage.blob import BlobServiceClient
+
+    container = BlobServiceClient.from_connection_string(connection).get_container_client("dest")
+    return {b.name[len(prefix):]: container.download_blob(b.name).readall()
+            for b in container.list_blobs(name_starts_with=prefix)}
+
+
+@pytest.fixture(params=["local", "s3", "azure"])
+def target(request, tmp_path, monkeypatch):
+    """(sink, function listing what it holds) for an absent directory or an unused S3 or Azure prefix."""
     if request.param == "local":
         root = tmp_path / "out"
         return open_sink(str(root)), lambda: _local_objects(root) if root.exists() else {}
-    client = request.getfixturevalue("bucket")
     prefix = f"t/{abs(hash(request.node.name)):x}/"
+    if request.param == "azure":
+        connection = request.getfixturevalue("azure_container")
+        monkeypatch.setenv("AZURE_STORAGE_CONNECTION_STRING", connection)
+        return open_sink(f"az://dest/{prefix}"), lambda: _azure_objects(connection, prefix)
+    client = request.getfixturevalue("bucket")
     return open_sink(f"s3://dest/{prefix}"), lambda: _s3_objects(client, "dest", prefix)
 
 

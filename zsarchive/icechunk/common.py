@@ -78,6 +78,16 @@ def offsets_vector(b, offsets: list[int]) -> int:
     return b.EndVector()
 
 
+def uint32_vector(b, values) -> int:
+    """A ``[uint32]`` vector (chunk coordinates), empty for a 0-d array's."""
+    import numpy as np
+
+    if not len(values):
+        b.StartVector(4, 0, 4)
+        return b.EndVector()
+    return b.CreateNumpyVector(np.ascontiguousarray(values, dtype="<u4"))
+
+
 def ids_vector(b, id_texts: list[str], nbytes: int) -> int:
     """A vector of ObjectId12 or ObjectId8 structs from their base32 texts, in the order given."""
     b.StartVector(nbytes, len(id_texts), 1)
@@ -110,3 +120,48 @@ def metadata_vector(b, metadata: dict[str, Any], spec_version: int) -> int:
         MI.AddValue(b, value_off)
         items.append(MI.End(b))
     return offsets_vector(b, items)
+
+
+def vtable_bytes(fields: tuple[int, ...], table_size: int) -> bytes:
+    """A FlatBuffers vtable: its size, the table's size, then each field's offset in the table (0: absent)."""
+    return struct.pack(f"<{2 + len(fields)}H", 4 + 2 * len(fields), table_size, *fields)
+
+
+class ForwardWriter:
+    """A FlatBuffer written front to back: parents before children, so every offset points forward, as
+    FlatBuffers requires; for files of millions of tables, where the generic builder costs ~30 calls each."""
+
+    def __init__(self) -> None:
+        self.buf = bytearray()
+
+    def align(self, n: int) -> int:
+        self.buf += bytes(-len(self.buf) % n)
+        return len(self.buf)
+
+    def reserve(self, n: int) -> int:
+        at = len(self.buf)
+        self.buf += bytes(n)
+        return at
+
+    def point(self, field: int, target: int) -> None:
+        """Store at ``field`` the forward offset to ``target``."""
+        struct.pack_into("<I", self.buf, field, target - field)
+
+    def table(self, vtable: int, size: int, align: int = 4) -> int:
+        at = self.align(align)
+        self.buf += bytes(size)
+        struct.pack_into("<i", self.buf, at, at - vtable)
+        return at
+
+    def vector(self, count: int, item: int, align: int = 4) -> int:
+        """A vector of ``count`` items of ``item`` bytes: returns where its length is."""
+        self.buf += bytes(-(len(self.buf) + 4) % max(align, 4))
+        at = self.reserve(4 + count * item)
+        struct.pack_into("<I", self.buf, at, count)
+        return at
+
+    def blob(self, data: bytes, terminate: bool = False, count: int | None = None) -> int:
+        """A byte vector or string (``terminate``), or a vector of ``count`` items whose bytes are ``data``."""
+        at = self.align(4)
+        self.buf += struct.pack("<I", len(data) if count is None else count) + data + (b"\x00" if terminate else b"")
+        return at

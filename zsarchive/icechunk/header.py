@@ -65,6 +65,9 @@ def open_file(raw: bytes, name: str, expected: FileType) -> tuple[FileHeader, by
         raise ZSCorrupt(f"{name}: zstd payload at offset {HEADER_LENGTH} does not decompress: {exc}") from None
 
 
+_SMALL = 1 << 18
+"""Payloads up to this many bytes may be compressed at the slowest levels while a size is sought."""
+
 IMPLEMENTATION = "zsarchive"
 """The implementation name zsarchive writes in headers when the original one is not known."""
 
@@ -87,15 +90,29 @@ def wrap_file(file_type: FileType, spec_version: int, payload: bytes, implementa
     body = compressor.compress(payload)
     if not size or len(head) + len(body) == size:
         return head + body
-    filler = hashlib.shake_128(b"zsarchive filler").digest(max(0, size - len(head)) + 64)
-    for level, checksum in ((3, False), (3, True), (9, False), (19, False), (19, True)):
-        # a checksum adds 4 bytes and a higher level may shrink what is too long at 3
+    filler = hashlib.shake_128(b"zsarchive filler").digest(2 * max(0, size - len(head)) + 64)
+    # A checksum adds 4 bytes and a higher level may shrink what is too long at 3; the slow levels
+    # only for small files.
+    configs = [(3, False), (3, True), (9, False)] + ([(19, False), (19, True)] if len(payload) < _SMALL else [])
+    for level, checksum in configs:
         compressor = zstandard.ZstdCompressor(level=level, write_content_size=True, write_checksum=checksum)
-        gap = size - len(head) - len(compressor.compress(payload))
-        for extra in sorted(range(max(0, gap - 32), max(0, gap + 33)), key=lambda n: abs(n - gap)):
-            for zeros in (0, 1, 2, 3, 5, 8):
-                body = compressor.compress(payload + filler[:extra] + bytes(zeros))
-                if len(head) + len(body) == size:
+
+        def length(extra: int, zeros: int = 0) -> tuple[int, bytes]:
+            body = compressor.compress(payload + filler[:extra] + bytes(zeros))
+            return len(head) + len(body), body
+
+        extra = size - length(0)[0]
+        if extra < 0:
+            continue  # filler only makes it longer
+        for _ in range(8):  # filler compresses to about its length: correct by the error, a few times
+            got, body = length(extra)
+            if got == size:
+                return head + body
+            extra = max(0, extra - (got - size))
+        for near in sorted(range(max(0, extra - 12), extra + 13), key=lambda n: abs(n - extra)):
+            for zeros in (0, 1, 2, 3):
+                got, body = length(near, zeros)
+                if got == size:
                     return head + body
     raise ValueError(f"cannot make the file exactly {size} bytes long (it compresses to {len(head) + len(body)})")
 

@@ -108,6 +108,14 @@ def decode_snapshot(raw: bytes, name: str) -> Snapshot:
 
 # -- encoding ------------------------------------------------------------------------------------
 
+def _struct_vector(b, size: int, alignment: int, items: list, create) -> int:
+    """A vector of structs of ``size`` bytes, ``create(item)`` writing each."""
+    b.StartVector(size, len(items), alignment)
+    for item in reversed(items):
+        create(item)
+    return b.EndVector()
+
+
 def _encode_array(b, node: Node, spec_version: int) -> int:
     from zsarchive.icechunk.generated import ArrayNodeData as A, DimensionName as DN, DimensionShapeV2 as D2, \
         ManifestRef as MR
@@ -137,14 +145,10 @@ def _encode_array(b, node: Node, spec_version: int) -> int:
         names = offsets_vector(b, tables)
     shape = node.shape or []
     shape_v2 = None
-    if spec_version == 1:
-        b.StartVector(16, len(shape), 8)
-        for dim in reversed(shape):
-            CreateDimensionShape(b, dim.array_length, dim.chunk_length or 0)
-        shape_v1 = b.EndVector()
-    else:
-        b.StartVector(16, 0, 8)
-        shape_v1 = b.EndVector()
+    # V1 keeps the shape as structs, V2 as tables in another field (V1's left empty: it is required)
+    shape_v1 = _struct_vector(b, 16, 8, shape if spec_version == 1 else [],
+                              lambda dim: CreateDimensionShape(b, dim.array_length, dim.chunk_length or 0))
+    if spec_version >= 2:
         dims = []
         for dim in shape:
             D2.Start(b)
@@ -196,14 +200,9 @@ def encode_snapshot(snap: Snapshot, spec_version: int, implementation: str = IMP
     metadata = metadata_vector(b, snap.metadata, spec_version)
     files = sorted(snap.manifest_files, key=lambda m: m.id)
     files_v2 = None
-    if spec_version == 1:
-        b.StartVector(32, len(files), 8)
-        for info in reversed(files):
-            CreateManifestFileInfo(b, ids.decode(info.id, 12), info.size_bytes, info.num_chunk_refs)
-        files_v1 = b.EndVector()
-    else:
-        b.StartVector(32, 0, 8)
-        files_v1 = b.EndVector()
+    files_v1 = _struct_vector(b, 32, 8, files if spec_version == 1 else [], lambda info: CreateManifestFileInfo(
+        b, ids.decode(info.id, 12), info.size_bytes, info.num_chunk_refs))
+    if spec_version >= 2:
         tables = []
         for info in files:
             MF2.Start(b)

@@ -91,6 +91,9 @@ class Sink(abc.ABC):
                 done(key, size)
         return written
 
+    def flush(self) -> None:
+        """Make every object written so far durable (object stores: already, once a put returns)."""
+
     def close(self) -> None:
         """Release connections."""
 
@@ -131,10 +134,13 @@ class LocalSink(Sink):
             self._made.add(path.parent)
         return path, path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp"
 
-    def _write_temp(self, temp: Path, data: bytes) -> None:
+    def _write_temp(self, temp: Path, data: bytes, durable: bool = False) -> None:
         try:
             with open(temp, "xb") as handle:
                 handle.write(data)
+                if durable:
+                    handle.flush()
+                    os.fsync(handle.fileno())
         except BaseException as exc:
             temp.unlink(missing_ok=True)
             if isinstance(exc, OSError):
@@ -152,15 +158,47 @@ class LocalSink(Sink):
 
     def put_new(self, key: str, data: bytes) -> None:
         path, temp = self._prepare(key)
-        self._write_temp(temp, data)
+        self._write_temp(temp, data, durable=True)
         try:
             os.link(temp, path)  # atomic and exclusive: fails if ``path`` exists
         except FileExistsError:
             raise AlreadyExists(f"{path}: already exists") from None
         except OSError as exc:
-            raise _os_error(exc, path) from None
+            if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EMLINK):
+                raise _os_error(exc, path) from None
+            self._create(path, data)  # a file system without hard links: exclusive, not atomic
         finally:
             temp.unlink(missing_ok=True)
+        _fsync_directory(path.parent)
+
+    @staticmethod
+    def _create(path: Path, data: bytes) -> None:
+        try:
+            with open(path, "xb") as handle:
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+        except FileExistsError:
+            raise AlreadyExists(f"{path}: already exists") from None
+        except OSError as exc:
+            raise _os_error(exc, path) from None
+
+    def flush(self) -> None:
+        os.sync()
+
+
+def _fsync_directory(directory: Path) -> None:
+    """Make a directory's new entries durable (where the platform allows opening a directory)."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def _os_error(exc: OSError, path: Path) -> ZSError:

@@ -10,13 +10,11 @@ transaction log.
 from __future__ import annotations
 
 from collections import OrderedDict
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Iterable, Iterator
 
-import numpy as np
-
 from zsarchive.archive.reading import ArchiveReader
-from zsarchive.errors import ZSError
+from zsarchive.errors import ZSCorrupt, ZSError
 from zsarchive.icechunk.header import IMPLEMENTATION
 from zsarchive.icechunk.model import (
     ChunkRef, FileHeader, FileType, MoveOperation, Node, RepoInfo, RepoStatus, Snapshot, TransactionLog,
@@ -54,14 +52,18 @@ class RestorePlan:
     tags: dict[str, str]
     deleted_tags: list[str]
     history: ArchiveHistory
+    resized: dict[str, int] = field(default_factory=dict)
+    """Manifest id -> the size its file got where it could not be the size the snapshots name."""
 
     def snapshot(self, sid: str) -> Snapshot:
         """The snapshot file's model."""
         record = self.snapshots[sid]
         spec = self.file_spec[sid]
         header = FileHeader(IMPLEMENTATION, spec, FileType.SNAPSHOT, 1)
+        files = [replace(m, size_bytes=self.resized[m.id]) if m.id in self.resized else m
+                 for m in record.manifest_files]
         return Snapshot(header, sid, self.parents[sid] if spec == 1 else None, record.info.flushed_at,
-                        record.info.message, record.info.metadata, record.nodes, record.manifest_files)
+                        record.info.message, record.info.metadata, record.nodes, files)
 
     def transaction_logs(self) -> Iterator[TransactionLog]:
         """Every transaction log file: each restored snapshot's own, and an empty one per pruned id that
@@ -79,8 +81,7 @@ class RestorePlan:
                 continue
             if sid in summary.missing:
                 continue
-            coords = {node: np.array(rows, dtype=np.uint32).reshape(len(rows), -1)
-                      for node, rows in summary.coords.items()}
+            coords = summary.coords
             moves = summary.moves
             if summary.merged:
                 moves = self._share_moves(summary, pruned_moves)
@@ -187,6 +188,10 @@ def select(history: ArchiveHistory, refs: Iterable[str] = (), shallow: bool = Fa
         chosen = dict(history.snapshots)
     if "main" not in branches:
         raise ZSError(f"{history.name}: the archive has no branch 'main', which every Icechunk repository needs")
+    for kind, refs_of_kind in (("branch", branches), ("tag", tags)):
+        for name, sid in refs_of_kind.items():
+            if sid not in history.snapshots:
+                raise ZSCorrupt(f"{history.name}: {kind} {name!r} points at snapshot {sid}, which the archive lacks")
     parents = {sid: (None if shallow else rec.info.parent_id) for sid, rec in chosen.items()}
     parents = {sid: p if p in chosen else None for sid, p in parents.items()}
     migrated = _migration_time(history)
@@ -238,11 +243,17 @@ class ManifestContents:
         for sid, node in manifest.users:
             rank = self._ranks(sid, node.id)
             held = []
-            for coords, by_snapshot in self._timeline(node.id).items():
-                best = min(((rank[s], s) for s in by_snapshot if s in rank), default=None)
-                if best is None:
-                    continue
-                ref = by_snapshot[best[1]]
+            for coords, changes in self._timeline(node.id).items():
+                if isinstance(changes, tuple):
+                    if changes[0] not in rank:
+                        continue
+                    ref = changes[1]
+                else:
+                    best = min(((rank[sid], ref) for sid, ref in changes if sid in rank), default=None,
+                               key=lambda pair: pair[0])
+                    if best is None:
+                        continue
+                    ref = best[1]
                 if ref is not None and _first_manifest(node, coords) == manifest.id:
                     held.append(ref)
             if held:

@@ -13,14 +13,14 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable, Mapping
 from urllib.parse import quote
 
-from zsarchive.archive.reading import ArchiveReader
+from zsarchive.archive.reading import ArchiveReader, guarded
 from zsarchive.errors import ZSError
 from zsarchive.icechunk.manifest import decode_manifest, encode_manifest
-from zsarchive.icechunk.model import RefKind
+from zsarchive.icechunk.model import RefKind, RepoInfo
 from zsarchive.icechunk.repo_info import decode_repo_info, encode_repo_info
 from zsarchive.icechunk.snapshot import decode_snapshot, encode_snapshot
 from zsarchive.icechunk.txlog import decode_transaction_log, encode_transaction_log
@@ -85,6 +85,9 @@ def _yaml_config(config: Mapping[str, Any]) -> bytes:
     class Tagged(dict):
         pass
 
+    class Dumper(yaml.SafeDumper):
+        pass
+
     def represent(dumper, value):
         (tag, inner), = value.items()
         if isinstance(inner, dict):
@@ -93,12 +96,12 @@ def _yaml_config(config: Mapping[str, Any]) -> bytes:
             return dumper.represent_sequence("!" + tag, inner)
         return dumper.represent_scalar("!" + tag, str(inner))
 
-    yaml.SafeDumper.add_representer(Tagged, represent)
+    Dumper.add_representer(Tagged, represent)
     config = json.loads(json.dumps(config))
     for container in (config.get("virtual_chunk_containers") or {}).values():
         if isinstance(container, dict) and isinstance(container.get("store"), dict) and len(container["store"]) == 1:
             container["store"] = Tagged(container["store"])
-    return yaml.safe_dump(config, sort_keys=False, allow_unicode=True).encode("utf-8")
+    return yaml.dump(config, Dumper=Dumper, sort_keys=False, allow_unicode=True).encode("utf-8")
 
 
 class Restore:
@@ -116,12 +119,19 @@ class Restore:
         self.progress = progress or (lambda stage, done, total: None)
         self.notes: list[str] = []
 
+    @property
+    def name(self) -> str:
+        """The archive's name (for messages)."""
+        return self.reader.name
+
     # -- stages ----------------------------------------------------------------------------------
 
+    @guarded
     def plan(self) -> RestorePlan:
         """Read the archive's history and decide what comes back."""
         return select(read_history(self.reader), self.refs, self.shallow)
 
+    @guarded
     def encode_manifests(self, plan: RestorePlan) -> tuple[dict[str, bytes], set[str]]:
         """Every manifest file's bytes, and the native chunk ids they name."""
         contents = ManifestContents(self.reader, plan)
@@ -137,10 +147,11 @@ class Restore:
                 chunk_ids.update(r.chunk_id for r in refs if r.kind is RefKind.NATIVE)
             try:
                 files[manifest.id] = encode_manifest(manifest.id, arrays, manifest.spec_version, size=manifest.size)
-            except ValueError:
-                self.notes.append(f"manifest {manifest.id}: written with its own size, not the "
-                                  f"{manifest.size} bytes its snapshots name")
+            except ValueError:  # it encodes to more: the snapshots name the size it has
                 files[manifest.id] = encode_manifest(manifest.id, arrays, manifest.spec_version)
+                plan.resized[manifest.id] = len(files[manifest.id])
+                self.notes.append(f"manifest {manifest.id}: {len(files[manifest.id])} bytes, the original "
+                                  f"{manifest.size}: the snapshots name the new size")
             self.progress("manifests", done, len(order))
         return files, chunk_ids
 
@@ -179,6 +190,7 @@ class Restore:
             written += sink.put_all(((f"chunks/{cid}", fetch(cid)) for cid in rest), tick)
         return len(needed), written
 
+    @guarded
     def metadata_files(self, plan: RestorePlan, manifests: dict[str, bytes]) -> dict[str, bytes]:
         """Every metadata file but the final one: manifests, transaction logs, snapshots (and V1 refs)."""
         files = {f"manifests/{mid}": raw for mid, raw in manifests.items()}
@@ -203,6 +215,7 @@ class Restore:
                 files["config.yaml"] = _yaml_config(config)
         return files
 
+    @guarded
     def final_file(self, plan: RestorePlan) -> bytes:
         """The bytes of the file that makes the target a repository."""
         if plan.spec_version == 1:
@@ -241,7 +254,11 @@ class Restore:
             check_target(sink, storage, plan.spec_version)
         manifests, needed = self.encode_manifests(plan)
         embedded, source = self.chunk_sources(needed)
-        chunk_files, chunk_bytes = self.copy_chunks(sink, needed, embedded, source)
+        try:
+            chunk_files, chunk_bytes = self.copy_chunks(sink, needed, embedded, source)
+        finally:
+            if source is not None:
+                source.close()
         files = self.metadata_files(plan, manifests)
         final = self.final_file(plan)
         done = [0]
@@ -252,6 +269,7 @@ class Restore:
 
         sink.put_all(files.items(), tick)
         self.verify(storage or open_storage(self.location), files, final)
+        sink.flush()  # everything else durable before the file that makes it a repository
         sink.put_new(final_key(plan.spec_version), final)
         return RestoreSummary(self.location.url, plan.spec_version, len(plan.snapshots), len(manifests),
                               sum(k.startswith("transactions/") for k in files), chunk_files, chunk_bytes,
@@ -266,9 +284,7 @@ def _ref_json(sid: str) -> bytes:
     return json.dumps({"snapshot": sid}, separators=(",", ":")).encode("ascii")
 
 
-def _without_storage_settings(info):
-    from dataclasses import replace
-
+def _without_storage_settings(info: RepoInfo) -> RepoInfo:
     return replace(info, config={k: v for k, v in info.config.items() if k != "storage"} | {"storage": None})
 
 

@@ -11,6 +11,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
+import numpy as np
+
 from zsarchive.archive import schema as S
 from zsarchive.archive.reading import ArchiveReader, records_under
 from zsarchive.errors import ZSCorrupt
@@ -43,7 +45,8 @@ class TxSummary:
     merged: tuple[str, ...] = ()
     missing: tuple[str, ...] = ()
     unjoined_moves: tuple[MoveOperation, ...] = ()
-    coords: dict[str, list[tuple[int, ...]]] = field(default_factory=dict)
+    coords: dict[str, np.ndarray] = field(default_factory=dict)
+    """Node id -> (chunks, ndim) matrix of the coordinates of the chunks changed (``H`` records)."""
 
 
 @dataclass
@@ -103,7 +106,9 @@ def read_history(reader: ArchiveReader) -> ArchiveHistory:
         snapshots[sid] = SnapshotRecord(info, [ManifestFileInfo(m, size, n) for m, size, n in files])
     for (sid, components), value in records_under(zs, S.NODE):
         node, since = _node(sid, components, value)
-        record = snapshots[sid]
+        record = snapshots.get(sid)
+        if record is None:
+            raise ZSCorrupt(f"{name}: N record of snapshot {sid} {node.path!r}, but no S record of that snapshot")
         record.nodes.append(node)
         if since is not None:
             record.since[node.id] = since
@@ -124,30 +129,48 @@ def read_history(reader: ArchiveReader) -> ArchiveHistory:
         txlogs[sid] = summary
     for (node_id, coords, _flushed_at, sid), _ in records_under(zs, S.CHUNK_HISTORY):
         if sid in txlogs:
-            txlogs[sid].coords.setdefault(node_id, []).append(tuple(coords))
+            txlogs[sid].coords.setdefault(node_id, []).append(coords)
+    for summary in txlogs.values():  # as matrices: a big commit changes millions of chunks
+        summary.coords = {node: np.array(rows, dtype=np.uint32).reshape(len(rows), -1)
+                          for node, rows in summary.coords.items()}
     return ArchiveHistory(name, reader.format_version, int(facts.get("spec_version", 2)), facts,
                           refs["branch"], refs["tag"], deleted, snapshots, ops, txlogs)
 
 
-def chunk_ref(coords: tuple, value: tuple) -> ChunkRef | None:
-    """The ref a ``C`` record value holds (None: removed)."""
+def chunk_ref(coords: tuple, value: tuple, texts: dict[str, str] | None = None) -> ChunkRef | None:
+    """The ref a ``C`` record value holds (None: removed). ``texts``: one copy of each location kept
+    (many refs of an array point into few files)."""
     kind = value[0]
     if kind == S.INLINE:
         return ChunkRef(coords, RefKind.INLINE, inline=bytes(value[1]))
     if kind == S.NATIVE:
         return ChunkRef(coords, RefKind.NATIVE, chunk_id=value[1], offset=value[2], length=value[3])
     if kind == S.VIRTUAL:
-        return ChunkRef(coords, RefKind.VIRTUAL, location=value[1], offset=value[2], length=value[3],
+        location = value[1] if texts is None else texts.setdefault(value[1], value[1])
+        return ChunkRef(coords, RefKind.VIRTUAL, location=location, offset=value[2], length=value[3],
                         checksum_etag=value[4], checksum_last_modified=value[5])
     return None
 
 
-def node_timeline(reader: ArchiveReader, node_id: str) -> dict[tuple, dict[str, ChunkRef | None]]:
-    """Format 2: coords -> snapshot id -> the ref that snapshot set (None: removed) for one array."""
-    out: dict[tuple, dict[str, ChunkRef | None]] = defaultdict(dict)
+Timeline = dict
+"""Format 2, one array: coords -> ``(snapshot id, ref)`` of the one snapshot that set it, or a list of
+them when several did (ref None: removed). Most chunks are set once: no list for them."""
+
+
+def node_timeline(reader: ArchiveReader, node_id: str) -> Timeline:
+    """The chunk ref timeline of one array (see :data:`Timeline`)."""
+    out: Timeline = {}
+    texts: dict[str, str] = {}
     for (_node, coords, sid), value in records_under(reader.zs, S.CHUNK_REF, (node_id,)):
         coords = tuple(coords)
-        out[coords][sid] = chunk_ref(coords, value)
+        change = (sid, chunk_ref(coords, value, texts))
+        before = out.get(coords)
+        if before is None:
+            out[coords] = change
+        elif isinstance(before, list):
+            before.append(change)
+        else:
+            out[coords] = [before, change]
     return out
 
 
