@@ -17,11 +17,13 @@ import pytest
 import zarr
 from click.testing import CliRunner
 
-from oracle import CLEAN_EXIT, ROOT, fixtures, oracle, repo_path
+from oracle import ROOT, fixtures, oracle, repo_path
 from servers import moto_s3, nginx_server  # noqa: F401
 from test_differential import generate
 from test_object_storage import WRITE_REPO, azurite  # noqa: F401
 from test_virtual_shards import virtual  # noqa: F401
+from toolkit.cli import one_line_error, run_hostile, run_zs
+from toolkit.peers import run_peer_script
 from zsarchive import checkout
 from zsarchive.archive import RepoArchive, export
 from zsarchive.cli import main
@@ -128,27 +130,19 @@ async def main():
 
 with open(answer, "w") as f:
     json.dump(asyncio.run(main()), f)
-''' + CLEAN_EXIT
+'''
 
 
 def compare(python: Path, repo: Path, prefix: str, jobs: list[dict], workdir: Path, with_xarray: bool) -> list[dict]:
     """What the icechunk peer finds comparing each checkout with its store (jobs: at, target, group)."""
     out = workdir / "compare.json"
-    proc = subprocess.run([str(python), "-c", COMPARE, str(repo), prefix, json.dumps(jobs), str(out),
-                           "1" if with_xarray else "0"], capture_output=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr.decode(errors="replace")[-3000:]
+    run_peer_script(python, COMPARE, str(repo), prefix, json.dumps(jobs), str(out), "1" if with_xarray else "0")
     return json.loads(out.read_text())
 
 
 def run(*args: str):
     return CliRunner().invoke(main, ["checkout", *map(str, args), "--no-progress"])
 
-
-def one_line_error(result) -> str:
-    assert result.exit_code == 1, result.output
-    lines = result.output.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("zs: error: "), result.output
-    return lines[0]
 
 
 def commit_id(version: int, message: str) -> str:
@@ -259,23 +253,10 @@ def test_the_python_api_and_a_failed_write(fixture_archives, tmp_path):
     assert len(files) == summary.nodes + summary.chunks and sum(p.stat().st_size for p in files) == summary.bytes
     # writes that fail (here: past a file size limit, as a full disk would): one line, nothing left
     for name, limit in (("x2", 4000), ("x3.zip", 20000)):
-        proc = subprocess.run([sys.executable, "-c", FILE_SIZE_LIMITED, str(limit), "checkout", str(embedded), "dev",
-                               str(tmp_path / "out" / name), "--authorize", prefix],
-                              capture_output=True, timeout=300, env=dict(os.environ, PYTHONPATH=str(ROOT)))
-        lines = proc.stderr.decode().strip().splitlines()
-        assert proc.returncode == 1 and len(lines) == 1 and "cannot write" in lines[0], proc.stderr
-        assert "File too large" in lines[0]
+        done = run_zs("checkout", str(embedded), "dev", str(tmp_path / "out" / name), "--authorize", prefix,
+                      file_size=limit)
+        one_line_error(done, "cannot write", "File too large", str(tmp_path / "out" / name))
         assert os.listdir(tmp_path / "out") == []
-
-
-FILE_SIZE_LIMITED = """
-import resource, signal, sys
-signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG instead
-limit = int(sys.argv.pop(1))
-resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
-from zsarchive.cli import main
-main(prog_name="zs")
-"""
 
 
 def test_an_s3_target_on_a_local_server(fixture_archives, icechunk2_python, tmp_path):
@@ -353,7 +334,7 @@ def hostile(tmp_path: Path, name: str, components: tuple, zarr_json: bytes, belo
     """An archive of a root group, an array at ``components`` with one inline chunk and, if ``below``
     is given, a group at those components too."""
     from test_hostile_input import archive
-    from zsarchive.archive import schema as S
+    from zsarchive.archive.format import schema as S
 
     sid = "A" * 20
     nodes = [S.record(S.NODE, (sid, ()), ("NODEID0000000", S.GROUP, b'{"zarr_format":3,"node_type":"group"}',
@@ -380,13 +361,11 @@ ARRAY = (b'{"zarr_format":3,"node_type":"array","shape":[4],"data_type":"uint8",
      ("v", "0")),
 ], ids=["dotdot", "inner-dotdot", "empty", "separator", "inside-an-array"])
 def test_hostile_paths_never_write_outside_the_target(tmp_path, components, zarr_json, needle, below):
-    from hostile import one_line_error as hostile_line, zs
-
     path = hostile(tmp_path, "h.zs", components, zarr_json, below)
     (tmp_path / "in").mkdir()
     before = sorted(str(p) for p in tmp_path.rglob("*"))
     for target in (tmp_path / "in" / "t", tmp_path / "in" / "t.zip"):
-        hostile_line(zs("checkout", str(path), "main", str(target)), needle, "nothing written")
+        one_line_error(run_hostile("checkout", str(path), "main", str(target)), needle, "nothing written")
     assert sorted(str(p) for p in tmp_path.rglob("*")) == before
 
 
@@ -410,13 +389,11 @@ repo.create_tag("first", repo.lookup_branch("main"))
 s = repo.writable_session("main")
 zarr.open_array(s.store, path="end", mode="r+")[90:, :30] = 7
 s.commit("one more shard")
-''' + CLEAN_EXIT
+'''
 
 
 def test_native_shards_stay_shards(icechunk2_python, tmp_path):
-    proc = subprocess.run([str(icechunk2_python), "-c", SHARDED, str(tmp_path / "repo")], capture_output=True,
-                          timeout=300)
-    assert proc.returncode == 0, proc.stderr.decode(errors="replace")[-3000:]
+    run_peer_script(icechunk2_python, SHARDED, str(tmp_path / "repo"))
     export(tmp_path / "repo", tmp_path / "a.zs", include_chunks=True)
     jobs = []
     for ref, spec in (("main", {"branch": "main"}), ("first", {"tag": "first"})):
@@ -461,10 +438,8 @@ def test_native_chunks_from_a_repository_in_s3(icechunk2_python, tmp_path):
     come from the bucket, and the checkout (into the same bucket, too) reads as icechunk reads it."""
     # moto keeps its buckets per process, whichever server started them: this test's bucket is its own
     with moto_s3({"checkout-src": {}}) as client:
-        proc = subprocess.run([str(icechunk2_python), "-c", WRITE_REPO + CLEAN_EXIT, "s3", "checkout-src", "one",
-                               os.environ["AWS_ENDPOINT_URL"]], capture_output=True, timeout=300,
-                              env={**os.environ, "AWS_EC2_METADATA_DISABLED": "true"})
-        assert proc.returncode == 0, proc.stderr.decode(errors="replace")[-3000:]
+        run_peer_script(icechunk2_python, WRITE_REPO, "s3", "checkout-src", "one", os.environ["AWS_ENDPOINT_URL"],
+                        env={**os.environ, "AWS_EC2_METADATA_DISABLED": "true"})
         local = tmp_path / "local"
         for page in client.get_paginator("list_objects_v2").paginate(Bucket="checkout-src", Prefix="one/"):
             for item in page.get("Contents", []):

@@ -23,8 +23,8 @@ from icechunk_answers import answers_without_file_details
 from oracle import CLEAN_EXIT, ROOT, oracle, repo_path, run_oracle, virtual_mapping
 from servers import moto_s3
 from zsarchive.archive import RepoArchive, export
-from zsarchive.archive.reading import ArchiveReader, records_under
-from zsarchive.archive import schema as S
+from zsarchive.archive.read.reader import ArchiveReader, records_under
+from zsarchive.archive.format import schema as S
 from zsarchive.errors import ZSError
 from zsarchive.icechunk import Repository
 from zsarchive.icechunk.header import parse_header

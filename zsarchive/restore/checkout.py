@@ -18,7 +18,7 @@ from functools import partial
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from zsarchive.archive import RepoArchive
-from zsarchive.archive.chunkkeys import ChunkKeys
+from zsarchive.archive.format.chunkkeys import ChunkKeys
 from zsarchive.errors import ZSCorrupt, ZSError
 from zsarchive.io.location import Location, parse_location
 from zsarchive.io.sink import LocalSink, ObjectSink, Sink, _os_error

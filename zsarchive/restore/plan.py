@@ -13,7 +13,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 from typing import Iterable, Iterator
 
-from zsarchive.archive.reading import ArchiveReader
+from zsarchive.archive.read.reader import ArchiveReader
 from zsarchive.errors import ZSCorrupt, ZSError
 from zsarchive.icechunk.header import IMPLEMENTATION
 from zsarchive.icechunk.model import (

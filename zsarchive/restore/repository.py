@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable, Mapping
 from urllib.parse import quote
 
-from zsarchive.archive.reading import ArchiveReader, guarded
+from zsarchive.archive.read.reader import ArchiveReader, guarded
 from zsarchive.errors import ZSError
 from zsarchive.icechunk.manifest import decode_manifest, encode_manifest
 from zsarchive.icechunk.model import RefKind, RepoInfo

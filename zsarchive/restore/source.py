@@ -13,8 +13,8 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from zsarchive.archive import schema as S
-from zsarchive.archive.reading import ArchiveReader, records_under
+from zsarchive.archive.format import schema as S
+from zsarchive.archive.read.reader import ArchiveReader, records_under
 from zsarchive.errors import ZSCorrupt
 from zsarchive.icechunk.model import (
     ChunkRef, DimensionShape, ManifestFileInfo, ManifestRef, MoveOperation, Node, NodeType, RefKind, RepoStatus,
