@@ -14,6 +14,10 @@ from typing import Any, Iterator
 import numpy as np
 
 from zsarchive.archive.format import schema as S
+from zsarchive.archive.format.views import (
+    NODE_SETS, ChunkBytesValue, ChunkRefValue, NodeValue, OpsValue, RefValue, RepoFactValue, SnapshotValue,
+    TxlogValue,
+)
 from zsarchive.archive.read.reader import ArchiveReader, records_under
 from zsarchive.errors import ZSCorrupt
 from zsarchive.icechunk.model import (
@@ -77,35 +81,37 @@ def _json(raw: str, where: str) -> Any:
         raise ZSCorrupt(f"{where}: not JSON") from None
 
 
-def _node(snapshot_id: str, components: tuple, value: tuple) -> tuple[Node, str | None]:
-    node_id, kind, zarr_json, shape, names, manifests = value[:6]
+def _node(components: tuple, raw: tuple) -> tuple[Node, str | None]:
+    value = NodeValue.decode(raw)
     path = S.path_of(components)
-    if kind == S.GROUP:
-        return Node(node_id, path, NodeType.GROUP, bytes(zarr_json)), None
-    dims = [DimensionShape(a, c, n) for a, c, n in shape]
-    refs = [ManifestRef(mid, [tuple(e) for e in extents]) for mid, extents in manifests]
-    since = value[6] if len(value) > 6 else None
-    return Node(node_id, path, NodeType.ARRAY, bytes(zarr_json), dims,
-                None if names is None else list(names), refs), since
+    if not value.is_array:
+        return Node(value.node_id, path, NodeType.GROUP, bytes(value.user_data)), None
+    dims = [DimensionShape(a, c, n) for a, c, n in value.shape]
+    refs = [ManifestRef(mid, [tuple(e) for e in extents]) for mid, extents in value.manifests]
+    names = None if value.dimension_names is None else list(value.dimension_names)
+    return Node(value.node_id, path, NodeType.ARRAY, bytes(value.user_data), dims, names, refs), value.since
 
 
 def read_history(reader: ArchiveReader) -> ArchiveHistory:
-    """Everything but chunk refs and chunk bytes (those stream: :func:`chunk_ref_records`)."""
+    """Everything but chunk refs and chunk bytes (those stream: :func:`node_timeline`)."""
     zs, name = reader.zs, reader.name
-    facts = {k[0]: _json(v[0], f"{name}: G record {k[0]!r}") for k, v in records_under(zs, S.REPO)}
+    facts = {k[0]: _json(RepoFactValue.decode(v).json, f"{name}: G record {k[0]!r}")
+             for k, v in records_under(zs, S.REPO)}
     refs: dict[str, dict[str, str]] = {"branch": {}, "tag": {}}
     deleted: list[str] = []
     for (kind, ref_name), value in records_under(zs, S.REFS):
         if kind == "deleted_tag":
             deleted.append(ref_name)
         else:
-            refs[kind][ref_name] = value[0]
+            refs[kind][ref_name] = RefValue.decode(value).snapshot_id
     snapshots: dict[str, SnapshotRecord] = {}
-    for (sid,), (parent, flushed_at, message, metadata, files) in records_under(zs, S.SNAPSHOT):
-        info = SnapshotInfo(sid, parent, flushed_at, message, _json(metadata, f"{name}: S record {sid}"))
-        snapshots[sid] = SnapshotRecord(info, [ManifestFileInfo(m, size, n) for m, size, n in files])
-    for (sid, components), value in records_under(zs, S.NODE):
-        node, since = _node(sid, components, value)
+    for (sid,), raw in records_under(zs, S.SNAPSHOT):
+        value = SnapshotValue.decode(raw)
+        info = SnapshotInfo(sid, value.parent_id, value.flushed_at, value.message,
+                            _json(value.metadata, f"{name}: S record {sid}"))
+        snapshots[sid] = SnapshotRecord(info, [ManifestFileInfo(m, size, n) for m, size, n in value.manifests])
+    for (sid, components), raw in records_under(zs, S.NODE):
+        node, since = _node(components, raw)
         record = snapshots.get(sid)
         if record is None:
             raise ZSCorrupt(f"{name}: N record of snapshot {sid} {node.path!r}, but no S record of that snapshot")
@@ -113,19 +119,20 @@ def read_history(reader: ArchiveReader) -> ArchiveHistory:
         if since is not None:
             record.since[node.id] = since
     ops = []
-    for (updated_at, _seq), (kind, backup, details) in records_under(zs, S.OPS):
-        details = _json(details, f"{name}: O record at {updated_at}")
+    for (updated_at, _seq), raw in records_under(zs, S.OPS):
+        value = OpsValue.decode(raw)
+        details = _json(value.details, f"{name}: O record at {updated_at}")
         if "status" in details and isinstance(details["status"], dict):
             details["status"] = RepoStatus(**details["status"])
-        ops.append(Update(kind, updated_at, backup, details))
+        ops.append(Update(value.type, updated_at, value.backup_path, details))
     ops.reverse()
     txlogs: dict[str, TxSummary] = {}
-    fields = ("new_groups", "new_arrays", "deleted_groups", "deleted_arrays", "updated_groups", "updated_arrays")
-    for (sid,), value in records_under(zs, S.TXLOG):
-        summary = TxSummary({f: list(v) for f, v in zip(fields, value[:6])}, _moves(value[7]))
-        if len(value) > 8:
-            summary.merged, summary.missing = tuple(value[8]), tuple(value[9])
-            summary.unjoined_moves = tuple(_moves(value[10]))
+    for (sid,), raw in records_under(zs, S.TXLOG):
+        value = TxlogValue.decode(raw)
+        summary = TxSummary(dict(zip(NODE_SETS, map(list, value.sets))), _moves(value.own_moves))
+        if value.merged is not None:
+            summary.merged, summary.missing = tuple(value.merged), tuple(value.lost_logs)
+            summary.unjoined_moves = tuple(_moves(value.merged_moves or ()))
         txlogs[sid] = summary
     for (node_id, coords, _flushed_at, sid), _ in records_under(zs, S.CHUNK_HISTORY):
         if sid in txlogs:
@@ -137,18 +144,18 @@ def read_history(reader: ArchiveReader) -> ArchiveHistory:
                           refs["branch"], refs["tag"], deleted, snapshots, ops, txlogs)
 
 
-def chunk_ref(coords: tuple, value: tuple, texts: dict[str, str] | None = None) -> ChunkRef | None:
+def chunk_ref(coords: tuple, raw: tuple, texts: dict[str, str] | None = None) -> ChunkRef | None:
     """The ref a ``C`` record value holds (None: removed). ``texts``: one copy of each location kept
     (many refs of an array point into few files)."""
-    kind = value[0]
-    if kind == S.INLINE:
-        return ChunkRef(coords, RefKind.INLINE, inline=bytes(value[1]))
-    if kind == S.NATIVE:
-        return ChunkRef(coords, RefKind.NATIVE, chunk_id=value[1], offset=value[2], length=value[3])
-    if kind == S.VIRTUAL:
-        location = value[1] if texts is None else texts.setdefault(value[1], value[1])
-        return ChunkRef(coords, RefKind.VIRTUAL, location=location, offset=value[2], length=value[3],
-                        checksum_etag=value[4], checksum_last_modified=value[5])
+    value = ChunkRefValue.decode(raw)
+    if value.kind == S.INLINE:
+        return ChunkRef(coords, RefKind.INLINE, inline=bytes(value.inline))
+    if value.kind == S.NATIVE:
+        return ChunkRef(coords, RefKind.NATIVE, chunk_id=value.chunk_id, offset=value.offset, length=value.length)
+    if value.kind == S.VIRTUAL:
+        location = value.location if texts is None else texts.setdefault(value.location, value.location)
+        return ChunkRef(coords, RefKind.VIRTUAL, location=location, offset=value.offset, length=value.length,
+                        checksum_etag=value.checksum_etag, checksum_last_modified=value.checksum_last_modified)
     return None
 
 
@@ -187,8 +194,9 @@ def embedded_files(reader: ArchiveReader) -> Iterator[tuple[str, bytes]]:
     current, parts, expected = None, [], 0
     for key, value in records_under(reader.zs, S.CHUNK_DATA):
         chunk_id = key[0]
+        data = ChunkBytesValue.decode(value).data
         if reader.format_version < 3:
-            yield chunk_id, bytes(value[0])
+            yield chunk_id, bytes(data)
             continue
         if chunk_id != current:
             if current is not None:
@@ -196,8 +204,8 @@ def embedded_files(reader: ArchiveReader) -> Iterator[tuple[str, bytes]]:
             current, parts, expected = chunk_id, [], 0
         if key[1] != expected:
             raise ZSCorrupt(f"{reader.name}: chunk data of {chunk_id} has a gap at offset {expected}")
-        parts.append(bytes(value[0]))
-        expected += len(value[0])
+        parts.append(bytes(data))
+        expected += len(data)
     if current is not None:
         yield current, b"".join(parts)
 
