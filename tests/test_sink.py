@@ -177,3 +177,17 @@ def test_a_list_of_buffers_is_their_concatenation(target):
     written = sink.put_all([("chunks/joined", pieces), ("chunks/empty", [])])
     assert written == len(data)
     assert objects() == {"chunks/joined": data, "chunks/empty": b""}
+
+
+def test_a_zip_entry_from_a_list_of_buffers(tmp_path):
+    import zipfile
+
+    from zsarchive.io.location import parse_location
+    from zsarchive.io.zipsink import ZipSink
+
+    sink = ZipSink(parse_location(str(tmp_path / "out.zip")))
+    data = bytes(range(256)) * 300
+    assert sink.put_all([("c/0", [memoryview(data)[:5000], data[5000:]]), ("c/1", b"whole")]) == len(data) + 5
+    sink.commit()
+    with zipfile.ZipFile(tmp_path / "out.zip") as z:
+        assert z.read("c/0") == data and z.read("c/1") == b"whole"

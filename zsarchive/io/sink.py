@@ -29,6 +29,11 @@ class AlreadyExists(ZSError):
     """``put_new`` found an object at its key."""
 
 
+def body_size(data: bytes | bytearray | memoryview | list) -> int:
+    """The length of an object's bytes, given whole or as a list of buffers."""
+    return sum(map(len, data)) if isinstance(data, list) else len(data)
+
+
 class Sink(abc.ABC):
     """Write access to the objects below one root (a directory or an object-store prefix)."""
 
@@ -79,7 +84,7 @@ class Sink(abc.ABC):
     def _write_body(self, key: str, body: Body) -> tuple[str, int]:
         data = body() if callable(body) else body
         self.put(key, data)
-        return key, sum(map(len, data)) if isinstance(data, list) else len(data)
+        return key, body_size(data)
 
     @staticmethod
     def _settle(running: set[Future], done, when) -> int:

@@ -17,7 +17,7 @@ from typing import BinaryIO, Callable, Iterable
 
 from zsarchive.errors import ZSError
 from zsarchive.io.location import Location
-from zsarchive.io.sink import AlreadyExists, Body, Sink, _check_key, _os_error
+from zsarchive.io.sink import AlreadyExists, Body, Sink, _check_key, _os_error, body_size
 
 _EPOCH = (1980, 1, 1, 0, 0, 0)
 """Every entry's time: the earliest a zip can say, so the bytes depend on the objects alone."""
@@ -60,8 +60,11 @@ class ZipSink(Sink):
         info.compress_type = zipfile.ZIP_STORED
         with self._lock:
             try:
-                with self._open().open(info, "w", force_zip64=len(data) >= 1 << 31) as entry:
-                    entry.write(data)
+                with self._open().open(info, "w", force_zip64=body_size(data) >= 1 << 31) as entry:
+                    if isinstance(data, list):
+                        entry.writelines(data)
+                    else:
+                        entry.write(data)
             except OSError as exc:
                 raise _os_error(exc, self.path) from None
 
@@ -91,9 +94,10 @@ class ZipSink(Sink):
         key, future = running.popleft()
         data = future.result()
         self.put(key, data)
+        size = body_size(data)
         if done is not None:
-            done(key, len(data))
-        return len(data)
+            done(key, size)
+        return size
 
     def commit(self) -> None:
         """Finish the zip (its central directory), flush it to disk, and put it at the target path;
