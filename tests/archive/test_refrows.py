@@ -101,3 +101,36 @@ def test_whole_file_records_of_older_formats_are_one_piece(tmp_path):
         for chunk_id, data in files.items():
             assert embeds(zs, chunk_id) and b"".join(file_pieces(zs, chunk_id)) == data
         assert not embeds(zs, "C" * 20)
+
+
+BIG_CHUNKS = """
+import sys, numpy as np, zarr, icechunk as ic
+repo = ic.Repository.create(ic.local_filesystem_storage(sys.argv[1]))
+session = repo.writable_session("main")
+array = zarr.group(store=session.store).create_array("v", shape=(3 * 40000,), chunks=(40000,), dtype="f8",
+                                                     compressors=None)
+array[:] = np.random.default_rng(0).random(3 * 40000)
+session.commit("big chunks")
+"""
+
+
+def test_files_that_start_a_block_are_found_from_the_index(icechunk2_python, tmp_path):
+    """Chunk files larger than a shared block start blocks of their own: the index alone says they are
+    embedded, and agrees with reading their first piece."""
+    import subprocess
+
+    from zsarchive.archive import export
+    from zsarchive.archive.read.reader import ArchiveReader
+
+    subprocess.run([str(icechunk2_python), "-c", BIG_CHUNKS, str(tmp_path / "repo")], check=True,
+                   capture_output=True)
+    export(tmp_path / "repo", tmp_path / "a.zs", include_chunks=True)
+    files = {p.name: p.read_bytes() for p in (tmp_path / "repo" / "chunks").iterdir()}
+    assert len(files) == 3
+    with ArchiveReader(tmp_path / "a.zs") as reader:
+        for chunk_id, data in files.items():
+            head = S.key_prefix(S.CHUNK_DATA, (chunk_id,))
+            assert reader.zs.block_bytes(head, head + b"\xff") > 0
+            assert embeds(reader.zs, chunk_id, pieces=True) and embeds(reader.zs, chunk_id)
+            assert b"".join(file_pieces(reader.zs, chunk_id)) == data
+        assert not embeds(reader.zs, "0" * 20, pieces=True)

@@ -177,8 +177,12 @@ class Restore:
             done[0] += 1
             self.progress("chunks", done[0], total)
 
-        # each file as its pieces: views into the archive's map where it is one, written with no copy here
-        written = sink.put_all(((f"chunks/{cid}", embedded_file(self.reader, cid)) for cid in sorted(embedded)), tick)
+        def pieces(cid: str) -> Callable[[], list]:
+            return lambda: embedded_file(self.reader, cid)
+
+        # each file as its pieces (views into the archive's map where it is one, written with no copy
+        # here), read on the writer threads: reading one file overlaps writing others
+        written = sink.put_all(((f"chunks/{cid}", pieces(cid)) for cid in sorted(embedded)), tick)
 
         def fetch(cid: str) -> Callable[[], bytes]:
             def read() -> bytes:

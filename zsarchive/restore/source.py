@@ -205,4 +205,4 @@ def embedded_file(reader: ArchiveReader, chunk_id: str) -> list[bytes | memoryvi
 
 def is_embedded(reader: ArchiveReader, chunk_id: str) -> bool:
     """Whether the archive embeds the chunk file (its first piece is looked up, not the whole file read)."""
-    return embeds(reader.zs, chunk_id)
+    return embeds(reader.zs, chunk_id, pieces=reader.format_version >= 3)

@@ -144,7 +144,9 @@ def file_pieces(zs: ZS, chunk_id: str, views: bool = False) -> list[bytes | memo
     head = schema.key_prefix(schema.CHUNK_DATA, (chunk_id,))
     # every key of this file continues ``head`` with an integer or END; FF starts another id's escaped NUL
     records = zs.floor_span(head, head + b"\xff", views)
-    pieces = [p for p in (_split(r, where) for r in records if bytes(r[:len(head)]) == head) if p[0] == chunk_id]
+    # a record as a view: its piece is then a view too, not a copy
+    pieces = [p for p in (_split(memoryview(r), where) for r in records if bytes(r[:len(head)]) == head)
+              if p[0] == chunk_id]
     if not pieces:
         return None
     at = 0
@@ -155,9 +157,13 @@ def file_pieces(zs: ZS, chunk_id: str, views: bool = False) -> list[bytes | memo
     return [data for _, _, data in pieces]
 
 
-def embeds(zs: ZS, chunk_id: str) -> bool:
-    """Whether the archive embeds the chunk file (only the block of its first piece is read)."""
+def embeds(zs: ZS, chunk_id: str, pieces: bool = False) -> bool:
+    """Whether the archive embeds the chunk file. ``pieces`` (an archive of pieces, whose blocks are
+    indexed by their first record's key exactly): a block starting with one of its pieces answers from
+    the index alone; otherwise only the block of its first piece is read."""
     head = schema.key_prefix(schema.CHUNK_DATA, (chunk_id,))
+    if pieces and isinstance(zs, ZS) and zs.block_bytes(head, head + b"\xff"):
+        return True
     # a whole-file record continues ``head`` with END (00), a first piece with the integer 0 (14)
     return any(bytes(r[:len(head) + 1]) in (head + b"\x00", head + b"\x14")
                for r in zs.floor_span(head, head + b"\x15", True))
