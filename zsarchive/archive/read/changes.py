@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
-from zsarchive.archive.format import schema
-from zsarchive.archive.format.views import NODE_SETS, NodeValue, OpsValue, TxlogValue
+from zsarchive.archive.format import keys, schema
+from zsarchive.archive.format.header import history_from_timeline
+from zsarchive.archive.format.views import NODE_SETS, HistoryValue, NodeValue, OpsValue, TxlogValue
 from zsarchive.archive.read.nodes import NodeQueries
-from zsarchive.archive.read.reader import NotFound
+from zsarchive.archive.read.reader import NotFound, guarded
 from zsarchive.archive.read.refspec import TimeBound, chunk_coords, time_bound
 from zsarchive.errors import ZSCorrupt, ZSError
 from zsarchive.times import format_time
@@ -25,10 +26,37 @@ class ChangeQueries(NodeQueries):
         sid = self.resolve(ref)
         node = self._node_at(sid, path, ref)
         history = {sid for sid, _ in self._ancestry(sid)}
-        changes = [(k[2], k[3]) for k, _ in self._records(schema.CHUNK_HISTORY, (node["id"], coords))]
-        changes.sort(reverse=True)
+        changes = sorted(((flushed_at, sid) for _, flushed_at, sid in self.chunk_changes(node["id"], coords)),
+                         reverse=True)
         return [self._snapshot_dict(change_sid, self._snapshot_value(change_sid))
                 for _, change_sid in changes if change_sid in history]
+
+    @guarded
+    def chunk_changes(self, node_id: str, coords: tuple | None = None) -> Iterator[tuple[tuple, int, str]]:
+        """``(coords, flushed_at, snapshot_id)`` of every commit whose transaction log names a chunk of the
+        array ``node_id`` (only of ``coords`` when given), in no particular order: the per-chunk history,
+        whichever way the archive's format keeps it. Nothing else reads ``H`` records."""
+        key = (node_id,) if coords is None else (node_id, coords)
+        timeline = history_from_timeline(self.view_format)
+        exceptions: dict[tuple, tuple[int, bool]] = {}
+        for rec in self.zs.search(prefix=schema.key_prefix(schema.CHUNK_HISTORY, key)):
+            _, k, v = schema.split(rec)
+            if k[:len(key)] != key:
+                continue  # the bytes of text "a" start those of "a\0b"
+            if not timeline:
+                yield k[1], k[2], k[3]
+            else:
+                exceptions[k[1], k[3]] = (k[2], HistoryValue.decode(v, schema.record_version(rec)).in_log)
+        if not timeline:
+            return
+        for rec in self.zs.search(prefix=schema.key_prefix(schema.CHUNK_REF, key)):
+            k, _ = keys.decode(rec, 1, what="chunk ref record key")
+            if k[:len(key)] != key or (k[1], k[2]) in exceptions:
+                continue
+            yield k[1], self._snapshot_value(k[2]).flushed_at, k[2]
+        for (chunk, sid), (flushed_at, in_log) in exceptions.items():
+            if in_log:
+                yield chunk, flushed_at, sid
 
     def diff(self, from_ref: str, to_ref: str) -> dict:
         """What changed from FROM to TO (FROM must be in TO's history), as icechunk's ``diff`` says it
@@ -75,7 +103,7 @@ class ChangeQueries(NodeQueries):
             if node_id not in paths:
                 continue
             # A node a log lists with no chunks (icechunk 1.1 writes such entries) is in the diff too.
-            coords = sorted({k[1] for k, _ in self._records(schema.CHUNK_HISTORY, (node_id,)) if k[3] in changed})
+            coords = sorted({c for c, _, sid in self.chunk_changes(node_id) if sid in changed})
             updated[paths[node_id]] = [list(c) for c in coords]
         out["updated_chunks"] = dict(sorted(updated.items()))
         out["moved_nodes"] = moved
