@@ -279,3 +279,21 @@ def check_archive(answers: dict, archive_path: Path, repo: Path, deleted_tags: l
             check_store(open_store(archive, ref, repo=repo), answers["trees"][sid], ref)
         check_diffs(answers, archive)
         check_ops_log(answers, archive)
+
+
+def check_chunk_history(repo: Repository, archive_path: Path) -> None:
+    """The archive's per-chunk history (whatever its format keeps of it) is every chunk each exported
+    snapshot's transaction log names, logs held against icechunk's diff by :func:`check_transaction_logs`."""
+    with RepoArchive(archive_path) as archive:
+        exported = {entry["id"] for entry in archive.log()}
+        expected, nodes = set(), set()
+        for info in repo.snapshots():
+            if info.id not in exported:
+                continue
+            nodes.update(n.id for n in repo.snapshot(info.id).nodes if n.shape is not None)
+            log = repo.changes(info.id).log if info.parent_id is not None else None
+            for node_id, coords in ({} if log is None else log.updated_coords).items():
+                nodes.add(node_id)
+                expected.update((node_id, tuple(int(x) for x in row), info.id) for row in coords)
+        found = {(node_id, coords, sid) for node_id in nodes for coords, _, sid in archive.chunk_changes(node_id)}
+    assert found == expected
