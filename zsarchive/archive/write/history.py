@@ -31,8 +31,7 @@ class Digest(NamedTuple):
     first: int = 0
     second: int = 0
 
-    def __add__(self, other: object) -> Digest:  # type: ignore[override]
-        assert isinstance(other, Digest)
+    def __add__(self, other: Digest) -> Digest:  # type: ignore[override]
         return Digest(self.count + other.count, (self.first + other.first) & _MASK,
                       (self.second + other.second) & _MASK)
 
