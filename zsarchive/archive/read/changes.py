@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Iterator
 
-from zsarchive.archive.format import keys, schema
-from zsarchive.archive.format.header import history_from_timeline
-from zsarchive.archive.format.views import NODE_SETS, HistoryValue, NodeValue, OpsValue, TxlogValue
+from zsarchive.archive.format import schema
+from zsarchive.archive.format.views import NODE_SETS, NodeValue, OpsValue, TxlogValue
+from zsarchive.archive.read import chunkhistory
 from zsarchive.archive.read.nodes import NodeQueries
 from zsarchive.archive.read.reader import NotFound, guarded
 from zsarchive.archive.read.refspec import TimeBound, chunk_coords, time_bound
@@ -26,37 +26,24 @@ class ChangeQueries(NodeQueries):
         sid = self.resolve(ref)
         node = self._node_at(sid, path, ref)
         history = {sid for sid, _ in self._ancestry(sid)}
-        changes = sorted(((flushed_at, sid) for _, flushed_at, sid in self.chunk_changes(node["id"], coords)),
+        changes = sorted(((flushed_at, sid) for _, _, flushed_at, sid in self.chunk_changes(node["id"], coords)),
                          reverse=True)
         return [self._snapshot_dict(change_sid, self._snapshot_value(change_sid))
                 for _, change_sid in changes if change_sid in history]
 
     @guarded
-    def chunk_changes(self, node_id: str, coords: tuple | None = None) -> Iterator[tuple[tuple, int, str]]:
-        """``(coords, flushed_at, snapshot_id)`` of every commit whose transaction log names a chunk of the
-        array ``node_id`` (only of ``coords`` when given), in no particular order: the per-chunk history,
-        whichever way the archive's format keeps it. Nothing else reads ``H`` records."""
+    def chunk_changes(self, node_id: str, coords: tuple | None = None) -> Iterator[tuple[str, tuple, int, str]]:
+        """``(node_id, coords, flushed_at, snapshot_id)`` of every commit whose transaction log names a chunk
+        of the array ``node_id`` (only of ``coords`` when given), in no particular order
+        (:func:`zsarchive.archive.read.chunkhistory.chunk_changes`)."""
         key = (node_id,) if coords is None else (node_id, coords)
-        timeline = history_from_timeline(self.view_format)
-        exceptions: dict[tuple, tuple[int, bool]] = {}
-        for rec in self.zs.search(prefix=schema.key_prefix(schema.CHUNK_HISTORY, key)):
-            _, k, v = schema.split(rec)
-            if k[:len(key)] != key:
-                continue  # the bytes of text "a" start those of "a\0b"
-            if not timeline:
-                yield k[1], k[2], k[3]
-            else:
-                exceptions[k[1], k[3]] = (k[2], HistoryValue.decode(v, schema.record_version(rec)).in_log)
-        if not timeline:
-            return
-        for rec in self.zs.search(prefix=schema.key_prefix(schema.CHUNK_REF, key)):
-            k, _ = keys.decode(rec, 1, what="chunk ref record key")
-            if k[:len(key)] != key or (k[1], k[2]) in exceptions:
-                continue
-            yield k[1], self._snapshot_value(k[2]).flushed_at, k[2]
-        for (chunk, sid), (flushed_at, in_log) in exceptions.items():
-            if in_log:
-                yield chunk, flushed_at, sid
+        return chunkhistory.chunk_changes(self.zs, self.view_format, self._flushed_at, key)
+
+    def _flushed_at(self, snapshot_id: str) -> int:
+        value = self._snapshot_value(snapshot_id)
+        if value is None:
+            raise ZSCorrupt(f"{self.name}: a chunk ref record names snapshot {snapshot_id}, which has no S record")
+        return value.flushed_at
 
     def diff(self, from_ref: str, to_ref: str) -> dict:
         """What changed from FROM to TO (FROM must be in TO's history), as icechunk's ``diff`` says it
@@ -103,7 +90,7 @@ class ChangeQueries(NodeQueries):
             if node_id not in paths:
                 continue
             # A node a log lists with no chunks (icechunk 1.1 writes such entries) is in the diff too.
-            coords = sorted({c for c, _, sid in self.chunk_changes(node_id) if sid in changed})
+            coords = sorted({c for _, c, _, sid in self.chunk_changes(node_id) if sid in changed})
             updated[paths[node_id]] = [list(c) for c in coords]
         out["updated_chunks"] = dict(sorted(updated.items()))
         out["moved_nodes"] = moved
