@@ -11,6 +11,7 @@ main.lazy = {
     "export": "zsarchive.cli.export",
     "consolidate": "zsarchive.cli.consolidate",
     "icechunk": "zsarchive.cli.icechunk",
+    "checkout": "zsarchive.cli.checkout",
     "restore": "zsarchive.cli.restore",
     **{name: _ARCHIVE for name in ("refs", "log", "ls", "chunks", "chunk", "diff", "ops", "chunk-log",
                                           "summary")},
