@@ -4,20 +4,21 @@ Each concept of a query lives in its own module, stacked on the one below it:
 :mod:`reading <zsarchive.archive.reading>` (opening, records by family, header, chain),
 :mod:`history <zsarchive.archive.history>` (refs, snapshots, REF@TIME, ancestry, log),
 :mod:`nodes <zsarchive.archive.nodes>` (a snapshot's tree),
-:mod:`chunkqueries <zsarchive.archive.chunkqueries>` (chunk refs and bytes, shards) and
-:mod:`changes <zsarchive.archive.changes>` (chunk history, diff, ops log).
+:mod:`chunkqueries <zsarchive.archive.chunkqueries>` (chunk refs and bytes, shards),
+:mod:`changes <zsarchive.archive.changes>` (chunk history, diff, ops log) and
+:mod:`commits <zsarchive.archive.commits>` (the snapshot tree with ref names, one commit's changes).
 """
 
 from __future__ import annotations
 
 from typing import Any, Iterable, Mapping
 
-from zsarchive.archive.changes import ChangeQueries
 from zsarchive.archive.chunkqueries import ChunkQueries
+from zsarchive.archive.commits import CommitQueries
 from zsarchive.archive.reading import guarded
 
 
-class RepoArchive(ChunkQueries, ChangeQueries):
+class RepoArchive(ChunkQueries, CommitQueries):
     """Queries over a repo archive (a local path, an ``http(s)://`` or object-store URL, or a ZS).
 
     ``authorize``: location prefixes (e.g. ``file:///data/``) under which virtual chunk refs may be
@@ -32,5 +33,5 @@ class RepoArchive(ChunkQueries, ChangeQueries):
 
 for _name in ("header", "repo_facts", "refs", "snapshot", "resolve", "ancestry", "log", "ls", "node", "chunk_ref",
               "node_chunk_ref", "chunk_refs", "node_chunk_refs", "node_chunk_coords", "chunk_data", "read_chunk",
-              "shard_index", "inner_chunk", "chunk_history", "diff", "ops_log"):
+              "shard_index", "inner_chunk", "chunk_history", "diff", "ops_log", "ref_names", "graph", "show"):
     setattr(RepoArchive, _name, guarded(getattr(RepoArchive, _name)))

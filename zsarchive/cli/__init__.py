@@ -11,7 +11,8 @@ main.lazy = {
     "export": "zsarchive.cli.export",
     "consolidate": "zsarchive.cli.consolidate",
     "icechunk": "zsarchive.cli.icechunk",
-    **{name: _ARCHIVE for name in ("refs", "log", "ls", "chunks", "chunk", "diff", "ops", "chunk-log")},
+    **{name: _ARCHIVE for name in ("refs", "log", "show", "ls", "chunks", "chunk", "diff", "ops",
+                                         "chunk-log")},
 }
 
 __all__ = ["main"]
