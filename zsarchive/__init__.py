@@ -15,7 +15,10 @@ __getattr__ = lazy_exports(__name__, {
     # the zarr store needs the optional ``zarr`` extra
     "open_store": "zsarchive.archive.zarrstore",
     "ArchiveStore": "zsarchive.archive.zarrstore",
+    # and xarray, for these two
+    "open_dataset": "zsarchive.views.xarray_backend",
+    "open_datatree": "zsarchive.views.xarray_backend",
 })
 
 __all__ = ["ZSError", "ZSCorrupt", "ZS", "ZSWriter", "validate", "ValidationReport", "RepoArchive", "export",
-           "consolidate", "IcechunkRepository", "open_store", "ArchiveStore"]
+           "consolidate", "IcechunkRepository", "open_store", "ArchiveStore", "open_dataset", "open_datatree"]
