@@ -120,3 +120,25 @@ def test_graph_usage_errors(tmp_path):
         assert result.exit_code == 2, result.output
     result = CliRunner().invoke(main, ["show", str(archive), "nosuchbranch"])
     assert result.exit_code == 1 and "nosuchbranch" in result.output
+
+
+def test_chunk_changes_match_icechunk_transaction_logs(icechunk2_python, tmp_path):
+    """Per array, which chunks each commit of a history changed: decoded in bulk, as icechunk logged them."""
+    answers = oracle(2, icechunk2_python)
+    archive = tmp_path / "v2.zs"
+    export(repo_path(2), archive)
+    with RepoArchive(archive) as arc:
+        for ref in ("main", "dev"):
+            history = [i["id"] for i in answers["ancestry"][f"branch:{ref}"]]
+            for node in arc.ls(ref):
+                if node["node_type"] != "array":
+                    continue
+                changes = arc.chunk_changes(ref, node["path"])
+                got = {(tuple(c), changes["commits"][i]["id"])
+                       for c, i in zip(changes["coords"].tolist(), changes["commit"].tolist())}
+                expected = {(tuple(c), sid) for sid in history
+                            for entry in answers["transaction_logs"][sid].get("updated_chunks", [])
+                            if entry["node_id"] == node["id"] for c in entry["chunks"]}
+                assert got == expected, node["path"]
+                times = [c["flushed_at"] for c in changes["commits"]]
+                assert times == sorted(times) and len(changes["coords"]) == len(got)

@@ -3,12 +3,17 @@ commit with what it changed per node (``show --stat``)."""
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
+from zsarchive.archive import keys
 from zsarchive.archive import schema as S
 from zsarchive.archive.changes import ChangeQueries
 from zsarchive.archive.loggraph import layout, topo_order
 from zsarchive.errors import ZSCorrupt
+
+_BATCH = 1 << 16
+"""Chunk history records decoded at a time by :meth:`CommitQueries.chunk_changes`."""
 
 _CHANGE_KINDS = (("new_groups", "new group", "group"), ("new_arrays", "new array", "array"),
                  ("deleted_groups", "deleted group", "group"), ("deleted_arrays", "deleted array", "array"),
@@ -75,6 +80,85 @@ class CommitQueries(ChangeQueries):
         out["changes"] = sorted(changes.values(), key=lambda c: (c["path"] is None, c["path"] or "", c["id"]))
         out["moves"] = [[m[0], m[1]] for m in tx[7]]
         return out
+
+    def chunk_changes(self, ref: str, path: str) -> dict:
+        """Which chunks of the array PATH (as REF has it) each commit in REF's history changed: ``commits``
+        (snapshots, oldest first), ``coords`` (an (n, ndim) int64 array) and ``commit`` (n indexes into
+        ``commits``), one row per chunk a commit changed; ``num_chunks`` of the array at REF.
+
+        Millions of changes decode in bulk (numpy over a batch of records at a time, not a record at a time).
+        """
+        import numpy as np
+
+        node = self._array_at(ref, path)
+        depths = self._history_depths(self.resolve(ref))
+        prefix = S.key_prefix(S.CHUNK_HISTORY, (node["id"],))
+        commits: dict[bytes, str | None] = {}  # key tail (flushed_at, snapshot) -> snapshot id, if in history
+        found: dict[str, tuple] = {}
+        parts: list[tuple] = []
+        records = self.zs.search(prefix=prefix)
+        while batch := list(itertools.islice(records, _BATCH)):
+            parts.append(self._decode_history(batch, len(prefix), len(node["shape"]), commits, found, depths))
+        order = sorted(found, key=lambda sid: (found[sid][1], sid))
+        column = {sid: i for i, sid in enumerate(order)}
+        coords = np.concatenate([p[0] for p in parts]) if parts else np.zeros((0, len(node["shape"])), np.int64)
+        which = (np.concatenate([np.array([column.get(sid, -1) for sid in p[1]], np.int64)[p[2]] for p in parts])
+                 if parts else np.zeros(0, np.int64))
+        keep = which >= 0
+        return {"path": node["path"], "node_id": node["id"], "num_chunks": node["num_chunks"],
+                "commits": [self._snapshot_dict(sid, found[sid]) for sid in order],
+                "coords": coords[keep], "commit": which[keep]}
+
+    def _decode_history(self, batch: list[bytes], at: int, ndim: int, commits: dict[bytes, str | None],
+                        found: dict[str, tuple], depths: dict[str, int]) -> tuple:
+        """Coordinates of a batch of ``H`` records of one node, the snapshot ids their key tails name
+        (None: not in the history), and each record's index into those."""
+        import numpy as np
+
+        lengths = np.fromiter(map(len, batch), np.int64, len(batch))
+        ends = np.cumsum(lengths)
+        starts = ends - lengths
+        buf = np.frombuffer(b"".join(batch), np.uint8)
+        opens = buf[np.minimum(starts + at, len(buf) - 1)] == keys.TUPLE
+        coords, pos = keys.decode_rows(buf, starts + at + 1, ends, ndim)
+        closes = buf[np.minimum(pos, len(buf) - 1)] == keys.END
+        bad = ~(opens & closes & (pos < ends)) | (coords[:, 0] < 0 if ndim else False)
+        if bad.any():
+            rec = batch[int(np.argmax(bad))]
+            key = S.split(rec)[1]  # names a malformed record in its own words, or:
+            raise ZSCorrupt(f"{self.name}: chunk history record {key!r} does not hold {ndim} coordinates of "
+                            f"the array")
+        # Records of one commit end alike (flushed_at, snapshot id, value): one distinct tail per commit,
+        # found by a hash of its bytes (as 64-bit words), every record's tail then compared with its group's.
+        tail_at = pos + 1
+        size = ends - tail_at
+        width = -(-int(size.max() + 1) // 8) * 8
+        columns = np.arange(width - 1)
+        rows = np.zeros((len(batch), width), np.uint8)
+        rows[:, 0] = np.minimum(size, 255)
+        rows[:, 1:] = np.where(columns < size[:, None], buf[np.minimum(tail_at[:, None] + columns, len(buf) - 1)], 0)
+        digest = np.zeros(len(batch), np.uint64)
+        for word in rows.view(np.uint64).T:
+            digest = (digest ^ word) * np.uint64(0x100000001B3)
+        _, first, index = np.unique(digest, return_index=True, return_inverse=True)
+        index = index.reshape(-1)
+        tails = [batch[i][p:] for i, p in zip(first.tolist(), (tail_at - starts)[first].tolist())]
+        for i in np.flatnonzero(~(rows == rows[first[index]]).all(axis=1) | (size > 255)).tolist():
+            tail = batch[i][int(tail_at[i] - starts[i]):]  # two tails of one hash: rare, one by one
+            if tail not in tails:
+                tails.append(tail)
+                first = np.append(first, i)
+            index[i] = tails.index(tail)
+        sids = []
+        for tail, i in zip(tails, first.tolist()):
+            if tail not in commits:
+                key = S.split(batch[i])[1]
+                sid = key[3] if len(key) == 4 and isinstance(key[3], str) else None
+                commits[tail] = sid if sid in depths else None
+                if commits[tail] is not None and sid not in found:
+                    found[sid] = self._snapshot_value(sid)
+            sids.append(commits[tail])
+        return coords, sids, index
 
     def _paths(self, snapshot_id: str) -> dict[str, str]:
         return {v[0]: S.path_of(k[1]) for k, v in self._records(S.NODE, (snapshot_id,))}

@@ -33,5 +33,5 @@ class RepoArchive(ChunkQueries, CommitQueries):
 
 for _name in ("header", "repo_facts", "refs", "snapshot", "resolve", "ancestry", "log", "ls", "node", "chunk_ref",
               "node_chunk_ref", "chunk_refs", "node_chunk_refs", "node_chunk_coords", "chunk_data", "read_chunk",
-              "shard_index", "inner_chunk", "chunk_history", "diff", "ops_log", "ref_names", "graph", "show"):
+              "shard_index", "inner_chunk", "chunk_history", "diff", "ops_log", "ref_names", "graph", "show", "chunk_changes"):
     setattr(RepoArchive, _name, guarded(getattr(RepoArchive, _name)))
