@@ -13,8 +13,8 @@ from importlib import resources
 from urllib.parse import parse_qsl, urlsplit
 
 from zsarchive.archive import NotFound, RepoArchive
-from zsarchive.errors import ZSError
-from zsarchive.views.webapi import ArchiveAPI, BadRequest
+from zsarchive.errors import ZSCorrupt, ZSError
+from zsarchive.views.webapi import ArchiveAPI
 
 STATIC = {"/": ("index.html", "text/html; charset=utf-8"),
           "/app.js": ("app.js", "text/javascript; charset=utf-8"),
@@ -68,10 +68,10 @@ class _Handler(BaseHTTPRequestHandler):
             status, answer = 200, self.server.api.answer(name, params)
         except NotFound as exc:
             status, answer = 404, {"error": str(exc)[:_MESSAGE]}
-        except BadRequest as exc:
-            status, answer = 400, {"error": str(exc)[:_MESSAGE]}
-        except ZSError as exc:
+        except ZSCorrupt as exc:  # the archive's fault, not the request's
             status, answer = 500, {"error": str(exc)[:_MESSAGE]}
+        except ZSError as exc:  # a request the archive cannot answer as asked (a bad REF, parameter, ...)
+            status, answer = 400, {"error": str(exc)[:_MESSAGE]}
         except Exception as exc:  # a bug must not take the page down: the page shows it in one line
             status, answer = 500, {"error": f"internal error: {type(exc).__name__}: {exc}"[:_MESSAGE]}
         self._send(status, "application/json; charset=utf-8", json.dumps(answer, ensure_ascii=False).encode())
