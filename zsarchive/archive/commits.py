@@ -118,7 +118,8 @@ class CommitQueries(ChangeQueries):
         lengths = np.fromiter(map(len, batch), np.int64, len(batch))
         ends = np.cumsum(lengths)
         starts = ends - lengths
-        buf = np.frombuffer(b"".join(batch), np.uint8)
+        joined = b"".join(batch) + bytes(8)  # 8 more: a word may be read from any byte below the end
+        buf = np.frombuffer(joined, np.uint8)[:-8]
         opens = buf[np.minimum(starts + at, len(buf) - 1)] == keys.TUPLE
         coords, pos = keys.decode_rows(buf, starts + at + 1, ends, ndim)
         closes = buf[np.minimum(pos, len(buf) - 1)] == keys.END
@@ -129,21 +130,24 @@ class CommitQueries(ChangeQueries):
             raise ZSCorrupt(f"{self.name}: chunk history record {key!r} does not hold {ndim} coordinates of "
                             f"the array")
         # Records of one commit end alike (flushed_at, snapshot id, value): one distinct tail per commit,
-        # found by a hash of its bytes (as 64-bit words), every record's tail then compared with its group's.
+        # found by a hash of its bytes read as 64-bit words, each record's words then compared with those
+        # of the first record of its hash.
         tail_at = pos + 1
         size = ends - tail_at
-        width = -(-int(size.max() + 1) // 8) * 8
-        columns = np.arange(width - 1)
-        rows = np.zeros((len(batch), width), np.uint8)
-        rows[:, 0] = np.minimum(size, 255)
-        rows[:, 1:] = np.where(columns < size[:, None], buf[np.minimum(tail_at[:, None] + columns, len(buf) - 1)], 0)
+        words = np.ndarray((len(joined) - 7,), "<u8", joined, 0, (1,))  # the word at every byte offset
+        tail_words = np.empty((len(batch), -(-int(size.max()) // 8) + 1), np.uint64)
+        tail_words[:, 0] = size
+        for k in range(1, tail_words.shape[1]):
+            left = np.clip(size - 8 * (k - 1), 0, 8).astype(np.uint64)
+            mask = np.where(left == 8, np.uint64(0xFFFFFFFFFFFFFFFF), (np.uint64(1) << (left * np.uint64(8))) - 1)
+            tail_words[:, k] = words[np.minimum(tail_at + 8 * (k - 1), len(words) - 1)] & mask
         digest = np.zeros(len(batch), np.uint64)
-        for word in rows.view(np.uint64).T:
-            digest = (digest ^ word) * np.uint64(0x100000001B3)
+        for column in tail_words.T:
+            digest = (digest ^ column) * np.uint64(0x100000001B3)
         _, first, index = np.unique(digest, return_index=True, return_inverse=True)
         index = index.reshape(-1)
         tails = [batch[i][p:] for i, p in zip(first.tolist(), (tail_at - starts)[first].tolist())]
-        for i in np.flatnonzero(~(rows == rows[first[index]]).all(axis=1) | (size > 255)).tolist():
+        for i in np.flatnonzero(~(tail_words == tail_words[first[index]]).all(axis=1)).tolist():
             tail = batch[i][int(tail_at[i] - starts[i]):]  # two tails of one hash: rare, one by one
             if tail not in tails:
                 tails.append(tail)
