@@ -91,18 +91,22 @@ class ArchiveAPI:
             self._changes.popitem(last=False)
         return changes
 
+    def _cells(self, params: dict[str, str]) -> tuple[dict, int, list[int], Any, Any]:
+        """The chunk changes of the array ``path`` at ``ref``, chunks in the grid, first chunk of each bin,
+        and each change's bin (-1 beyond the grid) and column (commits share columns beyond MAX_COLUMNS)."""
+        changes = self._chunk_changes(_required(params, "ref"), _required(params, "path"))
+        total, starts, bin_of = _chunk_bins(changes, _int(params, "bins", MAX_BINS, 1, MAX_BINS))
+        commits = len(changes["commits"])
+        return changes, total, starts, bin_of, changes["commit"] * min(commits, MAX_COLUMNS) // max(commits, 1)
+
     def heatmap(self, params: dict[str, str]) -> dict:
         """Chunk index (C order, in bins) by commit (oldest first, in columns): how many chunks of each bin
         each commit changed, for the array PATH as REF has it."""
         import numpy as np
 
-        ref, path = _required(params, "ref"), _required(params, "path")
-        changes = self._chunk_changes(ref, path)
-        total, starts, bin_of = _chunk_bins(changes, _int(params, "bins", MAX_BINS, 1, MAX_BINS))
-        bins = len(starts)
-        commits = changes["commits"]
+        changes, total, starts, bin_of, column = self._cells(params)
+        bins, commits = len(starts), changes["commits"]
         ncols = min(len(commits), MAX_COLUMNS)
-        column = changes["commit"] * ncols // max(len(commits), 1)
         inside = bin_of >= 0
         counts = np.bincount(column[inside] * bins + bin_of[inside], minlength=ncols * bins).reshape(ncols, bins)
         groups: list[list[dict]] = [[] for _ in range(ncols)]
@@ -118,16 +122,12 @@ class ArchiveAPI:
         changed."""
         import numpy as np
 
-        ref, path = _required(params, "ref"), _required(params, "path")
-        changes = self._chunk_changes(ref, path)
-        _, starts, bin_of = _chunk_bins(changes, _int(params, "bins", MAX_BINS, 1, MAX_BINS))
-        bins = len(starts)
-        commits = changes["commits"]
-        ncols = min(len(commits), MAX_COLUMNS)
-        column = changes["commit"] * ncols // max(len(commits), 1)
-        chosen = (bin_of == _int(params, "bin", None, 0, bins - 1)) & (
+        changes, _, starts, bin_of, column = self._cells(params)
+        ncols = min(len(changes["commits"]), MAX_COLUMNS)
+        chosen = (bin_of == _int(params, "bin", None, 0, len(starts) - 1)) & (
             column == _int(params, "column", None, 0, max(ncols - 1, 0)))
-        coords = np.unique(changes["coords"][chosen], axis=0)
+        coords = changes["coords"][chosen]  # in key order: C order, a chunk's changes next to each other
+        coords = coords[np.concatenate([[True], np.any(coords[1:] != coords[:-1], axis=1)])] if len(coords) else coords
         return {"path": changes["path"], "coords": coords[:CELL_CHUNKS].tolist(),
                 "more": max(len(coords) - CELL_CHUNKS, 0)}
 

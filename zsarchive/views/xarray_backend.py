@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 import xarray as xr
 from xarray.backends import BackendEntrypoint
@@ -45,34 +45,21 @@ class ZsarchiveBackendEntrypoint(BackendEntrypoint):
                      drop_variables: str | Iterable[str] | None = None, use_cftime=None,
                      decode_timedelta=None) -> xr.Dataset:
         """The group ``group`` of the snapshot REF names, lazily (chunks are read when values are)."""
-        store = open_store(filename_or_obj, ref, repo=repo, authorize=authorize, storage_options=storage_options,
-                           anon=anon)
-        try:
-            ds = ZarrBackendEntrypoint().open_dataset(
-                store, group=group, consolidated=False, zarr_format=3, mask_and_scale=mask_and_scale,
-                decode_times=decode_times, concat_characters=concat_characters, decode_coords=decode_coords,
-                drop_variables=drop_variables, use_cftime=use_cftime, decode_timedelta=decode_timedelta)
-        except BaseException:
-            store.close()
-            raise
-        _close_with(ds, store)
-        return ds
+        return _over_store(filename_or_obj, ref, repo, authorize, storage_options, anon,
+                           lambda store: ZarrBackendEntrypoint().open_dataset(
+                               store, group=group, consolidated=False, zarr_format=3, mask_and_scale=mask_and_scale,
+                               decode_times=decode_times, concat_characters=concat_characters,
+                               decode_coords=decode_coords, drop_variables=drop_variables, use_cftime=use_cftime,
+                               decode_timedelta=decode_timedelta))
 
     def open_datatree(self, filename_or_obj: Any, *, ref: str = "main", group: str | None = None,
                       repo: str | None = None, authorize: Iterable[str] | Mapping[str, Mapping[str, Any]] = (),
                       storage_options: Mapping[str, object] | None = None, anon: bool = False,
                       **decoding: Any) -> xr.DataTree:
         """Every group under ``group`` (default the root) of the snapshot REF names, as one tree."""
-        store = open_store(filename_or_obj, ref, repo=repo, authorize=authorize, storage_options=storage_options,
-                           anon=anon)
-        try:
-            tree = ZarrBackendEntrypoint().open_datatree(store, group=group, consolidated=False, zarr_format=3,
-                                                         **_decoding(decoding))
-        except BaseException:
-            store.close()
-            raise
-        _close_with(tree, store)
-        return tree
+        return _over_store(filename_or_obj, ref, repo, authorize, storage_options, anon,
+                           lambda store: ZarrBackendEntrypoint().open_datatree(
+                               store, group=group, consolidated=False, zarr_format=3, **_decoding(decoding)))
 
     def open_groups_as_dict(self, filename_or_obj: Any, *, ref: str = "main", group: str | None = None,
                             repo: str | None = None,
@@ -80,19 +67,9 @@ class ZsarchiveBackendEntrypoint(BackendEntrypoint):
                             storage_options: Mapping[str, object] | None = None, anon: bool = False,
                             **decoding: Any) -> dict[str, xr.Dataset]:
         """Path of each group under ``group`` -> its Dataset (what ``xr.open_groups`` returns)."""
-        store = open_store(filename_or_obj, ref, repo=repo, authorize=authorize, storage_options=storage_options,
-                           anon=anon)
-        try:
-            groups = ZarrBackendEntrypoint().open_groups_as_dict(store, group=group, consolidated=False,
-                                                                 zarr_format=3, **_decoding(decoding))
-        except BaseException:
-            store.close()
-            raise
-        if groups:
-            _close_with(next(iter(groups.values())), store)
-        else:
-            store.close()
-        return groups
+        return _over_store(filename_or_obj, ref, repo, authorize, storage_options, anon,
+                           lambda store: ZarrBackendEntrypoint().open_groups_as_dict(
+                               store, group=group, consolidated=False, zarr_format=3, **_decoding(decoding)))
 
 
 def _decoding(given: dict[str, Any]) -> dict[str, Any]:
@@ -102,9 +79,22 @@ def _decoding(given: dict[str, Any]) -> dict[str, Any]:
     return given
 
 
-def _close_with(obj: xr.Dataset | xr.DataTree, store: Any) -> None:
-    """Closing what xarray returns closes the archive too (xarray leaves a store it was given open)."""
-    inner = obj._close
+def _over_store(archive: Any, ref: str, repo: Any, authorize: Any, storage_options: Any, anon: bool,
+                opener: Callable[[Any], Any]) -> Any:
+    """``opener`` (xarray's zarr backend) over the snapshot's store; closing what it returns (a Dataset, a
+    DataTree, or the first Dataset of a dict of groups) closes the archive too: xarray leaves a store it
+    was given open."""
+    store = open_store(archive, ref, repo=repo, authorize=authorize, storage_options=storage_options, anon=anon)
+    try:
+        opened = opener(store)
+    except BaseException:
+        store.close()
+        raise
+    owner = next(iter(opened.values()), None) if isinstance(opened, dict) else opened
+    if owner is None:
+        store.close()
+        return opened
+    inner = owner._close
 
     def close() -> None:
         try:
@@ -113,7 +103,8 @@ def _close_with(obj: xr.Dataset | xr.DataTree, store: Any) -> None:
         finally:
             store.close()
 
-    obj.set_close(close)
+    owner.set_close(close)
+    return opened
 
 
 def _default_chunks() -> dict | None:
