@@ -9,13 +9,17 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from oracle import oracle, repo_path, run_oracle
 from test_differential import generate
 from zsarchive.archive import RepoArchive, export
+from zsarchive.archive.loggraph import layout, topo_order
 from zsarchive.cli import main
 
-GRAPH_SEEDS = [(1, 2), (1, 9), (2, 5), (2, 8)]
-"""Random histories with branches forking from a shared ancestor, tags, reset branches and expiration."""
+GRAPH_SEEDS = [(1, 2), (1, 5), (2, 2), (2, 9)]
+"""Random histories whose branches and tags fork from shared ancestors (lanes that join)."""
 
 
 def _zs(*args: str) -> str:
@@ -47,6 +51,20 @@ def _check_drawing(text_lines: list[str], rows: dict[str, dict]) -> None:
             assert line[column] == "|", f"lane of {sid} broken at line {number}: {text_lines[number]!r}"
         else:
             assert rows[parent]["column"] == row["column"], f"{sid} does not lead to its parent {parent}"
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.floats(0, 1), st.integers(0, 3)), min_size=1, max_size=40))
+def test_layout_of_any_tree(shape):
+    """Any forest: each snapshot once, every lane unbroken from a child down to its parent."""
+    snapshots = []
+    for i, (pick, clock) in enumerate(shape):
+        parent = None if i == 0 or pick > 0.9 else f"S{int(pick * i):03d}"
+        snapshots.append({"id": f"S{i:03d}", "parent_id": parent, "flushed_at": f"2026-01-01T00:00:{i + clock:02d}Z"})
+    lines = list(layout(topo_order([dict(s) for s in snapshots])))
+    rows = {s["id"]: s for _, s in lines if s is not None}
+    assert sorted(rows) == [s["id"] for s in snapshots]
+    _check_drawing([text + (f" {s['id']}" if s else "") for text, s in lines], rows)
 
 
 @pytest.mark.parametrize("version,seed", GRAPH_SEEDS, ids=[f"v{v}-seed{s}" for v, s in GRAPH_SEEDS])
@@ -115,7 +133,7 @@ def test_show_matches_icechunk_transaction_logs(icechunk2_python, tmp_path):
 def test_graph_usage_errors(tmp_path):
     archive = tmp_path / "v2.zs"
     export(repo_path(2), archive)
-    for args in (["--all", "main"], ["--graph", "--since", "2020-01-01"]):
+    for args in (["--graph", "--all", "main"], ["--all"], ["--graph", "--since", "2020-01-01"]):
         result = CliRunner().invoke(main, ["log", str(archive), *args])
         assert result.exit_code == 2, result.output
     result = CliRunner().invoke(main, ["show", str(archive), "nosuchbranch"])

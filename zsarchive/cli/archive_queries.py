@@ -41,7 +41,9 @@ def refs_command(archive: str, as_json: bool) -> None:
 def log_command(archive: str, ref: str | None, since: str | None, until: str | None, as_json: bool,
                 graph: bool, all_refs: bool) -> None:
     """Snapshots newest first: REF's history, or every snapshot when REF is omitted."""
-    if graph or all_refs:
+    if all_refs and not graph:
+        raise click.UsageError("--all goes with --graph (without it, a log without REF lists every snapshot)")
+    if graph:
         return log_graph(archive, ref, since, until, as_json, all_refs)
     with open_archive(archive) as arc:
         emit(arc.log(ref, since=since, until=until), as_json, LOG_COLUMNS)
