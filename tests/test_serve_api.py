@@ -127,3 +127,48 @@ def test_the_graph_and_log_answers_are_the_library_s(tmp_path):
             assert _get(server, "api/log?ref=dev") == (200, json.loads(json.dumps(arc.log("dev"))))
         finally:
             server.shutdown()
+
+
+MANY = MAX_COLUMNS + 14
+MANY_SCRIPT = f"""
+import sys, icechunk as ic, zarr
+repo = ic.Repository.create(ic.local_filesystem_storage(sys.argv[1]))
+s = repo.writable_session("main")
+zarr.group(store=s.store).create_array("a", shape=(4,), chunks=(1,), dtype="i4", fill_value=0)
+s.commit("create")
+for n in range({MANY}):
+    s = repo.writable_session("main")
+    zarr.open_array(store=s.store, path="a")[n % 4] = n + 1
+    s.commit(f"write {{n}}")
+""" + CLEAN_EXIT
+
+
+def test_more_commits_than_columns_share_columns(icechunk2_python, tmp_path):
+    proc = subprocess.run([str(icechunk2_python), "-c", MANY_SCRIPT, str(tmp_path / "repo")], capture_output=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr.decode(errors="replace")[-3000:]
+    export(tmp_path / "repo", tmp_path / "many.zs")
+    with RepoArchive(tmp_path / "many.zs") as arc, ViewServer(arc) as server:
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        try:
+            status, heat = _get(server, "api/heatmap?ref=main&path=/a")
+        finally:
+            server.shutdown()
+    assert status == 200 and len(heat["columns"]) == MAX_COLUMNS and heat["bin_starts"] == [0, 1, 2, 3]
+    assert sum(c["commits"] for c in heat["columns"]) == MANY
+    messages = [m for c in heat["columns"] for m in (c["first"]["message"], c["last"]["message"])]
+    assert messages[0] == "write 0" and messages[-1] == f"write {MANY - 1}"
+    for column, counts in zip(heat["columns"], heat["counts"]):  # each commit wrote chunk n % 4
+        first, last = (int(column[k]["message"].split()[1]) for k in ("first", "last"))
+        assert last - first + 1 == column["commits"] == sum(counts)
+        assert all(counts[n % 4] >= 1 for n in range(first, last + 1))
+
+
+def test_serve_errors_are_one_line(tmp_path):
+    from hostile import one_line_error, zs
+
+    one_line_error(zs("serve", str(tmp_path / "missing.zs"), "--port", "0"), "missing.zs")
+    archive = tmp_path / "v2.zs"
+    export(repo_path(2), archive)
+    with RepoArchive(archive) as arc, ViewServer(arc) as taken:
+        one_line_error(zs("serve", str(archive), "--port", str(taken.server_address[1])), "cannot listen")

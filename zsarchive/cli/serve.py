@@ -6,6 +6,7 @@ import click
 
 from zsarchive.cli.app import main
 from zsarchive.cli.archive_output import open_archive
+from zsarchive.errors import ZSError
 
 
 @main.command("serve")
@@ -24,9 +25,9 @@ def serve_command(archive: str, host: str, port: int) -> None:
         try:
             server = ViewServer(arc, host, port)
         except OSError as exc:
-            raise click.ClickException(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+            raise ZSError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
         with server:
-            click.echo(f"Serving {arc.name} at {server.url} (Ctrl-C stops)", err=False)
+            click.echo(f"Serving {arc.name} at {server.url} (Ctrl-C stops)")
             try:
                 server.serve_forever()
             except KeyboardInterrupt:
