@@ -19,6 +19,10 @@ function button(text, onClick, attrs) {
   return b;
 }
 
+function count(n, noun) {
+  return `${n} ${noun}${n === 1 ? "" : "s"}`;
+}
+
 function json(value) {
   return value === null || value === undefined ? "-" : JSON.stringify(value);
 }
@@ -51,10 +55,12 @@ function guarded(action) {
   };
 }
 
+let started = false;  // the first view does not scroll: later views come into sight when asked for
+
 function reveal(id) {
   const section = $(id);
   section.hidden = false;
-  section.scrollIntoView({block: "nearest"});
+  if (started) section.scrollIntoView({block: "nearest"});
 }
 
 function fill(tbody, rows, cells) {
@@ -161,7 +167,7 @@ async function loadTree(ref) {
   const tbody = fill($("tree").tBodies[0], tree.nodes, (n) => [
     n.node_type === "array" ? button(n.path, guarded(() => openArray(ref, n.path)), {class: "path", "data-path": n.path})
                             : n.path,
-    n.node_type, n.shape ? n.shape.join(" × ") : "-", n.dtype === undefined ? "-" : json(n.dtype),
+    n.node_type, n.shape ? n.shape.join(" × ") : "-", typeof n.dtype === "string" ? n.dtype : json(n.dtype),
     n.chunk_shape ? n.chunk_shape.join(" × ") : "-", n.num_chunks ? n.num_chunks.join(" × ") : "-",
     json(n.attributes)]);
   tree.nodes.forEach((n, i) => { tbody.rows[i].dataset.path = n.path; });
@@ -178,8 +184,8 @@ async function openArray(ref, path) {
   $("array-path").textContent = path;
   $("array-ref").textContent = ref;
   $("array-facts").textContent =
-    `${data.total_chunks} chunks (grid ${data.num_chunks.join(" × ") || "scalar"}); ` +
-    `${data.changes} chunk changes in ${data.columns.reduce((s, c) => s + c.commits, 0)} commits` +
+    `${count(data.total_chunks, "chunk")} (grid ${data.num_chunks.join(" × ") || "scalar"}); ` +
+    `${count(data.changes, "chunk change")} in ${count(data.columns.reduce((s, c) => s + c.commits, 0), "commit")}` +
     (data.outside ? `; ${data.outside} beyond the grid at this snapshot` : "");
   $("heatmap-note").textContent = "";
   $("cell-chunks").replaceChildren();
@@ -203,9 +209,11 @@ function drawHeatmap(data) {
   data.counts.forEach((column, c) => {
     column.forEach((count, b) => {
       if (!count) return;
-      const level = Math.log1p(count) / Math.log1p(most);
-      context.fillStyle = `rgb(${Math.round(255 - 200 * level)}, ${Math.round(120 - 90 * level)}, 40)`;
-      context.fillRect(c * cellWidth, b * cellHeight, cellWidth, cellHeight);
+      // from pale yellow (one chunk) to deep red (the most of any cell), on a log scale
+      const level = most > 1 ? Math.log(count) / Math.log(most) : 1;
+      context.fillStyle = `rgb(${Math.round(253 - 68 * level)}, ${Math.round(224 - 196 * level)}, ${Math.round(120 - 92 * level)})`;
+      const gap = cellHeight >= 6 ? 1 : 0;  // cells large enough to tell apart get a seam
+      context.fillRect(c * cellWidth, b * cellHeight, cellWidth - gap, cellHeight - gap);
     });
   });
 }
@@ -260,6 +268,7 @@ async function start() {
   await loadGraph();
   const main = summary.refs.find((r) => r.type === "branch" && r.name === "main");
   await loadCommits(main ? "branch:main" : null);
+  started = true;
   document.body.dataset.ready = "true";
 }
 
