@@ -61,11 +61,11 @@ class CommitQueries(ChangeQueries):
         out: dict[str, Any] = self._snapshot_dict(sid, self._snapshot_value(sid))
         out["refs"] = self.ref_names().get(sid, [])
         out["changes"], out["moves"], out["log_missing"] = [], [], False
-        tx = self._one(S.TXLOG, (sid,))
-        if out["parent_id"] is None or tx is None:
-            if out["parent_id"] is not None:
-                raise ZSCorrupt(f"{self.name}: snapshot {sid} has no transaction log record")
+        if out["parent_id"] is None:
             return out  # the initial snapshot: icechunk writes no log for it
+        tx = self._one(S.TXLOG, (sid,))
+        if tx is None:
+            raise ZSCorrupt(f"{self.name}: snapshot {sid} has no transaction log record")
         out["log_missing"] = len(tx) > 9 and sid in tx[9]
         paths = {**self._paths(out["parent_id"]), **self._paths(sid)}  # a deleted node: its path in the parent
         changes: dict[str, dict] = {}
