@@ -108,6 +108,12 @@ def _graph_rows(page) -> list[dict]:
         message: r.querySelector('.message').textContent, time: r.querySelector('.time').textContent}))""")
 
 
+def _wait_commits(page, ref: str, since: str = "", until: str = "") -> None:
+    """Until the commits table shows REF's commits in [since, until] (the page marks what it shows)."""
+    page.wait_for_selector(f'#commits[data-ref="{ref}"][data-since="{since}"][data-until="{until}"]',
+                           state="attached")
+
+
 def _log_rows(rows: list[dict]) -> list[list[str]]:
     return [[r["id"], r["flushed_at"], r["message"]] for r in rows]
 
@@ -122,10 +128,10 @@ def test_click_through_matches_the_cli(browser, fixture_archive):
                                       "time": g["flushed_at"]} for g in graph]
         # branch -> its commits
         page.click('#refs button[data-ref="branch:dev"]')
-        page.wait_for_function("document.querySelector('#commits-ref').textContent.includes('branch:dev')")
+        _wait_commits(page, "branch:dev")
         assert _table(page, "#commits") == _log_rows(_zs_json("log", fixture_archive, "branch:dev"))
         page.click('#refs button[data-ref="branch:main"]')
-        page.wait_for_function("document.querySelector('#commits-ref').textContent.includes('branch:main')")
+        _wait_commits(page, "branch:main")
         main_log = _zs_json("log", fixture_archive, "branch:main")
         assert _table(page, "#commits") == _log_rows(main_log)
         # filtered by date: a day with every commit, a day with none
@@ -133,16 +139,18 @@ def test_click_through_matches_the_cli(browser, fixture_archive):
         page.fill("#since", day)
         page.fill("#until", day)
         page.click("#commit-filter button[type=submit]")
-        page.wait_for_timeout(300)
+        _wait_commits(page, "branch:main", day, day)
         assert _table(page, "#commits") == _log_rows(
             _zs_json("log", fixture_archive, "branch:main", "--since", day, "--until", day))
         page.fill("#until", "")
         page.fill("#since", "2999-01-01")
         page.click("#commit-filter button[type=submit]")
-        page.wait_for_function("document.querySelectorAll('#commits tbody tr').length === 0")
+        _wait_commits(page, "branch:main", "2999-01-01")
+        assert _table(page, "#commits") == []
         page.fill("#since", "")
         page.click("#commit-filter button[type=submit]")
-        page.wait_for_function(f"document.querySelectorAll('#commits tbody tr').length === {len(main_log)}")
+        _wait_commits(page, "branch:main")
+        assert _table(page, "#commits") == _log_rows(main_log)
 
         # commit -> its changes: the commit whose log lists the most chunks
         shows = {c["id"]: _zs_json("show", fixture_archive, c["id"])[0] for c in main_log}
@@ -231,6 +239,7 @@ def test_a_hostile_archive_runs_no_script(browser, icechunk2_python, tmp_path):
         page.wait_for_selector("#chunk-section:not([hidden])")
         first = _zs_json("log", archive, "main")[1]
         page.click(f'#chunk-log button.commit[data-id="{newest["id"]}"]')
+        page.wait_for_function(f"document.querySelector('#commit-id').textContent === '{newest['id']}'")
         page.click(f'#commits button.commit[data-id="{first["id"]}"]')
         page.wait_for_function(f"document.querySelector('#commit-id').textContent === '{first['id']}'")
         facts = dict(page.eval_on_selector_all("#commit-facts dd", "d => d.map(x => [x.dataset.key, x.textContent])"))
@@ -256,6 +265,7 @@ def test_the_page_reads_an_archive_nginx_serves(browser, fixture_archive, nginx_
         graph = _zs_json("log", fixture_archive, "--graph", "--all")
         assert [row["id"] for row in _graph_rows(page)] == [g["id"] for g in graph]
         page.click('#refs button[data-ref="branch:main"]')
+        _wait_commits(page, "branch:main")
         page.click(f'#commits button.commit[data-id="{graph[0]["id"]}"]')
         page.wait_for_function(f"document.querySelector('#commit-id').textContent === '{graph[0]['id']}'")
         assert _table(page, "#changes") == [[c["path"], c["node_type"], c["change"], str(c["chunks"])]

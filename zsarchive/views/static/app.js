@@ -122,11 +122,15 @@ let currentRef = null;
 
 async function loadCommits(ref) {
   currentRef = ref;
+  const since = $("since").value, until = $("until").value;
+  const rows = await api("log", {ref: ref, since: since, until: until});
   $("commits-ref").textContent = ref ? `of ${ref}` : "(every snapshot)";
-  const rows = await api("log", {ref: ref, since: $("since").value, until: $("until").value});
-  const tbody = fill($("commits").tBodies[0], rows, (c) => [
+  const table = $("commits");
+  const tbody = fill(table.tBodies[0], rows, (c) => [
     button(c.id, guarded(() => showCommit(c.id)), {class: "commit", "data-id": c.id}), c.flushed_at, c.message]);
   rows.forEach((c, i) => { tbody.rows[i].dataset.id = c.id; });
+  // what the table shows now, for whoever waits on it
+  Object.assign(table.dataset, {ref: ref || "", since: since, until: until});
   reveal("commits-section");
 }
 
