@@ -172,3 +172,16 @@ def test_serve_errors_are_one_line(tmp_path):
     export(repo_path(2), archive)
     with RepoArchive(archive) as arc, ViewServer(arc) as taken:
         one_line_error(zs("serve", str(archive), "--port", str(taken.server_address[1])), "cannot listen")
+
+
+def test_a_loopback_server_answers_only_to_local_names(grid_server):
+    port = grid_server.server_address[1]
+    for host, status in ((f"127.0.0.1:{port}", 200), (f"localhost:{port}", 200), ("localhost", 200),
+                         (f"evil.example:{port}", 403), ("127.0.0.1.evil.example", 403), ("", 403)):
+        request = urllib.request.Request(grid_server.url + "api/summary", headers={"Host": host})
+        try:
+            with urllib.request.urlopen(request, timeout=30) as response:
+                got = response.status
+        except urllib.error.HTTPError as exc:
+            got = exc.code
+        assert got == status, host

@@ -7,6 +7,7 @@ answers JSON from :class:`~zsarchive.views.webapi.ArchiveAPI`. Every response fo
 
 from __future__ import annotations
 
+import ipaddress
 import json
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
@@ -29,6 +30,9 @@ SECURITY_HEADERS = {
 }
 _MESSAGE = 2000
 """Longest error message sent (an archive can put anything in one)."""
+LOCAL_NAMES = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
+"""Host names a server on a loopback address answers to: a page of another site whose name was made to
+resolve to 127.0.0.1 (DNS rebinding) gets nothing."""
 
 
 class ViewServer(ThreadingHTTPServer):
@@ -41,6 +45,7 @@ class ViewServer(ThreadingHTTPServer):
         self.static = {path: (resources.files("zsarchive.views").joinpath("static", name).read_bytes(), kind)
                        for path, (name, kind) in STATIC.items()}
         super().__init__((host, port), _Handler)
+        self.loopback = ipaddress.ip_address(self.server_address[0]).is_loopback
 
     @property
     def url(self) -> str:
@@ -55,7 +60,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         url = urlsplit(self.path)
-        if url.path.startswith("/api/"):
+        if self.server.loopback and _host_name(self.headers.get("Host", "")) not in LOCAL_NAMES:
+            self._send(403, "text/plain; charset=utf-8", b"this server answers only to 127.0.0.1 and localhost\n")
+        elif url.path.startswith("/api/"):
             self._api(url.path[len("/api/"):], dict(parse_qsl(url.query, keep_blank_values=True)))
         elif url.path in self.server.static:
             body, kind = self.server.static[url.path]
@@ -88,3 +95,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args) -> None:  # the terminal is for the URL and errors
         pass
+
+
+def _host_name(host: str) -> str:
+    """The name in a Host header, without its port."""
+    return host if host.endswith("]") else host.rsplit(":", 1)[0] if host.count(":") == 1 else host
