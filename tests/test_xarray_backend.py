@@ -19,6 +19,7 @@ import xarray as xr
 from oracle import ROOT
 from servers import nginx_server  # noqa: F401
 from zsarchive.archive import export
+from zsarchive.errors import ZSError
 from zsarchive.views.xarray_backend import ZsarchiveBackendEntrypoint, open_dataset, open_datatree
 
 SCRIPT = ROOT / "tests" / "xarray_repo.py"
@@ -38,7 +39,7 @@ def history(icechunk2_python, tmp_path_factory):
     ancestry = json.loads(_ic2(icechunk2_python, "write", repo).splitlines()[-1])
     snapshots = sorted(set(ancestry["main"][:-1] + ancestry["dev"][:-1]))  # the root snapshot is empty
     answers = {}
-    for group in ("data", "other"):
+    for group in ("data", "other", "virtual"):
         _ic2(icechunk2_python, "read", repo, base / f"{group}.pickle", group,
              *[s for s in snapshots if group == "data" or s == ancestry["main"][0]])
         answers[group] = pickle.loads((base / f"{group}.pickle").read_bytes())
@@ -47,12 +48,17 @@ def history(icechunk2_python, tmp_path_factory):
     return repo, base / "refs.zs", base / "full.zs", ancestry, answers
 
 
+VIRTUAL = "file://{repo}-virtual/"
+"""The prefix the virtual chunks of group ``virtual`` live under (tests/xarray_repo.py)."""
+
+
 def test_every_snapshot_equals_open_zarr_on_icechunk(history):
     repo, refs_only, _, ancestry, answers = history
-    assert len(answers["data"]) == 5  # four commits on main, one on dev
+    assert len(answers["data"]) == 6  # five commits on main, one on dev
     for group, datasets in answers.items():
         for sid, expected in datasets.items():
-            with open_dataset(refs_only, ref=sid, group=group, repo=repo) as ds:
+            with open_dataset(refs_only, ref=sid, group=group, repo=repo,
+                              authorize=[VIRTUAL.format(repo=repo)]) as ds:
                 assert all(v.chunks is not None for v in ds.data_vars.values())  # dask, as open_zarr
                 xr.testing.assert_identical(ds.load(), xr.Dataset.from_dict(expected))
     # refs and REF@TIME resolve as everywhere else; the default is main
@@ -71,12 +77,21 @@ def test_dask_chunks_are_the_stored_chunks(history):
         assert ds.flag.chunks == ((2, 2, 2, 1),)
 
 
+def test_virtual_chunks_only_where_authorized(history):
+    repo, refs_only, full, ancestry, answers = history
+    expected = xr.Dataset.from_dict(answers["virtual"][ancestry["main"][0]])
+    with open_dataset(full, group="virtual", authorize={VIRTUAL.format(repo=repo): {}}) as ds:
+        xr.testing.assert_identical(ds.load(), expected)
+    with open_dataset(full, group="virtual") as ds, pytest.raises(ZSError, match="not under an authorized prefix"):
+        ds.load()
+
+
 def test_datatree_and_mfdataset(history):
     repo, refs_only, full, ancestry, answers = history
     tip = ancestry["main"][0]
-    with open_datatree(full) as tree:
-        assert set(tree.children) == {"data", "other"}
-        for group in ("data", "other"):
+    with open_datatree(full, authorize=[VIRTUAL.format(repo=repo)]) as tree:
+        assert set(tree.children) == {"data", "other", "virtual"}
+        for group in ("data", "other", "virtual"):
             xr.testing.assert_identical(tree[group].to_dataset().load(),
                                         xr.Dataset.from_dict(answers[group][tip]))
     with xr.open_mfdataset([refs_only, full], engine=ZsarchiveBackendEntrypoint, group="data", ref="main",
@@ -85,7 +100,7 @@ def test_datatree_and_mfdataset(history):
         xr.testing.assert_identical(both.isel(copy=1, drop=True).load(), expected)
         assert both.sizes["copy"] == 2
     groups = xr.open_groups(full, engine=ZsarchiveBackendEntrypoint)
-    assert set(groups) == {"/", "/data", "/other"}
+    assert set(groups) == {"/", "/data", "/other", "/virtual"}
     xr.testing.assert_identical(groups["/other"].load(), xr.Dataset.from_dict(answers["other"][tip]))
     for ds in groups.values():
         ds.close()
@@ -101,7 +116,6 @@ def test_over_http(history, nginx_server):  # noqa: F811
 
 def test_errors_are_one_line(history):
     _, refs_only, *_ = history
-    from zsarchive.errors import ZSError
     with pytest.raises(ZSError, match="nosuch"):
         open_dataset(refs_only, ref="nosuch", group="data")
     with pytest.raises(TypeError, match="bogus"):

@@ -1,7 +1,8 @@
 """Run under icechunk 2.x (``.peers/ic2/bin/python``): write an xarray history, or read it back.
 
 ``xarray_repo.py write REPO`` writes datasets with ``Dataset.to_zarr`` into a new repository (a
-create, an append along time, a region rewrite, a new group, and a branch) and prints its snapshot
+create, an append along time, a region rewrite, a new group, a group whose chunks are virtual refs
+into ``REPO-virtual/blob.bin``, and a branch) and prints its snapshot
 ids, newest first, and its branches as JSON. ``xarray_repo.py read REPO OUT GROUP SNAPSHOT...``
 pickles, per snapshot, ``xr.open_zarr(session.store, group=GROUP).to_dict(data="array")``: what
 icechunk's own store gives xarray, to compare with the archive's engine in another Python.
@@ -10,6 +11,7 @@ icechunk's own store gives xarray, to compare with the archive's engine in anoth
 from __future__ import annotations
 
 import json
+import os
 import pickle
 import sys
 
@@ -17,6 +19,7 @@ import icechunk as ic
 import numpy as np
 import pandas as pd
 import xarray as xr
+import zarr
 
 
 def _dataset(times: int, start: int, seed: int) -> xr.Dataset:
@@ -33,8 +36,21 @@ def _dataset(times: int, start: int, seed: int) -> xr.Dataset:
         attrs={"title": "xarray history", "seed": seed})
 
 
+def _virtual_prefix(path: str) -> str:
+    """The directory beside the repository that its virtual chunks point into, as a URL prefix."""
+    return f"file://{os.path.abspath(path)}-virtual/"
+
+
 def write(path: str) -> None:
-    repo = ic.Repository.create(ic.local_filesystem_storage(path))
+    prefix = _virtual_prefix(path)
+    blob = np.arange(24, dtype="<f4") * 0.5
+    os.makedirs(prefix[len("file://"):], exist_ok=True)
+    with open(prefix[len("file://"):] + "blob.bin", "wb") as f:
+        f.write(blob.tobytes())
+    config = ic.RepositoryConfig.default()
+    config.set_virtual_chunk_container(ic.VirtualChunkContainer(prefix, ic.local_filesystem_store(prefix[7:])))
+    repo = ic.Repository.create(ic.local_filesystem_storage(path), config=config,
+                                authorize_virtual_chunk_access={prefix: ic.credentials.LocalFileSystemAccess})
     session = repo.writable_session("main")
     encoding = {"temperature": {"chunks": (2, 3, 2)}, "flag": {"chunks": (2,)}}
     _dataset(4, 0, 1).to_zarr(session.store, group="data", zarr_format=3, consolidated=False, encoding=encoding)
@@ -51,6 +67,13 @@ def write(path: str) -> None:
     xr.Dataset({"height": (("x",), np.arange(5.0))}, attrs={"note": "second group"}).to_zarr(
         session.store, group="other", zarr_format=3, consolidated=False)
     session.commit("add a second group")
+    session = repo.writable_session("main")
+    zarr.open_group(store=session.store, mode="a").create_group("virtual").create_array(
+        "v", shape=(24,), chunks=(6,), dtype="<f4", compressors=None, fill_value=0, dimension_names=["t"],
+        attributes={"units": "m"})
+    session.store.set_virtual_refs("virtual/v", [ic.VirtualChunkSpec(index=[i], location=prefix + "blob.bin",
+                                                                     offset=24 * i, length=24) for i in range(4)])
+    session.commit("virtual chunks")
     session = repo.writable_session("dev")
     _dataset(1, 7, 4).to_zarr(session.store, group="data", zarr_format=3, consolidated=False, append_dim="time")
     session.commit("dev: one more day")
@@ -59,7 +82,8 @@ def write(path: str) -> None:
 
 
 def read(path: str, out: str, group: str, snapshots: list[str]) -> None:
-    repo = ic.Repository.open(ic.local_filesystem_storage(path))
+    repo = ic.Repository.open(ic.local_filesystem_storage(path), authorize_virtual_chunk_access={
+        _virtual_prefix(path): ic.credentials.LocalFileSystemAccess})
     answers = {}
     for sid in snapshots:
         session = repo.readonly_session(snapshot_id=sid)
@@ -75,5 +99,4 @@ if __name__ == "__main__":
     else:
         read(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5:])
     sys.stdout.flush()
-    import os
     os._exit(0)  # icechunk 2.3 sometimes crashes in its own shutdown, after the work is done
