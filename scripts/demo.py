@@ -48,7 +48,7 @@ def main() -> None:
         zs("chunk", archive, "tag:v1.0", "data/temperature", "0,0")
         zs("chunk", archive, f"main@{times[-2]}", "data/temperature", "0,0", "--json")
         zs("diff", archive, "tag:v1.0", "main")
-        zs("chunk-log", archive, "data/temperature", "0,0")
+        zs("chunk-log", archive, "main", "data/temperature", "0,0")
 
 
 if __name__ == "__main__":

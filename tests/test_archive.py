@@ -159,7 +159,7 @@ def test_unknown_ref_path_and_coords(archive, case):
     tree = answers["trees"][answers["branches"]["main"]]
     path = next(iter(tree["arrays"]))
     with pytest.raises(NotFound, match="outside the chunk grid"):
-        archive.chunk_ref("main", path, (10**6,) * 5)
+        archive.chunk_ref("main", path, (10**6,) * len(archive.node("main", path)["num_chunks"]))
 
 
 def _zs(*args: str) -> subprocess.CompletedProcess:
@@ -207,7 +207,7 @@ def test_virtual_chunks_need_authorization(case):
                     continue
                 for chunk in arc.chunk_refs(ref, node["path"]):
                     if chunk["kind"] == "virtual":
-                        with pytest.raises(ZSError, match="authorize it with --authorize file://"):
+                        with pytest.raises(ZSError, match="in Python, --authorize file://"):
                             arc.chunk_data(ref, node["path"], chunk["coords"])
                         return
     pytest.fail("fixture has no virtual chunk")

@@ -251,7 +251,8 @@ def test_unsupported_virtual_scheme(tmp_path):
         writer.add_records(records)
         writer.finish()
     _one_line_error(_zs("chunk", str(target), "main", "/v", "0", "--data"),
-                    "not under an authorized prefix; authorize it with --authorize s3://bucket/")
+                    "not under an authorized prefix; authorize it with authorize=['s3://bucket/'] in Python, "
+                    "--authorize s3://bucket/ on the command line")
     _one_line_error(_zs("chunk", str(target), "main", "/v", "2", "--data"), "'ftp'")
     _one_line_error(_zs("chunk", str(target), "main", "/v", "1", "--data", "--authorize", "file:///tmp/"),
                     "--authorize file:///etc/")

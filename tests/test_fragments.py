@@ -219,9 +219,9 @@ def test_a_base_of_another_repository_is_refused(small_chain, icechunk2_python, 
 
 
 def test_a_fragment_over_its_own_base_is_refused(small_chain):
-    out = zs("export", str(small_chain / "repo"), str(small_chain / "base000.zs"), "--base",
-             str(small_chain / "base000.zs"))
-    one_line_error(out, "is the base archive")
+    args = ("export", str(small_chain / "repo"), str(small_chain / "base000.zs"), "--base", str(small_chain / "base000.zs"))
+    one_line_error(zs(*args), "base000.zs: exists already; give a new name, or --force to replace it")
+    one_line_error(zs(*args, "--force"), "is the base archive")
 
 
 def test_a_missing_or_changed_base_is_one_line_naming_it(small_chain, tmp_path):

@@ -102,7 +102,7 @@ def test_zero_d_chunk_and_non_ascii_metadata_keys(version, request, tmp_path):
     chunk = zs("chunk", str(out), "main", "scalar", "", "--data", "--repo", str(repo))
     assert chunk.returncode == 0, chunk.stderr
     assert chunk.stdout == base64.b64decode(theirs["chunk"])
-    changed = zs("chunk-log", str(out), "scalar", "", "--json")
+    changed = zs("chunk-log", str(out), "main", "scalar", "", "--json")
     assert changed.returncode == 0, changed.stderr
     assert [json.loads(r)["id"] for r in changed.stdout.splitlines()] == [h[0] for h in theirs["history"][:2]]
 

@@ -197,7 +197,7 @@ def test_click_through_matches_the_cli(browser, fixture_archive):
         page.click(f'#cell-chunks button.chunk[data-coords="{coords[0]}"]')
         page.wait_for_selector("#chunk-section:not([hidden])")
         assert _table(page, "#chunk-log") == _log_rows(_zs_json(
-            "chunk-log", fixture_archive, array["path"], coords[0], "--ref", f"snapshot:{busiest['id']}"))
+            "chunk-log", fixture_archive, f"snapshot:{busiest['id']}", array["path"], coords[0]))
         assert busiest["id"] in [row[0] for row in _table(page, "#chunk-log")]
         assert not page.is_visible("#error") and dialogs == []
         page.close()

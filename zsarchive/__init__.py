@@ -1,14 +1,25 @@
-"""zsarchive: a ZS v0.10 engine, and whole Icechunk histories archived as one ZS file."""
+"""zsarchive: a ZS v0.10 engine, and whole Icechunk histories archived as one ZS file.
+
+The ZS engine: :class:`ZS` reads a ZS file (local or a URL), :class:`ZSWriter` writes one, :func:`validate`
+checks one. Archives: :func:`export` writes an Icechunk repository's whole history into one ZS file,
+:class:`RepoArchive` answers questions about it (refs, log, ls, chunks, diff ...), :func:`open_store`
+opens any snapshot as a read-only Zarr store, :func:`consolidate` folds a chain of fragments into one
+archive. Errors: :class:`ZSError` (usage), :class:`ZSCorrupt` (bad bytes), :class:`NotFound` (a ref,
+path or chunk the archive lacks). The names are imported on first use.
+"""
+
+from typing import Any
 
 from zsarchive.errors import ZSCorrupt, ZSError
 from zsarchive.lazy import lazy_exports
 
-__getattr__ = lazy_exports(__name__, {
+_exports = lazy_exports(__name__, {
     "ZS": "zsarchive.zs.reader",
     "ZSWriter": "zsarchive.zs.writer",
     "validate": "zsarchive.zs.validate",
     "ValidationReport": "zsarchive.zs.validate",
     "RepoArchive": "zsarchive.archive",
+    "NotFound": "zsarchive.archive",
     "export": "zsarchive.archive",
     "consolidate": "zsarchive.archive",
     "IcechunkRepository": "zsarchive.icechunk:Repository",
@@ -20,5 +31,22 @@ __getattr__ = lazy_exports(__name__, {
     "open_datatree": "zsarchive.views.xarray_backend",
 })
 
-__all__ = ["ZSError", "ZSCorrupt", "ZS", "ZSWriter", "validate", "ValidationReport", "RepoArchive", "export",
-           "consolidate", "IcechunkRepository", "open_store", "ArchiveStore", "open_dataset", "open_datatree"]
+__all__ = ["ZSError", "ZSCorrupt", "NotFound", "ZS", "ZSWriter", "validate", "ValidationReport", "RepoArchive",
+           "export", "consolidate", "IcechunkRepository", "open_store", "ArchiveStore", "open_dataset", "open_datatree",
+           "__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "__version__":  # read from the installed package's metadata when asked, not at import
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            return version("zsarchive")
+        except PackageNotFoundError:
+            return "unknown"
+    return _exports(name)
+
+
+def __dir__() -> list[str]:
+    """The public API (imported lazily, so not yet in the module's namespace) and the module's own names."""
+    return sorted(set(__all__) | set(globals()))

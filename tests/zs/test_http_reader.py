@@ -197,7 +197,7 @@ def archive(nginx_server):
     ["refs"], ["refs", "--json"], ["log", "{}", "main"], ["log", "{}", "--json"], ["ls", "{}", "main"],
     ["chunks", "{}", "main", "/data/temperature"], ["chunk", "{}", "main", "/data/temperature", "0,0"],
     ["chunk", "{}", "main", "/data/big", "0,0", "--data"], ["diff", "{}", "FIRST", "LAST", "--json"],
-    ["ops", "{}"], ["chunk-log", "{}", "/data/temperature", "0,0"], ["info", "{}"]])
+    ["ops", "{}"], ["chunk-log", "{}", "main", "/data/temperature", "0,0"], ["info", "{}"]])
 def test_archive_commands_over_http_give_the_local_output(archive, command):
     server, commits = archive
     args = [arg.replace("FIRST", commits[0]).replace("LAST", commits[-1]) for arg in command]

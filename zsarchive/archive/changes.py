@@ -7,7 +7,7 @@ from typing import Any, Iterable
 from zsarchive.archive import schema as S
 from zsarchive.archive.nodes import NodeQueries
 from zsarchive.archive.reading import NotFound
-from zsarchive.archive.refspec import TimeBound, time_bound
+from zsarchive.archive.refspec import TimeBound, chunk_coords, time_bound
 from zsarchive.errors import ZSCorrupt, ZSError
 from zsarchive.icechunk.model import format_time
 from zsarchive.limits import load_json
@@ -20,7 +20,7 @@ class ChangeQueries(NodeQueries):
     def chunk_history(self, path: str, coords: Iterable[int], ref: str | None = None) -> list[dict]:
         """The commits in REF's history (default ``main``) that changed that chunk, newest first."""
         ref = ref or "main"
-        coords = tuple(int(c) for c in coords)
+        coords = chunk_coords(coords)
         sid = self.resolve(ref)
         node = self._node_at(sid, path, ref)
         history = {sid for sid, _ in self._ancestry(sid)}
@@ -30,7 +30,8 @@ class ChangeQueries(NodeQueries):
                 for _, change_sid in changes if change_sid in history]
 
     def diff(self, from_ref: str, to_ref: str) -> dict:
-        """What changed from FROM to TO (FROM must be in TO's history), as icechunk's ``diff`` says it."""
+        """What changed from FROM to TO (FROM must be in TO's history), as icechunk's ``diff`` says it
+        (nothing when both name the same snapshot)."""
         from_id, to_id = self.resolve(from_ref), self.resolve(to_ref)
         between = []
         for sid, value in self._ancestry(to_id):
@@ -38,9 +39,12 @@ class ChangeQueries(NodeQueries):
                 break
             between.append((sid, value))
         else:
-            raise ZSError(f"{self.name}: cannot diff: {from_ref!r} is not in the history of {to_ref!r}")
-        if not between:
-            raise ZSError(f"{self.name}: cannot diff: {from_ref!r} and {to_ref!r} are the same snapshot")
+            if any(sid == to_id for sid, _ in self._ancestry(from_id)):
+                raise ZSError(f"{self.name}: cannot diff: {from_ref!r} is not in the history of {to_ref!r}, "
+                              f"but {to_ref!r} is in the history of {from_ref!r}: swap them (FROM is the older: "
+                              f"diff {to_ref!r} {from_ref!r})")
+            raise ZSError(f"{self.name}: cannot diff: {from_ref!r} is not in the history of {to_ref!r} (nor the "
+                          "reverse): FROM must be an ancestor of TO")
         sets: dict[str, set] = {name: set() for name in (
             "new_groups", "new_arrays", "deleted_groups", "deleted_arrays", "updated_groups", "updated_arrays")}
         chunk_nodes: set[str] = set()

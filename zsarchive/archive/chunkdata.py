@@ -16,6 +16,7 @@ from zsarchive.errors import ZSCorrupt, ZSError
 from zsarchive.icechunk.model import format_time
 from zsarchive.io.http import HTTPTransport
 from zsarchive.io.httpclient import ConnectionPool, host_of
+from zsarchive.io.kinds import ZS_FILE, archive_not_repository, local_kind
 from zsarchive.io.location import SCHEMES, Location, parse_location
 from zsarchive.io.objects import ObjectChanged, get_bounded, object_store
 from zsarchive.io.storage import ObjectStorage, read_file_range
@@ -87,9 +88,13 @@ class ChunkReader:
                 return embedded
             if repo is None:
                 raise ZSError(f"{where} is native chunk {chunk_id}, not embedded in the archive: "
-                              "give the repository (--repo REPO)")
+                              "give the repository (repo= in Python, --repo on the command line)")
             where_repo = parse_location(repo)
             if where_repo.is_local:
+                if not os.path.isdir(where_repo.url):
+                    if local_kind(where_repo.url) == ZS_FILE:
+                        raise archive_not_repository(where_repo.url)
+                    raise ZSError(f"{where}: the repository {where_repo.url} is not a directory")
                 return _read_range(os.path.join(where_repo.url, "chunks", chunk_id), offset, length, where)
             storage = self._repos.get(where_repo)
             if storage is None:
@@ -126,9 +131,8 @@ class ChunkReader:
             if (pre.scheme, pre.netloc) == (parts.scheme, parts.netloc) and pre.path and \
                     parts.path.startswith(pre.path if pre.path.endswith("/") else pre.path + "/"):
                 return prefix
-        suggestion = location.rsplit("/", 1)[0] + "/"
         raise ZSError(f"{where}: virtual location {location!r} is not under an authorized prefix; "
-                      f"authorize it with --authorize {suggestion}")
+                      f"{_authorize_hint(location.rsplit('/', 1)[0] + '/')}")
 
     def _read_url(self, url: str, offset: int, length: int, where: str, etag: str | None = None,
                   last_modified: int | None = None) -> bytes:
@@ -178,9 +182,18 @@ class ChunkReader:
             base_real = os.path.realpath(base)
             if real == base_real or real.startswith(base_real.rstrip("/") + "/"):
                 return real
-        suggestion = "file://" + os.path.dirname(os.path.normpath(path)).rstrip("/") + "/"
+        suggestion = "file://" + os.path.dirname(real).rstrip("/") + "/"
+        if real != os.path.normpath(path):  # a link led elsewhere: the prefix that would pass is the target's
+            raise ZSError(f"{where}: virtual location {location!r} resolves to {real!r} (through a symbolic "
+                          f"link), which is not under an authorized prefix; if that is intended, "
+                          f"{_authorize_hint(suggestion)}")
         raise ZSError(f"{where}: virtual location {location!r} is not under an authorized prefix; "
-                      f"authorize it with --authorize {suggestion}")
+                      f"{_authorize_hint(suggestion)}")
+
+
+def _authorize_hint(prefix: str) -> str:
+    """How to authorize ``prefix``, for a Python caller and on the command line."""
+    return f"authorize it with authorize=[{prefix!r}] in Python, --authorize {prefix} on the command line"
 
 
 def _read_object(location: str, options: dict[str, Any], offset: int, length: int, where: str,

@@ -12,6 +12,7 @@ from zsarchive.archive.chunkpieces import read_pieces
 from zsarchive.archive.chunkrefs import ManifestRefs, RefTimeline
 from zsarchive.archive.nodes import NodeQueries
 from zsarchive.archive.reading import NotFound, checked_record
+from zsarchive.archive.refspec import chunk_coords
 from zsarchive.archive.shards import EMPTY, shard_layout, virtual_index_key
 from zsarchive.errors import ZSCorrupt, ZSError
 from zsarchive.io.location import Location, parse_location
@@ -61,10 +62,17 @@ class ChunkQueries(NodeQueries):
 
     def chunk_ref(self, ref: str, path: str, coords: Iterable[int]) -> dict:
         """The chunk ref at ``coords`` of the array at ``path`` in REF; NotFound if there is none."""
-        coords = tuple(int(c) for c in coords)
+        coords = chunk_coords(coords)
         node = self._array_at(ref, path)
-        if len(coords) != len(node["num_chunks"]) or any(
-                not 0 <= c < n for c, n in zip(coords, node["num_chunks"])):
+        dims = len(node["num_chunks"])
+        if len(coords) != dims:
+            given = f"not {len(coords)} ({coords_text(coords)})"
+            raise NotFound(f"{self.name}: {node['path']!r} at {ref!r} " + (
+                f"has {dims} dimension{'s' if dims != 1 else ''} and needs {dims} coordinate"
+                f"{'s' if dims != 1 else ''}, {given}" if dims else
+                f"is a scalar (0 dimensions) and needs no coordinates, {given}: () in Python, \"\" on the "
+                "command line"))
+        if any(not c < n for c, n in zip(coords, node["num_chunks"])):
             raise NotFound(f"{self.name}: coords {coords_text(coords)} are outside the chunk grid "
                            f"{coords_text(node['num_chunks'])} of {node['path']!r} at {ref!r}")
         chunk = self.node_chunk_ref(node, coords)
@@ -154,7 +162,8 @@ class ChunkQueries(NodeQueries):
         if layout is None:
             raise ZSError(f"{self.name}: {node['path']!r} is not a sharded array (no sharding_indexed "
                           "codec with a bytes [+ crc32c] index)")
-        number = layout.inner_number(tuple(int(i) for i in inner))
+        inner = chunk_coords(inner, "inner")
+        number = layout.inner_number(inner)
         chunk = self.chunk_ref(ref, path, coords)
         where = f"shard {coords_text(chunk['coords'])} of {chunk['path']!r} at {ref!r}"
         kept = self.shard_index(chunk)
@@ -164,7 +173,7 @@ class ChunkQueries(NodeQueries):
             start, stop = layout.index_span(chunk["length"])
             raw = self._span_bytes(chunk, ref, start, stop, repo)
         offset, length = layout.entries(raw, chunk["length"], f"{self.name}: {where}")[number]
-        out = dict(chunk, inner=tuple(int(i) for i in inner), empty=offset == EMPTY)
+        out = dict(chunk, inner=inner, empty=offset == EMPTY)
         if offset == EMPTY:
             return dict(out, length=0)
         if chunk["kind"] == "inline":

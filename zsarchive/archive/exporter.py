@@ -503,7 +503,7 @@ def _target(archive_path: str | os.PathLike) -> tuple[Path, Path]:
 
 def export(repo_location: str | os.PathLike, archive_path: str | os.PathLike, *, codec: str = "deflate",
            compress_level: int | str | None = None, include_chunks: bool = False, chunk_codec: str = "none",
-           parallelism: int | str = 1,
+           parallelism: int | str = "guess",
            approx_block_size: int = 256 * 1024, branching_factor: int = 1024,
            export_time: int | None = None, progress: Callable[[int, int], None] | None = None,
            sort_memory: int = 128 << 20, storage_options: dict[str, str] | None = None,
@@ -515,7 +515,7 @@ def export(repo_location: str | os.PathLike, archive_path: str | os.PathLike, *,
     ``progress(done, total)`` is called now and then with counts of records (chunk refs dominate).
     ``export_time`` (microseconds since 1970 UTC) defaults to now: it is the only field of the
     archive that differs between two exports of the same repository. ``parallelism``: worker
-    processes decoding and threads compressing, or ``"guess"`` (one per core). ``chunk_codec``: ``none``
+    processes decoding and threads compressing, or ``"guess"`` (one per core, the default, as for ``zs export``). ``chunk_codec``: ``none``
     stores embedded chunk bytes uncompressed, ``same`` compresses them with ``codec``. ``client``: a
     ``distributed.Client`` whose cluster decodes instead (the archive is the same byte for byte).
     ``base``: an archive of the same repository (or a fragment): write a fragment holding only what

@@ -3,14 +3,22 @@
 from __future__ import annotations
 
 import collections
+import itertools
 import json
 from typing import Any, Iterator
 
 from zsarchive.archive import schema as S
+from zsarchive.archive.keys import encode_text
 from zsarchive.archive.reading import ArchiveReader, NotFound, checked_record
 from zsarchive.archive.refspec import RefSpec, TimeBound, parse_ref, time_bound
-from zsarchive.errors import ZSCorrupt
+from zsarchive.errors import ZSCorrupt, ZSError
 from zsarchive.icechunk.model import format_time
+from zsarchive.suggest import hint
+
+_MIN_PREFIX = 4
+"""The shortest snapshot id prefix a REF may give (git's minimum)."""
+_AMBIGUOUS = 6
+"""Snapshot ids an ambiguous prefix error shows, one more than this meaning "and more"."""
 
 _HISTORIES = 64
 """Snapshot histories a reader keeps (resolving format 2 chunk refs walks a snapshot's history once)."""
@@ -63,8 +71,9 @@ class HistoryQueries(ArchiveReader):
         kinds = (spec.kind,) if spec.kind else ("branch", "tag", "snapshot")
         for kind in kinds:
             if kind == "snapshot":
-                if self._snapshot_value(spec.name) is not None:
-                    return spec.name
+                found = self._snapshot_id_like(spec.name, quiet)
+                if found is not None:
+                    return found
                 continue
             value = self._one(S.REFS, (kind, spec.name))
             if value is not None:
@@ -74,7 +83,24 @@ class HistoryQueries(ArchiveReader):
         if spec.kind in (None, "tag") and self._one(S.REFS, ("deleted_tag", spec.name)) is not None:
             raise NotFound(f"{self.name}: tag {spec.name!r} was deleted")
         what = f"{spec.kind} " if spec.kind else "branch, tag or snapshot "
-        raise NotFound(f"{self.name}: unknown {what}{spec.name!r}")
+        names = [r["name"] for r in self.refs() if r["type"] in ((spec.kind,) if spec.kind else ("branch", "tag"))]
+        noun = {"branch": "branches", "tag": "tags"}.get(spec.kind or "", "branches and tags")
+        raise NotFound(f"{self.name}: unknown {what}{spec.name!r}{hint(spec.name, names, noun)}")
+
+    def _snapshot_id_like(self, text: str, quiet: bool) -> str | None:
+        """The snapshot whose id is ``text``, in any case, or the one id it is a prefix of (at least
+        4 characters, as git takes them); None if there is none, an error if several."""
+        for candidate in dict.fromkeys((text, text.upper())):
+            if self._snapshot_value(candidate) is not None:
+                return candidate
+        if len(text) < _MIN_PREFIX:
+            return None
+        prefix = S.key_prefix(S.SNAPSHOT) + encode_text(text.upper())[:-1]
+        ids = [S.split(rec)[1][0] for rec in itertools.islice(self.zs.search(prefix=prefix), _AMBIGUOUS)]
+        if len(ids) > 1 and not quiet:
+            shown = ", ".join(ids[:_AMBIGUOUS - 1]) + (" ..." if len(ids) == _AMBIGUOUS else "")
+            raise NotFound(f"{self.name}: snapshot id prefix {text!r} is ambiguous: {shown}; give more characters")
+        return ids[0] if len(ids) == 1 else None
 
     def resolve(self, ref: str) -> str:
         """Snapshot id a REF names (``[branch:|tag:|snapshot:]NAME[@TIME]``)."""
@@ -129,12 +155,28 @@ class HistoryQueries(ArchiveReader):
         """The history of REF, newest first."""
         return [self._snapshot_dict(sid, value) for sid, value in self._ancestry(self.resolve(ref))]
 
-    def log(self, ref: str | None = None, since: TimeBound = None, until: TimeBound = None) -> list[dict]:
-        """Snapshots (of REF's history, or all) flushed in ``[since, until]``, newest first.
+    def reached_by(self) -> dict[str, list[str]]:
+        """Snapshot id -> the refs whose history holds it (branches by name, tags as ``tag:NAME``); a
+        snapshot no ref reaches is not a key."""
+        out: dict[str, list[str]] = {}
+        for ref in self.refs():
+            if ref["type"] == "deleted_tag":
+                continue
+            name = ref["name"] if ref["type"] == "branch" else f"tag:{ref['name']}"
+            for sid in self._history_depths(ref["snapshot_id"]):
+                out.setdefault(sid, []).append(name)
+        return out
 
-        Bounds are inclusive: TIME text (a bare date covers its whole day), an aware datetime, or
-        microseconds since 1970 UTC.
+    def log(self, ref: str | None = None, since: TimeBound = None, until: TimeBound = None,
+            max_count: int | None = None) -> list[dict]:
+        """Snapshots (of REF's history, or all) flushed in ``[since, until]``, newest first; at most
+        ``max_count`` of them.
+
+        Bounds are inclusive: TIME text (a bare date or a ``datetime.date`` covers its whole day), a
+        datetime (naive: UTC), or microseconds since 1970 UTC.
         """
+        if max_count is not None and (not isinstance(max_count, int) or isinstance(max_count, bool) or max_count < 0):
+            raise ZSError(f"max_count must be an integer >= 0, not {max_count!r}")
         since, until = time_bound(since, False), time_bound(until, True)
         if ref is not None:
             items = list(self._ancestry(self.resolve(ref)))
@@ -153,4 +195,4 @@ class HistoryQueries(ArchiveReader):
                            f"({format_time(earliest)})")
         if ref is not None:
             chosen.sort(key=lambda item: item[1][1], reverse=True)
-        return [self._snapshot_dict(sid, value) for sid, value in chosen]
+        return [self._snapshot_dict(sid, value) for sid, value in chosen[:max_count]]

@@ -233,7 +233,8 @@ def _record_lists(records: Iterable[bytes], stored: bool, where: str, size: int 
 
 
 def consolidate(fragment: str | os.PathLike, archive_path: str | os.PathLike, *, codec: str | None = None,
-                compress_level: int | str | None = None, chunk_codec: str = "none", parallelism: int | str = 1,
+                compress_level: int | str | None = None, chunk_codec: str = "none",
+                parallelism: int | str = "guess",
                 approx_block_size: int = 256 * 1024, branching_factor: int = 1024) -> ExportSummary:
     """Write the view of the chain whose newest archive is ``fragment`` as one standalone archive at
     ``archive_path``: the records of a full export made at the fragment's time. ``codec`` defaults to

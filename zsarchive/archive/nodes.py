@@ -8,6 +8,7 @@ from typing import Any
 from zsarchive.archive import schema as S
 from zsarchive.archive.history import HistoryQueries
 from zsarchive.archive.reading import NotFound, checked_record
+from zsarchive.suggest import hint
 
 
 class NodeQueries(HistoryQueries):
@@ -26,22 +27,30 @@ class NodeQueries(HistoryQueries):
             out["num_chunks"] = [dim[2] if dim[2] is not None else
                                  (-(-dim[0] // dim[1]) if dim[1] else 0) for dim in shape]
             out["dimension_names"] = None if names is None else list(names)
+            out["dtype"], out["chunk_shape"] = _dtype_and_chunks(out["zarr_json"])
             out["manifests"] = [{"id": m, "extents": [list(e) for e in ext]} for m, ext in manifests]
             # where its chunk refs are found in a format 2 archive (the timeline from "since" on)
             out["snapshot_id"], out["since"] = snapshot_id, value[6] if len(value) > 6 else None
         return out
 
-    def ls(self, ref: str) -> list[dict]:
-        """Every node of the snapshot REF names, in the archive's order: path components compared one by one
-        (``/a``, ``/a/b``, ``/a-b``), whatever order the repository's snapshot file used."""
+    def ls(self, ref: str, path: str | None = None) -> list[dict]:
+        """Every node of the snapshot REF names (under ``path`` and itself, if given), in the archive's order:
+        path components compared one by one (``/a``, ``/a/b``, ``/a-b``), whatever order the repository's
+        snapshot file used."""
         sid = self.resolve(ref)
-        return [self._node_dict(sid, k[1], v) for k, v in self._records(S.NODE, (sid,))]
+        if path is None or path.strip("/") == "":
+            return [self._node_dict(sid, k[1], v) for k, v in self._records(S.NODE, (sid,))]
+        top = self._node_at(sid, path, ref)["path"]
+        return [self._node_dict(sid, k[1], v) for k, v in self._records(S.NODE, (sid,))
+                if S.path_of(k[1]) == top or S.path_of(k[1]).startswith(top + "/")]
 
     def _node_at(self, snapshot_id: str, path: str, ref: str) -> dict:
         components = S.path_components(path if path.startswith("/") else "/" + path)
         value = self._one(S.NODE, (snapshot_id, components))
         if value is None:
-            raise NotFound(f"{self.name}: no node {S.path_of(components)!r} at {ref!r}")
+            paths = [S.path_of(k[1]) for k, _ in self._records(S.NODE, (snapshot_id,))]
+            raise NotFound(f"{self.name}: no node {S.path_of(components)!r} at {ref!r}"
+                           f"{hint(S.path_of(components), paths, 'paths', paths=True)}")
         return self._node_dict(snapshot_id, components, value)
 
     def node(self, ref: str, path: str) -> dict:
@@ -53,3 +62,18 @@ class NodeQueries(HistoryQueries):
         if node["node_type"] != "array":
             raise NotFound(f"{self.name}: {node['path']!r} at {ref!r} is a group, not an array")
         return node
+
+
+def _dtype_and_chunks(zarr_json: Any) -> tuple[Any, list | None]:
+    """An array's data type (its name, for an extension type) and regular chunk grid's chunk shape, as its
+    zarr.json states them; None for what it does not state (the metadata is the writer's, never checked)."""
+    if not isinstance(zarr_json, dict):
+        return None, None
+    dtype = zarr_json.get("data_type")
+    if isinstance(dtype, dict):
+        dtype = dtype.get("name")
+    grid = zarr_json.get("chunk_grid")
+    config = grid.get("configuration") if isinstance(grid, dict) else None
+    shape = config.get("chunk_shape") if isinstance(config, dict) else None
+    ok = isinstance(shape, list) and all(isinstance(n, int) for n in shape)
+    return (dtype if isinstance(dtype, str) else None), (shape if ok else None)

@@ -11,11 +11,13 @@ Each concept of a query lives in its own module, stacked on the one below it:
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Iterator, Mapping
 
 from zsarchive.archive.chunkqueries import ChunkQueries
 from zsarchive.archive.commits import CommitQueries
 from zsarchive.archive.reading import guarded
+from zsarchive.archive.refspec import TimeBound
+from zsarchive.archive.summary import summarize
 
 
 class RepoArchive(ChunkQueries, CommitQueries):
@@ -30,8 +32,34 @@ class RepoArchive(ChunkQueries, CommitQueries):
     def __init__(self, source: Any, authorize: Iterable[str] | Mapping[str, Mapping[str, Any]] = ()):
         super().__init__(source, authorize)
 
+    def summary(self) -> dict[str, Any]:
+        """What the archive holds, at a glance (``zs summary``): ``archive`` (location, size in bytes, format
+        version, export time, chain), ``source`` (spec version, metadata, virtual chunk containers),
+        ``snapshots`` (total, unreachable), ``branches`` (commits, first and last flush), ``tags``,
+        ``deleted_tags``, ``arrays`` at each branch tip (shape, dtype, chunk shape) and ``chunk_bytes``
+        (embedded or not, records, bytes of the archive holding them)."""
+        return summarize(self)
+
+    # The names of the ``zs`` commands, for who reads the command line's help first.
+    def chunk(self, ref: str, path: str, coords: Iterable[int]) -> dict:
+        """``zs chunk``: the same as :meth:`chunk_ref`."""
+        return self.chunk_ref(ref, path, coords)
+
+    def chunks(self, ref: str, path: str) -> Iterator[dict]:
+        """``zs chunks``: the same as :meth:`chunk_refs`."""
+        return self.chunk_refs(ref, path)
+
+    def chunk_log(self, ref: str, path: str, coords: Iterable[int]) -> list[dict]:
+        """``zs chunk-log``: :meth:`chunk_history`, its arguments in the command's order."""
+        return self.chunk_history(path, coords, ref=ref)
+
+    def ops(self, since: TimeBound = None, until: TimeBound = None) -> list[dict]:
+        """``zs ops``: the same as :meth:`ops_log`."""
+        return self.ops_log(since=since, until=until)
+
 
 for _name in ("header", "repo_facts", "refs", "snapshot", "resolve", "ancestry", "log", "ls", "node", "chunk_ref",
               "node_chunk_ref", "chunk_refs", "node_chunk_refs", "node_chunk_coords", "chunk_data", "read_chunk",
-              "shard_index", "inner_chunk", "chunk_history", "diff", "ops_log", "ref_names", "graph", "show", "chunk_changes"):
+              "shard_index", "inner_chunk", "chunk_history", "diff", "ops_log", "reached_by", "summary", "ref_names",
+              "graph", "show", "chunk_changes"):
     setattr(RepoArchive, _name, guarded(getattr(RepoArchive, _name)))

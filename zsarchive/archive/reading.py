@@ -17,6 +17,7 @@ from zsarchive.archive.chunkdata import is_url
 from zsarchive.archive.fragments import Chain, Member, open_chain
 from zsarchive.errors import ZSCorrupt, ZSError
 from zsarchive.icechunk.model import format_time
+from zsarchive.io.kinds import REPOSITORY, local_kind, repository_not_archive
 from zsarchive.limits import load_json
 from zsarchive.zs.reader import ZS
 
@@ -108,6 +109,8 @@ def open_archive(source: Any) -> tuple[ZS | Chain, str, int]:
         zs = ZS(url=source)
     else:
         path = os.fspath(source)
+        if local_kind(path) == REPOSITORY:
+            raise repository_not_archive(path)
         zs = ZS(path[len("file://"):] if path.startswith("file://") else path)
     name = zs_name(zs) if isinstance(source, ZS) else str(source)
     try:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as _dt
+import numbers
 import re
 from dataclasses import dataclass
 
@@ -42,8 +43,9 @@ def parse_time(text: str, end_of_day: bool = False) -> int:
     return _micros(moment)
 
 
-TimeBound = str | int | _dt.datetime | None
-"""A time given to a query: TIME text, an aware datetime (naive: UTC) or microseconds since 1970 UTC."""
+TimeBound = str | int | _dt.datetime | _dt.date | None
+"""A time given to a query: TIME text, a date (the whole day), an aware datetime (naive: UTC) or
+microseconds since 1970 UTC."""
 
 
 def time_bound(value: TimeBound, upper: bool) -> int | None:
@@ -54,7 +56,9 @@ def time_bound(value: TimeBound, upper: bool) -> int | None:
         return parse_time(value, end_of_day=upper)
     if isinstance(value, _dt.datetime):
         return _micros(value if value.tzinfo else value.replace(tzinfo=_dt.timezone.utc))
-    raise ZSError(f"bad time {value!r}: give TIME text, a datetime or microseconds since 1970")
+    if isinstance(value, _dt.date):  # a day, as its bare ISO text means
+        return parse_time(value.isoformat(), end_of_day=upper)
+    raise ZSError(f"bad time {value!r}: give TIME text, a date, a datetime or microseconds since 1970")
 
 
 @dataclass(frozen=True)
@@ -86,3 +90,17 @@ def parse_ref(text: str, with_time: bool = True) -> RefSpec:
     if not body:
         raise ZSError(f"bad REF {text!r}: no name")
     return RefSpec(kind=kind, name=body, as_of=as_of, text=text)
+
+
+def chunk_coords(value: object, what: str = "coords") -> tuple[int, ...]:
+    """Chunk coordinates a caller gave (a sequence of integers >= 0) as a tuple; a ZSError saying what
+    is wrong otherwise (text such as ``"0,0"`` is the command line's form, not Python's)."""
+    if isinstance(value, (str, bytes)):
+        raise ZSError(f"{what} must be a sequence of integers such as (0, 0), not the text {value!r}")
+    try:
+        items = tuple(value)  # type: ignore[arg-type]
+    except TypeError:
+        raise ZSError(f"{what} must be a sequence of integers such as (0, 0), not {type(value).__name__}") from None
+    if not all(isinstance(c, numbers.Integral) and not isinstance(c, bool) and c >= 0 for c in items):
+        raise ZSError(f"{what} must be integers >= 0, not {value!r}")
+    return tuple(int(c) for c in items)

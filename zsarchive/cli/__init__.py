@@ -12,8 +12,8 @@ main.lazy = {
     "consolidate": "zsarchive.cli.consolidate",
     "icechunk": "zsarchive.cli.icechunk",
     "serve": "zsarchive.cli.serve",
-    **{name: _ARCHIVE for name in ("refs", "log", "show", "ls", "chunks", "chunk", "diff", "ops",
-                                         "chunk-log")},
+    **{name: _ARCHIVE for name in ("refs", "log", "show", "ls", "chunks", "chunk", "diff", "ops", "chunk-log",
+                                          "summary")},
 }
 
 __all__ = ["main"]

@@ -10,6 +10,14 @@ import click
 from zsarchive.errors import ZSError
 
 
+SECTIONS = (
+    ("Icechunk archives", ("export", "summary", "refs", "log", "show", "ls", "chunks", "chunk", "diff", "chunk-log",
+                           "ops", "serve", "consolidate", "icechunk")),
+    ("ZS files (as the reference zs)", ("make", "dump", "info", "validate")),
+)
+"""How ``zs --help`` groups the commands, in this order (a command in no section ends the last)."""
+
+
 class _Group(click.Group):
     """Turns library errors into one line on stderr and exit status 1: never a traceback.
 
@@ -26,6 +34,18 @@ class _Group(click.Group):
         if name not in self.commands and name in self.lazy:
             importlib.import_module(self.lazy[name])
         return self.commands.get(name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The commands in sections (archives, then ZS files), each with its whole first sentence."""
+        commands = {name: self.get_command(ctx, name) for name in self.list_commands(ctx)}
+        commands = {name: cmd for name, cmd in commands.items() if cmd is not None and not cmd.hidden}
+        placed = {name for _, names in SECTIONS for name in names}
+        for i, (title, names) in enumerate(SECTIONS):
+            order = list(names) + (sorted(set(commands) - placed) if i == len(SECTIONS) - 1 else [])
+            rows = [(name, commands[name].get_short_help_str(limit=1000)) for name in order if name in commands]
+            if rows:
+                with formatter.section(title):
+                    formatter.write_dl(rows)
 
     def invoke(self, ctx: click.Context):
         try:

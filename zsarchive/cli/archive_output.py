@@ -22,7 +22,7 @@ def open_archive(source: str, authorize: dict[str, dict[str, str]] | None = None
 
 def _plain(row: dict) -> dict:
     # bytes fields (exact zarr.json, inline chunk bytes) belong to the Python API, not to JSON lines.
-    return {k: v for k, v in row.items() if not isinstance(v, (bytes, bytearray))}
+    return {k: _plain(v) if isinstance(v, dict) else v for k, v in row.items() if not isinstance(v, (bytes, bytearray))}
 
 
 def cell(value: Any) -> str:
@@ -30,14 +30,15 @@ def cell(value: Any) -> str:
     if value is None:
         return "-"
     if isinstance(value, (list, tuple)):
-        return ",".join(cell(v) for v in value)
+        return ",".join(cell(v) for v in value) if value else "()"  # a scalar's shape, a 0-d chunk's coords
     if isinstance(value, dict):
         return json.dumps(value, sort_keys=True)
     return printable(str(value))
 
 
-def emit(rows: Iterable[dict], as_json: bool, columns: Sequence[str]) -> None:
-    """Print rows: JSON lines with every field, or an aligned table of those ``columns`` some row fills.
+def emit(rows: Iterable[dict], as_json: bool, columns: Sequence[str], fixed: bool = False) -> None:
+    """Print rows: JSON lines with every field, or an aligned table of those ``columns`` some row fills
+    (``fixed``: of every one of them, whatever the rows hold, for output read by programs).
 
     Both stream: a table is laid out from its first rows, so millions of chunk refs never sit in memory.
     """
@@ -47,7 +48,7 @@ def emit(rows: Iterable[dict], as_json: bool, columns: Sequence[str]) -> None:
         return
     rows = iter(rows)
     first = list(itertools.islice(rows, _LAYOUT_ROWS))
-    if first:  # a column no row fills (e.g. "from"/"to" of a diff without moves) is noise
+    if first and not fixed:  # a column no row fills (e.g. "from"/"to" of a diff without moves) is noise
         columns = [c for c in columns if any(row.get(c) is not None for row in first)]
     table = [[cell(row.get(c)) for c in columns] for row in first]
     widths = [max([len(c)] + [len(r[i]) for r in table]) for i, c in enumerate(columns)]

@@ -5,13 +5,14 @@ from __future__ import annotations
 import click
 
 from zsarchive.cli.app import main
-from zsarchive.cli.params import Parallelism
+from zsarchive.cli.params import Parallelism, force_option
+from zsarchive.io.kinds import check_new_target
 from zsarchive.zs.format.codecs import LEVELS_HELP, NAMES
 
 
 @main.command("consolidate")
 @click.argument("fragment")
-@click.argument("archive", type=click.Path(dir_okay=False))
+@click.argument("archive")
 @click.option("--codec", type=click.Choice(NAMES), default=None,
               help="Block compression  [default: the fragment's]")
 @click.option("-z", "--compress-level", default=None, help=LEVELS_HELP)
@@ -19,14 +20,16 @@ from zsarchive.zs.format.codecs import LEVELS_HELP, NAMES
               help="Blocks of embedded chunk bytes: stored as they are, or compressed with --codec.")
 @click.option("-j", "--parallelism", type=Parallelism(), default="guess", show_default=True,
               help="Threads compressing blocks (guess: one per core).")
+@force_option
 def consolidate_command(fragment: str, archive: str, codec: str | None, compress_level: str | None,
-                        chunk_codec: str, parallelism: int | str) -> None:
+                        chunk_codec: str, parallelism: int | str, force: bool) -> None:
     """Write the chain whose newest archive is FRAGMENT as one standalone ARCHIVE.
 
     ARCHIVE holds the records of a full export of the repository made when FRAGMENT was (its header
     aside), needs no other file, and answers every query as the chain does. FRAGMENT is a path or URL;
     the archives it builds on are opened beside it and checked against the hashes it names.
     """
+    check_new_target(archive, force)
     # Imported here: the exporter pulls in numpy and the Icechunk decoders, which `zs --help` need not.
     from zsarchive.archive.incremental import consolidate
 

@@ -8,13 +8,14 @@ import sys
 import click
 
 from zsarchive.cli.app import main
-from zsarchive.cli.params import Parallelism, authorize_option, remote_options
+from zsarchive.cli.params import Parallelism, authorize_option, force_option, remote_options
+from zsarchive.io.kinds import check_new_target
 from zsarchive.zs.format.codecs import LEVELS_HELP, NAMES
 
 
 @main.command("export")
 @click.argument("repo")
-@click.argument("archive", type=click.Path(dir_okay=False))
+@click.argument("archive")
 @click.option("--codec", type=click.Choice(NAMES), default="deflate", show_default=True,
               help="Block compression (deflate/lzma/none read with any ZS reader; zstd is a zsarchive extension).")
 @click.option("-z", "--compress-level", default=None, help=LEVELS_HELP)
@@ -28,15 +29,16 @@ from zsarchive.zs.format.codecs import LEVELS_HELP, NAMES
 @click.option("--scheduler", metavar="ADDRESS",
               help="Decode and compress on the dask.distributed cluster of this scheduler (e.g. tcp://host:8786); needs "
                    "zsarchive[dask], and the workers must reach REPO.")
-@click.option("--base", metavar="OLD.zs", type=click.Path(dir_okay=False),
+@click.option("--base", metavar="OLD.zs",
               help="Write a fragment: only what the archive OLD.zs (itself full or a fragment) lacks. "
                    "Readers open ARCHIVE with OLD.zs beside it, at the same relative path.")
+@force_option
 @authorize_option
 @remote_options
 def export_command(repo: str, archive: str, codec: str, compress_level: str | None, include_chunks: bool,
                    chunk_codec: str, parallelism: int | str, no_progress: bool, scheduler: str | None,
                    base: str | None, authorize: dict[str, dict[str, str]], anon: bool,
-                   storage_options: dict[str, str]) -> None:
+                   storage_options: dict[str, str], force: bool) -> None:
     """Export the Icechunk repository REPO into the ZS file ARCHIVE.
 
     REPO is a directory, or a file://, s3://BUCKET/PREFIX, gs://BUCKET/PREFIX, az://CONTAINER/PREFIX
@@ -49,6 +51,7 @@ def export_command(repo: str, archive: str, codec: str, compress_level: str | No
     With --authorize, the index of every virtual shard under those prefixes whose ref carries a
     checksum is read and kept, so that a reader fetches an inner chunk of it in one request.
     """
+    check_new_target(archive, force)
     # Imported here: the exporter pulls in numpy and the Icechunk decoders, which `zs --help` need not.
     from zsarchive.archive import export as export_repository
 

@@ -10,7 +10,8 @@ import sys
 import click
 
 from zsarchive.cli.app import main
-from zsarchive.cli.params import ESCAPED_BYTES, Parallelism
+from zsarchive.cli.params import ESCAPED_BYTES, Parallelism, force_option
+from zsarchive.io.kinds import check_new_target
 from zsarchive.errors import ZSError
 from zsarchive.zs.format import codecs
 from zsarchive.zs.writer import DEFAULT_APPROX_BLOCK_SIZE, DEFAULT_BRANCHING_FACTOR, ZSWriter
@@ -55,7 +56,7 @@ def _metadata(ctx, param, value: str) -> dict:
 @main.command("make")
 @click.argument("metadata", callback=_metadata)
 @click.argument("input_file", type=click.Path(dir_okay=False, allow_dash=True))
-@click.argument("new_zs_file", type=click.Path(dir_okay=False))
+@click.argument("new_zs_file")
 @click.option("--terminator", type=ESCAPED_BYTES, default=None,
               help=r"Records end with TERMINATOR (Python escapes, e.g. '\x00' or '\r\n').  [default: \n]")
 @click.option("--length-prefixed", type=click.Choice(["uleb128", "u64le"]), default=None,
@@ -74,9 +75,11 @@ def _metadata(ctx, param, value: str) -> dict:
               help=codecs.LEVELS_HELP)
 @click.option("--no-default-metadata", is_flag=True,
               help="Do not add the 'build-info' key (time, host, user, version) to the metadata.")
+@force_option
 def make(metadata: dict, input_file: str, new_zs_file: str, terminator: bytes | None,
          length_prefixed: str | None, parallelism, no_spinner: bool, branching_factor: int,
-         approx_block_size: int, codec: str, compress_level: str | None, no_default_metadata: bool) -> None:
+         approx_block_size: int, codec: str, compress_level: str | None, no_default_metadata: bool,
+         force: bool) -> None:
     """Create NEW_ZS_FILE from the sorted records in INPUT_FILE ("-" for stdin).
 
     METADATA is a JSON object stored in the file's header, e.g. '{}'.
@@ -87,16 +90,30 @@ def make(metadata: dict, input_file: str, new_zs_file: str, terminator: bytes | 
         source = sys.stdin.buffer if input_file == "-" else open(input_file, "rb")
     except OSError as exc:
         raise ZSError(f"{input_file}: cannot open: {exc.strerror}") from None
+    check_new_target(new_zs_file, force)
+    # the writer creates a new file only: a replacement is written beside the old one, then renamed over it
+    target = new_zs_file
+    if os.path.lexists(new_zs_file):
+        head, tail = os.path.split(new_zs_file)
+        target = os.path.join(head, f".{tail}.{os.getpid()}.partial")
     with source:
-        writer = ZSWriter(new_zs_file, metadata, branching_factor, approx_block_size=approx_block_size,
-                          codec=codec, compress_level=compress_level, parallelism=parallelism,
-                          include_default_metadata=not no_default_metadata)
-        with writer:
-            size = _input_size(source)
-            # Without a known size (a pipe) a bar could only guess: show none.
-            show = bool(size) and not no_spinner and sys.stderr.isatty()
-            with click.progressbar(length=max(size, 1), label="zs make", file=sys.stderr,
-                                   hidden=not show) as bar:
-                writer.add_file_contents(_Progress(source, bar), terminator=b"\n" if terminator is None else terminator,
-                                         length_prefixed=length_prefixed)
-            writer.finish()
+        try:
+            writer = ZSWriter(target, metadata, branching_factor, approx_block_size=approx_block_size,
+                              codec=codec, compress_level=compress_level, parallelism=parallelism,
+                              include_default_metadata=not no_default_metadata)
+            with writer:
+                size = _input_size(source)
+                # Without a known size (a pipe) a bar could only guess: show none.
+                show = bool(size) and not no_spinner and sys.stderr.isatty()
+                with click.progressbar(length=max(size, 1), label="zs make", file=sys.stderr,
+                                       hidden=not show) as bar:
+                    writer.add_file_contents(_Progress(source, bar),
+                                             terminator=b"\n" if terminator is None else terminator,
+                                             length_prefixed=length_prefixed)
+                writer.finish()
+        except BaseException:
+            if target != new_zs_file and os.path.lexists(target):
+                os.unlink(target)
+            raise
+    if target != new_zs_file:
+        os.replace(target, new_zs_file)

@@ -109,3 +109,9 @@ authorize_option = click.option(
     help="Location prefix (file:///data/, https://host/dir/, s3://bucket/dir/ ...) under which virtual chunks "
          "may be read; storage options for that prefix may follow it: 's3://b/d/ anon=true region=eu-west-1'.")
 """Repeatable ``--authorize 'PREFIX [KEY=VALUE ...]'``, given to the command as prefix -> storage options."""
+
+
+force_option = click.option("--force", is_flag=True,
+                            help="Replace the output file if it exists (by default an existing file is never "
+                                 "overwritten: fragments built on a replaced archive no longer open).")
+"""``--force``: the command may replace its existing output (see zsarchive.io.kinds.check_new_target)."""

@@ -18,7 +18,9 @@ from zsarchive.errors import ZSError
 def serve_command(archive: str, host: str, port: int) -> None:
     """Serve a read-only web page of ARCHIVE (a path or URL): the branch graph, commits by date, each
     commit's changes, the node tree at any snapshot, a heatmap of each array's chunk changes by commit,
-    and one chunk's history. Works offline; Ctrl-C stops it."""
+    and one chunk's history. Works offline; Ctrl-C stops it.
+
+    Python: zsarchive.views.webserver.ViewServer."""
     from zsarchive.views.webserver import ViewServer
 
     with open_archive(archive) as arc:

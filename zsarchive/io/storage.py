@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Mapping
 
 from zsarchive.errors import ZSCorrupt, ZSError
+from zsarchive.io.kinds import ZS_FILE, archive_not_repository, local_kind
 from zsarchive.io.location import Location, parse_location
 
 
@@ -256,5 +257,7 @@ def open_storage(location: str | os.PathLike | Location, storage_options: Mappin
     if not where.is_local:
         return ObjectStorage(where)
     if not where.path.is_dir():
+        if local_kind(where.path) == ZS_FILE:
+            raise archive_not_repository(str(location))
         raise ZSError(f"{where.url}: not a directory, so not an Icechunk repository")
     return LocalStorage(where.path)

@@ -66,7 +66,7 @@ class ArchiveAPI:
         return self.archive.show(_required(params, "ref"))
 
     def ls(self, params: dict[str, str]) -> dict:
-        """``zs ls REF`` with each array's dtype, chunk shape and attributes from its zarr.json."""
+        """``zs ls REF --json`` with each node's attributes from its zarr.json."""
         ref = _required(params, "ref")
         nodes = []
         for node in self.archive.ls(ref):
@@ -74,12 +74,6 @@ class ArchiveAPI:
             for internal in ("user_data", "manifests", "snapshot_id", "since"):
                 node.pop(internal, None)
             node["attributes"] = meta.get("attributes", {}) if isinstance(meta, dict) else {}
-            if node["node_type"] == "array" and isinstance(meta, dict):
-                node["dtype"] = meta.get("data_type")
-                grid = meta.get("chunk_grid")
-                node["chunk_shape"] = (grid.get("configuration", {}).get("chunk_shape")
-                                       if isinstance(grid, dict) and isinstance(grid.get("configuration"), dict)
-                                       else None)
             nodes.append(node)
         return {"snapshot_id": self.archive.resolve(ref), "nodes": nodes}
 
@@ -132,13 +126,13 @@ class ArchiveAPI:
                 "more": max(len(coords) - CELL_CHUNKS, 0)}
 
     def chunk_log(self, params: dict[str, str]) -> list[dict]:
-        """``zs chunk-log PATH COORDS --ref REF``."""
+        """``zs chunk-log REF PATH COORDS``."""
         text = params.get("coords", "")
         try:
             coords = tuple(int(c) for c in text.split(",")) if text.strip() else ()
         except ValueError:
             raise BadRequest(f"coords must be integers separated by commas, not {text!r}") from None
-        return self.archive.chunk_history(_required(params, "path"), coords, ref=params.get("ref") or None)
+        return self.archive.chunk_log(_required(params, "ref"), _required(params, "path"), coords)
 
 
 def _chunk_bins(changes: dict, most: int) -> tuple[int, list[int], Any]:

@@ -119,6 +119,12 @@ class ZS:
         for key, offset, length in entries:
             yield DataExtent(offset, length, key)
 
+    def block_bytes(self, start: bytes, stop: bytes | None = None) -> int:
+        """Bytes of the data blocks (framing included) whose index key lies in [start, stop): what the
+        file spends on the records from there, read from the index alone (no data block is read)."""
+        self._check_open()
+        return sum(ext.length for ext in self._extents(start, stop) if ext.key >= start)
+
     def _children(self, parents: Iterator[tuple[bytes, int, int]], level: int,
                   stop: bytes | None) -> Iterator[tuple[bytes, int, int]]:
         """Entries of the level-``level`` index blocks that ``parents`` point at, in order.
