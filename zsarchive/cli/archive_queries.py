@@ -133,8 +133,10 @@ def log_graph(archive: str, ref: str | None, since: str | None, until: str | Non
 @click.argument("ref")
 @json_option
 def show_command(archive: str, ref: str, as_json: bool) -> None:
-    """One commit, as git show --stat: id, parent, time, refs, message, metadata, and per node changed its
-    change and the number of chunk refs written or removed.
+    """One commit and what it changed, as git show --stat.
+
+    Its id, parent, time, refs, message and metadata, then per node changed its change and the number of
+    chunk refs written or removed, and the moves.
 
     Python: RepoArchive.show."""
     with open_archive(archive) as arc:

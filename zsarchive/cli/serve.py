@@ -16,9 +16,10 @@ from zsarchive.errors import ZSError
 @click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True,
               help="Port to listen on (0: any free port).")
 def serve_command(archive: str, host: str, port: int) -> None:
-    """Serve a read-only web page of ARCHIVE (a path or URL): the branch graph, commits by date, each
-    commit's changes, the node tree at any snapshot, a heatmap of each array's chunk changes by commit,
-    and one chunk's history. Works offline; Ctrl-C stops it.
+    """A local, read-only web page of ARCHIVE (a path or URL).
+
+    The branch graph, commits by date, each commit's changes, the node tree at any snapshot, a heatmap
+    of each array's chunk changes by commit, and one chunk's history. Works offline; Ctrl-C stops it.
 
     Python: zsarchive.views.webserver.ViewServer."""
     from zsarchive.views.webserver import ViewServer
