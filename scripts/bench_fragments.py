@@ -38,7 +38,7 @@ import bench_icechunk_manifest as icbench  # noqa: E402
 import bench_zs  # noqa: E402
 
 from zsarchive.archive import RepoArchive, export  # noqa: E402
-from zsarchive.archive.incremental import consolidate  # noqa: E402
+from zsarchive.archive.write.incremental import consolidate  # noqa: E402
 
 REWRITE = """
 import sys, icechunk as ic

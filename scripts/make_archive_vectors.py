@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from zsarchive.archive import export  # noqa: E402
-from zsarchive.archive import schema as S  # noqa: E402
+from zsarchive.archive.format import schema as S  # noqa: E402
 from zsarchive.zs.reader import ZS  # noqa: E402
 
 SOURCE = "testdata/icechunk/v2"

@@ -113,24 +113,30 @@ def check_reader(answers: dict, repo: Repository, deleted_tags: list[str]) -> No
     for mid, theirs in answers.get("manifests", {}).items():
         assert_superset(views.inspect_manifest(repo, mid), theirs, f"manifest {mid}")
     for sid, theirs in answers.get("transaction_logs", {}).items():
-        if "error" in theirs:
-            continue  # the root snapshot has none
+        if "error" in theirs:  # icechunk has no log to show (the root snapshot's): nor have we
+            with pytest.raises(ZSError):
+                views.inspect_transaction_log(repo, sid)
+            continue
         if "synthetic_composite" in theirs:  # the same merged logs; the note is prose of each tool's own
             theirs = {**theirs, "synthetic_composite": {
                 k: v for k, v in theirs["synthetic_composite"].items() if k != "note"}}
         assert_superset(views.inspect_transaction_log(repo, sid), theirs, f"transaction log {sid}")
-    check_transaction_logs(answers, repo)
+    compared = check_transaction_logs(answers, repo)
+    children = {s["id"] for chain in answers["ancestry"].values() for s in chain if s["parent_id"]}
+    assert compared >= 1 or not children, "no transaction log was held against icechunk's diff"
 
 
 def check_transaction_logs(answers: dict, repo: Repository) -> int:
     """Each child's transaction log, node ids named by path, is icechunk's diff(parent, child); returns
-    how many were compared."""
+    how many were compared (every child icechunk diffed against its parent)."""
     parents = {s.id: s.parent_id for s in repo.snapshots()}
+    theirs_parent = {s["id"]: s["parent_id"] for chain in answers["ancestry"].values() for s in chain}
     compared = 0
     for item in answers["diffs"]:
         old, new = item["from"], item["to"]
-        if parents.get(new) != old or "error" in item:
+        if theirs_parent.get(new, parents.get(new)) != old or "error" in item:
             continue
+        assert parents.get(new) == old, (new, "parent", parents.get(new), "icechunk says", old)
         changes = repo.changes(new)
         log = dataclasses.replace(changes.log, moved_nodes=list(changes.moves))
         after = {n.id: n.path for n in repo.snapshot(new).nodes}
@@ -190,7 +196,8 @@ def check_snapshot(answers: dict, archive: RepoArchive, ref: str, repo: Path | N
             key = chunk_key(node["zarr_json"], node["path"], chunk["coords"])
             expected = tree["chunks"][key]
             seen.add(key)
-            assert expected.get("chunk_type", chunk["kind"]) == chunk["kind"], (ref, key)
+            assert "chunk_type" in expected, (ref, key, expected.get("chunk_type_error"))
+            assert expected["chunk_type"] == chunk["kind"], (ref, key)
             if "error" in expected:  # icechunk refuses it (e.g. its virtual file changed): so must we
                 with pytest.raises(ZSError, match="changed since the virtual ref was written"):
                     archive.read_chunk(chunk, ref, repo)

@@ -235,7 +235,9 @@ class Seen:
 
 
 class FaultyServer(ThreadingHTTPServer):
-    """Serves ``files`` with byte ranges and strong ETags, and misbehaves on demand.
+    """Serves ``files`` with byte ranges and strong ETags (or those set in ``etags``, and the
+    Last-Modified set in ``modified``), and misbehaves on demand: ``honor_if_match`` False ignores
+    If-Match, and If-Unmodified-Since is always ignored, as many static servers and caches do.
 
     ``faults`` is a queue consumed one per request: "drop" (close mid-body), "503", "ignore-range"
     (200 with the whole body), "slow" (wait ``slow_seconds`` before answering), "short" (promise
@@ -255,6 +257,8 @@ class FaultyServer(ThreadingHTTPServer):
         self.seen: list[Seen] = []
         self.connections = 0
         self.honor_if_match = True
+        self.etags: dict[str, str] = {}  # a file's ETag, if not the hash of its content
+        self.modified: dict[str, str] = {}  # a file's Last-Modified header, if it has one
         self.always_ignore_range = False
         self.slow_seconds = 5.0
         self.stopping = threading.Event()
@@ -267,8 +271,8 @@ class FaultyServer(ThreadingHTTPServer):
         return f"http://127.0.0.1:{self.server_address[1]}/{name}"
 
     def etag(self, name: str) -> str:
-        """The strong ETag of a file's current content."""
-        return '"' + hashlib.sha256(self.files[name]).hexdigest()[:16] + '"'
+        """The ETag of a file: as set in ``etags``, else a strong one of its current content."""
+        return self.etags.get(name) or '"' + hashlib.sha256(self.files[name]).hexdigest()[:16] + '"'
 
     def handle_error(self, request, client_address) -> None:
         """Stay quiet: clients that hang up on a misbehaving answer are what the tests want."""
@@ -336,6 +340,8 @@ class _FaultyHandler(BaseHTTPRequestHandler):
         data = self.server.files[name]
         etag = self.server.etag(name)
         headers = {"ETag": etag}
+        if name in self.server.modified:  # If-Unmodified-Since is never honoured: a misbehaving peer
+            headers["Last-Modified"] = self.server.modified[name]
         wanted = self.headers.get("If-Match")
         if wanted and self.server.honor_if_match and wanted != etag:
             self._reply(412, headers, b"precondition failed", None)

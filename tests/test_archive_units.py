@@ -8,8 +8,8 @@ import random
 import pytest
 
 from zsarchive.archive import parse_ref, parse_time
-from zsarchive.archive import schema as S
-from zsarchive.archive.sorter import ExternalSorter
+from zsarchive.archive.format import schema as S
+from zsarchive.archive.write.sorter import ExternalSorter
 from zsarchive.errors import ZSCorrupt, ZSError
 
 

@@ -3,33 +3,21 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-from oracle import repo_path
+from oracle import oracle, repo_path
+from toolkit.cli import one_line_error, run_zs
 from zsarchive.archive import RepoArchive, export
-from zsarchive.archive import exporter as exporter_module
-from zsarchive.archive import records as records_module
-from zsarchive.archive import schema as S
+from zsarchive.archive.write import exporter as exporter_module
+from zsarchive.archive.write import records as records_module
+from zsarchive.archive.format import schema as S
 from zsarchive.errors import ZSError
 from zsarchive.zs.reader import ZS
 from zsarchive.zs.writer import ZSWriter
-
-
-def _zs(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "zsarchive", *args], capture_output=True, text=True)
-
-
-def _one_line_error(proc: subprocess.CompletedProcess, *fragments: str) -> None:
-    assert proc.returncode == 1, (proc.returncode, proc.stdout, proc.stderr)
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("zs: error: "), proc.stderr
-    for fragment in fragments:
-        assert fragment in lines[0], proc.stderr
 
 
 @pytest.mark.parametrize("version", [1, 2])
@@ -93,9 +81,12 @@ def test_interrupted_export_leaves_nothing(tmp_path, monkeypatch, parallelism):
 
 
 def test_include_chunks_makes_the_archive_self_contained(tmp_path):
-    target = tmp_path / "full.zs"
-    summary = export(repo_path(2), target, include_chunks=True, codec="lzma", parallelism=2)
+    target, copy = tmp_path / "full.zs", tmp_path / "repo"
+    shutil.copytree(repo_path(2), copy)
+    summary = export(copy, target, include_chunks=True, codec="lzma", parallelism=2)
     assert summary.counts["chunk data"] > 0
+    shutil.rmtree(copy)  # the repository is gone: every native chunk's bytes come from the archive
+    files = repo_path(2) / "chunks"
     with RepoArchive(target) as arc:
         found = 0
         for ref in ("main", "dev"):
@@ -105,7 +96,8 @@ def test_include_chunks_makes_the_archive_self_contained(tmp_path):
                 for chunk in arc.chunk_refs(ref, node["path"]):
                     if chunk["kind"] == "native":
                         data = arc.chunk_data(ref, node["path"], chunk["coords"])  # no repo given
-                        assert len(data) == chunk["length"]
+                        start, stop = chunk["offset"], chunk["offset"] + chunk["length"]
+                        assert data == (files / chunk["chunk_id"]).read_bytes()[start:stop], chunk
                         found += 1
         assert found
 
@@ -120,7 +112,7 @@ def test_reference_zs_validates_an_archive(tmp_path, reference_zs):
 def test_default_export_is_standard_zs(tmp_path, reference_zs):
     """Without --codec the archive uses deflate, which the reference zs (no zstd) reads and validates."""
     target = tmp_path / "default.zs"
-    proc = _zs("export", str(repo_path(2)), str(target))
+    proc = run_zs("export", str(repo_path(2)), str(target))
     assert proc.returncode == 0, proc.stderr
     checked = subprocess.run([str(reference_zs), "validate", str(target)], capture_output=True, text=True)
     assert checked.returncode == 0, checked.stderr
@@ -131,37 +123,45 @@ def test_default_export_is_standard_zs(tmp_path, reference_zs):
 def test_zs_info_shows_the_archive_header(tmp_path):
     target = tmp_path / "info.zs"
     export(repo_path(2), target)
-    proc = _zs("info", str(target))
+    proc = run_zs("info", str(target))
     assert proc.returncode == 0, proc.stderr
     info = json.loads(proc.stdout)
     assert info["archive"]["export_time"].endswith("Z")
     assert info["archive"]["counts"]["snapshots"] == len(list((repo_path(2) / "snapshots").iterdir()))
 
 
-def test_cli_export_then_queries(tmp_path):
+def test_cli_export_then_queries(tmp_path, icechunk2_python):
     target = tmp_path / "cli.zs"
-    proc = _zs("export", str(repo_path(2)), str(target), "--codec", "zstd", "-j", "2")
+    proc = run_zs("export", str(repo_path(2)), str(target), "--codec", "zstd", "-j", "2")
     assert proc.returncode == 0, proc.stderr
-    assert "wrote" in proc.stderr
-    tables = _zs("log", str(target), "main")
-    assert tables.returncode == 0 and tables.stdout.startswith("ID")
-    checked = _zs("validate", str(target))  # our validator knows the zstd codec the reference lacks
+    with ZS(str(target)) as z:
+        records = sum(1 for r in z if r[:1] != S.HEADER)  # the header record describes the others
+    assert re.fullmatch(rf"wrote {re.escape(str(target))}: {records} records, {target.stat().st_size} bytes "
+                        r"in \d+\.\d\d s", proc.stderr.strip().splitlines()[-1]), proc.stderr
+    tables = run_zs("log", str(target), "main")
+    assert tables.returncode == 0, tables.stderr
+    header, *rows = tables.stdout.splitlines()
+    assert header.split() == ["ID", "FLUSHED_AT", "PARENT_ID", "MESSAGE"]
+    history = oracle(2, icechunk2_python)["ancestry"]["branch:main"]
+    assert [row.split()[0] for row in rows] == [s["id"] for s in history]
+    assert [row.split()[2] for row in rows[:-1]] == [s["parent_id"] for s in history[:-1]]
+    checked = run_zs("validate", str(target))  # our validator knows the zstd codec the reference lacks
     assert checked.returncode == 0, checked.stderr
 
 
 def test_cli_export_takes_every_codec_level_zs_make_takes(tmp_path, reference_zs):
     target = tmp_path / "lzma1e.zs"
-    proc = _zs("export", str(repo_path(2)), str(target), "--codec", "lzma", "-z", "1e")
+    proc = run_zs("export", str(repo_path(2)), str(target), "--codec", "lzma", "-z", "1e")
     assert proc.returncode == 0, proc.stderr
     checked = subprocess.run([str(reference_zs), "validate", str(target)], capture_output=True, text=True)
     assert checked.returncode == 0, checked.stderr
-    _one_line_error(_zs("export", str(repo_path(2)), str(tmp_path / "bad.zs"), "--codec", "lzma", "-z", "9"),
+    one_line_error(run_zs("export", str(repo_path(2)), str(tmp_path / "bad.zs"), "--codec", "lzma", "-z", "9"),
                     "lzma compression level must be one of 0, 0e, 1, 1e")
     assert not (tmp_path / "bad.zs").exists()
 
 
 def test_bad_parallelism(tmp_path):
-    proc = _zs("export", str(repo_path(2)), str(tmp_path / "x.zs"), "-j", "0")
+    proc = run_zs("export", str(repo_path(2)), str(tmp_path / "x.zs"), "-j", "0")
     assert proc.returncode == 2 and "neither a number >= 1 nor 'guess'" in proc.stderr, proc.stderr
     with pytest.raises(ZSError, match="parallelism must be a positive integer or 'guess', not 'many'"):
         export(repo_path(2), tmp_path / "x.zs", parallelism="many")
@@ -169,12 +169,12 @@ def test_bad_parallelism(tmp_path):
 
 
 def test_not_a_repository(tmp_path):
-    _one_line_error(_zs("export", str(tmp_path), str(tmp_path / "x.zs")), str(tmp_path))
+    one_line_error(run_zs("export", str(tmp_path), str(tmp_path / "x.zs")), str(tmp_path))
     assert not (tmp_path / "x.zs").exists()
 
 
 def test_missing_target_directory_and_full_disk(tmp_path, monkeypatch):
-    _one_line_error(_zs("export", str(repo_path(2)), str(tmp_path / "no" / "x.zs")), "does not exist")
+    one_line_error(run_zs("export", str(repo_path(2)), str(tmp_path / "no" / "x.zs")), "does not exist")
 
     def disk_full(self, lists):
         for i, _ in enumerate(record for records in lists for record in records):
@@ -194,7 +194,7 @@ def test_corrupt_repository_file(tmp_path):
     data = bytearray(snapshot.read_bytes())
     data[len(data) // 2:] = b"\x00" * (len(data) - len(data) // 2)
     snapshot.write_bytes(bytes(data))
-    _one_line_error(_zs("export", str(repo), str(tmp_path / "x.zs")))
+    one_line_error(run_zs("export", str(repo), str(tmp_path / "x.zs")))
     assert not (tmp_path / "x.zs").exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["repo"]
 
@@ -204,7 +204,7 @@ def test_a_zs_file_that_is_not_an_archive(tmp_path):
     with ZSWriter(plain, {}, codec="none") as writer:
         writer.add_records([b"a", b"b"])
         writer.finish()
-    _one_line_error(_zs("refs", str(plain)), "not a repo archive")
+    one_line_error(run_zs("refs", str(plain)), "not a repo archive")
 
 
 @pytest.fixture(scope="module")
@@ -216,13 +216,13 @@ def v2_archive(tmp_path_factory):
 
 def test_query_errors_are_one_line(v2_archive, tmp_path):
     arc = str(v2_archive)
-    _one_line_error(_zs("ls", arc, "no-such-ref"), "no-such-ref")
-    _one_line_error(_zs("chunks", arc, "main", "/no/such/array"), "/no/such/array")
-    _one_line_error(_zs("chunk", arc, "main", "/data/big", "99,99"), "99,99")
-    _one_line_error(_zs("log", arc, "main", "--until", "2001-01-01"), "before the first commit")
-    _one_line_error(_zs("ls", arc, "main@2001-01-01"), "flushed at or before")
-    _one_line_error(_zs("log", arc, "--since", "not a time"), "bad time")
-    proc = _zs("chunk", arc, "main", "/data/big", "x,y")
+    one_line_error(run_zs("ls", arc, "no-such-ref"), "no-such-ref")
+    one_line_error(run_zs("chunks", arc, "main", "/no/such/array"), "/no/such/array")
+    one_line_error(run_zs("chunk", arc, "main", "/data/big", "99,99"), "99,99")
+    one_line_error(run_zs("log", arc, "main", "--until", "2001-01-01"), "before the first commit")
+    one_line_error(run_zs("ls", arc, "main@2001-01-01"), "flushed at or before")
+    one_line_error(run_zs("log", arc, "--since", "not a time"), "bad time")
+    proc = run_zs("chunk", arc, "main", "/data/big", "x,y")
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
 
 
@@ -250,11 +250,11 @@ def test_unsupported_virtual_scheme(tmp_path):
     with ZSWriter(target, {S.METADATA_KEY: {"format_version": 1}}, codec="none") as writer:
         writer.add_records(records)
         writer.finish()
-    _one_line_error(_zs("chunk", str(target), "main", "/v", "0", "--data"),
-                    "not under an authorized prefix; authorize it with authorize=['s3://bucket/'] in Python, "
-                    "--authorize s3://bucket/ on the command line")
-    _one_line_error(_zs("chunk", str(target), "main", "/v", "2", "--data"), "'ftp'")
-    _one_line_error(_zs("chunk", str(target), "main", "/v", "1", "--data", "--authorize", "file:///tmp/"),
+    one_line_error(run_zs("chunk", str(target), "main", "/v", "0", "--data"),
+                   "not under an authorized prefix; authorize it with authorize=['s3://bucket/'] in Python, "
+                   "--authorize s3://bucket/ on the command line")
+    one_line_error(run_zs("chunk", str(target), "main", "/v", "2", "--data"), "'ftp'")
+    one_line_error(run_zs("chunk", str(target), "main", "/v", "1", "--data", "--authorize", "file:///tmp/"),
                     "--authorize file:///etc/")
 
 
@@ -273,7 +273,7 @@ def test_native_chunk_ids_cannot_escape_the_repository(tmp_path):
     with ZSWriter(target, {S.METADATA_KEY: {"format_version": 1}}, codec="none") as writer:
         writer.add_records(records)
         writer.finish()
-    _one_line_error(_zs("chunk", str(target), "main", "/v", "0", "--data", "--repo", str(tmp_path)),
+    one_line_error(run_zs("chunk", str(target), "main", "/v", "0", "--data", "--repo", str(tmp_path)),
                     "invalid chunk id")
 
 
@@ -282,7 +282,7 @@ def test_newer_archive_format_is_refused(tmp_path):
     with ZSWriter(target, {S.METADATA_KEY: {"format_version": 99}}, codec="none") as writer:
         writer.add_records([S.record(S.HEADER, (), (99,))])
         writer.finish()
-    _one_line_error(_zs("refs", str(target)), "newer than this zsarchive reads")
+    one_line_error(run_zs("refs", str(target)), "newer than this zsarchive reads")
 
 
 
@@ -297,5 +297,5 @@ def test_malformed_record_values_are_one_line_errors(tmp_path):
     with ZSWriter(target, {S.METADATA_KEY: {"format_version": 1}}, codec="none") as writer:
         writer.add_records(records)
         writer.finish()
-    _one_line_error(_zs("ls", str(target), "main"), "nodes record", "malformed")
-    _one_line_error(_zs("log", str(target), "main"), "snapshots record", "malformed")
+    one_line_error(run_zs("ls", str(target), "main"), "nodes record", "malformed")
+    one_line_error(run_zs("log", str(target), "main"), "snapshots record", "malformed")

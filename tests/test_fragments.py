@@ -7,18 +7,21 @@ import contextlib
 import json
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
 from agreement import check_archive
-from hostile import one_line_error, zs
-from oracle import CLEAN_EXIT, ROOT, run_oracle
+from toolkit.archives import assert_chain_is_full_export
+from toolkit.cli import one_line_error, run_zs
+from toolkit.peers import run_peer_script
+from oracle import ROOT, run_oracle
 from servers import nginx_server  # noqa: F401
-from zsarchive.archive import RepoArchive, export
-from zsarchive.archive import schema as S
-from zsarchive.archive.fragments import MAX_CHAIN, is_tombstone
-from zsarchive.archive.incremental import consolidate
+from zsarchive.archive import NotFound, RepoArchive, export
+from zsarchive.archive.format import schema as S
+from zsarchive.archive.format.fragments import MAX_CHAIN, is_tombstone
+from zsarchive.archive.write.incremental import consolidate
 from zsarchive.zs.format.header import MAGIC, parse
 from zsarchive.zs.reader import ZS
 
@@ -26,24 +29,6 @@ GENERATOR = ROOT / "scripts" / "random_icechunk_repo.py"
 CASES = [(1, 2), (1, 1181), (2, 2), (2, 1036), (2, 5)]
 """(icechunk major version, generator seed): histories with tag deletion, reset_branch, and at their
 end expire_snapshots with garbage collection (chunks deleted in v1 seed 2) followed by a commit."""
-
-
-def records(path: Path) -> tuple[list[bytes], tuple]:
-    """A standalone archive's records but its header, and its header's value without the export time."""
-    with ZS(str(path)) as z:
-        out = list(z)
-    header = S.split(out[-1])[2]
-    assert out[-1][:1] == S.HEADER
-    return out[:-1], header[:2] + header[3:]
-
-
-def assert_chain_is_full_export(fragment: Path, full: Path, out: Path) -> None:
-    """The chain ending at ``fragment`` consolidates into the records of ``full``."""
-    consolidate(fragment, out)
-    ours, our_header = records(out)
-    theirs, their_header = records(full)
-    assert ours == theirs
-    assert our_header == their_header
 
 
 @pytest.mark.parametrize("version,seed", CASES, ids=[f"v{v}-seed{s}" for v, s in CASES])
@@ -65,7 +50,7 @@ def test_a_chain_of_fragments_along_a_random_history_is_the_full_export(version,
             export(repo, full, include_chunks=include_chunks)
             if chain:
                 assert_chain_is_full_export(fragment, full, tmp_path / f"c{step}.zs")
-                assert zs("validate", str(fragment)).returncode == 0
+                assert run_zs("validate", str(fragment)).returncode == 0
             chain.append(fragment)
             try:
                 gen.stdin.write("\n")
@@ -124,9 +109,7 @@ def test_fragments_of_sharded_arrays_with_chunk_bytes_through_expiration(icechun
     repo = tmp_path / "repo"
     chain: list[Path] = []
     for step in range(3):
-        done = subprocess.run([str(icechunk2_python), "-c", SHARDED + CLEAN_EXIT, str(repo), str(step)],
-                              capture_output=True, text=True, timeout=120)
-        assert done.returncode == 0, done.stderr[-2000:]
+        run_peer_script(icechunk2_python, SHARDED, str(repo), str(step))
         fragment, full = tmp_path / f"f{step}.zs", tmp_path / f"full{step}.zs"
         export(repo, fragment, base=chain[-1] if chain else None, include_chunks=True)
         export(repo, full, include_chunks=True)
@@ -140,7 +123,7 @@ def test_fragments_of_sharded_arrays_with_chunk_bytes_through_expiration(icechun
             assert ours.chunk_data("main", "/sharded", coords) == whole.chunk_data("main", "/sharded", coords)
             assert ours.inner_chunk("main", "/sharded", coords, (1, 2)) == \
                 whole.inner_chunk("main", "/sharded", coords, (1, 2))
-        with pytest.raises(Exception, match="deleted"):
+        with pytest.raises(NotFound, match=r"tag 'first' was deleted"):
             ours.resolve("tag:first")
     # the expired and collected history made the last fragment a difference with tombstones
     with ZS(str(chain[-1])) as z:
@@ -152,9 +135,7 @@ def test_a_chain_reads_over_http(nginx_server, icechunk2_python, tmp_path):  # n
     served.mkdir()
     repo = tmp_path / "repo"
     for step in range(2):
-        done = subprocess.run([str(icechunk2_python), "-c", SHARDED + CLEAN_EXIT, str(repo), str(step)],
-                              capture_output=True, text=True, timeout=120)
-        assert done.returncode == 0, done.stderr[-2000:]
+        run_peer_script(icechunk2_python, SHARDED, str(repo), str(step))
         export(repo, served / f"f{step}.zs", base=served / "f0.zs" if step else None, include_chunks=True)
     export(repo, tmp_path / "full.zs", include_chunks=True)
     with RepoArchive(nginx_server.url("chain/f1.zs")) as remote, RepoArchive(tmp_path / "full.zs") as local:
@@ -186,9 +167,7 @@ def small_chain(icechunk2_python, tmp_path_factory):
     """A repository, a full archive ``base000.zs`` of it, one more commit and a fragment ``frag.zs``."""
     where = tmp_path_factory.mktemp("small")
     for mode, name in (("new", "a"), ("open", "b")):
-        done = subprocess.run([str(icechunk2_python), "-c", SMALL + CLEAN_EXIT, str(where / "repo"), mode, name],
-                              capture_output=True, text=True, timeout=120)
-        assert done.returncode == 0, done.stderr[-2000:]
+        run_peer_script(icechunk2_python, SMALL, str(where / "repo"), mode, name)
         if mode == "new":
             export(where / "repo", where / "base000.zs")
     export(where / "repo", where / "frag.zs", base=where / "base000.zs")
@@ -209,28 +188,64 @@ def _relink(source: Path, target: Path, base: str) -> None:
     target.write_bytes(bytes(data))
 
 
-def test_a_base_of_another_repository_is_refused(small_chain, icechunk2_python, tmp_path):
-    done = subprocess.run([str(icechunk2_python), "-c", SMALL + CLEAN_EXIT, str(tmp_path / "other"), "new", "a"],
+EXPIRE = r"""
+import sys, datetime, icechunk as ic, zarr
+repo = ic.Repository.open(ic.local_filesystem_storage(sys.argv[1]))
+for name in ("c", "d"):
+    s = repo.writable_session("main")
+    zarr.open_group(store=s.store).create_array(name, shape=(4,), chunks=(2,), dtype="i4")[:] = 3
+    s.commit(name)
+    if name == "c":
+        cutoff = datetime.datetime.now(datetime.timezone.utc)
+repo.expire_snapshots(older_than=cutoff)
+"""
+
+
+@pytest.mark.parametrize("skew_years", [10, -10])
+def test_an_expiration_since_the_base_is_judged_by_the_ops_log_not_by_clocks(icechunk2_python, tmp_path, skew_years):
+    """A base exported on a machine whose clock runs years ahead (or behind) of the repository's writers,
+    then an expire_snapshots: the fragment is accepted because the repository's ops log holds an
+    expiration the base's does not, whatever the two clocks say."""
+    repo = tmp_path / "repo"
+    for mode, name in (("new", "a"), ("open", "b")):
+        done = subprocess.run([str(icechunk2_python), "-c", SMALL + CLEAN_EXIT, str(repo), mode, name],
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr[-2000:]
+    skewed = int((time.time() + skew_years * 365.25 * 86400) * 10**6)
+    export(repo, tmp_path / "base.zs", export_time=skewed)
+    done = subprocess.run([str(icechunk2_python), "-c", EXPIRE + CLEAN_EXIT, str(repo)],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
-    out = zs("export", str(tmp_path / "other"), str(tmp_path / "f.zs"), "--base", str(small_chain / "base000.zs"))
+    with RepoArchive(tmp_path / "base.zs") as base:
+        held = {s["id"] for s in base.log()}
+    export(repo, tmp_path / "now.zs")
+    with RepoArchive(tmp_path / "now.zs") as now:
+        assert held - {s["id"] for s in now.log()}, "the expiration removed none of the base's snapshots"
+    done = zs("export", str(repo), str(tmp_path / "frag.zs"), "--base", str(tmp_path / "base.zs"))
+    assert done.returncode == 0, done.stderr
+    assert_chain_is_full_export(tmp_path / "frag.zs", tmp_path / "now.zs", tmp_path / "c.zs")
+
+
+def test_a_base_of_another_repository_is_refused(small_chain, icechunk2_python, tmp_path):
+    run_peer_script(icechunk2_python, SMALL, str(tmp_path / "other"), "new", "a")
+    out = run_zs("export", str(tmp_path / "other"), str(tmp_path / "f.zs"), "--base", str(small_chain / "base000.zs"))
     one_line_error(out, "not an archive of the repository")
     assert not (tmp_path / "f.zs").exists()
 
 
 def test_a_fragment_over_its_own_base_is_refused(small_chain):
     args = ("export", str(small_chain / "repo"), str(small_chain / "base000.zs"), "--base", str(small_chain / "base000.zs"))
-    one_line_error(zs(*args), "base000.zs: exists already; give a new name, or --force to replace it")
-    one_line_error(zs(*args, "--force"), "is the base archive")
+    one_line_error(run_zs(*args), "base000.zs: exists already; give a new name, or --force to replace it")
+    one_line_error(run_zs(*args, "--force"), "is the base archive")
 
 
 def test_a_missing_or_changed_base_is_one_line_naming_it(small_chain, tmp_path):
     shutil.copy(small_chain / "frag.zs", tmp_path / "frag.zs")
-    out = zs("refs", str(tmp_path / "frag.zs"))
+    out = run_zs("refs", str(tmp_path / "frag.zs"))
     one_line_error(out, "cannot open its base", "base000.zs")
     export(small_chain / "repo", tmp_path / "base000.zs")  # the same repository, another export: another hash
     for args in (("refs",), ("log",), ("validate",), ("info",)):
-        out = zs(*args, str(tmp_path / "frag.zs"))
+        out = run_zs(*args, str(tmp_path / "frag.zs"))
         one_line_error(out, "is not the archive it was made from", "base000.zs")
 
 
@@ -239,17 +254,17 @@ def test_a_chain_that_loops_or_runs_too_deep_is_refused(small_chain, tmp_path):
     # fragment all match the hash it names: a loop, and a chain as long as we like
     _relink(small_chain / "frag.zs", tmp_path / "base001.zs", "base002.zs")
     _relink(small_chain / "frag.zs", tmp_path / "base002.zs", "base001.zs")
-    one_line_error(zs("refs", str(tmp_path / "base001.zs")), "loops back")
+    one_line_error(run_zs("refs", str(tmp_path / "base001.zs")), "loops back")
     for i in range(1, MAX_CHAIN + 2):
         _relink(small_chain / "frag.zs", tmp_path / f"base{i:03}.zs", f"base{i + 1:03}.zs")
-    one_line_error(zs("log", str(tmp_path / "base001.zs")), f"longer than {MAX_CHAIN}")
+    one_line_error(run_zs("log", str(tmp_path / "base001.zs")), f"longer than {MAX_CHAIN}")
 
 
 @pytest.mark.parametrize("link", ["/tmp/a.zsx", "http://x/a", "C:/a/bb.zs", "file:///ab"])
 def test_a_base_link_that_is_not_a_relative_path_is_refused(small_chain, tmp_path, link):
     _relink(small_chain / "frag.zs", tmp_path / "frag.zs", link)
     for args in (("refs",), ("validate",), ("info",)):
-        one_line_error(zs(*args, str(tmp_path / "frag.zs")), "is not a relative path")
+        one_line_error(run_zs(*args, str(tmp_path / "frag.zs")), "is not a relative path")
 
 
 def test_a_malformed_fragment_description_is_one_line(small_chain, tmp_path):
@@ -263,7 +278,7 @@ def test_a_malformed_fragment_description_is_one_line(small_chain, tmp_path):
         w.finish()
     shutil.copy(small_chain / "base000.zs", tmp_path / "base000.zs")
     for args in (("refs",), ("log",), ("validate",)):
-        one_line_error(zs(*args, str(tmp_path / "frag.zs")), "malformed fragment description")
+        one_line_error(run_zs(*args, str(tmp_path / "frag.zs")), "malformed fragment description")
 
 
 def test_a_fragment_whose_header_misdescribes_it_fails_validation(small_chain, tmp_path):
@@ -278,11 +293,11 @@ def test_a_fragment_whose_header_misdescribes_it_fails_validation(small_chain, t
         w.add_records(records_[:-1] + [S.record(S.HEADER, key, value[:5] + ((start, stop, view_format, bits, wrong),))])
         w.finish()
     shutil.copy(small_chain / "base000.zs", tmp_path / "base000.zs")
-    one_line_error(zs("validate", str(tmp_path / "frag.zs")), "describes its snapshots records")
+    one_line_error(run_zs("validate", str(tmp_path / "frag.zs")), "describes its snapshots records")
     # a chunk ref filter without the bits of the fragment's chunk refs would hide them from lookups
     (tmp_path / "frag.zs").unlink()
     with ZSWriter(str(tmp_path / "frag.zs"), z.metadata, include_default_metadata=False) as w:
         w.add_records(records_[:-1] + [S.record(S.HEADER, key, value[:5] + ((start, stop, view_format,
                                                                               bytes(len(bits)), families),))])
         w.finish()
-    one_line_error(zs("validate", str(tmp_path / "frag.zs")), "chunk ref filter")
+    one_line_error(run_zs("validate", str(tmp_path / "frag.zs")), "chunk ref filter")

@@ -17,13 +17,12 @@ import os
 from pathlib import Path
 
 import pytest
-import zstandard
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from toolkit.icechunk_files import unpack
 from zsarchive.archive import RepoArchive, export
 from zsarchive.errors import ZSError
-from zsarchive.icechunk.header import HEADER_LENGTH
 from zsarchive.icechunk.manifest import decode_manifest
 from zsarchive.icechunk.repo_info import decode_repo_info
 from zsarchive.icechunk.snapshot import decode_snapshot
@@ -55,9 +54,8 @@ def mutated(raw: bytes, data: st.DataObject) -> bytes:
 
 def uncompressed(path: Path) -> bytes:
     """An Icechunk file re-wrapped with its payload stored plainly (compression byte 0)."""
-    raw = path.read_bytes()
-    payload = zstandard.ZstdDecompressor().decompressobj().decompress(raw[HEADER_LENGTH:])
-    return raw[:HEADER_LENGTH - 1] + b"\x00" + payload
+    header, payload = unpack(path.read_bytes())
+    return header[:-1] + b"\x00" + payload
 
 
 def _consume_manifest(raw: bytes, name: str) -> None:

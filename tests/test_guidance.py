@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-import subprocess
-import sys
 
 import pytest
 
 from oracle import fixtures, oracle, repo_path
+from toolkit.cli import one_line_error, run_zs
 from zsarchive.archive import NotFound, RepoArchive, export
 from zsarchive.errors import ZSCorrupt, ZSError
 from zsarchive.suggest import closest, closest_paths, hint
@@ -28,18 +27,6 @@ def archive_path(tmp_path_factory, answers):
     return out
 
 
-def zs(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "zsarchive", *args], capture_output=True, text=True, timeout=300)
-
-
-def error(done: subprocess.CompletedProcess) -> str:
-    """The one line of a failed command."""
-    assert done.returncode == 1, (done.returncode, done.stdout, done.stderr)
-    lines = done.stderr.splitlines()
-    assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
-    return lines[0]
-
-
 # -- suggestions ---------------------------------------------------------------------------------
 
 def test_closest_names_and_the_list_when_few():
@@ -55,11 +42,11 @@ def test_closest_names_and_the_list_when_few():
 
 def test_wrong_ref_names_the_closest(archive_path):
     name = str(archive_path)
-    assert error(zs("log", name, "mian")) == \
+    assert one_line_error(run_zs("log", name, "mian")) == \
         f"zs: error: {name}: unknown branch, tag or snapshot 'mian'; did you mean 'main'?"
-    assert error(zs("log", name, "branch:nope")) == \
+    assert one_line_error(run_zs("log", name, "branch:nope")) == \
         f"zs: error: {name}: unknown branch 'nope'; the branches are: dev, main, scratch"
-    assert error(zs("log", name, "zzzz")) == (
+    assert one_line_error(run_zs("log", name, "zzzz")) == (
         f"zs: error: {name}: unknown branch, tag or snapshot 'zzzz'; the branches and tags are: detached-tag, "
         "dev, main, scratch, v1.0, v1.1")
     with RepoArchive(archive_path) as arc, pytest.raises(NotFound) as caught:
@@ -84,20 +71,20 @@ def test_snapshot_ids_by_unique_prefix_and_in_lowercase(archive_path, answers):
 
 def test_wrong_path_names_the_closest_paths(archive_path):
     name = str(archive_path)
-    assert error(zs("chunk", name, "main", "data/temprature", "0,0")) == \
+    assert one_line_error(run_zs("chunk", name, "main", "data/temprature", "0,0")) == \
         f"zs: error: {name}: no node '/data/temprature' at 'main'; did you mean '/data/temperature' or '/data/empty'?"
-    assert error(zs("ls", name, "main", "temperature")) == \
+    assert one_line_error(run_zs("ls", name, "main", "temperature")) == \
         f"zs: error: {name}: no node '/temperature' at 'main'; did you mean '/data/temperature'?"
 
 
 def test_wrong_number_of_coordinates(archive_path):
     name = str(archive_path)
-    assert error(zs("chunk", name, "main", "data/temperature", "0")) == \
+    assert one_line_error(run_zs("chunk", name, "main", "data/temperature", "0")) == \
         f"zs: error: {name}: '/data/temperature' at 'main' has 2 dimensions and needs 2 coordinates, not 1 (0)"
-    assert error(zs("chunk", name, "main", "scalar", "0")) == (
+    assert one_line_error(run_zs("chunk", name, "main", "scalar", "0")) == (
         f"zs: error: {name}: '/scalar' at 'main' is a scalar (0 dimensions) and needs no coordinates, not 1 (0): "
         "() in Python, \"\" on the command line")
-    assert error(zs("chunk", name, "main", "data/temperature", "9,0")) == \
+    assert one_line_error(run_zs("chunk", name, "main", "data/temperature", "9,0")) == \
         f"zs: error: {name}: coords 9,0 are outside the chunk grid 3,2 of '/data/temperature' at 'main'"
 
 
@@ -123,16 +110,17 @@ def test_repository_where_an_archive_belongs_and_the_reverse(archive_path, tmp_p
     repo = str(repo_path(2))
     expected = (f"zs: error: {repo}: is an Icechunk repository, not an archive; make an archive of it first: "
                 f"zs export {repo} OUT.zs")
-    assert error(zs("log", repo)) == expected
-    assert error(zs("log", repo + "/repo")) == expected.replace(f"{repo}: is", f"{repo}/repo: is", 1)
-    assert error(zs("log", str(repo_path(1)))).startswith(f"zs: error: {repo_path(1)}: is an Icechunk repository")
-    assert error(zs("export", repo, str(tmp_path / "x.zs"), "--base", repo)) == expected
+    assert one_line_error(run_zs("log", repo)) == expected
+    assert one_line_error(run_zs("log", repo + "/repo")) == expected.replace(f"{repo}: is", f"{repo}/repo: is", 1)
+    assert one_line_error(run_zs("log", str(repo_path(1)))).startswith(
+        f"zs: error: {repo_path(1)}: is an Icechunk repository")
+    assert one_line_error(run_zs("export", repo, str(tmp_path / "x.zs"), "--base", repo)) == expected
     archive = str(archive_path)
     reverse = (f"zs: error: {archive}: is a ZS file (an archive?), not an Icechunk repository; give the directory "
                "or URL of the repository (an archive is read by zs log, ls, chunk ... and open_store)")
-    assert error(zs("export", archive, str(tmp_path / "y.zs"))) == reverse
-    assert error(zs("chunk", archive, "main", "data/big", "0,0", "--data", "--repo", archive)) == reverse
-    assert error(zs("export", repo, str(repo_path(1)))) == (
+    assert one_line_error(run_zs("export", archive, str(tmp_path / "y.zs"))) == reverse
+    assert one_line_error(run_zs("chunk", archive, "main", "data/big", "0,0", "--data", "--repo", archive)) == reverse
+    assert one_line_error(run_zs("export", repo, str(repo_path(1)))) == (
         f"zs: error: {repo_path(1)}: is an Icechunk repository, not a file to write; the archive is a new file: "
         "zs export REPO OUT.zs")
     assert not (tmp_path / "x.zs").exists() and not (tmp_path / "y.zs").exists()
@@ -140,10 +128,10 @@ def test_repository_where_an_archive_belongs_and_the_reverse(archive_path, tmp_p
 
 def test_diff_reversed_and_diff_of_one_snapshot(archive_path, answers):
     name = str(archive_path)
-    assert error(zs("diff", name, "main", "tag:v1.0")) == (
+    assert one_line_error(run_zs("diff", name, "main", "tag:v1.0")) == (
         f"zs: error: {name}: cannot diff: 'main' is not in the history of 'tag:v1.0', but 'tag:v1.0' is in the "
         "history of 'main': swap them (FROM is the older: diff 'tag:v1.0' 'main')")
-    assert error(zs("diff", name, "dev", "main")) == (
+    assert one_line_error(run_zs("diff", name, "dev", "main")) == (
         f"zs: error: {name}: cannot diff: 'dev' is not in the history of 'main' (nor the reverse): FROM must be an "
         "ancestor of TO")
     with RepoArchive(archive_path) as arc:
@@ -178,15 +166,15 @@ def test_export_consolidate_and_make_refuse_an_existing_output(tmp_path, archive
     target = tmp_path / "history.zs"
     target.write_bytes(b"precious")
     message = f"zs: error: {target}: exists already; give a new name, or --force to replace it"
-    assert error(zs("export", repo, str(target))) == message
-    assert error(zs("consolidate", str(archive_path), str(target))) == message
+    assert one_line_error(run_zs("export", repo, str(target))) == message
+    assert one_line_error(run_zs("consolidate", str(archive_path), str(target))) == message
     records = tmp_path / "records"
     records.write_text("a\nb\n")
-    assert error(zs("make", "{}", str(records), str(target))) == message
+    assert one_line_error(run_zs("make", "{}", str(records), str(target))) == message
     assert target.read_bytes() == b"precious"
     for args in (("make", "{}", str(records), str(target)), ("export", repo, str(target)),
                  ("consolidate", str(archive_path), str(target))):
-        done = zs(*args, "--force")
+        done = run_zs(*args, "--force")
         assert done.returncode == 0, done.stderr
         assert target.read_bytes()[:8] == b"\xabZSfiLe\x01"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["history.zs", "records"]  # no partial file left
@@ -197,7 +185,7 @@ def test_make_force_keeps_the_old_file_when_it_fails(tmp_path):
     target.write_bytes(b"old")
     records = tmp_path / "unsorted"
     records.write_text("b\na\n")
-    assert error(zs("make", "{}", str(records), str(target), "--force")) == (
+    assert one_line_error(run_zs("make", "{}", str(records), str(target), "--force")) == (
         "zs: error: records are not sorted: record 2 b'a' sorts before record 1 b'b' (records count from 1; input "
         "must be sorted bytewise)")
     assert target.read_bytes() == b"old"
@@ -227,8 +215,8 @@ def test_public_api_is_listed_and_named_like_the_commands(archive_path, answers)
         assert arc.log("main", max_count=1) == arc.log("main")[:1]
     import inspect
 
-    from zsarchive.archive.exporter import export as export_function
-    from zsarchive.archive.incremental import consolidate
+    from zsarchive.archive.write.exporter import ExportOptions as export_function  # export() takes its keywords
+    from zsarchive.archive.write.incremental import consolidate
     from zsarchive.cli.consolidate import consolidate_command
     from zsarchive.cli.export import export_command
 
@@ -238,14 +226,14 @@ def test_public_api_is_listed_and_named_like_the_commands(archive_path, answers)
 
 
 def test_chunk_log_takes_ref_like_every_command(archive_path, answers):
-    done = zs("chunk-log", str(archive_path), "main", "data/temperature", "0,0", "--json")
+    done = run_zs("chunk-log", str(archive_path), "main", "data/temperature", "0,0", "--json")
     assert done.returncode == 0, done.stderr
     with RepoArchive(archive_path) as arc:
         assert len(done.stdout.splitlines()) == len(arc.chunk_history("data/temperature", (0, 0), ref="main")) > 0
 
 
 def test_help_groups_commands_and_cuts_no_sentence():
-    done = zs("--help")
+    done = run_zs("--help")
     assert done.returncode == 0
     text = done.stdout
     archives, engine = text.index("Icechunk archives:"), text.index("ZS files (as the reference zs):")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from hostile import one_line_error, zs
+from toolkit.cli import one_line_error, run_hostile
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = ROOT / "testdata" / "icechunk" / "v2"
@@ -36,7 +36,7 @@ def test_symlinked_chunk_out_of_the_repository_is_not_embedded(repo: Path, tmp_p
     chunk.unlink()
     chunk.symlink_to(secret)
     out = tmp_path / "out.zs"
-    line = one_line_error(zs("export", str(repo), str(out), "--include-chunks"), chunk.name)
+    line = one_line_error(run_hostile("export", str(repo), str(out), "--include-chunks"), chunk.name)
     assert "link out of" in line
     assert not out.exists()
 
@@ -47,7 +47,7 @@ def test_symlinked_metadata_file_out_of_the_repository_is_refused(repo: Path, tm
     shutil.copy(snapshot, outside)
     snapshot.unlink()
     snapshot.symlink_to(outside)
-    one_line_error(zs("export", str(repo), str(tmp_path / "out.zs")), "link out of")
+    one_line_error(run_hostile("export", str(repo), str(tmp_path / "out.zs")), "link out of")
 
 
 def test_symlink_inside_the_repository_is_followed(repo: Path, tmp_path: Path) -> None:
@@ -58,9 +58,9 @@ def test_symlink_inside_the_repository_is_followed(repo: Path, tmp_path: Path) -
     chunk.rename(target)
     chunk.symlink_to(target)
     out = tmp_path / "out.zs"
-    done = zs("export", str(repo), str(out), "--include-chunks")
+    done = run_hostile("export", str(repo), str(out), "--include-chunks")
     assert done.returncode == 0, done.stderr
-    assert zs("validate", str(out)).returncode == 0
+    assert run_hostile("validate", str(out)).returncode == 0
 
 
 def test_fifo_in_place_of_a_chunk_ends_with_one_line(repo: Path, tmp_path: Path) -> None:
@@ -68,7 +68,7 @@ def test_fifo_in_place_of_a_chunk_ends_with_one_line(repo: Path, tmp_path: Path)
     chunk.unlink()
     os.mkfifo(chunk)  # nobody ever writes: a plain read would wait forever
     out = tmp_path / "out.zs"
-    one_line_error(zs("export", str(repo), str(out), "--include-chunks"), chunk.name, "not a regular file")
+    one_line_error(run_hostile("export", str(repo), str(out), "--include-chunks"), chunk.name, "not a regular file")
     assert not out.exists()
 
 
@@ -76,7 +76,7 @@ def test_fifo_in_place_of_a_snapshot_ends_with_one_line(repo: Path, tmp_path: Pa
     snapshot = sorted((repo / "snapshots").iterdir())[0]
     snapshot.unlink()
     os.mkfifo(snapshot)
-    one_line_error(zs("export", str(repo), str(tmp_path / "out.zs")), snapshot.name, "not a regular file")
+    one_line_error(run_hostile("export", str(repo), str(tmp_path / "out.zs")), snapshot.name, "not a regular file")
 
 
 BOOM = """

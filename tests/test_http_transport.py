@@ -11,8 +11,10 @@ import pytest
 
 from servers import faulty_server, free_port, nginx_server  # noqa: F401
 from zsarchive.errors import ZSCorrupt, ZSError
-from zsarchive.io import ConnectionPool, HTTPTransport, open_transport
+from zsarchive.io import ConnectionPool, HTTPTransport, ObjectTransport, open_transport
+from zsarchive.io.location import parse_location
 from zsarchive.io.remote import coalesce
+from zsarchive.io.pinning import mismatch
 
 DATA = os.urandom(300_000)
 
@@ -113,21 +115,6 @@ def test_size_alone_costs_one_small_request(served):
     transport.close()
 
 
-def test_head_and_tail_larger_than_the_file(served):
-    transport = HTTPTransport(served.url("data.bin"))
-    head, tail = transport.read_head_tail(1_000_000, 2_000_000)
-    assert head == DATA and tail == DATA and transport.size == len(DATA)
-    transport.close()
-
-
-def test_empty_file(served):
-    transport = HTTPTransport(served.url("empty.bin"))
-    assert transport.read_head_tail(100, 100) == (b"", b"")
-    assert transport.size == 0
-    assert transport.read(0, 0) == b""
-    transport.close()
-
-
 def test_read_past_the_end_is_corrupt_without_a_request(served):
     transport = HTTPTransport(served.url("data.bin"))
     transport.read_head_tail(10, 10)
@@ -196,13 +183,6 @@ def test_https_with_an_untrusted_certificate_is_a_clear_error(served):
     assert transport.stats.retries == 0
 
 
-def test_missing_file_is_one_line_naming_url_and_status(served):
-    url = served.url("nope.zs")
-    with pytest.raises(ZSError) as caught:
-        HTTPTransport(url).read_head_tail(10, 10)
-    assert str(caught.value) == f"{url}: HTTP 404 Not Found"
-
-
 def test_forbidden_file_is_one_line_naming_url_and_status(served):
     url = served.url("forbidden/secret.bin")
     with pytest.raises(ZSError) as caught:
@@ -210,18 +190,26 @@ def test_forbidden_file_is_one_line_naming_url_and_status(served):
     assert str(caught.value) == f"{url}: HTTP 403 Forbidden"
 
 
-def test_file_replaced_on_nginx_is_detected(served):
+def test_a_replaced_file_is_refused_by_nginx_with_412(served):
+    """The transport pins the ETag with If-Match; nginx answers a changed file with 412."""
     path = served.root / "changing.bin"
     path.write_bytes(DATA)
     transport = HTTPTransport(served.url("changing.bin"))
     transport.read_head_tail(100, 100)
+    mark = served.mark()
     assert transport.read(1000, 10) == DATA[1000:1010]
-    # same length, new content: only the ETag (mtime-based in nginx) tells
+    [read] = served.requests_since(mark)
+    pinned = read.if_match
+    assert (read.status, pinned.startswith('"')) == (206, True)
+    # same length, new content: only the ETag (mtime-based in nginx) tells; nginx refuses If-Match
     path.write_bytes(DATA[::-1])
     later = time.time() + 5
     os.utime(path, (later, later))
-    with pytest.raises(ZSCorrupt, match="file changed while reading"):
+    mark = served.mark()
+    with pytest.raises(ZSCorrupt, match=r"changing\.bin: file changed while reading \(HTTP 412"):
         transport.read(2000, 10)
+    refused = served.requests_since(mark)
+    assert [(line.range, line.status, line.if_match) for line in refused] == [("bytes=2000-2009", 412, pinned)]
     transport.close()
 
 
@@ -309,24 +297,23 @@ def test_persistent_503_gives_up_with_the_status(faulty_server):
     transport.close()
 
 
-def test_file_replaced_between_requests_fails_by_if_match(faulty_server):
-    faulty_server.files["f.zs"] = DATA
-    transport = _transport(faulty_server)
-    transport.read_head_tail(10, 10)
-    faulty_server.files["f.zs"] = DATA[::-1]
-    with pytest.raises(ZSCorrupt, match=r"f\.zs: file changed while reading \(HTTP 412"):
-        transport.read(100, 10)
-    assert faulty_server.seen[-1].status == 412
-    transport.close()
-
-
-def test_file_replaced_is_caught_by_etag_even_if_the_server_ignores_if_match(faulty_server):
-    faulty_server.files["f.zs"] = DATA
+@pytest.mark.parametrize("through", ["http", "s3"])
+def test_file_replaced_is_caught_by_etag_even_if_the_server_ignores_if_match(faulty_server, through):
+    """Also as an S3 endpoint (the same server, path = bucket/key) read through obstore: the answer's
+    own ETag gives the new version away."""
+    name = "bucket/f.zs"
+    faulty_server.files[name] = DATA
+    faulty_server.modified[name] = "Wed, 01 Jan 2025 00:00:00 GMT"  # obstore needs one
     faulty_server.honor_if_match = False
-    transport = _transport(faulty_server)
+    if through == "http":
+        transport = _transport(faulty_server, name)
+    else:
+        endpoint = f"http://127.0.0.1:{faulty_server.server_address[1]}"
+        transport = ObjectTransport(parse_location("s3://" + name, {"endpoint": endpoint, "region": "us-east-1"},
+                                                   anon=True))
     transport.read_head_tail(10, 10)
-    old = faulty_server.etag("f.zs")
-    faulty_server.files["f.zs"] = DATA[::-1]
+    old = faulty_server.etag(name)
+    faulty_server.files[name] = DATA[::-1]
     with pytest.raises(ZSCorrupt, match=f"file changed while reading \\(ETag was {old}, now"):
         transport.read(100, 10)
     transport.close()
@@ -405,3 +392,17 @@ def test_a_body_larger_than_the_range_asked_for_is_refused_unread(faulty_server,
     assert time.monotonic() - started < 10
     assert transport.stats.bytes < 2 << 20  # at most the first pieces were read, never 400 MiB
     transport.close()
+
+
+@pytest.mark.parametrize("pinned_etag, pinned_time, etag, modified, wanted", [
+    ('"a"', None, '"a"', None, None), ("a", None, 'W/"a"', None, None), ('W/"a"', None, "a", None, None),
+    ("*", None, None, None, None), ('"a"', None, '"b"', None, "the answer's is \"b\""),
+    ('"a"', None, None, 5, "carries none"), (None, 100, None, 100, None), (None, 100, None, 99, None),
+    (None, 100, None, 101, "after the ref's checksum time"), (None, 100, '"x"', None, "no Last-Modified"),
+    ('"a"', 100, '"a"', 101, "after the ref's checksum time"), ('"a"', 100, '"b"', 100, "the answer's is"),
+    ('"a"', 100, '"a"', 100, None), (None, 2**62, None, 5, None)])
+def test_an_answer_is_the_pinned_version_only_if_it_says_so(pinned_etag, pinned_time, etag, modified, wanted):
+    """ETag compared by opaque tag (a ref may pin it quoted, unquoted or weak), Last-Modified in seconds
+    at or before the ref's time; a ref may pin either or both, and what it pins the answer must carry."""
+    found = mismatch(pinned_etag, pinned_time, etag, modified)
+    assert (found is None) if wanted is None else (wanted in found), found

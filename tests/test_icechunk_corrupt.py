@@ -9,10 +9,11 @@ import struct
 from pathlib import Path
 
 import pytest
-import zstandard
 from click.testing import CliRunner
 
 from oracle import repo_path
+from toolkit.cli import one_line_error
+from toolkit.icechunk_files import repack, unpack
 from zsarchive.cli import main
 from zsarchive.errors import ZSCorrupt, ZSError
 from zsarchive.icechunk import Repository
@@ -37,28 +38,10 @@ def main_snapshot(root: Path) -> str:
     return Repository.open(str(root)).resolve("main")
 
 
-def payload_of(path: Path) -> tuple[bytes, bytearray]:
-    raw = path.read_bytes()
-    return raw[:HEADER_LENGTH], bytearray(zstandard.ZstdDecompressor().decompressobj().decompress(raw[HEADER_LENGTH:]))
-
-
-def write_payload(path: Path, header: bytes, payload: bytes) -> None:
-    path.write_bytes(header + zstandard.ZstdCompressor().compress(bytes(payload)))
-
-
 def root_vtable(payload: bytes) -> tuple[int, int]:
     """(root table position, its vtable position)."""
     table = struct.unpack_from("<I", payload, 0)[0]
     return table, table - struct.unpack_from("<i", payload, table)[0]
-
-
-def cli_error(*args: str) -> str:
-    result = CliRunner().invoke(main, list(args))
-    assert result.exit_code == 1, result.output
-    assert result.exception is None or isinstance(result.exception, SystemExit)
-    lines = result.output.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("zs: error: "), result.output
-    return lines[0]
 
 
 def test_not_a_repository(tmp_path):
@@ -70,7 +53,7 @@ def test_not_a_repository(tmp_path):
         Repository.open("ftp://host/repo")
     with pytest.raises(ZSError, match="names no bucket"):
         Repository.open("s3:///repo")
-    assert "not an Icechunk repository" in cli_error("icechunk", "inspect", str(tmp_path), "--repo-info")
+    one_line_error(CliRunner().invoke(main, ["icechunk", "inspect", str(tmp_path), "--repo-info"]), "not an Icechunk repository")
 
 
 def test_wrong_magic(repo):
@@ -80,7 +63,7 @@ def test_wrong_magic(repo):
     path.write_bytes(bytes(raw))
     with pytest.raises(ZSCorrupt, match=rf"{path.name}: not an Icechunk file \(wrong magic"):
         Repository.open(str(repo)).snapshot(path.name)
-    assert "wrong magic" in cli_error("icechunk", "inspect", str(repo), "--snapshot", path.name)
+    one_line_error(CliRunner().invoke(main, ["icechunk", "inspect", str(repo), "--snapshot", path.name]), "wrong magic")
 
 
 def test_unknown_file_type_and_wrong_file_type(repo):
@@ -107,7 +90,7 @@ def test_truncated_file_and_payload(repo):
     path.write_bytes(raw[:20])
     with pytest.raises(ZSCorrupt, match="truncated: 20 bytes"):
         Repository.open(str(repo)).snapshot(sid)
-    assert "truncated" in cli_error("icechunk", "inspect", str(repo), "--snapshot", sid)
+    one_line_error(CliRunner().invoke(main, ["icechunk", "inspect", str(repo), "--snapshot", sid]), "truncated")
 
 
 def test_corrupt_zstd_payload(repo):
@@ -115,15 +98,15 @@ def test_corrupt_zstd_payload(repo):
     (repo / "repo").write_bytes(raw[:HEADER_LENGTH + 10] + bytes(20) + raw[HEADER_LENGTH + 30:])
     with pytest.raises(ZSCorrupt, match=r"/repo: zstd payload at offset 39 does not decompress"):
         Repository.open(str(repo))
-    assert "does not decompress" in cli_error("icechunk", "inspect", str(repo), "--repo-info")
+    one_line_error(CliRunner().invoke(main, ["icechunk", "inspect", str(repo), "--repo-info"]), "does not decompress")
 
 
 def test_offset_outside_the_buffer(repo):
     sid = main_snapshot(repo)
     path = repo / "snapshots" / sid
-    header, payload = payload_of(path)
+    header, payload = unpack(path.read_bytes())
     struct.pack_into("<I", payload, 0, len(payload) + 100)
-    write_payload(path, header, payload)
+    path.write_bytes(repack(header, payload))
     with pytest.raises(ZSCorrupt, match=rf"snapshots/{sid}: table at \d+ outside the \d+-byte buffer"):
         Repository.open(str(repo)).snapshot(sid)
 
@@ -131,12 +114,12 @@ def test_offset_outside_the_buffer(repo):
 def test_vector_length_outside_the_buffer(repo):
     sid = main_snapshot(repo)
     path = repo / "snapshots" / sid
-    header, payload = payload_of(path)
+    header, payload = unpack(path.read_bytes())
     table, vtable = root_vtable(payload)
     nodes_field = table + struct.unpack_from("<H", payload, vtable + 8)[0]  # slot 2: nodes
     nodes = nodes_field + struct.unpack_from("<I", payload, nodes_field)[0]
     struct.pack_into("<I", payload, nodes, 10**6)
-    write_payload(path, header, payload)
+    path.write_bytes(repack(header, payload))
     with pytest.raises(ZSCorrupt, match=rf"{sid}: vector at {nodes} of length 1000000 runs past the buffer end"):
         Repository.open(str(repo)).snapshot(sid)
 
@@ -144,10 +127,10 @@ def test_vector_length_outside_the_buffer(repo):
 def test_missing_required_field(repo):
     sid = main_snapshot(repo)
     path = repo / "snapshots" / sid
-    header, payload = payload_of(path)
+    header, payload = unpack(path.read_bytes())
     _table, vtable = root_vtable(payload)
     struct.pack_into("<H", payload, vtable + 12, 0)  # slot 4: message
-    write_payload(path, header, payload)
+    path.write_bytes(repack(header, payload))
     with pytest.raises(ZSCorrupt, match=rf"{sid}: required field message is missing"):
         Repository.open(str(repo)).snapshot(sid)
 
@@ -156,7 +139,7 @@ def _point_node_slots(repo: Path, sid: str, choose) -> list[str]:
     """Rewrite the node offsets of snapshot ``sid``: slot i points to node ``choose(i, n)``; the
     original node paths are returned."""
     path = repo / "snapshots" / sid
-    header, payload = payload_of(path)
+    header, payload = unpack(path.read_bytes())
     table, vtable = root_vtable(payload)
     nodes_field = table + struct.unpack_from("<H", payload, vtable + 8)[0]
     nodes = nodes_field + struct.unpack_from("<I", payload, nodes_field)[0]
@@ -165,7 +148,7 @@ def _point_node_slots(repo: Path, sid: str, choose) -> list[str]:
     targets = [slot + struct.unpack_from("<I", payload, slot)[0] for slot in slots]
     for i, slot in enumerate(slots):
         struct.pack_into("<I", payload, slot, targets[choose(i, count)] - slot)
-    write_payload(path, header, payload)
+    path.write_bytes(repack(header, payload))
     return [n.path for n in decode_snapshot(V2.joinpath("snapshots", sid).read_bytes(), sid).nodes]
 
 
@@ -184,13 +167,13 @@ def test_unsorted_or_duplicated_nodes(repo, damage):
                 f"entry 1 ({earlier!r})")
     with pytest.raises(ZSCorrupt, match=re.escape(expected)):
         Repository.open(str(repo)).snapshot(sid)
-    assert expected in cli_error("icechunk", "inspect", str(repo), "--snapshot", sid)
-    assert expected in cli_error("export", str(repo), str(repo.parent / "out.zs"))
+    one_line_error(CliRunner().invoke(main, ["icechunk", "inspect", str(repo), "--snapshot", sid]), expected)
+    one_line_error(CliRunner().invoke(main, ["export", str(repo), str(repo.parent / "out.zs")]), expected)
     assert not (repo.parent / "out.zs").exists()
 
 
 def test_unsorted_repo_branches(repo):
-    header, payload = payload_of(repo / "repo")
+    header, payload = unpack((repo / "repo").read_bytes())
     table, vtable = root_vtable(payload)
     field = table + struct.unpack_from("<H", payload, vtable + 8)[0]  # slot 2: branches
     vec = field + struct.unpack_from("<I", payload, field)[0]
@@ -200,7 +183,7 @@ def test_unsorted_repo_branches(repo):
     pos2 = slot2 + struct.unpack_from("<I", payload, slot2)[0]
     struct.pack_into("<I", payload, slot1, pos2 - slot1)
     struct.pack_into("<I", payload, slot2, pos1 - slot2)
-    write_payload(repo / "repo", header, payload)
+    (repo / "repo").write_bytes(repack(header, payload))
     with pytest.raises(ZSCorrupt, match=r"/repo: branches names MUST be sorted"):
         Repository.open(str(repo))
 
@@ -223,7 +206,7 @@ def test_missing_snapshot_and_unknown_ref(repo):
         r.snapshot("AAAAAAAAAAAAAAAAAAAA")
     sid = main_snapshot(repo)
     (repo / "snapshots" / sid).unlink()
-    assert "no such file" in cli_error("icechunk", "inspect", str(repo), "--snapshot", sid)
+    one_line_error(CliRunner().invoke(main, ["icechunk", "inspect", str(repo), "--snapshot", sid]), "no such file")
 
 
 def test_snapshot_file_holding_another_id(repo):
@@ -240,11 +223,11 @@ def _manifest_with_refs(root: Path) -> Path:
 
 def test_manifest_ref_table_outside_the_buffer(repo):
     path = _manifest_with_refs(repo)
-    header, payload = payload_of(path)
+    header, payload = unpack(path.read_bytes())
     manifest = decode_manifest(path.read_bytes(), str(path))
     start, _count = manifest.source.arrays[manifest.arrays[0].node_id]
     struct.pack_into("<I", payload, start, len(payload))
-    write_payload(path, header, payload)
+    path.write_bytes(repack(header, payload))
     broken = decode_manifest(path.read_bytes(), path.name)
     with pytest.raises(ZSCorrupt, match=rf"{path.name}: array \w+ ref 0: an offset points outside the \d+-byte"):
         list(broken.chunk_refs(broken.arrays[0].node_id))
@@ -252,7 +235,7 @@ def test_manifest_ref_table_outside_the_buffer(repo):
 
 def test_manifest_refs_unsorted(repo):
     path = _manifest_with_refs(repo)
-    header, payload = payload_of(path)
+    header, payload = unpack(path.read_bytes())
     manifest = decode_manifest(path.read_bytes(), str(path))
     start, count = manifest.source.arrays[manifest.arrays[0].node_id]
     assert count >= 2
@@ -260,7 +243,7 @@ def test_manifest_refs_unsorted(repo):
     pos2 = start + 4 + struct.unpack_from("<I", payload, start + 4)[0]
     struct.pack_into("<I", payload, start, pos2 - start)
     struct.pack_into("<I", payload, start + 4, pos1 - start - 4)
-    write_payload(path, header, payload)
+    path.write_bytes(repack(header, payload))
     broken = decode_manifest(path.read_bytes(), path.name)
     with pytest.raises(ZSCorrupt, match=rf"{path.name}: array \w+ refs MUST be sorted by index, but ref 1"):
         list(broken.chunk_refs(broken.arrays[0].node_id))
@@ -285,10 +268,10 @@ def test_random_damage_is_corruption_or_harmless(kind):
     decoder = DECODERS[kind]
     for trial in range(150):
         path = rng.choice(files)
-        header, payload = payload_of(path)
+        header, payload = unpack(path.read_bytes())
         for _ in range(rng.randint(1, 4)):
             payload[rng.randrange(len(payload))] = rng.randrange(256)
-        raw = header + zstandard.ZstdCompressor().compress(bytes(payload))
+        raw = repack(header, payload)
         try:
             _exhaust(decoder, raw, f"{path.name}#{trial}")
         except ZSCorrupt as exc:
@@ -301,13 +284,13 @@ def test_manifest_refs_with_the_wrong_number_of_coordinates(repo):
     r = Repository.open(str(repo))
     node = next(n for n in r.snapshot(sid).nodes if n.manifests and len(n.manifests[0].extents) == 2)
     path = repo / "snapshots" / sid
-    header, payload = payload_of(path)
+    header, payload = unpack(path.read_bytes())
     # Find the extents vector of this node's first ManifestRef by its [from, to] pairs and shrink it to 1.
     extents = node.manifests[0].extents
     pattern = struct.pack("<I", 2) + b"".join(struct.pack("<II", lo, hi) for lo, hi in extents)
     at = bytes(payload).find(pattern)
     assert at >= 0
     struct.pack_into("<I", payload, at, 1)
-    write_payload(path, header, payload)
+    path.write_bytes(repack(header, payload))
     with pytest.raises(ZSCorrupt, match=r"has 2 coordinates, but the manifest ref extents have 1 dimensions"):
         list(Repository.open(str(repo)).chunk_refs(sid, node.path))

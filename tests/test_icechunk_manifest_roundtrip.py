@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from icechunk_files import MANIFEST, icechunk_file, table_vector
+from toolkit.icechunk_files import MANIFEST, icechunk_file, table_vector
 from zsarchive.errors import ZSCorrupt
 from zsarchive.icechunk import ids
 from zsarchive.icechunk.generated import ArrayManifest as AM

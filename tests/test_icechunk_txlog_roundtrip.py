@@ -12,17 +12,15 @@ import re
 
 import flatbuffers
 import pytest
-import zstandard
 from hypothesis import given, settings, strategies as st
 
-from icechunk_files import finish_transaction_log, table_vector
+from toolkit.icechunk_files import finish_transaction_log, repack, table_vector, unpack
 from zsarchive.errors import ZSCorrupt
 from zsarchive.icechunk import ids
 from zsarchive.icechunk.generated import ArrayUpdatedChunks as AUC
 from zsarchive.icechunk.generated import ChunkIndices as CI
 from zsarchive.icechunk.generated import TransactionLog as TL
 from zsarchive.icechunk.generated.ObjectId8 import CreateObjectId8
-from zsarchive.icechunk.header import HEADER_LENGTH
 from zsarchive.icechunk.txlog import decode_transaction_log
 
 u32 = st.integers(0, 2**32 - 1)
@@ -77,14 +75,6 @@ def test_direct_decoder_reads_what_the_builder_wrote(log_id, chunks, reverse_tab
     assert log.updated_chunks == {ids.encode(node): c for node, c in chunks.items()}
 
 
-def _payload(raw: bytes) -> tuple[bytes, bytearray]:
-    return raw[:HEADER_LENGTH], bytearray(zstandard.ZstdDecompressor().decompress(raw[HEADER_LENGTH:], 1 << 24))
-
-
-def _repack(header: bytes, payload: bytearray) -> bytes:
-    return header + zstandard.ZstdCompressor().compress(bytes(payload))
-
-
 def _chunk_tables_vector(payload: bytes, count: int) -> int:
     """Position of the ``count``-long offsets vector of the (only) array's ChunkIndices tables."""
     log = TL.TransactionLog.GetRootAs(payload)
@@ -115,33 +105,33 @@ def test_repeated_coordinates_are_corrupt(chunks, first, again):
 
 @pytest.mark.parametrize("which", [0, 3])
 def test_table_offset_outside_the_buffer_is_corrupt(which):
-    header, payload = _payload(build(b"\x01" * 12, CHUNKS))
+    header, payload = unpack(build(b"\x01" * 12, CHUNKS))
     start = _chunk_tables_vector(payload, 4)
     payload[start + 4 * which:start + 4 * which + 4] = (len(payload) - start).to_bytes(4, "little")
     with pytest.raises(ZSCorrupt, match=rf"^log-b: updated_chunks\[0\]\.chunks\[{which}\]"):
-        decode_transaction_log(_repack(header, payload), "log-b")
+        decode_transaction_log(repack(header, payload), "log-b")
 
 
 def test_coords_vector_running_past_the_end_is_corrupt():
-    header, payload = _payload(build(b"\x01" * 12, CHUNKS))
+    header, payload = unpack(build(b"\x01" * 12, CHUNKS))
     start = _chunk_tables_vector(payload, 4)
     table = start + 12 + int.from_bytes(payload[start + 12:start + 16], "little")
     field = table + 4  # the builder puts the one field right after the soffset
     vec = field + int.from_bytes(payload[field:field + 4], "little")
     payload[vec:vec + 4] = (1 << 30).to_bytes(4, "little")
     with pytest.raises(ZSCorrupt, match=r"^log-c: updated_chunks\[0\]\.chunks\[3\]\.coords: uint32 vector"):
-        decode_transaction_log(_repack(header, payload), "log-c")
+        decode_transaction_log(repack(header, payload), "log-c")
 
 
 def test_chunk_table_without_coords_is_corrupt():
-    header, payload = _payload(build(b"\x01" * 12, CHUNKS))
+    header, payload = unpack(build(b"\x01" * 12, CHUNKS))
     start = _chunk_tables_vector(payload, 4)
     table = start + int.from_bytes(payload[start:start + 4], "little")
     vtable = table - int.from_bytes(payload[table:table + 4], "little", signed=True)
     payload[vtable + 4:vtable + 6] = b"\x00\x00"  # every table shares this vtable: coords absent
     with pytest.raises(ZSCorrupt, match=r"^log-d: required field updated_chunks\[0\]\.chunks\[0\]\.coords is "
                                         r"missing"):
-        decode_transaction_log(_repack(header, payload), "log-d")
+        decode_transaction_log(repack(header, payload), "log-d")
 
 
 def test_coordinates_of_different_lengths_in_one_array_are_corrupt():

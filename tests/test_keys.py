@@ -7,7 +7,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from zsarchive.archive import keys
+from zsarchive.archive.format import keys
 from zsarchive.errors import ZSCorrupt
 
 # One type per position keeps Python's own tuple comparison meaningful (it cannot compare
@@ -91,7 +91,7 @@ def test_fast_paths_equal_the_general_encoder(coords, text, number):
 
 
 def _spec_int(value: int) -> bytes:
-    """An integer element as docs/archive-format.rst spells it (independent of zsarchive.archive.keys)."""
+    """An integer element as docs/archive-format.rst spells it (independent of zsarchive.archive.format.keys)."""
     if value == 0:
         return b"\x14"
     size = (abs(value).bit_length() + 7) // 8

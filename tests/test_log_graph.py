@@ -14,8 +14,9 @@ from hypothesis import strategies as st
 
 from oracle import oracle, repo_path, run_oracle
 from test_differential import generate
+from toolkit.cli import one_line_error, run_hostile
 from zsarchive.archive import RepoArchive, export
-from zsarchive.archive.loggraph import layout, topo_order
+from zsarchive.archive.read.loggraph import layout, topo_order
 from zsarchive.cli import main
 
 GRAPH_SEEDS = [(1, 2), (1, 5), (2, 2), (2, 9)]
@@ -163,16 +164,15 @@ def test_chunk_changes_match_icechunk_transaction_logs(icechunk2_python, tmp_pat
 
 
 def test_hostile_histories_end_in_one_line(tmp_path):
-    from hostile import one_line_error, zs
     from test_hostile_input import archive
-    from zsarchive.archive import schema as S
+    from zsarchive.archive.format import schema as S
     from zsarchive.errors import ZSCorrupt
 
     looped = archive(tmp_path / "loop.zs", {"A" * 20: ("B" * 20, 2 * 10**15, "a", "{}", ()),
                                             "B" * 20: ("A" * 20, 10**15, "b", "{}", ())})
     for command in (["log", str(looped), "--graph"], ["log", str(looped), "--graph", "--all"]):
-        one_line_error(zs(*command), "loops at snapshot")
-    one_line_error(zs("show", str(looped), "main"), "no transaction log record")
+        one_line_error(run_hostile(*command), "loops at snapshot")
+    one_line_error(run_hostile("show", str(looped), "main"), "no transaction log record")
     node = S.record(S.NODE, ("A" * 20, ("v",)), ("N" * 8, S.ARRAY, b"{}", ((4, 1, 4),), None, (), "A" * 20))
     for coords in ((1, 2, 3), ("x",), (-1,)):  # coordinates of another rank, of text, negative
         bad = S.record(S.CHUNK_HISTORY, ("N" * 8, coords, 10**15, "A" * 20))

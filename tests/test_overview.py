@@ -4,12 +4,11 @@ icechunk says about the same fixture repositories."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 
 from oracle import fixtures, oracle, repo_path
+from toolkit.cli import run_zs
 from zsarchive.archive import RepoArchive, export
 
 CASES = {"v1": (1, None), "v2": (2, None), "v1-migrated": (2, "v1-migrated")}
@@ -25,12 +24,6 @@ def case(request, tmp_path_factory):
     return answers, out
 
 
-def zs(*args: str) -> subprocess.CompletedProcess:
-    done = subprocess.run([sys.executable, "-m", "zsarchive", *args], capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr
-    return done
-
-
 def _arrays(tree: dict) -> list[dict]:
     return [{"path": "/" + n["path"], "shape": n["shape"], "dtype": n["dtype"], "chunks": n["chunks"]}
             for n in tree["nodes"] if n["kind"] == "array"]
@@ -38,7 +31,7 @@ def _arrays(tree: dict) -> list[dict]:
 
 def test_summary_equals_icechunk(case):
     answers, path = case
-    summary = json.loads(zs("summary", str(path), "--json").stdout)
+    summary = json.loads(run_zs("summary", str(path), "--json", check=True).stdout)
     with RepoArchive(path) as arc:
         assert arc.summary() == summary
     assert summary["source"]["spec_version"] == answers["spec_version"]
@@ -87,7 +80,7 @@ def test_summary_of_embedded_chunks_and_a_fragment(tmp_path):
         chained = arc.summary()
     assert [m["location"] for m in chained["archive"]["chain"]] == [str(frag), str(full)]
     assert chained["archive"]["size"] == frag.stat().st_size + full.stat().st_size
-    text = zs("summary", str(frag)).stdout
+    text = run_zs("summary", str(frag), check=True).stdout
     assert f"chain        {frag} (fragment covering " in text
     assert f"             {full} (full archive, {full.stat().st_size:,} bytes)" in text
 
@@ -111,9 +104,10 @@ def test_diff_shows_old_and_new_refs_and_stat_as_icechunk(case):
                 "error" in answers["trees"].get(item["to"], {"error": 1}):
             continue
         old, new = answers["trees"][item["from"]], answers["trees"][item["to"]]
-        rows = [json.loads(line) for line in zs("diff", str(path), item["from"], item["to"], "--json").stdout.splitlines()]
+        diff = run_zs("diff", str(path), item["from"], item["to"], "--json", check=True)
+        rows = [json.loads(line) for line in diff.stdout.splitlines()]
         stat = [json.loads(line) for line in
-                zs("diff", str(path), item["from"], item["to"], "--stat", "--json").stdout.splitlines()]
+                run_zs("diff", str(path), item["from"], item["to"], "--stat", "--json", check=True).stdout.splitlines()]
         expected_stat = []
         for array, coords_list in sorted(item["diff"]["updated_chunks"].items()):
             before = {tuple(c) for c in old["arrays"].get(array.lstrip("/"), {}).get("chunk_coordinates", [])}
@@ -139,34 +133,35 @@ def test_diff_shows_old_and_new_refs_and_stat_as_icechunk(case):
 def test_diff_table_keeps_its_columns_and_writes_each_ref(case):
     answers, path = case
     item = next(i for i in answers["diffs"] if "diff" in i and i["diff"]["updated_chunks"])
-    lines = zs("diff", str(path), item["from"], item["to"]).stdout.splitlines()
+    lines = run_zs("diff", str(path), item["from"], item["to"], check=True).stdout.splitlines()
     assert lines[0].split() == ["CHANGE", "PATH", "COORDS", "FROM", "TO"]
     chunk_rows = [line for line in lines if line.startswith("updated_chunk")]
     assert chunk_rows and all(" - " not in line.split("  ", 1)[1].strip() for line in chunk_rows)
-    same = zs("diff", str(path), item["to"], item["to"]).stdout.splitlines()
+    same = run_zs("diff", str(path), item["to"], item["to"], check=True).stdout.splitlines()
     assert same == ["CHANGE  PATH  COORDS  FROM  TO"]
-    stat = zs("diff", str(path), item["to"], item["to"], "--stat").stdout.splitlines()
+    stat = run_zs("diff", str(path), item["to"], item["to"], "--stat", check=True).stdout.splitlines()
     assert stat == ["PATH  ADDED  CHANGED  REMOVED"]
 
 
 def test_log_marks_the_refs_reaching_each_snapshot(case):
     answers, path = case
-    rows = [json.loads(line) for line in zs("log", str(path), "--json").stdout.splitlines()]
+    rows = [json.loads(line) for line in run_zs("log", str(path), "--json", check=True).stdout.splitlines()]
     reaching: dict[str, set] = {}
     for ref, chain in answers["ancestry"].items():
         kind, name = ref.split(":", 1)
         for snap in chain:
             reaching.setdefault(snap["id"], set()).add(name if kind == "branch" else f"tag:{name}")
     assert {r["id"]: set(r["refs"]) for r in rows} == {r["id"]: reaching.get(r["id"], set()) for r in rows}
-    table = zs("log", str(path)).stdout.splitlines()
+    table = run_zs("log", str(path), check=True).stdout.splitlines()
     assert table[0].split() == ["ID", "FLUSHED_AT", "PARENT_ID", "REFS", "MESSAGE"]
     unreachable = [sid for sid, s in answers["snapshots"].items() if not s["reachable"]]
     for sid in unreachable:
         if any(r["id"] == sid for r in rows):
             assert "(unreachable)" in next(line for line in table if line.startswith(sid))
-    two = [json.loads(line)["id"] for line in zs("log", str(path), "main", "-n", "2", "--json").stdout.splitlines()]
+    two = [json.loads(line)["id"]
+           for line in run_zs("log", str(path), "main", "-n", "2", "--json", check=True).stdout.splitlines()]
     assert two == [s["id"] for s in answers["ancestry"]["branch:main"][:2]]
-    one = zs("log", str(path), "--max-count", "1").stdout.splitlines()
+    one = run_zs("log", str(path), "--max-count", "1", check=True).stdout.splitlines()
     assert len(one) == 2
 
 
@@ -176,14 +171,14 @@ def test_ls_subtree_dtype_and_chunk_shape(case):
     arrays = {a["path"]: a for a in _arrays(tree)}
     groups = sorted("/" + n["path"] for n in tree["nodes"] if n["kind"] == "group" and n["path"])
     top = groups[0] if groups else "/"
-    rows = [json.loads(line) for line in zs("ls", str(path), "main", top, "--json").stdout.splitlines()]
+    rows = [json.loads(line) for line in run_zs("ls", str(path), "main", top, "--json", check=True).stdout.splitlines()]
     expected = {"/" + n["path"] for n in tree["nodes"]
                 if "/" + n["path"] == top or ("/" + n["path"]).startswith(top.rstrip("/") + "/")}
     assert {r["path"] for r in rows} == expected
     for row in rows:
         if row["node_type"] == "array":
             assert (row["shape"], row["dtype"]) == (arrays[row["path"]]["shape"], arrays[row["path"]]["dtype"])
-    table = zs("ls", str(path), "main").stdout.splitlines()
+    table = run_zs("ls", str(path), "main", check=True).stdout.splitlines()
     header = table[0].split()
     assert header == ["PATH", "NODE_TYPE", "SHAPE", "DTYPE", "CHUNK_SHAPE", "CHUNK_GRID", "DIMENSION_NAMES", "ID"]
     assert all(len(line.split()) == len(header) for line in table[1:] if " " not in line.split("  ")[0])
@@ -195,7 +190,7 @@ def test_ls_subtree_dtype_and_chunk_shape(case):
 
 def test_summary_text_lists_branches_tags_and_arrays(case):
     answers, path = case
-    text = zs("summary", str(path)).stdout
+    text = run_zs("summary", str(path), check=True).stdout
     assert text.startswith(f"archive      {path}: {path.stat().st_size:,} bytes, format version ")
     assert f"source       Icechunk repository, spec version {answers['spec_version']}; metadata " in text
     assert "BRANCH" in text and "TAG" in text or not answers["tags"]

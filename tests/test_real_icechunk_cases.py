@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import base64
 import json
-import subprocess
-import sys
 
 import pytest
 
-from oracle import CLEAN_EXIT
+from toolkit.cli import run_zs
+from toolkit.peers import run_peer_json
 from zsarchive.archive import RepoArchive, export
 from zsarchive.icechunk import Repository
 
@@ -38,23 +37,11 @@ print(json.dumps({"snapshot": sid, "paths": [n["path"] for n in info["nodes"]]})
 """
 
 
-def make(python, script: str, *args: str) -> dict:
-    """Run ``script`` under an icechunk interpreter; its last stdout line is JSON."""
-    proc = subprocess.run([str(python), "-c", script + CLEAN_EXIT, *args], capture_output=True, text=True,
-                          timeout=120)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
-
-
-def zs(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "zsarchive", *args], capture_output=True)
-
-
 @pytest.mark.parametrize("version", [1, 2])
 def test_real_icechunk_node_order_reads_and_exports(version, request, tmp_path):
     python = request.getfixturevalue(f"icechunk{version}_python")
     repo = tmp_path / "repo"
-    theirs = make(python, MAKE, str(repo))
+    theirs = run_peer_json(python, MAKE, str(repo))
     assert theirs["paths"].index("/a-b") < theirs["paths"].index("/a/b")  # what the fix is about
 
     snap = Repository.open(str(repo)).snapshot(theirs["snapshot"])
@@ -93,16 +80,16 @@ def test_zero_d_chunk_and_non_ascii_metadata_keys(version, request, tmp_path):
     """An empty COORDS addresses a 0-d array's one chunk in every command taking COORDS; commit
     metadata keys below the top level are UTF-8 (V2 stores them as FlexBuffers keys)."""
     repo, out = tmp_path / "repo", tmp_path / "repo.zs"
-    theirs = make(request.getfixturevalue(f"icechunk{version}_python"), ZERO_D, str(repo))
+    theirs = run_peer_json(request.getfixturevalue(f"icechunk{version}_python"), ZERO_D, str(repo))
     export(repo, out)
-    log = zs("log", str(out), "main", "--json")
+    log = run_zs("log", str(out), "main", "--json", text=False)
     assert log.returncode == 0, log.stderr
     assert [[r["id"], r["message"], r["metadata"]] for r in map(json.loads, log.stdout.splitlines())] == \
         theirs["history"]
-    chunk = zs("chunk", str(out), "main", "scalar", "", "--data", "--repo", str(repo))
+    chunk = run_zs("chunk", str(out), "main", "scalar", "", "--data", "--repo", str(repo), text=False)
     assert chunk.returncode == 0, chunk.stderr
     assert chunk.stdout == base64.b64decode(theirs["chunk"])
-    changed = zs("chunk-log", str(out), "main", "scalar", "", "--json")
+    changed = run_zs("chunk-log", str(out), "main", "scalar", "", "--json", text=False)
     assert changed.returncode == 0, changed.stderr
     assert [json.loads(r)["id"] for r in changed.stdout.splitlines()] == [h[0] for h in theirs["history"][:2]]
 
@@ -126,7 +113,7 @@ def test_v1_ref_names_are_percent_decoded(icechunk1_python, tmp_path):
     """icechunk 1.1 stores refs under percent-encoded paths (refs/tag.a%7Eb/); the names are the
     ones it was given and looks refs up by, though its own listing shows branches encoded and
     leaves such tags out."""
-    theirs = make(icechunk1_python, V1_REF_NAMES, str(tmp_path / "repo"))
+    theirs = run_peer_json(icechunk1_python, V1_REF_NAMES, str(tmp_path / "repo"))
     assert "br%7E%C3%BC" in theirs["listed_branches"] and theirs["listed_tags"] == ["a b"]
     repo = Repository.open(str(tmp_path / "repo"))
     assert repo.tags() == theirs["tags"]

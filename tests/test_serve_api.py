@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from oracle import CLEAN_EXIT, repo_path
+from toolkit.cli import one_line_error, run_hostile
 from zsarchive.archive import RepoArchive, export
 from zsarchive.views.webapi import MAX_BINS, MAX_COLUMNS
 from zsarchive.views.webserver import ViewServer
@@ -165,13 +166,12 @@ def test_more_commits_than_columns_share_columns(icechunk2_python, tmp_path):
 
 
 def test_serve_errors_are_one_line(tmp_path):
-    from hostile import one_line_error, zs
 
-    one_line_error(zs("serve", str(tmp_path / "missing.zs"), "--port", "0"), "missing.zs")
+    one_line_error(run_hostile("serve", str(tmp_path / "missing.zs"), "--port", "0"), "missing.zs")
     archive = tmp_path / "v2.zs"
     export(repo_path(2), archive)
     with RepoArchive(archive) as arc, ViewServer(arc) as taken:
-        one_line_error(zs("serve", str(archive), "--port", str(taken.server_address[1])), "cannot listen")
+        one_line_error(run_hostile("serve", str(archive), "--port", str(taken.server_address[1])), "cannot listen")
 
 
 def test_a_loopback_server_answers_only_to_local_names(grid_server):

@@ -17,11 +17,16 @@ from click.testing import CliRunner
 from zarr.abc.store import RangeByteRequest, SuffixByteRequest
 from zarr.core.buffer import default_buffer_prototype
 
-from servers import nginx_server  # noqa: F401
-from test_fragments import assert_chain_is_full_export
+from servers import faulty_server, nginx_server  # noqa: F401
+from toolkit.archives import assert_chain_is_full_export
+from toolkit.shards import shard_index
 from zsarchive import ZSError, open_store
 from zsarchive.archive import export
-from zsarchive.archive import schema as S
+from zsarchive.archive.format import schema as S
+from zsarchive.archive.read.chunkdata import ChunkReader
+from zsarchive.archive.format.shards import ShardLayout
+from zsarchive.archive.write.chunkfiles import VirtualShardEntry
+from zsarchive.archive.write.virtualshards import Skipped, index_records
 from zsarchive.cli import main
 from zsarchive.zs.reader import ZS
 
@@ -116,13 +121,6 @@ def _shards(src: Path, array: str) -> dict[str, bytes]:
     return {f"{array}/c/" + str(p.relative_to(base)): p.read_bytes() for p in sorted(base.rglob("*")) if p.is_file()}
 
 
-def _entries(shard: bytes, array: str) -> tuple[list[tuple[int, int]], bytes]:
-    per_shard, at_end, crc = LAYOUT[array]
-    n = int(np.prod(per_shard))
-    raw = shard[-(16 * n + 4 * crc):] if at_end else shard[:16 * n + 4 * crc]
-    return [tuple(e) for e in np.frombuffer(raw[:16 * n], "<u8").reshape(n, 2).tolist()], raw
-
-
 async def _get(store, key, byte_range=None) -> bytes | None:
     value = await store.get(key, default_buffer_prototype(), byte_range)
     return None if value is None else value.to_bytes()
@@ -145,7 +143,7 @@ def test_an_authorized_export_keeps_each_pinned_virtual_shards_index(virtual, tm
         rel = key[0][len(prefix):]
         assert (key[1], key[2]) == (0, len(shards[rel]))
         assert key[3] == (_etag(src / rel) if rel == PINNED_BY_ETAG else None)
-        assert at_end == LAYOUT[rel.split("/")[0]][1] and raw == _entries(shards[rel], rel.split("/")[0])[1]
+        assert at_end == LAYOUT[rel.split("/")[0]][1] and raw == shard_index(shards[rel], *LAYOUT[rel.split("/")[0]])[1]
     assert summary.unindexed.count == 1 and "no checksum" in summary.unindexed.first
     # unauthorized: nothing kept, and the note says how to authorize
     plain = export(repo, tmp_path / "b.zs")
@@ -165,7 +163,7 @@ def test_an_inner_chunk_of_a_kept_virtual_shard_costs_one_request(virtual, nginx
     try:
         for name, (_, at_end, _) in LAYOUT.items():
             for rel, shard in _shards(src, name).items():
-                entries, raw = _entries(shard, name)
+                entries, raw = shard_index(shard, *LAYOUT[name])
                 for offset, length in (e for e in entries if e[0] != 2**64 - 1):
                     mark = nginx_server.mark()
                     request = SuffixByteRequest(len(raw)) if at_end else RangeByteRequest(0, len(raw))
@@ -183,7 +181,7 @@ def test_an_inner_chunk_of_a_kept_virtual_shard_costs_one_request(virtual, nginx
         store.close()
     number = int(np.ravel_multi_index((1, 2), (4, 3)))
     shard = (src / "end/c/1/0").read_bytes()
-    offset, length = _entries(shard, "end")[0][number]
+    offset, length = shard_index(shard, *LAYOUT["end"])[0][number]
     mark = nginx_server.mark()
     shown = CliRunner().invoke(main, ["chunk", str(tmp_path / "a.zs"), "main", "/end", "1,0", "--inner", "1,2",
                                       "--data", "--authorize", prefix])
@@ -202,7 +200,7 @@ def test_a_changed_virtual_shard_is_one_line_never_other_bytes(virtual, tmp_path
     try:
         path.write_bytes(original + b"\0" * 16)
         store = open_store(tmp_path / "a.zs", "main", authorize=[prefix])
-        entries, _ = _entries(original, "end")
+        entries, _ = shard_index(original, *LAYOUT["end"])
         with pytest.raises(ZSError, match="0,0.*changed|0,0.*412|Precondition") as caught:
             asyncio.run(_get(store, PINNED_BY_ETAG, RangeByteRequest(entries[0][0], entries[0][0] + entries[0][1])))
         assert "\n" not in str(caught.value)
@@ -228,8 +226,8 @@ def test_a_fragment_keeps_the_indexes_of_the_shards_it_adds(virtual, tmp_path):
 def test_index_reads_in_flight_are_bounded_in_bytes():
     """A hostile repository may declare 2^24 inner chunks per shard (256 MiB indexes, the largest a
     layout admits): those are read one at a time, small ones many at a time, never over the budget."""
-    from zsarchive.archive.shards import ShardLayout
-    from zsarchive.archive.virtualshards import _BYTES_IN_FLIGHT, read_batches
+    from zsarchive.archive.format.shards import ShardLayout
+    from zsarchive.archive.write.virtualshards import _BYTES_IN_FLIGHT, read_batches
 
     huge, small = ShardLayout((4096, 4096), True, False, True), ShardLayout((4, 3), True, False, True)
     assert huge.index_size > _BYTES_IN_FLIGHT
@@ -238,3 +236,24 @@ def test_index_reads_in_flight_are_bounded_in_bytes():
     assert [len(b) for b in batches[:3]] == [1, 1, 1]
     assert all(sum(layout.index_size for _, layout in b) <= _BYTES_IN_FLIGHT for b in batches[3:])
     assert [item for b in batches for item in b] == items and len(batches) < 3 + 200
+
+
+def test_a_shard_index_of_an_object_that_changed_is_not_kept(faulty_server):  # noqa: F811
+    """At export, the index of a pinned virtual shard comes from the object the ref pins or not at all:
+    a server that ignores If-Match and serves a new version gives an index no record, and the reason
+    names both ETags."""
+    layout = ShardLayout((2,), True, False, False)  # two inner chunks, the index at the end, no crc32c
+    index = np.array([[0, 4], [4, 4]], "<u8").tobytes()
+    faulty_server.files["s.bin"] = b"AAAABBBB" + index
+    faulty_server.etags["s.bin"] = '"etag-v1"'
+    faulty_server.honor_if_match = False
+    url = faulty_server.url("s.bin")
+    entry = VirtualShardEntry((url, 0, 8 + len(index), '"etag-v1"', None), layout).encode()
+    reader = ChunkReader("test.zs", [url.rsplit("/", 1)[0] + "/"], lambda *_: None)
+    skipped = Skipped()
+    assert len(list(index_records(reader, [entry], skipped))) == 1 and skipped.count == 0
+    faulty_server.files["s.bin"] = b"aaaabbbb" + index
+    faulty_server.etags["s.bin"] = '"etag-v2"'
+    assert list(index_records(reader, [entry], skipped)) == [] and skipped.count == 1
+    assert 'the ref\'s ETag is "etag-v1", the answer\'s is "etag-v2"' in skipped.first, skipped.first
+    reader.close()

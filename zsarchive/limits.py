@@ -7,6 +7,7 @@ it with the environment variable of the same name (a byte count, or with a K, M 
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
@@ -17,7 +18,7 @@ import zstandard
 from zsarchive.errors import ZSCorrupt, ZSError
 
 CEILINGS = {
-    "ZSARCHIVE_MAX_BLOCK": 256 << 20,
+    "ZSARCHIVE_MAX_BLOCK": 64 << 20,
     "ZSARCHIVE_MAX_ICECHUNK": 4 << 30,
     "ZSARCHIVE_MAX_RATIO": 1000,
     "ZSARCHIVE_MAX_YAML": 16 << 20,
@@ -65,42 +66,82 @@ def icechunk_limit(compressed: int) -> int:
 
 def inflate(decompressor: Any, data: bytes, limit: int, name: str) -> bytes:
     """Decode a whole raw deflate or lzma stream (a ``zlib``/``lzma`` decompressor object) of at most
-    ``limit`` bytes; the stream must end exactly at the end of ``data``."""
-    out = decompressor.decompress(data, limit + 1)
-    if len(out) > limit:
-        raise too_large(limit, name)
-    if not decompressor.eof or decompressor.unused_data:
+    ``limit`` bytes; the stream must end exactly at the end of ``data``. It decodes STEP bytes at a
+    time into one buffer: a stream past the limit is refused having made at most ``limit + STEP``."""
+    out = _Gathered(limit, name)
+    pending = data
+    while True:
+        piece = decompressor.decompress(pending, STEP)
+        out.add(piece)
+        if decompressor.eof:
+            break
+        # zlib keeps input it has not used yet; lzma keeps it inside and asks for more when done
+        pending = getattr(decompressor, "unconsumed_tail", b"")
+        if not piece and not pending and getattr(decompressor, "needs_input", True):
+            raise Malformed("stream is truncated or has trailing bytes")
+    if decompressor.unused_data:
         raise Malformed("stream is truncated or has trailing bytes")
-    return out
+    return out.value()
+
+
+STEP = 1 << 20
+"""Decoded bytes made at a time by a stream decoder: what it may make past its ceiling."""
+
+
+class _Gathered:
+    """Decoded pieces appended to one growing buffer whose bytes are handed over, not copied, at the
+    end (``BytesIO.getvalue`` shares its buffer): a payload is held once, never as pieces and a join."""
+
+    def __init__(self, limit: int, name: str) -> None:
+        self._buffer = io.BytesIO()
+        self._total = 0
+        self._limit = limit
+        self._name = name
+
+    def add(self, piece: bytes) -> None:
+        """Append ``piece``; TooLarge once the total passes the limit."""
+        self._total += len(piece)
+        if self._total > self._limit:
+            raise too_large(self._limit, self._name)
+        self._buffer.write(piece)
+
+    def value(self) -> bytes:
+        """Everything appended, as bytes (the buffer's own, no copy)."""
+        value = self._buffer.getvalue()
+        self._buffer = None  # type: ignore[assignment]  # the bytes now belong to the caller alone
+        return value
 
 
 LOCATION_LIMIT = 1 << 20
 """A virtual chunk location (a URL) decodes to at most this many bytes."""
 
 
-def unzstd(data: bytes, limit: int, name: str, context: zstandard.ZstdDecompressor | None = None) -> bytes:
+def unzstd(data: bytes, limit: int, name: str, context: zstandard.ZstdDecompressor | None = None,
+           feed: int = _STEP) -> bytes:
     """Decode one whole zstd frame of at most ``limit`` bytes; nothing may follow the frame. A frame that
     declares more is refused unread; one that declares nothing is fed a little at a time, so that it
     is refused before much more than the limit is made.
-    ``context``: a decompressor with a dictionary, if the frame needs one."""
+    ``context``: a decompressor with a dictionary, if the frame needs one; ``feed``: compressed bytes
+    given at a time to a frame that declares no size (each byte may make up to ~32 KiB)."""
     declared = zstandard.frame_content_size(data)  # -1: the frame does not say
     if declared > limit:
         raise too_large(limit, name)
     # zstd refuses to decode past a declared size, so such a frame can go in one piece
-    step = len(data) if declared >= 0 else _STEP
+    step = len(data) if declared >= 0 else feed
     d = (context or zstandard.ZstdDecompressor()).decompressobj()
-    parts, total = [], 0
+    out = _Gathered(limit, name)
     view = memoryview(data)
     for start in range(0, len(view), step):
         piece = d.decompress(view[start:start + step])
-        total += len(piece)
-        if total > limit:
-            raise too_large(limit, name)
-        parts.append(piece)
+        if declared >= 0 and d.eof and start == 0:
+            if d.unused_data or step < len(view):
+                raise Malformed("zstd frame has trailing bytes")
+            return piece  # the frame in one piece, decoded to its declared size: nothing to gather
+        out.add(piece)
         if d.eof:
             if d.unused_data or start + step < len(view):
                 raise Malformed("zstd frame has trailing bytes")
-            return b"".join(parts)
+            return out.value()
     raise Malformed("zstd frame is truncated")
 
 

@@ -5,14 +5,14 @@ record and the fault."""
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 from typing import Callable
 
 import pytest
 
+from toolkit.cli import one_line_error, run_zs
 from zsarchive.archive import export
-from zsarchive.archive import schema as S
+from zsarchive.archive.format import schema as S
 from zsarchive.zs.reader import ZS
 from zsarchive.zs.writer import ZSWriter
 
@@ -39,8 +39,7 @@ def rewrite(records: Records, metadata: dict, path: Path) -> Path:
 
 
 def validate(path: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "zsarchive", "validate", str(path)], capture_output=True,
-                          text=True, timeout=120)
+    return run_zs("validate", str(path), timeout=120)
 
 
 def first(records: Records, family: bytes, where: Callable = lambda k, v: True) -> int:
@@ -131,9 +130,7 @@ def test_a_broken_meaning_is_one_line(exported, tmp_path, breakage):
     records = list(records)
     needle = breakage(records)
     done = validate(rewrite(records, metadata, tmp_path / "broken.zs"))
-    assert done.returncode == 1, done.stdout
-    lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1 and "broken.zs" in lines[0] and needle in lines[0], done.stderr
+    one_line_error(done, "broken.zs", needle)
 
 
 def test_the_untouched_records_validate(exported, tmp_path):

@@ -5,13 +5,13 @@ splitting. Every chunk ref at every snapshot must equal icechunk's, and ``zs val
 
 from __future__ import annotations
 
-import subprocess
-import sys
 
 import pytest
 
 from agreement import check_archive
-from oracle import CLEAN_EXIT, run_oracle
+from oracle import run_oracle
+from toolkit.cli import run_zs
+from toolkit.peers import run_peer_script
 from zsarchive.archive import export
 
 HISTORY = r"""
@@ -68,12 +68,10 @@ commit("main", "last", lambda g: g["grid"].__setitem__((slice(6, 8), slice(0, 8)
 def test_every_ref_at_every_snapshot_equals_icechunk(request, tmp_path, version, split):
     python = request.getfixturevalue(f"icechunk{version}_python")
     repo = tmp_path / "repo"
-    made = subprocess.run([str(python), "-c", HISTORY + CLEAN_EXIT, str(repo), str(split)], capture_output=True, timeout=600)
-    assert made.returncode == 0, made.stderr.decode(errors="replace")[-3000:]
+    run_peer_script(python, HISTORY, str(repo), str(split))
     answers = run_oracle(python, repo, {})
     archive = tmp_path / "history.zs"
     export(repo, archive, parallelism=2 if split else 1)
     check_archive(answers, archive, repo, [], [])
-    done = subprocess.run([sys.executable, "-m", "zsarchive", "validate", str(archive)], capture_output=True,
-                          text=True, timeout=120)
+    done = run_zs("validate", str(archive), timeout=120)
     assert done.returncode == 0 and done.stdout.strip() == "looks good!", done.stderr

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 from oracle import oracle, repo_path
-from zsarchive.archive import exporter as E
-from zsarchive.archive import records as R
-from zsarchive.archive import schema as S
-from zsarchive.archive.engine import InProcess, ProcessPool, open_engine
-from zsarchive.archive.sorter import ExternalSorter
+from zsarchive.archive.write import exporter as E
+from zsarchive.archive.write import records as R
+from zsarchive.archive.format import schema as S
+from zsarchive.archive.write.engine import InProcess, ProcessPool, open_engine
+from zsarchive.archive.write.sorter import ExternalSorter
 from zsarchive.icechunk import Repository
 from zsarchive.zs.format.codecs import get_codec
 from zsarchive.zs.reader import ZS
@@ -252,16 +252,16 @@ def test_merge_families_writes_in_file_order_header_last(v2, tmp_path):
 
 
 def test_write_archive_leaves_nothing_when_records_fail(tmp_path):
-    target, tmp = tmp_path / "a.zs", tmp_path / ".a.zs.partial"
+    target = tmp_path / "a.zs"
 
     def broken():
         yield [S.record(S.REFS, ("branch", "main"), ("X",))]
         raise RuntimeError("decoder failed")
 
     with pytest.raises(RuntimeError, match="decoder failed"):
-        E.write_archive(target, tmp, broken(), {}, E.WriteOptions())
+        E.write_archive(target, broken(), {}, E.WriteOptions())
     assert list(tmp_path.iterdir()) == []
-    E.write_archive(target, tmp, iter([[b"a", b"b"]]), {"x": 1}, E.WriteOptions(codec="none"))
+    E.write_archive(target, iter([[b"a", b"b"]]), {"x": 1}, E.WriteOptions(codec="none"))
     with ZS(str(target)) as z:
         assert list(z) == [b"a", b"b"] and z.metadata == {"x": 1}
     assert list(tmp_path.iterdir()) == [target]

@@ -20,8 +20,8 @@ from conftest import TESTDATA
 from zsarchive import ZS, ZSWriter
 from zsarchive.errors import ZSCorrupt, ZSError
 from zsarchive.zs.format import codecs
-from zsarchive.archive import keys
-from zsarchive.archive import schema
+from zsarchive.archive.format import keys
+from zsarchive.archive.format import schema
 from zsarchive.zs.format import uleb128
 
 SAMPLE = TESTDATA / "sample" / "ngrams.txt"

@@ -12,9 +12,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from conftest import TESTDATA
+from toolkit.zsheader import with_header_field
 from zsarchive.errors import ZSCorrupt
 from zsarchive.zs.format import header as h
-from zsarchive.zs.format.crc64 import crc64
 
 INTEROP = sorted((TESTDATA / "interop").glob("*.zs"))
 
@@ -28,15 +28,6 @@ def file_bytes(hdr: h.Header, blocks: bytes = b"\x00" * 40) -> bytes:
     hdr.root_index_offset, hdr.root_index_length = start, len(blocks)
     hdr.total_file_length = start + len(blocks)
     return h.MAGIC + hdr.encode() + blocks
-
-
-def with_field(data: bytes, at: int, value: bytes) -> bytes:
-    """``data`` with header bytes at ``at`` replaced and the header CRC made right again."""
-    length = struct.unpack_from("<Q", data, 8)[0]
-    out = bytearray(data)
-    out[at:at + len(value)] = value
-    out[16 + length:24 + length] = struct.pack("<Q", crc64(bytes(out[16:16 + length])))
-    return bytes(out)
 
 
 @given(metadata, st.sampled_from(["none", "deflate", "lzma2;dsize=2^20", "zstd"]),
@@ -78,16 +69,16 @@ GOOD = file_bytes(h.Header(0, 0, 0, b"\0" * 32, "deflate", {"a": 1}))
 
 
 @pytest.mark.parametrize("data, message", [
-    (with_field(GOOD, h.HEADER_LENGTH_AT, struct.pack("<Q", 2**64 - 1)), "offset 8: header length"),
+    (with_header_field(GOOD, h.HEADER_LENGTH_AT, struct.pack("<Q", 2**64 - 1)), "offset 8: header length"),
     (GOOD[:8] + struct.pack("<Q", 10) + GOOD[16:], "offset 8: header length 10 is shorter"),
-    (with_field(GOOD, h.METADATA_LENGTH_AT, struct.pack("<Q", 2**64 - 1)), "offset 88: metadata length"),
-    (with_field(GOOD, h.ROOT_OFFSET_AT, struct.pack("<Q", 2**64 - 1)), "offset 16: root index block"),
-    (with_field(GOOD, h.ROOT_LENGTH_AT, struct.pack("<Q", 2**64 - 1)), "offset 16: root index block"),
-    (with_field(GOOD, h.ROOT_LENGTH_AT, struct.pack("<Q", 9)), "offset 16: root index block (9 bytes"),
-    (with_field(GOOD, h.TOTAL_LENGTH_AT, struct.pack("<Q", 2**64 - 1)), "offset 32: header says the file"),
-    (with_field(GOOD, h.CODEC_AT, b"lzma\xff".ljust(16, b"\0")), "offset 72: codec field is not ASCII"),
-    (with_field(GOOD, h.CODEC_AT, b"bz2".ljust(16, b"\0")), "offset 72: unknown codec 'bz2'"),
-    (with_field(GOOD, h.METADATA_AT, b"["), "offset 96: metadata is not UTF-8 JSON"),
+    (with_header_field(GOOD, h.METADATA_LENGTH_AT, struct.pack("<Q", 2**64 - 1)), "offset 88: metadata length"),
+    (with_header_field(GOOD, h.ROOT_OFFSET_AT, struct.pack("<Q", 2**64 - 1)), "offset 16: root index block"),
+    (with_header_field(GOOD, h.ROOT_LENGTH_AT, struct.pack("<Q", 2**64 - 1)), "offset 16: root index block"),
+    (with_header_field(GOOD, h.ROOT_LENGTH_AT, struct.pack("<Q", 9)), "offset 16: root index block (9 bytes"),
+    (with_header_field(GOOD, h.TOTAL_LENGTH_AT, struct.pack("<Q", 2**64 - 1)), "offset 32: header says the file"),
+    (with_header_field(GOOD, h.CODEC_AT, b"lzma\xff".ljust(16, b"\0")), "offset 72: codec field is not ASCII"),
+    (with_header_field(GOOD, h.CODEC_AT, b"bz2".ljust(16, b"\0")), "offset 72: unknown codec 'bz2'"),
+    (with_header_field(GOOD, h.METADATA_AT, b"["), "offset 96: metadata is not UTF-8 JSON"),
     (h.PARTIAL_MAGIC + GOOD[8:], "offset 0: ZStoBe magic"),
     (GOOD[:20] + bytes([GOOD[20] ^ 1]) + GOOD[21:], "header CRC mismatch"),
 ])

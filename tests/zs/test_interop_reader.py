@@ -7,12 +7,12 @@ import json
 import random
 import shutil
 import subprocess
-import sys
 
 import pytest
 from click.testing import CliRunner
 
 from conftest import TESTDATA
+from toolkit.cli import run_zs
 from zsarchive import ZS
 from zsarchive.cli import main
 from zsarchive.zs.format import uleb128
@@ -252,7 +252,7 @@ def test_tiny_4grams_dumps_to_its_text():
 
 def test_cli_runs_as_a_program(ref_files):
     path = str(ref_files["words-lzma-small"].path)
-    proc = subprocess.run([sys.executable, "-m", "zsarchive", "dump", "--prefix", "a", path],
-                          capture_output=True, check=True)
+    proc = run_zs("dump", "--prefix", "a", path, text=False)
+    assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split(b"\n")[:-1] == [r for r in ref_files["words-lzma-small"].records
                                              if r.startswith(b"a")]

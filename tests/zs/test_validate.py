@@ -21,6 +21,7 @@ from click.testing import CliRunner
 
 import zsarchive
 import zsarchive.zs.format.header
+from toolkit.cli import one_line_error, run_zs
 from zsarchive import ZSCorrupt
 from zsarchive.cli import main
 from zsarchive.zs.format.block import encode_block, encode_index, encode_records
@@ -383,12 +384,9 @@ def test_cli_corrupt_file_is_one_line_and_exit_1(tmp_path):
     path = tmp_path / "bad.zs"
     path.write_bytes(minimal().build(sha=b"\0" * 32))
     # A real process, to see exactly what a user sees: no traceback, one line, status 1.
-    result = subprocess.run([sys.executable, "-m", "zsarchive", "validate", str(path)],
-                            capture_output=True, text=True)
-    assert result.returncode == 1
+    result = run_zs("validate", str(path))
     assert result.stdout == ""
-    assert result.stderr.startswith(f"zs: error: {path}: offset 40: data SHA-256 mismatch")
-    assert result.stderr.count("\n") == 1
+    assert one_line_error(result).startswith(f"zs: error: {path}: offset 40: data SHA-256 mismatch")
 
 
 def test_cli_missing_file_and_usage_errors(tmp_path):

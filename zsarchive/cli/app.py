@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import importlib
 import sys
 
@@ -9,6 +10,9 @@ import click
 
 from zsarchive.errors import ZSError
 
+
+_DISK_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+"""Write failures that are the machine's state, not a bug: one line, like any foreseen error."""
 
 SECTIONS = (
     ("Icechunk archives", ("export", "summary", "refs", "log", "show", "ls", "chunks", "chunk", "diff", "chunk-log",
@@ -61,6 +65,10 @@ class _Group(click.Group):
         except (click.ClickException, click.exceptions.Exit, click.Abort):
             raise
         except Exception as exc:  # the last resort: a bug or a missing check must still not print a traceback
+            if isinstance(exc, OSError) and exc.errno in _DISK_FULL:  # wherever it struck (spill files too)
+                where = f"{exc.filename}: " if exc.filename else ""
+                click.echo(f"zs: error: {one_line(where + (exc.strerror or str(exc)))}", err=True)
+                sys.exit(1)
             if ctx.params.get("debug"):
                 raise
             problem = "out of memory" if isinstance(exc, MemoryError) else f"{type(exc).__name__}: {exc}"

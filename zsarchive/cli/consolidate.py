@@ -31,7 +31,7 @@ def consolidate_command(fragment: str, archive: str, codec: str | None, compress
     """
     check_new_target(archive, force)
     # Imported here: the exporter pulls in numpy and the Icechunk decoders, which `zs --help` need not.
-    from zsarchive.archive.incremental import consolidate
+    from zsarchive.archive.write.incremental import consolidate
 
     summary = consolidate(fragment, archive, codec=codec, compress_level=compress_level, chunk_codec=chunk_codec,
                           parallelism=parallelism)

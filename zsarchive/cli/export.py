@@ -65,7 +65,7 @@ def export_command(repo: str, archive: str, codec: str, compress_level: str | No
 
     client = None
     if scheduler is not None:
-        from zsarchive.archive.cluster import connect
+        from zsarchive.archive.write.cluster import connect
 
 
         client = connect(scheduler)

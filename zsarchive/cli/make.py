@@ -11,8 +11,9 @@ import click
 
 from zsarchive.cli.app import main
 from zsarchive.cli.params import ESCAPED_BYTES, Parallelism, force_option
-from zsarchive.io.kinds import check_new_target
 from zsarchive.errors import ZSError
+from zsarchive.io.kinds import check_new_target
+from zsarchive.io.outfile import whole_file
 from zsarchive.zs.format import codecs
 from zsarchive.zs.writer import DEFAULT_APPROX_BLOCK_SIZE, DEFAULT_BRANCHING_FACTOR, ZSWriter
 
@@ -91,29 +92,18 @@ def make(metadata: dict, input_file: str, new_zs_file: str, terminator: bytes | 
     except OSError as exc:
         raise ZSError(f"{input_file}: cannot open: {exc.strerror}") from None
     check_new_target(new_zs_file, force)
-    # the writer creates a new file only: a replacement is written beside the old one, then renamed over it
-    target = new_zs_file
-    if os.path.lexists(new_zs_file):
-        head, tail = os.path.split(new_zs_file)
-        target = os.path.join(head, f".{tail}.{os.getpid()}.partial")
-    with source:
-        try:
-            writer = ZSWriter(target, metadata, branching_factor, approx_block_size=approx_block_size,
-                              codec=codec, compress_level=compress_level, parallelism=parallelism,
-                              include_default_metadata=not no_default_metadata)
-            with writer:
-                size = _input_size(source)
-                # Without a known size (a pipe) a bar could only guess: show none.
-                show = bool(size) and not no_spinner and sys.stderr.isatty()
-                with click.progressbar(length=max(size, 1), label="zs make", file=sys.stderr,
-                                       hidden=not show) as bar:
-                    writer.add_file_contents(_Progress(source, bar),
-                                             terminator=b"\n" if terminator is None else terminator,
-                                             length_prefixed=length_prefixed)
-                writer.finish()
-        except BaseException:
-            if target != new_zs_file and os.path.lexists(target):
-                os.unlink(target)
-            raise
-    if target != new_zs_file:
-        os.replace(target, new_zs_file)
+    # written beside the target and renamed over it once complete: a failure (a full disk) leaves no
+    # file, and a replaced file stays whole until then
+    with source, whole_file(new_zs_file, "make", overwrite=force) as partial:
+        writer = ZSWriter(partial, metadata, branching_factor, approx_block_size=approx_block_size,
+                          codec=codec, compress_level=compress_level, parallelism=parallelism,
+                          include_default_metadata=not no_default_metadata, name=new_zs_file)
+        with writer:
+            size = _input_size(source)
+            # Without a known size (a pipe) a bar could only guess: show none.
+            show = bool(size) and not no_spinner and sys.stderr.isatty()
+            with click.progressbar(length=max(size, 1), label="zs make", file=sys.stderr,
+                                   hidden=not show) as bar:
+                writer.add_file_contents(_Progress(source, bar), terminator=b"\n" if terminator is None else terminator,
+                                         length_prefixed=length_prefixed)
+            writer.finish()

@@ -55,8 +55,8 @@ def validate_command(zs_file: str, parallelism: int | str, no_spinner: bool) -> 
     with open_zs(zs_file) as z:
         # Imported here: plain ZS files need nothing of the archive layer.
         from zsarchive.archive import archive_metadata
-        from zsarchive.archive.fragments import open_chain
-        from zsarchive.archive.validate import validate_archive, validate_fragments
+        from zsarchive.archive.read.chain import open_chain
+        from zsarchive.archive.read.validate import validate_archive, validate_fragments
 
         marker = archive_metadata(z)
         if marker is not None:

@@ -24,6 +24,18 @@ def decoding(name: str) -> Iterator[None]:
         raise ZSCorrupt(f"{name}: malformed FlatBuffer ({type(exc).__name__}: {exc})") from None
 
 
+MAX_MICROS = 253402300800 * 10**6 - 1
+"""The last microsecond of year 9999 UTC: the last instant a time can be written in RFC 3339."""
+
+
+def timestamp(micros: int, what: str) -> int:
+    """A time field (microseconds since the Unix epoch) that can be shown as a date: past year 9999
+    is corrupt, not a time any writer made."""
+    if not 0 <= micros <= MAX_MICROS:
+        raise FlatBufferError(f"{what} {micros} is not a time (microseconds since 1970 up to year 9999)")
+    return micros
+
+
 def id12(obj, what: str) -> str:
     """A required ObjectId12 struct field as Crockford base32."""
     return ids.encode(struct_bytes(require(obj, what), 12))

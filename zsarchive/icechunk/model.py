@@ -2,15 +2,16 @@
 
 Ids are Crockford base32 strings (20 characters for ObjectId12, 13 for ObjectId8): the alphabet is in
 ASCII order and the length is fixed, so sorting the strings sorts the raw id bytes. Times are integers,
-non-leap microseconds since 1970-01-01 UTC, exactly as stored; ``format_time`` renders them.
+non-leap microseconds since 1970-01-01 UTC, exactly as stored; ``format_time`` (:mod:`zsarchive.times`) renders them.
 """
 
 from __future__ import annotations
 
-import datetime as _dt
 import enum
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterator, NamedTuple, Protocol
+
+from zsarchive.times import format_time  # noqa: F401  (the model's times render with it; re-exported)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -21,15 +22,6 @@ NodeId = str
 """Crockford base32 of an 8-byte node id (ObjectId8)."""
 JSONValue = Any
 """A JSON-compatible value decoded from FlexBuffers (V2) or MessagePack (V1)."""
-
-_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
-
-
-def format_time(micros: int) -> str:
-    """RFC 3339 UTC with microseconds and ``Z``, e.g. ``2026-11-22T01:55:20.495477Z``."""
-    moment = _EPOCH + _dt.timedelta(microseconds=micros)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
 
 class FileType(enum.IntEnum):
     """The file type byte of the common binary header."""

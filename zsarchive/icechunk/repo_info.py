@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from zsarchive.icechunk.common import decoding, id12, metadata_items
+from zsarchive.icechunk.common import decoding, id12, metadata_items, timestamp
 from zsarchive.icechunk.flatbuf import FlatBufferError, byte_vector, check_sorted, require, root, table_of, text
 from zsarchive.icechunk.generated.Repo import Repo
 from zsarchive.icechunk.generated.UpdateType import UpdateType
@@ -46,7 +46,7 @@ def _status(obj, what: str) -> RepoStatus:
     availability = obj.Availability()
     if availability not in AVAILABILITY:
         raise FlatBufferError(f"{what}.availability has unknown value {availability}")
-    set_at = obj.SetAt()
+    set_at = timestamp(obj.SetAt(), f"{what}.set_at")
     return RepoStatus(AVAILABILITY[availability], set_at or None,
                       text(obj.LimitedAvailabilityReason(), f"{what}.limited_availability_reason"))
 
@@ -70,7 +70,8 @@ def _update(obj, j: int) -> Update:
             details[field] = _status(require(value, where), where)
         else:
             details[field] = value
-    return Update(kind, obj.UpdatedAt(), text(obj.BackupPath(), f"{what}.backup_path"), details)
+    return Update(kind, timestamp(obj.UpdatedAt(), f"{what}.updated_at"),
+                  text(obj.BackupPath(), f"{what}.backup_path"), details)
 
 
 def _refs(count: int, get, snapshots: list[SnapshotInfo], what: str) -> dict[str, str]:
@@ -112,7 +113,8 @@ def decode_repo_info(raw: bytes, name: str) -> RepoInfo:
             if not -1 <= parent < len(snap_ids) or parent == j:
                 raise FlatBufferError(f"snapshots[{j}].parent_offset {parent} is not a valid snapshot index")
             snapshots.append(SnapshotInfo(
-                snap_ids[j], None if parent == -1 else snap_ids[parent], info.FlushedAt(),
+                snap_ids[j], None if parent == -1 else snap_ids[parent],
+                timestamp(info.FlushedAt(), f"snapshots[{j}].flushed_at"),
                 text(require(info.Message(), f"snapshots[{j}].message"), f"snapshots[{j}].message"),
                 metadata_items(info, spec, f"snapshots[{j}].metadata", must_sort=False),
                 tuple(id12(info.PrunedAncestorTxLogs(k), f"snapshots[{j}].pruned_ancestor_tx_logs[{k}]")

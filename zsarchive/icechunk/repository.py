@@ -21,6 +21,7 @@ from zsarchive.icechunk.snapshot import decode_snapshot
 from zsarchive.io.location import Location
 from zsarchive.io.storage import Storage, open_storage
 from zsarchive.limits import ceiling, load_json
+from zsarchive.walk import parent_chain
 from zsarchive.icechunk.txlog import decode_transaction_log, merge_transaction_logs
 
 _MANIFEST_CACHE = 4  # manifests can hold millions of refs: keep only the last few decoded
@@ -224,18 +225,13 @@ class Repository:
     def ancestry(self, ref: str) -> list[SnapshotInfo]:
         """The commit history from ``ref`` back to the initial snapshot, newest first."""
         out: list[SnapshotInfo] = []
-        seen: set[str] = set()
-        current: SnapshotId | None = self.resolve(ref)
-        while current is not None:
-            if current in seen:
-                raise ZSCorrupt(f"{self.storage.name}: the parent chain of {ref!r} loops at snapshot {current}")
-            seen.add(current)
+        for current in parent_chain(self.resolve(ref), lambda sid: out[-1].parent_id, lambda at: ZSCorrupt(
+                f"{self.storage.name}: the parent chain of {ref!r} loops at snapshot {at}")):
             info = self._snapshot_info(current)
             if info is None:
                 child = out[-1].id if out else ref
                 raise ZSCorrupt(f"{self.storage.name}: snapshot {current} (parent of {child}) is missing")
             out.append(info)
-            current = info.parent_id
         return out
 
     # ---- immutable files ----

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from zsarchive.icechunk.common import decoding, id8, id12, metadata_items, optional_id12
+from zsarchive.icechunk.common import decoding, id8, id12, metadata_items, optional_id12, timestamp
 from zsarchive.icechunk.flatbuf import FlatBufferError, byte_vector, check_sorted, require, root, struct_bytes, \
     table_of, text
 from zsarchive.icechunk import ids
@@ -96,7 +96,7 @@ def decode_snapshot(raw: bytes, name: str) -> Snapshot:
             header=header,
             id=id12(snap.Id(), "id"),
             parent_id=optional_id12(snap.ParentId()),
-            flushed_at=snap.FlushedAt(),
+            flushed_at=timestamp(snap.FlushedAt(), "flushed_at"),
             message=text(require(snap.Message(), "message"), "message"),
             metadata=metadata_items(snap, header.spec_version, "metadata", must_sort=True),
             nodes=nodes,

@@ -9,7 +9,7 @@ import re
 from zsarchive.lazy import lazy_exports
 from zsarchive.io.base import Transport
 from zsarchive.io.local import FileObjectTransport, LocalFile
-from zsarchive.io.location import SCHEMES
+from zsarchive.io.location import SCHEMES, local_path
 
 # network transports import http.client, ssl or fsspec: only a URL should pay for that
 __getattr__ = lazy_exports(__name__, {
@@ -34,7 +34,7 @@ def open_transport(source) -> Transport:
             return LocalFile(text)
         name = scheme.group(1).lower()
         if name == "file":
-            return LocalFile(text[len("file://"):])
+            return LocalFile(local_path(text))
         if name in ("http", "https"):
             from zsarchive.io.http import HTTPTransport
 

@@ -156,6 +156,12 @@ class HTTPTransport(RemoteTransport):
             raise ZSError(f"{self.name}: HTTP 206 with unusable Content-Range {value!r}")
         return int(match.group(1)), int(match.group(2)), int(match.group(3))
 
+    @property
+    def version(self) -> tuple[str | None, str | None]:
+        """The object's ETag and Last-Modified as the server's answers give them (None: not sent,
+        or nothing read yet)."""
+        return self._etag, self._last_modified
+
     def _pin(self, headers: http.client.HTTPMessage) -> None:
         """Remember the object's version from the first answer; insist on it in every later one."""
         etag, modified = headers.get("ETag"), headers.get("Last-Modified")

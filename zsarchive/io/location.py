@@ -57,6 +57,19 @@ def scheme_of(text: str) -> str | None:
     return found.group(1).lower() if found else None
 
 
+def is_url(source: object) -> bool:
+    """Whether ``source`` is a URL read over the network (any scheme but ``file://``)."""
+    return isinstance(source, str) and scheme_of(source) not in (None, "file")
+
+
+def local_path(source: str | os.PathLike) -> str:
+    """The path a local path or ``file://`` URL names (%-escapes undone); ZSError for another URL."""
+    location = parse_location(source)
+    if not location.is_local:
+        raise ZSError(f"{os.fspath(source)}: not a local path or file:// URL")
+    return location.url
+
+
 def parse_location(source: str | os.PathLike | Location, storage_options: Mapping[str, object] | None = None,
                    anon: bool = False) -> Location:
     """Classify a path or URL; ZSError (one line) for a scheme no store here can read."""

@@ -43,6 +43,9 @@ class ObjectTransport(RemoteTransport):
             if str(exc).endswith(": range not satisfiable") and self._is_empty():
                 return {"size": 0, "e_tag": None}, (0, 0), b""  # an empty object has no range to give
             raise
+        pinned = self._pin.get("if_match")
+        if pinned and meta.get("e_tag") != pinned:  # a store or proxy that ignored the precondition
+            raise ZSCorrupt(f"{self.name}: file changed while reading (ETag was {pinned}, now {meta.get('e_tag')})")
         self.stats.add(requests=1, bytes=len(body))
         return meta, sent, body
 

@@ -102,7 +102,12 @@ class ZS:
         bounds), then walks the index in order until a key >= stop. Each level's next index blocks
         are fetched in batches that grow as the walk goes on, so a long scan costs few requests
         even where index blocks sit between the data blocks, and a lookup reads no block ahead.
+
+        Index entries must form a tree over data blocks in file order: an index block reached twice,
+        or a data block at or before the previous one, is ZSCorrupt. This bounds every scan by the
+        file's size (a few hundred bytes of index shared as a DAG could otherwise name 10^12 blocks).
         """
+        seen = {self.root_index_offset}  # index blocks reached by this walk
         path: list[tuple[IndexBlock, int]] = []
         block = self._root
         while True:
@@ -110,14 +115,28 @@ class ZS:
             path.append((block, i))
             if block.level == 1:
                 break
+            self._visit(seen, block.offsets[i])
             block = self._blocks.index_blocks([(block.offsets[i], block.lengths[i])], block.level - 1)[0]
         entries = _entries(*path[0], stop)
         for block, i in path[1:]:
             if next(entries, None) is None:  # the descended child's key is >= stop: nothing in range
                 return
-            entries = chain(_entries(block, i, stop), self._children(entries, block.level, stop))
+            entries = chain(_entries(block, i, stop), self._children(entries, block.level, stop, seen))
+        previous = -1
         for key, offset, length in entries:
+            if offset <= previous:
+                raise ZSCorrupt(f"{self.name}: the index points at the data block at offset {offset} after "
+                                f"the one at offset {previous} (data blocks must follow in file order, "
+                                "each once)")
+            previous = offset
             yield DataExtent(offset, length, key)
+
+    def _visit(self, seen: set[int], offset: int) -> None:
+        """Mark the index block at ``offset`` reached; ZSCorrupt if it was reached before."""
+        if offset in seen:
+            raise ZSCorrupt(f"{self.name}: the index block at offset {offset} is reached twice "
+                            "(index blocks must form a tree)")
+        seen.add(offset)
 
     def block_bytes(self, start: bytes, stop: bytes | None = None) -> int:
         """Bytes of the data blocks (framing included) whose index key lies in [start, stop): what the
@@ -126,8 +145,9 @@ class ZS:
         return sum(ext.length for ext in self._extents(start, stop) if ext.key >= start)
 
     def _children(self, parents: Iterator[tuple[bytes, int, int]], level: int,
-                  stop: bytes | None) -> Iterator[tuple[bytes, int, int]]:
-        """Entries of the level-``level`` index blocks that ``parents`` point at, in order.
+                  stop: bytes | None, seen: set[int]) -> Iterator[tuple[bytes, int, int]]:
+        """Entries of the level-``level`` index blocks that ``parents`` point at, in order (each
+        block once: ``seen`` holds the offsets of those already reached).
 
         Batches start at one block and double up to INDEX_BATCH blocks or INDEX_BATCH_BYTES; each
         batch is one ``read_ranges`` call, which remote transports coalesce into few requests.
@@ -137,6 +157,7 @@ class ZS:
             batch: list[tuple[bytes, int, int]] = []
             total = 0
             for entry in parents:
+                self._visit(seen, entry[1])
                 batch.append(entry)
                 total += entry[2]
                 if len(batch) >= size or total >= INDEX_BATCH_BYTES:

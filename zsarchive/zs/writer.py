@@ -179,13 +179,15 @@ class ZSWriter:
 
     Call :meth:`finish` to commit; until then (and after any error) the file carries the ZStoBe
     magic that every reader rejects. Leaving a ``with`` block only closes, it never finishes.
+    ``name``: how error messages name the file (default ``path``; e.g. the target of a partial file).
     """
 
     def __init__(self, path: str | os.PathLike, metadata: dict,
                  branching_factor: int = DEFAULT_BRANCHING_FACTOR, *,
                  approx_block_size: int = DEFAULT_APPROX_BLOCK_SIZE,
                  codec: str = "lzma", compress_level: int | str | None = None,
-                 parallelism: int | str = "guess", include_default_metadata: bool = True):
+                 parallelism: int | str = "guess", include_default_metadata: bool = True,
+                 name: str | None = None):
         if not isinstance(metadata, Mapping):
             raise ZSError(f"metadata must be a JSON object (a dict), not {type(metadata).__name__}")
         if not isinstance(branching_factor, int) or branching_factor < 2:
@@ -206,6 +208,7 @@ class ZSWriter:
         self.approx_block_size = approx_block_size
         self.parallelism = parallelism
         self._path = os.fspath(path)
+        self._name = self._path if name is None else name  # messages name the file a user asked for
         # The header is rewritten in place at the end, so its length must not change: the
         # root offset placeholder is 2**63 - 1 only for readability, every field is fixed-size.
         self._header = Header(2**63 - 1, 0, 0, b"\0" * 32, self.codec, self.metadata)
@@ -215,7 +218,7 @@ class ZSWriter:
         try:
             fd = os.open(self._path, flags, 0o666)
         except OSError as exc:
-            raise ZSError(f"{self._path}: cannot create: {exc.strerror}") from None
+            raise ZSError(f"{self._name}: cannot create: {exc.strerror}") from None
         self._file = os.fdopen(fd, "w+b")
         self.closed = False
         self._pool = ThreadPoolExecutor(max_workers=parallelism, thread_name_prefix="zs-writer")
@@ -314,7 +317,7 @@ class ZSWriter:
             while self._in_flight:
                 self._write_oldest()
             if self._last_record is None:
-                raise ZSError(f"{self._path}: no records were added; a ZS file must hold at least "
+                raise ZSError(f"{self._name}: no records were added; a ZS file must hold at least "
                               "one record (its root index needs an entry)")
             root = self._index.finish()
             self._header.root_index_offset = root.offset
@@ -325,7 +328,7 @@ class ZSWriter:
             self._header.data_sha256 = self._hasher.digest()
             encoded = self._header.encode()
             if len(encoded) != self._header_length:
-                raise ZSError(f"{self._path}: metadata changed while writing; the header no longer fits")
+                raise ZSError(f"{self._name}: metadata changed while writing; the header no longer fits")
             f = self._file
             f.seek(len(MAGIC))
             f.write(encoded)
@@ -364,7 +367,7 @@ class ZSWriter:
 
     def _check_open(self) -> None:
         if self.closed:
-            raise ZSError(f"{self._path}: ZSWriter is closed")
+            raise ZSError(f"{self._name}: ZSWriter is closed")
 
     @contextmanager
     def _fatal(self) -> Iterator[None]:

@@ -106,7 +106,9 @@ def _zstd_compress(level: int) -> Callable[[bytes], bytes]:
 
 def _zstd_decompress(data: bytes) -> bytes:
     # One whole frame and nothing after it, as for deflate and lzma.
-    return unzstd(data, ceiling(BLOCK_CEILING), BLOCK_CEILING)
+    # our writer declares every frame's size; one that does not is fed in small steps, so that a
+    # bomb is refused having made at most a few MiB past the ceiling
+    return unzstd(data, ceiling(BLOCK_CEILING), BLOCK_CEILING, feed=128)
 
 
 def _identity(data: bytes) -> bytes:

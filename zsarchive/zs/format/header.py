@@ -109,6 +109,8 @@ def decode(data: bytes, crc_bytes: bytes, name: str) -> Header:
         metadata = json.loads(meta_raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:
         raise ZSCorrupt(f"{name}: offset {METADATA_AT}: metadata is not UTF-8 JSON: {exc}") from None
+    except RecursionError:
+        raise ZSCorrupt(f"{name}: offset {METADATA_AT}: metadata JSON is nested too deeply") from None
     if not isinstance(metadata, dict):
         raise ZSCorrupt(f"{name}: offset {METADATA_AT}: metadata is JSON but not an object "
                         f"(got {type(metadata).__name__})")

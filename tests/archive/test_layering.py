@@ -1,0 +1,91 @@
+"""The archive package's import rules, read from the source: its sub-packages import one way
+(format <- read <- write, and format/read <- zarrstore), reading never imports writing, and no two
+modules import each other, directly or round a longer loop (imports inside functions count)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import zsarchive.archive
+
+PACKAGE = Path(zsarchive.archive.__file__).parent
+ALLOWED = {"format": set(), "read": {"format"}, "write": {"format", "read"}, "zarrstore": {"format", "read"}}
+"""The sub-packages each sub-package may import besides itself."""
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports(path: Path) -> set[str]:
+    """Every ``zsarchive.archive`` module ``path`` imports, at its top or inside a function."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found |= {f"{node.module}.{alias.name}" for alias in node.names} | {node.module}
+    modules = {_module_name(p) for p in PACKAGE.rglob("*.py")}
+    return {name for name in found if name in modules and name != "zsarchive.archive"}
+
+
+def _graph() -> dict[str, set[str]]:
+    return {_module_name(p): _imports(p) for p in PACKAGE.rglob("*.py")}
+
+
+def _subpackage(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[2] if len(parts) > 3 or (len(parts) == 3 and parts[2] in ALLOWED) else None
+
+
+def test_every_module_lives_in_a_sub_package():
+    loose = sorted(p.name for p in PACKAGE.glob("*.py") if p.name != "__init__.py")
+    assert loose == []
+    assert {p.name for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").exists()} == set(ALLOWED)
+
+
+def test_sub_packages_import_one_way():
+    wrong = []
+    for module, imported in _graph().items():
+        source = _subpackage(module)
+        if source is None:
+            continue
+        for target in imported:
+            dest = _subpackage(target)
+            if dest is not None and dest != source and dest not in ALLOWED[source]:
+                wrong.append(f"{module} imports {target}")
+    assert wrong == []
+
+
+def test_reading_never_imports_writing():
+    assert [(m, i) for m, imported in _graph().items() if ".read" in m
+            for i in imported if i.startswith("zsarchive.archive.write")] == []
+
+
+def test_no_module_imports_round_a_loop():
+    graph = _graph()
+    state: dict[str, int] = {}
+    loops = []
+
+    def visit(module: str, path: list[str]) -> None:
+        state[module] = 1
+        for target in sorted(graph.get(module, ())):
+            if state.get(target) == 1:
+                loops.append(path[path.index(target):] + [target])
+            elif target not in state:
+                visit(target, path + [target])
+        state[module] = 2
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module, [module])
+    assert loops == []
+
+
+def test_the_rules_see_imports_inside_functions(tmp_path):
+    # the checker itself: a function-level import counts, so a lazy import cannot hide a loop
+    source = tmp_path / "m.py"
+    source.write_text("def f():\n    from zsarchive.archive.write.exporter import export\n")
+    assert "zsarchive.archive.write.exporter" in _imports(source)

@@ -1,0 +1,92 @@
+"""An archive decoder written from docs/archive-format.rst ("Records", "Tuple encoding") alone, over
+docs/unzs.py (the standard-library ZS decoder): no zsarchive code, so it can hold our reader to the
+document."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import struct
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _elements(buf: bytes, pos: int) -> tuple[list, int]:
+    """Elements up to an END byte (consumed) or the end of ``buf``."""
+    out = []
+    while pos < len(buf):
+        code = buf[pos]
+        pos += 1
+        if code == 0x00:
+            return out, pos
+        if code in (0x01, 0x02):  # escaped string, 0x00 0xFF is a 0x00, a lone 0x00 ends it
+            raw = bytearray()
+            while not (buf[pos] == 0 and (pos + 1 >= len(buf) or buf[pos + 1] != 0xFF)):
+                raw.append(buf[pos])
+                pos += 2 if buf[pos] == 0 else 1
+            pos += 1
+            out.append({"bytes": raw.hex()} if code == 0x01 else raw.decode("utf-8"))
+        elif code == 0x03:
+            out.append(None)
+        elif code == 0x04:  # uleb128 length, raw bytes
+            n = shift = 0
+            while True:
+                byte = buf[pos]
+                pos += 1
+                n |= (byte & 0x7F) << shift
+                shift += 7
+                if byte < 0x80:
+                    break
+            out.append({"bytes": buf[pos:pos + n].hex()})
+            pos += n
+        elif code == 0x05:
+            sub, pos = _elements(buf, pos)
+            out.append(sub)
+        elif code in (0x26, 0x27):
+            out.append(code == 0x27)
+        elif 0x0B <= code <= 0x1D:
+            if code in (0x0B, 0x1D):
+                n = buf[pos] if code == 0x1D else 255 - buf[pos]
+                pos += 1
+                negative = code == 0x0B
+            else:
+                n, negative = abs(code - 0x14), code < 0x14
+            body = int.from_bytes(buf[pos:pos + n], "big")
+            out.append(body - (2 ** (8 * n) - 1) if negative else body)
+            pos += n
+        else:
+            raise AssertionError(f"type code 0x{code:02x} is not in the format document")
+    return out, pos
+
+
+def documented_record(rec: bytes) -> dict:
+    """One record as the vector JSON writes it: family, hex, key, version, value."""
+    key, pos = _elements(rec, 1)
+    value, end = _elements(rec, pos + 1)
+    assert end == len(rec)
+    return {"family": rec[:1].decode("ascii"), "hex": rec.hex(), "key": key, "version": rec[pos],
+            "value": value}
+
+
+def unzs_records(path: Path) -> tuple[dict, list[bytes]]:
+    """The ZS metadata and records of ``path`` read by docs/unzs.py, the standard-library decoder."""
+    spec = importlib.util.spec_from_file_location("unzs", ROOT / "docs" / "unzs.py")
+    unzs = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(unzs)
+    with open(path, "rb") as f:
+        f.seek(8)
+        (header_length,) = struct.unpack("<Q", f.read(8))
+        header = f.read(header_length)
+        root_offset, root_length, _, _, codec, meta_length = struct.unpack_from("<QQQ32s16sQ", header)
+        metadata = json.loads(header[80:80 + meta_length])
+        size = f.seek(0, 2)
+        decompress = unzs.CODECS[codec.rstrip(b"\0").decode()]
+        records = [r for _, block in unzs.data_blocks(f, size, decompress, root_offset, root_length,
+                                                      range(1, 64), set()) for r in block]
+    return metadata, records
+
+
+def documented_records(path: Path) -> list[dict]:
+    """Every record of the archive at ``path``, decoded by the document alone."""
+    return [documented_record(r) for r in unzs_records(path)[1]]

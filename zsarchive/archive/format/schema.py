@@ -1,0 +1,110 @@
+"""The archive's record layout: family tags, keys, versioned values (docs/archive-format.rst).
+
+A record is ``family tag (1 byte) + key elements (zsarchive.archive.format.keys) + 0x00 + value``; a value is
+``record version (1 byte) + value elements``. Everything here is pure byte shuffling: the exporter
+builds records with these functions and the query layer splits them with them.
+"""
+
+from __future__ import annotations
+
+from zsarchive.archive.format import keys
+from zsarchive.errors import ZSCorrupt, ZSError
+
+FORMAT_VERSION = 4
+"""Newest version of the archive format as a whole (archive header record and ZS metadata); readers
+read every version up to it (format 1 stores chunk refs per manifest, format 2 as a per-chunk timeline,
+format 3 adds chunk bytes in pieces and shard indexes, and is written only by archives holding either;
+format 4 is a fragment, read together with the archives it builds on: zsarchive.archive.format.fragments)."""
+FULL_FORMAT = 3
+"""The newest format version of a standalone archive (a fragment's is FRAGMENT_FORMAT)."""
+FRAGMENT_FORMAT = 4
+"""The format version of a fragment."""
+
+METADATA_KEY = "icechunk-archive"
+"""Key of the object in the ZS header metadata that marks a file as a repo archive."""
+
+# One byte per family; the values fix the order of families in the file.
+REFS = b"B"
+CHUNK_REF = b"C"
+CHUNK_DATA = b"D"
+REPO = b"G"
+CHUNK_HISTORY = b"H"
+SHARD_INDEX = b"I"
+CHILDREN = b"L"
+NODE = b"N"
+OPS = b"O"
+SNAPSHOT = b"S"
+SNAPSHOT_TIME = b"T"
+TXLOG = b"X"
+HEADER = b"Z"
+
+FAMILY_NAMES = {
+    REFS: "refs", CHUNK_REF: "chunk refs", CHUNK_DATA: "chunk data", REPO: "repo facts",
+    CHUNK_HISTORY: "chunk history", SHARD_INDEX: "shard indexes", CHILDREN: "children", NODE: "nodes", OPS: "ops log",
+    SNAPSHOT: "snapshots", SNAPSHOT_TIME: "snapshots by time", TXLOG: "transaction logs",
+    HEADER: "archive header",
+}
+
+RECORD_VERSIONS = {family: 1 for family in FAMILY_NAMES} | {CHUNK_REF: 2, CHUNK_DATA: 2, TXLOG: 2}
+"""The newest record version of each family this code reads and writes (every older one is read too:
+chunk refs are record version 1 in format 1 archives, keyed by manifest, and 2 in format 2, keyed
+by (node, coords, snapshot); chunk data is version 1, a whole file keyed by chunk id, in formats 1
+and 2, and version 2, pieces keyed by (chunk id, offset), in format 3; a transaction-log summary is
+version 2 where it merges the logs of ancestors expiration pruned, which it then names)."""
+
+# Chunk ref kinds (first value element of a CHUNK_REF record); REMOVED only in record version 2.
+INLINE, NATIVE, VIRTUAL, REMOVED = 0, 1, 2, 3
+KIND_NAMES = ("inline", "native", "virtual")
+
+# Node types (second value element of a NODE record).
+GROUP, ARRAY = 0, 1
+
+
+def record(family: bytes, key: tuple, value: tuple = (), version: int | None = None) -> bytes:
+    """One record: family tag, encoded key, END byte, version byte (default: the newest), encoded value."""
+    head = _VERSION_BYTE[family] if version is None else bytes((version,))
+    return b"".join((family, keys.encode(key), b"\x00", head, keys.encode_value(value)))
+
+
+def key_prefix(family: bytes, key: tuple = ()) -> bytes:
+    """The bytes every record of ``family`` whose key starts with ``key`` starts with."""
+    return family + keys.encode(key)
+
+
+def record_version(rec: bytes) -> int:
+    """The record version byte of a well-formed record (the byte after its key)."""
+    return rec[keys.decode(rec, 1, what="record key")[1]]
+
+
+def split(rec: bytes) -> tuple[bytes, tuple, tuple]:
+    """Split a record into ``(family, key, value)``; ZSError if its version is newer than ours."""
+    family = rec[:1]
+    if family not in _VERSION_BYTE:
+        raise ZSCorrupt(f"record {bytes(rec[:40])!r}: unknown record family {family!r}")
+    key, pos = keys.decode(rec, 1, what=f"{FAMILY_NAMES[family]} record key")
+    if pos >= len(rec) or rec[pos - 1] != 0:
+        raise ZSCorrupt(f"{FAMILY_NAMES[family]} record {bytes(rec[:40])!r}: key not terminated")
+    version = rec[pos]
+    if not 1 <= version <= RECORD_VERSIONS[family]:
+        if version > RECORD_VERSIONS[family]:
+            raise ZSError(
+                f"{FAMILY_NAMES[family]} record {bytes(rec[:40])!r} has record version {version}, newer "
+                f"than this zsarchive reads ({RECORD_VERSIONS[family]}): upgrade zsarchive")
+        raise ZSCorrupt(f"{FAMILY_NAMES[family]} record {bytes(rec[:40])!r}: invalid record version {version}")
+    value, _ = keys.decode(rec, pos + 1, what=f"{FAMILY_NAMES[family]} record value")
+    return family, key, value
+
+
+_VERSION_BYTE = {family: bytes((version,)) for family, version in RECORD_VERSIONS.items()}
+
+
+def path_components(path: str) -> tuple[str, ...]:
+    """``/a/b`` -> ``("a", "b")``; ``/`` -> ``()``. Tuples of components sort component-wise."""
+    if path in ("", "/"):
+        return ()
+    return tuple(path.strip("/").split("/"))
+
+
+def path_of(components: tuple) -> str:
+    """Inverse of :func:`path_components`."""
+    return "/" + "/".join(components)

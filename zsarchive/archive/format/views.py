@@ -1,0 +1,287 @@
+"""One named view per record family's value (docs/archive-format.rst, "Record families"): code outside
+``format/`` reads ``snapshot.parent_id``, never ``value[0]``, and which record version holds which
+element is decided here. Each view has ``decode`` (from a record's value elements) and ``encode``
+(to them). The archive header's view is :class:`~zsarchive.archive.format.header.ArchiveHeader`."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from zsarchive.archive.format import schema
+
+
+def is_id(value: object, length: int = 20) -> bool:
+    """Whether ``value`` is an id as the archive spells it: Crockford base32 text, 20 characters for a
+    snapshot, manifest or chunk id, 13 for a node id."""
+    return isinstance(value, str) and len(value) == length
+
+
+class RefValue(NamedTuple):
+    """A ``B`` record: the snapshot a branch or tag names (None: a deleted tag)."""
+
+    snapshot_id: str | None
+
+    @staticmethod
+    def well_formed(value: tuple) -> bool:
+        return len(value) >= 1
+
+    @classmethod
+    def decode(cls, value: tuple) -> RefValue:
+        return cls(value[0])
+
+    def encode(self) -> tuple:
+        return tuple(self)
+
+
+class RepoFactValue(NamedTuple):
+    """A ``G`` record: one repository-level fact (spec_version, metadata, config...) as JSON text."""
+
+    json: str
+
+    @classmethod
+    def decode(cls, value: tuple) -> RepoFactValue:
+        return cls(value[0])
+
+    def encode(self) -> tuple:
+        return tuple(self)
+
+
+class OpsValue(NamedTuple):
+    """An ``O`` record: one ops-log entry's type, backup path and details (JSON text); later elements
+    are extensions this reader ignores."""
+
+    type: str
+    backup_path: str | None
+    details: str
+
+    @classmethod
+    def decode(cls, value: tuple) -> OpsValue:
+        return cls(*value[:3])
+
+    def encode(self) -> tuple:
+        return tuple(self)
+
+
+class SnapshotValue(NamedTuple):
+    """An ``S`` record: a snapshot's parent, flush time, message, metadata (JSON text) and manifest
+    files (``(id, size_bytes, num_chunk_refs)`` each)."""
+
+    parent_id: str | None
+    flushed_at: int
+    message: str
+    metadata: str
+    manifests: tuple
+
+    @staticmethod
+    def well_formed(value: tuple) -> bool:
+        return (len(value) >= 5 and (value[0] is None or is_id(value[0])) and isinstance(value[1], int)
+                and isinstance(value[2], str) and isinstance(value[3], str) and isinstance(value[4], tuple))
+
+    @staticmethod
+    def manifest_file(item: object) -> tuple[str, int] | None:
+        """``(manifest id, number of chunk refs)`` of one of :attr:`manifests`, None when malformed."""
+        if isinstance(item, tuple) and len(item) >= 3 and isinstance(item[2], int):
+            return item[0], item[2]
+        return None
+
+    @classmethod
+    def decode(cls, value: tuple) -> SnapshotValue:
+        return cls(*value[:5])
+
+    def encode(self) -> tuple:
+        return tuple(self)
+
+
+class NodeValue(NamedTuple):
+    """An ``N`` record: a group's or array's id, type, zarr.json bytes and, for an array, its shape
+    (``(array_length, chunk_length, num_chunks)`` per dimension), dimension names, manifests
+    (``(id, extents)`` each) and ``since``, the snapshot its chunk ref timeline starts at (format 2 on)."""
+
+    node_id: str
+    node_type: int
+    user_data: bytes
+    shape: tuple | None
+    dimension_names: tuple | None
+    manifests: tuple
+    since: str | None = None
+
+    @property
+    def is_array(self) -> bool:
+        return self.node_type == schema.ARRAY
+
+    @staticmethod
+    def well_formed(value: tuple) -> bool:
+        return len(value) >= 6 and is_id(value[0], 13) and value[1] in (schema.GROUP, schema.ARRAY)
+
+    @staticmethod
+    def holds_since(value: tuple) -> bool:
+        """Whether an array's value names its ``since`` snapshot (format 2 on)."""
+        return len(value) >= 7
+
+    @classmethod
+    def decode(cls, value: tuple) -> NodeValue:
+        return cls(*value[:6], value[6] if len(value) > 6 else None)
+
+    def encode(self) -> tuple:
+        """A group's value has six elements, an array's seven (``since`` last)."""
+        return tuple(self) if self.is_array else tuple(self)[:6]
+
+
+class TxlogValue(NamedTuple):
+    """An ``X`` record: what a snapshot changed since its parent. Record version 2 adds the ancestors
+    whose logs it merges (expiration pruned them), those whose logs were no longer stored, and the
+    moves of the merged logs, which then replace the snapshot's own."""
+
+    new_groups: tuple
+    new_arrays: tuple
+    deleted_groups: tuple
+    deleted_arrays: tuple
+    updated_groups: tuple
+    updated_arrays: tuple
+    updated_chunks: tuple
+    """``(node id, number of chunks)`` per array whose chunks changed."""
+    own_moves: tuple
+    merged: tuple | None = None
+    missing: tuple | None = None
+    merged_moves: tuple | None = None
+
+    @property
+    def sets(self) -> tuple:
+        """The six node id sets, in the order of :data:`NODE_SETS`."""
+        return tuple(self)[:6]
+
+    @property
+    def moves(self) -> tuple:
+        """``(from, to, node id, node type)`` of every move the snapshot's change holds."""
+        return self.own_moves if self.merged_moves is None else self.merged_moves
+
+    @property
+    def lost_logs(self) -> tuple:
+        """Snapshots whose transaction logs the repository no longer held when it was archived."""
+        return self.missing or ()
+
+    @property
+    def version(self) -> int:
+        """The record version that holds this value."""
+        return 1 if self.merged is None else 2
+
+    @staticmethod
+    def well_formed(value: tuple) -> bool:
+        return (len(value) in (8, 11) and all(isinstance(v, tuple) for v in value)
+                and all(is_id(i, 13) for ids in value[:6] for i in ids) and all(is_id(i) for ids in value[8:10] for i in ids))
+
+    @classmethod
+    def decode(cls, value: tuple) -> TxlogValue:
+        return cls(*value[:11])
+
+    def encode(self) -> tuple:
+        return tuple(self) if self.merged is not None else tuple(self)[:8]
+
+    def record(self, snapshot_id: str) -> bytes:
+        """The ``X`` record of ``snapshot_id``, in the record version its value needs."""
+        return schema.record(schema.TXLOG, (snapshot_id,), self.encode(), version=self.version)
+
+
+class ChunkRefValue(NamedTuple):
+    """A ``C`` record: where one chunk's bytes are, by kind: inline bytes, a native chunk file's id
+    and range, or a virtual location and range with its checksums; ``REMOVED`` (record version 2)
+    holds nothing more. (An export encodes these a batch at a time: ``write/records.batch_records``.)"""
+
+    kind: int
+    inline: bytes | None = None
+    chunk_id: str | None = None
+    location: str | None = None
+    offset: int = 0
+    length: int = 0
+    checksum_etag: str | None = None
+    checksum_last_modified: int | None = None
+
+    @staticmethod
+    def kind_of(value: tuple) -> int | None:
+        """The kind of a chunk ref value, None when it has none this format knows."""
+        known = len(value) >= 1 and value[0] in (schema.INLINE, schema.NATIVE, schema.VIRTUAL, schema.REMOVED)
+        return value[0] if known else None
+
+    @staticmethod
+    def well_formed(value: tuple) -> bool:
+        """Whether a value of a known kind holds what its kind needs (see :data:`SHAPES`)."""
+        kind = value[0]
+        if kind == schema.INLINE:
+            return len(value) >= 2 and isinstance(value[1], bytes)
+        if kind == schema.NATIVE:
+            return len(value) >= 4 and is_id(value[1]) and all(isinstance(v, int) and v >= 0 for v in value[2:4])
+        if kind == schema.VIRTUAL:
+            return len(value) >= 6 and isinstance(value[1], str) and all(isinstance(v, int) and v >= 0 for v in value[2:4])
+        return True
+
+    @classmethod
+    def decode(cls, value: tuple) -> ChunkRefValue:
+        kind = value[0]
+        if kind == schema.INLINE:
+            return cls(kind, inline=value[1], length=len(value[1]))
+        if kind == schema.NATIVE:
+            chunk_id, offset, length = value[1:4]
+            return cls(kind, chunk_id=chunk_id, offset=offset, length=length)
+        if kind == schema.VIRTUAL:
+            location, offset, length, etag, last_modified = value[1:6]
+            return cls(kind, location=location, offset=offset, length=length, checksum_etag=etag,
+                       checksum_last_modified=last_modified)
+        return cls(kind)
+
+    def encode(self) -> tuple:
+        if self.kind == schema.INLINE:
+            return (self.kind, self.inline)
+        if self.kind == schema.NATIVE:
+            return (self.kind, self.chunk_id, self.offset, self.length)
+        if self.kind == schema.VIRTUAL:
+            return (self.kind, self.location, self.offset, self.length, self.checksum_etag, self.checksum_last_modified)
+        return (self.kind,)
+
+
+class ShardIndexValue(NamedTuple):
+    """An ``I`` record: whether a shard's index is at its end, and the index's raw bytes."""
+
+    at_end: bool
+    raw: bytes
+
+    def fits(self, length: int) -> bool:
+        """Whether the raw index has the size of some index (16 bytes per inner chunk [+ 4 for its
+        checksum]) within a shard of ``length`` bytes."""
+        return len(self.raw) % 16 in (0, 4) and len(self.raw) <= length
+
+    @classmethod
+    def decode(cls, value: tuple) -> ShardIndexValue:
+        """ValueError when malformed (readers name the shard)."""
+        if len(value) < 2 or not isinstance(value[0], bool) or not isinstance(value[1], bytes):
+            raise ValueError("malformed shard index record")
+        return cls(value[0], value[1])
+
+    def encode(self) -> tuple:
+        return tuple(self)
+
+
+class ChunkBytesValue(NamedTuple):
+    """A ``D`` record: a whole chunk file's bytes (record version 1, formats 1 and 2) or one piece of
+    it (version 2, keyed by offset; :mod:`pieces <zsarchive.archive.format.pieces>` writes and reads
+    those a block at a time)."""
+
+    data: bytes
+
+    @staticmethod
+    def well_formed(value: tuple) -> bool:
+        return len(value) >= 1 and isinstance(value[0], bytes)
+
+    @classmethod
+    def decode(cls, value: tuple) -> ChunkBytesValue:
+        return cls(value[0])
+
+    def encode(self) -> tuple:
+        return tuple(self)
+
+
+CHUNK_REF_SHAPES = {schema.INLINE: "(0, data)", schema.NATIVE: "(1, chunk_id, offset, length)",
+                    schema.VIRTUAL: "(2, location, offset, length, etag, last_modified)"}
+"""Each chunk ref kind's value, as messages about a malformed one spell it."""
+
+NODE_SETS = ("new_groups", "new_arrays", "deleted_groups", "deleted_arrays", "updated_groups", "updated_arrays")
+"""The names of a transaction log's node id sets, as icechunk's ``diff`` spells them."""

@@ -1,0 +1,118 @@
+"""Where an archive keeps its chunk refs, by format version: the stored ref values of an array node's
+chunks, one chunk or all in coordinate order (docs/archive-format.rst, family ``C``).
+
+* format 1, :class:`ManifestRefs`: every manifest's refs, keyed ``(manifest_id, node_id, coords)``;
+  a node's chunks are the refs of its manifests.
+* format 2, :class:`RefTimeline`: each ref change once, keyed ``(node_id, coords, snapshot_id)``;
+  a node's chunk at a snapshot is the change of the nearest snapshot in its history (back to the
+  node's ``since`` snapshot) that changed it, unless that change removed it.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from typing import Callable, Iterable, Iterator
+
+from zsarchive.archive.format import schema
+from zsarchive.archive.format.keys import decode as decode_key
+from zsarchive.errors import ZSCorrupt
+from zsarchive.zs.reader import ZS
+
+Stored = Iterator[tuple[tuple[int, ...], tuple]]
+"""(coords, stored ref value) pairs in coordinate order."""
+
+
+class ManifestRefs:
+    """Chunk refs of a format 1 archive: stored once per manifest."""
+
+    def __init__(self, zs: ZS):
+        self.zs = zs
+
+    def ref(self, node: dict, coords: tuple[int, ...]) -> tuple | None:
+        """The stored value of the chunk at ``coords``, or None."""
+        for manifest in node["manifests"]:
+            if all(lo <= c < hi for c, (lo, hi) in zip(coords, manifest["extents"])):
+                key = (manifest["id"], node["id"], coords)
+                for rec in self.zs.search(prefix=schema.key_prefix(schema.CHUNK_REF, key)):
+                    _, k, v = schema.split(rec)
+                    if len(k) == 3:
+                        return v
+        return None
+
+    def refs(self, node: dict, start: tuple | None = None, stop: tuple | None = None) -> Stored:
+        """Every chunk with ``start <= coords < stop`` (when given), in coordinate order."""
+        streams = []
+        for manifest in node["manifests"]:
+            prefix = (manifest["id"], node["id"])
+            first = None if start is None else schema.key_prefix(schema.CHUNK_REF, prefix + (start,))
+            end = None if stop is None else schema.key_prefix(schema.CHUNK_REF, prefix + (stop,))
+            records = self.zs.search(start=first, stop=end, prefix=schema.key_prefix(schema.CHUNK_REF, prefix))
+            streams.append((k[2], v) for _, k, v in map(schema.split, records))
+        return streams[0] if len(streams) == 1 else heapq.merge(*streams, key=lambda item: item[0])
+
+    def coords(self, node: dict) -> Iterator[tuple[int, ...]]:
+        """The coordinates of every chunk, in order (only the coordinates of each record are decoded)."""
+        streams = []
+        for manifest in node["manifests"]:
+            prefix = schema.key_prefix(schema.CHUNK_REF, (manifest["id"], node["id"]))
+            at = len(prefix)
+            # the records share the prefix; what follows it is the coordinates and the key's end
+            streams.append(decode_key(rec, at, what="chunk ref key")[0][0] for rec in self.zs.search(prefix=prefix))
+        return streams[0] if len(streams) == 1 else heapq.merge(*streams)
+
+
+class RefTimeline:
+    """Chunk refs of a format 2 archive: each change stored once, resolved against a snapshot's history.
+
+    ``depths(snapshot_id)`` gives every snapshot in the history of one (itself 0, its parent 1, ...).
+    """
+
+    def __init__(self, zs: ZS, depths: Callable[[str], dict[str, int]], name: str):
+        self.zs = zs
+        self.depths = depths
+        self.name = name
+
+    def _window(self, node: dict) -> tuple[dict[str, int], int]:
+        """The history of the node's snapshot, and the depth of the node's ``since`` snapshot in it."""
+        depths = self.depths(node["snapshot_id"])
+        limit = depths.get(node["since"])
+        if limit is None:
+            raise ZSCorrupt(f"{self.name}: array {node['path']!r} at snapshot {node['snapshot_id']} starts its "
+                            f"chunk ref timeline at {node['since']!r}, which is not in its history")
+        return depths, limit
+
+    @staticmethod
+    def _resolve(changes: Iterable[tuple[str, tuple]], depths: dict[str, int], limit: int) -> tuple | None:
+        """The value of the nearest change in the history (None if none, or if it removed the ref)."""
+        best, found = limit + 1, None
+        for snapshot_id, value in changes:
+            depth = depths.get(snapshot_id)
+            if depth is not None and depth < best:
+                best, found = depth, value
+        return None if found is None or found[:1] == (schema.REMOVED,) else found
+
+    def ref(self, node: dict, coords: tuple[int, ...]) -> tuple | None:
+        """The stored value of the chunk at ``coords``, or None."""
+        depths, limit = self._window(node)
+        prefix = schema.key_prefix(schema.CHUNK_REF, (node["id"], coords))
+        changes = ((k[2], v) for _, k, v in map(schema.split, self.zs.search(prefix=prefix)) if len(k) == 3)
+        return self._resolve(changes, depths, limit)
+
+    def refs(self, node: dict, start: tuple | None = None, stop: tuple | None = None) -> Stored:
+        """Every chunk with ``start <= coords < stop`` (when given), in coordinate order."""
+        depths, limit = self._window(node)
+        prefix = (node["id"],)
+        first = None if start is None else schema.key_prefix(schema.CHUNK_REF, prefix + (start,))
+        end = None if stop is None else schema.key_prefix(schema.CHUNK_REF, prefix + (stop,))
+        records = self.zs.search(start=first, stop=end, prefix=schema.key_prefix(schema.CHUNK_REF, prefix))
+        # a chunk's changes are adjacent (key: coords, then snapshot id)
+        for coords, group in itertools.groupby(((k[1], k[2], v) for _, k, v in map(schema.split, records)),
+                                               key=lambda item: item[0]):
+            value = self._resolve(((sid, v) for _, sid, v in group), depths, limit)
+            if value is not None:
+                yield coords, value
+
+    def coords(self, node: dict) -> Iterator[tuple[int, ...]]:
+        """The coordinates of every chunk, in order."""
+        return (coords for coords, _ in self.refs(node))

@@ -1,0 +1,188 @@
+"""Queries of chunks: the ref at a coordinate at any snapshot, every ref of an array, their bytes
+(inline, embedded, from the repository or an authorized virtual location), shard indexes and inner chunks."""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Iterable, Iterator, Mapping
+
+from zsarchive.archive.format import schema
+from zsarchive.archive.format.header import has_chunk_pieces, refs_by_manifest
+from zsarchive.archive.format.pieces import read_pieces
+from zsarchive.archive.format.shards import EMPTY, shard_layout, virtual_index_key
+from zsarchive.archive.format.views import ChunkBytesValue, ChunkRefValue, ShardIndexValue
+from zsarchive.archive.read.chunkdata import ChunkReader, coords_text
+from zsarchive.archive.read.chunkrefs import ManifestRefs, RefTimeline
+from zsarchive.archive.read.nodes import NodeQueries
+from zsarchive.archive.read.reader import NotFound, checked_record
+from zsarchive.archive.read.refspec import chunk_coords
+from zsarchive.errors import ZSCorrupt, ZSError
+from zsarchive.io.location import Location, parse_location
+
+
+class ChunkQueries(NodeQueries):
+    """Chunk refs and chunk bytes. ``authorize``: location prefixes (e.g. ``file:///data/``), or prefix ->
+    storage options, under which virtual chunk refs may be read; nothing outside them is ever opened."""
+
+    def __init__(self, source: Any, authorize: Iterable[str] | Mapping[str, Mapping[str, Any]] = ()):
+        super().__init__(source)
+        self._has_chunk_data: bool | None = None
+        self._has_shard_indexes: bool | None = None
+        self._chunks = ChunkReader(self.name, authorize, self._embedded_chunk)
+        self._refs = ManifestRefs(self.zs) if refs_by_manifest(self.format_version) else \
+            RefTimeline(self.zs, self._history_depths, self.name)
+
+    def close(self) -> None:
+        """Release the underlying reader and the connections chunk reads kept open."""
+        super().close()
+        self._chunks.close()
+
+    @property
+    def authorize(self) -> dict[str, dict[str, Any]]:
+        """Location prefixes under which virtual chunk refs may be read, each with its storage options."""
+        return self._chunks.authorize
+
+
+    @staticmethod
+    @checked_record(schema.CHUNK_REF)
+    def _chunk_dict(path: str, coords: tuple, value: tuple) -> dict:
+        ref = ChunkRefValue.decode(value)
+        kind = schema.KIND_NAMES[ref.kind]  # an unknown kind past the names fails here, as a malformed record
+        if ref.kind not in (schema.INLINE, schema.NATIVE, schema.VIRTUAL):
+            raise ZSCorrupt(f"chunk ref {path} {coords_text(coords)}: unknown kind {ref.kind}")
+        out: dict[str, Any] = {"path": path, "coords": list(coords), "kind": kind,
+                               "offset": ref.offset, "length": ref.length, "chunk_id": ref.chunk_id,
+                               "location": ref.location, "checksum_etag": ref.checksum_etag,
+                               "checksum_last_modified": ref.checksum_last_modified}
+        if ref.kind == schema.INLINE:
+            out["inline"] = ref.inline
+        return out
+
+    def chunk_ref(self, ref: str, path: str, coords: Iterable[int]) -> dict:
+        """The chunk ref at ``coords`` of the array at ``path`` in REF; NotFound if there is none."""
+        coords = chunk_coords(coords)
+        node = self._array_at(ref, path)
+        dims = len(node["num_chunks"])
+        if len(coords) != dims:
+            given = f"not {len(coords)} ({coords_text(coords)})"
+            raise NotFound(f"{self.name}: {node['path']!r} at {ref!r} " + (
+                f"has {dims} dimension{'s' if dims != 1 else ''} and needs {dims} coordinate"
+                f"{'s' if dims != 1 else ''}, {given}" if dims else
+                f"is a scalar (0 dimensions) and needs no coordinates, {given}: () in Python, \"\" on the "
+                "command line"))
+        if any(not c < n for c, n in zip(coords, node["num_chunks"])):
+            raise NotFound(f"{self.name}: coords {coords_text(coords)} are outside the chunk grid "
+                           f"{coords_text(node['num_chunks'])} of {node['path']!r} at {ref!r}")
+        chunk = self.node_chunk_ref(node, coords)
+        if chunk is not None:
+            return chunk
+        raise NotFound(f"{self.name}: no chunk at {coords_text(coords)} of {node['path']!r} at {ref!r} "
+                       "(never written: it reads as the fill value)")
+
+    def node_chunk_ref(self, node: dict, coords: tuple[int, ...]) -> dict | None:
+        """The chunk ref at ``coords`` of an array node from :meth:`node` or :meth:`ls`; None if none."""
+        value = self._refs.ref(node, tuple(coords))
+        return None if value is None else self._chunk_dict(node["path"], tuple(coords), value)
+
+    def chunk_refs(self, ref: str, path: str) -> Iterator[dict]:
+        """Every chunk ref of the array, streamed in coordinate order."""
+        return self.node_chunk_refs(self._array_at(ref, path))
+
+    def node_chunk_refs(self, node: dict, start: Iterable[int] | None = None,
+                        stop: Iterable[int] | None = None) -> Iterator[dict]:
+        """Every chunk ref of an array node from :meth:`node` or :meth:`ls`, streamed in coordinate
+        order; only those with ``start <= coords < stop`` (coordinate tuples), if given."""
+        bounds = (None if start is None else tuple(start), None if stop is None else tuple(stop))
+        for coords, value in self._refs.refs(node, *bounds):
+            yield self._chunk_dict(node["path"], coords, value)
+
+    def node_chunk_coords(self, node: dict) -> Iterator[tuple[int, ...]]:
+        """The coordinates of every chunk ref of an array node, streamed in order."""
+        return self._refs.coords(node)
+
+    def chunk_data(self, ref: str, path: str, coords: Iterable[int], repo: str | os.PathLike | Location | None = None,
+                   storage_options: Mapping[str, object] | None = None, anon: bool = False) -> bytes:
+        """The chunk's stored bytes: inline, embedded, from ``repo``'s chunks/ (a path or an object-store
+        URL, reached with ``storage_options`` / ``anon``), or an authorized virtual file."""
+        where = None if repo is None else parse_location(repo, storage_options, anon)
+        return self.read_chunk(self.chunk_ref(ref, path, coords), ref, where)
+
+    def read_chunk(self, chunk: dict, ref: str, repo: str | os.PathLike | Location | None = None,
+                   views: bool = False) -> bytes | memoryview:
+        """The bytes of a chunk ref from :meth:`chunk_ref` / :meth:`chunk_refs` (read at REF, for
+        messages); ``repo`` is a repository path, URL or :class:`Location`. ``views``: embedded bytes
+        of an uncompressed local archive come as a memoryview into its map (no copy)."""
+        return self._chunks.read(chunk, ref, repo, views)
+
+    def _embedded_chunk(self, chunk_id: str, start: int, stop: int, views: bool) -> bytes | memoryview | None:
+        """Bytes [start, stop) of the archive's copy of a native chunk file, if it embeds one (most
+        archives hold none: the header's counts say so without a lookup per chunk)."""
+        if self._has_chunk_data is None:
+            self._has_chunk_data = self._counted(schema.CHUNK_DATA)
+        if not self._has_chunk_data:
+            return None
+        if has_chunk_pieces(self.format_version):
+            return read_pieces(self.zs, chunk_id, start, stop, views)
+        value = self._one(schema.CHUNK_DATA, (chunk_id,))
+        if value is None:
+            return None
+        data = ChunkBytesValue.decode(value).data
+        if len(data) < stop:
+            raise ZSCorrupt(f"embedded chunk {chunk_id} is shorter than offset {start} + length {stop - start}")
+        return data[start:stop]
+
+    def shard_index(self, chunk: dict) -> tuple[bool, bytes] | None:
+        """``(at_end, raw index bytes)`` the archive keeps of a shard (a native or virtual chunk ref), or None."""
+        if chunk["kind"] == "inline" or not has_chunk_pieces(self.format_version):
+            return None
+        if self._has_shard_indexes is None:
+            self._has_shard_indexes = self._counted(schema.SHARD_INDEX)
+        if not self._has_shard_indexes:
+            return None
+        if chunk["kind"] == "native":
+            key: tuple = (chunk["chunk_id"], chunk["offset"], chunk["length"])
+        else:
+            key = virtual_index_key(chunk["location"], chunk["offset"], chunk["length"], chunk["checksum_etag"],
+                            chunk["checksum_last_modified"])
+        value = self._one(schema.SHARD_INDEX, key)
+        if value is None:
+            return None
+        try:
+            return tuple(ShardIndexValue.decode(value))
+        except ValueError:
+            raise ZSCorrupt(f"{self.name}: shard index record of {key[0]} is malformed") from None
+
+    def inner_chunk(self, ref: str, path: str, coords: Iterable[int], inner: Iterable[int],
+                    repo: str | os.PathLike | Location | None = None) -> dict:
+        """Where the inner chunk at ``inner`` of the shard at ``coords`` lies: the shard's chunk ref
+        with ``offset`` / ``length`` narrowed to it (``empty`` True where the shard holds none).
+        ``repo``: where to read the shard's index if the archive keeps neither it nor the shard."""
+        node = self._array_at(ref, path)
+        layout = shard_layout(node["user_data"])
+        if layout is None:
+            raise ZSError(f"{self.name}: {node['path']!r} is not a sharded array (no sharding_indexed "
+                          "codec with a bytes [+ crc32c] index)")
+        inner = chunk_coords(inner, "inner")
+        number = layout.inner_number(inner)
+        chunk = self.chunk_ref(ref, path, coords)
+        where = f"shard {coords_text(chunk['coords'])} of {chunk['path']!r} at {ref!r}"
+        kept = self.shard_index(chunk)
+        if kept is not None:
+            raw = kept[1]
+        else:
+            start, stop = layout.index_span(chunk["length"])
+            raw = self._span_bytes(chunk, ref, start, stop, repo)
+        offset, length = layout.entries(raw, chunk["length"], f"{self.name}: {where}")[number]
+        out = dict(chunk, inner=inner, empty=offset == EMPTY)
+        if offset == EMPTY:
+            return dict(out, length=0)
+        if chunk["kind"] == "inline":
+            return dict(out, inline=chunk["inline"][offset:offset + length], length=length)
+        return dict(out, offset=chunk["offset"] + offset, length=length)
+
+    def _span_bytes(self, chunk: dict, ref: str, start: int, stop: int,
+                    repo: str | os.PathLike | Location | None) -> bytes:
+        """Bytes [start, stop) of a chunk ref's value."""
+        if chunk["kind"] == "inline":
+            return chunk["inline"][start:stop]
+        return bytes(self.read_chunk(dict(chunk, offset=chunk["offset"] + start, length=stop - start), ref, repo))

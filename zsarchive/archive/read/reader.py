@@ -1,0 +1,191 @@
+"""Opening a repo archive and reading its records: what every query of :class:`RepoArchive
+<zsarchive.archive.read.repoarchive.RepoArchive>` stands on.
+
+Every answer is a handful of ``ZS.search(prefix=...)`` lookups or one range scan, so a cold
+lookup reads only the index path and the data block of each record family it touches, locally
+or over HTTP through the same reader.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Iterator, Self
+
+from zsarchive.archive.format import schema
+from zsarchive.archive.format.header import ArchiveHeader, archive_metadata
+from zsarchive.archive.format.views import RepoFactValue
+from zsarchive.archive.read.chain import Chain, Member, open_chain
+from zsarchive.errors import ZSCorrupt, ZSError
+from zsarchive.io.kinds import REPOSITORY, local_kind, repository_not_archive
+from zsarchive.io.location import is_url, local_path
+from zsarchive.times import format_time
+from zsarchive.limits import load_json
+from zsarchive.zs.reader import ZS
+
+
+_MALFORMED = (ValueError, TypeError, IndexError, KeyError, AttributeError, OverflowError, RecursionError)
+"""What decoding a record of the wrong shape raises before any check of ours names it."""
+
+
+def checked_record(family: bytes):
+    """Turn a record value of the wrong shape (from a damaged or hostile archive) into ZSCorrupt."""
+    def wrap(build):
+        @functools.wraps(build)
+        def checked(*args):
+            try:
+                return build(*args)
+            except _MALFORMED as exc:
+                raise ZSCorrupt(f"archive {schema.FAMILY_NAMES[family]} record {args[:-1]!r} has a malformed "
+                                f"value: {exc}") from None
+        return checked
+    return wrap
+
+
+def guarded(method):
+    """A query whose every failure is a ZSError: a record of the wrong shape (from a damaged or hostile
+    archive) becomes ZSCorrupt naming the archive, also while a streamed answer is being read."""
+    @functools.wraps(method)
+    def run(self, *args, **kwargs):
+        try:
+            result = method(self, *args, **kwargs)
+        except ZSError:
+            raise
+        except _MALFORMED as exc:
+            raise _malformed(self, exc) from None
+        return _guarded_stream(self, result) if isinstance(result, Iterator) else result
+    return run
+
+
+def _guarded_stream(archive: "ArchiveReader", items: Iterator) -> Iterator:
+    try:
+        yield from items
+    except ZSError:
+        raise
+    except _MALFORMED as exc:
+        raise _malformed(archive, exc) from None
+
+
+def _malformed(archive: "ArchiveReader", exc: BaseException) -> ZSCorrupt:
+    return ZSCorrupt(f"{archive.name}: a record of the wrong shape ({type(exc).__name__}: {exc})")
+
+
+class NotFound(ZSError, LookupError):
+    """A ref, path, chunk or snapshot that the archive does not have."""
+
+
+def header_summary(zs: ZS) -> dict | None:
+    """The archive header record of ``zs`` as a JSON-ready dict, or None if ``zs`` is no archive."""
+    if archive_metadata(zs) is None:
+        return None
+    header = ArchiveHeader.read(zs, zs_name(zs))
+    return {"format_version": header.format_version, "source_spec_version": header.spec_version,
+            "export_time": format_time(header.export_time), "exporter": header.exporter, "counts": header.counts}
+
+
+def zs_name(zs: ZS) -> str:
+    """The file name or URL a ZS reads (for messages)."""
+    return str(getattr(zs, "name", None) or getattr(getattr(zs, "transport", None), "name", "archive"))
+
+
+def open_archive(source: Any) -> tuple[ZS | Chain, str, int]:
+    """The reader of a repo archive (a ZS, a path or a URL; a fragment read with the archives it builds
+    on), the name it goes by and its format version; a one-line error for a file that is no archive,
+    or of a format newer than this zsarchive reads."""
+    if isinstance(source, ZS):
+        zs = source
+    elif is_url(source):
+        zs = ZS(url=source)
+    else:
+        path = local_path(source)
+        if local_kind(path) == REPOSITORY:
+            raise repository_not_archive(path)
+        zs = ZS(path)
+    name = zs_name(zs) if isinstance(source, ZS) else str(source)
+    try:
+        marker = archive_metadata(zs)
+        if marker is None:
+            raise ZSError(f"{name}: a ZS file but not a repo archive (no {schema.METADATA_KEY!r} "
+                          "object in its metadata); make one with `zs export`")
+        version = marker.get("format_version")
+        if not isinstance(version, int) or version > schema.FORMAT_VERSION:
+            raise ZSError(f"{name}: archive format version {version!r} is newer than this "
+                          f"zsarchive reads ({schema.FORMAT_VERSION}): upgrade zsarchive")
+        return (open_chain(zs, name) if marker.get("fragment") is not None else zs), name, version
+    except BaseException:
+        zs.close()
+        raise
+
+
+def records_under(zs: ZS | Chain, family: bytes, key: tuple = ()) -> Iterator[tuple[tuple, tuple]]:
+    """(key, value) of every record of ``family`` whose key starts with the elements ``key``."""
+    n = len(key)
+    for rec in zs.search(prefix=schema.key_prefix(family, key)):
+        _, k, v = schema.split(rec)
+        # the bytes of text "a" are a prefix of those of "a\0b" (NUL is escaped as 00 FF): compare
+        if k[:n] == key:
+            yield k, v
+
+
+class ArchiveReader:
+    """An open repo archive (a ZS, a path or a URL; a fragment with its chain): its records by family
+    and key, its header, chain and repository facts."""
+
+    def __init__(self, source: Any):
+        self.zs, self.name, self.format_version = open_archive(source)
+
+    def close(self) -> None:
+        """Release the underlying reader."""
+        self.zs.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _records(self, family: bytes, key: tuple = ()) -> Iterator[tuple[tuple, tuple]]:
+        return records_under(self.zs, family, key)
+
+    def _range(self, family: bytes, start: tuple, stop: tuple | None) -> Iterator[tuple[tuple, tuple]]:
+        stop_key = schema.key_prefix(family, stop) if stop is not None else bytes((family[0] + 1,))
+        for rec in self.zs.search(start=schema.key_prefix(family, start), stop=stop_key):
+            _, k, v = schema.split(rec)
+            yield k, v
+
+    def _one(self, family: bytes, key: tuple) -> tuple | None:
+        for k, v in self._records(family, key):
+            if len(k) == len(key):
+                return v
+        return None
+
+    def header(self) -> dict:
+        """The archive header record: format version, source spec version, export time, counts (of a
+        fragment: of its chain's view, as a full export's)."""
+        summary = header_summary(self.zs)
+        assert summary is not None  # checked in __init__
+        return summary
+
+    def chain(self) -> list[dict]:
+        """The archives read as this one, newest first: one for a full archive, a fragment and its
+        bases for a fragment (location, format version, export time, SHA-256, time range covered)."""
+        members = self.zs.members if isinstance(self.zs, Chain) else [Member(self.zs, self.name, None, None)]
+        out = []
+        for member in members:
+            header = header_summary(member.zs) or {}
+            entry = {"location": member.location, "format_version": header.get("format_version"),
+                     "export_time": header.get("export_time"), "sha256": member.zs.data_sha256.hex()}
+            if member.info is not None:
+                entry["covers"] = [format_time(t) for t in member.info.covers]
+                entry["records"] = {schema.FAMILY_NAMES[tag]: h.records for tag, h in sorted(member.info.holdings.items())}
+                entry["tombstones"] = sum(h.tombstones for h in member.info.holdings.values())
+            out.append(entry)
+        return out
+
+    def repo_facts(self) -> dict[str, Any]:
+        """Repository-level facts: spec_version, metadata, config, status, feature_flags."""
+        return {k[0]: load_json(RepoFactValue.decode(v).json, f"{self.name}: archive repo record {k[0]!r}")
+                for k, v in self._records(schema.REPO)}
+
+    def _counted(self, family: bytes) -> bool:
+        """Whether the archive holds any record of ``family`` (its header's counts say, no lookup)."""
+        return bool(self.header()["counts"].get(schema.FAMILY_NAMES[family]))

@@ -1,0 +1,250 @@
+"""What ``zs validate`` checks of an archive beyond the ZS format: that its records mean something.
+
+Every record of every family has the documented shape; the header's counts are the records really
+there; snapshot parent links form no loop; every snapshot a ref, node, chunk ref, summary, history
+or child record names has a record; ``T`` mirrors ``S``; format 2 chunk refs belong to an array of
+their snapshot, and each array's ``since`` lies in its snapshot's history; format 3 chunk pieces
+cover each file without gap or overlap. Small families are held in
+memory (one entry per snapshot and per array node); chunk refs and chunk data stream.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Iterator
+
+from zsarchive.archive.format import schema
+from zsarchive.archive.read.chain import Chain
+from zsarchive.archive.format.fragments import Holding, HoldingsTally
+from zsarchive.archive.format.header import ArchiveHeader, has_chunk_pieces, refs_by_manifest
+from zsarchive.archive.format.views import (CHUNK_REF_SHAPES, ChunkBytesValue, ChunkRefValue, NodeValue, RefValue,
+                                            ShardIndexValue, SnapshotValue, TxlogValue, is_id)
+from zsarchive.errors import ZSCorrupt
+from zsarchive.walk import parent_chain
+from zsarchive.zs.reader import ZS
+
+
+@dataclass
+class _Facts:
+    """What the small families say, gathered before the chunk refs are checked against it."""
+
+    parents: dict[str, str | None] = field(default_factory=dict)
+    flushed: dict[str, int] = field(default_factory=dict)
+    arrays: set[tuple[str, str]] = field(default_factory=set)  # (snapshot id, node id)
+    counts: Counter = field(default_factory=Counter)
+
+
+def _records(zs: ZS, family: bytes, counts: Counter | None = None) -> Iterator[tuple[tuple, tuple, bytes]]:
+    """(key, value, record) of every record of a family, counted into ``counts`` if given."""
+    for rec in zs.search(prefix=family):
+        _, key, value = schema.split(rec)
+        if counts is not None:
+            counts[family] += 1
+        yield key, value, rec
+
+
+def _fail(rec: bytes, family: bytes, problem: str) -> ZSCorrupt:
+    return ZSCorrupt(f"archive {schema.FAMILY_NAMES[family]} record {bytes(rec[:60])!r}: {problem}")
+
+
+def _shape(ok: bool, rec: bytes, family: bytes, what: str) -> None:
+    if not ok:
+        raise _fail(rec, family, f"is not {what}")
+
+
+def _snapshots(zs: ZS, facts: _Facts) -> None:
+    for key, value, rec in _records(zs, schema.SNAPSHOT, facts.counts):
+        _shape(len(key) == 1 and is_id(key[0]) and SnapshotValue.well_formed(value), rec, schema.SNAPSHOT,
+               "(snapshot_id) -> (parent_id, flushed_at, message, metadata, manifest_files)")
+        snapshot = SnapshotValue.decode(value)
+        facts.parents[key[0]] = snapshot.parent_id
+        facts.flushed[key[0]] = snapshot.flushed_at
+    state: dict[str, int] = {}  # 1: on the walk now, 2: its history is known to end
+    for start in facts.parents:
+        walk, current = [], start
+        while current is not None and current in facts.parents and state.get(current) != 2:
+            if state.get(current) == 1:
+                raise ZSCorrupt(f"archive snapshots: the parent links of snapshot {start} loop at {current}")
+            state[current] = 1
+            walk.append(current)
+            current = facts.parents[current]
+        for sid in walk:
+            state[sid] = 2
+
+
+def _history(facts: _Facts, snapshot_id: str) -> Iterator[str]:
+    for current in parent_chain(snapshot_id, facts.parents.__getitem__):
+        if current not in facts.parents:
+            return
+        yield current
+
+
+def _known(facts: _Facts, sid: object, rec: bytes, family: bytes, role: str) -> None:
+    if sid not in facts.parents:
+        raise _fail(rec, family, f"names {role} {sid!r}, which has no snapshot record")
+
+
+def _small_families(zs: ZS, facts: _Facts, format_version: int) -> None:
+    for key, value, rec in _records(zs, schema.REFS, facts.counts):
+        _shape(len(key) == 2 and key[0] in ("branch", "tag", "deleted_tag") and isinstance(key[1], str)
+               and RefValue.well_formed(value), rec, schema.REFS, "(kind, name) -> (snapshot_id)")
+        snapshot_id = RefValue.decode(value).snapshot_id
+        if key[0] == "deleted_tag":
+            _shape(snapshot_id is None, rec, schema.REFS, "a deleted tag without a snapshot")
+        else:
+            _known(facts, snapshot_id, rec, schema.REFS, "snapshot")
+    for key, value, rec in _records(zs, schema.SNAPSHOT_TIME, facts.counts):
+        _shape(len(key) == 2 and isinstance(key[0], int) and is_id(key[1]), rec, schema.SNAPSHOT_TIME,
+               "(flushed_at, snapshot_id)")
+        _known(facts, key[1], rec, schema.SNAPSHOT_TIME, "snapshot")
+        if facts.flushed[key[1]] != key[0]:
+            raise _fail(rec, schema.SNAPSHOT_TIME, f"says {key[0]}, the snapshot record {facts.flushed[key[1]]}")
+    for key, value, rec in _records(zs, schema.CHILDREN, facts.counts):
+        _shape(len(key) == 2, rec, schema.CHILDREN, "(parent_snapshot_id, child_snapshot_id)")
+        _known(facts, key[1], rec, schema.CHILDREN, "child snapshot")
+        if facts.parents[key[1]] != key[0]:
+            raise _fail(rec, schema.CHILDREN, f"but the parent of {key[1]} is {facts.parents[key[1]]}")
+    for key, value, rec in _records(zs, schema.TXLOG, facts.counts):
+        _shape(len(key) == 1 and TxlogValue.well_formed(value), rec, schema.TXLOG,
+               "(snapshot_id) -> (six node id sets, updated_chunks, moved_nodes[, merged, missing, moves])")
+        _known(facts, key[0], rec, schema.TXLOG, "snapshot")
+    for key, value, rec in _records(zs, schema.CHUNK_HISTORY, facts.counts):
+        _known(facts, key[3] if len(key) == 4 else None, rec, schema.CHUNK_HISTORY, "snapshot")
+    for key, value, rec in _records(zs, schema.NODE, facts.counts):
+        _shape(len(key) == 2 and is_id(key[0]) and isinstance(key[1], tuple) and NodeValue.well_formed(value), rec, schema.NODE,
+               "(snapshot_id, path) -> (node_id, node_type, zarr_json, shape, dimension_names, manifests)")
+        _known(facts, key[0], rec, schema.NODE, "snapshot")
+        node = NodeValue.decode(value)
+        if not node.is_array:
+            continue
+        facts.arrays.add((key[0], node.node_id))
+        if not refs_by_manifest(format_version):
+            _shape(NodeValue.holds_since(value), rec, schema.NODE, "an array with its since snapshot (format 2)")
+            if node.since not in _history(facts, key[0]):
+                raise _fail(rec, schema.NODE, f"since {node.since!r} is not in the history of snapshot {key[0]}")
+
+
+def _chunk_refs(zs: ZS, facts: _Facts, format_version: int) -> None:
+    refs_per_manifest: Counter = Counter()
+    for key, value, rec in _records(zs, schema.CHUNK_REF, facts.counts):
+        by_manifest = refs_by_manifest(format_version)
+        kind = ChunkRefValue.kind_of(value)
+        _shape(len(key) == 3 and isinstance(key[0 if by_manifest else 2], str) and kind is not None, rec, schema.CHUNK_REF,
+               "a chunk ref of a known kind")
+        _shape(ChunkRefValue.well_formed(value), rec, schema.CHUNK_REF, CHUNK_REF_SHAPES.get(kind, ""))
+        if not by_manifest:
+            node_id, _, sid = key
+            _known(facts, sid, rec, schema.CHUNK_REF, "snapshot")
+            if (sid, node_id) not in facts.arrays:
+                raise _fail(rec, schema.CHUNK_REF, f"snapshot {sid} has no array {node_id!r}")
+        else:
+            _shape(kind != schema.REMOVED, rec, schema.CHUNK_REF, "a ref (removals exist only in format 2)")
+            refs_per_manifest[key[0]] += 1
+    if refs_by_manifest(format_version):
+        _manifest_counts(zs, refs_per_manifest)
+
+
+def _manifest_counts(zs: ZS, refs_per_manifest: Counter) -> None:
+    """Format 1: every manifest a snapshot lists holds as many ref records as the snapshot says."""
+    for key, value, rec in _records(zs, schema.SNAPSHOT):
+        for item in SnapshotValue.decode(value).manifests:
+            manifest = SnapshotValue.manifest_file(item)
+            _shape(manifest is not None, rec, schema.SNAPSHOT, "a manifest file (manifest_id, size_bytes, num_chunk_refs)")
+            manifest_id, refs = manifest
+            if refs_per_manifest[manifest_id] != refs:
+                raise _fail(rec, schema.SNAPSHOT, f"manifest {manifest_id} lists {refs} chunk refs, the archive "
+                                                  f"holds {refs_per_manifest[manifest_id]}")
+
+
+def _chunk_files(zs: ZS, facts: _Facts, format_version: int) -> None:
+    """Embedded chunk files and shard indexes: in format 3 each file's pieces start at 0 and follow
+    each other without gap or overlap, and each shard index has the size of some index."""
+    chunk_id, end = None, 0
+    for key, value, rec in _records(zs, schema.CHUNK_DATA, facts.counts):
+        if not has_chunk_pieces(format_version):
+            _shape(len(key) == 1 and is_id(key[0]) and ChunkBytesValue.well_formed(value), rec,
+                   schema.CHUNK_DATA, "(chunk_id) -> (bytes)")
+            continue
+        _shape(len(key) == 2 and is_id(key[0]) and isinstance(key[1], int) and ChunkBytesValue.well_formed(value),
+               rec, schema.CHUNK_DATA, "(chunk_id, start) -> (bytes)")
+        expected = end if key[0] == chunk_id else 0
+        if key[1] != expected:
+            raise _fail(rec, schema.CHUNK_DATA, f"piece starts at {key[1]}, the file's pieces so far end at {expected}")
+        chunk_id, end = key[0], key[1] + len(ChunkBytesValue.decode(value).data)
+    for key, value, rec in _records(zs, schema.SHARD_INDEX, facts.counts):
+        native = len(key) == 3 and is_id(key[0])
+        virtual = len(key) == 5 and isinstance(key[0], str) and "://" in key[0] \
+            and (key[3] is None or isinstance(key[3], str)) and (key[4] is None or isinstance(key[4], int)) \
+            and (key[3], key[4]) != (None, None)
+        _shape((native or virtual) and all(isinstance(k, int) and k >= 0 for k in key[1:3])
+               and _shard_index_fits(value, key[2]), rec, schema.SHARD_INDEX,
+               "(chunk_id, offset, length) or (location, offset, length, etag, last_modified) -> "
+               "(at_end, index of 16 bytes per inner chunk [+ 4])")
+
+
+def _shard_index_fits(value: tuple, length: int) -> bool:
+    try:
+        return ShardIndexValue.decode(value).fits(length)
+    except ValueError:
+        return False
+
+
+def _header(zs: ZS, facts: _Facts, format_version: int) -> None:
+    headers = list(_records(zs, schema.HEADER))
+    if len(headers) != 1:
+        raise ZSCorrupt(f"archive: {len(headers)} archive header records, expected exactly one")
+    key, value, rec = headers[0]
+    try:
+        header: ArchiveHeader | None = ArchiveHeader.decode(value, "archive")
+    except ZSCorrupt:
+        header = None
+    _shape(header is not None and header.format_version == format_version, rec, schema.HEADER,
+           f"(format_version {format_version}, source_spec_version, export_time, exporter, counts)")
+    claimed = header.counts
+    _chunk_files(zs, facts, format_version)
+    for family in (schema.REPO, schema.OPS):  # not gathered before: only their shape and number matter
+        for _ in _records(zs, family, facts.counts):
+            pass
+    for family, name in schema.FAMILY_NAMES.items():
+        there = facts.counts[family]
+        if family != schema.HEADER and claimed.get(name, 0) != there:
+            raise _fail(rec, schema.HEADER, f"counts {claimed.get(name, 0)} {name} records, the archive holds {there}")
+
+
+def validate_fragments(chain: Chain) -> None:
+    """Each fragment of a chain holds the records its header record says, per family (records,
+    tombstones, first key elements), and tombstones hold nothing after their version byte."""
+    for member in chain.members:
+        if member.info is None:
+            continue
+        tally = HoldingsTally(strict=True)
+        for _ in tally.counted([member.zs.search(stop=schema.HEADER)]):
+            pass
+        found = tally.info(member.info.covers, member.info.view_format)
+        for tag in sorted(set(found.holdings) | set(member.info.holdings)):
+            said, held = member.info.holdings.get(tag), found.holdings.get(tag)
+            if said != held:
+                name = schema.FAMILY_NAMES.get(tag, repr(tag))
+                raise ZSCorrupt(f"{member.location}: its header record describes its {name} records as "
+                                f"{_described(said)}, the fragment holds {_described(held)}")
+        said_bits = None if member.info.chunk_filter is None else member.info.chunk_filter.bits
+        if said_bits != (None if found.chunk_filter is None else found.chunk_filter.bits):
+            raise ZSCorrupt(f"{member.location}: its header record's chunk ref filter is not the filter of "
+                            "its chunk refs")
+
+
+def _described(held: Holding | None) -> str:
+    if held is None:
+        return "none"
+    firsts = "" if held.firsts is None else f" under {len(held.firsts)} ids"
+    return f"{held.records} ({held.tombstones} tombstones){firsts}"
+
+
+def validate_archive(zs: ZS | Chain, format_version: int) -> None:
+    """Check the meaning of an archive's records; ZSCorrupt (one line, naming the record) at the first fault."""
+    facts = _Facts()
+    _snapshots(zs, facts)
+    _small_families(zs, facts, format_version)
+    _chunk_refs(zs, facts, format_version)
+    _header(zs, facts, format_version)

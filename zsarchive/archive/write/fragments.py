@@ -1,0 +1,38 @@
+"""Writing fragments: the records a fragment holds beyond its base, and how it names its base
+(docs/archive-format.rst, "Fragments")."""
+
+from __future__ import annotations
+
+import os
+from typing import Iterable, Iterator
+
+from zsarchive.archive.format import keys
+from zsarchive.archive.format.fragments import tombstone
+
+
+def diff(new: Iterable[bytes], old: Iterable[bytes], replaced: dict[bytes, int] | None = None) -> Iterator[bytes]:
+    """Records of ``new`` that ``old`` lacks or holds with another value, and a tombstone for each key
+    only ``old`` has; both sorted. ``replaced`` counts, per family tag, keys both hold, differently."""
+    new, old = iter(new), iter(old)
+    a, b = next(new, None), next(old, None)
+    while a is not None or b is not None:
+        ka = a[:keys.key_end(a)] if a is not None else None
+        kb = b[:keys.key_end(b)] if b is not None else None
+        if kb is None or (ka is not None and ka < kb):
+            yield a
+            a = next(new, None)
+        elif ka is None or kb < ka:
+            yield tombstone(kb)
+            b = next(old, None)
+        else:
+            if a != b:
+                if replaced is not None:
+                    replaced[a[:1]] = replaced.get(a[:1], 0) + 1
+                yield a
+            a, b = next(new, None), next(old, None)
+
+
+def base_link(fragment_path: str | os.PathLike, base_path: str | os.PathLike) -> str:
+    """How a fragment names its base: the base's path relative to the fragment's directory, with ``/``."""
+    rel = os.path.relpath(os.path.abspath(base_path), os.path.dirname(os.path.abspath(fragment_path)))
+    return rel.replace(os.sep, "/")

@@ -1,0 +1,277 @@
+"""Incremental export and consolidation (docs/archive-format.rst, "Fragments").
+
+:func:`export_fragment` writes a fragment: what a base archive's view lacks of a full export made now.
+When the repository only grew since the base (new snapshots, moved refs, new ops), it reads just the
+new snapshots, their manifests and those of their parents, and their transaction logs: the plan of a
+full export with the base's snapshots skipped. When the history was rewritten (snapshots expired or
+changed), it makes a full export beside the target and writes its difference from the base's view.
+:func:`consolidate` writes a chain's view as one standalone archive.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Callable, Iterable, Iterator
+
+from zsarchive.archive.write import records as repo_records
+from zsarchive.archive.format import schema
+from zsarchive.archive.format.views import NodeValue, OpsValue
+from zsarchive.archive.write.chunkfiles import NativeFileEntry, VirtualShardEntry, is_virtual
+from zsarchive.archive.format.pieces import regroup
+from zsarchive.archive.format.header import ArchiveHeader, has_chunk_pieces, marker_metadata
+from zsarchive.archive.write.exporter import (ExportJob, ExportSummary, Scope, WriteOptions, exporter_version,
+                                              plan_export, target_path, write_archive)
+from zsarchive.archive.read.chain import Chain, open_chain
+from zsarchive.archive.format.fragments import HoldingsTally, is_tombstone
+from zsarchive.archive.write.fragments import base_link, diff
+from zsarchive.archive.read.reader import open_archive, records_under
+from zsarchive.errors import ZSError
+from zsarchive.io.location import is_url, local_path
+from zsarchive.zs.reader import ZS
+
+_HISTORY_REWRITES = ("ExpirationRanUpdate", "GCRanUpdate")
+"""Ops log entries after which a repository may lack snapshots an older archive of it holds."""
+
+
+def open_view(location: str | os.PathLike) -> Chain:
+    """An archive, full or a fragment with its bases, as a chain (a full archive: a chain of one)."""
+    zs, name, _ = open_archive(location)
+    if isinstance(zs, Chain):
+        return zs
+    try:
+        return open_chain(zs, name)
+    except BaseException:
+        zs.close()
+        raise
+
+
+class Base:
+    """The archive a fragment builds on, as its view: what the fragment's plan and scope ask of it."""
+
+    def __init__(self, location: str | os.PathLike):
+        self.location = os.fspath(location)
+        self.chain = open_view(location)
+        newest = self.chain.members[0]
+        self.header: ArchiveHeader = newest.header
+        self.sha256 = self.chain.data_sha256.hex()
+        self.counts: dict[str, int] = dict(self.header.counts)
+        root = self.chain.members[-1].header
+        if not has_chunk_pieces(root.format_version) and self.counts.get(schema.FAMILY_NAMES[schema.CHUNK_DATA]):
+            self.close()
+            raise ZSError(f"{self.location}: its chunk bytes are stored whole (format "
+                          f"{root.format_version}); export the repository again to build on it")
+        self.snapshots = {k[0]: v for k, v in records_under(self.chain, schema.SNAPSHOT)}
+
+    @property
+    def export_time(self) -> int:
+        """When the base (its newest fragment) was made, in microseconds."""
+        return self.header.export_time
+
+    def records(self, family: bytes) -> list[bytes]:
+        """Every record of a small family in the view."""
+        return list(self.chain.search(prefix=family))
+
+    def arrays(self, snapshot_id: str) -> tuple[dict[str, tuple], dict[str, str]]:
+        """(array node id -> manifests, array node id -> timeline start) of a snapshot the base holds."""
+        manifests, since = {}, {}
+        for _, value in records_under(self.chain, schema.NODE, (snapshot_id,)):
+            node = NodeValue.decode(value)
+            if node.is_array:
+                manifests[node.node_id] = node.manifests
+                since[node.node_id] = node.since
+        return manifests, since
+
+    def holds(self, family: bytes, key: tuple) -> bool:
+        """Whether the view holds a record of ``family`` (``D`` or ``I``) whose key begins with ``key``
+        (a native chunk file's id, or a virtual shard's whole key)."""
+        if not self.counts.get(schema.FAMILY_NAMES[family]):
+            return False
+        return next(iter(self.chain.search(prefix=schema.key_prefix(family, key))), None) is not None
+
+    def close(self) -> None:
+        self.chain.close()
+
+
+class FragmentScope(Scope):
+    """A fragment's part of an export: the small families as their difference from the base's, chunk
+    files the base lacks, tombstones counted, and the header naming the base."""
+
+    blocks_allowed = False
+
+    def __init__(self, base: Base, target: Path, export_time: int, include_chunks: bool):
+        self.base = base
+        self.link = base_link(target, base.location)
+        self.covers = (base.export_time, export_time)
+        self.include_chunks = include_chunks
+        self.replaced: dict[bytes, int] = {}
+        self.tally = HoldingsTally()
+        self.view_counts: dict[str, int] | None = None  # given when a full export's counts are the view's
+
+    def small_family(self, family: bytes, records: list[bytes]) -> list[bytes]:
+        return list(diff(sorted(records), self.base.records(family), self.replaced))
+
+    def chunk_files_to_write(self, entries: Iterable[bytes]) -> Iterator[bytes]:
+        for entry in entries:
+            if is_virtual(entry):
+                held = self.base.holds(schema.SHARD_INDEX, VirtualShardEntry.parse(entry).key)
+            else:
+                chunk_id, _, _, layout = NativeFileEntry.parse(entry)
+                held = self.base.holds(schema.CHUNK_DATA, (chunk_id,)) if self.include_chunks else \
+                    layout is None or self.base.holds(schema.SHARD_INDEX, (chunk_id,))
+            if not held:
+                yield entry
+
+    def to_writer(self, lists: Iterable[list[bytes]]) -> Iterator[list[bytes]]:
+        return self.tally.counted(lists)
+
+    def header(self, version: int, spec_version: int, export_time: int, counts: dict[str, int]) -> bytes:
+        view = self.view_counts
+        if view is None:
+            view = dict(self.base.counts)
+            for tag, written in self.tally.records.items():
+                name = schema.FAMILY_NAMES[tag]
+                view[name] = view.get(name, 0) + written - self.replaced.get(tag, 0) - 2 * self.tally.tombstones.get(tag, 0)
+        info = self.tally.info(self.covers, version)
+        return ArchiveHeader(schema.FRAGMENT_FORMAT, spec_version, export_time, exporter_version(),
+                             {name: n for name, n in view.items() if n > 0}, info).record()
+
+    def metadata(self, version: int, spec_version: int) -> dict:
+        return marker_metadata(schema.FRAGMENT_FORMAT, spec_version, {"base": self.link, "base_sha256": self.base.sha256})
+
+
+def _check_repository(job: ExportJob, base: Base, infos: dict) -> None:
+    """A one-line error unless the base is an archive of this repository whose snapshots the
+    repository still holds, or lost only to expiration or garbage collection."""
+    where = f"{base.location}"
+    if not base.snapshots.keys() & infos.keys():
+        raise ZSError(f"{where}: not an archive of the repository {job.location}: they share no snapshot")
+    first = next(iter(base.chain.search(prefix=schema.OPS)), None)
+    ops = list(job.repo.ops_log())
+    if first is not None and ops and schema.split(first)[1][0] != ops[-1].updated_at:
+        raise ZSError(f"{where}: not an archive of the repository {job.location}: their ops logs begin differently")
+    gone = base.snapshots.keys() - infos.keys()
+    # "since the base" is what the repository's own log holds and the base's does not: times from two
+    # machines' clocks (the writers' and the exporter's) are never compared
+    held = set()
+    for (updated_at, _), value in records_under(base.chain, schema.OPS):
+        entry = OpsValue.decode(value)
+        held.add((updated_at, entry.type, entry.details))
+    if gone and ops and not any(update.type in _HISTORY_REWRITES for update in ops
+                                if (update.updated_at, update.type, repo_records.to_json(update.details)) not in held):
+        raise ZSError(f"{where}: the repository {job.location} lacks {len(gone)} of its snapshots (such as "
+                      f"{min(gone)}) and has not expired or collected any since; not an archive of this history")
+
+
+def export_fragment(job: ExportJob, base_location: str | os.PathLike) -> ExportSummary:
+    """Write into ``job.target`` a fragment holding what the archive at ``base_location`` lacks."""
+    base = Base(base_location)
+    try:
+        if _in_chain(base.chain, job.target):
+            raise ZSError(f"{job.target}: is the base archive (or one it builds on); write the fragment to a new file")
+        infos = {info.id: info for info in job.repo.snapshots()}
+        _check_repository(job, base, infos)
+        scope = FragmentScope(base, job.target, job.export_time, job.include_chunks)
+        rewritten = [sid for sid, value in base.snapshots.items()
+                     if sid not in infos or (infos[sid].parent_id, infos[sid].flushed_at, infos[sid].message,
+                                             repo_records.to_json(infos[sid].metadata)) != tuple(value[:4])]
+        if rewritten:
+            return _by_difference(job, scope)
+        skip = frozenset(base.snapshots)
+        parents = {info.parent_id for sid, info in infos.items() if sid not in skip} & skip
+        plan = plan_export(job.repo, skip, {sid: base.arrays(sid) for sid in parents})
+        return job.run(plan, scope)
+    finally:
+        base.close()
+
+
+def _by_difference(job: ExportJob, scope: FragmentScope) -> ExportSummary:
+    """The fragment as the difference between a full export made beside the target and the base's view."""
+    full = job.directory / f".{job.target.name}.{os.getpid()}.full"
+    try:
+        done = job.run(plan_export(job.repo), Scope(), target=full)
+        with ZS(str(full)) as z:
+            header = ArchiveHeader.read(z, str(full))
+            scope.view_counts = dict(header.counts)
+            new = (rec for rec in z.search(stop=schema.HEADER))
+            old = scope.base.chain.search(stop=schema.HEADER)
+            records = diff(new, old, scope.replaced)
+            counts: dict[str, int] = {}
+
+            def header_list() -> Iterator[list[bytes]]:
+                for tag, n in scope.tally.records.items():
+                    counts[schema.FAMILY_NAMES[tag]] = n
+                yield [scope.header(header.format_version, header.spec_version, job.export_time, counts)]
+
+            lists = scope.to_writer(_record_lists(records, job.options.chunk_codec == "none", str(full)))
+            write_archive(job.target, _followed_by(lists, header_list),
+                          scope.metadata(0, header.spec_version), job.options)
+    finally:
+        full.unlink(missing_ok=True)
+    return ExportSummary(path=job.target, counts=counts, left_out=done.left_out, unindexed=done.unindexed)
+
+
+def _followed_by(first: Iterable, more: Callable[[], Iterable]) -> Iterator:
+    """Everything ``first`` yields, then what ``more()`` (called only then) yields."""
+    yield from first
+    yield from more()
+
+
+def _record_lists(records: Iterable[bytes], stored: bool, where: str, size: int = 65536) -> Iterator[list[bytes]]:
+    """Records in lists for the writer: the pieces of chunk files in blocks of their own, cut as an export
+    cuts them; everything else (tombstones of pieces too) in lists of at most ``size``."""
+    batch: list[bytes] = []
+    pieces: list[bytes] = []
+    for rec in records:
+        if rec[:1] == schema.CHUNK_DATA and not is_tombstone(rec):
+            if batch:
+                yield batch
+                batch = []
+            pieces.append(rec)
+            continue
+        if pieces:
+            yield from regroup(pieces, stored, where)
+            pieces = []
+        batch.append(rec)
+        if len(batch) >= size:
+            yield batch
+            batch = []
+    if pieces:
+        yield from regroup(pieces, stored, where)
+    if batch:
+        yield batch
+
+
+def consolidate(fragment: str | os.PathLike, archive_path: str | os.PathLike, *, codec: str | None = None,
+                compress_level: int | str | None = None, chunk_codec: str = "none",
+                parallelism: int | str = "guess",
+                approx_block_size: int = 256 * 1024, branching_factor: int = 1024) -> ExportSummary:
+    """Write the view of the chain whose newest archive is ``fragment`` as one standalone archive at
+    ``archive_path``: the records of a full export made at the fragment's time. ``codec`` defaults to
+    the fragment's."""
+    started = time.monotonic()
+    target, _ = target_path(archive_path)
+    chain = open_view(fragment)
+    try:
+        if _in_chain(chain, target):
+            raise ZSError(f"{target}: is an archive of the chain; write the consolidated archive to a new file")
+        options = WriteOptions.checked(codec or chain.codec, compress_level, chunk_codec, parallelism,
+                                       approx_block_size, branching_factor)
+        newest = chain.members[0]
+        header = newest.header
+        counts = dict(header.counts)
+        version = header.format_version if newest.info is None else newest.info.view_format
+        record = header._replace(format_version=version, fragment=None).record()
+        lists = _record_lists(chain.search(stop=schema.HEADER), chunk_codec == "none", chain.name)
+        write_archive(target, _followed_by(lists, lambda: [[record]]), marker_metadata(version, header.spec_version), options,
+                      "consolidate")
+    finally:
+        chain.close()
+    return ExportSummary(path=target, counts=counts, size=target.stat().st_size, seconds=time.monotonic() - started)
+
+
+def _in_chain(chain: Chain, target: str | os.PathLike) -> bool:
+    """Whether ``target`` is one of the chain's local archives (writing it would destroy the chain)."""
+    target = os.path.abspath(target)
+    return any(not is_url(m.location) and os.path.abspath(local_path(m.location)) == target for m in chain.members)

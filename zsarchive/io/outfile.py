@@ -1,0 +1,63 @@
+"""An output file that appears whole or not at all: every writer (make, export, consolidate, restore,
+checkout) writes into a ``.NAME.PID.partial`` file beside the target and renames it over the target
+only once complete; any failure (a full disk, permissions, an error in the input) removes it, and an
+``OSError`` becomes one line naming the target.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+from pathlib import Path
+from typing import Iterator
+
+from zsarchive.errors import ZSError
+
+
+def partial_path(target: Path) -> Path:
+    """Where ``target`` is written until complete: a hidden file beside it (same filesystem, so the
+    final rename is atomic)."""
+    return target.parent / f".{target.name}.{os.getpid()}.partial"
+
+
+@contextlib.contextmanager
+def whole_file(target: str | os.PathLike, what: str, overwrite: bool = True) -> Iterator[Path]:
+    """Yield the partial path to write ``target`` into; on success move it to ``target`` (durably:
+    the directory is fsynced), on any failure remove it. ``what`` names the work in the one-line
+    error (``export``, ``make``...); ``overwrite=False`` refuses an existing target, also one that
+    appears while writing. The writer must fsync the file itself before the block ends."""
+    target = Path(target)
+    if not overwrite and os.path.lexists(target):
+        raise ZSError(f"{target}: cannot create: {os.strerror(errno.EEXIST)}")
+    tmp = partial_path(target)
+    try:
+        yield tmp
+        if overwrite:
+            os.replace(tmp, target)
+        else:
+            os.link(tmp, target)  # fails if the target appeared meanwhile, where a rename would clobber it
+            os.unlink(tmp)
+        _fsync_dir(target.parent)
+    except OSError as exc:  # disk full, permissions...
+        _remove_quietly(tmp)
+        raise ZSError(f"{target}: {what} failed: {exc.strerror or exc}"
+                      f"{f' ({exc.filename})' if exc.filename else ''}") from None
+    except BaseException:
+        _remove_quietly(tmp)
+        raise
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _remove_quietly(path: Path) -> None:
+    try:
+        path.unlink()
+    except FileNotFoundError:
+        pass
