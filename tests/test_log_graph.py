@@ -95,6 +95,9 @@ def test_graph_matches_icechunk_ancestry(version, seed, request, tmp_path):
     assert len(text) >= len(rows)
     _check_drawing(text, by_id)
 
+    for n in (0, 1, 3):  # -n: the graph down to the n-th snapshot
+        cut = [json.loads(line) for line in _zs("log", archive, "--graph", "--all", "-n", n, "--json").splitlines()]
+        assert cut == rows[:n]
     for branch in answers["branches"]:  # without --all: one branch's history, in icechunk's order
         one = [json.loads(line)["id"] for line in _zs("log", archive, f"branch:{branch}", "--graph",
                                                         "--json").splitlines()]

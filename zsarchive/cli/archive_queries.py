@@ -109,16 +109,16 @@ def log_command(archive: str, ref: str | None, since: str | None, until: str | N
 def log_graph(archive: str, ref: str | None, since: str | None, until: str | None, max_count: int | None,
               as_json: bool, all_refs: bool) -> None:
     """``zs log --graph [--all]``: one line per snapshot (lines joining lanes too, unless --json)."""
-    if since or until or max_count is not None:
-        raise click.UsageError("--graph draws whole histories: it takes no --since/--until/-n")
+    if since or until:
+        raise click.UsageError("--graph draws whole histories: it takes no --since/--until (-n cuts it)")
     if all_refs and ref:
         raise click.UsageError("--all draws every branch and tag: give no REF")
     with open_archive(archive) as arc:
-        lines = arc.graph(ref, all_refs=all_refs)
+        lines = arc.graph(ref, all_refs=all_refs, max_count=max_count)
     if as_json:
         emit((line for line in lines if "id" in line), True, ())
         return
-    width = max(len(line["graph"]) for line in lines)
+    width = max((len(line["graph"]) for line in lines), default=0)
     for line in lines:
         if "id" not in line:
             click.echo(line["graph"])

@@ -10,7 +10,7 @@ from zsarchive.archive.format import keys, schema
 from zsarchive.archive.format.views import NODE_SETS, NodeValue, SnapshotValue, TxlogValue
 from zsarchive.archive.read.changes import ChangeQueries
 from zsarchive.archive.read.loggraph import layout, topo_order
-from zsarchive.errors import ZSCorrupt
+from zsarchive.errors import ZSCorrupt, ZSError
 
 _BATCH = 1 << 16
 """Chunk history records decoded at a time by :meth:`CommitQueries.chunk_changes`."""
@@ -30,10 +30,13 @@ class CommitQueries(ChangeQueries):
                 out.setdefault(ref["snapshot_id"], []).append(f"{ref['type']}:{ref['name']}")
         return out
 
-    def graph(self, ref: str | None = None, all_refs: bool = False) -> list[dict]:
+    def graph(self, ref: str | None = None, all_refs: bool = False, max_count: int | None = None) -> list[dict]:
         """The history of REF (default ``main``), or with ``all_refs`` of every branch and tag, as the
         lines of a git-style graph: each snapshot once, children above parents; each line a dict with
-        ``graph`` (its text), and for a snapshot's line the snapshot's fields, ``refs`` and ``column``."""
+        ``graph`` (its text), and for a snapshot's line the snapshot's fields, ``refs`` and ``column``.
+        ``max_count``: the lines down to the ``max_count``-th snapshot's."""
+        if max_count is not None and (not isinstance(max_count, int) or isinstance(max_count, bool) or max_count < 0):
+            raise ZSError(f"max_count must be an integer >= 0, not {max_count!r}")
         tips = ([r["snapshot_id"] for r in self.refs() if "snapshot_id" in r] if all_refs
                 else [self.resolve(ref or "main")])
         snapshots: dict[str, dict] = {}
@@ -44,11 +47,15 @@ class CommitQueries(ChangeQueries):
                 snapshots[sid] = self._snapshot_dict(sid, value)
         names = self.ref_names()
         lines = []
+        shown = 0
         for text, snapshot in layout(topo_order(snapshots.values())):
+            if max_count is not None and shown == max_count:
+                break
             if snapshot is None:
                 lines.append({"graph": text})
             else:
                 lines.append({"graph": text, **snapshot, "refs": names.get(snapshot["id"], [])})
+                shown += 1
         return lines
 
     def show(self, ref: str) -> dict:
