@@ -57,7 +57,9 @@ class Served:
                                         env={**os.environ, "PYTHONPATH": str(ROOT)})
         line = self.process.stdout.readline().decode()
         match = re.search(r"at (http://127\.0\.0\.1:\d+/) ", line)
-        assert match, (line, self.process.stderr.read().decode() if self.process.poll() is not None else "")
+        if not match:
+            self.close()
+            raise AssertionError((line, self.process.stderr.read().decode()))
         self.url = match.group(1)
 
     def close(self) -> None:
