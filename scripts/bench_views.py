@@ -87,6 +87,7 @@ def serve(archive: Path) -> tuple[subprocess.Popen, str]:
     line = process.stdout.readline().decode()
     match = re.search(r"at (http://\S+/) ", line)
     if not match:
+        process.terminate()
         raise SystemExit(f"bench: zs serve said {line!r}")
     return process, match.group(1)
 
