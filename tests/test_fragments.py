@@ -208,21 +208,16 @@ def test_an_expiration_since_the_base_is_judged_by_the_ops_log_not_by_clocks(ice
     expiration the base's does not, whatever the two clocks say."""
     repo = tmp_path / "repo"
     for mode, name in (("new", "a"), ("open", "b")):
-        done = subprocess.run([str(icechunk2_python), "-c", SMALL + CLEAN_EXIT, str(repo), mode, name],
-                              capture_output=True, text=True, timeout=120)
-        assert done.returncode == 0, done.stderr[-2000:]
+        run_peer_script(icechunk2_python, SMALL, str(repo), mode, name)
     skewed = int((time.time() + skew_years * 365.25 * 86400) * 10**6)
     export(repo, tmp_path / "base.zs", export_time=skewed)
-    done = subprocess.run([str(icechunk2_python), "-c", EXPIRE + CLEAN_EXIT, str(repo)],
-                          capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr[-2000:]
+    run_peer_script(icechunk2_python, EXPIRE, str(repo))
     with RepoArchive(tmp_path / "base.zs") as base:
         held = {s["id"] for s in base.log()}
     export(repo, tmp_path / "now.zs")
     with RepoArchive(tmp_path / "now.zs") as now:
         assert held - {s["id"] for s in now.log()}, "the expiration removed none of the base's snapshots"
-    done = zs("export", str(repo), str(tmp_path / "frag.zs"), "--base", str(tmp_path / "base.zs"))
-    assert done.returncode == 0, done.stderr
+    run_zs("export", str(repo), str(tmp_path / "frag.zs"), "--base", str(tmp_path / "base.zs"), check=True)
     assert_chain_is_full_export(tmp_path / "frag.zs", tmp_path / "now.zs", tmp_path / "c.zs")
 
 

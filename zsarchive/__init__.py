@@ -4,7 +4,7 @@ The ZS engine: :class:`ZS` reads a ZS file (local or a URL), :class:`ZSWriter` w
 checks one. Archives: :func:`export` writes an Icechunk repository's whole history into one ZS file,
 :class:`RepoArchive` answers questions about it (refs, log, ls, chunks, diff ...), :func:`open_store`
 opens any snapshot as a read-only Zarr store, :func:`consolidate` folds a chain of fragments into one
-archive. Errors: :class:`ZSError` (usage), :class:`ZSCorrupt` (bad bytes), :class:`NotFound` (a ref,
+archive, :func:`restore` writes an archive back as an Icechunk repository. Errors: :class:`ZSError` (usage), :class:`ZSCorrupt` (bad bytes), :class:`NotFound` (a ref,
 path or chunk the archive lacks). The names are imported on first use.
 """
 
@@ -23,6 +23,7 @@ _exports = lazy_exports(__name__, {
     "export": "zsarchive.archive",
     "consolidate": "zsarchive.archive",
     "IcechunkRepository": "zsarchive.icechunk:Repository",
+    "restore": "zsarchive.restore",
     # the zarr store needs the optional ``zarr`` extra
     "open_store": "zsarchive.archive.zarrstore",
     "ArchiveStore": "zsarchive.archive.zarrstore",
@@ -32,8 +33,8 @@ _exports = lazy_exports(__name__, {
 })
 
 __all__ = ["ZSError", "ZSCorrupt", "NotFound", "ZS", "ZSWriter", "validate", "ValidationReport", "RepoArchive",
-           "export", "consolidate", "IcechunkRepository", "open_store", "ArchiveStore", "open_dataset", "open_datatree",
-           "__version__"]
+           "export", "consolidate", "IcechunkRepository", "restore", "open_store", "ArchiveStore", "open_dataset",
+           "open_datatree", "__version__"]
 
 
 def __getattr__(name: str) -> Any:

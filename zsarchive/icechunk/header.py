@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+
 import zstandard
 
 from zsarchive.errors import ZSCorrupt
@@ -61,6 +63,58 @@ def open_file(raw: bytes, name: str, expected: FileType) -> tuple[FileHeader, by
         raise ZSCorrupt(f"{name}: zstd payload at offset {HEADER_LENGTH} {problem}") from None
     except (zstandard.ZstdError, TooLarge) as exc:
         raise ZSCorrupt(f"{name}: zstd payload at offset {HEADER_LENGTH} does not decompress: {exc}") from None
+
+
+_SMALL = 1 << 18
+"""Payloads up to this many bytes may be compressed at the slowest levels while a size is sought."""
+
+IMPLEMENTATION = "zsarchive"
+"""The implementation name zsarchive writes in headers when the original one is not known."""
+
+
+def wrap_file(file_type: FileType, spec_version: int, payload: bytes, implementation: str = IMPLEMENTATION,
+              size: int | None = None) -> bytes:
+    """A whole metadata file: the header, then ``payload`` (a finished FlatBuffer) as one zstd frame at
+    level 3 with its content size and no checksum, as icechunk writes it.
+
+    ``size``: the file must be exactly this long (a snapshot names its manifests' sizes, and icechunk
+    reads that many bytes). Bytes after a FlatBuffer's end are never read, so incompressible ones are
+    appended to the payload until the file is that long (at a higher level if it is too long at 3);
+    ValueError if it cannot be.
+    """
+    name = implementation.encode("utf-8")
+    if len(name) > 24:
+        raise ValueError(f"implementation name {implementation!r} is longer than 24 bytes")
+    head = MAGIC + name.ljust(24, b" ") + bytes((spec_version, int(file_type), COMPRESSION_ZSTD))
+    compressor = zstandard.ZstdCompressor(level=3, write_content_size=True, write_checksum=False)
+    body = compressor.compress(payload)
+    if not size or len(head) + len(body) == size:
+        return head + body
+    filler = hashlib.shake_128(b"zsarchive filler").digest(2 * max(0, size - len(head)) + 64)
+    # A checksum adds 4 bytes and a higher level may shrink what is too long at 3; the slow levels
+    # only for small files.
+    configs = [(3, False), (3, True), (9, False)] + ([(19, False), (19, True)] if len(payload) < _SMALL else [])
+    for level, checksum in configs:
+        compressor = zstandard.ZstdCompressor(level=level, write_content_size=True, write_checksum=checksum)
+
+        def length(extra: int, zeros: int = 0) -> tuple[int, bytes]:
+            body = compressor.compress(payload + filler[:extra] + bytes(zeros))
+            return len(head) + len(body), body
+
+        extra = size - length(0)[0]
+        if extra < 0:
+            continue  # filler only makes it longer
+        for _ in range(8):  # filler compresses to about its length: correct by the error, a few times
+            got, body = length(extra)
+            if got == size:
+                return head + body
+            extra = max(0, extra - (got - size))
+        for near in sorted(range(max(0, extra - 12), extra + 13), key=lambda n: abs(n - extra)):
+            for zeros in (0, 1, 2, 3):
+                got, body = length(near, zeros)
+                if got == size:
+                    return head + body
+    raise ValueError(f"cannot make the file exactly {size} bytes long (it compresses to {len(head) + len(body)})")
 
 
 def inspect_header(header: FileHeader) -> dict:

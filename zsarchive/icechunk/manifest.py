@@ -6,17 +6,19 @@ ref), every offset bounds-checked.
 from __future__ import annotations
 
 import itertools
-from typing import Callable, Iterator, NamedTuple
+import struct
+from typing import Callable, Iterable, Iterator, NamedTuple
 
 import numpy as np
 import zstandard
 
 from zsarchive.icechunk import ids
-from zsarchive.icechunk.common import decoding, id8, id12
+from zsarchive.icechunk.common import ForwardWriter, decoding, id8, id12, id_struct, offsets_vector, uint32_vector, \
+    vtable_bytes
 from zsarchive.icechunk.flatbuf import FlatBufferError, byte_vector, check_sorted, root, vtable_slots
 from zsarchive.icechunk.gather import BYTE, first, first_unsorted, gather, offset_vector, uint32_vectors
 from zsarchive.icechunk.generated.Manifest import Manifest as FbManifest
-from zsarchive.icechunk.header import open_file
+from zsarchive.icechunk.header import IMPLEMENTATION, open_file, wrap_file
 from zsarchive.icechunk.model import ArrayManifestInfo, ChunkRef, FileType, Manifest, NodeId, RefKind
 from zsarchive.limits import LOCATION_LIMIT, unzstd
 
@@ -403,3 +405,156 @@ def iter_chunk_refs(raw: bytes, name: str = "<manifest>") -> Iterator[tuple[Node
         yield from zip(itertools.repeat(info.node_id), manifest.chunk_refs(info.node_id))
 
 
+
+
+# -- encoding ------------------------------------------------------------------------------------
+#
+# Manifests hold millions of refs: they are laid out here directly, front to back, rather than through
+# the generic FlatBuffers builder (about 30 calls per ref). Parents come before children, so every
+# offset points forward as FlatBuffers requires; every table starts 8-aligned, so its 64-bit fields
+# are aligned; distinct virtual locations are stored once, after every table that names them.
+
+# ChunkRef field slots: index, inline, offset, length, chunk_id, location, etag, last_modified
+_REF_VTABLES = {
+    # kind -> (field offsets by slot, table size): the table is soffset, index, then the kind's fields
+    "inline": ((4, 8), 12),
+    "native": ((4, 0, 8, 16, 24), 36),
+    "virtual": ((4, 0, 8, 16, 0, 24), 28),
+    "virtual+etag": ((4, 0, 8, 16, 0, 24, 28), 32),
+    "virtual+modified": ((4, 0, 8, 16, 0, 24, 0, 32), 36),
+    "virtual+etag+modified": ((4, 0, 8, 16, 0, 24, 28, 32), 36),
+}
+
+
+def _ref_kind(ref: ChunkRef) -> str:
+    if ref.kind is RefKind.VIRTUAL:
+        return "virtual" + ("+etag" if ref.checksum_etag is not None else "") + \
+            ("+modified" if ref.checksum_last_modified else "")
+    return ref.kind.value
+
+
+def _direct_payload(manifest_id: str, ordered: list[tuple[NodeId, list[ChunkRef]]], spec_version: int) -> bytes:
+    """The FlatBuffer laid out front to back (see above)."""
+    kinds = {_ref_kind(ref) for _, refs in ordered for ref in refs}
+    w = ForwardWriter()
+    root = w.reserve(4)
+    manifest_fields = (8, 4) + ((0, 20) if spec_version >= 2 else ())  # id, arrays[, dictionary, algorithm]
+    vtables = {"manifest": w.reserve(0)}
+    w.buf += vtable_bytes(manifest_fields, 21 if spec_version >= 2 else 20)
+    vtables["array"] = w.align(2)
+    w.buf += vtable_bytes((8, 4), 16)  # node_id, refs
+    for kind, (fields, table_size) in _REF_VTABLES.items():
+        if kind in kinds:
+            vtables[kind] = w.align(2)
+            w.buf += vtable_bytes(fields, table_size)
+    table = w.table(vtables["manifest"], 24)
+    w.point(root, table)
+    w.buf[table + 8:table + 20] = ids.decode(manifest_id, 12)
+    if spec_version >= 2:
+        w.buf[table + 20] = 0  # the schema's default is zstd with a dictionary; these locations are plain
+    arrays_at = w.vector(len(ordered), 4)
+    w.point(table + 4, arrays_at)
+    locations: dict[str, list[int]] = {}
+    for j, (node_id, refs) in enumerate(ordered):
+        array = w.table(vtables["array"], 16)
+        w.point(arrays_at + 4 + 4 * j, array)
+        w.buf[array + 8:array + 16] = ids.decode(node_id, 8)
+        refs_at = w.vector(len(refs), 4)
+        w.point(array + 4, refs_at)
+        for k, ref in enumerate(refs):
+            kind = _ref_kind(ref)
+            fields, table_size = _REF_VTABLES[kind]
+            at = w.table(vtables[kind], table_size, 8)
+            w.point(refs_at + 4 + 4 * k, at)
+            index = w.blob(struct.pack(f"<{len(ref.index)}I", *ref.index), count=len(ref.index))
+            w.point(at + 4, index)
+            if kind == "inline":
+                w.point(at + 8, w.blob(bytes(ref.inline or b"")))
+                continue
+            struct.pack_into("<QQ", w.buf, at + 8, ref.offset, ref.length)
+            if kind == "native":
+                w.buf[at + 24:at + 36] = ids.decode(ref.chunk_id, 12)
+                continue
+            locations.setdefault(ref.location or "", []).append(at + 24)
+            if ref.checksum_etag is not None:
+                w.point(at + 28, w.blob(ref.checksum_etag.encode("utf-8"), terminate=True))
+            if ref.checksum_last_modified:
+                struct.pack_into("<I", w.buf, at + 32, ref.checksum_last_modified)
+    for location, fields in locations.items():
+        text = w.blob(location.encode("utf-8"), terminate=True)
+        for field in fields:
+            w.point(field, text)
+    return bytes(w.buf)
+
+
+def _encode_ref(b, ref: ChunkRef, CR) -> int:
+    index = uint32_vector(b, ref.index)
+    inline = location = etag = None
+    if ref.kind is RefKind.INLINE:
+        inline = b.CreateByteVector(bytes(ref.inline or b""))
+    elif ref.kind is RefKind.VIRTUAL:
+        location = b.CreateString(ref.location or "")
+        if ref.checksum_etag is not None:
+            etag = b.CreateString(ref.checksum_etag)
+    CR.Start(b)
+    CR.AddIndex(b, index)
+    if inline is not None:
+        CR.AddInline(b, inline)
+        return CR.End(b)
+    CR.AddOffset(b, ref.offset)
+    CR.AddLength(b, ref.length)
+    if ref.kind is RefKind.NATIVE:
+        CR.AddChunkId(b, id_struct(b, ref.chunk_id, 12))
+        return CR.End(b)
+    CR.AddLocation(b, location)
+    if etag is not None:
+        CR.AddChecksumEtag(b, etag)
+    if ref.checksum_last_modified:
+        CR.AddChecksumLastModified(b, ref.checksum_last_modified)
+    return CR.End(b)
+
+
+def _built_payload(manifest_id: str, ordered: list[tuple[NodeId, list[ChunkRef]]], spec_version: int) -> bytes:
+    """The FlatBuffer as the generic builder lays it out (back to front, as icechunk's own writer does)."""
+    import flatbuffers
+
+    from zsarchive.icechunk.generated import ArrayManifest as AM, ChunkRef as CR, Manifest as M
+
+    b = flatbuffers.Builder(1 << 16)
+    tables = []
+    for node_id, refs in ordered:
+        refs_vector = offsets_vector(b, [_encode_ref(b, ref, CR) for ref in refs])
+        AM.Start(b)
+        AM.AddNodeId(b, id_struct(b, node_id, 8))
+        AM.AddRefs(b, refs_vector)
+        tables.append(AM.End(b))
+    arrays_vector = offsets_vector(b, tables)
+    M.Start(b)
+    M.AddId(b, id_struct(b, manifest_id, 12))
+    M.AddArrays(b, arrays_vector)
+    if spec_version >= 2:
+        M.AddCompressionAlgorithm(b, 0)  # the schema's default is zstd with a dictionary; these are plain
+    b.Finish(M.End(b))
+    return bytes(b.Output())
+
+
+_DIRECT_FROM = 4096
+"""Manifests of at least this many refs are laid out directly (fast); smaller ones by the builder, whose
+layout, icechunk's own, compresses to the sizes icechunk's files have."""
+
+
+def encode_manifest(manifest_id: str, arrays: Iterable[tuple[NodeId, Iterable[ChunkRef]]], spec_version: int,
+                    implementation: str = IMPLEMENTATION, size: int | None = None) -> bytes:
+    """A manifest file holding each array's refs (arrays sorted by node id, refs by coordinates, as
+    icechunk's binary searches need); virtual locations are stored plain. ``size``: the file's length
+    the snapshots name (see :func:`~zsarchive.icechunk.header.wrap_file`); when one layout cannot have
+    it, the other is tried."""
+    ordered = [(node_id, sorted(refs, key=lambda r: r.index)) for node_id, refs in sorted(arrays, key=lambda a: a[0])]
+    count = sum(len(refs) for _, refs in ordered)
+    first, second = (_direct_payload, _built_payload) if count >= _DIRECT_FROM else (_built_payload, _direct_payload)
+    try:
+        return wrap_file(FileType.MANIFEST, spec_version, first(manifest_id, ordered, spec_version), implementation,
+                         size)
+    except ValueError:
+        return wrap_file(FileType.MANIFEST, spec_version, second(manifest_id, ordered, spec_version), implementation,
+                         size)

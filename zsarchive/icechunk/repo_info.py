@@ -5,13 +5,14 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from zsarchive.icechunk.common import decoding, id12, metadata_items, timestamp
+from zsarchive.icechunk.common import decoding, id12, id_struct, ids_vector, metadata_items, metadata_vector, \
+    offsets_vector, timestamp
 from zsarchive.icechunk.flatbuf import FlatBufferError, byte_vector, check_sorted, require, root, table_of, text
 from zsarchive.icechunk.generated.Repo import Repo
 from zsarchive.icechunk.generated.UpdateType import UpdateType
-from zsarchive.icechunk.header import open_file
+from zsarchive.icechunk.header import IMPLEMENTATION, open_file, wrap_file
 from zsarchive.icechunk.model import FileType, RepoInfo, RepoStatus, SnapshotInfo, Update
-from zsarchive.icechunk.values import from_flexbuffer
+from zsarchive.icechunk.values import from_flexbuffer, to_flexbuffer
 
 AVAILABILITY = {0: "online", 1: "read_only", 2: "offline"}  # as icechunk's Python enum spells them
 
@@ -139,3 +140,126 @@ def decode_repo_info(raw: bytes, name: str) -> RepoInfo:
             disabled_feature_flags=_u16_list(repo, "DisabledFeatureFlags", "disabled_feature_flags"),
             extra=byte_vector(repo, 28),
         )
+
+
+# -- encoding ------------------------------------------------------------------------------------
+
+_AVAILABILITY_CODES = {name: code for code, name in AVAILABILITY.items()}
+
+
+def _encode_status(b, status: RepoStatus | None) -> int:
+    from zsarchive.icechunk.generated import RepoStatus as RS
+
+    status = status or RepoStatus("online", None, None)
+    reason = None if status.limited_availability_reason is None else b.CreateString(status.limited_availability_reason)
+    RS.Start(b)
+    RS.AddAvailability(b, _AVAILABILITY_CODES[status.availability])
+    if status.set_at:
+        RS.AddSetAt(b, status.set_at)
+    if reason is not None:
+        RS.AddLimitedAvailabilityReason(b, reason)
+    return RS.End(b)
+
+
+def _encode_update(b, update: Update) -> int:
+    from zsarchive.icechunk.generated import Update as U
+
+    module = importlib.import_module(f"zsarchive.icechunk.generated.{update.type}")
+    strings = {field: b.CreateString(update.details[field]) for field, _, how in _UPDATE_FIELDS[update.type]
+               if how == "str"}
+    statuses = {field: _encode_status(b, update.details[field]) for field, _, how in _UPDATE_FIELDS[update.type]
+                if how == "status"}
+    module.Start(b)
+    for field, accessor, how in _UPDATE_FIELDS[update.type]:
+        add = getattr(module, "Add" + accessor)
+        value = update.details[field]
+        if how == "str":
+            add(b, strings[field])
+        elif how == "status":
+            add(b, statuses[field])
+        elif how == "id":
+            add(b, id_struct(b, value, 12))
+        else:
+            add(b, int(value))
+    body = module.End(b)
+    backup = None if update.backup_path is None else b.CreateString(update.backup_path)
+    U.Start(b)
+    U.AddUpdateTypeType(b, getattr(UpdateType, update.type))
+    U.AddUpdateType(b, body)
+    U.AddUpdatedAt(b, update.updated_at)
+    if backup is not None:
+        U.AddBackupPath(b, backup)
+    return U.End(b)
+
+
+def _encode_refs(b, refs: dict[str, str], index: dict[str, int]) -> int:
+    from zsarchive.icechunk.generated import Ref as R
+
+    tables = []
+    for name in sorted(refs, key=lambda n: n.encode("utf-8")):
+        name_off = b.CreateString(name)
+        R.Start(b)
+        R.AddName(b, name_off)
+        R.AddSnapshotIndex(b, index[refs[name]])
+        tables.append(R.End(b))
+    return offsets_vector(b, tables)
+
+
+def _u16_vector(b, values: list[int]) -> int:
+    b.StartVector(2, len(values), 2)
+    for value in reversed(sorted(values)):
+        b.PrependUint16(value)
+    return b.EndVector()
+
+
+def encode_repo_info(info: RepoInfo, implementation: str = IMPLEMENTATION) -> bytes:
+    """A V2 ``repo`` file holding ``info``: snapshots sorted by id, refs and deleted tags by name bytes,
+    parents and refs as indexes into the snapshots, the ops log as given (newest first)."""
+    import flatbuffers
+
+    from zsarchive.icechunk.generated import Repo as R, SnapshotInfo as SI
+
+    b = flatbuffers.Builder(1 << 14)
+    snapshots = sorted(info.snapshots, key=lambda s: s.id)
+    index = {s.id: j for j, s in enumerate(snapshots)}
+    infos = []
+    for snap in snapshots:
+        message = b.CreateString(snap.message)
+        metadata = metadata_vector(b, snap.metadata, 2)
+        pruned = ids_vector(b, list(snap.pruned_tx_logs), 12) if snap.pruned_tx_logs else None
+        SI.Start(b)
+        SI.AddId(b, id_struct(b, snap.id, 12))
+        SI.AddParentOffset(b, -1 if snap.parent_id is None else index[snap.parent_id])
+        SI.AddFlushedAt(b, snap.flushed_at)
+        SI.AddMessage(b, message)
+        SI.AddMetadata(b, metadata)
+        if pruned is not None:
+            SI.AddPrunedAncestorTxLogs(b, pruned)
+        infos.append(SI.End(b))
+    snapshots_vector = offsets_vector(b, infos)
+    tags = _encode_refs(b, info.tags, index)
+    branches = _encode_refs(b, info.branches, index)
+    deleted = offsets_vector(b, [b.CreateString(t) for t in sorted(info.deleted_tags, key=lambda t: t.encode())])
+    status = _encode_status(b, info.status)
+    metadata = metadata_vector(b, info.metadata, 2)
+    updates = offsets_vector(b, [_encode_update(b, u) for u in info.latest_updates])
+    before = None if info.repo_before_updates is None else b.CreateString(info.repo_before_updates)
+    config = None if info.config is None else b.CreateByteVector(to_flexbuffer(info.config))
+    enabled, disabled = _u16_vector(b, info.enabled_feature_flags), _u16_vector(b, info.disabled_feature_flags)
+    R.Start(b)
+    R.AddSpecVersion(b, info.spec_version)
+    R.AddTags(b, tags)
+    R.AddBranches(b, branches)
+    R.AddDeletedTags(b, deleted)
+    R.AddSnapshots(b, snapshots_vector)
+    R.AddStatus(b, status)
+    R.AddMetadata(b, metadata)
+    R.AddLatestUpdates(b, updates)
+    if before is not None:
+        R.AddRepoBeforeUpdates(b, before)
+    if config is not None:
+        R.AddConfig(b, config)
+    R.AddEnabledFeatureFlags(b, enabled)
+    R.AddDisabledFeatureFlags(b, disabled)
+    b.Finish(R.End(b))
+    return wrap_file(FileType.REPO_INFO, 2, bytes(b.Output()), implementation)

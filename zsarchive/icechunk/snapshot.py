@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from zsarchive.icechunk.common import decoding, id8, id12, metadata_items, optional_id12, timestamp
+from zsarchive.icechunk.common import decoding, id8, id12, id_struct, metadata_items, metadata_vector, \
+    offsets_vector, optional_id12, timestamp
 from zsarchive.icechunk.flatbuf import FlatBufferError, byte_vector, check_sorted, require, root, struct_bytes, \
     table_of, text
 from zsarchive.icechunk import ids
 from zsarchive.icechunk.generated.ArrayNodeData import ArrayNodeData
 from zsarchive.icechunk.generated.NodeData import NodeData
 from zsarchive.icechunk.generated.Snapshot import Snapshot as FbSnapshot
-from zsarchive.icechunk.header import open_file
+from zsarchive.icechunk.header import IMPLEMENTATION, open_file, wrap_file
 from zsarchive.icechunk.model import (
     DimensionShape, FileType, ManifestFileInfo, ManifestRef, Node, NodeType, Snapshot,
 )
@@ -103,3 +104,123 @@ def decode_snapshot(raw: bytes, name: str) -> Snapshot:
             manifest_files=manifest_files,
             extra=byte_vector(snap, 20),
         )
+
+
+# -- encoding ------------------------------------------------------------------------------------
+
+def _struct_vector(b, size: int, alignment: int, items: list, create) -> int:
+    """A vector of structs of ``size`` bytes, ``create(item)`` writing each."""
+    b.StartVector(size, len(items), alignment)
+    for item in reversed(items):
+        create(item)
+    return b.EndVector()
+
+
+def _encode_array(b, node: Node, spec_version: int) -> int:
+    from zsarchive.icechunk.generated import ArrayNodeData as A, DimensionName as DN, DimensionShapeV2 as D2, \
+        ManifestRef as MR
+    from zsarchive.icechunk.generated.ChunkIndexRange import CreateChunkIndexRange
+    from zsarchive.icechunk.generated.DimensionShape import CreateDimensionShape
+
+    refs = []
+    for ref in node.manifests:
+        b.StartVector(8, len(ref.extents), 4)
+        for start, stop in reversed(ref.extents):
+            CreateChunkIndexRange(b, start, stop)
+        extents = b.EndVector()
+        MR.Start(b)
+        MR.AddObjectId(b, id_struct(b, ref.id, 12))
+        MR.AddExtents(b, extents)
+        refs.append(MR.End(b))
+    manifests = offsets_vector(b, refs)
+    names = None
+    if node.dimension_names is not None:
+        tables = []
+        for name in node.dimension_names:
+            name_off = None if name is None else b.CreateString(name)
+            DN.Start(b)
+            if name_off is not None:
+                DN.AddName(b, name_off)
+            tables.append(DN.End(b))
+        names = offsets_vector(b, tables)
+    shape = node.shape or []
+    shape_v2 = None
+    # V1 keeps the shape as structs, V2 as tables in another field (V1's left empty: it is required)
+    shape_v1 = _struct_vector(b, 16, 8, shape if spec_version == 1 else [],
+                              lambda dim: CreateDimensionShape(b, dim.array_length, dim.chunk_length or 0))
+    if spec_version >= 2:
+        dims = []
+        for dim in shape:
+            D2.Start(b)
+            D2.AddArrayLength(b, dim.array_length)
+            D2.AddNumChunks(b, dim.num_chunks or 0)
+            dims.append(D2.End(b))
+        shape_v2 = offsets_vector(b, dims)
+    A.Start(b)
+    A.AddShape(b, shape_v1)
+    if names is not None:
+        A.AddDimensionNames(b, names)
+    A.AddManifests(b, manifests)
+    if shape_v2 is not None:
+        A.AddShapeV2(b, shape_v2)
+    return A.End(b)
+
+
+def _encode_node(b, node: Node, spec_version: int) -> int:
+    from zsarchive.icechunk.generated import GroupNodeData as G, NodeSnapshot as NS
+
+    path = b.CreateString(node.path)
+    user_data = b.CreateByteVector(bytes(node.user_data))
+    if node.node_type is NodeType.GROUP:
+        G.Start(b)
+        data, tag = G.End(b), NodeData.Group
+    else:
+        data, tag = _encode_array(b, node, spec_version), NodeData.Array
+    NS.Start(b)
+    NS.AddId(b, id_struct(b, node.id, 8))
+    NS.AddPath(b, path)
+    NS.AddUserData(b, user_data)
+    NS.AddNodeDataType(b, tag)
+    NS.AddNodeData(b, data)
+    return NS.End(b)
+
+
+def encode_snapshot(snap: Snapshot, spec_version: int, implementation: str = IMPLEMENTATION) -> bytes:
+    """A snapshot file of ``spec_version`` (1: ``shape``, ``manifest_files``, ``parent_id``, MessagePack
+    metadata; 2: ``shape_v2``, ``manifest_files_v2``, FlexBuffers) holding ``snap``; nodes sorted by the
+    bytes of their path and manifest files by id, as icechunk's binary searches need."""
+    import flatbuffers
+
+    from zsarchive.icechunk.generated import ManifestFileInfoV2 as MF2, Snapshot as S
+    from zsarchive.icechunk.generated.ManifestFileInfo import CreateManifestFileInfo
+
+    b = flatbuffers.Builder(1024)
+    nodes = offsets_vector(b, [_encode_node(b, n, spec_version) for n in sorted(snap.nodes, key=lambda n: n.path)])
+    message = b.CreateString(snap.message)
+    metadata = metadata_vector(b, snap.metadata, spec_version)
+    files = sorted(snap.manifest_files, key=lambda m: m.id)
+    files_v2 = None
+    files_v1 = _struct_vector(b, 32, 8, files if spec_version == 1 else [], lambda info: CreateManifestFileInfo(
+        b, ids.decode(info.id, 12), info.size_bytes, info.num_chunk_refs))
+    if spec_version >= 2:
+        tables = []
+        for info in files:
+            MF2.Start(b)
+            MF2.AddId(b, id_struct(b, info.id, 12))
+            MF2.AddSizeBytes(b, info.size_bytes)
+            MF2.AddNumChunkRefs(b, info.num_chunk_refs)
+            tables.append(MF2.End(b))
+        files_v2 = offsets_vector(b, tables)
+    S.Start(b)
+    S.AddId(b, id_struct(b, snap.id, 12))
+    if spec_version == 1 and snap.parent_id is not None:
+        S.AddParentId(b, id_struct(b, snap.parent_id, 12))
+    S.AddNodes(b, nodes)
+    S.AddFlushedAt(b, snap.flushed_at)
+    S.AddMessage(b, message)
+    S.AddMetadata(b, metadata)
+    S.AddManifestFiles(b, files_v1)
+    if files_v2 is not None:
+        S.AddManifestFilesV2(b, files_v2)
+    b.Finish(S.End(b))
+    return wrap_file(FileType.SNAPSHOT, spec_version, bytes(b.Output()), implementation)

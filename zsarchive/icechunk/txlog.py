@@ -10,12 +10,12 @@ from __future__ import annotations
 import numpy as np
 
 from zsarchive.icechunk import ids
-from zsarchive.icechunk.common import decoding, id8, id12
+from zsarchive.icechunk.common import ForwardWriter, decoding, id8, id12, vtable_bytes
 from zsarchive.icechunk.flatbuf import FlatBufferError, byte_vector, check_sorted, require, root, struct_bytes, \
     text, vtable_slots
 from zsarchive.icechunk.gather import first, first_unsorted, gather, offset_vector, uint32_vectors
 from zsarchive.icechunk.generated.TransactionLog import TransactionLog as FbTransactionLog
-from zsarchive.icechunk.header import open_file
+from zsarchive.icechunk.header import IMPLEMENTATION, open_file, wrap_file
 from zsarchive.icechunk.model import FileType, MoveOperation, NodeType, TransactionLog
 from zsarchive.icechunk.paths import path_key
 
@@ -155,3 +155,74 @@ def _union_rows(tables: list[np.ndarray]) -> np.ndarray:
     if not rows.shape[1]:
         return rows[:1]
     return np.unique(rows, axis=0)
+
+
+# -- encoding ------------------------------------------------------------------------------------
+#
+# A big commit changes millions of chunks, one ChunkIndices table each: the log is laid out directly,
+# front to back (parents before children, so offsets point forward), each array's chunk tables with
+# numpy at a fixed stride (table, then its coordinates vector).
+
+_LIST_SLOTS = ("new_groups", "new_arrays", "deleted_groups", "deleted_arrays", "updated_arrays", "updated_groups")
+"""The id lists in the order of their fields in the schema (slots 1 to 6)."""
+
+
+def encode_transaction_log(log: TransactionLog, spec_version: int, implementation: str = IMPLEMENTATION) -> bytes:
+    """A transaction log file holding ``log``: id lists and updated chunks sorted by bytes, moves by
+    ``to`` path component by component (V2 only: V1 has no moves), as icechunk expects."""
+    w = ForwardWriter()
+    w.reserve(4)
+    buf = w.buf
+    moves = spec_version >= 2
+    size = 48 if moves else 44
+    vt_log = len(buf)
+    buf += vtable_bytes((size - 12, 4, 8, 12, 16, 20, 24, 28) + ((32,) if moves else ()), size)
+    vt_array = w.align(2)
+    buf += vtable_bytes((8, 4), 16)
+    vt_chunk = w.align(2)
+    buf += vtable_bytes((4,), 8)
+    vt_move = w.align(2)
+    buf += vtable_bytes((4, 8, 12, 20), 21)
+    root = w.table(vt_log, size)
+    w.point(0, root)
+    buf[root + size - 12:root + size] = ids.decode(log.id, 12)
+    for slot, field in enumerate(_LIST_SLOTS):
+        values = sorted(getattr(log, field))
+        w.point(root + 4 + 4 * slot, w.blob(b"".join(ids.decode(v, 8) for v in values), count=len(values)))
+    nodes = sorted(log.updated_coords)
+    vector = w.vector(len(nodes), 4)
+    w.point(root + 28, vector)
+    for j, node_id in enumerate(nodes):
+        array = w.table(vt_array, 16)
+        w.point(vector + 4 + 4 * j, array)
+        buf[array + 8:array + 16] = ids.decode(node_id, 8)
+        coords = np.asarray(log.updated_coords[node_id], dtype=np.int64)
+        count, ndim = coords.shape if coords.ndim == 2 else (len(coords), 0)
+        if count and ndim:
+            coords = coords[np.lexsort(coords.T[::-1])]
+        chunks = w.vector(count, 4)
+        w.point(array + 4, chunks)
+        slots = chunks + 4 + 4 * np.arange(count, dtype=np.int64)
+        stride = 12 + 4 * ndim  # the table (soffset, coords offset), then the vector (length, coords)
+        first = len(buf)
+        starts = first + stride * np.arange(count, dtype=np.int64)
+        rows = np.empty((count, 3 + ndim), dtype=np.int64)
+        rows[:, 0] = starts - vt_chunk
+        rows[:, 1] = 4
+        rows[:, 2] = ndim
+        rows[:, 3:] = coords.reshape(count, ndim)
+        buf[chunks + 4:first] = (starts - slots).astype("<u4").tobytes()
+        buf += rows.astype("<u4").tobytes()
+    if moves:
+        ordered = sorted(log.moved_nodes, key=lambda m: path_key(m.to_path))
+        vector = w.vector(len(ordered), 4)
+        w.point(root + 32, vector)
+        for j, move in enumerate(ordered):
+            at = w.table(vt_move, 24)
+            w.point(vector + 4 + 4 * j, at)
+            if move.node_id is not None:
+                buf[at + 12:at + 20] = ids.decode(move.node_id, 8)
+            buf[at + 20] = 1 if move.node_type is NodeType.ARRAY else 0
+            w.point(at + 4, w.blob(move.from_path.encode("utf-8"), terminate=True))
+            w.point(at + 8, w.blob(move.to_path.encode("utf-8"), terminate=True))
+    return wrap_file(FileType.TRANSACTION_LOG, spec_version, bytes(buf), implementation)

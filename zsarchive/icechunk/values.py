@@ -188,3 +188,83 @@ def from_msgpack(raw: bytes, what: str) -> Any:
     except (ValueError, msgpack.UnpackException) as exc:
         raise FlatBufferError(f"{what}: not a valid MessagePack value ({exc})") from None
     return _jsonable(value, what)
+
+
+class _FlexWriter:
+    """Encodes one JSON-compatible value as FlexBuffers with every width 8 bytes: larger than the
+    narrowest encoding, but any reader takes it (keys may be any UTF-8, which flatbuffers' own Python
+    writer refuses)."""
+
+    def __init__(self) -> None:
+        self.buf = bytearray()
+
+    def align(self) -> None:
+        self.buf += bytes(-len(self.buf) % 8)
+
+    def slot(self, value: Any) -> tuple[int, int | None, int]:
+        """(type, inline 8-byte value or None, position of the written object) of one value."""
+        if value is None:
+            return _NULL, 0, 0
+        if isinstance(value, bool):
+            return _BOOL, int(value), 0
+        if isinstance(value, int):
+            if value >= 1 << 63:
+                return _UINT, value, 0
+            return _INT, value & ((1 << 64) - 1), 0
+        if isinstance(value, float):
+            return _FLOAT, struct.unpack("<Q", struct.pack("<d", value))[0], 0
+        if isinstance(value, str):
+            raw = value.encode("utf-8")
+            self.align()
+            self.buf += len(raw).to_bytes(8, "little")
+            at = len(self.buf)
+            self.buf += raw + b"\x00"
+            return _STRING, None, at
+        if isinstance(value, (list, tuple)):
+            return _VECTOR, None, self.vector(list(value))
+        if isinstance(value, dict):
+            return _MAP, None, self.map(value)
+        raise TypeError(f"cannot write {type(value).__name__} as FlexBuffers")
+
+    def elements(self, slots: list[tuple[int, int | None, int]]) -> int:
+        """Length, slots and type bytes of a vector's elements; returns where the slots start."""
+        self.align()
+        self.buf += len(slots).to_bytes(8, "little")
+        at = len(self.buf)
+        for kind, inline, target in slots:
+            here = len(self.buf)
+            self.buf += (inline if inline is not None else here - target).to_bytes(8, "little")
+        self.buf += bytes((kind << 2) | 3 for kind, _, _ in slots)
+        return at
+
+    def vector(self, values: list) -> int:
+        return self.elements([self.slot(v) for v in values])
+
+    def map(self, value: dict) -> int:
+        names = sorted(value, key=lambda k: k.encode("utf-8"))
+        slots = [self.slot(value[k]) for k in names]
+        keys = []
+        for name in names:
+            keys.append(len(self.buf))
+            self.buf += name.encode("utf-8") + b"\x00"
+        keys_at = self.elements([(_KEY, None, k) for k in keys])
+        self.align()
+        here = len(self.buf)
+        self.buf += (here - keys_at).to_bytes(8, "little") + (8).to_bytes(8, "little")
+        return self.elements(slots)
+
+
+def to_flexbuffer(value: Any) -> bytes:
+    """One JSON-compatible value as FlexBuffers (what :func:`from_flexbuffer` reads back)."""
+    writer = _FlexWriter()
+    kind, inline, target = writer.slot(value)
+    writer.align()
+    here = len(writer.buf)
+    writer.buf += (inline if inline is not None else here - target).to_bytes(8, "little")
+    writer.buf += bytes(((kind << 2) | 3, 8))
+    return bytes(writer.buf)
+
+
+def to_msgpack(value: Any) -> bytes:
+    """One JSON-compatible value as MessagePack (what :func:`from_msgpack` reads back)."""
+    return msgpack.packb(value, use_bin_type=True)

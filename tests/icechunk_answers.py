@@ -1,0 +1,34 @@
+"""The oracle's answers (scripts/icechunk_oracle.py) about a repository zsarchive wrote, made comparable
+with its answers about the original: what a restore does not reproduce is left out, each for a reason."""
+
+from __future__ import annotations
+
+import copy
+
+
+def answers_without_file_details(answers: dict, keep: set[str] | None = None) -> dict:
+    """icechunk's answers less what a restore does not reproduce, each for a documented reason: the
+    implementation name in file headers (the archive does not keep it), a manifest's decompressed size
+    and location compression (manifests are re-encoded, virtual locations plain), how the ops log is
+    split over ``repo`` and ``overwritten/`` files (the restored one holds it whole: ``ops_log`` is
+    compared), and the order of feature flags (icechunk lists them from a hash map). ``keep``: only these snapshots (those the archive holds)."""
+    out = copy.deepcopy(answers)
+    for kind in ("snapshots", "manifests", "transaction_logs"):
+        for entry in out.get(kind, {}).values():
+            if isinstance(entry, dict):
+                entry.pop("header", None)
+    for entry in out.get("manifests", {}).values():
+        entry.pop("size_bytes", None)
+        entry.pop("compression", None)
+    info = out.get("repo_info", {})
+    info.pop("header", None)
+    info.pop("latest_updates", None)
+    info.pop("repo_before_updates", None)
+    if "feature_flags" in out:
+        out["feature_flags"] = sorted(out["feature_flags"], key=lambda f: f["id"])
+    if keep is not None:
+        for kind in ("snapshots", "trees", "transaction_logs"):
+            if kind in out:
+                out[kind] = {sid: v for sid, v in out[kind].items() if sid in keep}
+        out["diffs"] = [d for d in out.get("diffs", []) if d["from"] in keep and d["to"] in keep]
+    return out

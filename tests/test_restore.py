@@ -1,0 +1,336 @@
+"""``zs restore``: an archive back into an Icechunk repository, held against the real icechunk.
+
+Repositories written by icechunk 1.1 and 2.3 (the committed fixtures, and the random generator's) are
+exported, restored, and everything icechunk says about the restored repository equals what it says
+about the original; exporting the restored repository gives the original's records (the header record
+aside). Then icechunk goes on with it (commit, tag, expire, collect garbage); a restore lands in S3 on
+a local moto server; ``--ref`` and ``--shallow``; a target that is not empty; a restore killed midway.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from icechunk_answers import answers_without_file_details
+from oracle import CLEAN_EXIT, ROOT, oracle, repo_path, run_oracle, virtual_mapping
+from servers import moto_s3
+from zsarchive.archive import RepoArchive, export
+from zsarchive.archive.read.reader import ArchiveReader, records_under
+from zsarchive.archive.format import schema as S
+from zsarchive.errors import ZSError
+from zsarchive.icechunk import Repository
+from zsarchive.icechunk.header import parse_header
+from zsarchive.restore import restore
+from zsarchive.zs.reader import ZS
+from zsarchive.zs.writer import ZSWriter
+
+GENERATOR = ROOT / "scripts" / "random_icechunk_repo.py"
+SEEDS = {1: [2, 9, 1181], 2: [2, 9, 1036]}
+"""Seeds of test_differential.py that hold, between them, every chunk kind, moves, amends, manifest
+splitting, compressed virtual locations, expiration with merged logs and garbage collection."""
+
+
+def zs(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "zsarchive", *args], capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})})
+
+
+def records(archive: Path | str) -> list[bytes]:
+    """Every record of an archive but its header record."""
+    with ZS(str(archive)) as z:
+        return [r for r in z.search() if not r.startswith(S.HEADER)]
+
+
+def archived_snapshots(archive: Path) -> set[str]:
+    with ArchiveReader(str(archive)) as reader:
+        return {key[0] for key, _ in records_under(reader.zs, S.SNAPSHOT)}
+
+
+def check_restored(python: Path, original: Path, restored: Path, archive: Path, mapping: dict) -> None:
+    """icechunk answers alike about both, and the restored repository exports to the same records."""
+    keep = archived_snapshots(archive)
+    ours = answers_without_file_details(run_oracle(python, restored, mapping), keep)
+    theirs = answers_without_file_details(run_oracle(python, original, mapping), keep)
+    assert ours == theirs
+    again = archive.with_name(archive.stem + "-again.zs")
+    export(restored, again, include_chunks=True)
+    assert records(again) == records(archive)
+
+
+def generate(python: Path, out: Path, seed: int) -> dict:
+    proc = subprocess.run([str(python), str(GENERATOR), str(out), "--seed", str(seed)], capture_output=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr.decode(errors="replace")[-3000:]
+    return json.loads(proc.stdout)
+
+
+@pytest.mark.parametrize("version_seed", [(v, s) for v, seeds in SEEDS.items() for s in seeds],
+                         ids=[f"v{v}-seed{s}" for v, seeds in SEEDS.items() for s in seeds])
+def test_random_repositories_come_back_whole(version_seed, request, tmp_path):
+    version, seed = version_seed
+    python = request.getfixturevalue(f"icechunk{version}_python")
+    made = generate(python, tmp_path, seed)
+    mapping = {made["virtual_prefix"]: Path(made["virtual_dir"])}
+    archive = tmp_path / "full.zs"
+    export(tmp_path / "repo", archive, include_chunks=True)
+    summary = restore(archive, tmp_path / "restored")
+    assert summary.spec_version == version
+    check_restored(python, tmp_path / "repo", tmp_path / "restored", archive, mapping)
+    # the same from an archive without chunk bytes, the bytes read from the original repository
+    bare = tmp_path / "bare.zs"
+    export(tmp_path / "repo", bare)
+    restore(bare, tmp_path / "from-repo", repo=tmp_path / "repo")
+    assert records(_export(tmp_path / "from-repo")) == records(archive)
+
+
+def _export(repo: Path) -> Path:
+    out = repo.with_name(repo.name + "-export.zs")
+    export(repo, out, include_chunks=True)
+    return out
+
+
+@pytest.mark.parametrize("name", ["v2", "v1", "v1-migrated"])
+def test_committed_fixtures_come_back_whole(name, request, tmp_path):
+    version = 1 if name == "v1" else 2
+    python = request.getfixturevalue(f"icechunk{version}_python")
+    archive = tmp_path / "a.zs"
+    export(repo_path(version, name), archive, include_chunks=True)
+    restore(archive, tmp_path / "restored")
+    keep = archived_snapshots(archive)
+    ours = answers_without_file_details(run_oracle(python, tmp_path / "restored", virtual_mapping()), keep)
+    assert ours == answers_without_file_details(oracle(version, python, None if name == f"v{version}" else name),
+                                                keep)
+    again = tmp_path / "again.zs"
+    export(tmp_path / "restored", again, include_chunks=True)
+    assert records(again) == records(archive)
+    # each file comes back in the spec version it had (a migrated repository keeps its V1 files)
+    for kind in ("snapshots", "manifests", "transactions"):
+        originals = repo_path(version, name) / kind
+        for path in (tmp_path / "restored" / kind).iterdir():
+            if (originals / path.name).exists():
+                theirs = parse_header((originals / path.name).read_bytes(), path.name).spec_version
+                assert parse_header(path.read_bytes(), path.name).spec_version == theirs, path
+
+
+def test_restored_files_hold_the_bytes_icechunk_wrote(tmp_path):
+    archive = tmp_path / "a.zs"
+    export(repo_path(2), archive, include_chunks=True)
+    restore(archive, tmp_path / "r")
+    for path in (repo_path(2) / "chunks").iterdir():
+        assert (tmp_path / "r" / "chunks" / path.name).read_bytes() == path.read_bytes()
+    theirs, ours = Repository.open(str(repo_path(2))), Repository.open(str(tmp_path / "r"))
+    for info in theirs.snapshots():
+        mine = {n.path: n.user_data for n in ours.snapshot(info.id).nodes}
+        assert mine == {n.path: n.user_data for n in theirs.snapshot(info.id).nodes}
+    # a manifest is exactly as long as the snapshots naming it say (icechunk reads that many bytes)
+    for info in ours.snapshots():
+        for m in ours.snapshot(info.id).manifest_files:
+            assert (tmp_path / "r" / "manifests" / m.id).stat().st_size == m.size_bytes
+
+
+GO_ON = r"""
+import sys, numpy as np, zarr, icechunk as ic
+repo = ic.Repository.open(ic.local_filesystem_storage(sys.argv[1]))
+session = repo.writable_session("main")
+group = zarr.open_group(session.store, mode="a")
+group.create_array("after-restore", shape=(4,), chunks=(2,), dtype="i4")[:] = np.arange(4)
+sid = session.commit("after restore")
+repo.create_tag("after-restore-tag", sid)
+from datetime import datetime, timezone
+expired = repo.expire_snapshots(older_than=datetime.now(timezone.utc))
+summary = repo.garbage_collect(datetime.now(timezone.utc))
+repo = ic.Repository.open(ic.local_filesystem_storage(sys.argv[1]))
+data = zarr.open_group(repo.readonly_session(tag="after-restore-tag").store, mode="r")["after-restore"][:]
+print(sid, data.tolist(), len(list(repo.ancestry(branch="main"))))
+"""
+
+
+def test_icechunk_goes_on_after_a_restore(icechunk2_python, tmp_path):
+    archive = tmp_path / "a.zs"
+    export(repo_path(2), archive, include_chunks=True)
+    restore(archive, tmp_path / "r")
+    proc = subprocess.run([str(icechunk2_python), "-c", GO_ON + CLEAN_EXIT, str(tmp_path / "r")],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    sid, rest = proc.stdout.split(" ", 1)
+    assert rest.startswith("[0, 1, 2, 3]")
+    assert Repository.open(str(tmp_path / "r")).tags()["after-restore-tag"] == sid
+
+
+def test_refs_and_shallow(icechunk2_python, tmp_path):
+    archive = tmp_path / "a.zs"
+    export(repo_path(2), archive, include_chunks=True)
+    full = Repository.open(str(repo_path(2)))
+    tag = sorted(full.tags())[0]
+    restore(archive, tmp_path / "one", refs=[f"tag:{tag}"])
+    one = Repository.open(str(tmp_path / "one"))
+    assert set(one.branches()) == {"main"} and set(one.tags()) == {tag}
+    reached = {i.id for sid in (full.branches()["main"], full.tags()[tag]) for i in full.ancestry(sid)}
+    assert {i.id for i in one.snapshots()} == reached
+    answers = run_oracle(icechunk2_python, tmp_path / "one", virtual_mapping())
+    theirs = oracle(2, icechunk2_python)
+    assert answers["ancestry"]["tag:" + tag] == theirs["ancestry"]["tag:" + tag]
+    assert answers["trees"][full.tags()[tag]] == theirs["trees"][full.tags()[tag]]
+
+    restore(archive, tmp_path / "tips", shallow=True)
+    tips = Repository.open(str(tmp_path / "tips"))
+    assert tips.branches() == full.branches() and tips.tags() == full.tags()
+    assert {i.id for i in tips.snapshots()} == set(full.branches().values()) | set(full.tags().values())
+    assert all(i.parent_id is None for i in tips.snapshots())
+    answers = run_oracle(icechunk2_python, tmp_path / "tips", virtual_mapping())
+    for ref, sid in answers["refs"].items():
+        assert [i["id"] for i in answers["ancestry"][ref]] == [sid]
+        assert answers["trees"][sid] == theirs["trees"][sid]
+    with pytest.raises(ZSError, match="no branch or tag 'nope'"):
+        restore(archive, tmp_path / "nope", refs=["nope"])
+
+
+def test_a_target_that_is_not_empty_is_refused_and_left_alone(tmp_path):
+    archive = tmp_path / "a.zs"
+    export(repo_path(2), archive, include_chunks=True)
+    target = tmp_path / "t"
+    target.mkdir()
+    (target / "keep.txt").write_text("mine")
+    proc = zs("restore", str(archive), str(target))
+    assert proc.returncode == 1 and proc.stderr.count("\n") == 1 and "is not empty" in proc.stderr
+    assert [p.name for p in target.iterdir()] == ["keep.txt"]
+    restore(archive, tmp_path / "r")
+    proc = zs("restore", str(archive), str(tmp_path / "r"))
+    assert proc.returncode == 1 and "already holds an Icechunk repository" in proc.stderr
+
+
+def test_without_chunk_bytes_or_repo_is_one_line_and_writes_nothing(tmp_path):
+    archive = tmp_path / "bare.zs"
+    export(repo_path(2), archive)
+    proc = zs("restore", str(archive), str(tmp_path / "r"))
+    assert proc.returncode == 1 and proc.stderr.count("\n") == 1
+    count = len(list((repo_path(2) / "chunks").iterdir()))
+    assert f"{count} of {count} chunk files are not in the archive" in proc.stderr
+    assert not (tmp_path / "r").exists()
+    proc = zs("restore", str(archive), str(tmp_path / "r"), "--repo", str(repo_path(2)))
+    assert proc.returncode == 0, proc.stderr
+    original = tmp_path / "original.zs"
+    export(repo_path(2), original, include_chunks=True)
+    assert records(_export(tmp_path / "r")) == records(original)
+
+
+SLOW_SINK = r"""
+import sys, time
+from zsarchive.io import sink
+put = sink.LocalSink.put
+def slow(self, key, data):
+    put(self, key, data)
+    if key.startswith("transactions/"):
+        time.sleep(0.2)
+sink.LocalSink.put = slow
+from zsarchive.restore import restore
+restore(sys.argv[1], sys.argv[2])
+"""
+
+
+def test_a_restore_killed_midway_leaves_no_repository(icechunk2_python, tmp_path):
+    archive = tmp_path / "a.zs"
+    export(repo_path(2), archive, include_chunks=True)
+    target = tmp_path / "r"
+    proc = subprocess.Popen([sys.executable, "-c", SLOW_SINK, str(archive), str(target)],
+                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not (target / "transactions").is_dir():
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert (target / "chunks").is_dir() and not (target / "repo").exists()
+    opened = subprocess.run([str(icechunk2_python), "-c",
+                             "import sys, icechunk as ic\nic.Repository.open(ic.local_filesystem_storage(sys.argv[1]))",
+                             str(target)], capture_output=True, text=True, timeout=120)
+    assert opened.returncode != 0
+    again = zs("restore", str(archive), str(target))
+    assert again.returncode == 1 and again.stderr.count("\n") == 1 and "unfinished restore" in again.stderr
+
+
+def test_restore_to_s3_then_icechunk_and_zsarchive_read_it(icechunk2_python, tmp_path):
+    archive = tmp_path / "a.zs"
+    export(repo_path(2), archive, include_chunks=True)
+    with moto_s3({"dest": {}}) as client:
+        proc = zs("restore", str(archive), "s3://dest/restored/repo")
+        assert proc.returncode == 0, proc.stderr
+        keys = [o["Key"] for p in client.get_paginator("list_objects_v2").paginate(Bucket="dest")
+                for o in p.get("Contents", [])]
+        assert "restored/repo/repo" in keys and not any(k.startswith("/") for k in keys)
+        # zsarchive reads it back from S3 to the same records, but for the local storage's settings
+        again = tmp_path / "again.zs"
+        export("s3://dest/restored/repo", again, include_chunks=True)
+        config = S.record(S.REPO, ("config",))[:-1]
+        assert [r for r in records(again) if not r.startswith(config)] == \
+            [r for r in records(archive) if not r.startswith(config)]
+        ours, theirs = (RepoArchive(str(a)).repo_facts()["config"] for a in (again, archive))
+        assert theirs["storage"]["unsafe_use_conditional_update"] is False
+        assert ours == {**theirs, "storage": None}
+        # icechunk opens it in the bucket and answers as for the original
+        script = ("import sys, os, icechunk as ic\n"
+                  "st = ic.s3_storage(bucket='dest', prefix='restored/repo', endpoint_url=os.environ['AWS_ENDPOINT_URL'],"
+                  " allow_http=True, region='us-east-1', access_key_id='testing', secret_access_key='testing',"
+                  " force_path_style=True)\n"
+                  "repo = ic.Repository.open(st)\n"
+                  "print(sorted(repo.list_branches()), [s.id for s in repo.ancestry(branch='main')])\n")
+        proc = subprocess.run([str(icechunk2_python), "-c", script + CLEAN_EXIT], capture_output=True, text=True,
+                              timeout=300, env={**os.environ, "AWS_EC2_METADATA_DISABLED": "true"})
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        full = Repository.open(str(repo_path(2)))
+        assert proc.stdout.strip() == f"{sorted(full.branches())} {[i.id for i in full.ancestry(full.branches()['main'])]}"
+        # a second restore into the same prefix is refused
+        proc = zs("restore", str(archive), "s3://dest/restored/repo")
+        assert proc.returncode == 1 and "already holds an Icechunk repository" in proc.stderr
+
+
+@pytest.mark.parametrize("version", [1, 2, 3])
+def test_archives_of_every_format_version_restore(version, icechunk2_python, tmp_path):
+    """The committed vectors (formats 1, 2 and 3 of the fixture repository) restore, chunk bytes read
+    from the repository, to a repository icechunk answers about as about the fixture."""
+    archive = ROOT / "testdata" / "archive" / f"v{version}" / "archive.zs"
+    restore(archive, tmp_path / "r", repo=repo_path(2))
+    ours = answers_without_file_details(run_oracle(icechunk2_python, tmp_path / "r", virtual_mapping()))
+    assert ours == answers_without_file_details(oracle(2, icechunk2_python))
+
+
+def test_a_damaged_archive_is_one_line_and_writes_nothing(tmp_path):
+    archive = tmp_path / "a.zs"
+    export(repo_path(2), archive, include_chunks=True)
+    head = Repository.open(str(repo_path(2))).branches()["main"]
+    with ZS(str(archive)) as z:
+        kept = [r for r in z.search() if not (r.startswith(S.key_prefix(S.SNAPSHOT, (head,))))]
+        metadata = z.metadata
+    damaged = tmp_path / "damaged.zs"
+    with ZSWriter(str(damaged), metadata, codec="none") as writer:
+        writer.add_data_block(kept)
+        writer.finish()
+    proc = zs("restore", str(damaged), str(tmp_path / "r"))
+    assert proc.returncode == 1 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "no S record of that snapshot" in proc.stderr and head in proc.stderr
+    assert not (tmp_path / "r").exists()
+
+
+def test_a_large_manifest_comes_back(icechunk2_python, tmp_path):
+    """Thousands of virtual refs in one manifest (laid out directly, not through the builder), their
+    locations compressed with a dictionary by icechunk and stored plain by the restore."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import bench_icechunk_manifest as icbench
+
+    repo = icbench.ensure_repo(5000, tmp_path / "repo", icechunk2_python)
+    archive = tmp_path / "a.zs"
+    export(repo, archive)
+    summary = restore(archive, tmp_path / "r")
+    assert summary.notes == []
+    ours = answers_without_file_details(run_oracle(icechunk2_python, tmp_path / "r", {}))
+    assert ours == answers_without_file_details(run_oracle(icechunk2_python, repo, {}))
+    again = tmp_path / "again.zs"
+    export(tmp_path / "r", again)
+    assert records(again) == records(archive)

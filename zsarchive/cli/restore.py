@@ -1,0 +1,62 @@
+"""``zs restore ARCHIVE TARGET``: the repository an archive holds, back as an Icechunk repository."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from zsarchive.cli.app import main
+from zsarchive.cli.params import remote_options
+
+_LABELS = {"manifests": "encoding manifests", "chunks": "copying chunk files", "metadata": "writing metadata",
+           "verify": "reading back"}
+
+
+@main.command("restore")
+@click.argument("archive")
+@click.argument("target")
+@click.option("--repo", "source", metavar="SOURCE",
+              help="The original repository (a directory or URL, as for `zs export`): chunk files the archive "
+                   "does not embed are copied from it.")
+@click.option("--ref", "refs", multiple=True, metavar="REF",
+              help="Restore only the history of this branch or tag (repeatable; `main` always comes back).")
+@click.option("--shallow", is_flag=True,
+              help="Restore only the tips of the refs (all refs without --ref), each as a one-snapshot history.")
+@click.option("--no-progress", is_flag=True, help="No progress bar even on a terminal.")
+@remote_options
+def restore_command(archive: str, target: str, source: str | None, refs: tuple[str, ...], shallow: bool,
+                    no_progress: bool, anon: bool, storage_options: dict[str, str]) -> None:
+    """Write the Icechunk repository ARCHIVE holds into TARGET, which must be absent or empty.
+
+    TARGET is a directory or an s3://BUCKET/PREFIX, gs://BUCKET/PREFIX or az://CONTAINER/PREFIX URL
+    (credentials as for `zs export`; --anon and --storage-option apply to TARGET and to --repo). Every
+    branch, tag, snapshot, node, chunk ref, transaction log and the ops log come back with their ids;
+    chunk bytes come from the archive (`zs export --include-chunks`) or from --repo. The file that makes
+    TARGET a repository is written last: an interrupted restore leaves nothing icechunk opens.
+    """
+    from zsarchive.restore import restore
+
+    bars: dict[str, object] = {}
+    show = not no_progress and sys.stderr.isatty()
+
+    def progress(stage: str, done: int, total: int) -> None:
+        if not show:
+            return
+        bar = bars.get(stage)
+        if bar is None:
+            for other in bars.values():
+                other.render_finish()
+            bar = bars[stage] = click.progressbar(length=max(total, 1), label=_LABELS.get(stage, stage),
+                                                  file=sys.stderr)
+        bar.update(done - bar.pos)
+
+    summary = restore(archive, target, repo=source, refs=refs, shallow=shallow, storage_options=storage_options,
+                      anon=anon, repo_storage_options=storage_options, repo_anon=anon, progress=progress)
+    for bar in bars.values():
+        bar.render_finish()
+    for note in summary.notes:
+        click.echo(f"zs: note: {note}", err=True)
+    click.echo(f"restored {summary.target}: spec V{summary.spec_version}, {summary.snapshots} snapshots, "
+               f"{summary.branches} branches, {summary.tags} tags, {summary.manifests} manifests, "
+               f"{summary.chunk_files} chunk files ({summary.chunk_bytes} bytes)", err=True)

@@ -1,0 +1,262 @@
+"""Where written objects go: a local directory or an object store (S3, GCS, Azure), one small API.
+
+A :class:`Sink` writes whole objects by key relative to its root. ``put`` replaces, ``put_new`` creates
+only (O_EXCL locally, a conditional put remotely) so that the file which makes a target something --
+a repository's ``repo`` -- is never written over another writer's. ``put_all`` keeps many writes in
+flight. Every failure is a one-line :class:`~zsarchive.errors.ZSError` naming the key.
+"""
+
+from __future__ import annotations
+
+import abc
+import errno
+import os
+import secrets
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from pathlib import Path
+from typing import Callable, Iterable, Mapping, Union
+
+from zsarchive.errors import ZSError
+from zsarchive.io.location import Location, parse_location
+
+Body = Union[bytes, bytearray, memoryview, Callable[[], bytes]]
+"""What ``put_all`` writes: bytes, or a function that returns them (called on a worker thread)."""
+
+
+class AlreadyExists(ZSError):
+    """``put_new`` found an object at its key."""
+
+
+class Sink(abc.ABC):
+    """Write access to the objects below one root (a directory or an object-store prefix)."""
+
+    def __init__(self, location: Location, window: int = 32):
+        self.location = location
+        self.window = window
+
+    @property
+    def name(self) -> str:
+        """Where the objects go (for messages)."""
+        return self.location.url
+
+    def url(self, key: str) -> str:
+        """The path or URL of ``key`` (for messages)."""
+        return self.location.url.rstrip("/") + "/" + key
+
+    @abc.abstractmethod
+    def is_empty(self) -> bool:
+        """True when the root holds no object at all (or does not exist yet)."""
+
+    @abc.abstractmethod
+    def put(self, key: str, data: bytes) -> None:
+        """Write ``data`` as the object ``key``, replacing any; a reader never sees a partial object."""
+
+    @abc.abstractmethod
+    def put_new(self, key: str, data: bytes) -> None:
+        """Write ``data`` as ``key`` only if no object is there (:class:`AlreadyExists` otherwise)."""
+
+    def put_all(self, items: Iterable[tuple[str, Body]], done: Callable[[str, int], None] | None = None) -> int:
+        """Write every ``(key, body)`` with up to ``window`` writes in flight; ``done(key, size)`` after
+        each. Returns the bytes written; the first failure stops the rest and is raised."""
+        total = 0
+        with ThreadPoolExecutor(self.window, thread_name_prefix="zsarchive-write") as pool:
+            running: set[Future] = set()
+            try:
+                for key, body in items:
+                    if len(running) >= self.window:
+                        total += self._settle(running, done, FIRST_COMPLETED)
+                    running.add(pool.submit(self._write_body, key, body))
+                while running:
+                    total += self._settle(running, done, FIRST_COMPLETED)
+            except BaseException:
+                for future in running:
+                    future.cancel()
+                raise
+        return total
+
+    def _write_body(self, key: str, body: Body) -> tuple[str, int]:
+        data = body() if callable(body) else body
+        self.put(key, data)
+        return key, len(data)
+
+    @staticmethod
+    def _settle(running: set[Future], done, when) -> int:
+        finished, _ = wait(running, return_when=when)
+        written = 0
+        for future in finished:
+            running.discard(future)
+            key, size = future.result()
+            written += size
+            if done is not None:
+                done(key, size)
+        return written
+
+    def flush(self) -> None:
+        """Make every object written so far durable (object stores: already, once a put returns)."""
+
+    def close(self) -> None:
+        """Release connections."""
+
+
+def _check_key(key: str, where: str) -> None:
+    # keys come from archive contents: none may leave the root or name it
+    if not key or key.startswith("/") or any(part in ("", ".", "..") for part in key.split("/")):
+        raise ZSError(f"{where}: refusing object key {key!r} (not a plain relative path)")
+
+
+class LocalSink(Sink):
+    """A local directory; each object is written to a temporary name and moved into place."""
+
+    def __init__(self, location: Location, window: int = 8):
+        super().__init__(location, window)
+        self.root = location.path
+        self._made: set[Path] = set()
+
+    def is_empty(self) -> bool:
+        try:
+            with os.scandir(self.root) as entries:
+                return next(entries, None) is None
+        except FileNotFoundError:
+            return True
+        except NotADirectoryError:
+            raise ZSError(f"{self.root}: exists and is not a directory") from None
+        except OSError as exc:
+            raise ZSError(f"{self.root}: cannot list: {exc.strerror}") from None
+
+    def _prepare(self, key: str) -> tuple[Path, Path]:
+        _check_key(key, str(self.root))
+        path = self.root / key
+        if path.parent not in self._made:
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise _os_error(exc, path.parent) from None
+            self._made.add(path.parent)
+        return path, path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp"
+
+    def _write_temp(self, temp: Path, data: bytes, durable: bool = False) -> None:
+        try:
+            with open(temp, "xb") as handle:
+                handle.write(data)
+                if durable:
+                    handle.flush()
+                    os.fsync(handle.fileno())
+        except BaseException as exc:
+            temp.unlink(missing_ok=True)
+            if isinstance(exc, OSError):
+                raise _os_error(exc, temp) from None
+            raise
+
+    def put(self, key: str, data: bytes) -> None:
+        path, temp = self._prepare(key)
+        self._write_temp(temp, data)
+        try:
+            os.replace(temp, path)
+        except OSError as exc:
+            temp.unlink(missing_ok=True)
+            raise _os_error(exc, path) from None
+
+    def put_new(self, key: str, data: bytes) -> None:
+        path, temp = self._prepare(key)
+        self._write_temp(temp, data, durable=True)
+        try:
+            os.link(temp, path)  # atomic and exclusive: fails if ``path`` exists
+        except FileExistsError:
+            raise AlreadyExists(f"{path}: already exists") from None
+        except OSError as exc:
+            if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EMLINK):
+                raise _os_error(exc, path) from None
+            self._create(path, data)  # a file system without hard links: exclusive, not atomic
+        finally:
+            temp.unlink(missing_ok=True)
+        _fsync_directory(path.parent)
+
+    @staticmethod
+    def _create(path: Path, data: bytes) -> None:
+        try:
+            with open(path, "xb") as handle:
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+        except FileExistsError:
+            raise AlreadyExists(f"{path}: already exists") from None
+        except OSError as exc:
+            raise _os_error(exc, path) from None
+
+    def flush(self) -> None:
+        os.sync()
+
+
+def _fsync_directory(directory: Path) -> None:
+    """Make a directory's new entries durable (where the platform allows opening a directory)."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _os_error(exc: OSError, path: Path) -> ZSError:
+    if exc.errno == errno.ENOSPC:
+        return ZSError(f"{path}: cannot write: no space left on device")
+    if exc.errno == errno.EDQUOT:
+        return ZSError(f"{path}: cannot write: disk quota exceeded")
+    return ZSError(f"{path}: cannot write: {exc.strerror or exc}")
+
+
+class ObjectSink(Sink):
+    """An object-store prefix, written through obstore (whole-object puts; create-only is conditional)."""
+
+    def __init__(self, location: Location, window: int = 32):
+        from zsarchive.io.objects import object_store
+
+        super().__init__(location, window)
+        self.store = object_store(location)
+
+    def is_empty(self) -> bool:
+        import obstore
+
+        from zsarchive.io.objects import describe
+
+        try:
+            for batch in obstore.list(self.store, None, chunk_size=1):
+                if batch:
+                    return False
+        except Exception as exc:
+            raise describe(exc, self.location.url) from None
+        return True
+
+    def _put(self, key: str, data: bytes, mode: str | None) -> None:
+        import obstore
+
+        from zsarchive.io.objects import describe
+
+        _check_key(key, self.location.url)
+        try:
+            obstore.put(self.store, key, data, mode=mode, use_multipart=False)
+        except Exception as exc:
+            if type(exc).__name__ in ("AlreadyExistsError", "PreconditionError"):
+                raise AlreadyExists(f"{self.url(key)}: already exists") from None
+            raise describe(exc, self.url(key)) from None
+
+    def put(self, key: str, data: bytes) -> None:
+        self._put(key, data, None)
+
+    def put_new(self, key: str, data: bytes) -> None:
+        self._put(key, data, "create")
+
+
+def open_sink(target: str | os.PathLike | Location, storage_options: Mapping[str, object] | None = None,
+              anon: bool = False) -> Sink:
+    """A Sink for a local directory, ``file://`` URL or ``s3://``/``gs://``/``az://`` URL (ZSError otherwise)."""
+    where = parse_location(target, storage_options, anon)
+    if where.is_local:
+        return LocalSink(where)
+    if where.kind == "http":
+        raise ZSError(f"{where.url}: cannot write over plain HTTP (give a directory or an s3://, gs:// or az:// URL)")
+    return ObjectSink(where)

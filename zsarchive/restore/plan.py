@@ -1,0 +1,280 @@
+"""The second stage of a restore: which snapshots come back, and each file of the repository as a model.
+
+From an :class:`~zsarchive.restore.source.ArchiveHistory` it decides the snapshots a selection of refs
+reaches (or only their tips, ``shallow``), the spec version of each file (a V2 repository that icechunk
+migrated from V1 keeps its V1 files: those written before the migration), the refs of a manifest (the
+refs of the arrays naming it, at the first snapshot naming it, within its extents) and each snapshot's
+transaction log.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass, field, replace
+from typing import Iterable, Iterator
+
+from zsarchive.archive.read.reader import ArchiveReader
+from zsarchive.errors import ZSCorrupt, ZSError
+from zsarchive.icechunk.header import IMPLEMENTATION
+from zsarchive.icechunk.model import (
+    ChunkRef, FileHeader, FileType, MoveOperation, Node, RepoInfo, RepoStatus, Snapshot, TransactionLog,
+)
+from zsarchive.icechunk.paths import path_key
+from zsarchive.restore.source import ArchiveHistory, SnapshotRecord, manifest_refs, node_timeline
+
+_LIST_FIELDS = ("new_groups", "new_arrays", "deleted_groups", "deleted_arrays", "updated_groups", "updated_arrays")
+
+
+@dataclass
+class ManifestPlan:
+    """One manifest file to write: which arrays it serves, at which snapshot, and its size."""
+
+    id: str
+    spec_version: int
+    size: int
+    num_refs: int
+    users: list[tuple[str, Node]]
+    """(snapshot id, array node) pairs whose refs it holds (the first snapshot naming it)."""
+
+
+@dataclass
+class RestorePlan:
+    """Everything a restore writes, as models (manifest refs are made on demand: they can be many)."""
+
+    spec_version: int
+    snapshots: dict[str, SnapshotRecord]
+    """The snapshots restored, with the parents they get."""
+    parents: dict[str, str | None]
+    file_spec: dict[str, int]
+    """Snapshot id -> the spec version of its snapshot and transaction log files."""
+    manifests: dict[str, ManifestPlan]
+    branches: dict[str, str]
+    tags: dict[str, str]
+    deleted_tags: list[str]
+    history: ArchiveHistory
+    resized: dict[str, int] = field(default_factory=dict)
+    """Manifest id -> the size its file got where it could not be the size the snapshots name."""
+
+    def snapshot(self, sid: str) -> Snapshot:
+        """The snapshot file's model."""
+        record = self.snapshots[sid]
+        spec = self.file_spec[sid]
+        header = FileHeader(IMPLEMENTATION, spec, FileType.SNAPSHOT, 1)
+        files = [replace(m, size_bytes=self.resized[m.id]) if m.id in self.resized else m
+                 for m in record.manifest_files]
+        return Snapshot(header, sid, self.parents[sid] if spec == 1 else None, record.info.flushed_at,
+                        record.info.message, record.info.metadata, record.nodes, files)
+
+    def transaction_logs(self) -> Iterator[TransactionLog]:
+        """Every transaction log file: each restored snapshot's own, and an empty one per pruned id that
+        has no log of its own. Where expiration pruned ancestors from under a snapshot the archive keeps
+        their logs merged with its own: the merged log becomes its own (icechunk unites them again), with
+        the moves of the pruned logs that are not restored here."""
+        written: set[str] = set()
+        pruned_moves: dict[str, list[MoveOperation]] = {}
+        for sid in self.snapshots:
+            summary = self.history.txlogs.get(sid)
+            if summary is None:
+                if self.parents[sid] is None and self.file_spec[sid] >= 2:
+                    written.add(sid)
+                    yield _log(sid, self.file_spec[sid], {}, {}, [])  # icechunk writes one for a new repository
+                continue
+            if sid in summary.missing:
+                continue
+            coords = summary.coords
+            moves = summary.moves
+            if summary.merged:
+                moves = self._share_moves(summary, pruned_moves)
+            written.add(sid)
+            yield _log(sid, self.file_spec[sid], summary.lists, coords, moves)
+        for sid in self.snapshots:
+            summary = self.history.txlogs.get(sid)
+            for pruned in summary.merged if summary is not None else ():
+                if pruned not in written and not self._has_own_log(pruned):
+                    written.add(pruned)
+                    yield _log(pruned, self.file_spec[sid], {}, {}, pruned_moves.get(pruned, []))
+
+    def _has_own_log(self, sid: str) -> bool:
+        return sid in self.snapshots and sid in self.history.txlogs
+
+    def _share_moves(self, summary, pruned_moves: dict[str, list[MoveOperation]]) -> list[MoveOperation]:
+        """The moves of a merged log, unjoined and oldest first, handed back to the logs they came from
+        so that icechunk lists them in the same order: a restored pruned ancestor keeps its own, each
+        other pruned log takes a run sorted by destination (a log's moves are so sorted), and the
+        snapshot's own log the rest. Returns the own log's moves."""
+        moves, at = list(summary.unjoined_moves), 0
+        mine = [p for p in summary.merged if self._has_own_log(p)]
+        for pruned in summary.merged:
+            if self._has_own_log(pruned):
+                own = list(self.history.txlogs[pruned].moves)
+                if moves[at:at + len(own)] == own:
+                    at += len(own)
+                    mine.remove(pruned)
+                continue
+            stop = len(moves)
+            if mine:  # the next restored ancestor's moves start where its own list is found
+                nxt = list(self.history.txlogs[mine[0]].moves)
+                stop = next((j for j in range(at, len(moves)) if nxt and moves[j:j + len(nxt)] == nxt), stop)
+            end = at
+            while end < stop and (end == at or path_key(moves[end - 1].to_path) <= path_key(moves[end].to_path)):
+                end += 1
+            pruned_moves[pruned] = moves[at:end]
+            at = end
+        return sorted(moves[at:], key=lambda m: path_key(m.to_path))
+
+    def repo_info(self) -> RepoInfo:
+        """The V2 ``repo`` file's model: every restored snapshot, refs, the whole ops log in one file."""
+        facts = self.history.facts
+        infos = []
+        for sid, record in self.snapshots.items():
+            summary = self.history.txlogs.get(sid)
+            pruned = () if summary is None else tuple(
+                i for i in summary.merged + summary.missing if i != sid)
+            infos.append(replace(record.info, parent_id=self.parents[sid], pruned_tx_logs=pruned))
+        status = facts.get("status")
+        flags = facts.get("feature_flags") or {}
+        ops = list(self.history.ops)
+        if ops and ops[0].backup_path is not None:
+            ops[0] = replace(ops[0], backup_path=None)  # icechunk's next update starts from it
+        return RepoInfo(None, 2, self.branches, self.tags, self.deleted_tags, infos,
+                        None if status is None else RepoStatus(**status), facts.get("metadata") or {}, ops, None,
+                        facts.get("config"), list(flags.get("enabled", [])), list(flags.get("disabled", [])))
+
+
+def _log(sid: str, spec: int, lists: dict, coords: dict, moves: list) -> TransactionLog:
+    header = FileHeader(IMPLEMENTATION, spec, FileType.TRANSACTION_LOG, 1)
+    return TransactionLog(header, sid, *(list(lists.get(f, ())) for f in _LIST_FIELDS[:6]), coords, list(moves))
+
+
+def _migration_time(history: ArchiveHistory) -> int | None:
+    """When icechunk migrated the repository from V1 to V2 (files written before are V1), if it did."""
+    times = [u.updated_at for u in history.ops if u.type == "RepoMigratedUpdate"]
+    return max(times) if times else None
+
+
+def _ancestry(history: ArchiveHistory, sid: str) -> Iterator[str]:
+    seen = set()
+    while sid is not None and sid in history.snapshots and sid not in seen:
+        seen.add(sid)
+        yield sid
+        sid = history.snapshots[sid].info.parent_id
+
+
+def select(history: ArchiveHistory, refs: Iterable[str] = (), shallow: bool = False) -> RestorePlan:
+    """The plan for the whole history, or for what ``refs`` (names of branches and tags, ``branch:``/
+    ``tag:`` prefixes allowed) reach; ``shallow``: only their tips, each without a parent. ``main`` is
+    always restored (icechunk requires it)."""
+    branches, tags = dict(history.branches), dict(history.tags)
+    refs = list(refs)
+    if refs or shallow:
+        wanted_branches, wanted_tags = {"main"} & set(branches), set()
+        for ref in refs or [*(f"branch:{b}" for b in branches), *(f"tag:{t}" for t in tags)]:
+            kind, _, name = ref.partition(":") if ref.startswith(("branch:", "tag:")) else ("", "", ref)
+            if kind in ("", "branch") and name in branches:
+                wanted_branches.add(name)
+            elif kind in ("", "tag") and name in tags:
+                wanted_tags.add(name)
+            else:
+                raise ZSError(f"{history.name}: no branch or tag {ref!r} in the archive")
+        branches = {b: s for b, s in branches.items() if b in wanted_branches}
+        tags = {t: s for t, s in tags.items() if t in wanted_tags}
+        tips = set(branches.values()) | set(tags.values())
+        if shallow:
+            keep = tips
+        else:
+            keep = {sid for tip in tips for sid in _ancestry(history, tip)}
+        chosen = {sid: history.snapshots[sid] for sid in sorted(keep)}
+    else:
+        chosen = dict(history.snapshots)
+    if "main" not in branches:
+        raise ZSError(f"{history.name}: the archive has no branch 'main', which every Icechunk repository needs")
+    for kind, refs_of_kind in (("branch", branches), ("tag", tags)):
+        for name, sid in refs_of_kind.items():
+            if sid not in history.snapshots:
+                raise ZSCorrupt(f"{history.name}: {kind} {name!r} points at snapshot {sid}, which the archive lacks")
+    parents = {sid: (None if shallow else rec.info.parent_id) for sid, rec in chosen.items()}
+    parents = {sid: p if p in chosen else None for sid, p in parents.items()}
+    migrated = _migration_time(history)
+    file_spec = {sid: 1 if history.spec_version == 1 or (migrated is not None and rec.info.flushed_at < migrated)
+                 else 2 for sid, rec in chosen.items()}
+    manifests: dict[str, ManifestPlan] = {}
+    for sid in sorted(chosen, key=lambda s: (chosen[s].info.flushed_at, s)):
+        record = chosen[sid]
+        sizes = {m.id: m for m in record.manifest_files}
+        for node in record.nodes:
+            for ref in node.manifests:
+                plan = manifests.get(ref.id)
+                info = sizes.get(ref.id)
+                if plan is None:
+                    plan = manifests[ref.id] = ManifestPlan(ref.id, file_spec[sid], info.size_bytes if info else 0,
+                                                            info.num_chunk_refs if info else 0, [])
+                if all(user.id != node.id for _, user in plan.users) and \
+                        (not plan.users or plan.users[0][0] == sid):
+                    plan.users.append((sid, node))
+    return RestorePlan(history.spec_version, chosen, parents, file_spec, manifests, branches, tags,
+                       sorted(history.deleted_tags), history)
+
+
+class ManifestContents:
+    """Makes the refs of each manifest from the archive's chunk ref records (a few arrays' timelines
+    kept at a time: manifests are made in the order of the arrays they serve)."""
+
+    def __init__(self, reader: ArchiveReader, plan: RestorePlan, cache: int = 4):
+        self.reader = reader
+        self.plan = plan
+        self.cache = cache
+        self._timelines: OrderedDict[str, dict] = OrderedDict()
+
+    def _timeline(self, node_id: str) -> dict:
+        found = self._timelines.get(node_id)
+        if found is None:
+            found = self._timelines[node_id] = node_timeline(self.reader, node_id)
+            while len(self._timelines) > self.cache:
+                self._timelines.popitem(last=False)
+        else:
+            self._timelines.move_to_end(node_id)
+        return found
+
+    def refs(self, manifest: ManifestPlan) -> list[tuple[str, list[ChunkRef]]]:
+        """(node id, refs) of every array the manifest holds refs of."""
+        if self.reader.format_version < 2:
+            return sorted(manifest_refs(self.reader, manifest.id).items())
+        out = []
+        for sid, node in manifest.users:
+            rank = self._ranks(sid, node.id)
+            held = []
+            for coords, changes in self._timeline(node.id).items():
+                if isinstance(changes, tuple):
+                    if changes[0] not in rank:
+                        continue
+                    ref = changes[1]
+                else:
+                    best = min(((rank[sid], ref) for sid, ref in changes if sid in rank), default=None,
+                               key=lambda pair: pair[0])
+                    if best is None:
+                        continue
+                    ref = best[1]
+                if ref is not None and _first_manifest(node, coords) == manifest.id:
+                    held.append(ref)
+            if held:
+                out.append((node.id, held))
+        return out
+
+    def _ranks(self, sid: str, node_id: str) -> dict[str, int]:
+        """Snapshot id -> distance from ``sid`` on its history, down to the array's ``since``."""
+        history = self.plan.history
+        since = history.snapshots[sid].since.get(node_id)
+        ranks = {}
+        for depth, ancestor in enumerate(_ancestry(history, sid)):
+            ranks[ancestor] = depth
+            if ancestor == since:
+                break
+        return ranks
+
+
+def _first_manifest(node: Node, coords: tuple) -> str | None:
+    for ref in node.manifests:
+        if all(lo <= c < hi for c, (lo, hi) in zip(coords, ref.extents)):
+            return ref.id
+    return None
+

@@ -1,0 +1,303 @@
+"""``restore``: an archive back into an Icechunk repository that icechunk opens, in any storage.
+
+A pipeline of named stages: **read** the archive's history, **plan** what comes back, **encode** the
+manifests (so that every native chunk file they name is known before anything is written), **check**
+the target and the chunk sources, **copy** the chunk files (as stored, many in flight), **write** the
+manifests, transaction logs and snapshots, **verify** each by reading it back with zsarchive's own
+Icechunk reader, and only then **commit**: write the one file that makes the target a repository
+(V2 ``repo``, V1 ``refs/branch.main/ref.json``) with a create-only put. An interrupted restore leaves no
+such file, so icechunk refuses to open the target, and ``restore`` on it says so.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Iterable, Mapping
+from urllib.parse import quote
+
+from zsarchive.archive.read.reader import ArchiveReader, guarded
+from zsarchive.errors import ZSError
+from zsarchive.icechunk.manifest import decode_manifest, encode_manifest
+from zsarchive.icechunk.model import RefKind, RepoInfo
+from zsarchive.icechunk.repo_info import decode_repo_info, encode_repo_info
+from zsarchive.icechunk.snapshot import decode_snapshot, encode_snapshot
+from zsarchive.icechunk.txlog import decode_transaction_log, encode_transaction_log
+from zsarchive.io.location import Location, parse_location
+from zsarchive.io.sink import Sink, open_sink
+from zsarchive.io.storage import Storage, open_storage
+from zsarchive.restore.plan import ManifestContents, RestorePlan, select
+from zsarchive.restore.source import embedded_files, embedded_ids, read_history
+
+Progress = Callable[[str, int, int], None]
+"""``progress(stage, done, total)``: called as each stage advances."""
+
+
+@dataclass
+class RestoreSummary:
+    """What a restore wrote."""
+
+    target: str
+    spec_version: int
+    snapshots: int
+    manifests: int
+    transaction_logs: int
+    chunk_files: int
+    chunk_bytes: int
+    branches: int
+    tags: int
+    notes: list[str] = field(default_factory=list)
+    """What the restored repository holds differently from the original, and why."""
+
+
+def final_key(spec_version: int) -> str:
+    """The file whose presence makes a directory an Icechunk repository of that spec version."""
+    return "repo" if spec_version >= 2 else "refs/branch.main/ref.json"
+
+
+def check_target(sink: Sink, storage: Storage, spec_version: int) -> None:
+    """Refuse (one line) a target that holds anything: a repository, an interrupted restore, other files."""
+    if sink.is_empty():
+        return
+    if storage.read(final_key(spec_version)) is not None or storage.read("repo") is not None:
+        raise ZSError(f"{sink.name}: already holds an Icechunk repository; restore into an empty or new location")
+    if storage.list("snapshots/") or storage.list("manifests/") or storage.list("chunks/"):
+        raise ZSError(f"{sink.name}: holds an unfinished restore (repository files but no "
+                      f"'{final_key(spec_version)}', so icechunk cannot open it); remove it and restore again")
+    raise ZSError(f"{sink.name}: is not empty; restore into an empty or new location")
+
+
+_PATH_ESCAPES = set('/\\{^}%`]">[~<#|\r\n*?')
+"""ASCII characters the storage layer under icechunk 1.x (object_store paths) percent-encodes in a key,
+besides control characters and every non-ASCII byte."""
+
+
+def _ref_dir(kind: str, name: str) -> str:
+    encoded = "".join(quote(c, safe="") if c in _PATH_ESCAPES or ord(c) < 32 or ord(c) > 126 else c for c in name)
+    return f"refs/{kind}.{encoded}"
+
+
+def _yaml_config(config: Mapping[str, Any]) -> bytes:
+    """config.yaml of a V1 repository: a virtual chunk container's store as icechunk's tagged YAML."""
+    import yaml
+
+    class Tagged(dict):
+        pass
+
+    class Dumper(yaml.SafeDumper):
+        pass
+
+    def represent(dumper, value):
+        (tag, inner), = value.items()
+        if isinstance(inner, dict):
+            return dumper.represent_mapping("!" + tag, inner)
+        if isinstance(inner, list):
+            return dumper.represent_sequence("!" + tag, inner)
+        return dumper.represent_scalar("!" + tag, str(inner))
+
+    Dumper.add_representer(Tagged, represent)
+    config = json.loads(json.dumps(config))
+    for container in (config.get("virtual_chunk_containers") or {}).values():
+        if isinstance(container, dict) and isinstance(container.get("store"), dict) and len(container["store"]) == 1:
+            container["store"] = Tagged(container["store"])
+    return yaml.dump(config, Dumper=Dumper, sort_keys=False, allow_unicode=True).encode("utf-8")
+
+
+class Restore:
+    """One restore job: the archive, the plan, the target and where chunk bytes come from."""
+
+    def __init__(self, archive: Any, target: str | os.PathLike | Location, *, repo: Any = None,
+                 refs: Iterable[str] = (), shallow: bool = False,
+                 storage_options: Mapping[str, object] | None = None, anon: bool = False,
+                 repo_storage_options: Mapping[str, object] | None = None, repo_anon: bool = False,
+                 progress: Progress | None = None):
+        self.reader = ArchiveReader(archive)
+        self.location = parse_location(target, storage_options, anon)
+        self.repo = None if repo is None else parse_location(repo, repo_storage_options, repo_anon)
+        self.refs, self.shallow = list(refs), shallow
+        self.progress = progress or (lambda stage, done, total: None)
+        self.notes: list[str] = []
+
+    @property
+    def name(self) -> str:
+        """The archive's name (for messages)."""
+        return self.reader.name
+
+    # -- stages ----------------------------------------------------------------------------------
+
+    @guarded
+    def plan(self) -> RestorePlan:
+        """Read the archive's history and decide what comes back."""
+        return select(read_history(self.reader), self.refs, self.shallow)
+
+    @guarded
+    def encode_manifests(self, plan: RestorePlan) -> tuple[dict[str, bytes], set[str]]:
+        """Every manifest file's bytes, and the native chunk ids they name."""
+        contents = ManifestContents(self.reader, plan)
+        files, chunk_ids = {}, set()
+        order = sorted(plan.manifests.values(), key=lambda m: (m.users[0][1].id if m.users else "", m.id))
+        for done, manifest in enumerate(order, 1):
+            arrays = contents.refs(manifest)
+            count = sum(len(refs) for _, refs in arrays)
+            if manifest.num_refs and count != manifest.num_refs:
+                self.notes.append(f"manifest {manifest.id}: {count} refs restored, the original held "
+                                  f"{manifest.num_refs} (refs the archive does not keep: hidden by another manifest)")
+            for _, refs in arrays:
+                chunk_ids.update(r.chunk_id for r in refs if r.kind is RefKind.NATIVE)
+            try:
+                files[manifest.id] = encode_manifest(manifest.id, arrays, manifest.spec_version, size=manifest.size)
+            except ValueError:  # it encodes to more: the snapshots name the size it has
+                files[manifest.id] = encode_manifest(manifest.id, arrays, manifest.spec_version)
+                plan.resized[manifest.id] = len(files[manifest.id])
+                self.notes.append(f"manifest {manifest.id}: {len(files[manifest.id])} bytes, the original "
+                                  f"{manifest.size}: the snapshots name the new size")
+            self.progress("manifests", done, len(order))
+        return files, chunk_ids
+
+    def chunk_sources(self, needed: set[str]) -> tuple[set[str], Storage | None]:
+        """(ids the archive embeds, the source repository's storage if given); one line if some chunk
+        file has no source."""
+        embedded = embedded_ids(self.reader) & needed if needed else set()
+        source = None if self.repo is None else open_storage(self.repo)
+        missing = needed - embedded
+        if missing and source is None:
+            raise ZSError(f"{self.reader.name}: {len(missing)} of {len(needed)} chunk files are not in the archive "
+                          f"(export it with --include-chunks, or give the original repository with --repo)")
+        return embedded, source
+
+    def copy_chunks(self, sink: Sink, needed: set[str], embedded: set[str], source: Storage | None) -> tuple[int, int]:
+        """Copy every chunk file as stored: the archive's embedded ones, then the rest from the source."""
+        total, done = len(needed), [0]
+
+        def tick(key: str, size: int) -> None:
+            done[0] += 1
+            self.progress("chunks", done[0], total)
+
+        items = ((f"chunks/{cid}", data) for cid, data in embedded_files(self.reader) if cid in needed)
+        written = sink.put_all(items, tick)
+
+        def fetch(cid: str) -> Callable[[], bytes]:
+            def read() -> bytes:
+                raw = source.read(f"chunks/{cid}")
+                if raw is None:
+                    raise ZSError(f"{source.name}: chunks/{cid} is missing, but the archive's refs name it")
+                return raw
+            return read
+
+        rest = sorted(needed - embedded)
+        if rest:
+            written += sink.put_all(((f"chunks/{cid}", fetch(cid)) for cid in rest), tick)
+        return len(needed), written
+
+    @guarded
+    def metadata_files(self, plan: RestorePlan, manifests: dict[str, bytes]) -> dict[str, bytes]:
+        """Every metadata file but the final one: manifests, transaction logs, snapshots (and V1 refs)."""
+        files = {f"manifests/{mid}": raw for mid, raw in manifests.items()}
+        for log in plan.transaction_logs():
+            files[f"transactions/{log.id}"] = encode_transaction_log(log, log.header.spec_version)
+        for sid in plan.snapshots:
+            snap = plan.snapshot(sid)
+            files[f"snapshots/{sid}"] = encode_snapshot(snap, snap.header.spec_version)
+        if plan.spec_version == 1:
+            main = plan.branches["main"]
+            for name, sid in plan.branches.items():
+                if name != "main":
+                    files[f"{_ref_dir('branch', name)}/ref.json"] = _ref_json(sid)
+            for name, sid in plan.tags.items():
+                files[f"{_ref_dir('tag', name)}/ref.json"] = _ref_json(sid)
+            for name in plan.deleted_tags:
+                # a deleted tag's ref.json is never read; the archive keeps no snapshot for it
+                files[f"{_ref_dir('tag', name)}/ref.json"] = _ref_json(main)
+                files[f"{_ref_dir('tag', name)}/ref.json.deleted"] = b""
+            config = plan.history.facts.get("config")
+            if config is not None:
+                files["config.yaml"] = _yaml_config(config)
+        return files
+
+    @guarded
+    def final_file(self, plan: RestorePlan) -> bytes:
+        """The bytes of the file that makes the target a repository."""
+        if plan.spec_version == 1:
+            return _ref_json(plan.branches["main"])
+        info = plan.repo_info()
+        if info.config is not None and not self.location.is_local and "storage" in info.config:
+            # settings of the original storage (retries, conditional updates ...) would bind this one
+            info = _without_storage_settings(info)
+            self.notes.append("the configuration's storage settings are left out: they belong to the original "
+                              "backend")
+        return encode_repo_info(info)
+
+    def verify(self, storage: Storage, files: dict[str, bytes], final: bytes) -> None:
+        """Read every metadata file back from the target and decode it with zsarchive's own reader."""
+        decoders = {"snapshots": decode_snapshot, "manifests": decode_manifest,
+                    "transactions": decode_transaction_log}
+        for done, (key, raw) in enumerate(sorted(files.items()), 1):
+            back = storage.read(key)
+            name = f"{storage.name.rstrip('/')}/{key}"
+            if back != raw:
+                raise ZSError(f"{name}: reads back differently from what was written")
+            decode = decoders.get(key.partition("/")[0])
+            if decode is not None:
+                decode(back, name)
+            self.progress("verify", done, len(files))
+        if final.startswith(b"ICE"):
+            decode_repo_info(final, "repo")
+
+    def run(self) -> RestoreSummary:
+        """All stages, in order; nothing is written when a check before the copy fails."""
+        plan = self.plan()
+        sink = open_sink(self.location)
+        storage = open_storage(self.location) if not self.location.is_local or self.location.path.is_dir() \
+            else None
+        if storage is not None:
+            check_target(sink, storage, plan.spec_version)
+        manifests, needed = self.encode_manifests(plan)
+        embedded, source = self.chunk_sources(needed)
+        try:
+            chunk_files, chunk_bytes = self.copy_chunks(sink, needed, embedded, source)
+        finally:
+            if source is not None:
+                source.close()
+        files = self.metadata_files(plan, manifests)
+        final = self.final_file(plan)
+        done = [0]
+
+        def tick(key: str, size: int) -> None:
+            done[0] += 1
+            self.progress("metadata", done[0], len(files))
+
+        sink.put_all(files.items(), tick)
+        self.verify(storage or open_storage(self.location), files, final)
+        sink.flush()  # everything else durable before the file that makes it a repository
+        sink.put_new(final_key(plan.spec_version), final)
+        return RestoreSummary(self.location.url, plan.spec_version, len(plan.snapshots), len(manifests),
+                              sum(k.startswith("transactions/") for k in files), chunk_files, chunk_bytes,
+                              len(plan.branches), len(plan.tags), self.notes)
+
+    def close(self) -> None:
+        """Release the archive."""
+        self.reader.close()
+
+
+def _ref_json(sid: str) -> bytes:
+    return json.dumps({"snapshot": sid}, separators=(",", ":")).encode("ascii")
+
+
+def _without_storage_settings(info: RepoInfo) -> RepoInfo:
+    return replace(info, config={k: v for k, v in info.config.items() if k != "storage"} | {"storage": None})
+
+
+def restore(archive: Any, target: str | os.PathLike | Location, *, repo: Any = None, refs: Iterable[str] = (),
+            shallow: bool = False, storage_options: Mapping[str, object] | None = None, anon: bool = False,
+            repo_storage_options: Mapping[str, object] | None = None, repo_anon: bool = False,
+            progress: Progress | None = None) -> RestoreSummary:
+    """Write the repository ``archive`` holds into ``target`` (an absent or empty directory, or an
+    ``s3://``, ``gs://``, ``az://`` URL); chunk bytes from the archive or the original repository ``repo``.
+    ``refs``: only the history these branches and tags reach; ``shallow``: only their tips."""
+    job = Restore(archive, target, repo=repo, refs=refs, shallow=shallow, storage_options=storage_options,
+                  anon=anon, repo_storage_options=repo_storage_options, repo_anon=repo_anon, progress=progress)
+    try:
+        return job.run()
+    finally:
+        job.close()

@@ -1,0 +1,215 @@
+"""The first stage of a restore: an archive's records, read back into the parts of a repository.
+
+Every family the restore needs is read here and nowhere else (record layouts: docs/archive-format.rst),
+so the rest of the restore works on the Icechunk model alone.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+import numpy as np
+
+from zsarchive.archive.format import schema as S
+from zsarchive.archive.format.views import (
+    NODE_SETS, ChunkBytesValue, ChunkRefValue, NodeValue, OpsValue, RefValue, RepoFactValue, SnapshotValue,
+    TxlogValue,
+)
+from zsarchive.archive.read.reader import ArchiveReader, records_under
+from zsarchive.errors import ZSCorrupt
+from zsarchive.icechunk.model import (
+    ChunkRef, DimensionShape, ManifestFileInfo, ManifestRef, MoveOperation, Node, NodeType, RefKind, RepoStatus,
+    SnapshotInfo, Update,
+)
+
+_NODE_TYPES = {S.GROUP: NodeType.GROUP, S.ARRAY: NodeType.ARRAY}
+
+
+@dataclass
+class SnapshotRecord:
+    """What the archive holds of one snapshot (``S`` and ``N`` records)."""
+
+    info: SnapshotInfo
+    manifest_files: list[ManifestFileInfo]
+    nodes: list[Node] = field(default_factory=list)
+    since: dict[str, str] = field(default_factory=dict)
+    """Array node id -> the snapshot its chunk ref timeline starts at (format 2)."""
+
+
+@dataclass
+class TxSummary:
+    """What the archive holds of one snapshot's transaction log (``X`` and ``H`` records)."""
+
+    lists: dict[str, list[str]]
+    """new_groups ... updated_arrays."""
+    moves: list[MoveOperation]
+    merged: tuple[str, ...] = ()
+    missing: tuple[str, ...] = ()
+    unjoined_moves: tuple[MoveOperation, ...] = ()
+    coords: dict[str, np.ndarray] = field(default_factory=dict)
+    """Node id -> (chunks, ndim) matrix of the coordinates of the chunks changed (``H`` records)."""
+
+
+@dataclass
+class ArchiveHistory:
+    """A repository's history as an archive holds it."""
+
+    name: str
+    format_version: int
+    spec_version: int
+    facts: dict[str, Any]
+    branches: dict[str, str]
+    tags: dict[str, str]
+    deleted_tags: list[str]
+    snapshots: dict[str, SnapshotRecord]
+    ops: list[Update]
+    """Newest first."""
+    txlogs: dict[str, TxSummary]
+
+
+def _moves(raw: tuple) -> list[MoveOperation]:
+    return [MoveOperation(f, t, node_id, None if kind is None else _NODE_TYPES[kind]) for f, t, node_id, kind in raw]
+
+
+def _json(raw: str, where: str) -> Any:
+    try:
+        return json.loads(raw)
+    except ValueError:
+        raise ZSCorrupt(f"{where}: not JSON") from None
+
+
+def _node(components: tuple, raw: tuple) -> tuple[Node, str | None]:
+    value = NodeValue.decode(raw)
+    path = S.path_of(components)
+    if not value.is_array:
+        return Node(value.node_id, path, NodeType.GROUP, bytes(value.user_data)), None
+    dims = [DimensionShape(a, c, n) for a, c, n in value.shape]
+    refs = [ManifestRef(mid, [tuple(e) for e in extents]) for mid, extents in value.manifests]
+    names = None if value.dimension_names is None else list(value.dimension_names)
+    return Node(value.node_id, path, NodeType.ARRAY, bytes(value.user_data), dims, names, refs), value.since
+
+
+def read_history(reader: ArchiveReader) -> ArchiveHistory:
+    """Everything but chunk refs and chunk bytes (those stream: :func:`node_timeline`)."""
+    zs, name = reader.zs, reader.name
+    facts = {k[0]: _json(RepoFactValue.decode(v).json, f"{name}: G record {k[0]!r}")
+             for k, v in records_under(zs, S.REPO)}
+    refs: dict[str, dict[str, str]] = {"branch": {}, "tag": {}}
+    deleted: list[str] = []
+    for (kind, ref_name), value in records_under(zs, S.REFS):
+        if kind == "deleted_tag":
+            deleted.append(ref_name)
+        else:
+            refs[kind][ref_name] = RefValue.decode(value).snapshot_id
+    snapshots: dict[str, SnapshotRecord] = {}
+    for (sid,), raw in records_under(zs, S.SNAPSHOT):
+        value = SnapshotValue.decode(raw)
+        info = SnapshotInfo(sid, value.parent_id, value.flushed_at, value.message,
+                            _json(value.metadata, f"{name}: S record {sid}"))
+        snapshots[sid] = SnapshotRecord(info, [ManifestFileInfo(m, size, n) for m, size, n in value.manifests])
+    for (sid, components), raw in records_under(zs, S.NODE):
+        node, since = _node(components, raw)
+        record = snapshots.get(sid)
+        if record is None:
+            raise ZSCorrupt(f"{name}: N record of snapshot {sid} {node.path!r}, but no S record of that snapshot")
+        record.nodes.append(node)
+        if since is not None:
+            record.since[node.id] = since
+    ops = []
+    for (updated_at, _seq), raw in records_under(zs, S.OPS):
+        value = OpsValue.decode(raw)
+        details = _json(value.details, f"{name}: O record at {updated_at}")
+        if "status" in details and isinstance(details["status"], dict):
+            details["status"] = RepoStatus(**details["status"])
+        ops.append(Update(value.type, updated_at, value.backup_path, details))
+    ops.reverse()
+    txlogs: dict[str, TxSummary] = {}
+    for (sid,), raw in records_under(zs, S.TXLOG):
+        value = TxlogValue.decode(raw)
+        summary = TxSummary(dict(zip(NODE_SETS, map(list, value.sets))), _moves(value.own_moves))
+        if value.merged is not None:
+            summary.merged, summary.missing = tuple(value.merged), tuple(value.lost_logs)
+            summary.unjoined_moves = tuple(_moves(value.merged_moves or ()))
+        txlogs[sid] = summary
+    for (node_id, coords, _flushed_at, sid), _ in records_under(zs, S.CHUNK_HISTORY):
+        if sid in txlogs:
+            txlogs[sid].coords.setdefault(node_id, []).append(coords)
+    for summary in txlogs.values():  # as matrices: a big commit changes millions of chunks
+        summary.coords = {node: np.array(rows, dtype=np.uint32).reshape(len(rows), -1)
+                          for node, rows in summary.coords.items()}
+    return ArchiveHistory(name, reader.format_version, int(facts.get("spec_version", 2)), facts,
+                          refs["branch"], refs["tag"], deleted, snapshots, ops, txlogs)
+
+
+def chunk_ref(coords: tuple, raw: tuple, texts: dict[str, str] | None = None) -> ChunkRef | None:
+    """The ref a ``C`` record value holds (None: removed). ``texts``: one copy of each location kept
+    (many refs of an array point into few files)."""
+    value = ChunkRefValue.decode(raw)
+    if value.kind == S.INLINE:
+        return ChunkRef(coords, RefKind.INLINE, inline=bytes(value.inline))
+    if value.kind == S.NATIVE:
+        return ChunkRef(coords, RefKind.NATIVE, chunk_id=value.chunk_id, offset=value.offset, length=value.length)
+    if value.kind == S.VIRTUAL:
+        location = value.location if texts is None else texts.setdefault(value.location, value.location)
+        return ChunkRef(coords, RefKind.VIRTUAL, location=location, offset=value.offset, length=value.length,
+                        checksum_etag=value.checksum_etag, checksum_last_modified=value.checksum_last_modified)
+    return None
+
+
+Timeline = dict
+"""Format 2, one array: coords -> ``(snapshot id, ref)`` of the one snapshot that set it, or a list of
+them when several did (ref None: removed). Most chunks are set once: no list for them."""
+
+
+def node_timeline(reader: ArchiveReader, node_id: str) -> Timeline:
+    """The chunk ref timeline of one array (see :data:`Timeline`)."""
+    out: Timeline = {}
+    texts: dict[str, str] = {}
+    for (_node, coords, sid), value in records_under(reader.zs, S.CHUNK_REF, (node_id,)):
+        coords = tuple(coords)
+        change = (sid, chunk_ref(coords, value, texts))
+        before = out.get(coords)
+        if before is None:
+            out[coords] = change
+        elif isinstance(before, list):
+            before.append(change)
+        else:
+            out[coords] = [before, change]
+    return out
+
+
+def manifest_refs(reader: ArchiveReader, manifest_id: str) -> dict[str, list[ChunkRef]]:
+    """Format 1: node id -> the refs a manifest holds."""
+    out: dict[str, list[ChunkRef]] = defaultdict(list)
+    for (_mid, node_id, coords), value in records_under(reader.zs, S.CHUNK_REF, (manifest_id,)):
+        out[node_id].append(chunk_ref(tuple(coords), value))
+    return out
+
+
+def embedded_files(reader: ArchiveReader) -> Iterator[tuple[str, bytes]]:
+    """(chunk id, whole file bytes) of every chunk file the archive embeds (``D`` records), in id order."""
+    current, parts, expected = None, [], 0
+    for key, value in records_under(reader.zs, S.CHUNK_DATA):
+        chunk_id = key[0]
+        data = ChunkBytesValue.decode(value).data
+        if reader.format_version < 3:
+            yield chunk_id, bytes(data)
+            continue
+        if chunk_id != current:
+            if current is not None:
+                yield current, b"".join(parts)
+            current, parts, expected = chunk_id, [], 0
+        if key[1] != expected:
+            raise ZSCorrupt(f"{reader.name}: chunk data of {chunk_id} has a gap at offset {expected}")
+        parts.append(bytes(data))
+        expected += len(data)
+    if current is not None:
+        yield current, b"".join(parts)
+
+
+def embedded_ids(reader: ArchiveReader) -> set[str]:
+    """Ids of the chunk files the archive embeds (keys only)."""
+    return {key[0] for key, _ in records_under(reader.zs, S.CHUNK_DATA)}
