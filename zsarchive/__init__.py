@@ -22,6 +22,7 @@ _exports = lazy_exports(__name__, {
     "NotFound": "zsarchive.archive",
     "export": "zsarchive.archive",
     "consolidate": "zsarchive.archive",
+    "checkout": "zsarchive.restore.checkout",
     "IcechunkRepository": "zsarchive.icechunk:Repository",
     "restore": "zsarchive.restore",
     # the zarr store needs the optional ``zarr`` extra
@@ -33,8 +34,8 @@ _exports = lazy_exports(__name__, {
 })
 
 __all__ = ["ZSError", "ZSCorrupt", "NotFound", "ZS", "ZSWriter", "validate", "ValidationReport", "RepoArchive",
-           "export", "consolidate", "IcechunkRepository", "restore", "open_store", "ArchiveStore", "open_dataset",
-           "open_datatree", "__version__"]
+           "export", "consolidate", "checkout", "IcechunkRepository", "restore", "open_store", "ArchiveStore",
+           "open_dataset", "open_datatree", "__version__"]
 
 
 def __getattr__(name: str) -> Any:

@@ -11,6 +11,7 @@ main.lazy = {
     "export": "zsarchive.cli.export",
     "consolidate": "zsarchive.cli.consolidate",
     "icechunk": "zsarchive.cli.icechunk",
+    "checkout": "zsarchive.cli.checkout",
     "restore": "zsarchive.cli.restore",
     "serve": "zsarchive.cli.serve",
     **{name: _ARCHIVE for name in ("refs", "log", "show", "ls", "chunks", "chunk", "diff", "ops", "chunk-log",

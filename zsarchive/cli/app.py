@@ -16,7 +16,7 @@ _DISK_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 
 SECTIONS = (
     ("Icechunk archives", ("export", "summary", "refs", "log", "show", "ls", "chunks", "chunk", "diff", "chunk-log",
-                           "ops", "serve", "consolidate", "restore", "icechunk")),
+                           "ops", "serve", "consolidate", "checkout", "restore", "icechunk")),
     ("ZS files (as the reference zs)", ("make", "dump", "info", "validate")),
 )
 """How ``zs --help`` groups the commands, in this order (a command in no section ends the last)."""

@@ -19,7 +19,7 @@ from typing import Any, Callable
 from zarr.abc.store import ByteRequest, OffsetByteRequest, RangeByteRequest, Store, SuffixByteRequest
 from zarr.core.buffer import Buffer, BufferPrototype, default_buffer_prototype
 
-from zsarchive.archive.zarrstore.chunkkeys import ChunkKeys
+from zsarchive.archive.format.chunkkeys import ChunkKeys
 from zsarchive.archive.read.repoarchive import RepoArchive
 from zsarchive.archive.zarrstore.refwindow import RefWindow
 from zsarchive.archive.format.shards import ShardLayout, shard_layout

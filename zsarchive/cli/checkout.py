@@ -1,0 +1,57 @@
+"""``zs checkout ARCHIVE REF TARGET``: one snapshot of an archive as a plain Zarr v3 hierarchy."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from zsarchive.cli.app import main
+from zsarchive.cli.params import authorize_option, remote_options
+
+
+@main.command("checkout")
+@click.argument("archive")
+@click.argument("ref")
+@click.argument("target")
+@click.option("--group", metavar="PATH", help="Write only this group (or array) and what lies below it; it "
+              "becomes the root of TARGET.")
+@click.option("--repo", metavar="SOURCE", help="The original repository (a directory or an s3://, gs://, az://, "
+              "http(s):// URL), for native chunks the archive does not embed.")
+@click.option("-j", "--transfers", type=click.IntRange(1, 1024), default=None,
+              help="Chunk transfers in flight [default: 8 to a directory or zip, 32 to an object store].")
+@click.option("--no-progress", is_flag=True, help="No progress bar even on a terminal.")
+@authorize_option
+@remote_options
+def checkout_command(archive: str, ref: str, target: str, group: str | None, repo: str | None,
+                     transfers: int | None, no_progress: bool, authorize: dict[str, dict[str, str]], anon: bool,
+                     storage_options: dict[str, str]) -> None:
+    """Write the snapshot REF (a branch, tag, snapshot id or REF@TIME) of ARCHIVE as plain Zarr v3 at TARGET.
+
+    TARGET is a directory, a path ending in .zip (read with zarr's ZipStore), or an s3://BUCKET/PREFIX,
+    gs://BUCKET/PREFIX or az://CONTAINER/PREFIX URL; it must be absent or empty. Every zarr.json is
+    written as the repository stored it and every chunk as stored (shards stay shards); chunks never
+    written stay absent. --storage-option applies to TARGET and --repo, --anon to --repo only.
+    Python: zsarchive.checkout.
+    """
+    # Imported here: `zs --help` need not load the archive reader.
+    from zsarchive.restore.checkout import checkout
+
+    show = not no_progress and sys.stderr.isatty()
+    bar = click.progressbar(length=1, label="checking out", file=sys.stderr) if show else None
+
+    def progress(done: int, total: int) -> None:
+        bar.length = max(total, 1)
+        bar.update(done - bar.pos)
+
+    if bar is not None:
+        bar.__enter__()
+    try:
+        summary = checkout(archive, ref, target, group=group, repo=repo, authorize=authorize,
+                           storage_options=storage_options, anon=anon, window=transfers,
+                           progress=progress if bar is not None else None)
+    finally:
+        if bar is not None:
+            bar.__exit__(None, None, None)
+    click.echo(f"wrote {summary.target}: snapshot {summary.snapshot_id}, {summary.nodes} nodes, {summary.chunks} "
+               f"chunks, {summary.bytes} bytes in {summary.seconds:.2f} s", err=True)

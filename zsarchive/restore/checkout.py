@@ -1,0 +1,265 @@
+"""``checkout``: one snapshot of a repo archive written out as a plain Zarr v3 hierarchy.
+
+Every node's ``zarr.json`` is written byte for byte as icechunk stored it, and every chunk under the
+key its array's chunk key encoding gives, with the bytes as stored (inline, embedded, from the
+original repository or from an authorized virtual location; shards stay shards). Chunks never
+written stay absent, so they read as the fill value. The target is a directory, a ``.zip`` in the
+layout zarr-python's ``ZipStore`` reads, or an object-store prefix; see docs/checkout.rst.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import time
+from dataclasses import dataclass
+from functools import partial
+from typing import Any, Callable, Iterable, Iterator, Mapping
+
+from zsarchive.archive import RepoArchive
+from zsarchive.archive.format.chunkkeys import ChunkKeys
+from zsarchive.errors import ZSCorrupt, ZSError
+from zsarchive.io.location import Location, parse_location
+from zsarchive.io.sink import LocalSink, ObjectSink, Sink, _os_error
+from zsarchive.io.zipsink import ZipSink
+
+ROOT_META = "zarr.json"
+
+
+@dataclass
+class CheckoutSummary:
+    """What :func:`checkout` wrote: where, which snapshot, how many nodes and chunks, how many bytes."""
+
+    target: str
+    snapshot_id: str
+    nodes: int
+    chunks: int
+    bytes: int
+    seconds: float
+
+
+@dataclass
+class _Node:
+    key: str  # its zarr.json's key below the target root
+    node: dict  # as RepoArchive.ls gives it
+    keys: ChunkKeys | None  # how its chunk keys are spelled; None for a group
+
+
+def checkout(archive: RepoArchive | str | os.PathLike, ref: str, target: str | os.PathLike, *,
+             group: str | None = None, repo: str | os.PathLike | Location | None = None,
+             authorize: Iterable[str] | Mapping[str, Mapping[str, Any]] = (),
+             storage_options: Mapping[str, object] | None = None, anon: bool = False,
+             window: int | None = None, progress: Callable[[int, int], None] | None = None) -> CheckoutSummary:
+    """Write the snapshot REF names as a plain Zarr v3 hierarchy at ``target`` (absent or empty).
+
+    ``target``: a directory, a ``*.zip`` path, or an ``s3://``/``gs://``/``az://`` URL (reached with
+    ``storage_options``); ``group``: write only the node at that path and its descendants, that node
+    becoming the root; ``repo``: the original repository, for native chunks the archive does not embed
+    (reached with ``storage_options`` / ``anon``); ``authorize``: virtual chunk prefixes to read;
+    ``window``: transfers in flight; ``progress(done, total)``: objects written so far.
+    """
+    started = time.monotonic()
+    if isinstance(archive, RepoArchive):
+        if authorize:
+            raise ZSError("give authorize= to the RepoArchive, not checkout, when passing one")
+        arc, owned = archive, False
+    else:
+        arc, owned = RepoArchive(archive, authorize=dict(authorize) if isinstance(authorize, Mapping)
+                                 else list(authorize)), True
+    try:
+        where_repo = None if repo is None else parse_location(repo, storage_options, anon)
+        out = _open_target(target, storage_options, window)
+        if not out.is_empty():
+            raise ZSError(f"{target}: not empty; checkout writes only to an absent or empty target")
+        snapshot_id = arc.resolve(ref)
+        nodes = _select(arc, snapshot_id, ref, group)
+        total = _plan(arc, ref, nodes, need_count=progress is not None, check_embedded=where_repo is None)
+        written = {"objects": 0, "chunks": 0, "bytes": 0}
+
+        def done(key: str, size: int) -> None:
+            written["objects"] += 1
+            written["bytes"] += size
+            if progress is not None:
+                progress(written["objects"], total + len(nodes))
+
+        try:
+            views = out.local
+            written["chunks"] = _copy_chunks(arc, ref, nodes, out.sink, where_repo, views, done)
+            # the root's zarr.json last, create-only: a target looks whole only when it is
+            metas = sorted(((n.key, n.node["user_data"]) for n in nodes), key=lambda m: m[0] == ROOT_META)
+            out.sink.put_all(metas[:-1], done)
+            if metas:
+                out.sink.put_new(*metas[-1])
+                done(metas[-1][0], len(metas[-1][1]))
+            out.commit()
+        except BaseException as exc:
+            out.abort()
+            if isinstance(exc, ZSError):
+                raise out.restate(exc) from None
+            raise
+        return CheckoutSummary(out.sink.name if not out.local else os.fspath(target), snapshot_id, len(nodes),
+                               written["chunks"], written["bytes"], time.monotonic() - started)
+    finally:
+        if owned:
+            arc.close()
+
+
+def _select(arc: RepoArchive, snapshot_id: str, ref: str, group: str | None) -> list[_Node]:
+    """The nodes to write, with their keys below the target root; ZSCorrupt for a path that is not a
+    plain relative name (``..``, empty components) or a node below an array."""
+    top = "/" + (group or "").strip("/")
+    base = "" if top == "/" else top
+    nodes: list[_Node] = []
+    arrays: set[str] = set()
+    for node in arc.ls(f"snapshot:{snapshot_id}"):
+        path = node["path"]
+        if not (path == top or path.startswith(base + "/")):
+            continue
+        rel = "" if path == top else path[len(base) + 1:]
+        parts = rel.split("/") if rel else []
+        if any(p in ("", ".", "..") or "\x00" in p or (os.sep != "/" and "\\" in p) for p in parts):
+            raise ZSCorrupt(f"{arc.name}: node path {path!r} at {ref!r} is not a plain Zarr node name; "
+                            "nothing written")
+        for i in range(len(parts)):
+            if "/".join(parts[:i]) in arrays:
+                raise ZSCorrupt(f"{arc.name}: node {path!r} at {ref!r} lies inside an array; nothing written")
+        keys = None
+        if node["node_type"] == "array":
+            arrays.add(rel)
+            keys = ChunkKeys(node, f"{rel}/" if rel else "")
+            if keys.sep not in ("/", "."):
+                raise ZSCorrupt(f"{arc.name}: array {path!r} at {ref!r}: chunk key separator {keys.sep!r} "
+                                "is neither '/' nor '.'; nothing written")
+        nodes.append(_Node(f"{rel}/{ROOT_META}" if rel else ROOT_META, node, keys))
+    if base and not any(n.key == ROOT_META for n in nodes):
+        raise ZSError(f"{arc.name}: no node {top!r} at {ref!r}")
+    return nodes
+
+
+def _plan(arc: RepoArchive, ref: str, nodes: list[_Node], need_count: bool, check_embedded: bool) -> int:
+    """How many chunks will be written (0 if not asked); ZSError if native chunks are neither in the
+    archive nor reachable (no ``repo``), saying how many chunk files are missing."""
+    missing_check = check_embedded and not arc.header()["counts"].get("chunk data")
+    if not (need_count or missing_check):
+        return 0
+    count, missing = 0, set()
+    for item in nodes:
+        if item.keys is None:
+            continue
+        for chunk in arc.node_chunk_refs(item.node):
+            count += 1
+            if missing_check and chunk["kind"] == "native":
+                missing.add(chunk["chunk_id"])
+    if missing:
+        raise ZSError(f"{arc.name}: {len(missing)} chunk file{'s' if len(missing) != 1 else ''} that {ref!r} "
+                      "uses are not in the archive (it was exported without --include-chunks): give the "
+                      "original repository with --repo SOURCE; nothing written")
+    return count
+
+
+def _copy_chunks(arc: RepoArchive, ref: str, nodes: list[_Node], sink: Sink, repo: Location | None,
+                 views: bool, done: Callable[[str, int], None]) -> int:
+    """Write every chunk of the arrays among ``nodes``, bytes as stored; returns how many."""
+    count = 0
+
+    def items() -> Iterator[tuple[str, Any]]:
+        nonlocal count
+        for item in nodes:
+            if item.keys is None:
+                continue
+            for chunk in arc.node_chunk_refs(item.node):
+                count += 1
+                key = item.keys.key(chunk["coords"])
+                if chunk["kind"] == "inline":
+                    yield key, chunk["inline"]
+                else:
+                    yield key, partial(arc.read_chunk, chunk, ref, repo, views)
+
+    sink.put_all(items(), done)
+    return count
+
+
+class _Target:
+    """A write target: its sink, how a finished write is put in place, how a failed one is dropped."""
+
+    local = False
+
+    def __init__(self, sink: Sink) -> None:
+        self.sink = sink
+
+    def is_empty(self) -> bool:
+        """Whether the target holds nothing (or does not exist)."""
+        return self.sink.is_empty()
+
+    def commit(self) -> None:
+        """Make the written objects the target (they are in place already on an object store)."""
+
+    def abort(self) -> None:
+        """Drop what a failed write left (on an object store, without its root zarr.json, it looks unfinished)."""
+
+    def restate(self, exc: ZSError) -> ZSError:
+        """``exc`` as the user should read it (naming the target, not a temporary name)."""
+        return exc
+
+
+class _DirTarget(_Target):
+    """A directory: written under a hidden temporary directory, moved into place when complete
+    (beside the target if it is absent; inside it, entry by entry with zarr.json last, if it is an
+    empty directory, which may be a mount point)."""
+
+    local = True
+
+    def __init__(self, path: str, window: int) -> None:
+        self.path = os.path.realpath(path)
+        self.inside = os.path.isdir(self.path)
+        name = f".zs-checkout.{secrets.token_hex(6)}.tmp"
+        self.temp = os.path.join(self.path, name) if self.inside else \
+            os.path.join(os.path.dirname(self.path), f".{os.path.basename(self.path)}{name}")
+        super().__init__(LocalSink(Location(self.temp, "file"), window))
+
+    def is_empty(self) -> bool:
+        return LocalSink(Location(self.path, "file")).is_empty()
+
+    def commit(self) -> None:
+        try:
+            os.sync()  # the files reach the disk before they appear at the target
+            os.makedirs(self.temp, exist_ok=True)  # an empty snapshot is an empty directory
+            if not self.inside:
+                os.rename(self.temp, self.path)
+                return
+            entries = sorted(os.listdir(self.temp), key=lambda e: e == ROOT_META)
+            for entry in entries:
+                os.rename(os.path.join(self.temp, entry), os.path.join(self.path, entry))
+            os.rmdir(self.temp)
+        except OSError as exc:
+            raise _os_error(exc, self.path) from None
+
+    def abort(self) -> None:
+        shutil.rmtree(self.temp, ignore_errors=True)
+
+    def restate(self, exc: ZSError) -> ZSError:
+        return type(exc)(str(exc).replace(self.temp, self.path))
+
+
+class _ZipTarget(_Target):
+    local = True
+
+    def commit(self) -> None:
+        self.sink.commit()
+
+    def abort(self) -> None:
+        self.sink.abort()
+
+
+def _open_target(target: str | os.PathLike, storage_options: Mapping[str, object] | None,
+                 window: int | None) -> _Target:
+    where = parse_location(target, storage_options)
+    if where.kind == "http":
+        raise ZSError(f"{where.url}: cannot write over plain HTTP (give a directory, a .zip path or an "
+                      "s3://, gs:// or az:// URL)")
+    if not where.is_local:
+        return _Target(ObjectSink(where, window or 32))
+    if where.url.lower().endswith(".zip"):
+        return _ZipTarget(ZipSink(where, window or 8))
+    return _DirTarget(where.url, window or 8)
