@@ -28,11 +28,14 @@ _exports = lazy_exports(__name__, {
     # the zarr store needs the optional ``zarr`` extra
     "open_store": "zsarchive.archive.zarrstore",
     "ArchiveStore": "zsarchive.archive.zarrstore",
+    # and xarray, for these two
+    "open_dataset": "zsarchive.views.xarray_backend",
+    "open_datatree": "zsarchive.views.xarray_backend",
 })
 
 __all__ = ["ZSError", "ZSCorrupt", "NotFound", "ZS", "ZSWriter", "validate", "ValidationReport", "RepoArchive",
            "export", "consolidate", "checkout", "IcechunkRepository", "restore", "open_store", "ArchiveStore",
-           "__version__"]
+           "open_dataset", "open_datatree", "__version__"]
 
 
 def __getattr__(name: str) -> Any:
