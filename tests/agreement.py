@@ -295,5 +295,5 @@ def check_chunk_history(repo: Repository, archive_path: Path) -> None:
             for node_id, coords in ({} if log is None else log.updated_coords).items():
                 nodes.add(node_id)
                 expected.update((node_id, tuple(int(x) for x in row), info.id) for row in coords)
-        found = {(node_id, coords, sid) for node in nodes for node_id, coords, _, sid in archive.chunk_changes(node)}
+        found = {(node_id, coords, sid) for node in nodes for node_id, coords, _, sid in archive.history_entries(node)}
     assert found == expected
