@@ -296,4 +296,14 @@ def check_chunk_history(repo: Repository, archive_path: Path) -> None:
                 nodes.add(node_id)
                 expected.update((node_id, tuple(int(x) for x in row), info.id) for row in coords)
         found = {(node_id, coords, sid) for node in nodes for node_id, coords, _, sid in archive.history_entries(node)}
-    assert found == expected
+        assert found == expected
+        for name in [ref["name"] for ref in archive.refs() if ref["type"] == "branch"]:  # the views' bulk decoding
+            history = {entry["id"] for entry in archive.log(name)}
+            for node in archive.ls(name):
+                if node["node_type"] != "array":
+                    continue
+                changes = archive.chunk_changes(name, node["path"])
+                ids = [commit["id"] for commit in changes["commits"]]
+                rows = [(tuple(c), ids[i]) for c, i in zip(changes["coords"].tolist(), changes["commit"].tolist())]
+                assert sorted(rows) == sorted((coords, sid) for node_id, coords, sid in expected
+                                              if node_id == node["id"] and sid in history), (name, node["path"])

@@ -3,13 +3,18 @@ commit with what it changed per node (``show --stat``)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from zsarchive.archive.format import schema
+from zsarchive.archive.format.header import history_from_timeline
 from zsarchive.archive.format.views import NODE_SETS, NodeValue, SnapshotValue, TxlogValue
+from zsarchive.archive.read import chunkhistory
 from zsarchive.archive.read.changes import ChangeQueries
 from zsarchive.archive.read.loggraph import layout, topo_order
 from zsarchive.errors import ZSCorrupt, ZSError
+
+if TYPE_CHECKING:
+    import numpy as np
 
 _CHANGES = {name: (name.replace("_", " ")[:-1], name.split("_")[1][:-1]) for name in NODE_SETS}
 """A transaction log's node id set -> (the change, as ``show`` names it; the node type)."""
@@ -94,23 +99,34 @@ class CommitQueries(ChangeQueries):
         node = self._array_at(ref, path)
         depths = self._history_depths(self.resolve(ref))
         ndim = len(node["shape"])
-        rows, sids = [], []
-        for _, coords, _, sid in self.history_entries(node["id"]):
-            if sid in depths:
-                if len(coords) != ndim or not all(isinstance(c, int) and c >= 0 for c in coords):
-                    raise ZSCorrupt(f"{self.name}: chunk history record {(node['id'], coords, sid)!r} does not hold "
-                                    f"{ndim} coordinates of the array")
-                rows.append(coords)
-                sids.append(sid)
-        found = {sid: self._snapshot_value(sid) for sid in set(sids)}
+        if history_from_timeline(self.view_format):  # millions of changes: decoded in bulk
+            table, ids = chunkhistory.timeline_rows(self.zs, node["id"], ndim, self.name)
+        else:
+            table, ids = self._history_rows(node["id"], ndim)
+        found = {sid: self._snapshot_value(sid) for sid in ids if sid in depths}
         order = sorted(found, key=lambda sid: (found[sid].flushed_at, sid))
         column = {sid: i for i, sid in enumerate(order)}
-        coords = np.array(rows, np.int64).reshape(len(rows), ndim)
-        which = np.array([column[sid] for sid in sids], np.int64)
-        rank = np.lexsort((which, *coords.T[::-1])) if len(rows) else np.zeros(0, np.int64)
+        which = np.array([column.get(sid, -1) for sid in ids], np.int64)[table[:, -1]]
+        rows = table[which >= 0, :-1]
+        which = which[which >= 0]
+        rank = np.lexsort((which, *rows.T[::-1])) if len(rows) else np.zeros(0, np.int64)
         return {"path": node["path"], "node_id": node["id"], "num_chunks": node["num_chunks"],
                 "commits": [self._snapshot_dict(sid, found[sid]) for sid in order],
-                "coords": coords[rank], "commit": which[rank]}
+                "coords": rows[rank], "commit": which[rank]}
+
+    def _history_rows(self, node_id: str, ndim: int) -> tuple[np.ndarray, list[str]]:
+        """:func:`chunkhistory.timeline_rows` for archives that keep every change as an ``H`` record
+        (formats up to 3): one record at a time."""
+        import numpy as np
+
+        ids: dict[str, int] = {}
+        rows = []
+        for _, coords, _, sid in self.history_entries(node_id):
+            if len(coords) != ndim or not all(isinstance(c, int) and c >= 0 for c in coords):
+                raise ZSCorrupt(f"{self.name}: chunk history record {(node_id, coords, sid)!r} does not hold "
+                                f"{ndim} coordinates of the array")
+            rows.append((*coords, ids.setdefault(sid, len(ids))))
+        return np.array(rows, np.int64).reshape(len(rows), ndim + 1), list(ids)
 
     def _paths(self, snapshot_id: str) -> dict[str, str]:
         return {NodeValue.decode(v).node_id: schema.path_of(k[1]) for k, v in self._records(schema.NODE, (snapshot_id,))}
