@@ -279,3 +279,31 @@ def check_archive(answers: dict, archive_path: Path, repo: Path, deleted_tags: l
             check_store(open_store(archive, ref, repo=repo), answers["trees"][sid], ref)
         check_diffs(answers, archive)
         check_ops_log(answers, archive)
+
+
+def check_chunk_history(repo: Repository, archive_path: Path) -> None:
+    """The archive's per-chunk history (whatever its format keeps of it) is every chunk each exported
+    snapshot's transaction log names, logs held against icechunk's diff by :func:`check_transaction_logs`."""
+    with RepoArchive(archive_path) as archive:
+        exported = {entry["id"] for entry in archive.log()}
+        expected, nodes = set(), set()
+        for info in repo.snapshots():
+            if info.id not in exported:
+                continue
+            nodes.update(n.id for n in repo.snapshot(info.id).nodes if n.shape is not None)
+            log = repo.changes(info.id).log if info.parent_id is not None else None
+            for node_id, coords in ({} if log is None else log.updated_coords).items():
+                nodes.add(node_id)
+                expected.update((node_id, tuple(int(x) for x in row), info.id) for row in coords)
+        found = {(node_id, coords, sid) for node in nodes for node_id, coords, _, sid in archive.history_entries(node)}
+        assert found == expected
+        for name in [ref["name"] for ref in archive.refs() if ref["type"] == "branch"]:  # the views' bulk decoding
+            history = {entry["id"] for entry in archive.log(name)}
+            for node in archive.ls(name):
+                if node["node_type"] != "array":
+                    continue
+                changes = archive.chunk_changes(name, node["path"])
+                ids = [commit["id"] for commit in changes["commits"]]
+                rows = [(tuple(c), ids[i]) for c, i in zip(changes["coords"].tolist(), changes["commit"].tolist())]
+                assert sorted(rows) == sorted((coords, sid) for node_id, coords, sid in expected
+                                              if node_id == node["id"] and sid in history), (name, node["path"])

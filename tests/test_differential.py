@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from agreement import check_archive, check_reader
+from agreement import check_archive, check_chunk_history, check_reader
 from oracle import ROOT, run_oracle
 from zsarchive.archive import export
 from zsarchive.icechunk import Repository
@@ -57,3 +57,4 @@ def test_archive_reader_and_store_agree_with_icechunk(version_seed, request, tmp
     archive = tmp_path / "repo.zs"
     export(repo, archive, parallelism=2 if seed % 2 else 1)
     check_archive(answers, archive, repo, made["deleted_tags"], [made["virtual_prefix"]])
+    check_chunk_history(Repository.open(str(repo)), archive)

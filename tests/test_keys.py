@@ -141,15 +141,15 @@ _LAYOUT_VALUES = {"i": unsigned, "s": st.text(max_size=12), "I": st.none() | uns
     lambda layout: st.tuples(st.just(layout), st.lists(st.tuples(*[_LAYOUT_VALUES[c] for c in layout]), min_size=1,
                                                        max_size=8))),
        st.binary(max_size=6))
-def test_decode_rows_agrees_with_decode(case, before):
-    """decode_rows, a batch at a time, gives what decode gives row by row, or refuses (None) the rows
+def test_decode_columns_agrees_with_decode(case, before):
+    """decode_columns, a batch at a time, gives what decode gives row by row, or refuses (None) the rows
     it does not take; each row is a tuple between constant bytes, as in a record."""
     layout, rows = case
     encoded = [before + keys.encode([tuple(row)]) for row in rows]
     buf = b"".join(encoded)
     ends = np.cumsum([len(e) for e in encoded])
     starts = ends - [len(e) for e in encoded] + len(before)
-    got = keys.decode_rows(buf, starts, ends, "(" + layout + ")")
+    got = keys.decode_columns(buf, starts, ends, "(" + layout + ")")
     escaped = any(isinstance(v, str) and "\0" in v for row in rows for v in row)
     if got is None:
         assert escaped
@@ -165,3 +165,19 @@ def test_decode_rows_agrees_with_decode(case, before):
             else:
                 begin, stop, present = column if letter == "S" else (*column, [True] * len(rows))
                 assert (buf[begin[i]:stop[i]].decode() if present[i] else None) == value
+
+
+@given(st.lists(st.lists(st.integers(0, (1 << 63) - 1), min_size=3, max_size=3), max_size=30),
+       st.binary(max_size=5), st.integers(0, 3))
+def test_decode_rows_reads_what_the_spec_encodes(rows, after, count):
+    """decode_rows against the spec's layout of each integer; a row holding anything else is marked -1."""
+    encoded = [b"".join(_spec_int(v) for v in r[:count]) + b"\x00" + after for r in rows]
+    encoded.append(b"\x02ab\x00" + after)  # text, not integers
+    lengths = np.array([len(e) for e in encoded], np.int64)
+    ends = np.cumsum(lengths)
+    buf = np.frombuffer(b"".join(encoded), np.uint8)
+    values, pos = keys.decode_rows(buf, ends - lengths, ends, count)
+    assert values[:-1].tolist() == [r[:count] for r in rows]
+    assert (buf[pos[:-1]] == 0).all()
+    if count:
+        assert values[-1, 0] == -1

@@ -4,11 +4,11 @@ The ZS engine: :class:`ZS` reads a ZS file (local or a URL), :class:`ZSWriter` w
 checks one. Archives: :func:`export` writes an Icechunk repository's whole history into one ZS file,
 :class:`RepoArchive` answers questions about it (refs, log, ls, chunks, diff ...), :func:`open_store`
 opens any snapshot as a read-only Zarr store, :func:`consolidate` folds a chain of fragments into one
-archive, :func:`restore` writes an archive back as an Icechunk repository. Errors: :class:`ZSError` (usage), :class:`ZSCorrupt` (bad bytes), :class:`NotFound` (a ref,
-path or chunk the archive lacks). The names are imported on first use.
+archive, :func:`restore` writes an archive back as an Icechunk repository, :func:`checkout` writes one
+snapshot as plain Zarr, :func:`open_dataset` / :func:`open_datatree` open a snapshot with xarray.
+Errors: :class:`ZSError` (usage), :class:`ZSCorrupt` (bad bytes), :class:`NotFound` (a ref, path or
+chunk the archive lacks). The names are imported on first use.
 """
-
-from typing import Any
 
 from zsarchive.errors import ZSCorrupt, ZSError
 from zsarchive.lazy import lazy_exports
@@ -28,14 +28,17 @@ _exports = lazy_exports(__name__, {
     # the zarr store needs the optional ``zarr`` extra
     "open_store": "zsarchive.archive.zarrstore",
     "ArchiveStore": "zsarchive.archive.zarrstore",
+    # and xarray, for these two
+    "open_dataset": "zsarchive.views.xarray_backend",
+    "open_datatree": "zsarchive.views.xarray_backend",
 })
 
 __all__ = ["ZSError", "ZSCorrupt", "NotFound", "ZS", "ZSWriter", "validate", "ValidationReport", "RepoArchive",
            "export", "consolidate", "checkout", "IcechunkRepository", "restore", "open_store", "ArchiveStore",
-           "__version__"]
+           "open_dataset", "open_datatree", "__version__"]
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     if name == "__version__":  # read from the installed package's metadata when asked, not at import
         from importlib.metadata import PackageNotFoundError, version
 
@@ -47,5 +50,5 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    """The public API (imported lazily, so not yet in the module's namespace) and the module's own names."""
-    return sorted(set(__all__) | set(globals()))
+    """The public API: imported lazily, so not yet in the module's namespace."""
+    return sorted(__all__)

@@ -6,10 +6,12 @@ import collections
 import os
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from oracle import oracle, repo_path
 from zsarchive.archive.write import exporter as E
+from zsarchive.archive.write import history as H
 from zsarchive.archive.write import records as R
 from zsarchive.archive.format import schema as S
 from zsarchive.archive.write.engine import InProcess, ProcessPool, open_engine
@@ -128,7 +130,7 @@ def test_decode_changes_replays_to_every_ref_icechunk_lists(v2, tmp_path, parall
     try:
         records, ids = [], []
         for _change, batches in E.decode_changes(engine, plan, include_chunks=True):
-            for batch, batch_ids in batches():
+            for batch, batch_ids, _digest in batches():
                 assert batch == sorted(batch)
                 records += batch
                 ids += batch_ids
@@ -176,11 +178,11 @@ def test_tasks_cut_blocks_the_way_the_writer_would(v2, tmp_path, codec, monkeypa
     once = {node for node, n in collections.Counter(c.node_id for c in plan.changes).items() if n == 1}
     assert once and len(once) < len({c.node_id for c in plan.changes})  # both kinds in the fixture
     engine = InProcess(repo)
-    plain = [[rec for batch, _ in batches() for rec in batch] for _, batches in E.decode_changes(engine, plan, False)]
+    plain = [[rec for batch, _, _ in batches() for rec in batch] for _, batches in E.decode_changes(engine, plan, False)]
     cut_up = E.decode_changes(engine, plan, False, cut)
     compress = get_codec(codec).compress if codec else None
     for (change, batches), records in zip(cut_up, plain):
-        items = [item for batch, _ in batches() for item in batch]
+        items = [item for batch, _, _ in batches() for item in batch]
         if change.node_id not in once:
             assert items == records
             continue
@@ -215,16 +217,32 @@ def _writer_cuts(records: list[bytes], approx: int) -> list[list[bytes]]:
     return blocks + ([block] if block else [])
 
 
-def test_gather_txlogs_gives_a_summary_and_the_changed_chunks_of_each_commit(v2):
+def test_gather_txlogs_gives_a_summary_and_the_digest_of_each_commits_changed_chunks(v2):
     repo, truth = v2
     plan = E.plan_export(repo)
-    records = [r for batches in E.gather_txlogs(InProcess(repo), plan) for batch in batches() for r in batch]
+    records, digests = [], {}
+    for (sid, _), batches in zip(plan.txlogs, E.gather_txlogs(InProcess(repo), plan)):
+        for batch, logged in batches():
+            records += batch
+            digests.update({(sid, node_id): d for node_id, d in logged.items() if d.count})
     families = _families(records)
     assert sorted(k[0] for k, _ in families[S.TXLOG]) == [sid for sid, _ in plan.txlogs]
-    changed = sorted((node_id, tuple(c), sid) for sid, log in truth["transaction_logs"].items()
-                     if "error" not in log for entry in log["updated_chunks"] for node_id, c in
-                     ((entry["node_id"], c) for c in entry["chunks"]))
-    assert sorted((k[0], k[1], k[3]) for k, _ in families[S.CHUNK_HISTORY]) == changed
+    assert not families.get(S.CHUNK_HISTORY)
+    changed: dict[tuple, list] = {}
+    for sid, log in truth["transaction_logs"].items():
+        if "error" not in log:
+            for entry in log["updated_chunks"]:
+                if entry["chunks"]:
+                    changed.setdefault((sid, entry["node_id"]), []).extend(entry["chunks"])
+    assert changed and digests == {key: H.digest(np.array(coords)) for key, coords in changed.items()}
+
+
+def test_a_digest_ignores_order_and_tells_coordinates_apart():
+    coords = np.array([[0, 1], [1, 0], [2, 2]])
+    assert H.digest(coords) == H.digest(coords[::-1]) == H.digest(coords[:1]) + H.digest(coords[1:])
+    assert H.digest(coords) != H.digest(np.array([[0, 1], [1, 0], [2, 3]]))
+    assert H.digest(coords[:2]) != H.digest(np.array([[1, 1], [0, 0]]))
+    assert H.digest(np.zeros((0, 2), int)) == H.Digest()
 
 
 def test_merge_families_writes_in_file_order_header_last(v2, tmp_path):
@@ -238,9 +256,10 @@ def test_merge_families_writes_in_file_order_header_last(v2, tmp_path):
     tally = E._Tally(len(refs) + sorter.count, lambda d, t: reports.append((d, t)))
     lists = list(E.merge_families(
         refs, E.decode_changes(engine, plan, True),
-        lambda: R.chunk_file_blocks(repo.storage, chunk_ids.sorted(), True, True, []), sorter, E.gather_txlogs(engine, plan),
+        lambda: R.chunk_file_blocks(repo.storage, chunk_ids.sorted(), True, True, []), sorter,
+        list(zip(plan.txlogs, E.gather_txlogs(engine, plan))),
         chunk_ids, lambda counts: S.record(S.HEADER, (), (tuple(sorted(counts.items())),)), tally,
-        lambda: ExternalSorter(max_bytes=1 << 10, tmpdir=str(tmp_path), unique=False)))
+        lambda: ExternalSorter(max_bytes=1 << 10, tmpdir=str(tmp_path), unique=False), repo, plan.snapshots))
     flat = [r for batch in lists for r in batch]
     assert flat == sorted(flat) and flat[-1][:1] == S.HEADER
     counts = dict(S.split(flat[-1])[2][0])

@@ -90,3 +90,31 @@ def unzs_records(path: Path) -> tuple[dict, list[bytes]]:
 def documented_records(path: Path) -> list[dict]:
     """Every record of the archive at ``path``, decoded by the document alone."""
     return [documented_record(r) for r in unzs_records(path)[1]]
+
+
+def _frozen(element):
+    """A decoded element as something hashable (arrays as tuples, byte strings as their hex)."""
+    if isinstance(element, list):
+        return tuple(_frozen(e) for e in element)
+    if isinstance(element, dict):
+        return ("bytes", element["bytes"])
+    return element
+
+
+def documented_history(records: list[dict], format_version: int) -> set[tuple]:
+    """Every ``(node_id, coords, flushed_at, snapshot_id)`` of the per-chunk history, as family ``H``
+    says: its record keys up to format 3; from format 5 the ``C`` records (node_id, coords, snapshot_id)
+    with their snapshot's ``flushed_at``, less the ``H`` exceptions of value false, plus those of value
+    true."""
+    history = {_frozen(r["key"]): r["value"] for r in records if r["family"] == "H"}
+    if format_version < 5:
+        return set(history)
+    flushed = {r["key"][0]: r["value"][1] for r in records if r["family"] == "S"}
+    out = {k for k, value in history.items() if value == [True]}
+    for r in records:
+        if r["family"] == "C":
+            node_id, coords, sid = _frozen(r["key"])
+            key = (node_id, coords, flushed[sid], sid)
+            if history.get(key) != [False]:
+                out.add(key)
+    return out

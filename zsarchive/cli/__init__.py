@@ -13,7 +13,8 @@ main.lazy = {
     "icechunk": "zsarchive.cli.icechunk",
     "checkout": "zsarchive.cli.checkout",
     "restore": "zsarchive.cli.restore",
-    **{name: _ARCHIVE for name in ("refs", "log", "ls", "chunks", "chunk", "diff", "ops", "chunk-log",
+    "serve": "zsarchive.cli.serve",
+    **{name: _ARCHIVE for name in ("refs", "log", "show", "ls", "chunks", "chunk", "diff", "ops", "chunk-log",
                                           "summary")},
 }
 

@@ -15,8 +15,8 @@ _DISK_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 """Write failures that are the machine's state, not a bug: one line, like any foreseen error."""
 
 SECTIONS = (
-    ("Icechunk archives", ("export", "summary", "refs", "log", "ls", "chunks", "chunk", "diff", "chunk-log", "ops",
-                           "consolidate", "checkout", "restore", "icechunk")),
+    ("Icechunk archives", ("export", "summary", "refs", "log", "show", "ls", "chunks", "chunk", "diff", "chunk-log",
+                           "ops", "serve", "consolidate", "checkout", "restore", "icechunk")),
     ("ZS files (as the reference zs)", ("make", "dump", "info", "validate")),
 )
 """How ``zs --help`` groups the commands, in this order (a command in no section ends the last)."""

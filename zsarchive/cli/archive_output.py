@@ -25,11 +25,12 @@ def _plain(row: dict) -> dict:
     return {k: _plain(v) if isinstance(v, dict) else v for k, v in row.items() if not isinstance(v, (bytes, bytearray))}
 
 
-def _cell(value: Any) -> str:
+def cell(value: Any) -> str:
+    """One value as table text: - for null, lists comma-joined, objects as JSON, never a control character."""
     if value is None:
         return "-"
     if isinstance(value, (list, tuple)):
-        return ",".join(_cell(v) for v in value) if value else "()"  # a scalar's shape, a 0-d chunk's coords
+        return ",".join(cell(v) for v in value) if value else "()"  # a scalar's shape, a 0-d chunk's coords
     if isinstance(value, dict):
         return json.dumps(value, sort_keys=True)
     return printable(str(value))
@@ -49,8 +50,8 @@ def emit(rows: Iterable[dict], as_json: bool, columns: Sequence[str], fixed: boo
     first = list(itertools.islice(rows, _LAYOUT_ROWS))
     if first and not fixed:  # a column no row fills (e.g. "from"/"to" of a diff without moves) is noise
         columns = [c for c in columns if any(row.get(c) is not None for row in first)]
-    table = [[_cell(row.get(c)) for c in columns] for row in first]
+    table = [[cell(row.get(c)) for c in columns] for row in first]
     widths = [max([len(c)] + [len(r[i]) for r in table]) for i, c in enumerate(columns)]
     click.echo("  ".join(c.upper().ljust(w) for c, w in zip(columns, widths)).rstrip())
-    for r in itertools.chain(table, ([_cell(row.get(c)) for c in columns] for row in rows)):
-        click.echo("  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip())
+    for r in itertools.chain(table, ([cell(row.get(c)) for c in columns] for row in rows)):
+        click.echo("  ".join(text.ljust(w) for text, w in zip(r, widths)).rstrip())

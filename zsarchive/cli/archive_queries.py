@@ -8,9 +8,9 @@ from typing import Iterator
 
 import click
 
-from zsarchive.cli.app import main
-from zsarchive.cli.archive_output import emit, json_option, open_archive
 from zsarchive.archive import NotFound
+from zsarchive.cli.app import main, printable
+from zsarchive.cli.archive_output import cell, emit, json_option, open_archive
 from zsarchive.cli.params import COORDS, authorize_option, remote_options
 from zsarchive.io.location import parse_location
 
@@ -80,12 +80,20 @@ def refs_command(archive: str, as_json: bool) -> None:
 @click.option("-n", "--max-count", type=click.IntRange(min=0), default=None, metavar="N",
               help="Show at most N snapshots (the newest).")
 @json_option
+@click.option("--graph", is_flag=True, help="Draw the snapshot tree git style, children above parents, with the "
+              "branch and tag names at their snapshots (REF's history, default main).")
+@click.option("--all", "all_refs", is_flag=True, help="With --graph: the history of every branch and tag.")
 def log_command(archive: str, ref: str | None, since: str | None, until: str | None, max_count: int | None,
-                as_json: bool) -> None:
+                as_json: bool, graph: bool, all_refs: bool) -> None:
     """Snapshots, newest first: REF's history, or every snapshot.
 
     Without REF, each snapshot comes with the branches and tags whose history holds it (REFS;
-    "(unreachable)": none does). Python: RepoArchive.log."""
+    "(unreachable)": none does). With --graph, the tree of REF's history (--all: of every branch and
+    tag). Python: RepoArchive.log, RepoArchive.graph."""
+    if all_refs and not graph:
+        raise click.UsageError("--all goes with --graph (without it, a log without REF lists every snapshot)")
+    if graph:
+        return log_graph(archive, ref, since, until, max_count, as_json, all_refs)
     with open_archive(archive) as arc:
         rows = arc.log(ref, since=since, until=until, max_count=max_count)
         if ref is not None:
@@ -96,6 +104,67 @@ def log_command(archive: str, ref: str | None, since: str | None, until: str | N
             row["refs"] = reached.get(row["id"], [])
         emit(({**row, "refs": row["refs"] or "(unreachable)"} if not as_json else row for row in rows), as_json,
              LOG_COLUMNS[:-1] + ("refs",) + LOG_COLUMNS[-1:], fixed=True)
+
+
+def log_graph(archive: str, ref: str | None, since: str | None, until: str | None, max_count: int | None,
+              as_json: bool, all_refs: bool) -> None:
+    """``zs log --graph [--all]``: one line per snapshot (lines joining lanes too, unless --json)."""
+    if since or until:
+        raise click.UsageError("--graph draws whole histories: it takes no --since/--until (-n cuts it)")
+    if all_refs and ref:
+        raise click.UsageError("--all draws every branch and tag: give no REF")
+    with open_archive(archive) as arc:
+        lines = arc.graph(ref, all_refs=all_refs, max_count=max_count)
+    if as_json:
+        emit((line for line in lines if "id" in line), True, ())
+        return
+    width = max((len(line["graph"]) for line in lines), default=0)
+    for line in lines:
+        if "id" not in line:
+            click.echo(line["graph"])
+            continue
+        names = f" ({', '.join(line['refs'])})" if line["refs"] else ""
+        click.echo(printable(f"{line['graph'].ljust(width)} {line['id']}{names} {line['flushed_at']} "
+                             f"{line['message']}"))
+
+
+@main.command("show")
+@click.argument("archive")
+@click.argument("ref")
+@json_option
+def show_command(archive: str, ref: str, as_json: bool) -> None:
+    """One commit and what it changed, as git show --stat.
+
+    Its id, parent, time, refs, message and metadata, then per node changed its change and the number of
+    chunk refs written or removed, and the moves.
+
+    Python: RepoArchive.show."""
+    with open_archive(archive) as arc:
+        commit = arc.show(ref)
+    if as_json:
+        emit([commit], True, ())
+        return
+    for label, key in (("snapshot", "id"), ("parent", "parent_id"), ("date", "flushed_at")):
+        click.echo(f"{label:<9}{cell(commit[key])}")
+    if commit["refs"]:
+        click.echo(f"refs     {cell(commit['refs'])}")
+    if commit["metadata"]:
+        click.echo(f"metadata {cell(commit['metadata'])}")
+    click.echo("")
+    for text in commit["message"].splitlines() or [""]:
+        click.echo("    " + printable(text))
+    click.echo("")
+    if commit["log_missing"]:
+        click.echo(" (its transaction log was no longer in the repository when it was archived)")
+    width = max([len(cell(c["path"])) for c in commit["changes"]] + [0])
+    for change in commit["changes"]:
+        chunks = f"{change['chunks']} chunk{'s' * (change['chunks'] != 1)}" if change["chunks"] else ""
+        click.echo(f" {cell(change['path']).ljust(width)} | {change['change']:<15} {chunks}".rstrip())
+    for source, target in commit["moves"]:
+        click.echo(f" {printable(source)} => {printable(target)}")
+    total = sum(c["chunks"] for c in commit["changes"])
+    click.echo(f" {len(commit['changes'])} node{'s' * (len(commit['changes']) != 1)} changed, "
+               f"{total} chunk{'s' * (total != 1)}")
 
 
 @main.command("ls")

@@ -9,7 +9,6 @@ Last-Modified are checked too.
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from email.utils import formatdate, parsedate_to_datetime
 
 
 def opaque_tag(etag: str) -> str:
@@ -24,6 +23,7 @@ def opaque_tag(etag: str) -> str:
 def http_date(seconds: int) -> str | None:
     """``seconds`` since the epoch as an HTTP date, or None past what an HTTP date can say."""
     try:
+        from email.utils import formatdate  # here: email (with socket) loads only for a pinned HTTP read
         return formatdate(seconds, usegmt=True)
     except (OverflowError, ValueError, OSError):
         return None
@@ -35,6 +35,7 @@ def http_seconds(value: str | None) -> int | None:
     if not value:
         return None
     try:
+        from email.utils import parsedate_to_datetime
         moment = parsedate_to_datetime(value)
     except (TypeError, ValueError, IndexError, OverflowError):
         return None

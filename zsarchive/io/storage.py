@@ -10,11 +10,13 @@ import collections
 import errno
 import os
 import stat
-from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Callable, Iterable, Mapping
 
 from zsarchive.errors import ZSCorrupt, ZSError
+
+if TYPE_CHECKING:  # the read-ahead pool (and concurrent.futures) loads only when a prefetch starts
+    from concurrent.futures import Future, ThreadPoolExecutor
 from zsarchive.io.kinds import ZS_FILE, archive_not_repository, local_kind
 from zsarchive.io.location import Location, parse_location
 
@@ -223,6 +225,7 @@ class ObjectStorage(Storage):
     def _fill(self) -> None:
         while self._waiting and len(self._ahead) < self.window:
             if self._pool is None:
+                from concurrent.futures import ThreadPoolExecutor
                 self._pool = ThreadPoolExecutor(self.window, thread_name_prefix="zsarchive-read")
             key = self._waiting.popleft()
             if key not in self._ahead:

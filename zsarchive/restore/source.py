@@ -19,6 +19,7 @@ from zsarchive.archive.format.views import (
     NODE_SETS, ChunkRefValue, NodeValue, OpsValue, RefValue, RepoFactValue, SnapshotValue,
     TxlogValue,
 )
+from zsarchive.archive.read.chunkhistory import chunk_changes
 from zsarchive.archive.read.reader import ArchiveReader, records_under
 from zsarchive.archive.read.refrows import ChunkRefRows, chunk_ref_rows
 from zsarchive.errors import ZSCorrupt
@@ -44,7 +45,7 @@ class SnapshotRecord:
 
 @dataclass
 class TxSummary:
-    """What the archive holds of one snapshot's transaction log (``X`` and ``H`` records)."""
+    """What the archive holds of one snapshot's transaction log (``X`` records and the per-chunk history)."""
 
     lists: dict[str, list[str]]
     """new_groups ... updated_arrays."""
@@ -53,7 +54,7 @@ class TxSummary:
     missing: tuple[str, ...] = ()
     unjoined_moves: tuple[MoveOperation, ...] = ()
     coords: dict[str, np.ndarray] = field(default_factory=dict)
-    """Node id -> (chunks, ndim) matrix of the coordinates of the chunks changed (``H`` records)."""
+    """Node id -> (chunks, ndim) matrix of the coordinates of the chunks changed (the per-chunk history)."""
 
 
 @dataclass
@@ -137,7 +138,7 @@ def read_history(reader: ArchiveReader) -> ArchiveHistory:
             summary.merged, summary.missing = tuple(value.merged), tuple(value.lost_logs)
             summary.unjoined_moves = tuple(_moves(value.merged_moves or ()))
         txlogs[sid] = summary
-    for (node_id, coords, _flushed_at, sid), _ in records_under(zs, S.CHUNK_HISTORY):
+    for node_id, coords, _, sid in chunk_changes(zs, reader.view_format, _flushed_at(name, snapshots)):
         if sid in txlogs:
             txlogs[sid].coords.setdefault(node_id, []).append(coords)
     for summary in txlogs.values():  # as matrices: a big commit changes millions of chunks
@@ -145,6 +146,16 @@ def read_history(reader: ArchiveReader) -> ArchiveHistory:
                           for node, rows in summary.coords.items()}
     return ArchiveHistory(name, reader.format_version, int(facts.get("spec_version", 2)), facts,
                           refs["branch"], refs["tag"], deleted, snapshots, ops, txlogs)
+
+
+def _flushed_at(name: str, snapshots: dict[str, SnapshotRecord]):
+    """A snapshot id's time, for the per-chunk history (ZSCorrupt for a snapshot without an S record)."""
+    def flushed_at(sid: str) -> int:
+        record = snapshots.get(sid)
+        if record is None:
+            raise ZSCorrupt(f"{name}: a chunk ref record names snapshot {sid}, which has no S record")
+        return record.info.flushed_at
+    return flushed_at
 
 
 def chunk_ref(coords: tuple, raw: tuple) -> ChunkRef | None:

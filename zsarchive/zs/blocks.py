@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import threading
 from bisect import bisect_left
-from concurrent.futures import CancelledError
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator, NamedTuple
 
@@ -280,6 +279,7 @@ class BlockSource:
         Runs of nearby blocks are read ahead on the read threads; blocks decompress on the decode
         threads with a bounded number in flight.
         """
+        from concurrent.futures import CancelledError  # here: lookups never load the pools' module
         if self.parallelism == 0 or pipeline.in_worker():
             cpu = io = None  # a scan started inside a job must not wait on the pools it runs in
         else:

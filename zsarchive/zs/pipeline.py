@@ -11,10 +11,12 @@ from __future__ import annotations
 import os
 import threading
 from collections import deque
-from concurrent.futures import CancelledError, Executor, Future, ThreadPoolExecutor
-from typing import Callable, Iterable, Iterator, Protocol, TypeVar
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Protocol, TypeVar
 
 from zsarchive.errors import ZSError
+
+if TYPE_CHECKING:  # a lookup runs no pool: concurrent.futures (and logging) load when a pool starts
+    from concurrent.futures import Executor, Future, ThreadPoolExecutor
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -63,6 +65,7 @@ class Pools:
 
     def get(self) -> tuple[ThreadPoolExecutor, ThreadPoolExecutor]:
         """``(decode pool, read pool)``; raises CancelledError once closed."""
+        from concurrent.futures import CancelledError, ThreadPoolExecutor
         with self._lock:
             if self.closed:
                 raise CancelledError

@@ -97,7 +97,7 @@ class Holding:
 @dataclass(frozen=True)
 class FragmentInfo:
     """What a fragment's header record says beyond a full archive's: the time range it covers (its
-    base's export time, its own), the format version of a full export made with it (2 or 3: what
+    base's export time, its own), the format version of a full export made with it (2, 3 or 5: what
     consolidation writes) and what it holds per family tag."""
 
     covers: tuple[int, int]
@@ -120,7 +120,7 @@ class FragmentInfo:
             start, stop, view_format, bits, families = element  # type: ignore[misc]
             if not (bits is None or (isinstance(bits, bytes) and bits)):
                 raise ValueError("chunk ref filter")
-            if view_format not in (2, 3):
+            if view_format not in (2, 3, schema.FULL_FORMAT):
                 raise ValueError(f"format version {view_format!r} of the view")
             holdings = {}
             for name, records, dead, firsts in families:

@@ -66,10 +66,9 @@ def marker_metadata(format_version: int, spec_version: int, fragment: dict | Non
     return {schema.METADATA_KEY: marker}
 
 
-def view_format(holds_chunk_files: bool) -> int:
-    """The format version of a full archive: 3 where it holds chunk bytes or shard indexes, else 2 (so an
-    archive without them stays readable by readers of format 2)."""
-    return schema.FULL_FORMAT if holds_chunk_files else 2
+def view_format() -> int:
+    """The format version of a full archive this zsarchive writes (with or without chunk bytes)."""
+    return schema.FULL_FORMAT
 
 
 def refs_by_manifest(format_version: int) -> bool:
@@ -80,3 +79,9 @@ def refs_by_manifest(format_version: int) -> bool:
 def has_chunk_pieces(format_version: int) -> bool:
     """Whether an archive keeps chunk bytes in pieces and shard indexes (format 3 on), not whole."""
     return format_version >= 3
+
+
+def history_from_timeline(format_version: int) -> bool:
+    """Whether an archive's per-chunk history is its chunk ref timeline corrected by ``H`` exceptions
+    (format 5 on), not one ``H`` record per logged chunk change."""
+    return format_version >= schema.FULL_FORMAT

@@ -10,12 +10,14 @@ from __future__ import annotations
 from zsarchive.archive.format import keys
 from zsarchive.errors import ZSCorrupt, ZSError
 
-FORMAT_VERSION = 4
+FORMAT_VERSION = 5
 """Newest version of the archive format as a whole (archive header record and ZS metadata); readers
 read every version up to it (format 1 stores chunk refs per manifest, format 2 as a per-chunk timeline,
 format 3 adds chunk bytes in pieces and shard indexes, and is written only by archives holding either;
-format 4 is a fragment, read together with the archives it builds on: zsarchive.archive.format.fragments)."""
-FULL_FORMAT = 3
+format 4 is a fragment, read together with the archives it builds on: zsarchive.archive.format.fragments;
+format 5 is format 3 whose per-chunk history is the chunk ref timeline, with ``H`` records only where
+a transaction log and the timeline disagree)."""
+FULL_FORMAT = 5
 """The newest format version of a standalone archive (a fragment's is FRAGMENT_FORMAT)."""
 FRAGMENT_FORMAT = 4
 """The format version of a fragment."""
@@ -45,12 +47,14 @@ FAMILY_NAMES = {
     HEADER: "archive header",
 }
 
-RECORD_VERSIONS = {family: 1 for family in FAMILY_NAMES} | {CHUNK_REF: 2, CHUNK_DATA: 2, TXLOG: 2}
+RECORD_VERSIONS = {family: 1 for family in FAMILY_NAMES} | {CHUNK_REF: 2, CHUNK_DATA: 2, TXLOG: 2, CHUNK_HISTORY: 2}
 """The newest record version of each family this code reads and writes (every older one is read too:
 chunk refs are record version 1 in format 1 archives, keyed by manifest, and 2 in format 2, keyed
 by (node, coords, snapshot); chunk data is version 1, a whole file keyed by chunk id, in formats 1
 and 2, and version 2, pieces keyed by (chunk id, offset), in format 3; a transaction-log summary is
-version 2 where it merges the logs of ancestors expiration pruned, which it then names)."""
+version 2 where it merges the logs of ancestors expiration pruned, which it then names; chunk history is
+version 1, one record per logged chunk change, in formats 1 to 3, and version 2, an exception to the
+timeline, in format 5)."""
 
 # Chunk ref kinds (first value element of a CHUNK_REF record); REMOVED only in record version 2.
 INLINE, NATIVE, VIRTUAL, REMOVED = 0, 1, 2, 3

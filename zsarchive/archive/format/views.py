@@ -182,6 +182,26 @@ class TxlogValue(NamedTuple):
         return schema.record(schema.TXLOG, (snapshot_id,), self.encode(), version=self.version)
 
 
+class HistoryValue(NamedTuple):
+    """An ``H`` record. Record version 1 (formats 1 to 3): the chunk's ref changed in the commit
+    (``in_log`` true). Record version 2 (format 5): an exception to the chunk ref timeline, true where
+    the commit's log names a chunk without a ``C`` record of the commit, false where it has a ``C``
+    record the log does not name."""
+
+    in_log: bool
+
+    @staticmethod
+    def well_formed(value: tuple, version: int) -> bool:
+        return version == 1 or (len(value) >= 1 and isinstance(value[0], bool))
+
+    @classmethod
+    def decode(cls, value: tuple, version: int) -> HistoryValue:
+        return cls(True if version == 1 else value[0])
+
+    def encode(self) -> tuple:
+        return tuple(self)
+
+
 class ChunkRefValue(NamedTuple):
     """A ``C`` record: where one chunk's bytes are, by kind: inline bytes, a native chunk file's id
     and range, or a virtual location and range with its checksums; ``REMOVED`` (record version 2)

@@ -15,7 +15,7 @@ from urllib.parse import urlsplit, urlunsplit
 from zsarchive.archive.format import keys
 from zsarchive.archive.format import schema
 from zsarchive.archive.format.fragments import MAX_CHAIN, FragmentInfo, is_tombstone
-from zsarchive.archive.format.header import ArchiveHeader, archive_metadata, refs_by_manifest
+from zsarchive.archive.format.header import ArchiveHeader, archive_metadata, history_from_timeline, refs_by_manifest
 from zsarchive.errors import ZSCorrupt, ZSError
 from zsarchive.io.location import is_url, local_path
 from zsarchive.zs.reader import ZS
@@ -182,6 +182,16 @@ class Chain:
             member.zs.close()
 
 
+def _same_history(members: list[Member]) -> None:
+    """Refuse a chain whose fragments keep the per-chunk history otherwise than its full archive (their
+    records would mix two meanings of ``H``)."""
+    full = members[-1]
+    for member in members[:-1]:
+        if history_from_timeline(member.info.view_format) != history_from_timeline(full.header.format_version):
+            raise ZSCorrupt(f"{member.location}: a fragment of format {member.info.view_format} over the "
+                            f"archive {full.location} of format {full.header.format_version}")
+
+
 def open_chain(zs: ZS, location: str) -> Chain:
     """The chain whose newest fragment ``zs`` is, read at ``location``: each base opened relative to
     the fragment naming it and checked against its hash; one-line errors for a base missing, changed,
@@ -198,6 +208,7 @@ def open_chain(zs: ZS, location: str) -> Chain:
                     raise ZSError(f"{where}: an archive of format {header.format_version} cannot be a fragment's base; "
                                   "export the repository again")
                 members.append(Member(current, where, None, header))
+                _same_history(members)
                 return Chain(members)
             if header.fragment is None:
                 raise ZSCorrupt(f"{where}: a fragment whose header record does not describe it")

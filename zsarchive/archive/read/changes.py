@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 from zsarchive.archive.format import schema
 from zsarchive.archive.format.views import NODE_SETS, NodeValue, OpsValue, TxlogValue
+from zsarchive.archive.read import chunkhistory
 from zsarchive.archive.read.nodes import NodeQueries
-from zsarchive.archive.read.reader import NotFound
+from zsarchive.archive.read.reader import NotFound, guarded
 from zsarchive.archive.read.refspec import TimeBound, chunk_coords, time_bound
 from zsarchive.errors import ZSCorrupt, ZSError
 from zsarchive.times import format_time
@@ -25,10 +26,24 @@ class ChangeQueries(NodeQueries):
         sid = self.resolve(ref)
         node = self._node_at(sid, path, ref)
         history = {sid for sid, _ in self._ancestry(sid)}
-        changes = [(k[2], k[3]) for k, _ in self._records(schema.CHUNK_HISTORY, (node["id"], coords))]
-        changes.sort(reverse=True)
+        changes = sorted(((flushed_at, sid) for _, _, flushed_at, sid in self.history_entries(node["id"], coords)),
+                         reverse=True)
         return [self._snapshot_dict(change_sid, self._snapshot_value(change_sid))
                 for _, change_sid in changes if change_sid in history]
+
+    @guarded
+    def history_entries(self, node_id: str, coords: tuple | None = None) -> Iterator[tuple[str, tuple, int, str]]:
+        """``(node_id, coords, flushed_at, snapshot_id)`` of every commit whose transaction log names a chunk
+        of the array ``node_id`` (only of ``coords`` when given), in no particular order
+        (:func:`zsarchive.archive.read.chunkhistory.chunk_changes`)."""
+        key = (node_id,) if coords is None else (node_id, coords)
+        return chunkhistory.chunk_changes(self.zs, self.view_format, self._flushed_at, key)
+
+    def _flushed_at(self, snapshot_id: str) -> int:
+        value = self._snapshot_value(snapshot_id)
+        if value is None:
+            raise ZSCorrupt(f"{self.name}: a chunk ref record names snapshot {snapshot_id}, which has no S record")
+        return value.flushed_at
 
     def diff(self, from_ref: str, to_ref: str) -> dict:
         """What changed from FROM to TO (FROM must be in TO's history), as icechunk's ``diff`` says it
@@ -75,7 +90,7 @@ class ChangeQueries(NodeQueries):
             if node_id not in paths:
                 continue
             # A node a log lists with no chunks (icechunk 1.1 writes such entries) is in the diff too.
-            coords = sorted({k[1] for k, _ in self._records(schema.CHUNK_HISTORY, (node_id,)) if k[3] in changed})
+            coords = sorted({c for _, c, _, sid in self.history_entries(node_id) if sid in changed})
             updated[paths[node_id]] = [list(c) for c in coords]
         out["updated_chunks"] = dict(sorted(updated.items()))
         out["moved_nodes"] = moved

@@ -8,18 +8,19 @@ import os
 import re
 import threading
 from datetime import datetime, timezone
-from typing import Any, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 from urllib.parse import unquote, urlsplit
 
 from zsarchive.errors import ZSCorrupt, ZSError
 from zsarchive.times import format_time
-from zsarchive.io.http import HTTPTransport
-from zsarchive.io.httpclient import ConnectionPool, host_of
 from zsarchive.io.kinds import ZS_FILE, archive_not_repository, local_kind
 from zsarchive.io.location import SCHEMES, Location, parse_location
 from zsarchive.io.objects import ObjectChanged, get_bounded, object_store
 from zsarchive.io.pinning import http_date, http_seconds, mismatch, seconds_of
 from zsarchive.io.storage import ObjectStorage, read_file_range
+
+if TYPE_CHECKING:
+    from zsarchive.io.httpclient import ConnectionPool
 
 _CHUNK_ID = re.compile(r"^[0-9A-HJKMNP-TV-Z]{20}$")
 """A Crockford base32 ObjectId12: the only chunk file names an archive may make us open."""
@@ -140,6 +141,7 @@ class ChunkReader:
         since = http_date(last_modified) if last_modified else None
         if since:
             headers["If-Unmodified-Since"] = since
+        from zsarchive.io.http import HTTPTransport  # here: a chunk ref lookup needs no HTTP client
         transport = HTTPTransport(url, headers=headers, pool=self._pool_for(url))
         try:
             data = transport.read_once(offset, length)
@@ -158,6 +160,7 @@ class ChunkReader:
         return data
 
     def _pool_for(self, url: str) -> ConnectionPool:
+        from zsarchive.io.httpclient import ConnectionPool, host_of
         host = host_of(url)
         with self._pools_lock:
             pool = self._pools.get(host)

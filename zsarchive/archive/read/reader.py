@@ -132,6 +132,8 @@ class ArchiveReader:
 
     def __init__(self, source: Any):
         self.zs, self.name, self.format_version = open_archive(source)
+        self.view_format = self.zs.members[0].info.view_format if isinstance(self.zs, Chain) else self.format_version
+        """The format version the records follow (of a chain: that of its view)."""
 
     def close(self) -> None:
         """Release the underlying reader."""

@@ -78,7 +78,7 @@ def _bulk(buf: bytes, starts: np.ndarray, ends: np.ndarray, skip: int) -> ChunkR
     ndim = len(keys.decode(buf, skip, ends[0], what="chunk ref key")[0][0]) if buf[skip] == keys.TUPLE else -1
     if ndim < 0:
         return None
-    key = keys.decode_rows(buf, starts + skip, ends, "(" + "i" * ndim + ")s)")
+    key = keys.decode_columns(buf, starts + skip, ends, "(" + "i" * ndim + ")s)")
     if key is None:
         return None
     columns, pos = key
@@ -89,7 +89,7 @@ def _bulk(buf: bytes, starts: np.ndarray, ends: np.ndarray, skip: int) -> ChunkR
     layout = None if kinds is None else _VALUE_LAYOUTS.get(int(kinds[0]))
     if kinds is None or layout is None or (data[pos + 1] != keys.INT_ZERO + 1).any() or (kinds != kinds[0]).any():
         return None
-    value = keys.decode_rows(buf, pos + 1, ends, layout)
+    value = keys.decode_columns(buf, pos + 1, ends, layout)
     if value is None or (value[1] != ends).any():
         return None
     kind, (text_begin, text_stop), offset, length, *checks = value[0]

@@ -4,22 +4,23 @@ Each concept of a query lives in its own module, stacked on the one below it:
 :mod:`reader <zsarchive.archive.read.reader>` (opening, records by family, header, chain),
 :mod:`history <zsarchive.archive.read.history>` (refs, snapshots, REF@TIME, ancestry, log),
 :mod:`nodes <zsarchive.archive.read.nodes>` (a snapshot's tree),
-:mod:`chunks <zsarchive.archive.read.chunks>` (chunk refs and bytes, shards) and
-:mod:`changes <zsarchive.archive.read.changes>` (chunk history, diff, ops log).
+:mod:`chunks <zsarchive.archive.read.chunks>` (chunk refs and bytes, shards),
+:mod:`changes <zsarchive.archive.read.changes>` (chunk history, diff, ops log) and
+:mod:`commits <zsarchive.archive.read.commits>` (the snapshot tree with ref names, one commit's changes).
 """
 
 from __future__ import annotations
 
 from typing import Any, Iterable, Iterator
 
-from zsarchive.archive.read.changes import ChangeQueries
 from zsarchive.archive.read.chunks import ChunkQueries
+from zsarchive.archive.read.commits import CommitQueries
 from zsarchive.archive.read.reader import guarded
 from zsarchive.archive.read.refspec import TimeBound
 from zsarchive.archive.read.summary import summarize
 
 
-class RepoArchive(ChunkQueries, ChangeQueries):
+class RepoArchive(ChunkQueries, CommitQueries):
     """Queries over a repo archive (a local path, an ``http(s)://`` or object-store URL, or a ZS).
 
     ``authorize``: location prefixes (e.g. ``file:///data/``) under which virtual chunk refs may be
@@ -56,5 +57,6 @@ class RepoArchive(ChunkQueries, ChangeQueries):
 
 for _name in ("header", "repo_facts", "refs", "snapshot", "resolve", "ancestry", "log", "ls", "node", "chunk_ref",
               "node_chunk_ref", "chunk_refs", "node_chunk_refs", "node_chunk_coords", "chunk_data", "read_chunk",
-              "shard_index", "inner_chunk", "chunk_history", "diff", "ops_log", "reached_by", "summary"):
+              "shard_index", "inner_chunk", "chunk_history", "diff", "ops_log", "reached_by", "summary", "ref_names",
+              "graph", "show", "chunk_changes"):
     setattr(RepoArchive, _name, guarded(getattr(RepoArchive, _name)))

@@ -17,8 +17,8 @@ from typing import Iterator
 from zsarchive.archive.format import schema
 from zsarchive.archive.read.chain import Chain
 from zsarchive.archive.format.fragments import Holding, HoldingsTally
-from zsarchive.archive.format.header import ArchiveHeader, has_chunk_pieces, refs_by_manifest
-from zsarchive.archive.format.views import (CHUNK_REF_SHAPES, ChunkBytesValue, ChunkRefValue, NodeValue, RefValue,
+from zsarchive.archive.format.header import ArchiveHeader, has_chunk_pieces, history_from_timeline, refs_by_manifest
+from zsarchive.archive.format.views import (CHUNK_REF_SHAPES, ChunkBytesValue, ChunkRefValue, HistoryValue, NodeValue, RefValue,
                                             ShardIndexValue, SnapshotValue, TxlogValue, is_id)
 from zsarchive.errors import ZSCorrupt
 from zsarchive.walk import parent_chain
@@ -85,7 +85,7 @@ def _known(facts: _Facts, sid: object, rec: bytes, family: bytes, role: str) -> 
         raise _fail(rec, family, f"names {role} {sid!r}, which has no snapshot record")
 
 
-def _small_families(zs: ZS, facts: _Facts, format_version: int) -> None:
+def _small_families(zs: ZS | Chain, facts: _Facts, format_version: int) -> None:
     for key, value, rec in _records(zs, schema.REFS, facts.counts):
         _shape(len(key) == 2 and key[0] in ("branch", "tag", "deleted_tag") and isinstance(key[1], str)
                and RefValue.well_formed(value), rec, schema.REFS, "(kind, name) -> (snapshot_id)")
@@ -109,7 +109,13 @@ def _small_families(zs: ZS, facts: _Facts, format_version: int) -> None:
         _shape(len(key) == 1 and TxlogValue.well_formed(value), rec, schema.TXLOG,
                "(snapshot_id) -> (six node id sets, updated_chunks, moved_nodes[, merged, missing, moves])")
         _known(facts, key[0], rec, schema.TXLOG, "snapshot")
+    view = zs.members[0].info.view_format if isinstance(zs, Chain) else format_version  # a chain: its view's
+    history_version = 2 if history_from_timeline(view) else 1
     for key, value, rec in _records(zs, schema.CHUNK_HISTORY, facts.counts):
+        version = schema.record_version(rec)
+        _shape(version == history_version and HistoryValue.well_formed(value, version), rec, schema.CHUNK_HISTORY,
+               f"record version {history_version}" + (" (node_id, coords, flushed_at, snapshot_id) -> (in_log)"
+                                                      if history_version == 2 else ""))
         _known(facts, key[3] if len(key) == 4 else None, rec, schema.CHUNK_HISTORY, "snapshot")
     for key, value, rec in _records(zs, schema.NODE, facts.counts):
         _shape(len(key) == 2 and is_id(key[0]) and isinstance(key[1], tuple) and NodeValue.well_formed(value), rec, schema.NODE,

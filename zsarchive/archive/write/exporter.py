@@ -33,6 +33,7 @@ from typing import Callable, Iterable, Iterator, Mapping
 from zsarchive.archive.write import records as repo_records
 from zsarchive.archive.format import schema
 from zsarchive.archive.format.header import ArchiveHeader, marker_metadata, view_format
+from zsarchive.archive.write.history import Digest, HistoryTally, digest, exception_records, log_digests
 from zsarchive.archive.write import virtualshards
 from zsarchive.archive.write.chunkfiles import is_virtual, with_layout
 from zsarchive.archive.read.chunkdata import ChunkReader
@@ -263,12 +264,14 @@ def prefetch_inputs(repo: Repository, plan: ExportPlan, engine: Engine) -> None:
     repo.prefetch("transactions", [log for sid, _ in plan.txlogs for log in (*pruned[sid], sid)])
 
 
-def _txlog_task(repo: Repository, sid: str, flushed_at: int) -> Iterator[list[bytes]]:
-    yield repo_records.txlog_records(repo, sid, flushed_at)
+def _txlog_task(repo: Repository, sid: str, flushed_at: int) -> Iterator[tuple[list[bytes], dict[str, Digest]]]:
+    summary, logged = repo_records.txlog_summary(repo, sid)
+    yield [summary], log_digests(logged)
 
 
 def gather_txlogs(engine: Engine, plan: ExportPlan) -> list[Batches]:
-    """Start reading every transaction log: per log, its summary and per-chunk history records."""
+    """Start reading every transaction log: per log, its summary record and the digests of the chunks it
+    names per array (:mod:`zsarchive.archive.write.history`)."""
     return engine.start(_txlog_task, plan.txlogs)
 
 
@@ -302,11 +305,11 @@ class OneBlock(list):
 
 
 def _change_task(repo: Repository, change: ArrayChange, first: int, stop: int | None,
-                 want_ids: bool, cut: BlockPlan | None = None) -> Iterator[tuple[list, list[bytes]]]:
-    """(chunk ref records, chunk file entries) batches of what ``change`` adds, changes and removes
-    (refs ``first`` to ``stop`` of its one manifest when ``stop`` is given); the entries name the
-    native chunk files and, of a sharded array, the virtual shards. With ``cut``, the records come
-    as data blocks (:class:`OneBlock` or ``BuiltBlock``)."""
+                 want_ids: bool, cut: BlockPlan | None = None) -> Iterator[tuple[list, list[bytes], Digest]]:
+    """(chunk ref records, chunk file entries, digest of their coordinates) batches of what ``change``
+    adds, changes and removes (refs ``first`` to ``stop`` of its one manifest when ``stop`` is given);
+    the entries name the native chunk files and, of a sharded array, the virtual shards. With ``cut``,
+    the records come as data blocks (:class:`OneBlock` or ``BuiltBlock``)."""
     where = f"snapshot {change.snapshot_id} (array {change.node_id})"
     new = array_refs(repo, change.node_id, change.manifests, where, first, stop)
     old = array_refs(repo, change.node_id, change.base, where) if change.base else iter(())
@@ -317,9 +320,10 @@ def _change_task(repo: Repository, change: ArrayChange, first: int, stop: int | 
         records = repo_records.change_records(change.node_id, change.snapshot_id, changed, removed, ids)
         if change.shard is not None and changed is not None:
             ids += virtualshards.entries(changed)
-        yield (records if cutter is None else BlockPlan.blocks(records, cutter, compress)), ids or []
+        coords = (digest(changed.coords) if changed is not None else Digest()) + digest(removed)
+        yield (records if cutter is None else BlockPlan.blocks(records, cutter, compress)), ids or [], coords
     if cutter is not None:
-        yield BlockPlan.blocks([], cutter, compress), []
+        yield BlockPlan.blocks([], cutter, compress), [], Digest()
 
 
 def decode_changes(engine: Engine, plan: ExportPlan, include_chunks: bool,
@@ -378,15 +382,17 @@ def _batched(records: Iterable[bytes], size: int = 65536) -> Iterator[list[bytes
 
 
 def _chunk_refs(changes: list[tuple[ArrayChange, Batches]], chunk_ids: ExternalSorter | None,
-                sorter: Callable[[], ExternalSorter]) -> Iterator[list[bytes]]:
+                sorter: Callable[[], ExternalSorter], history: HistoryTally) -> Iterator[list[bytes]]:
     """The chunk ref timeline in key order (node id, coords, snapshot id): an array changed by one
-    snapshot streams as computed; the changes of an array changed by several are sorted together."""
+    snapshot streams as computed; the changes of an array changed by several are sorted together.
+    Each batch's digest goes to ``history``."""
     for _node, group in itertools.groupby(changes, key=lambda item: item[0].node_id):
         group = list(group)
         merged = sorter() if len({change.snapshot_id for change, _ in group}) > 1 else None
         for change, batches in group:
             suffix = with_layout(b"", change.shard)
-            for records, ids in batches():
+            for records, ids, coords in batches():
+                history.add_timeline(change.snapshot_id, change.node_id, coords)
                 if merged is None:
                     yield from ([records] if records and isinstance(records[0], bytes) else records)
                 else:
@@ -398,27 +404,50 @@ def _chunk_refs(changes: list[tuple[ArrayChange, Batches]], chunk_ids: ExternalS
             merged.close()
 
 
-def _later_families(sorter: ExternalSorter, txlogs: list[Batches], tally: _Tally) -> Iterator[bytes]:
-    """Families after the chunk data: the sorter's, once the transaction logs are in it."""
+def _later_families(sorter: ExternalSorter, txlogs: list[Batches], tally: _Tally,
+                    exceptions: Callable[[], list[bytes]]) -> Iterator[bytes]:
+    """Families after the chunk data: the sorter's, once the transaction logs and the history's
+    exceptions (which need every log's and every array's digests) are in it."""
     before = sorter.count
     for batches in txlogs:
         for batch in batches():
             sorter.extend(batch)
+    sorter.extend(exceptions())
     tally.total += sorter.count - before
     return sorter.sorted()
 
 
 def merge_families(refs: list[bytes], changes: list[tuple[ArrayChange, Batches]],
-                   chunk_data: Callable[[], Iterator[list[bytes]]], sorter: ExternalSorter, txlogs: list[Batches],
-                   chunk_ids: ExternalSorter | None, header: Callable[[dict[str, int]], bytes], tally: _Tally,
-                   change_sorter: Callable[[], ExternalSorter]) -> Iterator[list[bytes]]:
+                   chunk_data: Callable[[], Iterator[list[bytes]]], sorter: ExternalSorter,
+                   txlogs: list[tuple[tuple[str, int], Batches]], chunk_ids: ExternalSorter | None,
+                   header: Callable[[dict[str, int]], bytes], tally: _Tally,
+                   change_sorter: Callable[[], ExternalSorter], repo: Repository,
+                   snapshots: list[SnapshotInfo]) -> Iterator[list[bytes]]:
     """Every record of the archive in file order, in lists (per-record work stays in C: counting,
-    cutting into blocks). Each family starts only when the one before it is written."""
+    cutting into blocks). Each family starts only when the one before it is written. ``txlogs``:
+    per transaction log read, (snapshot id, flushed_at) and its batches."""
+    history = HistoryTally()
+
+    def summaries() -> Iterator[Batches]:
+        for (sid, _), batches in txlogs:
+            yield lambda sid=sid, batches=batches: _logged(sid, batches, history)
+
+    def exceptions() -> list[bytes]:
+        flushed_at = {info.id: info.flushed_at for info in snapshots}
+        arrays = {(change.snapshot_id, change.node_id): (change.manifests, change.base) for change, _ in changes}
+        return exception_records(repo, history.disagreements(), flushed_at, {sid for (sid, _), _ in txlogs}, arrays)
     yield from tally.counted(_batched(refs))
-    yield from tally.counted(_chunk_refs(changes, chunk_ids, change_sorter), unplanned=True)
+    yield from tally.counted(_chunk_refs(changes, chunk_ids, change_sorter, history), unplanned=True)
     yield from tally.counted(chunk_data(), unplanned=True)
-    yield from tally.counted(_batched(_later_families(sorter, txlogs, tally)))
+    yield from tally.counted(_batched(_later_families(sorter, list(summaries()), tally, exceptions)))
     yield [header(tally.by_name())]
+
+
+def _logged(sid: str, batches: Batches, history: HistoryTally) -> Iterator[list[bytes]]:
+    """A transaction log task's records, its digests counted in ``history``."""
+    for records, digests in batches():
+        history.add_log(sid, digests)
+        yield records
 
 
 # -- 5. write ------------------------------------------------------------------------------------
@@ -586,7 +615,7 @@ class ExportJob:
             sharded = any(change.shard is not None for change in plan.changes)
             if include_chunks or sharded:
                 chunk_ids = opened.enter_context(contextlib.closing(self.sorter(4, unique=True)))
-            version = view_format(holds_chunk_files=include_chunks or sharded)
+            version = view_format()
             refs = gather_metadata(repo, plan, sorter, scope)
             engine = opened.enter_context(contextlib.closing(
                 _engine(repo, self.location, plan, options.parallelism, str(self.directory), self.choices.client)))
@@ -611,8 +640,8 @@ class ExportJob:
 
             summary = ExportSummary(path=target, left_out=plan.left_out)
             tally = _Tally(len(refs) + sorter.count, self.choices.progress)
-            lists = merge_families(refs, changes, chunk_data, sorter, txlogs, chunk_ids, header, tally,
-                                   lambda: self.sorter(2, unique=False))
+            lists = merge_families(refs, changes, chunk_data, sorter, list(zip(plan.txlogs, txlogs)), chunk_ids,
+                                   header, tally, lambda: self.sorter(2, unique=False), repo, plan.snapshots)
             write_archive(target, scope.to_writer(lists), scope.metadata(version, repo.spec_version),
                           options)
         return summary

@@ -20,7 +20,7 @@ from zsarchive.archive.format import schema
 from zsarchive.archive.format.views import NodeValue, OpsValue
 from zsarchive.archive.write.chunkfiles import NativeFileEntry, VirtualShardEntry, is_virtual
 from zsarchive.archive.format.pieces import regroup
-from zsarchive.archive.format.header import ArchiveHeader, has_chunk_pieces, marker_metadata
+from zsarchive.archive.format.header import ArchiveHeader, has_chunk_pieces, history_from_timeline, marker_metadata
 from zsarchive.archive.write.exporter import (ExportJob, ExportSummary, Scope, WriteOptions, exporter_version,
                                               plan_export, target_path, write_archive)
 from zsarchive.archive.read.chain import Chain, open_chain
@@ -58,6 +58,11 @@ class Base:
         self.sha256 = self.chain.data_sha256.hex()
         self.counts: dict[str, int] = dict(self.header.counts)
         root = self.chain.members[-1].header
+        if not history_from_timeline(root.format_version):
+            self.close()
+            raise ZSError(f"{self.location}: an archive of format {root.format_version} keeps one chunk history "
+                          f"record per change, format {schema.FULL_FORMAT} derives them from the chunk refs; "
+                          "export the repository again to build on it")
         if not has_chunk_pieces(root.format_version) and self.counts.get(schema.FAMILY_NAMES[schema.CHUNK_DATA]):
             self.close()
             raise ZSError(f"{self.location}: its chunk bytes are stored whole (format "

@@ -1,8 +1,8 @@
 """The archive's records built from the repository model: one function per family group.
 
 These are the pure parts of an export (no files, no processes): the exporter's stages call them,
-in this process or in worker processes, and tests call them directly. Hot loops (chunk refs and
-per-chunk history, millions of records) build records a batch at a time with
+in this process or in worker processes, and tests call them directly. Hot loops (chunk refs,
+millions of records) build records a batch at a time with
 :func:`zsarchive.archive.format.keys.encode_rows`; tests check they equal what :func:`schema.record` builds.
 """
 
@@ -114,10 +114,10 @@ def _moves(moves: Iterable[MoveOperation]) -> tuple:
                  for m in moves)
 
 
-def txlog_records(repo: Repository, sid: str, flushed_at: int) -> list[bytes]:
+def txlog_summary(repo: Repository, sid: str) -> tuple[bytes, dict[str, np.ndarray] | None]:
     """The ``X`` summary of what one snapshot changed since its parent (its transaction log, merged with
     its pruned ancestors' after ``expire_snapshots``; record version 2 names those, and logs no longer
-    stored), then its ``H`` per-chunk history records."""
+    stored), and the chunk coordinates the log names per array node id (None: the log is gone)."""
     changes = repo.changes(sid)
     tx = changes.log
     value = TxlogValue(*((),) * 8) if tx is None else TxlogValue(  # None: garbage collected, so no history to give
@@ -128,16 +128,7 @@ def txlog_records(repo: Repository, sid: str, flushed_at: int) -> list[bytes]:
     )
     if changes.merged or changes.missing:
         value = value._replace(merged=changes.merged, missing=changes.missing, merged_moves=_moves(changes.moves))
-    summary = value.record(sid)
-    if tx is None:
-        return [summary]
-    # One record per changed chunk (millions in a big commit): keys are built a batch at a time.
-    tail = b"\x00" + keys.encode((flushed_at, sid)) + b"\x00" + VERSION[schema.CHUNK_HISTORY]
-    out = [summary]
-    for node_id, coords in sorted(tx.updated_coords.items()):
-        head = schema.CHUNK_HISTORY + keys.encode_text(node_id) + b"\x05"
-        out.extend(keys.encode_rows([head, *coords.T, tail], len(coords)))
-    return out
+    return value.record(sid), None if tx is None else dict(tx.updated_coords)
 
 
 # -- chunk refs: a per-chunk timeline ------------------------------------------------------------

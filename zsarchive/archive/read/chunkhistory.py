@@ -1,0 +1,108 @@
+"""The per-chunk change history of an archive, whichever way its format keeps it (docs/archive-format.rst,
+family ``H``): one ``H`` record per change up to format 3, the ``C`` timeline corrected by ``H``
+exceptions from format 5. Nothing else reads ``H`` records."""
+
+from __future__ import annotations
+
+import itertools
+from typing import TYPE_CHECKING, Any, Callable, Iterator
+
+from zsarchive.archive.format import keys, schema
+from zsarchive.archive.format.header import history_from_timeline
+from zsarchive.archive.format.views import HistoryValue
+from zsarchive.errors import ZSCorrupt
+
+if TYPE_CHECKING:
+    import numpy as np
+
+_BATCH = 1 << 16  # records decoded together
+_ID = 20  # characters of a snapshot id
+
+
+def chunk_changes(zs: Any, view_format: int, flushed_at: Callable[[str], int],
+                  key: tuple = ()) -> Iterator[tuple[str, tuple, int, str]]:
+    """``(node_id, coords, flushed_at, snapshot_id)`` of every change a transaction log names, of the
+    chunks whose ``(node_id[, coords])`` start with ``key`` (``()``: every chunk), in no particular order.
+    ``zs``: the archive (a ZS or a chain); ``view_format``: the format its records follow;
+    ``flushed_at``: a snapshot id's time (format 5 keeps it in the ``S`` record only)."""
+    timeline = history_from_timeline(view_format)
+    exceptions: dict[tuple, tuple[int, bool]] = {}
+    for rec in zs.search(prefix=schema.key_prefix(schema.CHUNK_HISTORY, key)):
+        _, k, v = schema.split(rec)
+        if k[:len(key)] != key:
+            continue  # the bytes of text "a" start those of "a\0b"
+        if not timeline:
+            yield k[0], k[1], k[2], k[3]
+        else:
+            exceptions[k[0], k[1], k[3]] = (k[2], HistoryValue.decode(v, schema.record_version(rec)).in_log)
+    if not timeline:
+        return
+    for rec in zs.search(prefix=schema.key_prefix(schema.CHUNK_REF, key)):
+        k, _ = keys.decode(rec, 1, what="chunk ref record key")
+        if k[:len(key)] != key or (k[0], k[1], k[2]) in exceptions:
+            continue
+        yield k[0], k[1], flushed_at(k[2]), k[2]
+    for (node_id, coords, sid), (time, in_log) in exceptions.items():
+        if in_log:
+            yield node_id, coords, time, sid
+
+
+def timeline_rows(zs: Any, node_id: str, ndim: int, name: str) -> tuple[np.ndarray, list[str]]:
+    """The changes of every chunk of the array ``node_id`` in an archive whose history is its ``C``
+    timeline (format 5), decoded in bulk: ``(rows, snapshot_ids)``, rows an (n, ndim + 1) int64 array
+    of the coordinates and an index into ``snapshot_ids``; the same changes :func:`chunk_changes` yields."""
+    import numpy as np
+
+    exceptions = {(k[1], k[3]): HistoryValue.decode(v, schema.record_version(rec)).in_log
+                  for rec in zs.search(prefix=schema.key_prefix(schema.CHUNK_HISTORY, (node_id,)))
+                  for _, k, v in (schema.split(rec),) if k[0] == node_id}
+    prefix = schema.key_prefix(schema.CHUNK_REF, (node_id,))
+    ids: dict[bytes, int] = {}
+    parts = []
+    records = zs.search(prefix=prefix)
+    while batch := list(itertools.islice(records, _BATCH)):
+        coords, raw_ids = _decode_batch(batch, len(prefix), ndim, name)
+        distinct, index = np.unique(raw_ids, return_inverse=True)
+        column = np.array([ids.setdefault(bytes(sid), len(ids)) for sid in distinct], np.int64)
+        parts.append(np.column_stack([coords, column[index.reshape(-1)]]))
+    rows = np.concatenate(parts) if parts else np.zeros((0, ndim + 1), np.int64)
+    snapshot_ids = [sid.decode("ascii") for sid in ids]
+    if exceptions:  # few: where the transaction log and the timeline disagree
+        column = {sid: i for i, sid in enumerate(snapshot_ids)}
+        dropped = {(coords, column[sid]) for (coords, sid), in_log in exceptions.items()
+                   if not in_log and sid in column}
+        if dropped:
+            keep = [(tuple(row[:-1]), row[-1]) not in dropped for row in rows.tolist()]
+            rows = rows[np.array(keep, bool)]
+        added = [(*coords, column.setdefault(sid, len(column))) for (coords, sid), in_log in exceptions.items()
+                 if in_log and len(coords) == ndim]
+        snapshot_ids = list(column)
+        if added:
+            rows = np.concatenate([rows, np.array(added, np.int64).reshape(len(added), ndim + 1)])
+    return rows, snapshot_ids
+
+
+def _decode_batch(batch: list[bytes], at: int, ndim: int, name: str) -> tuple[np.ndarray, np.ndarray]:
+    """Coordinates and snapshot ids (``S20`` values) of a batch of ``C`` records of one array, whose
+    keys start ``at`` bytes in with the coordinates' tuple."""
+    import numpy as np
+
+    lengths = np.fromiter(map(len, batch), np.int64, len(batch))
+    ends = np.cumsum(lengths)
+    starts = ends - lengths
+    buf = np.frombuffer(b"".join(batch), np.uint8)
+    last = len(buf) - 1
+    opens = buf[np.minimum(starts + at, last)] == keys.TUPLE
+    coords, pos = keys.decode_rows(buf, starts + at + 1, ends, ndim)
+    text = pos + 1  # the snapshot id: a text element, 20 characters and its end
+    well_formed = (opens & (buf[np.minimum(pos, last)] == keys.END) & (text + _ID + 1 < ends)
+                   & (buf[np.minimum(text, last)] == keys.STRING)
+                   & (buf[np.minimum(text + _ID + 1, last)] == keys.END))
+    if ndim:
+        well_formed &= coords[:, 0] >= 0
+    if not well_formed.all():
+        key = schema.split(batch[int(np.argmin(well_formed))])[1]
+        raise ZSCorrupt(f"{name}: chunk ref record {key!r} does not hold {ndim} coordinates of the array and a "
+                        f"snapshot id")
+    raw = buf[np.minimum((text + 1)[:, None] + np.arange(_ID), last)]
+    return coords, np.ascontiguousarray(raw).view(f"S{_ID}").reshape(-1)

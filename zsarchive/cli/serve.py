@@ -1,0 +1,37 @@
+"""``zs serve``: a local, read-only web page of an archive."""
+
+from __future__ import annotations
+
+import click
+
+from zsarchive.cli.app import main
+from zsarchive.cli.archive_output import open_archive
+from zsarchive.errors import ZSError
+
+
+@main.command("serve")
+@click.argument("archive")
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Address to listen on (another than loopback shows the archive to the network).")
+@click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True,
+              help="Port to listen on (0: any free port).")
+def serve_command(archive: str, host: str, port: int) -> None:
+    """A local, read-only web page of ARCHIVE (a path or URL).
+
+    The branch graph, commits by date, each commit's changes, the node tree at any snapshot, a heatmap
+    of each array's chunk changes by commit, and one chunk's history. Works offline; Ctrl-C stops it.
+
+    Python: zsarchive.views.webserver.ViewServer."""
+    from zsarchive.views.webserver import ViewServer
+
+    with open_archive(archive) as arc:
+        try:
+            server = ViewServer(arc, host, port)
+        except OSError as exc:
+            raise ZSError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+        with server:
+            click.echo(f"Serving {arc.name} at {server.url} (Ctrl-C stops)")
+            try:
+                server.serve_forever()
+            except KeyboardInterrupt:
+                pass
