@@ -19,7 +19,8 @@ from zsarchive.archive.format.views import (
     NODE_SETS, ChunkRefValue, NodeValue, OpsValue, RefValue, RepoFactValue, SnapshotValue,
     TxlogValue,
 )
-from zsarchive.archive.read.chunkhistory import chunk_changes
+from zsarchive.archive.format.header import history_from_timeline
+from zsarchive.archive.read.chunkhistory import chunk_changes, timeline_rows
 from zsarchive.archive.read.reader import ArchiveReader, records_under
 from zsarchive.archive.read.refrows import ChunkRefRows, chunk_ref_rows
 from zsarchive.errors import ZSCorrupt
@@ -131,6 +132,7 @@ def read_history(reader: ArchiveReader) -> ArchiveHistory:
         ops.append(Update(value.type, updated_at, value.backup_path, details))
     ops.reverse()
     txlogs: dict[str, TxSummary] = {}
+    logged: set[str] = set()  # arrays whose chunks some transaction log names
     for (sid,), raw in records_under(zs, S.TXLOG):
         value = TxlogValue.decode(raw)
         summary = TxSummary(dict(zip(NODE_SETS, map(list, value.sets))), _moves(value.own_moves))
@@ -138,14 +140,42 @@ def read_history(reader: ArchiveReader) -> ArchiveHistory:
             summary.merged, summary.missing = tuple(value.merged), tuple(value.lost_logs)
             summary.unjoined_moves = tuple(_moves(value.merged_moves or ()))
         txlogs[sid] = summary
-    for node_id, coords, _, sid in chunk_changes(zs, reader.view_format, _flushed_at(name, snapshots)):
-        if sid in txlogs:
-            txlogs[sid].coords.setdefault(node_id, []).append(coords)
-    for summary in txlogs.values():  # as matrices: a big commit changes millions of chunks
-        summary.coords = {node: np.array(rows, dtype=np.uint32).reshape(len(rows), -1)
-                          for node, rows in summary.coords.items()}
+        logged.update(node_id for node_id, _ in value.updated_chunks)
+    if history_from_timeline(reader.view_format):
+        _timeline_coords(zs, reader.view_format, name, snapshots, txlogs, logged)
+    else:
+        for node_id, coords, _, sid in chunk_changes(zs, reader.view_format, _flushed_at(name, snapshots)):
+            if sid in txlogs:
+                txlogs[sid].coords.setdefault(node_id, []).append(coords)
+        for summary in txlogs.values():  # as matrices: a big commit changes millions of chunks
+            summary.coords = {node: np.array(rows, dtype=np.uint32).reshape(len(rows), -1)
+                              for node, rows in summary.coords.items()}
     return ArchiveHistory(name, reader.format_version, int(facts.get("spec_version", 2)), facts,
                           refs["branch"], refs["tag"], deleted, snapshots, ops, txlogs)
+
+
+def _timeline_coords(zs, view_format: int, name: str, snapshots: dict[str, SnapshotRecord], txlogs: dict[str, TxSummary],
+                     logged: set[str]) -> None:
+    """Each transaction log's chunk coordinates, per array, from a format 5 archive: the array's ``C``
+    timeline decoded in bulk (:func:`timeline_rows`); an array no exported snapshot holds (created and
+    deleted within an expired stretch) has only ``H`` records, read one by one."""
+    ndims = {node.id: len(node.shape) for record in snapshots.values() for node in record.nodes
+             if node.shape is not None}
+    flushed_at = _flushed_at(name, snapshots)
+    for node_id in sorted(logged):
+        if node_id in ndims:
+            rows, ids = timeline_rows(zs, node_id, ndims[node_id], name)
+            column = rows[:, -1]
+            for i, sid in enumerate(ids):
+                if sid in txlogs:
+                    txlogs[sid].coords[node_id] = rows[column == i, :-1].astype(np.uint32)
+            continue
+        found: dict[str, list] = {}
+        for _, coords, _, sid in chunk_changes(zs, view_format, flushed_at, (node_id,)):
+            if sid in txlogs:
+                found.setdefault(sid, []).append(coords)
+        for sid, coords in found.items():
+            txlogs[sid].coords[node_id] = np.array(coords, dtype=np.uint32).reshape(len(coords), -1)
 
 
 def _flushed_at(name: str, snapshots: dict[str, SnapshotRecord]):
