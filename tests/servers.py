@@ -393,3 +393,7 @@ def faulty_server():
     server.thread.start()
     yield server
     server.stop()
+
+
+AZURITE_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+"""The Azure storage emulator's published development account key (not a secret)."""

@@ -21,7 +21,7 @@ from moto import settings as moto_settings
 from agreement import check_archive
 from conftest import PEERS, ROOT, require_peer
 from oracle import fixtures, oracle, repo_path, run_oracle
-from servers import faulty_server, free_port, nginx_server, wait_for_port  # noqa: F401
+from servers import AZURITE_KEY, faulty_server, free_port, nginx_server, wait_for_port  # noqa: F401
 from toolkit.cli import one_line_error, run_zs
 from toolkit.peers import run_peer_json, run_peer_script
 from zsarchive import RepoArchive
@@ -189,10 +189,6 @@ def test_v1_repository_over_plain_http_says_it_needs_listing(nginx_server, tmp_p
     shutil.copytree(ROOT / "testdata" / "icechunk" / "v1", nginx_server.root / "v1")
     proc = run_zs("export", nginx_server.url("v1"), str(tmp_path / "x.zs"))
     one_line_error(proc, "spec-V1 repository needs a store that can list")
-
-
-AZURITE_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
-"""The emulator's published development account key (not a secret)."""
 
 
 @pytest.fixture(scope="module")

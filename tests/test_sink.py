@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from servers import free_port, moto_s3, wait_for_port
+from conftest import PEERS, require_peer
+from servers import AZURITE_KEY, free_port, moto_s3, wait_for_port
 from zsarchive.errors import ZSError
 from zsarchive.io.sink import AlreadyExists, LocalSink, ObjectSink, open_sink
 
 ROOT = Path(__file__).resolve().parent.parent
-AZURITE_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
 """The emulator's published development account key (not a secret)."""
 
 
@@ -40,10 +40,7 @@ def _local_objects(root: Path) -> dict[str, bytes]:
 @pytest.fixture(scope="module")
 def azure_container(tmp_path_factory):
     """Azurite's blob service on loopback with an empty container ``dest``; yields the connection string."""
-    binary = Path(os.environ.get("ZSARCHIVE_PEERS", ROOT / ".peers")) / "azurite" / "node_modules" / ".bin" / \
-        "azurite-blob"
-    if not binary.exists():
-        pytest.skip("PEER MISSING: Azurite (run scripts/dev setup)")
+    binary = require_peer(PEERS / "azurite" / "node_modules" / ".bin" / "azurite-blob", "Azurite (npm)")
     from azure.storage.blob import BlobServiceClient
 
     port = free_port()
