@@ -105,8 +105,9 @@ class Sink(abc.ABC):
         """Release connections."""
 
 
-def _check_key(key: str, where: str) -> None:
-    # keys come from archive contents: none may leave the root or name it
+def check_key(key: str, where: str) -> None:
+    """ZSError unless ``key`` is a plain relative path: keys come from archive contents, and none may
+    leave the target's root or name it."""
     if not key or key.startswith("/") or any(part in ("", ".", "..") for part in key.split("/")):
         raise ZSError(f"{where}: refusing object key {key!r} (not a plain relative path)")
 
@@ -131,13 +132,13 @@ class LocalSink(Sink):
             raise ZSError(f"{self.root}: cannot list: {exc.strerror}") from None
 
     def _prepare(self, key: str) -> tuple[Path, Path]:
-        _check_key(key, str(self.root))
+        check_key(key, str(self.root))
         path = self.root / key
         if path.parent not in self._made:
             try:
                 path.parent.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
-                raise _os_error(exc, path.parent) from None
+                raise write_error(exc, path.parent) from None
             self._made.add(path.parent)
         return path, path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp"
 
@@ -154,7 +155,7 @@ class LocalSink(Sink):
         except BaseException as exc:
             temp.unlink(missing_ok=True)
             if isinstance(exc, OSError):
-                raise _os_error(exc, temp) from None
+                raise write_error(exc, temp) from None
             raise
 
     def put(self, key: str, data: bytes) -> None:
@@ -164,7 +165,7 @@ class LocalSink(Sink):
             os.replace(temp, path)
         except OSError as exc:
             temp.unlink(missing_ok=True)
-            raise _os_error(exc, path) from None
+            raise write_error(exc, path) from None
 
     def put_new(self, key: str, data: bytes) -> None:
         path, temp = self._prepare(key)
@@ -175,7 +176,7 @@ class LocalSink(Sink):
             raise AlreadyExists(f"{path}: already exists") from None
         except OSError as exc:
             if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EMLINK):
-                raise _os_error(exc, path) from None
+                raise write_error(exc, path) from None
             self._create(path, data)  # a file system without hard links: exclusive, not atomic
         finally:
             temp.unlink(missing_ok=True)
@@ -191,7 +192,7 @@ class LocalSink(Sink):
         except FileExistsError:
             raise AlreadyExists(f"{path}: already exists") from None
         except OSError as exc:
-            raise _os_error(exc, path) from None
+            raise write_error(exc, path) from None
 
     def flush(self) -> None:
         os.sync()
@@ -211,7 +212,8 @@ def _fsync_directory(directory: Path) -> None:
         os.close(fd)
 
 
-def _os_error(exc: OSError, path: Path) -> ZSError:
+def write_error(exc: OSError, path: Path) -> ZSError:
+    """The one-line error of a failed write under ``path`` (a full disk and a quota said plainly)."""
     if exc.errno == errno.ENOSPC:
         return ZSError(f"{path}: cannot write: no space left on device")
     if exc.errno == errno.EDQUOT:
@@ -246,7 +248,7 @@ class ObjectSink(Sink):
 
         from zsarchive.io.objects import describe
 
-        _check_key(key, self.location.url)
+        check_key(key, self.location.url)
         try:
             obstore.put(self.store, key, data, mode=mode, use_multipart=False)
         except Exception as exc:

@@ -17,7 +17,7 @@ from typing import BinaryIO, Callable, Iterable
 
 from zsarchive.errors import ZSError
 from zsarchive.io.location import Location
-from zsarchive.io.sink import AlreadyExists, Body, Sink, _check_key, _os_error, body_size
+from zsarchive.io.sink import AlreadyExists, Body, Sink, check_key, write_error, body_size
 
 _EPOCH = (1980, 1, 1, 0, 0, 0)
 """Every entry's time: the earliest a zip can say, so the bytes depend on the objects alone."""
@@ -42,7 +42,7 @@ class ZipSink(Sink):
         except FileNotFoundError:
             return True
         except OSError as exc:
-            raise _os_error(exc, self.path) from None
+            raise write_error(exc, self.path) from None
 
     def _open(self) -> zipfile.ZipFile:
         if self._zip is None:
@@ -50,12 +50,12 @@ class ZipSink(Sink):
                 self._handle = open(self._temp, "xb")
                 self._zip = zipfile.ZipFile(self._handle, "w", zipfile.ZIP_STORED, allowZip64=True)
             except OSError as exc:
-                raise _os_error(exc, self.path) from None
+                raise write_error(exc, self.path) from None
         return self._zip
 
     def put(self, key: str, data: bytes) -> None:
         """Append the entry ``key`` (zarr's ZipStore reads the last of equal names; keys here are unique)."""
-        _check_key(key, self.path)
+        check_key(key, self.path)
         info = zipfile.ZipInfo(key, _EPOCH)
         info.compress_type = zipfile.ZIP_STORED
         with self._lock:
@@ -66,7 +66,7 @@ class ZipSink(Sink):
                     else:
                         entry.write(data)
             except OSError as exc:
-                raise _os_error(exc, self.path) from None
+                raise write_error(exc, self.path) from None
 
     def put_new(self, key: str, data: bytes) -> None:
         """As :meth:`put`: the file is new, so no entry precedes this one under ``key``."""
@@ -115,7 +115,7 @@ class ZipSink(Sink):
         except FileExistsError:
             raise AlreadyExists(f"{self.path}: appeared while writing; nothing written") from None
         except OSError as exc:
-            raise _os_error(exc, self.path) from None
+            raise write_error(exc, self.path) from None
         finally:
             self.abort()
 

@@ -21,7 +21,7 @@ from zsarchive.archive import RepoArchive
 from zsarchive.archive.format.chunkkeys import ChunkKeys
 from zsarchive.errors import ZSCorrupt, ZSError
 from zsarchive.io.location import Location, parse_location
-from zsarchive.io.sink import LocalSink, ObjectSink, Sink, _os_error
+from zsarchive.io.sink import LocalSink, ObjectSink, Sink, write_error
 from zsarchive.io.zipsink import ZipSink
 
 ROOT_META = "zarr.json"
@@ -233,7 +233,7 @@ class _DirTarget(_Target):
                 os.rename(os.path.join(self.temp, entry), os.path.join(self.path, entry))
             os.rmdir(self.temp)
         except OSError as exc:
-            raise _os_error(exc, self.path) from None
+            raise write_error(exc, self.path) from None
 
     def abort(self) -> None:
         shutil.rmtree(self.temp, ignore_errors=True)
