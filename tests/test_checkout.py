@@ -19,7 +19,7 @@ from click.testing import CliRunner
 
 from oracle import ROOT, fixtures, oracle, repo_path
 from servers import moto_s3, nginx_server  # noqa: F401
-from test_differential import generate
+from toolkit.peers import generate
 from test_object_storage import WRITE_REPO, azurite  # noqa: F401
 from test_virtual_shards import virtual  # noqa: F401
 from toolkit.cli import one_line_error, run_hostile, run_zs

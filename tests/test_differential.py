@@ -9,18 +9,14 @@ below (each one once found a difference, or covers a feature); ``pytest tests/te
 
 from __future__ import annotations
 
-import json
-import subprocess
 from pathlib import Path
 
-import pytest
-
 from agreement import check_archive, check_chunk_history, check_reader
-from oracle import ROOT, run_oracle
+from oracle import run_oracle
+from toolkit.peers import generate
 from zsarchive.archive import export
 from zsarchive.icechunk import Repository
 
-GENERATOR = ROOT / "scripts" / "random_icechunk_repo.py"
 SEEDS = {1: [2, 5, 9, 10, 1008, 1181], 2: [2, 5, 8, 9, 1036]}
 """Committed seeds per icechunk major version: together they hold refs named with "@", arrays resized
 so a log lists an array with no chunks, amends of nodes created and deleted, moves, expiration and
@@ -35,14 +31,6 @@ def pytest_generate_tests(metafunc):
         cases = [(v, s) for v, seeds in SEEDS.items() for s in seeds]
         cases += [(v, HUNT_START + k) for k in range(extra) for v in SEEDS]
         metafunc.parametrize("version_seed", cases, ids=[f"v{v}-seed{s}" for v, s in cases])
-
-
-def generate(python: Path, out: Path, seed: int) -> dict:
-    proc = subprocess.run([str(python), str(GENERATOR), str(out), "--seed", str(seed)], capture_output=True,
-                          timeout=600)
-    if proc.returncode:
-        raise RuntimeError(f"generator failed for seed {seed}:\n{proc.stderr.decode(errors='replace')[-3000:]}")
-    return json.loads(proc.stdout)
 
 
 def test_archive_reader_and_store_agree_with_icechunk(version_seed, request, tmp_path):

@@ -15,17 +15,15 @@ import pytest
 from agreement import check_archive
 from toolkit.archives import assert_chain_is_full_export
 from toolkit.cli import one_line_error, run_zs
-from toolkit.peers import run_peer_script
-from oracle import ROOT, run_oracle
+from toolkit.peers import GENERATOR, run_peer_script
+from oracle import run_oracle
 from servers import nginx_server  # noqa: F401
 from zsarchive.archive import NotFound, RepoArchive, export
 from zsarchive.archive.format import schema as S
 from zsarchive.archive.format.fragments import MAX_CHAIN, is_tombstone
-from zsarchive.archive.write.incremental import consolidate
 from zsarchive.zs.format.header import MAGIC, parse
 from zsarchive.zs.reader import ZS
 
-GENERATOR = ROOT / "scripts" / "random_icechunk_repo.py"
 CASES = [(1, 2), (1, 1181), (2, 2), (2, 1036), (2, 5)]
 """(icechunk major version, generator seed): histories with tag deletion, reset_branch, and at their
 end expire_snapshots with garbage collection (chunks deleted in v1 seed 2) followed by a commit."""

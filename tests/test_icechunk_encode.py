@@ -14,7 +14,7 @@ import pytest
 from icechunk_answers import answers_without_file_details
 from oracle import oracle, repo_path, run_oracle, virtual_mapping
 from zsarchive.icechunk.header import parse_header, wrap_file
-from zsarchive.icechunk.manifest import decode_manifest, encode_manifest
+from zsarchive.icechunk.manifest import RefBatch, decode_manifest, encode_manifest
 from zsarchive.icechunk.model import FileType
 from zsarchive.icechunk.repo_info import decode_repo_info, encode_repo_info
 from zsarchive.icechunk.snapshot import decode_snapshot, encode_snapshot
@@ -114,8 +114,7 @@ def test_real_icechunk_reads_what_we_write(name, request, tmp_path):
     assert answers_without_file_details(ours) == answers_without_file_details(theirs)
 
 
-def _batch(rng: np.random.Generator, n: int, layout: str) -> "RefBatch":
-    from zsarchive.icechunk.manifest import RefBatch
+def _batch(rng: np.random.Generator, n: int, layout: str) -> RefBatch:
     from zsarchive.icechunk.model import RefKind
 
     ndim = int(rng.integers(0, 4)) if layout != "mixed" else 2

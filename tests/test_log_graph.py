@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from oracle import oracle, repo_path, run_oracle
-from test_differential import generate
+from toolkit.peers import generate
 from toolkit.cli import one_line_error, run_hostile
 from zsarchive.archive import RepoArchive, export
 from zsarchive.archive.read.loggraph import layout, topo_order

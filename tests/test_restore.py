@@ -9,7 +9,6 @@ a local moto server; ``--ref`` and ``--shallow``; a target that is not empty; a 
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -22,6 +21,8 @@ import pytest
 from icechunk_answers import answers_without_file_details
 from oracle import CLEAN_EXIT, ROOT, oracle, repo_path, run_oracle, virtual_mapping
 from servers import moto_s3
+from toolkit.cli import run_zs
+from toolkit.peers import generate
 from zsarchive.archive import RepoArchive, export
 from zsarchive.archive.read.reader import ArchiveReader, records_under
 from zsarchive.archive.format import schema as S
@@ -32,15 +33,9 @@ from zsarchive.restore import restore
 from zsarchive.zs.reader import ZS
 from zsarchive.zs.writer import ZSWriter
 
-GENERATOR = ROOT / "scripts" / "random_icechunk_repo.py"
 SEEDS = {1: [2, 9, 1181], 2: [2, 9, 1036]}
 """Seeds of test_differential.py that hold, between them, every chunk kind, moves, amends, manifest
 splitting, compressed virtual locations, expiration with merged logs and garbage collection."""
-
-
-def zs(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "zsarchive", *args], capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})})
 
 
 def records(archive: Path | str) -> list[bytes]:
@@ -63,13 +58,6 @@ def check_restored(python: Path, original: Path, restored: Path, archive: Path, 
     again = archive.with_name(archive.stem + "-again.zs")
     export(restored, again, include_chunks=True)
     assert records(again) == records(archive)
-
-
-def generate(python: Path, out: Path, seed: int) -> dict:
-    proc = subprocess.run([str(python), str(GENERATOR), str(out), "--seed", str(seed)], capture_output=True,
-                          timeout=600)
-    assert proc.returncode == 0, proc.stderr.decode(errors="replace")[-3000:]
-    return json.loads(proc.stdout)
 
 
 @pytest.mark.parametrize("version_seed", [(v, s) for v, seeds in SEEDS.items() for s in seeds],
@@ -199,23 +187,23 @@ def test_a_target_that_is_not_empty_is_refused_and_left_alone(tmp_path):
     target = tmp_path / "t"
     target.mkdir()
     (target / "keep.txt").write_text("mine")
-    proc = zs("restore", str(archive), str(target))
+    proc = run_zs("restore", str(archive), str(target))
     assert proc.returncode == 1 and proc.stderr.count("\n") == 1 and "is not empty" in proc.stderr
     assert [p.name for p in target.iterdir()] == ["keep.txt"]
     restore(archive, tmp_path / "r")
-    proc = zs("restore", str(archive), str(tmp_path / "r"))
+    proc = run_zs("restore", str(archive), str(tmp_path / "r"))
     assert proc.returncode == 1 and "already holds an Icechunk repository" in proc.stderr
 
 
 def test_without_chunk_bytes_or_repo_is_one_line_and_writes_nothing(tmp_path):
     archive = tmp_path / "bare.zs"
     export(repo_path(2), archive)
-    proc = zs("restore", str(archive), str(tmp_path / "r"))
+    proc = run_zs("restore", str(archive), str(tmp_path / "r"))
     assert proc.returncode == 1 and proc.stderr.count("\n") == 1
     count = len(list((repo_path(2) / "chunks").iterdir()))
     assert f"{count} of {count} chunk files are not in the archive" in proc.stderr
     assert not (tmp_path / "r").exists()
-    proc = zs("restore", str(archive), str(tmp_path / "r"), "--repo", str(repo_path(2)))
+    proc = run_zs("restore", str(archive), str(tmp_path / "r"), "--repo", str(repo_path(2)))
     assert proc.returncode == 0, proc.stderr
     original = tmp_path / "original.zs"
     export(repo_path(2), original, include_chunks=True)
@@ -252,7 +240,7 @@ def test_a_restore_killed_midway_leaves_no_repository(icechunk2_python, tmp_path
                              "import sys, icechunk as ic\nic.Repository.open(ic.local_filesystem_storage(sys.argv[1]))",
                              str(target)], capture_output=True, text=True, timeout=120)
     assert opened.returncode != 0
-    again = zs("restore", str(archive), str(target))
+    again = run_zs("restore", str(archive), str(target))
     assert again.returncode == 1 and again.stderr.count("\n") == 1 and "unfinished restore" in again.stderr
 
 
@@ -260,7 +248,7 @@ def test_restore_to_s3_then_icechunk_and_zsarchive_read_it(icechunk2_python, tmp
     archive = tmp_path / "a.zs"
     export(repo_path(2), archive, include_chunks=True)
     with moto_s3({"dest": {}}) as client:
-        proc = zs("restore", str(archive), "s3://dest/restored/repo")
+        proc = run_zs("restore", str(archive), "s3://dest/restored/repo")
         assert proc.returncode == 0, proc.stderr
         keys = [o["Key"] for p in client.get_paginator("list_objects_v2").paginate(Bucket="dest")
                 for o in p.get("Contents", [])]
@@ -287,7 +275,7 @@ def test_restore_to_s3_then_icechunk_and_zsarchive_read_it(icechunk2_python, tmp
         full = Repository.open(str(repo_path(2)))
         assert proc.stdout.strip() == f"{sorted(full.branches())} {[i.id for i in full.ancestry(full.branches()['main'])]}"
         # a second restore into the same prefix is refused
-        proc = zs("restore", str(archive), "s3://dest/restored/repo")
+        proc = run_zs("restore", str(archive), "s3://dest/restored/repo")
         assert proc.returncode == 1 and "already holds an Icechunk repository" in proc.stderr
 
 
@@ -312,7 +300,7 @@ def test_a_damaged_archive_is_one_line_and_writes_nothing(tmp_path):
     with ZSWriter(str(damaged), metadata, codec="none") as writer:
         writer.add_data_block(kept)
         writer.finish()
-    proc = zs("restore", str(damaged), str(tmp_path / "r"))
+    proc = run_zs("restore", str(damaged), str(tmp_path / "r"))
     assert proc.returncode == 1 and proc.stderr.count("\n") == 1, proc.stderr
     assert "no S record of that snapshot" in proc.stderr and head in proc.stderr
     assert not (tmp_path / "r").exists()

@@ -4,20 +4,15 @@ exactly as the same archives named by their paths: every location goes through i
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from urllib.parse import quote
 
 import pytest
 
 from oracle import repo_path
+from toolkit.cli import run_zs
 from zsarchive.archive import RepoArchive, consolidate, export
 from zsarchive.errors import ZSError
-
-
-def _zs(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "zsarchive", *args], capture_output=True, text=True)
 
 
 def _lines(text: str) -> list:
@@ -42,7 +37,7 @@ def chain(tmp_path_factory):
 def test_zs_refs_reads_an_escaped_file_url_as_the_path(chain):
     base, _ = chain
     assert "%20" in _url(base)
-    by_path, by_url = _zs("refs", str(base), "--json"), _zs("refs", _url(base), "--json")
+    by_path, by_url = run_zs("refs", str(base), "--json"), run_zs("refs", _url(base), "--json")
     assert by_path.returncode == 0, by_path.stderr
     assert by_url.returncode == 0, by_url.stderr
     assert _lines(by_url.stdout) == _lines(by_path.stdout) != []
@@ -53,7 +48,7 @@ def test_a_fragment_named_by_an_escaped_url_finds_its_base(chain):
     with RepoArchive(_url(fragment)) as by_url, RepoArchive(fragment) as by_path:
         assert len(by_url.chain()) == 2
         assert by_url.refs() == by_path.refs()
-    listed = _zs("log", _url(fragment), "main")
+    listed = run_zs("log", _url(fragment), "main")
     assert listed.returncode == 0, listed.stderr
 
 

@@ -3,7 +3,6 @@ record-by-record one agree with the records' own decoding, whatever the records 
 
 from __future__ import annotations
 
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
