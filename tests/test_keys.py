@@ -165,19 +165,3 @@ def test_decode_columns_agrees_with_decode(case, before):
             else:
                 begin, stop, present = column if letter == "S" else (*column, [True] * len(rows))
                 assert (buf[begin[i]:stop[i]].decode() if present[i] else None) == value
-
-
-@given(st.lists(st.lists(st.integers(0, (1 << 63) - 1), min_size=3, max_size=3), max_size=30),
-       st.binary(max_size=5), st.integers(0, 3))
-def test_decode_rows_reads_what_the_spec_encodes(rows, after, count):
-    """decode_rows against the spec's layout of each integer; a row holding anything else is marked -1."""
-    encoded = [b"".join(_spec_int(v) for v in r[:count]) + b"\x00" + after for r in rows]
-    encoded.append(b"\x02ab\x00" + after)  # text, not integers
-    lengths = np.array([len(e) for e in encoded], np.int64)
-    ends = np.cumsum(lengths)
-    buf = np.frombuffer(b"".join(encoded), np.uint8)
-    values, pos = keys.decode_rows(buf, ends - lengths, ends, count)
-    assert values[:-1].tolist() == [r[:count] for r in rows]
-    assert (buf[pos[:-1]] == 0).all()
-    if count:
-        assert values[-1, 0] == -1

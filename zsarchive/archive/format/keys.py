@@ -122,35 +122,6 @@ def encode_rows(parts: Sequence[bytes | np.ndarray | tuple[Sequence[bytes], np.n
     return list(map(io.BytesIO(matrix[mask].tobytes()).read, mask.sum(axis=1).tolist()))
 
 
-def decode_rows(buf: np.ndarray, pos: np.ndarray, ends: np.ndarray, count: int) -> tuple[np.ndarray, np.ndarray]:
-    """The inverse of :func:`encode_rows` for integer parts, a batch at a time: ``count`` integer
-    elements (each >= 0, at most 8 magnitude bytes) at ``buf[pos[i]:ends[i]]`` for every row i.
-    Returns ``(values (n, count) int64, position after them)``; rows that do not hold such elements
-    there get ``-1`` in their first value (the caller names them)."""
-    import numpy as np
-
-    n = len(pos)
-    values = np.zeros((n, count), np.int64)
-    bad = np.zeros(n, bool)
-    pos = pos.copy()
-    last = len(buf) - 1
-    for column in range(count):
-        size = buf[np.minimum(pos, last)].astype(np.int64) - INT_ZERO
-        bad |= (pos >= ends) | (size < 0) | (size > 8)
-        size = np.clip(size, 0, 8)
-        bad |= pos + size >= ends
-        value = np.zeros(n, np.uint64)
-        for k in range(int(size.max()) if n else 0):
-            byte = buf[np.minimum(pos + 1 + k, last)].astype(np.uint64)
-            value = np.where(k < size, (value << np.uint64(8)) | byte, value)
-        bad |= value > np.uint64((1 << 63) - 1)
-        values[:, column] = value.astype(np.int64)
-        pos += 1 + size
-    if count:
-        values[bad, 0] = -1
-    return values, np.where(bad, ends, pos)
-
-
 def _append(out: bytearray, item, blobs: bool) -> None:
     kind = type(item)
     if kind is int:

@@ -84,25 +84,34 @@ def timeline_rows(zs: Any, node_id: str, ndim: int, name: str) -> tuple[np.ndarr
 
 def _decode_batch(batch: list[bytes], at: int, ndim: int, name: str) -> tuple[np.ndarray, np.ndarray]:
     """Coordinates and snapshot ids (``S20`` values) of a batch of ``C`` records of one array, whose
-    keys start ``at`` bytes in with the coordinates' tuple."""
+    keys start ``at`` bytes in with the coordinates' tuple; records of another shape decoded one by one."""
     import numpy as np
 
     lengths = np.fromiter(map(len, batch), np.int64, len(batch))
     ends = np.cumsum(lengths)
-    starts = ends - lengths
-    buf = np.frombuffer(b"".join(batch), np.uint8)
-    last = len(buf) - 1
-    opens = buf[np.minimum(starts + at, last)] == keys.TUPLE
-    coords, pos = keys.decode_rows(buf, starts + at + 1, ends, ndim)
-    text = pos + 1  # the snapshot id: a text element, 20 characters and its end
-    well_formed = (opens & (buf[np.minimum(pos, last)] == keys.END) & (text + _ID + 1 < ends)
-                   & (buf[np.minimum(text, last)] == keys.STRING)
-                   & (buf[np.minimum(text + _ID + 1, last)] == keys.END))
-    if ndim:
-        well_formed &= coords[:, 0] >= 0
-    if not well_formed.all():
-        key = schema.split(batch[int(np.argmin(well_formed))])[1]
-        raise ZSCorrupt(f"{name}: chunk ref record {key!r} does not hold {ndim} coordinates of the array and a "
-                        f"snapshot id")
-    raw = buf[np.minimum((text + 1)[:, None] + np.arange(_ID), last)]
-    return coords, np.ascontiguousarray(raw).view(f"S{_ID}").reshape(-1)
+    joined = b"".join(batch)
+    decoded = keys.decode_columns(joined, ends - lengths + at, ends, "(" + "i" * ndim + ")s")
+    if decoded is not None:
+        *columns, (begin, stop) = decoded[0]
+        if (stop - begin == _ID).all() and all((column < np.uint64(1 << 63)).all() for column in columns):
+            coords = np.column_stack(columns).astype(np.int64) if ndim else np.zeros((len(batch), 0), np.int64)
+            raw = np.frombuffer(joined, np.uint8)[begin[:, None] + np.arange(_ID)]
+            return coords, np.ascontiguousarray(raw).view(f"S{_ID}").reshape(-1)
+    return _decode_one_by_one(batch, ndim, name)
+
+
+def _decode_one_by_one(batch: list[bytes], ndim: int, name: str) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_decode_batch` a record at a time, naming the first that is not a chunk ref of the array."""
+    import numpy as np
+
+    coords, sids = [], []
+    for rec in batch:
+        key = schema.split(rec)[1]
+        if not (len(key) == 3 and isinstance(key[1], tuple) and len(key[1]) == ndim
+                and all(type(c) is int and 0 <= c < 1 << 63 for c in key[1])
+                and isinstance(key[2], str) and len(key[2]) == _ID and key[2].isascii()):
+            raise ZSCorrupt(f"{name}: chunk ref record {key!r} does not hold {ndim} coordinates of the array and a "
+                            f"snapshot id")
+        coords.append(key[1])
+        sids.append(key[2].encode("ascii"))
+    return np.array(coords, np.int64).reshape(len(batch), ndim), np.array(sids, f"S{_ID}")
