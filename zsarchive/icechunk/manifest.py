@@ -435,21 +435,29 @@ def _ref_kind(ref: ChunkRef) -> str:
 
 def _uniform_kind(batch: RefBatch) -> str | None:
     """The one layout every ref of a batch has (see _REF_VTABLES), or None: lay them out one by one."""
-    kinds = set(batch.kind)
-    if len(kinds) != 1 or (batch.coords.size and int(batch.coords.max()) > 0xFFFFFFFF):
+    n = len(batch.kind)
+    # list.count compares by identity first: a million refs of one kind are counted in C
+    if not n or batch.kind.count(batch.kind[0]) != n or (batch.coords.size and int(batch.coords.max()) > 0xFFFFFFFF):
         return None
-    kind = kinds.pop()
+    kind = batch.kind[0]
     if kind is RefKind.NATIVE:
         return "native"
-    if kind is not RefKind.VIRTUAL or any(e is not None for e in batch.checksum_etag):
+    if kind is not RefKind.VIRTUAL or batch.checksum_etag.count(None) != n:
         return None
-    modified = sum(map(bool, batch.checksum_last_modified))
-    return "virtual" if not modified else "virtual+modified" if modified == len(batch.kind) else None
+    modified = n - batch.checksum_last_modified.count(None) - batch.checksum_last_modified.count(0)
+    return "virtual" if not modified else "virtual+modified" if modified == n else None
 
 
 def _field(block: np.ndarray, stride: int, at: int, dtype: str) -> np.ndarray:
     """The column of ``dtype`` at byte ``at`` of every ``stride``-byte row of ``block``."""
     return np.ndarray((len(block) // stride,), dtype, buffer=block, offset=at, strides=(stride,))
+
+
+def _codes(texts: list[str | None]) -> tuple[np.ndarray, list[str]]:
+    """Each entry's index into the distinct texts, in the order they first appear (None as "")."""
+    distinct: dict[str, int] = {}
+    lookup = {text: distinct.setdefault(text or "", len(distinct)) for text in dict.fromkeys(texts)}
+    return np.fromiter(map(lookup.__getitem__, texts), np.int64, len(texts)), list(distinct)
 
 
 def _batch_tables(w: ForwardWriter, vtable: int, kind: str, batch: RefBatch, refs_at: int,
@@ -471,15 +479,13 @@ def _batch_tables(w: ForwardWriter, vtable: int, kind: str, batch: RefBatch, ref
         _field(block, stride, table_size + 4 + 4 * axis, "<u4")[:] = batch.coords[:, axis]
     rows = block.reshape(n, stride)
     if kind == "native":
-        distinct: dict[str, int] = {}
-        codes = np.fromiter((distinct.setdefault(c, len(distinct)) for c in batch.chunk_id), np.int64, n)
+        codes, distinct = _codes(batch.chunk_id)
         raw = np.frombuffer(b"".join(ids.decode(c, 12) for c in distinct), np.uint8).reshape(-1, 12)
         rows[:, 24:36] = raw[codes]
     else:
         if kind == "virtual+modified":
             _field(block, stride, 32, "<u4")[:] = batch.checksum_last_modified
-        distinct = {}
-        codes = np.fromiter((distinct.setdefault(loc or "", len(distinct)) for loc in batch.location), np.int64, n)
+        codes, distinct = _codes(batch.location)
         order = np.argsort(codes, kind="stable")
         bounds = np.searchsorted(codes[order], np.arange(len(distinct) + 1))
         for code, location in enumerate(distinct):  # first seen first, as the loop does

@@ -9,7 +9,6 @@ transaction log.
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 from typing import Iterable, Iterator
 
@@ -23,7 +22,7 @@ from zsarchive.icechunk.model import (
     ChunkRef, FileHeader, FileType, MoveOperation, Node, RepoInfo, RepoStatus, Snapshot, TransactionLog,
 )
 from zsarchive.icechunk.paths import path_key
-from zsarchive.restore.source import ArchiveHistory, SnapshotRecord, manifest_refs, node_timeline, timeline_refs
+from zsarchive.restore.source import ArchiveHistory, SnapshotRecord, Timelines, manifest_refs, timeline_refs
 
 _LIST_FIELDS = ("new_groups", "new_arrays", "deleted_groups", "deleted_arrays", "updated_groups", "updated_arrays")
 
@@ -219,24 +218,13 @@ def select(history: ArchiveHistory, refs: Iterable[str] = (), shallow: bool = Fa
 
 
 class ManifestContents:
-    """Makes the refs of each manifest from the archive's chunk ref records (a few arrays' timelines
-    kept at a time: manifests are made in the order of the arrays they serve)."""
+    """Makes the refs of each manifest from the archive's chunk ref records (the arrays' timelines, kept
+    a few at a time: manifests are made in the order of the arrays they serve)."""
 
-    def __init__(self, reader: ArchiveReader, plan: RestorePlan, cache: int = 4):
+    def __init__(self, reader: ArchiveReader, plan: RestorePlan, timelines: Timelines):
         self.reader = reader
         self.plan = plan
-        self.cache = cache
-        self._timelines: OrderedDict[str, dict] = OrderedDict()
-
-    def _timeline(self, node_id: str) -> dict:
-        found = self._timelines.get(node_id)
-        if found is None:
-            found = self._timelines[node_id] = node_timeline(self.reader, node_id)
-            while len(self._timelines) > self.cache:
-                self._timelines.popitem(last=False)
-        else:
-            self._timelines.move_to_end(node_id)
-        return found
+        self.timelines = timelines
 
     def refs(self, manifest: ManifestPlan) -> list[tuple[str, list[ChunkRef]]]:
         """(node id, refs) of every array the manifest holds refs of."""
@@ -244,7 +232,7 @@ class ManifestContents:
             return sorted(manifest_refs(self.reader, manifest.id).items())
         out = []
         for sid, node in manifest.users:
-            rows = self._timeline(node.id)
+            rows = self.timelines.get(node.id)
             if not len(rows):
                 continue
             rank = self._ranks(sid, node.id)

@@ -28,7 +28,7 @@ from zsarchive.io.location import Location, parse_location
 from zsarchive.io.sink import Sink, open_sink
 from zsarchive.io.storage import Storage, open_storage
 from zsarchive.restore.plan import ManifestContents, RestorePlan, select
-from zsarchive.restore.source import embedded_file, is_embedded, read_history
+from zsarchive.restore.source import Timelines, embedded_file, is_embedded, read_history
 
 Progress = Callable[[str, int, int], None]
 """``progress(stage, done, total)``: called as each stage advances."""
@@ -118,6 +118,7 @@ class Restore:
         self.refs, self.shallow = list(refs), shallow
         self.progress = progress or (lambda stage, done, total: None)
         self.notes: list[str] = []
+        self.timelines = Timelines(self.reader)
 
     @property
     def name(self) -> str:
@@ -129,12 +130,12 @@ class Restore:
     @guarded
     def plan(self) -> RestorePlan:
         """Read the archive's history and decide what comes back."""
-        return select(read_history(self.reader), self.refs, self.shallow)
+        return select(read_history(self.reader, self.timelines), self.refs, self.shallow)
 
     @guarded
     def encode_manifests(self, plan: RestorePlan) -> tuple[dict[str, bytes], set[str]]:
         """Every manifest file's bytes, and the native chunk ids they name."""
-        contents = ManifestContents(self.reader, plan)
+        contents = ManifestContents(self.reader, plan, self.timelines)
         files, chunk_ids = {}, set()
         order = sorted(plan.manifests.values(), key=lambda m: (m.users[0][1].id if m.users else "", m.id))
         for done, manifest in enumerate(order, 1):

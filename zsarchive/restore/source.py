@@ -7,7 +7,7 @@ so the rest of the restore works on the Icechunk model alone.
 from __future__ import annotations
 
 import json
-from collections import defaultdict
+from collections import OrderedDict, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,7 +20,7 @@ from zsarchive.archive.format.views import (
     TxlogValue,
 )
 from zsarchive.archive.format.header import history_from_timeline
-from zsarchive.archive.read.chunkhistory import chunk_changes, timeline_rows
+from zsarchive.archive.read.chunkhistory import chunk_changes, corrected
 from zsarchive.archive.read.reader import ArchiveReader, records_under
 from zsarchive.archive.read.refrows import ChunkRefRows, chunk_ref_rows
 from zsarchive.errors import ZSCorrupt
@@ -97,8 +97,9 @@ def _node(components: tuple, raw: tuple) -> tuple[Node, str | None]:
     return Node(value.node_id, path, NodeType.ARRAY, bytes(value.user_data), dims, names, refs), value.since
 
 
-def read_history(reader: ArchiveReader) -> ArchiveHistory:
-    """Everything but chunk refs and chunk bytes (those stream: :func:`node_timeline`)."""
+def read_history(reader: ArchiveReader, timelines: Timelines | None = None) -> ArchiveHistory:
+    """Everything but chunk refs and chunk bytes (those stream: :class:`Timelines`); the transaction logs'
+    chunks of a format 5 archive come from the arrays' timelines, kept in ``timelines`` for the manifests."""
     zs, name = reader.zs, reader.name
     facts = {k[0]: _json(RepoFactValue.decode(v).json, f"{name}: G record {k[0]!r}")
              for k, v in records_under(zs, S.REPO)}
@@ -142,7 +143,7 @@ def read_history(reader: ArchiveReader) -> ArchiveHistory:
         txlogs[sid] = summary
         logged.update(node_id for node_id, _ in value.updated_chunks)
     if history_from_timeline(reader.view_format):
-        _timeline_coords(zs, reader.view_format, name, snapshots, txlogs, logged)
+        _timeline_coords(reader, timelines or Timelines(reader), snapshots, txlogs, logged)
     else:
         for node_id, coords, _, sid in chunk_changes(zs, reader.view_format, _flushed_at(name, snapshots)):
             if sid in txlogs:
@@ -154,24 +155,32 @@ def read_history(reader: ArchiveReader) -> ArchiveHistory:
                           refs["branch"], refs["tag"], deleted, snapshots, ops, txlogs)
 
 
-def _timeline_coords(zs, view_format: int, name: str, snapshots: dict[str, SnapshotRecord], txlogs: dict[str, TxSummary],
-                     logged: set[str]) -> None:
+def _timeline_coords(reader: ArchiveReader, timelines: Timelines, snapshots: dict[str, SnapshotRecord],
+                     txlogs: dict[str, TxSummary], logged: set[str]) -> None:
     """Each transaction log's chunk coordinates, per array, from a format 5 archive: the array's ``C``
-    timeline decoded in bulk (:func:`timeline_rows`); an array no exported snapshot holds (created and
-    deleted within an expired stretch) has only ``H`` records, read one by one."""
+    timeline decoded once (:class:`Timelines`, which the manifests then reuse) and corrected by its ``H``
+    exceptions; an array no exported snapshot holds (created and deleted within an expired stretch) has
+    only ``H`` records, read one by one."""
+    zs, name = reader.zs, reader.name
     ndims = {node.id: len(node.shape) for record in snapshots.values() for node in record.nodes
              if node.shape is not None}
     flushed_at = _flushed_at(name, snapshots)
     for node_id in sorted(logged):
         if node_id in ndims:
-            rows, ids = timeline_rows(zs, node_id, ndims[node_id], name)
+            timeline = timelines.get(node_id)
+            if len(timeline) and timeline.coords.shape[1] != ndims[node_id]:
+                raise ZSCorrupt(f"{name}: chunk ref records of array {node_id} hold {timeline.coords.shape[1]} "
+                                f"coordinates, the array has {ndims[node_id]} dimensions")
+            table = np.column_stack([timeline.coords, timeline.snapshot]) if len(timeline) else \
+                np.zeros((0, ndims[node_id] + 1), np.int64)
+            rows, ids = corrected(zs, node_id, ndims[node_id], table, list(timeline.snapshot_ids))
             column = rows[:, -1]
             for i, sid in enumerate(ids):
                 if sid in txlogs:
                     txlogs[sid].coords[node_id] = rows[column == i, :-1].astype(np.uint32)
             continue
         found: dict[str, list] = {}
-        for _, coords, _, sid in chunk_changes(zs, view_format, flushed_at, (node_id,)):
+        for _, coords, _, sid in chunk_changes(zs, reader.view_format, flushed_at, (node_id,)):
             if sid in txlogs:
                 found.setdefault(sid, []).append(coords)
         for sid, coords in found.items():
@@ -201,10 +210,26 @@ def chunk_ref(coords: tuple, raw: tuple) -> ChunkRef | None:
     return None
 
 
-def node_timeline(reader: ArchiveReader, node_id: str) -> ChunkRefRows:
-    """The chunk ref timeline of one array (format 2): each change of a ref, one row each, in
-    coordinate order and, for one chunk, snapshot id order."""
-    return chunk_ref_rows(reader.zs, node_id)
+class Timelines:
+    """The chunk ref timelines of arrays (format 2): each change of a ref, one row each, in coordinate
+    order and, for one chunk, snapshot id order; decoded once and kept while they hold at most
+    ``rows`` rows together (the most recently used first), for the transaction logs and the manifests."""
+
+    def __init__(self, reader: ArchiveReader, rows: int = 1 << 23):
+        self.reader = reader
+        self.rows = rows
+        self._kept: OrderedDict[str, ChunkRefRows] = OrderedDict()
+
+    def get(self, node_id: str) -> ChunkRefRows:
+        """The timeline of array ``node_id``."""
+        found = self._kept.get(node_id)
+        if found is not None:
+            self._kept.move_to_end(node_id)
+            return found
+        found = self._kept[node_id] = chunk_ref_rows(self.reader.zs, node_id)
+        while len(self._kept) > 1 and sum(map(len, self._kept.values())) > self.rows:
+            self._kept.popitem(last=False)
+        return found
 
 
 _REF_KINDS = {S.INLINE: RefKind.INLINE, S.NATIVE: RefKind.NATIVE, S.VIRTUAL: RefKind.VIRTUAL}
@@ -212,23 +237,35 @@ _REF_KINDS = {S.INLINE: RefKind.INLINE, S.NATIVE: RefKind.NATIVE, S.VIRTUAL: Ref
 
 def timeline_refs(rows: ChunkRefRows, chosen: np.ndarray) -> RefBatch:
     """The refs of the rows ``chosen`` (none removed), in their order, as columns."""
-    picks = chosen.tolist()
+    n = len(chosen)
+    kinds_at = rows.kind[chosen]
+    present = np.unique(kinds_at).tolist()
     try:
-        kinds = [_REF_KINDS[k] for k in rows.kind[chosen].tolist()]
+        kinds_of = {k: _REF_KINDS[k] for k in present}
     except KeyError as exc:
         raise ZSCorrupt(f"chunk ref of kind {exc.args[0]}, which this zsarchive does not know") from None
-    texts = rows.texts
-    named = [texts[i] if i >= 0 else None for i in rows.text[chosen].tolist()]
-    if len(set(kinds)) == 1:  # most arrays: one kind
-        chunk_ids = named if kinds and kinds[0] is RefKind.NATIVE else [None] * len(picks)
-        locations = named if kinds and kinds[0] is RefKind.VIRTUAL else [None] * len(picks)
+    # columns gathered with numpy object arrays (each text one object, however many rows name it)
+    named = np.array([*rows.texts, None], dtype=object)[rows.text[chosen]]  # -1: the None at the end
+    if len(present) == 1:  # most arrays: one kind
+        kinds = [kinds_of[present[0]]] * n
+        chunk_ids = named.tolist() if kinds_of[present[0]] is RefKind.NATIVE else [None] * n
+        locations = named.tolist() if kinds_of[present[0]] is RefKind.VIRTUAL else [None] * n
     else:
-        chunk_ids = [t if k is RefKind.NATIVE else None for k, t in zip(kinds, named)]
-        locations = [t if k is RefKind.VIRTUAL else None for k, t in zip(kinds, named)]
-    inline = [rows.inline.get(r) for r in picks] if rows.inline else [None] * len(picks)
-    etags, modified = rows.checksum_etag, rows.checksum_last_modified
+        kinds = [kinds_of[k] for k in kinds_at.tolist()]
+        chunk_ids = np.where(kinds_at == S.NATIVE, named, None).tolist()
+        locations = np.where(kinds_at == S.VIRTUAL, named, None).tolist()
+    inline = [rows.inline.get(r) for r in chosen.tolist()] if rows.inline else [None] * n
     return RefBatch(rows.coords[chosen], kinds, inline, chunk_ids, locations, rows.offset[chosen],
-                    rows.length[chosen], [etags[r] for r in picks], [modified[r] for r in picks])
+                    rows.length[chosen], _pick(rows.checksum_etag, chosen), _pick(rows.checksum_last_modified, chosen))
+
+
+def _pick(column: list, chosen: np.ndarray) -> list:
+    """The entries ``chosen`` of a list column."""
+    if column.count(None) == len(column):
+        return [None] * len(chosen)
+    picked = np.empty(len(column), dtype=object)
+    picked[:] = column
+    return picked[chosen].tolist()
 
 
 def manifest_refs(reader: ArchiveReader, manifest_id: str) -> dict[str, list[ChunkRef]]:

@@ -75,7 +75,8 @@ def _texts(buf: bytes, begin: np.ndarray, stop: np.ndarray) -> tuple[np.ndarray,
 def _bulk(buf: bytes, starts: np.ndarray, ends: np.ndarray, skip: int) -> ChunkRefRows | None:
     """The rows of the records ``buf[starts[i]:ends[i]]`` decoded a batch at a time, or None when some
     record is not in the common shapes."""
-    ndim = len(keys.decode(buf, skip, ends[0], what="chunk ref key")[0][0]) if buf[skip] == keys.TUPLE else -1
+    at = int(starts[0]) + skip
+    ndim = len(keys.decode(buf, at, ends[0], what="chunk ref key")[0][0]) if buf[at] == keys.TUPLE else -1
     if ndim < 0:
         return None
     key = keys.decode_columns(buf, starts + skip, ends, "(" + "i" * ndim + ")s)")
@@ -140,18 +141,29 @@ def _one_by_one(records: list[bytes], node_id: str) -> ChunkRefRows:
                         np.array(offsets, np.uint64), np.array(lengths, np.uint64), etags, modifieds, inline)
 
 
+def _joined(records: list[bytes]) -> tuple[bytes, np.ndarray]:
+    """Records as one buffer and their lengths."""
+    return b"".join(records), np.fromiter(map(len, records), np.int64, len(records))
+
+
 def chunk_ref_rows(zs: ZS, node_id: str) -> ChunkRefRows:
     """Every ``C`` record of array ``node_id`` in a format 2 archive, as columns."""
     prefix = schema.key_prefix(schema.CHUNK_REF, (node_id,))
-    # the bytes of text "a" start those of "a\0b" (NUL is escaped as 00 FF): those are another array's
-    records = [rec for rec in zs.search(prefix=prefix) if rec[len(prefix):len(prefix) + 1] != b"\xff"]
-    if not records:
-        return _one_by_one([], node_id)
-    lengths = np.fromiter(map(len, records), np.int64, len(records))
+    # a block's records joined where the block is decoded (not a million records handed over one by one)
+    parts = list(zs.block_map(_joined, prefix=prefix)) if isinstance(zs, ZS) else \
+        [_joined(list(zs.search(prefix=prefix)))]
+    buf = b"".join(part for part, _ in parts)
+    lengths = np.concatenate([sizes for _, sizes in parts]) if parts else np.zeros(0, np.int64)
+    del parts
     ends = np.cumsum(lengths)
     starts = ends - lengths
-    buf = b"".join(records)
-    del records  # a million small objects: the joined copy is what is read from here on
+    # the bytes of text "a" start those of "a\0b" (NUL is escaped as 00 FF): those are another array's
+    data = np.frombuffer(buf, np.uint8)
+    mine = (lengths <= len(prefix)) | (data[np.minimum(starts + len(prefix), max(len(buf) - 1, 0))] != 0xFF)
+    if not mine.all():
+        starts, ends = starts[mine], ends[mine]
+    if not len(starts):
+        return _one_by_one([], node_id)
     rows = _bulk(buf, starts, ends, len(prefix))
     if rows is None:
         rows = _one_by_one(list(map(buf.__getitem__, map(slice, starts.tolist(), ends.tolist()))), node_id)
