@@ -49,20 +49,23 @@ def _texts(buf: bytes, begin: np.ndarray, stop: np.ndarray) -> tuple[np.ndarray,
     words = np.ndarray((len(padded) - 7,), "<u8", buffer=padded, strides=(1,))
     size = stop - begin
 
+    shortest = int(size.min()) if len(size) else 0
+
     def column(k: int) -> np.ndarray:  # bytes k..k+7 of every text, zero past its end
+        if k + 8 <= shortest:  # inside every text: no mask (snapshot ids, most of a location)
+            return words[begin + k]
         left = np.clip(size - k, 0, 8).astype(np.uint64)
         keep = np.where(left == 8, np.uint64(2**64 - 1), (np.uint64(1) << (left * np.uint64(8))) - np.uint64(1))
         return words[np.minimum(begin + k, len(words) - 1)] & keep
 
-    steps = range(0, int(size.max()) if len(size) else 0, 8)
+    columns = [column(k) for k in range(0, int(size.max()) if len(size) else 0, 8)]  # kept for the check
     digest = size.astype(np.uint64)
-    for k in steps:
-        digest = (digest ^ column(k)) * np.uint64(1099511628211)
+    for words_k in columns:
+        digest = (digest ^ words_k) * np.uint64(1099511628211)
     _, first, codes = np.unique(digest, return_index=True, return_inverse=True)
     twin = first[codes.reshape(-1)]
     same = size == size[twin]
-    for k in steps:
-        words_k = column(k)
+    for words_k in columns:
         same &= words_k == words_k[twin]
     if not same.all():  # a hash collision: group them exactly
         index: dict[bytes, int] = {}
@@ -79,7 +82,8 @@ def _bulk(buf: bytes, starts: np.ndarray, ends: np.ndarray, skip: int) -> ChunkR
     ndim = len(keys.decode(buf, at, ends[0], what="chunk ref key")[0][0]) if buf[at] == keys.TUPLE else -1
     if ndim < 0:
         return None
-    key = keys.decode_columns(buf, starts + skip, ends, "(" + "i" * ndim + ")s)")
+    zeros = keys.zero_positions(buf)  # one scan of the buffer for both runs
+    key = keys.decode_columns(buf, starts + skip, ends, "(" + "i" * ndim + ")s)", zeros)
     if key is None:
         return None
     columns, pos = key
@@ -90,7 +94,7 @@ def _bulk(buf: bytes, starts: np.ndarray, ends: np.ndarray, skip: int) -> ChunkR
     layout = None if kinds is None else _VALUE_LAYOUTS.get(int(kinds[0]))
     if kinds is None or layout is None or (data[pos + 1] != keys.INT_ZERO + 1).any() or (kinds != kinds[0]).any():
         return None
-    value = keys.decode_columns(buf, pos + 1, ends, layout)
+    value = keys.decode_columns(buf, pos + 1, ends, layout, zeros)
     if value is None or (value[1] != ends).any():
         return None
     kind, (text_begin, text_stop), offset, length, *checks = value[0]
