@@ -16,7 +16,7 @@ import numpy as np
 from zsarchive.archive.format import schema as S
 from zsarchive.archive.format.pieces import embeds, file_pieces
 from zsarchive.archive.format.views import (
-    NODE_SETS, ChunkRefValue, NodeValue, OpsValue, RefValue, RepoFactValue, SnapshotValue,
+    NODE_SETS, ChunkRefValue, FileValue, NodeValue, OpsValue, RefValue, RepoFactValue, SnapshotValue,
     TxlogValue,
 )
 from zsarchive.archive.format.header import history_from_timeline
@@ -73,6 +73,11 @@ class ArchiveHistory:
     ops: list[Update]
     """Newest first."""
     txlogs: dict[str, TxSummary]
+    files: dict[str, FileValue] = field(default_factory=dict)
+    """Metadata file key (``snapshots/ID``, ``manifests/ID``, ``transactions/ID``) -> how it was written
+    (format 6; empty before)."""
+    deleted_tag_snapshots: dict[str, str] = field(default_factory=dict)
+    """A V1 deleted tag -> the snapshot its ``ref.json`` named (format 6)."""
 
 
 def _moves(raw: tuple) -> list[MoveOperation]:
@@ -105,9 +110,12 @@ def read_history(reader: ArchiveReader, timelines: Timelines | None = None) -> A
              for k, v in records_under(zs, S.REPO)}
     refs: dict[str, dict[str, str]] = {"branch": {}, "tag": {}}
     deleted: list[str] = []
+    deleted_at: dict[str, str] = {}
     for (kind, ref_name), value in records_under(zs, S.REFS):
         if kind == "deleted_tag":
             deleted.append(ref_name)
+            if RefValue.decode(value).snapshot_id is not None:
+                deleted_at[ref_name] = RefValue.decode(value).snapshot_id
         else:
             refs[kind][ref_name] = RefValue.decode(value).snapshot_id
     snapshots: dict[str, SnapshotRecord] = {}
@@ -151,8 +159,9 @@ def read_history(reader: ArchiveReader, timelines: Timelines | None = None) -> A
         for summary in txlogs.values():  # as matrices: a big commit changes millions of chunks
             summary.coords = {node: np.array(rows, dtype=np.uint32).reshape(len(rows), -1)
                               for node, rows in summary.coords.items()}
+    files = {key[0]: FileValue.decode(value) for key, value in records_under(zs, S.FILES)}
     return ArchiveHistory(name, reader.format_version, int(facts.get("spec_version", 2)), facts,
-                          refs["branch"], refs["tag"], deleted, snapshots, ops, txlogs)
+                          refs["branch"], refs["tag"], deleted, snapshots, ops, txlogs, files, deleted_at)
 
 
 def _timeline_coords(reader: ArchiveReader, timelines: Timelines, snapshots: dict[str, SnapshotRecord],

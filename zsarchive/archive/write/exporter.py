@@ -32,7 +32,7 @@ from typing import Callable, Iterable, Iterator, Mapping
 
 from zsarchive.archive.write import records as repo_records
 from zsarchive.archive.format import schema
-from zsarchive.archive.format.header import ArchiveHeader, marker_metadata, view_format
+from zsarchive.archive.format.header import ArchiveHeader, keeps_file_forms, marker_metadata
 from zsarchive.archive.write.history import Digest, HistoryTally, digest, exception_records, log_digests
 from zsarchive.archive.write import virtualshards
 from zsarchive.archive.write.chunkfiles import is_virtual, with_layout
@@ -88,9 +88,16 @@ class Scope:
 
     blocks_allowed = True
     """Whether chunk refs may reach the writer as built blocks (a fragment's scope reads every record)."""
+    view_format = schema.FULL_FORMAT
+    """The format the records follow (a fragment's: its base's)."""
 
     def small_family(self, family: bytes, records: list[bytes]) -> list[bytes]:
         """The records to write of a small family (refs, repository facts, ops log), in any order."""
+        return records
+
+    def unheld(self, family: bytes, records: list[bytes]) -> list[bytes]:
+        """The records of ``family`` (keyed by something immutable: a file's path) whose key the archive
+        does not hold yet: here all of them."""
         return records
 
     def chunk_files_to_write(self, entries: Iterable[bytes]) -> Iterable[bytes]:
@@ -246,11 +253,28 @@ def gather_metadata(repo: Repository, plan: ExportPlan, sorter: ExternalSorter, 
     """Return the refs (they precede the chunk refs in the file); put repository facts, snapshots,
     nodes and the ops log into ``sorter`` (they follow them)."""
     scope = scope or Scope()
-    sorter.extend(scope.small_family(schema.REPO, repo_records.repo_fact_records(repo)))
+    sorter.extend(scope.small_family(schema.REPO, repo_records.repo_fact_records(repo, scope.view_format)))
     for info in plan.snapshots:
         sorter.extend(repo_records.snapshot_records(repo, info, plan.since[info.id]))
     sorter.extend(scope.small_family(schema.OPS, repo_records.ops_records(repo)))
-    return scope.small_family(schema.REFS, repo_records.ref_records(repo))
+    return scope.small_family(schema.REFS, repo_records.ref_records(repo, scope.view_format))
+
+
+def gather_file_forms(repo: Repository, plan: ExportPlan, sorter: ExternalSorter, scope: Scope) -> int:
+    """Put into ``sorter`` the ``F`` records (format 6) of every metadata file the plan's snapshots need
+    that the archive lacks (a fragment's base holds the others: the files are immutable): run once the
+    manifests are read, so that only the files read elsewhere (by worker processes) are read again.
+    Returns how many."""
+    if not keeps_file_forms(scope.view_format):
+        return 0
+    keys = []
+    for info in plan.snapshots:
+        keys.append(f"snapshots/{info.id}")
+        keys += [f"transactions/{sid}" for sid in (*info.pruned_tx_logs, info.id)]
+        keys += [f"manifests/{m.id}" for m in repo.snapshot(info.id).manifest_files]
+    records = scope.unheld(schema.FILES, repo_records.file_records(repo, dict.fromkeys(keys)))
+    sorter.extend(records)
+    return len(records)
 
 
 def prefetch_inputs(repo: Repository, plan: ExportPlan, engine: Engine) -> None:
@@ -615,7 +639,7 @@ class ExportJob:
             sharded = any(change.shard is not None for change in plan.changes)
             if include_chunks or sharded:
                 chunk_ids = opened.enter_context(contextlib.closing(self.sorter(4, unique=True)))
-            version = view_format()
+            version = scope.view_format
             refs = gather_metadata(repo, plan, sorter, scope)
             engine = opened.enter_context(contextlib.closing(
                 _engine(repo, self.location, plan, options.parallelism, str(self.directory), self.choices.client)))
@@ -628,6 +652,7 @@ class ExportJob:
             changes = decode_changes(engine, plan, include_chunks, cut)
 
             def chunk_data() -> Iterator[list[bytes]]:
+                tally.total += gather_file_forms(repo, plan, sorter, scope)
                 if chunk_ids is not None:
                     index_records: list[bytes] = []
                     yield from self.chunk_files(scope.chunk_files_to_write(chunk_ids.sorted()), index_records, summary)
