@@ -83,7 +83,7 @@ def test_the_exporter_writes_the_current_vector(tmp_path):
 
 
 def test_the_format_6_vector_says_how_each_file_of_the_fixture_was_written():
-    """What the v6 vector's ``F`` records and ``G repo_file`` say, read by the document alone, is what the
+    """What the v6 vector's ``Y`` records and ``G repo_file`` say, read by the document alone, is what the
     fixture's files hold: each header's implementation name (bytes 12 to 35), each V2 manifest's
     location compression and dictionary, and the repo info files the ops log continues in."""
     from zsarchive.icechunk.manifest import decode_manifest

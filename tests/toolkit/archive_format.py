@@ -121,11 +121,11 @@ def documented_history(records: list[dict], format_version: int) -> set[tuple]:
 
 
 def documented_file_forms(records: list[dict]) -> dict[str, tuple]:
-    """Family ``F`` (format 6) as the document says: metadata file path -> (implementation name,
+    """Family ``Y`` (format 6) as the document says: metadata file path -> (implementation name,
     compression algorithm or None, location dictionary bytes or None)."""
     out = {}
     for r in records:
-        if r["family"] == "F":
+        if r["family"] == "Y":
             (path,), (implementation, algorithm, dictionary) = r["key"], r["value"][:3]
             out[path] = (implementation, algorithm, None if dictionary is None else bytes.fromhex(dictionary["bytes"]))
     return out

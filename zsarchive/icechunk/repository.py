@@ -299,8 +299,8 @@ class Repository:
 
     def file_form(self, key: str) -> FileForm | None:
         """How the immutable metadata file ``key`` (``snapshots/ID``, ``manifests/ID``, ``transactions/ID``)
-        is written: known from reading it, or read now (a manifest whole, another file's header only);
-        None when it is not there."""
+        is written: known from reading it, or read now (a manifest decoded, another file's header parsed);
+        None when it is not there (garbage collection removes transaction logs)."""
         form = self._forms.get(key)
         if form is not None:
             return form
@@ -310,11 +310,10 @@ class Repository:
             except ZSError:
                 return None
             return self._forms.get(key)
-        try:
-            head = self.storage.read_range(key, 0, HEADER_LENGTH)
-        except (ZSError, OSError):
+        raw = self.storage.read(key)  # whole: a range read of a missing object is not an answer everywhere
+        if raw is None:
             return None
-        form = self._forms[key] = FileForm(parse_header(head, self._name(key)).implementation)
+        form = self._forms[key] = FileForm(parse_header(raw[:HEADER_LENGTH], self._name(key)).implementation)
         return form
 
     def changes(self, snapshot_id: SnapshotId) -> CommitChanges:

@@ -110,7 +110,9 @@ class RestorePlan:
                     yield self._log(pruned, self.file_spec[sid], {}, {}, pruned_moves.get(pruned, []))
 
     def _log(self, sid: str, spec: int, lists: dict, coords: dict, moves: list) -> TransactionLog:
-        header = FileHeader(self.implementation(f"transactions/{sid}"), spec, FileType.TRANSACTION_LOG, 1)
+        # the first snapshot's log is not in the archive: icechunk wrote it with the snapshot
+        key = f"transactions/{sid}" if f"transactions/{sid}" in self.history.files else f"snapshots/{sid}"
+        header = FileHeader(self.implementation(key), spec, FileType.TRANSACTION_LOG, 1)
         return TransactionLog(header, sid, *(list(lists.get(f, ())) for f in _LIST_FIELDS[:6]), coords, list(moves))
 
     def _has_own_log(self, sid: str) -> bool:

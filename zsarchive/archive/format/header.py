@@ -83,6 +83,6 @@ def history_from_timeline(format_version: int) -> bool:
 
 
 def keeps_file_forms(format_version: int) -> bool:
-    """Whether an archive keeps each metadata file's header and manifest location compression (``F``),
+    """Whether an archive keeps each metadata file's header and manifest location compression (``Y``),
     a V1 deleted tag's snapshot and the ops log's files (format 6 on)."""
     return format_version >= 6

@@ -17,7 +17,7 @@ format 3 adds chunk bytes in pieces and shard indexes, and is written only by ar
 format 4 is a fragment, read together with the archives it builds on: zsarchive.archive.format.fragments;
 format 5 is format 3 whose per-chunk history is the chunk ref timeline, with ``H`` records only where
 a transaction log and the timeline disagree; format 6 is format 5 that also keeps what a restore needs to
-bring each metadata file back in its form: ``F`` records, a V1 deleted tag's snapshot, the ops log's files)."""
+bring each metadata file back in its form: ``Y`` records, a V1 deleted tag's snapshot, the ops log's files)."""
 FULL_FORMAT = 6
 """The newest format version of a standalone archive (a fragment's is FRAGMENT_FORMAT)."""
 FRAGMENT_FORMAT = 4
@@ -30,7 +30,6 @@ METADATA_KEY = "icechunk-archive"
 REFS = b"B"
 CHUNK_REF = b"C"
 CHUNK_DATA = b"D"
-FILES = b"F"
 REPO = b"G"
 CHUNK_HISTORY = b"H"
 SHARD_INDEX = b"I"
@@ -40,6 +39,7 @@ OPS = b"O"
 SNAPSHOT = b"S"
 SNAPSHOT_TIME = b"T"
 TXLOG = b"X"
+FILES = b"Y"
 HEADER = b"Z"
 
 FAMILY_NAMES = {

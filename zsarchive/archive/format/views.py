@@ -35,7 +35,7 @@ class RefValue(NamedTuple):
 
 
 class FileValue(NamedTuple):
-    """An ``F`` record (format 6): how one metadata file was written: the implementation name of its
+    """A ``Y`` record (format 6): how one metadata file was written: the implementation name of its
     header and, for a V2 manifest, its location compression (0 plain, 1 zstd with the dictionary)."""
 
     implementation: str

@@ -260,21 +260,20 @@ def gather_metadata(repo: Repository, plan: ExportPlan, sorter: ExternalSorter, 
     return scope.small_family(schema.REFS, repo_records.ref_records(repo, scope.view_format))
 
 
-def gather_file_forms(repo: Repository, plan: ExportPlan, sorter: ExternalSorter, scope: Scope) -> int:
-    """Put into ``sorter`` the ``F`` records (format 6) of every metadata file the plan's snapshots need
-    that the archive lacks (a fragment's base holds the others: the files are immutable): run once the
-    manifests are read, so that only the files read elsewhere (by worker processes) are read again.
-    Returns how many."""
+def file_form_records(repo: Repository, plan: ExportPlan, scope: Scope) -> list[bytes]:
+    """The ``Y`` records (format 6) of every metadata file the plan's snapshots need that the archive
+    lacks (a fragment's base holds the others: the files are immutable); made last, when this process
+    has read the files it reads, so that only those read elsewhere (by worker processes) are read again."""
     if not keeps_file_forms(scope.view_format):
-        return 0
+        return []
+    logged = {sid for sid, _ in plan.txlogs}  # the logs an export reads: not the first snapshot's
     keys = []
     for info in plan.snapshots:
         keys.append(f"snapshots/{info.id}")
-        keys += [f"transactions/{sid}" for sid in (*info.pruned_tx_logs, info.id)]
+        if info.id in logged:
+            keys += [f"transactions/{sid}" for sid in (*info.pruned_tx_logs, info.id)]
         keys += [f"manifests/{m.id}" for m in repo.snapshot(info.id).manifest_files]
-    records = scope.unheld(schema.FILES, repo_records.file_records(repo, dict.fromkeys(keys)))
-    sorter.extend(records)
-    return len(records)
+    return scope.unheld(schema.FILES, repo_records.file_records(repo, dict.fromkeys(keys)))
 
 
 def prefetch_inputs(repo: Repository, plan: ExportPlan, engine: Engine) -> None:
@@ -446,10 +445,12 @@ def merge_families(refs: list[bytes], changes: list[tuple[ArrayChange, Batches]]
                    txlogs: list[tuple[tuple[str, int], Batches]], chunk_ids: ExternalSorter | None,
                    header: Callable[[dict[str, int]], bytes], tally: _Tally,
                    change_sorter: Callable[[], ExternalSorter], repo: Repository,
-                   snapshots: list[SnapshotInfo]) -> Iterator[list[bytes]]:
+                   snapshots: list[SnapshotInfo],
+                   file_forms: Callable[[], list[bytes]] = list) -> Iterator[list[bytes]]:
     """Every record of the archive in file order, in lists (per-record work stays in C: counting,
     cutting into blocks). Each family starts only when the one before it is written. ``txlogs``:
-    per transaction log read, (snapshot id, flushed_at) and its batches."""
+    per transaction log read, (snapshot id, flushed_at) and its batches; ``file_forms``: the ``Y``
+    records, asked for once every transaction log is read."""
     history = HistoryTally()
 
     def summaries() -> Iterator[Batches]:
@@ -464,6 +465,7 @@ def merge_families(refs: list[bytes], changes: list[tuple[ArrayChange, Batches]]
     yield from tally.counted(_chunk_refs(changes, chunk_ids, change_sorter, history), unplanned=True)
     yield from tally.counted(chunk_data(), unplanned=True)
     yield from tally.counted(_batched(_later_families(sorter, list(summaries()), tally, exceptions)))
+    yield from tally.counted(_batched(sorted(file_forms())), unplanned=True)
     yield [header(tally.by_name())]
 
 
@@ -652,7 +654,6 @@ class ExportJob:
             changes = decode_changes(engine, plan, include_chunks, cut)
 
             def chunk_data() -> Iterator[list[bytes]]:
-                tally.total += gather_file_forms(repo, plan, sorter, scope)
                 if chunk_ids is not None:
                     index_records: list[bytes] = []
                     yield from self.chunk_files(scope.chunk_files_to_write(chunk_ids.sorted()), index_records, summary)
@@ -666,7 +667,8 @@ class ExportJob:
             summary = ExportSummary(path=target, left_out=plan.left_out)
             tally = _Tally(len(refs) + sorter.count, self.choices.progress)
             lists = merge_families(refs, changes, chunk_data, sorter, list(zip(plan.txlogs, txlogs)), chunk_ids,
-                                   header, tally, lambda: self.sorter(2, unique=False), repo, plan.snapshots)
+                                   header, tally, lambda: self.sorter(2, unique=False), repo, plan.snapshots,
+                                   lambda: file_form_records(repo, plan, scope))
             write_archive(target, scope.to_writer(lists), scope.metadata(version, repo.spec_version),
                           options)
         return summary

@@ -91,7 +91,7 @@ class Base:
         return manifests, since
 
     def holds(self, family: bytes, key: tuple) -> bool:
-        """Whether the view holds a record of ``family`` (``D``, ``I`` or ``F``) whose key begins with
+        """Whether the view holds a record of ``family`` (``D``, ``I`` or ``Y``) whose key begins with
         ``key`` (a native chunk file's id, a virtual shard's whole key, a metadata file's path)."""
         if not self.counts.get(schema.FAMILY_NAMES[family]):
             return False

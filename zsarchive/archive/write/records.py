@@ -82,7 +82,7 @@ def repo_fact_records(repo: Repository, view_format: int = schema.FULL_FORMAT) -
 
 
 def file_records(repo: Repository, keys: Iterable[str]) -> list[bytes]:
-    """The ``F`` records (format 6) of the metadata files ``keys`` that the repository holds."""
+    """The ``Y`` records (format 6) of the metadata files ``keys`` that the repository holds."""
     out = []
     for key in keys:
         form = repo.file_form(key)
