@@ -12,7 +12,6 @@ lookup reads only the fragments that may hold its key.
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from typing import Iterable, Iterator
 
@@ -63,7 +62,9 @@ class ChunkFilter:
 
     @staticmethod
     def _positions(prefix: bytes, size: int) -> list[int]:
-        digest = hashlib.blake2b(prefix, digest_size=16).digest()
+        from hashlib import blake2b  # here: opening a lone archive never needs hashlib (its import is slow)
+
+        digest = blake2b(prefix, digest_size=16).digest()
         h1, h2 = int.from_bytes(digest[:8], "little"), int.from_bytes(digest[8:], "little") | 1
         return [(h1 + i * h2) % size for i in range(FILTER_HASHES)]
 

@@ -54,7 +54,10 @@ def _int(value: int) -> bytes:
     return bytes((INT_NEG_BIG, 255 - size)) + body
 
 
-_SMALL = [_int(i) for i in range(1 << 12)]  # chunk coordinates are mostly small
+# Chunk coordinates are mostly small: 0, then one and two magnitude bytes (as _int encodes them, built
+# without a call per value: every command imports this module)
+_SMALL = [b"\x14", *map(b"\x15".__add__, map(bytes, zip(range(1, 256)))),
+          *((value | 0x160000).to_bytes(3, "big") for value in range(256, 1 << 12))]
 
 
 def encode_int(value: int) -> bytes:
