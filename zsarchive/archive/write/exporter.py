@@ -39,7 +39,7 @@ from zsarchive.archive.write.chunkfiles import is_virtual, with_layout
 from zsarchive.archive.read.chunkdata import ChunkReader
 from zsarchive.archive.format.pieces import PieceBlock
 from zsarchive.archive.write.engine import Batches, Engine, InProcess, open_engine
-from zsarchive.archive.write.refdelta import array_refs, ref_changes
+from zsarchive.archive.write.refdelta import array_refs, parent_range, ref_changes
 from zsarchive.archive.format.shards import shard_layout
 from zsarchive.archive.write.sorter import ExternalSorter
 from zsarchive.errors import ZSCorrupt, ZSError
@@ -146,15 +146,16 @@ class ExportPlan:
     """Snapshot id -> why the export leaves it out (see :func:`unreadable_snapshots`)."""
 
     def change_tasks(self, task_refs: int) -> list[tuple[ArrayChange, int, int | None]]:
-        """(change, first ref, stop ref or None) in file order: an array's first manifest, when it is
-        the only one, splits into ranges of refs so that several workers decode it and writing starts
-        on the first range while later ones are decoded."""
+        """(change, first ref, stop ref or None) in file order: an array's manifest, when it is the only
+        one (and the parent's too, if any), splits into ranges of refs so that several workers decode it
+        (and diff it against the parent's) and writing starts on the first range while later ones are
+        decoded."""
         out: list[tuple[ArrayChange, int, int | None]] = []
         for change in self.changes:
             # the count comes from the snapshot file: however large it claims, a manifest is cut at most
             # _MAX_SPLIT ways (ranges past its real end decode to nothing)
             step = max(task_refs, -(-change.refs // _MAX_SPLIT))
-            cuts = list(range(0, change.refs, step))[1:] if not change.base and len(change.manifests) == 1 else []
+            cuts = list(range(0, change.refs, step))[1:] if len(change.manifests) == 1 and len(change.base) <= 1 else []
             out += [(change, lo, hi) for lo, hi in zip([0] + cuts, cuts + [None])]
         return out
 
@@ -312,7 +313,11 @@ def _change_task(repo: Repository, change: ArrayChange, first: int, stop: int | 
     the records come as data blocks (:class:`OneBlock` or ``BuiltBlock``)."""
     where = f"snapshot {change.snapshot_id} (array {change.node_id})"
     new = array_refs(repo, change.node_id, change.manifests, where, first, stop)
-    old = array_refs(repo, change.node_id, change.base, where) if change.base else iter(())
+    old = iter(())
+    if change.base:
+        parent = (0, None) if first == 0 and stop is None else \
+            parent_range(repo, change.node_id, change.manifests, change.base, where, first, stop)
+        old = array_refs(repo, change.node_id, change.base, where, *parent)
     cutter = None if cut is None else BlockCutter(cut.approx_block_size)
     compress = None if cut is None else cut.compressor()
     for changed, removed in ref_changes(new, old):
