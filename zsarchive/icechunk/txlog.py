@@ -62,6 +62,8 @@ def _chunk_coords(buf, start: int, count: int, what: str, unique_what: str) -> n
         raise FlatBufferError(f"{what}[{j}]: an offset points outside the {size}-byte buffer")
     at = pos + layouts[:, 0]
     coords = uint32_vectors(b, at + gather(b, at, "<u4"), lambda j: f"{what}[{j}].coords")
+    if first_unsorted(coords) is None:  # strictly ascending (as 2.x writes them): no chunk twice
+        return coords
     order = np.lexsort(coords.T[::-1]) if coords.shape[1] else np.arange(len(coords))
     if (j := first_unsorted(coords[order])) is not None:
         first_at, again_at = sorted(order[j - 1:j + 1].tolist())
