@@ -144,6 +144,8 @@ def test_engines_give_each_tasks_batches_in_order(tmp_path):
     assert not work.exists()
     assert isinstance(open_engine(repo, str(repo_path(2)), 1, 10, str(tmp_path)), InProcess)
     assert isinstance(open_engine(repo, str(repo_path(2)), 4, 1, str(tmp_path)), InProcess)
+    # workers reading object storage start afresh: worth it only for many refs
+    assert isinstance(open_engine(repo, "s3://bucket/repo", 4, 10, str(tmp_path), refs=1000), InProcess)
 
 
 @pytest.mark.parametrize("parallelism", [1, 2])

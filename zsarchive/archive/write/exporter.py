@@ -511,7 +511,8 @@ def _engine(repo: Repository, location, plan: ExportPlan, parallelism: int, work
         from zsarchive.archive.write.cluster import ClusterEngine
 
         return ClusterEngine(client, location)
-    return open_engine(repo, location, parallelism, len(plan.txlogs) + len(plan.changes), workdir)
+    return open_engine(repo, location, parallelism, len(plan.txlogs) + len(plan.changes), workdir,
+                       sum(change.refs for change in plan.changes))
 
 
 def target_path(archive_path: str | os.PathLike) -> tuple[Path, Path]:
