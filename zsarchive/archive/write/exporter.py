@@ -26,7 +26,6 @@ import itertools
 import operator
 import os
 from dataclasses import dataclass, field
-from importlib import metadata as _pkg_metadata
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Mapping
 
@@ -61,9 +60,11 @@ _MAX_SPLIT = 64  # decoding tasks one manifest becomes at most
 
 def exporter_version() -> str:
     """``zsarchive <version>``: the exporter that wrote an archive, recorded in its header."""
+    from importlib import metadata  # here: importing it costs every export ~10 ms before any work
+
     try:
-        return "zsarchive " + _pkg_metadata.version("zsarchive")
-    except _pkg_metadata.PackageNotFoundError:
+        return "zsarchive " + metadata.version("zsarchive")
+    except metadata.PackageNotFoundError:
         return "zsarchive (unknown version)"
 
 
