@@ -356,7 +356,12 @@ def _distinct(b: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> tuple[np.n
     rows[BYTE[:width] >= lengths[:, None]] = 0
     words = rows.view("<u8")
     hashes = (words * _MIX[1:width // 8 + 1]).sum(axis=1, dtype=np.uint64) + lengths.astype(np.uint64) * _MIX[0]
-    _unique, first, inverse = np.unique(hashes, return_index=True, return_inverse=True)
+    try:  # a hash table, not a sort (numpy >= 2.3), then each hash's first string
+        _unique, inverse = np.unique(hashes, return_inverse=True, sorted=False)
+    except TypeError:
+        _unique, inverse = np.unique(hashes, return_inverse=True)
+    first = np.full(len(_unique), len(hashes), np.int64)
+    np.minimum.at(first, inverse, np.arange(len(hashes)))
     same = first[inverse]
     if not ((rows == rows[same]).all() and (lengths == lengths[same]).all()):
         return None
