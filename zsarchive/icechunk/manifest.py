@@ -16,7 +16,7 @@ from zsarchive.icechunk import ids
 from zsarchive.icechunk.common import ForwardWriter, decoding, id8, id12, id_struct, offsets_vector, uint32_vector, \
     vtable_bytes
 from zsarchive.icechunk.flatbuf import FlatBufferError, byte_vector, check_sorted, root, vtable_slots
-from zsarchive.icechunk.gather import BYTE, first, first_unsorted, gather, offset_vector, uint32_vectors
+from zsarchive.icechunk.gather import BYTE, distinct, first, first_unsorted, gather, offset_vector, uint32_vectors
 from zsarchive.icechunk.generated.Manifest import Manifest as FbManifest
 from zsarchive.icechunk.header import IMPLEMENTATION, open_file, wrap_file
 from zsarchive.icechunk.model import ArrayManifestInfo, ChunkRef, FileType, Manifest, NodeId, RefKind
@@ -356,12 +356,7 @@ def _distinct(b: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> tuple[np.n
     rows[BYTE[:width] >= lengths[:, None]] = 0
     words = rows.view("<u8")
     hashes = (words * _MIX[1:width // 8 + 1]).sum(axis=1, dtype=np.uint64) + lengths.astype(np.uint64) * _MIX[0]
-    try:  # a hash table, not a sort (numpy >= 2.3), then each hash's first string
-        _unique, inverse = np.unique(hashes, return_inverse=True, sorted=False)
-    except TypeError:
-        _unique, inverse = np.unique(hashes, return_inverse=True)
-    first = np.full(len(_unique), len(hashes), np.int64)
-    np.minimum.at(first, inverse, np.arange(len(hashes)))
+    first, inverse = distinct(hashes)
     same = first[inverse]
     if not ((rows == rows[same]).all() and (lengths == lengths[same]).all()):
         return None
