@@ -534,8 +534,9 @@ class ExportOptions:
     ``progress(done, total)`` is called now and then with counts of records (chunk refs dominate).
     ``export_time`` (microseconds since 1970 UTC) defaults to now: it is the only field of the
     archive that differs between two exports of the same repository. ``parallelism``: worker
-    processes decoding and threads compressing, or ``"guess"`` (one per core, the default, as for
-    ``zs export``). ``chunk_codec``: ``none`` stores embedded chunk bytes uncompressed, ``same``
+    processes decoding (for a repository in object storage, only from
+    :data:`~zsarchive.archive.write.engine.SPAWN_REFS` chunk refs on) and threads compressing, or
+    ``"guess"`` (one per core, the default, as for ``zs export``). ``chunk_codec``: ``none`` stores embedded chunk bytes uncompressed, ``same``
     compresses them with ``codec``. ``client``: a
     ``distributed.Client`` whose cluster decodes instead (the archive is the same byte for byte).
     ``base``: an archive of the same repository (or a fragment): write a fragment holding only what
