@@ -536,8 +536,8 @@ class ExportOptions:
     archive that differs between two exports of the same repository. ``parallelism``: worker
     processes decoding (for a repository in object storage, only from
     :data:`~zsarchive.archive.write.engine.SPAWN_REFS` chunk refs on) and threads compressing, or
-    ``"guess"`` (one per core, the default, as for ``zs export``). ``chunk_codec``: ``none`` stores embedded chunk bytes uncompressed, ``same``
-    compresses them with ``codec``. ``client``: a
+    ``"guess"`` (one per core, the default, as for ``zs export``). ``chunk_codec``: ``none`` stores
+    embedded chunk bytes uncompressed, ``same`` compresses them with ``codec``. ``client``: a
     ``distributed.Client`` whose cluster decodes instead (the archive is the same byte for byte).
     ``base``: an archive of the same repository (or a fragment): write a fragment holding only what
     it lacks (:mod:`zsarchive.archive.write.incremental`). ``authorize``: location prefixes (or prefix ->
