@@ -7,7 +7,7 @@ from __future__ import annotations
 import itertools
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
-from zsarchive.archive.format import keys, schema
+from zsarchive.archive.format import tuples, schema
 from zsarchive.archive.format.header import history_from_timeline
 from zsarchive.archive.format.views import HistoryValue
 from zsarchive.errors import ZSCorrupt
@@ -38,7 +38,7 @@ def chunk_changes(zs: Any, view_format: int, flushed_at: Callable[[str], int],
     if not timeline:
         return
     for rec in zs.search(prefix=schema.key_prefix(schema.CHUNK_REF, key)):
-        k, _ = keys.decode(rec, 1, what="chunk ref record key")
+        k, _ = tuples.decode(rec, 1, what="chunk ref record key")
         if k[:len(key)] != key or (k[0], k[1], k[2]) in exceptions:
             continue
         yield k[0], k[1], flushed_at(k[2]), k[2]
@@ -90,7 +90,7 @@ def _decode_batch(batch: list[bytes], at: int, ndim: int, name: str) -> tuple[np
     lengths = np.fromiter(map(len, batch), np.int64, len(batch))
     ends = np.cumsum(lengths)
     joined = b"".join(batch)
-    decoded = keys.decode_columns(joined, ends - lengths + at, ends, "(" + "i" * ndim + ")s")
+    decoded = tuples.decode_columns(joined, ends - lengths + at, ends, "(" + "i" * ndim + ")s")
     if decoded is not None:
         *columns, (begin, stop) = decoded[0]
         if (stop - begin == _ID).all() and all((column < np.uint64(1 << 63)).all() for column in columns):

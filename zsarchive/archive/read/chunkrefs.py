@@ -15,7 +15,7 @@ import itertools
 from typing import Callable, Iterable, Iterator
 
 from zsarchive.archive.format import schema
-from zsarchive.archive.format.keys import decode as decode_key
+from zsarchive.archive.format.tuples import decode as decode_key
 from zsarchive.errors import ZSCorrupt
 from zsarchive.zs.reader import ZS
 

@@ -8,7 +8,7 @@ import json
 from typing import Any, Iterator
 
 from zsarchive.archive.format import schema
-from zsarchive.archive.format.keys import encode_text
+from zsarchive.archive.format.tuples import encode_text
 from zsarchive.archive.format.views import RefValue, SnapshotValue
 from zsarchive.archive.read.reader import ArchiveReader, NotFound, checked_record
 from zsarchive.archive.read.refspec import RefSpec, TimeBound, parse_ref, time_bound

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from zsarchive.archive.format import keys, schema
+from zsarchive.archive.format import tuples, schema
 from zsarchive.archive.format.views import ChunkRefValue
 from zsarchive.errors import ZSCorrupt
 from zsarchive.zs.reader import ZS
@@ -75,10 +75,10 @@ def _texts(buf: bytes, begin: np.ndarray, stop: np.ndarray) -> tuple[np.ndarray,
 def _bulk(buf: bytes, starts: np.ndarray, ends: np.ndarray, skip: int) -> ChunkRefRows | None:
     """The rows of the records ``buf[starts[i]:ends[i]]`` decoded a batch at a time, or None when some
     record is not in the common shapes."""
-    ndim = len(keys.decode(buf, skip, ends[0], what="chunk ref key")[0][0]) if buf[skip] == keys.TUPLE else -1
+    ndim = len(tuples.decode(buf, skip, ends[0], what="chunk ref key")[0][0]) if buf[skip] == tuples.TUPLE else -1
     if ndim < 0:
         return None
-    key = keys.decode_columns(buf, starts + skip, ends, "(" + "i" * ndim + ")s)")
+    key = tuples.decode_columns(buf, starts + skip, ends, "(" + "i" * ndim + ")s)")
     if key is None:
         return None
     columns, pos = key
@@ -87,9 +87,9 @@ def _bulk(buf: bytes, starts: np.ndarray, ends: np.ndarray, skip: int) -> ChunkR
         return None
     kinds = data[pos + 2] if (pos + 3 <= ends).all() else None
     layout = None if kinds is None else _VALUE_LAYOUTS.get(int(kinds[0]))
-    if kinds is None or layout is None or (data[pos + 1] != keys.INT_ZERO + 1).any() or (kinds != kinds[0]).any():
+    if kinds is None or layout is None or (data[pos + 1] != tuples.INT_ZERO + 1).any() or (kinds != kinds[0]).any():
         return None
-    value = keys.decode_columns(buf, pos + 1, ends, layout)
+    value = tuples.decode_columns(buf, pos + 1, ends, layout)
     if value is None or (value[1] != ends).any():
         return None
     kind, (text_begin, text_stop), offset, length, *checks = value[0]
