@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, Iterable, Iterator
 
 from zsarchive.archive.format import schema
-from zsarchive.archive.format.views import NODE_SETS, NodeValue, OpsValue, TxlogValue
+from zsarchive.archive.format.views import NODE_SETS, NodeKey, NodeValue, OpsKey, OpsValue, TxlogValue
 from zsarchive.archive.read import chunkhistory
 from zsarchive.archive.read.nodes import NodeQueries
 from zsarchive.archive.read.reader import NotFound, guarded
@@ -83,7 +83,7 @@ class ChangeQueries(NodeQueries):
         paths: dict[str, str] = {}
         for snapshot_id in (from_id, to_id):
             for k, v in self._records(schema.NODE, (snapshot_id,)):
-                paths[NodeValue.decode(v).node_id] = schema.path_of(k[1])
+                paths[NodeValue.decode(v).node_id] = NodeKey.decode(k).path
         out: dict[str, Any] = {name: sorted(paths[i] for i in ids if i in paths) for name, ids in sets.items()}
         updated: dict[str, list[list[int]]] = {}
         for node_id in sorted(chunk_nodes):
@@ -100,15 +100,15 @@ class ChangeQueries(NodeQueries):
         """Ops-log entries updated in ``[since, until]`` (inclusive bounds as for :meth:`log`), newest first."""
         since, until = time_bound(since, False), time_bound(until, True)
         if until is not None:
-            first = next(iter(self._range(schema.OPS, (), None)), None)
-            if first is not None and until < first[0][0]:
+            first = next((OpsKey.decode(k) for k, _ in self._range(schema.OPS, (), None)), None)
+            if first is not None and until < first.updated_at:
                 raise NotFound(f"{self.name}: {format_time(until)} is before the first operation "
-                               f"({format_time(first[0][0])})")
+                               f"({format_time(first.updated_at)})")
         start = () if since is None else (since,)
         stop = None if until is None else (until + 1,)
         out = []
-        for (updated_at, _), value in self._range(schema.OPS, start, stop):
-            op = OpsValue.decode(value)
+        for k, value in self._range(schema.OPS, start, stop):
+            updated_at, op = OpsKey.decode(k).updated_at, OpsValue.decode(value)
             entry = {"type": op.type, "updated_at": format_time(updated_at), "backup_path": op.backup_path}
             entry.update(_present_details(load_json(op.details, f"{self.name}: archive ops record {updated_at}")))
             out.append(entry)

@@ -16,6 +16,7 @@ from typing import Callable, Iterable, Iterator
 
 from zsarchive.archive.format import schema
 from zsarchive.archive.format.tuples import decode as decode_key
+from zsarchive.archive.format.views import ChunkRefKey, ManifestRefKey, fits
 from zsarchive.errors import ZSCorrupt
 from zsarchive.zs.reader import ZS
 
@@ -36,7 +37,7 @@ class ManifestRefs:
                 key = (manifest["id"], node["id"], coords)
                 for rec in self.zs.search(prefix=schema.key_prefix(schema.CHUNK_REF, key)):
                     _, k, v = schema.split(rec)
-                    if len(k) == 3:
+                    if fits(ManifestRefKey, k):
                         return v
         return None
 
@@ -48,17 +49,16 @@ class ManifestRefs:
             first = None if start is None else schema.key_prefix(schema.CHUNK_REF, prefix + (start,))
             end = None if stop is None else schema.key_prefix(schema.CHUNK_REF, prefix + (stop,))
             records = self.zs.search(start=first, stop=end, prefix=schema.key_prefix(schema.CHUNK_REF, prefix))
-            streams.append((k[2], v) for _, k, v in map(schema.split, records))
+            streams.append((ManifestRefKey.decode(k).coords, v) for _, k, v in map(schema.split, records))
         return streams[0] if len(streams) == 1 else heapq.merge(*streams, key=lambda item: item[0])
 
     def coords(self, node: dict) -> Iterator[tuple[int, ...]]:
-        """The coordinates of every chunk, in order (only the coordinates of each record are decoded)."""
+        """The coordinates of every chunk, in order (only the key of each record is decoded)."""
         streams = []
         for manifest in node["manifests"]:
             prefix = schema.key_prefix(schema.CHUNK_REF, (manifest["id"], node["id"]))
-            at = len(prefix)
-            # the records share the prefix; what follows it is the coordinates and the key's end
-            streams.append(decode_key(rec, at, what="chunk ref key")[0][0] for rec in self.zs.search(prefix=prefix))
+            streams.append(ManifestRefKey.decode(decode_key(rec, 1, what="chunk ref key")[0]).coords
+                           for rec in self.zs.search(prefix=prefix))
         return streams[0] if len(streams) == 1 else heapq.merge(*streams)
 
 
@@ -96,7 +96,8 @@ class RefTimeline:
         """The stored value of the chunk at ``coords``, or None."""
         depths, limit = self._window(node)
         prefix = schema.key_prefix(schema.CHUNK_REF, (node["id"], coords))
-        changes = ((k[2], v) for _, k, v in map(schema.split, self.zs.search(prefix=prefix)) if len(k) == 3)
+        changes = ((ChunkRefKey.decode(k).snapshot_id, v) for _, k, v in map(schema.split, self.zs.search(prefix=prefix))
+                   if fits(ChunkRefKey, k))
         return self._resolve(changes, depths, limit)
 
     def refs(self, node: dict, start: tuple | None = None, stop: tuple | None = None) -> Stored:
@@ -107,9 +108,9 @@ class RefTimeline:
         end = None if stop is None else schema.key_prefix(schema.CHUNK_REF, prefix + (stop,))
         records = self.zs.search(start=first, stop=end, prefix=schema.key_prefix(schema.CHUNK_REF, prefix))
         # a chunk's changes are adjacent (key: coords, then snapshot id)
-        for coords, group in itertools.groupby(((k[1], k[2], v) for _, k, v in map(schema.split, records)),
-                                               key=lambda item: item[0]):
-            value = self._resolve(((sid, v) for _, sid, v in group), depths, limit)
+        changes = ((ChunkRefKey.decode(k), v) for _, k, v in map(schema.split, records))
+        for coords, group in itertools.groupby(changes, key=lambda change: change[0].coords):
+            value = self._resolve(((key.snapshot_id, v) for key, v in group), depths, limit)
             if value is not None:
                 yield coords, value
 

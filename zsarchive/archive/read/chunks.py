@@ -10,7 +10,7 @@ from zsarchive.archive.format import schema
 from zsarchive.archive.format.header import has_chunk_pieces, refs_by_manifest
 from zsarchive.archive.format.pieces import read_pieces
 from zsarchive.archive.format.shards import EMPTY, shard_layout, virtual_index_key
-from zsarchive.archive.format.views import ChunkBytesValue, ChunkRefValue, ShardIndexValue
+from zsarchive.archive.format.views import ChunkBytesValue, ChunkRefValue, ShardIndexKey, ShardIndexValue
 from zsarchive.archive.read.chunkdata import ChunkReader, coords_text
 from zsarchive.archive.read.chunkrefs import ManifestRefs, RefTimeline
 from zsarchive.archive.read.nodes import NodeQueries
@@ -140,17 +140,17 @@ class ChunkQueries(NodeQueries):
         if not self._has_shard_indexes:
             return None
         if chunk["kind"] == "native":
-            key: tuple = (chunk["chunk_id"], chunk["offset"], chunk["length"])
+            key = ShardIndexKey(chunk["chunk_id"], chunk["offset"], chunk["length"])
         else:
-            key = virtual_index_key(chunk["location"], chunk["offset"], chunk["length"], chunk["checksum_etag"],
-                            chunk["checksum_last_modified"])
-        value = self._one(schema.SHARD_INDEX, key)
+            key = ShardIndexKey._make(virtual_index_key(chunk["location"], chunk["offset"], chunk["length"],
+                                                        chunk["checksum_etag"], chunk["checksum_last_modified"]))
+        value = self._one(schema.SHARD_INDEX, key.encode())
         if value is None:
             return None
         try:
             return tuple(ShardIndexValue.decode(value))
         except ValueError:
-            raise ZSCorrupt(f"{self.name}: shard index record of {key[0]} is malformed") from None
+            raise ZSCorrupt(f"{self.name}: shard index record of {key.target} is malformed") from None
 
     def inner_chunk(self, ref: str, path: str, coords: Iterable[int], inner: Iterable[int],
                     repo: str | os.PathLike | Location | None = None) -> dict:

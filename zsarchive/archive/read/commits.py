@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from zsarchive.archive.format import schema
 from zsarchive.archive.format.header import history_from_timeline
-from zsarchive.archive.format.views import NODE_SETS, NodeValue, SnapshotValue, TxlogValue
+from zsarchive.archive.format.views import NODE_SETS, NodeKey, NodeValue, SnapshotValue, TxlogValue
 from zsarchive.archive.read import chunkhistory
 from zsarchive.archive.read.changes import ChangeQueries
 from zsarchive.archive.read.loggraph import layout, topo_order
@@ -129,4 +129,4 @@ class CommitQueries(ChangeQueries):
         return np.array(rows, np.int64).reshape(len(rows), ndim + 1), list(ids)
 
     def _paths(self, snapshot_id: str) -> dict[str, str]:
-        return {NodeValue.decode(v).node_id: schema.path_of(k[1]) for k, v in self._records(schema.NODE, (snapshot_id,))}
+        return {NodeValue.decode(v).node_id: NodeKey.decode(k).path for k, v in self._records(schema.NODE, (snapshot_id,))}

@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from zsarchive.archive.format import schema
-from zsarchive.archive.format.views import NodeValue
+from zsarchive.archive.format.views import NodeKey, NodeValue
 from zsarchive.archive.read.history import HistoryQueries
 from zsarchive.archive.read.reader import NotFound, checked_record
 from zsarchive.suggest import hint
@@ -40,16 +40,17 @@ class NodeQueries(HistoryQueries):
         snapshot file used."""
         sid = self.resolve(ref)
         if path is None or path.strip("/") == "":
-            return [self._node_dict(sid, k[1], v) for k, v in self._records(schema.NODE, (sid,))]
+            return [self._node_dict(sid, NodeKey.decode(k).components, v) for k, v in self._records(schema.NODE, (sid,))]
         top = self._node_at(sid, path, ref)["path"]
-        return [self._node_dict(sid, k[1], v) for k, v in self._records(schema.NODE, (sid,))
-                if schema.path_of(k[1]) == top or schema.path_of(k[1]).startswith(top + "/")]
+        nodes = ((NodeKey.decode(k), v) for k, v in self._records(schema.NODE, (sid,)))
+        return [self._node_dict(sid, key.components, v) for key, v in nodes
+                if key.path == top or key.path.startswith(top + "/")]
 
     def _node_at(self, snapshot_id: str, path: str, ref: str) -> dict:
         components = schema.path_components(path if path.startswith("/") else "/" + path)
         value = self._one(schema.NODE, (snapshot_id, components))
         if value is None:
-            paths = [schema.path_of(k[1]) for k, _ in self._records(schema.NODE, (snapshot_id,))]
+            paths = [NodeKey.decode(k).path for k, _ in self._records(schema.NODE, (snapshot_id,))]
             raise NotFound(f"{self.name}: no node {schema.path_of(components)!r} at {ref!r}"
                            f"{hint(schema.path_of(components), paths, 'paths', paths=True)}")
         return self._node_dict(snapshot_id, components, value)
