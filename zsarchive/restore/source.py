@@ -91,7 +91,7 @@ def _node(components: tuple, raw: tuple) -> tuple[Node, str | None]:
     path = S.path_of(components)
     if not value.is_array:
         return Node(value.node_id, path, NodeType.GROUP, bytes(value.user_data)), None
-    dims = [DimensionShape(a, c, n) for a, c, n in value.shape]
+    dims = [DimensionShape(d.array_length, d.chunk_length, d.num_chunks) for d in value.dimensions]
     refs = [ManifestRef(mid, [tuple(e) for e in extents]) for mid, extents in value.manifests]
     names = None if value.dimension_names is None else list(value.dimension_names)
     return Node(value.node_id, path, NodeType.ARRAY, bytes(value.user_data), dims, names, refs), value.since

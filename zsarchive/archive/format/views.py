@@ -93,6 +93,22 @@ class SnapshotValue(NamedTuple):
         return tuple(self)
 
 
+class Dimension(NamedTuple):
+    """One dimension of an array's shape as an ``N`` record keeps it (V1 files store the chunk length,
+    V2 files the number of chunks; the other is None)."""
+
+    array_length: int
+    chunk_length: int | None
+    num_chunks: int | None
+
+    @property
+    def chunks(self) -> int:
+        """The number of chunks along the dimension, stored or derived from the chunk length."""
+        if self.num_chunks is not None:
+            return self.num_chunks
+        return -(-self.array_length // self.chunk_length) if self.chunk_length else 0
+
+
 class NodeValue(NamedTuple):
     """An ``N`` record: a group's or array's id, type, zarr.json bytes and, for an array, its shape
     (``(array_length, chunk_length, num_chunks)`` per dimension), dimension names, manifests
@@ -109,6 +125,11 @@ class NodeValue(NamedTuple):
     @property
     def is_array(self) -> bool:
         return self.node_type == schema.ARRAY
+
+    @property
+    def dimensions(self) -> tuple[Dimension, ...]:
+        """An array's :attr:`shape`, one named :class:`Dimension` each."""
+        return tuple(Dimension(*dim[:3]) for dim in self.shape)
 
     @staticmethod
     def well_formed(value: tuple) -> bool:

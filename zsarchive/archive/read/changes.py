@@ -26,7 +26,7 @@ class ChangeQueries(NodeQueries):
         sid = self.resolve(ref)
         node = self._node_at(sid, path, ref)
         history = {sid for sid, _ in self._ancestry(sid)}
-        changes = sorted(((flushed_at, sid) for _, _, flushed_at, sid in self.history_entries(node["id"], coords)),
+        changes = sorted(((flushed_at, sid) for _, _, flushed_at, sid in self.history_entries(node.id, coords)),
                          reverse=True)
         return [self._snapshot_dict(change_sid, self._snapshot_value(change_sid))
                 for _, change_sid in changes if change_sid in history]

@@ -98,11 +98,11 @@ class CommitQueries(ChangeQueries):
 
         node = self._array_at(ref, path)
         depths = self._history_depths(self.resolve(ref))
-        ndim = len(node["shape"])
+        ndim = len(node.shape)
         if history_from_timeline(self.view_format):  # millions of changes: decoded in bulk
-            table, ids = chunkhistory.timeline_rows(self.zs, node["id"], ndim, self.name)
+            table, ids = chunkhistory.timeline_rows(self.zs, node.id, ndim, self.name)
         else:
-            table, ids = self._history_rows(node["id"], ndim)
+            table, ids = self._history_rows(node.id, ndim)
         found = {sid: self._snapshot_value(sid) for sid in ids if sid in depths}
         order = sorted(found, key=lambda sid: (found[sid].flushed_at, sid))
         column = {sid: i for i, sid in enumerate(order)}
@@ -110,7 +110,7 @@ class CommitQueries(ChangeQueries):
         rows = table[which >= 0, :-1]
         which = which[which >= 0]
         rank = np.lexsort((which, *rows.T[::-1])) if len(rows) else np.zeros(0, np.int64)
-        return {"path": node["path"], "node_id": node["id"], "num_chunks": node["num_chunks"],
+        return {"path": node.path, "node_id": node.id, "num_chunks": node.num_chunks,
                 "commits": [self._snapshot_dict(sid, found[sid]) for sid in order],
                 "coords": rows[rank], "commit": which[rank]}
 
