@@ -333,6 +333,16 @@ NODE_SETS = ("new_groups", "new_arrays", "deleted_groups", "deleted_arrays", "up
 # ZSCorrupt naming the archive); ``well_formed`` checks the elements' types too.
 
 
+def _decode(cls, key: tuple):
+    """The view of ``key`` (TypeError when it has another number of elements than the view)."""
+    return cls._make(key)
+
+
+def _encode(self) -> tuple:
+    """The key's elements, as a record's key holds them."""
+    return tuple(self)
+
+
 def fits(view: type, key: tuple) -> bool:
     """Whether ``key`` has as many elements as a key of ``view`` (a key view class)."""
     return len(key) == len(view._fields)
@@ -361,12 +371,8 @@ class RefKey(NamedTuple):
     def well_formed(cls, key: tuple) -> bool:
         return len(key) == 2 and key[0] in cls.KINDS and isinstance(key[1], str)
 
-    @classmethod
-    def decode(cls, key: tuple) -> RefKey:
-        return cls._make(key)
-
-    def encode(self) -> tuple:
-        return tuple(self)
+    decode = classmethod(_decode)
+    encode = _encode
 
 
 class RepoFactKey(NamedTuple):
@@ -374,12 +380,8 @@ class RepoFactKey(NamedTuple):
 
     name: str
 
-    @classmethod
-    def decode(cls, key: tuple) -> RepoFactKey:
-        return cls._make(key)
-
-    def encode(self) -> tuple:
-        return tuple(self)
+    decode = classmethod(_decode)
+    encode = _encode
 
 
 class OpsKey(NamedTuple):
@@ -388,12 +390,8 @@ class OpsKey(NamedTuple):
     updated_at: int
     seq: int
 
-    @classmethod
-    def decode(cls, key: tuple) -> OpsKey:
-        return cls._make(key)
-
-    def encode(self) -> tuple:
-        return tuple(self)
+    decode = classmethod(_decode)
+    encode = _encode
 
 
 class SnapshotKey(NamedTuple):
@@ -405,12 +403,8 @@ class SnapshotKey(NamedTuple):
     def well_formed(key: tuple) -> bool:
         return len(key) == 1 and is_id(key[0])
 
-    @classmethod
-    def decode(cls, key: tuple) -> SnapshotKey:
-        return cls._make(key)
-
-    def encode(self) -> tuple:
-        return tuple(self)
+    decode = classmethod(_decode)
+    encode = _encode
 
 
 TxlogKey = SnapshotKey
@@ -427,12 +421,8 @@ class SnapshotTimeKey(NamedTuple):
     def well_formed(key: tuple) -> bool:
         return len(key) == 2 and isinstance(key[0], int) and is_id(key[1])
 
-    @classmethod
-    def decode(cls, key: tuple) -> SnapshotTimeKey:
-        return cls._make(key)
-
-    def encode(self) -> tuple:
-        return tuple(self)
+    decode = classmethod(_decode)
+    encode = _encode
 
 
 class ChildKey(NamedTuple):
@@ -445,12 +435,8 @@ class ChildKey(NamedTuple):
     def well_formed(key: tuple) -> bool:
         return len(key) == 2
 
-    @classmethod
-    def decode(cls, key: tuple) -> ChildKey:
-        return cls._make(key)
-
-    def encode(self) -> tuple:
-        return tuple(self)
+    decode = classmethod(_decode)
+    encode = _encode
 
 
 class NodeKey(NamedTuple):
@@ -468,12 +454,8 @@ class NodeKey(NamedTuple):
     def well_formed(key: tuple) -> bool:
         return len(key) == 2 and is_id(key[0]) and isinstance(key[1], tuple)
 
-    @classmethod
-    def decode(cls, key: tuple) -> NodeKey:
-        return cls._make(key)
-
-    def encode(self) -> tuple:
-        return tuple(self)
+    decode = classmethod(_decode)
+    encode = _encode
 
 
 class ChunkRefKey(NamedTuple):
@@ -495,12 +477,8 @@ class ChunkRefKey(NamedTuple):
                 and all(type(c) is int and 0 <= c < 1 << 63 for c in key[1])
                 and is_id(key[2]) and key[2].isascii())
 
-    @classmethod
-    def decode(cls, key: tuple) -> ChunkRefKey:
-        return cls._make(key)
-
-    def encode(self) -> tuple:
-        return tuple(self)
+    decode = classmethod(_decode)
+    encode = _encode
 
 
 class ManifestRefKey(NamedTuple):
@@ -514,12 +492,8 @@ class ManifestRefKey(NamedTuple):
     def well_formed(key: tuple) -> bool:
         return len(key) == 3 and isinstance(key[0], str)
 
-    @classmethod
-    def decode(cls, key: tuple) -> ManifestRefKey:
-        return cls._make(key)
-
-    def encode(self) -> tuple:
-        return tuple(self)
+    decode = classmethod(_decode)
+    encode = _encode
 
 
 class HistoryKey(NamedTuple):
@@ -535,12 +509,8 @@ class HistoryKey(NamedTuple):
     def well_formed(key: tuple) -> bool:
         return len(key) == 4
 
-    @classmethod
-    def decode(cls, key: tuple) -> HistoryKey:
-        return cls._make(key)
-
-    def encode(self) -> tuple:
-        return tuple(self)
+    decode = classmethod(_decode)
+    encode = _encode
 
 
 class ChunkBytesKey(NamedTuple):
