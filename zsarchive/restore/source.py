@@ -147,7 +147,8 @@ def read_history(reader: ArchiveReader) -> ArchiveHistory:
     if history_from_timeline(reader.view_format):
         _timeline_coords(zs, reader.view_format, name, snapshots, txlogs, logged)
     else:
-        for node_id, coords, _, sid in chunk_changes(zs, reader.view_format, _flushed_at(name, snapshots)):
+        for change in chunk_changes(zs, reader.view_format, _flushed_at(name, snapshots)):
+            node_id, coords, sid = change.node_id, change.coords, change.snapshot_id
             if sid in txlogs:
                 txlogs[sid].coords.setdefault(node_id, []).append(coords)
         for summary in txlogs.values():  # as matrices: a big commit changes millions of chunks
@@ -174,7 +175,8 @@ def _timeline_coords(zs, view_format: int, name: str, snapshots: dict[str, Snaps
                     txlogs[sid].coords[node_id] = rows[column == i, :-1].astype(np.uint32)
             continue
         found: dict[str, list] = {}
-        for _, coords, _, sid in chunk_changes(zs, view_format, flushed_at, (node_id,)):
+        for change in chunk_changes(zs, view_format, flushed_at, (node_id,)):
+            coords, sid = change.coords, change.snapshot_id
             if sid in txlogs:
                 found.setdefault(sid, []).append(coords)
         for sid, coords in found.items():

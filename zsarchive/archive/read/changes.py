@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, Iterable, Iterator
 
 from zsarchive.archive.format import schema
-from zsarchive.archive.format.views import NODE_SETS, NodeKey, NodeValue, OpsKey, OpsValue, TxlogValue
+from zsarchive.archive.format.views import NODE_SETS, HistoryKey, NodeKey, NodeValue, OpsKey, OpsValue, TxlogValue
 from zsarchive.archive.read import chunkhistory
 from zsarchive.archive.read.nodes import NodeQueries
 from zsarchive.archive.read.reader import NotFound, guarded
@@ -26,13 +26,13 @@ class ChangeQueries(NodeQueries):
         sid = self.resolve(ref)
         node = self._node_at(sid, path, ref)
         history = {sid for sid, _ in self._ancestry(sid)}
-        changes = sorted(((flushed_at, sid) for _, _, flushed_at, sid in self.history_entries(node.id, coords)),
+        changes = sorted(((change.flushed_at, change.snapshot_id) for change in self.history_entries(node.id, coords)),
                          reverse=True)
         return [self._snapshot_dict(change_sid, self._snapshot_value(change_sid))
                 for _, change_sid in changes if change_sid in history]
 
     @guarded
-    def history_entries(self, node_id: str, coords: tuple | None = None) -> Iterator[tuple[str, tuple, int, str]]:
+    def history_entries(self, node_id: str, coords: tuple | None = None) -> Iterator[HistoryKey]:
         """``(node_id, coords, flushed_at, snapshot_id)`` of every commit whose transaction log names a chunk
         of the array ``node_id`` (only of ``coords`` when given), in no particular order
         (:func:`zsarchive.archive.read.chunkhistory.chunk_changes`)."""
@@ -90,7 +90,7 @@ class ChangeQueries(NodeQueries):
             if node_id not in paths:
                 continue
             # A node a log lists with no chunks (icechunk 1.1 writes such entries) is in the diff too.
-            coords = sorted({c for _, c, _, sid in self.history_entries(node_id) if sid in changed})
+            coords = sorted({change.coords for change in self.history_entries(node_id) if change.snapshot_id in changed})
             updated[paths[node_id]] = [list(c) for c in coords]
         out["updated_chunks"] = dict(sorted(updated.items()))
         out["moved_nodes"] = moved

@@ -20,7 +20,7 @@ _ID = 20  # characters of a snapshot id
 
 
 def chunk_changes(zs: Any, view_format: int, flushed_at: Callable[[str], int],
-                  key: tuple = ()) -> Iterator[tuple[str, tuple, int, str]]:
+                  key: tuple = ()) -> Iterator[HistoryKey]:
     """``(node_id, coords, flushed_at, snapshot_id)`` of every change a transaction log names, of the
     chunks whose ``(node_id[, coords])`` start with ``key`` (``()``: every chunk), in no particular order.
     ``zs``: the archive (a ZS or a chain); ``view_format``: the format its records follow;
@@ -44,10 +44,10 @@ def chunk_changes(zs: Any, view_format: int, flushed_at: Callable[[str], int],
         if not starts_with(k, key) or k in exceptions:
             continue
         ref = ChunkRefKey.decode(k)
-        yield ref.node_id, ref.coords, flushed_at(ref.snapshot_id), ref.snapshot_id
+        yield HistoryKey(ref.node_id, ref.coords, flushed_at(ref.snapshot_id), ref.snapshot_id)
     for (node_id, coords, sid), (time, in_log) in exceptions.items():
         if in_log:
-            yield node_id, coords, time, sid
+            yield HistoryKey(node_id, coords, time, sid)
 
 
 def timeline_rows(zs: Any, node_id: str, ndim: int, name: str) -> tuple[np.ndarray, list[str]]:

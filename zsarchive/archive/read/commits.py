@@ -121,7 +121,8 @@ class CommitQueries(ChangeQueries):
 
         ids: dict[str, int] = {}
         rows = []
-        for _, coords, _, sid in self.history_entries(node_id):
+        for change in self.history_entries(node_id):
+            coords, sid = change.coords, change.snapshot_id
             if len(coords) != ndim or not all(isinstance(c, int) and c >= 0 for c in coords):
                 raise ZSCorrupt(f"{self.name}: chunk history record {(node_id, coords, sid)!r} does not hold "
                                 f"{ndim} coordinates of the array")

@@ -2,7 +2,8 @@
 
 Queries, the zarr store, checkout and the views work on these; :class:`~zsarchive.archive.read.repoarchive.
 RepoArchive`'s commands turn them into the dicts they document (``as_dict``), and take those dicts back
-(``of``) where a caller hands one in."""
+(``of``) where a caller hands one in. They are not frozen only because a frozen dataclass costs several
+times more to make, and millions of chunk refs stream through here: treat them as read-only."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ class ManifestSpan(NamedTuple):
     extents: tuple[tuple[int, int], ...]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class NodeInfo:
     """A group or array of one snapshot. ``snapshot_id`` and ``since`` (the snapshot its chunk ref
     timeline starts at, format 2 on) say where the array's chunk refs are found."""
@@ -68,7 +69,7 @@ class NodeInfo:
                    node.get("since"))
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ChunkInfo:
     """The ref of one chunk of an array: by ``kind`` (``"inline"``, ``"native"``, ``"virtual"``) its bytes,
     the native chunk file's id or the virtual location, the range in it and the checksums it is read under."""
