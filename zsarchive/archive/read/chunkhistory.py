@@ -7,7 +7,7 @@ from __future__ import annotations
 import itertools
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
-from zsarchive.archive.format import tuples, schema
+from zsarchive.archive.format import schema, tuples
 from zsarchive.archive.format.header import history_from_timeline
 from zsarchive.archive.format.views import ChunkRefKey, HistoryKey, HistoryValue, starts_with
 from zsarchive.errors import ZSCorrupt

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from zsarchive.archive.format import tuples, schema
+from zsarchive.archive.format import schema, tuples
 from zsarchive.archive.format.views import ChunkRefKey, ChunkRefValue
 from zsarchive.errors import ZSCorrupt
 from zsarchive.zs.reader import ZS
