@@ -6,7 +6,7 @@ shape. The archive header's view is :class:`~zsarchive.archive.format.header.Arc
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 from zsarchive.archive.format import schema
 
@@ -334,8 +334,12 @@ NODE_SETS = ("new_groups", "new_arrays", "deleted_groups", "deleted_arrays", "up
 
 
 def _decode(cls, key: tuple):
-    """The view of ``key`` (TypeError when it has another number of elements than the view)."""
-    return cls._make(key)
+    """The view of ``key`` (TypeError when it has another number of elements than the view). Made
+    directly rather than through ``_make``: one call less for each record a query reads."""
+    view = tuple.__new__(cls, key)
+    if len(view) != len(cls._fields):
+        raise TypeError(f"a key of {len(cls._fields)} elements, not {len(view)}")
+    return view
 
 
 def _encode(self) -> tuple:
@@ -508,6 +512,14 @@ class HistoryKey(NamedTuple):
     @staticmethod
     def well_formed(key: tuple) -> bool:
         return len(key) == 4
+
+    @classmethod
+    def of_chunk_ref(cls, key: tuple, flushed_at: Callable[[str], int]) -> HistoryKey:
+        """The element of the history a ``C`` record's key gives in format 5: its node, coordinates and
+        snapshot, and when that snapshot was flushed (``flushed_at`` of its id). This runs for every change
+        of an array: the tuple is made directly, without the generated ``__new__``'s call."""
+        node_id, coords, snapshot_id = key
+        return tuple.__new__(cls, (node_id, coords, flushed_at(snapshot_id), snapshot_id))
 
     decode = classmethod(_decode)
     encode = _encode

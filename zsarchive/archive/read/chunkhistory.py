@@ -43,8 +43,7 @@ def chunk_changes(zs: Any, view_format: int, flushed_at: Callable[[str], int],
         k, _ = tuples.decode(rec, 1, what="chunk ref record key")
         if not starts_with(k, key) or k in exceptions:
             continue
-        ref = ChunkRefKey.decode(k)
-        yield HistoryKey(ref.node_id, ref.coords, flushed_at(ref.snapshot_id), ref.snapshot_id)
+        yield HistoryKey.of_chunk_ref(k, flushed_at)
     for (node_id, coords, sid), (time, in_log) in exceptions.items():
         if in_log:
             yield HistoryKey(node_id, coords, time, sid)
