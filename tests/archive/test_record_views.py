@@ -54,6 +54,9 @@ def test_named_fields_are_the_documented_elements():
     assert (piece.chunk_id, piece.start) == ("C" * 20, 4096) and views.ChunkBytesKey.decode(("C" * 20,)).encode() == ("C" * 20,)
     virtual = views.ShardIndexKey.decode(("s3://b/k", 0, 100, "etag", None))
     assert virtual.virtual and virtual.encode() == ("s3://b/k", 0, 100, "etag", None)
+    change = views.HistoryKey.of_chunk_ref(("N" * 13, (1, 2), "S" * 20), {"S" * 20: 7}.__getitem__)
+    assert isinstance(change, views.HistoryKey) and (change.coords, change.flushed_at) == ((1, 2), 7)
+    assert change == views.HistoryKey.decode(("N" * 13, (1, 2), 7, "S" * 20))
     native = views.ShardIndexKey.decode(("C" * 20, 0, 100))
     assert not native.virtual and native.encode() == ("C" * 20, 0, 100)
 
@@ -74,6 +77,7 @@ def test_a_key_of_the_wrong_shape_is_not_well_formed(view, key):
 
 
 def test_decoding_a_key_of_another_length_fails():
-    with pytest.raises(TypeError):
-        views.ChunkRefKey.decode(("N" * 13, (0,)))
+    for key in (("N" * 13, (0,)), ("N" * 13, (0,), "S" * 20, "extra")):
+        with pytest.raises(TypeError):
+            views.ChunkRefKey.decode(key)
     assert views.fits(views.ChunkRefKey, ("N" * 13, (0,), "S" * 20)) and not views.fits(views.ChunkRefKey, ("N" * 13,))
