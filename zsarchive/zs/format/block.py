@@ -34,8 +34,17 @@ class IndexEntry(NamedTuple):
 
 def encode_block(level: int, zpayload: bytes) -> bytes:
     """Frame a compressed payload: uleb128 length, level byte, payload, CRC-64 of level+payload."""
-    body = bytes((level,)) + zpayload
-    return uleb128.encode(len(body)) + body + _U64.pack(crc64(body))
+    return b"".join(block_parts(level, [zpayload]))
+
+
+def block_parts(level: int, zparts: list) -> list:
+    """:func:`encode_block` of the payload that the buffers ``zparts`` are the concatenation of, as a
+    list of buffers (``zparts`` themselves between the length and the CRC: no byte is copied)."""
+    head = bytes((level,))
+    crc = crc64(head)
+    for part in zparts:
+        crc = crc64(part, crc)  # a CRC continued over the next bytes: the CRC of the concatenation
+    return [uleb128.encode(1 + sum(map(len, zparts))), head, *zparts, _U64.pack(crc)]
 
 
 def decode_length(field, where: str, end: str = "the file") -> tuple[int, int]:
@@ -92,6 +101,15 @@ def encode_records(records: Iterable[bytes]) -> bytes:
         return b"".join(parts)
     enc = uleb128.encode
     return b"".join([enc(n) + r for n, r in zip(lens, records)])
+
+
+def record_parts(records: list) -> list:
+    """:func:`encode_records` as a list of buffers (each record's length, then the record itself)."""
+    enc = uleb128.encode
+    parts: list = [b""] * (2 * len(records))
+    parts[::2] = [enc(len(r)) for r in records]
+    parts[1::2] = records
+    return parts
 
 
 def decode_records(payload: bytes, where: str) -> list[bytes]:
