@@ -73,8 +73,9 @@ def check_crc(body, stored: int, where: str) -> None:
         raise ZSCorrupt(f"{where}: block CRC mismatch (stored {stored:#018x}, computed {actual:#018x})")
 
 
-def split_block(buf, where: str) -> tuple[int, bytes]:
-    """Check a whole framed block (length field through CRC) and return ``(level, zpayload)``.
+def split_block(buf, where: str) -> tuple[int, memoryview]:
+    """Check a whole framed block (length field through CRC) and return ``(level, zpayload)``, the
+    payload a view into ``buf`` (no copy).
 
     ``where`` names file and offset for messages. The buffer must hold exactly one block.
     """
@@ -83,9 +84,9 @@ def split_block(buf, where: str) -> tuple[int, bytes]:
     if end + 8 != len(buf):
         raise ZSCorrupt(f"{where}: block length field says {end + 8} bytes with CRC, "
                         f"but {len(buf)} bytes are available for this block")
-    body = buf[pos:end]
+    body = memoryview(buf)[pos:end]
     check_crc(body, _U64.unpack_from(buf, end)[0], where)
-    return body[0], bytes(body[1:])
+    return body[0], body[1:]
 
 
 def encode_records(records: Iterable[bytes]) -> bytes:

@@ -150,7 +150,7 @@ DEFLATE_STORED_BLOCK = 65531
 """Most bytes per stored deflate block our writer makes. A payload under 32 KiB is one final block;
 a longer one is blocks of this size (the last holds the rest) then an empty final block: for payloads
 up to 65,531 bytes, the stream zlib-ng writes at level 0, byte for byte."""
-_STORED_MIN = 4096  # a stored stream cut finer than this (never ours) is left to zlib to decode
+_STORED_MIN = 4096  # a stream cut into more stored blocks than one per this many bytes (never ours) is zlib's to decode
 
 
 def _deflate_store(parts: list) -> list:
@@ -173,6 +173,7 @@ def _deflate_stored_parts(data) -> list | None:
     view = memoryview(data).cast("B")
     n = len(view)
     parts = []
+    most = n // _STORED_MIN + 2
     pos = 0
     while pos + 5 <= n:
         final = view[pos]
@@ -180,7 +181,7 @@ def _deflate_stored_parts(data) -> list | None:
         if final > 1 or size ^ (view[pos + 3] | view[pos + 4] << 8) != 0xFFFF:
             return None
         pos += 5 + size
-        if pos > n or (not final and size < _STORED_MIN):
+        if pos > n or len(parts) > most:
             return None
         parts.append(view[pos - size:pos])
         if final:
@@ -258,6 +259,16 @@ def get_codec(name: str, level: int | str | None = None) -> Codec:
         compress = _zstd_compress(zlevel)
     return Codec(header_name, compress, _DECOMPRESSORS[header_name], header_name != "zstd",
                  _STORERS[header_name])
+
+
+def stored_parts_for(header_name: str) -> Callable[[bytes], list | None]:
+    """For a codec name read from a file header: a function giving the bytes of a payload stored in
+    the codec's uncompressed framing as views into it (None for a compressed one: decompress it)."""
+    if header_name == "none":
+        return lambda data: [data]
+    if header_name == "deflate":
+        return _deflate_stored_parts
+    return lambda data: None
 
 
 def decoder_for(header_name: str) -> Callable[[bytes], bytes]:
