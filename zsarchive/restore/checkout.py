@@ -21,7 +21,7 @@ from zsarchive.archive import RepoArchive
 from zsarchive.archive.format.chunkkeys import ChunkKeys
 from zsarchive.errors import ZSCorrupt, ZSError
 from zsarchive.io.location import Location, parse_location
-from zsarchive.io.sink import LocalSink, ObjectSink, Sink, check_key, write_error
+from zsarchive.io.sink import LocalSink, ObjectSink, Sink, write_error
 from zsarchive.io.zipsink import ZipSink
 from zsarchive.zs.writer import start_writeback
 
@@ -210,14 +210,7 @@ class _TreeSink(LocalSink):
     its bytes -- a view of the archive's, or a list of them -- written with no copy of Python's."""
 
     def put(self, key: str, data: bytes | memoryview | list) -> None:
-        check_key(key, str(self.root))
-        path = self.root / key
-        if path.parent not in self._made:
-            try:
-                path.parent.mkdir(parents=True, exist_ok=True)
-            except OSError as exc:
-                raise write_error(exc, path.parent) from None
-            self._made.add(path.parent)
+        path = self._place(key)
         try:
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
         except OSError as exc:
