@@ -510,10 +510,11 @@ def test_the_file_goes_to_the_disk_as_it_is_written(tmp_path, monkeypatch):
     """Every WRITE_BACK bytes the writer asks the kernel to start writing the range it has not asked
     for yet (contiguous ranges from the file's start); stored and compressed blocks alike, the file
     reads back whole."""
+    from zsarchive.io import outfile
     from zsarchive.zs import writer as writer_module
 
     calls = []
-    real = writer_module._SYNC_FILE_RANGE
+    real = outfile._sync_file_range()
     assert real is not None  # Linux: sync_file_range is there
 
     def recording(fd, offset, length, flags):
@@ -521,7 +522,7 @@ def test_the_file_goes_to_the_disk_as_it_is_written(tmp_path, monkeypatch):
         return real(fd, offset, length, flags)
 
     monkeypatch.setattr(writer_module, "WRITE_BACK", 50_000)
-    monkeypatch.setattr(writer_module, "_SYNC_FILE_RANGE", recording)
+    monkeypatch.setattr(outfile, "_sync_file_range", lambda: recording)
     records = [b"%06d " % i + bytes(range(256)) * (i % 7) for i in range(3000)]
     path = tmp_path / "f.zs"
     with ZSWriter(path, {}, codec="deflate", approx_block_size=4000) as w:

@@ -21,9 +21,9 @@ from zsarchive.archive import RepoArchive
 from zsarchive.archive.format.chunkkeys import ChunkKeys
 from zsarchive.errors import ZSCorrupt, ZSError
 from zsarchive.io.location import Location, parse_location
+from zsarchive.io.outfile import start_writeback
 from zsarchive.io.sink import LocalSink, ObjectSink, Sink, write_error
 from zsarchive.io.zipsink import ZipSink
-from zsarchive.zs.writer import start_writeback
 
 ROOT_META = "zarr.json"
 

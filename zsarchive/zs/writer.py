@@ -24,6 +24,7 @@ from datetime import datetime, timezone
 from typing import BinaryIO, Callable, Iterable, Iterator, NamedTuple
 
 from zsarchive.errors import ZSError
+from zsarchive.io.outfile import start_writeback
 from zsarchive.zs.format.block import block_parts, encode_block, encode_records, record_parts
 from zsarchive.zs.format.codecs import get_codec
 from zsarchive.zs.format.framing import LENGTH_PREFIXES
@@ -460,27 +461,6 @@ class ZSWriter:
 WRITE_BACK = 32 << 20
 """Every this many bytes written, the kernel is asked to start writing them to the disk, so that the
 final fsync waits for little more than the last of them."""
-
-
-def _sync_file_range() -> Callable[[int, int, int, int], int] | None:
-    try:
-        import ctypes
-
-        function = ctypes.CDLL(None, use_errno=True).sync_file_range
-    except (OSError, AttributeError):  # not Linux with glibc: the final fsync does it all
-        return None
-    function.argtypes = (ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint)
-    return function
-
-
-_SYNC_FILE_RANGE = _sync_file_range()
-
-
-def start_writeback(fd: int, offset: int, length: int) -> None:
-    """Ask the kernel to start writing a range of a file to the disk, not waiting (Linux's
-    ``sync_file_range`` with ``SYNC_FILE_RANGE_WRITE``); elsewhere nothing. A hint: fsync still decides."""
-    if _SYNC_FILE_RANGE is not None:
-        _SYNC_FILE_RANGE(fd, offset, length, 2)
 
 
 def _update(hasher, payload: bytes | list) -> None:
