@@ -212,7 +212,8 @@ class _TreeSink(LocalSink):
     def put(self, key: str, data: bytes | memoryview | list) -> None:
         path = self._place(key)
         try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
+                         | getattr(os, "O_CLOEXEC", 0), 0o666)
         except OSError as exc:
             raise write_error(exc, path) from None
         try:
@@ -229,7 +230,7 @@ def _write_all(fd: int, parts: list) -> None:
     """Write the buffers ``parts`` one after another (``writev`` may write less than asked)."""
     views = [memoryview(p).cast("B") for p in parts]
     while views:
-        written = os.writev(fd, views[:1024])
+        written = os.writev(fd, views[:1024]) if hasattr(os, "writev") else os.write(fd, views[0])
         while views and written >= len(views[0]):
             written -= len(views.pop(0))
         if written:
