@@ -220,6 +220,15 @@ def test_unaligned_reads_equal_aligned_ones():
             assert gather(b, at, dtype).tolist() == [struct.unpack_from(fmt, raw, p)[0] for p in at.tolist()]
 
 
+@given(st.lists(st.integers(-3, 3), max_size=50))
+def test_distinct_values_are_found_at_their_first_occurrence(values):
+    from zsarchive.icechunk.gather import distinct
+
+    firsts, inverse = distinct(np.array(values, dtype=np.int64))
+    assert sorted(firsts.tolist()) == sorted(values.index(v) for v in set(values))
+    assert [values[j] for j in firsts[inverse].tolist()] == values
+
+
 def _shared_inline_manifest(refs: int, size: int) -> bytes:
     """A manifest whose ``refs`` inline refs all point at one ``size``-byte vector (a DAG of offsets)."""
     b = flatbuffers.Builder(size + 64 * refs)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -127,6 +129,19 @@ def test_rows_follow_the_spec(rows, before, after, pieces, rng):
                            n)
     assert got == [before + b"\x05" + b"".join(_spec_int(v) for v in r) + b"\x00" + pieces[c] + after
                    for r, c in zip(rows, choice)]
+
+
+@given(st.integers(0, 2**32))
+def test_rows_of_many_layouts_follow_the_spec(seed):
+    """Batches whose strings take many layouts (integer sizes, piece lengths) are built another way."""
+    rng = random.Random(seed)
+    rows = [(rng.getrandbits(rng.randrange(65)), rng.getrandbits(rng.randrange(65)), rng.randrange(100))
+            for _ in range(rng.randrange(300, 400))]
+    pieces = [bytes(rng.randrange(256) for _ in range(k)) for k in range(100)]
+    columns = [np.array([r[k] for r in rows], dtype=np.uint64) for k in range(2)]
+    choice = np.array([r[2] for r in rows], dtype=np.int64)
+    got = keys.encode_rows([b"\x05", *columns, (pieces, choice), b"\x00"], len(rows))
+    assert got == [b"\x05" + _spec_int(a) + _spec_int(b) + pieces[c] + b"\x00" for a, b, c in rows]
 
 
 def test_rows_refuse_negative_integers():

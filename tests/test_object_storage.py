@@ -26,6 +26,8 @@ from toolkit.cli import one_line_error, run_zs
 from toolkit.peers import run_peer_json, run_peer_script
 from zsarchive import RepoArchive
 from zsarchive.archive import export
+from zsarchive.archive.write import engine as engine_module
+from zsarchive.archive.write.engine import ProcessPool
 from zsarchive.errors import ZSError
 
 WRITE_REPO = r"""
@@ -97,12 +99,17 @@ def aws_env(s3, monkeypatch):
     return s3
 
 
-def test_export_from_s3_equals_icechunk_and_the_local_export(aws_env, tmp_path):
+def test_export_from_s3_equals_icechunk_and_the_local_export(aws_env, tmp_path, monkeypatch):
     s3 = aws_env
-    remote, local = tmp_path / "remote.zs", tmp_path / "local.zs"
-    export("s3://lab/repos/one", remote, export_time=1)
+    remote, spawned, local = tmp_path / "remote.zs", tmp_path / "spawned.zs", tmp_path / "local.zs"
+    export("s3://lab/repos/one", remote, export_time=1, parallelism=2)  # few refs: decoded in this process
+    pools = []
+    monkeypatch.setattr(engine_module, "SPAWN_REFS", 0)  # worker processes started afresh read the bucket
+    monkeypatch.setattr(engine_module, "ProcessPool", lambda *a: pools.append(ProcessPool(*a)) or pools[-1])
+    export("s3://lab/repos/one", spawned, export_time=1, parallelism=2)
+    assert len(pools) == 1
     export(s3["local"], local, export_time=1)
-    assert remote.read_bytes() == local.read_bytes()
+    assert remote.read_bytes() == local.read_bytes() == spawned.read_bytes()
     answers = run_oracle(s3["python"], s3["local"], {})
     check_archive(answers, remote, s3["local"], [], [])
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 from typing import Iterable
 
 LIST_ALL = 8
@@ -11,6 +10,8 @@ LIST_ALL = 8
 
 def closest(word: str, candidates: Iterable[str], n: int = 3) -> list[str]:
     """The candidates most like ``word`` (case ignored), best first: at most ``n``, none if nothing is close."""
+    import difflib  # here: only a miss needs it, and a lookup starts faster without it
+
     by_folded: dict[str, str] = {}
     for candidate in candidates:
         by_folded.setdefault(candidate.casefold(), candidate)
@@ -21,6 +22,8 @@ def closest(word: str, candidates: Iterable[str], n: int = 3) -> list[str]:
 def closest_paths(path: str, candidates: Iterable[str], n: int = 3) -> list[str]:
     """The node paths most like ``path``: whole paths alike first, then paths whose last name is
     alike (``temperature`` or ``temp`` finds ``/data/temperature``)."""
+    import difflib
+
     paths = list(candidates)
     near = closest(path, paths, n)
     last = path.rstrip("/").rsplit("/", 1)[-1].casefold()

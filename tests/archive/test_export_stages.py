@@ -63,20 +63,44 @@ def test_plan_names_every_snapshot_log_and_array_change(v2):
 
 
 @pytest.mark.parametrize("task_refs", [1, 2, 5, 10**6])
-def test_change_tasks_split_only_a_first_single_manifest(v2, task_refs):
+def test_change_tasks_split_only_single_manifests(v2, task_refs):
     plan = E.plan_export(v2[0])
     tasks = plan.change_tasks(task_refs)
     assert [t[0] for t in tasks] == [c for c in plan.changes for t in tasks if t[0] is c]  # in order
     for change in plan.changes:
         ranges = [(lo, hi) for c, lo, hi in tasks if c is change]
         assert ranges[0][0] == 0 and ranges[-1][1] is None
-        if change.base or len(change.manifests) != 1:
+        if len(change.base) > 1 or len(change.manifests) != 1:
             assert ranges == [(0, None)]
             continue
         stops = [hi if hi is not None else change.refs for _, hi in ranges]
         assert all(lo == prev for (lo, _), prev in zip(ranges[1:], stops))  # contiguous
         step = max(task_refs, -(-change.refs // 64))  # at most 64 tasks per manifest
         assert all(0 < stop - lo <= step for (lo, _), stop in zip(ranges, stops)) or change.refs == 0
+
+
+@pytest.mark.parametrize("task_refs", [1, 2, 3])
+def test_a_diff_split_into_ranges_is_the_whole_diff(v2, task_refs):
+    """A change against the parent's one manifest, split into ranges of its refs, diffs each range
+    against the parent's refs at the same coordinates: the pieces, in order, are the whole diff."""
+    repo = v2[0]
+    changes = [c for c in E.plan_export(repo).changes if len(c.base) == 1 and len(c.manifests) == 1]
+    split = [c for c in changes if c.refs > task_refs]
+    assert split  # the fixture has such changes, and ranges of them
+
+    def run(tasks):
+        records, ids, total = [], [], H.Digest()
+        for change, lo, hi in tasks:
+            for batch, entries, coords in E._change_task(repo, change, lo, hi, True):
+                records += batch
+                ids += entries
+                total += coords
+        return records, ids, total
+    plan = E.ExportPlan([], [], changes, {}, {})
+    for change in changes:
+        ranges = [t for t in plan.change_tasks(task_refs) if t[0] is change]
+        assert run(ranges) == run([(change, 0, None)])
+        assert len(ranges) > 1 or change not in split
 
 
 def test_gather_metadata_gives_refs_snapshots_nodes_and_ops(v2, tmp_path):
@@ -120,6 +144,8 @@ def test_engines_give_each_tasks_batches_in_order(tmp_path):
     assert not work.exists()
     assert isinstance(open_engine(repo, str(repo_path(2)), 1, 10, str(tmp_path)), InProcess)
     assert isinstance(open_engine(repo, str(repo_path(2)), 4, 1, str(tmp_path)), InProcess)
+    # workers reading object storage start afresh: worth it only for many refs
+    assert isinstance(open_engine(repo, "s3://bucket/repo", 4, 10, str(tmp_path), refs=1000), InProcess)
 
 
 @pytest.mark.parametrize("parallelism", [1, 2])

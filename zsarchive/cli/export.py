@@ -24,7 +24,9 @@ from zsarchive.zs.format.codecs import LEVELS_HELP, NAMES
               help="Blocks of embedded chunk bytes: none stores them as they are (zarr compressed them "
                    "already; local reads need no copy with --codec none), same compresses them with --codec.")
 @click.option("-j", "--parallelism", type=Parallelism(), default="guess", show_default=True,
-              help="Worker processes decoding manifests and threads compressing blocks (guess: one per core).")
+              help="Worker processes decoding manifests and threads compressing blocks (guess: one per core). "
+                   "From object storage, fewer than 500,000 chunk refs are decoded in this process (a worker "
+                   "started afresh costs more).")
 @click.option("--no-progress", is_flag=True, help="No progress bar even on a terminal.")
 @click.option("--scheduler", metavar="ADDRESS",
               help="Decode and compress on the dask.distributed cluster of this scheduler (e.g. tcp://host:8786); needs "

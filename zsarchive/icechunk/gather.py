@@ -31,6 +31,18 @@ def first(mask: np.ndarray) -> int | None:
     return int(mask.argmax()) if mask.any() else None
 
 
+def distinct(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(position of the first occurrence of each distinct value, index of every value in those) of a 1-d
+    array: a hash table where numpy has one (>= 2.3), not a sort."""
+    try:
+        unique, inverse = np.unique(values, return_inverse=True, sorted=False)
+    except TypeError:
+        unique, inverse = np.unique(values, return_inverse=True)
+    firsts = np.full(len(unique), len(values), np.int64)
+    np.minimum.at(firsts, inverse, np.arange(len(values)))
+    return firsts, inverse.reshape(-1)
+
+
 def offset_vector(buf: bytes, start: int, lo: int, hi: int) -> np.ndarray:
     """Positions of the tables that entries ``lo`` to ``hi`` of the uoffset vector at ``start`` point to
     (the vector itself must already be known to fit the buffer)."""

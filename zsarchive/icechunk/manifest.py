@@ -16,7 +16,7 @@ from zsarchive.icechunk import ids
 from zsarchive.icechunk.common import ForwardWriter, decoding, id8, id12, id_struct, offsets_vector, uint32_vector, \
     vtable_bytes
 from zsarchive.icechunk.flatbuf import FlatBufferError, byte_vector, check_sorted, root, vtable_slots
-from zsarchive.icechunk.gather import BYTE, first, first_unsorted, gather, offset_vector, uint32_vectors
+from zsarchive.icechunk.gather import BYTE, distinct, first, first_unsorted, gather, offset_vector, uint32_vectors
 from zsarchive.icechunk.generated.Manifest import Manifest as FbManifest
 from zsarchive.icechunk.header import IMPLEMENTATION, open_file, wrap_file
 from zsarchive.icechunk.model import ArrayManifestInfo, ChunkRef, FileType, Manifest, NodeId, RefKind
@@ -28,7 +28,17 @@ _KINDS = (RefKind.INLINE, RefKind.NATIVE, RefKind.VIRTUAL)  # index = the kind c
 _BATCH = 65536  # refs decoded per step: bounds the temporary arrays
 _LOCATION_CACHE = 65536  # distinct locations remembered across steps (they repeat: many chunks per file)
 _new_ref = tuple.__new__  # builds the NamedTuple without its keyword handling: ~2x faster
-_MIX = np.random.default_rng(2026).integers(1, 2**63, size=33, dtype=np.uint64) | np.uint64(1)  # hash of <= 256 B
+# Random odd multipliers hashing strings of <= 256 bytes (numpy's default_rng(2026), written out: importing
+# numpy.random costs every export a few milliseconds)
+_MIX = np.array([
+    0x16E756026D097CD5, 0x51E8ACB38361A65F, 0x3BCF7372AEC7F8F5, 0x2F6C8FAF8A37CE3B, 0x2D6DEE63D25C9B0D,
+    0x652FB3AE6A603595, 0x73DBC0D45A2AADAF, 0x16B382675C50900D, 0x538E73D16DE1D9A7, 0x262EC8FB0C9A8E87,
+    0x7BC56AD91534CA19, 0x75BDA66A5D2DCB39, 0x516436EA2428EE8D, 0x6059867DCD559481, 0x41F08E6B0F1B2831,
+    0x69B6EF925280649B, 0x396488A153FAA48B, 0x2B5E34DB3AE5AF0F, 0x2392339514206D87, 0x1CF87B4A92B44BCD,
+    0x434DF760ED493BED, 0x3728205C0BB9913B, 0x54E31A4222A9198D, 0x01A4C1C5EA473FBB, 0x394E4BC0BB9FEF21,
+    0x2EBE3E96FECF4B5F, 0x1902C9DE9525E3AD, 0x4C24909ABD206B51, 0x37B8576C29CCECF5, 0x26661F20D4E65C03,
+    0x1ACE25BFFB7C6BCF, 0x6FF3AE5CF7B6192D, 0x66133EC27A7E88B3,
+], np.uint64)
 # Columns of _Layout.row: where each value sits in a table (0 = absent), or what the layout is.
 _SIZE, _INDEX, _OFFSET, _LENGTH, _PAYLOAD, _ETAG, _MODIFIED, _CODE, _COMPRESSED = range(9)
 
@@ -346,7 +356,7 @@ def _distinct(b: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> tuple[np.n
     rows[BYTE[:width] >= lengths[:, None]] = 0
     words = rows.view("<u8")
     hashes = (words * _MIX[1:width // 8 + 1]).sum(axis=1, dtype=np.uint64) + lengths.astype(np.uint64) * _MIX[0]
-    _unique, first, inverse = np.unique(hashes, return_index=True, return_inverse=True)
+    first, inverse = distinct(hashes)
     same = first[inverse]
     if not ((rows == rows[same]).all() and (lengths == lengths[same]).all()):
         return None

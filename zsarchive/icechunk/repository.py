@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import collections
+import functools
 import heapq
 from typing import Any, Iterable, Iterator, Mapping
 from urllib.parse import unquote
-
-import yaml
 
 from zsarchive.errors import ZSCorrupt, ZSError
 from zsarchive.icechunk import ids
@@ -27,29 +26,32 @@ from zsarchive.icechunk.txlog import decode_transaction_log, merge_transaction_l
 _MANIFEST_CACHE = 4  # manifests can hold millions of refs: keep only the last few decoded
 
 
-class _ConfigLoader(yaml.SafeLoader):
-    """SafeLoader that turns icechunk's custom tags (``!local_file_system /dir``) into ``{tag: value}``
-    and refuses aliases: icechunk writes none, and a few nested ones expand to billions of nodes."""
+@functools.cache
+def _config_loader() -> type:
+    """A SafeLoader that turns icechunk's custom tags (``!local_file_system /dir``) into ``{tag: value}``
+    and refuses aliases: icechunk writes none, and a few nested ones expand to billions of nodes. Built
+    on first use: only V1 repositories have a config.yaml, and importing yaml is slow."""
+    import yaml
 
-    def compose_node(self, parent, index):
-        if self.check_event(yaml.AliasEvent):
-            mark = self.peek_event().start_mark
-            raise yaml.YAMLError(f"an alias at line {mark.line + 1}, column {mark.column + 1} (aliases are "
-                                 f"not accepted)")
-        return super().compose_node(parent, index)
+    class ConfigLoader(yaml.SafeLoader):
+        def compose_node(self, parent, index):
+            if self.check_event(yaml.AliasEvent):
+                mark = self.peek_event().start_mark
+                raise yaml.YAMLError(f"an alias at line {mark.line + 1}, column {mark.column + 1} (aliases are "
+                                     f"not accepted)")
+            return super().compose_node(parent, index)
 
+    def tagged(loader: yaml.SafeLoader, suffix: str, node: yaml.Node) -> dict:
+        if isinstance(node, yaml.ScalarNode):
+            value: Any = loader.construct_scalar(node)
+        elif isinstance(node, yaml.SequenceNode):
+            value = loader.construct_sequence(node, deep=True)
+        else:
+            value = loader.construct_mapping(node, deep=True)
+        return {suffix: value}
 
-def _tagged(loader: yaml.SafeLoader, suffix: str, node: yaml.Node) -> dict:
-    if isinstance(node, yaml.ScalarNode):
-        value: Any = loader.construct_scalar(node)
-    elif isinstance(node, yaml.SequenceNode):
-        value = loader.construct_sequence(node, deep=True)
-    else:
-        value = loader.construct_mapping(node, deep=True)
-    return {suffix: value}
-
-
-_ConfigLoader.add_multi_constructor("!", _tagged)
+    ConfigLoader.add_multi_constructor("!", tagged)
+    return ConfigLoader
 
 
 def _ref_name(stored: str, where: str) -> str:
@@ -148,8 +150,10 @@ class Repository:
             raise ZSCorrupt(f"{self._name('config.yaml')}: {len(config_raw)} bytes, more than the ceiling "
                             f"ZSARCHIVE_MAX_YAML ({ceiling('ZSARCHIVE_MAX_YAML')}; raise it for input you trust)")
         if config_raw is not None:
+            import yaml
+
             try:
-                config = yaml.load(config_raw, Loader=_ConfigLoader)
+                config = yaml.load(config_raw, Loader=_config_loader())
             except RecursionError:
                 raise ZSCorrupt(f"{self._name('config.yaml')}: nested too deeply") from None
             except yaml.YAMLError as exc:

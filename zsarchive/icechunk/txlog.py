@@ -55,13 +55,19 @@ def _chunk_coords(buf, start: int, count: int, what: str, unique_what: str) -> n
     if (j := first(pos + 4 > size)) is not None:
         raise FlatBufferError(f"{what}[{j}]: an offset points outside the {size}-byte buffer")
     vtables = pos - gather(b, pos, "<i4")
-    unique, inverse = np.unique(vtables, return_inverse=True)
-    layouts = np.array([_indices_layout(buf, v, f"{what}[{int((vtables == v).argmax())}]") for v in unique.tolist()],
-                       dtype=np.int64).reshape(-1, 2)[inverse]
+    if count and (vtables == vtables[0]).all():  # one vtable for all (as icechunk writes them): no sort
+        unique, inverse = vtables[:1], None
+    else:
+        unique, inverse = np.unique(vtables, return_inverse=True)
+    table = np.array([_indices_layout(buf, v, f"{what}[{int((vtables == v).argmax())}]") for v in unique.tolist()],
+                     dtype=np.int64).reshape(-1, 2)
+    layouts = np.broadcast_to(table, (count, 2)) if inverse is None else table[inverse]
     if (j := first(pos + layouts[:, 1] > size)) is not None:
         raise FlatBufferError(f"{what}[{j}]: an offset points outside the {size}-byte buffer")
     at = pos + layouts[:, 0]
     coords = uint32_vectors(b, at + gather(b, at, "<u4"), lambda j: f"{what}[{j}].coords")
+    if first_unsorted(coords) is None:  # strictly ascending (as 2.x writes them): no chunk twice
+        return coords
     order = np.lexsort(coords.T[::-1]) if coords.shape[1] else np.arange(len(coords))
     if (j := first_unsorted(coords[order])) is not None:
         first_at, again_at = sorted(order[j - 1:j + 1].tolist())

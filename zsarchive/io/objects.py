@@ -95,20 +95,20 @@ def _azure_connection_string() -> dict[str, str]:
     return out
 
 
-_CAUSES = [
-    (re.compile(r"NoSuchBucket|ContainerNotFound|bucket does not exist", re.I), "no such bucket or container"),
-    (re.compile(r"InvalidAccessKeyId|unknown access key", re.I), "access denied: the access key is not known"),
-    (re.compile(r"SignatureDoesNotMatch|AuthenticationFailed|InvalidSignature", re.I),
+_CAUSES = [  # patterns compiled on first use (re caches them): reading a local archive never needs them
+    (r"NoSuchBucket|ContainerNotFound|bucket does not exist", "no such bucket or container"),
+    (r"InvalidAccessKeyId|unknown access key", "access denied: the access key is not known"),
+    (r"SignatureDoesNotMatch|AuthenticationFailed|InvalidSignature",
      "access denied: bad signature (wrong secret key?)"),
-    (re.compile(r"ExpiredToken|token.*expired", re.I), "access denied: the credentials have expired"),
-    (re.compile(r"AccessDenied|status code: 403|PermissionDenied|Forbidden", re.I), "access denied"),
-    (re.compile(r"status code: 401|Unauthenticated|Unauthorized", re.I), "not authenticated (no or wrong credentials)"),
-    (re.compile(r"NoSuchKey|BlobNotFound|status code: 404|not found", re.I), "no such object"),
-    (re.compile(r"status code: 416|InvalidRange|non-partial response", re.I), "range not satisfiable"),
-    (re.compile(r"timed out|TimedOut", re.I), "timed out"),
-    (re.compile(r"error sending request|Connect|connection refused|dns error", re.I), "cannot connect"),
-    (re.compile(r"status code: (5\d\d)", re.I), "the server kept failing"),
-    (re.compile(r"builder error|UnknownConfigurationKey|Configuration key|must be specified", re.I),
+    (r"ExpiredToken|token.*expired", "access denied: the credentials have expired"),
+    (r"AccessDenied|status code: 403|PermissionDenied|Forbidden", "access denied"),
+    (r"status code: 401|Unauthenticated|Unauthorized", "not authenticated (no or wrong credentials)"),
+    (r"NoSuchKey|BlobNotFound|status code: 404|not found", "no such object"),
+    (r"status code: 416|InvalidRange|non-partial response", "range not satisfiable"),
+    (r"timed out|TimedOut", "timed out"),
+    (r"error sending request|Connect|connection refused|dns error", "cannot connect"),
+    (r"status code: (5\d\d)", "the server kept failing"),
+    (r"builder error|UnknownConfigurationKey|Configuration key|must be specified",
      "bad storage configuration"),
 ]
 
@@ -117,7 +117,7 @@ def describe(exc: BaseException, url: str) -> ZSError:
     """One line naming ``url`` and the cause, for an obstore error (which spans many lines)."""
     text = str(exc).split("Debug source:")[0]  # the dump after it names every setting, timeouts included
     for pattern, cause in _CAUSES:
-        if pattern.search(text):
+        if re.search(pattern, text, re.I):
             if cause == "bad storage configuration":
                 first = text.strip().splitlines()[0][:200] if text.strip() else type(exc).__name__
                 return ZSError(f"{url}: {cause}: {first}")

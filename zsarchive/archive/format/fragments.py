@@ -12,7 +12,7 @@ lookup reads only the fragments that may hold its key.
 
 from __future__ import annotations
 
-import hashlib
+import functools
 from dataclasses import dataclass
 from typing import Iterable, Iterator
 
@@ -53,6 +53,14 @@ def chunk_prefix(rec: bytes) -> bytes:
     return rec[:keys.element_end(rec, keys.element_end(rec, 1))]
 
 
+@functools.cache
+def _blake2b():
+    """hashlib's blake2b, imported on first use: opening a lone archive never needs hashlib (slow to import)."""
+    from hashlib import blake2b
+
+    return blake2b
+
+
 class ChunkFilter:
     """A Bloom filter over the (node id, coords) prefixes of a fragment's chunk ref keys: a lookup of
     a chunk whose prefix it lacks skips the fragment (the bits are those documented: blake2b)."""
@@ -63,7 +71,7 @@ class ChunkFilter:
 
     @staticmethod
     def _positions(prefix: bytes, size: int) -> list[int]:
-        digest = hashlib.blake2b(prefix, digest_size=16).digest()
+        digest = _blake2b()(prefix, digest_size=16).digest()
         h1, h2 = int.from_bytes(digest[:8], "little"), int.from_bytes(digest[8:], "little") | 1
         return [(h1 + i * h2) % size for i in range(FILTER_HASHES)]
 

@@ -126,8 +126,16 @@ def read_run(path: str) -> Iterator[Any]:
     os.unlink(path)
 
 
-def open_engine(repo: Repository, location: Location, parallelism: int, tasks: int, workdir: str) -> Engine:
-    """Worker processes when there is more than one worker and more than one task, else this process."""
-    if parallelism > 1 and tasks > 1:
+SPAWN_REFS = 500_000
+"""Chunk refs an export must decode for worker processes that start afresh (those reading object storage:
+each imports numpy and the decoders, ~0.3 s, before its first task) to pay for themselves; this process
+decodes fewer itself (~1 µs a ref)."""
+
+
+def open_engine(repo: Repository, location: Location, parallelism: int, tasks: int, workdir: str,
+                refs: int = 0) -> Engine:
+    """Worker processes when there is more than one worker and more than one task (and, for workers that
+    start afresh, at least :data:`SPAWN_REFS` chunk refs to decode), else this process."""
+    if parallelism > 1 and tasks > 1 and (parse_location(location).is_local or refs >= SPAWN_REFS):
         return ProcessPool(location, parallelism, workdir)
     return InProcess(repo)

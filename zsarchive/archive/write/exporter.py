@@ -26,7 +26,6 @@ import itertools
 import operator
 import os
 from dataclasses import dataclass, field
-from importlib import metadata as _pkg_metadata
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Mapping
 
@@ -39,7 +38,7 @@ from zsarchive.archive.write.chunkfiles import is_virtual, with_layout
 from zsarchive.archive.read.chunkdata import ChunkReader
 from zsarchive.archive.format.pieces import PieceBlock
 from zsarchive.archive.write.engine import Batches, Engine, InProcess, open_engine
-from zsarchive.archive.write.refdelta import array_refs, ref_changes
+from zsarchive.archive.write.refdelta import array_refs, parent_range, ref_changes
 from zsarchive.archive.format.shards import shard_layout
 from zsarchive.archive.write.sorter import ExternalSorter
 from zsarchive.errors import ZSCorrupt, ZSError
@@ -61,9 +60,11 @@ _MAX_SPLIT = 64  # decoding tasks one manifest becomes at most
 
 def exporter_version() -> str:
     """``zsarchive <version>``: the exporter that wrote an archive, recorded in its header."""
+    from importlib import metadata  # here: importing it costs every export ~10 ms before any work
+
     try:
-        return "zsarchive " + _pkg_metadata.version("zsarchive")
-    except _pkg_metadata.PackageNotFoundError:
+        return "zsarchive " + metadata.version("zsarchive")
+    except metadata.PackageNotFoundError:
         return "zsarchive (unknown version)"
 
 
@@ -146,15 +147,16 @@ class ExportPlan:
     """Snapshot id -> why the export leaves it out (see :func:`unreadable_snapshots`)."""
 
     def change_tasks(self, task_refs: int) -> list[tuple[ArrayChange, int, int | None]]:
-        """(change, first ref, stop ref or None) in file order: an array's first manifest, when it is
-        the only one, splits into ranges of refs so that several workers decode it and writing starts
-        on the first range while later ones are decoded."""
+        """(change, first ref, stop ref or None) in file order: an array's manifest, when it is the only
+        one (and the parent's too, if any), splits into ranges of refs so that several workers decode it
+        (and diff it against the parent's) and writing starts on the first range while later ones are
+        decoded."""
         out: list[tuple[ArrayChange, int, int | None]] = []
         for change in self.changes:
             # the count comes from the snapshot file: however large it claims, a manifest is cut at most
             # _MAX_SPLIT ways (ranges past its real end decode to nothing)
             step = max(task_refs, -(-change.refs // _MAX_SPLIT))
-            cuts = list(range(0, change.refs, step))[1:] if not change.base and len(change.manifests) == 1 else []
+            cuts = list(range(0, change.refs, step))[1:] if len(change.manifests) == 1 and len(change.base) <= 1 else []
             out += [(change, lo, hi) for lo, hi in zip([0] + cuts, cuts + [None])]
         return out
 
@@ -312,7 +314,11 @@ def _change_task(repo: Repository, change: ArrayChange, first: int, stop: int | 
     the records come as data blocks (:class:`OneBlock` or ``BuiltBlock``)."""
     where = f"snapshot {change.snapshot_id} (array {change.node_id})"
     new = array_refs(repo, change.node_id, change.manifests, where, first, stop)
-    old = array_refs(repo, change.node_id, change.base, where) if change.base else iter(())
+    old = iter(())
+    if change.base:
+        parent = (0, None) if first == 0 and stop is None else \
+            parent_range(repo, change.node_id, change.manifests, change.base, where, first, stop)
+        old = array_refs(repo, change.node_id, change.base, where, *parent)
     cutter = None if cut is None else BlockCutter(cut.approx_block_size)
     compress = None if cut is None else cut.compressor()
     for changed, removed in ref_changes(new, old):
@@ -506,7 +512,8 @@ def _engine(repo: Repository, location, plan: ExportPlan, parallelism: int, work
         from zsarchive.archive.write.cluster import ClusterEngine
 
         return ClusterEngine(client, location)
-    return open_engine(repo, location, parallelism, len(plan.txlogs) + len(plan.changes), workdir)
+    return open_engine(repo, location, parallelism, len(plan.txlogs) + len(plan.changes), workdir,
+                       sum(change.refs for change in plan.changes))
 
 
 def target_path(archive_path: str | os.PathLike) -> tuple[Path, Path]:
@@ -527,9 +534,10 @@ class ExportOptions:
     ``progress(done, total)`` is called now and then with counts of records (chunk refs dominate).
     ``export_time`` (microseconds since 1970 UTC) defaults to now: it is the only field of the
     archive that differs between two exports of the same repository. ``parallelism``: worker
-    processes decoding and threads compressing, or ``"guess"`` (one per core, the default, as for
-    ``zs export``). ``chunk_codec``: ``none`` stores embedded chunk bytes uncompressed, ``same``
-    compresses them with ``codec``. ``client``: a
+    processes decoding (for a repository in object storage, only from
+    :data:`~zsarchive.archive.write.engine.SPAWN_REFS` chunk refs on) and threads compressing, or
+    ``"guess"`` (one per core, the default, as for ``zs export``). ``chunk_codec``: ``none`` stores
+    embedded chunk bytes uncompressed, ``same`` compresses them with ``codec``. ``client``: a
     ``distributed.Client`` whose cluster decodes instead (the archive is the same byte for byte).
     ``base``: an archive of the same repository (or a fragment): write a fragment holding only what
     it lacks (:mod:`zsarchive.archive.write.incremental`). ``authorize``: location prefixes (or prefix ->

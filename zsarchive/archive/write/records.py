@@ -28,6 +28,7 @@ from zsarchive.archive.write.refdelta import coord_keys
 from zsarchive.errors import ZSCorrupt
 from zsarchive.io.storage import Storage
 from zsarchive.icechunk import Repository
+from zsarchive.icechunk.gather import distinct
 from zsarchive.icechunk.manifest import RefBatch
 from zsarchive.icechunk.model import MoveOperation, Node, NodeType, RefKind, SnapshotInfo
 
@@ -196,8 +197,7 @@ def _kind_records(batch: RefBatch, kind: RefKind, rows: slice | np.ndarray, n: i
     # location: encoding each object once is enough (equal strings that are distinct objects only
     # cost an encoding more).
     texts = pick(batch.location)
-    _ids, first, choice = np.unique(np.fromiter(map(id, texts), np.int64, n), return_index=True,
-                                    return_inverse=True)
+    first, choice = distinct(np.fromiter(map(id, texts), np.int64, n))
     locations = ([keys.encode_text(texts[j]) for j in first.tolist()], choice)
     etags, modified = pick(batch.checksum_etag), pick(batch.checksum_last_modified)
     if etags.count(None) == n and modified.count(None) == n:

@@ -129,6 +129,37 @@ def array_refs(repo: Repository, node_id: str, manifests: Manifests, where: str,
         yield take(concat([b for b, _ in parts]), order[first])
 
 
+def parent_range(repo: Repository, node_id: str, manifests: Manifests, base: Manifests, where: str, first: int,
+                 stop: int | None) -> tuple[int, int | None]:
+    """Where refs ``first`` to ``stop`` of the snapshot's one manifest fall in the parent's one manifest
+    (``base``): the range of its refs whose coordinates lie from ref ``first``'s up to ref ``stop``'s, so
+    that the ranges of consecutive tasks cut both streams at the same coordinates (a binary search, a
+    few refs decoded; ranges past an end are empty)."""
+    new = repo.manifest(manifests[0][0], where).source
+    old = repo.manifest(base[0][0], where).source
+    total = old.arrays.get(node_id, (0, 0))[1]
+
+    def bound(at: int | None) -> int:
+        """The first parent ref not before the snapshot's ref ``at`` (every one when there is none)."""
+        if at is None or at >= new.arrays.get(node_id, (0, 0))[1]:
+            return total
+        key = coord_keys(next(new.ref_batches(node_id, at, at + 1)).coords)[0]
+        lo, hi = 0, total
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if coord_keys(next(old.ref_batches(node_id, mid, mid + 1)).coords)[0] < key:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo
+
+    start = 0 if first == 0 else bound(first)
+    # a corrupt (unsorted) parent manifest may make the search go astray: the tasks' ranges still cover
+    # every ref, each checked against the one before it, so decoding them finds the disorder
+    end = bound(stop)
+    return start, (None if stop is None else max(start, end))
+
+
 def _same_refs(a: RefBatch, rows_a: np.ndarray, b: RefBatch, rows_b: np.ndarray) -> np.ndarray:
     """Whether ref ``rows_a[i]`` of ``a`` equals ref ``rows_b[i]`` of ``b``, for each i."""
     same = (a.offset[rows_a] == b.offset[rows_b]) & (a.length[rows_a] == b.length[rows_b])
