@@ -250,7 +250,7 @@ def test_older_tag_reads_an_array_deleted_later(case):
 def _native_chunk(store) -> str:
     for key in _run(_collect(store.list())):
         chunk = store._chunk(key)
-        if chunk is not None and chunk["kind"] == "native":
+        if chunk is not None and chunk.kind == "native":
             return key
     pytest.fail("fixture has no native chunk")
 
@@ -267,15 +267,15 @@ def test_unreachable_chunks_raise_never_fill(case, tmp_path):
     shutil.copytree(repo_path(version), repo)
     with open_store(plain, "main", repo=repo) as store:
         chunk = store._chunk(key)
-        (repo / "chunks" / chunk["chunk_id"]).unlink()
-        with pytest.raises(ZSError, match=f"cannot read {repo}/chunks/{chunk['chunk_id']}"):
+        (repo / "chunks" / chunk.chunk_id).unlink()
+        with pytest.raises(ZSError, match=f"cannot read {repo}/chunks/{chunk.chunk_id}"):
             _run(_get(store, key))
         array_path = key.rpartition("/c/")[0]
-        with pytest.raises(ZSError, match=chunk["chunk_id"]):
+        with pytest.raises(ZSError, match=chunk.chunk_id):
             zarr.open_array(store=store, path=array_path, mode="r")[...]
     with open_store(plain, "main", repo=repo_path(version)) as store:  # nothing authorized
         virtual = next(k for k in _run(_collect(store.list()))
-                       if (c := store._chunk(k)) is not None and c["kind"] == "virtual")
+                       if (c := store._chunk(k)) is not None and c.kind == "virtual")
         with pytest.raises(ZSError, match="not under an authorized prefix"):
             _run(_get(store, virtual))
 
@@ -419,13 +419,13 @@ def test_virtual_refs_over_http_check_etag(icechunk2_python, nginx_server, fault
     faulty_prefix = faulty_server.url("x")[:-1]
     with open_store(tmp_path / "v.zs", "main", authorize=[prefix, faulty_prefix]) as store:
         # a location may not climb out of an authorized prefix with dot segments
-        chunk = dict(store._chunk("v/c/1"), location=prefix + "../data.bin")
+        chunk = dict(store._chunk("v/c/1").as_dict(), location=prefix + "../data.bin")
         with pytest.raises(ZSError, match="'.' or '..' path segments"):
             store.archive.read_chunk(chunk, "main")
         # a chunk deep inside a big file is one request of exactly its range, nothing first
         big = os.urandom(300_000)
         (served / "big.bin").write_bytes(big)
-        deep = dict(store._chunk("v/c/1"), location=nginx_server.url("virtual/big.bin"), offset=200_000, length=1000)
+        deep = dict(store._chunk("v/c/1").as_dict(), location=nginx_server.url("virtual/big.bin"), offset=200_000, length=1000)
         mark = nginx_server.mark()
         assert store.archive.read_chunk(deep, "main") == big[200_000:201_000]
         assert [(x.range, x.status) for x in nginx_server.requests_since(mark)] == [("bytes=200000-200999", 206)]

@@ -89,3 +89,41 @@ def test_the_rules_see_imports_inside_functions(tmp_path):
     source = tmp_path / "m.py"
     source.write_text("def f():\n    from zsarchive.archive.write.exporter import export\n")
     assert "zsarchive.archive.write.exporter" in _imports(source)
+
+
+RECORD_NAMES = {"k", "key", "value", "v", "tx", "rec", "header", "hdr"}
+"""Names the readers give a record's key, value or bytes."""
+VIEW_RULE_SCOPE = ("archive/read", "archive/write", "archive/zarrstore", "restore", "views", "cli")
+"""Where records are read through the named views of ``archive/format/views.py``, never by position."""
+
+
+def _positional(tree: ast.AST) -> list[tuple[int, str]]:
+    """``(line, text)`` of each subscript of a record name by a constant integer (``key[0]``, ``v[-1]``)
+    or a slice with a constant bound (``value[:4]``; of a key or value, not of a record's bytes)."""
+    found = []
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id in RECORD_NAMES):
+            continue
+        index = node.slice
+        if isinstance(index, ast.UnaryOp) and isinstance(index.op, ast.USub):
+            index = index.operand
+        constant = isinstance(index, ast.Constant) and isinstance(index.value, int)
+        sliced = (isinstance(index, ast.Slice) and node.value.id != "rec"
+                  and any(isinstance(b, ast.Constant) for b in (index.lower, index.upper)))
+        if constant or sliced:
+            found.append((node.lineno, ast.unparse(node)))
+    return found
+
+
+def test_records_are_read_by_name_outside_format():
+    root = PACKAGE.parent
+    found = [f"{path.relative_to(root.parent)}:{line}: {text}"
+             for scope in VIEW_RULE_SCOPE for path in sorted((root / scope).rglob("*.py"))
+             for line, text in _positional(ast.parse(path.read_text(), str(path)))]
+    assert found == []
+
+
+def test_the_record_rule_sees_positional_indexing():
+    # the checker itself: each spelling the rule forbids is found, names and other subscripts are not
+    source = "key[0]; v[-1]; value[:4]; tx[10]; rec[1]; key.node_id; rows[0]; rec[:1]; key[:n]"
+    assert [text for _, text in _positional(ast.parse(source))] == ["key[0]", "v[-1]", "value[:4]", "tx[10]", "rec[1]"]

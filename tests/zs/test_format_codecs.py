@@ -22,7 +22,7 @@ from conftest import TESTDATA
 from zsarchive import ZS, ZSWriter
 from zsarchive.errors import ZSCorrupt, ZSError
 from zsarchive.zs.format import codecs
-from zsarchive.archive.format import keys
+from zsarchive.archive.format import tuples
 from zsarchive.archive.format import schema
 from zsarchive.zs.format import uleb128
 
@@ -77,7 +77,7 @@ def archive_records() -> list[bytes]:
 def binary_records() -> list[bytes]:
     """Fixed-width little-endian rows (time, station, three floats): the byte-aligned case."""
     rng = random.Random(3)
-    return first_records([keys.encode((rng.randint(0, 50), i)) + bytes(rng.choices(range(4), k=24))
+    return first_records([tuples.encode((rng.randint(0, 50), i)) + bytes(rng.choices(range(4), k=24))
                     for i in range(32_000)])
 
 

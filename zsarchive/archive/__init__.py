@@ -1,6 +1,7 @@
 """Repo archives: an Icechunk repository's whole history as one ZS file of sorted records."""
 
 from zsarchive.archive.format.header import archive_metadata
+from zsarchive.archive.read.model import ChunkInfo, NodeInfo
 from zsarchive.archive.read.reader import NotFound, header_summary
 from zsarchive.archive.read.refspec import parse_ref
 from zsarchive.archive.read.repoarchive import RepoArchive
@@ -13,5 +14,5 @@ __getattr__ = lazy_exports(__name__, {"ExportOptions": "zsarchive.archive.write.
                                       "export": "zsarchive.archive.write.api",
                                       "consolidate": "zsarchive.archive.write.incremental"})
 
-__all__ = ["ExportOptions", "ExportSummary", "NotFound", "RepoArchive", "archive_metadata", "consolidate", "export",
+__all__ = ["ChunkInfo", "ExportOptions", "ExportSummary", "NodeInfo", "NotFound", "RepoArchive", "archive_metadata", "consolidate", "export",
            "header_summary", "parse_ref", "parse_time"]

@@ -302,24 +302,16 @@ class Repository:
         that file, and a backup that no longer exists ends the log.
         """
         info = self._info
-        this_file: str | None = None
-        seen: set[str] = set()
-        while True:
-            for update in info.latest_updates:
-                if update.backup_path is None and this_file is not None:
-                    update = Update(update.type, update.updated_at, this_file, update.details)
-                yield update
-            previous = info.repo_before_updates
-            if previous is None:
-                return
-            if previous in seen:
-                raise ZSCorrupt(f"{self.storage.name}: repo_before_updates chain loops at {previous}")
-            seen.add(previous)
+        yield from info.latest_updates
+        for previous in parent_chain(info.repo_before_updates, lambda _: info.repo_before_updates, lambda at: ZSCorrupt(
+                f"{self.storage.name}: repo_before_updates chain loops at {at}")):
             raw = self.storage.read(f"overwritten/{previous}")
             if raw is None:
                 return
-            this_file = previous
             info = decode_repo_info(raw, self._name(f"overwritten/{previous}"))
+            for update in info.latest_updates:
+                yield update if update.backup_path is not None else Update(
+                    update.type, update.updated_at, previous, update.details)
 
     # ---- navigation ----
 

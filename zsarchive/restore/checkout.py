@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
-from zsarchive.archive import RepoArchive
+from zsarchive.archive import NodeInfo, RepoArchive
 from zsarchive.archive.format.chunkkeys import ChunkKeys
 from zsarchive.errors import ZSCorrupt, ZSError
 from zsarchive.io.location import Location, parse_location
@@ -43,7 +43,7 @@ class CheckoutSummary:
 @dataclass
 class _Node:
     key: str  # its zarr.json's key below the target root
-    node: dict  # as RepoArchive.ls gives it
+    node: NodeInfo
     keys: ChunkKeys | None  # how its chunk keys are spelled; None for a group
 
 
@@ -88,7 +88,7 @@ def checkout(archive: RepoArchive | str | os.PathLike, ref: str, target: str | o
             views = out.local
             written["chunks"] = _copy_chunks(arc, ref, nodes, out.sink, where_repo, views, done)
             # the root's zarr.json last, create-only: a target looks whole only when it is
-            metas = sorted(((n.key, n.node["user_data"]) for n in nodes), key=lambda m: m[0] == ROOT_META)
+            metas = sorted(((n.key, n.node.user_data) for n in nodes), key=lambda m: m[0] == ROOT_META)
             out.sink.put_all(metas[:-1], done)
             if metas:
                 out.sink.put_new(*metas[-1])
@@ -113,8 +113,8 @@ def _select(arc: RepoArchive, snapshot_id: str, ref: str, group: str | None) -> 
     base = "" if top == "/" else top
     nodes: list[_Node] = []
     arrays: set[str] = set()
-    for node in arc.ls(f"snapshot:{snapshot_id}"):
-        path = node["path"]
+    for node in arc.node_infos(f"snapshot:{snapshot_id}"):
+        path = node.path
         if not (path == top or path.startswith(base + "/")):
             continue
         rel = "" if path == top else path[len(base) + 1:]
@@ -126,9 +126,9 @@ def _select(arc: RepoArchive, snapshot_id: str, ref: str, group: str | None) -> 
             if "/".join(parts[:i]) in arrays:
                 raise ZSCorrupt(f"{arc.name}: node {path!r} at {ref!r} lies inside an array; nothing written")
         keys = None
-        if node["node_type"] == "array":
+        if node.is_array:
             arrays.add(rel)
-            keys = ChunkKeys(node, f"{rel}/" if rel else "")
+            keys = ChunkKeys(path, node.zarr_json, node.num_chunks, f"{rel}/" if rel else "")
             if keys.sep not in ("/", "."):
                 raise ZSCorrupt(f"{arc.name}: array {path!r} at {ref!r}: chunk key separator {keys.sep!r} "
                                 "is neither '/' nor '.'; nothing written")
@@ -148,10 +148,10 @@ def _plan(arc: RepoArchive, ref: str, nodes: list[_Node], need_count: bool, chec
     for item in nodes:
         if item.keys is None:
             continue
-        for chunk in arc.node_chunk_refs(item.node):
+        for chunk in arc.array_chunks(item.node):
             count += 1
-            if missing_check and chunk["kind"] == "native":
-                missing.add(chunk["chunk_id"])
+            if missing_check and chunk.kind == "native":
+                missing.add(chunk.chunk_id)
     if missing:
         raise ZSError(f"{arc.name}: {len(missing)} chunk file{'s' if len(missing) != 1 else ''} that {ref!r} "
                       "uses are not in the archive (it was exported without --include-chunks): give the "
@@ -169,11 +169,11 @@ def _copy_chunks(arc: RepoArchive, ref: str, nodes: list[_Node], sink: Sink, rep
         for item in nodes:
             if item.keys is None:
                 continue
-            for chunk in arc.node_chunk_refs(item.node):
+            for chunk in arc.array_chunks(item.node):
                 count += 1
-                key = item.keys.key(chunk["coords"])
-                if chunk["kind"] == "inline":
-                    yield key, chunk["inline"]
+                key = item.keys.key(chunk.coords)
+                if chunk.kind == "inline":
+                    yield key, chunk.inline
                 else:
                     yield key, partial(arc.read_chunk, chunk, ref, repo, views)
 

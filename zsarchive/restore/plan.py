@@ -24,6 +24,7 @@ from zsarchive.icechunk.model import (
 )
 from zsarchive.icechunk.paths import path_key
 from zsarchive.restore.source import ArchiveHistory, SnapshotRecord, manifest_refs, node_timeline, timeline_refs
+from zsarchive.walk import parent_chain
 
 _LIST_FIELDS = ("new_groups", "new_arrays", "deleted_groups", "deleted_arrays", "updated_groups", "updated_arrays")
 
@@ -156,11 +157,11 @@ def _migration_time(history: ArchiveHistory) -> int | None:
 
 
 def _ancestry(history: ArchiveHistory, sid: str) -> Iterator[str]:
-    seen = set()
-    while sid is not None and sid in history.snapshots and sid not in seen:
-        seen.add(sid)
-        yield sid
-        sid = history.snapshots[sid].info.parent_id
+    """The snapshot and its ancestors the archive holds (a loop ends where it closes)."""
+    for current in parent_chain(sid, lambda at: history.snapshots[at].info.parent_id):
+        if current not in history.snapshots:
+            return
+        yield current
 
 
 def select(history: ArchiveHistory, refs: Iterable[str] = (), shallow: bool = False) -> RestorePlan:

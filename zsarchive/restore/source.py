@@ -16,8 +16,8 @@ import numpy as np
 from zsarchive.archive.format import schema as S
 from zsarchive.archive.format.pieces import embeds, file_pieces
 from zsarchive.archive.format.views import (
-    NODE_SETS, ChunkRefValue, NodeValue, OpsValue, RefValue, RepoFactValue, SnapshotValue,
-    TxlogValue,
+    NODE_SETS, ChunkRefValue, ManifestRefKey, NodeKey, NodeValue, OpsKey, OpsValue, RefKey, RefValue, RepoFactKey,
+    RepoFactValue, SnapshotKey, SnapshotValue, TxlogKey, TxlogValue,
 )
 from zsarchive.archive.format.header import history_from_timeline
 from zsarchive.archive.read.chunkhistory import chunk_changes, timeline_rows
@@ -91,7 +91,7 @@ def _node(components: tuple, raw: tuple) -> tuple[Node, str | None]:
     path = S.path_of(components)
     if not value.is_array:
         return Node(value.node_id, path, NodeType.GROUP, bytes(value.user_data)), None
-    dims = [DimensionShape(a, c, n) for a, c, n in value.shape]
+    dims = [DimensionShape(d.array_length, d.chunk_length, d.num_chunks) for d in value.dimensions]
     refs = [ManifestRef(mid, [tuple(e) for e in extents]) for mid, extents in value.manifests]
     names = None if value.dimension_names is None else list(value.dimension_names)
     return Node(value.node_id, path, NodeType.ARRAY, bytes(value.user_data), dims, names, refs), value.since
@@ -100,23 +100,26 @@ def _node(components: tuple, raw: tuple) -> tuple[Node, str | None]:
 def read_history(reader: ArchiveReader) -> ArchiveHistory:
     """Everything but chunk refs and chunk bytes (those stream: :func:`node_timeline`)."""
     zs, name = reader.zs, reader.name
-    facts = {k[0]: _json(RepoFactValue.decode(v).json, f"{name}: G record {k[0]!r}")
-             for k, v in records_under(zs, S.REPO)}
+    named = ((RepoFactKey.decode(k).name, v) for k, v in records_under(zs, S.REPO))
+    facts = {fact: _json(RepoFactValue.decode(v).json, f"{name}: G record {fact!r}") for fact, v in named}
     refs: dict[str, dict[str, str]] = {"branch": {}, "tag": {}}
     deleted: list[str] = []
-    for (kind, ref_name), value in records_under(zs, S.REFS):
-        if kind == "deleted_tag":
-            deleted.append(ref_name)
+    for k, value in records_under(zs, S.REFS):
+        ref = RefKey.decode(k)
+        if ref.deleted:
+            deleted.append(ref.name)
         else:
-            refs[kind][ref_name] = RefValue.decode(value).snapshot_id
+            refs[ref.kind][ref.name] = RefValue.decode(value).snapshot_id
     snapshots: dict[str, SnapshotRecord] = {}
-    for (sid,), raw in records_under(zs, S.SNAPSHOT):
-        value = SnapshotValue.decode(raw)
+    for k, raw in records_under(zs, S.SNAPSHOT):
+        sid, value = SnapshotKey.decode(k).snapshot_id, SnapshotValue.decode(raw)
         info = SnapshotInfo(sid, value.parent_id, value.flushed_at, value.message,
                             _json(value.metadata, f"{name}: S record {sid}"))
         snapshots[sid] = SnapshotRecord(info, [ManifestFileInfo(m, size, n) for m, size, n in value.manifests])
-    for (sid, components), raw in records_under(zs, S.NODE):
-        node, since = _node(components, raw)
+    for k, raw in records_under(zs, S.NODE):
+        key = NodeKey.decode(k)
+        sid = key.snapshot_id
+        node, since = _node(key.components, raw)
         record = snapshots.get(sid)
         if record is None:
             raise ZSCorrupt(f"{name}: N record of snapshot {sid} {node.path!r}, but no S record of that snapshot")
@@ -124,8 +127,8 @@ def read_history(reader: ArchiveReader) -> ArchiveHistory:
         if since is not None:
             record.since[node.id] = since
     ops = []
-    for (updated_at, _seq), raw in records_under(zs, S.OPS):
-        value = OpsValue.decode(raw)
+    for k, raw in records_under(zs, S.OPS):
+        updated_at, value = OpsKey.decode(k).updated_at, OpsValue.decode(raw)
         details = _json(value.details, f"{name}: O record at {updated_at}")
         if "status" in details and isinstance(details["status"], dict):
             details["status"] = RepoStatus(**details["status"])
@@ -133,8 +136,8 @@ def read_history(reader: ArchiveReader) -> ArchiveHistory:
     ops.reverse()
     txlogs: dict[str, TxSummary] = {}
     logged: set[str] = set()  # arrays whose chunks some transaction log names
-    for (sid,), raw in records_under(zs, S.TXLOG):
-        value = TxlogValue.decode(raw)
+    for k, raw in records_under(zs, S.TXLOG):
+        sid, value = TxlogKey.decode(k).snapshot_id, TxlogValue.decode(raw)
         summary = TxSummary(dict(zip(NODE_SETS, map(list, value.sets))), _moves(value.own_moves))
         if value.merged is not None:
             summary.merged, summary.missing = tuple(value.merged), tuple(value.lost_logs)
@@ -144,7 +147,8 @@ def read_history(reader: ArchiveReader) -> ArchiveHistory:
     if history_from_timeline(reader.view_format):
         _timeline_coords(zs, reader.view_format, name, snapshots, txlogs, logged)
     else:
-        for node_id, coords, _, sid in chunk_changes(zs, reader.view_format, _flushed_at(name, snapshots)):
+        for change in chunk_changes(zs, reader.view_format, _flushed_at(name, snapshots)):
+            node_id, coords, sid = change.node_id, change.coords, change.snapshot_id
             if sid in txlogs:
                 txlogs[sid].coords.setdefault(node_id, []).append(coords)
         for summary in txlogs.values():  # as matrices: a big commit changes millions of chunks
@@ -171,7 +175,8 @@ def _timeline_coords(zs, view_format: int, name: str, snapshots: dict[str, Snaps
                     txlogs[sid].coords[node_id] = rows[column == i, :-1].astype(np.uint32)
             continue
         found: dict[str, list] = {}
-        for _, coords, _, sid in chunk_changes(zs, view_format, flushed_at, (node_id,)):
+        for change in chunk_changes(zs, view_format, flushed_at, (node_id,)):
+            coords, sid = change.coords, change.snapshot_id
             if sid in txlogs:
                 found.setdefault(sid, []).append(coords)
         for sid, coords in found.items():
@@ -234,8 +239,9 @@ def timeline_refs(rows: ChunkRefRows, chosen: np.ndarray) -> RefBatch:
 def manifest_refs(reader: ArchiveReader, manifest_id: str) -> dict[str, list[ChunkRef]]:
     """Format 1: node id -> the refs a manifest holds."""
     out: dict[str, list[ChunkRef]] = defaultdict(list)
-    for (_mid, node_id, coords), value in records_under(reader.zs, S.CHUNK_REF, (manifest_id,)):
-        out[node_id].append(chunk_ref(tuple(coords), value))
+    for k, value in records_under(reader.zs, S.CHUNK_REF, (manifest_id,)):
+        key = ManifestRefKey.decode(k)
+        out[key.node_id].append(chunk_ref(tuple(key.coords), value))
     return out
 
 

@@ -69,12 +69,14 @@ class ArchiveAPI:
         """``zs ls REF --json`` with each node's attributes from its zarr.json."""
         ref = _required(params, "ref")
         nodes = []
-        for node in self.archive.ls(ref):
-            meta = node.pop("zarr_json")
-            for internal in ("user_data", "manifests", "snapshot_id", "since"):
-                node.pop(internal, None)
-            node["attributes"] = meta.get("attributes", {}) if isinstance(meta, dict) else {}
-            nodes.append(node)
+        for node in self.archive.node_infos(ref):
+            row = {"path": node.path, "node_type": node.node_type, "id": node.id}
+            if node.is_array:
+                row.update(shape=node.shape, num_chunks=node.num_chunks, dimension_names=node.dimension_names,
+                           dtype=node.dtype, chunk_shape=node.chunk_shape)
+            meta = node.zarr_json
+            row["attributes"] = meta.get("attributes", {}) if isinstance(meta, dict) else {}
+            nodes.append(row)
         return {"snapshot_id": self.archive.resolve(ref), "nodes": nodes}
 
     def _chunk_changes(self, ref: str, path: str) -> dict:

@@ -2,27 +2,29 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from zsarchive.errors import ZSError
 
 
 class ChunkKeys:
-    """How one array node spells its chunk keys (zarr's chunk key encoding)."""
+    """How one array node spells its chunk keys (zarr's chunk key encoding): the array at ``path``,
+    whose zarr.json is ``zarr_json`` and chunk grid ``grid`` (chunks per dimension), keyed under ``base``."""
 
-    __slots__ = ("node", "base", "default", "sep", "ndim", "grid")
+    __slots__ = ("path", "base", "default", "sep", "ndim", "grid")
 
-    def __init__(self, node: dict, base: str) -> None:
-        encoding = node["zarr_json"].get("chunk_key_encoding") or {"name": "default"}
+    def __init__(self, path: str, zarr_json: dict[str, Any], grid: Sequence[int], base: str) -> None:
+        encoding = zarr_json.get("chunk_key_encoding") or {"name": "default"}
         name = encoding.get("name", "default")
         if name not in ("default", "v2"):
-            raise ZSError(f"array {node['path']!r}: unknown chunk key encoding {name!r}")
-        self.node = node
+            raise ZSError(f"array {path!r}: unknown chunk key encoding {name!r}")
+        self.path = path
         self.base = base  # "" for the root array, else "path/"
         self.default = name == "default"
         self.sep = (encoding.get("configuration") or {}).get("separator", "/" if self.default else ".")
-        self.ndim = len(node["num_chunks"])
-        self.grid = node["num_chunks"]
+        self.ndim = len(grid)
+        self.grid = grid
 
     def key(self, coords: Iterable[int]) -> str:
         """The store key of the chunk at ``coords``."""

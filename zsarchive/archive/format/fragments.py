@@ -16,7 +16,7 @@ import functools
 from dataclasses import dataclass
 from typing import Iterable, Iterator
 
-from zsarchive.archive.format import keys
+from zsarchive.archive.format import tuples
 from zsarchive.archive.format import schema
 from zsarchive.errors import ZSCorrupt
 
@@ -43,14 +43,14 @@ def tombstone(key: bytes) -> bytes:
 
 def is_tombstone(rec: bytes) -> bool:
     """Whether a record is a tombstone (record version 0, no value)."""
-    end = keys.key_end(rec)
+    end = tuples.key_end(rec)
     return len(rec) > end and rec[end] == 0
 
 # -- chunk ref filters --------------------------------------------------------------------------
 
 def chunk_prefix(rec: bytes) -> bytes:
     """A chunk ref record's key up to its coordinates: family, node id, coords."""
-    return rec[:keys.element_end(rec, keys.element_end(rec, 1))]
+    return rec[:tuples.element_end(rec, tuples.element_end(rec, 1))]
 
 
 @functools.cache
@@ -167,9 +167,9 @@ class HoldingsTally:
         tag = rec[:1]
         self.records[tag] = self.records.get(tag, 0) + 1
         if tag in _FIRST_KEYED_TAGS and not rec.startswith(self._last):
-            end = keys.element_end(rec, 1)
+            end = tuples.element_end(rec, 1)
             self._last = bytes(rec[:end])
-            self.firsts.setdefault(tag, set()).add(keys.decode(self._last, 1)[0][0])
+            self.firsts.setdefault(tag, set()).add(tuples.decode(self._last, 1)[0][0])
         if tag == schema.CHUNK_REF and self.chunk_prefixes is not None:
             prefix = chunk_prefix(rec)
             if not self.chunk_prefixes or self.chunk_prefixes[-1] != prefix:
@@ -177,7 +177,7 @@ class HoldingsTally:
                 if len(self.chunk_prefixes) > FILTER_MAX_KEYS:
                     self.chunk_prefixes = None
         if rec[-1] == 0 or self.strict:
-            end = keys.key_end(rec)
+            end = tuples.key_end(rec)
             if end < len(rec) and rec[end] == 0:
                 if len(rec) != end + 1:
                     raise ZSCorrupt(f"tombstone {bytes(rec[:60])!r} holds bytes after its version byte")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Iterable, Iterator
 
-from zsarchive.archive.format import keys
+from zsarchive.archive.format import tuples
 from zsarchive.archive.format import schema
 from zsarchive.errors import ZSCorrupt
 from zsarchive.zs.format import uleb128
@@ -57,7 +57,7 @@ def piece_records(chunk_id: str, data: bytes, starts: list[int]) -> list[tuple[b
     for start, stop in zip(starts, starts[1:] + [len(view)]):
         head = _head(chunk_id, start)
         piece = view[start:stop]
-        out.append((b"".join((head, bytes((_VERSION, keys.BLOB)), uleb128.encode(len(piece)), piece)),
+        out.append((b"".join((head, bytes((_VERSION, tuples.BLOB)), uleb128.encode(len(piece)), piece)),
                     len(head), len(piece)))
     return out
 
@@ -73,7 +73,7 @@ def regroup(records: Iterable[bytes], stored: bool, where: str) -> Iterator[Piec
     def pieces() -> Iterator[tuple[bytes, int, int]]:
         for rec in records:
             _, _, data = _split(rec, where)
-            yield rec, keys.key_end(rec), len(data)
+            yield rec, tuples.key_end(rec), len(data)
 
     return _blocks(pieces(), stored)
 
@@ -99,13 +99,13 @@ def _split(record, where: str) -> tuple[str, int, memoryview | bytes]:
     """``(chunk id, start, bytes)`` of a piece record (bytes a view into ``record`` when it is one);
     a record version 1 holds the whole file at start 0."""
     head = bytes(record[:_HEAD_MAX])
-    key, pos = keys.decode(head, 1, what=f"{where}: chunk data record key")
+    key, pos = tuples.decode(head, 1, what=f"{where}: chunk data record key")
     if pos >= len(head) or not key or not isinstance(key[0], str):
         raise ZSCorrupt(f"{where}: chunk data record {head[:40]!r} is malformed")
     version = head[pos]
     if version == 1 and len(key) == 1:
         return key[0], 0, schema.split(bytes(record))[2][0]
-    if version != _VERSION or len(key) != 2 or not isinstance(key[1], int) or head[pos + 1:pos + 2] != bytes((keys.BLOB,)):
+    if version != _VERSION or len(key) != 2 or not isinstance(key[1], int) or head[pos + 1:pos + 2] != bytes((tuples.BLOB,)):
         raise ZSCorrupt(f"{where}: chunk data record {head[:40]!r} is malformed")
     length, at = uleb128.decode(head, pos + 2, f"{where}: chunk data record length")
     if at + length != len(record):

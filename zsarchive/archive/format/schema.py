@@ -1,13 +1,13 @@
 """The archive's record layout: family tags, keys, versioned values (docs/archive-format.rst).
 
-A record is ``family tag (1 byte) + key elements (zsarchive.archive.format.keys) + 0x00 + value``; a value is
+A record is ``family tag (1 byte) + key elements (zsarchive.archive.format.tuples) + 0x00 + value``; a value is
 ``record version (1 byte) + value elements``. Everything here is pure byte shuffling: the exporter
 builds records with these functions and the query layer splits them with them.
 """
 
 from __future__ import annotations
 
-from zsarchive.archive.format import keys
+from zsarchive.archive.format import tuples
 from zsarchive.errors import ZSCorrupt, ZSError
 
 FORMAT_VERSION = 5
@@ -67,17 +67,17 @@ GROUP, ARRAY = 0, 1
 def record(family: bytes, key: tuple, value: tuple = (), version: int | None = None) -> bytes:
     """One record: family tag, encoded key, END byte, version byte (default: the newest), encoded value."""
     head = _VERSION_BYTE[family] if version is None else bytes((version,))
-    return b"".join((family, keys.encode(key), b"\x00", head, keys.encode_value(value)))
+    return b"".join((family, tuples.encode(key), b"\x00", head, tuples.encode_value(value)))
 
 
 def key_prefix(family: bytes, key: tuple = ()) -> bytes:
     """The bytes every record of ``family`` whose key starts with ``key`` starts with."""
-    return family + keys.encode(key)
+    return family + tuples.encode(key)
 
 
 def record_version(rec: bytes) -> int:
     """The record version byte of a well-formed record (the byte after its key)."""
-    return rec[keys.decode(rec, 1, what="record key")[1]]
+    return rec[tuples.decode(rec, 1, what="record key")[1]]
 
 
 def split(rec: bytes) -> tuple[bytes, tuple, tuple]:
@@ -85,7 +85,7 @@ def split(rec: bytes) -> tuple[bytes, tuple, tuple]:
     family = rec[:1]
     if family not in _VERSION_BYTE:
         raise ZSCorrupt(f"record {bytes(rec[:40])!r}: unknown record family {family!r}")
-    key, pos = keys.decode(rec, 1, what=f"{FAMILY_NAMES[family]} record key")
+    key, pos = tuples.decode(rec, 1, what=f"{FAMILY_NAMES[family]} record key")
     if pos >= len(rec) or rec[pos - 1] != 0:
         raise ZSCorrupt(f"{FAMILY_NAMES[family]} record {bytes(rec[:40])!r}: key not terminated")
     version = rec[pos]
@@ -95,7 +95,7 @@ def split(rec: bytes) -> tuple[bytes, tuple, tuple]:
                 f"{FAMILY_NAMES[family]} record {bytes(rec[:40])!r} has record version {version}, newer "
                 f"than this zsarchive reads ({RECORD_VERSIONS[family]}): upgrade zsarchive")
         raise ZSCorrupt(f"{FAMILY_NAMES[family]} record {bytes(rec[:40])!r}: invalid record version {version}")
-    value, _ = keys.decode(rec, pos + 1, what=f"{FAMILY_NAMES[family]} record value")
+    value, _ = tuples.decode(rec, pos + 1, what=f"{FAMILY_NAMES[family]} record value")
     return family, key, value
 
 

@@ -1,11 +1,12 @@
-"""One named view per record family's value (docs/archive-format.rst, "Record families"): code outside
-``format/`` reads ``snapshot.parent_id``, never ``value[0]``, and which record version holds which
-element is decided here. Each view has ``decode`` (from a record's value elements) and ``encode``
-(to them). The archive header's view is :class:`~zsarchive.archive.format.header.ArchiveHeader`."""
+"""One named view per record family's key and value (docs/archive-format.rst, "Families"): code outside
+``format/`` reads ``key.snapshot_id`` and ``snapshot.parent_id``, never ``key[0]`` or ``value[0]``, and
+which record version holds which element is decided here. Each view has ``decode`` (from a record's
+key or value elements) and ``encode`` (to them); ``well_formed`` says whether elements have the view's
+shape. The archive header's view is :class:`~zsarchive.archive.format.header.ArchiveHeader`."""
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 from zsarchive.archive.format import schema
 
@@ -92,6 +93,22 @@ class SnapshotValue(NamedTuple):
         return tuple(self)
 
 
+class Dimension(NamedTuple):
+    """One dimension of an array's shape as an ``N`` record keeps it (V1 files store the chunk length,
+    V2 files the number of chunks; the other is None)."""
+
+    array_length: int
+    chunk_length: int | None
+    num_chunks: int | None
+
+    @property
+    def chunks(self) -> int:
+        """The number of chunks along the dimension, stored or derived from the chunk length."""
+        if self.num_chunks is not None:
+            return self.num_chunks
+        return -(-self.array_length // self.chunk_length) if self.chunk_length else 0
+
+
 class NodeValue(NamedTuple):
     """An ``N`` record: a group's or array's id, type, zarr.json bytes and, for an array, its shape
     (``(array_length, chunk_length, num_chunks)`` per dimension), dimension names, manifests
@@ -108,6 +125,11 @@ class NodeValue(NamedTuple):
     @property
     def is_array(self) -> bool:
         return self.node_type == schema.ARRAY
+
+    @property
+    def dimensions(self) -> tuple[Dimension, ...]:
+        """An array's :attr:`shape`, one named :class:`Dimension` each."""
+        return tuple(Dimension(*dim[:3]) for dim in self.shape)
 
     @staticmethod
     def well_formed(value: tuple) -> bool:
@@ -305,3 +327,252 @@ CHUNK_REF_SHAPES = {schema.INLINE: "(0, data)", schema.NATIVE: "(1, chunk_id, of
 
 NODE_SETS = ("new_groups", "new_arrays", "deleted_groups", "deleted_arrays", "updated_groups", "updated_arrays")
 """The names of a transaction log's node id sets, as icechunk's ``diff`` spells them."""
+
+
+# Record keys. ``decode`` takes a key of the view's length (TypeError otherwise: readers turn it into
+# ZSCorrupt naming the archive); ``well_formed`` checks the elements' types too.
+
+
+def _decode(cls, key: tuple):
+    """The view of ``key`` (TypeError when it has another number of elements than the view). Made
+    directly rather than through ``_make``: one call less for each record a query reads."""
+    view = tuple.__new__(cls, key)
+    if len(view) != len(cls._fields):
+        raise TypeError(f"a key of {len(cls._fields)} elements, not {len(view)}")
+    return view
+
+
+def _encode(self) -> tuple:
+    """The key's elements, as a record's key holds them."""
+    return tuple(self)
+
+
+def fits(view: type, key: tuple) -> bool:
+    """Whether ``key`` has as many elements as a key of ``view`` (a key view class)."""
+    return len(key) == len(view._fields)
+
+
+def starts_with(key: tuple, prefix: tuple) -> bool:
+    """Whether the key's first elements are ``prefix`` (the bytes of text "a" start those of "a\\0b",
+    so a search by a key prefix's bytes also finds keys that do not start with its elements)."""
+    return key[:len(prefix)] == prefix
+
+
+class RefKey(NamedTuple):
+    """A ``B`` record's key: the kind of ref and its name."""
+
+    kind: str
+    name: str
+
+    KINDS = ("branch", "tag", "deleted_tag")
+
+    @property
+    def deleted(self) -> bool:
+        """Whether the ref is a deleted tag (its value names no snapshot)."""
+        return self.kind == "deleted_tag"
+
+    @classmethod
+    def well_formed(cls, key: tuple) -> bool:
+        return len(key) == 2 and key[0] in cls.KINDS and isinstance(key[1], str)
+
+    decode = classmethod(_decode)
+    encode = _encode
+
+
+class RepoFactKey(NamedTuple):
+    """A ``G`` record's key: the fact's name (``spec_version``, ``metadata``, ...)."""
+
+    name: str
+
+    decode = classmethod(_decode)
+    encode = _encode
+
+
+class OpsKey(NamedTuple):
+    """An ``O`` record's key: when the entry was made, and its number among entries (0 = oldest)."""
+
+    updated_at: int
+    seq: int
+
+    decode = classmethod(_decode)
+    encode = _encode
+
+
+class SnapshotKey(NamedTuple):
+    """An ``S`` record's key (and an ``X`` record's: :data:`TxlogKey`): the snapshot's id."""
+
+    snapshot_id: str
+
+    @staticmethod
+    def well_formed(key: tuple) -> bool:
+        return len(key) == 1 and is_id(key[0])
+
+    decode = classmethod(_decode)
+    encode = _encode
+
+
+TxlogKey = SnapshotKey
+"""An ``X`` record's key: the id of the snapshot whose change it summarises."""
+
+
+class SnapshotTimeKey(NamedTuple):
+    """A ``T`` record's key: a snapshot's flush time and id."""
+
+    flushed_at: int
+    snapshot_id: str
+
+    @staticmethod
+    def well_formed(key: tuple) -> bool:
+        return len(key) == 2 and isinstance(key[0], int) and is_id(key[1])
+
+    decode = classmethod(_decode)
+    encode = _encode
+
+
+class ChildKey(NamedTuple):
+    """An ``L`` record's key: a parent snapshot and one of its children."""
+
+    parent_id: str
+    child_id: str
+
+    @staticmethod
+    def well_formed(key: tuple) -> bool:
+        return len(key) == 2
+
+    decode = classmethod(_decode)
+    encode = _encode
+
+
+class NodeKey(NamedTuple):
+    """An ``N`` record's key: the snapshot and the node's path as components (``("a", "b")`` for ``/a/b``)."""
+
+    snapshot_id: str
+    components: tuple
+
+    @property
+    def path(self) -> str:
+        """The node's path as text (``/a/b``)."""
+        return schema.path_of(self.components)
+
+    @staticmethod
+    def well_formed(key: tuple) -> bool:
+        return len(key) == 2 and is_id(key[0]) and isinstance(key[1], tuple)
+
+    decode = classmethod(_decode)
+    encode = _encode
+
+
+class ChunkRefKey(NamedTuple):
+    """A ``C`` record's key in format 2 on: the snapshot ``snapshot_id`` changed the ref of chunk
+    ``coords`` of array ``node_id`` (the per-chunk timeline)."""
+
+    node_id: str
+    coords: tuple
+    snapshot_id: str
+
+    @staticmethod
+    def well_formed(key: tuple) -> bool:
+        return len(key) == 3 and isinstance(key[2], str)
+
+    @staticmethod
+    def well_formed_of(key: tuple, ndim: int) -> bool:
+        """Whether ``key`` is a timeline key of an array of ``ndim`` dimensions, coordinates below 2**63."""
+        return (len(key) == 3 and isinstance(key[1], tuple) and len(key[1]) == ndim
+                and all(type(c) is int and 0 <= c < 1 << 63 for c in key[1])
+                and is_id(key[2]) and key[2].isascii())
+
+    decode = classmethod(_decode)
+    encode = _encode
+
+
+class ManifestRefKey(NamedTuple):
+    """A ``C`` record's key in format 1: chunk ``coords`` of array ``node_id`` in manifest ``manifest_id``."""
+
+    manifest_id: str
+    node_id: str
+    coords: tuple
+
+    @staticmethod
+    def well_formed(key: tuple) -> bool:
+        return len(key) == 3 and isinstance(key[0], str)
+
+    decode = classmethod(_decode)
+    encode = _encode
+
+
+class HistoryKey(NamedTuple):
+    """An ``H`` record's key: the commit ``snapshot_id`` (flushed at ``flushed_at``) changed chunk
+    ``coords`` of array ``node_id`` (record version 1), or is an exception to the timeline there (2)."""
+
+    node_id: str
+    coords: tuple
+    flushed_at: int
+    snapshot_id: str
+
+    @staticmethod
+    def well_formed(key: tuple) -> bool:
+        return len(key) == 4
+
+    @classmethod
+    def of_chunk_ref(cls, key: tuple, flushed_at: Callable[[str], int]) -> HistoryKey:
+        """The element of the history a ``C`` record's key gives in format 5: its node, coordinates and
+        snapshot, and when that snapshot was flushed (``flushed_at`` of its id). This runs for every change
+        of an array: the tuple is made directly, without the generated ``__new__``'s call."""
+        node_id, coords, snapshot_id = key
+        return tuple.__new__(cls, (node_id, coords, flushed_at(snapshot_id), snapshot_id))
+
+    decode = classmethod(_decode)
+    encode = _encode
+
+
+class ChunkBytesKey(NamedTuple):
+    """A ``D`` record's key: a chunk file's id and, for a piece (record version 2), where it starts
+    (None in record version 1, whose key is the id alone)."""
+
+    chunk_id: str
+    start: int | None = None
+
+    @staticmethod
+    def well_formed(key: tuple, pieces: bool) -> bool:
+        """``pieces``: whether the archive keeps files in pieces (format 3 on)."""
+        if pieces:
+            return len(key) == 2 and is_id(key[0]) and isinstance(key[1], int)
+        return len(key) == 1 and is_id(key[0])
+
+    @classmethod
+    def decode(cls, key: tuple) -> ChunkBytesKey:
+        return cls(*key)
+
+    def encode(self) -> tuple:
+        return tuple(self) if self.start is not None else (self.chunk_id,)
+
+
+class ShardIndexKey(NamedTuple):
+    """An ``I`` record's key: a native shard's chunk id, offset and length, or a virtual shard's
+    location, offset, length and checksum (null where its ref has none)."""
+
+    target: str
+    """A chunk id, or a location (which holds ``://``, as a chunk id never does)."""
+    offset: int
+    length: int
+    checksum_etag: str | None = None
+    checksum_last_modified: int | None = None
+
+    @property
+    def virtual(self) -> bool:
+        return "://" in self.target
+
+    @staticmethod
+    def well_formed(key: tuple) -> bool:
+        native = len(key) == 3 and is_id(key[0])
+        virtual = (len(key) == 5 and isinstance(key[0], str) and "://" in key[0]
+                   and (key[3] is None or isinstance(key[3], str)) and (key[4] is None or isinstance(key[4], int))
+                   and (key[3], key[4]) != (None, None))
+        return (native or virtual) and all(isinstance(k, int) and k >= 0 for k in key[1:3])
+
+    @classmethod
+    def decode(cls, key: tuple) -> ShardIndexKey:
+        return cls(*key)
+
+    def encode(self) -> tuple:
+        return tuple(self) if self.virtual else tuple(self)[:3]

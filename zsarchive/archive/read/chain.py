@@ -12,7 +12,7 @@ import re
 from typing import Iterator
 from urllib.parse import urlsplit, urlunsplit
 
-from zsarchive.archive.format import keys
+from zsarchive.archive.format import tuples
 from zsarchive.archive.format import schema
 from zsarchive.archive.format.fragments import MAX_CHAIN, FragmentInfo, is_tombstone
 from zsarchive.archive.format.header import ArchiveHeader, archive_metadata, history_from_timeline, refs_by_manifest
@@ -97,7 +97,7 @@ def _family_first(hint: bytes) -> tuple[bytes | None, object, bytes | None]:
     if not hint:
         return None, None, None
     try:
-        elements, _ = keys.decode(hint, 1, what="search bound")
+        elements, _ = tuples.decode(hint, 1, what="search bound")
     except ZSCorrupt:  # a bound cut inside an element: the family alone is known
         return hint[:1], None, None
     chunk = hint if hint[:1] == schema.CHUNK_REF and len(elements) == 2 else None
@@ -108,7 +108,7 @@ def _merged(streams: list[Iterator[bytes]]) -> Iterator[bytes]:
     """The records of ``streams`` (newest first) merged by key: the newest of equal keys, tombstones dropped."""
     def keyed(order: int, stream: Iterator[bytes]) -> Iterator[tuple[bytes, int, bytes]]:
         for rec in stream:
-            yield rec[:keys.key_end(rec)], order, rec
+            yield rec[:tuples.key_end(rec)], order, rec
 
     last = None
     for key, _, rec in heapq.merge(*(keyed(i, s) for i, s in enumerate(streams))):
@@ -166,7 +166,7 @@ class Chain:
     def floor_span(self, before: bytes, stop: bytes, views: bool = False) -> list:
         """As :meth:`ZS.floor_span`, answered by the newest archive holding records that share
         ``before``'s family and first key element (all pieces of one chunk file live in one archive)."""
-        owner = before[:keys.element_end(before, 1)]
+        owner = before[:tuples.element_end(before, 1)]
         members, _ = self._candidates(owner)
         if len(members) == 1 and not members[0].may_tombstone(owner[:1]):
             return members[0].zs.floor_span(before, stop, views)

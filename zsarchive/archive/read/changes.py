@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, Iterable, Iterator
 
 from zsarchive.archive.format import schema
-from zsarchive.archive.format.views import NODE_SETS, NodeValue, OpsValue, TxlogValue
+from zsarchive.archive.format.views import NODE_SETS, HistoryKey, NodeKey, NodeValue, OpsKey, OpsValue, TxlogValue
 from zsarchive.archive.read import chunkhistory
 from zsarchive.archive.read.nodes import NodeQueries
 from zsarchive.archive.read.reader import NotFound, guarded
@@ -26,13 +26,13 @@ class ChangeQueries(NodeQueries):
         sid = self.resolve(ref)
         node = self._node_at(sid, path, ref)
         history = {sid for sid, _ in self._ancestry(sid)}
-        changes = sorted(((flushed_at, sid) for _, _, flushed_at, sid in self.history_entries(node["id"], coords)),
+        changes = sorted(((change.flushed_at, change.snapshot_id) for change in self.history_entries(node.id, coords)),
                          reverse=True)
         return [self._snapshot_dict(change_sid, self._snapshot_value(change_sid))
                 for _, change_sid in changes if change_sid in history]
 
     @guarded
-    def history_entries(self, node_id: str, coords: tuple | None = None) -> Iterator[tuple[str, tuple, int, str]]:
+    def history_entries(self, node_id: str, coords: tuple | None = None) -> Iterator[HistoryKey]:
         """``(node_id, coords, flushed_at, snapshot_id)`` of every commit whose transaction log names a chunk
         of the array ``node_id`` (only of ``coords`` when given), in no particular order
         (:func:`zsarchive.archive.read.chunkhistory.chunk_changes`)."""
@@ -83,14 +83,14 @@ class ChangeQueries(NodeQueries):
         paths: dict[str, str] = {}
         for snapshot_id in (from_id, to_id):
             for k, v in self._records(schema.NODE, (snapshot_id,)):
-                paths[NodeValue.decode(v).node_id] = schema.path_of(k[1])
+                paths[NodeValue.decode(v).node_id] = NodeKey.decode(k).path
         out: dict[str, Any] = {name: sorted(paths[i] for i in ids if i in paths) for name, ids in sets.items()}
         updated: dict[str, list[list[int]]] = {}
         for node_id in sorted(chunk_nodes):
             if node_id not in paths:
                 continue
             # A node a log lists with no chunks (icechunk 1.1 writes such entries) is in the diff too.
-            coords = sorted({c for _, c, _, sid in self.history_entries(node_id) if sid in changed})
+            coords = sorted({change.coords for change in self.history_entries(node_id) if change.snapshot_id in changed})
             updated[paths[node_id]] = [list(c) for c in coords]
         out["updated_chunks"] = dict(sorted(updated.items()))
         out["moved_nodes"] = moved
@@ -100,15 +100,15 @@ class ChangeQueries(NodeQueries):
         """Ops-log entries updated in ``[since, until]`` (inclusive bounds as for :meth:`log`), newest first."""
         since, until = time_bound(since, False), time_bound(until, True)
         if until is not None:
-            first = next(iter(self._range(schema.OPS, (), None)), None)
-            if first is not None and until < first[0][0]:
+            first = next((OpsKey.decode(k) for k, _ in self._range(schema.OPS, (), None)), None)
+            if first is not None and until < first.updated_at:
                 raise NotFound(f"{self.name}: {format_time(until)} is before the first operation "
-                               f"({format_time(first[0][0])})")
+                               f"({format_time(first.updated_at)})")
         start = () if since is None else (since,)
         stop = None if until is None else (until + 1,)
         out = []
-        for (updated_at, _), value in self._range(schema.OPS, start, stop):
-            op = OpsValue.decode(value)
+        for k, value in self._range(schema.OPS, start, stop):
+            updated_at, op = OpsKey.decode(k).updated_at, OpsValue.decode(value)
             entry = {"type": op.type, "updated_at": format_time(updated_at), "backup_path": op.backup_path}
             entry.update(_present_details(load_json(op.details, f"{self.name}: archive ops record {updated_at}")))
             out.append(entry)

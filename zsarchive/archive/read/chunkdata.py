@@ -20,6 +20,7 @@ from zsarchive.io.pinning import http_date, http_seconds, mismatch, seconds_of
 from zsarchive.io.storage import ObjectStorage, read_file_range
 
 if TYPE_CHECKING:
+    from zsarchive.archive.read.model import ChunkInfo
     from zsarchive.io.httpclient import ConnectionPool
 
 _CHUNK_ID = re.compile(r"^[0-9A-HJKMNP-TV-Z]{20}$")
@@ -60,20 +61,20 @@ class ChunkReader:
         for pool in pools.values():
             pool.close()
 
-    def read(self, chunk: dict, ref: str, repo: str | os.PathLike | Location | None = None,
+    def read(self, chunk: ChunkInfo, ref: str, repo: str | os.PathLike | Location | None = None,
              views: bool = False) -> bytes | memoryview:
-        """The bytes of a chunk ref (a dict as ``RepoArchive.chunk_ref`` gives; read at REF, for
-        messages); ``repo`` is a local repository path, an object-store URL or a :class:`Location`.
-        ``views``: embedded bytes may come as a memoryview into the archive's map (no copy)."""
-        where = f"chunk {coords_text(chunk['coords'])} of {chunk['path']!r} at {ref!r}"
-        if chunk["kind"] == "inline":
-            return chunk["inline"]
-        offset, length = chunk["offset"], chunk["length"]
+        """The bytes of a chunk ref (read at REF, for messages); ``repo`` is a local repository path, an
+        object-store URL or a :class:`Location`. ``views``: embedded bytes may come as a memoryview into
+        the archive's map (no copy)."""
+        where = f"chunk {coords_text(chunk.coords)} of {chunk.path!r} at {ref!r}"
+        if chunk.kind == "inline":
+            return chunk.inline
+        offset, length = chunk.offset, chunk.length
         if not (isinstance(offset, int) and isinstance(length, int) and offset >= 0 and length >= 0):
             raise ZSCorrupt(f"{self.name}: {where}: offset {str(offset)[:40]} and length {str(length)[:40]} "
                             f"must be integers >= 0")
-        if chunk["kind"] == "native":
-            chunk_id = chunk["chunk_id"]
+        if chunk.kind == "native":
+            chunk_id = chunk.chunk_id
             if not isinstance(chunk_id, str) or not _CHUNK_ID.match(chunk_id):
                 raise ZSCorrupt(f"{self.name}: {where}: invalid chunk id {chunk_id!r}")
             try:
@@ -99,8 +100,8 @@ class ChunkReader:
                 return storage.read_range(f"chunks/{chunk_id}", offset, length)
             except ZSError as exc:
                 raise type(exc)(f"{where}: {exc}") from None
-        return self.read_virtual(chunk["location"], offset, length, chunk["checksum_etag"],
-                                 chunk["checksum_last_modified"], where)
+        return self.read_virtual(chunk.location, offset, length, chunk.checksum_etag,
+                                 chunk.checksum_last_modified, where)
 
     def read_virtual(self, location: str, offset: int, length: int, etag: str | None,
                      last_modified: int | None, where: str) -> bytes:

@@ -7,9 +7,9 @@ from __future__ import annotations
 import itertools
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
-from zsarchive.archive.format import keys, schema
+from zsarchive.archive.format import schema, tuples
 from zsarchive.archive.format.header import history_from_timeline
-from zsarchive.archive.format.views import HistoryValue
+from zsarchive.archive.format.views import ChunkRefKey, HistoryKey, HistoryValue, starts_with
 from zsarchive.errors import ZSCorrupt
 
 if TYPE_CHECKING:
@@ -20,7 +20,7 @@ _ID = 20  # characters of a snapshot id
 
 
 def chunk_changes(zs: Any, view_format: int, flushed_at: Callable[[str], int],
-                  key: tuple = ()) -> Iterator[tuple[str, tuple, int, str]]:
+                  key: tuple = ()) -> Iterator[HistoryKey]:
     """``(node_id, coords, flushed_at, snapshot_id)`` of every change a transaction log names, of the
     chunks whose ``(node_id[, coords])`` start with ``key`` (``()``: every chunk), in no particular order.
     ``zs``: the archive (a ZS or a chain); ``view_format``: the format its records follow;
@@ -29,22 +29,24 @@ def chunk_changes(zs: Any, view_format: int, flushed_at: Callable[[str], int],
     exceptions: dict[tuple, tuple[int, bool]] = {}
     for rec in zs.search(prefix=schema.key_prefix(schema.CHUNK_HISTORY, key)):
         _, k, v = schema.split(rec)
-        if k[:len(key)] != key:
-            continue  # the bytes of text "a" start those of "a\0b"
+        if not starts_with(k, key):
+            continue
+        change = HistoryKey.decode(k)
         if not timeline:
-            yield k[0], k[1], k[2], k[3]
+            yield change
         else:
-            exceptions[k[0], k[1], k[3]] = (k[2], HistoryValue.decode(v, schema.record_version(rec)).in_log)
+            exceptions[change.node_id, change.coords, change.snapshot_id] = (
+                change.flushed_at, HistoryValue.decode(v, schema.record_version(rec)).in_log)
     if not timeline:
         return
     for rec in zs.search(prefix=schema.key_prefix(schema.CHUNK_REF, key)):
-        k, _ = keys.decode(rec, 1, what="chunk ref record key")
-        if k[:len(key)] != key or (k[0], k[1], k[2]) in exceptions:
+        k, _ = tuples.decode(rec, 1, what="chunk ref record key")
+        if not starts_with(k, key) or k in exceptions:
             continue
-        yield k[0], k[1], flushed_at(k[2]), k[2]
+        yield HistoryKey.of_chunk_ref(k, flushed_at)
     for (node_id, coords, sid), (time, in_log) in exceptions.items():
         if in_log:
-            yield node_id, coords, time, sid
+            yield HistoryKey(node_id, coords, time, sid)
 
 
 def timeline_rows(zs: Any, node_id: str, ndim: int, name: str) -> tuple[np.ndarray, list[str]]:
@@ -53,9 +55,10 @@ def timeline_rows(zs: Any, node_id: str, ndim: int, name: str) -> tuple[np.ndarr
     of the coordinates and an index into ``snapshot_ids``; the same changes :func:`chunk_changes` yields."""
     import numpy as np
 
-    exceptions = {(k[1], k[3]): HistoryValue.decode(v, schema.record_version(rec)).in_log
+    exceptions = {(change.coords, change.snapshot_id): HistoryValue.decode(v, schema.record_version(rec)).in_log
                   for rec in zs.search(prefix=schema.key_prefix(schema.CHUNK_HISTORY, (node_id,)))
-                  for _, k, v in (schema.split(rec),) if k[0] == node_id}
+                  for _, k, v in (schema.split(rec),) if starts_with(k, (node_id,))
+                  for change in (HistoryKey.decode(k),)}
     prefix = schema.key_prefix(schema.CHUNK_REF, (node_id,))
     ids: dict[bytes, int] = {}
     parts = []
@@ -90,7 +93,7 @@ def _decode_batch(batch: list[bytes], at: int, ndim: int, name: str) -> tuple[np
     lengths = np.fromiter(map(len, batch), np.int64, len(batch))
     ends = np.cumsum(lengths)
     joined = b"".join(batch)
-    decoded = keys.decode_columns(joined, ends - lengths + at, ends, "(" + "i" * ndim + ")s")
+    decoded = tuples.decode_columns(joined, ends - lengths + at, ends, "(" + "i" * ndim + ")s")
     if decoded is not None:
         *columns, (begin, stop) = decoded[0]
         if (stop - begin == _ID).all() and all((column < np.uint64(1 << 63)).all() for column in columns):
@@ -107,11 +110,10 @@ def _decode_one_by_one(batch: list[bytes], ndim: int, name: str) -> tuple[np.nda
     coords, sids = [], []
     for rec in batch:
         key = schema.split(rec)[1]
-        if not (len(key) == 3 and isinstance(key[1], tuple) and len(key[1]) == ndim
-                and all(type(c) is int and 0 <= c < 1 << 63 for c in key[1])
-                and isinstance(key[2], str) and len(key[2]) == _ID and key[2].isascii()):
+        if not ChunkRefKey.well_formed_of(key, ndim):
             raise ZSCorrupt(f"{name}: chunk ref record {key!r} does not hold {ndim} coordinates of the array and a "
                             f"snapshot id")
-        coords.append(key[1])
-        sids.append(key[2].encode("ascii"))
+        ref = ChunkRefKey.decode(key)
+        coords.append(ref.coords)
+        sids.append(ref.snapshot_id.encode("ascii"))
     return np.array(coords, np.int64).reshape(len(batch), ndim), np.array(sids, f"S{_ID}")

@@ -15,7 +15,9 @@ import itertools
 from typing import Callable, Iterable, Iterator
 
 from zsarchive.archive.format import schema
-from zsarchive.archive.format.keys import decode as decode_key
+from zsarchive.archive.format.tuples import decode as decode_key
+from zsarchive.archive.format.views import ChunkRefKey, ManifestRefKey, fits
+from zsarchive.archive.read.model import NodeInfo
 from zsarchive.errors import ZSCorrupt
 from zsarchive.zs.reader import ZS
 
@@ -29,36 +31,35 @@ class ManifestRefs:
     def __init__(self, zs: ZS):
         self.zs = zs
 
-    def ref(self, node: dict, coords: tuple[int, ...]) -> tuple | None:
+    def ref(self, node: NodeInfo, coords: tuple[int, ...]) -> tuple | None:
         """The stored value of the chunk at ``coords``, or None."""
-        for manifest in node["manifests"]:
-            if all(lo <= c < hi for c, (lo, hi) in zip(coords, manifest["extents"])):
-                key = (manifest["id"], node["id"], coords)
+        for manifest in node.manifests:
+            if all(lo <= c < hi for c, (lo, hi) in zip(coords, manifest.extents)):
+                key = ManifestRefKey(manifest.manifest_id, node.id, coords).encode()
                 for rec in self.zs.search(prefix=schema.key_prefix(schema.CHUNK_REF, key)):
                     _, k, v = schema.split(rec)
-                    if len(k) == 3:
+                    if fits(ManifestRefKey, k):
                         return v
         return None
 
-    def refs(self, node: dict, start: tuple | None = None, stop: tuple | None = None) -> Stored:
+    def refs(self, node: NodeInfo, start: tuple | None = None, stop: tuple | None = None) -> Stored:
         """Every chunk with ``start <= coords < stop`` (when given), in coordinate order."""
         streams = []
-        for manifest in node["manifests"]:
-            prefix = (manifest["id"], node["id"])
+        for manifest in node.manifests:
+            prefix = (manifest.manifest_id, node.id)
             first = None if start is None else schema.key_prefix(schema.CHUNK_REF, prefix + (start,))
             end = None if stop is None else schema.key_prefix(schema.CHUNK_REF, prefix + (stop,))
             records = self.zs.search(start=first, stop=end, prefix=schema.key_prefix(schema.CHUNK_REF, prefix))
-            streams.append((k[2], v) for _, k, v in map(schema.split, records))
+            streams.append((ManifestRefKey.decode(k).coords, v) for _, k, v in map(schema.split, records))
         return streams[0] if len(streams) == 1 else heapq.merge(*streams, key=lambda item: item[0])
 
-    def coords(self, node: dict) -> Iterator[tuple[int, ...]]:
-        """The coordinates of every chunk, in order (only the coordinates of each record are decoded)."""
+    def coords(self, node: NodeInfo) -> Iterator[tuple[int, ...]]:
+        """The coordinates of every chunk, in order (only the key of each record is decoded)."""
         streams = []
-        for manifest in node["manifests"]:
-            prefix = schema.key_prefix(schema.CHUNK_REF, (manifest["id"], node["id"]))
-            at = len(prefix)
-            # the records share the prefix; what follows it is the coordinates and the key's end
-            streams.append(decode_key(rec, at, what="chunk ref key")[0][0] for rec in self.zs.search(prefix=prefix))
+        for manifest in node.manifests:
+            prefix = schema.key_prefix(schema.CHUNK_REF, (manifest.manifest_id, node.id))
+            streams.append(ManifestRefKey.decode(decode_key(rec, 1, what="chunk ref key")[0]).coords
+                           for rec in self.zs.search(prefix=prefix))
         return streams[0] if len(streams) == 1 else heapq.merge(*streams)
 
 
@@ -73,13 +74,13 @@ class RefTimeline:
         self.depths = depths
         self.name = name
 
-    def _window(self, node: dict) -> tuple[dict[str, int], int]:
+    def _window(self, node: NodeInfo) -> tuple[dict[str, int], int]:
         """The history of the node's snapshot, and the depth of the node's ``since`` snapshot in it."""
-        depths = self.depths(node["snapshot_id"])
-        limit = depths.get(node["since"])
+        depths = self.depths(node.snapshot_id)
+        limit = depths.get(node.since)
         if limit is None:
-            raise ZSCorrupt(f"{self.name}: array {node['path']!r} at snapshot {node['snapshot_id']} starts its "
-                            f"chunk ref timeline at {node['since']!r}, which is not in its history")
+            raise ZSCorrupt(f"{self.name}: array {node.path!r} at snapshot {node.snapshot_id} starts its "
+                            f"chunk ref timeline at {node.since!r}, which is not in its history")
         return depths, limit
 
     @staticmethod
@@ -92,27 +93,28 @@ class RefTimeline:
                 best, found = depth, value
         return None if found is None or found[:1] == (schema.REMOVED,) else found
 
-    def ref(self, node: dict, coords: tuple[int, ...]) -> tuple | None:
+    def ref(self, node: NodeInfo, coords: tuple[int, ...]) -> tuple | None:
         """The stored value of the chunk at ``coords``, or None."""
         depths, limit = self._window(node)
-        prefix = schema.key_prefix(schema.CHUNK_REF, (node["id"], coords))
-        changes = ((k[2], v) for _, k, v in map(schema.split, self.zs.search(prefix=prefix)) if len(k) == 3)
+        prefix = schema.key_prefix(schema.CHUNK_REF, (node.id, coords))
+        changes = ((ChunkRefKey.decode(k).snapshot_id, v) for _, k, v in map(schema.split, self.zs.search(prefix=prefix))
+                   if fits(ChunkRefKey, k))
         return self._resolve(changes, depths, limit)
 
-    def refs(self, node: dict, start: tuple | None = None, stop: tuple | None = None) -> Stored:
+    def refs(self, node: NodeInfo, start: tuple | None = None, stop: tuple | None = None) -> Stored:
         """Every chunk with ``start <= coords < stop`` (when given), in coordinate order."""
         depths, limit = self._window(node)
-        prefix = (node["id"],)
+        prefix = (node.id,)
         first = None if start is None else schema.key_prefix(schema.CHUNK_REF, prefix + (start,))
         end = None if stop is None else schema.key_prefix(schema.CHUNK_REF, prefix + (stop,))
         records = self.zs.search(start=first, stop=end, prefix=schema.key_prefix(schema.CHUNK_REF, prefix))
         # a chunk's changes are adjacent (key: coords, then snapshot id)
-        for coords, group in itertools.groupby(((k[1], k[2], v) for _, k, v in map(schema.split, records)),
-                                               key=lambda item: item[0]):
-            value = self._resolve(((sid, v) for _, sid, v in group), depths, limit)
+        changes = ((ChunkRefKey.decode(k), v) for _, k, v in map(schema.split, records))
+        for coords, group in itertools.groupby(changes, key=lambda change: change[0].coords):
+            value = self._resolve(((key.snapshot_id, v) for key, v in group), depths, limit)
             if value is not None:
                 yield coords, value
 
-    def coords(self, node: dict) -> Iterator[tuple[int, ...]]:
+    def coords(self, node: NodeInfo) -> Iterator[tuple[int, ...]]:
         """The coordinates of every chunk, in order."""
         return (coords for coords, _ in self.refs(node))

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from typing import Any, Iterable, Iterator, Mapping
 
@@ -10,9 +11,10 @@ from zsarchive.archive.format import schema
 from zsarchive.archive.format.header import has_chunk_pieces, refs_by_manifest
 from zsarchive.archive.format.pieces import read_pieces
 from zsarchive.archive.format.shards import EMPTY, shard_layout, virtual_index_key
-from zsarchive.archive.format.views import ChunkBytesValue, ChunkRefValue, ShardIndexValue
+from zsarchive.archive.format.views import ChunkBytesValue, ChunkRefValue, ShardIndexKey, ShardIndexValue
 from zsarchive.archive.read.chunkdata import ChunkReader, coords_text
 from zsarchive.archive.read.chunkrefs import ManifestRefs, RefTimeline
+from zsarchive.archive.read.model import ChunkInfo, NodeInfo
 from zsarchive.archive.read.nodes import NodeQueries
 from zsarchive.archive.read.reader import NotFound, checked_record
 from zsarchive.archive.read.refspec import chunk_coords
@@ -45,74 +47,84 @@ class ChunkQueries(NodeQueries):
 
     @staticmethod
     @checked_record(schema.CHUNK_REF)
-    def _chunk_dict(path: str, coords: tuple, value: tuple) -> dict:
+    def _chunk_info(path: str, coords: tuple, value: tuple) -> ChunkInfo:
         ref = ChunkRefValue.decode(value)
         kind = schema.KIND_NAMES[ref.kind]  # an unknown kind past the names fails here, as a malformed record
         if ref.kind not in (schema.INLINE, schema.NATIVE, schema.VIRTUAL):
             raise ZSCorrupt(f"chunk ref {path} {coords_text(coords)}: unknown kind {ref.kind}")
-        out: dict[str, Any] = {"path": path, "coords": list(coords), "kind": kind,
-                               "offset": ref.offset, "length": ref.length, "chunk_id": ref.chunk_id,
-                               "location": ref.location, "checksum_etag": ref.checksum_etag,
-                               "checksum_last_modified": ref.checksum_last_modified}
-        if ref.kind == schema.INLINE:
-            out["inline"] = ref.inline
-        return out
+        return ChunkInfo(path, coords, kind, ref.offset, ref.length, ref.chunk_id, ref.location, ref.checksum_etag,
+                         ref.checksum_last_modified, ref.inline if ref.kind == schema.INLINE else None)
 
-    def chunk_ref(self, ref: str, path: str, coords: Iterable[int]) -> dict:
-        """The chunk ref at ``coords`` of the array at ``path`` in REF; NotFound if there is none."""
+    def chunk_info(self, ref: str, path: str, coords: Iterable[int]) -> ChunkInfo:
+        """:meth:`chunk_ref` as a typed value."""
         coords = chunk_coords(coords)
         node = self._array_at(ref, path)
-        dims = len(node["num_chunks"])
+        dims = len(node.num_chunks)
         if len(coords) != dims:
             given = f"not {len(coords)} ({coords_text(coords)})"
-            raise NotFound(f"{self.name}: {node['path']!r} at {ref!r} " + (
+            raise NotFound(f"{self.name}: {node.path!r} at {ref!r} " + (
                 f"has {dims} dimension{'s' if dims != 1 else ''} and needs {dims} coordinate"
                 f"{'s' if dims != 1 else ''}, {given}" if dims else
                 f"is a scalar (0 dimensions) and needs no coordinates, {given}: () in Python, \"\" on the "
                 "command line"))
-        if any(not c < n for c, n in zip(coords, node["num_chunks"])):
+        if any(not c < n for c, n in zip(coords, node.num_chunks)):
             raise NotFound(f"{self.name}: coords {coords_text(coords)} are outside the chunk grid "
-                           f"{coords_text(node['num_chunks'])} of {node['path']!r} at {ref!r}")
-        chunk = self.node_chunk_ref(node, coords)
+                           f"{coords_text(node.num_chunks)} of {node.path!r} at {ref!r}")
+        chunk = self.array_chunk(node, coords)
         if chunk is not None:
             return chunk
-        raise NotFound(f"{self.name}: no chunk at {coords_text(coords)} of {node['path']!r} at {ref!r} "
+        raise NotFound(f"{self.name}: no chunk at {coords_text(coords)} of {node.path!r} at {ref!r} "
                        "(never written: it reads as the fill value)")
 
-    def node_chunk_ref(self, node: dict, coords: tuple[int, ...]) -> dict | None:
-        """The chunk ref at ``coords`` of an array node from :meth:`node` or :meth:`ls`; None if none."""
+    def chunk_ref(self, ref: str, path: str, coords: Iterable[int]) -> dict:
+        """The chunk ref at ``coords`` of the array at ``path`` in REF; NotFound if there is none."""
+        return self.chunk_info(ref, path, coords).as_dict()
+
+    def array_chunk(self, node: NodeInfo, coords: tuple[int, ...]) -> ChunkInfo | None:
+        """The chunk ref at ``coords`` of an array node from :meth:`node_info` or :meth:`node_infos`; None if none."""
         value = self._refs.ref(node, tuple(coords))
-        return None if value is None else self._chunk_dict(node["path"], tuple(coords), value)
+        return None if value is None else self._chunk_info(node.path, tuple(coords), value)
+
+    def node_chunk_ref(self, node: dict | NodeInfo, coords: tuple[int, ...]) -> dict | None:
+        """The chunk ref at ``coords`` of an array node from :meth:`node` or :meth:`ls`; None if none."""
+        chunk = self.array_chunk(NodeInfo.of(node), coords)
+        return None if chunk is None else chunk.as_dict()
 
     def chunk_refs(self, ref: str, path: str) -> Iterator[dict]:
         """Every chunk ref of the array, streamed in coordinate order."""
-        return self.node_chunk_refs(self._array_at(ref, path))
+        return (chunk.as_dict() for chunk in self.array_chunks(self._array_at(ref, path)))
 
-    def node_chunk_refs(self, node: dict, start: Iterable[int] | None = None,
+    def array_chunks(self, node: NodeInfo, start: Iterable[int] | None = None,
+                     stop: Iterable[int] | None = None) -> Iterator[ChunkInfo]:
+        """Every chunk ref of an array node from :meth:`node_info` or :meth:`node_infos`, streamed in
+        coordinate order; only those with ``start <= coords < stop`` (coordinate tuples), if given."""
+        bounds = (None if start is None else tuple(start), None if stop is None else tuple(stop))
+        for coords, value in self._refs.refs(node, *bounds):
+            yield self._chunk_info(node.path, coords, value)
+
+    def node_chunk_refs(self, node: dict | NodeInfo, start: Iterable[int] | None = None,
                         stop: Iterable[int] | None = None) -> Iterator[dict]:
         """Every chunk ref of an array node from :meth:`node` or :meth:`ls`, streamed in coordinate
         order; only those with ``start <= coords < stop`` (coordinate tuples), if given."""
-        bounds = (None if start is None else tuple(start), None if stop is None else tuple(stop))
-        for coords, value in self._refs.refs(node, *bounds):
-            yield self._chunk_dict(node["path"], coords, value)
+        return (chunk.as_dict() for chunk in self.array_chunks(NodeInfo.of(node), start, stop))
 
-    def node_chunk_coords(self, node: dict) -> Iterator[tuple[int, ...]]:
+    def node_chunk_coords(self, node: dict | NodeInfo) -> Iterator[tuple[int, ...]]:
         """The coordinates of every chunk ref of an array node, streamed in order."""
-        return self._refs.coords(node)
+        return self._refs.coords(NodeInfo.of(node))
 
     def chunk_data(self, ref: str, path: str, coords: Iterable[int], repo: str | os.PathLike | Location | None = None,
                    storage_options: Mapping[str, object] | None = None, anon: bool = False) -> bytes:
         """The chunk's stored bytes: inline, embedded, from ``repo``'s chunks/ (a path or an object-store
         URL, reached with ``storage_options`` / ``anon``), or an authorized virtual file."""
         where = None if repo is None else parse_location(repo, storage_options, anon)
-        return self.read_chunk(self.chunk_ref(ref, path, coords), ref, where)
+        return self.read_chunk(self.chunk_info(ref, path, coords), ref, where)
 
-    def read_chunk(self, chunk: dict, ref: str, repo: str | os.PathLike | Location | None = None,
+    def read_chunk(self, chunk: dict | ChunkInfo, ref: str, repo: str | os.PathLike | Location | None = None,
                    views: bool = False) -> bytes | memoryview:
         """The bytes of a chunk ref from :meth:`chunk_ref` / :meth:`chunk_refs` (read at REF, for
         messages); ``repo`` is a repository path, URL or :class:`Location`. ``views``: embedded bytes
         of an uncompressed local archive come as a memoryview into its map (no copy)."""
-        return self._chunks.read(chunk, ref, repo, views)
+        return self._chunks.read(ChunkInfo.of(chunk), ref, repo, views)
 
     def _embedded_chunk(self, chunk_id: str, start: int, stop: int, views: bool) -> bytes | memoryview | None:
         """Bytes [start, stop) of the archive's copy of a native chunk file, if it embeds one (most
@@ -131,26 +143,27 @@ class ChunkQueries(NodeQueries):
             raise ZSCorrupt(f"embedded chunk {chunk_id} is shorter than offset {start} + length {stop - start}")
         return data[start:stop]
 
-    def shard_index(self, chunk: dict) -> tuple[bool, bytes] | None:
+    def shard_index(self, chunk: dict | ChunkInfo) -> tuple[bool, bytes] | None:
         """``(at_end, raw index bytes)`` the archive keeps of a shard (a native or virtual chunk ref), or None."""
-        if chunk["kind"] == "inline" or not has_chunk_pieces(self.format_version):
+        chunk = ChunkInfo.of(chunk)
+        if chunk.kind == "inline" or not has_chunk_pieces(self.format_version):
             return None
         if self._has_shard_indexes is None:
             self._has_shard_indexes = self._counted(schema.SHARD_INDEX)
         if not self._has_shard_indexes:
             return None
-        if chunk["kind"] == "native":
-            key: tuple = (chunk["chunk_id"], chunk["offset"], chunk["length"])
+        if chunk.kind == "native":
+            key = ShardIndexKey(chunk.chunk_id, chunk.offset, chunk.length)
         else:
-            key = virtual_index_key(chunk["location"], chunk["offset"], chunk["length"], chunk["checksum_etag"],
-                            chunk["checksum_last_modified"])
-        value = self._one(schema.SHARD_INDEX, key)
+            key = ShardIndexKey._make(virtual_index_key(chunk.location, chunk.offset, chunk.length,
+                                                        chunk.checksum_etag, chunk.checksum_last_modified))
+        value = self._one(schema.SHARD_INDEX, key.encode())
         if value is None:
             return None
         try:
             return tuple(ShardIndexValue.decode(value))
         except ValueError:
-            raise ZSCorrupt(f"{self.name}: shard index record of {key[0]} is malformed") from None
+            raise ZSCorrupt(f"{self.name}: shard index record of {key.target} is malformed") from None
 
     def inner_chunk(self, ref: str, path: str, coords: Iterable[int], inner: Iterable[int],
                     repo: str | os.PathLike | Location | None = None) -> dict:
@@ -158,31 +171,28 @@ class ChunkQueries(NodeQueries):
         with ``offset`` / ``length`` narrowed to it (``empty`` True where the shard holds none).
         ``repo``: where to read the shard's index if the archive keeps neither it nor the shard."""
         node = self._array_at(ref, path)
-        layout = shard_layout(node["user_data"])
+        layout = shard_layout(node.user_data)
         if layout is None:
-            raise ZSError(f"{self.name}: {node['path']!r} is not a sharded array (no sharding_indexed "
+            raise ZSError(f"{self.name}: {node.path!r} is not a sharded array (no sharding_indexed "
                           "codec with a bytes [+ crc32c] index)")
         inner = chunk_coords(inner, "inner")
         number = layout.inner_number(inner)
-        chunk = self.chunk_ref(ref, path, coords)
-        where = f"shard {coords_text(chunk['coords'])} of {chunk['path']!r} at {ref!r}"
+        chunk = self.chunk_info(ref, path, coords)
+        where = f"shard {coords_text(chunk.coords)} of {chunk.path!r} at {ref!r}"
         kept = self.shard_index(chunk)
         if kept is not None:
             raw = kept[1]
         else:
-            start, stop = layout.index_span(chunk["length"])
+            start, stop = layout.index_span(chunk.length)
             raw = self._span_bytes(chunk, ref, start, stop, repo)
-        offset, length = layout.entries(raw, chunk["length"], f"{self.name}: {where}")[number]
-        out = dict(chunk, inner=inner, empty=offset == EMPTY)
-        if offset == EMPTY:
-            return dict(out, length=0)
-        if chunk["kind"] == "inline":
-            return dict(out, inline=chunk["inline"][offset:offset + length], length=length)
-        return dict(out, offset=chunk["offset"] + offset, length=length)
+        offset, length = layout.entries(raw, chunk.length, f"{self.name}: {where}")[number]
+        empty = offset == EMPTY
+        return dict((dataclasses.replace(chunk, length=0) if empty else chunk.narrowed(offset, length)).as_dict(),
+                    inner=inner, empty=empty)
 
-    def _span_bytes(self, chunk: dict, ref: str, start: int, stop: int,
+    def _span_bytes(self, chunk: ChunkInfo, ref: str, start: int, stop: int,
                     repo: str | os.PathLike | Location | None) -> bytes:
         """Bytes [start, stop) of a chunk ref's value."""
-        if chunk["kind"] == "inline":
-            return chunk["inline"][start:stop]
-        return bytes(self.read_chunk(dict(chunk, offset=chunk["offset"] + start, length=stop - start), ref, repo))
+        if chunk.kind == "inline":
+            return chunk.inline[start:stop]
+        return bytes(self.read_chunk(chunk.narrowed(start, stop - start), ref, repo))

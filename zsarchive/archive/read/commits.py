@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from zsarchive.archive.format import schema
 from zsarchive.archive.format.header import history_from_timeline
-from zsarchive.archive.format.views import NODE_SETS, NodeValue, SnapshotValue, TxlogValue
+from zsarchive.archive.format.views import NODE_SETS, NodeKey, NodeValue, SnapshotValue, TxlogValue
 from zsarchive.archive.read import chunkhistory
 from zsarchive.archive.read.changes import ChangeQueries
 from zsarchive.archive.read.loggraph import layout, topo_order
@@ -98,11 +98,11 @@ class CommitQueries(ChangeQueries):
 
         node = self._array_at(ref, path)
         depths = self._history_depths(self.resolve(ref))
-        ndim = len(node["shape"])
+        ndim = len(node.shape)
         if history_from_timeline(self.view_format):  # millions of changes: decoded in bulk
-            table, ids = chunkhistory.timeline_rows(self.zs, node["id"], ndim, self.name)
+            table, ids = chunkhistory.timeline_rows(self.zs, node.id, ndim, self.name)
         else:
-            table, ids = self._history_rows(node["id"], ndim)
+            table, ids = self._history_rows(node.id, ndim)
         found = {sid: self._snapshot_value(sid) for sid in ids if sid in depths}
         order = sorted(found, key=lambda sid: (found[sid].flushed_at, sid))
         column = {sid: i for i, sid in enumerate(order)}
@@ -110,7 +110,7 @@ class CommitQueries(ChangeQueries):
         rows = table[which >= 0, :-1]
         which = which[which >= 0]
         rank = np.lexsort((which, *rows.T[::-1])) if len(rows) else np.zeros(0, np.int64)
-        return {"path": node["path"], "node_id": node["id"], "num_chunks": node["num_chunks"],
+        return {"path": node.path, "node_id": node.id, "num_chunks": node.num_chunks,
                 "commits": [self._snapshot_dict(sid, found[sid]) for sid in order],
                 "coords": rows[rank], "commit": which[rank]}
 
@@ -121,7 +121,8 @@ class CommitQueries(ChangeQueries):
 
         ids: dict[str, int] = {}
         rows = []
-        for _, coords, _, sid in self.history_entries(node_id):
+        for change in self.history_entries(node_id):
+            coords, sid = change.coords, change.snapshot_id
             if len(coords) != ndim or not all(isinstance(c, int) and c >= 0 for c in coords):
                 raise ZSCorrupt(f"{self.name}: chunk history record {(node_id, coords, sid)!r} does not hold "
                                 f"{ndim} coordinates of the array")
@@ -129,4 +130,4 @@ class CommitQueries(ChangeQueries):
         return np.array(rows, np.int64).reshape(len(rows), ndim + 1), list(ids)
 
     def _paths(self, snapshot_id: str) -> dict[str, str]:
-        return {NodeValue.decode(v).node_id: schema.path_of(k[1]) for k, v in self._records(schema.NODE, (snapshot_id,))}
+        return {NodeValue.decode(v).node_id: NodeKey.decode(k).path for k, v in self._records(schema.NODE, (snapshot_id,))}

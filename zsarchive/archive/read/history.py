@@ -8,8 +8,8 @@ import json
 from typing import Any, Iterator
 
 from zsarchive.archive.format import schema
-from zsarchive.archive.format.keys import encode_text
-from zsarchive.archive.format.views import RefValue, SnapshotValue
+from zsarchive.archive.format.tuples import encode_text
+from zsarchive.archive.format.views import RefKey, RefValue, SnapshotKey, SnapshotTimeKey, SnapshotValue
 from zsarchive.archive.read.reader import ArchiveReader, NotFound, checked_record
 from zsarchive.archive.read.refspec import RefSpec, TimeBound, parse_ref, time_bound
 from zsarchive.errors import ZSCorrupt, ZSError
@@ -38,11 +38,12 @@ class HistoryQueries(ArchiveReader):
     def refs(self) -> list[dict]:
         """Branches, tags and deleted tags: ``{"type", "name", "snapshot_id"}`` (no id for deleted tags)."""
         out = []
-        for (kind, name), value in self._records(schema.REFS):
-            if kind == "deleted_tag":
-                out.append({"type": kind, "name": name})
+        for k, value in self._records(schema.REFS):
+            key = RefKey.decode(k)
+            if key.deleted:
+                out.append({"type": key.kind, "name": key.name})
             else:
-                out.append({"type": kind, "name": name, "snapshot_id": RefValue.decode(value).snapshot_id})
+                out.append({"type": key.kind, "name": key.name, "snapshot_id": RefValue.decode(value).snapshot_id})
         return out
 
     def _snapshot_value(self, snapshot_id: str) -> SnapshotValue | None:
@@ -97,7 +98,8 @@ class HistoryQueries(ArchiveReader):
         if len(text) < _MIN_PREFIX:
             return None
         prefix = schema.key_prefix(schema.SNAPSHOT) + encode_text(text.upper())[:-1]
-        ids = [schema.split(rec)[1][0] for rec in itertools.islice(self.zs.search(prefix=prefix), _AMBIGUOUS)]
+        ids = [SnapshotKey.decode(schema.split(rec)[1]).snapshot_id
+               for rec in itertools.islice(self.zs.search(prefix=prefix), _AMBIGUOUS)]
         if len(ids) > 1 and not quiet:
             shown = ", ".join(ids[:_AMBIGUOUS - 1]) + (" ..." if len(ids) == _AMBIGUOUS else "")
             raise NotFound(f"{self.name}: snapshot id prefix {text!r} is ambiguous: {shown}; give more characters")
@@ -182,12 +184,13 @@ class HistoryQueries(ArchiveReader):
             chosen = [(sid, v) for sid, v in items
                       if (since is None or v.flushed_at >= since) and (until is None or v.flushed_at <= until)]
         else:
-            first = next(self._records(schema.SNAPSHOT_TIME), None)
-            earliest = first[0][0] if first else None
+            first = next((SnapshotTimeKey.decode(k) for k, _ in self._records(schema.SNAPSHOT_TIME)), None)
+            earliest = first.flushed_at if first else None
             # A range scan of the by-time family reads only the blocks of that period.
             window = list(self._range(schema.SNAPSHOT_TIME, () if since is None else (since,),
                                       None if until is None else (until + 1,)))
-            chosen = [(sid, self._snapshot_value(sid)) for (_, sid), _ in reversed(window)]
+            chosen = [(sid, self._snapshot_value(sid))
+                      for sid in (SnapshotTimeKey.decode(k).snapshot_id for k, _ in reversed(window))]
         if until is not None and earliest is not None and until < earliest:
             raise NotFound(f"{self.name}: {format_time(until)} is before the first commit "
                            f"({format_time(earliest)})")

@@ -6,8 +6,9 @@ import json
 from typing import Any
 
 from zsarchive.archive.format import schema
-from zsarchive.archive.format.views import NodeValue
+from zsarchive.archive.format.views import NodeKey, NodeValue
 from zsarchive.archive.read.history import HistoryQueries
+from zsarchive.archive.read.model import ManifestSpan, NodeInfo
 from zsarchive.archive.read.reader import NotFound, checked_record
 from zsarchive.suggest import hint
 
@@ -18,50 +19,58 @@ class NodeQueries(HistoryQueries):
 
     @staticmethod
     @checked_record(schema.NODE)
-    def _node_dict(snapshot_id: str, components: tuple, value: tuple) -> dict:
+    def _node_info(snapshot_id: str, components: tuple, value: tuple) -> NodeInfo:
         node = NodeValue.decode(value)
-        out: dict[str, Any] = {"path": schema.path_of(components), "node_type": "array" if node.is_array else "group",
-                               "id": node.node_id, "zarr_json": json.loads(node.user_data), "user_data": node.user_data}
-        if node.is_array:
-            shape, names = node.shape, node.dimension_names
-            out["shape"] = [dim[0] for dim in shape]
-            out["num_chunks"] = [dim[2] if dim[2] is not None else
-                                 (-(-dim[0] // dim[1]) if dim[1] else 0) for dim in shape]
-            out["dimension_names"] = None if names is None else list(names)
-            out["dtype"], out["chunk_shape"] = _dtype_and_chunks(out["zarr_json"])
-            out["manifests"] = [{"id": m, "extents": [list(e) for e in ext]} for m, ext in node.manifests]
-            # where its chunk refs are found in a format 2 archive (the timeline from "since" on)
-            out["snapshot_id"], out["since"] = snapshot_id, node.since
-        return out
+        path, zarr_json = schema.path_of(components), json.loads(node.user_data)
+        if not node.is_array:
+            return NodeInfo(path, "group", node.node_id, zarr_json, node.user_data, snapshot_id)
+        dimensions = node.dimensions
+        dtype, chunk_shape = _dtype_and_chunks(zarr_json)
+        return NodeInfo(
+            path, "array", node.node_id, zarr_json, node.user_data, snapshot_id,
+            shape=[dim.array_length for dim in dimensions], num_chunks=[dim.chunks for dim in dimensions],
+            dimension_names=None if node.dimension_names is None else list(node.dimension_names),
+            dtype=dtype, chunk_shape=chunk_shape,
+            manifests=tuple(ManifestSpan(m, tuple(tuple(e) for e in ext)) for m, ext in node.manifests),
+            since=node.since)
+
+    def node_infos(self, ref: str, path: str | None = None) -> list[NodeInfo]:
+        """:meth:`ls` as typed values."""
+        sid = self.resolve(ref)
+        nodes = ((NodeKey.decode(k), v) for k, v in self._records(schema.NODE, (sid,)))
+        if path is None or path.strip("/") == "":
+            return [self._node_info(sid, key.components, v) for key, v in nodes]
+        top = self._node_at(sid, path, ref).path
+        return [self._node_info(sid, key.components, v) for key, v in nodes
+                if key.path == top or key.path.startswith(top + "/")]
 
     def ls(self, ref: str, path: str | None = None) -> list[dict]:
         """Every node of the snapshot REF names (under ``path`` and itself, if given), in the archive's order:
         path components compared one by one (``/a``, ``/a/b``, ``/a-b``), whatever order the repository's
         snapshot file used."""
-        sid = self.resolve(ref)
-        if path is None or path.strip("/") == "":
-            return [self._node_dict(sid, k[1], v) for k, v in self._records(schema.NODE, (sid,))]
-        top = self._node_at(sid, path, ref)["path"]
-        return [self._node_dict(sid, k[1], v) for k, v in self._records(schema.NODE, (sid,))
-                if schema.path_of(k[1]) == top or schema.path_of(k[1]).startswith(top + "/")]
+        return [node.as_dict() for node in self.node_infos(ref, path)]
 
-    def _node_at(self, snapshot_id: str, path: str, ref: str) -> dict:
+    def _node_at(self, snapshot_id: str, path: str, ref: str) -> NodeInfo:
         components = schema.path_components(path if path.startswith("/") else "/" + path)
         value = self._one(schema.NODE, (snapshot_id, components))
         if value is None:
-            paths = [schema.path_of(k[1]) for k, _ in self._records(schema.NODE, (snapshot_id,))]
+            paths = [NodeKey.decode(k).path for k, _ in self._records(schema.NODE, (snapshot_id,))]
             raise NotFound(f"{self.name}: no node {schema.path_of(components)!r} at {ref!r}"
                            f"{hint(schema.path_of(components), paths, 'paths', paths=True)}")
-        return self._node_dict(snapshot_id, components, value)
+        return self._node_info(snapshot_id, components, value)
+
+    def node_info(self, ref: str, path: str) -> NodeInfo:
+        """:meth:`node` as a typed value."""
+        return self._node_at(self.resolve(ref), path, ref)
 
     def node(self, ref: str, path: str) -> dict:
         """The group or array at ``path`` in the snapshot REF names."""
-        return self._node_at(self.resolve(ref), path, ref)
+        return self.node_info(ref, path).as_dict()
 
-    def _array_at(self, ref: str, path: str) -> dict:
-        node = self.node(ref, path)
-        if node["node_type"] != "array":
-            raise NotFound(f"{self.name}: {node['path']!r} at {ref!r} is a group, not an array")
+    def _array_at(self, ref: str, path: str) -> NodeInfo:
+        node = self.node_info(ref, path)
+        if not node.is_array:
+            raise NotFound(f"{self.name}: {node.path!r} at {ref!r} is a group, not an array")
         return node
 
 

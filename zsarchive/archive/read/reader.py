@@ -13,7 +13,7 @@ from typing import Any, Iterator, Self
 
 from zsarchive.archive.format import schema
 from zsarchive.archive.format.header import ArchiveHeader, archive_metadata
-from zsarchive.archive.format.views import RepoFactValue
+from zsarchive.archive.format.views import RepoFactKey, RepoFactValue, starts_with
 from zsarchive.archive.read.chain import Chain, Member, open_chain
 from zsarchive.errors import ZSCorrupt, ZSError
 from zsarchive.io.kinds import REPOSITORY, local_kind, repository_not_archive
@@ -118,11 +118,9 @@ def open_archive(source: Any) -> tuple[ZS | Chain, str, int]:
 
 def records_under(zs: ZS | Chain, family: bytes, key: tuple = ()) -> Iterator[tuple[tuple, tuple]]:
     """(key, value) of every record of ``family`` whose key starts with the elements ``key``."""
-    n = len(key)
     for rec in zs.search(prefix=schema.key_prefix(family, key)):
         _, k, v = schema.split(rec)
-        # the bytes of text "a" are a prefix of those of "a\0b" (NUL is escaped as 00 FF): compare
-        if k[:n] == key:
+        if starts_with(k, key):
             yield k, v
 
 
@@ -185,8 +183,9 @@ class ArchiveReader:
 
     def repo_facts(self) -> dict[str, Any]:
         """Repository-level facts: spec_version, metadata, config, status, feature_flags."""
-        return {k[0]: load_json(RepoFactValue.decode(v).json, f"{self.name}: archive repo record {k[0]!r}")
-                for k, v in self._records(schema.REPO)}
+        facts = ((RepoFactKey.decode(k).name, v) for k, v in self._records(schema.REPO))
+        return {name: load_json(RepoFactValue.decode(v).json, f"{self.name}: archive repo record {name!r}")
+                for name, v in facts}
 
     def _counted(self, family: bytes) -> bool:
         """Whether the archive holds any record of ``family`` (its header's counts say, no lookup)."""

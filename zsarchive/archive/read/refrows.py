@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from zsarchive.archive.format import keys, schema
-from zsarchive.archive.format.views import ChunkRefValue
+from zsarchive.archive.format import schema, tuples
+from zsarchive.archive.format.views import ChunkRefKey, ChunkRefValue
 from zsarchive.errors import ZSCorrupt
 from zsarchive.zs.reader import ZS
 
@@ -75,24 +75,24 @@ def _texts(buf: bytes, begin: np.ndarray, stop: np.ndarray) -> tuple[np.ndarray,
 def _bulk(buf: bytes, starts: np.ndarray, ends: np.ndarray, skip: int) -> ChunkRefRows | None:
     """The rows of the records ``buf[starts[i]:ends[i]]`` decoded a batch at a time, or None when some
     record is not in the common shapes."""
-    ndim = len(keys.decode(buf, skip, ends[0], what="chunk ref key")[0][0]) if buf[skip] == keys.TUPLE else -1
+    ndim = len(tuples.decode(buf, skip, ends[0], what="chunk ref key")[0][0]) if buf[skip] == tuples.TUPLE else -1
     if ndim < 0:
         return None
-    key = keys.decode_columns(buf, starts + skip, ends, "(" + "i" * ndim + ")s)")
-    if key is None:
+    key_columns = tuples.decode_columns(buf, starts + skip, ends, "(" + "i" * ndim + ")s)")
+    if key_columns is None:
         return None
-    columns, pos = key
+    columns, pos = key_columns
     data = np.frombuffer(buf, np.uint8)
     if (pos + 2 > ends).any() or (data[pos] != 2).any():  # record version 2
         return None
     kinds = data[pos + 2] if (pos + 3 <= ends).all() else None
     layout = None if kinds is None else _VALUE_LAYOUTS.get(int(kinds[0]))
-    if kinds is None or layout is None or (data[pos + 1] != keys.INT_ZERO + 1).any() or (kinds != kinds[0]).any():
+    if kinds is None or layout is None or (data[pos + 1] != tuples.INT_ZERO + 1).any() or (kinds != kinds[0]).any():
         return None
-    value = keys.decode_columns(buf, pos + 1, ends, layout)
-    if value is None or (value[1] != ends).any():
+    value_columns = tuples.decode_columns(buf, pos + 1, ends, layout)
+    if value_columns is None or (value_columns[1] != ends).any():
         return None
-    kind, (text_begin, text_stop), offset, length, *checks = value[0]
+    kind, (text_begin, text_stop), offset, length, *checks = value_columns[0]
     try:
         snapshot, snapshot_ids = _texts(buf, *columns[-1])
         text, texts = _texts(buf, text_begin, text_stop)
@@ -118,8 +118,9 @@ def _one_by_one(records: list[bytes], node_id: str) -> ChunkRefRows:
     snapshots: dict[str, int] = {}
     texts: dict[str, int] = {}
     for rec in records:
-        _, (_node, where, sid), raw = schema.split(rec)
-        value = ChunkRefValue.decode(raw)
+        _, k, raw = schema.split(rec)
+        key, value = ChunkRefKey.decode(k), ChunkRefValue.decode(raw)
+        where, sid = key.coords, key.snapshot_id
         if coords and len(where) != len(coords[0]):
             raise ZSCorrupt(f"chunk ref record of array {node_id} at {where}: {len(where)} coordinates, "
                             f"not {len(coords[0])}")

@@ -25,9 +25,8 @@ def summarize(archive: Any) -> dict[str, Any]:
         history = archive.ancestry(f"branch:{ref['name']}")
         branches.append({"name": ref["name"], "snapshot_id": ref["snapshot_id"], "commits": len(history),
                          "first": history[-1]["flushed_at"], "last": history[0]["flushed_at"]})
-        arrays[ref["name"]] = [{"path": n["path"], "shape": n["shape"], "dtype": n["dtype"],
-                                "chunk_shape": n["chunk_shape"]}
-                               for n in archive.ls(f"branch:{ref['name']}") if n["node_type"] == "array"]
+        arrays[ref["name"]] = [{"path": n.path, "shape": n.shape, "dtype": n.dtype, "chunk_shape": n.chunk_shape}
+                               for n in archive.node_infos(f"branch:{ref['name']}") if n.is_array]
     tags = [{"name": r["name"], "snapshot_id": r["snapshot_id"],
              "flushed_at": archive.snapshot(r["snapshot_id"])["flushed_at"]} for r in refs if r["type"] == "tag"]
     snapshots = header["counts"].get(schema.FAMILY_NAMES[schema.SNAPSHOT], 0)

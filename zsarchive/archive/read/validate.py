@@ -12,14 +12,16 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Iterator
+from typing import Callable, Iterator
 
 from zsarchive.archive.format import schema
 from zsarchive.archive.read.chain import Chain
 from zsarchive.archive.format.fragments import Holding, HoldingsTally
 from zsarchive.archive.format.header import ArchiveHeader, has_chunk_pieces, history_from_timeline, refs_by_manifest
-from zsarchive.archive.format.views import (CHUNK_REF_SHAPES, ChunkBytesValue, ChunkRefValue, HistoryValue, NodeValue, RefValue,
-                                            ShardIndexValue, SnapshotValue, TxlogValue, is_id)
+from zsarchive.archive.format.views import (CHUNK_REF_SHAPES, ChildKey, ChunkBytesKey, ChunkBytesValue, ChunkRefKey,
+                                            ChunkRefValue, HistoryKey, HistoryValue, ManifestRefKey, NodeKey, NodeValue,
+                                            RefKey, RefValue, ShardIndexKey, ShardIndexValue, SnapshotKey,
+                                            SnapshotTimeKey, SnapshotValue, TxlogKey, TxlogValue, fits)
 from zsarchive.errors import ZSCorrupt
 from zsarchive.walk import parent_chain
 from zsarchive.zs.reader import ZS
@@ -55,26 +57,25 @@ def _shape(ok: bool, rec: bytes, family: bytes, what: str) -> None:
 
 def _snapshots(zs: ZS, facts: _Facts) -> None:
     for key, value, rec in _records(zs, schema.SNAPSHOT, facts.counts):
-        _shape(len(key) == 1 and is_id(key[0]) and SnapshotValue.well_formed(value), rec, schema.SNAPSHOT,
+        _shape(SnapshotKey.well_formed(key) and SnapshotValue.well_formed(value), rec, schema.SNAPSHOT,
                "(snapshot_id) -> (parent_id, flushed_at, message, metadata, manifest_files)")
-        snapshot = SnapshotValue.decode(value)
-        facts.parents[key[0]] = snapshot.parent_id
-        facts.flushed[key[0]] = snapshot.flushed_at
-    state: dict[str, int] = {}  # 1: on the walk now, 2: its history is known to end
+        sid, snapshot = SnapshotKey.decode(key).snapshot_id, SnapshotValue.decode(value)
+        facts.parents[sid] = snapshot.parent_id
+        facts.flushed[sid] = snapshot.flushed_at
+    ends: set[str] = set()  # snapshots whose history is known to end
     for start in facts.parents:
-        walk, current = [], start
-        while current is not None and current in facts.parents and state.get(current) != 2:
-            if state.get(current) == 1:
-                raise ZSCorrupt(f"archive snapshots: the parent links of snapshot {start} loop at {current}")
-            state[current] = 1
+        walk = []
+        for current in _history(facts, start, lambda at: ZSCorrupt(
+                f"archive snapshots: the parent links of snapshot {start} loop at {at}")):
+            if current in ends:
+                break
             walk.append(current)
-            current = facts.parents[current]
-        for sid in walk:
-            state[sid] = 2
+        ends.update(walk)
 
 
-def _history(facts: _Facts, snapshot_id: str) -> Iterator[str]:
-    for current in parent_chain(snapshot_id, facts.parents.__getitem__):
+def _history(facts: _Facts, snapshot_id: str, loop: Callable[[str], Exception] | None = None) -> Iterator[str]:
+    """The snapshot and its ancestors the archive holds (``loop``: as for :func:`parent_chain`)."""
+    for current in parent_chain(snapshot_id, facts.parents.__getitem__, loop):
         if current not in facts.parents:
             return
         yield current
@@ -87,28 +88,29 @@ def _known(facts: _Facts, sid: object, rec: bytes, family: bytes, role: str) -> 
 
 def _small_families(zs: ZS | Chain, facts: _Facts, format_version: int) -> None:
     for key, value, rec in _records(zs, schema.REFS, facts.counts):
-        _shape(len(key) == 2 and key[0] in ("branch", "tag", "deleted_tag") and isinstance(key[1], str)
-               and RefValue.well_formed(value), rec, schema.REFS, "(kind, name) -> (snapshot_id)")
+        _shape(RefKey.well_formed(key) and RefValue.well_formed(value), rec, schema.REFS, "(kind, name) -> (snapshot_id)")
         snapshot_id = RefValue.decode(value).snapshot_id
-        if key[0] == "deleted_tag":
+        if RefKey.decode(key).deleted:
             _shape(snapshot_id is None, rec, schema.REFS, "a deleted tag without a snapshot")
         else:
             _known(facts, snapshot_id, rec, schema.REFS, "snapshot")
     for key, value, rec in _records(zs, schema.SNAPSHOT_TIME, facts.counts):
-        _shape(len(key) == 2 and isinstance(key[0], int) and is_id(key[1]), rec, schema.SNAPSHOT_TIME,
-               "(flushed_at, snapshot_id)")
-        _known(facts, key[1], rec, schema.SNAPSHOT_TIME, "snapshot")
-        if facts.flushed[key[1]] != key[0]:
-            raise _fail(rec, schema.SNAPSHOT_TIME, f"says {key[0]}, the snapshot record {facts.flushed[key[1]]}")
+        _shape(SnapshotTimeKey.well_formed(key), rec, schema.SNAPSHOT_TIME, "(flushed_at, snapshot_id)")
+        when = SnapshotTimeKey.decode(key)
+        _known(facts, when.snapshot_id, rec, schema.SNAPSHOT_TIME, "snapshot")
+        if facts.flushed[when.snapshot_id] != when.flushed_at:
+            raise _fail(rec, schema.SNAPSHOT_TIME,
+                        f"says {when.flushed_at}, the snapshot record {facts.flushed[when.snapshot_id]}")
     for key, value, rec in _records(zs, schema.CHILDREN, facts.counts):
-        _shape(len(key) == 2, rec, schema.CHILDREN, "(parent_snapshot_id, child_snapshot_id)")
-        _known(facts, key[1], rec, schema.CHILDREN, "child snapshot")
-        if facts.parents[key[1]] != key[0]:
-            raise _fail(rec, schema.CHILDREN, f"but the parent of {key[1]} is {facts.parents[key[1]]}")
+        _shape(ChildKey.well_formed(key), rec, schema.CHILDREN, "(parent_snapshot_id, child_snapshot_id)")
+        child = ChildKey.decode(key)
+        _known(facts, child.child_id, rec, schema.CHILDREN, "child snapshot")
+        if facts.parents[child.child_id] != child.parent_id:
+            raise _fail(rec, schema.CHILDREN, f"but the parent of {child.child_id} is {facts.parents[child.child_id]}")
     for key, value, rec in _records(zs, schema.TXLOG, facts.counts):
-        _shape(len(key) == 1 and TxlogValue.well_formed(value), rec, schema.TXLOG,
+        _shape(fits(TxlogKey, key) and TxlogValue.well_formed(value), rec, schema.TXLOG,
                "(snapshot_id) -> (six node id sets, updated_chunks, moved_nodes[, merged, missing, moves])")
-        _known(facts, key[0], rec, schema.TXLOG, "snapshot")
+        _known(facts, TxlogKey.decode(key).snapshot_id, rec, schema.TXLOG, "snapshot")
     view = zs.members[0].info.view_format if isinstance(zs, Chain) else format_version  # a chain: its view's
     history_version = 2 if history_from_timeline(view) else 1
     for key, value, rec in _records(zs, schema.CHUNK_HISTORY, facts.counts):
@@ -116,19 +118,21 @@ def _small_families(zs: ZS | Chain, facts: _Facts, format_version: int) -> None:
         _shape(version == history_version and HistoryValue.well_formed(value, version), rec, schema.CHUNK_HISTORY,
                f"record version {history_version}" + (" (node_id, coords, flushed_at, snapshot_id) -> (in_log)"
                                                       if history_version == 2 else ""))
-        _known(facts, key[3] if len(key) == 4 else None, rec, schema.CHUNK_HISTORY, "snapshot")
+        _known(facts, HistoryKey.decode(key).snapshot_id if HistoryKey.well_formed(key) else None, rec,
+               schema.CHUNK_HISTORY, "snapshot")
     for key, value, rec in _records(zs, schema.NODE, facts.counts):
-        _shape(len(key) == 2 and is_id(key[0]) and isinstance(key[1], tuple) and NodeValue.well_formed(value), rec, schema.NODE,
+        _shape(NodeKey.well_formed(key) and NodeValue.well_formed(value), rec, schema.NODE,
                "(snapshot_id, path) -> (node_id, node_type, zarr_json, shape, dimension_names, manifests)")
-        _known(facts, key[0], rec, schema.NODE, "snapshot")
+        sid = NodeKey.decode(key).snapshot_id
+        _known(facts, sid, rec, schema.NODE, "snapshot")
         node = NodeValue.decode(value)
         if not node.is_array:
             continue
-        facts.arrays.add((key[0], node.node_id))
+        facts.arrays.add((sid, node.node_id))
         if not refs_by_manifest(format_version):
             _shape(NodeValue.holds_since(value), rec, schema.NODE, "an array with its since snapshot (format 2)")
-            if node.since not in _history(facts, key[0]):
-                raise _fail(rec, schema.NODE, f"since {node.since!r} is not in the history of snapshot {key[0]}")
+            if node.since not in _history(facts, sid):
+                raise _fail(rec, schema.NODE, f"since {node.since!r} is not in the history of snapshot {sid}")
 
 
 def _chunk_refs(zs: ZS, facts: _Facts, format_version: int) -> None:
@@ -136,17 +140,17 @@ def _chunk_refs(zs: ZS, facts: _Facts, format_version: int) -> None:
     for key, value, rec in _records(zs, schema.CHUNK_REF, facts.counts):
         by_manifest = refs_by_manifest(format_version)
         kind = ChunkRefValue.kind_of(value)
-        _shape(len(key) == 3 and isinstance(key[0 if by_manifest else 2], str) and kind is not None, rec, schema.CHUNK_REF,
-               "a chunk ref of a known kind")
+        _shape((ManifestRefKey if by_manifest else ChunkRefKey).well_formed(key) and kind is not None, rec,
+               schema.CHUNK_REF, "a chunk ref of a known kind")
         _shape(ChunkRefValue.well_formed(value), rec, schema.CHUNK_REF, CHUNK_REF_SHAPES.get(kind, ""))
         if not by_manifest:
-            node_id, _, sid = key
-            _known(facts, sid, rec, schema.CHUNK_REF, "snapshot")
-            if (sid, node_id) not in facts.arrays:
-                raise _fail(rec, schema.CHUNK_REF, f"snapshot {sid} has no array {node_id!r}")
+            ref = ChunkRefKey.decode(key)
+            _known(facts, ref.snapshot_id, rec, schema.CHUNK_REF, "snapshot")
+            if (ref.snapshot_id, ref.node_id) not in facts.arrays:
+                raise _fail(rec, schema.CHUNK_REF, f"snapshot {ref.snapshot_id} has no array {ref.node_id!r}")
         else:
             _shape(kind != schema.REMOVED, rec, schema.CHUNK_REF, "a ref (removals exist only in format 2)")
-            refs_per_manifest[key[0]] += 1
+            refs_per_manifest[ManifestRefKey.decode(key).manifest_id] += 1
     if refs_by_manifest(format_version):
         _manifest_counts(zs, refs_per_manifest)
 
@@ -168,23 +172,19 @@ def _chunk_files(zs: ZS, facts: _Facts, format_version: int) -> None:
     each other without gap or overlap, and each shard index has the size of some index."""
     chunk_id, end = None, 0
     for key, value, rec in _records(zs, schema.CHUNK_DATA, facts.counts):
-        if not has_chunk_pieces(format_version):
-            _shape(len(key) == 1 and is_id(key[0]) and ChunkBytesValue.well_formed(value), rec,
-                   schema.CHUNK_DATA, "(chunk_id) -> (bytes)")
+        pieces = has_chunk_pieces(format_version)
+        _shape(ChunkBytesKey.well_formed(key, pieces) and ChunkBytesValue.well_formed(value), rec, schema.CHUNK_DATA,
+               "(chunk_id, start) -> (bytes)" if pieces else "(chunk_id) -> (bytes)")
+        if not pieces:
             continue
-        _shape(len(key) == 2 and is_id(key[0]) and isinstance(key[1], int) and ChunkBytesValue.well_formed(value),
-               rec, schema.CHUNK_DATA, "(chunk_id, start) -> (bytes)")
-        expected = end if key[0] == chunk_id else 0
-        if key[1] != expected:
-            raise _fail(rec, schema.CHUNK_DATA, f"piece starts at {key[1]}, the file's pieces so far end at {expected}")
-        chunk_id, end = key[0], key[1] + len(ChunkBytesValue.decode(value).data)
+        piece = ChunkBytesKey.decode(key)
+        expected = end if piece.chunk_id == chunk_id else 0
+        if piece.start != expected:
+            raise _fail(rec, schema.CHUNK_DATA, f"piece starts at {piece.start}, the file's pieces so far end at {expected}")
+        chunk_id, end = piece.chunk_id, piece.start + len(ChunkBytesValue.decode(value).data)
     for key, value, rec in _records(zs, schema.SHARD_INDEX, facts.counts):
-        native = len(key) == 3 and is_id(key[0])
-        virtual = len(key) == 5 and isinstance(key[0], str) and "://" in key[0] \
-            and (key[3] is None or isinstance(key[3], str)) and (key[4] is None or isinstance(key[4], int)) \
-            and (key[3], key[4]) != (None, None)
-        _shape((native or virtual) and all(isinstance(k, int) and k >= 0 for k in key[1:3])
-               and _shard_index_fits(value, key[2]), rec, schema.SHARD_INDEX,
+        _shape(ShardIndexKey.well_formed(key) and _shard_index_fits(value, ShardIndexKey.decode(key).length),
+               rec, schema.SHARD_INDEX,
                "(chunk_id, offset, length) or (location, offset, length, etag, last_modified) -> "
                "(at_end, index of 16 bytes per inner chunk [+ 4])")
 

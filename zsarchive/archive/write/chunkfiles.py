@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from zsarchive.archive.format import keys
+from zsarchive.archive.format import tuples
 from zsarchive.archive.format.shards import ShardLayout
 
 MARK = b"~"
@@ -54,7 +54,7 @@ class VirtualShardEntry(NamedTuple):
     @classmethod
     def parse(cls, entry: bytes) -> VirtualShardEntry:
         body, _, layout = entry[len(MARK):].rpartition(b" ")  # a layout's text holds no space
-        return cls(keys.decode(body)[0], ShardLayout.decode(layout.decode("ascii")))
+        return cls(tuples.decode(body)[0], ShardLayout.decode(layout.decode("ascii")))
 
     def encode(self) -> bytes:
-        return with_layout(MARK + keys.encode(self.key), self.layout.encode())
+        return with_layout(MARK + tuples.encode(self.key), self.layout.encode())

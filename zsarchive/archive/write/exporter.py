@@ -44,6 +44,7 @@ from zsarchive.archive.write.sorter import ExternalSorter
 from zsarchive.errors import ZSCorrupt, ZSError
 from zsarchive.icechunk import Repository
 from zsarchive.icechunk.model import NodeType, SnapshotInfo
+from zsarchive.walk import parent_chain
 from zsarchive.io.location import Location
 from zsarchive.io.outfile import whole_file
 from zsarchive.zs.format import codecs
@@ -168,16 +169,13 @@ def _parents_first(snapshots: list[SnapshotInfo]) -> list[SnapshotInfo]:
     out: list[SnapshotInfo] = []
     for info in snapshots:
         chain: list[SnapshotInfo] = []
-        current: SnapshotInfo | None = info
-        while current is not None and current.id not in done:
-            if len(chain) > len(snapshots):
-                raise ZSCorrupt(f"the parent chain of snapshot {info.id} loops")
-            chain.append(current)
-            current = by_id.get(current.parent_id) if current.parent_id is not None else None
-        for item in reversed(chain):
-            if item.id not in done:
-                done.add(item.id)
-                out.append(item)
+        for sid in parent_chain(info.id, lambda sid: by_id[sid].parent_id,
+                                lambda _: ZSCorrupt(f"the parent chain of snapshot {info.id} loops")):
+            if sid in done or sid not in by_id:
+                break
+            chain.append(by_id[sid])
+        done.update(item.id for item in chain)
+        out += reversed(chain)
     return out
 
 
@@ -186,10 +184,11 @@ def unreadable_snapshots(repo: Repository, snapshots: list[SnapshotInfo]) -> dic
     leaves such snapshot files behind; icechunk cannot open them either), with the reason."""
     parents = {info.id: info.parent_id for info in snapshots}
     reachable: set[str] = set()
-    for sid in {*repo.branches().values(), *repo.tags().values()}:
-        while sid is not None and sid not in reachable:  # each snapshot walked once, loops included
+    for tip in {*repo.branches().values(), *repo.tags().values()}:
+        for sid in parent_chain(tip, parents.get):  # each snapshot walked once
+            if sid in reachable:
+                break
             reachable.add(sid)
-            sid = parents.get(sid)
     stray = [info.id for info in snapshots if info.id not in reachable]
     if not stray or not repo.storage.can_list:
         return {}

@@ -17,7 +17,7 @@ from typing import Callable, Iterable, Iterator
 
 from zsarchive.archive.write import records as repo_records
 from zsarchive.archive.format import schema
-from zsarchive.archive.format.views import NodeValue, OpsValue
+from zsarchive.archive.format.views import NodeValue, OpsKey, OpsValue, SnapshotKey, SnapshotValue
 from zsarchive.archive.write.chunkfiles import NativeFileEntry, VirtualShardEntry, is_virtual
 from zsarchive.archive.format.pieces import regroup
 from zsarchive.archive.format.header import ArchiveHeader, has_chunk_pieces, history_from_timeline, marker_metadata
@@ -28,6 +28,7 @@ from zsarchive.archive.format.fragments import HoldingsTally, is_tombstone
 from zsarchive.archive.write.fragments import base_link, diff
 from zsarchive.archive.read.reader import open_archive, records_under
 from zsarchive.errors import ZSError
+from zsarchive.icechunk.model import SnapshotInfo
 from zsarchive.io.location import is_url, local_path
 from zsarchive.zs.reader import ZS
 
@@ -67,7 +68,7 @@ class Base:
             self.close()
             raise ZSError(f"{self.location}: its chunk bytes are stored whole (format "
                           f"{root.format_version}); export the repository again to build on it")
-        self.snapshots = {k[0]: v for k, v in records_under(self.chain, schema.SNAPSHOT)}
+        self.snapshots = {SnapshotKey.decode(k).snapshot_id: v for k, v in records_under(self.chain, schema.SNAPSHOT)}
 
     @property
     def export_time(self) -> int:
@@ -154,19 +155,27 @@ def _check_repository(job: ExportJob, base: Base, infos: dict) -> None:
         raise ZSError(f"{where}: not an archive of the repository {job.location}: they share no snapshot")
     first = next(iter(base.chain.search(prefix=schema.OPS)), None)
     ops = list(job.repo.ops_log())
-    if first is not None and ops and schema.split(first)[1][0] != ops[-1].updated_at:
+    if first is not None and ops and OpsKey.decode(schema.split(first)[1]).updated_at != ops[-1].updated_at:
         raise ZSError(f"{where}: not an archive of the repository {job.location}: their ops logs begin differently")
     gone = base.snapshots.keys() - infos.keys()
     # "since the base" is what the repository's own log holds and the base's does not: times from two
     # machines' clocks (the writers' and the exporter's) are never compared
     held = set()
-    for (updated_at, _), value in records_under(base.chain, schema.OPS):
+    for k, value in records_under(base.chain, schema.OPS):
+        updated_at = OpsKey.decode(k).updated_at
         entry = OpsValue.decode(value)
         held.add((updated_at, entry.type, entry.details))
     if gone and ops and not any(update.type in _HISTORY_REWRITES for update in ops
                                 if (update.updated_at, update.type, repo_records.to_json(update.details)) not in held):
         raise ZSError(f"{where}: the repository {job.location} lacks {len(gone)} of its snapshots (such as "
                       f"{min(gone)}) and has not expired or collected any since; not an archive of this history")
+
+
+def _rewritten(info: SnapshotInfo, value: tuple) -> bool:
+    """Whether the repository's snapshot differs from the base's ``S`` record of it (manifests aside)."""
+    stored = SnapshotValue.decode(value)
+    return ((info.parent_id, info.flushed_at, info.message, repo_records.to_json(info.metadata))
+            != (stored.parent_id, stored.flushed_at, stored.message, stored.metadata))
 
 
 def export_fragment(job: ExportJob, base_location: str | os.PathLike) -> ExportSummary:
@@ -179,8 +188,7 @@ def export_fragment(job: ExportJob, base_location: str | os.PathLike) -> ExportS
         _check_repository(job, base, infos)
         scope = FragmentScope(base, job.target, job.export_time, job.include_chunks)
         rewritten = [sid for sid, value in base.snapshots.items()
-                     if sid not in infos or (infos[sid].parent_id, infos[sid].flushed_at, infos[sid].message,
-                                             repo_records.to_json(infos[sid].metadata)) != tuple(value[:4])]
+                     if sid not in infos or _rewritten(infos[sid], value)]
         if rewritten:
             return _by_difference(job, scope)
         skip = frozenset(base.snapshots)

@@ -3,7 +3,7 @@
 These are the pure parts of an export (no files, no processes): the exporter's stages call them,
 in this process or in worker processes, and tests call them directly. Hot loops (chunk refs,
 millions of records) build records a batch at a time with
-:func:`zsarchive.archive.format.keys.encode_rows`; tests check they equal what :func:`schema.record` builds.
+:func:`zsarchive.archive.format.tuples.encode_rows`; tests check they equal what :func:`schema.record` builds.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any, Iterable, Iterator
 
 import numpy as np
 
-from zsarchive.archive.format import keys
+from zsarchive.archive.format import tuples
 from zsarchive.archive.format.pieces import PieceBlock, piece_blocks, piece_records, piece_starts
 from zsarchive.archive.format.shards import EMPTY, ShardLayout
 from zsarchive.archive.format import schema
@@ -141,13 +141,13 @@ def change_records(node_id: str, snapshot_id: str, changed: RefBatch | None, rem
     """The ``C`` records of one array's refs that a snapshot adds or changes (``changed``) and removes
     (coordinates ``removed``), in key order (node id, coords, snapshot id). Native chunk ids of
     ``changed`` go to ``chunk_ids`` when it is a list."""
-    head = schema.CHUNK_REF + keys.encode_text(node_id) + b"\x05"
-    tail = b"\x00" + keys.encode_text(snapshot_id)  # ends the coordinates, then the key's last element
+    head = schema.CHUNK_REF + tuples.encode_text(node_id) + b"\x05"
+    tail = b"\x00" + tuples.encode_text(snapshot_id)  # ends the coordinates, then the key's last element
     records = batch_records(changed, head, chunk_ids, tail) if changed is not None else []
     if not len(removed):
         return records
-    gone = tail + b"\x00" + VERSION[schema.CHUNK_REF] + keys.encode_int(schema.REMOVED)
-    tombstones = keys.encode_rows([head, *removed.T, gone], len(removed))
+    gone = tail + b"\x00" + VERSION[schema.CHUNK_REF] + tuples.encode_int(schema.REMOVED)
+    tombstones = tuples.encode_rows([head, *removed.T, gone], len(removed))
     if not records:
         return tombstones
     both = records + tombstones
@@ -159,7 +159,7 @@ def batch_records(batch: RefBatch, head: bytes, chunk_ids: list[bytes] | None, t
     """The chunk ref records of one decoded batch (``head``: the key up to the coordinates tuple;
     ``tail``: what follows the coordinates' elements up to the key's end)."""
     n = len(batch.kind)
-    heads = {kind: tail + b"\x00" + VERSION[schema.CHUNK_REF] + keys.encode_int(code) for kind, code in _KIND_CODES}
+    heads = {kind: tail + b"\x00" + VERSION[schema.CHUNK_REF] + tuples.encode_int(code) for kind, code in _KIND_CODES}
     if batch.kind.count(batch.kind[0]) == n:
         return _kind_records(batch, batch.kind[0], slice(None), n, head, heads, chunk_ids)
     # Mixed kinds (rare): each kind's rows alike, then interleaved back into coordinate order.
@@ -184,29 +184,29 @@ def _kind_records(batch: RefBatch, kind: RefKind, rows: slice | np.ndarray, n: i
     key = [head, *batch.coords[rows].T, heads[kind]]
     every = np.arange(n)
     if kind is RefKind.INLINE:
-        pieces = [keys.encode_value((data,)) for data in pick(batch.inline)]
-        return keys.encode_rows([*key, (pieces, every)], n)
+        pieces = [tuples.encode_value((data,)) for data in pick(batch.inline)]
+        return tuples.encode_rows([*key, (pieces, every)], n)
     numbers = [batch.offset[rows], batch.length[rows]]
     if kind is RefKind.NATIVE:
         names = pick(batch.chunk_id)
         if chunk_ids is not None:
             chunk_ids.extend(NATIVE % (name.encode("ascii"), offset, length) for name, offset, length
                              in zip(names, numbers[0].tolist(), numbers[1].tolist()))
-        return keys.encode_rows([*key, ([keys.encode_text(name) for name in names], every), *numbers], n)
+        return tuples.encode_rows([*key, ([tuples.encode_text(name) for name in names], every), *numbers], n)
     # Locations repeat (many chunks per file) and the decoder hands out one string object per distinct
     # location: encoding each object once is enough (equal strings that are distinct objects only
     # cost an encoding more).
     texts = pick(batch.location)
     first, choice = distinct(np.fromiter(map(id, texts), np.int64, n))
-    locations = ([keys.encode_text(texts[j]) for j in first.tolist()], choice)
+    locations = ([tuples.encode_text(texts[j]) for j in first.tolist()], choice)
     etags, modified = pick(batch.checksum_etag), pick(batch.checksum_last_modified)
     if etags.count(None) == n and modified.count(None) == n:
         checksums: bytes | tuple = b"\x03\x03"
     else:
         seen: dict[tuple, int] = {}
         picked = [seen.setdefault(pair, len(seen)) for pair in zip(etags, modified)]
-        checksums = ([keys.encode((etag, stamp)) for etag, stamp in seen], np.array(picked, dtype=np.int64))
-    return keys.encode_rows([*key, locations, *numbers, checksums], n)
+        checksums = ([tuples.encode((etag, stamp)) for etag, stamp in seen], np.array(picked, dtype=np.int64))
+    return tuples.encode_rows([*key, locations, *numbers, checksums], n)
 
 
 def _shard_cuts(chunk_id: str, offset: int, length: int, layout: ShardLayout, raw: bytes,

@@ -11,7 +11,7 @@ from typing import Iterable, Iterator
 
 import numpy as np
 
-from zsarchive.archive.format import keys
+from zsarchive.archive.format import tuples
 from zsarchive.archive.format import schema
 from zsarchive.archive.write.chunkfiles import MARK, VirtualShardEntry
 from zsarchive.archive.read.chunkdata import ChunkReader
@@ -29,7 +29,7 @@ def entries(batch: RefBatch) -> list[bytes]:
     """Entries naming the virtual refs of ``batch`` (an export's task hands them on with its records)."""
     rows = np.flatnonzero([kind is RefKind.VIRTUAL for kind in batch.kind]).tolist()
     offsets, lengths = batch.offset.tolist(), batch.length.tolist()
-    return [MARK + keys.encode(virtual_index_key(batch.location[j], offsets[j], lengths[j], batch.checksum_etag[j],
+    return [MARK + tuples.encode(virtual_index_key(batch.location[j], offsets[j], lengths[j], batch.checksum_etag[j],
                                          batch.checksum_last_modified[j])) for j in rows]
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from zsarchive.archive.read.model import ChunkInfo, NodeInfo
 from zsarchive.archive.read.repoarchive import RepoArchive
 
 _WINDOW_MIN, _WINDOW_MAX = 1, 1024
@@ -18,13 +19,13 @@ class RefWindow:
 
     __slots__ = ("archive", "node", "window", "size")
 
-    def __init__(self, archive: RepoArchive, node: dict) -> None:
+    def __init__(self, archive: RepoArchive, node: NodeInfo) -> None:
         self.archive = archive
         self.node = node
         self.window: tuple | None = None  # (start, stop, refs, [hits]): every ref in [start, stop)
         self.size = _WINDOW_MIN
 
-    def get(self, coords: tuple[int, ...]) -> dict | None:
+    def get(self, coords: tuple[int, ...]) -> ChunkInfo | None:
         """The chunk ref at ``coords``, or None if the array has none there."""
         window = self.window  # one read: concurrent lookups each see a whole window
         if window is not None:
@@ -37,9 +38,9 @@ class RefWindow:
             elif 2 * hits[0] < stop[-1] - start[-1]:  # most of the window went unused
                 self.size = max(self.size // 2, _WINDOW_MIN)
         if not coords:
-            return self.archive.node_chunk_ref(self.node, coords)  # a 0-d array has one chunk
+            return self.archive.array_chunk(self.node, coords)  # a 0-d array has one chunk
         # coordinates that share all but the last and whose last is below this: one short run
         stop = coords[:-1] + (coords[-1] + self.size,)
-        refs = {tuple(c["coords"]): c for c in self.archive.node_chunk_refs(self.node, coords, stop)}
+        refs = {c.coords: c for c in self.archive.array_chunks(self.node, coords, stop)}
         self.window = (coords, stop, refs, [0])
         return refs.get(coords)

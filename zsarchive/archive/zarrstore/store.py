@@ -20,6 +20,7 @@ from zarr.abc.store import ByteRequest, OffsetByteRequest, RangeByteRequest, Sto
 from zarr.core.buffer import Buffer, BufferPrototype, default_buffer_prototype
 
 from zsarchive.archive.format.chunkkeys import ChunkKeys
+from zsarchive.archive.read.model import ChunkInfo, NodeInfo
 from zsarchive.archive.read.repoarchive import RepoArchive
 from zsarchive.archive.zarrstore.refwindow import RefWindow
 from zsarchive.archive.format.shards import ShardLayout, shard_layout
@@ -53,18 +54,18 @@ class ArchiveStore(Store):
         self._threaded = (is_url(archive.name) or (repo is not None and not repo.is_local)
                           or any(is_url(p) for p in archive.authorize))
         self._meta: dict[str, bytes] = {}
-        self._nodes: dict[str, dict] = {}
+        self._nodes: dict[str, NodeInfo] = {}
         self._arrays: dict[str, ChunkKeys] = {}
         self._refs: dict[str, RefWindow] = {}
         self._layouts: dict[str, ShardLayout | None] = {}
-        for node in archive.ls(f"snapshot:{self.snapshot_id}"):
-            path = node["path"].strip("/")
+        for node in archive.node_infos(f"snapshot:{self.snapshot_id}"):
+            path = node.path.strip("/")
             self._nodes[path] = node
-            self._meta[f"{path}/zarr.json" if path else "zarr.json"] = node["user_data"]
-            if node["node_type"] == "array":
-                self._arrays[path] = ChunkKeys(node, f"{path}/" if path else "")
+            self._meta[f"{path}/zarr.json" if path else "zarr.json"] = node.user_data
+            if node.is_array:
+                self._arrays[path] = ChunkKeys(node.path, node.zarr_json, node.num_chunks, f"{path}/" if path else "")
                 self._refs[path] = RefWindow(archive, node)
-                self._layouts[node["path"]] = shard_layout(node["user_data"])
+                self._layouts[node.path] = shard_layout(node.user_data)
 
     # -- plumbing ----------------------------------------------------------------------------
 
@@ -123,12 +124,12 @@ class ArchiveStore(Store):
             if cut <= 0:
                 return None
 
-    def _chunk(self, key: str) -> dict | None:
+    def _chunk(self, key: str) -> ChunkInfo | None:
         located = self._locate(key)
         return None if located is None else self._ref(*located)
 
-    def _ref(self, array: ChunkKeys, coords: tuple[int, ...]) -> dict | None:
-        return self._refs[array.node["path"].strip("/")].get(coords)
+    def _ref(self, array: ChunkKeys, coords: tuple[int, ...]) -> ChunkInfo | None:
+        return self._refs[array.path.strip("/")].get(coords)
 
     def _read(self, key: str, byte_range: ByteRequest | None) -> bytes | memoryview | None:
         meta = self._meta.get(key)
@@ -139,17 +140,17 @@ class ArchiveStore(Store):
         chunk = None if located is None else self._ref(*located)
         if chunk is None:
             return None
-        start, stop = _span(byte_range, chunk["length"])
-        if chunk["kind"] == "inline":
-            return chunk["inline"][start:stop]
-        if (start, stop) != (0, chunk["length"]):
-            layout = self._layouts.get(located[0].node["path"])
-            if layout is not None and (start, stop) == layout.index_span(chunk["length"]):
+        start, stop = _span(byte_range, chunk.length)
+        if chunk.kind == "inline":
+            return chunk.inline[start:stop]
+        if (start, stop) != (0, chunk.length):
+            layout = self._layouts.get(located[0].path)
+            if layout is not None and (start, stop) == layout.index_span(chunk.length):
                 kept = self.archive.shard_index(chunk)
                 if kept is not None and kept[0] == layout.at_end and len(kept[1]) == layout.index_size:
                     return kept[1]  # the shard's index, kept in the archive: no read of the shard
             # read just the range: an inner chunk or an index the archive does not keep
-            chunk = dict(chunk, offset=chunk["offset"] + start, length=stop - start)
+            chunk = chunk.narrowed(start, stop - start)
         return self.archive.read_chunk(chunk, self._where, self.repo, views=True)
 
     # -- the Store API -----------------------------------------------------------------------
@@ -179,7 +180,7 @@ class ArchiveStore(Store):
         chunk = await self._run(self._chunk, key)
         if chunk is None:
             raise FileNotFoundError(key)
-        return chunk["length"]
+        return chunk.length
 
     async def set(self, key: str, value: Buffer) -> None:
         """Refused: the store is read-only."""
@@ -241,13 +242,13 @@ class ArchiveStore(Store):
         if here is not None and here.default:
             names.add("c")  # icechunk lists "c" under every array, chunks or not
         yield from sorted(names)
-        for array in self._arrays.values():
+        for path, array in self._arrays.items():
             if not base.startswith(array.base):
                 continue  # its chunk keys lie below a node name listed above, or elsewhere
             if base == array.base and array.default and array.sep == "/":
                 continue  # all its chunk keys lie under "c", already listed: no scan of millions
             previous = None
-            for coords in self.archive.node_chunk_coords(array.node):
+            for coords in self.archive.node_chunk_coords(self._nodes[path]):
                 key = array.key(coords)
                 if key.startswith(base):
                     name = key[len(base):].split("/", 1)[0]

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from zsarchive.archive.format import keys
+from zsarchive.archive.format import tuples
 from zsarchive.errors import ZSCorrupt
 
 # One type per position keeps Python's own tuple comparison meaningful (it cannot compare
@@ -36,7 +36,7 @@ def same_shape_pairs():
 @settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
 def test_bytewise_order_equals_tuple_order(pair):
     a, b = pair
-    ea, eb = keys.encode(a), keys.encode(b)
+    ea, eb = tuples.encode(a), tuples.encode(b)
     assert (ea < eb) == (a < b)
     assert (ea == eb) == (a == b)
 
@@ -44,56 +44,56 @@ def test_bytewise_order_equals_tuple_order(pair):
 @given(st.lists(small_ints, max_size=5), st.lists(small_ints, max_size=5))
 def test_prefix_tuple_sorts_first_and_is_a_bytewise_prefix(a, b):
     a, b = tuple(a), tuple(b)
-    assert keys.encode(a + b).startswith(keys.encode(a))
+    assert tuples.encode(a + b).startswith(tuples.encode(a))
     # Nested: a shorter coordinate tuple sorts before a longer one it starts.
-    assert (keys.encode((a,)) <= keys.encode((a + b,)))
+    assert (tuples.encode((a,)) <= tuples.encode((a + b,)))
 
 
 @given(st.lists(st.one_of(ints, texts, blobs, st.none(), st.booleans(),
                           st.lists(st.one_of(small_ints, texts), max_size=3).map(tuple)),
                 max_size=6).map(tuple))
 def test_round_trip_and_self_delimiting(items):
-    enc = keys.encode(items)
+    enc = tuples.encode(items)
     tail = b"\x00" + b"anything after the key \x00\x01"
-    decoded, pos = keys.decode(enc + tail)
+    decoded, pos = tuples.decode(enc + tail)
     assert decoded == items
     assert pos == len(enc) + 1
     # Values: byte strings become blobs, still a round trip.
-    venc = keys.encode_value(items)
-    assert keys.decode(venc)[0] == items
+    venc = tuples.encode_value(items)
+    assert tuples.decode(venc)[0] == items
 
 
 @given(st.lists(texts, min_size=1, max_size=4).map(tuple), texts)
 def test_string_elements_are_prefix_free(items, extra):
     # A prefix search for ("ab",) must never match ("abc",).
     longer = items[:-1] + (items[-1] + "x" + extra,)
-    assert not keys.encode(longer).startswith(keys.encode(items))
+    assert not tuples.encode(longer).startswith(tuples.encode(items))
 
 
 def test_type_codes_order_and_known_bytes():
-    assert keys.encode((0,)) == b"\x14"
-    assert keys.encode((1,)) == b"\x15\x01"
-    assert keys.encode((-1,)) == b"\x13\xfe"
-    assert keys.encode((b"a\x00b",)) == b"\x01a\x00\xffb\x00"
-    assert keys.encode(("é",)) == b"\x02\xc3\xa9\x00"
-    assert keys.encode(((1, 2),)) == b"\x05\x15\x01\x15\x02\x00"
-    assert keys.encode((b"",)) < keys.encode(("",)) < keys.encode(((),)) < keys.encode((-5,)) < keys.encode((0,))
+    assert tuples.encode((0,)) == b"\x14"
+    assert tuples.encode((1,)) == b"\x15\x01"
+    assert tuples.encode((-1,)) == b"\x13\xfe"
+    assert tuples.encode((b"a\x00b",)) == b"\x01a\x00\xffb\x00"
+    assert tuples.encode(("é",)) == b"\x02\xc3\xa9\x00"
+    assert tuples.encode(((1, 2),)) == b"\x05\x15\x01\x15\x02\x00"
+    assert tuples.encode((b"",)) < tuples.encode(("",)) < tuples.encode(((),)) < tuples.encode((-5,)) < tuples.encode((0,))
 
 
 @pytest.mark.parametrize("bad", [b"\x02abc", b"\x99", b"\x16\x01", b"\x05\x15\x01", b"\x02\xff\xfe\x00"])
 def test_corrupt_encodings_raise_zscorrupt(bad):
     with pytest.raises(ZSCorrupt):
-        keys.decode(bad)
+        tuples.decode(bad)
 
 
 @given(st.lists(ints, max_size=5), texts, ints)
 def test_fast_paths_equal_the_general_encoder(coords, text, number):
-    assert keys.encode_text(text) == keys.encode((text,))
-    assert keys.encode_int(number) == keys.encode((number,))
+    assert tuples.encode_text(text) == tuples.encode((text,))
+    assert tuples.encode_int(number) == tuples.encode((number,))
 
 
 def _spec_int(value: int) -> bytes:
-    """An integer element as docs/archive-format.rst spells it (independent of zsarchive.archive.format.keys)."""
+    """An integer element as docs/archive-format.rst spells it (independent of zsarchive.archive.format.tuples)."""
     if value == 0:
         return b"\x14"
     size = (abs(value).bit_length() + 7) // 8
@@ -110,7 +110,7 @@ coordinates = st.integers(-(1 << 70), 1 << 70) | st.sampled_from(BOUNDARIES) | s
 
 @given(st.lists(coordinates, max_size=8))
 def test_integer_fast_path_follows_the_spec(values):
-    assert [keys.encode_int(v) for v in values] == [_spec_int(v) for v in values]
+    assert [tuples.encode_int(v) for v in values] == [_spec_int(v) for v in values]
 
 
 unsigned = st.integers(0, (1 << 64) - 1) | st.sampled_from([b for b in BOUNDARIES if 0 <= b < 1 << 64])
@@ -125,7 +125,7 @@ def test_rows_follow_the_spec(rows, before, after, pieces, rng):
     ndim = len(rows[0]) if rows else 0
     columns = [np.array([r[k] for r in rows], dtype=np.uint64) for k in range(ndim)]
     choice = [rng.randrange(len(pieces)) for _ in rows]
-    got = keys.encode_rows([before + b"\x05", *columns, b"\x00", (pieces, np.array(choice, dtype=np.int64)), after],
+    got = tuples.encode_rows([before + b"\x05", *columns, b"\x00", (pieces, np.array(choice, dtype=np.int64)), after],
                            n)
     assert got == [before + b"\x05" + b"".join(_spec_int(v) for v in r) + b"\x00" + pieces[c] + after
                    for r, c in zip(rows, choice)]
@@ -140,13 +140,13 @@ def test_rows_of_many_layouts_follow_the_spec(seed):
     pieces = [bytes(rng.randrange(256) for _ in range(k)) for k in range(100)]
     columns = [np.array([r[k] for r in rows], dtype=np.uint64) for k in range(2)]
     choice = np.array([r[2] for r in rows], dtype=np.int64)
-    got = keys.encode_rows([b"\x05", *columns, (pieces, choice), b"\x00"], len(rows))
+    got = tuples.encode_rows([b"\x05", *columns, (pieces, choice), b"\x00"], len(rows))
     assert got == [b"\x05" + _spec_int(a) + _spec_int(b) + pieces[c] + b"\x00" for a, b, c in rows]
 
 
 def test_rows_refuse_negative_integers():
     with pytest.raises(ValueError, match="integers >= 0"):
-        keys.encode_rows([np.array([1, -1])], 2)
+        tuples.encode_rows([np.array([1, -1])], 2)
 
 
 _LAYOUT_VALUES = {"i": unsigned, "s": st.text(max_size=12), "I": st.none() | unsigned, "S": st.none() | st.text(max_size=12)}
@@ -160,11 +160,11 @@ def test_decode_columns_agrees_with_decode(case, before):
     """decode_columns, a batch at a time, gives what decode gives row by row, or refuses (None) the rows
     it does not take; each row is a tuple between constant bytes, as in a record."""
     layout, rows = case
-    encoded = [before + keys.encode([tuple(row)]) for row in rows]
+    encoded = [before + tuples.encode([tuple(row)]) for row in rows]
     buf = b"".join(encoded)
     ends = np.cumsum([len(e) for e in encoded])
     starts = ends - [len(e) for e in encoded] + len(before)
-    got = keys.decode_columns(buf, starts, ends, "(" + layout + ")")
+    got = tuples.decode_columns(buf, starts, ends, "(" + layout + ")")
     escaped = any(isinstance(v, str) and "\0" in v for row in rows for v in row)
     if got is None:
         assert escaped
@@ -172,7 +172,7 @@ def test_decode_columns_agrees_with_decode(case, before):
     columns, pos = got
     assert (pos == ends).all()
     for i, row in enumerate(rows):
-        assert keys.decode(encoded[i], len(before))[0] == (tuple(row),)
+        assert tuples.decode(encoded[i], len(before))[0] == (tuple(row),)
         for letter, column, value in zip(layout, columns, row):
             if letter in "iI":
                 values, present = column if letter == "I" else (column, [True] * len(rows))

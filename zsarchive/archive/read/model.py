@@ -1,0 +1,111 @@
+"""The typed values the reading side passes around: a node of a snapshot and a chunk ref of an array.
+
+Queries, the zarr store, checkout and the views work on these; :class:`~zsarchive.archive.read.repoarchive.
+RepoArchive`'s commands turn them into the dicts they document (``as_dict``), and take those dicts back
+(``of``) where a caller hands one in. They are not frozen only because a frozen dataclass costs several
+times more to make, and millions of chunk refs stream through here: treat them as read-only."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+
+class ManifestSpan(NamedTuple):
+    """A manifest an array's chunk refs are in (format 1), and the extents of the chunks it holds:
+    ``(from, to)`` per dimension, from inclusive, to exclusive."""
+
+    manifest_id: str
+    extents: tuple[tuple[int, int], ...]
+
+
+@dataclass(slots=True)
+class NodeInfo:
+    """A group or array of one snapshot. ``snapshot_id`` and ``since`` (the snapshot its chunk ref
+    timeline starts at, format 2 on) say where the array's chunk refs are found."""
+
+    path: str
+    node_type: str
+    """``"group"`` or ``"array"``."""
+    id: str
+    zarr_json: Any
+    """The parsed zarr.json (the writer's: never checked)."""
+    user_data: bytes
+    """The zarr.json bytes exactly as stored."""
+    snapshot_id: str
+    shape: list[int] | None = None
+    num_chunks: list[int] | None = None
+    dimension_names: list | None = None
+    dtype: Any = None
+    chunk_shape: list[int] | None = None
+    manifests: tuple[ManifestSpan, ...] = ()
+    since: str | None = None
+
+    @property
+    def is_array(self) -> bool:
+        return self.node_type == "array"
+
+    def as_dict(self) -> dict:
+        """The node as ``RepoArchive.ls`` and ``node`` give it (arrays: shape, chunks and where their refs are)."""
+        out: dict[str, Any] = {"path": self.path, "node_type": self.node_type, "id": self.id,
+                               "zarr_json": self.zarr_json, "user_data": self.user_data}
+        if self.is_array:
+            out.update(shape=self.shape, num_chunks=self.num_chunks, dimension_names=self.dimension_names,
+                       dtype=self.dtype, chunk_shape=self.chunk_shape,
+                       manifests=[{"id": m.manifest_id, "extents": [list(e) for e in m.extents]} for m in self.manifests],
+                       snapshot_id=self.snapshot_id, since=self.since)
+        return out
+
+    @classmethod
+    def of(cls, node: NodeInfo | dict) -> NodeInfo:
+        """``node`` itself, or the node a dict from :meth:`as_dict` describes."""
+        if isinstance(node, NodeInfo):
+            return node
+        return cls(node["path"], node["node_type"], node["id"], node["zarr_json"], node["user_data"],
+                   node.get("snapshot_id"), node.get("shape"), node.get("num_chunks"), node.get("dimension_names"),
+                   node.get("dtype"), node.get("chunk_shape"),
+                   tuple(ManifestSpan(m["id"], tuple(tuple(e) for e in m["extents"])) for m in node.get("manifests", ())),
+                   node.get("since"))
+
+
+@dataclass(slots=True)
+class ChunkInfo:
+    """The ref of one chunk of an array: by ``kind`` (``"inline"``, ``"native"``, ``"virtual"``) its bytes,
+    the native chunk file's id or the virtual location, the range in it and the checksums it is read under."""
+
+    path: str
+    coords: tuple[int, ...]
+    kind: str
+    offset: int
+    length: int
+    chunk_id: str | None = None
+    location: str | None = None
+    checksum_etag: str | None = None
+    checksum_last_modified: int | None = None
+    inline: bytes | None = None
+
+    def narrowed(self, start: int, length: int) -> ChunkInfo:
+        """The same ref, ``length`` bytes from ``start`` within its range (an inner chunk, an index)."""
+        if self.kind == "inline":
+            return dataclasses.replace(self, inline=self.inline[start:start + length], length=length)
+        return dataclasses.replace(self, offset=self.offset + start, length=length)
+
+    def as_dict(self) -> dict:
+        """The ref as ``RepoArchive.chunk_ref`` gives it (``inline``: only for inline bytes)."""
+        out: dict[str, Any] = {"path": self.path, "coords": list(self.coords), "kind": self.kind,
+                               "offset": self.offset, "length": self.length, "chunk_id": self.chunk_id,
+                               "location": self.location, "checksum_etag": self.checksum_etag,
+                               "checksum_last_modified": self.checksum_last_modified}
+        if self.kind == "inline":
+            out["inline"] = self.inline
+        return out
+
+    @classmethod
+    def of(cls, chunk: ChunkInfo | dict) -> ChunkInfo:
+        """``chunk`` itself, or the ref a dict from :meth:`as_dict` describes."""
+        if isinstance(chunk, ChunkInfo):
+            return chunk
+        return cls(chunk["path"], tuple(chunk["coords"]), chunk["kind"], chunk["offset"], chunk["length"],
+                   chunk.get("chunk_id"), chunk.get("location"), chunk.get("checksum_etag"),
+                   chunk.get("checksum_last_modified"), chunk.get("inline"))
