@@ -14,8 +14,8 @@ main.lazy = {
     "checkout": "zsarchive.cli.checkout",
     "restore": "zsarchive.cli.restore",
     "serve": "zsarchive.cli.serve",
-    **{name: _ARCHIVE for name in ("refs", "log", "show", "ls", "chunks", "chunk", "diff", "ops", "chunk-log",
-                                          "summary")},
+    "chunk": "zsarchive.cli.chunk",
+    **{name: _ARCHIVE for name in ("refs", "log", "show", "ls", "chunks", "diff", "ops", "chunk-log", "summary")},
 }
 main.summaries = {
     "checkout": "Write the snapshot REF (a branch, tag, snapshot id or REF@TIME) of ARCHIVE as plain Zarr v3 at TARGET.",

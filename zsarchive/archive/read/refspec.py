@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as _dt
 import numbers
 from dataclasses import dataclass
+from typing import Iterable
 
 from zsarchive.errors import ZSError
 from zsarchive.times import micros, parse_time
@@ -73,3 +74,8 @@ def chunk_coords(value: object, what: str = "coords") -> tuple[int, ...]:
     if not all(isinstance(c, numbers.Integral) and not isinstance(c, bool) and c >= 0 for c in items):
         raise ZSError(f"{what} must be integers >= 0, not {value!r}")
     return tuple(int(c) for c in items)
+
+
+def coords_text(coords: Iterable[int]) -> str:
+    """Chunk coordinates as ``1,2,3`` (for messages)."""
+    return ",".join(str(c) for c in coords)
