@@ -10,8 +10,6 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping
 
 from zsarchive.archive.format import schema
 from zsarchive.archive.format.header import has_chunk_pieces, refs_by_manifest
-from zsarchive.archive.format.pieces import read_pieces
-from zsarchive.archive.format.shards import EMPTY, shard_layout, virtual_index_key
 from zsarchive.archive.format.views import ChunkBytesValue, ChunkRefValue, ShardIndexKey, ShardIndexValue
 from zsarchive.archive.read.chunkrefs import ManifestRefs, RefTimeline
 from zsarchive.archive.read.model import ChunkInfo, NodeInfo
@@ -150,6 +148,9 @@ class ChunkQueries(NodeQueries):
         if not self._has_chunk_data:
             return None
         if has_chunk_pieces(self.format_version):
+            from zsarchive.archive.format.pieces import read_pieces  # here, as the shard layouts below: a
+            # lookup of a chunk ref does not import what reading chunk bytes or shards needs
+
             return read_pieces(self.zs, chunk_id, start, stop, views)
         value = self._one(schema.CHUNK_DATA, (chunk_id,))
         if value is None:
@@ -171,6 +172,8 @@ class ChunkQueries(NodeQueries):
         if chunk.kind == "native":
             key = ShardIndexKey(chunk.chunk_id, chunk.offset, chunk.length)
         else:
+            from zsarchive.archive.format.shards import virtual_index_key
+
             key = ShardIndexKey._make(virtual_index_key(chunk.location, chunk.offset, chunk.length,
                                                         chunk.checksum_etag, chunk.checksum_last_modified))
         value = self._one(schema.SHARD_INDEX, key.encode())
@@ -186,6 +189,8 @@ class ChunkQueries(NodeQueries):
         """Where the inner chunk at ``inner`` of the shard at ``coords`` lies: the shard's chunk ref
         with ``offset`` / ``length`` narrowed to it (``empty`` True where the shard holds none).
         ``repo``: where to read the shard's index if the archive keeps neither it nor the shard."""
+        from zsarchive.archive.format.shards import EMPTY, shard_layout
+
         node = self._array_at(ref, path)
         layout = shard_layout(node.user_data)
         if layout is None:

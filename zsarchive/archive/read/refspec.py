@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import numbers
-from dataclasses import dataclass
-from typing import Iterable
+from typing import Iterable, NamedTuple
 
 from zsarchive.errors import ZSError
 from zsarchive.times import micros, parse_time
@@ -31,8 +30,7 @@ def time_bound(value: TimeBound, upper: bool) -> int | None:
     raise ZSError(f"bad time {value!r}: give TIME text, a date, a datetime or microseconds since 1970")
 
 
-@dataclass(frozen=True)
-class RefSpec:
+class RefSpec(NamedTuple):  # a NamedTuple, not a frozen dataclass: ~6x cheaper to define at every start
     """A parsed REF: optional explicit kind, the name or id, and an optional as-of time (micros)."""
 
     kind: str | None
