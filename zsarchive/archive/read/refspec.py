@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as _dt
-import numbers
 from typing import Iterable, NamedTuple
 
 from zsarchive.errors import ZSError
@@ -69,7 +68,7 @@ def chunk_coords(value: object, what: str = "coords") -> tuple[int, ...]:
         items = tuple(value)  # type: ignore[arg-type]
     except TypeError:
         raise ZSError(f"{what} must be a sequence of integers such as (0, 0), not {type(value).__name__}") from None
-    if not all(isinstance(c, numbers.Integral) and not isinstance(c, bool) and c >= 0 for c in items):
+    if not all(type(c) is int and c >= 0 for c in items) and not _integers(items):
         raise ZSError(f"{what} must be integers >= 0, not {value!r}")
     return tuple(int(c) for c in items)
 
@@ -77,3 +76,10 @@ def chunk_coords(value: object, what: str = "coords") -> tuple[int, ...]:
 def coords_text(coords: Iterable[int]) -> str:
     """Chunk coordinates as ``1,2,3`` (for messages)."""
     return ",".join(str(c) for c in coords)
+
+
+def _integers(items: tuple) -> bool:
+    """Whether every item is an integer >= 0 of any integral type (numpy's too), bools excepted."""
+    import numbers  # here: coordinates are nearly always Python ints, and a lookup need not import it
+
+    return all(isinstance(c, numbers.Integral) and not isinstance(c, bool) and c >= 0 for c in items)
