@@ -27,6 +27,7 @@ from toolkit.peers import run_peer_script
 from zsarchive import checkout
 from zsarchive.archive import RepoArchive, export
 from zsarchive.cli import main
+from zsarchive.errors import ZSCorrupt
 
 # Runs under an icechunk interpreter: for each job, icechunk's store at a snapshot (below a group)
 # against the checked-out copy opened by zarr's own LocalStore / ZipStore: every key and its bytes,
@@ -499,3 +500,41 @@ def test_the_hostile_archives_builder_makes_a_valid_archive(tmp_path):
     assert run(path, "main", tmp_path / "out").exit_code == 0
     assert (tmp_path / "out" / "v" / "c" / "0").read_bytes() == b"ab"
     assert zarr.open_array(str(tmp_path / "out" / "v"), mode="r")[:].tolist() == [97, 98, 0, 0]
+
+
+@pytest.mark.parametrize("codec", ["none", "deflate"])
+def test_a_damaged_byte_of_an_embedded_chunk_is_an_error_never_other_bytes(tmp_path, codec):
+    """Chunk bytes leave an archive as views of its blocks (of the map where a block is stored in one
+    piece): each block's CRC is still checked, so one flipped byte is a one-line error naming the
+    block, from checkout and from the reads the zarr store makes alike, and the checkout leaves nothing."""
+    repo = repo_path(2)
+    archive = tmp_path / "a.zs"
+    export(repo, archive, include_chunks=True, codec=codec)
+    with RepoArchive(archive) as arc:
+        chunk_id = next(c["chunk_id"] for c in arc.node_chunk_refs(arc.node("main", "/data/big")) if c["kind"] == "native")
+    content = (repo / "chunks" / chunk_id).read_bytes()
+    data = bytearray(archive.read_bytes())
+    window = content[-200:-100]
+    assert data.count(window) == 1
+    data[data.index(window) + 50] ^= 0x01
+    archive.write_bytes(data)
+    done = run_zs("checkout", str(archive), "main", str(tmp_path / "out"), "--group", "/data/big")
+    one_line_error(done, str(archive), "block CRC mismatch")
+    assert sorted(os.listdir(tmp_path)) == ["a.zs"]
+    with RepoArchive(archive) as arc:  # as the zarr store reads a chunk
+        chunk = next(c for c in arc.node_chunk_refs(arc.node("main", "/data/big")) if c.get("chunk_id") == chunk_id)
+        with pytest.raises(ZSCorrupt, match="block CRC mismatch"):
+            arc.read_chunk(chunk, "main", views=True)
+
+
+def test_chunk_bytes_are_written_whole_when_writev_writes_less_than_asked(tmp_path, monkeypatch):
+    """A checkout writes a chunk from views of the archive's blocks with writev, which may write fewer
+    bytes than asked (a signal, a nearly full disk): the rest follows, in order."""
+    from zsarchive.restore import checkout as checkout_module
+
+    real = os.writev
+    monkeypatch.setattr(os, "writev", lambda fd, buffers: real(fd, [bytes(buffers[0])[:777]]))
+    parts = [b"head", memoryview(os.urandom(5000)), b"", bytearray(b"tail" * 500)]
+    with open(tmp_path / "f", "wb") as handle:
+        checkout_module._write_all(handle.fileno(), parts)
+    assert (tmp_path / "f").read_bytes() == b"".join(bytes(p) for p in parts)

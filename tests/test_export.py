@@ -15,7 +15,7 @@ from zsarchive.archive import RepoArchive, export
 from zsarchive.archive.write import exporter as exporter_module
 from zsarchive.archive.write import records as records_module
 from zsarchive.archive.format import schema as S
-from zsarchive.errors import ZSError
+from zsarchive.errors import ZSCorrupt, ZSError
 from zsarchive.zs.reader import ZS
 from zsarchive.zs.writer import ZSWriter
 
@@ -299,3 +299,21 @@ def test_malformed_record_values_are_one_line_errors(tmp_path):
         writer.finish()
     one_line_error(run_zs("ls", str(target), "main"), "nodes record", "malformed")
     one_line_error(run_zs("log", str(target), "main"), "snapshots record", "malformed")
+
+
+def test_a_chunk_file_missing_from_the_repository_is_one_line_and_no_archive(tmp_path, monkeypatch):
+    """Chunk files are read on a thread ahead of the writing: a missing one still ends the export with
+    one line naming it, and nothing at the target; so does one missing past the read-ahead window."""
+    copy = tmp_path / "repo"
+    shutil.copytree(repo_path(2), copy)
+    last = sorted((copy / "chunks").iterdir())[-1]
+    last.unlink()
+    for window in (64 << 20, 1):  # every file ahead at once, and one at a time
+        monkeypatch.setattr(records_module, "READ_AHEAD_BYTES", window)
+        target = tmp_path / "out.zs"
+        with pytest.raises(ZSCorrupt) as caught:
+            export(copy, target, include_chunks=True)
+        assert f"chunks/{last.name}: missing, but a chunk ref points to native chunk {last.name}" in str(caught.value)
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["repo"]
+    line = one_line_error(run_zs("export", str(copy), str(tmp_path / "out.zs"), "--include-chunks", "--no-progress"))
+    assert f"chunks/{last.name}: missing" in line and not (tmp_path / "out.zs").exists()

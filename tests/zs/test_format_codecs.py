@@ -13,8 +13,10 @@ import json
 import os
 import random
 import subprocess
+import zlib
 
 import pytest
+from zlib_ng import zlib_ng
 
 from conftest import TESTDATA
 from zsarchive import ZS, ZSWriter
@@ -138,6 +140,52 @@ def test_unknown_codecs_and_levels_are_usage_errors(name, level):
 def test_stored_payloads_decode_with_the_codecs_own_decoder(name, size):
     codec = codecs.get_codec(name)
     data = os.urandom(size)
-    stored = codec.store(data)
+    half = size // 3
+    parts = codec.store([memoryview(data)[:half], memoryview(data)[half:]])  # a payload given in two buffers
+    stored = b"".join(parts)
     assert codec.decompress(stored) == data
     assert len(stored) - size <= 16 + 5 * (size // 65535 + 1)  # framing only: nothing compressed
+    # every byte of the payload is a view of the given buffers, framing around them: nothing copied
+    assert sum(len(p) for p in parts if isinstance(p, memoryview) and p.obj is data) == size
+
+
+@pytest.mark.parametrize("size", [0, 100, 32767, 32768, 65531, 65532, 65535, 65536, 200_000, 1 << 20])
+def test_stored_deflate_decodes_as_zlib_decodes_it(size):
+    # ours, zlib's and zlib-ng's level-0 streams read back alike; up to 65,531 bytes ours is zlib-ng's
+    codec = codecs.get_codec("deflate")
+    data = os.urandom(size)
+    ours = b"".join(codec.store([data]))
+    assert zlib.decompressobj(-15).decompress(ours) == data
+    for module in (zlib, zlib_ng):
+        packer = module.compressobj(0, module.DEFLATED, -15)
+        theirs = packer.compress(data) + packer.flush()
+        assert codec.decompress(theirs) == data
+        if module is zlib_ng and size <= 65531:
+            assert theirs == ours
+
+
+@pytest.mark.parametrize("damage", ["nlen", "cut", "extra", "padding", "missing-final"])
+def test_a_damaged_stored_deflate_stream_is_corrupt_or_decodes_as_zlib_decodes_it(damage):
+    data = os.urandom(100_000)
+    stream = bytearray(b"".join(codecs.get_codec("deflate").store([data])))
+    if damage == "nlen":
+        stream[3] ^= 1
+    elif damage == "cut":
+        del stream[-7:]
+    elif damage == "extra":
+        stream += b"\0"
+    elif damage == "padding":  # bits after BTYPE are padding: zlib ignores them, and so do we
+        stream[0] |= 0x08
+    else:  # the last block loses its final flag: the stream runs out
+        stream[-5] &= 0xFE
+    try:
+        expected = zlib.decompressobj(-15)
+        want = expected.decompress(bytes(stream))
+        ok = expected.eof and not expected.unused_data
+    except zlib.error:
+        ok = False
+    if ok:
+        assert codecs.decompress_checked(codecs.decoder_for("deflate"), bytes(stream), "where") == want
+    else:
+        with pytest.raises(ZSCorrupt, match="^where: payload does not decompress"):
+            codecs.decompress_checked(codecs.decoder_for("deflate"), bytes(stream), "where")

@@ -504,3 +504,36 @@ def test_record_lists_refuse_non_bytes(tmp_path):
     with pytest.raises(ZSError, match="must be bytes, not int"):
         with ZSWriter(str(tmp_path / "x.zs"), {}) as w:
             w.add_record_lists([[b"a"], [b"b", 5]])
+
+
+def test_the_file_goes_to_the_disk_as_it_is_written(tmp_path, monkeypatch):
+    """Every WRITE_BACK bytes the writer asks the kernel to start writing the range it has not asked
+    for yet (contiguous ranges from the file's start); stored and compressed blocks alike, the file
+    reads back whole."""
+    from zsarchive.io import outfile
+    from zsarchive.zs import writer as writer_module
+
+    calls = []
+    real = outfile._sync_file_range()
+    assert real is not None  # Linux: sync_file_range is there
+
+    def recording(fd, offset, length, flags):
+        calls.append((offset, length, flags))
+        return real(fd, offset, length, flags)
+
+    monkeypatch.setattr(writer_module, "WRITE_BACK", 50_000)
+    monkeypatch.setattr(outfile, "_sync_file_range", lambda: recording)
+    records = [b"%06d " % i + bytes(range(256)) * (i % 7) for i in range(3000)]
+    path = tmp_path / "f.zs"
+    with ZSWriter(path, {}, codec="deflate", approx_block_size=4000) as w:
+        w.add_records(records[:1000])
+        w.add_data_block(records[1000:1010], stored=True, key_length=7)
+        w.add_records(records[1010:])
+        w.finish()
+    size = path.stat().st_size
+    assert len(calls) >= 3 and calls[0][0] == 0 and all(flags == 2 for _, _, flags in calls)
+    assert all(a + n == b for (a, n, _), (b, _, _) in zip(calls, calls[1:]))
+    assert all(n >= 50_000 for _, n, _ in calls) and calls[-1][0] + calls[-1][1] <= size
+    with ZS(str(path)) as z:
+        assert list(z) == records
+    validate(str(path))

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import os
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from zsarchive.errors import ZSError
 
@@ -61,3 +62,28 @@ def _remove_quietly(path: Path) -> None:
         path.unlink()
     except FileNotFoundError:
         pass
+
+
+@functools.cache
+def _sync_file_range() -> Callable[[int, int, int, int], int] | None:
+    """Linux's ``sync_file_range`` through ctypes (loaded on first use), or None where there is none."""
+    try:
+        import ctypes
+
+        function = ctypes.CDLL(None, use_errno=True).sync_file_range
+    except (OSError, AttributeError):
+        return None
+    function.argtypes = (ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint)
+    return function
+
+
+_SYNC_FILE_RANGE_WRITE = 2
+
+
+def start_writeback(fd: int, offset: int, length: int) -> None:
+    """Ask the kernel to start writing bytes ``[offset, offset + length)`` of a file (``length`` 0: to its
+    end) to the disk, without waiting (Linux ``sync_file_range(SYNC_FILE_RANGE_WRITE)``; elsewhere
+    nothing). A hint, its failures ignored: the fsync or sync that follows still decides."""
+    function = _sync_file_range()
+    if function is not None:
+        function(fd, offset, length, _SYNC_FILE_RANGE_WRITE)

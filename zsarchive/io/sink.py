@@ -131,7 +131,8 @@ class LocalSink(Sink):
         except OSError as exc:
             raise ZSError(f"{self.root}: cannot list: {exc.strerror}") from None
 
-    def _prepare(self, key: str) -> tuple[Path, Path]:
+    def _place(self, key: str) -> Path:
+        """Where ``key`` goes, its directory made (once per directory)."""
         check_key(key, str(self.root))
         path = self.root / key
         if path.parent not in self._made:
@@ -140,6 +141,10 @@ class LocalSink(Sink):
             except OSError as exc:
                 raise write_error(exc, path.parent) from None
             self._made.add(path.parent)
+        return path
+
+    def _prepare(self, key: str) -> tuple[Path, Path]:
+        path = self._place(key)
         return path, path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp"
 
     def _write_temp(self, temp: Path, data: bytes, durable: bool = False) -> None:

@@ -21,6 +21,7 @@ from zsarchive.archive import NodeInfo, RepoArchive
 from zsarchive.archive.format.chunkkeys import ChunkKeys
 from zsarchive.errors import ZSCorrupt, ZSError
 from zsarchive.io.location import Location, parse_location
+from zsarchive.io.outfile import start_writeback
 from zsarchive.io.sink import LocalSink, ObjectSink, Sink, write_error
 from zsarchive.io.zipsink import ZipSink
 
@@ -203,6 +204,39 @@ class _Target:
         return exc
 
 
+class _TreeSink(LocalSink):
+    """The hidden temporary copy of a directory checkout, which only this checkout writes and which
+    moves into place whole: each object is created where it belongs (no temporary name of its own),
+    its bytes -- a view of the archive's, or a list of them -- written with no copy of Python's."""
+
+    def put(self, key: str, data: bytes | memoryview | list) -> None:
+        path = self._place(key)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
+                         | getattr(os, "O_CLOEXEC", 0), 0o666)
+        except OSError as exc:
+            raise write_error(exc, path) from None
+        try:
+            _write_all(fd, data if isinstance(data, list) else [data])
+            start_writeback(fd, 0, 0)  # to the disk while the next are written: the final sync waits less
+        except OSError as exc:
+            path.unlink(missing_ok=True)
+            raise write_error(exc, path) from None
+        finally:
+            os.close(fd)
+
+
+def _write_all(fd: int, parts: list) -> None:
+    """Write the buffers ``parts`` one after another (``writev`` may write less than asked)."""
+    views = [memoryview(p).cast("B") for p in parts]
+    while views:
+        written = os.writev(fd, views[:1024]) if hasattr(os, "writev") else os.write(fd, views[0])
+        while views and written >= len(views[0]):
+            written -= len(views.pop(0))
+        if written:
+            views[0] = views[0][written:]
+
+
 class _DirTarget(_Target):
     """A directory: written under a hidden temporary directory, moved into place when complete
     (beside the target if it is absent; inside it, entry by entry with zarr.json last, if it is an
@@ -216,7 +250,7 @@ class _DirTarget(_Target):
         name = f".zs-checkout.{secrets.token_hex(6)}.tmp"
         self.temp = os.path.join(self.path, name) if self.inside else \
             os.path.join(os.path.dirname(self.path), f".{os.path.basename(self.path)}{name}")
-        super().__init__(LocalSink(Location(self.temp, "file"), window))
+        super().__init__(_TreeSink(Location(self.temp, "file"), window))
 
     def is_empty(self) -> bool:
         return LocalSink(Location(self.path, "file")).is_empty()

@@ -16,9 +16,8 @@ from zsarchive.zs import pipeline
 from zsarchive.zs.cache import LRUCache
 from zsarchive.zs.format import header as zsheader
 from zsarchive.zs.format import uleb128
-from zsarchive.zs.format.block import (MAX_INDEX_LEVEL, MAX_LENGTH_FIELD, MIN_BLOCK_LENGTH, decode_index,
-                                       decode_length, split_block)
-from zsarchive.zs.format.codecs import decoder_for, decompress_checked
+from zsarchive.zs.format.block import MAX_INDEX_LEVEL, MIN_BLOCK_LENGTH, decode_index, split_block
+from zsarchive.zs.format.codecs import decoder_for, decompress_checked, stored_parts_for
 from zsarchive.zs.format.framing import record_heads
 
 HEAD_GUESS = 64 * 1024
@@ -64,17 +63,6 @@ def _adjacent(extents: list[DataExtent]) -> Iterator[list[DataExtent]]:
         run.append(ext)
     if run:
         yield run
-
-
-def _unchecked_payload(buf: memoryview, where: str) -> memoryview:
-    """The payload of an uncompressed data block, framing checked but not its CRC."""
-    length, pos = decode_length(buf[:MAX_LENGTH_FIELD], where, "its extent")
-    if pos + length + 8 != len(buf):
-        raise ZSCorrupt(f"{where}: block length field says {pos + length + 8} bytes with CRC, "
-                        f"but {len(buf)} bytes are available for this block")
-    if buf[pos] != 0:
-        raise ZSCorrupt(f"{where}: expected a data block (level 0), found a block of level {buf[pos]}")
-    return buf[pos + 1:pos + length]
 
 
 def read_header(transport: Transport, tail_guess: int,
@@ -156,7 +144,7 @@ class BlockSource:
         self.blocks_start = blocks_start
         self.parallelism = parallelism
         self._decompress = decoder_for(codec)
-        self._uncompressed = codec == "none"
+        self._stored_parts = stored_parts_for(codec)
         self.index_cache = LRUCache(index_block_cache)
         self.data_cache = LRUCache(data_block_cache)
         self._pools = pipeline.Pools(parallelism)
@@ -194,6 +182,21 @@ class BlockSource:
         payload = decompress_checked(self._decompress, zpayload, where)
         self.stats.add(decompressions=1)
         return payload
+
+    def payload_view(self, buf: memoryview, offset: int) -> memoryview:
+        """Check one framed data block (CRC, level 0) and return its payload as a view: into ``buf``
+        where it is stored uncompressed in one piece (codec ``none``, one stored deflate block), else
+        into its decoded bytes."""
+        where = f"{self.name}: block at offset {offset}"
+        found, zpayload = split_block(buf, where)
+        if found != 0:
+            raise ZSCorrupt(f"{where}: expected a data block (level 0), found a block of level {found}")
+        parts = self._stored_parts(zpayload)
+        if parts is not None and len(parts) == 1:
+            return parts[0]
+        self.stats.add(decompressions=1)
+        return memoryview(b"".join(parts) if parts is not None else
+                          decompress_checked(self._decompress, zpayload, where))
 
     def parse_index(self, buf, offset: int, level: int | None) -> IndexBlock:
         """An index block of ``level`` (None: the root, any index level) from its framed bytes."""
@@ -252,17 +255,18 @@ class BlockSource:
 
     def span_payloads(self, extents: list[DataExtent], views: bool) -> list:
         """The payloads of ``extents`` (data blocks), each run of adjacent blocks fetched in one
-        transport read and none cached. ``views``: on an uncompressed file whose transport maps it,
-        memoryviews into the map (no copy, no CRC check: ``validate`` checks those); else bytes."""
-        mapped = views and self._uncompressed and hasattr(self.transport, "view")
+        transport read and none cached, each block's CRC checked. ``views``: where the transport maps
+        the file, memoryviews (:meth:`payload_view`: into the map for uncompressed blocks, no copy);
+        else bytes."""
+        mapped = views and hasattr(self.transport, "view")
         payloads = []
         for run in _adjacent(extents):
             start, end = run[0].offset, run[-1].offset + run[-1].length
             if mapped:
                 buf = self.transport.view(start, end - start)
                 self.stats.add(transport_reads=1, bytes_read=end - start, block_reads=len(run))
-                payloads.extend(_unchecked_payload(buf[e.offset - start:e.offset - start + e.length],
-                                                   f"{self.name}: block at offset {e.offset}") for e in run)
+                payloads.extend(self.payload_view(buf[e.offset - start:e.offset - start + e.length], e.offset)
+                                for e in run)
             else:
                 buf = memoryview(self.read(start, end - start, blocks=len(run)))
                 payloads.extend(self.payload(buf[e.offset - start:e.offset - start + e.length], e.offset, 0,

@@ -24,7 +24,8 @@ from datetime import datetime, timezone
 from typing import BinaryIO, Callable, Iterable, Iterator, NamedTuple
 
 from zsarchive.errors import ZSError
-from zsarchive.zs.format.block import encode_block, encode_records
+from zsarchive.io.outfile import start_writeback
+from zsarchive.zs.format.block import block_parts, encode_block, encode_records, record_parts
 from zsarchive.zs.format.codecs import get_codec
 from zsarchive.zs.format.framing import LENGTH_PREFIXES
 from zsarchive.zs.format.header import MAGIC, PARTIAL_MAGIC, Header
@@ -60,14 +61,16 @@ def default_build_info() -> dict:
 
 
 class BuiltBlock(NamedTuple):
-    """A data block ready to write: its records' bounds, raw payload (for the hash) and framed bytes.
-    Plain data: another process may build it (:func:`build_data_block`) for :meth:`ZSWriter.add_built_block`."""
+    """A data block ready to write: its records' bounds, raw payload (for the hash) and framed bytes,
+    each of the last two bytes or a list of buffers it is the concatenation of (:func:`build_stored_block`).
+    Plain data when bytes: another process may build it (:func:`build_data_block`) for
+    :meth:`ZSWriter.add_built_block`."""
 
     count: int
     first: bytes
     last: bytes
-    payload: bytes
-    framed: bytes
+    payload: bytes | list
+    framed: bytes | list
     key_length: int | None = None  # index key: first[:key_length] (None: the shortest separator)
 
 
@@ -109,6 +112,19 @@ def build_data_block(records: list, key_length: int | None, compress: Callable[[
         raise
     return BuiltBlock(len(records), bytes(records[0]), bytes(records[-1]), payload,
                       encode_block(0, compress(payload)), key_length)
+
+
+def build_stored_block(records: list, key_length: int | None, store: Callable[[list], list]) -> BuiltBlock:
+    """``records`` (sorted) as one data block in a codec's stored framing (``store``: :attr:`Codec.store
+    <zsarchive.zs.format.codecs.Codec.store>`), payload and framed bytes as lists of buffers viewing the
+    records: the block is hashed and written from the records themselves, no byte copied."""
+    for i, r in enumerate(records):
+        if not isinstance(r, (bytes, bytearray)):
+            raise _NotBytes(i, r)
+    _check_sorted(records)
+    payload = record_parts(records)
+    return BuiltBlock(len(records), bytes(records[0]), bytes(records[-1]), payload,
+                      block_parts(0, store(payload)), key_length)
 
 
 def _build_chunk_block(chunk: bytes, terminator: bytes, compress: Callable[[bytes], bytes]) -> BuiltBlock:
@@ -229,6 +245,7 @@ class ZSWriter:
         self._hashing = ThreadPoolExecutor(max_workers=1, thread_name_prefix="zs-hash")
         self._hashed: deque[Future] = deque()
         self._records_written = 0  # records of blocks already written (for error messages)
+        self._written_back = 0  # the file's bytes up to here are on their way to the disk
         self._last_record: bytes | None = None
         self._index = IndexBuilder(branching_factor, self._codec.compress, self._append)
         self._cutter = BlockCutter(approx_block_size)
@@ -267,8 +284,10 @@ class ZSWriter:
             records = list(records)
             self._flush_pending()
             if records:
-                self._submit(build_data_block, records, key_length,
-                             compress=self._codec.store if stored else self._codec.compress)
+                if stored:
+                    self._submit(build_stored_block, records, key_length, compress=self._codec.store)
+                else:
+                    self._submit(build_data_block, records, key_length)
 
     def add_built_block(self, block: BuiltBlock) -> None:
         """Write a data block built elsewhere (by :func:`build_data_block` with this file's codec),
@@ -387,7 +406,7 @@ class ZSWriter:
         if block:
             self._submit(build_data_block, block, None)
 
-    def _submit(self, fn, *args, compress: Callable[[bytes], bytes] | None = None) -> None:
+    def _submit(self, fn, *args, compress: Callable | None = None) -> None:
         while len(self._in_flight) >= self._max_in_flight:
             self._write_oldest()
         self._in_flight.append(self._pool.submit(fn, *args, compress or self._codec.compress))
@@ -416,16 +435,38 @@ class ZSWriter:
             raise ZSError(f"records are not sorted: record {base + 1} {show_record(built.first)} "
                           f"sorts before record {base} {show_record(last)} "
                           "(records count from 1; input must be sorted bytewise)")
-        self._hashed.append(self._hashing.submit(self._hasher.update, built.payload))
+        self._hashed.append(self._hashing.submit(_update, self._hasher, built.payload))
         while len(self._hashed) > self._max_in_flight:
             self._hashed.popleft().result()
         self._records_written = base + built.count
         self._last_record = built.last
-        self._index.add(0, key, self._append(built.framed), len(built.framed))
+        length = sum(map(len, built.framed)) if isinstance(built.framed, list) else len(built.framed)
+        self._index.add(0, key, self._append(built.framed), length)
 
-    def _append(self, framed: bytes) -> int:
-        """Write a framed block at the end of the file; return its offset."""
+    def _append(self, framed: bytes | list) -> int:
+        """Write a framed block (bytes, or a list of buffers) at the end of the file; return its offset."""
         offset = self._pos
-        self._file.write(framed)
-        self._pos += len(framed)
+        if isinstance(framed, list):
+            self._file.writelines(framed)
+            self._pos += sum(map(len, framed))
+        else:
+            self._file.write(framed)
+            self._pos += len(framed)
+        if self._pos - self._written_back >= WRITE_BACK:
+            start_writeback(self._file.fileno(), self._written_back, self._pos - self._written_back)
+            self._written_back = self._pos
         return offset
+
+
+WRITE_BACK = 32 << 20
+"""Every this many bytes written, the kernel is asked to start writing them to the disk, so that the
+final fsync waits for little more than the last of them."""
+
+
+def _update(hasher, payload: bytes | list) -> None:
+    """Hash a payload given as bytes or as a list of buffers (their concatenation)."""
+    if isinstance(payload, list):
+        for part in payload:
+            hasher.update(part)
+    else:
+        hasher.update(payload)

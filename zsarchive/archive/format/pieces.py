@@ -50,18 +50,21 @@ def _head(chunk_id: str, start: int) -> bytes:
     return schema.key_prefix(schema.CHUNK_DATA, (chunk_id, start)) + b"\x00"
 
 
-def piece_blocks(files: Iterable[tuple[str, bytes, list[int]]], stored: bool) -> Iterator[PieceBlock]:
-    """The blocks of ``(chunk id, file bytes, piece starts)`` given in chunk id order."""
-    def pieces() -> Iterator[tuple[bytes, int, int]]:
-        for chunk_id, data, starts in files:
-            view = memoryview(data)
-            for start, stop in zip(starts, starts[1:] + [len(view)]):
-                head = _head(chunk_id, start)
-                piece = view[start:stop]
-                yield (b"".join((head, bytes((_VERSION, tuples.BLOB)), uleb128.encode(len(piece)), piece)),
-                       len(head), len(piece))
+def piece_records(chunk_id: str, data: bytes, starts: list[int]) -> list[tuple[bytes, int, int]]:
+    """``(record, key length, piece length)`` of each piece of one chunk file (``starts``: :func:`piece_starts`)."""
+    view = memoryview(data)
+    out = []
+    for start, stop in zip(starts, starts[1:] + [len(view)]):
+        head = _head(chunk_id, start)
+        piece = view[start:stop]
+        out.append((b"".join((head, bytes((_VERSION, tuples.BLOB)), uleb128.encode(len(piece)), piece)),
+                    len(head), len(piece)))
+    return out
 
-    return _blocks(pieces(), stored)
+
+def piece_blocks(files: Iterable[list[tuple[bytes, int, int]]], stored: bool) -> Iterator[PieceBlock]:
+    """The blocks of chunk files given in chunk id order, each as its :func:`piece_records`."""
+    return _blocks((piece for records in files for piece in records), stored)
 
 
 def regroup(records: Iterable[bytes], stored: bool, where: str) -> Iterator[PieceBlock]:

@@ -172,10 +172,8 @@ class ChunkQueries(NodeQueries):
         if chunk.kind == "native":
             key = ShardIndexKey(chunk.chunk_id, chunk.offset, chunk.length)
         else:
-            from zsarchive.archive.format.shards import virtual_index_key
-
-            key = ShardIndexKey._make(virtual_index_key(chunk.location, chunk.offset, chunk.length,
-                                                        chunk.checksum_etag, chunk.checksum_last_modified))
+            key = ShardIndexKey(chunk.location, chunk.offset, chunk.length, chunk.checksum_etag,
+                                chunk.checksum_last_modified)
         value = self._one(schema.SHARD_INDEX, key.encode())
         if value is None:
             return None

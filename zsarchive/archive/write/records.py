@@ -12,12 +12,14 @@ import dataclasses
 import enum
 import itertools
 import json
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Iterable, Iterator
 
 import numpy as np
 
 from zsarchive.archive.format import tuples
-from zsarchive.archive.format.pieces import PieceBlock, piece_blocks, piece_starts
+from zsarchive.archive.format.pieces import PieceBlock, piece_blocks, piece_records, piece_starts
 from zsarchive.archive.format.shards import EMPTY, ShardLayout
 from zsarchive.archive.format import schema
 from zsarchive.archive.write.chunkfiles import NATIVE, NativeFileEntry
@@ -238,10 +240,11 @@ def chunk_file_blocks(storage: Storage, entries: Iterator[bytes], embed: bool, s
     """Per native chunk file the chunk refs name (``entries`` sorted, unique: see :mod:`chunkfiles <zsarchive.archive.write.chunkfiles>`):
     its shard index record into ``index_records`` when its array is sharded, and with ``embed`` its
     bytes as blocks of ``D`` pieces (``stored``: uncompressed)."""
-    files = ((chunk_id, _shard_of(list(refs))) for chunk_id, refs in
-             itertools.groupby(map(NativeFileEntry.parse, entries), key=lambda e: e.chunk_id))
+    grouped = ((chunk_id, list(refs)) for chunk_id, refs in
+               itertools.groupby(map(NativeFileEntry.parse, entries), key=lambda e: e.chunk_id))
+    files = ((chunk_id, _shard_of(refs), max(e.offset + e.length for e in refs)) for chunk_id, refs in grouped)
     if not embed:
-        for chunk_id, shard in files:
+        for chunk_id, shard, _ in files:
             if shard is not None:
                 offset, length, layout = shard
                 start, stop = layout.index_span(length)
@@ -251,21 +254,43 @@ def chunk_file_blocks(storage: Storage, entries: Iterator[bytes], embed: bool, s
     return piece_blocks(_embedded_files(storage, files, index_records, ahead), stored)
 
 
-def _embedded_files(storage: Storage, files: Iterator[tuple[str, tuple | None]], index_records: list[bytes],
-                    ahead: int) -> Iterator[tuple[str, bytes, list[int]]]:
-    """``(chunk id, file bytes, piece starts)`` of each file, read ``ahead`` at a time (remote storage
-    downloads them concurrently), with its shard index record into ``index_records``."""
-    while batch := list(itertools.islice(files, ahead)):
-        storage.prefetch(f"chunks/{chunk_id}" for chunk_id, _ in batch)
-        for chunk_id, shard in batch:
-            data = storage.read(f"chunks/{chunk_id}")
-            if data is None:
-                raise ZSCorrupt(f"{storage.name.rstrip('/')}/chunks/{chunk_id}: missing, but a chunk ref "
-                                f"points to native chunk {chunk_id}")
-            cuts: list[int] = []
-            if shard is not None and shard[0] + shard[1] <= len(data):
-                offset, length, layout = shard
-                start, stop = layout.index_span(length)
-                cuts = _shard_cuts(chunk_id, offset, length, layout, data[offset + start:offset + stop],
-                                   index_records)
-            yield chunk_id, data, piece_starts(len(data), cuts)
+READ_AHEAD_BYTES = 64 << 20
+"""Chunk file bytes an export reads ahead of the writing, as far as the refs tell their sizes."""
+
+
+def _embedded_files(storage: Storage, files: Iterator[tuple[str, tuple | None, int]], index_records: list[bytes],
+                    ahead: int) -> Iterator[list[tuple[bytes, int, int]]]:
+    """The piece records of each file, in order. A thread reads the files and cuts their pieces ahead
+    of the writing (up to READ_AHEAD_BYTES by the sizes the refs give, and ``ahead`` files: remote
+    storage downloads those concurrently); each shard index record goes into ``index_records``."""
+    def load(chunk_id: str, shard: tuple | None) -> list[tuple[bytes, int, int]]:
+        data = storage.read(f"chunks/{chunk_id}")
+        if data is None:
+            raise ZSCorrupt(f"{storage.name.rstrip('/')}/chunks/{chunk_id}: missing, but a chunk ref "
+                            f"points to native chunk {chunk_id}")
+        cuts: list[int] = []
+        if shard is not None and shard[0] + shard[1] <= len(data):
+            offset, length, layout = shard
+            start, stop = layout.index_span(length)
+            cuts = _shard_cuts(chunk_id, offset, length, layout, data[offset + start:offset + stop],
+                               index_records)
+        return piece_records(chunk_id, data, piece_starts(len(data), cuts))
+
+    pending: deque[tuple[Future, int]] = deque()
+    queued = 0
+    with ThreadPoolExecutor(1, thread_name_prefix="zsarchive-chunk-files") as pool:
+        try:
+            while batch := list(itertools.islice(files, ahead)):
+                storage.prefetch(f"chunks/{chunk_id}" for chunk_id, _, _ in batch)
+                for chunk_id, shard, size in batch:
+                    while pending and queued + size > READ_AHEAD_BYTES:
+                        future, held = pending.popleft()
+                        queued -= held
+                        yield future.result()
+                    pending.append((pool.submit(load, chunk_id, shard), size))
+                    queued += size
+            while pending:
+                yield pending.popleft()[0].result()
+        finally:
+            for future, _ in pending:
+                future.cancel()

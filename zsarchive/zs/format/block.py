@@ -34,8 +34,17 @@ class IndexEntry(NamedTuple):
 
 def encode_block(level: int, zpayload: bytes) -> bytes:
     """Frame a compressed payload: uleb128 length, level byte, payload, CRC-64 of level+payload."""
-    body = bytes((level,)) + zpayload
-    return uleb128.encode(len(body)) + body + _U64.pack(crc64(body))
+    return b"".join(block_parts(level, [zpayload]))
+
+
+def block_parts(level: int, zparts: list) -> list:
+    """:func:`encode_block` of the payload that the buffers ``zparts`` are the concatenation of, as a
+    list of buffers (``zparts`` themselves between the length and the CRC: no byte is copied)."""
+    head = bytes((level,))
+    crc = crc64(head)
+    for part in zparts:
+        crc = crc64(part, crc)  # a CRC continued over the next bytes: the CRC of the concatenation
+    return [uleb128.encode(1 + sum(map(len, zparts))), head, *zparts, _U64.pack(crc)]
 
 
 def decode_length(field, where: str, end: str = "the file") -> tuple[int, int]:
@@ -64,8 +73,9 @@ def check_crc(body, stored: int, where: str) -> None:
         raise ZSCorrupt(f"{where}: block CRC mismatch (stored {stored:#018x}, computed {actual:#018x})")
 
 
-def split_block(buf, where: str) -> tuple[int, bytes]:
-    """Check a whole framed block (length field through CRC) and return ``(level, zpayload)``.
+def split_block(buf, where: str) -> tuple[int, memoryview]:
+    """Check a whole framed block (length field through CRC) and return ``(level, zpayload)``, the
+    payload a view into ``buf`` (no copy).
 
     ``where`` names file and offset for messages. The buffer must hold exactly one block.
     """
@@ -74,9 +84,9 @@ def split_block(buf, where: str) -> tuple[int, bytes]:
     if end + 8 != len(buf):
         raise ZSCorrupt(f"{where}: block length field says {end + 8} bytes with CRC, "
                         f"but {len(buf)} bytes are available for this block")
-    body = buf[pos:end]
+    body = memoryview(buf)[pos:end]
     check_crc(body, _U64.unpack_from(buf, end)[0], where)
-    return body[0], bytes(body[1:])
+    return body[0], body[1:]
 
 
 def encode_records(records: Iterable[bytes]) -> bytes:
@@ -92,6 +102,15 @@ def encode_records(records: Iterable[bytes]) -> bytes:
         return b"".join(parts)
     enc = uleb128.encode
     return b"".join([enc(n) + r for n, r in zip(lens, records)])
+
+
+def record_parts(records: list) -> list:
+    """:func:`encode_records` as a list of buffers (each record's length, then the record itself)."""
+    enc = uleb128.encode
+    parts: list = [b""] * (2 * len(records))
+    parts[::2] = [enc(len(r)) for r in records]
+    parts[1::2] = records
+    return parts
 
 
 def decode_records(payload: bytes, where: str) -> list[bytes]:

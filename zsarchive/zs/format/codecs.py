@@ -41,9 +41,11 @@ class Codec:
     compress: Callable[[bytes], bytes]
     decompress: Callable[[bytes], bytes]
     standard: bool
-    store: Callable[[bytes], bytes]
-    """The payload in the codec's own framing but not compressed (for bytes that are compressed
-    already, such as chunk data): any reader of the codec decodes it, at the speed of a copy."""
+    store: Callable[[list], list]
+    """The payload, given as a list of buffers it is the concatenation of, in the codec's own framing
+    but not compressed (for bytes that are compressed already, such as chunk data), as a list of
+    buffers (views into the given ones: no copy): any reader of the codec decodes it, at the speed of
+    a copy."""
 
 
 def _deflate_compress(level: int) -> Callable[[bytes], bytes]:
@@ -57,6 +59,9 @@ def _deflate_compress(level: int) -> Callable[[bytes], bytes]:
 
 
 def _deflate_decompress(data: bytes) -> bytes:
+    stored = _deflate_stored_parts(data)
+    if stored is not None:  # the bytes as they are: one join, where zlib copies through its window
+        return b"".join(stored)
     return inflate(zlib.decompressobj(-15), data, ceiling(BLOCK_CEILING), BLOCK_CEILING)
 
 
@@ -115,43 +120,102 @@ def _identity(data: bytes) -> bytes:
     return bytes(data)
 
 
-def _deflate_store(data: bytes) -> bytes:
-    # level 0 writes stored deflate blocks (BTYPE 00): headers around the bytes, nothing else
-    c = zlib.compressobj(0, zlib.DEFLATED, -15)
-    return c.compress(data) + c.flush()
+def _runs(parts: list, size: int) -> list[tuple[int, list]]:
+    """The bytes of the buffers ``parts`` in runs of ``size`` (the last one shorter, and empty only
+    when there are no bytes at all), each as ``(length, views into parts)``: no byte is copied."""
+    runs: list[tuple[int, list]] = []
+    run: list = []
+    length = 0
+    for part in parts:
+        view = memoryview(part).cast("B")
+        at = 0
+        while at < len(view):
+            take = min(size - length, len(view) - at)
+            run.append(view[at:at + take])
+            length += take
+            at += take
+            if length == size:
+                runs.append((length, run))
+                run, length = [], 0
+    if length or not runs:
+        runs.append((length, run))
+    return runs
+
+
+def _stored_identity(parts: list) -> list:
+    return parts
+
+
+DEFLATE_STORED_BLOCK = 65531
+"""Most bytes per stored deflate block our writer makes. A payload under 32 KiB is one final block;
+a longer one is blocks of this size (the last holds the rest) then an empty final block: for payloads
+up to 65,531 bytes, the stream zlib-ng writes at level 0, byte for byte."""
+_STORED_MIN = 4096  # a stream cut into more stored blocks than one per this many bytes (never ours) is zlib's to decode
+
+
+def _deflate_store(parts: list) -> list:
+    """A raw deflate stream of stored blocks (RFC 1951 BTYPE 00: a header byte, LEN and NLEN as u16
+    little-endian, the bytes)."""
+    runs = _runs(parts, DEFLATE_STORED_BLOCK)
+    if sum(size for size, _ in runs) >= 1 << 15:
+        runs.append((0, []))
+    out: list = []
+    for i, (size, run) in enumerate(runs):
+        out.append(bytes((i == len(runs) - 1, size & 0xFF, size >> 8, ~size & 0xFF, (~size >> 8) & 0xFF)))
+        out.extend(run)
+    return out
+
+
+def _deflate_stored_parts(data) -> list | None:
+    """The bytes of a raw deflate stream made of stored blocks only, as views into ``data``; None for
+    any other stream (compressed blocks, header padding bits set, LEN/NLEN that disagree, bytes
+    missing or left over), which zlib then decodes or refuses."""
+    view = memoryview(data).cast("B")
+    n = len(view)
+    parts = []
+    most = n // _STORED_MIN + 2
+    pos = 0
+    while pos + 5 <= n:
+        final = view[pos]
+        size = view[pos + 1] | view[pos + 2] << 8
+        if final > 1 or size ^ (view[pos + 3] | view[pos + 4] << 8) != 0xFFFF:
+            return None
+        pos += 5 + size
+        if pos > n or len(parts) > most:
+            return None
+        parts.append(view[pos - size:pos])
+        if final:
+            return parts if pos == n else None
+    return None
 
 
 _LZMA2_RAW_CHUNK = 1 << 16
 
 
-def _lzma_store(data: bytes) -> bytes:
+def _lzma_store(parts: list) -> list:
     """A raw LZMA2 stream of uncompressed chunks (control byte 1 for the first, which resets the
     dictionary, 2 after it; then the chunk's size - 1 as u16 big-endian), ended by a 0 byte."""
-    view = memoryview(data)
-    parts = []
-    for at in range(0, len(view), _LZMA2_RAW_CHUNK):
-        piece = view[at:at + _LZMA2_RAW_CHUNK]
-        parts.append(bytes((1 if at == 0 else 2,)) + (len(piece) - 1).to_bytes(2, "big"))
-        parts.append(piece)
-    parts.append(b"\x00")
-    return b"".join(parts)
+    out: list = []
+    for i, (size, run) in enumerate(_runs(parts, _LZMA2_RAW_CHUNK)):
+        if size:
+            out.append(bytes((1 if i == 0 else 2,)) + (size - 1).to_bytes(2, "big"))
+            out.extend(run)
+    out.append(b"\x00")
+    return out
 
 
 _ZSTD_RAW_BLOCK = 1 << 17
 
 
-def _zstd_store(data: bytes) -> bytes:
+def _zstd_store(parts: list) -> list:
     """One zstd frame (RFC 8878) of raw blocks: single-segment header with an 8-byte content size,
     then blocks of type Raw (a 3-byte header: last flag, type 0, size)."""
-    view = memoryview(data)
-    parts = [b"\x28\xb5\x2f\xfd", b"\xe0", len(view).to_bytes(8, "little")]
-    starts = range(0, len(view), _ZSTD_RAW_BLOCK) if len(view) else (0,)
-    for at in starts:
-        piece = view[at:at + _ZSTD_RAW_BLOCK]
-        last = at + _ZSTD_RAW_BLOCK >= len(view)
-        parts.append(((len(piece) << 3) | int(last)).to_bytes(3, "little"))
-        parts.append(piece)
-    return b"".join(parts)
+    runs = _runs(parts, _ZSTD_RAW_BLOCK)
+    out = [b"\x28\xb5\x2f\xfd", b"\xe0", sum(size for size, _ in runs).to_bytes(8, "little")]
+    for i, (size, run) in enumerate(runs):
+        out.append(((size << 3) | (i == len(runs) - 1)).to_bytes(3, "little"))
+        out.extend(run)
+    return out
 
 
 NAMES = ("none", "deflate", "lzma", "zstd")
@@ -161,7 +225,7 @@ ALIASES = {"none": "none", "deflate": "deflate", "lzma": LZMA_CODEC, LZMA_CODEC:
 DEFAULT_LEVELS = {"none": None, "deflate": 6, LZMA_CODEC: "0e", "zstd": 3}
 LEVELS_HELP = "deflate: 0-9 (default 6); lzma: 0, 0e, 1 or 1e (default 0e); zstd: an integer (default 3)."
 """The compression levels each codec takes, as the command line explains them."""
-_STORERS = {"none": _identity, "deflate": _deflate_store, LZMA_CODEC: _lzma_store, "zstd": _zstd_store}
+_STORERS = {"none": _stored_identity, "deflate": _deflate_store, LZMA_CODEC: _lzma_store, "zstd": _zstd_store}
 _DECOMPRESSORS = {
     "none": _identity,
     "deflate": _deflate_decompress,
@@ -195,6 +259,16 @@ def get_codec(name: str, level: int | str | None = None) -> Codec:
         compress = _zstd_compress(zlevel)
     return Codec(header_name, compress, _DECOMPRESSORS[header_name], header_name != "zstd",
                  _STORERS[header_name])
+
+
+def stored_parts_for(header_name: str) -> Callable[[bytes], list | None]:
+    """For a codec name read from a file header: a function giving the bytes of a payload stored in
+    the codec's uncompressed framing as views into it (None for a compressed one: decompress it)."""
+    if header_name == "none":
+        return lambda data: [data]
+    if header_name == "deflate":
+        return _deflate_stored_parts
+    return lambda data: None
 
 
 def decoder_for(header_name: str) -> Callable[[bytes], bytes]:
