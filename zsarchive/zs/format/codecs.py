@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, NamedTuple
 
 # lzma and zstandard are imported by the functions that use them: most files are deflate, and a
 # one-record lookup should not pay for importing the other two libraries.
@@ -31,9 +30,9 @@ LZMA_CODEC = "lzma2;dsize=2^20"
 _LZMA_LEVELS = ("0", "0e", "1", "1e")
 _EXTREME_DICT = {"0e": 2**18, "1e": 2**20}  # the presets' dictionaries
 
-@dataclass(frozen=True)
-class Codec:
-    """A codec as named in the header, with ready-to-call compress/decompress functions."""
+class Codec(NamedTuple):
+    """A codec as named in the header, with ready-to-call compress/decompress functions (a NamedTuple:
+    a frozen dataclass costs every start of the command line ~6x as much to define)."""
 
     name: str
     compress: Callable[[bytes], bytes]
