@@ -18,7 +18,8 @@ main.lazy = {
     **{name: _ARCHIVE for name in ("refs", "log", "show", "ls", "chunks", "diff", "ops", "chunk-log", "summary")},
 }
 main.summaries = {
-    "checkout": "Write the snapshot REF (a branch, tag, snapshot id or REF@TIME) of ARCHIVE as plain Zarr v3 at TARGET.",
+    "checkout": "Write the snapshot REF (a branch, tag, snapshot id or REF@TIME) of ARCHIVE as plain Zarr v3 at "
+                "TARGET.",
     "chunk": "The chunk ref at COORDS of the array PATH at REF.",
     "chunk-log": "The commits in REF's history that changed one chunk, newest first.",
     "chunks": "Every chunk ref of the array PATH at REF, in coordinate order (streamed).",

@@ -11,10 +11,10 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Mapping
 
+from zsarchive.errors import ZSError
+
 if TYPE_CHECKING:
     from pathlib import Path
-
-from zsarchive.errors import ZSError
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 

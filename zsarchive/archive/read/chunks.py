@@ -53,6 +53,7 @@ class ChunkQueries(NodeQueries):
 
                 self._chunk_reader = ChunkReader(self.name, self._authorized, self._embedded_chunk)
             return self._chunk_reader
+
     @property
     def authorize(self) -> dict[str, dict[str, Any]]:
         """Location prefixes under which virtual chunk refs may be read, each with its storage options."""
@@ -148,8 +149,8 @@ class ChunkQueries(NodeQueries):
         if not self._has_chunk_data:
             return None
         if has_chunk_pieces(self.format_version):
-            from zsarchive.archive.format.pieces import read_pieces  # here, as the shard layouts below: a
-            # lookup of a chunk ref does not import what reading chunk bytes or shards needs
+            # imported here, as the shard layouts below: a chunk ref lookup does not read bytes or shards
+            from zsarchive.archive.format.pieces import read_pieces
 
             return read_pieces(self.zs, chunk_id, start, stop, views)
         value = self._one(schema.CHUNK_DATA, (chunk_id,))
