@@ -20,6 +20,7 @@ from distributed import Client, LocalCluster
 from servers import free_port
 from toolkit.cli import one_line_error, run_hostile, run_zs
 from toolkit.peers import run_peer_script
+from toolkit.reads import spy_on_metadata_reads
 from zsarchive import ZSError
 from zsarchive.archive import export
 from zsarchive.archive.write import exporter as exporter_module
@@ -72,11 +73,16 @@ def client():
 
 
 @pytest.mark.parametrize("name", ["v1", "v2", "v1-migrated"])
-def test_cluster_export_equals_the_single_machine_one(client, tmp_path, name):
+def test_cluster_export_equals_the_single_machine_one(client, tmp_path, name, monkeypatch):
+    """Also: the workers hand back the forms of the files they read, so the client reads no manifest or
+    transaction log for the file-form records (the workers are processes of their own: the spy sees
+    only the client's reads)."""
     here, there = tmp_path / "here.zs", tmp_path / "there.zs"
     export(FIXTURES / name, here, export_time=1, parallelism=1)
+    read_by_client = spy_on_metadata_reads(monkeypatch, tmp_path / "worker-reads")
     export(FIXTURES / name, there, export_time=1, client=client)
     assert there.read_bytes() == here.read_bytes()
+    assert read_by_client == []
 
 
 def test_a_million_refs_compressed_by_the_workers_equal_the_single_machine_export(client, million, tmp_path,

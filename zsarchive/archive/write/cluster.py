@@ -19,6 +19,7 @@ from typing import Any, Iterator
 
 from zsarchive.archive.write.engine import Batches, Task, worker_repo
 from zsarchive.errors import ZSError
+from zsarchive.icechunk import Repository
 from zsarchive.io.location import Location
 
 
@@ -58,10 +59,13 @@ def connect(address: str, timeout: float = 10.0):
 
 
 def _run(task: Task, location: Location, job: tuple) -> bytes:
-    """On a worker: every batch of one task, pickled into one object (the cluster's own serialisation
-    walks a list of many small records ~40x slower than one pickle of it)."""
+    """On a worker: every batch of one task and the forms of the files the worker read since its last task,
+    pickled into one object (the cluster's own serialisation walks a list of many small records ~40x
+    slower than one pickle of it)."""
+    repo = worker_repo(location)
     with _large_allocations_on_the_heap():
-        return pickle.dumps(list(task(worker_repo(location), *job)), protocol=pickle.HIGHEST_PROTOCOL)
+        batches = list(task(repo, *job))
+        return pickle.dumps((batches, repo.take_file_forms()), protocol=pickle.HIGHEST_PROTOCOL)
 
 
 _M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter
@@ -102,11 +106,13 @@ def _libc():
 
 
 class ClusterEngine:
-    """Runs the export's decoding tasks on the cluster a ``distributed.Client`` is connected to."""
+    """Runs the export's decoding tasks on the cluster a ``distributed.Client`` is connected to; ``repo``,
+    this process's view of the repository, learns the forms of the files the workers read."""
 
     builds_blocks = True
 
-    def __init__(self, client, location: Location):
+    def __init__(self, repo: Repository, client, location: Location):
+        self.repo = repo
         self.client = client
         self.location = location
         self._futures: list = []
@@ -119,14 +125,16 @@ class ClusterEngine:
 
     def _batches(self, future) -> Iterator[Any]:
         try:
-            batches = future.result()
+            result = future.result()
         except ZSError:
             raise
         except Exception as exc:  # a lost scheduler, a task the cluster gave up on
             raise ZSError(f"the dask cluster failed a task: {type(exc).__name__}: "
                           f"{str(exc).splitlines()[0] if str(exc) else ''}") from None
         future.release()
-        return iter(pickle.loads(batches))
+        batches, forms = pickle.loads(result)
+        self.repo.add_file_forms(forms)
+        return iter(batches)
 
     def close(self) -> None:
         """Cancel what has not run; the client stays the caller's."""
