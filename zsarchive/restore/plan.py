@@ -15,7 +15,7 @@ from typing import Iterable, Iterator
 
 import numpy as np
 
-from zsarchive.archive.format import schema as S
+from zsarchive.archive.format import schema
 from zsarchive.archive.read.reader import ArchiveReader
 from zsarchive.errors import ZSCorrupt, ZSError
 from zsarchive.icechunk.header import IMPLEMENTATION
@@ -289,7 +289,7 @@ class ManifestContents:
             nearest = np.ones(len(inside), bool)
             nearest[1:] = chunk[inside[1:]] != chunk[inside[:-1]]
             chosen = inside[nearest]
-            chosen = chosen[rows.kind[chosen] != S.REMOVED]
+            chosen = chosen[rows.kind[chosen] != schema.REMOVED]
             chosen = chosen[_first_manifests(node, rows.coords[chosen]) == manifest.id]
             if len(chosen):
                 out.append((node.id, timeline_refs(rows, chosen)))

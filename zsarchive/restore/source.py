@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from zsarchive.archive.format import schema as S
+from zsarchive.archive.format import schema
 from zsarchive.archive.format.pieces import embeds, file_pieces
 from zsarchive.archive.format.views import (
     NODE_SETS, ChunkRefValue, FileKey, FileValue, ManifestRefKey, NodeKey, NodeValue, OpsKey, OpsValue, RefKey,
@@ -30,7 +30,7 @@ from zsarchive.icechunk.model import (
     SnapshotInfo, Update,
 )
 
-_NODE_TYPES = {S.GROUP: NodeType.GROUP, S.ARRAY: NodeType.ARRAY}
+_NODE_TYPES = {schema.GROUP: NodeType.GROUP, schema.ARRAY: NodeType.ARRAY}
 
 
 @dataclass
@@ -93,7 +93,7 @@ def _json(raw: str, where: str) -> Any:
 
 def _node(components: tuple, raw: tuple) -> tuple[Node, str | None]:
     value = NodeValue.decode(raw)
-    path = S.path_of(components)
+    path = schema.path_of(components)
     if not value.is_array:
         return Node(value.node_id, path, NodeType.GROUP, bytes(value.user_data)), None
     dims = [DimensionShape(d.array_length, d.chunk_length, d.num_chunks) for d in value.dimensions]
@@ -106,12 +106,12 @@ def read_history(reader: ArchiveReader, timelines: Timelines | None = None) -> A
     """Everything but chunk refs and chunk bytes (those stream: :class:`Timelines`); the transaction logs'
     chunks of a format 5 archive come from the arrays' timelines, kept in ``timelines`` for the manifests."""
     zs, name = reader.zs, reader.name
-    named = ((RepoFactKey.decode(k).name, v) for k, v in records_under(zs, S.REPO))
+    named = ((RepoFactKey.decode(k).name, v) for k, v in records_under(zs, schema.REPO))
     facts = {fact: _json(RepoFactValue.decode(v).json, f"{name}: G record {fact!r}") for fact, v in named}
     refs: dict[str, dict[str, str]] = {"branch": {}, "tag": {}}
     deleted: list[str] = []
     deleted_at: dict[str, str] = {}
-    for k, value in records_under(zs, S.REFS):
+    for k, value in records_under(zs, schema.REFS):
         ref = RefKey.decode(k)
         if ref.deleted:
             deleted.append(ref.name)
@@ -120,12 +120,12 @@ def read_history(reader: ArchiveReader, timelines: Timelines | None = None) -> A
         else:
             refs[ref.kind][ref.name] = RefValue.decode(value).snapshot_id
     snapshots: dict[str, SnapshotRecord] = {}
-    for k, raw in records_under(zs, S.SNAPSHOT):
+    for k, raw in records_under(zs, schema.SNAPSHOT):
         sid, value = SnapshotKey.decode(k).snapshot_id, SnapshotValue.decode(raw)
         info = SnapshotInfo(sid, value.parent_id, value.flushed_at, value.message,
                             _json(value.metadata, f"{name}: S record {sid}"))
         snapshots[sid] = SnapshotRecord(info, [ManifestFileInfo(m, size, n) for m, size, n in value.manifests])
-    for k, raw in records_under(zs, S.NODE):
+    for k, raw in records_under(zs, schema.NODE):
         key = NodeKey.decode(k)
         sid = key.snapshot_id
         node, since = _node(key.components, raw)
@@ -136,7 +136,7 @@ def read_history(reader: ArchiveReader, timelines: Timelines | None = None) -> A
         if since is not None:
             record.since[node.id] = since
     ops = []
-    for k, raw in records_under(zs, S.OPS):
+    for k, raw in records_under(zs, schema.OPS):
         updated_at, value = OpsKey.decode(k).updated_at, OpsValue.decode(raw)
         details = _json(value.details, f"{name}: O record at {updated_at}")
         if "status" in details and isinstance(details["status"], dict):
@@ -145,7 +145,7 @@ def read_history(reader: ArchiveReader, timelines: Timelines | None = None) -> A
     ops.reverse()
     txlogs: dict[str, TxSummary] = {}
     logged: set[str] = set()  # arrays whose chunks some transaction log names
-    for k, raw in records_under(zs, S.TXLOG):
+    for k, raw in records_under(zs, schema.TXLOG):
         sid, value = TxlogKey.decode(k).snapshot_id, TxlogValue.decode(raw)
         summary = TxSummary(dict(zip(NODE_SETS, map(list, value.sets))), _moves(value.own_moves))
         if value.merged is not None:
@@ -163,7 +163,7 @@ def read_history(reader: ArchiveReader, timelines: Timelines | None = None) -> A
         for summary in txlogs.values():  # as matrices: a big commit changes millions of chunks
             summary.coords = {node: np.array(rows, dtype=np.uint32).reshape(len(rows), -1)
                               for node, rows in summary.coords.items()}
-    files = {FileKey.decode(key).path: FileValue.decode(value) for key, value in records_under(zs, S.FILES)}
+    files = {FileKey.decode(key).path: FileValue.decode(value) for key, value in records_under(zs, schema.FILES)}
     return ArchiveHistory(name, reader.format_version, int(facts.get("spec_version", 2)), facts,
                           refs["branch"], refs["tag"], deleted, snapshots, ops, txlogs, files, deleted_at)
 
@@ -214,11 +214,11 @@ def _flushed_at(name: str, snapshots: dict[str, SnapshotRecord]):
 def chunk_ref(coords: tuple, raw: tuple) -> ChunkRef | None:
     """The ref a ``C`` record value holds (None: removed)."""
     value = ChunkRefValue.decode(raw)
-    if value.kind == S.INLINE:
+    if value.kind == schema.INLINE:
         return ChunkRef(coords, RefKind.INLINE, inline=bytes(value.inline))
-    if value.kind == S.NATIVE:
+    if value.kind == schema.NATIVE:
         return ChunkRef(coords, RefKind.NATIVE, chunk_id=value.chunk_id, offset=value.offset, length=value.length)
-    if value.kind == S.VIRTUAL:
+    if value.kind == schema.VIRTUAL:
         return ChunkRef(coords, RefKind.VIRTUAL, location=value.location, offset=value.offset, length=value.length,
                         checksum_etag=value.checksum_etag, checksum_last_modified=value.checksum_last_modified)
     return None
@@ -246,7 +246,7 @@ class Timelines:
         return found
 
 
-_REF_KINDS = {S.INLINE: RefKind.INLINE, S.NATIVE: RefKind.NATIVE, S.VIRTUAL: RefKind.VIRTUAL}
+_REF_KINDS = {schema.INLINE: RefKind.INLINE, schema.NATIVE: RefKind.NATIVE, schema.VIRTUAL: RefKind.VIRTUAL}
 
 
 def timeline_refs(rows: ChunkRefRows, chosen: np.ndarray) -> RefBatch:
@@ -266,8 +266,8 @@ def timeline_refs(rows: ChunkRefRows, chosen: np.ndarray) -> RefBatch:
         locations = named.tolist() if kinds_of[present[0]] is RefKind.VIRTUAL else [None] * n
     else:
         kinds = [kinds_of[k] for k in kinds_at.tolist()]
-        chunk_ids = np.where(kinds_at == S.NATIVE, named, None).tolist()
-        locations = np.where(kinds_at == S.VIRTUAL, named, None).tolist()
+        chunk_ids = np.where(kinds_at == schema.NATIVE, named, None).tolist()
+        locations = np.where(kinds_at == schema.VIRTUAL, named, None).tolist()
     inline = [rows.inline.get(r) for r in chosen.tolist()] if rows.inline else [None] * n
     return RefBatch(rows.coords[chosen], kinds, inline, chunk_ids, locations, rows.offset[chosen],
                     rows.length[chosen], _pick(rows.checksum_etag, chosen), _pick(rows.checksum_last_modified, chosen))
@@ -285,7 +285,7 @@ def _pick(column: list, chosen: np.ndarray) -> list:
 def manifest_refs(reader: ArchiveReader, manifest_id: str) -> dict[str, list[ChunkRef]]:
     """Format 1: node id -> the refs a manifest holds."""
     out: dict[str, list[ChunkRef]] = defaultdict(list)
-    for k, value in records_under(reader.zs, S.CHUNK_REF, (manifest_id,)):
+    for k, value in records_under(reader.zs, schema.CHUNK_REF, (manifest_id,)):
         key = ManifestRefKey.decode(k)
         out[key.node_id].append(chunk_ref(tuple(key.coords), value))
     return out
