@@ -87,7 +87,7 @@ class Repository:
         self._v1_info: RepoInfo | None = None
         self._v1_deleted: dict[str, SnapshotId] = {}
         self._forms: dict[str, FileForm] = {}
-        self._fresh_forms: dict[str, FileForm] = {}  # learned since the last take_file_forms
+        self._form_log: list[tuple[str, FileForm]] = []  # as learned: file_forms_since hands on the new ones
         raw = storage.read("repo")
         if raw is not None:
             self._v2_info: RepoInfo | None = decode_repo_info(raw, self._name("repo"))
@@ -284,7 +284,8 @@ class Repository:
                 raise ZSCorrupt(f"{self._name(key)}: holds manifest {manifest.id}, not {manifest_id}")
             self._manifests[manifest_id] = manifest
             v2 = manifest.header.spec_version >= 2  # a V1 manifest has no location compression
-            self._learn_form(key, FileForm(manifest.header.implementation, manifest.compression_algorithm if v2 else None,
+            self._learn_form(key, FileForm(manifest.header.implementation,
+                                           manifest.compression_algorithm if v2 else None,
                                            manifest.location_dictionary if v2 else None))
             while len(self._manifests) > _MANIFEST_CACHE:
                 self._manifests.popitem(last=False)
@@ -323,16 +324,16 @@ class Repository:
         return form
 
     def _learn_form(self, key: str, form: FileForm) -> None:
-        self._forms[key] = self._fresh_forms[key] = form
+        self._forms[key] = form
+        self._form_log.append((key, form))
 
-    def take_file_forms(self) -> dict[str, FileForm]:
-        """The forms of the files read since the last call (by key), for :meth:`add_file_forms` of another
-        Repository of the same storage: a process that has them reads no file again to learn them."""
-        fresh, self._fresh_forms = self._fresh_forms, {}
-        return fresh
+    def file_forms_since(self, mark: int) -> tuple[dict[str, FileForm], int]:
+        """The forms of the files read since ``mark`` (0: since opening), by key, and the mark of now: for
+        :meth:`add_file_forms` of another Repository of the same storage, which then reads none of them."""
+        return dict(self._form_log[mark:]), len(self._form_log)
 
     def add_file_forms(self, forms: Mapping[str, FileForm]) -> None:
-        """Take the forms another Repository of the same storage learned (:meth:`take_file_forms`) as known:
+        """Take the forms another Repository of the same storage learned (:meth:`file_forms_since`) as known:
         the files are immutable, so :meth:`file_form` answers them without reading."""
         self._forms.update(forms)
 

@@ -15,9 +15,10 @@ import functools
 import os
 import pickle
 import threading
+import uuid
 from typing import Any, Iterator
 
-from zsarchive.archive.write.engine import Batches, Task, worker_repo
+from zsarchive.archive.write.engine import Batches, Task, forms_to_hand, worker_repo
 from zsarchive.errors import ZSError
 from zsarchive.icechunk import Repository
 from zsarchive.io.location import Location
@@ -58,14 +59,13 @@ def connect(address: str, timeout: float = 10.0):
     return outcome["client"]
 
 
-def _run(task: Task, location: Location, job: tuple) -> bytes:
-    """On a worker: every batch of one task and the forms of the files the worker read since its last task,
+def _run(task: Task, location: Location, job: tuple, export: str) -> bytes:
+    """On a worker: every batch of one task and the forms of the files the worker read that ``export`` lacks,
     pickled into one object (the cluster's own serialisation walks a list of many small records ~40x
     slower than one pickle of it)."""
-    repo = worker_repo(location)
     with _large_allocations_on_the_heap():
-        batches = list(task(repo, *job))
-        return pickle.dumps((batches, repo.take_file_forms()), protocol=pickle.HIGHEST_PROTOCOL)
+        batches = list(task(worker_repo(location), *job))
+        return pickle.dumps((batches, forms_to_hand(location, export)), protocol=pickle.HIGHEST_PROTOCOL)
 
 
 _M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter
@@ -116,10 +116,11 @@ class ClusterEngine:
         self.client = client
         self.location = location
         self._futures: list = []
+        self._export = uuid.uuid4().hex
 
     def start(self, task: Task, jobs: list[tuple]) -> list[Batches]:
         """Submit every job now; each callable waits for its job's batches, then yields them."""
-        futures = [self.client.submit(_run, task, self.location, job, pure=False) for job in jobs]
+        futures = [self.client.submit(_run, task, self.location, job, self._export, pure=False) for job in jobs]
         self._futures += futures
         return [lambda future=future: self._batches(future) for future in futures]
 

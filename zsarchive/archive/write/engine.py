@@ -5,9 +5,9 @@ A task is a function ``task(repo, *args)`` that yields picklable batches (lists 
 callable that yields its batches, in the order the tasks were given: the exporter consumes them in
 file order whatever order they finish in. Worker processes spill their batches to run files, so
 memory holds at most a batch per task however far decoding runs ahead of writing; each task hands
-back the forms of the files its worker read (:meth:`Repository.take_file_forms`), which this
-process's repository learns, so that the archive's file-form records read no file twice. Another
-engine (a distributed one) implements the same :class:`Engine` protocol.
+back the forms of the files its worker read (:func:`forms_to_hand`), which this process's
+repository learns, so that the archive's file-form records read no file twice. Another engine (a
+distributed one) implements the same :class:`Engine` protocol.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import multiprocessing
 import os
 import pickle
 import tempfile
+import uuid
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any, Callable, Iterable, Iterator, Protocol
 
@@ -73,6 +74,7 @@ class ProcessPool:
         context = "fork" if location.is_local else "spawn"
         self._pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context(context))
         self._runs = 0
+        self._export = uuid.uuid4().hex
 
     def start(self, task: Task, jobs: list[tuple]) -> list[Batches]:
         """Submit every job now; each callable waits for its job, then streams its run file."""
@@ -80,7 +82,7 @@ class ProcessPool:
         for job in jobs:
             path = os.path.join(self._work.name, f"run{self._runs}")
             self._runs += 1
-            future = self._pool.submit(_spill, task, self.location, job, path)
+            future = self._pool.submit(_spill, task, self.location, job, path, self._export)
             out.append(lambda future=future, path=path: self._finished(future, path))
         return out
 
@@ -105,11 +107,20 @@ def worker_repo(location: Location) -> Repository:
     return repo
 
 
-def _spill(task: Task, location: Location, job: tuple, path: str) -> dict[str, FileForm]:
-    """In a worker: run the task into its run file; return the forms of the files the worker read since."""
-    repo = worker_repo(location)
-    write_run(task(repo, *job), path)
-    return repo.take_file_forms()
+_HANDED: dict[tuple[Location, str], int] = {}
+
+
+def forms_to_hand(location: Location, export: str) -> dict[str, FileForm]:
+    """In a worker: the forms of the files its repository at ``location`` read that it has not yet handed
+    to ``export`` (an engine's own name: a cluster's workers outlive exports, and each needs them)."""
+    forms, _HANDED[location, export] = worker_repo(location).file_forms_since(_HANDED.get((location, export), 0))
+    return forms
+
+
+def _spill(task: Task, location: Location, job: tuple, path: str, export: str) -> dict[str, FileForm]:
+    """In a worker: run the task into its run file; return the forms ``export`` has not had from this worker."""
+    write_run(task(worker_repo(location), *job), path)
+    return forms_to_hand(location, export)
 
 
 def write_run(batches: Iterable[Any], path: str) -> None:
