@@ -34,9 +34,17 @@ NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
 
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that nobody listens on right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    return free_ports(1)[0]
+
+
+def free_ports(count: int) -> list[int]:
+    """``count`` distinct free TCP ports on 127.0.0.1: each socket stays bound until all are chosen,
+    so the kernel cannot hand the same port out twice."""
+    with contextlib.ExitStack() as stack:
+        socks = [stack.enter_context(socket.socket()) for _ in range(count)]
+        for sock in socks:
+            sock.bind(("127.0.0.1", 0))
+        return [sock.getsockname()[1] for sock in socks]
 
 
 @contextlib.contextmanager
@@ -106,8 +114,7 @@ class Nginx:
     def __init__(self, root: Path, prefix: Path) -> None:
         self.root = root
         self.prefix = prefix
-        self.port = free_port()
-        self.tls_port = free_port()
+        self.port, self.tls_port = free_ports(2)
         self.certificate = prefix / "cert.pem"  # self-signed for 127.0.0.1: a CA file for clients
         self.log = prefix / "access.log"
         self._marks = 0
