@@ -220,7 +220,7 @@ def test_commands_that_read_do_not_import_numpy_or_the_decoders(case, args):
     if args[0] == "chunk":  # nor what only remote storage, fragments, a miss's suggestions, reading chunk
         # bytes or shards, URLs, the other commands, the summary or the log graph need
         heavy += ["obstore", "zarr", "msgpack", "hashlib", "difflib", "concurrent.futures", "urllib.parse",
-                  "pathlib", "zsarchive.archive.read.chunkdata", "zsarchive.io.storage", "zsarchive.io.objects",
+                  "pathlib", "zsarchive.archive.read.chunkdata", "zsarchive.icechunk.storage", "zsarchive.io.objects",
                   "zsarchive.archive.format.shards", "zsarchive.archive.format.pieces",
                   "zsarchive.archive.read.summary", "zsarchive.archive.read.loggraph", "zsarchive.cli.archive_queries",
                   "lzma", "zstandard", "numbers"]  # a deflate archive, Python ints

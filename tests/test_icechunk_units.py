@@ -15,7 +15,7 @@ from zsarchive.icechunk import ids
 from zsarchive.icechunk.flatbuf import FlatBufferError
 from zsarchive.icechunk.model import format_time
 from zsarchive.icechunk.paths import is_valid_path, path_key
-from zsarchive.io.storage import open_storage
+from zsarchive.icechunk.storage import open_storage
 from zsarchive.icechunk.values import from_flexbuffer, from_msgpack
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from zsarchive.io.kinds import local_kind
+from zsarchive.icechunk.kinds import local_kind
 
 ROOT = Path(__file__).resolve().parent.parent
 VARIES = [  # what genuinely differs from one run to the next: timings, the export time and the sizes it sways

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from zsarchive.io.storage import LocalStorage
+from zsarchive.icechunk.storage import LocalStorage
 
 METADATA = ("manifests/", "transactions/")
 

@@ -6,7 +6,7 @@ import click
 
 from zsarchive.cli.app import main
 from zsarchive.cli.params import Parallelism, force_option
-from zsarchive.io.kinds import check_new_target
+from zsarchive.icechunk.kinds import check_new_target
 from zsarchive.zs.format.codecs import LEVELS_HELP, NAMES
 
 

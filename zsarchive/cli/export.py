@@ -9,7 +9,7 @@ import click
 
 from zsarchive.cli.app import main
 from zsarchive.cli.params import Parallelism, authorize_option, force_option, remote_options
-from zsarchive.io.kinds import check_new_target
+from zsarchive.icechunk.kinds import check_new_target
 from zsarchive.zs.format.codecs import LEVELS_HELP, NAMES
 
 

@@ -12,7 +12,7 @@ import click
 from zsarchive.cli.app import main
 from zsarchive.cli.params import ESCAPED_BYTES, Parallelism, force_option
 from zsarchive.errors import ZSError
-from zsarchive.io.kinds import check_new_target
+from zsarchive.icechunk.kinds import check_new_target
 from zsarchive.io.outfile import whole_file
 from zsarchive.zs.format import codecs
 from zsarchive.zs.writer import DEFAULT_APPROX_BLOCK_SIZE, DEFAULT_BRANCHING_FACTOR, ZSWriter

@@ -114,4 +114,4 @@ authorize_option = click.option(
 force_option = click.option("--force", is_flag=True,
                             help="Replace the output file if it exists (by default an existing file is never "
                                  "overwritten: fragments built on a replaced archive no longer open).")
-"""``--force``: the command may replace its existing output (see zsarchive.io.kinds.check_new_target)."""
+"""``--force``: the command may replace its existing output (see zsarchive.icechunk.kinds.check_new_target)."""

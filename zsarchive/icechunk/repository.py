@@ -20,7 +20,7 @@ from zsarchive.icechunk.model import (
 from zsarchive.icechunk.repo_info import decode_repo_info
 from zsarchive.icechunk.snapshot import decode_snapshot
 from zsarchive.io.location import Location
-from zsarchive.io.storage import Storage, open_storage
+from zsarchive.icechunk.storage import Storage, open_storage
 from zsarchive.limits import ceiling, load_json
 from zsarchive.walk import parent_chain
 from zsarchive.icechunk.txlog import decode_transaction_log, merge_transaction_logs

@@ -18,6 +18,7 @@ from typing import Callable, Iterable, Mapping, Union
 
 from zsarchive.errors import ZSError
 from zsarchive.io.location import Location, parse_location
+from zsarchive.io.outfile import start_writeback
 
 Body = Union[bytes, bytearray, memoryview, list, Callable[[], bytes]]
 """What ``put_all`` writes: bytes, a list of buffers (the object is their concatenation: a local file
@@ -155,9 +156,11 @@ class LocalSink(Sink):
                     handle.writelines(data)
                 else:
                     handle.write(data)
+                handle.flush()
                 if durable:
-                    handle.flush()
                     os.fsync(handle.fileno())
+                else:  # to the disk while the next are written: the flush's fsyncs wait for less
+                    start_writeback(handle.fileno(), 0, 0)
         except BaseException as exc:
             temp.unlink(missing_ok=True)
             if isinstance(exc, OSError):

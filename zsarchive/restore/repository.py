@@ -26,7 +26,7 @@ from zsarchive.icechunk.snapshot import decode_snapshot, encode_snapshot
 from zsarchive.icechunk.txlog import decode_transaction_log, encode_transaction_log
 from zsarchive.io.location import Location, parse_location
 from zsarchive.io.sink import Sink, open_sink
-from zsarchive.io.storage import Storage, open_storage
+from zsarchive.icechunk.storage import Storage, open_storage
 from zsarchive.restore.plan import ManifestContents, RestorePlan, select
 from zsarchive.restore.source import Timelines, embedded_file, is_embedded, read_history
 

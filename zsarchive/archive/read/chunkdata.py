@@ -14,11 +14,11 @@ from urllib.parse import unquote, urlsplit
 from zsarchive.archive.read.refspec import coords_text
 from zsarchive.errors import ZSCorrupt, ZSError
 from zsarchive.times import format_time
-from zsarchive.io.kinds import ZS_FILE, archive_not_repository, local_kind
+from zsarchive.icechunk.kinds import ZS_FILE, archive_not_repository, local_kind
 from zsarchive.io.location import SCHEMES, Location, parse_location
 from zsarchive.io.objects import ObjectChanged, get_bounded, object_store
 from zsarchive.io.pinning import http_date, http_seconds, mismatch, seconds_of
-from zsarchive.io.storage import ObjectStorage, read_file_range
+from zsarchive.icechunk.storage import ObjectStorage, read_file_range
 
 if TYPE_CHECKING:
     from zsarchive.archive.read.model import ChunkInfo

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from zsarchive.archive.format import schema
 from zsarchive.archive.format.header import history_from_timeline
-from zsarchive.archive.format.views import NODE_SETS, NodeKey, NodeValue, SnapshotValue, TxlogValue
+from zsarchive.archive.format.views import NODE_SETS, NodeKey, NodeValue, TxlogValue
 from zsarchive.archive.read import chunkhistory
 from zsarchive.archive.read.changes import ChangeQueries
 from zsarchive.errors import ZSCorrupt, ZSError

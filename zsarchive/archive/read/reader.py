@@ -16,7 +16,7 @@ from zsarchive.archive.format.header import ArchiveHeader, archive_metadata
 from zsarchive.archive.format.views import RepoFactKey, RepoFactValue, starts_with
 from zsarchive.archive.read.chain import Chain, Member, open_chain
 from zsarchive.errors import ZSCorrupt, ZSError
-from zsarchive.io.kinds import REPOSITORY, local_kind, repository_not_archive
+from zsarchive.icechunk.kinds import REPOSITORY, local_kind, repository_not_archive
 from zsarchive.io.location import is_url, local_path
 from zsarchive.times import format_time
 from zsarchive.limits import load_json

@@ -29,7 +29,7 @@ from zsarchive.archive.format.views import (
 )
 from zsarchive.archive.write.refdelta import coord_keys
 from zsarchive.errors import ZSCorrupt
-from zsarchive.io.storage import Storage
+from zsarchive.icechunk.storage import Storage
 from zsarchive.icechunk import Repository
 from zsarchive.icechunk.gather import distinct
 from zsarchive.icechunk.manifest import RefBatch

@@ -17,7 +17,7 @@ from zsarchive.errors import ZSCorrupt, ZSError
 
 if TYPE_CHECKING:  # the read-ahead pool (and concurrent.futures) loads only when a prefetch starts
     from concurrent.futures import Future, ThreadPoolExecutor
-from zsarchive.io.kinds import ZS_FILE, archive_not_repository, local_kind
+from zsarchive.icechunk.kinds import ZS_FILE, archive_not_repository, local_kind
 from zsarchive.io.location import Location, parse_location
 
 

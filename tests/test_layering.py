@@ -1,0 +1,68 @@
+"""The package's layers, read from the source: each top-level package imports only itself, the layers
+below it and the shared helper modules, as ``docs/architecture.rst`` draws them (imports inside
+functions count). The archive package's own sub-packages are held by tests/archive/test_layering.py."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import zsarchive
+
+PACKAGE = Path(zsarchive.__file__).parent
+HELPERS = {"errors", "lazy", "limits", "times", "walk", "suggest"}
+"""Modules of the package's top level that every layer may use; they import only each other."""
+LAYERS = ["io", "zs", "icechunk", "archive", "restore", "views", "cli"]
+"""Bottom to top: where bytes come from, the ZS engine, Icechunk's files, the archive, bringing a
+repository back and the views, the command line."""
+
+
+def _imports(path: Path) -> set[str]:
+    """The ``zsarchive`` modules ``path`` imports (absolute imports, at its top or inside a function)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+    return {name for name in found if name.startswith("zsarchive.")}
+
+
+def _part(module: str) -> str:
+    """The layer or helper a dotted module name belongs to."""
+    return module.split(".")[1]
+
+
+def _sources() -> list[tuple[str, Path]]:
+    return [(".".join(("zsarchive", *p.relative_to(PACKAGE).with_suffix("").parts)), p)
+            for p in PACKAGE.rglob("*.py")]
+
+
+def test_every_module_belongs_to_a_layer_or_is_a_helper():
+    parts = {_part(name) for name, _ in _sources() if name.count(".") >= 1}
+    assert parts - {"__init__", "__main__"} == set(LAYERS) | HELPERS
+
+
+def test_layers_import_only_downwards():
+    wrong = []
+    for name, path in _sources():
+        source = _part(name)
+        for target in _imports(path):
+            dest = _part(target)
+            if source in HELPERS:
+                allowed = dest in HELPERS
+            elif source in LAYERS:
+                allowed = dest in HELPERS or LAYERS.index(dest) <= LAYERS.index(source)
+            else:  # the package's __init__ and __main__ stand above every layer
+                allowed = True
+            if not allowed:
+                wrong.append(f"{name} imports {target}")
+    assert wrong == []
+
+
+def test_the_rule_finds_an_upward_import(tmp_path):
+    """The scan sees an import inside a function, as the layers' lazy imports are."""
+    module = tmp_path / "probe.py"
+    module.write_text("def f():\n    from zsarchive.cli.app import main\n")
+    assert _imports(module) == {"zsarchive.cli.app"}
+    assert LAYERS.index(_part("zsarchive.cli.app")) > LAYERS.index("io")
