@@ -265,3 +265,19 @@ def test_refs_sharing_one_vector_hold_one_copy_of_it():
     inline = [value for batch in batches for value in batch.inline]
     assert len(inline) == 4000 and inline[0] == bytes(range(256)) * 1024
     assert len({id(value) for value in inline}) == len(batches)
+
+
+@given(st.lists(st.binary(max_size=40), min_size=256, max_size=400), st.integers(0, 7))
+def test_distinct_strings_are_grouped_byte_for_byte(strings, pad):
+    """The location deduplication at any alignment, strings up to the buffer's last byte included."""
+    from zsarchive.icechunk.manifest import _distinct
+
+    raw = b"\xff" * pad + b"".join(s + b"\xee" for s in strings[:-1]) + strings[-1]
+    ends = np.cumsum([pad] + [len(s) + 1 for s in strings])[1:] - 1
+    starts = ends - np.array([len(s) for s in strings])
+    found = _distinct(np.frombuffer(raw, np.uint8), starts.astype(np.int64), ends.astype(np.int64))
+    if found is None:
+        return
+    firsts, inverse = found
+    assert [strings[j] for j in firsts[inverse].tolist()] == strings
+    assert len(set(firsts.tolist())) == len(set(strings))

@@ -5,6 +5,7 @@ ref), every offset bounds-checked.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import struct
 from typing import Callable, Iterable, Iterator, NamedTuple
@@ -342,25 +343,36 @@ class ManifestBuffer:
 
 def _distinct(b: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
     """(first position of each distinct byte string, position in those of every string) for the strings
-    ``b[starts:ends]``, or None when they are too few, too long or unaligned to be worth it."""
+    ``b[starts:ends]``, or None when they are too few or too long to be worth it."""
     lengths = ends - starts
-    if len(starts) < 256 or (starts & 3).any():
+    if len(starts) < 256:
         return None
-    width = (int(lengths.max()) + 7) & ~7
-    if width > 8 * len(_MIX) - 8:
+    width = max(8, (int(lengths.max()) + 7) & ~7)
+    if width > 8 * len(_MIX) - 8 or width > len(b):
         return None
-    # Every string as zero-padded 64-bit words, hashed; equal hashes are then confirmed byte for byte.
-    words32 = b[:len(b) - len(b) % 4].view("<u4")
-    at = np.minimum(starts[:, None] // 4 + BYTE[:width // 4], len(words32) - 1)
-    rows = words32[at].view(np.uint8)
-    rows[BYTE[:width] >= lengths[:, None]] = 0
-    words = rows.view("<u8")
-    hashes = (words * _MIX[1:width // 8 + 1]).sum(axis=1, dtype=np.uint64) + lengths.astype(np.uint64) * _MIX[0]
+    # Every string as zero-padded 64-bit words, hashed; equal hashes are then confirmed word for word. The
+    # words come from one gather of ``width``-byte items out of a view whose items start at every byte.
+    last = len(b) - width
+    items = np.ndarray((last + 1,), f"V{width}", buffer=b, strides=(1,))
+    words = items[np.minimum(starts, last)].view("<u8").reshape(-1, width // 8) & _masks(width)[lengths]
+    for j in np.flatnonzero(starts > last).tolist():  # strings within ``width`` bytes of the end
+        row = np.zeros(width, np.uint8)
+        row[:lengths[j]] = b[starts[j]:ends[j]]
+        words[j] = row.view("<u8")
+    hashes = lengths.astype(np.uint64) * _MIX[0]
+    for k in range(width // 8):  # column by column: numpy sums short rows slowly
+        hashes += words[:, k] * _MIX[k + 1]
     first, inverse = distinct(hashes)
     same = first[inverse]
-    if not ((rows == rows[same]).all() and (lengths == lengths[same]).all()):
+    if not ((words == words[same]).all() and (lengths == lengths[same]).all()):
         return None
     return first, inverse
+
+
+@functools.cache
+def _masks(width: int) -> np.ndarray:
+    """Row ``n``: the 64-bit words of ``width`` bytes that keep a string's first ``n`` bytes, clear the rest."""
+    return np.where(BYTE[:width] < np.arange(width + 1)[:, None], 0xFF, 0).astype(np.uint8).view("<u8")
 
 
 def _chunk_ids(raw: np.ndarray) -> list[str]:
