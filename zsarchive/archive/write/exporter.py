@@ -38,7 +38,7 @@ from zsarchive.archive.write.chunkfiles import is_virtual, with_layout
 from zsarchive.archive.read.chunkdata import ChunkReader
 from zsarchive.archive.format.pieces import PieceBlock
 from zsarchive.archive.write.engine import Batches, Engine, InProcess, open_engine
-from zsarchive.archive.write.refdelta import array_refs, parent_range, ref_changes
+from zsarchive.archive.write.refdelta import array_changes
 from zsarchive.archive.format.shards import shard_layout
 from zsarchive.archive.write.sorter import ExternalSorter
 from zsarchive.errors import ZSCorrupt, ZSError
@@ -312,15 +312,9 @@ def _change_task(repo: Repository, change: ArrayChange, first: int, stop: int | 
     the entries name the native chunk files and, of a sharded array, the virtual shards. With ``cut``,
     the records come as data blocks (:class:`OneBlock` or ``BuiltBlock``)."""
     where = f"snapshot {change.snapshot_id} (array {change.node_id})"
-    new = array_refs(repo, change.node_id, change.manifests, where, first, stop)
-    old = iter(())
-    if change.base:
-        parent = (0, None) if first == 0 and stop is None else \
-            parent_range(repo, change.node_id, change.manifests, change.base, where, first, stop)
-        old = array_refs(repo, change.node_id, change.base, where, *parent)
     cutter = None if cut is None else BlockCutter(cut.approx_block_size)
     compress = None if cut is None else cut.compressor()
-    for changed, removed in ref_changes(new, old):
+    for changed, removed in array_changes(repo, change.node_id, change.manifests, change.base, where, first, stop):
         ids: list[bytes] | None = [] if want_ids else None
         records = repo_records.change_records(change.node_id, change.snapshot_id, changed, removed, ids)
         if change.shard is not None and changed is not None:
