@@ -57,6 +57,7 @@ CHUNK_CODECS = ("none", "same")
 """How blocks of embedded chunk bytes are written: uncompressed (the default), or with the archive's codec."""
 _TASK_REFS = 250_000  # chunk refs per decoding task: an array's large first manifest becomes several tasks
 _MAX_SPLIT = 64  # decoding tasks one manifest becomes at most
+_DIFF_TASK_SHARE = 4  # a diff against the parent's manifest: ranges this many times larger (see change_tasks)
 
 
 def exporter_version() -> str:
@@ -151,12 +152,14 @@ class ExportPlan:
         """(change, first ref, stop ref or None) in file order: an array's manifest, when it is the only
         one (and the parent's too, if any), splits into ranges of refs so that several workers decode it
         (and diff it against the parent's) and writing starts on the first range while later ones are
-        decoded."""
+        decoded. The ranges of a diff are :data:`_DIFF_TASK_SHARE` times larger: each decompresses both
+        whole manifests (a zstd frame is read from its start), which costs about what comparing a
+        million refs of them does."""
         out: list[tuple[ArrayChange, int, int | None]] = []
         for change in self.changes:
             # the count comes from the snapshot file: however large it claims, a manifest is cut at most
             # _MAX_SPLIT ways (ranges past its real end decode to nothing)
-            step = max(task_refs, -(-change.refs // _MAX_SPLIT))
+            step = max(task_refs * (_DIFF_TASK_SHARE if change.base else 1), -(-change.refs // _MAX_SPLIT))
             cuts = list(range(0, change.refs, step))[1:] if len(change.manifests) == 1 and len(change.base) <= 1 else []
             out += [(change, lo, hi) for lo, hi in zip([0] + cuts, cuts + [None])]
         return out
