@@ -9,6 +9,7 @@ first manifest listed wins, as a lookup takes the first manifest whose extents c
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
@@ -219,13 +220,12 @@ def column_changes(repo: Repository, node_id: str, manifest: tuple, base: tuple,
     """:func:`ref_changes` of one array in one manifest (``manifest``, refs ``rows``) and in one parent
     manifest (``base``, refs ``parent``), each a (manifest id, extents) pair: the refs are compared as
     numbers (:meth:`ManifestBuffer.ref_identities`), and only those that changed are decoded."""
-    sources: list[ManifestBuffer] = []
-    streams = []
-    for (mid, extents), (lo, hi) in ((manifest, rows), (base, parent)):
-        source = repo.manifest(mid, where).source
-        sources.append(source)
-        streams.append(_inside(source.ref_columns(node_id, lo, hi), extents, f"manifest {mid} (used by {where})",
-                               RefColumns.take))
+    with ThreadPoolExecutor(1) as beside:  # the two manifests decompress at once (zstd lets go of the GIL)
+        loading = beside.submit(repo.manifest, base[0], where)
+        sources: list[ManifestBuffer] = [repo.manifest(manifest[0], where).source, loading.result().source]
+    streams = [_inside(source.ref_columns(node_id, lo, hi), extents, f"manifest {mid} (used by {where})",
+                       RefColumns.take)
+               for source, (mid, extents), (lo, hi) in zip(sources, (manifest, base), (rows, parent))]
     new_source, old_source = sources
     for (n, kn), (o, ko) in _windows(streams, RefColumns.take):
         if o is None:
