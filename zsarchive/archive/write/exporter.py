@@ -508,8 +508,11 @@ def _engine(repo: Repository, location, plan: ExportPlan, parallelism: int, work
         from zsarchive.archive.write.cluster import ClusterEngine
 
         return ClusterEngine(client, location)
-    return open_engine(repo, location, parallelism, len(plan.txlogs) + len(plan.changes), workdir,
-                       sum(change.refs for change in plan.changes))
+    # Tasks that could run side by side: a transaction log is small beside the changes of its own commit
+    # (it names the chunks they decode), so one commit's log and one array's diff (the usual fragment)
+    # are one process's work, and worker processes would only add their start-up.
+    tasks = max(len(plan.change_tasks(_TASK_REFS)), len(plan.txlogs))
+    return open_engine(repo, location, parallelism, tasks, workdir, sum(change.refs for change in plan.changes))
 
 
 def target_path(archive_path: str | os.PathLike) -> tuple[Path, Path]:
