@@ -281,3 +281,13 @@ def test_distinct_strings_are_grouped_byte_for_byte(strings, pad):
     firsts, inverse = found
     assert [strings[j] for j in firsts[inverse].tolist()] == strings
     assert len(set(firsts.tolist())) == len(set(strings))
+
+
+@given(st.lists(st.integers(0, 12), max_size=60))
+def test_few_distinct_values_index_every_value(values):
+    """The vtable grouping: a pass per value while they are few, a sort beyond that."""
+    from zsarchive.icechunk.manifest import _few_distinct
+
+    unique, inverse = _few_distinct(np.array(values, dtype=np.int64))
+    assert sorted(unique.tolist()) == sorted(set(values))
+    assert (unique.tolist() * len(values) if inverse is None else unique[inverse].tolist())[:len(values)] == values

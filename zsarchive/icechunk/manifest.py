@@ -166,10 +166,7 @@ class ManifestBuffer:
         if (j := first(pos + 4 > size)) is not None:
             raise FlatBufferError(f"array {node_id} ref {lo + j}: an offset points outside the {size}-byte buffer")
         vtables = pos - gather(self._bytes, pos, "<i4")
-        if n and (vtables == vtables[0]).all():
-            unique, inverse = vtables[:1], None
-        else:
-            unique, inverse = np.unique(vtables, return_inverse=True)
+        unique, inverse = _few_distinct(vtables)
         rows = []
         for vtable in unique.tolist():
             layout = self.layouts.get(vtable)
@@ -409,6 +406,24 @@ class ManifestBuffer:
         etags, modified = self._virtual_checksums(pos, fields, where)
         return {"location": locations, "etag": [None] * len(pos) if etags is None else etags,
                 "modified": [m or None for m in modified.tolist()] if modified.any() else [None] * len(pos)}
+
+
+def _few_distinct(values: np.ndarray, most: int = 8) -> tuple[np.ndarray, np.ndarray | None]:
+    """(the distinct values, the index in them of every value; None when there is one) of a 1-d array
+    whose values are usually few (the vtables of a manifest's refs): a pass per value, not a sort."""
+    found: list[int] = []
+    inverse = np.zeros(len(values), np.int64)
+    left = values
+    while len(left) and len(found) < most:
+        value = left[0]
+        if not found and (values == value).all():
+            return values[:1], None
+        inverse[values == value] = len(found)
+        found.append(int(value))
+        left = left[left != value]
+    if len(left):
+        return np.unique(values, return_inverse=True)
+    return np.array(found, values.dtype), inverse
 
 
 def _distinct(b: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
