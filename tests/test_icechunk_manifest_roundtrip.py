@@ -291,3 +291,15 @@ def test_few_distinct_values_index_every_value(values):
     unique, inverse = _few_distinct(np.array(values, dtype=np.int64))
     assert sorted(unique.tolist()) == sorted(set(values))
     assert (unique.tolist() * len(values) if inverse is None else unique[inverse].tolist())[:len(values)] == values
+
+
+@pytest.mark.parametrize("span", [7, 1000, 2**62])
+def test_distinct_values_of_many_through_the_hash_table(span):
+    """Thousands of values, few or all distinct (values sharing a slot go the sorting way): every
+    value indexes its own first occurrence."""
+    from zsarchive.icechunk.gather import distinct
+
+    values = np.random.default_rng(span % 1000).integers(-span, span, 5000)
+    firsts, inverse = distinct(values)
+    assert (values[firsts][inverse] == values).all()
+    assert sorted(firsts.tolist()) == sorted(np.unique(values, return_index=True)[1].tolist())

@@ -60,10 +60,12 @@ def _inside(batches: Iterable[RefBatch], extents: Sequence[Sequence[int]], where
         if batch.coords.shape[1] != len(extents):
             raise ZSCorrupt(f"{where}: ref {batch.coords[0].tolist()} has {batch.coords.shape[1]} coordinates, "
                             f"but the manifest ref extents have {len(extents)} dimensions")
+        if not len(batch.coords) or ((batch.coords.min(axis=0) >= lows).all()
+                                     and (batch.coords.max(axis=0) < highs).all()):
+            yield batch  # the usual batch: all inside (two reductions, not a mask)
+            continue
         keep = ((batch.coords >= lows) & (batch.coords < highs)).all(axis=1)
-        if keep.all():
-            yield batch
-        elif keep.any():
+        if keep.any():
             yield pick(batch, np.flatnonzero(keep))
 
 
