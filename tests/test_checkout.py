@@ -18,12 +18,10 @@ import zarr
 from click.testing import CliRunner
 
 from oracle import ROOT, fixtures, oracle, repo_path
-from servers import moto_s3, nginx_server  # noqa: F401
-from toolkit.peers import generate
-from test_object_storage import WRITE_REPO, azurite  # noqa: F401
-from test_virtual_shards import virtual  # noqa: F401
+from servers import WRITE_REPO, azurite, moto_s3, nginx_server  # noqa: F401
 from toolkit.cli import one_line_error, run_hostile, run_zs
-from toolkit.peers import run_peer_script
+from toolkit.peers import generate, run_peer_script
+from toolkit.virtualshards import virtual  # noqa: F401
 from zsarchive import checkout
 from zsarchive.archive import RepoArchive, export
 from zsarchive.cli import main
@@ -334,7 +332,7 @@ def test_random_repositories(version, seed, request, icechunk2_python, tmp_path)
 def hostile(tmp_path: Path, name: str, components: tuple, zarr_json: bytes, below: tuple = ()) -> Path:
     """An archive of a root group, an array at ``components`` with one inline chunk and, if ``below``
     is given, a group at those components too."""
-    from test_hostile_input import archive
+    from toolkit.archives import history_archive
     from zsarchive.archive.format import schema as S
 
     sid = "A" * 20
@@ -345,7 +343,7 @@ def hostile(tmp_path: Path, name: str, components: tuple, zarr_json: bytes, belo
     if below:
         nodes.append(S.record(S.NODE, (sid, below), ("NODEID0000002", S.GROUP,
                                                      b'{"zarr_format":3,"node_type":"group"}', None, None, ())))
-    return archive(tmp_path / name, {sid: (None, 1, "m", "{}", ())}, nodes)
+    return history_archive(tmp_path / name, {sid: (None, 1, "m", "{}", ())}, nodes)
 
 
 ARRAY = (b'{"zarr_format":3,"node_type":"array","shape":[4],"data_type":"uint8","fill_value":0,'

@@ -20,6 +20,7 @@ import zarr
 import zstandard
 
 from servers import faulty_server  # noqa: F401
+from toolkit.archives import history_archive
 from toolkit.cli import one_line_error, run_hostile, zs_peak
 from toolkit.icechunk_files import finish_transaction_log, replace_u64, table_vector
 from zsarchive.archive import RepoArchive
@@ -148,29 +149,18 @@ def test_v1_config_yaml_bombs_are_refused(tmp_path, text, needle):
     one_line_error(run_hostile("export", str(repo), str(tmp_path / "out.zs")), "config.yaml", needle)
 
 
-def archive(path: Path, snapshots: dict[str, tuple], nodes: list[bytes] = ()) -> Path:
-    """A format-2 archive holding branch main at snapshot "A..." and the given snapshot records."""
-    records = [S.record(S.REFS, ("branch", "main"), ("A" * 20,)),
-               S.record(S.HEADER, (), (2, 2, 0, "test", ()))]
-    records += [S.record(S.SNAPSHOT, (sid,), value) for sid, value in snapshots.items()]
-    with ZSWriter(str(path), {S.METADATA_KEY: {"format_version": 2}}, codec="none") as writer:
-        writer.add_records(sorted([*records, *nodes]))
-        writer.finish()
-    return path
-
-
 def test_a_history_that_loops_ends_in_one_line(tmp_path):
-    path = archive(tmp_path / "loop.zs", {"A" * 20: ("B" * 20, 2 * 10**15, "a", "{}", ()),
-                                          "B" * 20: ("A" * 20, 10**15, "b", "{}", ())})
+    path = history_archive(tmp_path / "loop.zs", {"A" * 20: ("B" * 20, 2 * 10**15, "a", "{}", ()),
+                                                  "B" * 20: ("A" * 20, 10**15, "b", "{}", ())})
     for command in (["log", str(path), "main"], ["log", str(path), "main", "--since", "1990-01-01"],
                     ["ls", str(path), "main@1990-01-01"]):
         one_line_error(run_hostile(*command), "loops at snapshot")
 
 
 def test_times_and_json_out_of_range_end_in_one_line(tmp_path):
-    path = archive(tmp_path / "far.zs", {"A" * 20: (None, 2**62, "far future", "{}", ())})
+    path = history_archive(tmp_path / "far.zs", {"A" * 20: (None, 2**62, "far future", "{}", ())})
     one_line_error(run_hostile("log", str(path), "main"), "snapshot", "malformed")
-    deep = archive(tmp_path / "deep.zs", {"A" * 20: (None, 1, "m", "[" * 100_000 + "]" * 100_000, ())})
+    deep = history_archive(tmp_path / "deep.zs", {"A" * 20: (None, 1, "m", "[" * 100_000 + "]" * 100_000, ())})
     one_line_error(run_hostile("log", str(deep), "main"), "snapshot", "malformed")
 
 
@@ -191,7 +181,7 @@ def test_a_negative_embedded_offset_is_refused_not_read_from_the_end(tmp_path):
     records = [S.record(S.NODE, (sid, ("v",)), (node, S.ARRAY, zarr_json, ((4, None, 2),), None, (), sid)),
                S.record(S.CHUNK_REF, (node, (0,), sid), (S.NATIVE, chunk, -3, 2)),
                S.record(S.CHUNK_DATA, (chunk,), (b"0123456789",))]
-    path = archive(tmp_path / "negative.zs", {sid: (None, 1, "m", "{}", ())}, records)
+    path = history_archive(tmp_path / "negative.zs", {sid: (None, 1, "m", "{}", ())}, records)
     one_line_error(run_hostile("chunk", str(path), "main", "/v", "0", "--data"), "offset -3", "must be integers >= 0")
 
 

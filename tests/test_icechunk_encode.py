@@ -87,6 +87,27 @@ def test_a_file_that_cannot_have_the_size_asked_is_refused():
     assert len(raw) == 200 and parse_header(raw, "x").file_type is FileType.MANIFEST
 
 
+@pytest.mark.parametrize("payload_size", [200, 70_000, 3_000_000])
+def test_a_file_padded_to_its_size_holds_the_payload_then_filler(payload_size):
+    """A file made longer than its compressed payload (the size a snapshot names) is one zstd frame of
+    the size it declares that libzstd decodes to the payload followed by filler, whatever the number of
+    bytes added (in stored blocks of at most 128 KiB each where there is room for them)."""
+    import zstandard
+
+    from zsarchive.icechunk.header import HEADER_LENGTH, open_file
+
+    rng = np.random.default_rng(payload_size)
+    payload = rng.integers(0, 256, payload_size // 2, dtype=np.uint8).tobytes() + bytes(payload_size // 2)
+    plain = len(wrap_file(FileType.MANIFEST, 2, payload))
+    for added in (3, 4, 9, 1000, (1 << 17) + 2, (1 << 17) + 3, (1 << 17) + 4, 300_000):
+        raw = wrap_file(FileType.MANIFEST, 2, payload, size=plain + added)
+        assert len(raw) == plain + added
+        whole = zstandard.ZstdDecompressor().decompressobj().decompress(raw[HEADER_LENGTH:])
+        assert whole[:len(payload)] == payload
+        assert zstandard.frame_content_size(raw[HEADER_LENGTH:]) == len(whole)
+        assert open_file(raw, "x", FileType.MANIFEST)[1] == whole
+
+
 def reencode(source: Path, target: Path) -> None:
     """A copy of a repository with every metadata file replaced by our encoding of its model."""
     shutil.copytree(source, target)

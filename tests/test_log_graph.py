@@ -167,12 +167,12 @@ def test_chunk_changes_match_icechunk_transaction_logs(icechunk2_python, tmp_pat
 
 
 def test_hostile_histories_end_in_one_line(tmp_path):
-    from test_hostile_input import archive
+    from toolkit.archives import history_archive
     from zsarchive.archive.format import schema as S
     from zsarchive.errors import ZSCorrupt
 
-    looped = archive(tmp_path / "loop.zs", {"A" * 20: ("B" * 20, 2 * 10**15, "a", "{}", ()),
-                                            "B" * 20: ("A" * 20, 10**15, "b", "{}", ())})
+    looped = history_archive(tmp_path / "loop.zs", {"A" * 20: ("B" * 20, 2 * 10**15, "a", "{}", ()),
+                                                    "B" * 20: ("A" * 20, 10**15, "b", "{}", ())})
     for command in (["log", str(looped), "--graph"], ["log", str(looped), "--graph", "--all"]):
         one_line_error(run_hostile(*command), "loops at snapshot")
     one_line_error(run_hostile("show", str(looped), "main"), "no transaction log record")
@@ -180,7 +180,7 @@ def test_hostile_histories_end_in_one_line(tmp_path):
     for coords in ((1, 2, 3), ("x",), (-1,)):  # coordinates of another rank, of text, negative
         bad = S.record(S.CHUNK_HISTORY, ("N" * 8, coords, 10**15, "A" * 20))
         good = S.record(S.CHUNK_HISTORY, ("N" * 8, (0,), 10**15, "A" * 20))
-        path = archive(tmp_path / "bad.zs", {"A" * 20: (None, 10**15, "a", "{}", ())}, [node, good, bad])
+        path = history_archive(tmp_path / "bad.zs", {"A" * 20: (None, 10**15, "a", "{}", ())}, [node, good, bad])
         with RepoArchive(path) as arc, pytest.raises(ZSCorrupt, match="chunk history record"):
             arc.chunk_changes("main", "/v")
         path.unlink()

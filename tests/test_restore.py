@@ -9,6 +9,7 @@ a local moto server; ``--ref`` and ``--shallow``; a target that is not empty; a 
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -19,16 +20,17 @@ from pathlib import Path
 import pytest
 
 from icechunk_answers import answers_without_file_details
-from oracle import CLEAN_EXIT, ROOT, oracle, repo_path, run_oracle, virtual_mapping
-from servers import moto_s3
+from oracle import CLEAN_EXIT, ROOT, fixtures, oracle, repo_path, run_oracle, virtual_mapping
+from servers import azurite, moto_s3  # noqa: F401
 from toolkit.cli import run_zs
-from toolkit.peers import generate
+from toolkit.peers import generate, run_peer_script
 from zsarchive.archive import RepoArchive, export
 from zsarchive.archive.read.reader import ArchiveReader, records_under
 from zsarchive.archive.format import schema as S
 from zsarchive.errors import ZSError
 from zsarchive.icechunk import Repository
-from zsarchive.icechunk.header import parse_header
+from zsarchive.icechunk.header import HEADER_LENGTH, parse_header
+from zsarchive.icechunk.manifest import decode_manifest
 from zsarchive.restore import restore
 from zsarchive.zs.reader import ZS
 from zsarchive.zs.writer import ZSWriter
@@ -122,6 +124,73 @@ def test_restored_files_hold_the_bytes_icechunk_wrote(tmp_path):
     for info in ours.snapshots():
         for m in ours.snapshot(info.id).manifest_files:
             assert (tmp_path / "r" / "manifests" / m.id).stat().st_size == m.size_bytes
+
+
+INSPECT = r"""
+import json, os, sys, icechunk as ic
+root = sys.argv[1]
+repo = ic.Repository.open(ic.local_filesystem_storage(root))
+as_json = lambda answer: answer if isinstance(answer, dict) else json.loads(answer)
+out = {"repo": as_json(repo.inspect_repo_info())}
+for kind, inspect in (("manifests", repo.inspect_manifest), ("snapshots", repo.inspect_snapshot),
+                      ("transactions", repo.inspect_transaction_log)):
+    for name in sorted(os.listdir(os.path.join(root, kind))):
+        out[f"{kind}/{name}"] = as_json(inspect(name))
+print(json.dumps(out, sort_keys=True, default=str))
+"""
+"""Runs under icechunk 2.x: ``REPO`` prints icechunk's ``inspect_*`` answer about its repo info and each
+manifest, snapshot and transaction log."""
+
+
+def test_restored_files_are_in_the_form_icechunk_wrote_them(icechunk2_python, tmp_path):
+    """Real icechunk inspects every metadata file of the restored V2 repository as of the original: the
+    repo info (its ops log split into ``overwritten/`` files as the original's was: ``latest_updates``,
+    ``repo_before_updates``), the implementation name each header carries, a manifest's dictionary-
+    compressed virtual locations; only a manifest's decompressed size differs (its FlatBuffer is laid
+    out anew)."""
+    archive = tmp_path / "a.zs"
+    export(repo_path(2), archive, include_chunks=True)
+    restore(archive, tmp_path / "r")
+    answers = [json.loads(run_peer_script(icechunk2_python, INSPECT, str(where)))
+               for where in (repo_path(2), tmp_path / "r")]
+    theirs, ours = ({key: {k: v for k, v in answer.items() if not (key.startswith("manifests/") and k == "size_bytes")}
+                     for key, answer in both.items()} for both in answers)
+    assert ours == theirs
+    compressed = [key for key, answer in answers[0].items() if key.startswith("manifests/")
+                  and "zstd" in json.dumps(answer).lower()]
+    assert compressed and theirs["repo"]["repo_before_updates"]  # the fixture holds both forms
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_each_file_keeps_its_header_and_a_deleted_tag_its_snapshot(version, tmp_path):
+    """Every metadata file comes back with the header bytes icechunk wrote (its implementation name),
+    a V2 manifest's compressed locations with the bytes icechunk compressed them to, and a V1 deleted
+    tag's ``ref.json`` names the snapshot the original's named."""
+    archive = tmp_path / "a.zs"
+    export(repo_path(version), archive, include_chunks=True)
+    restore(archive, tmp_path / "r")
+    original, restored = repo_path(version), tmp_path / "r"
+    for kind in ("snapshots", "manifests", "transactions", "overwritten", "."):
+        for path in sorted((restored / kind).iterdir()) if (restored / kind).is_dir() else ():
+            if path.is_file() and path.name not in ("config.yaml",) and path.read_bytes()[:4] == b"ICE\xf0":
+                assert path.read_bytes()[:HEADER_LENGTH] == (original / kind / path.name).read_bytes()[:HEADER_LENGTH]
+    for path in (original / "manifests").iterdir():
+        theirs, ours = (decode_manifest((where / "manifests" / path.name).read_bytes(), path.name)
+                        for where in (original, restored))
+        assert (ours.compression_algorithm, ours.location_dictionary) == \
+            (theirs.compression_algorithm, theirs.location_dictionary)
+        assert _packed_locations(ours) == _packed_locations(theirs)
+    for tag in fixtures()[f"v{version}"]["deleted_tags"]:
+        ref = Path("refs") / f"tag.{tag}" / "ref.json"
+        if version == 1:
+            assert json.loads((restored / ref).read_bytes()) == json.loads((original / ref).read_bytes())
+
+
+def _packed_locations(manifest) -> dict:
+    """The stored bytes of each compressed virtual location (a decoder's cache after reading every ref)."""
+    for info in manifest.arrays:
+        list(manifest.chunk_refs(info.node_id))
+    return dict(manifest.source._packed)
 
 
 GO_ON = r"""
@@ -279,9 +348,65 @@ def test_restore_to_s3_then_icechunk_and_zsarchive_read_it(icechunk2_python, tmp
         assert proc.returncode == 1 and "already holds an Icechunk repository" in proc.stderr
 
 
-@pytest.mark.parametrize("version", [1, 2, 3])
+ANSWERS = r"""
+import hashlib, json, os, sys
+import icechunk as ic, numpy as np, zarr
+kind, args = sys.argv[1], json.loads(sys.argv[2])
+storage = {"local": ic.local_filesystem_storage, "gs": ic.gcs_storage, "az": ic.azure_storage}[kind](**args)
+repo = ic.Repository.open(storage)
+out = {"branches": sorted(repo.list_branches()), "tags": sorted(repo.list_tags()),
+       "ops": [type(u.kind).__name__ for u in repo.ops_log()], "arrays": {}}
+out["history"] = {b: [s.id for s in repo.ancestry(branch=b)] for b in out["branches"]}
+sessions = [("branch", b, repo.readonly_session(branch=b)) for b in out["branches"]]
+sessions += [("tag", t, repo.readonly_session(tag=t)) for t in out["tags"]]
+for kind, name, session in sessions:
+    group = zarr.open_group(session.store, mode="r")
+    for path, array in sorted(group.members(max_depth=None), key=lambda item: item[0]):
+        if not isinstance(array, zarr.Array):
+            continue
+        try:  # some arrays of the fixture are unreadable on purpose (virtual refs, odd chunk keys): alike in both
+            digest = hashlib.sha256(np.ascontiguousarray(array[...]).tobytes()).hexdigest()
+        except Exception as exc:
+            digest = type(exc).__name__
+        out["arrays"][f"{kind} {name}: {path}"] = digest
+print(json.dumps(out))
+"""
+"""Runs under icechunk 2.x: ``KIND STORAGE_ARGS`` opens a repository and prints its refs, histories, ops
+log kinds and a digest of every array of every branch and tag as icechunk reads them."""
+
+
+def icechunk_answers(python: Path, kind: str, args: dict, env: dict | None = None) -> dict:
+    """What icechunk says about the repository in ``kind`` storage opened with ``args``."""
+    return json.loads(run_peer_script(python, ANSWERS, kind, json.dumps(args), env={**os.environ, **(env or {})}))
+
+
+def test_restore_to_azure_then_icechunk_and_zsarchive_read_it(azurite, icechunk2_python, tmp_path, monkeypatch):
+    """``az://`` restore to Azurite: zsarchive reads it back to the archive's records (but the local
+    storage's settings), and real icechunk opens it through its emulator settings and answers as about
+    the original."""
+    for key in list(os.environ):
+        if key.startswith("AZURE"):
+            monkeypatch.delenv(key)
+    monkeypatch.setenv("AZURE_STORAGE_CONNECTION_STRING", azurite["connection"])
+    archive = tmp_path / "a.zs"
+    export(repo_path(2), archive, include_chunks=True)
+    proc = run_zs("restore", str(archive), "az://lab/restored/v2")
+    assert proc.returncode == 0, proc.stderr
+    again = tmp_path / "again.zs"
+    export("az://lab/restored/v2", again, include_chunks=True)
+    config = S.record(S.REPO, ("config",))[:-1]
+    assert [r for r in records(again) if not r.startswith(config)] == \
+        [r for r in records(archive) if not r.startswith(config)]
+    remote = icechunk_answers(icechunk2_python, "az", {"account": "devstoreaccount1", "container": "lab",
+                                                       "prefix": "restored/v2",
+                                                       "config": {"azure_storage_use_emulator": "true"}},
+                              {"AZURITE_BLOB_STORAGE_URL": azurite["endpoint"]})
+    assert remote == icechunk_answers(icechunk2_python, "local", {"path": str(repo_path(2))})
+
+
+@pytest.mark.parametrize("version", [1, 2, 3, 5, 6])
 def test_archives_of_every_format_version_restore(version, icechunk2_python, tmp_path):
-    """The committed vectors (formats 1, 2 and 3 of the fixture repository) restore, chunk bytes read
+    """The committed vectors (every full format of the fixture repository) restore, chunk bytes read
     from the repository, to a repository icechunk answers about as about the fixture."""
     archive = ROOT / "testdata" / "archive" / f"v{version}" / "archive.zs"
     restore(archive, tmp_path / "r", repo=repo_path(2))

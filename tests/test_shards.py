@@ -139,7 +139,7 @@ def test_shard_indexes_and_pieces_are_recorded_as_documented(sharded):
     repo, truth, archives = sharded
     with ZS(str(archives["stored"])) as z:
         records = [S.split(r) for r in z]
-        assert z.metadata[S.METADATA_KEY]["format_version"] == 5
+        assert z.metadata[S.METADATA_KEY]["format_version"] == 6
     indexes = {key: value for family, key, value in records if family == S.SHARD_INDEX}
     # every distinct shard file of both commits, with its array
     shards = {base64.b64decode(v): _array_of(k) for answer in truth["snapshots"].values()

@@ -10,7 +10,7 @@ import shutil
 import pytest
 
 from conftest import TESTDATA
-from test_hostile_input import archive
+from toolkit.archives import history_archive
 from toolkit.cli import one_line_error, run_hostile
 from zsarchive.archive.write.exporter import _parents_first
 from zsarchive.errors import ZSCorrupt
@@ -50,7 +50,7 @@ def test_the_export_orders_snapshots_parents_first():
 
 
 def test_validation_names_a_loop_of_parent_links(tmp_path):
-    path = archive(tmp_path / "loop.zs", {A: (B, 2 * 10**15, "a", "{}", ()), B: (A, 10**15, "b", "{}", ())})
+    path = history_archive(tmp_path / "loop.zs", {A: (B, 2 * 10**15, "a", "{}", ()), B: (A, 10**15, "b", "{}", ())})
     one_line_error(run_hostile("validate", str(path)), "parent links of snapshot", "loop at")
 
 

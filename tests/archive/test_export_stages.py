@@ -120,7 +120,7 @@ def test_gather_metadata_gives_refs_snapshots_nodes_and_ops(v2, tmp_path):
     assert sorted((k[0], S.path_of(k[1])) for k, _ in families[S.NODE]) == nodes
     assert len(families[S.OPS]) == len(truth["ops_log"])
     assert sorted(k[0] for k, _ in families[S.REPO]) == sorted(
-        ["config", "feature_flags", "metadata", "spec_version", "status"])
+        ["config", "feature_flags", "metadata", "repo_file", "spec_version", "status"])
 
 
 def _square(repo, n):

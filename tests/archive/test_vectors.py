@@ -12,7 +12,9 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, TESTDATA
-from toolkit.archive_format import documented_record, unzs_records
+from toolkit.archive_format import (
+    documented_file_forms, documented_ops_log_files, documented_record, documented_repo_file, unzs_records,
+)
 from zsarchive.archive import export
 from zsarchive.archive.format import schema as S
 from zsarchive.zs.reader import ZS
@@ -78,3 +80,27 @@ def test_the_exporter_writes_the_current_vector(tmp_path):
     export(ROOT / expected["source"], tmp_path / "a.zs", export_time=expected["export_time"],
            include_chunks=expected.get("include_chunks", False))
     assert (tmp_path / "a.zs").read_bytes() == (current / "archive.zs").read_bytes()
+
+
+def test_the_format_6_vector_says_how_each_file_of_the_fixture_was_written():
+    """What the v6 vector's ``Y`` records and ``G repo_file`` say, read by the document alone, is what the
+    fixture's files hold: each header's implementation name (bytes 12 to 35), each V2 manifest's
+    location compression and dictionary, and the repo info files the ops log continues in."""
+    from zsarchive.icechunk.manifest import decode_manifest
+
+    records = _vector(TESTDATA / "archive" / "v6" / "records.json")["records"]
+    source = ROOT / "testdata" / "icechunk" / "v2"
+    forms = documented_file_forms(records)
+    assert {p.split("/")[0] for p in forms} == {"snapshots", "manifests", "transactions"}
+    assert (source / "repo").read_bytes()[12:36].decode().rstrip(" ") == documented_repo_file(records)["implementation"]
+    for path, (implementation, algorithm, dictionary) in forms.items():
+        raw = (source / path).read_bytes()
+        assert raw[12:36].decode().rstrip(" ") == implementation
+        if path.startswith("manifests/"):
+            manifest = decode_manifest(raw, path)
+            assert (algorithm, dictionary) == (manifest.compression_algorithm, manifest.location_dictionary)
+        else:
+            assert (algorithm, dictionary) == (None, None)
+    assert any(dictionary for _, _, dictionary in forms.values())
+    files = documented_ops_log_files(records)
+    assert len(files) > 1 and all((source / path).is_file() for path, _ in files)

@@ -118,3 +118,33 @@ def documented_history(records: list[dict], format_version: int) -> set[tuple]:
             if history.get(key) != [False]:
                 out.add(key)
     return out
+
+
+def documented_file_forms(records: list[dict]) -> dict[str, tuple]:
+    """Family ``Y`` (format 6) as the document says: metadata file path -> (implementation name,
+    compression algorithm or None, location dictionary bytes or None)."""
+    out = {}
+    for r in records:
+        if r["family"] == "Y":
+            (path,), (implementation, algorithm, dictionary) = r["key"], r["value"][:3]
+            out[path] = (implementation, algorithm, None if dictionary is None else bytes.fromhex(dictionary["bytes"]))
+    return out
+
+
+def documented_repo_file(records: list[dict]) -> dict:
+    """``G repo_file`` (format 6, spec V2): the repo file's implementation name and ops-log counts."""
+    return next(json.loads(r["value"][0]) for r in records if r["family"] == "G" and r["key"] == ["repo_file"])
+
+
+def documented_ops_log_files(records: list[dict]) -> list[tuple[str, int]]:
+    """The ops log's repo info files as ``G repo_file`` and the ``O`` entries say (format 6): each
+    file's path (``repo``, then ``overwritten/`` + the backup path of its first, newest, entry) and how
+    many entries it holds."""
+    counts = documented_repo_file(records)["ops_log_files"]
+    newest_first = [r["value"][1] for r in reversed([r for r in records if r["family"] == "O"])]
+    out, at = [], 0
+    for i, n in enumerate(counts):
+        out.append(("repo" if i == 0 else f"overwritten/{newest_first[at]}", n))
+        at += n
+    assert at == len(newest_first)
+    return out

@@ -7,6 +7,7 @@ from pathlib import Path
 from zsarchive.archive.format import schema as S
 from zsarchive.archive.write.incremental import consolidate
 from zsarchive.zs.reader import ZS
+from zsarchive.zs.writer import ZSWriter
 
 
 def records(path: Path) -> tuple[list[bytes], tuple]:
@@ -25,3 +26,15 @@ def assert_chain_is_full_export(fragment: Path, full: Path, out: Path) -> None:
     theirs, their_header = records(full)
     assert ours == theirs
     assert our_header == their_header
+
+
+def history_archive(path: Path, snapshots: dict[str, tuple], nodes: list[bytes] = ()) -> Path:
+    """A format-2 archive holding branch main at snapshot "A..." and the given snapshot records (values
+    as written, however malformed: for the hostile-input tests)."""
+    records = [S.record(S.REFS, ("branch", "main"), ("A" * 20,)),
+               S.record(S.HEADER, (), (2, 2, 0, "test", ()))]
+    records += [S.record(S.SNAPSHOT, (sid,), value) for sid, value in snapshots.items()]
+    with ZSWriter(str(path), {S.METADATA_KEY: {"format_version": 2}}, codec="none") as writer:
+        writer.add_records(sorted([*records, *nodes]))
+        writer.finish()
+    return path

@@ -90,6 +90,9 @@ def wrap_file(file_type: FileType, spec_version: int, payload: bytes, implementa
     body = compressor.compress(payload)
     if not size or len(head) + len(body) == size:
         return head + body
+    padded = _padded_frame(body, len(payload), size - len(head))
+    if padded is not None:
+        return head + padded
     filler = hashlib.shake_128(b"zsarchive filler").digest(2 * max(0, size - len(head)) + 64)
     # A checksum adds 4 bytes and a higher level may shrink what is too long at 3; the slow levels
     # only for small files.
@@ -115,6 +118,53 @@ def wrap_file(file_type: FileType, spec_version: int, payload: bytes, implementa
                 if got == size:
                     return head + body
     raise ValueError(f"cannot make the file exactly {size} bytes long (it compresses to {len(head) + len(body)})")
+
+
+_ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+_RAW_BLOCK = 1 << 17
+"""The most bytes one raw zstd block holds (and the decoders' block limit)."""
+
+
+def _padded_frame(frame: bytes, content: int, size: int) -> bytes | None:
+    """``frame`` (one zstd frame of ``content`` bytes, as compressed above) made exactly ``size`` bytes
+    long by zero bytes after its content, in raw (stored) blocks: the payload is compressed once, and
+    the filler costs 3 bytes of block header plus itself. None where the frame cannot be so made
+    (shorter than it, or within a few bytes of it); the frame header keeps its window and its flags,
+    only the content size grows (RFC 8878, 3.1.1)."""
+    if len(frame) < 6 or frame[:4] != _ZSTD_MAGIC:
+        return None
+    descriptor = frame[4]
+    fcs_flag, single, dict_flag = descriptor >> 6, (descriptor >> 5) & 1, descriptor & 3
+    if descriptor & 0b100 or dict_flag:
+        return None  # a checksum or a dictionary id: not a frame written above
+    start = 5 + (not single)
+    fcs_size = (1 if single else 0, 2, 4, 8)[fcs_flag]
+    blocks = frame[start + fcs_size:]
+    at, last = 0, None
+    while at + 3 <= len(blocks):  # find the last block, to clear its "last" bit
+        head = int.from_bytes(blocks[at:at + 3], "little")
+        last = at
+        at += 3 + (1 if (head >> 1) & 3 == 1 else head >> 3)
+        if head & 1:
+            break
+    if last is None or at != len(blocks):
+        return None
+    body = bytearray(blocks)
+    body[last] &= 0xFE
+    for width, flag in ((4, 2), (8, 3)):  # the content size, in a field that holds any size
+        header = frame[:4] + bytes(((flag << 6) | (single << 5),)) + frame[5:start]
+        extra = size - len(header) - width - len(body)
+        blocks_needed = -(-extra // (_RAW_BLOCK + 3))
+        filler = extra - 3 * blocks_needed  # the zero bytes after the block headers
+        if extra < 3 or content + filler >= 1 << (8 * width):
+            continue
+        out = bytearray(header + (content + filler).to_bytes(width, "little") + body)
+        for i in range(blocks_needed):
+            n = min(filler, _RAW_BLOCK)
+            filler -= n
+            out += (n << 3 | (i == blocks_needed - 1)).to_bytes(3, "little") + bytes(n)
+        return bytes(out)
+    return None
 
 
 def inspect_header(header: FileHeader) -> dict:

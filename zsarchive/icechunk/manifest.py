@@ -540,32 +540,58 @@ _REF_VTABLES = {
     "virtual+modified": ((4, 0, 8, 16, 0, 24, 0, 32), 36),
     "virtual+etag+modified": ((4, 0, 8, 16, 0, 24, 28, 32), 36),
 }
+# the same with a compressed location: the location's slot (5) moves to compressed_location's (8)
+_REF_VTABLES |= {kind + "+z": ((*fields[:5], 0, *fields[6:], *(0,) * (8 - len(fields)), fields[5]), size)
+                 for kind, (fields, size) in _REF_VTABLES.items() if kind.startswith("virtual")}
 
 
-def _ref_kind(ref: ChunkRef) -> str:
+def location_packer(dictionary: bytes) -> Callable[[str], bytes]:
+    """A virtual location as icechunk compresses it with a manifest's ``location_dictionary``: one zstd
+    frame at level 3 with the content size and the dictionary's id (each distinct location once)."""
+    compressor = zstandard.ZstdCompressor(level=3, dict_data=zstandard.ZstdCompressionDict(dictionary),
+                                          write_content_size=True, write_dict_id=True, write_checksum=False)
+    cache: dict[str, bytes] = {}
+
+    def pack(location: str) -> bytes:
+        raw = cache.get(location)
+        if raw is None:
+            raw = cache[location] = compressor.compress(location.encode("utf-8"))
+        return raw
+    return pack
+
+
+def _ref_kind(ref: ChunkRef, packed: str = "") -> str:
     if ref.kind is RefKind.VIRTUAL:
         return "virtual" + ("+etag" if ref.checksum_etag is not None else "") + \
-            ("+modified" if ref.checksum_last_modified else "")
+            ("+modified" if ref.checksum_last_modified else "") + packed
     return ref.kind.value
 
 
 def _uniform_kind(batch: RefBatch) -> str | None:
     """The one layout every ref of a batch has (see _REF_VTABLES), or None: lay them out one by one."""
-    kinds = set(batch.kind)
-    if len(kinds) != 1 or (batch.coords.size and int(batch.coords.max()) > 0xFFFFFFFF):
+    n = len(batch.kind)
+    # list.count compares by identity first: a million refs of one kind are counted in C
+    if not n or batch.kind.count(batch.kind[0]) != n or (batch.coords.size and int(batch.coords.max()) > 0xFFFFFFFF):
         return None
-    kind = kinds.pop()
+    kind = batch.kind[0]
     if kind is RefKind.NATIVE:
         return "native"
-    if kind is not RefKind.VIRTUAL or any(e is not None for e in batch.checksum_etag):
+    if kind is not RefKind.VIRTUAL or batch.checksum_etag.count(None) != n:
         return None
-    modified = sum(map(bool, batch.checksum_last_modified))
-    return "virtual" if not modified else "virtual+modified" if modified == len(batch.kind) else None
+    modified = n - batch.checksum_last_modified.count(None) - batch.checksum_last_modified.count(0)
+    return "virtual" if not modified else "virtual+modified" if modified == n else None
 
 
 def _field(block: np.ndarray, stride: int, at: int, dtype: str) -> np.ndarray:
     """The column of ``dtype`` at byte ``at`` of every ``stride``-byte row of ``block``."""
     return np.ndarray((len(block) // stride,), dtype, buffer=block, offset=at, strides=(stride,))
+
+
+def _codes(texts: list[str | None]) -> tuple[np.ndarray, list[str]]:
+    """Each entry's index into the distinct texts, in the order they first appear (None as "")."""
+    distinct: dict[str, int] = {}
+    lookup = {text: distinct.setdefault(text or "", len(distinct)) for text in dict.fromkeys(texts)}
+    return np.fromiter(map(lookup.__getitem__, texts), np.int64, len(texts)), list(distinct)
 
 
 def _batch_tables(w: ForwardWriter, vtable: int, kind: str, batch: RefBatch, refs_at: int,
@@ -574,6 +600,7 @@ def _batch_tables(w: ForwardWriter, vtable: int, kind: str, batch: RefBatch, ref
     :func:`_direct_payload` lays them out, built column by column."""
     fields, table_size = _REF_VTABLES[kind]
     n, ndim = batch.coords.shape
+    at_location = max((*fields[5:6], *fields[8:9]), default=0)  # where a location (or compressed one) goes
     stride = (table_size + 4 + 4 * ndim + 7) & ~7
     first = w.align(8)
     block = np.zeros(n * stride, np.uint8)
@@ -587,48 +614,50 @@ def _batch_tables(w: ForwardWriter, vtable: int, kind: str, batch: RefBatch, ref
         _field(block, stride, table_size + 4 + 4 * axis, "<u4")[:] = batch.coords[:, axis]
     rows = block.reshape(n, stride)
     if kind == "native":
-        distinct: dict[str, int] = {}
-        codes = np.fromiter((distinct.setdefault(c, len(distinct)) for c in batch.chunk_id), np.int64, n)
+        codes, distinct = _codes(batch.chunk_id)
         raw = np.frombuffer(b"".join(ids.decode(c, 12) for c in distinct), np.uint8).reshape(-1, 12)
         rows[:, 24:36] = raw[codes]
     else:
-        if kind == "virtual+modified":
+        if kind.startswith("virtual+modified"):
             _field(block, stride, 32, "<u4")[:] = batch.checksum_last_modified
-        distinct = {}
-        codes = np.fromiter((distinct.setdefault(loc or "", len(distinct)) for loc in batch.location), np.int64, n)
+        codes, distinct = _codes(batch.location)
         order = np.argsort(codes, kind="stable")
         bounds = np.searchsorted(codes[order], np.arange(len(distinct) + 1))
         for code, location in enumerate(distinct):  # first seen first, as the loop does
-            locations.setdefault(location, []).append(tables[order[bounds[code]:bounds[code + 1]]] + 24)
+            locations.setdefault(location, []).append(tables[order[bounds[code]:bounds[code + 1]]] + at_location)
     w.buf += block[:len(block) - stride + table_size + 4 + 4 * ndim].tobytes()
     vector = np.arange(n, dtype=np.int64) * 4 + refs_at + 4
     w.buf[refs_at + 4:refs_at + 4 + 4 * n] = (tables - vector).astype("<u4").tobytes()
 
 
 def _direct_payload(manifest_id: str, ordered: list[tuple[NodeId, list[ChunkRef] | RefBatch]],
-                    spec_version: int) -> bytes:
-    """The FlatBuffer laid out front to back (see above)."""
+                    spec_version: int, dictionary: bytes | None = None) -> bytes:
+    """The FlatBuffer laid out front to back (see above); with a ``dictionary``, virtual locations
+    compressed with it."""
+    packed = "+z" if dictionary is not None else ""
     layouts = [_uniform_kind(refs) if isinstance(refs, RefBatch) else None for _, refs in ordered]
+    layouts = [layout + packed if layout and layout.startswith("virtual") else layout for layout in layouts]
     ordered = [(node_id, refs if layout else list(refs.refs()) if isinstance(refs, RefBatch) else refs)
                for (node_id, refs), layout in zip(ordered, layouts)]
     kinds = {layout for layout in layouts if layout} | \
-        {_ref_kind(ref) for (_, refs), layout in zip(ordered, layouts) if not layout for ref in refs}
+        {_ref_kind(ref, packed) for (_, refs), layout in zip(ordered, layouts) if not layout for ref in refs}
     w = ForwardWriter()
     root = w.reserve(4)
-    manifest_fields = (8, 4) + ((0, 20) if spec_version >= 2 else ())  # id, arrays[, dictionary, algorithm]
+    # id, arrays[, dictionary, algorithm]
+    manifest_fields = (8, 4) + (((24 if packed else 0), 20) if spec_version >= 2 else ())
     vtables = {"manifest": w.reserve(0)}
-    w.buf += vtable_bytes(manifest_fields, 21 if spec_version >= 2 else 20)
+    w.buf += vtable_bytes(manifest_fields, (28 if packed else 21) if spec_version >= 2 else 20)
     vtables["array"] = w.align(2)
     w.buf += vtable_bytes((8, 4), 16)  # node_id, refs
     for kind, (fields, table_size) in _REF_VTABLES.items():
         if kind in kinds:
             vtables[kind] = w.align(2)
             w.buf += vtable_bytes(fields, table_size)
-    table = w.table(vtables["manifest"], 24)
+    table = w.table(vtables["manifest"], 28 if packed else 24)
     w.point(root, table)
     w.buf[table + 8:table + 20] = ids.decode(manifest_id, 12)
     if spec_version >= 2:
-        w.buf[table + 20] = 0  # the schema's default is zstd with a dictionary; these locations are plain
+        w.buf[table + 20] = 1 if packed else 0  # the schema's default is 1: plain ones must say 0
     arrays_at = w.vector(len(ordered), 4)
     w.point(table + 4, arrays_at)
     locations: dict[str, list] = {}
@@ -642,7 +671,7 @@ def _direct_payload(manifest_id: str, ordered: list[tuple[NodeId, list[ChunkRef]
             _batch_tables(w, vtables[layout], layout, refs, refs_at, locations)
             continue
         for k, ref in enumerate(refs):
-            kind = _ref_kind(ref)
+            kind = _ref_kind(ref, packed)
             fields, table_size = _REF_VTABLES[kind]
             at = w.table(vtables[kind], table_size, 8)
             w.point(refs_at + 4 + 4 * k, at)
@@ -655,14 +684,15 @@ def _direct_payload(manifest_id: str, ordered: list[tuple[NodeId, list[ChunkRef]
             if kind == "native":
                 w.buf[at + 24:at + 36] = ids.decode(ref.chunk_id, 12)
                 continue
-            locations.setdefault(ref.location or "", []).append(at + 24)
+            locations.setdefault(ref.location or "", []).append(at + max(fields[5:6] + fields[8:9]))
             if ref.checksum_etag is not None:
                 w.point(at + 28, w.blob(ref.checksum_etag.encode("utf-8"), terminate=True))
             if ref.checksum_last_modified:
                 struct.pack_into("<I", w.buf, at + 32, ref.checksum_last_modified)
+    pack = location_packer(dictionary) if packed else None
     columns = []  # pointers of whole batches, written once every text is in place
     for location, fields in locations.items():
-        text = w.blob(location.encode("utf-8"), terminate=True)
+        text = w.blob(pack(location)) if pack else w.blob(location.encode("utf-8"), terminate=True)
         for field in fields:
             if isinstance(field, np.ndarray):
                 columns.append((field, text))
@@ -675,16 +705,18 @@ def _direct_payload(manifest_id: str, ordered: list[tuple[NodeId, list[ChunkRef]
             for byte in range(4):
                 out[field + byte] = (value >> np.uint32(8 * byte)) & np.uint32(0xFF)
         del out
+    if packed:
+        w.point(table + 24, w.blob(dictionary))
     return bytes(w.buf)
 
 
-def _encode_ref(b, ref: ChunkRef, CR) -> int:
+def _encode_ref(b, ref: ChunkRef, CR, pack: Callable[[str], bytes] | None = None) -> int:
     index = uint32_vector(b, ref.index)
     inline = location = etag = None
     if ref.kind is RefKind.INLINE:
         inline = b.CreateByteVector(bytes(ref.inline or b""))
     elif ref.kind is RefKind.VIRTUAL:
-        location = b.CreateString(ref.location or "")
+        location = b.CreateByteVector(pack(ref.location or "")) if pack else b.CreateString(ref.location or "")
         if ref.checksum_etag is not None:
             etag = b.CreateString(ref.checksum_etag)
     CR.Start(b)
@@ -697,7 +729,10 @@ def _encode_ref(b, ref: ChunkRef, CR) -> int:
     if ref.kind is RefKind.NATIVE:
         CR.AddChunkId(b, id_struct(b, ref.chunk_id, 12))
         return CR.End(b)
-    CR.AddLocation(b, location)
+    if pack:
+        CR.AddCompressedLocation(b, location)
+    else:
+        CR.AddLocation(b, location)
     if etag is not None:
         CR.AddChecksumEtag(b, etag)
     if ref.checksum_last_modified:
@@ -705,28 +740,34 @@ def _encode_ref(b, ref: ChunkRef, CR) -> int:
     return CR.End(b)
 
 
-def _built_payload(manifest_id: str, ordered: list[tuple[NodeId, list[ChunkRef]]], spec_version: int) -> bytes:
+def _built_payload(manifest_id: str, ordered: list[tuple[NodeId, list[ChunkRef]]], spec_version: int,
+                   dictionary: bytes | None = None) -> bytes:
     """The FlatBuffer as the generic builder lays it out (back to front, as icechunk's own writer does)."""
     import flatbuffers
 
     from zsarchive.icechunk.generated import ArrayManifest as AM, ChunkRef as CR, Manifest as M
 
     b = flatbuffers.Builder(1 << 16)
+    pack = location_packer(dictionary) if dictionary is not None else None
     tables = []
     for node_id, refs in ordered:
         if isinstance(refs, RefBatch):
             refs = list(refs.refs())
-        refs_vector = offsets_vector(b, [_encode_ref(b, ref, CR) for ref in refs])
+        refs_vector = offsets_vector(b, [_encode_ref(b, ref, CR, pack) for ref in refs])
         AM.Start(b)
         AM.AddNodeId(b, id_struct(b, node_id, 8))
         AM.AddRefs(b, refs_vector)
         tables.append(AM.End(b))
     arrays_vector = offsets_vector(b, tables)
+    dictionary_vector = b.CreateByteVector(dictionary) if pack else None
     M.Start(b)
     M.AddId(b, id_struct(b, manifest_id, 12))
     M.AddArrays(b, arrays_vector)
+    if dictionary_vector is not None:
+        M.AddLocationDictionary(b, dictionary_vector)
     if spec_version >= 2:
-        M.AddCompressionAlgorithm(b, 0)  # the schema's default is zstd with a dictionary; these are plain
+        # the schema's default is 1 (zstd with the dictionary): plain locations must say 0
+        M.AddCompressionAlgorithm(b, 1 if pack else 0)
     b.Finish(M.End(b))
     return bytes(b.Output())
 
@@ -737,19 +778,22 @@ layout, icechunk's own, compresses to the sizes icechunk's files have."""
 
 
 def encode_manifest(manifest_id: str, arrays: Iterable[tuple[NodeId, Iterable[ChunkRef] | RefBatch]],
-                    spec_version: int, implementation: str = IMPLEMENTATION, size: int | None = None) -> bytes:
+                    spec_version: int, implementation: str = IMPLEMENTATION, size: int | None = None,
+                    location_dictionary: bytes | None = None) -> bytes:
     """A manifest file holding each array's refs (arrays sorted by node id, refs by coordinates, as
     icechunk's binary searches need; a :class:`RefBatch` is taken as sorted, and laid out column by
-    column where its refs share one layout); virtual locations are stored plain. ``size``: the file's length
-    the snapshots name (see :func:`~zsarchive.icechunk.header.wrap_file`); when one layout cannot have
-    it, the other is tried."""
+    column where its refs share one layout); virtual locations are stored plain, or (spec V2) compressed
+    with ``location_dictionary`` as icechunk compresses them. ``size``: the file's length the snapshots
+    name (see :func:`~zsarchive.icechunk.header.wrap_file`); when one layout cannot have it, the other
+    is tried."""
     ordered = [(node_id, refs if isinstance(refs, RefBatch) else sorted(refs, key=lambda r: r.index))
                for node_id, refs in sorted(arrays, key=lambda a: a[0])]
     count = sum(len(refs.kind) if isinstance(refs, RefBatch) else len(refs) for _, refs in ordered)
     first, second = (_direct_payload, _built_payload) if count >= _DIRECT_FROM else (_built_payload, _direct_payload)
+    dictionary = location_dictionary if spec_version >= 2 else None
     try:
-        return wrap_file(FileType.MANIFEST, spec_version, first(manifest_id, ordered, spec_version), implementation,
-                         size)
+        return wrap_file(FileType.MANIFEST, spec_version, first(manifest_id, ordered, spec_version, dictionary),
+                         implementation, size)
     except ValueError:
-        return wrap_file(FileType.MANIFEST, spec_version, second(manifest_id, ordered, spec_version), implementation,
-                         size)
+        return wrap_file(FileType.MANIFEST, spec_version, second(manifest_id, ordered, spec_version, dictionary),
+                         implementation, size)

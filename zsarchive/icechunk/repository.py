@@ -5,11 +5,13 @@ from __future__ import annotations
 import collections
 import functools
 import heapq
+from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, Mapping
 from urllib.parse import unquote
 
 from zsarchive.errors import ZSCorrupt, ZSError
 from zsarchive.icechunk import ids
+from zsarchive.icechunk.header import HEADER_LENGTH, parse_header
 from zsarchive.icechunk.manifest import decode_manifest
 from zsarchive.icechunk.model import (
     ChunkRef, CommitChanges, Manifest, Node, NodeType, RepoInfo, RepoStatus, Snapshot, SnapshotId, SnapshotInfo,
@@ -63,6 +65,17 @@ def _ref_name(stored: str, where: str) -> str:
         raise ZSCorrupt(f"{where}: ref name {stored!r} is not percent-encoded UTF-8") from None
 
 
+@dataclass(frozen=True)
+class FileForm:
+    """What a metadata file's model does not say about how it was written: the implementation name in
+    its header and, for a V2 manifest, how its virtual locations are compressed."""
+
+    implementation: str
+    compression_algorithm: int | None = None
+    """0: plain locations, 1: zstd with ``location_dictionary`` (manifests of spec V2); None otherwise."""
+    location_dictionary: bytes | None = None
+
+
 class Repository:
     """A read-only view of one Icechunk repository; the repo info is read once, at ``open``."""
 
@@ -72,6 +85,8 @@ class Repository:
         self._nodes: dict[SnapshotId, dict[str, Node]] = {}
         self._manifests: collections.OrderedDict[str, Manifest] = collections.OrderedDict()
         self._v1_info: RepoInfo | None = None
+        self._v1_deleted: dict[str, SnapshotId] = {}
+        self._forms: dict[str, FileForm] = {}
         raw = storage.read("repo")
         if raw is not None:
             self._v2_info: RepoInfo | None = decode_repo_info(raw, self._name("repo"))
@@ -136,6 +151,7 @@ class Repository:
                 branches[name] = self._v1_ref("refs/" + key)
             elif f"{ref_dir}/ref.json.deleted" in files:
                 deleted.append(name)
+                self._v1_deleted[name] = self._v1_ref("refs/" + key)
             else:
                 tags[name] = self._v1_ref("refs/" + key)
         infos = []
@@ -195,6 +211,11 @@ class Repository:
         """Names of deleted tags, sorted."""
         return list(self._info.deleted_tags)
 
+    def deleted_tag_snapshot(self, name: str) -> SnapshotId | None:
+        """The snapshot a deleted tag's ``ref.json`` still names (V1; V2 keeps none: None)."""
+        _ = self._info  # a V1 repository's refs are read with its repo info
+        return self._v1_deleted.get(name)
+
     def config(self) -> dict | None:
         """Repository configuration as JSON-compatible values (V2 FlexBuffers, V1 config.yaml)."""
         return self._info.config
@@ -249,6 +270,7 @@ class Repository:
             if snap.id != snapshot_id:
                 raise ZSCorrupt(f"{self._name(key)}: holds snapshot {snap.id}, not {snapshot_id}")
             self._snapshots[snapshot_id] = snap
+            self._forms[key] = FileForm(snap.header.implementation)
         return snap
 
     def manifest(self, manifest_id: SnapshotId, referenced_by: str | None = None) -> Manifest:
@@ -260,6 +282,9 @@ class Repository:
             if manifest.id != manifest_id:
                 raise ZSCorrupt(f"{self._name(key)}: holds manifest {manifest.id}, not {manifest_id}")
             self._manifests[manifest_id] = manifest
+            v2 = manifest.header.spec_version >= 2  # a V1 manifest has no location compression
+            self._forms[key] = FileForm(manifest.header.implementation, manifest.compression_algorithm if v2 else None,
+                                        manifest.location_dictionary if v2 else None)
             while len(self._manifests) > _MANIFEST_CACHE:
                 self._manifests.popitem(last=False)
         return manifest
@@ -273,7 +298,27 @@ class Repository:
         log = decode_transaction_log(raw, self._name(key))
         if log.id != snapshot_id:
             raise ZSCorrupt(f"{self._name(key)}: holds the transaction log of {log.id}, not {snapshot_id}")
+        self._forms[key] = FileForm(log.header.implementation)
         return log
+
+    def file_form(self, key: str) -> FileForm | None:
+        """How the immutable metadata file ``key`` (``snapshots/ID``, ``manifests/ID``, ``transactions/ID``)
+        is written: known from reading it, or read now (a manifest decoded, another file's header parsed);
+        None when it is not there (garbage collection removes transaction logs)."""
+        form = self._forms.get(key)
+        if form is not None:
+            return form
+        if key.startswith("manifests/"):
+            try:
+                self.manifest(key.partition("/")[2])
+            except ZSError:
+                return None
+            return self._forms.get(key)
+        raw = self.storage.read(key)  # whole: a range read of a missing object is not an answer everywhere
+        if raw is None:
+            return None
+        form = self._forms[key] = FileForm(parse_header(raw[:HEADER_LENGTH], self._name(key)).implementation)
+        return form
 
     def changes(self, snapshot_id: SnapshotId) -> CommitChanges:
         """What a snapshot changed since its parent: its own transaction log, merged (V2) with the logs
@@ -294,6 +339,23 @@ class Repository:
         logs.append(self._transaction_log(snapshot_id, raw))
         log = logs[0] if len(logs) == 1 else merge_transaction_logs(logs)
         return CommitChanges(log, tuple(merged), tuple(missing), tuple(m for one in logs for m in one.moved_nodes))
+
+    def ops_log_files(self) -> list[int]:
+        """How many ops-log entries each repo info file holds, following ``repo_before_updates`` from
+        ``repo`` (V2; V1: none), as :meth:`ops_log` reads them."""
+        counts: list[int] = []
+        info, seen = self._info, set()
+        while info.spec_version >= 2:
+            counts.append(len(info.latest_updates))
+            previous = info.repo_before_updates
+            if previous is None or previous in seen:
+                break
+            seen.add(previous)
+            raw = self.storage.read(f"overwritten/{previous}")
+            if raw is None:
+                break
+            info = decode_repo_info(raw, self._name(f"overwritten/{previous}"))
+        return counts
 
     def ops_log(self) -> Iterator[Update]:
         """Every ops-log entry newest first, following ``repo_before_updates`` into overwritten/ (V1: none).

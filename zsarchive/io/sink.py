@@ -119,6 +119,7 @@ class LocalSink(Sink):
         super().__init__(location, window)
         self.root = location.path
         self._made: set[Path] = set()
+        self._unsynced: list[Path] = []
 
     def is_empty(self) -> bool:
         try:
@@ -171,6 +172,7 @@ class LocalSink(Sink):
         except OSError as exc:
             temp.unlink(missing_ok=True)
             raise write_error(exc, path) from None
+        self._unsynced.append(path)  # list.append is atomic: the writer threads share it
 
     def put_new(self, key: str, data: bytes) -> None:
         path, temp = self._prepare(key)
@@ -200,7 +202,27 @@ class LocalSink(Sink):
             raise write_error(exc, path) from None
 
     def flush(self) -> None:
-        os.sync()
+        """fsync every file written by ``put`` since the last flush and their directories (not ``os.sync``,
+        which would wait for every other writer's data on the machine too)."""
+        paths, self._unsynced = self._unsynced, []
+        with ThreadPoolExecutor(self.window, thread_name_prefix="zsarchive-sync") as pool:
+            for _ in pool.map(_fsync_file, paths):
+                pass
+            for _ in pool.map(_fsync_directory, sorted({p.parent for p in paths})):
+                pass
+
+
+def _fsync_file(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError as exc:
+        raise write_error(exc, path) from None
+    try:
+        os.fsync(fd)
+    except OSError as exc:
+        raise write_error(exc, path) from None
+    finally:
+        os.close(fd)
 
 
 def _fsync_directory(directory: Path) -> None:

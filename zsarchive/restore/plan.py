@@ -9,13 +9,13 @@ transaction log.
 
 from __future__ import annotations
 
-from collections import OrderedDict
+import itertools
 from dataclasses import dataclass, field, replace
 from typing import Iterable, Iterator
 
 import numpy as np
 
-from zsarchive.archive.format import schema as S
+from zsarchive.archive.format import schema
 from zsarchive.archive.read.reader import ArchiveReader
 from zsarchive.errors import ZSCorrupt, ZSError
 from zsarchive.icechunk.header import IMPLEMENTATION
@@ -23,7 +23,7 @@ from zsarchive.icechunk.model import (
     ChunkRef, FileHeader, FileType, MoveOperation, Node, RepoInfo, RepoStatus, Snapshot, TransactionLog,
 )
 from zsarchive.icechunk.paths import path_key
-from zsarchive.restore.source import ArchiveHistory, SnapshotRecord, manifest_refs, node_timeline, timeline_refs
+from zsarchive.restore.source import ArchiveHistory, SnapshotRecord, Timelines, manifest_refs, timeline_refs
 from zsarchive.walk import parent_chain
 
 _LIST_FIELDS = ("new_groups", "new_arrays", "deleted_groups", "deleted_arrays", "updated_groups", "updated_arrays")
@@ -39,6 +39,9 @@ class ManifestPlan:
     num_refs: int
     users: list[tuple[str, Node]]
     """(snapshot id, array node) pairs whose refs it holds (the first snapshot naming it)."""
+    implementation: str = IMPLEMENTATION
+    location_dictionary: bytes | None = None
+    """Virtual locations are compressed with it (as the original's were) when given."""
 
 
 @dataclass
@@ -59,11 +62,20 @@ class RestorePlan:
     resized: dict[str, int] = field(default_factory=dict)
     """Manifest id -> the size its file got where it could not be the size the snapshots name."""
 
+    def implementation(self, key: str) -> str:
+        """The implementation name the header of file ``key`` had (format 6), or zsarchive's own."""
+        if key == "repo":
+            repo_file = self.history.facts.get("repo_file")
+            name = repo_file.get("implementation") if isinstance(repo_file, dict) else None
+            return name if isinstance(name, str) else IMPLEMENTATION
+        form = self.history.files.get(key)
+        return IMPLEMENTATION if form is None else form.implementation
+
     def snapshot(self, sid: str) -> Snapshot:
         """The snapshot file's model."""
         record = self.snapshots[sid]
         spec = self.file_spec[sid]
-        header = FileHeader(IMPLEMENTATION, spec, FileType.SNAPSHOT, 1)
+        header = FileHeader(self.implementation(f"snapshots/{sid}"), spec, FileType.SNAPSHOT, 1)
         files = [replace(m, size_bytes=self.resized[m.id]) if m.id in self.resized else m
                  for m in record.manifest_files]
         return Snapshot(header, sid, self.parents[sid] if spec == 1 else None, record.info.flushed_at,
@@ -81,7 +93,7 @@ class RestorePlan:
             if summary is None:
                 if self.parents[sid] is None and self.file_spec[sid] >= 2:
                     written.add(sid)
-                    yield _log(sid, self.file_spec[sid], {}, {}, [])  # icechunk writes one for a new repository
+                    yield self._log(sid, self.file_spec[sid], {}, {}, [])  # icechunk writes one for a new repository
                 continue
             if sid in summary.missing:
                 continue
@@ -90,13 +102,19 @@ class RestorePlan:
             if summary.merged:
                 moves = self._share_moves(summary, pruned_moves)
             written.add(sid)
-            yield _log(sid, self.file_spec[sid], summary.lists, coords, moves)
+            yield self._log(sid, self.file_spec[sid], summary.lists, coords, moves)
         for sid in self.snapshots:
             summary = self.history.txlogs.get(sid)
             for pruned in summary.merged if summary is not None else ():
                 if pruned not in written and not self._has_own_log(pruned):
                     written.add(pruned)
-                    yield _log(pruned, self.file_spec[sid], {}, {}, pruned_moves.get(pruned, []))
+                    yield self._log(pruned, self.file_spec[sid], {}, {}, pruned_moves.get(pruned, []))
+
+    def _log(self, sid: str, spec: int, lists: dict, coords: dict, moves: list) -> TransactionLog:
+        # the first snapshot's log is not in the archive: icechunk wrote it with the snapshot
+        key = f"transactions/{sid}" if f"transactions/{sid}" in self.history.files else f"snapshots/{sid}"
+        header = FileHeader(self.implementation(key), spec, FileType.TRANSACTION_LOG, 1)
+        return TransactionLog(header, sid, *(list(lists.get(f, ())) for f in _LIST_FIELDS[:6]), coords, list(moves))
 
     def _has_own_log(self, sid: str) -> bool:
         return sid in self.snapshots and sid in self.history.txlogs
@@ -126,6 +144,30 @@ class RestorePlan:
             at = end
         return sorted(moves[at:], key=lambda m: path_key(m.to_path))
 
+    def repo_infos(self) -> list[tuple[str, RepoInfo]]:
+        """The V2 repo info files: ``repo`` first, then the ``overwritten/`` files its ops log continues
+        in, each holding as many entries as the original's did (format 6: ``repo_file``; the whole log in
+        ``repo`` before), each file's first entry without a backup path, as icechunk writes them.
+        Every file holds the restored refs and snapshots: icechunk reads only the updates of the others."""
+        whole = self.repo_info()
+        ops = list(self.history.ops)
+        repo_file = self.history.facts.get("repo_file")
+        counts = repo_file.get("ops_log_files") if isinstance(repo_file, dict) else None
+        if not (isinstance(counts, list) and all(isinstance(n, int) and n > 0 for n in counts)
+                and sum(counts) == len(ops) and len(counts) > 1):
+            return [("repo", whole)]
+        starts = list(itertools.accumulate(counts[:-1]))
+        names = [ops[at].backup_path for at in starts]
+        if any(name is None or "/" in name or name in ("", ".", "..") for name in names) or len(set(names)) < len(names):
+            return [("repo", whole)]
+        out, at = [], 0
+        for i, n in enumerate(counts):
+            part = [replace(ops[at], backup_path=None), *ops[at + 1:at + n]]
+            key = "repo" if i == 0 else f"overwritten/{names[i - 1]}"
+            out.append((key, replace(whole, latest_updates=part, repo_before_updates=names[i] if i < len(names) else None)))
+            at += n
+        return out
+
     def repo_info(self) -> RepoInfo:
         """The V2 ``repo`` file's model: every restored snapshot, refs, the whole ops log in one file."""
         facts = self.history.facts
@@ -140,14 +182,10 @@ class RestorePlan:
         ops = list(self.history.ops)
         if ops and ops[0].backup_path is not None:
             ops[0] = replace(ops[0], backup_path=None)  # icechunk's next update starts from it
-        return RepoInfo(None, 2, self.branches, self.tags, self.deleted_tags, infos,
+        header = FileHeader(self.implementation("repo"), 2, FileType.REPO_INFO, 1)
+        return RepoInfo(header, 2, self.branches, self.tags, self.deleted_tags, infos,
                         None if status is None else RepoStatus(**status), facts.get("metadata") or {}, ops, None,
                         facts.get("config"), list(flags.get("enabled", [])), list(flags.get("disabled", [])))
-
-
-def _log(sid: str, spec: int, lists: dict, coords: dict, moves: list) -> TransactionLog:
-    header = FileHeader(IMPLEMENTATION, spec, FileType.TRANSACTION_LOG, 1)
-    return TransactionLog(header, sid, *(list(lists.get(f, ())) for f in _LIST_FIELDS[:6]), coords, list(moves))
 
 
 def _migration_time(history: ArchiveHistory) -> int | None:
@@ -210,8 +248,11 @@ def select(history: ArchiveHistory, refs: Iterable[str] = (), shallow: bool = Fa
                 plan = manifests.get(ref.id)
                 info = sizes.get(ref.id)
                 if plan is None:
-                    plan = manifests[ref.id] = ManifestPlan(ref.id, file_spec[sid], info.size_bytes if info else 0,
-                                                            info.num_chunk_refs if info else 0, [])
+                    form = history.files.get(f"manifests/{ref.id}")
+                    plan = manifests[ref.id] = ManifestPlan(
+                        ref.id, file_spec[sid], info.size_bytes if info else 0, info.num_chunk_refs if info else 0,
+                        [], IMPLEMENTATION if form is None else form.implementation,
+                        form.location_dictionary if form is not None and form.compression_algorithm == 1 else None)
                 if all(user.id != node.id for _, user in plan.users) and \
                         (not plan.users or plan.users[0][0] == sid):
                     plan.users.append((sid, node))
@@ -220,24 +261,13 @@ def select(history: ArchiveHistory, refs: Iterable[str] = (), shallow: bool = Fa
 
 
 class ManifestContents:
-    """Makes the refs of each manifest from the archive's chunk ref records (a few arrays' timelines
-    kept at a time: manifests are made in the order of the arrays they serve)."""
+    """Makes the refs of each manifest from the archive's chunk ref records (the arrays' timelines, kept
+    a few at a time: manifests are made in the order of the arrays they serve)."""
 
-    def __init__(self, reader: ArchiveReader, plan: RestorePlan, cache: int = 4):
+    def __init__(self, reader: ArchiveReader, plan: RestorePlan, timelines: Timelines):
         self.reader = reader
         self.plan = plan
-        self.cache = cache
-        self._timelines: OrderedDict[str, dict] = OrderedDict()
-
-    def _timeline(self, node_id: str) -> dict:
-        found = self._timelines.get(node_id)
-        if found is None:
-            found = self._timelines[node_id] = node_timeline(self.reader, node_id)
-            while len(self._timelines) > self.cache:
-                self._timelines.popitem(last=False)
-        else:
-            self._timelines.move_to_end(node_id)
-        return found
+        self.timelines = timelines
 
     def refs(self, manifest: ManifestPlan) -> list[tuple[str, list[ChunkRef]]]:
         """(node id, refs) of every array the manifest holds refs of."""
@@ -245,7 +275,7 @@ class ManifestContents:
             return sorted(manifest_refs(self.reader, manifest.id).items())
         out = []
         for sid, node in manifest.users:
-            rows = self._timeline(node.id)
+            rows = self.timelines.get(node.id)
             if not len(rows):
                 continue
             rank = self._ranks(sid, node.id)
@@ -259,7 +289,7 @@ class ManifestContents:
             nearest = np.ones(len(inside), bool)
             nearest[1:] = chunk[inside[1:]] != chunk[inside[:-1]]
             chosen = inside[nearest]
-            chosen = chosen[rows.kind[chosen] != S.REMOVED]
+            chosen = chosen[rows.kind[chosen] != schema.REMOVED]
             chosen = chosen[_first_manifests(node, rows.coords[chosen]) == manifest.id]
             if len(chosen):
                 out.append((node.id, timeline_refs(rows, chosen)))

@@ -28,7 +28,7 @@ from zsarchive.io.location import Location, parse_location
 from zsarchive.io.sink import Sink, open_sink
 from zsarchive.io.storage import Storage, open_storage
 from zsarchive.restore.plan import ManifestContents, RestorePlan, select
-from zsarchive.restore.source import embedded_file, is_embedded, read_history
+from zsarchive.restore.source import Timelines, embedded_file, is_embedded, read_history
 
 Progress = Callable[[str, int, int], None]
 """``progress(stage, done, total)``: called as each stage advances."""
@@ -118,6 +118,7 @@ class Restore:
         self.refs, self.shallow = list(refs), shallow
         self.progress = progress or (lambda stage, done, total: None)
         self.notes: list[str] = []
+        self.timelines = Timelines(self.reader)
 
     @property
     def name(self) -> str:
@@ -129,12 +130,12 @@ class Restore:
     @guarded
     def plan(self) -> RestorePlan:
         """Read the archive's history and decide what comes back."""
-        return select(read_history(self.reader), self.refs, self.shallow)
+        return select(read_history(self.reader, self.timelines), self.refs, self.shallow)
 
     @guarded
     def encode_manifests(self, plan: RestorePlan) -> tuple[dict[str, bytes], set[str]]:
         """Every manifest file's bytes, and the native chunk ids they name."""
-        contents = ManifestContents(self.reader, plan)
+        contents = ManifestContents(self.reader, plan, self.timelines)
         files, chunk_ids = {}, set()
         order = sorted(plan.manifests.values(), key=lambda m: (m.users[0][1].id if m.users else "", m.id))
         for done, manifest in enumerate(order, 1):
@@ -148,10 +149,12 @@ class Restore:
                     chunk_ids.update(c for c in refs.chunk_id if c is not None)
                 else:
                     chunk_ids.update(r.chunk_id for r in refs if r.kind is RefKind.NATIVE)
+            form = {"implementation": manifest.implementation, "location_dictionary": manifest.location_dictionary}
             try:
-                files[manifest.id] = encode_manifest(manifest.id, arrays, manifest.spec_version, size=manifest.size)
+                files[manifest.id] = encode_manifest(manifest.id, arrays, manifest.spec_version, size=manifest.size,
+                                                     **form)
             except ValueError:  # it encodes to more: the snapshots name the size it has
-                files[manifest.id] = encode_manifest(manifest.id, arrays, manifest.spec_version)
+                files[manifest.id] = encode_manifest(manifest.id, arrays, manifest.spec_version, **form)
                 plan.resized[manifest.id] = len(files[manifest.id])
                 self.notes.append(f"manifest {manifest.id}: {len(files[manifest.id])} bytes, the original "
                                   f"{manifest.size}: the snapshots name the new size")
@@ -202,10 +205,14 @@ class Restore:
         """Every metadata file but the final one: manifests, transaction logs, snapshots (and V1 refs)."""
         files = {f"manifests/{mid}": raw for mid, raw in manifests.items()}
         for log in plan.transaction_logs():
-            files[f"transactions/{log.id}"] = encode_transaction_log(log, log.header.spec_version)
+            files[f"transactions/{log.id}"] = encode_transaction_log(log, log.header.spec_version,
+                                                                     log.header.implementation)
         for sid in plan.snapshots:
             snap = plan.snapshot(sid)
-            files[f"snapshots/{sid}"] = encode_snapshot(snap, snap.header.spec_version)
+            files[f"snapshots/{sid}"] = encode_snapshot(snap, snap.header.spec_version, snap.header.implementation)
+        if plan.spec_version >= 2:
+            for key, info in self._repo_infos(plan)[1:]:  # the ops log's older files
+                files[key] = encode_repo_info(info, info.header.implementation)
         if plan.spec_version == 1:
             main = plan.branches["main"]
             for name, sid in plan.branches.items():
@@ -214,8 +221,8 @@ class Restore:
             for name, sid in plan.tags.items():
                 files[f"{_ref_dir('tag', name)}/ref.json"] = _ref_json(sid)
             for name in plan.deleted_tags:
-                # a deleted tag's ref.json is never read; the archive keeps no snapshot for it
-                files[f"{_ref_dir('tag', name)}/ref.json"] = _ref_json(main)
+                # the snapshot its ref.json named (format 6); older archives keep none: main's, never read
+                files[f"{_ref_dir('tag', name)}/ref.json"] = _ref_json(plan.history.deleted_tag_snapshots.get(name, main))
                 files[f"{_ref_dir('tag', name)}/ref.json.deleted"] = b""
             config = plan.history.facts.get("config")
             if config is not None:
@@ -227,18 +234,25 @@ class Restore:
         """The bytes of the file that makes the target a repository."""
         if plan.spec_version == 1:
             return _ref_json(plan.branches["main"])
-        info = plan.repo_info()
+        _, info = self._repo_infos(plan)[0]
         if info.config is not None and not self.location.is_local and "storage" in info.config:
-            # settings of the original storage (retries, conditional updates ...) would bind this one
-            info = _without_storage_settings(info)
             self.notes.append("the configuration's storage settings are left out: they belong to the original "
                               "backend")
-        return encode_repo_info(info)
+        return encode_repo_info(info, info.header.implementation)
+
+    def _repo_infos(self, plan: RestorePlan) -> list[tuple[str, RepoInfo]]:
+        """The V2 repo info files (``repo`` first); on an object store without the original storage's
+        settings (retries, conditional updates ...), which would bind this one."""
+        infos = plan.repo_infos()
+        if self.location.is_local:
+            return infos
+        return [(key, _without_storage_settings(info) if info.config is not None and "storage" in info.config
+                 else info) for key, info in infos]
 
     def verify(self, storage: Storage, files: dict[str, bytes], final: bytes) -> None:
         """Read every metadata file back from the target and decode it with zsarchive's own reader."""
         decoders = {"snapshots": decode_snapshot, "manifests": decode_manifest,
-                    "transactions": decode_transaction_log}
+                    "transactions": decode_transaction_log, "overwritten": decode_repo_info}
         for done, (key, raw) in enumerate(sorted(files.items()), 1):
             back = storage.read(key)
             name = f"{storage.name.rstrip('/')}/{key}"

@@ -66,11 +66,6 @@ def marker_metadata(format_version: int, spec_version: int, fragment: dict | Non
     return {schema.METADATA_KEY: marker}
 
 
-def view_format() -> int:
-    """The format version of a full archive this zsarchive writes (with or without chunk bytes)."""
-    return schema.FULL_FORMAT
-
-
 def refs_by_manifest(format_version: int) -> bool:
     """Whether an archive keeps chunk refs per manifest (format 1), not as a per-chunk timeline."""
     return format_version < 2
@@ -84,4 +79,10 @@ def has_chunk_pieces(format_version: int) -> bool:
 def history_from_timeline(format_version: int) -> bool:
     """Whether an archive's per-chunk history is its chunk ref timeline corrected by ``H`` exceptions
     (format 5 on), not one ``H`` record per logged chunk change."""
-    return format_version >= schema.FULL_FORMAT
+    return format_version >= 5
+
+
+def keeps_file_forms(format_version: int) -> bool:
+    """Whether an archive keeps each metadata file's header and manifest location compression (``Y``),
+    a V1 deleted tag's snapshot and the ops log's files (format 6 on)."""
+    return format_version >= 6

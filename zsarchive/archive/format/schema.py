@@ -10,14 +10,15 @@ from __future__ import annotations
 from zsarchive.archive.format import tuples
 from zsarchive.errors import ZSCorrupt, ZSError
 
-FORMAT_VERSION = 5
+FORMAT_VERSION = 6
 """Newest version of the archive format as a whole (archive header record and ZS metadata); readers
 read every version up to it (format 1 stores chunk refs per manifest, format 2 as a per-chunk timeline,
 format 3 adds chunk bytes in pieces and shard indexes, and is written only by archives holding either;
 format 4 is a fragment, read together with the archives it builds on: zsarchive.archive.format.fragments;
 format 5 is format 3 whose per-chunk history is the chunk ref timeline, with ``H`` records only where
-a transaction log and the timeline disagree)."""
-FULL_FORMAT = 5
+a transaction log and the timeline disagree; format 6 is format 5 that also keeps what a restore needs to
+bring each metadata file back in its form: ``Y`` records, a V1 deleted tag's snapshot, the ops log's files)."""
+FULL_FORMAT = 6
 """The newest format version of a standalone archive (a fragment's is FRAGMENT_FORMAT)."""
 FRAGMENT_FORMAT = 4
 """The format version of a fragment."""
@@ -38,10 +39,11 @@ OPS = b"O"
 SNAPSHOT = b"S"
 SNAPSHOT_TIME = b"T"
 TXLOG = b"X"
+FILES = b"Y"
 HEADER = b"Z"
 
 FAMILY_NAMES = {
-    REFS: "refs", CHUNK_REF: "chunk refs", CHUNK_DATA: "chunk data", REPO: "repo facts",
+    REFS: "refs", CHUNK_REF: "chunk refs", CHUNK_DATA: "chunk data", FILES: "file headers", REPO: "repo facts",
     CHUNK_HISTORY: "chunk history", SHARD_INDEX: "shard indexes", CHILDREN: "children", NODE: "nodes", OPS: "ops log",
     SNAPSHOT: "snapshots", SNAPSHOT_TIME: "snapshots by time", TXLOG: "transaction logs",
     HEADER: "archive header",

@@ -120,7 +120,3 @@ def shard_layout(zarr_json: bytes) -> ShardLayout | None:
     return ShardLayout(per_shard, location == "end", endian == "big", names[-1] == "crc32c")
 
 
-def virtual_index_key(location: str, offset: int, length: int, etag: str | None, last_modified: int | None) -> tuple:
-    """The ``I`` record key of a virtual shard: the ref's location, range and checksum (an index is
-    kept only for the object the checksum pins)."""
-    return (location, offset, length, etag, last_modified)

@@ -378,19 +378,30 @@ def key_end(buf: bytes, pos: int = 1) -> int:
     return pos + 1
 
 
-def decode_columns(buf: bytes, starts: np.ndarray, ends: np.ndarray, layout: str) -> tuple[list, np.ndarray] | None:
+def zero_positions(buf: bytes) -> np.ndarray:
+    """The positions of every 0x00 byte of ``buf`` (where text elements may end), for :func:`decode_columns`."""
+    import numpy as np
+
+    return np.flatnonzero(np.frombuffer(buf, np.uint8) == END)
+
+
+def decode_columns(buf: bytes, starts: np.ndarray, ends: np.ndarray, layout: str,
+                   zeros: np.ndarray | None = None) -> tuple[list, np.ndarray] | None:
     """Decode, a batch at a time, the same run of elements from each of the encodings ``buf[starts[i]:
     ends[i]]``; returns the columns and the positions after the run. ``layout``, one letter per element: ``i`` an
     integer >= 0 of at most 8 bytes (a uint64 array), ``s`` a text without an escaped NUL (arrays of its
     bytes' start and end), ``I``/``S`` the same or None (the arrays and a mask of those not None), ``(``
-    a tuple's start and ``)`` its END. None when some encoding differs: decode those with :func:`decode`."""
+    a tuple's start and ``)`` its END. None when some encoding differs: decode those with :func:`decode`.
+    ``zeros``: the positions of every 0x00 byte of ``buf`` (:func:`zero_positions`), when several runs of
+    one buffer are decoded (found here otherwise)."""
     import numpy as np
 
     data = np.frombuffer(buf, np.uint8)
     size = len(data)
     if size == 0 or len(starts) == 0:
         return None
-    zeros = np.flatnonzero(data == END)
+    if zeros is None:
+        zeros = zero_positions(buf)
     pos = np.asarray(starts, np.int64).copy()
     out: list = []
     for letter in layout:

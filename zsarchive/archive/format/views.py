@@ -18,7 +18,8 @@ def is_id(value: object, length: int = 20) -> bool:
 
 
 class RefValue(NamedTuple):
-    """A ``B`` record: the snapshot a branch or tag names (None: a deleted tag)."""
+    """A ``B`` record: the snapshot a branch or tag names; for a deleted tag None, or (format 6, spec V1)
+    the snapshot its ``ref.json`` still names."""
 
     snapshot_id: str | None
 
@@ -29,6 +30,28 @@ class RefValue(NamedTuple):
     @classmethod
     def decode(cls, value: tuple) -> RefValue:
         return cls(value[0])
+
+    def encode(self) -> tuple:
+        return tuple(self)
+
+
+class FileValue(NamedTuple):
+    """A ``Y`` record (format 6): how one metadata file was written: the implementation name of its
+    header and, for a V2 manifest, its location compression (0 plain, 1 zstd with the dictionary)."""
+
+    implementation: str
+    compression_algorithm: int | None
+    location_dictionary: bytes | None
+
+    @staticmethod
+    def well_formed(value: tuple) -> bool:
+        return len(value) >= 3 and isinstance(value[0], str) and \
+            (value[1] is None or (isinstance(value[1], int) and not isinstance(value[1], bool))) and \
+            (value[2] is None or isinstance(value[2], bytes))
+
+    @classmethod
+    def decode(cls, value: tuple) -> FileValue:
+        return cls(*value[:3])
 
     def encode(self) -> tuple:
         return tuple(self)
@@ -383,6 +406,20 @@ class RepoFactKey(NamedTuple):
     """A ``G`` record's key: the fact's name (``spec_version``, ``metadata``, ...)."""
 
     name: str
+
+    decode = classmethod(_decode)
+    encode = _encode
+
+
+class FileKey(NamedTuple):
+    """A ``Y`` record's key (format 6): a metadata file's path (``snapshots/ID``, ``manifests/ID``,
+    ``transactions/ID``)."""
+
+    path: str
+
+    @classmethod
+    def well_formed(cls, key: tuple) -> bool:
+        return len(key) == 1 and isinstance(key[0], str)
 
     decode = classmethod(_decode)
     encode = _encode

@@ -55,10 +55,6 @@ def timeline_rows(zs: Any, node_id: str, ndim: int, name: str) -> tuple[np.ndarr
     of the coordinates and an index into ``snapshot_ids``; the same changes :func:`chunk_changes` yields."""
     import numpy as np
 
-    exceptions = {(change.coords, change.snapshot_id): HistoryValue.decode(v, schema.record_version(rec)).in_log
-                  for rec in zs.search(prefix=schema.key_prefix(schema.CHUNK_HISTORY, (node_id,)))
-                  for _, k, v in (schema.split(rec),) if starts_with(k, (node_id,))
-                  for change in (HistoryKey.decode(k),)}
     prefix = schema.key_prefix(schema.CHUNK_REF, (node_id,))
     ids: dict[bytes, int] = {}
     parts = []
@@ -69,7 +65,18 @@ def timeline_rows(zs: Any, node_id: str, ndim: int, name: str) -> tuple[np.ndarr
         column = np.array([ids.setdefault(bytes(sid), len(ids)) for sid in distinct], np.int64)
         parts.append(np.column_stack([coords, column[index.reshape(-1)]]))
     rows = np.concatenate(parts) if parts else np.zeros((0, ndim + 1), np.int64)
-    snapshot_ids = [sid.decode("ascii") for sid in ids]
+    return corrected(zs, node_id, ndim, rows, [sid.decode("ascii") for sid in ids])
+
+
+def corrected(zs: Any, node_id: str, ndim: int, rows: np.ndarray, snapshot_ids: list[str]) -> tuple[np.ndarray, list[str]]:
+    """The changes of the array's ``C`` timeline (rows of coordinates and an index into ``snapshot_ids``,
+    as :func:`timeline_rows` gives them) corrected by its ``H`` exceptions (format 5)."""
+    import numpy as np
+
+    exceptions = {(change.coords, change.snapshot_id): HistoryValue.decode(v, schema.record_version(rec)).in_log
+                  for rec in zs.search(prefix=schema.key_prefix(schema.CHUNK_HISTORY, (node_id,)))
+                  for _, k, v in (schema.split(rec),) if starts_with(k, (node_id,))
+                  for change in (HistoryKey.decode(k),)}
     if exceptions:  # few: where the transaction log and the timeline disagree
         column = {sid: i for i, sid in enumerate(snapshot_ids)}
         dropped = {(coords, column[sid]) for (coords, sid), in_log in exceptions.items()

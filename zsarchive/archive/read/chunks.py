@@ -10,7 +10,7 @@ from typing import Any, Iterable, Iterator, Mapping
 from zsarchive.archive.format import schema
 from zsarchive.archive.format.header import has_chunk_pieces, refs_by_manifest
 from zsarchive.archive.format.pieces import read_pieces
-from zsarchive.archive.format.shards import EMPTY, shard_layout, virtual_index_key
+from zsarchive.archive.format.shards import EMPTY, shard_layout
 from zsarchive.archive.format.views import ChunkBytesValue, ChunkRefValue, ShardIndexKey, ShardIndexValue
 from zsarchive.archive.read.chunkdata import ChunkReader, coords_text
 from zsarchive.archive.read.chunkrefs import ManifestRefs, RefTimeline
@@ -155,8 +155,8 @@ class ChunkQueries(NodeQueries):
         if chunk.kind == "native":
             key = ShardIndexKey(chunk.chunk_id, chunk.offset, chunk.length)
         else:
-            key = ShardIndexKey._make(virtual_index_key(chunk.location, chunk.offset, chunk.length,
-                                                        chunk.checksum_etag, chunk.checksum_last_modified))
+            key = ShardIndexKey(chunk.location, chunk.offset, chunk.length, chunk.checksum_etag,
+                                chunk.checksum_last_modified)
         value = self._one(schema.SHARD_INDEX, key.encode())
         if value is None:
             return None

@@ -49,20 +49,23 @@ def _texts(buf: bytes, begin: np.ndarray, stop: np.ndarray) -> tuple[np.ndarray,
     words = np.ndarray((len(padded) - 7,), "<u8", buffer=padded, strides=(1,))
     size = stop - begin
 
+    shortest = int(size.min()) if len(size) else 0
+
     def column(k: int) -> np.ndarray:  # bytes k..k+7 of every text, zero past its end
+        if k + 8 <= shortest:  # inside every text: no mask (snapshot ids, most of a location)
+            return words[begin + k]
         left = np.clip(size - k, 0, 8).astype(np.uint64)
         keep = np.where(left == 8, np.uint64(2**64 - 1), (np.uint64(1) << (left * np.uint64(8))) - np.uint64(1))
         return words[np.minimum(begin + k, len(words) - 1)] & keep
 
-    steps = range(0, int(size.max()) if len(size) else 0, 8)
+    columns = [column(k) for k in range(0, int(size.max()) if len(size) else 0, 8)]  # kept for the check
     digest = size.astype(np.uint64)
-    for k in steps:
-        digest = (digest ^ column(k)) * np.uint64(1099511628211)
+    for words_k in columns:
+        digest = (digest ^ words_k) * np.uint64(1099511628211)
     _, first, codes = np.unique(digest, return_index=True, return_inverse=True)
     twin = first[codes.reshape(-1)]
     same = size == size[twin]
-    for k in steps:
-        words_k = column(k)
+    for words_k in columns:
         same &= words_k == words_k[twin]
     if not same.all():  # a hash collision: group them exactly
         index: dict[bytes, int] = {}
@@ -75,10 +78,12 @@ def _texts(buf: bytes, begin: np.ndarray, stop: np.ndarray) -> tuple[np.ndarray,
 def _bulk(buf: bytes, starts: np.ndarray, ends: np.ndarray, skip: int) -> ChunkRefRows | None:
     """The rows of the records ``buf[starts[i]:ends[i]]`` decoded a batch at a time, or None when some
     record is not in the common shapes."""
-    ndim = len(tuples.decode(buf, skip, ends[0], what="chunk ref key")[0][0]) if buf[skip] == tuples.TUPLE else -1
+    at = int(starts[0]) + skip
+    ndim = len(tuples.decode(buf, at, ends[0], what="chunk ref key")[0][0]) if buf[at] == tuples.TUPLE else -1
     if ndim < 0:
         return None
-    key_columns = tuples.decode_columns(buf, starts + skip, ends, "(" + "i" * ndim + ")s)")
+    zeros = tuples.zero_positions(buf)  # one scan of the buffer for both runs
+    key_columns = tuples.decode_columns(buf, starts + skip, ends, "(" + "i" * ndim + ")s)", zeros)
     if key_columns is None:
         return None
     columns, pos = key_columns
@@ -89,7 +94,7 @@ def _bulk(buf: bytes, starts: np.ndarray, ends: np.ndarray, skip: int) -> ChunkR
     layout = None if kinds is None else _VALUE_LAYOUTS.get(int(kinds[0]))
     if kinds is None or layout is None or (data[pos + 1] != tuples.INT_ZERO + 1).any() or (kinds != kinds[0]).any():
         return None
-    value_columns = tuples.decode_columns(buf, pos + 1, ends, layout)
+    value_columns = tuples.decode_columns(buf, pos + 1, ends, layout, zeros)
     if value_columns is None or (value_columns[1] != ends).any():
         return None
     kind, (text_begin, text_stop), offset, length, *checks = value_columns[0]
@@ -141,18 +146,29 @@ def _one_by_one(records: list[bytes], node_id: str) -> ChunkRefRows:
                         np.array(offsets, np.uint64), np.array(lengths, np.uint64), etags, modifieds, inline)
 
 
+def _joined(records: list[bytes]) -> tuple[bytes, np.ndarray]:
+    """Records as one buffer and their lengths."""
+    return b"".join(records), np.fromiter(map(len, records), np.int64, len(records))
+
+
 def chunk_ref_rows(zs: ZS, node_id: str) -> ChunkRefRows:
     """Every ``C`` record of array ``node_id`` in a format 2 archive, as columns."""
     prefix = schema.key_prefix(schema.CHUNK_REF, (node_id,))
-    # the bytes of text "a" start those of "a\0b" (NUL is escaped as 00 FF): those are another array's
-    records = [rec for rec in zs.search(prefix=prefix) if rec[len(prefix):len(prefix) + 1] != b"\xff"]
-    if not records:
-        return _one_by_one([], node_id)
-    lengths = np.fromiter(map(len, records), np.int64, len(records))
+    # a block's records joined where the block is decoded (not a million records handed over one by one)
+    parts = list(zs.block_map(_joined, prefix=prefix)) if isinstance(zs, ZS) else \
+        [_joined(list(zs.search(prefix=prefix)))]
+    buf = b"".join(part for part, _ in parts)
+    lengths = np.concatenate([sizes for _, sizes in parts]) if parts else np.zeros(0, np.int64)
+    del parts
     ends = np.cumsum(lengths)
     starts = ends - lengths
-    buf = b"".join(records)
-    del records  # a million small objects: the joined copy is what is read from here on
+    # the bytes of text "a" start those of "a\0b" (NUL is escaped as 00 FF): those are another array's
+    data = np.frombuffer(buf, np.uint8)
+    mine = (lengths <= len(prefix)) | (data[np.minimum(starts + len(prefix), max(len(buf) - 1, 0))] != 0xFF)
+    if not mine.all():
+        starts, ends = starts[mine], ends[mine]
+    if not len(starts):
+        return _one_by_one([], node_id)
     rows = _bulk(buf, starts, ends, len(prefix))
     if rows is None:
         rows = _one_by_one(list(map(buf.__getitem__, map(slice, starts.tolist(), ends.tolist()))), node_id)

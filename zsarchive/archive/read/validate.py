@@ -17,11 +17,14 @@ from typing import Callable, Iterator
 from zsarchive.archive.format import schema
 from zsarchive.archive.read.chain import Chain
 from zsarchive.archive.format.fragments import Holding, HoldingsTally
-from zsarchive.archive.format.header import ArchiveHeader, has_chunk_pieces, history_from_timeline, refs_by_manifest
+from zsarchive.archive.format.header import (
+    ArchiveHeader, has_chunk_pieces, history_from_timeline, keeps_file_forms, refs_by_manifest,
+)
 from zsarchive.archive.format.views import (CHUNK_REF_SHAPES, ChildKey, ChunkBytesKey, ChunkBytesValue, ChunkRefKey,
-                                            ChunkRefValue, HistoryKey, HistoryValue, ManifestRefKey, NodeKey, NodeValue,
-                                            RefKey, RefValue, ShardIndexKey, ShardIndexValue, SnapshotKey,
-                                            SnapshotTimeKey, SnapshotValue, TxlogKey, TxlogValue, fits)
+                                            ChunkRefValue, FileKey, FileValue, HistoryKey, HistoryValue, ManifestRefKey,
+                                            NodeKey, NodeValue, RefKey, RefValue, ShardIndexKey, ShardIndexValue,
+                                            SnapshotKey, SnapshotTimeKey, SnapshotValue, TxlogKey, TxlogValue, fits,
+                                            is_id)
 from zsarchive.errors import ZSCorrupt
 from zsarchive.walk import parent_chain
 from zsarchive.zs.reader import ZS
@@ -86,12 +89,21 @@ def _known(facts: _Facts, sid: object, rec: bytes, family: bytes, role: str) -> 
         raise _fail(rec, family, f"names {role} {sid!r}, which has no snapshot record")
 
 
+def _view(zs: ZS | Chain, format_version: int) -> int:
+    """The format the records follow: a chain's, its view's."""
+    return zs.members[0].info.view_format if isinstance(zs, Chain) else format_version
+
+
 def _small_families(zs: ZS | Chain, facts: _Facts, format_version: int) -> None:
+    forms = keeps_file_forms(_view(zs, format_version))
     for key, value, rec in _records(zs, schema.REFS, facts.counts):
         _shape(RefKey.well_formed(key) and RefValue.well_formed(value), rec, schema.REFS, "(kind, name) -> (snapshot_id)")
         snapshot_id = RefValue.decode(value).snapshot_id
         if RefKey.decode(key).deleted:
-            _shape(snapshot_id is None, rec, schema.REFS, "a deleted tag without a snapshot")
+            if snapshot_id is not None and forms:  # a V1 tag's ref.json names one, maybe collected since
+                _shape(is_id(snapshot_id), rec, schema.REFS, "a deleted tag's snapshot id")
+            else:
+                _shape(snapshot_id is None, rec, schema.REFS, "a deleted tag without a snapshot")
         else:
             _known(facts, snapshot_id, rec, schema.REFS, "snapshot")
     for key, value, rec in _records(zs, schema.SNAPSHOT_TIME, facts.counts):
@@ -111,7 +123,7 @@ def _small_families(zs: ZS | Chain, facts: _Facts, format_version: int) -> None:
         _shape(fits(TxlogKey, key) and TxlogValue.well_formed(value), rec, schema.TXLOG,
                "(snapshot_id) -> (six node id sets, updated_chunks, moved_nodes[, merged, missing, moves])")
         _known(facts, TxlogKey.decode(key).snapshot_id, rec, schema.TXLOG, "snapshot")
-    view = zs.members[0].info.view_format if isinstance(zs, Chain) else format_version  # a chain: its view's
+    view = _view(zs, format_version)
     history_version = 2 if history_from_timeline(view) else 1
     for key, value, rec in _records(zs, schema.CHUNK_HISTORY, facts.counts):
         version = schema.record_version(rec)
@@ -212,6 +224,10 @@ def _header(zs: ZS, facts: _Facts, format_version: int) -> None:
     for family in (schema.REPO, schema.OPS):  # not gathered before: only their shape and number matter
         for _ in _records(zs, family, facts.counts):
             pass
+    for key, value, rec in _records(zs, schema.FILES, facts.counts):
+        _shape(keeps_file_forms(_view(zs, format_version)) and FileKey.well_formed(key)
+               and FileValue.well_formed(value), rec, schema.FILES,
+               "(path) -> (implementation, compression_algorithm, location_dictionary), format 6 on")
     for family, name in schema.FAMILY_NAMES.items():
         there = facts.counts[family]
         if family != schema.HEADER and claimed.get(name, 0) != there:

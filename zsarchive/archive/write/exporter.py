@@ -31,7 +31,7 @@ from typing import Callable, Iterable, Iterator, Mapping
 
 from zsarchive.archive.write import records as repo_records
 from zsarchive.archive.format import schema
-from zsarchive.archive.format.header import ArchiveHeader, marker_metadata, view_format
+from zsarchive.archive.format.header import ArchiveHeader, keeps_file_forms, marker_metadata
 from zsarchive.archive.write.history import Digest, HistoryTally, digest, exception_records, log_digests
 from zsarchive.archive.write import virtualshards
 from zsarchive.archive.write.chunkfiles import is_virtual, with_layout
@@ -91,9 +91,16 @@ class Scope:
 
     blocks_allowed = True
     """Whether chunk refs may reach the writer as built blocks (a fragment's scope reads every record)."""
+    view_format = schema.FULL_FORMAT
+    """The format the records follow (a fragment's: its base's)."""
 
     def small_family(self, family: bytes, records: list[bytes]) -> list[bytes]:
         """The records to write of a small family (refs, repository facts, ops log), in any order."""
+        return records
+
+    def unheld(self, family: bytes, records: list[bytes]) -> list[bytes]:
+        """The records of ``family`` (keyed by something immutable: a file's path) whose key the archive
+        does not hold yet: here all of them."""
         return records
 
     def chunk_files_to_write(self, entries: Iterable[bytes]) -> Iterable[bytes]:
@@ -250,11 +257,27 @@ def gather_metadata(repo: Repository, plan: ExportPlan, sorter: ExternalSorter, 
     """Return the refs (they precede the chunk refs in the file); put repository facts, snapshots,
     nodes and the ops log into ``sorter`` (they follow them)."""
     scope = scope or Scope()
-    sorter.extend(scope.small_family(schema.REPO, repo_records.repo_fact_records(repo)))
+    sorter.extend(scope.small_family(schema.REPO, repo_records.repo_fact_records(repo, scope.view_format)))
     for info in plan.snapshots:
         sorter.extend(repo_records.snapshot_records(repo, info, plan.since[info.id]))
     sorter.extend(scope.small_family(schema.OPS, repo_records.ops_records(repo)))
-    return scope.small_family(schema.REFS, repo_records.ref_records(repo))
+    return scope.small_family(schema.REFS, repo_records.ref_records(repo, scope.view_format))
+
+
+def file_form_records(repo: Repository, plan: ExportPlan, scope: Scope) -> list[bytes]:
+    """The ``Y`` records (format 6) of every metadata file the plan's snapshots need that the archive
+    lacks (a fragment's base holds the others: the files are immutable); made last, when this process
+    has read the files it reads, so that only those read elsewhere (by worker processes) are read again."""
+    if not keeps_file_forms(scope.view_format):
+        return []
+    logged = {sid for sid, _ in plan.txlogs}  # the logs an export reads: not the first snapshot's
+    keys = []
+    for info in plan.snapshots:
+        keys.append(f"snapshots/{info.id}")
+        if info.id in logged:
+            keys += [f"transactions/{sid}" for sid in (*info.pruned_tx_logs, info.id)]
+        keys += [f"manifests/{m.id}" for m in repo.snapshot(info.id).manifest_files]
+    return scope.unheld(schema.FILES, repo_records.file_records(repo, dict.fromkeys(keys)))
 
 
 def prefetch_inputs(repo: Repository, plan: ExportPlan, engine: Engine) -> None:
@@ -424,10 +447,12 @@ def merge_families(refs: list[bytes], changes: list[tuple[ArrayChange, Batches]]
                    txlogs: list[tuple[tuple[str, int], Batches]], chunk_ids: ExternalSorter | None,
                    header: Callable[[dict[str, int]], bytes], tally: _Tally,
                    change_sorter: Callable[[], ExternalSorter], repo: Repository,
-                   snapshots: list[SnapshotInfo]) -> Iterator[list[bytes]]:
+                   snapshots: list[SnapshotInfo],
+                   file_forms: Callable[[], list[bytes]] = list) -> Iterator[list[bytes]]:
     """Every record of the archive in file order, in lists (per-record work stays in C: counting,
     cutting into blocks). Each family starts only when the one before it is written. ``txlogs``:
-    per transaction log read, (snapshot id, flushed_at) and its batches."""
+    per transaction log read, (snapshot id, flushed_at) and its batches; ``file_forms``: the ``Y``
+    records, asked for once every transaction log is read."""
     history = HistoryTally()
 
     def summaries() -> Iterator[Batches]:
@@ -442,6 +467,7 @@ def merge_families(refs: list[bytes], changes: list[tuple[ArrayChange, Batches]]
     yield from tally.counted(_chunk_refs(changes, chunk_ids, change_sorter, history), unplanned=True)
     yield from tally.counted(chunk_data(), unplanned=True)
     yield from tally.counted(_batched(_later_families(sorter, list(summaries()), tally, exceptions)))
+    yield from tally.counted(_batched(sorted(file_forms())), unplanned=True)
     yield [header(tally.by_name())]
 
 
@@ -622,7 +648,7 @@ class ExportJob:
             sharded = any(change.shard is not None for change in plan.changes)
             if include_chunks or sharded:
                 chunk_ids = opened.enter_context(contextlib.closing(self.sorter(4, unique=True)))
-            version = view_format()
+            version = scope.view_format
             refs = gather_metadata(repo, plan, sorter, scope)
             engine = opened.enter_context(contextlib.closing(
                 _engine(repo, self.location, plan, options.parallelism, str(self.directory), self.choices.client)))
@@ -648,7 +674,8 @@ class ExportJob:
             summary = ExportSummary(path=target, left_out=plan.left_out)
             tally = _Tally(len(refs) + sorter.count, self.choices.progress)
             lists = merge_families(refs, changes, chunk_data, sorter, list(zip(plan.txlogs, txlogs)), chunk_ids,
-                                   header, tally, lambda: self.sorter(2, unique=False), repo, plan.snapshots)
+                                   header, tally, lambda: self.sorter(2, unique=False), repo, plan.snapshots,
+                                   lambda: file_form_records(repo, plan, scope))
             write_archive(target, scope.to_writer(lists), scope.metadata(version, repo.spec_version),
                           options)
         return summary

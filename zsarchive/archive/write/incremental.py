@@ -62,13 +62,15 @@ class Base:
         if not history_from_timeline(root.format_version):
             self.close()
             raise ZSError(f"{self.location}: an archive of format {root.format_version} keeps one chunk history "
-                          f"record per change, format {schema.FULL_FORMAT} derives them from the chunk refs; "
+                          "record per change, formats 5 and later derive them from the chunk refs; "
                           "export the repository again to build on it")
         if not has_chunk_pieces(root.format_version) and self.counts.get(schema.FAMILY_NAMES[schema.CHUNK_DATA]):
             self.close()
             raise ZSError(f"{self.location}: its chunk bytes are stored whole (format "
                           f"{root.format_version}); export the repository again to build on it")
         self.snapshots = {SnapshotKey.decode(k).snapshot_id: v for k, v in records_under(self.chain, schema.SNAPSHOT)}
+        self.view_format = root.format_version
+        """The format its chain's records follow (a fragment keeps its base's)."""
 
     @property
     def export_time(self) -> int:
@@ -90,8 +92,8 @@ class Base:
         return manifests, since
 
     def holds(self, family: bytes, key: tuple) -> bool:
-        """Whether the view holds a record of ``family`` (``D`` or ``I``) whose key begins with ``key``
-        (a native chunk file's id, or a virtual shard's whole key)."""
+        """Whether the view holds a record of ``family`` (``D``, ``I`` or ``Y``) whose key begins with
+        ``key`` (a native chunk file's id, a virtual shard's whole key, a metadata file's path)."""
         if not self.counts.get(schema.FAMILY_NAMES[family]):
             return False
         return next(iter(self.chain.search(prefix=schema.key_prefix(family, key))), None) is not None
@@ -114,9 +116,13 @@ class FragmentScope(Scope):
         self.replaced: dict[bytes, int] = {}
         self.tally = HoldingsTally()
         self.view_counts: dict[str, int] | None = None  # given when a full export's counts are the view's
+        self.view_format = base.view_format
 
     def small_family(self, family: bytes, records: list[bytes]) -> list[bytes]:
         return list(diff(sorted(records), self.base.records(family), self.replaced))
+
+    def unheld(self, family: bytes, records: list[bytes]) -> list[bytes]:
+        return [rec for rec in records if not self.base.holds(family, schema.split(rec)[1])]
 
     def chunk_files_to_write(self, entries: Iterable[bytes]) -> Iterator[bytes]:
         for entry in entries:
@@ -139,7 +145,7 @@ class FragmentScope(Scope):
             for tag, written in self.tally.records.items():
                 name = schema.FAMILY_NAMES[tag]
                 view[name] = view.get(name, 0) + written - self.replaced.get(tag, 0) - 2 * self.tally.tombstones.get(tag, 0)
-        info = self.tally.info(self.covers, version)
+        info = self.tally.info(self.covers, self.view_format)
         return ArchiveHeader(schema.FRAGMENT_FORMAT, spec_version, export_time, exporter_version(),
                              {name: n for name, n in view.items() if n > 0}, info).record()
 
@@ -203,7 +209,9 @@ def _by_difference(job: ExportJob, scope: FragmentScope) -> ExportSummary:
     """The fragment as the difference between a full export made beside the target and the base's view."""
     full = job.directory / f".{job.target.name}.{os.getpid()}.full"
     try:
-        done = job.run(plan_export(job.repo), Scope(), target=full)
+        whole = Scope()
+        whole.view_format = scope.view_format  # the records the base's chain follows
+        done = job.run(plan_export(job.repo), whole, target=full)
         with ZS(str(full)) as z:
             header = ArchiveHeader.read(z, str(full))
             scope.view_counts = dict(header.counts)

@@ -23,7 +23,10 @@ from zsarchive.archive.format.pieces import PieceBlock, piece_blocks, piece_reco
 from zsarchive.archive.format.shards import EMPTY, ShardLayout
 from zsarchive.archive.format import schema
 from zsarchive.archive.write.chunkfiles import NATIVE, NativeFileEntry
-from zsarchive.archive.format.views import NodeValue, OpsValue, RefValue, RepoFactValue, SnapshotValue, TxlogValue
+from zsarchive.archive.format.header import keeps_file_forms
+from zsarchive.archive.format.views import (
+    FileValue, NodeValue, OpsValue, RefValue, RepoFactValue, SnapshotValue, TxlogValue,
+)
 from zsarchive.archive.write.refdelta import coord_keys
 from zsarchive.errors import ZSCorrupt
 from zsarchive.io.storage import Storage
@@ -53,16 +56,21 @@ def to_json(value: Any) -> str:
 
 # -- refs, repository facts, ops log ---------------------------------------------------------
 
-def ref_records(repo: Repository) -> list[bytes]:
-    """The ``B`` records: branches, tags and deleted tags (sorted)."""
+def ref_records(repo: Repository, view_format: int = schema.FULL_FORMAT) -> list[bytes]:
+    """The ``B`` records: branches, tags and deleted tags (sorted); from format 6 a V1 deleted tag keeps
+    the snapshot its ``ref.json`` names."""
     out = [schema.record(schema.REFS, ("branch", name), RefValue(sid).encode()) for name, sid in repo.branches().items()]
     out += [schema.record(schema.REFS, ("tag", name), RefValue(sid).encode()) for name, sid in repo.tags().items()]
-    out += [schema.record(schema.REFS, ("deleted_tag", name), RefValue(None).encode()) for name in repo.deleted_tags()]
+    out += [schema.record(schema.REFS, ("deleted_tag", name),
+                          RefValue(repo.deleted_tag_snapshot(name) if keeps_file_forms(view_format) else None).encode())
+            for name in repo.deleted_tags()]
     return sorted(out)
 
 
-def repo_fact_records(repo: Repository) -> list[bytes]:
-    """The ``G`` records: spec version, metadata, config, status, feature flags."""
+def repo_fact_records(repo: Repository, view_format: int = schema.FULL_FORMAT) -> list[bytes]:
+    """The ``G`` records: spec version, metadata, config, status, feature flags; from format 6 (spec V2)
+    ``repo_file``: the implementation name of the ``repo`` file's header and how many ops-log entries
+    each repo info file holds."""
     info = repo.repo_info()
     facts = {
         "spec_version": info.spec_version,
@@ -71,7 +79,20 @@ def repo_fact_records(repo: Repository) -> list[bytes]:
         "status": info.status,
         "feature_flags": {"enabled": info.enabled_feature_flags, "disabled": info.disabled_feature_flags},
     }
+    if keeps_file_forms(view_format) and info.spec_version >= 2:
+        facts["repo_file"] = {"implementation": info.header.implementation, "ops_log_files": repo.ops_log_files()}
     return [schema.record(schema.REPO, (name,), RepoFactValue(to_json(value)).encode()) for name, value in facts.items()]
+
+
+def file_records(repo: Repository, keys: Iterable[str]) -> list[bytes]:
+    """The ``Y`` records (format 6) of the metadata files ``keys`` that the repository holds."""
+    out = []
+    for key in keys:
+        form = repo.file_form(key)
+        if form is not None:
+            value = FileValue(form.implementation, form.compression_algorithm, form.location_dictionary)
+            out.append(schema.record(schema.FILES, (key,), value.encode()))
+    return out
 
 
 def ops_records(repo: Repository) -> list[bytes]:

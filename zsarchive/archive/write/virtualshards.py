@@ -15,7 +15,8 @@ from zsarchive.archive.format import tuples
 from zsarchive.archive.format import schema
 from zsarchive.archive.write.chunkfiles import MARK, VirtualShardEntry
 from zsarchive.archive.read.chunkdata import ChunkReader
-from zsarchive.archive.format.shards import ShardLayout, virtual_index_key
+from zsarchive.archive.format.shards import ShardLayout
+from zsarchive.archive.format.views import ShardIndexKey
 from zsarchive.errors import ZSError
 from zsarchive.icechunk.manifest import RefBatch
 from zsarchive.icechunk.model import RefKind
@@ -29,8 +30,8 @@ def entries(batch: RefBatch) -> list[bytes]:
     """Entries naming the virtual refs of ``batch`` (an export's task hands them on with its records)."""
     rows = np.flatnonzero([kind is RefKind.VIRTUAL for kind in batch.kind]).tolist()
     offsets, lengths = batch.offset.tolist(), batch.length.tolist()
-    return [MARK + tuples.encode(virtual_index_key(batch.location[j], offsets[j], lengths[j], batch.checksum_etag[j],
-                                         batch.checksum_last_modified[j])) for j in rows]
+    return [MARK + tuples.encode(ShardIndexKey(batch.location[j], offsets[j], lengths[j], batch.checksum_etag[j],
+                                               batch.checksum_last_modified[j]).encode()) for j in rows]
 
 
 @dataclass
