@@ -9,6 +9,7 @@ written by the real icechunk 2.x). In the same run, alternating, K times each:
    enumerating every chunk coordinate (in-process, in a fresh icechunk process). Goal <= 2x.
 2. a fresh ``zs chunk ARCHIVE main /v I,0 --json`` process (wall time) vs a fresh icechunk Python
    process that opens the repository and answers ``chunk_type`` for the same chunk. Goal <= 0.5x.
+   Ours runs from ``bench_zs.user_python`` (started as a non-editable install is), with PYTHONPATH.
 3. archive size vs the repository's metadata (every file but chunks/). Goal <= 1x.
 
 Prints medians and ratios.
@@ -68,7 +69,7 @@ def main() -> None:
 
     repo = icbench.ensure_repo(args.refs)
     bench_zs.precompile()  # the fresh `zs chunk` processes load byte code, as an installed copy does
-    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    env = {**os.environ, "PYTHONWARNINGS": "ignore", "PYTHONPATH": str(ROOT)}
     export_s, enum_s, zs_chunk_s, ic_chunk_s = [], [], [], []
     with tempfile.TemporaryDirectory(dir=ROOT / ".bench") as tmp:
         archive = Path(tmp) / "bench.zs"
@@ -83,7 +84,7 @@ def main() -> None:
                                  check=True, capture_output=True, text=True, env=env)
             run = json.loads(out.stdout.strip().splitlines()[-1])
             enum_s.append(run["open_s"] + run["enumerate_s"])
-            seconds, text = wall([sys.executable, "-m", "zsarchive", "chunk", str(archive), "main", "/v",
+            seconds, text = wall([bench_zs.user_python(), "-m", "zsarchive", "chunk", str(archive), "main", "/v",
                                   f"{probe},0", "--json"], env)
             assert '"virtual"' in text, text
             zs_chunk_s.append(seconds)

@@ -11,6 +11,11 @@ options:
    coordinate (its in-process open + enumerate time). Goal <= 1.0x.
 2. the archive's size vs the repository's metadata (every file but chunks/). Goal <= 0.5x.
 3. one cold ``zs chunk --json`` lookup vs a fresh icechunk process asking ``chunk_type``. Goal <= 0.12x.
+   Both are whole processes with a normal interpreter start (site and its .pth files): icechunk's
+   venv in .peers/ic2, and ours an interpreter that starts as a user's (non-editable) install does
+   (``bench_zs.user_python``: the development venv's site-packages without its editable-install
+   finder, whose imports at every start no installed copy pays), zsarchive from PYTHONPATH, byte
+   code compiled.
 4. ``zs export --base`` after the 1,000-ref commit vs a full export of that repository. Goal <= 0.3x.
 
 Prints medians; the manifest-delta history size is scripts/bench_manifest_deltas.py's.
@@ -64,7 +69,7 @@ def committed_copy(repo: Path) -> Path:
 
 
 def zs(*args: str) -> list[str]:
-    return [sys.executable, "-m", "zsarchive", *args]
+    return [bench_zs.user_python(), "-m", "zsarchive", *args]
 
 
 def main() -> None:

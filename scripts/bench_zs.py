@@ -25,6 +25,7 @@ import resource
 import statistics
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import time
 from pathlib import Path
@@ -100,6 +101,31 @@ def precompile() -> None:
     PYTHONDONTWRITEBYTECODE set (CI, this sandbox) would otherwise recompile every module at
     every start of ``zs``, a cost no installed copy pays."""
     compileall.compile_dir(str(ROOT / "zsarchive"), quiet=1)
+
+
+def user_python() -> str:
+    """An interpreter that starts as a user's install of zsarchive does: this one's site-packages on its path.
+
+    The development environment installs zsarchive editable (``pip install -e``): its ``__editable__``
+    .pth imports a finder (pathlib, re, urllib.parse ...) at every interpreter start, which a normal
+    install never pays. This venv under .bench/ (made once) lists this interpreter's site-packages as a
+    plain path line, so site still runs in full and processes the other .pth files (copied), but not
+    the editable finder; zsarchive itself comes from PYTHONPATH, as the benchmarks set it.
+    """
+    venv = ROOT / ".bench" / "user-venv"
+    python = venv / "bin" / "python"
+    if not python.exists():
+        shared = {sysconfig.get_paths()[kind] for kind in ("purelib", "platlib")}
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+        target = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                                     check=True, capture_output=True, text=True).stdout.strip())
+        # first in name order: the .pth files copied below import modules from the shared site-packages
+        (target / "_shared-site-packages.pth").write_text("".join(f"{path}\n" for path in sorted(shared)))
+        for path in sorted(shared):
+            for pth in Path(path).glob("*.pth"):
+                if not pth.name.startswith("__editable__"):
+                    (target / pth.name).write_bytes(pth.read_bytes())
+    return str(python)
 
 
 def main() -> int:

@@ -1,8 +1,8 @@
 """HTTP servers for the tests: a real nginx on loopback, and a small misbehaving server of our own.
 
 ``nginx_server`` and ``faulty_server`` are pytest fixtures, and so are the object-store emulators
-``azurite`` (Azure) and ``gcs`` (fake-gcs-server); import them into a test module with
-``from servers import nginx_server, faulty_server  # noqa: F401``.
+``azurite`` (Azure) and ``gcs`` (fake-gcs-server, with ``gcs_service_account`` for writes); import them
+into a test module with ``from servers import nginx_server, faulty_server  # noqa: F401``.
 """
 
 from __future__ import annotations
@@ -34,9 +34,17 @@ NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
 
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that nobody listens on right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    return free_ports(1)[0]
+
+
+def free_ports(count: int) -> list[int]:
+    """``count`` distinct free TCP ports on 127.0.0.1: each socket stays bound until all are chosen,
+    so the kernel cannot hand the same port out twice."""
+    with contextlib.ExitStack() as stack:
+        socks = [stack.enter_context(socket.socket()) for _ in range(count)]
+        for sock in socks:
+            sock.bind(("127.0.0.1", 0))
+        return [sock.getsockname()[1] for sock in socks]
 
 
 @contextlib.contextmanager
@@ -106,8 +114,7 @@ class Nginx:
     def __init__(self, root: Path, prefix: Path) -> None:
         self.root = root
         self.prefix = prefix
-        self.port = free_port()
-        self.tls_port = free_port()
+        self.port, self.tls_port = free_ports(2)
         self.certificate = prefix / "cert.pem"  # self-signed for 127.0.0.1: a CA file for clients
         self.log = prefix / "access.log"
         self._marks = 0
@@ -492,6 +499,20 @@ def gcs(tmp_path_factory):
         server.terminate()
         server.wait(timeout=30)
         server.stderr.close()
+
+
+@pytest.fixture(scope="module")
+def gcs_service_account(tmp_path_factory) -> Path:
+    """A service-account key file of a fresh RSA key: obstore signs its own tokens with it (no token
+    server is asked), which the ``gcs`` emulator accepts; GCS writes need one, ``--anon`` cannot write."""
+    work = tmp_path_factory.mktemp("gcs-account")
+    subprocess.run(["openssl", "genrsa", "-out", str(work / "key.pem"), "2048"], check=True, capture_output=True)
+    path = work / "account.json"
+    path.write_text(json.dumps({"type": "service_account", "project_id": "test", "private_key_id": "test",
+                                "private_key": (work / "key.pem").read_text(),
+                                "client_email": "restore@test.iam.gserviceaccount.com", "client_id": "1",
+                                "token_uri": "http://127.0.0.1:9/token"}))  # never asked: nothing listens there
+    return path
 
 
 def _gcs_call(url: str, body: bytes) -> None:

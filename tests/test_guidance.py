@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -243,3 +245,25 @@ def test_help_groups_commands_and_cuts_no_sentence():
     for command in ("make", "dump", "info", "validate"):
         assert f"\n  {command} " in text[engine:], command
     assert "..." not in text[archives:]
+
+
+def test_help_lists_every_command_without_importing_them():
+    """``zs --help`` prints each command's own first sentence from a table, importing no command module;
+    every command's own --help still works (each imports its module on first use)."""
+    import click
+
+    from zsarchive.cli import main
+
+    names = main.list_commands(click.Context(main))
+    script = ("import sys\nfrom zsarchive.cli import main\ntry:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+              "print(sorted(m for m in sys.modules if m.startswith(('zsarchive.cli.', 'zsarchive.archive'))), "
+              "file=sys.stderr)")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert out.stderr.strip() == "['zsarchive.cli.app']", out.stderr
+    listed = " ".join(out.stdout.split())  # help wraps long lines
+    for name in names:
+        command = main.get_command(click.Context(main), name)
+        assert main.summaries[name] == command.get_short_help_str(limit=1000), name
+        assert f" {name} {main.summaries[name]}" in listed, name
+        done = run_zs(name, "--help")
+        assert done.returncode == 0 and f"Usage: python -m zsarchive {name} " in done.stdout, done.stderr

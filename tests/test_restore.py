@@ -15,13 +15,15 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.parse
+import urllib.request
 from pathlib import Path
 
 import pytest
 
 from icechunk_answers import answers_without_file_details
 from oracle import CLEAN_EXIT, ROOT, fixtures, oracle, repo_path, run_oracle, virtual_mapping
-from servers import azurite, moto_s3  # noqa: F401
+from servers import azurite, gcs, gcs_service_account, moto_s3  # noqa: F401
 from toolkit.cli import run_zs
 from toolkit.peers import generate, run_peer_script
 from zsarchive.archive import RepoArchive, export
@@ -402,6 +404,47 @@ def test_restore_to_azure_then_icechunk_and_zsarchive_read_it(azurite, icechunk2
                                                        "config": {"azure_storage_use_emulator": "true"}},
                               {"AZURITE_BLOB_STORAGE_URL": azurite["endpoint"]})
     assert remote == icechunk_answers(icechunk2_python, "local", {"path": str(repo_path(2))})
+
+
+def gcs_options(gcs: str, account: Path) -> list[str]:
+    """The command-line storage options that reach the ``gcs`` emulator with a service-account key."""
+    return ["--storage-option", f"base_url={gcs}", "--storage-option", f"service_account_path={account}"]
+
+
+def gcs_objects(gcs: str, prefix: str) -> list[str]:
+    """The names of the objects below ``prefix`` in the emulator's bucket ``lab`` (its JSON API)."""
+    query = urllib.parse.urlencode({"prefix": prefix})
+    with urllib.request.urlopen(f"{gcs}/storage/v1/b/lab/o?{query}", timeout=30) as answer:
+        return [item["name"] for item in json.load(answer).get("items", [])]
+
+
+def test_restore_to_gcs_refused_by_the_server_is_one_line_and_leaves_no_repository(gcs, gcs_service_account,
+                                                                                      tmp_path):
+    """``gs://`` restore against fake-gcs-server: the emptiness check lists the prefix, writes are signed
+    with a service-account key and no token server, and the server's refusal of a write is one line naming
+    the object, with no ``repo`` file left (nothing icechunk would open).
+
+    The refusal is the emulator's: obstore (as icechunk) writes with the XML API's ``PUT /BUCKET/OBJECT``,
+    which fake-gcs-server answers 400 "invalid uploadType" (it serves only the JSON API's uploads; its
+    issue 331, pull request 1164 unmerged). Once it accepts that PUT, this test fails: then a round trip
+    like the Azure one (restore, export again, icechunk's answers) replaces it."""
+    archive = tmp_path / "a.zs"
+    export(repo_path(2), archive, include_chunks=True)
+    proc = run_zs("restore", str(archive), "gs://lab/restored/refused", *gcs_options(gcs, gcs_service_account))
+    assert proc.returncode == 1 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "gs://lab/restored/refused/" in proc.stderr and "400 Bad Request" in proc.stderr, proc.stderr
+    assert "restored/refused/repo" not in gcs_objects(gcs, "restored/refused/")
+
+
+def test_anonymous_restore_to_gcs_is_one_line_before_any_request(tmp_path):
+    """GCS writes need credentials (obstore would ask the instance metadata server for a token): ``--anon``
+    toward a ``gs://`` target is refused before anything is sent (the endpoint is a closed loopback port)."""
+    archive = tmp_path / "a.zs"
+    export(repo_path(2), archive, include_chunks=True)
+    proc = run_zs("restore", str(archive), "gs://lab/restored/anon", "--anon", "--storage-option",
+                  "base_url=http://127.0.0.1:9")
+    assert proc.returncode == 1 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "gs://lab/restored/anon: cannot write to Google Cloud Storage anonymously" in proc.stderr
 
 
 @pytest.mark.parametrize("version", [1, 2, 3, 5, 6])

@@ -11,9 +11,10 @@ import io
 import json
 import os
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import zstandard
+if TYPE_CHECKING:
+    import zstandard
 
 from zsarchive.errors import ZSCorrupt, ZSError
 
@@ -123,6 +124,8 @@ def unzstd(data: bytes, limit: int, name: str, context: zstandard.ZstdDecompress
     is refused before much more than the limit is made.
     ``context``: a decompressor with a dictionary, if the frame needs one; ``feed``: compressed bytes
     given at a time to a frame that declares no size (each byte may make up to ~32 KiB)."""
+    import zstandard  # here: only zstd payloads need it, and most reads decode none
+
     declared = zstandard.frame_content_size(data)  # -1: the frame does not say
     if declared > limit:
         raise too_large(limit, name)

@@ -14,8 +14,32 @@ main.lazy = {
     "checkout": "zsarchive.cli.checkout",
     "restore": "zsarchive.cli.restore",
     "serve": "zsarchive.cli.serve",
-    **{name: _ARCHIVE for name in ("refs", "log", "show", "ls", "chunks", "chunk", "diff", "ops", "chunk-log",
-                                          "summary")},
+    "chunk": "zsarchive.cli.chunk",
+    **{name: _ARCHIVE for name in ("refs", "log", "show", "ls", "chunks", "diff", "ops", "chunk-log", "summary")},
 }
+main.summaries = {
+    "checkout": "Write the snapshot REF (a branch, tag, snapshot id or REF@TIME) of ARCHIVE as plain Zarr v3 at "
+                "TARGET.",
+    "chunk": "The chunk ref at COORDS of the array PATH at REF.",
+    "chunk-log": "The commits in REF's history that changed one chunk, newest first.",
+    "chunks": "Every chunk ref of the array PATH at REF, in coordinate order (streamed).",
+    "consolidate": "Write the chain whose newest archive is FRAGMENT as one standalone ARCHIVE.",
+    "diff": "What changed from FROM to TO.",
+    "dump": "Unpack some or all of the contents of a .zs file.",
+    "export": "Export the Icechunk repository REPO into the ZS file ARCHIVE.",
+    "icechunk": "Read Icechunk repositories (spec V1 and V2) without the icechunk library.",
+    "info": "Display general information from a .zs file's header, as JSON.",
+    "log": "Snapshots, newest first: REF's history, or every snapshot.",
+    "ls": "Groups and arrays at REF (PATH and what is under it, if given).",
+    "make": 'Create NEW_ZS_FILE from the sorted records in INPUT_FILE ("-" for stdin).',
+    "ops": "The repository's ops log, newest first.",
+    "refs": "Branches, tags and deleted tags of ARCHIVE.",
+    "restore": "Write the Icechunk repository ARCHIVE holds into TARGET, which must be absent or empty.",
+    "serve": "A local, read-only web page of ARCHIVE (a path or URL).",
+    "show": "One commit and what it changed, as git show --stat.",
+    "summary": "What ARCHIVE holds, at a glance.",
+    "validate": "Check a .zs file for errors or data corruption.",
+}
+"""``zs --help``'s line for each command (its docstring's first sentence), so listing them imports none."""
 
 __all__ = ["main"]

@@ -30,6 +30,9 @@ class _Group(click.Group):
     """
 
     lazy: dict[str, str] = {}
+    summaries: dict[str, str] = {}
+    """A lazy command's short help, so ``zs --help`` lists it without importing it (a test keeps each
+    equal to the command's own first sentence; a command missing here is imported to ask it)."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(set(self.commands) | set(self.lazy))
@@ -41,12 +44,16 @@ class _Group(click.Group):
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         """The commands in sections (archives, then ZS files), each with its whole first sentence."""
-        commands = {name: self.get_command(ctx, name) for name in self.list_commands(ctx)}
-        commands = {name: cmd for name, cmd in commands.items() if cmd is not None and not cmd.hidden}
+        helps = {}
+        for name in self.list_commands(ctx):
+            if name not in self.commands and name in self.summaries:
+                helps[name] = self.summaries[name]
+            elif (cmd := self.get_command(ctx, name)) is not None and not cmd.hidden:
+                helps[name] = cmd.get_short_help_str(limit=1000)
         placed = {name for _, names in SECTIONS for name in names}
         for i, (title, names) in enumerate(SECTIONS):
-            order = list(names) + (sorted(set(commands) - placed) if i == len(SECTIONS) - 1 else [])
-            rows = [(name, commands[name].get_short_help_str(limit=1000)) for name in order if name in commands]
+            order = list(names) + (sorted(set(helps) - placed) if i == len(SECTIONS) - 1 else [])
+            rows = [(name, helps[name]) for name in order if name in helps]
             if rows:
                 with formatter.section(title):
                     formatter.write_dl(rows)

@@ -12,6 +12,8 @@ from zsarchive.archive import RepoArchive
 from zsarchive.cli.app import printable
 
 _LAYOUT_ROWS = 1000  # rows a table's column widths are taken from
+CHUNK_COLUMNS = ("coords", "kind", "offset", "length", "chunk_id", "location")
+"""The table columns of a chunk ref (``zs chunk``, ``zs chunks``)."""
 
 json_option = click.option("--json", "as_json", is_flag=True,
                            help="One JSON object per line (a stable contract, see docs/archive-format.rst).")

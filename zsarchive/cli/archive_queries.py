@@ -1,4 +1,4 @@
-"""Query commands over a repo archive: summary, refs, log, ls, chunks, chunk, diff, ops, chunk-log."""
+"""Query commands over a repo archive: summary, refs, log, ls, chunks, diff, ops, chunk-log (``chunk``: its own module)."""
 
 from __future__ import annotations
 
@@ -10,12 +10,10 @@ import click
 
 from zsarchive.archive import NotFound
 from zsarchive.cli.app import main, printable
-from zsarchive.cli.archive_output import cell, emit, json_option, open_archive
-from zsarchive.cli.params import COORDS, authorize_option, remote_options
-from zsarchive.io.location import parse_location
+from zsarchive.cli.archive_output import CHUNK_COLUMNS, cell, emit, json_option, open_archive
+from zsarchive.cli.params import COORDS
 
 LOG_COLUMNS = ("id", "flushed_at", "parent_id", "message")
-CHUNK_COLUMNS = ("coords", "kind", "offset", "length", "chunk_id", "location")
 
 
 since_option = click.option("--since", metavar="TIME", help="Inclusive lower bound (ISO 8601 / RFC 3339 or a date).")
@@ -201,39 +199,6 @@ def chunks_command(archive: str, ref: str, path: str, as_json: bool) -> None:
     Python: RepoArchive.chunk_refs (or chunks)."""
     with open_archive(archive) as arc:
         emit(arc.chunk_refs(ref, path), as_json, CHUNK_COLUMNS)
-
-
-@main.command("chunk")
-@click.argument("archive")
-@click.argument("ref")
-@click.argument("path")
-@click.argument("coords", type=COORDS)
-@click.option("--inner", type=COORDS, metavar="I,J", help="Of a sharded array: the inner chunk at this position "
-              "within the shard at COORDS.")
-@click.option("--data", is_flag=True, help="Write the chunk's bytes to stdout instead of its ref.")
-@click.option("--repo", metavar="REPO", help="Repository (a directory or an s3://, gs://, az://, http(s):// URL) "
-              "whose chunks/ holds native chunks not embedded.")
-@authorize_option
-@remote_options
-@json_option
-def chunk_command(archive: str, ref: str, path: str, coords: tuple[int, ...], inner: tuple[int, ...] | None,
-                  data: bool, repo: str | None, authorize: dict[str, dict[str, str]], anon: bool,
-                  storage_options: dict[str, str], as_json: bool) -> None:
-    """The chunk ref at COORDS of the array PATH at REF.
-
-    COORDS is like 3,4 ("" for the one chunk of a 0-d array); with --inner, the inner chunk of that
-    shard (its offset and length within the shard's bytes). Python: RepoArchive.chunk_ref (or chunk)."""
-    where = None if repo is None else parse_location(repo, storage_options, anon)
-    with open_archive(archive, authorize) as arc:
-        if inner is None:
-            chunk = arc.chunk_ref(ref, path, coords)
-        else:
-            chunk = arc.inner_chunk(ref, path, coords, inner, repo=where)
-        if data:
-            sys.stdout.buffer.write(b"" if chunk.get("empty") else arc.read_chunk(chunk, ref, where))
-            return
-        columns = ("path",) + CHUNK_COLUMNS + (("inner", "empty") if inner is not None else ())
-        emit([chunk], as_json, columns)
 
 
 def chunk_text(chunk: dict | None) -> str:

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import os
 import re
-import urllib.parse
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Mapping
+from typing import TYPE_CHECKING, Mapping
 
 from zsarchive.errors import ZSError
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 
@@ -39,6 +40,8 @@ class Location:
     @property
     def path(self) -> Path:
         """The local path (only for a local location)."""
+        from pathlib import Path  # imported here: a lookup in a local archive needs neither it nor urllib
+
         return Path(self.url)
 
     def child(self, key: str) -> "Location":
@@ -79,6 +82,8 @@ def parse_location(source: str | os.PathLike | Location, storage_options: Mappin
     scheme = scheme_of(text)
     if scheme is None:
         return Location(text, "file")
+    import urllib.parse  # only URLs pay for it (with ipaddress): a plain path is most lookups' input
+
     if scheme == "file":
         url = urllib.parse.urlparse(text)
         if url.netloc not in ("", "localhost"):

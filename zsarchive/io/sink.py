@@ -298,4 +298,9 @@ def open_sink(target: str | os.PathLike | Location, storage_options: Mapping[str
         return LocalSink(where)
     if where.kind == "http":
         raise ZSError(f"{where.url}: cannot write over plain HTTP (give a directory or an s3://, gs:// or az:// URL)")
+    if where.kind == "gs" and where.anon:
+        # obstore's GCS client signs every write even when told not to sign: it would ask the
+        # instance metadata server for a token rather than send an unsigned request
+        raise ZSError(f"{where.url}: cannot write to Google Cloud Storage anonymously (give credentials: "
+                      f"GOOGLE_APPLICATION_CREDENTIALS, GOOGLE_SERVICE_ACCOUNT or service_account_path=FILE)")
     return ObjectSink(where)

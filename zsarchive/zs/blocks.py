@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import threading
 from bisect import bisect_left
-from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator, NamedTuple
 
 from zsarchive.errors import ZSCorrupt, ZSError
@@ -29,17 +28,17 @@ SKIP = object()
 """A scan job's answer for "this block holds nothing wanted": nothing is yielded for it."""
 
 
-@dataclass
 class ReaderStats:
     """Counters of one reader (thread-safe). Tests and benchmarks assert on them."""
 
-    block_reads: int = 0  # blocks fetched from the transport (including the root)
-    transport_reads: int = 0  # calls of transport.read / read_head_tail
-    bytes_read: int = 0
-    decompressions: int = 0
-    index_cache_hits: int = 0
-    data_cache_hits: int = 0
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+    def __init__(self) -> None:
+        self.block_reads = 0  # blocks fetched from the transport (including the root)
+        self.transport_reads = 0  # calls of transport.read / read_head_tail
+        self.bytes_read = 0
+        self.decompressions = 0
+        self.index_cache_hits = 0
+        self.data_cache_hits = 0
+        self._lock = threading.Lock()
 
     def add(self, **counts: int) -> None:
         """Add to several counters at once."""

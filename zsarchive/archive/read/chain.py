@@ -10,7 +10,6 @@ import os
 import posixpath
 import re
 from typing import Iterator
-from urllib.parse import urlsplit, urlunsplit
 
 from zsarchive.archive.format import tuples
 from zsarchive.archive.format import schema
@@ -32,6 +31,8 @@ _MAX_BASE = 4096
 def resolve_base(location: str, link: str) -> str:
     """Where the base named ``link`` by the fragment at ``location`` (a path or URL) is."""
     if is_url(location):
+        from urllib.parse import urlsplit, urlunsplit  # here: opening a local archive needs no URL parser
+
         parts = urlsplit(location)
         path = posixpath.normpath(posixpath.join(posixpath.dirname(parts.path), link))
         return urlunsplit((parts.scheme, parts.netloc, path, "", ""))

@@ -11,6 +11,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 from urllib.parse import unquote, urlsplit
 
+from zsarchive.archive.read.refspec import coords_text
 from zsarchive.errors import ZSCorrupt, ZSError
 from zsarchive.times import format_time
 from zsarchive.io.kinds import ZS_FILE, archive_not_repository, local_kind
@@ -25,11 +26,6 @@ if TYPE_CHECKING:
 
 _CHUNK_ID = re.compile(r"^[0-9A-HJKMNP-TV-Z]{20}$")
 """A Crockford base32 ObjectId12: the only chunk file names an archive may make us open."""
-
-
-def coords_text(coords: Iterable[int]) -> str:
-    """Chunk coordinates as ``1,2,3`` (for messages)."""
-    return ",".join(str(c) for c in coords)
 
 
 class ChunkReader:

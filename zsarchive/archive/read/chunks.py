@@ -5,21 +5,22 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Any, Iterable, Iterator, Mapping
+import threading
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping
 
 from zsarchive.archive.format import schema
 from zsarchive.archive.format.header import has_chunk_pieces, refs_by_manifest
-from zsarchive.archive.format.pieces import read_pieces
-from zsarchive.archive.format.shards import EMPTY, shard_layout
 from zsarchive.archive.format.views import ChunkBytesValue, ChunkRefValue, ShardIndexKey, ShardIndexValue
-from zsarchive.archive.read.chunkdata import ChunkReader, coords_text
 from zsarchive.archive.read.chunkrefs import ManifestRefs, RefTimeline
 from zsarchive.archive.read.model import ChunkInfo, NodeInfo
 from zsarchive.archive.read.nodes import NodeQueries
 from zsarchive.archive.read.reader import NotFound, checked_record
-from zsarchive.archive.read.refspec import chunk_coords
+from zsarchive.archive.read.refspec import chunk_coords, coords_text
 from zsarchive.errors import ZSCorrupt, ZSError
 from zsarchive.io.location import Location, parse_location
+
+if TYPE_CHECKING:
+    from zsarchive.archive.read.chunkdata import ChunkReader
 
 
 class ChunkQueries(NodeQueries):
@@ -30,14 +31,28 @@ class ChunkQueries(NodeQueries):
         super().__init__(source)
         self._has_chunk_data: bool | None = None
         self._has_shard_indexes: bool | None = None
-        self._chunks = ChunkReader(self.name, authorize, self._embedded_chunk)
+        self._authorized = authorize
+        self._chunk_reader: ChunkReader | None = None
+        self._chunk_reader_lock = threading.Lock()
         self._refs = ManifestRefs(self.zs) if refs_by_manifest(self.format_version) else \
             RefTimeline(self.zs, self._history_depths, self.name)
 
     def close(self) -> None:
         """Release the underlying reader and the connections chunk reads kept open."""
         super().close()
-        self._chunks.close()
+        if self._chunk_reader is not None:
+            self._chunk_reader.close()
+
+    @property
+    def _chunks(self) -> ChunkReader:
+        """The reader of chunk bytes, made on first use: a lookup of refs does not import what reading
+        bytes needs (object stores, HTTP validators, repository storage)."""
+        with self._chunk_reader_lock:
+            if self._chunk_reader is None:
+                from zsarchive.archive.read.chunkdata import ChunkReader
+
+                self._chunk_reader = ChunkReader(self.name, self._authorized, self._embedded_chunk)
+            return self._chunk_reader
 
     @property
     def authorize(self) -> dict[str, dict[str, Any]]:
@@ -134,6 +149,9 @@ class ChunkQueries(NodeQueries):
         if not self._has_chunk_data:
             return None
         if has_chunk_pieces(self.format_version):
+            # imported here, as the shard layouts below: a chunk ref lookup does not read bytes or shards
+            from zsarchive.archive.format.pieces import read_pieces
+
             return read_pieces(self.zs, chunk_id, start, stop, views)
         value = self._one(schema.CHUNK_DATA, (chunk_id,))
         if value is None:
@@ -170,6 +188,8 @@ class ChunkQueries(NodeQueries):
         """Where the inner chunk at ``inner`` of the shard at ``coords`` lies: the shard's chunk ref
         with ``offset`` / ``length`` narrowed to it (``empty`` True where the shard holds none).
         ``repo``: where to read the shard's index if the archive keeps neither it nor the shard."""
+        from zsarchive.archive.format.shards import EMPTY, shard_layout
+
         node = self._array_at(ref, path)
         layout = shard_layout(node.user_data)
         if layout is None:

@@ -10,7 +10,6 @@ from zsarchive.archive.format.header import history_from_timeline
 from zsarchive.archive.format.views import NODE_SETS, NodeKey, NodeValue, SnapshotValue, TxlogValue
 from zsarchive.archive.read import chunkhistory
 from zsarchive.archive.read.changes import ChangeQueries
-from zsarchive.archive.read.loggraph import layout, topo_order
 from zsarchive.errors import ZSCorrupt, ZSError
 
 if TYPE_CHECKING:
@@ -36,6 +35,8 @@ class CommitQueries(ChangeQueries):
         lines of a git-style graph: each snapshot once, children above parents; each line a dict with
         ``graph`` (its text), and for a snapshot's line the snapshot's fields, ``refs`` and ``column``.
         ``max_count``: the lines down to the ``max_count``-th snapshot's."""
+        from zsarchive.archive.read.loggraph import layout, topo_order  # here: a lookup does not pay for it
+
         if max_count is not None and (not isinstance(max_count, int) or isinstance(max_count, bool) or max_count < 0):
             raise ZSError(f"max_count must be an integer >= 0, not {max_count!r}")
         tips = ([r["snapshot_id"] for r in self.refs() if "snapshot_id" in r] if all_refs

@@ -17,7 +17,6 @@ from zsarchive.archive.read.chunks import ChunkQueries
 from zsarchive.archive.read.commits import CommitQueries
 from zsarchive.archive.read.reader import guarded
 from zsarchive.archive.read.refspec import TimeBound
-from zsarchive.archive.read.summary import summarize
 
 
 class RepoArchive(ChunkQueries, CommitQueries):
@@ -35,6 +34,8 @@ class RepoArchive(ChunkQueries, CommitQueries):
         ``snapshots`` (total, unreachable), ``branches`` (commits, first and last flush), ``tags``,
         ``deleted_tags``, ``arrays`` at each branch tip (shape, dtype, chunk shape) and ``chunk_bytes``
         (embedded or not, records, bytes of the archive holding them)."""
+        from zsarchive.archive.read.summary import summarize  # here: a lookup does not pay for it
+
         return summarize(self)
 
     # The names of the ``zs`` commands, for who reads the command line's help first.

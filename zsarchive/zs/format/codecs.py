@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import lzma
 import threading
-from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, NamedTuple
 
-import zstandard
-
+# lzma and zstandard are imported by the functions that use them: most files are deflate, and a
+# one-record lookup should not pay for importing the other two libraries.
 try:
     # zlib-ng: the same raw deflate streams, ~2x faster both ways, and it releases the GIL too.
     from zlib_ng import zlib_ng as zlib
@@ -29,13 +27,12 @@ from zsarchive.limits import ceiling, inflate, unzstd
 BLOCK_CEILING = "ZSARCHIVE_MAX_BLOCK"
 
 LZMA_CODEC = "lzma2;dsize=2^20"
-_LZMA_FILTERS_DECODE = [{"id": lzma.FILTER_LZMA2, "dict_size": 2**20}]
-_LZMA_PRESETS = {"0": 0, "0e": 0 | lzma.PRESET_EXTREME, "1": 1, "1e": 1 | lzma.PRESET_EXTREME}
+_LZMA_LEVELS = ("0", "0e", "1", "1e")
 _EXTREME_DICT = {"0e": 2**18, "1e": 2**20}  # the presets' dictionaries
 
-@dataclass(frozen=True)
-class Codec:
-    """A codec as named in the header, with ready-to-call compress/decompress functions."""
+class Codec(NamedTuple):
+    """A codec as named in the header, with ready-to-call compress/decompress functions (a NamedTuple:
+    a frozen dataclass costs every start of the command line ~6x as much to define)."""
 
     name: str
     compress: Callable[[bytes], bytes]
@@ -73,15 +70,18 @@ def _lzma_filters(level: str) -> dict:
     match searches at 64 bytes or 32 tree steps: ~0.9x the preset's time, files within 2 % of its
     on every kind of data tests/zs/test_format_codecs.py generates.
     """
-    preset = _LZMA_PRESETS[level]
+    import lzma
+
     if not level.endswith("e"):
-        return {"id": lzma.FILTER_LZMA2, "preset": preset}
+        return {"id": lzma.FILTER_LZMA2, "preset": int(level)}
     return {"id": lzma.FILTER_LZMA2, "dict_size": _EXTREME_DICT[level],
             "lc": 3, "lp": 0, "pb": 2, "mode": lzma.MODE_NORMAL, "mf": lzma.MF_BT4,
             "nice_len": 64, "depth": 32}
 
 
 def _lzma_compress(level: str) -> Callable[[bytes], bytes]:
+    import lzma
+
     filters = [_lzma_filters(level)]
 
     def compress(data: bytes) -> bytes:
@@ -91,11 +91,15 @@ def _lzma_compress(level: str) -> Callable[[bytes], bytes]:
 
 
 def _lzma_decompress(data: bytes) -> bytes:
-    d = lzma.LZMADecompressor(format=lzma.FORMAT_RAW, filters=_LZMA_FILTERS_DECODE)
+    import lzma
+
+    d = lzma.LZMADecompressor(format=lzma.FORMAT_RAW, filters=[{"id": lzma.FILTER_LZMA2, "dict_size": 2**20}])
     return inflate(d, data, ceiling(BLOCK_CEILING), BLOCK_CEILING)
 
 
 def _zstd_compress(level: int) -> Callable[[bytes], bytes]:
+    import zstandard
+
     # A ZstdCompressor must not be shared between threads: keep one per thread.
     local = threading.local()
 
@@ -248,7 +252,7 @@ def get_codec(name: str, level: int | str | None = None) -> Codec:
             raise ZSError(f"deflate compression level must be 0-9, not {level!r}")
         compress = _deflate_compress(int(level))
     elif header_name == LZMA_CODEC:
-        if str(level) not in _LZMA_PRESETS:
+        if str(level) not in _LZMA_LEVELS:
             raise ZSError(f"lzma compression level must be one of 0, 0e, 1, 1e (1 MiB dictionary), not {level!r}")
         compress = _lzma_compress(str(level))
     else:
@@ -279,12 +283,19 @@ def decoder_for(header_name: str) -> Callable[[bytes], bytes]:
         raise ZSError(f"unsupported codec {header_name!r} in file header") from None
 
 
-_DECODE_ERRORS = (zlib.error, lzma.LZMAError, zstandard.ZstdError, MemoryError, ValueError)
+def _decode_errors() -> tuple[type[BaseException], ...]:
+    """Every codec's failures (evaluated by ``except`` only once something failed: by then the
+    failing codec's library is imported, and importing the others costs nothing that matters)."""
+    import lzma
+
+    import zstandard
+
+    return (zlib.error, lzma.LZMAError, zstandard.ZstdError, MemoryError, ValueError)
 
 
 def decompress_checked(decompress: Callable[[bytes], bytes], data: bytes, where: str) -> bytes:
     """Decompress, turning any codec failure into ZSCorrupt naming ``where``."""
     try:
         return decompress(data)
-    except _DECODE_ERRORS as exc:
+    except _decode_errors() as exc:
         raise ZSCorrupt(f"{where}: payload does not decompress: {exc}") from None
