@@ -20,6 +20,7 @@ from distributed import Client, LocalCluster
 from servers import free_port
 from toolkit.cli import one_line_error, run_hostile, run_zs
 from toolkit.peers import run_peer_script
+from toolkit.reads import spy_on_metadata_reads
 from zsarchive import ZSError
 from zsarchive.archive import export
 from zsarchive.archive.write import exporter as exporter_module
@@ -72,25 +73,34 @@ def client():
 
 
 @pytest.mark.parametrize("name", ["v1", "v2", "v1-migrated"])
-def test_cluster_export_equals_the_single_machine_one(client, tmp_path, name):
+def test_cluster_export_equals_the_single_machine_one(client, tmp_path, name, monkeypatch):
+    """Also: the workers hand back the forms of the files they read, so the client reads no manifest or
+    transaction log for the file-form records (the workers are processes of their own: the spy sees
+    only the client's reads)."""
     here, there = tmp_path / "here.zs", tmp_path / "there.zs"
     export(FIXTURES / name, here, export_time=1, parallelism=1)
+    read_by_client = spy_on_metadata_reads(monkeypatch, tmp_path / "worker-reads")
     export(FIXTURES / name, there, export_time=1, client=client)
     assert there.read_bytes() == here.read_bytes()
+    assert read_by_client == []
 
 
 def test_a_million_refs_compressed_by_the_workers_equal_the_single_machine_export(client, million, tmp_path,
                                                                                  monkeypatch):
-    here, there, pool = tmp_path / "here.zs", tmp_path / "there.zs", tmp_path / "pool.zs"
+    here, there, again, pool = (tmp_path / f"{name}.zs" for name in ("here", "there", "again", "pool"))
     built = _count_built_blocks(monkeypatch)
     export(million, here, export_time=1, parallelism=1)
     assert not built  # one process: its writer's threads compress every block
+    read_by_client = spy_on_metadata_reads(monkeypatch, tmp_path / "worker-reads")
     export(million, there, export_time=1, client=client)
     assert there.read_bytes() == here.read_bytes()
     assert sum(built) == 1_000_000  # every chunk ref reached the client in a block a worker compressed
+    # the workers keep the manifest they decoded: a second export gets its form from them all the same
+    export(million, again, export_time=1, client=client)
+    assert again.read_bytes() == here.read_bytes() and read_by_client == []
     built.clear()
     export(million, pool, export_time=1, parallelism=2)
-    assert pool.read_bytes() == here.read_bytes() and sum(built) == 1_000_000
+    assert pool.read_bytes() == here.read_bytes() and sum(built) == 1_000_000 and read_by_client == []
 
 
 def test_small_tasks_on_the_cluster_still_give_the_same_bytes(client, tmp_path, monkeypatch):

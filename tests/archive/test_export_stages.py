@@ -10,6 +10,9 @@ import numpy as np
 import pytest
 
 from oracle import oracle, repo_path
+from toolkit.reads import spy_on_metadata_reads
+from zsarchive.archive import export
+from zsarchive.archive.write import engine as engine_module
 from zsarchive.archive.write import exporter as E
 from zsarchive.archive.write import history as H
 from zsarchive.archive.write import records as R
@@ -132,7 +135,7 @@ def test_engines_give_each_tasks_batches_in_order(tmp_path):
     repo = Repository.open(str(repo_path(2)))
     jobs = [(n,) for n in (3, 0, 5, 1)]
     local = [list(batches()) for batches in InProcess(repo).start(_square, jobs)]
-    pool = ProcessPool(str(repo_path(2)), 2, str(tmp_path))
+    pool = ProcessPool(repo, str(repo_path(2)), 2, str(tmp_path))
     try:
         remote = [list(batches()) for batches in pool.start(_square, jobs)]
         work = Path(pool._work.name)
@@ -147,6 +150,25 @@ def test_engines_give_each_tasks_batches_in_order(tmp_path):
     assert isinstance(open_engine(repo, str(repo_path(2)), 4, 1, str(tmp_path)), InProcess)
     # workers reading object storage start afresh: worth it only for many refs
     assert isinstance(open_engine(repo, "s3://bucket/repo", 4, 10, str(tmp_path), refs=1000), InProcess)
+
+
+@pytest.mark.parametrize("name", ["v1", "v2", "v1-migrated"])
+def test_worker_processes_hand_back_the_forms_of_the_files_they_read(tmp_path, monkeypatch, name):
+    """The file-form records of manifests and transaction logs the workers read come from the workers:
+    this process reads none of those files, and the archive is the one-process export's."""
+    alone, pooled, worker_log = tmp_path / "alone.zs", tmp_path / "pooled.zs", tmp_path / "worker-reads"
+    export(repo_path(0, name), alone, export_time=1, parallelism=1)
+    pools = []
+    monkeypatch.setattr(engine_module, "ProcessPool", lambda *a: pools.append(ProcessPool(*a)) or pools[-1])
+    mine = spy_on_metadata_reads(monkeypatch, worker_log)
+    export(repo_path(0, name), pooled, export_time=1, parallelism=2)
+    assert len(pools) == 1 and pooled.read_bytes() == alone.read_bytes()
+    with ZS(str(pooled)) as zs:
+        described = {S.split(r)[1][0] for r in zs.search(prefix=S.FILES)}
+    read_by_workers = set(worker_log.read_text().split())
+    assert {k for k in read_by_workers if k.startswith("manifests/")}  # the workers decoded the manifests
+    assert read_by_workers <= described  # and the archive describes every file they read
+    assert mine == []
 
 
 @pytest.mark.parametrize("parallelism", [1, 2])

@@ -15,10 +15,12 @@ import functools
 import os
 import pickle
 import threading
+import uuid
 from typing import Any, Iterator
 
-from zsarchive.archive.write.engine import Batches, Task, worker_repo
+from zsarchive.archive.write.engine import Batches, Task, forms_to_hand, worker_repo
 from zsarchive.errors import ZSError
+from zsarchive.icechunk import Repository
 from zsarchive.io.location import Location
 
 
@@ -57,11 +59,13 @@ def connect(address: str, timeout: float = 10.0):
     return outcome["client"]
 
 
-def _run(task: Task, location: Location, job: tuple) -> bytes:
-    """On a worker: every batch of one task, pickled into one object (the cluster's own serialisation
-    walks a list of many small records ~40x slower than one pickle of it)."""
+def _run(task: Task, location: Location, job: tuple, export: str) -> bytes:
+    """On a worker: every batch of one task and the forms of the files the worker read that ``export`` lacks,
+    pickled into one object (the cluster's own serialisation walks a list of many small records ~40x
+    slower than one pickle of it)."""
     with _large_allocations_on_the_heap():
-        return pickle.dumps(list(task(worker_repo(location), *job)), protocol=pickle.HIGHEST_PROTOCOL)
+        batches = list(task(worker_repo(location), *job))
+        return pickle.dumps((batches, forms_to_hand(location, export)), protocol=pickle.HIGHEST_PROTOCOL)
 
 
 _M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter
@@ -102,31 +106,36 @@ def _libc():
 
 
 class ClusterEngine:
-    """Runs the export's decoding tasks on the cluster a ``distributed.Client`` is connected to."""
+    """Runs the export's decoding tasks on the cluster a ``distributed.Client`` is connected to; ``repo``,
+    this process's view of the repository, learns the forms of the files the workers read."""
 
     builds_blocks = True
 
-    def __init__(self, client, location: Location):
+    def __init__(self, repo: Repository, client, location: Location):
+        self.repo = repo
         self.client = client
         self.location = location
         self._futures: list = []
+        self._export = uuid.uuid4().hex
 
     def start(self, task: Task, jobs: list[tuple]) -> list[Batches]:
         """Submit every job now; each callable waits for its job's batches, then yields them."""
-        futures = [self.client.submit(_run, task, self.location, job, pure=False) for job in jobs]
+        futures = [self.client.submit(_run, task, self.location, job, self._export, pure=False) for job in jobs]
         self._futures += futures
         return [lambda future=future: self._batches(future) for future in futures]
 
     def _batches(self, future) -> Iterator[Any]:
         try:
-            batches = future.result()
+            result = future.result()
         except ZSError:
             raise
         except Exception as exc:  # a lost scheduler, a task the cluster gave up on
             raise ZSError(f"the dask cluster failed a task: {type(exc).__name__}: "
                           f"{str(exc).splitlines()[0] if str(exc) else ''}") from None
         future.release()
-        return iter(pickle.loads(batches))
+        batches, forms = pickle.loads(result)
+        self.repo.add_file_forms(forms)
+        return iter(batches)
 
     def close(self) -> None:
         """Cancel what has not run; the client stays the caller's."""

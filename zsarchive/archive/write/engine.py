@@ -4,8 +4,10 @@ A task is a function ``task(repo, *args)`` that yields picklable batches (lists 
 ``(records, chunk ids)`` pairs). An engine starts a list of tasks and hands back, for each, a
 callable that yields its batches, in the order the tasks were given: the exporter consumes them in
 file order whatever order they finish in. Worker processes spill their batches to run files, so
-memory holds at most a batch per task however far decoding runs ahead of writing. Another engine
-(a distributed one) implements the same :class:`Engine` protocol.
+memory holds at most a batch per task however far decoding runs ahead of writing; each task hands
+back the forms of the files its worker read (:func:`forms_to_hand`), which this process's
+repository learns, so that the archive's file-form records read no file twice. Another engine (a
+distributed one) implements the same :class:`Engine` protocol.
 """
 
 from __future__ import annotations
@@ -14,10 +16,12 @@ import multiprocessing
 import os
 import pickle
 import tempfile
+import uuid
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any, Callable, Iterable, Iterator, Protocol
 
 from zsarchive.icechunk import Repository
+from zsarchive.icechunk.repository import FileForm
 from zsarchive.io.location import Location, parse_location
 
 Task = Callable[..., Iterable[Any]]
@@ -56,11 +60,13 @@ class InProcess:
 
 class ProcessPool:
     """Runs tasks in ``workers`` forked processes, all submitted at once; results come back through run
-    files in ``workdir`` (the GIL would serialise threads: decoding is Python and numpy)."""
+    files in ``workdir`` (the GIL would serialise threads: decoding is Python and numpy), the forms of
+    the files read into ``repo``, this process's view of the same repository."""
 
     builds_blocks = True
 
-    def __init__(self, location: str | Location, workers: int, workdir: str):
+    def __init__(self, repo: Repository, location: str | Location, workers: int, workdir: str):
+        self.repo = repo
         self.location = location = parse_location(location)
         self._work = tempfile.TemporaryDirectory(dir=workdir, prefix=".zsarchive-work-")
         # obstore's async runtime does not survive a fork: workers reading object storage start afresh
@@ -68,6 +74,7 @@ class ProcessPool:
         context = "fork" if location.is_local else "spawn"
         self._pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context(context))
         self._runs = 0
+        self._export = uuid.uuid4().hex
 
     def start(self, task: Task, jobs: list[tuple]) -> list[Batches]:
         """Submit every job now; each callable waits for its job, then streams its run file."""
@@ -75,19 +82,18 @@ class ProcessPool:
         for job in jobs:
             path = os.path.join(self._work.name, f"run{self._runs}")
             self._runs += 1
-            future = self._pool.submit(_spill, task, self.location, job, path)
-            out.append(lambda future=future, path=path: _finished(future, path))
+            future = self._pool.submit(_spill, task, self.location, job, path, self._export)
+            out.append(lambda future=future, path=path: self._finished(future, path))
         return out
+
+    def _finished(self, future, path: str) -> Iterator[Any]:
+        self.repo.add_file_forms(future.result())
+        return read_run(path)
 
     def close(self) -> None:
         """Cancel what has not started, wait for the rest, drop the run files."""
         self._pool.shutdown(wait=True, cancel_futures=True)
         self._work.cleanup()
-
-
-def _finished(future, path: str) -> Iterator[Any]:
-    future.result()
-    return read_run(path)
 
 
 _WORKER_REPOS: dict[Location, Repository] = {}
@@ -101,18 +107,27 @@ def worker_repo(location: Location) -> Repository:
     return repo
 
 
-def _spill(task: Task, location: Location, job: tuple, path: str) -> int:
-    return write_run(task(worker_repo(location), *job), path)
+_HANDED: dict[tuple[Location, str], int] = {}
 
 
-def write_run(batches: Iterable[Any], path: str) -> int:
-    """Spill batches to a run file, pickled (loading a batch is C-speed, a loop is not); returns how many."""
-    count = 0
+def forms_to_hand(location: Location, export: str) -> dict[str, FileForm]:
+    """In a worker: the forms of the files its repository at ``location`` read that it has not yet handed
+    to ``export`` (an engine's own name: a cluster's workers outlive exports, and each needs them)."""
+    forms, _HANDED[location, export] = worker_repo(location).file_forms_since(_HANDED.get((location, export), 0))
+    return forms
+
+
+def _spill(task: Task, location: Location, job: tuple, path: str, export: str) -> dict[str, FileForm]:
+    """In a worker: run the task into its run file; return the forms ``export`` has not had from this worker."""
+    write_run(task(worker_repo(location), *job), path)
+    return forms_to_hand(location, export)
+
+
+def write_run(batches: Iterable[Any], path: str) -> None:
+    """Spill batches to a run file, pickled (loading a batch is C-speed, a loop is not)."""
     with open(path, "wb") as out:
         for batch in batches:
             pickle.dump(batch, out, protocol=pickle.HIGHEST_PROTOCOL)
-            count += 1
-    return count
 
 
 def read_run(path: str) -> Iterator[Any]:
@@ -137,5 +152,5 @@ def open_engine(repo: Repository, location: Location, parallelism: int, tasks: i
     """Worker processes when there is more than one worker and more than one task (and, for workers that
     start afresh, at least :data:`SPAWN_REFS` chunk refs to decode), else this process."""
     if parallelism > 1 and tasks > 1 and (parse_location(location).is_local or refs >= SPAWN_REFS):
-        return ProcessPool(location, parallelism, workdir)
+        return ProcessPool(repo, location, parallelism, workdir)
     return InProcess(repo)

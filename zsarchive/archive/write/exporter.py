@@ -267,7 +267,8 @@ def gather_metadata(repo: Repository, plan: ExportPlan, sorter: ExternalSorter, 
 def file_form_records(repo: Repository, plan: ExportPlan, scope: Scope) -> list[bytes]:
     """The ``Y`` records (format 6) of every metadata file the plan's snapshots need that the archive
     lacks (a fragment's base holds the others: the files are immutable); made last, when this process
-    has read the files it reads, so that only those read elsewhere (by worker processes) are read again."""
+    has read the files it reads and every task has handed back the forms of those its worker read
+    (:mod:`zsarchive.archive.write.engine`), so that only files no one read yet are read now."""
     if not keeps_file_forms(scope.view_format):
         return []
     logged = {sid for sid, _ in plan.txlogs}  # the logs an export reads: not the first snapshot's
@@ -533,7 +534,7 @@ def _engine(repo: Repository, location, plan: ExportPlan, parallelism: int, work
     if client is not None:
         from zsarchive.archive.write.cluster import ClusterEngine
 
-        return ClusterEngine(client, location)
+        return ClusterEngine(repo, client, location)
     # Tasks that could run side by side: a transaction log is small beside the changes of its own commit
     # (it names the chunks they decode), so one commit's log and one array's diff (the usual fragment)
     # are one process's work, and worker processes would only add their start-up.
