@@ -265,3 +265,70 @@ def test_refs_sharing_one_vector_hold_one_copy_of_it():
     inline = [value for batch in batches for value in batch.inline]
     assert len(inline) == 4000 and inline[0] == bytes(range(256)) * 1024
     assert len({id(value) for value in inline}) == len(batches)
+
+
+@given(st.lists(st.binary(max_size=40), min_size=256, max_size=400), st.integers(0, 7))
+def test_distinct_strings_are_grouped_byte_for_byte(strings, pad):
+    """The location deduplication at any alignment, strings up to the buffer's last byte included."""
+    from zsarchive.icechunk.manifest import _distinct
+
+    raw = b"\xff" * pad + b"".join(s + b"\xee" for s in strings[:-1]) + strings[-1]
+    ends = np.cumsum([pad] + [len(s) + 1 for s in strings])[1:] - 1
+    starts = ends - np.array([len(s) for s in strings])
+    found = _distinct(np.frombuffer(raw, np.uint8), starts.astype(np.int64), ends.astype(np.int64))
+    if found is None:
+        return
+    firsts, inverse = found
+    assert [strings[j] for j in firsts[inverse].tolist()] == strings
+    assert len(set(firsts.tolist())) == len(set(strings))
+
+
+@given(st.lists(st.integers(0, 12), max_size=60))
+def test_few_distinct_values_index_every_value(values):
+    """The vtable grouping: a pass per value while they are few, a sort beyond that."""
+    from zsarchive.icechunk.manifest import _few_distinct
+
+    unique, inverse = _few_distinct(np.array(values, dtype=np.int64))
+    assert sorted(unique.tolist()) == sorted(set(values))
+    assert (unique.tolist() * len(values) if inverse is None else unique[inverse].tolist())[:len(values)] == values
+
+
+@pytest.mark.parametrize("span", [7, 1000, 2**62])
+def test_distinct_values_of_many_through_the_hash_table(span):
+    """Thousands of values, few or all distinct (values sharing a slot go the sorting way): every
+    value indexes its own first occurrence."""
+    from zsarchive.icechunk.gather import distinct
+
+    values = np.random.default_rng(span % 1000).integers(-span, span, 5000)
+    firsts, inverse = distinct(values)
+    assert (values[firsts][inverse] == values).all()
+    assert sorted(firsts.tolist()) == sorted(np.unique(values, return_index=True)[1].tolist())
+
+
+near_kinds = st.one_of(  # few values per field: refs of two manifests are often equal, or differ in one field
+    st.builds(lambda data: (RefKind.INLINE, data), st.sampled_from([b"", b"x", b"xy"])),
+    st.builds(lambda cid, off, n: (RefKind.NATIVE, cid, off, n),
+              st.sampled_from([b"\x01" * 12, b"\x01" * 11 + b"\x02"]), st.integers(0, 1), st.integers(0, 1)),
+    st.builds(lambda loc, off, n, etag, mod: (RefKind.VIRTUAL, loc, off, n, etag, mod),
+              st.sampled_from(["s3://b/a", "s3://b/b", "x"]), st.integers(0, 1), st.integers(0, 1),
+              st.sampled_from([None, "", "e", "x"]), st.sampled_from([None, 0, 7])),
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(near_kinds, near_kinds), min_size=1, max_size=12))
+def test_identities_are_equal_exactly_where_the_refs_are(pairs):
+    """The refs of two manifests as numbered rows (one numbering of texts for both): a fragment's diff
+    takes equal rows for unchanged refs, so rows must be equal exactly when the refs are."""
+    node = b"\x05" * 8
+    node_id = ids.encode(node)
+    texts: dict = {}
+    rows = []
+    for side, manifest_id in ((0, b"\x01" * 12), (1, b"\x02" * 12)):
+        spec = {node: [((i,), pair[side]) for i, pair in enumerate(pairs)]}
+        source = decode_manifest(build(manifest_id, spec), "built").source
+        rows.append(np.concatenate([source.ref_identities(node_id, columns, texts)
+                                    for columns in source.ref_columns(node_id)]))
+    for i, (a, _) in enumerate(pairs):
+        for j, (_, b) in enumerate(pairs):
+            assert (rows[0][i] == rows[1][j]).all() == (expected_ref((), a) == expected_ref((), b)), (a, b)

@@ -129,9 +129,17 @@ def unzstd(data: bytes, limit: int, name: str, context: zstandard.ZstdDecompress
     declared = zstandard.frame_content_size(data)  # -1: the frame does not say
     if declared > limit:
         raise too_large(limit, name)
-    # zstd refuses to decode past a declared size, so such a frame can go in one piece
+    context = context or zstandard.ZstdDecompressor()
+    if declared >= 0:
+        # zstd refuses to decode past a declared size, so such a frame goes in one call (faster than a
+        # stream, and it lets other threads run meanwhile); the stream below names what is wrong with one
+        # that does not decode
+        try:
+            return context.decompress(data, allow_extra_data=False)
+        except zstandard.ZstdError:
+            pass
     step = len(data) if declared >= 0 else feed
-    d = (context or zstandard.ZstdDecompressor()).decompressobj()
+    d = context.decompressobj()
     out = _Gathered(limit, name)
     view = memoryview(data)
     for start in range(0, len(view), step):

@@ -78,7 +78,8 @@ def test_change_tasks_split_only_single_manifests(v2, task_refs):
             continue
         stops = [hi if hi is not None else change.refs for _, hi in ranges]
         assert all(lo == prev for (lo, _), prev in zip(ranges[1:], stops))  # contiguous
-        step = max(task_refs, -(-change.refs // 64))  # at most 64 tasks per manifest
+        # at most 64 tasks per manifest; a diff against the parent's manifest in 4x larger ranges
+        step = max(task_refs * (4 if change.base else 1), -(-change.refs // 64))
         assert all(0 < stop - lo <= step for (lo, _), stop in zip(ranges, stops)) or change.refs == 0
 
 
@@ -88,7 +89,7 @@ def test_a_diff_split_into_ranges_is_the_whole_diff(v2, task_refs):
     against the parent's refs at the same coordinates: the pieces, in order, are the whole diff."""
     repo = v2[0]
     changes = [c for c in E.plan_export(repo).changes if len(c.base) == 1 and len(c.manifests) == 1]
-    split = [c for c in changes if c.refs > task_refs]
+    split = [c for c in changes if c.refs > 4 * task_refs]
     assert split  # the fixture has such changes, and ranges of them
 
     def run(tasks):

@@ -33,11 +33,33 @@ def first(mask: np.ndarray) -> int | None:
 
 def distinct(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(position of the first occurrence of each distinct value, index of every value in those) of a 1-d
-    array: a hash table where numpy has one (>= 2.3), not a sort."""
-    try:
-        unique, inverse = np.unique(values, return_inverse=True, sorted=False)
-    except TypeError:
-        unique, inverse = np.unique(values, return_inverse=True)
+    integer array: a hash table (multiplicative hashing into twice as many slots, each slot keeping its
+    first position) where values sharing a slot with another value are few, sorted apart."""
+    n = len(values)
+    if n < 1024:
+        return _sorted_distinct(values)
+    bits = (2 * n - 1).bit_length()
+    slots = ((values.astype(np.uint64) * _GOLDEN) >> np.uint64(64 - bits)).astype(np.intp)
+    table = np.full(1 << bits, n, np.intp)
+    np.minimum.at(table, slots, np.arange(n))
+    first_at = table[slots]  # the slot's first value: the same value's first occurrence, unless another shares it
+    clash = np.flatnonzero(values[first_at] != values)
+    if len(clash):  # values in such slots have every occurrence among them
+        firsts, inverse = _sorted_distinct(values[clash])
+        first_at[clash] = clash[firsts][inverse]
+    firsts = np.flatnonzero(first_at == np.arange(n))
+    index = np.empty(n, np.intp)
+    index[firsts] = np.arange(len(firsts))
+    return firsts, index[first_at]
+
+
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+"""2^64 / the golden ratio, odd: multiplying by it spreads any keys over the high bits."""
+
+
+def _sorted_distinct(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`distinct` by numpy's unique (a sort)."""
+    unique, inverse = np.unique(values, return_inverse=True)
     firsts = np.full(len(unique), len(values), np.int64)
     np.minimum.at(firsts, inverse, np.arange(len(values)))
     return firsts, inverse.reshape(-1)

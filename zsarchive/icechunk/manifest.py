@@ -5,6 +5,7 @@ ref), every offset bounds-checked.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import struct
 from typing import Callable, Iterable, Iterator, NamedTuple
@@ -99,6 +100,24 @@ class RefBatch(NamedTuple):
             self.length.tolist(), self.checksum_etag, self.checksum_last_modified))
 
 
+class RefColumns(NamedTuple):
+    """Consecutive refs of one array as the numbers a decoder starts from, no Python object per ref:
+    what :meth:`ManifestBuffer.ref_identities` compares and :meth:`ManifestBuffer.refs_of` decodes."""
+
+    coords: np.ndarray
+    """(refs, ndim) uint32 chunk coordinates, strictly ascending."""
+    numbers: np.ndarray
+    """int64 position of each ref in the array's refs vector."""
+    pos: np.ndarray
+    """int64 position of each ref's table in the manifest."""
+    fields: np.ndarray
+    """(refs, 9) int64: each ref's _Layout.row."""
+
+    def take(self, rows: np.ndarray) -> RefColumns:
+        """The refs ``rows`` (indices, in that order)."""
+        return RefColumns(self.coords[rows], self.numbers[rows], self.pos[rows], self.fields[rows])
+
+
 class _Texts(dict):
     """Location bytes -> text, decoding (and decompressing, for compressed locations) each once."""
 
@@ -147,10 +166,7 @@ class ManifestBuffer:
         if (j := first(pos + 4 > size)) is not None:
             raise FlatBufferError(f"array {node_id} ref {lo + j}: an offset points outside the {size}-byte buffer")
         vtables = pos - gather(self._bytes, pos, "<i4")
-        if n and (vtables == vtables[0]).all():
-            unique, inverse = vtables[:1], None
-        else:
-            unique, inverse = np.unique(vtables, return_inverse=True)
+        unique, inverse = _few_distinct(vtables)
         rows = []
         for vtable in unique.tolist():
             layout = self.layouts.get(vtable)
@@ -212,6 +228,11 @@ class ManifestBuffer:
 
     def ref_batches(self, node_id: NodeId, first: int = 0, stop: int | None = None) -> Iterator[RefBatch]:
         """Like :meth:`chunk_refs`, as columns a batch at a time (the exporter's fast path)."""
+        for columns in self.ref_columns(node_id, first, stop):
+            yield self.refs_of(node_id, columns)
+
+    def ref_columns(self, node_id: NodeId, first: int = 0, stop: int | None = None) -> Iterator[RefColumns]:
+        """Like :meth:`ref_batches`, the refs located and their order checked, nothing decoded further."""
         if node_id not in self.arrays:
             return
         total = self.arrays[node_id][1]
@@ -219,49 +240,87 @@ class ManifestBuffer:
         first = min(first, stop)  # a range past the end is empty, not an offset outside the buffer
         with decoding(self.name):
             # A range after the first is also checked against the ref before it.
-            previous = self._decode(node_id, first - 1, first, None).coords[0] if 0 < first < stop else None
+            previous = self._columns(node_id, first - 1, first, None).coords[0] if 0 < first < stop else None
             for lo in range(first, stop, _BATCH):
-                batch = self._decode(node_id, lo, min(lo + _BATCH, stop), previous)
-                previous = batch.coords[-1]
-                yield batch
+                columns = self._columns(node_id, lo, min(lo + _BATCH, stop), previous)
+                previous = columns.coords[-1]
+                yield columns
 
-    def _decode(self, node_id: NodeId, lo: int, hi: int, previous: np.ndarray | None) -> RefBatch:
-        """Refs ``lo`` to ``hi`` of one array, checked against each other and against ``previous``."""
-        b, n = self._bytes, hi - lo
+    def _columns(self, node_id: NodeId, lo: int, hi: int, previous: np.ndarray | None) -> RefColumns:
+        """Refs ``lo`` to ``hi`` of one array located, checked against each other and against ``previous``."""
+        b = self._bytes
         pos, fields = self._locate(node_id, lo, hi)
-        where = lambda j: f"array {node_id} ref {lo + j}"  # noqa: E731
-
         at = pos + fields[:, _INDEX]
-        coords = uint32_vectors(b, at + gather(b, at, "<u4"), lambda j: f"{where(j)} index",
+        coords = uint32_vectors(b, at + gather(b, at, "<u4"), lambda j: f"array {node_id} ref {lo + j} index",
                                 None if previous is None else len(previous))
         if (j := first_unsorted(coords, previous)) is not None:
             before = coords[j - 1] if j else previous
             raise FlatBufferError(f"array {node_id} refs MUST be sorted by index, but ref {lo + j} "
                                   f"{coords[j].tolist()} does not come after {before.tolist()}")
+        return RefColumns(coords, np.arange(lo, hi, dtype=np.int64), pos, fields)
 
-        codes = fields[:, _CODE]
-        uniform = int(codes[0]) if n and (codes == codes[0]).all() else None
-        kind = [_KINDS[uniform]] * n if uniform is not None else [_KINDS[c] for c in codes.tolist()]
-        nothing = [None] * n
-        offset = self._numbers(pos, fields[:, _OFFSET], "<u8")
-        length = self._numbers(pos, fields[:, _LENGTH], "<u8")
-        columns = {"inline": nothing, "chunk_id": nothing, "location": nothing, "etag": nothing,
-                   "modified": nothing}
-        for code in ([uniform] if uniform is not None else np.unique(codes).tolist()):
-            picked = None if uniform is not None else np.flatnonzero(codes == code)
-            p = pos if picked is None else pos[picked]
-            f = fields if picked is None else fields[picked]
-            at_ref = where if picked is None else (lambda j, picked=picked: where(int(picked[j])))  # noqa: E731
-            if code == 1:
-                values = {"chunk_id": _chunk_ids(b[(p + f[:, _PAYLOAD])[:, None] + BYTE[:12]])}
-            elif code == 0:
-                values = {"inline": self._vectors(p + f[:, _PAYLOAD], at_ref, "inline")}
-            else:
-                values = self._virtual(p, f, at_ref)
-            for name, column in values.items():
-                columns[name] = column if picked is None else _scatter(columns[name], picked, column)
-        return RefBatch(coords, kind, columns["inline"], columns["chunk_id"], columns["location"], offset, length,
-                        columns["etag"], columns["modified"])
+    def refs_of(self, node_id: NodeId, columns: RefColumns) -> RefBatch:
+        """The refs of ``columns`` (from :meth:`ref_columns`, or part of them) decoded."""
+        b, n, pos, fields, numbers = self._bytes, len(columns.pos), columns.pos, columns.fields, columns.numbers
+        where = lambda j: f"array {node_id} ref {int(numbers[j])}"  # noqa: E731
+        with decoding(self.name):
+            codes = fields[:, _CODE]
+            uniform = int(codes[0]) if n and (codes == codes[0]).all() else None
+            kind = [_KINDS[uniform]] * n if uniform is not None else [_KINDS[c] for c in codes.tolist()]
+            nothing = [None] * n
+            offset = self._numbers(pos, fields[:, _OFFSET], "<u8")
+            length = self._numbers(pos, fields[:, _LENGTH], "<u8")
+            columns_out = {"inline": nothing, "chunk_id": nothing, "location": nothing, "etag": nothing,
+                           "modified": nothing}
+            for code, picked in _by_code(codes, uniform):
+                p = pos if picked is None else pos[picked]
+                f = fields if picked is None else fields[picked]
+                at_ref = where if picked is None else (lambda j, picked=picked: where(int(picked[j])))  # noqa: E731
+                if code == 1:
+                    values = {"chunk_id": _chunk_ids(b[(p + f[:, _PAYLOAD])[:, None] + BYTE[:12]])}
+                elif code == 0:
+                    values = {"inline": self._vectors(p + f[:, _PAYLOAD], at_ref, "inline")}
+                else:
+                    values = self._virtual(p, f, at_ref)
+                for name, column in values.items():
+                    columns_out[name] = column if picked is None else _scatter(columns_out[name], picked, column)
+        return RefBatch(columns.coords, kind, columns_out["inline"], columns_out["chunk_id"], columns_out["location"],
+                        offset, length, columns_out["etag"], columns_out["modified"])
+
+    def ref_identities(self, node_id: NodeId, columns: RefColumns, texts: dict) -> np.ndarray:
+        """(refs, 7) uint64, a row per ref of ``columns``: two refs are equal exactly when their rows are,
+        for rows made with one ``texts`` dict (text or bytes -> number, filled as it goes), from any
+        manifests. Kind, offset, length and last-modified are numbers; a chunk id its bytes; a location,
+        inline bytes and etag are numbered by ``texts``, each distinct location decoded once."""
+        b, n, pos, fields, numbers = self._bytes, len(columns.pos), columns.pos, columns.fields, columns.numbers
+        where = lambda j: f"array {node_id} ref {int(numbers[j])}"  # noqa: E731
+        out = np.zeros((n, 7), np.uint64)
+        with decoding(self.name):
+            codes = fields[:, _CODE]
+            out[:, 0] = codes
+            out[:, 1] = self._numbers(pos, fields[:, _OFFSET], "<u8")
+            out[:, 2] = self._numbers(pos, fields[:, _LENGTH], "<u8")
+            uniform = int(codes[0]) if n and (codes == codes[0]).all() else None
+            for code, picked in _by_code(codes, uniform):
+                rows = slice(None) if picked is None else picked
+                p, f = pos[rows], fields[rows]
+                at_ref = where if picked is None else (lambda j, picked=picked: where(int(picked[j])))  # noqa: E731
+                if code == 1:  # the 12 bytes of a chunk id as two words
+                    raw = np.zeros((len(p), 16), np.uint8)
+                    raw[:, :12] = b[(p + f[:, _PAYLOAD])[:, None] + BYTE[:12]]
+                    out[rows, 3:5] = raw.view("<u8")
+                elif code == 0:
+                    out[rows, 3] = [texts.setdefault(v, len(texts)) for v in
+                                    self._vectors(p + f[:, _PAYLOAD], at_ref, "inline")]
+                else:
+                    distinct, inverse = self._location_texts(p + f[:, _PAYLOAD], f[:, _COMPRESSED], at_ref)
+                    found = np.array([texts.setdefault(t, len(texts)) for t in distinct], np.uint64)
+                    out[rows, 3] = found if inverse is None else found[inverse]
+                    virtual = self._virtual_checksums(p, f, at_ref)
+                    out[rows, 5] = [0 if e is None else 1 + texts.setdefault(e, len(texts)) for e in virtual[0]] \
+                        if virtual[0] is not None else 0
+                    out[rows, 6] = virtual[1]
+        return out
 
     def _numbers(self, pos: np.ndarray, at: np.ndarray, dtype: str) -> np.ndarray:
         """The field at table offset ``at`` of each table (0 where absent: ``at`` == 0)."""
@@ -299,8 +358,10 @@ class ManifestBuffer:
         once = list(map(self.payload.__getitem__, map(slice, starts[first_at].tolist(), ends[first_at].tolist())))
         return [once[j] for j in inverse.tolist()]
 
-    def _locations(self, slots: np.ndarray, compressed: np.ndarray, where: Callable[[int], str]) -> list[str]:
-        """The location of each virtual ref whose location uoffset is at ``slots``."""
+    def _location_texts(self, slots: np.ndarray, compressed: np.ndarray,
+                        where: Callable[[int], str]) -> tuple[list[str], np.ndarray | None]:
+        """(the distinct locations, which of them each virtual ref whose location uoffset is at ``slots``
+        has), or (every ref's location, None) where they are not deduplicated."""
         starts, ends = self._spans(slots, where, "location")
         # Locations repeat (many chunks per file): decode the distinct ones only.
         distinct = _distinct(self._bytes, starts, ends)
@@ -320,14 +381,15 @@ class ManifestBuffer:
         except _BadText as exc:
             j = raws.index(exc.raw)
             raise FlatBufferError(f"{where(j if distinct is None else int(distinct[0][j]))}: {exc}") from None
-        return texts if distinct is None else np.array(texts, dtype=object)[distinct[1]].tolist()
+        return texts, None if distinct is None else distinct[1]
 
-    def _virtual(self, pos: np.ndarray, fields: np.ndarray, where: Callable[[int], str]) -> dict[str, list]:
-        """Location, etag and last-modified columns of virtual refs."""
-        locations = self._locations(pos + fields[:, _PAYLOAD], fields[:, _COMPRESSED], where)
+    def _virtual_checksums(self, pos: np.ndarray, fields: np.ndarray,
+                           where: Callable[[int], str]) -> tuple[list | None, np.ndarray]:
+        """(each virtual ref's etag, or None when none has one; each one's last-modified, 0 where absent)."""
         etag_at = fields[:, _ETAG]
-        etags: list = [None] * len(pos)
+        etags: list | None = None
         if etag_at.any():
+            etags = [None] * len(pos)
             has = np.flatnonzero(etag_at)
             raws = self._vectors(pos[has] + etag_at[has], lambda j: where(int(has[j])), "checksum_etag")
             for j, raw in zip(has.tolist(), raws):
@@ -335,32 +397,76 @@ class ManifestBuffer:
                     etags[j] = raw.decode("utf-8")
                 except UnicodeDecodeError:
                     raise FlatBufferError(f"{where(j)}: checksum_etag is not UTF-8") from None
-        modified = self._numbers(pos, fields[:, _MODIFIED], "<u4")
-        return {"location": locations, "etag": etags,
+        return etags, self._numbers(pos, fields[:, _MODIFIED], "<u4")
+
+    def _virtual(self, pos: np.ndarray, fields: np.ndarray, where: Callable[[int], str]) -> dict[str, list]:
+        """Location, etag and last-modified columns of virtual refs."""
+        texts, inverse = self._location_texts(pos + fields[:, _PAYLOAD], fields[:, _COMPRESSED], where)
+        locations = texts if inverse is None else np.array(texts, dtype=object)[inverse].tolist()
+        etags, modified = self._virtual_checksums(pos, fields, where)
+        return {"location": locations, "etag": [None] * len(pos) if etags is None else etags,
                 "modified": [m or None for m in modified.tolist()] if modified.any() else [None] * len(pos)}
+
+
+def _few_distinct(values: np.ndarray, most: int = 8) -> tuple[np.ndarray, np.ndarray | None]:
+    """(the distinct values, the index in them of every value; None when there is one) of a 1-d array
+    whose values are usually few (the vtables of a manifest's refs): a pass per value, not a sort."""
+    found: list[int] = []
+    inverse = np.zeros(len(values), np.int64)
+    left = values
+    while len(left) and len(found) < most:
+        value = left[0]
+        if not found and (values == value).all():
+            return values[:1], None
+        inverse[values == value] = len(found)
+        found.append(int(value))
+        left = left[left != value]
+    if len(left):
+        return np.unique(values, return_inverse=True)
+    return np.array(found, values.dtype), inverse
 
 
 def _distinct(b: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
     """(first position of each distinct byte string, position in those of every string) for the strings
-    ``b[starts:ends]``, or None when they are too few, too long or unaligned to be worth it."""
+    ``b[starts:ends]``, or None when they are too few or too long to be worth it."""
     lengths = ends - starts
-    if len(starts) < 256 or (starts & 3).any():
+    if len(starts) < 256:
         return None
-    width = (int(lengths.max()) + 7) & ~7
-    if width > 8 * len(_MIX) - 8:
+    width = max(8, (int(lengths.max()) + 7) & ~7)
+    if width > 8 * len(_MIX) - 8 or width > len(b):
         return None
-    # Every string as zero-padded 64-bit words, hashed; equal hashes are then confirmed byte for byte.
-    words32 = b[:len(b) - len(b) % 4].view("<u4")
-    at = np.minimum(starts[:, None] // 4 + BYTE[:width // 4], len(words32) - 1)
-    rows = words32[at].view(np.uint8)
-    rows[BYTE[:width] >= lengths[:, None]] = 0
-    words = rows.view("<u8")
-    hashes = (words * _MIX[1:width // 8 + 1]).sum(axis=1, dtype=np.uint64) + lengths.astype(np.uint64) * _MIX[0]
+    # Every string as zero-padded 64-bit words, hashed; equal hashes are then confirmed word for word. The
+    # words come from one gather of ``width``-byte items out of a view whose items start at every byte.
+    last = len(b) - width
+    items = np.ndarray((last + 1,), f"V{width}", buffer=b, strides=(1,))
+    words = items[np.minimum(starts, last)].view("<u8").reshape(-1, width // 8) & _masks(width)[lengths]
+    for j in np.flatnonzero(starts > last).tolist():  # strings within ``width`` bytes of the end
+        row = np.zeros(width, np.uint8)
+        row[:lengths[j]] = b[starts[j]:ends[j]]
+        words[j] = row.view("<u8")
+    hashes = lengths.astype(np.uint64) * _MIX[0]
+    for k in range(width // 8):  # column by column: numpy sums short rows slowly
+        hashes += words[:, k] * _MIX[k + 1]
     first, inverse = distinct(hashes)
     same = first[inverse]
-    if not ((rows == rows[same]).all() and (lengths == lengths[same]).all()):
+    if not ((words == words[same]).all() and (lengths == lengths[same]).all()):
         return None
     return first, inverse
+
+
+@functools.cache
+def _masks(width: int) -> np.ndarray:
+    """Row ``n``: the 64-bit words of ``width`` bytes that keep a string's first ``n`` bytes, clear the rest."""
+    return np.where(BYTE[:width] < np.arange(width + 1)[:, None], 0xFF, 0).astype(np.uint8).view("<u8")
+
+
+def _by_code(codes: np.ndarray, uniform: int | None) -> Iterator[tuple[int, np.ndarray | None]]:
+    """(kind code, the refs that have it, None for all) of each kind present."""
+    if uniform is not None:
+        yield uniform, None
+        return
+    for code in np.unique(codes).tolist():
+        yield code, np.flatnonzero(codes == code)
 
 
 def _chunk_ids(raw: np.ndarray) -> list[str]:

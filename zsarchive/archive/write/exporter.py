@@ -38,7 +38,7 @@ from zsarchive.archive.write.chunkfiles import is_virtual, with_layout
 from zsarchive.archive.read.chunkdata import ChunkReader
 from zsarchive.archive.format.pieces import PieceBlock
 from zsarchive.archive.write.engine import Batches, Engine, InProcess, open_engine
-from zsarchive.archive.write.refdelta import array_refs, parent_range, ref_changes
+from zsarchive.archive.write.refdelta import array_changes
 from zsarchive.archive.format.shards import shard_layout
 from zsarchive.archive.write.sorter import ExternalSorter
 from zsarchive.errors import ZSCorrupt, ZSError
@@ -57,6 +57,7 @@ CHUNK_CODECS = ("none", "same")
 """How blocks of embedded chunk bytes are written: uncompressed (the default), or with the archive's codec."""
 _TASK_REFS = 250_000  # chunk refs per decoding task: an array's large first manifest becomes several tasks
 _MAX_SPLIT = 64  # decoding tasks one manifest becomes at most
+_DIFF_TASK_SHARE = 4  # a diff against the parent's manifest: ranges this many times larger (see change_tasks)
 
 
 def exporter_version() -> str:
@@ -158,12 +159,14 @@ class ExportPlan:
         """(change, first ref, stop ref or None) in file order: an array's manifest, when it is the only
         one (and the parent's too, if any), splits into ranges of refs so that several workers decode it
         (and diff it against the parent's) and writing starts on the first range while later ones are
-        decoded."""
+        decoded. The ranges of a diff are :data:`_DIFF_TASK_SHARE` times larger: each decompresses both
+        whole manifests (a zstd frame is read from its start), which costs about what comparing a
+        million refs of them does."""
         out: list[tuple[ArrayChange, int, int | None]] = []
         for change in self.changes:
             # the count comes from the snapshot file: however large it claims, a manifest is cut at most
             # _MAX_SPLIT ways (ranges past its real end decode to nothing)
-            step = max(task_refs, -(-change.refs // _MAX_SPLIT))
+            step = max(task_refs * (_DIFF_TASK_SHARE if change.base else 1), -(-change.refs // _MAX_SPLIT))
             cuts = list(range(0, change.refs, step))[1:] if len(change.manifests) == 1 and len(change.base) <= 1 else []
             out += [(change, lo, hi) for lo, hi in zip([0] + cuts, cuts + [None])]
         return out
@@ -336,15 +339,9 @@ def _change_task(repo: Repository, change: ArrayChange, first: int, stop: int | 
     the entries name the native chunk files and, of a sharded array, the virtual shards. With ``cut``,
     the records come as data blocks (:class:`OneBlock` or ``BuiltBlock``)."""
     where = f"snapshot {change.snapshot_id} (array {change.node_id})"
-    new = array_refs(repo, change.node_id, change.manifests, where, first, stop)
-    old = iter(())
-    if change.base:
-        parent = (0, None) if first == 0 and stop is None else \
-            parent_range(repo, change.node_id, change.manifests, change.base, where, first, stop)
-        old = array_refs(repo, change.node_id, change.base, where, *parent)
     cutter = None if cut is None else BlockCutter(cut.approx_block_size)
     compress = None if cut is None else cut.compressor()
-    for changed, removed in ref_changes(new, old):
+    for changed, removed in array_changes(repo, change.node_id, change.manifests, change.base, where, first, stop):
         ids: list[bytes] | None = [] if want_ids else None
         records = repo_records.change_records(change.node_id, change.snapshot_id, changed, removed, ids)
         if change.shard is not None and changed is not None:
@@ -538,8 +535,11 @@ def _engine(repo: Repository, location, plan: ExportPlan, parallelism: int, work
         from zsarchive.archive.write.cluster import ClusterEngine
 
         return ClusterEngine(repo, client, location)
-    return open_engine(repo, location, parallelism, len(plan.txlogs) + len(plan.changes), workdir,
-                       sum(change.refs for change in plan.changes))
+    # Tasks that could run side by side: a transaction log is small beside the changes of its own commit
+    # (it names the chunks they decode), so one commit's log and one array's diff (the usual fragment)
+    # are one process's work, and worker processes would only add their start-up.
+    tasks = max(len(plan.change_tasks(_TASK_REFS)), len(plan.txlogs))
+    return open_engine(repo, location, parallelism, tasks, workdir, sum(change.refs for change in plan.changes))
 
 
 def target_path(archive_path: str | os.PathLike) -> tuple[Path, Path]:

@@ -16,7 +16,7 @@ from typing import Iterable, NamedTuple
 import numpy as np
 
 from zsarchive.archive.format import schema
-from zsarchive.archive.write.refdelta import array_refs, coord_keys, ref_changes
+from zsarchive.archive.write.refdelta import array_changes, coord_keys
 from zsarchive.icechunk import Repository
 
 _MASK = (1 << 64) - 1
@@ -121,10 +121,8 @@ def _timeline_coords(repo: Repository, sid: str, node_id: str, change: tuple[tup
         return np.zeros((0, 0), np.int64)
     manifests, base = change
     where = f"snapshot {sid} (array {node_id})"
-    new = array_refs(repo, node_id, manifests, where)
-    old = array_refs(repo, node_id, base, where) if base else iter(())
     parts = []
-    for changed, removed in ref_changes(new, old):
+    for changed, removed in array_changes(repo, node_id, manifests, base, where):
         if changed is not None:
             parts.append(np.asarray(changed.coords))
         if len(removed):

@@ -9,13 +9,14 @@ first manifest listed wins, as a lookup takes the first manifest whose extents c
 
 from __future__ import annotations
 
-from typing import Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
 from zsarchive.errors import ZSCorrupt
 from zsarchive.icechunk import Repository
-from zsarchive.icechunk.manifest import RefBatch
+from zsarchive.icechunk.manifest import ManifestBuffer, RefBatch, RefColumns
 
 Manifests = Sequence[tuple[str, Sequence[Sequence[int]]]]
 """(manifest id, extents) of an array in one snapshot: extents a (from, to) pair per dimension."""
@@ -50,33 +51,38 @@ def concat(batches: Sequence[RefBatch]) -> RefBatch:
                     np.concatenate([b.offset for b in batches]), np.concatenate([b.length for b in batches]), *tail)
 
 
-def _inside(batches: Iterable[RefBatch], extents: Sequence[Sequence[int]], where: str) -> Iterator[RefBatch]:
-    """The refs of ``batches`` inside ``extents``."""
+def _inside(batches: Iterable[RefBatch], extents: Sequence[Sequence[int]], where: str,
+            pick: Callable = take) -> Iterator[RefBatch]:
+    """The refs of ``batches`` (or of other batches with ``coords``, taken apart with ``pick``) inside ``extents``."""
     lows = np.array([lo for lo, _ in extents], np.int64)
     highs = np.array([hi for _, hi in extents], np.int64)
     for batch in batches:
         if batch.coords.shape[1] != len(extents):
             raise ZSCorrupt(f"{where}: ref {batch.coords[0].tolist()} has {batch.coords.shape[1]} coordinates, "
                             f"but the manifest ref extents have {len(extents)} dimensions")
+        if not len(batch.coords) or ((batch.coords.min(axis=0) >= lows).all()
+                                     and (batch.coords.max(axis=0) < highs).all()):
+            yield batch  # the usual batch: all inside (two reductions, not a mask)
+            continue
         keep = ((batch.coords >= lows) & (batch.coords < highs)).all(axis=1)
-        if keep.all():
-            yield batch
-        elif keep.any():
-            yield take(batch, np.flatnonzero(keep))
+        if keep.any():
+            yield pick(batch, np.flatnonzero(keep))
 
 
 class _Cursor:
-    """A stream of ref batches with the keys of its current batch."""
+    """A stream of ref batches (or of other batches with ``coords``, taken apart with ``pick``) with the
+    keys of its current batch."""
 
-    def __init__(self, batches: Iterable[RefBatch]):
+    def __init__(self, batches: Iterable[RefBatch], pick: Callable = take):
         self._batches = iter(batches)
+        self._take = pick
         self.batch: RefBatch | None = None
         self.keys = np.zeros(0, "S1")
         self._next()
 
     def _next(self) -> None:
         for batch in self._batches:
-            if len(batch.kind):
+            if len(batch.coords):
                 self.batch, self.keys = batch, coord_keys(batch.coords)
                 return
         self.batch = None
@@ -90,16 +96,16 @@ class _Cursor:
             out = self.batch, self.keys
             self._next()
             return out
-        rows = np.arange(n)
-        out = take(self.batch, rows), self.keys[:n]
-        self.batch, self.keys = take(self.batch, np.arange(n, len(self.keys))), self.keys[n:]
+        out = self._take(self.batch, np.arange(n)), self.keys[:n]
+        self.batch, self.keys = self._take(self.batch, np.arange(n, len(self.keys))), self.keys[n:]
         return out
 
 
-def _windows(streams: Sequence[Iterable[RefBatch]]) -> Iterator[list[tuple[RefBatch | None, np.ndarray]]]:
+def _windows(streams: Sequence[Iterable[RefBatch]], pick: Callable = take
+             ) -> Iterator[list[tuple[RefBatch | None, np.ndarray]]]:
     """Aligned windows of several sorted streams: each window holds, per stream, its refs up to the
     same key; every window ends one stream's current batch, so the streams advance together."""
-    cursors = [_Cursor(s) for s in streams]
+    cursors = [_Cursor(s, pick) for s in streams]
     while True:
         live = [c.keys[-1] for c in cursors if c.batch is not None]
         if not live:
@@ -191,3 +197,56 @@ def ref_changes(new: Iterable[RefBatch], old: Iterable[RefBatch]) -> Iterator[tu
         gone = np.ones(len(ko), bool)
         gone[in_old] = False
         yield (take(n, np.flatnonzero(keep)) if keep.any() else None), o.coords[gone]
+
+
+def array_changes(repo: Repository, node_id: str, manifests: Manifests, base: Manifests, where: str, first: int = 0,
+                  stop: int | None = None) -> Iterator[tuple[RefBatch | None, np.ndarray]]:
+    """What a snapshot changes in one array's refs (refs ``first`` to ``stop`` of its one manifest when
+    ``stop`` is given), as :func:`ref_changes` yields it; ``base``: the array's manifests in the parent
+    snapshot, () where its timeline starts. An array in one manifest in both is compared without
+    decoding the refs both hold alike (:func:`column_changes`)."""
+    parent = (0, None)
+    if base and not (first == 0 and stop is None):
+        parent = parent_range(repo, node_id, manifests, base, where, first, stop)
+    if len(manifests) == 1 and len(base) == 1:
+        yield from column_changes(repo, node_id, manifests[0], base[0], where, (first, stop), parent)
+        return
+    new = array_refs(repo, node_id, manifests, where, first, stop)
+    old = array_refs(repo, node_id, base, where, *parent) if base else iter(())
+    yield from ref_changes(new, old)
+
+
+def column_changes(repo: Repository, node_id: str, manifest: tuple, base: tuple, where: str,
+                   rows: tuple[int, int | None], parent: tuple[int, int | None]
+                   ) -> Iterator[tuple[RefBatch | None, np.ndarray]]:
+    """:func:`ref_changes` of one array in one manifest (``manifest``, refs ``rows``) and in one parent
+    manifest (``base``, refs ``parent``), each a (manifest id, extents) pair: the refs are compared as
+    numbers (:meth:`ManifestBuffer.ref_identities`), and only those that changed are decoded."""
+    with ThreadPoolExecutor(1) as beside:  # the two manifests decompress at once (zstd lets go of the GIL)
+        loading = beside.submit(repo.manifest, base[0], where)
+        sources: list[ManifestBuffer] = [repo.manifest(manifest[0], where).source, loading.result().source]
+    streams = [_inside(source.ref_columns(node_id, lo, hi), extents, f"manifest {mid} (used by {where})",
+                       RefColumns.take)
+               for source, (mid, extents), (lo, hi) in zip(sources, (manifest, base), (rows, parent))]
+    new_source, old_source = sources
+    for (n, kn), (o, ko) in _windows(streams, RefColumns.take):
+        if o is None:
+            yield new_source.refs_of(node_id, n), np.zeros((0, 0), np.uint32)
+            continue
+        if n is None:
+            yield None, o.coords
+            continue
+        texts: dict = {}  # one numbering of texts for both sides of a window (and no more: memory stays bounded)
+        if len(kn) == len(ko) and (kn == ko).all():  # the same chunks (a commit that rewrites refs)
+            in_new = in_old = np.arange(len(kn))
+            both = n, o
+        else:
+            _common, in_new, in_old = np.intersect1d(kn, ko, assume_unique=True, return_indices=True)
+            both = n.take(in_new), o.take(in_old)
+        same = (new_source.ref_identities(node_id, both[0], texts)
+                == old_source.ref_identities(node_id, both[1], texts)).all(axis=1)
+        keep = np.ones(len(kn), bool)
+        keep[in_new[same]] = False
+        gone = np.ones(len(ko), bool)
+        gone[in_old] = False
+        yield (new_source.refs_of(node_id, n.take(np.flatnonzero(keep))) if keep.any() else None), o.coords[gone]
