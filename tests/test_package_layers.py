@@ -4,10 +4,10 @@ functions count). The archive package's own sub-packages are held by tests/archi
 
 from __future__ import annotations
 
-import ast
 from pathlib import Path
 
 import zsarchive
+from toolkit.imports import imported_names
 
 PACKAGE = Path(zsarchive.__file__).parent
 HELPERS = {"errors", "lazy", "limits", "times", "walk", "suggest"}
@@ -18,14 +18,8 @@ repository back and the views, the command line."""
 
 
 def _imports(path: Path) -> set[str]:
-    """The ``zsarchive`` modules ``path`` imports (absolute imports, at its top or inside a function)."""
-    found = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if isinstance(node, ast.Import):
-            found |= {alias.name for alias in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found.add(node.module)
-    return {name for name in found if name.startswith("zsarchive.")}
+    """The ``zsarchive`` modules (and names of them) ``path`` imports, at its top or inside a function."""
+    return {name for name in imported_names(path) if name.startswith("zsarchive.")}
 
 
 def _part(module: str) -> str:
@@ -64,5 +58,5 @@ def test_the_rule_finds_an_upward_import(tmp_path):
     """The scan sees an import inside a function, as the layers' lazy imports are."""
     module = tmp_path / "probe.py"
     module.write_text("def f():\n    from zsarchive.cli.app import main\n")
-    assert _imports(module) == {"zsarchive.cli.app"}
+    assert _imports(module) == {"zsarchive.cli.app", "zsarchive.cli.app.main"}
     assert LAYERS.index(_part("zsarchive.cli.app")) > LAYERS.index("io")

@@ -8,6 +8,7 @@ import ast
 from pathlib import Path
 
 import zsarchive.archive
+from toolkit.imports import imported_names
 
 PACKAGE = Path(zsarchive.archive.__file__).parent
 ALLOWED = {"format": set(), "read": {"format"}, "write": {"format", "read"}, "zarrstore": {"format", "read"}}
@@ -21,14 +22,8 @@ def _module_name(path: Path) -> str:
 
 def _imports(path: Path) -> set[str]:
     """Every ``zsarchive.archive`` module ``path`` imports, at its top or inside a function."""
-    found = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if isinstance(node, ast.Import):
-            found |= {alias.name for alias in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found |= {f"{node.module}.{alias.name}" for alias in node.names} | {node.module}
     modules = {_module_name(p) for p in PACKAGE.rglob("*.py")}
-    return {name for name in found if name in modules and name != "zsarchive.archive"}
+    return {name for name in imported_names(path) if name in modules and name != "zsarchive.archive"}
 
 
 def _graph() -> dict[str, set[str]]:
