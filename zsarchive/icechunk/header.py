@@ -151,14 +151,19 @@ def _padded_frame(frame: bytes, content: int, size: int) -> bytes | None:
         return None
     body = bytearray(blocks)
     body[last] &= 0xFE
-    for width, flag in ((4, 2), (8, 3)):  # the content size, in a field that holds any size
+    # the content size in the frame's own field where the new size fits it (an empty stored block adds
+    # just 3 bytes), else in a wider one; a 2-byte field holds the size less 256 (RFC 8878, 3.1.1.4)
+    for flag, width in dict.fromkeys(((fcs_flag, fcs_size), (1, 2), (2, 4), (3, 8))):
+        if width == 0:
+            continue
         header = frame[:4] + bytes(((flag << 6) | (single << 5),)) + frame[5:start]
         extra = size - len(header) - width - len(body)
         blocks_needed = -(-extra // (_RAW_BLOCK + 3))
         filler = extra - 3 * blocks_needed  # the zero bytes after the block headers
-        if extra < 3 or content + filler >= 1 << (8 * width):
+        stored = content + filler - (256 if flag == 1 else 0)
+        if extra < 3 or not 0 <= stored < 1 << (8 * width):
             continue
-        out = bytearray(header + (content + filler).to_bytes(width, "little") + body)
+        out = bytearray(header + stored.to_bytes(width, "little") + body)
         for i in range(blocks_needed):
             n = min(filler, _RAW_BLOCK)
             filler -= n
