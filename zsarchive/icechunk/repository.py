@@ -5,6 +5,7 @@ from __future__ import annotations
 import collections
 import functools
 import heapq
+import itertools
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, Mapping
 from urllib.parse import unquote
@@ -86,8 +87,7 @@ class Repository:
         self._manifests: collections.OrderedDict[str, Manifest] = collections.OrderedDict()
         self._v1_info: RepoInfo | None = None
         self._v1_deleted: dict[str, SnapshotId] = {}
-        self._forms: dict[str, FileForm] = {}
-        self._form_log: list[tuple[str, FileForm]] = []  # as learned: file_forms_since hands on the new ones
+        self._forms: dict[str, FileForm] = {}  # in the order learned: file_forms_since hands on the new ones
         raw = storage.read("repo")
         if raw is not None:
             self._v2_info: RepoInfo | None = decode_repo_info(raw, self._name("repo"))
@@ -271,7 +271,7 @@ class Repository:
             if snap.id != snapshot_id:
                 raise ZSCorrupt(f"{self._name(key)}: holds snapshot {snap.id}, not {snapshot_id}")
             self._snapshots[snapshot_id] = snap
-            self._learn_form(key, FileForm(snap.header.implementation))
+            self._forms[key] = FileForm(snap.header.implementation)
         return snap
 
     def manifest(self, manifest_id: SnapshotId, referenced_by: str | None = None) -> Manifest:
@@ -284,9 +284,9 @@ class Repository:
                 raise ZSCorrupt(f"{self._name(key)}: holds manifest {manifest.id}, not {manifest_id}")
             self._manifests[manifest_id] = manifest
             v2 = manifest.header.spec_version >= 2  # a V1 manifest has no location compression
-            self._learn_form(key, FileForm(manifest.header.implementation,
-                                           manifest.compression_algorithm if v2 else None,
-                                           manifest.location_dictionary if v2 else None))
+            self._forms[key] = FileForm(manifest.header.implementation,
+                                        manifest.compression_algorithm if v2 else None,
+                                        manifest.location_dictionary if v2 else None)
             while len(self._manifests) > _MANIFEST_CACHE:
                 self._manifests.popitem(last=False)
         return manifest
@@ -300,7 +300,7 @@ class Repository:
         log = decode_transaction_log(raw, self._name(key))
         if log.id != snapshot_id:
             raise ZSCorrupt(f"{self._name(key)}: holds the transaction log of {log.id}, not {snapshot_id}")
-        self._learn_form(key, FileForm(log.header.implementation))
+        self._forms[key] = FileForm(log.header.implementation)
         return log
 
     def file_form(self, key: str) -> FileForm | None:
@@ -320,17 +320,13 @@ class Repository:
         if raw is None:
             return None
         form = FileForm(parse_header(raw[:HEADER_LENGTH], self._name(key)).implementation)
-        self._learn_form(key, form)
-        return form
-
-    def _learn_form(self, key: str, form: FileForm) -> None:
         self._forms[key] = form
-        self._form_log.append((key, form))
+        return form
 
     def file_forms_since(self, mark: int) -> tuple[dict[str, FileForm], int]:
         """The forms of the files read since ``mark`` (0: since opening), by key, and the mark of now: for
         :meth:`add_file_forms` of another Repository of the same storage, which then reads none of them."""
-        return dict(self._form_log[mark:]), len(self._form_log)
+        return dict(itertools.islice(self._forms.items(), mark, None)), len(self._forms)
 
     def add_file_forms(self, forms: Mapping[str, FileForm]) -> None:
         """Take the forms another Repository of the same storage learned (:meth:`file_forms_since`) as known:
