@@ -474,6 +474,57 @@ def test_a_damaged_archive_is_one_line_and_writes_nothing(tmp_path):
     assert not (tmp_path / "r").exists()
 
 
+def _file_forms_edited(tmp_path: Path, family: bytes, edit) -> Path:
+    """The format 6 vector with every record of ``family`` passed through ``edit(key, value)``."""
+    with ZS(str(ROOT / "testdata" / "archive" / "v6" / "archive.zs")) as z:
+        records, metadata = list(z.search()), z.metadata
+    out = []
+    for rec in records:
+        if rec[:1] == family:
+            _, key, value = S.split(rec)
+            rec = S.record(family, key, edit(key, value))
+        out.append(rec)
+    damaged = tmp_path / "damaged.zs"
+    with ZSWriter(str(damaged), metadata, codec="none") as writer:
+        writer.add_data_block(sorted(out))
+        writer.finish()
+    return damaged
+
+
+def _with_repo_file(change):
+    def edit(key, value):
+        if key != ("repo_file",):
+            return value
+        fact = json.loads(value[0])
+        change(fact)
+        return (json.dumps(fact),)
+    return edit
+
+
+@pytest.mark.parametrize("case, family, edit, named", [
+    ("file form of the wrong shape", S.FILES, lambda key, value: (5, "x", 3), "Y record"),
+    ("header name over 24 bytes", S.FILES, lambda key, value: ("n" * 25, *value[1:]), "Y record"),
+    ("ops-log files adding up to more entries", S.REPO,
+     _with_repo_file(lambda fact: fact.update(ops_log_files=[10**15, -3])), "repo_file"),
+    ("ops-log files adding up to fewer entries", S.REPO,
+     _with_repo_file(lambda fact: fact["ops_log_files"].pop()), "repo_file"),
+    ("repo header name over 24 bytes", S.REPO, _with_repo_file(lambda fact: fact.update(implementation="é" * 13)),
+     "repo_file"),
+])
+def test_a_file_form_the_archive_cannot_mean_is_one_line_and_writes_nothing(case, family, edit, named, tmp_path):
+    """Format 6's records of how each file was written, made hostile: ``zs validate`` and ``zs restore``
+    each refuse in one line naming the record, and the restore writes nothing (it used to divide the ops
+    log otherwise, or fail inside the header encoder)."""
+    damaged = _file_forms_edited(tmp_path, family, edit)
+    checked = run_zs("validate", str(damaged))
+    assert checked.returncode == 1 and checked.stderr.count("\n") == 1, checked.stderr
+    assert ("Y\\x02" if family == S.FILES else "repo_file") in checked.stderr, checked.stderr
+    proc = run_zs("restore", str(damaged), str(tmp_path / "r"), "--repo", str(repo_path(2)))
+    assert proc.returncode == 1 and proc.stderr.count("\n") == 1, proc.stderr
+    assert named in proc.stderr and str(damaged) in proc.stderr, proc.stderr
+    assert not (tmp_path / "r").exists()
+
+
 def test_a_large_manifest_comes_back(icechunk2_python, tmp_path):
     """Thousands of virtual refs in one manifest (laid out directly, not through the builder), their
     locations compressed with a dictionary by icechunk and stored plain by the restore."""

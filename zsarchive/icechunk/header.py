@@ -11,7 +11,9 @@ from zsarchive.icechunk.model import FileHeader, FileType
 from zsarchive.limits import Malformed, TooLarge, icechunk_limit, unzstd
 
 MAGIC = "ICE🧊CHUNK".encode("utf-8")
-HEADER_LENGTH = len(MAGIC) + 24 + 3
+NAME_BYTES = 24
+"""The header's room for the implementation name (UTF-8, padded with spaces)."""
+HEADER_LENGTH = len(MAGIC) + NAME_BYTES + 3
 COMPRESSION_NONE = 0
 COMPRESSION_ZSTD = 1
 FILE_TYPE_NAMES = {
@@ -30,7 +32,7 @@ def parse_header(raw: bytes, name: str) -> FileHeader:
         raise ZSCorrupt(f"{name}: truncated: {len(raw)} bytes, the header alone needs {HEADER_LENGTH}")
     if raw[:len(MAGIC)] != MAGIC:
         raise ZSCorrupt(f"{name}: not an Icechunk file (wrong magic at offset 0)")
-    impl_raw = bytes(raw[len(MAGIC):len(MAGIC) + 24])
+    impl_raw = bytes(raw[len(MAGIC):len(MAGIC) + NAME_BYTES])
     try:
         implementation = impl_raw.decode("utf-8").rstrip(" ")
     except UnicodeDecodeError:
@@ -83,9 +85,9 @@ def wrap_file(file_type: FileType, spec_version: int, payload: bytes, implementa
     ValueError if it cannot be.
     """
     name = implementation.encode("utf-8")
-    if len(name) > 24:
-        raise ValueError(f"implementation name {implementation!r} is longer than 24 bytes")
-    head = MAGIC + name.ljust(24, b" ") + bytes((spec_version, int(file_type), COMPRESSION_ZSTD))
+    if len(name) > NAME_BYTES:
+        raise ValueError(f"implementation name {implementation!r} is longer than {NAME_BYTES} bytes")
+    head = MAGIC + name.ljust(NAME_BYTES, b" ") + bytes((spec_version, int(file_type), COMPRESSION_ZSTD))
     compressor = zstandard.ZstdCompressor(level=3, write_content_size=True, write_checksum=False)
     body = compressor.compress(payload)
     if not size or len(head) + len(body) == size:

@@ -65,9 +65,8 @@ class RestorePlan:
     def implementation(self, key: str) -> str:
         """The implementation name the header of file ``key`` had (format 6), or zsarchive's own."""
         if key == "repo":
-            repo_file = self.history.facts.get("repo_file")
-            name = repo_file.get("implementation") if isinstance(repo_file, dict) else None
-            return name if isinstance(name, str) else IMPLEMENTATION
+            repo_file = self.history.repo_file
+            return IMPLEMENTATION if repo_file is None else repo_file.implementation
         form = self.history.files.get(key)
         return IMPLEMENTATION if form is None else form.implementation
 
@@ -151,10 +150,8 @@ class RestorePlan:
         Every file holds the restored refs and snapshots: icechunk reads only the updates of the others."""
         whole = self.repo_info()
         ops = list(self.history.ops)
-        repo_file = self.history.facts.get("repo_file")
-        counts = repo_file.get("ops_log_files") if isinstance(repo_file, dict) else None
-        if not (isinstance(counts, list) and all(isinstance(n, int) and n > 0 for n in counts)
-                and sum(counts) == len(ops) and len(counts) > 1):
+        counts = () if self.history.repo_file is None else self.history.repo_file.ops_log_files
+        if len(counts) < 2 or 0 in counts:  # one file, or one that held nothing: the whole log in ``repo``
             return [("repo", whole)]
         starts = list(itertools.accumulate(counts[:-1]))
         names = [ops[at].backup_path for at in starts]

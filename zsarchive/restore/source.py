@@ -17,7 +17,7 @@ from zsarchive.archive.format import schema
 from zsarchive.archive.format.pieces import embeds, file_pieces
 from zsarchive.archive.format.views import (
     NODE_SETS, ChunkRefValue, FileKey, FileValue, ManifestRefKey, NodeKey, NodeValue, OpsKey, OpsValue, RefKey,
-    RefValue, RepoFactKey, RepoFactValue, SnapshotKey, SnapshotValue, TxlogKey, TxlogValue,
+    RefValue, RepoFactKey, RepoFactValue, RepoFile, SnapshotKey, SnapshotValue, TxlogKey, TxlogValue,
 )
 from zsarchive.archive.format.header import history_from_timeline
 from zsarchive.archive.read.chunkhistory import chunk_changes, corrected
@@ -78,6 +78,8 @@ class ArchiveHistory:
     (format 6; empty before)."""
     deleted_tag_snapshots: dict[str, str] = field(default_factory=dict)
     """A V1 deleted tag -> the snapshot its ``ref.json`` named (format 6)."""
+    repo_file: RepoFile | None = None
+    """The ``repo`` file's implementation name and the ops log's division into files (format 6, V2)."""
 
 
 def _moves(raw: tuple) -> list[MoveOperation]:
@@ -163,9 +165,19 @@ def read_history(reader: ArchiveReader, timelines: Timelines | None = None) -> A
         for summary in txlogs.values():  # as matrices: a big commit changes millions of chunks
             summary.coords = {node: np.array(rows, dtype=np.uint32).reshape(len(rows), -1)
                               for node, rows in summary.coords.items()}
-    files = {FileKey.decode(key).path: FileValue.decode(value) for key, value in records_under(zs, schema.FILES)}
+    files = {}
+    for key, value in records_under(zs, schema.FILES):
+        if not (FileKey.well_formed(key) and FileValue.well_formed(value)):
+            raise ZSCorrupt(f"{name}: Y record {key!r}: not (path) -> (implementation, compression_algorithm, "
+                            "location_dictionary)")
+        files[FileKey.decode(key).path] = FileValue.decode(value)
+    repo_file = facts.get("repo_file")
+    if repo_file is not None and not RepoFile.well_formed(repo_file, len(ops)):
+        raise ZSCorrupt(f"{name}: G record 'repo_file': not an implementation name of a file header and "
+                        f"counts adding up to the {len(ops)} ops-log entries")
     return ArchiveHistory(name, reader.format_version, int(facts.get("spec_version", 2)), facts,
-                          refs["branch"], refs["tag"], deleted, snapshots, ops, txlogs, files, deleted_at)
+                          refs["branch"], refs["tag"], deleted, snapshots, ops, txlogs, files, deleted_at,
+                          None if repo_file is None else RepoFile.decode(repo_file))
 
 
 def _timeline_coords(reader: ArchiveReader, timelines: Timelines, snapshots: dict[str, SnapshotRecord],

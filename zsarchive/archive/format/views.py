@@ -6,7 +6,7 @@ shape. The archive header's view is :class:`~zsarchive.archive.format.header.Arc
 
 from __future__ import annotations
 
-from typing import Callable, NamedTuple
+from typing import Any, Callable, NamedTuple
 
 from zsarchive.archive.format import schema
 
@@ -35,6 +35,13 @@ class RefValue(NamedTuple):
         return tuple(self)
 
 
+def _header_name(name: Any) -> bool:
+    """``name`` fits an Icechunk file header's implementation name."""
+    from zsarchive.icechunk.header import NAME_BYTES  # validation's and restore's: a lookup never asks
+
+    return isinstance(name, str) and len(name.encode("utf-8", "surrogatepass")) <= NAME_BYTES
+
+
 class FileValue(NamedTuple):
     """A ``Y`` record (format 6): how one metadata file was written: the implementation name of its
     header and, for a V2 manifest, its location compression (0 plain, 1 zstd with the dictionary)."""
@@ -45,7 +52,7 @@ class FileValue(NamedTuple):
 
     @staticmethod
     def well_formed(value: tuple) -> bool:
-        return len(value) >= 3 and isinstance(value[0], str) and \
+        return len(value) >= 3 and _header_name(value[0]) and \
             (value[1] is None or (isinstance(value[1], int) and not isinstance(value[1], bool))) and \
             (value[2] is None or isinstance(value[2], bytes))
 
@@ -55,6 +62,28 @@ class FileValue(NamedTuple):
 
     def encode(self) -> tuple:
         return tuple(self)
+
+
+class RepoFile(NamedTuple):
+    """The ``repo_file`` fact (format 6, spec V2): the implementation name in the ``repo`` file's header,
+    and how many ops-log entries (``O`` records) each repo info file holds, ``repo`` first."""
+
+    implementation: str
+    ops_log_files: tuple[int, ...]
+
+    @staticmethod
+    def well_formed(fact: Any, entries: int) -> bool:
+        """``fact`` (the parsed JSON) has this shape, a name a file header holds and counts that add up to
+        the ``entries`` of the ops log."""
+        if not isinstance(fact, dict) or not isinstance(fact.get("implementation"), str):
+            return False
+        counts = fact.get("ops_log_files")
+        return (_header_name(fact["implementation"]) and isinstance(counts, list)
+                and all(type(n) is int and n >= 0 for n in counts) and sum(counts) == entries)
+
+    @classmethod
+    def decode(cls, fact: dict) -> RepoFile:
+        return cls(fact["implementation"], tuple(fact["ops_log_files"]))
 
 
 class RepoFactValue(NamedTuple):

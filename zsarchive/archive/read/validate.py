@@ -22,10 +22,12 @@ from zsarchive.archive.format.header import (
 )
 from zsarchive.archive.format.views import (CHUNK_REF_SHAPES, ChildKey, ChunkBytesKey, ChunkBytesValue, ChunkRefKey,
                                             ChunkRefValue, FileKey, FileValue, HistoryKey, HistoryValue, ManifestRefKey,
-                                            NodeKey, NodeValue, RefKey, RefValue, ShardIndexKey, ShardIndexValue,
+                                            NodeKey, NodeValue, RefKey, RefValue, RepoFactKey,
+                                            RepoFactValue, RepoFile, ShardIndexKey, ShardIndexValue,
                                             SnapshotKey, SnapshotTimeKey, SnapshotValue, TxlogKey, TxlogValue, fits,
                                             is_id)
 from zsarchive.errors import ZSCorrupt
+from zsarchive.limits import load_json
 from zsarchive.walk import parent_chain
 from zsarchive.zs.reader import ZS
 
@@ -221,9 +223,7 @@ def _header(zs: ZS, facts: _Facts, format_version: int) -> None:
            f"(format_version {format_version}, source_spec_version, export_time, exporter, counts)")
     claimed = header.counts
     _chunk_files(zs, facts, format_version)
-    for family in (schema.REPO, schema.OPS):  # not gathered before: only their shape and number matter
-        for _ in _records(zs, family, facts.counts):
-            pass
+    _repo_file(zs, facts)
     for key, value, rec in _records(zs, schema.FILES, facts.counts):
         _shape(keeps_file_forms(_view(zs, format_version)) and FileKey.well_formed(key)
                and FileValue.well_formed(value), rec, schema.FILES,
@@ -232,6 +232,24 @@ def _header(zs: ZS, facts: _Facts, format_version: int) -> None:
         there = facts.counts[family]
         if family != schema.HEADER and claimed.get(name, 0) != there:
             raise _fail(rec, schema.HEADER, f"counts {claimed.get(name, 0)} {name} records, the archive holds {there}")
+
+
+def _repo_file(zs: ZS | Chain, facts: _Facts) -> None:
+    """The ops log's and the repository facts' records counted; ``repo_file`` (format 6) has its shape and
+    divides exactly the ops log's entries among the repo info files (a restore writes them so)."""
+    repo_file = None
+    for key, value, rec in _records(zs, schema.REPO, facts.counts):
+        if len(key) == 1 and RepoFactKey.decode(key).name == "repo_file":
+            repo_file = value, rec
+    entries = sum(1 for _ in _records(zs, schema.OPS, facts.counts))
+    if repo_file is not None:
+        value, rec = repo_file
+        text = RepoFactValue.decode(value).json if len(value) == 1 else None
+        fact = load_json(text, f"archive {schema.FAMILY_NAMES[schema.REPO]} record repo_file") \
+            if isinstance(text, str) else None
+        _shape(RepoFile.well_formed(fact, entries), rec, schema.REPO,
+               f'{{"implementation": a name of at most 24 bytes, "ops_log_files": counts adding up to the '
+               f'{entries} ops-log entries}}')
 
 
 def validate_fragments(chain: Chain) -> None:
