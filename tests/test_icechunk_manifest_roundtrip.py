@@ -328,7 +328,7 @@ def test_identities_are_equal_exactly_where_the_refs_are(pairs):
         spec = {node: [((i,), pair[side]) for i, pair in enumerate(pairs)]}
         source = decode_manifest(build(manifest_id, spec), "built").source
         rows.append(np.concatenate([source.ref_identities(node_id, columns, texts)
-                                    for columns in source.ref_columns(node_id)]))
+                                    for columns in source.ref_columns(node_id)], axis=1))
     for i, (a, _) in enumerate(pairs):
         for j, (_, b) in enumerate(pairs):
-            assert (rows[0][i] == rows[1][j]).all() == (expected_ref((), a) == expected_ref((), b)), (a, b)
+            assert (rows[0][:, i] == rows[1][:, j]).all() == (expected_ref((), a) == expected_ref((), b)), (a, b)

@@ -175,7 +175,7 @@ class ManifestBuffer:
                 layout = self.layouts[vtable] = _Layout(buf, vtable, where)
             rows.append(layout.row)
         table = np.array(rows, dtype=np.int64).reshape(-1, 9)
-        fields = np.broadcast_to(table, (n, 9)) if inverse is None else table[inverse]
+        fields = np.broadcast_to(table, (n, 9)) if inverse is None else np.take(table, inverse, axis=0)  # take: ~4x [inverse]
         if (j := first(pos + fields[:, _SIZE] > size)) is not None:
             raise FlatBufferError(f"array {node_id} ref {lo + j}: table at {int(pos[j])} runs past the buffer end")
         return pos, fields
@@ -288,18 +288,18 @@ class ManifestBuffer:
                         offset, length, columns_out["etag"], columns_out["modified"])
 
     def ref_identities(self, node_id: NodeId, columns: RefColumns, texts: dict) -> np.ndarray:
-        """(refs, 7) uint64, a row per ref of ``columns``: two refs are equal exactly when their rows are,
-        for rows made with one ``texts`` dict (text or bytes -> number, filled as it goes), from any
+        """(7, refs) uint64, a column per ref of ``columns``: two refs are equal exactly when their columns
+        are, for columns made with one ``texts`` dict (text or bytes -> number, filled as it goes), from any
         manifests. Kind, offset, length and last-modified are numbers; a chunk id its bytes; a location,
         inline bytes and etag are numbered by ``texts``, each distinct location decoded once."""
         b, n, pos, fields, numbers = self._bytes, len(columns.pos), columns.pos, columns.fields, columns.numbers
         where = lambda j: f"array {node_id} ref {int(numbers[j])}"  # noqa: E731
-        out = np.zeros((n, 7), np.uint64)
+        out = np.zeros((7, n), np.uint64)  # a row per field: rows compare a pass each
         with decoding(self.name):
             codes = fields[:, _CODE]
-            out[:, 0] = codes
-            out[:, 1] = self._numbers(pos, fields[:, _OFFSET], "<u8")
-            out[:, 2] = self._numbers(pos, fields[:, _LENGTH], "<u8")
+            out[0] = codes
+            out[1] = self._numbers(pos, fields[:, _OFFSET], "<u8")
+            out[2] = self._numbers(pos, fields[:, _LENGTH], "<u8")
             uniform = int(codes[0]) if n and (codes == codes[0]).all() else None
             for code, picked in _by_code(codes, uniform):
                 rows = slice(None) if picked is None else picked
@@ -308,18 +308,18 @@ class ManifestBuffer:
                 if code == 1:  # the 12 bytes of a chunk id as two words
                     raw = np.zeros((len(p), 16), np.uint8)
                     raw[:, :12] = b[(p + f[:, _PAYLOAD])[:, None] + BYTE[:12]]
-                    out[rows, 3:5] = raw.view("<u8")
+                    out[3:5, rows] = raw.view("<u8").T
                 elif code == 0:
-                    out[rows, 3] = [texts.setdefault(v, len(texts)) for v in
+                    out[3, rows] = [texts.setdefault(v, len(texts)) for v in
                                     self._vectors(p + f[:, _PAYLOAD], at_ref, "inline")]
                 else:
                     distinct, inverse = self._location_texts(p + f[:, _PAYLOAD], f[:, _COMPRESSED], at_ref)
                     found = np.array([texts.setdefault(t, len(texts)) for t in distinct], np.uint64)
-                    out[rows, 3] = found if inverse is None else found[inverse]
+                    out[3, rows] = found if inverse is None else found[inverse]
                     virtual = self._virtual_checksums(p, f, at_ref)
-                    out[rows, 5] = [0 if e is None else 1 + texts.setdefault(e, len(texts)) for e in virtual[0]] \
-                        if virtual[0] is not None else 0
-                    out[rows, 6] = virtual[1]
+                    if virtual[0] is not None:
+                        out[5, rows] = [0 if e is None else 1 + texts.setdefault(e, len(texts)) for e in virtual[0]]
+                    out[6, rows] = virtual[1]
         return out
 
     def _numbers(self, pos: np.ndarray, at: np.ndarray, dtype: str) -> np.ndarray:
@@ -432,24 +432,30 @@ def _distinct(b: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> tuple[np.n
     lengths = ends - starts
     if len(starts) < 256:
         return None
-    width = max(8, (int(lengths.max()) + 7) & ~7)
+    shortest, longest = int(lengths.min()), int(lengths.max())
+    width = max(8, (longest + 7) & ~7)
     if width > 8 * len(_MIX) - 8 or width > len(b):
         return None
     # Every string as zero-padded 64-bit words, hashed; equal hashes are then confirmed word for word. The
     # words come from one gather of ``width``-byte items out of a view whose items start at every byte.
     last = len(b) - width
     items = np.ndarray((last + 1,), f"V{width}", buffer=b, strides=(1,))
-    words = items[np.minimum(starts, last)].view("<u8").reshape(-1, width // 8) & _masks(width)[lengths]
+    rows = items[np.minimum(starts, last)].view("<u8").reshape(-1, width // 8)
     for j in np.flatnonzero(starts > last).tolist():  # strings within ``width`` bytes of the end
         row = np.zeros(width, np.uint8)
         row[:lengths[j]] = b[starts[j]:ends[j]]
-        words[j] = row.view("<u8")
+        rows[j] = row.view("<u8")
     hashes = lengths.astype(np.uint64) * _MIX[0]
+    words = []
     for k in range(width // 8):  # column by column: numpy sums short rows slowly
-        hashes += words[:, k] * _MIX[k + 1]
+        word = rows[:, k]
+        if shortest < 8 * k + 8:  # a word some strings end inside: the bytes after them cleared
+            word = word & _masks(width)[:, k][lengths]
+        hashes += word * _MIX[k + 1]
+        words.append(word)
     first, inverse = distinct(hashes)
     same = first[inverse]
-    if not ((words == words[same]).all() and (lengths == lengths[same]).all()):
+    if not all((np.take(column, same) == column).all() for column in (lengths, *words)):
         return None
     return first, inverse
 
