@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import itertools
 import struct
+import threading
 from typing import Callable, Iterable, Iterator, NamedTuple
 
 import numpy as np
@@ -102,7 +103,7 @@ class RefBatch(NamedTuple):
 
 class RefColumns(NamedTuple):
     """Consecutive refs of one array as the numbers a decoder starts from, no Python object per ref:
-    what :meth:`ManifestBuffer.ref_identities` compares and :meth:`ManifestBuffer.refs_of` decodes."""
+    what :meth:`ManifestBuffer.ref_identities` reads and :meth:`ManifestBuffer.refs_of` decodes."""
 
     coords: np.ndarray
     """(refs, ndim) uint32 chunk coordinates, strictly ascending."""
@@ -116,6 +117,34 @@ class RefColumns(NamedTuple):
     def take(self, rows: np.ndarray) -> RefColumns:
         """The refs ``rows`` (indices, in that order)."""
         return RefColumns(self.coords[rows], self.numbers[rows], self.pos[rows], self.fields[rows])
+
+
+class RefIdentities(NamedTuple):
+    """Refs as numbers (:meth:`ManifestBuffer.ref_identities`), a column per ref; the texts and byte strings
+    they name as indices into ``objects``, until :meth:`numbered`."""
+
+    rows: np.ndarray
+    """(6, refs) uint64: kind code, offset, length, a chunk id's bytes as two words, last-modified (0 where
+    absent)."""
+    named: np.ndarray
+    """(2, refs) intp: etag, then location or inline bytes, each ``1 +`` its index in ``objects`` (0: none)."""
+    objects: list
+    """The texts and byte strings the refs name (etags, each distinct location, inline bytes)."""
+
+    def take(self, refs: np.ndarray) -> RefIdentities:
+        """The refs ``refs`` (indices, in that order)."""
+        return RefIdentities(self.rows[:, refs], self.named[:, refs], self.objects)
+
+    def numbered(self, texts: dict) -> tuple[np.ndarray, np.ndarray]:
+        """(``rows``, ``named`` with each object numbered by ``texts`` (object -> number, filled as it goes)):
+        refs of any manifests numbered with one ``texts`` are equal exactly when both arrays are."""
+        index = np.fromiter((1 + texts.setdefault(o, len(texts)) for o in self.objects), np.intp, len(self.objects))
+        return self.rows, np.take(np.concatenate([np.zeros(1, np.intp), index]), self.named)
+
+    def same(self, other: RefIdentities, texts: dict) -> np.ndarray:
+        """Whether ref i here equals ref i of ``other``, for each i (``texts`` as for :meth:`numbered`)."""
+        (rows, named), (other_rows, other_named) = self.numbered(texts), other.numbered(texts)
+        return (rows == other_rows).all(axis=0) & (named == other_named).all(axis=0)
 
 
 class _Texts(dict):
@@ -153,6 +182,7 @@ class ManifestBuffer:
         self.compression_algorithm = compression_algorithm
         self._bytes = np.frombuffer(payload, np.uint8)
         self._dctx: zstandard.ZstdDecompressor | None = None
+        self._dctx_lock = threading.Lock()  # a decompressor decodes one frame at a time
         self._plain = _Texts(self._plain_location)
         self._packed = _Texts(self._decompress_location)
         self._counts: dict[NodeId, tuple[int, int, int, int]] = {}
@@ -214,9 +244,10 @@ class ManifestBuffer:
         if self.dictionary is None:
             raise _BadText(raw, "compressed_location present but the manifest has no location_dictionary")
         try:
-            if self._dctx is None:
-                self._dctx = zstandard.ZstdDecompressor(dict_data=zstandard.ZstdCompressionDict(self.dictionary))
-            data = unzstd(raw, LOCATION_LIMIT, "", self._dctx)
+            with self._dctx_lock:
+                if self._dctx is None:
+                    self._dctx = zstandard.ZstdDecompressor(dict_data=zstandard.ZstdCompressionDict(self.dictionary))
+                data = unzstd(raw, LOCATION_LIMIT, "", self._dctx)
         except (zstandard.ZstdError, ValueError) as exc:  # TooLarge and Malformed are ValueErrors
             raise _BadText(raw, f"compressed_location does not decompress: {exc}") from None
         return self._plain_location(data)
@@ -287,40 +318,43 @@ class ManifestBuffer:
         return RefBatch(columns.coords, kind, columns_out["inline"], columns_out["chunk_id"], columns_out["location"],
                         offset, length, columns_out["etag"], columns_out["modified"])
 
-    def ref_identities(self, node_id: NodeId, columns: RefColumns, texts: dict) -> np.ndarray:
-        """(7, refs) uint64, a column per ref of ``columns``: two refs are equal exactly when their columns
-        are, for columns made with one ``texts`` dict (text or bytes -> number, filled as it goes), from any
-        manifests. Kind, offset, length and last-modified are numbers; a chunk id its bytes; a location,
-        inline bytes and etag are numbered by ``texts``, each distinct location decoded once."""
+    def ref_identities(self, node_id: NodeId, columns: RefColumns) -> RefIdentities:
+        """The refs of ``columns`` as numbers, texts aside (:class:`RefIdentities`); safe to call while other
+        threads read other manifests, or this one."""
         b, n, pos, fields, numbers = self._bytes, len(columns.pos), columns.pos, columns.fields, columns.numbers
         where = lambda j: f"array {node_id} ref {int(numbers[j])}"  # noqa: E731
-        out = np.zeros((7, n), np.uint64)  # a row per field: rows compare a pass each
+        rows = np.zeros((6, n), np.uint64)  # a row per field: rows compare a pass each
+        named = np.zeros((2, n), np.intp)
+        objects: list = []
         with decoding(self.name):
             codes = fields[:, _CODE]
-            out[0] = codes
-            out[1] = self._numbers(pos, fields[:, _OFFSET], "<u8")
-            out[2] = self._numbers(pos, fields[:, _LENGTH], "<u8")
+            rows[0] = codes
+            rows[1] = self._numbers(pos, fields[:, _OFFSET], "<u8")
+            rows[2] = self._numbers(pos, fields[:, _LENGTH], "<u8")
             uniform = int(codes[0]) if n and (codes == codes[0]).all() else None
             for code, picked in _by_code(codes, uniform):
-                rows = slice(None) if picked is None else picked
-                p, f = pos[rows], fields[rows]
+                cells = slice(None) if picked is None else picked
+                p, f = pos[cells], fields[cells]
                 at_ref = where if picked is None else (lambda j, picked=picked: where(int(picked[j])))  # noqa: E731
                 if code == 1:  # the 12 bytes of a chunk id as two words
                     raw = np.zeros((len(p), 16), np.uint8)
                     raw[:, :12] = b[(p + f[:, _PAYLOAD])[:, None] + BYTE[:12]]
-                    out[3:5, rows] = raw.view("<u8").T
-                elif code == 0:
-                    out[3, rows] = [texts.setdefault(v, len(texts)) for v in
-                                    self._vectors(p + f[:, _PAYLOAD], at_ref, "inline")]
+                    rows[3:5, cells] = raw.view("<u8").T
+                    continue
+                if code == 0:
+                    distinct, inverse = self._vectors(p + f[:, _PAYLOAD], at_ref, "inline"), None
                 else:
                     distinct, inverse = self._location_texts(p + f[:, _PAYLOAD], f[:, _COMPRESSED], at_ref)
-                    found = np.array([texts.setdefault(t, len(texts)) for t in distinct], np.uint64)
-                    out[3, rows] = found if inverse is None else found[inverse]
-                    virtual = self._virtual_checksums(p, f, at_ref)
-                    if virtual[0] is not None:
-                        out[5, rows] = [0 if e is None else 1 + texts.setdefault(e, len(texts)) for e in virtual[0]]
-                    out[6, rows] = virtual[1]
-        return out
+                    etags, rows[5, cells] = self._virtual_checksums(p, f, at_ref)
+                    if etags is not None:
+                        seen: dict[str, int] = {}
+                        named[0, cells] = [0 if e is None else 1 + len(objects) + seen.setdefault(e, len(seen))
+                                           for e in etags]
+                        objects += seen
+                found = np.arange(1 + len(objects), 1 + len(objects) + len(distinct))
+                named[1, cells] = found if inverse is None else found[inverse]
+                objects += distinct
+        return RefIdentities(rows, named, objects)
 
     def _numbers(self, pos: np.ndarray, at: np.ndarray, dtype: str) -> np.ndarray:
         """The field at table offset ``at`` of each table (0 where absent: ``at`` == 0)."""

@@ -10,13 +10,13 @@ first manifest listed wins, as a lookup takes the first manifest whose extents c
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable, Iterable, Iterator, Sequence
+from typing import Callable, Iterable, Iterator, NamedTuple, Sequence
 
 import numpy as np
 
 from zsarchive.errors import ZSCorrupt
 from zsarchive.icechunk import Repository
-from zsarchive.icechunk.manifest import ManifestBuffer, RefBatch, RefColumns
+from zsarchive.icechunk.manifest import ManifestBuffer, RefBatch, RefColumns, RefIdentities
 
 Manifests = Sequence[tuple[str, Sequence[Sequence[int]]]]
 """(manifest id, extents) of an array in one snapshot: extents a (from, to) pair per dimension."""
@@ -216,38 +216,71 @@ def array_changes(repo: Repository, node_id: str, manifests: Manifests, base: Ma
     yield from ref_changes(new, old)
 
 
+class _Side(NamedTuple):
+    """Consecutive refs of one manifest located (``columns``) and read as numbers (``ids``)."""
+
+    coords: np.ndarray
+    columns: RefColumns
+    ids: RefIdentities
+
+    def take(self, rows: np.ndarray) -> _Side:
+        """The refs ``rows`` (indices, in that order)."""
+        return _Side(self.coords[rows], self.columns.take(rows), self.ids.take(rows))
+
+
+def _identified(source: ManifestBuffer, node_id: str, batches: Iterable[RefColumns]) -> Iterator[_Side]:
+    for columns in batches:
+        yield _Side(columns.coords, columns, source.ref_identities(node_id, columns))
+
+
+def _ahead(items: Iterator[_Side], pool: ThreadPoolExecutor) -> Iterator[_Side]:
+    """The items of ``items``, the first started now and each next one made in ``pool`` while the caller
+    uses the one before (numpy and zstd let go of the GIL: two manifests are read at once)."""
+    end = object()
+    future = pool.submit(next, items, end)
+
+    def results() -> Iterator[_Side]:
+        nonlocal future
+        while (item := future.result()) is not end:
+            future = pool.submit(next, items, end)
+            yield item
+    return results()
+
+
 def column_changes(repo: Repository, node_id: str, manifest: tuple, base: tuple, where: str,
                    rows: tuple[int, int | None], parent: tuple[int, int | None]
                    ) -> Iterator[tuple[RefBatch | None, np.ndarray]]:
     """:func:`ref_changes` of one array in one manifest (``manifest``, refs ``rows``) and in one parent
     manifest (``base``, refs ``parent``), each a (manifest id, extents) pair: the refs are compared as
-    numbers (:meth:`ManifestBuffer.ref_identities`), and only those that changed are decoded."""
-    with ThreadPoolExecutor(1) as beside:  # the two manifests decompress at once (zstd lets go of the GIL)
-        loading = beside.submit(repo.manifest, base[0], where)
+    numbers (:meth:`ManifestBuffer.ref_identities`, each manifest's in a thread of its own), and only
+    those that changed are decoded."""
+    with ThreadPoolExecutor(2) as pool:
+        loading = pool.submit(repo.manifest, base[0], where)  # the two manifests decompress at once
         sources: list[ManifestBuffer] = [repo.manifest(manifest[0], where).source, loading.result().source]
-    streams = [_inside(source.ref_columns(node_id, lo, hi), extents, f"manifest {mid} (used by {where})",
-                       RefColumns.take)
-               for source, (mid, extents), (lo, hi) in zip(sources, (manifest, base), (rows, parent))]
-    new_source, old_source = sources
-    for (n, kn), (o, ko) in _windows(streams, RefColumns.take):
-        if o is None:
-            yield new_source.refs_of(node_id, n), np.zeros((0, 0), np.uint32)
-            continue
-        if n is None:
-            yield None, o.coords
-            continue
-        texts: dict = {}  # one numbering of texts for both sides of a window (and no more: memory stays bounded)
-        if kn.dtype == ko.dtype and np.array_equal(kn.view(np.uint8), ko.view(np.uint8)):
-            # the same chunks (a commit that rewrites refs), their keys compared as bytes (faster)
-            in_new = in_old = np.arange(len(kn))
-            both = n, o
-        else:
-            _common, in_new, in_old = np.intersect1d(kn, ko, assume_unique=True, return_indices=True)
-            both = n.take(in_new), o.take(in_old)
-        same = (new_source.ref_identities(node_id, both[0], texts)
-                == old_source.ref_identities(node_id, both[1], texts)).all(axis=0)
-        keep = np.ones(len(kn), bool)
-        keep[in_new[same]] = False
-        gone = np.ones(len(ko), bool)
-        gone[in_old] = False
-        yield (new_source.refs_of(node_id, n.take(np.flatnonzero(keep))) if keep.any() else None), o.coords[gone]
+        streams = [_ahead(_identified(source, node_id, _inside(source.ref_columns(node_id, lo, hi), extents,
+                                                               f"manifest {mid} (used by {where})", RefColumns.take)),
+                          pool)
+                   for source, (mid, extents), (lo, hi) in zip(sources, (manifest, base), (rows, parent))]
+        new_source, _ = sources
+        for (n, kn), (o, ko) in _windows(streams, _Side.take):
+            if o is None:
+                yield new_source.refs_of(node_id, n.columns), np.zeros((0, 0), np.uint32)
+                continue
+            if n is None:
+                yield None, o.coords
+                continue
+            if kn.dtype == ko.dtype and np.array_equal(kn.view(np.uint8), ko.view(np.uint8)):
+                # the same chunks (a commit that rewrites refs), their keys compared as bytes (faster)
+                in_new = in_old = np.arange(len(kn))
+                both = n, o
+            else:
+                _common, in_new, in_old = np.intersect1d(kn, ko, assume_unique=True, return_indices=True)
+                both = n.take(in_new), o.take(in_old)
+            texts: dict = {}  # one numbering of texts for both sides of a window (and no more: memory stays bounded)
+            same = both[0].ids.same(both[1].ids, texts)
+            keep = np.ones(len(kn), bool)
+            keep[in_new[same]] = False
+            gone = np.ones(len(ko), bool)
+            gone[in_old] = False
+            changed = n.columns.take(np.flatnonzero(keep)) if keep.any() else None
+            yield (None if changed is None else new_source.refs_of(node_id, changed)), o.coords[gone]
