@@ -327,9 +327,9 @@ def test_identities_are_equal_exactly_where_the_refs_are(pairs):
     for side, manifest_id in ((0, b"\x01" * 12), (1, b"\x02" * 12)):
         spec = {node: [((i,), pair[side]) for i, pair in enumerate(pairs)]}
         source = decode_manifest(build(manifest_id, spec), "built").source
-        numbered = [source.ref_identities(node_id, columns).numbered(texts) for columns in source.ref_columns(node_id)]
-        rows.append(np.concatenate([np.concatenate([numbers, named.astype(np.uint64)]) for numbers, named in numbered],
-                                   axis=1))
+        rows.append(np.concatenate([np.array([np.broadcast_to(np.asarray(field, np.uint64), (len(columns.pos),))
+                                              for field in source.ref_identities(node_id, columns).numbered(texts)])
+                                    for columns in source.ref_columns(node_id)], axis=1))
     for i, (a, _) in enumerate(pairs):
         for j, (_, b) in enumerate(pairs):
             assert (rows[0][:, i] == rows[1][:, j]).all() == (expected_ref((), a) == expected_ref((), b)), (a, b)

@@ -112,20 +112,19 @@ class RefColumns(NamedTuple):
     pos: np.ndarray
     """int64 position of each ref's table in the manifest."""
     fields: np.ndarray
-    """(refs, 9) int64: each ref's _Layout.row."""
+    """(9, refs) int64: each ref's _Layout.row, a column."""
 
     def take(self, rows: np.ndarray) -> RefColumns:
         """The refs ``rows`` (indices, in that order)."""
-        return RefColumns(self.coords[rows], self.numbers[rows], self.pos[rows], self.fields[rows])
+        return RefColumns(self.coords[rows], self.numbers[rows], self.pos[rows], self.fields[:, rows])
 
 
 class RefIdentities(NamedTuple):
-    """Refs as numbers (:meth:`ManifestBuffer.ref_identities`), a column per ref; the texts and byte strings
-    they name as indices into ``objects``, until :meth:`numbered`."""
+    """Refs as numbers (:meth:`ManifestBuffer.ref_identities`), a value per ref in each field, or one int
+    for every ref; the texts and byte strings they name as indices into ``objects``, until :meth:`numbered`."""
 
-    rows: np.ndarray
-    """(6, refs) uint64: kind code, offset, length, a chunk id's bytes as two words, last-modified (0 where
-    absent)."""
+    numbers: tuple
+    """Kind code, offset, length, a chunk id's bytes as two words, last-modified (0 where absent)."""
     named: np.ndarray
     """(2, refs) intp: etag, then location or inline bytes, each ``1 +`` its index in ``objects`` (0: none)."""
     objects: list
@@ -133,18 +132,26 @@ class RefIdentities(NamedTuple):
 
     def take(self, refs: np.ndarray) -> RefIdentities:
         """The refs ``refs`` (indices, in that order)."""
-        return RefIdentities(self.rows[:, refs], self.named[:, refs], self.objects)
+        return RefIdentities(tuple(v if isinstance(v, int) else v[refs] for v in self.numbers), self.named[:, refs],
+                             self.objects)
 
-    def numbered(self, texts: dict) -> tuple[np.ndarray, np.ndarray]:
-        """(``rows``, ``named`` with each object numbered by ``texts`` (object -> number, filled as it goes)):
-        refs of any manifests numbered with one ``texts`` are equal exactly when both arrays are."""
-        index = np.fromiter((1 + texts.setdefault(o, len(texts)) for o in self.objects), np.intp, len(self.objects))
-        return self.rows, np.take(np.concatenate([np.zeros(1, np.intp), index]), self.named)
+    def numbered(self, texts: dict) -> tuple:
+        """The fields, ``named``'s with each object numbered by ``texts`` (object -> number, filled as it goes):
+        refs of any manifests numbered with one ``texts`` are equal exactly when every field is."""
+        index = np.zeros(1 + len(self.objects), np.intp)
+        index[1:] = [1 + texts.setdefault(o, len(texts)) for o in self.objects]
+        return (*self.numbers, *np.take(index, self.named))
 
     def same(self, other: RefIdentities, texts: dict) -> np.ndarray:
         """Whether ref i here equals ref i of ``other``, for each i (``texts`` as for :meth:`numbered`)."""
-        (rows, named), (other_rows, other_named) = self.numbered(texts), other.numbered(texts)
-        return (rows == other_rows).all(axis=0) & (named == other_named).all(axis=0)
+        out = np.ones(self.named.shape[1], bool)
+        for mine, theirs in zip(self.numbered(texts), other.numbered(texts)):
+            if isinstance(mine, int) and isinstance(theirs, int):  # one value each side: no pass over the refs
+                if mine != theirs:
+                    out[:] = False
+            else:
+                out &= mine == theirs
+        return out
 
 
 class _Texts(dict):
@@ -188,7 +195,7 @@ class ManifestBuffer:
         self._counts: dict[NodeId, tuple[int, int, int, int]] = {}
 
     def _locate(self, node_id: NodeId, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
-        """(table positions, one _Layout.row per ref) of refs ``lo`` to ``hi`` of one array, checked."""
+        """(table positions, each ref's _Layout.row as a column) of refs ``lo`` to ``hi`` of one array, checked."""
         buf, size = self.payload, len(self.payload)
         start, _count = self.arrays[node_id]
         n = hi - lo
@@ -204,9 +211,9 @@ class ManifestBuffer:
                 where = f"array {node_id} ref {lo + int((vtables == vtable).argmax())}"
                 layout = self.layouts[vtable] = _Layout(buf, vtable, where)
             rows.append(layout.row)
-        table = np.array(rows, dtype=np.int64).reshape(-1, 9)
-        fields = np.broadcast_to(table, (n, 9)) if inverse is None else np.take(table, inverse, axis=0)  # take: ~4x [inverse]
-        if (j := first(pos + fields[:, _SIZE] > size)) is not None:
+        table = np.ascontiguousarray(np.array(rows, dtype=np.int64).reshape(-1, 9).T)  # a row per field: contiguous values
+        fields = np.broadcast_to(table, (9, n)) if inverse is None else np.take(table, inverse, axis=1)
+        if (j := first(pos + fields[_SIZE] > size)) is not None:
             raise FlatBufferError(f"array {node_id} ref {lo + j}: table at {int(pos[j])} runs past the buffer end")
         return pos, fields
 
@@ -219,8 +226,8 @@ class ManifestBuffer:
             with decoding(self.name):
                 for lo in range(0, total, _BATCH):
                     _pos, fields = self._locate(node_id, lo, min(lo + _BATCH, total))
-                    tally[:3] += np.bincount(fields[:, _CODE], minlength=3)
-                    tally[3] += int(fields[:, _COMPRESSED].sum())
+                    tally[:3] += np.bincount(fields[_CODE], minlength=3)
+                    tally[3] += int(fields[_COMPRESSED].sum())
             counts = self._counts[node_id] = tuple(tally.tolist())
         return counts
 
@@ -281,7 +288,7 @@ class ManifestBuffer:
         """Refs ``lo`` to ``hi`` of one array located, checked against each other and against ``previous``."""
         b = self._bytes
         pos, fields = self._locate(node_id, lo, hi)
-        at = pos + fields[:, _INDEX]
+        at = pos + fields[_INDEX]
         coords = uint32_vectors(b, at + gather(b, at, "<u4"), lambda j: f"array {node_id} ref {lo + j} index",
                                 None if previous is None else len(previous))
         if (j := first_unsorted(coords, previous)) is not None:
@@ -295,22 +302,22 @@ class ManifestBuffer:
         b, n, pos, fields, numbers = self._bytes, len(columns.pos), columns.pos, columns.fields, columns.numbers
         where = lambda j: f"array {node_id} ref {int(numbers[j])}"  # noqa: E731
         with decoding(self.name):
-            codes = fields[:, _CODE]
+            codes = fields[_CODE]
             uniform = int(codes[0]) if n and (codes == codes[0]).all() else None
             kind = [_KINDS[uniform]] * n if uniform is not None else [_KINDS[c] for c in codes.tolist()]
             nothing = [None] * n
-            offset = self._numbers(pos, fields[:, _OFFSET], "<u8")
-            length = self._numbers(pos, fields[:, _LENGTH], "<u8")
+            offset = self._numbers(pos, fields[_OFFSET], "<u8")
+            length = self._numbers(pos, fields[_LENGTH], "<u8")
             columns_out = {"inline": nothing, "chunk_id": nothing, "location": nothing, "etag": nothing,
                            "modified": nothing}
             for code, picked in _by_code(codes, uniform):
                 p = pos if picked is None else pos[picked]
-                f = fields if picked is None else fields[picked]
+                f = fields if picked is None else fields[:, picked]
                 at_ref = where if picked is None else (lambda j, picked=picked: where(int(picked[j])))  # noqa: E731
                 if code == 1:
-                    values = {"chunk_id": _chunk_ids(b[(p + f[:, _PAYLOAD])[:, None] + BYTE[:12]])}
+                    values = {"chunk_id": _chunk_ids(b[(p + f[_PAYLOAD])[:, None] + BYTE[:12]])}
                 elif code == 0:
-                    values = {"inline": self._vectors(p + f[:, _PAYLOAD], at_ref, "inline")}
+                    values = {"inline": self._vectors(p + f[_PAYLOAD], at_ref, "inline")}
                 else:
                     values = self._virtual(p, f, at_ref)
                 for name, column in values.items():
@@ -323,38 +330,49 @@ class ManifestBuffer:
         threads read other manifests, or this one."""
         b, n, pos, fields, numbers = self._bytes, len(columns.pos), columns.pos, columns.fields, columns.numbers
         where = lambda j: f"array {node_id} ref {int(numbers[j])}"  # noqa: E731
-        rows = np.zeros((6, n), np.uint64)  # a row per field: rows compare a pass each
         named = np.zeros((2, n), np.intp)
         objects: list = []
         with decoding(self.name):
-            codes = fields[:, _CODE]
-            rows[0] = codes
-            rows[1] = self._numbers(pos, fields[:, _OFFSET], "<u8")
-            rows[2] = self._numbers(pos, fields[:, _LENGTH], "<u8")
+            codes = fields[_CODE]
             uniform = int(codes[0]) if n and (codes == codes[0]).all() else None
+            offset = self._numbers(pos, fields[_OFFSET], "<u8")
+            length = self._numbers(pos, fields[_LENGTH], "<u8")
+            words: list = [0, 0]  # a chunk id's 12 bytes as two words
+            modified = 0
             for code, picked in _by_code(codes, uniform):
                 cells = slice(None) if picked is None else picked
-                p, f = pos[cells], fields[cells]
+                p, f = pos[cells], fields[:, cells]
                 at_ref = where if picked is None else (lambda j, picked=picked: where(int(picked[j])))  # noqa: E731
-                if code == 1:  # the 12 bytes of a chunk id as two words
+                if code == 1:
                     raw = np.zeros((len(p), 16), np.uint8)
-                    raw[:, :12] = b[(p + f[:, _PAYLOAD])[:, None] + BYTE[:12]]
-                    rows[3:5, cells] = raw.view("<u8").T
+                    raw[:, :12] = b[(p + f[_PAYLOAD])[:, None] + BYTE[:12]]
+                    raw = raw.view("<u8")
+                    if picked is None:
+                        words = [raw[:, 0], raw[:, 1]]
+                    else:
+                        words = [np.zeros(n, np.uint64), np.zeros(n, np.uint64)]
+                        words[0][cells], words[1][cells] = raw[:, 0], raw[:, 1]
                     continue
                 if code == 0:
-                    distinct, inverse = self._vectors(p + f[:, _PAYLOAD], at_ref, "inline"), None
+                    distinct, inverse = self._vectors(p + f[_PAYLOAD], at_ref, "inline"), None
                 else:
-                    distinct, inverse = self._location_texts(p + f[:, _PAYLOAD], f[:, _COMPRESSED], at_ref)
-                    etags, rows[5, cells] = self._virtual_checksums(p, f, at_ref)
+                    distinct, inverse = self._location_texts(p + f[_PAYLOAD], f[_COMPRESSED], at_ref)
+                    etags, stamps = self._virtual_checksums(p, f, at_ref)
+                    if stamps.any():
+                        if picked is None:
+                            modified = stamps
+                        else:
+                            modified = np.zeros(n, np.uint32)
+                            modified[cells] = stamps
                     if etags is not None:
                         seen: dict[str, int] = {}
                         named[0, cells] = [0 if e is None else 1 + len(objects) + seen.setdefault(e, len(seen))
                                            for e in etags]
                         objects += seen
                 found = np.arange(1 + len(objects), 1 + len(objects) + len(distinct))
-                named[1, cells] = found if inverse is None else found[inverse]
+                named[1, cells] = found if inverse is None else np.take(found, inverse)
                 objects += distinct
-        return RefIdentities(rows, named, objects)
+        return RefIdentities((codes if uniform is None else uniform, offset, length, *words, modified), named, objects)
 
     def _numbers(self, pos: np.ndarray, at: np.ndarray, dtype: str) -> np.ndarray:
         """The field at table offset ``at`` of each table (0 where absent: ``at`` == 0)."""
@@ -362,7 +380,8 @@ class ManifestBuffer:
             return np.zeros(len(pos), dtype)
         # Absent fields read the table's first bytes (always inside it), then become 0.
         values = gather(self._bytes, pos + at, dtype)
-        values[at == 0] = 0
+        if not at.all():
+            values[at == 0] = 0
         return values
 
     def _spans(self, slots: np.ndarray, where: Callable[[int], str], what: str) -> tuple[np.ndarray, np.ndarray]:
@@ -420,7 +439,7 @@ class ManifestBuffer:
     def _virtual_checksums(self, pos: np.ndarray, fields: np.ndarray,
                            where: Callable[[int], str]) -> tuple[list | None, np.ndarray]:
         """(each virtual ref's etag, or None when none has one; each one's last-modified, 0 where absent)."""
-        etag_at = fields[:, _ETAG]
+        etag_at = fields[_ETAG]
         etags: list | None = None
         if etag_at.any():
             etags = [None] * len(pos)
@@ -431,11 +450,11 @@ class ManifestBuffer:
                     etags[j] = raw.decode("utf-8")
                 except UnicodeDecodeError:
                     raise FlatBufferError(f"{where(j)}: checksum_etag is not UTF-8") from None
-        return etags, self._numbers(pos, fields[:, _MODIFIED], "<u4")
+        return etags, self._numbers(pos, fields[_MODIFIED], "<u4")
 
     def _virtual(self, pos: np.ndarray, fields: np.ndarray, where: Callable[[int], str]) -> dict[str, list]:
         """Location, etag and last-modified columns of virtual refs."""
-        texts, inverse = self._location_texts(pos + fields[:, _PAYLOAD], fields[:, _COMPRESSED], where)
+        texts, inverse = self._location_texts(pos + fields[_PAYLOAD], fields[_COMPRESSED], where)
         locations = texts if inverse is None else np.array(texts, dtype=object)[inverse].tolist()
         etags, modified = self._virtual_checksums(pos, fields, where)
         return {"location": locations, "etag": [None] * len(pos) if etags is None else etags,
