@@ -24,6 +24,11 @@ from zsarchive.icechunk.header import IMPLEMENTATION, open_file, wrap_file
 from zsarchive.icechunk.model import ArrayManifestInfo, ChunkRef, FileType, Manifest, NodeId, RefKind
 from zsarchive.limits import LOCATION_LIMIT, unzstd
 
+try:
+    from zsarchive.icechunk import _refscan
+except ImportError:  # built where a C compiler was at hand; the numpy code reads the same refs
+    _refscan = None
+
 _N_SLOTS = 10  # fields of the ChunkRef table
 _WIDTHS = (4, 4, 8, 8, 12, 4, 4, 4, 4, 4)  # bytes of each ChunkRef field inside the table
 _KINDS = (RefKind.INLINE, RefKind.NATIVE, RefKind.VIRTUAL)  # index = the kind code used below
@@ -193,6 +198,7 @@ class ManifestBuffer:
         self._plain = _Texts(self._plain_location)
         self._packed = _Texts(self._decompress_location)
         self._counts: dict[NodeId, tuple[int, int, int, int]] = {}
+        self._known: tuple[np.ndarray, np.ndarray] | None = None  # self.layouts as arrays, for the C extension
 
     def _locate(self, node_id: NodeId, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
         """(table positions, each ref's _Layout.row as a column) of refs ``lo`` to ``hi`` of one array, checked."""
@@ -283,6 +289,60 @@ class ManifestBuffer:
                 columns = self._columns(node_id, lo, min(lo + _BATCH, stop), previous)
                 previous = columns.coords[-1]
                 yield columns
+
+    def identified_columns(self, node_id: NodeId, first: int = 0, stop: int | None = None
+                           ) -> Iterator[tuple[RefColumns, RefIdentities]]:
+        """Like :meth:`ref_columns`, each batch with its :meth:`ref_identities`: read in one pass by the C
+        extension where it is built and the batch holds only native and virtual refs of layouts seen before
+        (their etags aside), else by the numpy code; the same answer either way."""
+        if node_id not in self.arrays:
+            return
+        total = self.arrays[node_id][1]
+        stop = total if stop is None else max(min(stop, total), 0)
+        first = min(first, stop)
+        with decoding(self.name):
+            previous = self._columns(node_id, first - 1, first, None).coords[0] if 0 < first < stop else None
+            for lo in range(first, stop, _BATCH):
+                hi = min(lo + _BATCH, stop)
+                read = self._read_refs(node_id, lo, hi, previous)
+                if read is None:
+                    columns = self._columns(node_id, lo, hi, previous)
+                    read = columns, self.ref_identities(node_id, columns)
+                previous = read[0].coords[-1]
+                yield read
+
+    def _read_refs(self, node_id: NodeId, lo: int, hi: int, previous: np.ndarray | None
+                   ) -> tuple[RefColumns, RefIdentities] | None:
+        """Refs ``lo`` to ``hi`` of one array read by the C extension, or None where it leaves them to numpy."""
+        if _refscan is None or not self.layouts:  # the numpy code learns (and checks) the layouts first
+            return None
+        if self._known is None or len(self._known[0]) != len(self.layouts):
+            vtables = np.array(list(self.layouts), np.int64)
+            self._known = vtables, np.array([layout.row for layout in self.layouts.values()], np.int64).reshape(-1, 9)
+        vtables, rows = self._known
+        got = _refscan.read_refs(self.payload, self.arrays[node_id][0], lo, hi - lo,
+                                 -1 if previous is None else len(previous), vtables, rows,
+                                 None if previous is None else np.ascontiguousarray(previous, np.uint32))
+        if got is None:
+            return None
+        ndim, coords, pos, layout, offset, length, id_low, id_high, modified, location, firsts, natives, stamped = got
+        n = hi - lo
+        pos = np.frombuffer(pos, np.int64)
+        fields = np.take(np.ascontiguousarray(rows.T), np.frombuffer(layout, np.uint8), axis=1)
+        columns = RefColumns(np.frombuffer(coords, np.uint32).reshape(n, ndim), np.arange(lo, hi, dtype=np.int64),
+                             pos, fields)
+        codes = fields[_CODE]
+        uniform = int(codes[0]) if (codes == codes[0]).all() else None
+        firsts = np.frombuffer(firsts, np.intp)
+        where = lambda j: f"array {node_id} ref {lo + int(firsts[j])}"  # noqa: E731
+        starts, ends = self._spans(pos[firsts] + fields[_PAYLOAD][firsts], where, "location")
+        texts = self._texts(self._slices(starts, ends, where, "location"), fields[_COMPRESSED][firsts], where)
+        named = np.zeros((2, n), np.intp)
+        named[1] = np.frombuffer(location, np.intp)
+        words = [np.frombuffer(id_low, np.uint64), np.frombuffer(id_high, np.uint64)] if natives else [0, 0]
+        return columns, RefIdentities((codes if uniform is None else uniform, np.frombuffer(offset, np.uint64),
+                                       np.frombuffer(length, np.uint64), *words,
+                                       np.frombuffer(modified, np.uint32) if stamped else 0), named, texts)
 
     def _columns(self, node_id: NodeId, lo: int, hi: int, previous: np.ndarray | None) -> RefColumns:
         """Refs ``lo`` to ``hi`` of one array located, checked against each other and against ``previous``."""
@@ -418,23 +478,26 @@ class ManifestBuffer:
         starts, ends = self._spans(slots, where, "location")
         # Locations repeat (many chunks per file): decode the distinct ones only.
         distinct = _distinct(self._bytes, starts, ends)
-        picked = slice(None) if distinct is None else distinct[0]
-        raws = self._slices(starts[picked], ends[picked], where, "location")
-        packed = compressed[picked]
+        if distinct is None:
+            return self._texts(self._slices(starts, ends, where, "location"), compressed, where), None
+        firsts, inverse = distinct
+        texts = self._texts(self._slices(starts[firsts], ends[firsts], where, "location"), compressed[firsts],
+                            lambda j: where(int(firsts[j])))
+        return texts, inverse
+
+    def _texts(self, raws: list[bytes], packed: np.ndarray, where: Callable[[int], str]) -> list[str]:
+        """The text of each location (``packed``: which are compressed); ``where(j)`` names raws[j]'s ref."""
         for cache in (self._plain, self._packed):
             if len(cache) > _LOCATION_CACHE:
                 cache.clear()
         try:
             if not packed.any():
-                texts = list(map(self._plain.__getitem__, raws))
-            elif packed.all():
-                texts = list(map(self._packed.__getitem__, raws))
-            else:
-                texts = [self._packed[r] if c else self._plain[r] for r, c in zip(raws, packed.tolist())]
+                return list(map(self._plain.__getitem__, raws))
+            if packed.all():
+                return list(map(self._packed.__getitem__, raws))
+            return [self._packed[r] if c else self._plain[r] for r, c in zip(raws, packed.tolist())]
         except _BadText as exc:
-            j = raws.index(exc.raw)
-            raise FlatBufferError(f"{where(j if distinct is None else int(distinct[0][j]))}: {exc}") from None
-        return texts, None if distinct is None else distinct[1]
+            raise FlatBufferError(f"{where(raws.index(exc.raw))}: {exc}") from None
 
     def _virtual_checksums(self, pos: np.ndarray, fields: np.ndarray,
                            where: Callable[[int], str]) -> tuple[list | None, np.ndarray]:

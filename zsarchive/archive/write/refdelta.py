@@ -228,9 +228,9 @@ class _Side(NamedTuple):
         return _Side(self.coords[rows], self.columns.take(rows), self.ids.take(rows))
 
 
-def _identified(source: ManifestBuffer, node_id: str, batches: Iterable[RefColumns]) -> Iterator[_Side]:
-    for columns in batches:
-        yield _Side(columns.coords, columns, source.ref_identities(node_id, columns))
+def _sides(source: ManifestBuffer, node_id: str, first: int, stop: int | None) -> Iterator[_Side]:
+    for columns, ids in source.identified_columns(node_id, first, stop):
+        yield _Side(columns.coords, columns, ids)
 
 
 def _ahead(items: Iterator[_Side], pool: ThreadPoolExecutor) -> Iterator[_Side]:
@@ -257,9 +257,8 @@ def column_changes(repo: Repository, node_id: str, manifest: tuple, base: tuple,
     with ThreadPoolExecutor(2) as pool:
         loading = pool.submit(repo.manifest, base[0], where)  # the two manifests decompress at once
         sources: list[ManifestBuffer] = [repo.manifest(manifest[0], where).source, loading.result().source]
-        streams = [_ahead(_identified(source, node_id, _inside(source.ref_columns(node_id, lo, hi), extents,
-                                                               f"manifest {mid} (used by {where})", RefColumns.take)),
-                          pool)
+        streams = [_ahead(_inside(_sides(source, node_id, lo, hi), extents, f"manifest {mid} (used by {where})",
+                                  _Side.take), pool)
                    for source, (mid, extents), (lo, hi) in zip(sources, (manifest, base), (rows, parent))]
         new_source, _ = sources
         for (n, kn), (o, ko) in _windows(streams, _Side.take):
