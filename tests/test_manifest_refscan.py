@@ -87,8 +87,8 @@ def _batches(source, node_id: str, c: bool, monkeypatch) -> list:
 def _assert_same_batches(c_batches: list, numpy_batches: list) -> None:
     assert len(c_batches) == len(numpy_batches)
     for (columns, ids), (expected, expected_ids) in zip(c_batches, numpy_batches):
-        for got, want in zip(columns, expected):
-            assert np.array_equal(got, want)
+        for name in ("coords", "numbers", "pos", "fields"):
+            assert np.array_equal(getattr(columns, name), getattr(expected, name))
         texts: dict = {}
         assert ids.same(expected_ids, texts).all()
         mine, theirs = ids.numbered(texts), expected_ids.numbered(texts)

@@ -116,40 +116,56 @@ class RefColumns(NamedTuple):
     """int64 position of each ref in the array's refs vector."""
     pos: np.ndarray
     """int64 position of each ref's table in the manifest."""
-    fields: np.ndarray
-    """(9, refs) int64: each ref's _Layout.row, a column."""
+    table: np.ndarray
+    """(9, layouts) int64: the _Layout.row of each layout the refs have, a column."""
+    layouts: np.ndarray | None
+    """Each ref's column of ``table``; None when it has one column."""
+
+    @property
+    def fields(self) -> np.ndarray:
+        """(9, refs) int64: each ref's _Layout.row, a column."""
+        if self.layouts is None:
+            return np.broadcast_to(self.table, (9, len(self.pos)))
+        return np.take(self.table, self.layouts, axis=1)
+
+    def field(self, column: int) -> np.ndarray:
+        """Row ``column`` of :attr:`fields` alone."""
+        if self.layouts is None:
+            return np.broadcast_to(self.table[column], (len(self.pos),))
+        return np.take(self.table[column], self.layouts)
 
     def take(self, rows: np.ndarray) -> RefColumns:
         """The refs ``rows`` (indices, in that order)."""
-        return RefColumns(self.coords[rows], self.numbers[rows], self.pos[rows], self.fields[:, rows])
+        return RefColumns(self.coords[rows], self.numbers[rows], self.pos[rows], self.table,
+                          None if self.layouts is None else self.layouts[rows])
 
 
 class RefIdentities(NamedTuple):
-    """Refs as numbers (:meth:`ManifestBuffer.ref_identities`), a value per ref in each field, or one int
-    for every ref; the texts and byte strings they name as indices into ``objects``, until :meth:`numbered`."""
+    """Refs as numbers (:meth:`ManifestBuffer.ref_identities`), each field a value per ref or one int for
+    every ref; the texts and byte strings they name as indices into ``objects``, until :meth:`numbered`."""
 
     numbers: tuple
     """Kind code, offset, length, a chunk id's bytes as two words, last-modified (0 where absent)."""
-    named: np.ndarray
-    """(2, refs) intp: etag, then location or inline bytes, each ``1 +`` its index in ``objects`` (0: none)."""
+    named: tuple
+    """Etag, then location or inline bytes: ``1 +`` its index in ``objects`` (0: none)."""
     objects: list
     """The texts and byte strings the refs name (etags, each distinct location, inline bytes)."""
 
     def take(self, refs: np.ndarray) -> RefIdentities:
         """The refs ``refs`` (indices, in that order)."""
-        return RefIdentities(tuple(v if isinstance(v, int) else v[refs] for v in self.numbers), self.named[:, refs],
-                             self.objects)
+        return RefIdentities(*(tuple(v if isinstance(v, int) else v[refs] for v in fields)
+                               for fields in (self.numbers, self.named)), self.objects)
 
     def numbered(self, texts: dict) -> tuple:
         """The fields, ``named``'s with each object numbered by ``texts`` (object -> number, filled as it goes):
         refs of any manifests numbered with one ``texts`` are equal exactly when every field is."""
         index = np.zeros(1 + len(self.objects), np.intp)
         index[1:] = [1 + texts.setdefault(o, len(texts)) for o in self.objects]
-        return (*self.numbers, *np.take(index, self.named))
+        return (*self.numbers, *(v if isinstance(v, int) else np.take(index, v) for v in self.named))
 
     def same(self, other: RefIdentities, texts: dict) -> np.ndarray:
         """Whether ref i here equals ref i of ``other``, for each i (``texts`` as for :meth:`numbered`)."""
-        out = np.ones(self.named.shape[1], bool)
+        out = np.ones(len(self.numbers[1]), bool)  # the offsets: a value per ref
         for mine, theirs in zip(self.numbered(texts), other.numbered(texts)):
             if isinstance(mine, int) and isinstance(theirs, int):  # one value each side: no pass over the refs
                 if mine != theirs:
@@ -198,13 +214,13 @@ class ManifestBuffer:
         self._plain = _Texts(self._plain_location)
         self._packed = _Texts(self._decompress_location)
         self._counts: dict[NodeId, tuple[int, int, int, int]] = {}
-        self._known: tuple[np.ndarray, np.ndarray] | None = None  # self.layouts as arrays, for the C extension
+        self._known: tuple[np.ndarray, ...] | None = None  # self.layouts as arrays, for the C extension
 
-    def _locate(self, node_id: NodeId, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
-        """(table positions, each ref's _Layout.row as a column) of refs ``lo`` to ``hi`` of one array, checked."""
+    def _locate(self, node_id: NodeId, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        """(table positions, the _Layout.rows of their layouts as columns, each ref's column or None when
+        there is one) of refs ``lo`` to ``hi`` of one array, checked."""
         buf, size = self.payload, len(self.payload)
         start, _count = self.arrays[node_id]
-        n = hi - lo
         pos = offset_vector(buf, start, lo, hi)
         if (j := first(pos + 4 > size)) is not None:
             raise FlatBufferError(f"array {node_id} ref {lo + j}: an offset points outside the {size}-byte buffer")
@@ -217,11 +233,11 @@ class ManifestBuffer:
                 where = f"array {node_id} ref {lo + int((vtables == vtable).argmax())}"
                 layout = self.layouts[vtable] = _Layout(buf, vtable, where)
             rows.append(layout.row)
-        table = np.ascontiguousarray(np.array(rows, dtype=np.int64).reshape(-1, 9).T)  # a row per field: contiguous values
-        fields = np.broadcast_to(table, (9, n)) if inverse is None else np.take(table, inverse, axis=1)
-        if (j := first(pos + fields[_SIZE] > size)) is not None:
+        table = np.ascontiguousarray(np.array(rows, dtype=np.int64).reshape(-1, 9).T)  # a row per field
+        sizes = table[_SIZE, 0] if inverse is None else np.take(table[_SIZE], inverse)
+        if (j := first(pos + sizes > size)) is not None:
             raise FlatBufferError(f"array {node_id} ref {lo + j}: table at {int(pos[j])} runs past the buffer end")
-        return pos, fields
+        return pos, table, inverse
 
     def _count(self, node_id: NodeId) -> tuple[int, int, int, int]:
         """(inline, native, virtual, compressed-location) counts of one array, from the ref vtables alone."""
@@ -231,7 +247,9 @@ class ManifestBuffer:
             total = self.arrays[node_id][1] if node_id in self.arrays else 0
             with decoding(self.name):
                 for lo in range(0, total, _BATCH):
-                    _pos, fields = self._locate(node_id, lo, min(lo + _BATCH, total))
+                    _pos, table, inverse = self._locate(node_id, lo, min(lo + _BATCH, total))
+                    fields = np.broadcast_to(table, (9, len(_pos))) if inverse is None else \
+                        np.take(table, inverse, axis=1)
                     tally[:3] += np.bincount(fields[_CODE], minlength=3)
                     tally[3] += int(fields[_COMPRESSED].sum())
             counts = self._counts[node_id] = tuple(tally.tolist())
@@ -317,45 +335,44 @@ class ManifestBuffer:
         if _refscan is None or not self.layouts:  # the numpy code learns (and checks) the layouts first
             return None
         if self._known is None or len(self._known[0]) != len(self.layouts):
-            vtables = np.array(list(self.layouts), np.int64)
-            self._known = vtables, np.array([layout.row for layout in self.layouts.values()], np.int64).reshape(-1, 9)
-        vtables, rows = self._known
+            rows = np.array([layout.row for layout in self.layouts.values()], np.int64).reshape(-1, 9)
+            self._known = np.array(list(self.layouts), np.int64), rows, np.ascontiguousarray(rows.T)
+        vtables, rows, _table = self._known
         got = _refscan.read_refs(self.payload, self.arrays[node_id][0], lo, hi - lo,
                                  -1 if previous is None else len(previous), vtables, rows,
                                  None if previous is None else np.ascontiguousarray(previous, np.uint32))
         if got is None:
             return None
-        ndim, coords, pos, layout, offset, length, id_low, id_high, modified, location, firsts, natives, stamped = got
+        ndim, coords, pos, layouts, offset, length, id_low, id_high, modified, location, firsts, natives, stamped = got
         n = hi - lo
         pos = np.frombuffer(pos, np.int64)
-        fields = np.take(np.ascontiguousarray(rows.T), np.frombuffer(layout, np.uint8), axis=1)
+        layouts = np.frombuffer(layouts, np.uint8)
         columns = RefColumns(np.frombuffer(coords, np.uint32).reshape(n, ndim), np.arange(lo, hi, dtype=np.int64),
-                             pos, fields)
-        codes = fields[_CODE]
-        uniform = int(codes[0]) if (codes == codes[0]).all() else None
+                             pos, self._known[2], layouts)
         firsts = np.frombuffer(firsts, np.intp)
         where = lambda j: f"array {node_id} ref {lo + int(firsts[j])}"  # noqa: E731
-        starts, ends = self._spans(pos[firsts] + fields[_PAYLOAD][firsts], where, "location")
-        texts = self._texts(self._slices(starts, ends, where, "location"), fields[_COMPRESSED][firsts], where)
-        named = np.zeros((2, n), np.intp)
-        named[1] = np.frombuffer(location, np.intp)
+        first_rows = columns.take(firsts)
+        starts, ends = self._spans(first_rows.pos + first_rows.field(_PAYLOAD), where, "location")
+        texts = self._texts(self._slices(starts, ends, where, "location"), first_rows.field(_COMPRESSED), where)
+        kind = _KINDS.index(RefKind.NATIVE) if n == natives else _KINDS.index(RefKind.VIRTUAL) \
+            if not natives else columns.field(_CODE)  # only these two kinds are read here
         words = [np.frombuffer(id_low, np.uint64), np.frombuffer(id_high, np.uint64)] if natives else [0, 0]
-        return columns, RefIdentities((codes if uniform is None else uniform, np.frombuffer(offset, np.uint64),
-                                       np.frombuffer(length, np.uint64), *words,
-                                       np.frombuffer(modified, np.uint32) if stamped else 0), named, texts)
+        return columns, RefIdentities((kind, np.frombuffer(offset, np.uint64), np.frombuffer(length, np.uint64),
+                                       *words, np.frombuffer(modified, np.uint32) if stamped else 0),
+                                      (0, np.frombuffer(location, np.intp)), texts)
 
     def _columns(self, node_id: NodeId, lo: int, hi: int, previous: np.ndarray | None) -> RefColumns:
         """Refs ``lo`` to ``hi`` of one array located, checked against each other and against ``previous``."""
         b = self._bytes
-        pos, fields = self._locate(node_id, lo, hi)
-        at = pos + fields[_INDEX]
+        pos, table, inverse = self._locate(node_id, lo, hi)
+        at = pos + (table[_INDEX, 0] if inverse is None else np.take(table[_INDEX], inverse))
         coords = uint32_vectors(b, at + gather(b, at, "<u4"), lambda j: f"array {node_id} ref {lo + j} index",
                                 None if previous is None else len(previous))
         if (j := first_unsorted(coords, previous)) is not None:
             before = coords[j - 1] if j else previous
             raise FlatBufferError(f"array {node_id} refs MUST be sorted by index, but ref {lo + j} "
                                   f"{coords[j].tolist()} does not come after {before.tolist()}")
-        return RefColumns(coords, np.arange(lo, hi, dtype=np.int64), pos, fields)
+        return RefColumns(coords, np.arange(lo, hi, dtype=np.int64), pos, table, inverse)
 
     def refs_of(self, node_id: NodeId, columns: RefColumns) -> RefBatch:
         """The refs of ``columns`` (from :meth:`ref_columns`, or part of them) decoded."""
@@ -432,7 +449,8 @@ class ManifestBuffer:
                 found = np.arange(1 + len(objects), 1 + len(objects) + len(distinct))
                 named[1, cells] = found if inverse is None else np.take(found, inverse)
                 objects += distinct
-        return RefIdentities((codes if uniform is None else uniform, offset, length, *words, modified), named, objects)
+        return RefIdentities((codes if uniform is None else uniform, offset, length, *words, modified),
+                             (named[0] if named[0].any() else 0, named[1] if named[1].any() else 0), objects)
 
     def _numbers(self, pos: np.ndarray, at: np.ndarray, dtype: str) -> np.ndarray:
         """The field at table offset ``at`` of each table (0 where absent: ``at`` == 0)."""

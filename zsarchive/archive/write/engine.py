@@ -12,12 +12,10 @@ distributed one) implements the same :class:`Engine` protocol.
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import pickle
 import tempfile
 import uuid
-from concurrent.futures import ProcessPoolExecutor
 from typing import Any, Callable, Iterable, Iterator, Protocol
 
 from zsarchive.icechunk import Repository
@@ -72,6 +70,9 @@ class ProcessPool:
         # obstore's async runtime does not survive a fork: workers reading object storage start afresh
         # (and see the credentials in the environment as it is now).
         context = "fork" if location.is_local else "spawn"
+        import multiprocessing  # here: an export that decodes in this process does without it (~6 ms)
+        from concurrent.futures import ProcessPoolExecutor
+
         self._pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context(context))
         self._runs = 0
         self._export = uuid.uuid4().hex

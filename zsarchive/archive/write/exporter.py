@@ -22,9 +22,11 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import functools
 import itertools
 import operator
 import os
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Mapping
@@ -62,7 +64,21 @@ _DIFF_TASK_SHARE = 4  # a diff against the parent's manifest: ranges this many t
 
 def exporter_version() -> str:
     """``zsarchive <version>``: the exporter that wrote an archive, recorded in its header."""
-    from importlib import metadata  # here: importing it costs every export ~10 ms before any work
+    return _version_lookup().result()
+
+
+@functools.cache
+def _version_lookup() -> Future:
+    """The exporter's version, looked up in a thread the first call starts: importing importlib.metadata
+    and reading the package's metadata take ~15 ms, which an export's decoding hides."""
+    pool = ThreadPoolExecutor(1)
+    future = pool.submit(_installed_version)
+    pool.shutdown(wait=False)
+    return future
+
+
+def _installed_version() -> str:
+    from importlib import metadata  # here, and in a thread: see _version_lookup
 
     try:
         return "zsarchive " + metadata.version("zsarchive")
@@ -642,6 +658,7 @@ class ExportJob:
         """Write ``plan``'s records, as far as ``scope`` keeps them, into ``target`` (default: the job's)."""
         repo, options, include_chunks = self.repo, self.options, self.include_chunks
         target = target or self.target
+        _version_lookup()  # started now, read when the header is written
         # Small families hold no duplicate records; chunk ids repeat (one file, many refs) and are deduplicated.
         with contextlib.ExitStack() as opened:
             sorter = opened.enter_context(contextlib.closing(self.sorter(1, unique=False)))
