@@ -36,8 +36,8 @@ def first(mask: np.ndarray) -> int | None:
 
 
 def distinct(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(position of the first occurrence of each distinct value, index of every value in those) of a 1-d
-    integer array: a hash table (multiplicative hashing into twice as many slots, each slot keeping its
+    """(position of the first occurrence of each distinct value, in order, index of every value in those) of a
+    1-d integer array: a hash table (multiplicative hashing into twice as many slots, each slot keeping its
     first position) where values sharing a slot with another value are few, sorted apart."""
     n = len(values)
     if n < 1024:
@@ -62,11 +62,14 @@ _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 
 
 def _sorted_distinct(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`distinct` by numpy's unique (a sort)."""
+    """:func:`distinct` by numpy's unique (a sort), the first occurrences in order, as the hash table's."""
     unique, inverse = np.unique(values, return_inverse=True)
     firsts = np.full(len(unique), len(values), np.int64)
     np.minimum.at(firsts, inverse, np.arange(len(values)))
-    return firsts, inverse.reshape(-1)
+    order = np.argsort(firsts)
+    rank = np.empty_like(order)
+    rank[order] = np.arange(len(order))
+    return firsts[order], rank[inverse.reshape(-1)]
 
 
 def offset_vector(buf: bytes, start: int, lo: int, hi: int) -> np.ndarray:

@@ -332,8 +332,10 @@ class ManifestBuffer:
     def _read_refs(self, node_id: NodeId, lo: int, hi: int, previous: np.ndarray | None
                    ) -> tuple[RefColumns, RefIdentities] | None:
         """Refs ``lo`` to ``hi`` of one array read by the C extension, or None where it leaves them to numpy."""
-        if _refscan is None or not self.layouts:  # the numpy code learns (and checks) the layouts first
+        if _refscan is None:
             return None
+        if not self.layouts:
+            self._locate(node_id, lo, hi)  # learns (and checks) the layouts, as the numpy code would first
         if self._known is None or len(self._known[0]) != len(self.layouts):
             rows = np.array([layout.row for layout in self.layouts.values()], np.int64).reshape(-1, 9)
             self._known = np.array(list(self.layouts), np.int64), rows, np.ascontiguousarray(rows.T)
