@@ -332,7 +332,7 @@ class ManifestBuffer:
     def _read_refs(self, node_id: NodeId, lo: int, hi: int, previous: np.ndarray | None
                    ) -> tuple[RefColumns, RefIdentities] | None:
         """Refs ``lo`` to ``hi`` of one array read by the C extension, or None where it leaves them to numpy."""
-        if _refscan is None:
+        if _refscan is None or len(self.layouts) > 255:  # the extension numbers layouts in a byte
             return None
         if not self.layouts:
             self._locate(node_id, lo, hi)  # learns (and checks) the layouts, as the numpy code would first
