@@ -73,7 +73,9 @@ def _bulk(buf: bytes, starts: np.ndarray, ends: np.ndarray, skip: int) -> ChunkR
             if etag_present.any():
                 codes, names = decoder.texts(etag_begin, etag_stop)
                 etags = [names[c] if p else None for c, p in zip(codes.tolist(), etag_present.tolist())]
-            modifieds = [m if p else None for m, p in zip(modified.tolist(), modified_present.tolist())]
+            modifieds = [None] * len(starts)
+            if modified_present.any():
+                modifieds = [m if p else None for m, p in zip(modified.tolist(), modified_present.tolist())]
         else:
             etags = modifieds = [None] * len(starts)
     except UnicodeDecodeError:
