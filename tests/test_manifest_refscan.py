@@ -21,6 +21,7 @@ from zsarchive.icechunk.model import NodeType
 
 ROWS = 3000
 REFSCAN = M._refscan
+SCRATCH = np.empty(80 * 65536, np.uint8)
 
 HISTORY = r"""
 import sys, datetime, numpy as np, icechunk as ic, zarr
@@ -111,7 +112,7 @@ def test_c_and_numpy_read_the_same_numbers_from_icechunk_manifests(history, monk
         _assert_same_batches(_batches(source, node_id, True, monkeypatch),
                              _batches(source, node_id, False, monkeypatch))
         monkeypatch.setattr(M, "_refscan", REFSCAN)
-        read_by_c += sum(source._read_refs(node_id, lo, min(lo + batch, source.arrays[node_id][1]), None) is not None
+        read_by_c += sum(source._read_refs(node_id, lo, min(lo + batch, source.arrays[node_id][1]), None, SCRATCH) is not None
                          for lo in range(0, source.arrays[node_id][1], batch))
     assert read_by_c  # the batches without an etag or an unseen layout
 

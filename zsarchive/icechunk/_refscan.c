@@ -55,136 +55,135 @@ typedef struct {
     Py_ssize_t size, start, lo, n, ndim, nlayouts;
     const int64_t *vtables, *rows;
     const uint32_t *previous; /* the coordinates of the ref before the batch, or NULL */
-    /* outputs, n entries each (coords: n * ndim) */
+    /* outputs, n entries each (coords: n * ndim, ids: 2 * n) */
     uint32_t *coords;
     int64_t *pos;
     uint8_t *layout;
-    uint64_t *offset, *length, *id_low, *id_high;
+    uint64_t *offset, *length, *ids;
     uint32_t *modified;
-    Py_ssize_t *location; /* 1 + the index of the ref's location among the distinct ones */
+    Py_ssize_t *location; /* 1 + the index of the ref's location among the distinct ones, 0 for none */
     Py_ssize_t *firsts;   /* the first ref of each distinct location */
-    Py_ssize_t distinct, natives, virtuals, stamped;
+    /* scratch: a hash table of cap slots (index into the distinct locations, hash), their spans */
+    Py_ssize_t cap, *slots, *starts, *lengths;
+    uint64_t *hashes;
+    Py_ssize_t distinct, natives, stamped;
 } Batch;
 
-/* Read every ref of the batch; 0 when done, -1 when the numpy code must read it. No Python calls. */
+/* Read every ref of the batch; 0 when done, -1 when the numpy code must read it. No Python calls.
+ * ids and modified are written from the first ref that has one on (the earlier ones zeroed then):
+ * a batch of virtual refs without last-modified times leaves them untouched. */
 static int
 read_batch(Batch *b)
 {
     const unsigned char *buf = b->buf;
-    const Py_ssize_t size = b->size, n = b->n;
-    Py_ssize_t ndim = b->ndim, location_bytes = 0;
-    Py_ssize_t cap = 1;
-    while (cap < 2 * n)
-        cap <<= 1;
-    Py_ssize_t *slots = PyMem_RawMalloc(cap * sizeof(Py_ssize_t));
-    uint64_t *hashes = PyMem_RawMalloc(cap * sizeof(uint64_t));
-    Py_ssize_t *starts = PyMem_RawMalloc(n * sizeof(Py_ssize_t)), *lengths = PyMem_RawMalloc(n * sizeof(Py_ssize_t));
-    int status = -1;
-    if (slots == NULL || hashes == NULL || starts == NULL || lengths == NULL)
-        goto done;
-    memset(slots, 0xff, cap * sizeof(Py_ssize_t)); /* -1: empty */
-    if (ndim >= 0 && n * 4 * (ndim + 1) > size)
-        goto done;
+    const Py_ssize_t size = b->size, n = b->n, ndim = b->ndim, cap = b->cap;
+    Py_ssize_t location_bytes = 0;
+    if (n * 4 * (ndim + 1) > size)
+        return -1;
+    memset(b->slots, 0xff, cap * sizeof(Py_ssize_t)); /* -1: empty */
     for (Py_ssize_t j = 0; j < n; j++) {
         Py_ssize_t entry = b->start + 4 * (b->lo + j); /* the refs vector is known to fit the buffer */
         Py_ssize_t p = entry + (Py_ssize_t)le32(buf + entry);
         if (p + 4 > size)
-            goto done;
+            return -1;
         int64_t vtable = (int64_t)p - (int32_t)le32(buf + p);
         Py_ssize_t k = 0;
         while (k < b->nlayouts && b->vtables[k] != vtable)
             k++;
         if (k == b->nlayouts)
-            goto done;
+            return -1;
         const int64_t *row = b->rows + NFIELDS * k;
         if (p + row[SIZE] > size || row[CODE] == CODE_INLINE || row[ETAG])
-            goto done;
+            return -1;
         /* the fields lie inside the table (the layout is validated): only what they point to is checked */
         Py_ssize_t at = p + row[INDEX];
         Py_ssize_t vec = at + (Py_ssize_t)le32(buf + at);
         if (vec + 4 > size)
-            goto done;
+            return -1;
         Py_ssize_t count = le32(buf + vec);
-        if (vec + 4 + 4 * count > size)
-            goto done;
-        if (ndim < 0) {
-            ndim = count;
-            if (n * 4 * (ndim + 1) > size)
-                goto done;
-            b->ndim = ndim;
-            b->coords = PyMem_RawMalloc((n * ndim + 1) * sizeof(uint32_t));
-            if (b->coords == NULL)
-                goto done;
-        }
-        if (count != ndim)
-            goto done;
+        if (count != ndim || vec + 4 + 4 * count > size)
+            return -1;
         uint32_t *here = b->coords + j * ndim;
         for (Py_ssize_t d = 0; d < ndim; d++)
             here[d] = le32(buf + vec + 4 + 4 * d);
         const uint32_t *before = j ? here - ndim : b->previous;
-        if (before != NULL || j) { /* strictly after the ref before it */
+        if (before != NULL) { /* strictly after the ref before it */
             Py_ssize_t d = 0;
             while (d < ndim && before[d] == here[d])
                 d++;
             if (d == ndim || before[d] > here[d])
-                goto done;
+                return -1;
         }
         b->pos[j] = p;
         b->layout[j] = (uint8_t)k;
         b->offset[j] = row[OFFSET] ? le64(buf + p + row[OFFSET]) : 0;
         b->length[j] = row[LENGTH] ? le64(buf + p + row[LENGTH]) : 0;
-        b->modified[j] = row[MODIFIED] ? le32(buf + p + row[MODIFIED]) : 0;
-        b->stamped += b->modified[j] != 0;
+        uint32_t stamp = row[MODIFIED] ? le32(buf + p + row[MODIFIED]) : 0;
+        if (stamp && !b->stamped++)
+            memset(b->modified, 0, j * sizeof(uint32_t));
+        if (b->stamped)
+            b->modified[j] = stamp;
         if (row[CODE] == CODE_NATIVE) {
+            if (!b->natives++) {
+                memset(b->ids, 0, j * sizeof(uint64_t));
+                memset(b->ids + n, 0, j * sizeof(uint64_t));
+            }
             const unsigned char *id = buf + p + row[PAYLOAD];
-            b->id_low[j] = le64(id);
-            b->id_high[j] = le32(id + 8);
+            b->ids[j] = le64(id);
+            b->ids[n + j] = le32(id + 8);
             b->location[j] = 0;
-            b->natives++;
             continue;
         }
-        b->id_low[j] = b->id_high[j] = 0;
-        b->virtuals++;
+        if (b->natives)
+            b->ids[j] = b->ids[n + j] = 0;
         Py_ssize_t slot = p + row[PAYLOAD];
         Py_ssize_t text = slot + (Py_ssize_t)le32(buf + slot);
         if (text + 4 > size)
-            goto done;
+            return -1;
         Py_ssize_t len = le32(buf + text);
         text += 4;
         if (len > MAX_LOCATION || text + len > size)
-            goto done;
+            return -1;
         location_bytes += len;
         if (location_bytes > size) /* the numpy code judges vectors that overlap */
-            goto done;
+            return -1;
         uint64_t h = hash_bytes(buf + text, len);
         Py_ssize_t s = (Py_ssize_t)(h & (uint64_t)(cap - 1)), probes = 0;
         for (;;) {
-            Py_ssize_t d = slots[s];
+            Py_ssize_t d = b->slots[s];
             if (d < 0) {
-                slots[s] = b->distinct;
-                hashes[s] = h;
-                starts[b->distinct] = text;
-                lengths[b->distinct] = len;
+                b->slots[s] = b->distinct;
+                b->hashes[s] = h;
+                b->starts[b->distinct] = text;
+                b->lengths[b->distinct] = len;
                 b->firsts[b->distinct] = j;
                 b->location[j] = 1 + b->distinct++;
                 break;
             }
-            if (hashes[s] == h && lengths[d] == len && memcmp(buf + starts[d], buf + text, len) == 0) {
+            if (b->hashes[s] == h && b->lengths[d] == len && memcmp(buf + b->starts[d], buf + text, len) == 0) {
                 b->location[j] = 1 + d;
                 break;
             }
             if (++probes > MAX_PROBES)
-                goto done;
+                return -1;
             s = (s + 1) & (cap - 1);
         }
     }
-    status = 0;
-done:
-    PyMem_RawFree(slots);
-    PyMem_RawFree(hashes);
-    PyMem_RawFree(starts);
-    PyMem_RawFree(lengths);
-    return status;
+    return 0;
+}
+
+/* The buffer of args[i] (writable when asked), which must hold exactly ``size`` bytes. */
+static int
+get_buffer(PyObject *arg, Py_buffer *view, int writable, Py_ssize_t size, int *held)
+{
+    if (PyObject_GetBuffer(arg, view, writable ? PyBUF_WRITABLE : PyBUF_SIMPLE) < 0)
+        return -1;
+    (*held)++;
+    if (size >= 0 && view->len != size) {
+        PyErr_SetString(PyExc_ValueError, "read_refs(): a buffer of the wrong size");
+        return -1;
+    }
+    return 0;
 }
 
 static int
@@ -194,89 +193,87 @@ get_int(PyObject *arg, Py_ssize_t *out)
     return *out == -1 && PyErr_Occurred() ? -1 : 0;
 }
 
-static PyObject *
-as_bytes(const void *data, Py_ssize_t size)
-{
-    return PyByteArray_FromStringAndSize((const char *)data, size);
-}
-
 PyDoc_STRVAR(read_refs_doc,
-"read_refs(payload, start, lo, n, ndim, vtables, rows, previous) -> tuple, or None\n\n"
-"Refs lo to lo + n of the refs vector whose first entry is at start: (ndim, coords, pos, layout,\n"
-"offset, length, id_low, id_high, modified, location, firsts, natives, stamped) as bytearrays of\n"
-"uint32 (n * ndim), int64, uint8 (index into vtables), uint64, uint64, uint64, uint64, uint32, ssize_t\n"
-"(1 + index of the distinct location, 0 for a native ref), ssize_t (first ref of each distinct\n"
-"location), and the counts of native refs and of refs with a last-modified time. vtables: int64\n"
-"positions of validated ChunkRef vtables; rows: their layout rows (9 int64 each); ndim: -1 when not\n"
-"known; previous: the uint32 coordinates of the ref before, or None. None when the numpy code\n"
-"must read the batch.");
+"read_refs(payload, start, lo, n, ndim, vtables, rows, previous, coords, pos, layout, offset, length, ids,\n"
+"          modified, location, firsts, scratch) -> (distinct, natives, stamped), or None\n\n"
+"Refs lo to lo + n of the refs vector whose first entry is at start, each with ndim coordinates, into\n"
+"the writable buffers: coords (uint32, n * ndim), pos (int64), layout (uint8: index into vtables),\n"
+"offset and length (uint64), ids (uint64, 2 * n: a chunk id's bytes as two words, written when some ref\n"
+"is native), modified (uint32, written when some ref has a last-modified time), location (ssize_t:\n"
+"1 + the index of the ref's location among the distinct ones, 0 for a native ref), firsts (ssize_t:\n"
+"the first ref of each distinct location); scratch: 80 * n bytes (16 per slot of a hash table of the\n"
+"least power of two >= 2 * n slots, and 16 per ref) will do. vtables: int64 positions\n"
+"of validated ChunkRef vtables; rows: their layout rows (9 int64 each); previous: the uint32\n"
+"coordinates of the ref before, or None. Returns the number of distinct locations, of native refs and\n"
+"of refs with a last-modified time; None when the numpy code must read the batch.");
 
 static PyObject *
 read_refs(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 8) {
-        PyErr_SetString(PyExc_TypeError, "read_refs() takes 8 arguments");
+    if (nargs != 18) {
+        PyErr_SetString(PyExc_TypeError, "read_refs() takes 18 arguments");
         return NULL;
     }
     Batch b;
     memset(&b, 0, sizeof b);
-    Py_buffer payload, vtables, rows, previous;
-    int have_previous = args[7] != Py_None;
     if (get_int(args[1], &b.start) || get_int(args[2], &b.lo) || get_int(args[3], &b.n) ||
         get_int(args[4], &b.ndim))
         return NULL;
-    if (b.n <= 0 || b.start < 0 || b.lo < 0) {
+    if (b.n <= 0 || b.start < 0 || b.lo < 0 || b.ndim < 0) {
         PyErr_SetString(PyExc_ValueError, "read_refs(): a batch of at least one ref");
         return NULL;
     }
-    if (PyObject_GetBuffer(args[0], &payload, PyBUF_SIMPLE) < 0)
-        return NULL;
-    if (PyObject_GetBuffer(args[5], &vtables, PyBUF_SIMPLE) < 0) {
-        PyBuffer_Release(&payload);
-        return NULL;
-    }
-    if (PyObject_GetBuffer(args[6], &rows, PyBUF_SIMPLE) < 0) {
-        PyBuffer_Release(&vtables);
-        PyBuffer_Release(&payload);
-        return NULL;
-    }
-    if (have_previous && PyObject_GetBuffer(args[7], &previous, PyBUF_SIMPLE) < 0) {
-        PyBuffer_Release(&rows);
-        PyBuffer_Release(&vtables);
-        PyBuffer_Release(&payload);
-        return NULL;
-    }
+    const Py_ssize_t n = b.n;
+    b.cap = 1;
+    while (b.cap < 2 * n)
+        b.cap <<= 1;
+    Py_buffer views[16];
+    int held = 0, have_previous = args[7] != Py_None;
     PyObject *out = NULL;
-    b.nlayouts = vtables.len / (Py_ssize_t)sizeof(int64_t);
-    if (b.nlayouts > 255 || rows.len != b.nlayouts * NFIELDS * (Py_ssize_t)sizeof(int64_t) ||
-        (have_previous && previous.len != b.ndim * (Py_ssize_t)sizeof(uint32_t)) ||
-        b.start + 4 * (b.lo + b.n) > payload.len) {
+    /* payload, vtables, rows, previous?, then the outputs and the scratch */
+    if (get_buffer(args[0], &views[held], 0, -1, &held) < 0 || get_buffer(args[5], &views[held], 0, -1, &held) < 0)
+        goto release;
+    b.nlayouts = views[1].len / (Py_ssize_t)sizeof(int64_t);
+    if (get_buffer(args[6], &views[held], 0, b.nlayouts * NFIELDS * (Py_ssize_t)sizeof(int64_t), &held) < 0)
+        goto release;
+    if (have_previous &&
+        get_buffer(args[7], &views[held], 0, b.ndim * (Py_ssize_t)sizeof(uint32_t), &held) < 0)
+        goto release;
+    const Py_ssize_t sizes[9] = {
+        n * b.ndim * (Py_ssize_t)sizeof(uint32_t), n * (Py_ssize_t)sizeof(int64_t), n,
+        n * (Py_ssize_t)sizeof(uint64_t), n * (Py_ssize_t)sizeof(uint64_t), 2 * n * (Py_ssize_t)sizeof(uint64_t),
+        n * (Py_ssize_t)sizeof(uint32_t), n * (Py_ssize_t)sizeof(Py_ssize_t), n * (Py_ssize_t)sizeof(Py_ssize_t)};
+    int first_output = held;
+    for (int i = 0; i < 9; i++)
+        if (get_buffer(args[8 + i], &views[held], 1, sizes[i], &held) < 0)
+            goto release;
+    if (get_buffer(args[17], &views[held], 1, -1, &held) < 0)
+        goto release;
+    Py_ssize_t scratch = b.cap * (Py_ssize_t)(sizeof(Py_ssize_t) + sizeof(uint64_t)) +
+                         2 * n * (Py_ssize_t)sizeof(Py_ssize_t);
+    if (b.nlayouts > 255 || views[held - 1].len < scratch || b.start + 4 * (b.lo + n) > views[0].len) {
         PyErr_SetString(PyExc_ValueError, "read_refs(): inconsistent arguments");
         goto release;
     }
-    b.buf = payload.buf;
-    b.size = payload.len;
-    b.vtables = vtables.buf;
-    b.rows = rows.buf;
-    b.previous = have_previous ? previous.buf : NULL;
-    if (b.ndim >= 0 && (b.coords = PyMem_RawMalloc((b.n * b.ndim + 1) * sizeof(uint32_t))) == NULL) {
-        PyErr_NoMemory();
-        goto release;
-    }
-    b.pos = PyMem_RawMalloc(b.n * sizeof(int64_t));
-    b.layout = PyMem_RawMalloc(b.n);
-    b.offset = PyMem_RawMalloc(b.n * sizeof(uint64_t));
-    b.length = PyMem_RawMalloc(b.n * sizeof(uint64_t));
-    b.id_low = PyMem_RawMalloc(b.n * sizeof(uint64_t));
-    b.id_high = PyMem_RawMalloc(b.n * sizeof(uint64_t));
-    b.modified = PyMem_RawMalloc(b.n * sizeof(uint32_t));
-    b.location = PyMem_RawMalloc(b.n * sizeof(Py_ssize_t));
-    b.firsts = PyMem_RawMalloc(b.n * sizeof(Py_ssize_t));
-    if (!b.pos || !b.layout || !b.offset || !b.length || !b.id_low || !b.id_high || !b.modified || !b.location ||
-        !b.firsts) {
-        PyErr_NoMemory();
-        goto out_free;
-    }
+    b.buf = views[0].buf;
+    b.size = views[0].len;
+    b.vtables = views[1].buf;
+    b.rows = views[2].buf;
+    b.previous = have_previous ? views[3].buf : NULL;
+    b.coords = views[first_output].buf;
+    b.pos = views[first_output + 1].buf;
+    b.layout = views[first_output + 2].buf;
+    b.offset = views[first_output + 3].buf;
+    b.length = views[first_output + 4].buf;
+    b.ids = views[first_output + 5].buf;
+    b.modified = views[first_output + 6].buf;
+    b.location = views[first_output + 7].buf;
+    b.firsts = views[first_output + 8].buf;
+    char *space = views[held - 1].buf;
+    b.slots = (Py_ssize_t *)space;
+    b.hashes = (uint64_t *)(space + b.cap * sizeof(Py_ssize_t));
+    b.starts = (Py_ssize_t *)(space + b.cap * (sizeof(Py_ssize_t) + sizeof(uint64_t)));
+    b.lengths = b.starts + n;
     int status;
     Py_BEGIN_ALLOW_THREADS
     status = read_batch(&b);
@@ -284,32 +281,12 @@ read_refs(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
     if (status < 0) {
         out = Py_None;
         Py_INCREF(out);
-        goto out_free;
     }
-    out = Py_BuildValue("nNNNNNNNNNNnn", b.ndim, as_bytes(b.coords, b.n * b.ndim * sizeof(uint32_t)),
-                        as_bytes(b.pos, b.n * sizeof(int64_t)), as_bytes(b.layout, b.n),
-                        as_bytes(b.offset, b.n * sizeof(uint64_t)), as_bytes(b.length, b.n * sizeof(uint64_t)),
-                        as_bytes(b.id_low, b.n * sizeof(uint64_t)), as_bytes(b.id_high, b.n * sizeof(uint64_t)),
-                        as_bytes(b.modified, b.n * sizeof(uint32_t)),
-                        as_bytes(b.location, b.n * sizeof(Py_ssize_t)),
-                        as_bytes(b.firsts, b.distinct * sizeof(Py_ssize_t)), b.natives, b.stamped);
-out_free:
-    PyMem_RawFree(b.coords);
-    PyMem_RawFree(b.pos);
-    PyMem_RawFree(b.layout);
-    PyMem_RawFree(b.offset);
-    PyMem_RawFree(b.length);
-    PyMem_RawFree(b.id_low);
-    PyMem_RawFree(b.id_high);
-    PyMem_RawFree(b.modified);
-    PyMem_RawFree(b.location);
-    PyMem_RawFree(b.firsts);
+    else
+        out = Py_BuildValue("nnn", b.distinct, b.natives, b.stamped);
 release:
-    if (have_previous)
-        PyBuffer_Release(&previous);
-    PyBuffer_Release(&rows);
-    PyBuffer_Release(&vtables);
-    PyBuffer_Release(&payload);
+    while (held > 0)
+        PyBuffer_Release(&views[--held]);
     return out;
 }
 

@@ -318,50 +318,57 @@ class ManifestBuffer:
         total = self.arrays[node_id][1]
         stop = total if stop is None else max(min(stop, total), 0)
         first = min(first, stop)
+        scratch = np.empty(80 * min(_BATCH, stop - first), np.uint8) if _refscan is not None else None
         with decoding(self.name):
             previous = self._columns(node_id, first - 1, first, None).coords[0] if 0 < first < stop else None
             for lo in range(first, stop, _BATCH):
                 hi = min(lo + _BATCH, stop)
-                read = self._read_refs(node_id, lo, hi, previous)
+                read = None if scratch is None else self._read_refs(node_id, lo, hi, previous, scratch)
                 if read is None:
                     columns = self._columns(node_id, lo, hi, previous)
                     read = columns, self.ref_identities(node_id, columns)
                 previous = read[0].coords[-1]
                 yield read
 
-    def _read_refs(self, node_id: NodeId, lo: int, hi: int, previous: np.ndarray | None
+    def _read_refs(self, node_id: NodeId, lo: int, hi: int, previous: np.ndarray | None, scratch: np.ndarray
                    ) -> tuple[RefColumns, RefIdentities] | None:
         """Refs ``lo`` to ``hi`` of one array read by the C extension, or None where it leaves them to numpy."""
-        if _refscan is None or len(self.layouts) > 255:  # the extension numbers layouts in a byte
-            return None
         if not self.layouts:
             self._locate(node_id, lo, hi)  # learns (and checks) the layouts, as the numpy code would first
+        if len(self.layouts) > 255:  # the extension numbers layouts in a byte
+            return None
         if self._known is None or len(self._known[0]) != len(self.layouts):
             rows = np.array([layout.row for layout in self.layouts.values()], np.int64).reshape(-1, 9)
             self._known = np.array(list(self.layouts), np.int64), rows, np.ascontiguousarray(rows.T)
-        vtables, rows, _table = self._known
-        got = _refscan.read_refs(self.payload, self.arrays[node_id][0], lo, hi - lo,
-                                 -1 if previous is None else len(previous), vtables, rows,
-                                 None if previous is None else np.ascontiguousarray(previous, np.uint32))
+        vtables, rows, table = self._known
+        if previous is None:
+            try:  # the first ref's number of coordinates (the numpy code names what is wrong with it)
+                previous_ndim = len(self._columns(node_id, lo, lo + 1, None).coords[0])
+            except (FlatBufferError, IndexError, ValueError, OverflowError):
+                return None
+        else:
+            previous_ndim = len(previous)
+        n = hi - lo
+        coords, ids = np.empty((n, previous_ndim), np.uint32), np.empty((2, n), np.uint64)
+        pos, layouts, offset, length = np.empty(n, np.int64), np.empty(n, np.uint8), np.empty(n, np.uint64), \
+            np.empty(n, np.uint64)
+        modified, location, firsts = np.empty(n, np.uint32), np.empty(n, np.intp), np.empty(n, np.intp)
+        got = _refscan.read_refs(self.payload, self.arrays[node_id][0], lo, n, previous_ndim, vtables, rows,
+                                 None if previous is None else np.ascontiguousarray(previous, np.uint32), coords, pos,
+                                 layouts, offset, length, ids, modified, location, firsts, scratch)
         if got is None:
             return None
-        ndim, coords, pos, layouts, offset, length, id_low, id_high, modified, location, firsts, natives, stamped = got
-        n = hi - lo
-        pos = np.frombuffer(pos, np.int64)
-        layouts = np.frombuffer(layouts, np.uint8)
-        columns = RefColumns(np.frombuffer(coords, np.uint32).reshape(n, ndim), np.arange(lo, hi, dtype=np.int64),
-                             pos, self._known[2], layouts)
-        firsts = np.frombuffer(firsts, np.intp)
+        distinct, natives, stamped = got
+        columns = RefColumns(coords, np.arange(lo, hi, dtype=np.int64), pos, table, layouts)
+        firsts = firsts[:distinct]
         where = lambda j: f"array {node_id} ref {lo + int(firsts[j])}"  # noqa: E731
         first_rows = columns.take(firsts)
         starts, ends = self._spans(first_rows.pos + first_rows.field(_PAYLOAD), where, "location")
         texts = self._texts(self._slices(starts, ends, where, "location"), first_rows.field(_COMPRESSED), where)
         kind = _KINDS.index(RefKind.NATIVE) if n == natives else _KINDS.index(RefKind.VIRTUAL) \
             if not natives else columns.field(_CODE)  # only these two kinds are read here
-        words = [np.frombuffer(id_low, np.uint64), np.frombuffer(id_high, np.uint64)] if natives else [0, 0]
-        return columns, RefIdentities((kind, np.frombuffer(offset, np.uint64), np.frombuffer(length, np.uint64),
-                                       *words, np.frombuffer(modified, np.uint32) if stamped else 0),
-                                      (0, np.frombuffer(location, np.intp)), texts)
+        return columns, RefIdentities((kind, offset, length, *(ids if natives else (0, 0)),
+                                       modified if stamped else 0), (0, location), texts)
 
     def _columns(self, node_id: NodeId, lo: int, hi: int, previous: np.ndarray | None) -> RefColumns:
         """Refs ``lo`` to ``hi`` of one array located, checked against each other and against ``previous``."""
