@@ -1,6 +1,8 @@
 """Decode manifest files (``manifests/<id>``). Chunk refs are read straight from the little-endian
 FlatBuffer with numpy gathers, a batch of refs per step (the generated accessors cost ~20 calls per
-ref), every offset bounds-checked.
+ref), every offset bounds-checked. Refs read as numbers to be compared (:meth:`ManifestBuffer.identified_columns`)
+go through the optional C extension ``_refscan`` where it is built, which reads a batch in one pass
+and leaves anything unusual to the numpy code.
 """
 
 from __future__ import annotations

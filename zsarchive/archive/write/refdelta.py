@@ -1,6 +1,7 @@
 """What changed in one array's chunk refs from a snapshot's parent to the snapshot: two sorted ref
 streams merged with numpy, a window at a time, so memory holds a few decoded batches however many
-refs the manifests hold.
+refs the manifests hold. An array in one manifest before and after is compared as numbers, each
+manifest read in a thread of its own, and only the refs that changed are decoded.
 
 An array's refs in a snapshot are the refs each of its manifests holds for it inside that
 manifest's extents (as icechunk reads them), merged in coordinate order; where extents overlap the
