@@ -49,6 +49,19 @@ hash_bytes(const unsigned char *p, Py_ssize_t n)
     return h ^ (h >> 32);
 }
 
+/* The vector that the uoffset at slot points to: its first element's position and its length, or -1
+ * when its length field lies outside the buffer. The elements are the caller's to check. */
+static inline int
+vector_at(const unsigned char *buf, Py_ssize_t size, Py_ssize_t slot, Py_ssize_t *start, Py_ssize_t *count)
+{
+    Py_ssize_t vec = slot + (Py_ssize_t)le32(buf + slot);
+    if (vec + 4 > size)
+        return -1;
+    *count = le32(buf + vec);
+    *start = vec + 4;
+    return 0;
+}
+
 typedef struct {
     /* inputs */
     const unsigned char *buf;
@@ -96,16 +109,12 @@ read_batch(Batch *b)
         if (p + row[SIZE] > size || row[CODE] == CODE_INLINE || row[ETAG])
             return -1;
         /* the fields lie inside the table (the layout is validated): only what they point to is checked */
-        Py_ssize_t at = p + row[INDEX];
-        Py_ssize_t vec = at + (Py_ssize_t)le32(buf + at);
-        if (vec + 4 > size)
-            return -1;
-        Py_ssize_t count = le32(buf + vec);
-        if (count != ndim || vec + 4 + 4 * count > size)
+        Py_ssize_t index, count;
+        if (vector_at(buf, size, p + row[INDEX], &index, &count) < 0 || count != ndim || index + 4 * count > size)
             return -1;
         uint32_t *here = b->coords + j * ndim;
         for (Py_ssize_t d = 0; d < ndim; d++)
-            here[d] = le32(buf + vec + 4 + 4 * d);
+            here[d] = le32(buf + index + 4 * d);
         const uint32_t *before = j ? here - ndim : b->previous;
         if (before != NULL) { /* strictly after the ref before it */
             Py_ssize_t d = 0;
@@ -136,13 +145,8 @@ read_batch(Batch *b)
         }
         if (b->natives)
             b->ids[j] = b->ids[n + j] = 0;
-        Py_ssize_t slot = p + row[PAYLOAD];
-        Py_ssize_t text = slot + (Py_ssize_t)le32(buf + slot);
-        if (text + 4 > size)
-            return -1;
-        Py_ssize_t len = le32(buf + text);
-        text += 4;
-        if (len > MAX_LOCATION || text + len > size)
+        Py_ssize_t text, len;
+        if (vector_at(buf, size, p + row[PAYLOAD], &text, &len) < 0 || len > MAX_LOCATION || text + len > size)
             return -1;
         location_bytes += len;
         if (location_bytes > size) /* the numpy code judges vectors that overlap */

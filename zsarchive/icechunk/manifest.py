@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import functools
 import itertools
+import operator
 import struct
 import threading
-from typing import Callable, Iterable, Iterator, NamedTuple
+from typing import Any, Callable, Iterable, Iterator, NamedTuple
 
 import numpy as np
 import zstandard
@@ -297,6 +298,32 @@ class ManifestBuffer:
 
     def ref_columns(self, node_id: NodeId, first: int = 0, stop: int | None = None) -> Iterator[RefColumns]:
         """Like :meth:`ref_batches`, the refs located and their order checked, nothing decoded further."""
+        return self._in_batches(node_id, first, stop, functools.partial(self._columns, node_id), lambda got: got)
+
+    def identified_columns(self, node_id: NodeId, first: int = 0, stop: int | None = None
+                           ) -> Iterator[tuple[RefColumns, RefIdentities]]:
+        """Like :meth:`ref_columns`, each batch with its :meth:`ref_identities`: read in one pass by the C
+        extension where it is built and the batch holds only native refs and virtual refs without an etag,
+        of layouts seen before; else by the numpy code. The same answer either way."""
+        scratch = np.empty(0, np.uint8)  # the C reader's hash table, grown to the first batch's size
+
+        def read(lo: int, hi: int, previous: np.ndarray | None) -> tuple[RefColumns, RefIdentities]:
+            nonlocal scratch
+            if _refscan is not None and len(scratch) < 80 * (hi - lo):
+                scratch = np.empty(80 * (hi - lo), np.uint8)
+            got = None if _refscan is None else self._read_refs(node_id, lo, hi, previous, scratch)
+            if got is None:
+                columns = self._columns(node_id, lo, hi, previous)
+                got = columns, self.ref_identities(node_id, columns)
+            return got
+        return self._in_batches(node_id, first, stop, read, operator.itemgetter(0))
+
+    def _in_batches(self, node_id: NodeId, first: int, stop: int | None,
+                    read: Callable[[int, int, np.ndarray | None], Any], columns_of: Callable[[Any], RefColumns]
+                    ) -> Iterator:
+        """``read(lo, hi, previous)`` of each batch of refs ``first`` to ``stop`` (default: all) of one array,
+        in order; ``previous``: the coordinates of the ref before the batch, which it must come after
+        (``columns_of(read(...))``: the batch's columns)."""
         if node_id not in self.arrays:
             return
         total = self.arrays[node_id][1]
@@ -306,31 +333,9 @@ class ManifestBuffer:
             # A range after the first is also checked against the ref before it.
             previous = self._columns(node_id, first - 1, first, None).coords[0] if 0 < first < stop else None
             for lo in range(first, stop, _BATCH):
-                columns = self._columns(node_id, lo, min(lo + _BATCH, stop), previous)
-                previous = columns.coords[-1]
-                yield columns
-
-    def identified_columns(self, node_id: NodeId, first: int = 0, stop: int | None = None
-                           ) -> Iterator[tuple[RefColumns, RefIdentities]]:
-        """Like :meth:`ref_columns`, each batch with its :meth:`ref_identities`: read in one pass by the C
-        extension where it is built and the batch holds only native and virtual refs of layouts seen before
-        (their etags aside), else by the numpy code; the same answer either way."""
-        if node_id not in self.arrays:
-            return
-        total = self.arrays[node_id][1]
-        stop = total if stop is None else max(min(stop, total), 0)
-        first = min(first, stop)
-        scratch = np.empty(80 * min(_BATCH, stop - first), np.uint8) if _refscan is not None else None
-        with decoding(self.name):
-            previous = self._columns(node_id, first - 1, first, None).coords[0] if 0 < first < stop else None
-            for lo in range(first, stop, _BATCH):
-                hi = min(lo + _BATCH, stop)
-                read = None if scratch is None else self._read_refs(node_id, lo, hi, previous, scratch)
-                if read is None:
-                    columns = self._columns(node_id, lo, hi, previous)
-                    read = columns, self.ref_identities(node_id, columns)
-                previous = read[0].coords[-1]
-                yield read
+                got = read(lo, min(lo + _BATCH, stop), previous)
+                previous = columns_of(got).coords[-1]
+                yield got
 
     def _read_refs(self, node_id: NodeId, lo: int, hi: int, previous: np.ndarray | None, scratch: np.ndarray
                    ) -> tuple[RefColumns, RefIdentities] | None:
@@ -345,17 +350,17 @@ class ManifestBuffer:
         vtables, rows, table = self._known
         if previous is None:
             try:  # the first ref's number of coordinates (the numpy code names what is wrong with it)
-                previous_ndim = len(self._columns(node_id, lo, lo + 1, None).coords[0])
+                ndim = len(self._columns(node_id, lo, lo + 1, None).coords[0])
             except (FlatBufferError, IndexError, ValueError, OverflowError):
                 return None
         else:
-            previous_ndim = len(previous)
+            ndim = len(previous)
         n = hi - lo
-        coords, ids = np.empty((n, previous_ndim), np.uint32), np.empty((2, n), np.uint64)
+        coords, ids = np.empty((n, ndim), np.uint32), np.empty((2, n), np.uint64)
         pos, layouts, offset, length = np.empty(n, np.int64), np.empty(n, np.uint8), np.empty(n, np.uint64), \
             np.empty(n, np.uint64)
         modified, location, firsts = np.empty(n, np.uint32), np.empty(n, np.intp), np.empty(n, np.intp)
-        got = _refscan.read_refs(self.payload, self.arrays[node_id][0], lo, n, previous_ndim, vtables, rows,
+        got = _refscan.read_refs(self.payload, self.arrays[node_id][0], lo, n, ndim, vtables, rows,
                                  None if previous is None else np.ascontiguousarray(previous, np.uint32), coords, pos,
                                  layouts, offset, length, ids, modified, location, firsts, scratch)
         if got is None:

@@ -192,12 +192,19 @@ def ref_changes(new: Iterable[RefBatch], old: Iterable[RefBatch]) -> Iterator[tu
             yield None, o.coords
             continue
         _common, in_new, in_old = np.intersect1d(kn, ko, assume_unique=True, return_indices=True)
-        unchanged = _same_refs(n, in_new, o, in_old)
-        keep = np.ones(len(kn), bool)
-        keep[in_new[unchanged]] = False
-        gone = np.ones(len(ko), bool)
-        gone[in_old] = False
-        yield (take(n, np.flatnonzero(keep)) if keep.any() else None), o.coords[gone]
+        changed, gone = _outcome(len(kn), len(ko), in_new, in_old, _same_refs(n, in_new, o, in_old))
+        yield (None if changed is None else take(n, changed)), o.coords[gone]
+
+
+def _outcome(new: int, old: int, in_new: np.ndarray, in_old: np.ndarray, same: np.ndarray
+             ) -> tuple[np.ndarray | None, np.ndarray]:
+    """Of a window's ``new`` and ``old`` refs, where ``in_new[i]`` and ``in_old[i]`` are one chunk, alike
+    where ``same[i]``: (the new refs that changed or are new, None for none; which old refs are gone)."""
+    keep = np.ones(new, bool)
+    keep[in_new[same]] = False
+    gone = np.ones(old, bool)
+    gone[in_old] = False
+    return (np.flatnonzero(keep) if keep.any() else None), gone
 
 
 def array_changes(repo: Repository, node_id: str, manifests: Manifests, base: Manifests, where: str, first: int = 0,
@@ -277,10 +284,5 @@ def column_changes(repo: Repository, node_id: str, manifest: tuple, base: tuple,
                 _common, in_new, in_old = np.intersect1d(kn, ko, assume_unique=True, return_indices=True)
                 both = n.take(in_new), o.take(in_old)
             texts: dict = {}  # one numbering of texts for both sides of a window (and no more: memory stays bounded)
-            same = both[0].ids.same(both[1].ids, texts)
-            keep = np.ones(len(kn), bool)
-            keep[in_new[same]] = False
-            gone = np.ones(len(ko), bool)
-            gone[in_old] = False
-            changed = n.columns.take(np.flatnonzero(keep)) if keep.any() else None
-            yield (None if changed is None else new_source.refs_of(node_id, changed)), o.coords[gone]
+            changed, gone = _outcome(len(kn), len(ko), in_new, in_old, both[0].ids.same(both[1].ids, texts))
+            yield (None if changed is None else new_source.refs_of(node_id, n.columns.take(changed))), o.coords[gone]
