@@ -658,7 +658,6 @@ class ExportJob:
         """Write ``plan``'s records, as far as ``scope`` keeps them, into ``target`` (default: the job's)."""
         repo, options, include_chunks = self.repo, self.options, self.include_chunks
         target = target or self.target
-        _version_lookup()  # started now, read when the header is written
         # Small families hold no duplicate records; chunk ids repeat (one file, many refs) and are deduplicated.
         with contextlib.ExitStack() as opened:
             sorter = opened.enter_context(contextlib.closing(self.sorter(1, unique=False)))
@@ -677,6 +676,9 @@ class ExportJob:
                 cut = BlockPlan(options.approx_block_size, *((options.codec, options.compress_level)
                                                              if engine.builds_blocks else ()))
             changes = decode_changes(engine, plan, include_chunks, cut)
+            # started now, read when the header is written: after any worker process is forked (a fork
+            # while the thread imports could leave the child an import lock no thread of it holds)
+            _version_lookup()
 
             def chunk_data() -> Iterator[list[bytes]]:
                 if chunk_ids is not None:
