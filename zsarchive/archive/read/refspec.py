@@ -57,7 +57,7 @@ def parse_ref(text: str, with_time: bool = True) -> RefSpec:
         kind, body = head, tail
     if not body:
         raise ZSError(f"bad REF {text!r}: no name")
-    return RefSpec(kind=kind, name=body, as_of=as_of, text=text)
+    return RefSpec(kind, body, as_of, text)
 
 
 def chunk_coords(value: object, what: str = "coords") -> tuple[int, ...]:
