@@ -9,6 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from toolkit.columns import BACKENDS, column_backend
 from zsarchive.archive.format import tuples
 from zsarchive.errors import ZSCorrupt
 
@@ -152,19 +153,21 @@ def test_rows_refuse_negative_integers():
 _LAYOUT_VALUES = {"i": unsigned, "s": st.text(max_size=12), "I": st.none() | unsigned, "S": st.none() | st.text(max_size=12)}
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @given(st.text("isIS", min_size=1, max_size=5).flatmap(
     lambda layout: st.tuples(st.just(layout), st.lists(st.tuples(*[_LAYOUT_VALUES[c] for c in layout]), min_size=1,
                                                        max_size=8))),
        st.binary(max_size=6))
-def test_decode_columns_agrees_with_decode(case, before):
-    """decode_columns, a batch at a time, gives what decode gives row by row, or refuses (None) the rows
-    it does not take; each row is a tuple between constant bytes, as in a record."""
+def test_decode_columns_agrees_with_decode(backend, case, before):
+    """decode_columns, a batch at a time (in C and with numpy), gives what decode gives row by row, or
+    refuses (None) the rows it does not take; each row is a tuple between constant bytes, as in a record."""
     layout, rows = case
     encoded = [before + tuples.encode([tuple(row)]) for row in rows]
     buf = b"".join(encoded)
     ends = np.cumsum([len(e) for e in encoded])
     starts = ends - [len(e) for e in encoded] + len(before)
-    got = tuples.decode_columns(buf, starts, ends, "(" + layout + ")")
+    with column_backend(backend):
+        got = tuples.decode_columns(buf, starts, ends, "(" + layout + ")")
     escaped = any(isinstance(v, str) and "\0" in v for row in rows for v in row)
     if got is None:
         assert escaped
@@ -180,3 +183,51 @@ def test_decode_columns_agrees_with_decode(case, before):
             else:
                 begin, stop, present = column if letter == "S" else (*column, [True] * len(rows))
                 assert (buf[begin[i]:stop[i]].decode() if present[i] else None) == value
+
+
+def _both(fn):
+    """fn's answer with each column decoder."""
+    answers = []
+    for backend in BACKENDS:
+        with column_backend(backend):
+            answers.append(fn())
+    return answers
+
+
+@settings(max_examples=300)
+@given(st.binary(min_size=1, max_size=60), st.lists(st.tuples(st.integers(0, 60), st.integers(0, 60)), min_size=1,
+                                                     max_size=6), st.text("isIS()", min_size=1, max_size=6))
+def test_column_decoders_agree_on_any_bytes(buf, spans, layout):
+    """Arbitrary bytes and record bounds: the C decoder and the numpy one refuse the same batches and
+    decode the others alike (the C one reads nothing outside a record's bounds)."""
+    spans = [(min(a, b, len(buf) - 1), min(max(a, b), len(buf))) for a, b in spans]
+    starts = np.array([a for a, _ in spans], np.int64)
+    ends = np.array([max(a + 1, b) for a, b in spans], np.int64).clip(max=len(buf))
+    c, plain = _both(lambda: tuples.decode_columns(buf, starts, ends, layout))
+    assert (c is None) == (plain is None)
+    if c is not None:
+        assert list(map(_as_lists, c[0])) == list(map(_as_lists, plain[0]))
+        assert c[1].tolist() == plain[1].tolist()
+
+
+def _as_lists(column) -> list:
+    return [np.asarray(a).astype(np.int64).tolist() for a in (column if isinstance(column, tuple) else (column,))]
+
+
+@given(st.lists(st.sampled_from(["", "a", "ab", "abcdefgh", "abcdefghi", "é", "s3://b/f.nc"]) | st.text(max_size=20),
+                min_size=1, max_size=40))
+def test_interned_texts_are_the_spans(texts):
+    """Columns.texts (C and numpy): each span's code names its own text, and equal texts share a code."""
+    encoded = [t.encode() for t in texts]
+    buf = b"".join(encoded)
+    ends = np.cumsum([len(e) for e in encoded]).astype(np.int64)
+    begins = ends - [len(e) for e in encoded]
+    for codes, distinct in _both(lambda: tuples.Columns(buf).texts(begins, ends)):
+        assert [distinct[c] for c in codes.tolist()] == texts
+        assert len(distinct) == len(set(texts))
+
+
+def test_interned_texts_refuse_what_is_not_utf8():
+    for backend in BACKENDS:
+        with column_backend(backend), pytest.raises(UnicodeDecodeError):
+            tuples.Columns(b"ok\xff\xfe").texts(np.array([0, 2]), np.array([2, 4]))

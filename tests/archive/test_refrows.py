@@ -3,9 +3,11 @@ record-by-record one agree with the records' own decoding, whatever the records 
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from toolkit.columns import BACKENDS, column_backend
 from zsarchive.archive.format import schema as S
 from zsarchive.archive.format.pieces import embeds, file_pieces
 from zsarchive.archive.format.views import ChunkRefValue
@@ -35,16 +37,17 @@ def arrays(draw):
             for sid in sorted(draw(st.sets(st.sampled_from(SIDS), min_size=1, max_size=2)))]
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @settings(max_examples=60, deadline=None)
 @given(arrays(), st.sampled_from(["N" * 13, "N\0" * 6]))
-def test_rows_equal_the_records(tmp_path_factory, changes, node):
+def test_rows_equal_the_records(tmp_path_factory, backend, changes, node):
     path = tmp_path_factory.mktemp("refrows") / "a.zs"
     recs = [S.record(S.CHUNK_REF, (node, coords, sid), value.encode()) for (coords, sid), value in changes]
     neighbour = S.record(S.CHUNK_REF, (node + "\0x", (0,) * len(changes[0][0][0]), SIDS[0]), (S.REMOVED,))
     with ZSWriter(str(path), {}, codec="none") as writer:
         writer.add_data_block(sorted(recs + [neighbour]))
         writer.finish()
-    with ZS(str(path)) as zs:
+    with ZS(str(path)) as zs, column_backend(backend):
         rows = chunk_ref_rows(zs, node)
         expected = [(k, ChunkRefValue.decode(v)) for k, v in records_under(zs, S.CHUNK_REF, (node,))]
     assert len(rows) == len(expected)

@@ -41,40 +41,6 @@ class ChunkRefRows:
         return len(self.kind)
 
 
-def _texts(buf: bytes, begin: np.ndarray, stop: np.ndarray) -> tuple[np.ndarray, list[str]]:
-    """Codes of each span's text and the distinct texts (many rows name few snapshots and files): rows
-    grouped by a hash of their bytes, each checked against its group's first row, 8 bytes at a time."""
-    # every position's next 8 bytes as one little-endian word (the buffer padded so none runs past it)
-    padded = np.frombuffer(buf + bytes(8), np.uint8)
-    words = np.ndarray((len(padded) - 7,), "<u8", buffer=padded, strides=(1,))
-    size = stop - begin
-
-    shortest = int(size.min()) if len(size) else 0
-
-    def column(k: int) -> np.ndarray:  # bytes k..k+7 of every text, zero past its end
-        if k + 8 <= shortest:  # inside every text: no mask (snapshot ids, most of a location)
-            return words[begin + k]
-        left = np.clip(size - k, 0, 8).astype(np.uint64)
-        keep = np.where(left == 8, np.uint64(2**64 - 1), (np.uint64(1) << (left * np.uint64(8))) - np.uint64(1))
-        return words[np.minimum(begin + k, len(words) - 1)] & keep
-
-    columns = [column(k) for k in range(0, int(size.max()) if len(size) else 0, 8)]  # kept for the check
-    digest = size.astype(np.uint64)
-    for words_k in columns:
-        digest = (digest ^ words_k) * np.uint64(1099511628211)
-    _, first, codes = np.unique(digest, return_index=True, return_inverse=True)
-    twin = first[codes.reshape(-1)]
-    same = size == size[twin]
-    for words_k in columns:
-        same &= words_k == words_k[twin]
-    if not same.all():  # a hash collision: group them exactly
-        index: dict[bytes, int] = {}
-        raw = map(buf.__getitem__, map(slice, begin.tolist(), stop.tolist()))
-        codes = np.fromiter((index.setdefault(r, len(index)) for r in raw), np.int64, len(begin))
-        return codes, [r.decode("utf-8") for r in index]
-    return codes.reshape(-1), [buf[b:e].decode("utf-8") for b, e in zip(begin[first].tolist(), stop[first].tolist())]
-
-
 def _bulk(buf: bytes, starts: np.ndarray, ends: np.ndarray, skip: int) -> ChunkRefRows | None:
     """The rows of the records ``buf[starts[i]:ends[i]]`` decoded a batch at a time, or None when some
     record is not in the common shapes."""
@@ -82,8 +48,8 @@ def _bulk(buf: bytes, starts: np.ndarray, ends: np.ndarray, skip: int) -> ChunkR
     ndim = len(tuples.decode(buf, at, ends[0], what="chunk ref key")[0][0]) if buf[at] == tuples.TUPLE else -1
     if ndim < 0:
         return None
-    zeros = tuples.zero_positions(buf)  # one scan of the buffer for both runs
-    key_columns = tuples.decode_columns(buf, starts + skip, ends, "(" + "i" * ndim + ")s)", zeros)
+    decoder = tuples.Columns(buf)
+    key_columns = decoder.decode(starts + skip, ends, "(" + "i" * ndim + ")s)")
     if key_columns is None:
         return None
     columns, pos = key_columns
@@ -94,20 +60,22 @@ def _bulk(buf: bytes, starts: np.ndarray, ends: np.ndarray, skip: int) -> ChunkR
     layout = None if kinds is None else _VALUE_LAYOUTS.get(int(kinds[0]))
     if kinds is None or layout is None or (data[pos + 1] != tuples.INT_ZERO + 1).any() or (kinds != kinds[0]).any():
         return None
-    value_columns = tuples.decode_columns(buf, pos + 1, ends, layout, zeros)
+    value_columns = decoder.decode(pos + 1, ends, layout)
     if value_columns is None or (value_columns[1] != ends).any():
         return None
     kind, (text_begin, text_stop), offset, length, *checks = value_columns[0]
     try:
-        snapshot, snapshot_ids = _texts(buf, *columns[-1])
-        text, texts = _texts(buf, text_begin, text_stop)
+        snapshot, snapshot_ids = decoder.texts(*columns[-1])
+        text, texts = decoder.texts(text_begin, text_stop)
         if checks:
             (etag_begin, etag_stop, etag_present), (modified, modified_present) = checks
             etags = [None] * len(starts)
             if etag_present.any():
-                codes, names = _texts(buf, etag_begin, etag_stop)
+                codes, names = decoder.texts(etag_begin, etag_stop)
                 etags = [names[c] if p else None for c, p in zip(codes.tolist(), etag_present.tolist())]
-            modifieds = [m if p else None for m, p in zip(modified.tolist(), modified_present.tolist())]
+            modifieds = [None] * len(starts)
+            if modified_present.any():
+                modifieds = [m if p else None for m, p in zip(modified.tolist(), modified_present.tolist())]
         else:
             etags = modifieds = [None] * len(starts)
     except UnicodeDecodeError:
