@@ -39,17 +39,17 @@ def answer(args: list[str]) -> bool:
         return False
     archive, ref, path, coords = words
     try:
-        from zsarchive.cli.archive_output import json_line, open_archive
+        try:
+            from zsarchive.cli.archive_output import json_line, open_archive
 
-        with open_archive(archive) as arc:
-            line = json_line(arc.chunk_ref(ref, path, parse_coords(coords)))
-    except KeyboardInterrupt:
-        interrupted()
-    except Exception:  # click's command says what is wrong, as for any command line
-        return False
-    try:
+            with open_archive(archive) as arc:
+                line = json_line(arc.chunk_ref(ref, path, parse_coords(coords)))
+        except Exception:  # click's command says what is wrong, as for any command line
+            return False
         sys.stdout.write(line + "\n")
         sys.stdout.flush()
+    except KeyboardInterrupt:
+        interrupted()
     except BrokenPipeError:  # as the click group: whoever read the output has gone
         sys.exit(1)
     return True
