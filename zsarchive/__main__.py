@@ -1,3 +1,3 @@
-from zsarchive.cli import main
+from zsarchive.cli import run
 
-main()
+run()

@@ -25,8 +25,7 @@ metadata = st.dictionaries(st.text(max_size=8), st.one_of(st.integers(), st.text
 def file_bytes(hdr: h.Header, blocks: bytes = b"\x00" * 40) -> bytes:
     """A file of ``hdr`` (root extent and total length filled in) followed by ``blocks``."""
     start = len(h.MAGIC) + len(hdr.encode())
-    hdr.root_index_offset, hdr.root_index_length = start, len(blocks)
-    hdr.total_file_length = start + len(blocks)
+    hdr = hdr._replace(root_index_offset=start, root_index_length=len(blocks), total_file_length=start + len(blocks))
     return h.MAGIC + hdr.encode() + blocks
 
 

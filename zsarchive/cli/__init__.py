@@ -1,9 +1,16 @@
-"""The ``zs`` command: thin click wrappers over the library, one module per command."""
+"""The ``zs`` command: thin click wrappers over the library, one module per command.
 
-from zsarchive.cli.app import main
+:data:`main` is the click group (imported on first use); :func:`run` is the ``zs`` program, which answers
+a plain chunk ref lookup without importing click at all (:mod:`zsarchive.cli.quick`)."""
+
+from __future__ import annotations
+
+import sys
+
+from zsarchive.lazy import lazy_exports
 
 _ARCHIVE = "zsarchive.cli.archive_queries"
-main.lazy = {
+COMMAND_MODULES = {
     "make": "zsarchive.cli.make",
     "dump": "zsarchive.cli.dump",
     "info": "zsarchive.cli.info",
@@ -17,7 +24,9 @@ main.lazy = {
     "chunk": "zsarchive.cli.chunk",
     **{name: _ARCHIVE for name in ("refs", "log", "show", "ls", "chunks", "diff", "ops", "chunk-log", "summary")},
 }
-main.summaries = {
+"""The module that registers each command on the group, imported when the command is first asked for."""
+
+SUMMARIES = {
     "checkout": "Write the snapshot REF (a branch, tag, snapshot id or REF@TIME) of ARCHIVE as plain Zarr v3 at "
                 "TARGET.",
     "chunk": "The chunk ref at COORDS of the array PATH at REF.",
@@ -42,4 +51,20 @@ main.summaries = {
 }
 """``zs --help``'s line for each command (its docstring's first sentence), so listing them imports none."""
 
-__all__ = ["main"]
+__getattr__ = lazy_exports(__name__, {"main": "zsarchive.cli.app"})
+
+
+def run(argv: list[str] | None = None) -> None:
+    """The ``zs`` program: the command line ``argv`` (by default the process's arguments)."""
+    args = sys.argv[1:] if argv is None else argv
+    if args[:1] == ["chunk"]:
+        from zsarchive.cli.quick import answer
+
+        if answer(args[1:]):
+            return
+    from zsarchive.cli.app import main
+
+    main(argv)
+
+
+__all__ = ["main", "run"]

@@ -8,6 +8,8 @@ import sys
 
 import click
 
+from zsarchive.cli import COMMAND_MODULES, SUMMARIES
+from zsarchive.cli.text import interrupted, one_line
 from zsarchive.errors import ZSError
 
 
@@ -67,8 +69,7 @@ class _Group(click.Group):
         except BrokenPipeError:
             sys.exit(1)
         except KeyboardInterrupt:
-            click.echo("zs: interrupted", err=True)
-            sys.exit(130)
+            interrupted()
         except (click.ClickException, click.exceptions.Exit, click.Abort):
             raise
         except Exception as exc:  # the last resort: a bug or a missing check must still not print a traceback
@@ -84,19 +85,12 @@ class _Group(click.Group):
             sys.exit(1)
 
 
-def one_line(text: str, width: int = 1000) -> str:
-    """``text`` as one printable line of at most ``width`` characters (input can put anything in a message)."""
-    return printable(text[:width] + ("..." if len(text) > width else ""))
-
-
-def printable(text: str) -> str:
-    """``text`` with every character that is not printable (newlines, NUL, terminal escapes) written as
-    its Python escape, so that names from input cannot break a line or drive the terminal."""
-    return text if text.isprintable() else "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
-
-
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="zsarchive")
 @click.option("--debug", is_flag=True, help="Show the Python traceback of an unexpected error.")
 def main(debug: bool) -> None:
     """zsarchive: ZS files, and Icechunk histories archived in them."""
+
+
+main.lazy = COMMAND_MODULES
+main.summaries = SUMMARIES

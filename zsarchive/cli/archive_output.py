@@ -1,4 +1,6 @@
-"""Shared plumbing of the archive query commands: open the archive, print rows as JSON lines or a table."""
+"""Shared plumbing of the archive query commands: open the archive, print rows as JSON lines or a table.
+Without click (its ``echo`` is imported where rows are printed), so that the quick ``zs chunk`` lookup of
+:mod:`zsarchive.cli.quick` shares it."""
 
 from __future__ import annotations
 
@@ -6,17 +8,14 @@ import itertools
 import json
 from typing import Any, Iterable, Sequence
 
-import click
-
 from zsarchive.archive import RepoArchive
-from zsarchive.cli.app import printable
+from zsarchive.cli.text import printable
 
 _LAYOUT_ROWS = 1000  # rows a table's column widths are taken from
 CHUNK_COLUMNS = ("coords", "kind", "offset", "length", "chunk_id", "location")
 """The table columns of a chunk ref (``zs chunk``, ``zs chunks``)."""
 
-json_option = click.option("--json", "as_json", is_flag=True,
-                           help="One JSON object per line (a stable contract, see docs/archive-format.rst).")
+
 def open_archive(source: str, authorize: dict[str, dict[str, str]] | None = None) -> RepoArchive:
     """The archive at a path or URL; ``authorize``: prefix -> storage options, as ``--authorize`` gives them."""
     return RepoArchive(source, authorize=authorize or {})
@@ -25,6 +24,11 @@ def open_archive(source: str, authorize: dict[str, dict[str, str]] | None = None
 def _plain(row: dict) -> dict:
     # bytes fields (exact zarr.json, inline chunk bytes) belong to the Python API, not to JSON lines.
     return {k: _plain(v) if isinstance(v, dict) else v for k, v in row.items() if not isinstance(v, (bytes, bytearray))}
+
+
+def json_line(row: dict) -> str:
+    """One row as its JSON line (``--json``), without a newline."""
+    return json.dumps(_plain(row), ensure_ascii=False)
 
 
 def cell(value: Any) -> str:
@@ -44,9 +48,11 @@ def emit(rows: Iterable[dict], as_json: bool, columns: Sequence[str], fixed: boo
 
     Both stream: a table is laid out from its first rows, so millions of chunk refs never sit in memory.
     """
+    from click import echo  # imported by the command that prints: click's own ``main`` already did
+
     if as_json:
         for row in rows:
-            click.echo(json.dumps(_plain(row), ensure_ascii=False))
+            echo(json_line(row))
         return
     rows = iter(rows)
     first = list(itertools.islice(rows, _LAYOUT_ROWS))
@@ -54,6 +60,6 @@ def emit(rows: Iterable[dict], as_json: bool, columns: Sequence[str], fixed: boo
         columns = [c for c in columns if any(row.get(c) is not None for row in first)]
     table = [[cell(row.get(c)) for c in columns] for row in first]
     widths = [max([len(c)] + [len(r[i]) for r in table]) for i, c in enumerate(columns)]
-    click.echo("  ".join(c.upper().ljust(w) for c, w in zip(columns, widths)).rstrip())
+    echo("  ".join(c.upper().ljust(w) for c, w in zip(columns, widths)).rstrip())
     for r in itertools.chain(table, ([cell(row.get(c)) for c in columns] for row in rows)):
-        click.echo("  ".join(text.ljust(w) for text, w in zip(r, widths)).rstrip())
+        echo("  ".join(text.ljust(w) for text, w in zip(r, widths)).rstrip())

@@ -8,9 +8,10 @@ from typing import Iterator
 import click
 
 from zsarchive.archive import NotFound
-from zsarchive.cli.app import main, printable
-from zsarchive.cli.archive_output import CHUNK_COLUMNS, cell, emit, json_option, open_archive
-from zsarchive.cli.params import COORDS
+from zsarchive.cli.app import main
+from zsarchive.cli.archive_output import CHUNK_COLUMNS, cell, emit, open_archive
+from zsarchive.cli.params import COORDS, json_option
+from zsarchive.cli.text import printable
 
 LOG_COLUMNS = ("id", "flushed_at", "parent_id", "message")
 

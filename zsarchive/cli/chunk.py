@@ -7,8 +7,8 @@ import sys
 import click
 
 from zsarchive.cli.app import main
-from zsarchive.cli.archive_output import CHUNK_COLUMNS, emit, json_option, open_archive
-from zsarchive.cli.params import COORDS, authorize_option, remote_options
+from zsarchive.cli.archive_output import CHUNK_COLUMNS, emit, open_archive
+from zsarchive.cli.params import COORDS, authorize_option, json_option, remote_options
 from zsarchive.io.location import parse_location
 
 

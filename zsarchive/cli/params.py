@@ -7,6 +7,8 @@ import os
 
 import click
 
+from zsarchive.cli.quick import JSON_FLAG, parse_coords
+
 
 class EscapedBytes(click.ParamType):
     """A byte string given with Python escapes (``\\x00``, ``\\r\\n``), as the reference ``zs`` takes it."""
@@ -55,16 +57,10 @@ class Coords(click.ParamType):
     def convert(self, value, param, ctx) -> tuple[int, ...]:
         if isinstance(value, tuple):
             return value
-        if value == "":
-            return ()
         try:
-            coords = tuple(int(part) for part in value.split(","))
-        except ValueError:
-            self.fail(f"{value!r} is not a comma-separated list of chunk coordinates (e.g. 3,4; \"\" for "
-                      "a 0-d array)", param, ctx)
-        if any(c < 0 for c in coords):
-            self.fail(f"{value!r}: chunk coordinates are never negative", param, ctx)
-        return coords
+            return parse_coords(value)
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
 
 
 COORDS = Coords()
@@ -109,6 +105,11 @@ authorize_option = click.option(
     help="Location prefix (file:///data/, https://host/dir/, s3://bucket/dir/ ...) under which virtual chunks "
          "may be read; storage options for that prefix may follow it: 's3://b/d/ anon=true region=eu-west-1'.")
 """Repeatable ``--authorize 'PREFIX [KEY=VALUE ...]'``, given to the command as prefix -> storage options."""
+
+
+json_option = click.option(JSON_FLAG, "as_json", is_flag=True,
+                           help="One JSON object per line (a stable contract, see docs/archive-format.rst).")
+"""``--json``: rows as JSON lines instead of a table."""
 
 
 force_option = click.option("--force", is_flag=True,

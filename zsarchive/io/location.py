@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Mapping
 
 from zsarchive.errors import ZSError
+from zsarchive.typedtuple import TypedTuple
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -23,8 +23,7 @@ SCHEMES = {"s3": "s3", "s3a": "s3", "gs": "gs", "gcs": "gs", "az": "az", "azure"
 """Remote URL schemes and the kind of object store each names."""
 
 
-@dataclass(frozen=True)
-class Location:
+class Location(TypedTuple):
     """A local path (``kind == "file"``) or a remote URL with its storage options and anonymity."""
 
     url: str

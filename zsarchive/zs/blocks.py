@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import threading
 from bisect import bisect_left
-from typing import Any, Callable, Iterable, Iterator, NamedTuple
+from typing import Any, Callable, Iterable, Iterator
 
 from zsarchive.errors import ZSCorrupt, ZSError
 from zsarchive.io import Transport
+from zsarchive.typedtuple import TypedTuple
 from zsarchive.zs import pipeline
 from zsarchive.zs.cache import LRUCache
 from zsarchive.zs.format import header as zsheader
@@ -84,7 +85,7 @@ def read_header(transport: Transport, tail_guess: int,
     return hdr, end, tail
 
 
-class IndexBlock(NamedTuple):
+class IndexBlock(TypedTuple):
     """A parsed index block: its entries as three parallel lists (bisectable keys)."""
 
     level: int
@@ -93,7 +94,7 @@ class IndexBlock(NamedTuple):
     lengths: list[int]
 
 
-class DataExtent(NamedTuple):
+class DataExtent(TypedTuple):
     """A data block's place in the file and its index key."""
 
     offset: int

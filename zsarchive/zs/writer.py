@@ -339,12 +339,10 @@ class ZSWriter:
                 raise ZSError(f"{self._name}: no records were added; a ZS file must hold at least "
                               "one record (its root index needs an entry)")
             root = self._index.finish()
-            self._header.root_index_offset = root.offset
-            self._header.root_index_length = root.length
-            self._header.total_file_length = self._pos
             while self._hashed:
                 self._hashed.popleft().result()
-            self._header.data_sha256 = self._hasher.digest()
+            self._header = self._header._replace(root_index_offset=root.offset, root_index_length=root.length,
+                                                 total_file_length=self._pos, data_sha256=self._hasher.digest())
             encoded = self._header.encode()
             if len(encoded) != self._header_length:
                 raise ZSError(f"{self._name}: metadata changed while writing; the header no longer fits")

@@ -13,11 +13,12 @@ lookup reads only the fragments that may hold its key.
 from __future__ import annotations
 
 import functools
-from typing import Iterable, Iterator, NamedTuple
+from typing import Iterable, Iterator
 
 from zsarchive.archive.format import tuples
 from zsarchive.archive.format import schema
 from zsarchive.errors import ZSCorrupt
+from zsarchive.typedtuple import TypedTuple
 
 MAX_CHAIN = 64
 """Most archives one chain holds, the full archive at its root included."""
@@ -91,7 +92,7 @@ class ChunkFilter:
 
 # -- what a fragment holds -----------------------------------------------------------------------
 
-class Holding(NamedTuple):
+class Holding(TypedTuple):
     """Records of one family in a fragment: how many, how many of them tombstones, and the distinct
     first key elements where the family is first-keyed (else None)."""
 
@@ -100,10 +101,10 @@ class Holding(NamedTuple):
     firsts: frozenset | None
 
 
-class FragmentInfo(NamedTuple):
+class FragmentInfo(TypedTuple):
     """What a fragment's header record says beyond a full archive's: the time range it covers (its
     base's export time, its own), the format version of a full export made with it (2, 3 or 5: what
-    consolidation writes) and what it holds per family tag. (This and :class:`Holding` are NamedTuples:
+    consolidation writes) and what it holds per family tag. (This and :class:`Holding` are typed tuples:
     a frozen dataclass costs every start of the command line ~6x as much to define.)"""
 
     covers: tuple[int, int]

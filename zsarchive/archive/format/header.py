@@ -4,15 +4,16 @@ metadata (docs/archive-format.rst). Both are built and read here only."""
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any
 
 from zsarchive.archive.format import schema
 from zsarchive.archive.format.fragments import FragmentInfo
 from zsarchive.errors import ZSCorrupt
+from zsarchive.typedtuple import TypedTuple
 from zsarchive.zs.reader import ZS
 
 
-class ArchiveHeader(NamedTuple):
+class ArchiveHeader(TypedTuple):
     """An archive's header record. ``counts``: records per family name (of a fragment: of its chain's
     view, as a full export made at its time would hold); ``fragment``: what a fragment holds."""
 

@@ -6,9 +6,10 @@ shape. The archive header's view is :class:`~zsarchive.archive.format.header.Arc
 
 from __future__ import annotations
 
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable
 
 from zsarchive.archive.format import schema
+from zsarchive.typedtuple import TypedTuple
 
 
 def is_id(value: object, length: int = 20) -> bool:
@@ -17,7 +18,7 @@ def is_id(value: object, length: int = 20) -> bool:
     return isinstance(value, str) and len(value) == length
 
 
-class RefValue(NamedTuple):
+class RefValue(TypedTuple):
     """A ``B`` record: the snapshot a branch or tag names; for a deleted tag None, or (format 6, spec V1)
     the snapshot its ``ref.json`` still names."""
 
@@ -42,7 +43,7 @@ def _header_name(name: Any) -> bool:
     return isinstance(name, str) and len(name.encode("utf-8", "surrogatepass")) <= NAME_BYTES
 
 
-class FileValue(NamedTuple):
+class FileValue(TypedTuple):
     """A ``Y`` record (format 6): how one metadata file was written: the implementation name of its
     header and, for a V2 manifest, its location compression (0 plain, 1 zstd with the dictionary)."""
 
@@ -64,7 +65,7 @@ class FileValue(NamedTuple):
         return tuple(self)
 
 
-class RepoFile(NamedTuple):
+class RepoFile(TypedTuple):
     """The ``repo_file`` fact (format 6, spec V2): the implementation name in the ``repo`` file's header,
     and how many ops-log entries (``O`` records) each repo info file holds, ``repo`` first."""
 
@@ -86,7 +87,7 @@ class RepoFile(NamedTuple):
         return cls(fact["implementation"], tuple(fact["ops_log_files"]))
 
 
-class RepoFactValue(NamedTuple):
+class RepoFactValue(TypedTuple):
     """A ``G`` record: one repository-level fact (spec_version, metadata, config...) as JSON text."""
 
     json: str
@@ -99,7 +100,7 @@ class RepoFactValue(NamedTuple):
         return tuple(self)
 
 
-class OpsValue(NamedTuple):
+class OpsValue(TypedTuple):
     """An ``O`` record: one ops-log entry's type, backup path and details (JSON text); later elements
     are extensions this reader ignores."""
 
@@ -115,7 +116,7 @@ class OpsValue(NamedTuple):
         return tuple(self)
 
 
-class SnapshotValue(NamedTuple):
+class SnapshotValue(TypedTuple):
     """An ``S`` record: a snapshot's parent, flush time, message, metadata (JSON text) and manifest
     files (``(id, size_bytes, num_chunk_refs)`` each)."""
 
@@ -145,7 +146,7 @@ class SnapshotValue(NamedTuple):
         return tuple(self)
 
 
-class Dimension(NamedTuple):
+class Dimension(TypedTuple):
     """One dimension of an array's shape as an ``N`` record keeps it (V1 files store the chunk length,
     V2 files the number of chunks; the other is None)."""
 
@@ -161,7 +162,7 @@ class Dimension(NamedTuple):
         return -(-self.array_length // self.chunk_length) if self.chunk_length else 0
 
 
-class NodeValue(NamedTuple):
+class NodeValue(TypedTuple):
     """An ``N`` record: a group's or array's id, type, zarr.json bytes and, for an array, its shape
     (``(array_length, chunk_length, num_chunks)`` per dimension), dimension names, manifests
     (``(id, extents)`` each) and ``since``, the snapshot its chunk ref timeline starts at (format 2 on)."""
@@ -201,7 +202,7 @@ class NodeValue(NamedTuple):
         return tuple(self) if self.is_array else tuple(self)[:6]
 
 
-class TxlogValue(NamedTuple):
+class TxlogValue(TypedTuple):
     """An ``X`` record: what a snapshot changed since its parent. Record version 2 adds the ancestors
     whose logs it merges (expiration pruned them), those whose logs were no longer stored, and the
     moves of the merged logs, which then replace the snapshot's own."""
@@ -256,7 +257,7 @@ class TxlogValue(NamedTuple):
         return schema.record(schema.TXLOG, (snapshot_id,), self.encode(), version=self.version)
 
 
-class HistoryValue(NamedTuple):
+class HistoryValue(TypedTuple):
     """An ``H`` record. Record version 1 (formats 1 to 3): the chunk's ref changed in the commit
     (``in_log`` true). Record version 2 (format 5): an exception to the chunk ref timeline, true where
     the commit's log names a chunk without a ``C`` record of the commit, false where it has a ``C``
@@ -276,7 +277,7 @@ class HistoryValue(NamedTuple):
         return tuple(self)
 
 
-class ChunkRefValue(NamedTuple):
+class ChunkRefValue(TypedTuple):
     """A ``C`` record: where one chunk's bytes are, by kind: inline bytes, a native chunk file's id
     and range, or a virtual location and range with its checksums; ``REMOVED`` (record version 2)
     holds nothing more. (An export encodes these a batch at a time: ``write/records.batch_records``.)"""
@@ -310,16 +311,15 @@ class ChunkRefValue(NamedTuple):
 
     @classmethod
     def decode(cls, value: tuple) -> ChunkRefValue:
-        kind = value[0]
+        kind = value[0]  # every field given by position: the quickest call of a typed tuple
         if kind == schema.INLINE:
-            return cls(kind, inline=value[1], length=len(value[1]))
+            return cls(kind, value[1], None, None, 0, len(value[1]), None, None)
         if kind == schema.NATIVE:
             chunk_id, offset, length = value[1:4]
-            return cls(kind, chunk_id=chunk_id, offset=offset, length=length)
+            return cls(kind, None, chunk_id, None, offset, length, None, None)
         if kind == schema.VIRTUAL:
             location, offset, length, etag, last_modified = value[1:6]
-            return cls(kind, location=location, offset=offset, length=length, checksum_etag=etag,
-                       checksum_last_modified=last_modified)
+            return cls(kind, None, None, location, offset, length, etag, last_modified)
         return cls(kind)
 
     def encode(self) -> tuple:
@@ -332,7 +332,7 @@ class ChunkRefValue(NamedTuple):
         return (self.kind,)
 
 
-class ShardIndexValue(NamedTuple):
+class ShardIndexValue(TypedTuple):
     """An ``I`` record: whether a shard's index is at its end, and the index's raw bytes."""
 
     at_end: bool
@@ -354,7 +354,7 @@ class ShardIndexValue(NamedTuple):
         return tuple(self)
 
 
-class ChunkBytesValue(NamedTuple):
+class ChunkBytesValue(TypedTuple):
     """A ``D`` record: a whole chunk file's bytes (record version 1, formats 1 and 2) or one piece of
     it (version 2, keyed by offset; :mod:`pieces <zsarchive.archive.format.pieces>` writes and reads
     those a block at a time)."""
@@ -410,7 +410,7 @@ def starts_with(key: tuple, prefix: tuple) -> bool:
     return key[:len(prefix)] == prefix
 
 
-class RefKey(NamedTuple):
+class RefKey(TypedTuple):
     """A ``B`` record's key: the kind of ref and its name."""
 
     kind: str
@@ -431,7 +431,7 @@ class RefKey(NamedTuple):
     encode = _encode
 
 
-class RepoFactKey(NamedTuple):
+class RepoFactKey(TypedTuple):
     """A ``G`` record's key: the fact's name (``spec_version``, ``metadata``, ...)."""
 
     name: str
@@ -440,7 +440,7 @@ class RepoFactKey(NamedTuple):
     encode = _encode
 
 
-class FileKey(NamedTuple):
+class FileKey(TypedTuple):
     """A ``Y`` record's key (format 6): a metadata file's path (``snapshots/ID``, ``manifests/ID``,
     ``transactions/ID``)."""
 
@@ -454,7 +454,7 @@ class FileKey(NamedTuple):
     encode = _encode
 
 
-class OpsKey(NamedTuple):
+class OpsKey(TypedTuple):
     """An ``O`` record's key: when the entry was made, and its number among entries (0 = oldest)."""
 
     updated_at: int
@@ -464,7 +464,7 @@ class OpsKey(NamedTuple):
     encode = _encode
 
 
-class SnapshotKey(NamedTuple):
+class SnapshotKey(TypedTuple):
     """An ``S`` record's key (and an ``X`` record's: :data:`TxlogKey`): the snapshot's id."""
 
     snapshot_id: str
@@ -481,7 +481,7 @@ TxlogKey = SnapshotKey
 """An ``X`` record's key: the id of the snapshot whose change it summarises."""
 
 
-class SnapshotTimeKey(NamedTuple):
+class SnapshotTimeKey(TypedTuple):
     """A ``T`` record's key: a snapshot's flush time and id."""
 
     flushed_at: int
@@ -495,7 +495,7 @@ class SnapshotTimeKey(NamedTuple):
     encode = _encode
 
 
-class ChildKey(NamedTuple):
+class ChildKey(TypedTuple):
     """An ``L`` record's key: a parent snapshot and one of its children."""
 
     parent_id: str
@@ -509,7 +509,7 @@ class ChildKey(NamedTuple):
     encode = _encode
 
 
-class NodeKey(NamedTuple):
+class NodeKey(TypedTuple):
     """An ``N`` record's key: the snapshot and the node's path as components (``("a", "b")`` for ``/a/b``)."""
 
     snapshot_id: str
@@ -528,7 +528,7 @@ class NodeKey(NamedTuple):
     encode = _encode
 
 
-class ChunkRefKey(NamedTuple):
+class ChunkRefKey(TypedTuple):
     """A ``C`` record's key in format 2 on: the snapshot ``snapshot_id`` changed the ref of chunk
     ``coords`` of array ``node_id`` (the per-chunk timeline)."""
 
@@ -551,7 +551,7 @@ class ChunkRefKey(NamedTuple):
     encode = _encode
 
 
-class ManifestRefKey(NamedTuple):
+class ManifestRefKey(TypedTuple):
     """A ``C`` record's key in format 1: chunk ``coords`` of array ``node_id`` in manifest ``manifest_id``."""
 
     manifest_id: str
@@ -566,7 +566,7 @@ class ManifestRefKey(NamedTuple):
     encode = _encode
 
 
-class HistoryKey(NamedTuple):
+class HistoryKey(TypedTuple):
     """An ``H`` record's key: the commit ``snapshot_id`` (flushed at ``flushed_at``) changed chunk
     ``coords`` of array ``node_id`` (record version 1), or is an exception to the timeline there (2)."""
 
@@ -591,7 +591,7 @@ class HistoryKey(NamedTuple):
     encode = _encode
 
 
-class ChunkBytesKey(NamedTuple):
+class ChunkBytesKey(TypedTuple):
     """A ``D`` record's key: a chunk file's id and, for a piece (record version 2), where it starts
     (None in record version 1, whose key is the id alone)."""
 
@@ -613,7 +613,7 @@ class ChunkBytesKey(NamedTuple):
         return tuple(self) if self.start is not None else (self.chunk_id,)
 
 
-class ShardIndexKey(NamedTuple):
+class ShardIndexKey(TypedTuple):
     """An ``I`` record's key: a native shard's chunk id, offset and length, or a virtual shard's
     location, offset, length and checksum (null where its ref has none)."""
 

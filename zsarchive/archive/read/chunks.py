@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import threading
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping
@@ -207,7 +206,7 @@ class ChunkQueries(NodeQueries):
             raw = self._span_bytes(chunk, ref, start, stop, repo)
         offset, length = layout.entries(raw, chunk.length, f"{self.name}: {where}")[number]
         empty = offset == EMPTY
-        return dict((dataclasses.replace(chunk, length=0) if empty else chunk.narrowed(offset, length)).as_dict(),
+        return dict((chunk.replace(length=0) if empty else chunk.narrowed(offset, length)).as_dict(),
                     inner=inner, empty=empty)
 
     def _span_bytes(self, chunk: ChunkInfo, ref: str, start: int, stop: int,

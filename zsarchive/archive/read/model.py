@@ -2,17 +2,18 @@
 
 Queries, the zarr store, checkout and the views work on these; :class:`~zsarchive.archive.read.repoarchive.
 RepoArchive`'s commands turn them into the dicts they document (``as_dict``), and take those dicts back
-(``of``) where a caller hands one in. They are not frozen only because a frozen dataclass costs several
-times more to make, and millions of chunk refs stream through here: treat them as read-only."""
+(``of``) where a caller hands one in. They are plain classes with slots, not dataclasses: a dataclass
+costs a cold ``zs chunk`` about a millisecond to define, and they are not frozen because millions of
+chunk refs stream through here and a frozen value is several times slower to make: treat them as read-only."""
 
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
+
+from zsarchive.typedtuple import TypedTuple
 
 
-class ManifestSpan(NamedTuple):
+class ManifestSpan(TypedTuple):
     """A manifest an array's chunk refs are in (format 1), and the extents of the chunks it holds:
     ``(from, to)`` per dimension, from inclusive, to exclusive."""
 
@@ -20,27 +21,47 @@ class ManifestSpan(NamedTuple):
     extents: tuple[tuple[int, int], ...]
 
 
-@dataclass(slots=True)
-class NodeInfo:
-    """A group or array of one snapshot. ``snapshot_id`` and ``since`` (the snapshot its chunk ref
-    timeline starts at, format 2 on) say where the array's chunk refs are found."""
+class _Value:
+    """Equality and repr over the slots, and a changed copy, as a dataclass has them."""
 
-    path: str
-    node_type: str
-    """``"group"`` or ``"array"``."""
-    id: str
-    zarr_json: Any
-    """The parsed zarr.json (the writer's: never checked)."""
-    user_data: bytes
-    """The zarr.json bytes exactly as stored."""
-    snapshot_id: str
-    shape: list[int] | None = None
-    num_chunks: list[int] | None = None
-    dimension_names: list | None = None
-    dtype: Any = None
-    chunk_shape: list[int] | None = None
-    manifests: tuple[ManifestSpan, ...] = ()
-    since: str | None = None
+    __slots__ = ()
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return all(getattr(self, name) == getattr(other, name) for name in self.__slots__)
+
+    __hash__ = None  # mutable, equal by value: as a dataclass with eq
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({', '.join(f'{n}={getattr(self, n)!r}' for n in self.__slots__)})"
+
+    def replace(self, **changes: Any):
+        """A copy with the named fields changed."""
+        copy = object.__new__(type(self))
+        for name in self.__slots__:
+            setattr(copy, name, changes.pop(name) if name in changes else getattr(self, name))
+        if changes:
+            raise TypeError(f"{type(self).__name__} has no field {next(iter(changes))!r}")
+        return copy
+
+
+class NodeInfo(_Value):
+    """A group or array of one snapshot. ``snapshot_id`` and ``since`` (the snapshot its chunk ref
+    timeline starts at, format 2 on) say where the array's chunk refs are found. ``node_type`` is
+    ``"group"`` or ``"array"``; ``zarr_json`` the parsed zarr.json (the writer's: never checked),
+    ``user_data`` its bytes exactly as stored."""
+
+    __slots__ = ("path", "node_type", "id", "zarr_json", "user_data", "snapshot_id", "shape", "num_chunks",
+                 "dimension_names", "dtype", "chunk_shape", "manifests", "since")
+
+    def __init__(self, path: str, node_type: str, id: str, zarr_json: Any, user_data: bytes, snapshot_id: str,
+                 shape: list[int] | None = None, num_chunks: list[int] | None = None,
+                 dimension_names: list | None = None, dtype: Any = None, chunk_shape: list[int] | None = None,
+                 manifests: tuple[ManifestSpan, ...] = (), since: str | None = None) -> None:
+        self.path, self.node_type, self.id, self.zarr_json, self.user_data = path, node_type, id, zarr_json, user_data
+        self.snapshot_id, self.shape, self.num_chunks, self.dimension_names = snapshot_id, shape, num_chunks, dimension_names
+        self.dtype, self.chunk_shape, self.manifests, self.since = dtype, chunk_shape, manifests, since
 
     @property
     def is_array(self) -> bool:
@@ -69,27 +90,25 @@ class NodeInfo:
                    node.get("since"))
 
 
-@dataclass(slots=True)
-class ChunkInfo:
+class ChunkInfo(_Value):
     """The ref of one chunk of an array: by ``kind`` (``"inline"``, ``"native"``, ``"virtual"``) its bytes,
     the native chunk file's id or the virtual location, the range in it and the checksums it is read under."""
 
-    path: str
-    coords: tuple[int, ...]
-    kind: str
-    offset: int
-    length: int
-    chunk_id: str | None = None
-    location: str | None = None
-    checksum_etag: str | None = None
-    checksum_last_modified: int | None = None
-    inline: bytes | None = None
+    __slots__ = ("path", "coords", "kind", "offset", "length", "chunk_id", "location", "checksum_etag",
+                 "checksum_last_modified", "inline")
+
+    def __init__(self, path: str, coords: tuple[int, ...], kind: str, offset: int, length: int,
+                 chunk_id: str | None = None, location: str | None = None, checksum_etag: str | None = None,
+                 checksum_last_modified: int | None = None, inline: bytes | None = None) -> None:
+        self.path, self.coords, self.kind, self.offset, self.length = path, coords, kind, offset, length
+        self.chunk_id, self.location, self.checksum_etag = chunk_id, location, checksum_etag
+        self.checksum_last_modified, self.inline = checksum_last_modified, inline
 
     def narrowed(self, start: int, length: int) -> ChunkInfo:
         """The same ref, ``length`` bytes from ``start`` within its range (an inner chunk, an index)."""
         if self.kind == "inline":
-            return dataclasses.replace(self, inline=self.inline[start:start + length], length=length)
-        return dataclasses.replace(self, offset=self.offset + start, length=length)
+            return self.replace(inline=self.inline[start:start + length], length=length)
+        return self.replace(offset=self.offset + start, length=length)
 
     def as_dict(self) -> dict:
         """The ref as ``RepoArchive.chunk_ref`` gives it (``inline``: only for inline bytes)."""

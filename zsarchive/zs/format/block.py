@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import struct
-from typing import Iterable, NamedTuple
+from typing import Iterable
 
 from zsarchive.errors import ZSCorrupt
+from zsarchive.typedtuple import TypedTuple
 from zsarchive.zs.format import uleb128
 from zsarchive.zs.format.crc64 import crc64
 
@@ -24,7 +25,7 @@ _U64 = struct.Struct("<Q")
 _ONE_BYTE = [bytes((i,)) for i in range(128)]
 
 
-class IndexEntry(NamedTuple):
+class IndexEntry(TypedTuple):
     """One index payload entry: separator key and the child block's file extent."""
 
     key: bytes

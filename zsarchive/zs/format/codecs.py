@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from typing import Callable, NamedTuple
+from typing import Callable
 
 # lzma and zstandard are imported by the functions that use them: most files are deflate, and a
 # one-record lookup should not pay for importing the other two libraries.
@@ -23,6 +23,7 @@ except ImportError:  # pragma: no cover - a platform without zlib-ng wheels fall
 
 from zsarchive.errors import ZSCorrupt, ZSError
 from zsarchive.limits import ceiling, inflate, unzstd
+from zsarchive.typedtuple import TypedTuple
 
 BLOCK_CEILING = "ZSARCHIVE_MAX_BLOCK"
 
@@ -30,8 +31,8 @@ LZMA_CODEC = "lzma2;dsize=2^20"
 _LZMA_LEVELS = ("0", "0e", "1", "1e")
 _EXTREME_DICT = {"0e": 2**18, "1e": 2**20}  # the presets' dictionaries
 
-class Codec(NamedTuple):
-    """A codec as named in the header, with ready-to-call compress/decompress functions (a NamedTuple:
+class Codec(TypedTuple):
+    """A codec as named in the header, with ready-to-call compress/decompress functions (a typed tuple:
     a frozen dataclass costs every start of the command line ~6x as much to define)."""
 
     name: str

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 import struct
-from dataclasses import dataclass, field
 
 from zsarchive.errors import ZSCorrupt, ZSError
+from zsarchive.typedtuple import TypedTuple
 from zsarchive.zs.format.block import MIN_BLOCK_LENGTH
 from zsarchive.zs.format.codecs import decoder_for
 from zsarchive.zs.format.crc64 import crc64
@@ -27,8 +27,7 @@ METADATA_LENGTH_AT = 88
 METADATA_AT = PREFIX_LENGTH + _FIXED.size
 
 
-@dataclass
-class Header:
+class Header(TypedTuple):
     """Decoded header data (everything between the header length and the header CRC)."""
 
     root_index_offset: int
@@ -37,7 +36,7 @@ class Header:
     data_sha256: bytes
     codec: str
     metadata: dict
-    extensions: bytes = field(default=b"")
+    extensions: bytes = b""
 
     def encode(self) -> bytes:
         """Return magic-less header bytes: u64le length, header data, CRC-64."""
