@@ -5,6 +5,7 @@ the diff they make equals the difference of the refs decoded one by one."""
 from __future__ import annotations
 
 import random
+import tracemalloc
 
 import numpy as np
 import pytest
@@ -15,6 +16,7 @@ from zsarchive.archive.write import refdelta
 from zsarchive.errors import ZSCorrupt
 from zsarchive.icechunk import Repository
 from zsarchive.icechunk import manifest as M
+from zsarchive.icechunk.manifest import decode_manifest, encode_manifest
 from zsarchive.icechunk.model import NodeType
 
 ROWS = 3000
@@ -183,3 +185,34 @@ def test_the_diff_is_the_difference_of_the_decoded_refs(history, monkeypatch, c)
     assert sorted(removed) == sorted(index for index in before if index not in after)
     kinds = {ref.kind.value for ref in changed}
     assert kinds == {"native", "virtual"} and len(removed) > 10 and any(ref.checksum_etag for ref in changed)
+
+
+def test_a_first_ref_with_too_many_coordinates_for_its_batch_is_named(history, monkeypatch):
+    """The first ref of a range whose index vector claims more coordinates than all the batch's refs
+    could have in the buffer: the batch is refused in one line, not first read into an array of that
+    size. (icechunk lays ref 0 out at the buffer's end, which bounds the claim; its refs written again
+    front to back, as zsarchive lays out large manifests, put ref 0's vector first.)"""
+    source, node_id = next(_manifest_arrays(history))
+    real = list(source.chunk_refs(node_id))
+    refs = [real[i % len(real)]._replace(index=(i, 0)) for i in range(5000)]  # laid out front to back
+    raw = encode_manifest("0" * 20, [(node_id, refs)], 2)
+    rewritten = decode_manifest(raw, "damaged").source
+    columns = rewritten._columns(node_id, 0, 1, None)
+    index = int(columns.pos[0] + columns.fields[M._INDEX][0])
+    vector = index + int.from_bytes(rewritten.payload[index:index + 4], "little")
+    count = (len(rewritten.payload) - vector - 4) // 4  # the most one vector there can hold
+    assert len(refs) * 4 * count > 20 * len(rewritten.payload)
+    damaged = bytearray(rewritten.payload)
+    damaged[vector:vector + 4] = count.to_bytes(4, "little")
+    for c in (True, False):
+        broken = M.ManifestBuffer(bytes(damaged), "damaged", rewritten.arrays, rewritten.dictionary,
+                                  rewritten.compression_algorithm)
+        tracemalloc.start()
+        try:
+            message = _read(broken, node_id, c, monkeypatch)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert isinstance(message, str) and message.startswith(f"damaged: array {node_id} ref "), message
+        assert "\n" not in message
+        assert peak < len(refs) * count, peak  # a quarter of an array of the claimed coordinates, at the most

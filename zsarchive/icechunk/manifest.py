@@ -356,6 +356,8 @@ class ManifestBuffer:
         else:
             ndim = len(previous)
         n = hi - lo
+        if n * 4 * (ndim + 1) > len(self.payload):  # such refs cannot all fit the buffer: numpy says so
+            return None
         coords, ids = np.empty((n, ndim), np.uint32), np.empty((2, n), np.uint64)
         pos, layouts, offset, length = np.empty(n, np.int64), np.empty(n, np.uint8), np.empty(n, np.uint64), \
             np.empty(n, np.uint64)
