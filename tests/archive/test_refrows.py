@@ -39,13 +39,16 @@ def arrays(draw):
 
 @pytest.mark.parametrize("backend", BACKENDS)
 @settings(max_examples=60, deadline=None)
-@given(arrays(), st.sampled_from(["N" * 13, "N\0" * 6]))
-def test_rows_equal_the_records(tmp_path_factory, backend, changes, node):
+@given(arrays(), st.sampled_from(["N" * 13, "N\0" * 6]), st.integers(1, 8))
+def test_rows_equal_the_records(tmp_path_factory, backend, changes, node, block):
     path = tmp_path_factory.mktemp("refrows") / "a.zs"
     recs = [S.record(S.CHUNK_REF, (node, coords, sid), value.encode()) for (coords, sid), value in changes]
     neighbour = S.record(S.CHUNK_REF, (node + "\0x", (0,) * len(changes[0][0][0]), SIDS[0]), (S.REMOVED,))
+    before = S.record(S.CHUNK_REF, ("M" * 13, (0,), SIDS[0]), (S.REMOVED,))
+    every = sorted(recs + [neighbour, before])
     with ZSWriter(str(path), {}, codec="none") as writer:
-        writer.add_data_block(sorted(recs + [neighbour]))
+        for at in range(0, len(every), block):  # the array's records over several blocks, cut anywhere
+            writer.add_data_block(every[at:at + block])
         writer.finish()
     with ZS(str(path)) as zs, column_backend(backend):
         rows = chunk_ref_rows(zs, node)

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from zsarchive.errors import ZSCorrupt
 from zsarchive.zs.format import block, framing
 from zsarchive.zs.format.block import decode_records, encode_records
-from zsarchive.zs.format.framing import frame, record_heads, terminate
+from zsarchive.zs.format.framing import frame, record_heads, record_spans, terminate
 
 
 def test_the_c_extension_is_built():
@@ -51,6 +51,7 @@ def test_well_formed_payloads(recs, term):
     assert block.c_framing.terminate(payload, term) == term.join(recs) + term
     assert decode_records(payload, "p") == _python(decode_records, payload, "p") == recs
     assert terminate(payload, term, "p") == _python(terminate, payload, term, "p")
+    assert _spanned(payload) == _python(_spanned, payload) == recs
 
 
 @settings(max_examples=500)
@@ -60,12 +61,20 @@ def test_any_bytes_give_the_same_answer_or_error_in_c_and_python(payload, term):
     """C returns None for what it does not take; the caller's Python path then names the problem."""
     assert _either(decode_records, payload, "p") == _python(decode_records, payload, "p")
     assert _either(terminate, payload, term, "p") == _python(terminate, payload, term, "p")
+    assert _either(_spanned, payload) == _python(_spanned, payload)
 
 
 @pytest.mark.parametrize("payload", [b"", b"\x05ab", b"\x80", b"\x81\x00a", b"\xff" * 12 + b"\x01"])
 def test_malformed_payloads_are_left_to_python(payload):
     assert block.c_framing.split(payload) is None
     assert block.c_framing.terminate(payload, b"\n") is None
+    assert block.c_framing.spans(payload) is None
+
+
+def _spanned(payload: bytes) -> list[bytes]:
+    """The records record_spans finds."""
+    starts, ends = record_spans(payload, "p")
+    return [payload[s:e] for s, e in zip(starts, ends)]
 
 
 @given(records)

@@ -256,6 +256,18 @@ def test_block_map_and_exec(deep):
             assert sorted(seen) == _expected(records, prefix=b"apple")
 
 
+@pytest.mark.parametrize("span", [{"start": b"banana", "stop": b"date"}, {"prefix": b"cherry"}, {"prefix": b"apple"},
+                                  {"start": b"cherry-5"}, {"stop": b"apple-2"}, {"start": b"zzz"}, {}])
+def test_block_spans_hold_the_records_block_map_gives(deep, span):
+    """block_spans: the same records, block by block, as payload spans (trimmed at both ends of the range)."""
+    path, records = deep
+    for parallelism in (0, 2):
+        with ZS(path, parallelism=parallelism) as z:
+            spans = [[payload[s:e] for s, e in zip(starts, ends)] for payload, starts, ends in z.block_spans(**span)]
+            assert spans == list(z.block_map(list, **span))
+            assert [r for block in spans for r in block] == _expected(records, **span)
+
+
 def test_block_map_errors_propagate_unchanged(deep):
     def boom(records):
         raise KeyError("user code")

@@ -114,22 +114,24 @@ def _one_by_one(records: list[bytes], node_id: str) -> ChunkRefRows:
                         np.array(offsets, np.uint64), np.array(lengths, np.uint64), etags, modifieds, inline)
 
 
-def _joined(records: list[bytes]) -> tuple[bytes, np.ndarray]:
-    """Records as one buffer and their lengths."""
-    return b"".join(records), np.fromiter(map(len, records), np.int64, len(records))
-
-
 def chunk_ref_rows(zs: ZS, node_id: str) -> ChunkRefRows:
     """Every ``C`` record of array ``node_id`` in a format 2 archive, as columns."""
     prefix = schema.key_prefix(schema.CHUNK_REF, (node_id,))
-    # a block's records joined where the block is decoded (not a million records handed over one by one)
-    parts = list(zs.block_map(_joined, prefix=prefix)) if isinstance(zs, ZS) else \
-        [_joined(list(zs.search(prefix=prefix)))]
-    buf = b"".join(part for part, _ in parts)
-    lengths = np.concatenate([sizes for _, sizes in parts]) if parts else np.zeros(0, np.int64)
-    del parts
-    ends = np.cumsum(lengths)
-    starts = ends - lengths
+    if isinstance(zs, ZS):  # the blocks' payloads as they were decoded, no object per record
+        parts = list(zs.block_spans(prefix=prefix))
+        buf = b"".join(payload for payload, _, _ in parts)
+        at = np.cumsum([0] + [len(payload) for payload, _, _ in parts])
+        starts = np.concatenate([np.frombuffer(s, np.int64) + base for (_, s, _), base in zip(parts, at.tolist())] or
+                                [np.zeros(0, np.int64)])
+        ends = np.concatenate([np.frombuffer(e, np.int64) + base for (_, _, e), base in zip(parts, at.tolist())] or
+                              [np.zeros(0, np.int64)])
+        del parts
+    else:
+        records = list(zs.search(prefix=prefix))
+        buf = b"".join(records)
+        ends = np.cumsum(np.fromiter(map(len, records), np.int64, len(records)))
+        starts = ends - np.fromiter(map(len, records), np.int64, len(records))
+    lengths = ends - starts
     # the bytes of text "a" start those of "a\0b" (NUL is escaped as 00 FF): those are another array's
     data = np.frombuffer(buf, np.uint8)
     mine = (lengths <= len(prefix)) | (data[np.minimum(starts + len(prefix), max(len(buf) - 1, 0))] != 0xFF)

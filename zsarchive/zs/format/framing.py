@@ -57,6 +57,20 @@ def record_heads(payload: bytes, where: str) -> tuple[array, bool]:
     return packed, simple
 
 
+def record_spans(payload: bytes, where: str) -> tuple[memoryview, memoryview]:
+    """Where each record of a data payload starts and ends (record ``i`` is ``payload[starts[i]:ends[i]]``),
+    as int64 sequences, without an object per record; ZSCorrupt on bad framing."""
+    if c_framing is not None and (found := c_framing.spans(payload)) is not None:
+        return memoryview(found[0]).cast("q"), memoryview(found[1]).cast("q")
+    heads, simple = record_heads(payload, where)
+    ends = array("q", heads[1:])
+    if simple:
+        starts = array("q", (head + 1 for head in heads[:-1]))
+    else:
+        starts = array("q", (uleb128.decode(payload, head, where)[1] for head in heads[:-1]))
+    return memoryview(starts), memoryview(ends)
+
+
 def terminate(payload: bytes, terminator: bytes, where: str) -> bytes:
     """Re-frame a whole data payload as records each followed by ``terminator``."""
     if c_framing is not None and (out := c_framing.terminate(payload, terminator)) is not None:
