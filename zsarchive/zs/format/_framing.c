@@ -62,6 +62,36 @@ scan(const unsigned char *buf, Py_ssize_t n, Py_ssize_t *count, Py_ssize_t *data
     return 0;
 }
 
+/* The length of the record whose length field is at *pos, moving *pos past the field: only for a
+ * payload scan() accepted. */
+static inline Py_ssize_t
+next_length(const unsigned char *buf, Py_ssize_t n, Py_ssize_t *pos)
+{
+    Py_ssize_t length = 0;
+    if (buf[*pos] < 0x80)
+        return buf[(*pos)++];
+    read_length(buf, n, pos, &length); /* cannot fail: scan() accepted the payload */
+    return length;
+}
+
+/* The payload's buffer, its record count and its bytes of record data (scanned without the GIL):
+ * 1 if it is well formed, 0 if not (the buffer released), -1 on an error set. */
+static int
+scanned(PyObject *arg, Py_buffer *view, Py_ssize_t *count, Py_ssize_t *data)
+{
+    if (PyObject_GetBuffer(arg, view, PyBUF_SIMPLE) < 0)
+        return -1;
+    int bad;
+    Py_BEGIN_ALLOW_THREADS
+    bad = scan(view->buf, view->len, count, data);
+    Py_END_ALLOW_THREADS
+    if (bad < 0) {
+        PyBuffer_Release(view);
+        return 0;
+    }
+    return 1;
+}
+
 PyDoc_STRVAR(split_doc,
 "split(payload) -> list of bytes, or None\n\n"
 "The records of a well-formed data payload; None if it is not well formed.");
@@ -70,14 +100,12 @@ static PyObject *
 split(PyObject *Py_UNUSED(module), PyObject *arg)
 {
     Py_buffer view;
-    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0)
-        return NULL;
+    Py_ssize_t count, data;
+    int ok = scanned(arg, &view, &count, &data);
+    if (ok <= 0)
+        return ok < 0 ? NULL : Py_NewRef(Py_None);
     const unsigned char *buf = view.buf;
-    Py_ssize_t n = view.len, count, data;
-    if (scan(buf, n, &count, &data) < 0) {
-        PyBuffer_Release(&view);
-        Py_RETURN_NONE;
-    }
+    Py_ssize_t n = view.len;
     PyObject *records = PyList_New(count);
     if (records == NULL) {
         PyBuffer_Release(&view);
@@ -85,10 +113,7 @@ split(PyObject *Py_UNUSED(module), PyObject *arg)
     }
     Py_ssize_t pos = 0, length;
     for (Py_ssize_t i = 0; i < count; i++) {
-        if (buf[pos] < 0x80)
-            length = buf[pos++];
-        else
-            read_length(buf, n, &pos, &length); /* cannot fail: scan() accepted it */
+        length = next_length(buf, n, &pos);
         PyObject *record = PyBytes_FromStringAndSize((const char *)buf + pos, length);
         if (record == NULL) {
             Py_DECREF(records);
@@ -140,10 +165,7 @@ terminate(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
     Py_BEGIN_ALLOW_THREADS
     Py_ssize_t pos = 0, length;
     while (pos < n) {
-        if (buf[pos] < 0x80)
-            length = buf[pos++];
-        else
-            read_length(buf, n, &pos, &length);
+        length = next_length(buf, n, &pos);
         memcpy(dst, buf + pos, length);
         dst += length;
         pos += length;
@@ -171,19 +193,13 @@ static PyObject *
 spans(PyObject *Py_UNUSED(module), PyObject *arg)
 {
     Py_buffer view;
-    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0)
-        return NULL;
+    Py_ssize_t count, data;
+    int ok = scanned(arg, &view, &count, &data);
+    if (ok <= 0)
+        return ok < 0 ? NULL : Py_NewRef(Py_None);
     const unsigned char *buf = view.buf;
-    Py_ssize_t n = view.len, count = 0, data = 0;
-    int bad;
-    Py_BEGIN_ALLOW_THREADS
-    bad = scan(buf, n, &count, &data);
-    Py_END_ALLOW_THREADS
+    Py_ssize_t n = view.len;
     PyObject *out = NULL, *starts = NULL, *ends = NULL;
-    if (bad < 0) {
-        PyBuffer_Release(&view);
-        Py_RETURN_NONE;
-    }
     starts = PyBytes_FromStringAndSize(NULL, count * (Py_ssize_t)sizeof(int64_t));
     ends = PyBytes_FromStringAndSize(NULL, count * (Py_ssize_t)sizeof(int64_t));
     if (starts == NULL || ends == NULL)
@@ -192,10 +208,7 @@ spans(PyObject *Py_UNUSED(module), PyObject *arg)
     Py_BEGIN_ALLOW_THREADS
     Py_ssize_t pos = 0, length;
     for (Py_ssize_t i = 0; i < count; i++) {
-        if (buf[pos] < 0x80)
-            length = buf[pos++];
-        else
-            read_length(buf, n, &pos, &length); /* cannot fail: scan() accepted it */
+        length = next_length(buf, n, &pos);
         first[i] = pos;
         pos += length;
         last[i] = pos;
