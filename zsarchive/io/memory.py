@@ -8,16 +8,19 @@ import ctypes.util
 
 _M_TRIM_THRESHOLD = -1
 _M_MMAP_THRESHOLD = -3
+_M_ARENA_MAX = -8
 
 
 def reuse_freed_memory(limit: int = 1 << 30) -> bool:
-    """Ask glibc's allocator to serve blocks up to ``limit`` bytes from its heap and keep freed ones there,
-    rather than mapping each large buffer anew and unmapping it when freed: every fresh page costs a fault,
-    and a restore of a million refs spends a third of its time in them. False where this is not glibc."""
+    """Ask glibc's allocator to serve blocks up to ``limit`` bytes from one heap shared by every thread and
+    keep freed ones there, rather than mapping each large buffer anew, unmapping it when freed, and keeping
+    what a reader thread freed for that thread alone: every fresh page costs a fault, and a restore of a
+    million refs spent a third of its time in them. Call it before starting threads. False where this is
+    not glibc."""
     name = ctypes.util.find_library("c")
     try:
         mallopt = ctypes.CDLL(name).mallopt
     except (OSError, AttributeError, TypeError):
         return False
     mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
-    return bool(mallopt(_M_MMAP_THRESHOLD, limit) and mallopt(_M_TRIM_THRESHOLD, limit))
+    return all([mallopt(_M_MMAP_THRESHOLD, limit), mallopt(_M_TRIM_THRESHOLD, limit), mallopt(_M_ARENA_MAX, 1)])
