@@ -381,22 +381,23 @@ NODE_SETS = ("new_groups", "new_arrays", "deleted_groups", "deleted_arrays", "up
 """The names of a transaction log's node id sets, as icechunk's ``diff`` spells them."""
 
 
-# Record keys. ``decode`` takes a key of the view's length (TypeError otherwise: readers turn it into
-# ZSCorrupt naming the archive); ``well_formed`` checks the elements' types too.
+class KeyView(TypedTuple):
+    """A record key's named view: ``decode`` takes a key of the view's length (TypeError otherwise: readers
+    turn it into ZSCorrupt naming the archive); ``well_formed`` (each view's own) checks the elements'
+    types too."""
 
+    @classmethod
+    def decode(cls, key: tuple):
+        """The view of ``key``. Made directly rather than through the constructor: one call less for each
+        record a query reads."""
+        view = tuple.__new__(cls, key)
+        if len(view) != len(cls._fields):
+            raise TypeError(f"a key of {len(cls._fields)} elements, not {len(view)}")
+        return view
 
-def _decode(cls, key: tuple):
-    """The view of ``key`` (TypeError when it has another number of elements than the view). Made
-    directly rather than through ``_make``: one call less for each record a query reads."""
-    view = tuple.__new__(cls, key)
-    if len(view) != len(cls._fields):
-        raise TypeError(f"a key of {len(cls._fields)} elements, not {len(view)}")
-    return view
-
-
-def _encode(self) -> tuple:
-    """The key's elements, as a record's key holds them."""
-    return tuple(self)
+    def encode(self) -> tuple:
+        """The key's elements, as a record's key holds them."""
+        return tuple(self)
 
 
 def fits(view: type, key: tuple) -> bool:
@@ -410,7 +411,7 @@ def starts_with(key: tuple, prefix: tuple) -> bool:
     return key[:len(prefix)] == prefix
 
 
-class RefKey(TypedTuple):
+class RefKey(KeyView):
     """A ``B`` record's key: the kind of ref and its name."""
 
     kind: str
@@ -427,20 +428,14 @@ class RefKey(TypedTuple):
     def well_formed(cls, key: tuple) -> bool:
         return len(key) == 2 and key[0] in cls.KINDS and isinstance(key[1], str)
 
-    decode = classmethod(_decode)
-    encode = _encode
 
-
-class RepoFactKey(TypedTuple):
+class RepoFactKey(KeyView):
     """A ``G`` record's key: the fact's name (``spec_version``, ``metadata``, ...)."""
 
     name: str
 
-    decode = classmethod(_decode)
-    encode = _encode
 
-
-class FileKey(TypedTuple):
+class FileKey(KeyView):
     """A ``Y`` record's key (format 6): a metadata file's path (``snapshots/ID``, ``manifests/ID``,
     ``transactions/ID``)."""
 
@@ -450,21 +445,15 @@ class FileKey(TypedTuple):
     def well_formed(cls, key: tuple) -> bool:
         return len(key) == 1 and isinstance(key[0], str)
 
-    decode = classmethod(_decode)
-    encode = _encode
 
-
-class OpsKey(TypedTuple):
+class OpsKey(KeyView):
     """An ``O`` record's key: when the entry was made, and its number among entries (0 = oldest)."""
 
     updated_at: int
     seq: int
 
-    decode = classmethod(_decode)
-    encode = _encode
 
-
-class SnapshotKey(TypedTuple):
+class SnapshotKey(KeyView):
     """An ``S`` record's key (and an ``X`` record's: :data:`TxlogKey`): the snapshot's id."""
 
     snapshot_id: str
@@ -473,15 +462,12 @@ class SnapshotKey(TypedTuple):
     def well_formed(key: tuple) -> bool:
         return len(key) == 1 and is_id(key[0])
 
-    decode = classmethod(_decode)
-    encode = _encode
-
 
 TxlogKey = SnapshotKey
 """An ``X`` record's key: the id of the snapshot whose change it summarises."""
 
 
-class SnapshotTimeKey(TypedTuple):
+class SnapshotTimeKey(KeyView):
     """A ``T`` record's key: a snapshot's flush time and id."""
 
     flushed_at: int
@@ -491,11 +477,8 @@ class SnapshotTimeKey(TypedTuple):
     def well_formed(key: tuple) -> bool:
         return len(key) == 2 and isinstance(key[0], int) and is_id(key[1])
 
-    decode = classmethod(_decode)
-    encode = _encode
 
-
-class ChildKey(TypedTuple):
+class ChildKey(KeyView):
     """An ``L`` record's key: a parent snapshot and one of its children."""
 
     parent_id: str
@@ -505,11 +488,8 @@ class ChildKey(TypedTuple):
     def well_formed(key: tuple) -> bool:
         return len(key) == 2
 
-    decode = classmethod(_decode)
-    encode = _encode
 
-
-class NodeKey(TypedTuple):
+class NodeKey(KeyView):
     """An ``N`` record's key: the snapshot and the node's path as components (``("a", "b")`` for ``/a/b``)."""
 
     snapshot_id: str
@@ -524,11 +504,8 @@ class NodeKey(TypedTuple):
     def well_formed(key: tuple) -> bool:
         return len(key) == 2 and is_id(key[0]) and isinstance(key[1], tuple)
 
-    decode = classmethod(_decode)
-    encode = _encode
 
-
-class ChunkRefKey(TypedTuple):
+class ChunkRefKey(KeyView):
     """A ``C`` record's key in format 2 on: the snapshot ``snapshot_id`` changed the ref of chunk
     ``coords`` of array ``node_id`` (the per-chunk timeline)."""
 
@@ -547,11 +524,8 @@ class ChunkRefKey(TypedTuple):
                 and all(type(c) is int and 0 <= c < 1 << 63 for c in key[1])
                 and is_id(key[2]) and key[2].isascii())
 
-    decode = classmethod(_decode)
-    encode = _encode
 
-
-class ManifestRefKey(TypedTuple):
+class ManifestRefKey(KeyView):
     """A ``C`` record's key in format 1: chunk ``coords`` of array ``node_id`` in manifest ``manifest_id``."""
 
     manifest_id: str
@@ -562,11 +536,8 @@ class ManifestRefKey(TypedTuple):
     def well_formed(key: tuple) -> bool:
         return len(key) == 3 and isinstance(key[0], str)
 
-    decode = classmethod(_decode)
-    encode = _encode
 
-
-class HistoryKey(TypedTuple):
+class HistoryKey(KeyView):
     """An ``H`` record's key: the commit ``snapshot_id`` (flushed at ``flushed_at``) changed chunk
     ``coords`` of array ``node_id`` (record version 1), or is an exception to the timeline there (2)."""
 
@@ -587,11 +558,8 @@ class HistoryKey(TypedTuple):
         node_id, coords, snapshot_id = key
         return tuple.__new__(cls, (node_id, coords, flushed_at(snapshot_id), snapshot_id))
 
-    decode = classmethod(_decode)
-    encode = _encode
 
-
-class ChunkBytesKey(TypedTuple):
+class ChunkBytesKey(KeyView):
     """A ``D`` record's key: a chunk file's id and, for a piece (record version 2), where it starts
     (None in record version 1, whose key is the id alone)."""
 
@@ -613,7 +581,7 @@ class ChunkBytesKey(TypedTuple):
         return tuple(self) if self.start is not None else (self.chunk_id,)
 
 
-class ShardIndexKey(TypedTuple):
+class ShardIndexKey(KeyView):
     """An ``I`` record's key: a native shard's chunk id, offset and length, or a virtual shard's
     location, offset, length and checksum (null where its ref has none)."""
 
