@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -541,3 +542,30 @@ def test_a_large_manifest_comes_back(icechunk2_python, tmp_path):
     again = tmp_path / "again.zs"
     export(tmp_path / "r", again)
     assert records(again) == records(archive)
+
+
+def test_a_fragment_restores_with_the_archives_it_builds_on(icechunk2_python, tmp_path):
+    """A fragment is read together with its base (their records merged, not one ZS file): the restore of
+    the fragment is the repository, as the full export's restore is."""
+    base, fragment, full = tmp_path / "base.zs", tmp_path / "fragment.zs", tmp_path / "full.zs"
+    shutil.copytree(repo_path(2), tmp_path / "repo")
+    export(tmp_path / "repo", base, include_chunks=True)
+    run_peer_script(icechunk2_python, GROW, str(tmp_path / "repo"))
+    export(tmp_path / "repo", fragment, base=base, include_chunks=True)
+    export(tmp_path / "repo", full, include_chunks=True)
+    restore(fragment, tmp_path / "restored")
+    assert records(_export(tmp_path / "restored")) == records(full)
+    keep = archived_snapshots(full)
+    assert answers_without_file_details(run_oracle(icechunk2_python, tmp_path / "restored", virtual_mapping()),
+                                        keep) == \
+        answers_without_file_details(run_oracle(icechunk2_python, tmp_path / "repo", virtual_mapping()), keep)
+
+
+GROW = """
+import sys, numpy as np, zarr, icechunk as ic
+repo = ic.Repository.open(ic.local_filesystem_storage(sys.argv[1]))
+session = repo.writable_session("main")
+array = zarr.group(store=session.store).create_array("grown", shape=(40, 3), chunks=(4, 3), dtype="i4")
+array[:] = np.arange(120, dtype="i4").reshape(40, 3)
+session.commit("an array after the base archive")
+"""

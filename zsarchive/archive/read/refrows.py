@@ -120,17 +120,18 @@ def chunk_ref_rows(zs: ZS, node_id: str) -> ChunkRefRows:
     if isinstance(zs, ZS):  # the blocks' payloads as they were decoded, no object per record
         parts = list(zs.block_spans(prefix=prefix))
         buf = b"".join(payload for payload, _, _ in parts)
-        at = np.cumsum([0] + [len(payload) for payload, _, _ in parts])
-        starts = np.concatenate([np.frombuffer(s, np.int64) + base for (_, s, _), base in zip(parts, at.tolist())] or
+        at = np.cumsum([0] + [len(payload) for payload, _, _ in parts]).tolist()
+        starts = np.concatenate([np.frombuffer(s, np.int64) + base for (_, s, _), base in zip(parts, at)] or
                                 [np.zeros(0, np.int64)])
-        ends = np.concatenate([np.frombuffer(e, np.int64) + base for (_, _, e), base in zip(parts, at.tolist())] or
+        ends = np.concatenate([np.frombuffer(e, np.int64) + base for (_, _, e), base in zip(parts, at)] or
                               [np.zeros(0, np.int64)])
         del parts
     else:
         records = list(zs.search(prefix=prefix))
         buf = b"".join(records)
-        ends = np.cumsum(np.fromiter(map(len, records), np.int64, len(records)))
-        starts = ends - np.fromiter(map(len, records), np.int64, len(records))
+        sizes = np.fromiter(map(len, records), np.int64, len(records))
+        ends = np.cumsum(sizes)
+        starts = ends - sizes
     lengths = ends - starts
     # the bytes of text "a" start those of "a\0b" (NUL is escaped as 00 FF): those are another array's
     data = np.frombuffer(buf, np.uint8)
