@@ -127,7 +127,7 @@ class FragmentInfo(TypedTuple):
             start, stop, view_format, bits, families = element  # type: ignore[misc]
             if not (bits is None or (isinstance(bits, bytes) and bits)):
                 raise ValueError("chunk ref filter")
-            if view_format not in (2, 3, 5, schema.FULL_FORMAT):
+            if view_format not in (2, 3, 5, schema.FULL_FORMAT, schema.VIRTUAL_FORMAT):
                 raise ValueError(f"format version {view_format!r} of the view")
             holdings = {}
             for name, records, dead, firsts in families:

@@ -59,6 +59,6 @@ class RepoArchive(ChunkQueries, CommitQueries):
 for _name in ("header", "repo_facts", "refs", "snapshot", "resolve", "ancestry", "log", "ls", "node_infos", "node",
               "node_info", "chunk_ref", "chunk_info", "node_chunk_ref", "array_chunk", "chunk_refs", "node_chunk_refs",
               "array_chunks", "node_chunk_coords", "chunk_data", "read_chunk",
-              "shard_index", "inner_chunk", "chunk_history", "diff", "ops_log", "reached_by", "summary", "ref_names",
+              "shard_index", "inner_chunk", "embeds", "chunk_history", "diff", "ops_log", "reached_by", "summary", "ref_names",
               "graph", "show", "chunk_changes"):
     setattr(RepoArchive, _name, guarded(getattr(RepoArchive, _name)))
