@@ -20,7 +20,7 @@ def _key_view(family: bytes, format_version: int) -> type | None:
     return {S.REFS: views.RefKey, S.REPO: views.RepoFactKey, S.OPS: views.OpsKey, S.SNAPSHOT: views.SnapshotKey,
             S.TXLOG: views.TxlogKey, S.SNAPSHOT_TIME: views.SnapshotTimeKey, S.CHILDREN: views.ChildKey,
             S.NODE: views.NodeKey, S.CHUNK_HISTORY: views.HistoryKey, S.SHARD_INDEX: views.ShardIndexKey,
-            S.CHUNK_DATA: views.ChunkBytesKey, S.FILES: views.FileKey,
+            S.CHUNK_DATA: views.ChunkBytesKey, S.FILES: views.FileKey, S.VIRTUAL_DATA: views.VirtualPieceKey,
             S.CHUNK_REF: views.ManifestRefKey if refs_by_manifest(format_version) else views.ChunkRefKey,
             }.get(family)
 
@@ -33,6 +33,8 @@ def test_every_key_of_every_vector_reads_through_its_view(vector):
         for rec in z:
             family, key, _ = S.split(rec)
             view = _key_view(family, version)
+            if view is views.VirtualPieceKey and len(key) == 5:  # an alias: the range's own key
+                view = views.VirtualRangeKey
             if view is None:
                 assert family == S.HEADER and key == ()
                 continue

@@ -23,10 +23,13 @@ _LABELS = {"manifests": "encoding manifests", "chunks": "copying chunk files", "
               help="Restore only the history of this branch or tag (repeatable; `main` always comes back).")
 @click.option("--shallow", is_flag=True,
               help="Restore only the tips of the refs (all refs without --ref), each as a one-snapshot history.")
+@click.option("--materialize-virtual", is_flag=True,
+              help="Write every virtual chunk the archive keeps (zs export --include-virtual) as a native chunk: "
+                   "the restored repository then needs none of the sources. Without it, refs stay virtual.")
 @click.option("--no-progress", is_flag=True, help="No progress bar even on a terminal.")
 @remote_options
 def restore_command(archive: str, target: str, source: str | None, refs: tuple[str, ...], shallow: bool,
-                    no_progress: bool, anon: bool, storage_options: dict[str, str]) -> None:
+                    materialize_virtual: bool, no_progress: bool, anon: bool, storage_options: dict[str, str]) -> None:
     """Write the Icechunk repository ARCHIVE holds into TARGET, which must be absent or empty.
 
     TARGET is a directory or an s3://BUCKET/PREFIX, gs://BUCKET/PREFIX or az://CONTAINER/PREFIX URL
@@ -54,7 +57,8 @@ def restore_command(archive: str, target: str, source: str | None, refs: tuple[s
         bar.update(done - bar.pos)
 
     summary = restore(archive, target, repo=source, refs=refs, shallow=shallow, storage_options=storage_options,
-                      anon=anon, repo_storage_options=storage_options, repo_anon=anon, progress=progress)
+                      anon=anon, repo_storage_options=storage_options, repo_anon=anon, progress=progress,
+                      materialize_virtual=materialize_virtual)
     for bar in bars.values():
         bar.render_finish()
     for note in summary.notes:

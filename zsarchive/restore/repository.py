@@ -28,6 +28,7 @@ from zsarchive.io.location import Location, parse_location
 from zsarchive.io.sink import Sink, open_sink
 from zsarchive.icechunk.storage import Storage, open_storage
 from zsarchive.restore.plan import ManifestContents, RestorePlan, select
+from zsarchive.restore.materialize import Materializer
 from zsarchive.restore.source import Timelines, embedded_file, is_embedded, read_history
 
 Progress = Callable[[str, int, int], None]
@@ -111,8 +112,9 @@ class Restore:
                  refs: Iterable[str] = (), shallow: bool = False,
                  storage_options: Mapping[str, object] | None = None, anon: bool = False,
                  repo_storage_options: Mapping[str, object] | None = None, repo_anon: bool = False,
-                 progress: Progress | None = None):
+                 progress: Progress | None = None, materialize_virtual: bool = False):
         self.reader = ArchiveReader(archive)
+        self.materializer = Materializer(self.reader) if materialize_virtual else None
         self.location = parse_location(target, storage_options, anon)
         self.repo = None if repo is None else parse_location(repo, repo_storage_options, repo_anon)
         self.refs, self.shallow = list(refs), shallow
@@ -140,6 +142,8 @@ class Restore:
         order = sorted(plan.manifests.values(), key=lambda m: (m.users[0][1].id if m.users else "", m.id))
         for done, manifest in enumerate(order, 1):
             arrays = contents.refs(manifest)
+            if self.materializer is not None:
+                arrays = [(node_id, self.materializer.refs(refs)) for node_id, refs in arrays]
             count = sum(len(refs.kind) if isinstance(refs, RefBatch) else len(refs) for _, refs in arrays)
             if manifest.num_refs and count != manifest.num_refs:
                 self.notes.append(f"manifest {manifest.id}: {count} refs restored, the original held "
@@ -164,7 +168,8 @@ class Restore:
     def chunk_sources(self, needed: set[str]) -> tuple[set[str], Storage | None]:
         """(ids the archive embeds, the source repository's storage if given); one line if some chunk
         file has no source."""
-        embedded = {cid for cid in needed if is_embedded(self.reader, cid)}
+        made = set() if self.materializer is None else needed & self.materializer.files.keys()
+        embedded = made | {cid for cid in needed - made if is_embedded(self.reader, cid)}
         source = None if self.repo is None else open_storage(self.repo)
         missing = needed - embedded
         if missing and source is None:
@@ -181,6 +186,8 @@ class Restore:
             self.progress("chunks", done[0], total)
 
         def pieces(cid: str) -> Callable[[], list]:
+            if self.materializer is not None and cid in self.materializer.files:
+                return lambda: self.materializer.pieces(cid)
             return lambda: embedded_file(self.reader, cid)
 
         # each file as its pieces (views into the archive's map where it is one, written with no copy
@@ -312,12 +319,15 @@ def _without_storage_settings(info: RepoInfo) -> RepoInfo:
 def restore(archive: Any, target: str | os.PathLike | Location, *, repo: Any = None, refs: Iterable[str] = (),
             shallow: bool = False, storage_options: Mapping[str, object] | None = None, anon: bool = False,
             repo_storage_options: Mapping[str, object] | None = None, repo_anon: bool = False,
-            progress: Progress | None = None) -> RestoreSummary:
+            progress: Progress | None = None, materialize_virtual: bool = False) -> RestoreSummary:
     """Write the repository ``archive`` holds into ``target`` (an absent or empty directory, or an
     ``s3://``, ``gs://``, ``az://`` URL); chunk bytes from the archive or the original repository ``repo``.
-    ``refs``: only the history these branches and tags reach; ``shallow``: only their tips."""
+    ``refs``: only the history these branches and tags reach; ``shallow``: only their tips;
+    ``materialize_virtual``: every virtual chunk ref whose bytes the archive keeps comes back as a native
+    chunk (:mod:`materialize <zsarchive.restore.materialize>`), so that the repository needs no source."""
     job = Restore(archive, target, repo=repo, refs=refs, shallow=shallow, storage_options=storage_options,
-                  anon=anon, repo_storage_options=repo_storage_options, repo_anon=repo_anon, progress=progress)
+                  anon=anon, repo_storage_options=repo_storage_options, repo_anon=repo_anon, progress=progress,
+                  materialize_virtual=materialize_virtual)
     try:
         return job.run()
     finally:

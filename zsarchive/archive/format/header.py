@@ -92,3 +92,8 @@ def keeps_file_forms(format_version: int) -> bool:
 def keeps_virtual_data(format_version: int) -> bool:
     """Whether an archive may keep the bytes of virtual chunk refs (``E``, format 7 on)."""
     return format_version >= 7
+
+
+def full_format(include_virtual: bool) -> int:
+    """The format version of a full export: 7 when it keeps virtual chunk bytes, else 6."""
+    return schema.VIRTUAL_FORMAT if include_virtual else schema.FULL_FORMAT

@@ -75,7 +75,7 @@ def owned_pieces(family: bytes, owner: tuple, data: bytes | memoryview, starts: 
 
 def piece_blocks(files: Iterable[list[tuple[bytes, int, int]]], stored: bool) -> Iterator[PieceBlock]:
     """The blocks of chunk files given in chunk id order, each as its :func:`piece_records`."""
-    return _blocks((piece for records in files for piece in records), stored)
+    return blocks_of((piece for records in files for piece in records), stored)
 
 
 def regroup(records: Iterable[bytes], stored: bool, where: str) -> Iterator[PieceBlock]:
@@ -86,12 +86,12 @@ def regroup(records: Iterable[bytes], stored: bool, where: str) -> Iterator[Piec
             key, data = _split(rec, where)
             yield rec, tuples.key_end(rec), len(data) if isinstance(data, (bytes, memoryview)) else 0
 
-    return _blocks(pieces(), stored)
+    return blocks_of(pieces(), stored)
 
 
-def _blocks(pieces: Iterable[tuple[bytes, int, int]], stored: bool) -> Iterator[PieceBlock]:
-    """``(record, key length, piece length)`` items cut into blocks: consecutive pieces share one while
-    together they hold at most BLOCK_BYTES; a larger piece has its own."""
+def blocks_of(pieces: Iterable[tuple[bytes, int, int]], stored: bool) -> Iterator[PieceBlock]:
+    """``(record, key length, piece length)`` items (pieces in key order) cut into blocks: consecutive
+    pieces share one while together they hold at most BLOCK_BYTES; a larger piece has its own."""
     records: list[bytes] = []
     size, key_length = 0, 0
     for record, head, length in pieces:
@@ -249,3 +249,22 @@ def embeds(zs: ZS, chunk_id: str, pieces: bool = False) -> bool:
 def keeps_virtual(zs: ZS, key: tuple) -> bool:
     """Whether the archive keeps the bytes of a virtual range (its pieces or an alias)."""
     return next(iter(zs.search(prefix=schema.key_prefix(schema.VIRTUAL_DATA, key))), None) is not None
+
+
+def kept_ranges(zs: ZS) -> dict[tuple, tuple]:
+    """Every virtual range the archive keeps (its ``E`` key, ``(location, offset, length, etag,
+    last_modified)``) -> the key whose pieces hold its bytes (itself, or the checksum its alias names)."""
+    out: dict[tuple, tuple] = {}
+    aliases = []
+    for rec in zs.search(prefix=schema.VIRTUAL_DATA):
+        key, data = _split(rec, f"{zs.name}: virtual chunk data")
+        if len(key) == 6:
+            out[key[:5]] = key[:5]
+        else:
+            aliases.append(VirtualRangeKey(*key[:3], *VirtualAliasValue.decode(data, zs.name)).encode())
+            out[key] = aliases[-1]
+    for key, target in out.items():
+        if out.get(target) != target:
+            raise ZSCorrupt(f"{zs.name}: the alias of virtual range {key[0]} [{key[1]}, {key[1] + key[2]}) names "
+                            f"checksum {target[3:]}, whose range the archive does not hold")
+    return out

@@ -636,6 +636,20 @@ class VirtualRangeKey(KeyView):
         """The offset just past the range."""
         return self.offset + self.length
 
+    @property
+    def span(self) -> tuple[str, int, int]:
+        """``(location, offset, length)``: the range whatever its checksum."""
+        return self.location, self.offset, self.length
+
+    @property
+    def pin(self) -> tuple[str | None, int | None]:
+        """``(checksum_etag, checksum_last_modified)``: the checksum the range is kept under."""
+        return self.checksum_etag, self.checksum_last_modified
+
+    def under(self, pin: tuple[str | None, int | None]) -> VirtualRangeKey:
+        """The same range under another checksum."""
+        return VirtualRangeKey(*self.span, *pin)
+
     @staticmethod
     def well_formed(key: tuple) -> bool:
         return (len(key) == 5 and isinstance(key[0], str) and bool(key[0])
@@ -656,7 +670,8 @@ class VirtualPieceKey(KeyView):
     @property
     def range(self) -> VirtualRangeKey:
         """The key of the range the piece belongs to."""
-        return VirtualRangeKey(*self[:5])
+        return VirtualRangeKey(self.location, self.offset, self.length, self.checksum_etag,
+                               self.checksum_last_modified)
 
     @staticmethod
     def well_formed(key: tuple) -> bool:

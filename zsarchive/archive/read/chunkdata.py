@@ -156,6 +156,22 @@ class ChunkReader:
             raise type(exc)(f"{where}: {exc}") from None
         return [(version, body) for body in bodies]
 
+    def authorized(self, location: str) -> bool:
+        """Whether ``location`` lies under an authorized prefix (a read of it would be allowed)."""
+        try:
+            if SCHEMES.get(urlsplit(location).scheme.lower()):
+                self._authorized_url(location, location)
+            else:
+                self._authorized_local_path(location, location)
+        except ZSError:
+            return False
+        return True
+
+    @staticmethod
+    def is_local(location: str) -> bool:
+        """Whether ``location`` is a local file (a ``file://`` URL or a path)."""
+        return SCHEMES.get(urlsplit(location).scheme.lower()) is None
+
     def _authorized_url(self, location: str, where: str) -> str:
         """The authorized prefix ``location`` lies under (ZSError if none)."""
         parts = urlsplit(location)

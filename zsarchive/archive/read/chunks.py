@@ -8,7 +8,7 @@ import threading
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping
 
 from zsarchive.archive.format import schema
-from zsarchive.archive.format.header import has_chunk_pieces, keeps_virtual_data, refs_by_manifest
+from zsarchive.archive.format.header import has_chunk_pieces, refs_by_manifest
 from zsarchive.archive.format.views import ChunkBytesValue, ChunkRefValue, ShardIndexKey, ShardIndexValue
 from zsarchive.archive.read.chunkrefs import ManifestRefs, RefTimeline
 from zsarchive.archive.read.model import ChunkInfo, NodeInfo
@@ -166,17 +166,12 @@ class ChunkQueries(NodeQueries):
         """Bytes [start, stop) of a virtual range (``(location, offset, length, etag, last_modified)``)
         the archive keeps, or None (archives before format 7 keep none: no lookup)."""
         if self._has_virtual_data is None:
-            self._has_virtual_data = keeps_virtual_data(self.view_format) and self._counted(schema.VIRTUAL_DATA)
+            self._has_virtual_data = self.keeps_virtual_data and self._counted(schema.VIRTUAL_DATA)
         if not self._has_virtual_data:
             return None
         from zsarchive.archive.format.pieces import read_virtual
 
         return read_virtual(self.zs, key, start, stop, views)
-
-    @property
-    def keeps_virtual_data(self) -> bool:
-        """Whether the archive may keep the bytes of virtual chunk refs (format 7 on)."""
-        return keeps_virtual_data(self.view_format)
 
     def embeds(self, chunk: dict | ChunkInfo) -> bool:
         """Whether the archive holds the chunk's bytes itself (inline, an embedded chunk file or virtual

@@ -33,9 +33,10 @@ from typing import Callable, Iterable, Iterator, Mapping
 
 from zsarchive.archive.write import records as repo_records
 from zsarchive.archive.format import schema
-from zsarchive.archive.format.header import ArchiveHeader, keeps_file_forms, marker_metadata
+from zsarchive.archive.format.header import ArchiveHeader, full_format, keeps_file_forms, marker_metadata
 from zsarchive.archive.write.history import Digest, HistoryTally, digest, exception_records, log_digests
-from zsarchive.archive.write import virtualshards
+from zsarchive.archive.write import virtualdata, virtualshards
+from zsarchive.archive.write.virtualdata import KeptRanges, VirtualReport
 from zsarchive.archive.write.chunkfiles import is_virtual, with_layout
 from zsarchive.archive.read.chunkdata import ChunkReader
 from zsarchive.archive.format.pieces import PieceBlock
@@ -99,6 +100,8 @@ class ExportSummary:
     """Snapshot id -> why it is not in the archive (see :func:`unreadable_snapshots`)."""
     unindexed: virtualshards.Skipped = field(default_factory=virtualshards.Skipped)
     """Virtual shards whose index the archive does not keep, and why (the first)."""
+    virtual: VirtualReport | None = None
+    """What the export did with the bytes of virtual chunk refs (``include_virtual``)."""
 
 
 class Scope:
@@ -110,6 +113,15 @@ class Scope:
     view_format = schema.FULL_FORMAT
     """The format the records follow (a fragment's: its base's)."""
 
+    def __init__(self, include_virtual: bool = False, kept: KeptRanges | None = None) -> None:
+        self.view_format = full_format(include_virtual)
+        self._kept = kept or KeptRanges()
+
+    def kept_virtual(self) -> KeptRanges:
+        """The virtual ranges the archive keeps already (a full archive: none, unless it is made to be
+        compared with an archive whose ranges it takes)."""
+        return self._kept
+
     def small_family(self, family: bytes, records: list[bytes]) -> list[bytes]:
         """The records to write of a small family (refs, repository facts, ops log), in any order."""
         return records
@@ -120,8 +132,12 @@ class Scope:
         return records
 
     def chunk_files_to_write(self, entries: Iterable[bytes]) -> Iterable[bytes]:
-        """The native chunk files (sorted ``chunk id offset length [layout]`` entries) and virtual
-        shards (:mod:`virtualshards <zsarchive.archive.write.virtualshards>` entries) to write."""
+        """The native chunk files (sorted ``chunk id offset length [layout]`` entries) to write."""
+        return entries
+
+    def shards_to_index(self, entries: Iterable[bytes]) -> Iterable[bytes]:
+        """The virtual ranges (:mod:`virtualshards <zsarchive.archive.write.virtualshards>` entries) whose
+        shard index to keep, if they are shards."""
         return entries
 
     def to_writer(self, lists: Iterable[list[bytes]]) -> Iterable[list[bytes]]:
@@ -349,18 +365,19 @@ class OneBlock(list):
 
 
 def _change_task(repo: Repository, change: ArrayChange, first: int, stop: int | None,
-                 want_ids: bool, cut: BlockPlan | None = None) -> Iterator[tuple[list, list[bytes], Digest]]:
+                 want_ids: bool, cut: BlockPlan | None = None,
+                 virtual: bool = False) -> Iterator[tuple[list, list[bytes], Digest]]:
     """(chunk ref records, chunk file entries, digest of their coordinates) batches of what ``change``
     adds, changes and removes (refs ``first`` to ``stop`` of its one manifest when ``stop`` is given);
-    the entries name the native chunk files and, of a sharded array, the virtual shards. With ``cut``,
-    the records come as data blocks (:class:`OneBlock` or ``BuiltBlock``)."""
+    the entries name the native chunk files and the virtual ranges of a sharded array (``virtual``: of
+    every array). With ``cut``, the records come as data blocks (:class:`OneBlock` or ``BuiltBlock``)."""
     where = f"snapshot {change.snapshot_id} (array {change.node_id})"
     cutter = None if cut is None else BlockCutter(cut.approx_block_size)
     compress = None if cut is None else cut.compressor()
     for changed, removed in array_changes(repo, change.node_id, change.manifests, change.base, where, first, stop):
         ids: list[bytes] | None = [] if want_ids else None
         records = repo_records.change_records(change.node_id, change.snapshot_id, changed, removed, ids)
-        if change.shard is not None and changed is not None:
+        if changed is not None and (change.shard is not None or virtual):
             ids += virtualshards.entries(changed)
         coords = (digest(changed.coords) if changed is not None else Digest()) + digest(removed)
         yield (records if cutter is None else BlockPlan.blocks(records, cutter, compress)), ids or [], coords
@@ -368,10 +385,10 @@ def _change_task(repo: Repository, change: ArrayChange, first: int, stop: int | 
         yield BlockPlan.blocks([], cutter, compress), [], Digest()
 
 
-def decode_changes(engine: Engine, plan: ExportPlan, include_chunks: bool,
-                   cut: BlockPlan | None = None) -> list[tuple[ArrayChange, Batches]]:
+def decode_changes(engine: Engine, plan: ExportPlan, include_chunks: bool, cut: BlockPlan | None = None,
+                   include_virtual: bool = False) -> list[tuple[ArrayChange, Batches]]:
     """Start computing every array change (batches of chunk ref records, and the native chunk files
-    they name where those are embedded or are shards). The records of an array that one snapshot
+    and virtual ranges they name where those are embedded or are shards). The records of an array that one snapshot
     changes are written as computed; with ``cut``, the tasks of such an array in a large manifest
     cut (and compress) them into blocks (small arrays' records share blocks, as the writer cuts them)."""
     tasks = plan.change_tasks(_TASK_REFS)
@@ -380,8 +397,8 @@ def decode_changes(engine: Engine, plan: ExportPlan, include_chunks: bool,
     def block_plan(change: ArrayChange) -> BlockPlan | None:
         return cut if changed_by[change.node_id] == 1 and change.refs >= _TASK_REFS else None
     return list(zip([change for change, _, _ in tasks],
-                    engine.start(_change_task, [(*task, include_chunks or task[0].shard is not None,
-                                                 block_plan(task[0])) for task in tasks])))
+                    engine.start(_change_task, [(*task, include_chunks or include_virtual or task[0].shard is not None,
+                                                 block_plan(task[0]), include_virtual) for task in tasks])))
 
 
 # -- 4. sort and merge ---------------------------------------------------------------------------
@@ -523,6 +540,13 @@ class WriteOptions:
                    branching_factor)
 
 
+def _spooled(items: Iterable[bytes], keep: Callable[[bytes], None]) -> Iterator[bytes]:
+    """``items`` as they pass, each handed to ``keep`` too."""
+    for item in items:
+        keep(item)
+        yield item
+
+
 def write_archive(target: Path, lists: Iterable[list[bytes]], metadata: dict, options: WriteOptions,
                   what: str = "export") -> None:
     """Write the record lists into a partial file beside ``target``, fsync it, rename it over
@@ -584,8 +608,11 @@ class ExportOptions:
     ``base``: an archive of the same repository (or a fragment): write a fragment holding only what
     it lacks (:mod:`zsarchive.archive.write.incremental`). ``authorize``: location prefixes (or prefix ->
     storage options) under which the indexes of virtual shards are read and kept (a reader then
-    reads an inner chunk of such a shard with one request). ``storage_options`` and ``anon`` say how
-    to reach a remote repository.
+    reads an inner chunk of such a shard with one request). ``include_virtual``: keep the bytes of every
+    virtual chunk ref under those prefixes (format 7), each range read once and checked against the ref's
+    checksum; ``max_virtual_bytes`` refuses, before reading any, an export that would keep more;
+    ``virtual_progress(done, total)`` counts their bytes. ``storage_options`` and ``anon`` say how to
+    reach a remote repository.
     """
 
     codec: str = "deflate"
@@ -603,6 +630,9 @@ class ExportOptions:
     client: object = None
     base: str | os.PathLike | None = None
     authorize: Iterable[str] | Mapping[str, Mapping[str, str]] = ()
+    include_virtual: bool = False
+    max_virtual_bytes: int | None = None
+    virtual_progress: Callable[[int, int], None] | None = None
 
     def write_options(self) -> WriteOptions:
         """How the ZS file is written; one-line ZSErrors for an unknown codec."""
@@ -632,27 +662,57 @@ class ExportJob:
         """An external sorter spilling next to the archive, with ``1/share`` of the sort memory."""
         return ExternalSorter(max_bytes=self.choices.sort_memory // share, tmpdir=str(self.directory), unique=unique)
 
-    def chunk_files(self, entries: Iterable[bytes], index_records: list[bytes],
+    def chunk_files(self, entries: Iterable[bytes], index_records: list[bytes], scope: Scope,
                     summary: ExportSummary) -> Iterator[PieceBlock]:
-        """The blocks of embedded chunk files, and into ``index_records`` the shard indexes, of the
-        sorted chunk file entries: native files first, then the virtual shards (whose indexes are read
-        under the authorized prefixes; those left out are counted in ``summary``)."""
+        """The blocks of embedded chunk files and kept virtual ranges, and into ``index_records`` the
+        shard indexes, of the sorted chunk file entries: native files first, then the virtual ranges
+        (read under the authorized prefixes; what is left out is counted in ``summary``)."""
         entries = iter(entries)
         virtual: list[bytes] = []
 
         def native() -> Iterator[bytes]:
             for entry in entries:
-                if is_virtual(entry):  # the virtual shards follow
+                if is_virtual(entry):  # the virtual ranges follow
                     virtual.append(entry)
                     return
                 yield entry
-        yield from repo_records.chunk_file_blocks(self.repo.storage, native(), self.include_chunks,
-                                       self.options.chunk_codec == "none", index_records)
+        yield from repo_records.chunk_file_blocks(self.repo.storage, scope.chunk_files_to_write(native()),
+                                                  self.include_chunks, self.options.chunk_codec == "none",
+                                                  index_records)
         reader = ChunkReader(str(summary.path), self.choices.authorize, lambda *_: None)
         try:
-            index_records += virtualshards.index_records(reader, itertools.chain(virtual, entries), summary.unindexed)
+            with contextlib.ExitStack() as spooled:
+                ranges = itertools.chain(virtual, entries)
+                if self.choices.include_virtual:  # read twice: shard indexes, then the ranges' bytes
+                    spool = spooled.enter_context(contextlib.closing(self.sorter(4, unique=False)))
+                    ranges = _spooled(ranges, spool.add)
+                index_records += virtualshards.index_records(reader, scope.shards_to_index(ranges), summary.unindexed)
+                if self.choices.include_virtual:
+                    yield from self.virtual_ranges(spool.sorted(), reader, scope, summary)
         finally:
             reader.close()
+
+    def virtual_ranges(self, entries: Iterable[bytes], reader: ChunkReader, scope: Scope,
+                       summary: ExportSummary) -> Iterator[PieceBlock]:
+        """The blocks of the ``E`` records of the virtual ranges ``entries`` name (sorted, unique): those
+        under an authorized prefix that the archive lacks, each read once, checked against each checksum."""
+        report = summary.virtual = VirtualReport()
+        kept = scope.kept_virtual()
+        with contextlib.closing(self.sorter(4, unique=False)) as spool:
+            total = 0
+            for plan in virtualdata.plan_ranges(virtualdata.range_groups(entries), reader, kept, report):
+                total += plan.wanted.length if plan.wanted.pins else 0
+                spool.add(plan.encode())
+            virtualdata.check_budget(total, self.choices.max_virtual_bytes)
+            done = 0
+
+            def progress(size: int) -> None:
+                nonlocal done
+                done += size
+                if self.choices.virtual_progress is not None:
+                    self.choices.virtual_progress(done, total)
+            yield from virtualdata.virtual_blocks(map(virtualdata.Planned.decode, spool.sorted()), reader,
+                                                  kept, report, self.options.chunk_codec == "none", progress)
 
     def run(self, plan: ExportPlan, scope: Scope, target: Path | None = None) -> ExportSummary:
         """Write ``plan``'s records, as far as ``scope`` keeps them, into ``target`` (default: the job's)."""
@@ -663,7 +723,7 @@ class ExportJob:
             sorter = opened.enter_context(contextlib.closing(self.sorter(1, unique=False)))
             chunk_ids: ExternalSorter | None = None
             sharded = any(change.shard is not None for change in plan.changes)
-            if include_chunks or sharded:
+            if include_chunks or sharded or self.choices.include_virtual:
                 chunk_ids = opened.enter_context(contextlib.closing(self.sorter(4, unique=True)))
             version = scope.view_format
             refs = gather_metadata(repo, plan, sorter, scope)
@@ -675,7 +735,7 @@ class ExportJob:
             if scope.blocks_allowed:
                 cut = BlockPlan(options.approx_block_size, *((options.codec, options.compress_level)
                                                              if engine.builds_blocks else ()))
-            changes = decode_changes(engine, plan, include_chunks, cut)
+            changes = decode_changes(engine, plan, include_chunks, cut, self.choices.include_virtual)
             # started now, read when the header is written: after any worker process is forked (a fork
             # while the thread imports could leave the child an import lock no thread of it holds)
             _version_lookup()
@@ -683,7 +743,7 @@ class ExportJob:
             def chunk_data() -> Iterator[list[bytes]]:
                 if chunk_ids is not None:
                     index_records: list[bytes] = []
-                    yield from self.chunk_files(scope.chunk_files_to_write(chunk_ids.sorted()), index_records, summary)
+                    yield from self.chunk_files(chunk_ids.sorted(), index_records, scope, summary)
                     sorter.extend(index_records)
                     tally.total += len(index_records)
 
