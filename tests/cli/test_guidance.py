@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from oracle import fixtures, oracle, repo_path
+from toolkit.oracle import fixtures, oracle, repo_path
 from toolkit.cli import one_line_error, run_zs
 from zsarchive.archive import NotFound, RepoArchive, export
 from zsarchive.errors import ZSCorrupt, ZSError

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from conftest import TESTDATA
+from toolkit.places import TESTDATA
 
 VECTOR = str(TESTDATA / "archive" / "v6" / "archive.zs")
 

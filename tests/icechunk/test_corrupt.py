@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from oracle import repo_path
+from toolkit.oracle import repo_path
 from toolkit.cli import one_line_error
 from toolkit.icechunk_files import repack, unpack
 from zsarchive.cli import main

@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from icechunk_answers import answers_without_file_details
-from oracle import oracle, repo_path, run_oracle, virtual_mapping
+from toolkit.icechunk_answers import answers_without_file_details
+from toolkit.oracle import oracle, repo_path, run_oracle, virtual_mapping
 from zsarchive.icechunk.header import parse_header, wrap_file
 from zsarchive.icechunk.manifest import RefBatch, decode_manifest, encode_manifest
 from zsarchive.icechunk.model import FileType

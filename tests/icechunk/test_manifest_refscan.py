@@ -10,7 +10,7 @@ import tracemalloc
 import numpy as np
 import pytest
 
-from oracle import repo_path
+from toolkit.oracle import repo_path
 from toolkit.peers import generate, run_peer_script
 from zsarchive.archive.write import refdelta
 from zsarchive.errors import ZSCorrupt

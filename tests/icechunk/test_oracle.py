@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from agreement import assert_superset, check_reader, check_transaction_logs, chunk_key, same_time
-from oracle import fixtures, oracle, repo_path
+from toolkit.agreement import assert_superset, check_reader, check_transaction_logs, chunk_key, same_time
+from toolkit.oracle import fixtures, oracle, repo_path
 from zsarchive.cli import main
 from zsarchive.icechunk import Repository, RefKind
 

@@ -17,8 +17,8 @@ from zsarchive.icechunk.model import format_time
 from zsarchive.icechunk.paths import is_valid_path, path_key
 from zsarchive.icechunk.storage import open_storage
 from zsarchive.icechunk.values import from_flexbuffer, from_msgpack
+from toolkit.places import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_spec_example_id():

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from servers import faulty_server, free_port, nginx_server  # noqa: F401
+from toolkit.servers import faulty_server, free_port, nginx_server  # noqa: F401
 from zsarchive.errors import ZSCorrupt, ZSError
 from zsarchive.io import ConnectionPool, HTTPTransport, ObjectTransport, open_transport
 from zsarchive.io.location import parse_location

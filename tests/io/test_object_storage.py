@@ -16,10 +16,10 @@ import moto.server as moto_server
 import pytest
 from moto import settings as moto_settings
 
-from agreement import check_archive
-from conftest import PEERS, ROOT, require_peer
-from oracle import fixtures, oracle, repo_path, run_oracle
-from servers import AZURITE_KEY, WRITE_REPO, azurite, faulty_server, free_port, gcs, nginx_server  # noqa: F401
+from toolkit.agreement import check_archive
+from toolkit.places import PEERS, ROOT, require_peer
+from toolkit.oracle import fixtures, oracle, repo_path, run_oracle
+from toolkit.servers import AZURITE_KEY, WRITE_REPO, azurite, faulty_server, free_port, gcs, nginx_server  # noqa: F401
 from toolkit.cli import one_line_error, run_zs
 from toolkit.peers import run_peer_json, run_peer_script
 from zsarchive import RepoArchive

@@ -10,7 +10,7 @@ import subprocess
 import pytest
 from click.testing import CliRunner
 
-from servers import moto_s3
+from toolkit.servers import moto_s3
 from zsarchive import ZS
 from zsarchive.cli import main
 from zsarchive.errors import ZSError

@@ -10,12 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import PEERS, require_peer
-from servers import AZURITE_KEY, free_port, moto_s3, wait_for_port
+from toolkit.places import PEERS, ROOT, require_peer
+from toolkit.servers import AZURITE_KEY, free_port, moto_s3, wait_for_port
 from zsarchive.errors import ZSError
 from zsarchive.io.sink import AlreadyExists, LocalSink, ObjectSink, open_sink
 
-ROOT = Path(__file__).resolve().parent.parent
 """The emulator's published development account key (not a secret)."""
 
 

@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from servers import moto_s3, nginx_server  # noqa: F401
+from toolkit.servers import moto_s3, nginx_server  # noqa: F401
 from zsarchive.errors import ZSCorrupt, ZSError
 from zsarchive.io import FileObjectTransport, FsspecTransport, HTTPTransport, LocalFile, ObjectTransport
 from zsarchive.io.base import Transport

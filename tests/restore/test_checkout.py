@@ -17,8 +17,8 @@ import pytest
 import zarr
 from click.testing import CliRunner
 
-from oracle import ROOT, fixtures, oracle, repo_path
-from servers import WRITE_REPO, azurite, moto_s3, nginx_server  # noqa: F401
+from toolkit.oracle import ROOT, fixtures, oracle, repo_path
+from toolkit.servers import WRITE_REPO, azurite, moto_s3, nginx_server  # noqa: F401
 from toolkit.cli import one_line_error, run_hostile, run_zs
 from toolkit.peers import generate, run_peer_script
 from toolkit.virtualshards import virtual  # noqa: F401

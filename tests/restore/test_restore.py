@@ -22,11 +22,12 @@ from pathlib import Path
 
 import pytest
 
-from icechunk_answers import answers_without_file_details
-from oracle import CLEAN_EXIT, ROOT, fixtures, oracle, repo_path, run_oracle, virtual_mapping
-from servers import azurite, gcs, gcs_service_account, moto_s3  # noqa: F401
+from toolkit.icechunk_answers import answers_without_file_details
+from toolkit.oracle import CLEAN_EXIT, fixtures, oracle, repo_path, run_oracle, virtual_mapping
+from toolkit.servers import azurite, gcs, gcs_service_account, moto_s3  # noqa: F401
 from toolkit.cli import run_zs
 from toolkit.peers import generate, run_peer_script
+from toolkit.places import ROOT, load_module
 from zsarchive.archive import RepoArchive, export
 from zsarchive.archive.read.reader import ArchiveReader, records_under
 from zsarchive.archive.format import schema as S
@@ -39,7 +40,7 @@ from zsarchive.zs.reader import ZS
 from zsarchive.zs.writer import ZSWriter
 
 SEEDS = {1: [2, 9, 1181], 2: [2, 9, 1036]}
-"""Seeds of test_differential.py that hold, between them, every chunk kind, moves, amends, manifest
+"""Seeds of system/test_differential.py that hold, between them, every chunk kind, moves, amends, manifest
 splitting, compressed virtual locations, expiration with merged logs and garbage collection."""
 
 
@@ -529,8 +530,7 @@ def test_a_file_form_the_archive_cannot_mean_is_one_line_and_writes_nothing(case
 def test_a_large_manifest_comes_back(icechunk2_python, tmp_path):
     """Thousands of virtual refs in one manifest (laid out directly, not through the builder), their
     locations compressed with a dictionary by icechunk and stored plain by the restore."""
-    sys.path.insert(0, str(ROOT / "scripts"))
-    import bench_icechunk_manifest as icbench
+    icbench = load_module(ROOT / "scripts" / "bench_icechunk_manifest.py")
 
     repo = icbench.ensure_repo(5000, tmp_path / "repo", icechunk2_python)
     archive = tmp_path / "a.zs"

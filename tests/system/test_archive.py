@@ -11,8 +11,8 @@ import sys
 
 import pytest
 
-from agreement import check_ancestry, check_diffs, check_ops_log, check_refs, check_snapshot, every_ref
-from oracle import fixtures, oracle, repo_path
+from toolkit.agreement import check_ancestry, check_diffs, check_ops_log, check_refs, check_snapshot, every_ref
+from toolkit.oracle import fixtures, oracle, repo_path
 from toolkit.cli import run_zs
 from zsarchive.archive import NotFound, RepoArchive, export, parse_time
 from zsarchive.errors import ZSError

@@ -5,8 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from toolkit.places import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_demo_runs_every_step_on_the_bundled_data():

@@ -2,7 +2,7 @@
 archive, the reader and the zarr store held against icechunk's own.
 
 ``scripts/random_icechunk_repo.py`` builds each repository from a seed. CI runs the committed seeds
-below (each one once found a difference, or covers a feature); ``pytest tests/test_differential.py
+below (each one once found a difference, or covers a feature); ``pytest tests/system/test_differential.py
 --seeds N`` adds N fresh seeds per version for a longer hunt. A failure names its version and seed:
 ``.peers/ic2/bin/python scripts/random_icechunk_repo.py OUT --seed S`` rebuilds the repository.
 """
@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agreement import check_archive, check_chunk_history, check_reader
-from oracle import run_oracle
+from toolkit.agreement import check_archive, check_chunk_history, check_reader
+from toolkit.oracle import run_oracle
 from toolkit.peers import generate
 from zsarchive.archive import export
 from zsarchive.icechunk import Repository

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from oracle import ICECHUNK_TESTDATA, ROOT, fixtures, oracle, repo_path, run_oracle
+from toolkit.oracle import ICECHUNK_TESTDATA, ROOT, fixtures, oracle, repo_path, run_oracle
 
 
 @pytest.fixture(scope="module", params=[1, 2], ids=["v1", "v2"])

@@ -6,7 +6,7 @@ mutated inside the decompressed FlatBuffer, which is re-wrapped uncompressed, so
 the parsers rather than the zstd checksum), the ZS reader and validator (mutated files), and the
 archive record decoders (mutated records of a real export, written back as a valid ZS file).
 
-CI runs a short pass; ``ZSARCHIVE_FUZZ_EXAMPLES=20000 pytest tests/test_fuzz.py`` runs a long one.
+CI runs a short pass; ``ZSARCHIVE_FUZZ_EXAMPLES=20000 pytest tests/system/test_fuzz.py`` runs a long one.
 A failure found is kept as an ``@example`` of its target.
 """
 
@@ -30,8 +30,8 @@ from zsarchive.icechunk.txlog import decode_transaction_log
 from zsarchive.zs.reader import ZS
 from zsarchive.zs.validate import validate
 from zsarchive.zs.writer import ZSWriter
+from toolkit.places import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 REPO = ROOT / "testdata" / "icechunk" / "v2"
 EXAMPLES = int(os.environ.get("ZSARCHIVE_FUZZ_EXAMPLES", "40"))
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck), database=None)

@@ -19,10 +19,12 @@ import pytest
 import zarr
 import zstandard
 
-from servers import faulty_server  # noqa: F401
+from toolkit.servers import faulty_server  # noqa: F401
 from toolkit.archives import history_archive
 from toolkit.cli import one_line_error, run_hostile, zs_peak
 from toolkit.icechunk_files import finish_transaction_log, replace_u64, table_vector
+from toolkit.places import ROOT
+from toolkit.zsfiles import FileBuilder
 from zsarchive.archive import RepoArchive
 from zsarchive.archive.format import schema as S
 from zsarchive.errors import ZSCorrupt, ZSError
@@ -37,10 +39,7 @@ from zsarchive.zs.format.crc64 import crc64
 from zsarchive.zs.format.header import MAGIC
 from zsarchive.zs.writer import ZSWriter
 
-sys.path.insert(0, str(Path(__file__).resolve().parent / "zs"))  # the ZS format tests' file builder
-from zsfiles import FileBuilder  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "testdata" / "icechunk"
 MiB = 1 << 20
 

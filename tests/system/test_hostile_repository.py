@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from toolkit.cli import one_line_error, run_hostile
+from toolkit.places import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = ROOT / "testdata" / "icechunk" / "v2"
 TIMEOUT = 60
 

@@ -7,9 +7,9 @@ import os
 import subprocess
 import sys
 
-from conftest import ROOT
+from toolkit.places import ROOT
 
-INTEROP = ["tests/zs/test_interop_reader.py", "tests/test_differential.py"]
+INTEROP = ["tests/zs/test_interop_reader.py", "tests/system/test_differential.py"]
 
 
 def _pytest(env: dict, *args: str) -> subprocess.CompletedProcess:

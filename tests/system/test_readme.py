@@ -11,8 +11,8 @@ import sys
 from pathlib import Path
 
 from zsarchive.icechunk.kinds import local_kind
+from toolkit.places import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 VARIES = [  # what genuinely differs from one run to the next: timings, the export time and the sizes it sways
     (re.compile(r"\d+\.\d+ s\b"), "N.NN s"),
     (re.compile(r"exported \S+"), "exported TIME"),

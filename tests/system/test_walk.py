@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 
-from conftest import TESTDATA
+from toolkit.places import TESTDATA
 from toolkit.archives import history_archive
 from toolkit.cli import one_line_error, run_hostile
 from zsarchive.archive.write.exporter import _parents_first

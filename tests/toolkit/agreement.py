@@ -1,8 +1,8 @@
 """Checks that zsarchive says what the real icechunk says about one repository.
 
 ``answers`` is the oracle's JSON (scripts/icechunk_oracle.py, see oracle.py). The fixture tests
-(test_archive.py, test_icechunk_oracle.py, test_zarr_store.py) and the random differential test
-(test_differential.py) hold zsarchive's reader, archive and zarr store against it with these.
+(system/test_archive.py, icechunk/test_oracle.py, archive/zarrstore/test_zarr_store.py) and the random differential test
+(system/test_differential.py) hold zsarchive's reader, archive and zarr store against it with these.
 """
 
 from __future__ import annotations

@@ -11,8 +11,8 @@ import json
 import subprocess
 from functools import lru_cache
 from pathlib import Path
+from toolkit.places import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 ICECHUNK_TESTDATA = ROOT / "testdata" / "icechunk"
 ORACLE_SCRIPT = ROOT / "scripts" / "icechunk_oracle.py"
 TIMEOUT = 300  # seconds; the oracle needs about one on this machine

@@ -25,8 +25,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import PEERS, require_peer
-from oracle import repo_path
+from toolkit.places import PEERS, require_peer
+from toolkit.oracle import repo_path
 from toolkit.peers import run_peer_script
 
 NGINX = shutil.which("nginx") or "/usr/sbin/nginx"

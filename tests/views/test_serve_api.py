@@ -13,7 +13,7 @@ from urllib.parse import quote
 import numpy as np
 import pytest
 
-from oracle import CLEAN_EXIT, repo_path
+from toolkit.oracle import CLEAN_EXIT, repo_path
 from toolkit.cli import one_line_error, run_hostile
 from zsarchive.archive import RepoArchive, export
 from zsarchive.views.webapi import MAX_BINS, MAX_COLUMNS

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from oracle import CLEAN_EXIT, ROOT, repo_path
-from servers import nginx_server  # noqa: F401
+from toolkit.oracle import CLEAN_EXIT, ROOT, repo_path
+from toolkit.servers import nginx_server  # noqa: F401
 from zsarchive.archive import export
 from zsarchive.cli import main
 

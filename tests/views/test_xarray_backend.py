@@ -16,14 +16,14 @@ import sys
 import pytest
 import xarray as xr
 
-from conftest import peers_required
-from oracle import ROOT
-from servers import nginx_server  # noqa: F401
+from toolkit.places import peers_required
+from toolkit.oracle import ROOT
+from toolkit.servers import nginx_server  # noqa: F401
 from zsarchive.archive import export
 from zsarchive.errors import ZSError
 from zsarchive.views.xarray_backend import ZsarchiveBackendEntrypoint, open_dataset, open_datatree
 
-SCRIPT = ROOT / "tests" / "xarray_repo.py"
+SCRIPT = ROOT / "tests" / "toolkit" / "xarray_repo.py"
 
 
 def _ic2(python, *args) -> str:
@@ -50,7 +50,7 @@ def history(icechunk2_python, tmp_path_factory):
 
 
 VIRTUAL = "file://{repo}-virtual/"
-"""The prefix the virtual chunks of group ``virtual`` live under (tests/xarray_repo.py)."""
+"""The prefix the virtual chunks of group ``virtual`` live under (tests/toolkit/xarray_repo.py)."""
 
 
 def test_every_snapshot_equals_open_zarr_on_icechunk(history):

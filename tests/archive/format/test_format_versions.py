@@ -11,9 +11,9 @@ import json
 
 import pytest
 
-from agreement import check_archive, every_ref
-from conftest import ROOT, TESTDATA
-from oracle import fixtures, oracle
+from toolkit.agreement import check_archive, every_ref
+from toolkit.places import ROOT, TESTDATA
+from toolkit.oracle import fixtures, oracle
 from toolkit.archive_format import documented_history, documented_records
 from toolkit.cli import run_zs
 from zsarchive.archive import RepoArchive

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import TESTDATA
+from toolkit.places import TESTDATA
 from zsarchive.archive.format import schema as S
 from zsarchive.archive.format import views
 from zsarchive.archive.format.header import has_chunk_pieces, refs_by_manifest

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, TESTDATA
+from toolkit.places import ROOT, TESTDATA
 from toolkit.archive_format import (
     documented_file_forms, documented_ops_log_files, documented_record, documented_repo_file, unzs_records,
 )

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from agreement import check_archive
-from oracle import run_oracle
+from toolkit.agreement import check_archive
+from toolkit.oracle import run_oracle
 from toolkit.cli import run_zs
 from toolkit.peers import run_peer_script
 from zsarchive.archive import export

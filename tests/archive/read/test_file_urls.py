@@ -9,7 +9,7 @@ from urllib.parse import quote
 
 import pytest
 
-from oracle import repo_path
+from toolkit.oracle import repo_path
 from toolkit.cli import run_zs
 from zsarchive.archive import RepoArchive, consolidate, export
 from zsarchive.errors import ZSError

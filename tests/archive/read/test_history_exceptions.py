@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from agreement import check_chunk_history
+from toolkit.agreement import check_chunk_history
 from toolkit.archive_format import documented_history, documented_records
 from toolkit.cli import run_zs
 from toolkit.peers import run_peer_script

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from oracle import oracle, repo_path, run_oracle
+from toolkit.oracle import oracle, repo_path, run_oracle
 from toolkit.peers import generate
 from toolkit.cli import one_line_error, run_hostile
 from zsarchive.archive import RepoArchive, export

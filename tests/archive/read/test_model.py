@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from conftest import TESTDATA
+from toolkit.places import TESTDATA
 from zsarchive.archive import ChunkInfo, NodeInfo, RepoArchive
 
 VECTOR = TESTDATA / "archive" / "v5" / "archive.zs"  # native chunk bytes embedded: read without the repository

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from oracle import fixtures, oracle, repo_path
+from toolkit.oracle import fixtures, oracle, repo_path
 from toolkit.cli import run_zs
 from zsarchive.archive import RepoArchive, export
 

@@ -78,7 +78,7 @@ def test_an_array_without_records_has_no_rows(tmp_path):
 def test_whole_embedded_files_are_their_pieces(tmp_path):
     """file_pieces/embeds on an archive our export writes (format 3: pieces), checked against the
     repository's own chunk files."""
-    from oracle import repo_path
+    from toolkit.oracle import repo_path
     from zsarchive.archive import export
     from zsarchive.archive.read.reader import ArchiveReader
 

@@ -15,8 +15,8 @@ from zsarchive.archive import export
 from zsarchive.archive.format import schema as S
 from zsarchive.zs.reader import ZS
 from zsarchive.zs.writer import ZSWriter
+from toolkit.places import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 Records = list[tuple[bytes, tuple, tuple, int]]  # (family, key, value, record version)
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from distributed import Client, LocalCluster
 
-from servers import free_port
+from toolkit.servers import free_port
 from toolkit.cli import one_line_error, run_hostile, run_zs
 from toolkit.peers import run_peer_script
 from toolkit.reads import spy_on_metadata_reads
@@ -25,8 +25,8 @@ from zsarchive import ZSError
 from zsarchive.archive import export
 from zsarchive.archive.write import exporter as exporter_module
 from zsarchive.zs.writer import ZSWriter
+from toolkit.places import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "testdata" / "icechunk"
 
 MILLION = r"""

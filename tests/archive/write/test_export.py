@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from oracle import oracle, repo_path
+from toolkit.oracle import oracle, repo_path
 from toolkit.cli import one_line_error, run_zs
 from zsarchive.archive import RepoArchive, export
 from zsarchive.archive.write import exporter as exporter_module

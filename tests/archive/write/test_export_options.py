@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from oracle import repo_path
+from toolkit.oracle import repo_path
 from zsarchive.archive import ExportOptions, export
 from zsarchive.errors import ZSError
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from oracle import oracle, repo_path
+from toolkit.oracle import oracle, repo_path
 from toolkit.reads import spy_on_metadata_reads
 from zsarchive.archive import export
 from zsarchive.archive.write import engine as engine_module

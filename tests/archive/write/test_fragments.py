@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from agreement import check_archive
+from toolkit.agreement import check_archive
 from toolkit.archives import assert_chain_is_full_export
 from toolkit.cli import one_line_error, run_zs
 from toolkit.peers import GENERATOR, run_peer_script
-from oracle import run_oracle
-from servers import nginx_server  # noqa: F401
+from toolkit.oracle import run_oracle
+from toolkit.servers import nginx_server  # noqa: F401
 from zsarchive.archive import NotFound, RepoArchive, export
 from zsarchive.archive.format import schema as S
 from zsarchive.archive.format.fragments import MAX_CHAIN, is_tombstone

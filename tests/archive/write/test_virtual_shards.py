@@ -15,7 +15,7 @@ from click.testing import CliRunner
 from zarr.abc.store import RangeByteRequest, SuffixByteRequest
 from zarr.core.buffer import default_buffer_prototype
 
-from servers import faulty_server, nginx_server  # noqa: F401
+from toolkit.servers import faulty_server, nginx_server  # noqa: F401
 from toolkit.archives import assert_chain_is_full_export
 from toolkit.shards import shard_index
 from toolkit.virtualshards import LAYOUT, PINNED_BY_ETAG, UNPINNED, etag, virtual  # noqa: F401

@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from zarr.abc.store import RangeByteRequest, SuffixByteRequest
 from zarr.core.buffer import default_buffer_prototype
 
-from servers import nginx_server  # noqa: F401
+from toolkit.servers import nginx_server  # noqa: F401
 from toolkit.cli import one_line_error
 from toolkit.shards import shard_index
 from zsarchive import ZSCorrupt, open_store

@@ -25,9 +25,9 @@ import zarr
 from zarr.abc.store import OffsetByteRequest, RangeByteRequest, SuffixByteRequest
 from zarr.core.buffer import default_buffer_prototype
 
-from agreement import check_store, every_ref
-from oracle import fixtures, oracle, repo_path
-from servers import faulty_server, nginx_server  # noqa: F401
+from toolkit.agreement import check_store, every_ref
+from toolkit.oracle import fixtures, oracle, repo_path
+from toolkit.servers import faulty_server, nginx_server  # noqa: F401
 from toolkit.peers import run_peer_script
 from zsarchive import ZSCorrupt, ZSError, open_store
 from zsarchive.archive import NotFound, RepoArchive, export
