@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from oracle import oracle, repo_path
+from toolkit.oracle import oracle, repo_path
 from toolkit.cli import one_line_error, run_zs
 from zsarchive import open_store
 from zsarchive.archive import NotFound, RepoArchive, export, parse_ref
