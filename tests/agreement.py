@@ -18,7 +18,7 @@ from typing import Iterable
 import pytest
 
 from zsarchive import open_store
-from zsarchive.archive import RepoArchive
+from zsarchive.archive import NotFound, RepoArchive
 from zsarchive.errors import ZSError
 from zsarchive.icechunk import Repository, format_time
 from zsarchive.icechunk import inspect as views
@@ -170,6 +170,20 @@ def check_ancestry(answers: dict, archive: RepoArchive) -> None:
         ours = archive.log(ref)
         assert [(s["id"], s["parent_id"], s["message"], s["metadata"], s["flushed_at"]) for s in ours] == [
             (s["id"], s["parent_id"], s["message"], s["metadata"], s["written_at"]) for s in history], ref
+        check_parent_names(archive, ref, [s["id"] for s in history])
+
+
+def check_parent_names(archive: RepoArchive, ref: str, history: list[str]) -> None:
+    """``REF~N`` and ``REF^...`` name icechunk's ancestry[N] for every N to the first commit; one step
+    further is a one-line NotFound saying how deep the history is."""
+    for n, sid in enumerate(history):
+        assert archive.resolve(f"{ref}~{n}") == sid, (ref, n)
+        if n <= 3:
+            assert archive.resolve(ref + "^" * n) == sid, (ref, n)
+    with pytest.raises(NotFound) as beyond:
+        archive.resolve(f"{ref}~{len(history)}")
+    assert f"holds {len(history)} snapshot" in str(beyond.value) and f"{ref}~{len(history) - 1} is its first" in \
+        str(beyond.value) and "\n" not in str(beyond.value)
 
 
 def check_snapshot(answers: dict, archive: RepoArchive, ref: str, repo: Path | None) -> None:

@@ -27,7 +27,7 @@ COMMAND_MODULES = {
 """The module that registers each command on the group, imported when the command is first asked for."""
 
 SUMMARIES = {
-    "checkout": "Write the snapshot REF (a branch, tag, snapshot id or REF@TIME) of ARCHIVE as plain Zarr v3 at "
+    "checkout": "Write the snapshot REF (a branch, tag or snapshot id, with any ~N, ^ or @TIME) of ARCHIVE as plain Zarr v3 at "
                 "TARGET.",
     "chunk": "The chunk ref at COORDS of the array PATH at REF.",
     "chunk-log": "The commits in REF's history that changed one chunk, newest first.",
