@@ -104,24 +104,34 @@ export class CommitQueries extends ChangeQueries {
 
   /**
    * Which chunks of the array PATH (as REF has it) each commit in REF's history changed: ``commits``
-   * (snapshots, oldest first), ``coords`` and ``commit`` (one entry per chunk a commit changed, in
-   * coordinate order, the commit an index into ``commits``), ``num_chunks`` of the array at REF.
+   * (snapshots, oldest first), and per change (one per chunk a commit changed, in coordinate order) its
+   * coordinates (``coords``: ``ndim`` numbers each, one flat array) and commit (``commit``: an index into
+   * ``commits``); ``num_chunks`` of the array at REF. Typed arrays: millions of changes stay compact.
    * @param {string} ref @param {string} path
    */
   async chunkChanges(ref, path) {
     const node = await this.arrayAt(ref, path);
     const depths = await this.historyDepths(await this.resolve(ref));
+    const ndim = /** @type {number[]} */ (node.shape).length;
     /** @type {Map<string, number>} */
     const ids = new Map();
-    const rows = [];
-    const ndim = /** @type {number[]} */ (node.shape).length;
+    let coords = new Float64Array(1024 * Math.max(ndim, 1)), which = new Int32Array(1024);
+    let n = 0;
     for await (const change of this.historyEntries(node.id)) {
-      if (!Array.isArray(change.coords) || change.coords.length !== ndim || !change.coords.every((c) => Number.isSafeInteger(c) && c >= 0)) {
-        throw new ZSCorrupt(`${this.name}: chunk history record ${JSON.stringify([node.id, change.coords, change.snapshotId])} does ` +
+      const at = change.coords;
+      if (!Array.isArray(at) || at.length !== ndim || !at.every((c) => Number.isSafeInteger(c) && c >= 0)) {
+        throw new ZSCorrupt(`${this.name}: chunk history record ${JSON.stringify([node.id, at, change.snapshotId])} does ` +
           `not hold ${ndim} coordinates of the array`);
       }
       if (!ids.has(change.snapshotId)) ids.set(change.snapshotId, ids.size);
-      rows.push([change.coords, change.snapshotId]);
+      if (n === which.length) {
+        const grownCoords = new Float64Array(2 * coords.length), grownWhich = new Int32Array(2 * which.length);
+        grownCoords.set(coords);
+        grownWhich.set(which);
+        [coords, which] = [grownCoords, grownWhich];
+      }
+      coords.set(at, n * ndim);
+      which[n++] = /** @type {number} */ (ids.get(change.snapshotId));
     }
     const found = new Map();
     for (const sid of ids.keys()) if (depths.has(sid)) found.set(sid, await this.snapshotValue(sid));
@@ -129,16 +139,26 @@ export class CommitQueries extends ChangeQueries {
       const x = found.get(a).flushedAt, y = found.get(b).flushedAt;
       return x !== y ? (x < y ? -1 : 1) : compareText(a, b);
     });
-    const column = new Map(order.map((sid, i) => [sid, i]));
-    const kept = rows.filter(([, sid]) => column.has(sid)).map(([coords, sid]) => [coords, /** @type {number} */ (column.get(sid))]);
-    kept.sort(([a, i], [b, j]) => {
-      for (let d = 0; d < a.length; d++) if (a[d] !== b[d]) return a[d] - b[d];
-      return i - j;
+    const column = new Int32Array(ids.size).fill(-1);
+    const position = new Map(order.map((sid, i) => [sid, i]));
+    for (const [sid, i] of ids) column[i] = position.get(sid) ?? -1;
+    const kept = [];
+    for (let i = 0; i < n; i++) if (column[which[i]] >= 0) kept.push(i);
+    kept.sort((i, j) => {
+      for (let d = 0; d < ndim; d++) {
+        const x = coords[i * ndim + d], y = coords[j * ndim + d];
+        if (x !== y) return x - y;
+      }
+      return column[which[i]] - column[which[j]];
+    });
+    const keptCoords = new Float64Array(kept.length * ndim), keptCommit = new Int32Array(kept.length);
+    kept.forEach((i, k) => {
+      keptCoords.set(coords.subarray(i * ndim, (i + 1) * ndim), k * ndim);
+      keptCommit[k] = column[which[i]];
     });
     return {
-      path: node.path, node_id: node.id, num_chunks: node.numChunks,
-      commits: order.map((sid) => this.snapshotDict(sid, found.get(sid))),
-      coords: kept.map(([coords]) => coords), commit: kept.map(([, i]) => i),
+      path: node.path, node_id: node.id, num_chunks: node.numChunks, ndim,
+      commits: order.map((sid) => this.snapshotDict(sid, found.get(sid))), coords: keptCoords, commit: keptCommit,
     };
   }
 }

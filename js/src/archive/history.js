@@ -1,7 +1,7 @@
 // Queries of an archive's history: refs, snapshots, resolving REF[@TIME], ancestry and the log.
 import { NotFound, ZSCorrupt, ZSError } from "../errors.js";
 import { ArchiveReader, loadJson } from "./reader.js";
-import { parseRef, timeBound, hint } from "./refspec.js";
+import { parseRef, refReadings, timeBound, hint } from "./refspec.js";
 import { REFS, SNAPSHOT, SNAPSHOT_TIME, keyPrefix, split } from "./schema.js";
 import { formatTime } from "./times.js";
 import { encode } from "./tuples.js";
@@ -147,23 +147,62 @@ export class HistoryQueries extends ArchiveReader {
     return ids.length === 1 ? ids[0] : null;
   }
 
-  /** Snapshot id a REF names (``[branch:|tag:|snapshot:]NAME[@TIME]``). @param {string} ref */
+  /**
+   * Snapshot id a REF names: ``[branch:|tag:|snapshot:]NAME`` followed by any of ``~N``, ``^`` and ``@TIME``,
+   * applied left to right (``main~3``, ``tag:v1.0^``, ``main@2026-11-22T01:19:29Z~2``).
+   * @param {string} ref
+   */
   async resolve(ref) {
     if (typeof ref !== "string") throw new ZSError(`REF must be text, not ${typeof ref}`);
-    if (ref.includes("@")) {  // a ref whose name holds "@" wins over reading the text after it as a time
-      const literal = await this.lookupRef(parseRef(ref, false), true);
-      if (literal !== null) return literal;
+    const readings = refReadings(ref);
+    let spec = null;
+    for (const [name, suffixes] of readings.slice(0, -1)) {  // a name holding ~, ^ or @ wins over suffixes
+      if ((await this.lookupRef(bare(name), true)) !== null) {
+        spec = parseRef(ref, suffixes);
+        break;
+      }
     }
-    const spec = parseRef(ref);
-    const snapshotId = /** @type {string} */ (await this.lookupRef(spec));
-    if (spec.asOf === null) return snapshotId;
+    spec ??= parseRef(ref, readings[readings.length - 1][1]);
+    let snapshotId = /** @type {string} */ (await this.lookupRef(spec));
+    let at = spec.kind ? `${spec.kind}:${spec.name}` : spec.name;
+    for (const [op, arg] of spec.steps) {
+      snapshotId = op === "~" ? await this.parentsBack(snapshotId, arg, at) : await this.asOf(snapshotId, arg, at);
+      at += op === "~" ? `~${arg}` : `@${formatTime(arg)}`;
+    }
+    return snapshotId;
+  }
+
+  /**
+   * The snapshot ``count`` parents before ``snapshotId`` (named ``at`` in messages).
+   * @param {string} snapshotId @param {number} count @param {string} at
+   */
+  async parentsBack(snapshotId, count, at) {
+    let depth = 0;
+    for await (const [sid, value] of this.ancestry(snapshotId)) {
+      if (depth === count) return sid;
+      if (value.parentId !== null && (await this.snapshotValue(value.parentId)) === null) {
+        throw new NotFound(`${this.name}: ${at}~${count} is beyond the archived history: ${at}~${depth} (${sid}) names ` +
+          `parent ${value.parentId}, which the archive does not hold`);
+      }
+      depth += 1;
+    }
+    depth -= 1;
+    throw new NotFound(`${this.name}: ${at}~${count} is beyond the first commit: the history of ${at} holds ${depth + 1} ` +
+      `snapshot${depth ? "s" : ""} (${at}~${depth} is its first)`);
+  }
+
+  /**
+   * The newest snapshot in the history of ``snapshotId`` flushed at or before ``when``.
+   * @param {string} snapshotId @param {number} when @param {string} at
+   */
+  async asOf(snapshotId, when, at) {
     let first = null;
     for await (const [sid, value] of this.ancestry(snapshotId)) {
-      if (value.flushedAt <= spec.asOf) return sid;
+      if (value.flushedAt <= when) return sid;
       first = value.flushedAt;
     }
-    throw new NotFound(`${this.name}: no snapshot in the history of ${JSON.stringify(spec.name)} was flushed at or before ` +
-      `${formatTime(spec.asOf)} (its first commit was flushed at ${first === null ? "-" : formatTime(first)})`);
+    throw new NotFound(`${this.name}: no snapshot in the history of ${JSON.stringify(at)} was flushed at or before ` +
+      `${formatTime(when)} (its first commit was flushed at ${first === null ? "-" : formatTime(first)})`);
   }
 
   /**
@@ -270,5 +309,19 @@ export class HistoryQueries extends ArchiveReader {
       for (const row of rows) /** @type {any} */ (row).refs = reached.get(row.id) ?? [];
     }
     return rows;
+  }
+}
+
+/**
+ * A NAME without suffixes, for a lookup that may fail quietly (a bad name is then no ref).
+ * @param {string} name
+ * @returns {import("./refspec.js").RefSpec}
+ */
+function bare(name) {
+  try {
+    return parseRef(name, "");
+  } catch (err) {
+    if (!(err instanceof ZSError)) throw err;
+    return { kind: null, name, text: name, steps: [] };
   }
 }

@@ -6,22 +6,58 @@ import { parseTime } from "./times.js";
 const KINDS = ["branch", "tag", "snapshot"];
 
 /**
- * @typedef {{kind: string | null, name: string, asOf: number | null, text: string}} RefSpec
+ * A parsed REF: the optional kind, the name or id, the text as given, and its suffixes in order:
+ * ``["~", n]`` (n parents back) and ``["@", micros]`` (as of a time).
+ * @typedef {{kind: string | null, name: string, text: string, steps: Array<["~" | "@", number]>}} RefSpec
  */
 
+/** One suffix: ``~N``, ``~``, ``^``, ``^N`` or ``@TIME`` (a TIME holds none of ``@~^``). */
+const SUFFIX = /~(\p{Nd}*)|\^(\p{Nd}*)|@([^@~^]+)/gu;
+/** Digits of a ``~N`` read as a number; more name a depth beyond any history all the same. */
+const MAX_DIGITS = 18;
+
 /**
- * ``[branch:|tag:|snapshot:]NAME[@TIME]`` (the last ``@`` starts the time); ``withTime`` false reads every
- * ``@`` as part of NAME (ref names may hold ``@``: a resolver tries that reading first).
- * @param {string} text @param {boolean} [withTime]
+ * Every split of ``text`` into a NAME and suffixes (``~N``, ``^``, ``@TIME``), the whole text as the name
+ * first, then shorter names: ref names may hold ``~``, ``^`` and ``@`` themselves, and a resolver takes the
+ * first reading whose name exists.
+ * @param {string} text
+ * @returns {Array<[string, string]>}
+ */
+export function refReadings(text) {
+  if (!text) throw new ZSError("empty REF: give a branch, a tag or a snapshot id");
+  const starts = new Set([text.length]);  // where the rest of the text reads as suffixes only, found from the end
+  for (const found of [...text.matchAll(SUFFIX)].reverse()) {  // every ~, ^ and @ starts the one suffix it can
+    if (starts.has(/** @type {number} */ (found.index) + found[0].length)) starts.add(/** @type {number} */ (found.index));
+  }
+  const cuts = [...starts].filter((at) => at !== 0 && at !== text.length).sort((a, b) => b - a);
+  return [[text, ""], ...cuts.map((at) => /** @type {[string, string]} */ ([text.slice(0, at), text.slice(at)]))];
+}
+
+/**
+ * ``[branch:|tag:|snapshot:]NAME`` followed by ``suffixes``; without ``suffixes`` the shortest reading of
+ * refReadings is taken. Suffixes apply left to right; ``^`` is ``~1``, ``^0`` the snapshot itself, and a
+ * snapshot has one parent, so ``^2`` and beyond name none.
+ * @param {string} text @param {string | null} [suffixes]
  * @returns {RefSpec}
  */
-export function parseRef(text, withTime = true) {
-  if (!text) throw new ZSError("empty REF: give a branch, a tag or a snapshot id");
-  let body = text, asOf = null;
-  if (withTime && text.includes("@")) {
-    const at = text.lastIndexOf("@");
-    body = text.slice(0, at);
-    asOf = parseTime(text.slice(at + 1), true);
+export function parseRef(text, suffixes = null) {
+  let body;
+  if (suffixes === null) [body, suffixes] = refReadings(text)[refReadings(text).length - 1];
+  else body = text.slice(0, text.length - suffixes.length);
+  /** @type {Array<["~" | "@", number]>} */
+  const steps = [];
+  for (const [, tilde, caret, when] of suffixes.matchAll(SUFFIX)) {
+    if (when !== undefined) {
+      steps.push(["@", parseTime(when, true)]);
+      continue;
+    }
+    const digits = tilde !== undefined ? tilde : caret;
+    const count = !digits ? 1 : digits.length <= MAX_DIGITS && /^[0-9]+$/.test(digits) ? Number(digits) : 10 ** MAX_DIGITS;
+    if (caret !== undefined && count > 1) {
+      throw new ZSError(`bad REF ${JSON.stringify(text)}: a snapshot has one parent, so ^${digits} names none ` +
+        `(~${digits} is ${count} parents back)`);
+    }
+    if (count) steps.push(["~", count]);
   }
   let kind = null;
   const colon = body.indexOf(":");
@@ -30,7 +66,7 @@ export function parseRef(text, withTime = true) {
     body = body.slice(colon + 1);
   }
   if (!body) throw new ZSError(`bad REF ${JSON.stringify(text)}: no name`);
-  return { kind, name: body, asOf, text };
+  return { kind, name: body, text, steps };
 }
 
 /**
