@@ -20,7 +20,6 @@ from servers import nginx_server  # noqa: F401
 from zsarchive.archive import export
 from zsarchive.cli import main
 
-CHROMIUM = "/usr/bin/chromium"
 TIMEOUT_MS = 30_000
 
 HOSTILE = "<img src=x onerror=alert(1)>"
@@ -65,18 +64,6 @@ class Served:
     def close(self) -> None:
         self.process.terminate()
         self.process.wait(timeout=30)
-
-
-@pytest.fixture(scope="module")
-def browser():
-    if not os.path.exists(CHROMIUM):
-        pytest.fail(f"no {CHROMIUM}: scripts/dev installs Debian's chromium")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        launched = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        yield launched
-        launched.close()
 
 
 @pytest.fixture(scope="module")

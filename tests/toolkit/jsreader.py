@@ -183,3 +183,35 @@ def _first_cells(grid: list[int], most: int = 64):
             cell.append(index % n)
             index //= n
         yield tuple(reversed(cell))
+
+
+class NodeSession:
+    """``node js/test/node-session.js``: the reader in one Node process, asked one command at a time, so a
+    test can change the world (a file on a server) between two of its reads."""
+
+    def __init__(self) -> None:
+        self.process = subprocess.Popen([NODE, str(JS / "test" / "node-session.js")], stdin=subprocess.PIPE,
+                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def ask(self, command: dict) -> dict:
+        """The answer to one command (``{"open": source}``, ``{"query": {...}}``)."""
+        assert self.process.stdin and self.process.stdout
+        self.process.stdin.write(json.dumps(command) + "\n")
+        self.process.stdin.flush()
+        line = self.process.stdout.readline()
+        assert line, f"node-session ended:\n{self.process.stderr.read() if self.process.stderr else ''}"
+        return json.loads(line)
+
+    def close(self) -> None:
+        assert self.process.stdin
+        self.process.stdin.close()
+        self.process.wait(timeout=30)
+        for stream in (self.process.stdout, self.process.stderr):
+            if stream:
+                stream.close()
+
+    def __enter__(self) -> NodeSession:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
