@@ -3,44 +3,18 @@
 from __future__ import annotations
 
 import os
-import sys
-import warnings
 from pathlib import Path
 
 import pytest
 
-pytest.register_assert_rewrite("agreement")
+pytest.register_assert_rewrite("toolkit.agreement")
 
 # No test may reach a cloud instance-metadata service when it looks for credentials: every test
 # sets credentials or anonymous access itself, and the metadata address points at a closed port.
 os.environ["AWS_EC2_METADATA_DISABLED"] = "true"
 os.environ["AWS_METADATA_ENDPOINT"] = "http://127.0.0.1:9"
 
-ROOT = Path(__file__).resolve().parent.parent
-PEERS = Path(os.environ.get("ZSARCHIVE_PEERS", ROOT / ".peers"))
-TESTDATA = ROOT / "testdata"
-
-
-def peers_required() -> bool:
-    """True in CI and under ``scripts/dev test``: there every peer is installed, so a missing one is
-    a broken install, not a machine without the peer."""
-    return (os.environ.get("CI", "").lower() in ("1", "true", "yes")
-            or os.environ.get("ZSARCHIVE_REQUIRE_PEERS", "") == "1")
-
-
-def require_peer(path: Path, what: str) -> Path:
-    """``path`` if the peer ``what`` is installed there; else fail (CI, ``scripts/dev test``) or skip
-    loudly (elsewhere), naming the peer either way."""
-    if not path.exists():
-        msg = (f"PEER MISSING: {what} is not installed at {path}; run scripts/dev setup. "
-               "This machine lacks its interpreter or the install failed.")
-        if peers_required():
-            pytest.fail(msg, pytrace=False)
-        warnings.warn(msg)
-        print(msg, file=sys.stderr)
-        pytest.skip(msg)
-    return path
-
+from toolkit.places import PEERS, require_peer  # noqa: E402  (after the assertion rewrite is registered)
 
 @pytest.fixture(scope="session")
 def reference_zs() -> Path:
@@ -88,4 +62,4 @@ def browser():
 
 def pytest_addoption(parser):
     parser.addoption("--seeds", type=int, default=0, metavar="N",
-                     help="test_differential.py: also run N fresh random seeds per icechunk version")
+                     help="system/test_differential.py: also run N fresh random seeds per icechunk version")
