@@ -15,8 +15,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from conftest import peers_required
-from oracle import ROOT
+from toolkit.places import ROOT, peers_required
 from zsarchive.archive import RepoArchive
 from zsarchive.cli import main
 

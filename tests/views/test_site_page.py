@@ -14,17 +14,15 @@ import threading
 
 import numpy
 import pytest
-from click.testing import CliRunner
 
-from conftest import TESTDATA
-from servers import nginx_server  # noqa: F401
-from test_serve_page import HOSTILE, HOSTILE_SCRIPT, _graph_rows, _log_rows, _table, _wait_commits
 from toolkit.cli import one_line_error, run_zs
 from toolkit.jsreader import JS, require_js
+from toolkit.pages import HOSTILE, HOSTILE_SCRIPT, graph_rows, log_rows, table, wait_commits, zs_json
 from toolkit.peers import run_peer_json, run_peer_script
+from toolkit.places import TESTDATA
+from toolkit.servers import nginx_server  # noqa: F401
 from toolkit.virtualshards import etag
 from zsarchive.archive import RepoArchive, export
-from zsarchive.cli import main
 from zsarchive.views.site import write_site
 from zsarchive.views.webserver import ViewServer
 
@@ -85,10 +83,6 @@ def js_installed():
     require_js()
 
 
-def _zs_json(*args) -> list[dict]:
-    result = CliRunner().invoke(main, [str(a) for a in args] + ["--json"], catch_exceptions=False)
-    assert result.exit_code == 0, result.output
-    return [json.loads(line) for line in result.output.splitlines()]
 
 
 @pytest.fixture(scope="module")
@@ -108,6 +102,8 @@ def site(nginx_server, icechunk2_python, tmp_path_factory):  # noqa: F811
     archive = repo.parent / "history.zs"
     export(repo, archive, include_chunks=True)
     write_site(archive, root / "site")
+    export(repo, root / "refs-only.zs")  # native chunks read from the repository, which nginx serves too
+    (root / "repo").symlink_to(repo)
     (root / "js").symlink_to(JS)
     return nginx_server, archive, repo, prefix
 
@@ -127,14 +123,14 @@ def test_the_static_page_shows_the_history_as_zs_log(browser, site):
     mark = server.mark()
     page, dialogs = _open(browser, server.url("site/index.html"))
     try:
-        graph = _zs_json("log", archive, "--graph", "--all")
-        assert _graph_rows(page) == [{"id": g["id"], "refs": g["refs"], "message": g["message"], "time": g["flushed_at"]}
+        graph = zs_json("log", archive, "--graph", "--all")
+        assert graph_rows(page) == [{"id": g["id"], "refs": g["refs"], "message": g["message"], "time": g["flushed_at"]}
                                      for g in graph]
-        _wait_commits(page, "branch:main")
-        assert _table(page, "#commits") == _log_rows(_zs_json("log", archive, "branch:main"))
+        wait_commits(page, "branch:main")
+        assert table(page, "#commits") == log_rows(zs_json("log", archive, "branch:main"))
         page.click('#refs button[data-ref="tag:v1"]')
-        _wait_commits(page, "tag:v1")
-        assert _table(page, "#commits") == _log_rows(_zs_json("log", archive, "tag:v1"))
+        wait_commits(page, "tag:v1")
+        assert table(page, "#commits") == log_rows(zs_json("log", archive, "tag:v1"))
         assert not page.is_visible("#error") and dialogs == []
     finally:
         page.close()
@@ -150,11 +146,11 @@ def test_a_commit_s_changes_and_heatmap_match_zs_serve_s_api(browser, site):
         try:
             page, dialogs = _open(browser, server.url("site/index.html"))
             try:
-                newest = _zs_json("log", archive, "main")[0]
+                newest = zs_json("log", archive, "main")[0]
                 page.click(f'#commits button.commit[data-id="{newest["id"]}"]')
                 page.wait_for_function(f"document.querySelector('#commit-id').textContent === '{newest['id']}'")
                 show = api.api.answer("show", {"ref": f"snapshot:{newest['id']}"})
-                assert _table(page, "#changes") == [[c["path"], c["node_type"], c["change"], str(c["chunks"])]
+                assert table(page, "#changes") == [[c["path"], c["node_type"], c["change"], str(c["chunks"])]
                                                     for c in show["changes"]]
                 page.click('#changes button.path[data-path="/grid/temperature"]')
                 page.wait_for_selector("#array-section:not([hidden])")
@@ -180,7 +176,7 @@ def test_a_commit_s_changes_and_heatmap_match_zs_serve_s_api(browser, site):
                 assert listed == [",".join(map(str, c)) for c in answered["coords"]]
                 page.click(f'#cell-chunks button.chunk[data-coords="{listed[0]}"]')
                 page.wait_for_selector("#chunk-section:not([hidden])")
-                assert _table(page, "#chunk-log") == _log_rows(api.api.answer(
+                assert table(page, "#chunk-log") == log_rows(api.api.answer(
                     "chunk-log", {"ref": f"snapshot:{newest['id']}", "path": "/grid/temperature", "coords": listed[0]}))
                 assert not page.is_visible("#error") and dialogs == []
             finally:
@@ -190,8 +186,8 @@ def test_a_commit_s_changes_and_heatmap_match_zs_serve_s_api(browser, site):
 
 
 def test_zarrita_reads_arrays_at_a_tag_as_icechunk_does(browser, site, icechunk2_python):
-    """Native and sharded chunks embedded in the archive, inline ones, and virtual ones read from nginx under the
-    authorized prefix on condition of their pins (ETag, modification time)."""
+    """Native and sharded chunks embedded in the archive or read from the repository's URL, inline ones, and
+    virtual ones read from nginx under the authorized prefix on condition of their pins (ETag, modification time)."""
     server, archive, repo, prefix = site
     arrays = ["/grid/temperature", "/small", "/sharded", "/virtual"]
     page = browser.new_page()
@@ -202,14 +198,17 @@ def test_zarrita_reads_arrays_at_a_tag_as_icechunk_does(browser, site, icechunk2
         for ref in ("tag:v1", "branch:main"):
             expected = run_peer_json(icechunk2_python, VALUES, str(repo), prefix, ref, *arrays)
             for path in arrays:
-                got = page.evaluate("""async ([url, ref, path, prefix]) => {
-                    const {openArchive, openStore} = await import("../src/index.js");
-                    const zarr = await import("zarrita");
-                    const archive = await openArchive(url, {authorize: [prefix]});
-                    const array = await zarr.open(zarr.root(await openStore(archive, ref)).resolve(path.slice(1)), {kind: "array"});
-                    return Array.from((await zarr.get(array)).data, Number);
-                }""", [server.url("site/history.zs"), ref, path, prefix])
-                assert got == expected[path], (ref, path)
+                for archive_url, repo_url in ((server.url("site/history.zs"), None),
+                                              (server.url("refs-only.zs"), server.url("repo"))):
+                    got = page.evaluate("""async ([url, repo, ref, path, prefix]) => {
+                        const {openArchive, openStore} = await import("../src/index.js");
+                        const zarr = await import("zarrita");
+                        const archive = await openArchive(url, {authorize: [prefix]});
+                        const store = await openStore(archive, ref, {repo});
+                        const array = await zarr.open(zarr.root(store).resolve(path.slice(1)), {kind: "array"});
+                        return Array.from((await zarr.get(array)).data, Number);
+                    }""", [archive_url, repo_url, ref, path, prefix])
+                    assert got == expected[path], (archive_url, ref, path)
         read = """async ([url, ref, path, authorize]) => {
             const {openArchive, openStore} = await import("../src/index.js");
             const zarr = await import("zarrita");
@@ -246,18 +245,18 @@ def test_a_hostile_archive_stays_text_on_the_static_page(browser, site, icechunk
         page.wait_for_selector("body[data-ready=true]", state="attached")
         assert "<script>window.pwned = 7</script>" in page.text_content("#graph")
         assert page.locator('#refs button[data-ref="tag:<b>tag</b>"]').text_content() == "tag:<b>tag</b>"
-        newest = _zs_json("log", archive, "main")[0]
+        newest = zs_json("log", archive, "main")[0]
         page.click(f'#commits button.commit[data-id="{newest["id"]}"]')
         page.wait_for_selector("#commit-section:not([hidden])")
         array_path = f"/{HOSTILE}/<svg onload=window.pwned=4>"
         assert page.text_content(f'#changes button.path[data-path="{array_path}"]') == array_path
         page.click("#tree-button")
         page.wait_for_selector("#tree-section:not([hidden])")
-        assert [row[0] for row in _table(page, "#tree")] == ["/", f"/{HOSTILE}", array_path]
-        assert json.loads(_table(page, "#tree")[0][6]) == {"<script>window.pwned = 1</script>": "<svg onload=alert(2)>"}
+        assert [row[0] for row in table(page, "#tree")] == ["/", f"/{HOSTILE}", array_path]
+        assert json.loads(table(page, "#tree")[0][6]) == {"<script>window.pwned = 1</script>": "<svg onload=alert(2)>"}
         page.click(f'#tree button.path[data-path="{array_path}"]')
         page.wait_for_selector("#array-section:not([hidden])")
-        first = _zs_json("log", archive, "main")[1]
+        first = zs_json("log", archive, "main")[1]
         page.click(f'#commits button.commit[data-id="{first["id"]}"]')
         page.wait_for_function(f"document.querySelector('#commit-id').textContent === '{first['id']}'")
         page.wait_for_timeout(300)  # an injected handler would have fired by now

@@ -7,18 +7,17 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from conftest import TESTDATA
-from servers import faulty_server, nginx_server  # noqa: F401
 from toolkit.jsreader import (JS, NODE, NodeSession, assert_same_answers, node_answers, plan_for, python_answers,
                               require_js)
 from toolkit.peers import GENERATOR
-from zs.zsfiles import FileBuilder
+from toolkit.places import TESTDATA
+from toolkit.servers import faulty_server, nginx_server  # noqa: F401
+from toolkit.zsfiles import FileBuilder
 from zsarchive.archive import RepoArchive, export
 from zsarchive.archive.format import schema as S
 from zsarchive.zs.reader import ZS
@@ -284,19 +283,3 @@ def test_zarrita_reads_embedded_arrays_as_python_does():
     vector = TESTDATA / "archive" / "v6" / "archive.zs"
     expected = _python_arrays(vector, "tag:v1.1", None, [], under="/data/sub/")
     assert expected and _zarrita_arrays(vector, "tag:v1.1", None, [], list(expected)) == expected
-
-
-def test_zarrita_reads_native_and_virtual_chunks_as_python_does(random_archives):
-    """Chunks the archive does not embed: native ones from the repository, virtual ones under the authorized
-    prefix (checked against their pins), at every branch and tag of a random history."""
-    name, archive, authorize = random_archives[0]
-    repo = archive.parent / "repo"
-    with RepoArchive(str(archive)) as arc:
-        refs = [f"{r['type']}:{r['name']}" for r in arc.refs() if r["type"] != "deleted_tag"]
-    compared = 0
-    for ref in refs:
-        # zarrita resolves a node's path as a URL: names holding ? # % or \\ are beyond what it addresses
-        expected = {p: v for p, v in _python_arrays(archive, ref, repo, authorize).items() if not set("?#%\\") & set(p)}
-        assert _zarrita_arrays(archive, ref, repo, authorize, list(expected)) == expected, (name, ref)
-        compared += sum(len(v) for v in expected.values())
-    assert compared > 100
