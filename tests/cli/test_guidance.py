@@ -217,13 +217,12 @@ def test_public_api_is_listed_and_named_like_the_commands(archive_path, answers)
         assert arc.log("main", max_count=1) == arc.log("main")[:1]
     import inspect
 
-    from zsarchive.archive.write.exporter import ExportOptions as export_function  # export() takes its keywords
-    from zsarchive.archive.write.incremental import consolidate
+    from zsarchive.archive.write.options import ExportOptions, WriteOptions  # export() and consolidate() take them
     from zsarchive.cli.consolidate import consolidate_command
     from zsarchive.cli.export import export_command
 
-    for function, command in ((export_function, export_command), (consolidate, consolidate_command)):
-        default = inspect.signature(function).parameters["parallelism"].default
+    for options, command in ((ExportOptions, export_command), (WriteOptions, consolidate_command)):
+        default = inspect.signature(options).parameters["parallelism"].default
         assert default == next(p.default for p in command.params if p.name == "parallelism") == "guess"
 
 

@@ -12,7 +12,7 @@ import pytest
 from toolkit.places import TESTDATA
 from toolkit.archives import history_archive
 from toolkit.cli import one_line_error, run_hostile
-from zsarchive.archive.write.exporter import _parents_first
+from zsarchive.archive.write.plan import parents_first
 from zsarchive.errors import ZSCorrupt
 from zsarchive.icechunk.model import SnapshotInfo
 from zsarchive.icechunk.repo_info import decode_repo_info, encode_repo_info
@@ -38,15 +38,15 @@ def _info(sid: str, parent: str | None) -> SnapshotInfo:
     return SnapshotInfo(sid, parent, 0, "", {})
 
 
-def test_the_export_orders_snapshots_parents_first():
+def test_the_export_orders_snapshotsparents_first():
     snapshots = [_info(D, B), _info(C, B), _info(B, A), _info(A, None)]
-    order = [info.id for info in _parents_first(snapshots)]
+    order = [info.id for info in parents_first(snapshots)]
     assert sorted(order) == [A, B, C, D]
     assert all(order.index(info.parent_id) < order.index(info.id) for info in snapshots if info.parent_id)
     # a parent the list lacks (expired) starts a history of its own
-    assert [info.id for info in _parents_first([_info(C, B), _info(D, C)])] == [C, D]
+    assert [info.id for info in parents_first([_info(C, B), _info(D, C)])] == [C, D]
     with pytest.raises(ZSCorrupt, match=f"parent chain of snapshot {C} loops"):
-        _parents_first([_info(C, B), _info(B, C)])
+        parents_first([_info(C, B), _info(B, C)])
 
 
 def test_validation_names_a_loop_of_parent_links(tmp_path):

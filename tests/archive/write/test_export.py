@@ -181,8 +181,8 @@ def test_missing_target_directory_and_full_disk(tmp_path, monkeypatch):
             if i == 50:
                 raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(exporter_module.ZSWriter, "add_record_lists", disk_full)
-    with pytest.raises(exporter_module.ZSError, match="No space left on device"):
+    monkeypatch.setattr(ZSWriter, "add_record_lists", disk_full)
+    with pytest.raises(ZSError, match="No space left on device"):
         export(repo_path(2), tmp_path / "full.zs")
     assert list(tmp_path.iterdir()) == []
 

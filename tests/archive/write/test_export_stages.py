@@ -15,14 +15,17 @@ from zsarchive.archive import export
 from zsarchive.archive.write import engine as engine_module
 from zsarchive.archive.write import exporter as E
 from zsarchive.archive.write import history as H
+from zsarchive.archive.write import plan as P
 from zsarchive.archive.write import records as R
 from zsarchive.archive.format import schema as S
 from zsarchive.archive.write.engine import InProcess, ProcessPool, open_engine
 from zsarchive.archive.write.sorter import ExternalSorter
+from zsarchive.archive.write.options import WriteOptions
+from zsarchive.archive.write.stream import CompressedBlock, PiecesBlock, RecordList, TaskBlock, Tally
 from zsarchive.icechunk import Repository
 from zsarchive.zs.format.codecs import get_codec
 from zsarchive.zs.reader import ZS
-from zsarchive.zs.writer import BuiltBlock, build_data_block
+from zsarchive.zs.writer import build_data_block
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +50,7 @@ def _arrays(truth: dict) -> dict[str, dict[str, tuple]]:
 
 def test_plan_names_every_snapshot_log_and_array_change(v2):
     repo, truth = v2
-    plan = E.plan_export(repo)
+    plan = P.plan_export(repo)
     parents = {s["id"]: s.get("parent_id") for s in truth["repo_info"]["snapshots"]}
     assert [s.id for s in plan.snapshots] == sorted(parents)
     assert [sid for sid, _ in plan.txlogs] == sorted(sid for sid, parent in parents.items() if parent)
@@ -67,7 +70,7 @@ def test_plan_names_every_snapshot_log_and_array_change(v2):
 
 @pytest.mark.parametrize("task_refs", [1, 2, 5, 10**6])
 def test_change_tasks_split_only_single_manifests(v2, task_refs):
-    plan = E.plan_export(v2[0])
+    plan = P.plan_export(v2[0])
     tasks = plan.change_tasks(task_refs)
     assert [t[0] for t in tasks] == [c for c in plan.changes for t in tasks if t[0] is c]  # in order
     for change in plan.changes:
@@ -88,19 +91,19 @@ def test_a_diff_split_into_ranges_is_the_whole_diff(v2, task_refs):
     """A change against the parent's one manifest, split into ranges of its refs, diffs each range
     against the parent's refs at the same coordinates: the pieces, in order, are the whole diff."""
     repo = v2[0]
-    changes = [c for c in E.plan_export(repo).changes if len(c.base) == 1 and len(c.manifests) == 1]
+    changes = [c for c in P.plan_export(repo).changes if len(c.base) == 1 and len(c.manifests) == 1]
     split = [c for c in changes if c.refs > 4 * task_refs]
     assert split  # the fixture has such changes, and ranges of them
 
     def run(tasks):
         records, ids, total = [], [], H.Digest()
         for change, lo, hi in tasks:
-            for batch, entries, coords in E._change_task(repo, change, lo, hi, True):
-                records += batch
+            for batches, entries, coords in E._change_task(repo, change, lo, hi, True):
+                records += _records(batches)
                 ids += entries
                 total += coords
         return records, ids, total
-    plan = E.ExportPlan([], [], changes, {}, {})
+    plan = P.ExportPlan([], [], changes, {}, {})
     for change in changes:
         ranges = [t for t in plan.change_tasks(task_refs) if t[0] is change]
         assert run(ranges) == run([(change, 0, None)])
@@ -110,7 +113,7 @@ def test_a_diff_split_into_ranges_is_the_whole_diff(v2, task_refs):
 def test_gather_metadata_gives_refs_snapshots_nodes_and_ops(v2, tmp_path):
     repo, truth = v2
     sorter = ExternalSorter(tmpdir=str(tmp_path), unique=False)
-    refs = E.gather_metadata(repo, E.plan_export(repo), sorter)
+    refs = E.gather_metadata(repo, P.plan_export(repo), sorter)
     assert refs == sorted(refs)
     got = {(k[0], k[1]): v[0] for k, v in (S.split(r)[1:] for r in refs)}
     assert {name: sid for (kind, name), sid in got.items() if kind == "branch"} == truth["branches"]
@@ -174,12 +177,14 @@ def test_worker_processes_hand_back_the_forms_of_the_files_they_read(tmp_path, m
 @pytest.mark.parametrize("parallelism", [1, 2])
 def test_decode_changes_replays_to_every_ref_icechunk_lists(v2, tmp_path, parallelism):
     repo, truth = v2
-    plan = E.plan_export(repo)
+    plan = P.plan_export(repo)
     engine = open_engine(repo, str(repo_path(2)), parallelism, 2, str(tmp_path))
     try:
         records, ids = [], []
         for _change, batches in E.decode_changes(engine, plan, include_chunks=True):
-            for batch, batch_ids, _digest in batches():
+            for batch_list, batch_ids, _digest in batches():
+                assert all(type(batch) is RecordList for batch in batch_list)  # no block plan: record lists
+                batch = _records(batch_list)
                 assert batch == sorted(batch)
                 records += batch
                 ids += batch_ids
@@ -222,30 +227,36 @@ def test_tasks_cut_blocks_the_way_the_writer_would(v2, tmp_path, codec, monkeypa
     exactly the records the task gives without one; other arrays' records come as records."""
     repo, _ = v2
     monkeypatch.setattr(E, "_TASK_REFS", 1)  # every manifest counts as large
-    plan = E.plan_export(repo)
+    plan = P.plan_export(repo)
     cut = E.BlockPlan(200, codec)
     once = {node for node, n in collections.Counter(c.node_id for c in plan.changes).items() if n == 1}
     assert once and len(once) < len({c.node_id for c in plan.changes})  # both kinds in the fixture
     engine = InProcess(repo)
-    plain = [[rec for batch, _, _ in batches() for rec in batch] for _, batches in E.decode_changes(engine, plan, False)]
+    plain = [[rec for batch, _, _ in batches() for rec in _records(batch)]
+             for _, batches in E.decode_changes(engine, plan, False)]
     cut_up = E.decode_changes(engine, plan, False, cut)
     compress = get_codec(codec).compress if codec else None
     for (change, batches), records in zip(cut_up, plain):
         items = [item for batch, _, _ in batches() for item in batch]
         if change.node_id not in once:
-            assert items == records
+            assert all(type(item) is RecordList for item in items) and _records(items) == records
             continue
-        blocks = [list(item) if codec is None else item for item in items]
         if codec is None:
-            assert all(isinstance(item, E.OneBlock) for item in items)
+            assert all(type(item) is TaskBlock for item in items)
+            blocks = [item.records for item in items]
             assert [r for block in blocks for r in block] == records
-            expected = [list(block) for block in _writer_cuts(records, 200)]
-            assert blocks == expected
+            assert blocks == _writer_cuts(records, 200)
         else:
-            assert all(isinstance(item, BuiltBlock) for item in items)
+            assert all(type(item) is CompressedBlock for item in items)
+            built = [item.block for item in items]
             expected = [build_data_block(block, None, compress) for block in _writer_cuts(records, 200)]
-            assert items == expected
-            assert sum(block.count for block in items) == len(records)
+            assert built == expected
+            assert sum(block.count for block in built) == len(records)
+
+
+def _records(batches) -> list[bytes]:
+    """The records of a stream of batches, in order."""
+    return [rec for batch in batches for rec in batch.records]
 
 
 def _writer_cuts(records: list[bytes], approx: int) -> list[list[bytes]]:
@@ -268,7 +279,7 @@ def _writer_cuts(records: list[bytes], approx: int) -> list[list[bytes]]:
 
 def test_gather_txlogs_gives_a_summary_and_the_digest_of_each_commits_changed_chunks(v2):
     repo, truth = v2
-    plan = E.plan_export(repo)
+    plan = P.plan_export(repo)
     records, digests = [], {}
     for (sid, _), batches in zip(plan.txlogs, E.gather_txlogs(InProcess(repo), plan)):
         for batch, logged in batches():
@@ -296,20 +307,21 @@ def test_a_digest_ignores_order_and_tells_coordinates_apart():
 
 def test_merge_families_writes_in_file_order_header_last(v2, tmp_path):
     repo, _ = v2
-    plan = E.plan_export(repo)
+    plan = P.plan_export(repo)
     sorter = ExternalSorter(tmpdir=str(tmp_path), unique=False)
     chunk_ids = ExternalSorter(tmpdir=str(tmp_path))
     refs = E.gather_metadata(repo, plan, sorter)
     engine = InProcess(repo)
     reports = []
-    tally = E._Tally(len(refs) + sorter.count, lambda d, t: reports.append((d, t)))
-    lists = list(E.merge_families(
-        refs, E.decode_changes(engine, plan, True),
-        lambda: R.chunk_file_blocks(repo.storage, chunk_ids.sorted(), True, True, []), sorter,
-        list(zip(plan.txlogs, E.gather_txlogs(engine, plan))),
-        chunk_ids, lambda counts: S.record(S.HEADER, (), (tuple(sorted(counts.items())),)), tally,
-        lambda: ExternalSorter(max_bytes=1 << 10, tmpdir=str(tmp_path), unique=False), repo, plan.snapshots))
-    flat = [r for batch in lists for r in batch]
+    tally = Tally(lambda: len(refs) + sorter.count, lambda d, t: reports.append((d, t)))
+    changes = E.decode_changes(engine, plan, True)
+    families = E.Families(
+        refs, changes, list(zip(plan.txlogs, E.gather_txlogs(engine, plan))), sorter, chunk_ids,
+        lambda: ExternalSorter(max_bytes=1 << 10, tmpdir=str(tmp_path), unique=False),
+        lambda: map(PiecesBlock.of, R.chunk_file_blocks(repo.storage, chunk_ids.sorted(), True, True, [])),
+        lambda history: E.history_exceptions(repo, plan, changes, history))
+    batches = list(E.merge_families(families, tally, lambda counts: S.record(S.HEADER, (), (tuple(sorted(counts.items())),))))
+    flat = _records(batches)
     assert flat == sorted(flat) and flat[-1][:1] == S.HEADER
     counts = dict(S.split(flat[-1])[2][0])
     assert sum(counts.values()) == len(flat) - 1
@@ -323,13 +335,13 @@ def test_write_archive_leaves_nothing_when_records_fail(tmp_path):
     target = tmp_path / "a.zs"
 
     def broken():
-        yield [S.record(S.REFS, ("branch", "main"), ("X",))]
+        yield RecordList([S.record(S.REFS, ("branch", "main"), ("X",))])
         raise RuntimeError("decoder failed")
 
     with pytest.raises(RuntimeError, match="decoder failed"):
-        E.write_archive(target, broken(), {}, E.WriteOptions())
+        E.write_archive(target, broken(), {}, WriteOptions())
     assert list(tmp_path.iterdir()) == []
-    E.write_archive(target, iter([[b"a", b"b"]]), {"x": 1}, E.WriteOptions(codec="none"))
+    E.write_archive(target, iter([RecordList([b"a", b"b"])]), {"x": 1}, WriteOptions(codec="none"))
     with ZS(str(target)) as z:
         assert list(z) == [b"a", b"b"] and z.metadata == {"x": 1}
     assert list(tmp_path.iterdir()) == [target]
@@ -338,9 +350,9 @@ def test_write_archive_leaves_nothing_when_records_fail(tmp_path):
 def test_a_claimed_ref_count_cannot_multiply_the_tasks():
     """num_chunk_refs comes from a snapshot file: 2^32 - 1 claimed refs still make at most 64 tasks,
     and a plausible count splits into ranges of the task size."""
-    huge = E.ArrayChange("S" * 20, "N" * 13, (("M" * 20, ((0, 10),)),), (), 2**32 - 1)
-    usual = E.ArrayChange("T" * 20, "N" * 13, (("M" * 20, ((0, 10),)),), (), 600_000)
-    plan = E.ExportPlan([], [], [huge, usual], {}, {})
+    huge = P.ArrayChange("S" * 20, "N" * 13, (("M" * 20, ((0, 10),)),), (), 2**32 - 1)
+    usual = P.ArrayChange("T" * 20, "N" * 13, (("M" * 20, ((0, 10),)),), (), 600_000)
+    plan = P.ExportPlan([], [], [huge, usual], {}, {})
     tasks = plan.change_tasks(250_000)
     assert len([t for t in tasks if t[0] is huge]) <= 64
     assert [(lo, hi) for change, lo, hi in tasks if change is usual] == [(0, 250_000), (250_000, 500_000),
