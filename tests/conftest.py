@@ -41,6 +41,25 @@ def icechunk2_python() -> Path:
     return require_peer(PEERS / "ic2" / "bin" / "python", "icechunk 2.x (Python 3.12)")
 
 
+CHROMIUM = "/usr/bin/chromium"
+BROWSER_ARGS = ["--no-sandbox", "--disable-background-networking", "--disable-component-update",
+                "--disable-default-apps", "--disable-sync", "--no-first-run", "--disable-extensions"]
+"""Debian's chromium, with nothing of its own reaching the network: the tests' pages are its only traffic."""
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """Debian's chromium driven by Playwright (no browser is downloaded), one for the whole session."""
+    if not os.path.exists(CHROMIUM):
+        pytest.fail(f"no {CHROMIUM}: scripts/dev installs Debian's chromium")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        launched = p.chromium.launch(executable_path=CHROMIUM, args=BROWSER_ARGS)
+        yield launched
+        launched.close()
+
+
 def pytest_addoption(parser):
     parser.addoption("--seeds", type=int, default=0, metavar="N",
                      help="system/test_differential.py: also run N fresh random seeds per icechunk version")

@@ -30,6 +30,7 @@ from toolkit.oracle import repo_path
 from toolkit.peers import run_peer_script
 
 NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
+MIME_TYPES = "/etc/nginx/mime.types"
 
 
 def free_port() -> int:
@@ -137,6 +138,8 @@ class Nginx:
                         "-out", str(self.certificate)], check=True, capture_output=True)
         (self.root / "forbidden").mkdir(exist_ok=True)
         user = "user root;" if os.geteuid() == 0 else ""  # workers must read the root's temp dirs
+        # scripts as every web server types them: browsers run a module script only if it says it is one
+        mime_types = f"include {MIME_TYPES};" if os.path.exists(MIME_TYPES) else ""
         temp = "\n".join(f"    {kind}_temp_path {self.prefix}/tmp/{kind};"
                          for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
         (self.prefix / "nginx.conf").write_text(f"""
@@ -147,6 +150,7 @@ pid {self.prefix}/nginx.pid;
 error_log {self.prefix}/error.log warn;
 events {{ worker_connections 128; }}
 http {{
+    {mime_types}
     default_type application/octet-stream;
     log_format counted escape=none '{self._FORMAT}';
     access_log {self.log} counted;

@@ -114,7 +114,7 @@ def test_only_the_page_files_are_served(grid_server):
     with urllib.request.urlopen(grid_server.url, timeout=30) as response:
         assert response.headers["Content-Type"].startswith("text/html")
         assert "default-src 'none'" in response.headers["Content-Security-Policy"]
-        assert b"<script src=\"app.js\" defer></script>" in response.read()
+        assert b"<script type=\"module\" src=\"app.js\"></script>" in response.read()
     assert grid_server.server_address[0] == "127.0.0.1"
 
 

@@ -13,40 +13,13 @@ import sys
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
-from toolkit.oracle import CLEAN_EXIT, ROOT, repo_path
+from toolkit.oracle import ROOT, repo_path
+from toolkit.pages import HOSTILE, HOSTILE_SCRIPT, graph_rows, log_rows, table, wait_commits, zs_json
 from toolkit.servers import nginx_server  # noqa: F401
 from zsarchive.archive import export
-from zsarchive.cli import main
 
-CHROMIUM = "/usr/bin/chromium"
 TIMEOUT_MS = 30_000
-
-HOSTILE = "<img src=x onerror=alert(1)>"
-HOSTILE_SCRIPT = """
-import sys, icechunk as ic, numpy as np, zarr
-repo = ic.Repository.create(ic.local_filesystem_storage(sys.argv[1]))
-s = repo.writable_session("main")
-root = zarr.group(store=s.store, attributes={"<script>window.pwned = 1</script>": "<svg onload=alert(2)>"})
-group = root.create_group(%(name)r, attributes={"title": "<img src=y onerror=window.pwned=3>"})
-array = group.create_array("<svg onload=window.pwned=4>", shape=(6,), chunks=(2,), dtype="i4", fill_value=0,
-                           dimension_names=["<b>x</b>"])
-array[:] = np.arange(6)
-s.commit("<img src=z onerror=window.pwned=5> first", metadata={"<i>author</i>": "<script>alert(6)</script>"})
-s = repo.writable_session("main")
-array = zarr.open_array(store=s.store, path=%(name)r + "/<svg onload=window.pwned=4>")
-array[2:4] = 7
-s.commit("<script>window.pwned = 7</script>")
-repo.create_tag("<b>tag</b>", repo.lookup_branch("main"))
-""" % {"name": HOSTILE} + CLEAN_EXIT
-
-
-def _zs_json(*args) -> list[dict]:
-    result = CliRunner().invoke(main, [str(a) for a in args] + ["--json"], catch_exceptions=False)
-    assert result.exit_code == 0, result.output
-    return [json.loads(line) for line in result.output.splitlines()]
-
 
 class Served:
     """``zs serve ARCHIVE --port 0`` as its own process; ``url`` is where it says it listens."""
@@ -65,18 +38,6 @@ class Served:
     def close(self) -> None:
         self.process.terminate()
         self.process.wait(timeout=30)
-
-
-@pytest.fixture(scope="module")
-def browser():
-    if not os.path.exists(CHROMIUM):
-        pytest.fail(f"no {CHROMIUM}: scripts/dev installs Debian's chromium")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        launched = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        yield launched
-        launched.close()
 
 
 @pytest.fixture(scope="module")
@@ -99,25 +60,12 @@ def _open(browser, url: str):
     return page, dialogs
 
 
-def _table(page, selector: str) -> list[list[str]]:
-    return page.eval_on_selector_all(f"{selector} tbody tr",
-                                     "rows => rows.map(r => Array.from(r.cells, c => c.textContent))")
 
 
-def _graph_rows(page) -> list[dict]:
-    return page.eval_on_selector_all(".graph-line[data-id]", """rows => rows.map(r => ({
-        id: r.dataset.id, refs: Array.from(r.querySelectorAll('button.ref'), b => b.textContent),
-        message: r.querySelector('.message').textContent, time: r.querySelector('.time').textContent}))""")
 
 
-def _wait_commits(page, ref: str, since: str = "", until: str = "") -> None:
-    """Until the commits table shows REF's commits in [since, until] (the page marks what it shows)."""
-    page.wait_for_selector(f'#commits[data-ref="{ref}"][data-since="{since}"][data-until="{until}"]',
-                           state="attached")
 
 
-def _log_rows(rows: list[dict]) -> list[list[str]]:
-    return [[r["id"], r["flushed_at"], r["message"]] for r in rows]
 
 
 def test_click_through_matches_the_cli(browser, fixture_archive):
@@ -125,51 +73,51 @@ def test_click_through_matches_the_cli(browser, fixture_archive):
     try:
         page, dialogs = _open(browser, served.url)
         # the branch graph: every branch and tag's history, as zs log --graph --all
-        graph = _zs_json("log", fixture_archive, "--graph", "--all")
-        assert _graph_rows(page) == [{"id": g["id"], "refs": g["refs"], "message": g["message"],
+        graph = zs_json("log", fixture_archive, "--graph", "--all")
+        assert graph_rows(page) == [{"id": g["id"], "refs": g["refs"], "message": g["message"],
                                       "time": g["flushed_at"]} for g in graph]
         # branch -> its commits
         page.click('#refs button[data-ref="branch:dev"]')
-        _wait_commits(page, "branch:dev")
-        assert _table(page, "#commits") == _log_rows(_zs_json("log", fixture_archive, "branch:dev"))
+        wait_commits(page, "branch:dev")
+        assert table(page, "#commits") == log_rows(zs_json("log", fixture_archive, "branch:dev"))
         page.click('#refs button[data-ref="branch:main"]')
-        _wait_commits(page, "branch:main")
-        main_log = _zs_json("log", fixture_archive, "branch:main")
-        assert _table(page, "#commits") == _log_rows(main_log)
+        wait_commits(page, "branch:main")
+        main_log = zs_json("log", fixture_archive, "branch:main")
+        assert table(page, "#commits") == log_rows(main_log)
         # filtered by date: a day with every commit, a day with none
         day = main_log[0]["flushed_at"][:10]
         page.fill("#since", day)
         page.fill("#until", day)
         page.click("#commit-filter button[type=submit]")
-        _wait_commits(page, "branch:main", day, day)
-        assert _table(page, "#commits") == _log_rows(
-            _zs_json("log", fixture_archive, "branch:main", "--since", day, "--until", day))
+        wait_commits(page, "branch:main", day, day)
+        assert table(page, "#commits") == log_rows(
+            zs_json("log", fixture_archive, "branch:main", "--since", day, "--until", day))
         page.fill("#until", "")
         page.fill("#since", "2999-01-01")
         page.click("#commit-filter button[type=submit]")
-        _wait_commits(page, "branch:main", "2999-01-01")
-        assert _table(page, "#commits") == []
+        wait_commits(page, "branch:main", "2999-01-01")
+        assert table(page, "#commits") == []
         page.fill("#since", "")
         page.click("#commit-filter button[type=submit]")
-        _wait_commits(page, "branch:main")
-        assert _table(page, "#commits") == _log_rows(main_log)
+        wait_commits(page, "branch:main")
+        assert table(page, "#commits") == log_rows(main_log)
 
         # commit -> its changes: the commit whose log lists the most chunks
-        shows = {c["id"]: _zs_json("show", fixture_archive, c["id"])[0] for c in main_log}
+        shows = {c["id"]: zs_json("show", fixture_archive, c["id"])[0] for c in main_log}
         busiest = max(shows.values(), key=lambda s: sum(c["chunks"] for c in s["changes"]))
         page.click(f'#commits button.commit[data-id="{busiest["id"]}"]')
         page.wait_for_function(f"document.querySelector('#commit-id').textContent === '{busiest['id']}'")
         facts = dict(page.eval_on_selector_all("#commit-facts dd", "d => d.map(x => [x.dataset.key, x.textContent])"))
         assert facts["parent_id"] == busiest["parent_id"] and facts["message"] == busiest["message"]
         assert json.loads(facts["metadata"]) == busiest["metadata"]
-        assert _table(page, "#changes") == [[c["path"], c["node_type"], c["change"], str(c["chunks"])]
+        assert table(page, "#changes") == [[c["path"], c["node_type"], c["change"], str(c["chunks"])]
                                             for c in busiest["changes"]]
 
         # the node tree at that commit, as zs ls
         page.click("#tree-button")
         page.wait_for_selector("#tree-section:not([hidden])")
-        listed = _zs_json("ls", fixture_archive, f"snapshot:{busiest['id']}")
-        assert [row[:3] for row in _table(page, "#tree")] == [
+        listed = zs_json("ls", fixture_archive, f"snapshot:{busiest['id']}")
+        assert [row[:3] for row in table(page, "#tree")] == [
             [n["path"], n["node_type"], " × ".join(map(str, n["shape"])) if n.get("shape") is not None else "-"]
             for n in listed]
 
@@ -183,7 +131,7 @@ def test_click_through_matches_the_cli(browser, fixture_archive):
         assert heat["outside"] == 0
         for column, counts in zip(heat["columns"], heat["counts"]):
             assert column["commits"] == 1
-            node_changes = {c["id"]: c["chunks"] for c in shows.get(column["first"]["id"], _zs_json(
+            node_changes = {c["id"]: c["chunks"] for c in shows.get(column["first"]["id"], zs_json(
                 "show", fixture_archive, column["first"]["id"])[0])["changes"]}
             assert sum(counts) == node_changes[heat["node_id"]]
         canvas = page.eval_on_selector("#heatmap", "c => ({...c.dataset})")
@@ -198,9 +146,9 @@ def test_click_through_matches_the_cli(browser, fixture_archive):
         # a chunk -> its history, as zs chunk-log
         page.click(f'#cell-chunks button.chunk[data-coords="{coords[0]}"]')
         page.wait_for_selector("#chunk-section:not([hidden])")
-        assert _table(page, "#chunk-log") == _log_rows(_zs_json(
+        assert table(page, "#chunk-log") == log_rows(zs_json(
             "chunk-log", fixture_archive, f"snapshot:{busiest['id']}", array["path"], coords[0]))
-        assert busiest["id"] in [row[0] for row in _table(page, "#chunk-log")]
+        assert busiest["id"] in [row[0] for row in table(page, "#chunk-log")]
         assert not page.is_visible("#error") and dialogs == []
         page.close()
     finally:
@@ -219,7 +167,7 @@ def test_a_hostile_archive_runs_no_script(browser, icechunk2_python, tmp_path):
         assert "<script>window.pwned = 7</script>" in page.text_content("#graph")
         tag = page.locator('#refs button[data-ref="tag:<b>tag</b>"]')
         assert tag.text_content() == "tag:<b>tag</b>"
-        newest = _zs_json("log", archive, "main")[0]
+        newest = zs_json("log", archive, "main")[0]
         assert newest["message"] == "<script>window.pwned = 7</script>"
         page.click(f'#commits button.commit[data-id="{newest["id"]}"]')
         page.wait_for_selector("#commit-section:not([hidden])")
@@ -227,9 +175,9 @@ def test_a_hostile_archive_runs_no_script(browser, icechunk2_python, tmp_path):
         assert page.text_content(f'#changes button.path[data-path="{array_path}"]') == array_path
         page.click("#tree-button")
         page.wait_for_selector("#tree-section:not([hidden])")
-        paths = [row[0] for row in _table(page, "#tree")]
+        paths = [row[0] for row in table(page, "#tree")]
         assert paths == ["/", f"/{HOSTILE}", array_path]
-        attributes = [row[6] for row in _table(page, "#tree")]
+        attributes = [row[6] for row in table(page, "#tree")]
         assert json.loads(attributes[0]) == {"<script>window.pwned = 1</script>": "<svg onload=alert(2)>"}
         page.click(f'#tree button.path[data-path="{array_path}"]')
         page.wait_for_selector("#array-section:not([hidden])")
@@ -239,7 +187,7 @@ def test_a_hostile_archive_runs_no_script(browser, icechunk2_python, tmp_path):
         page.wait_for_selector("#cell-chunks button.chunk")
         page.click("#cell-chunks button.chunk")
         page.wait_for_selector("#chunk-section:not([hidden])")
-        first = _zs_json("log", archive, "main")[1]
+        first = zs_json("log", archive, "main")[1]
         page.click(f'#chunk-log button.commit[data-id="{newest["id"]}"]')
         page.wait_for_function(f"document.querySelector('#commit-id').textContent === '{newest['id']}'")
         page.click(f'#commits button.commit[data-id="{first["id"]}"]')
@@ -264,14 +212,14 @@ def test_the_page_reads_an_archive_nginx_serves(browser, fixture_archive, nginx_
     served = Served(url)
     try:
         page, dialogs = _open(browser, served.url)
-        graph = _zs_json("log", fixture_archive, "--graph", "--all")
-        assert [row["id"] for row in _graph_rows(page)] == [g["id"] for g in graph]
+        graph = zs_json("log", fixture_archive, "--graph", "--all")
+        assert [row["id"] for row in graph_rows(page)] == [g["id"] for g in graph]
         page.click('#refs button[data-ref="branch:main"]')
-        _wait_commits(page, "branch:main")
+        wait_commits(page, "branch:main")
         page.click(f'#commits button.commit[data-id="{graph[0]["id"]}"]')
         page.wait_for_function(f"document.querySelector('#commit-id').textContent === '{graph[0]['id']}'")
-        assert _table(page, "#changes") == [[c["path"], c["node_type"], c["change"], str(c["chunks"])]
-                                            for c in _zs_json("show", fixture_archive, graph[0]["id"])[0]["changes"]]
+        assert table(page, "#changes") == [[c["path"], c["node_type"], c["change"], str(c["chunks"])]
+                                            for c in zs_json("show", fixture_archive, graph[0]["id"])[0]["changes"]]
         requests = nginx_server.requests_since(mark)
         assert requests and all(r.range for r in requests), "the server reads the archive by ranges"
         assert not page.is_visible("#error") and dialogs == []

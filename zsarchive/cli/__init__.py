@@ -21,6 +21,7 @@ COMMAND_MODULES = {
     "checkout": "zsarchive.cli.checkout",
     "restore": "zsarchive.cli.restore",
     "serve": "zsarchive.cli.serve",
+    "site": "zsarchive.cli.site",
     "chunk": "zsarchive.cli.chunk",
     **{name: _ARCHIVE for name in ("refs", "log", "show", "ls", "chunks", "diff", "ops", "chunk-log", "summary")},
 }
@@ -46,6 +47,7 @@ SUMMARIES = {
     "restore": "Write the Icechunk repository ARCHIVE holds into TARGET, which must be absent or empty.",
     "serve": "A local, read-only web page of ARCHIVE (a path or URL).",
     "show": "One commit and what it changed, as git show --stat.",
+    "site": "Write the web page of ARCHIVE (a path or URL) into OUTDIR, for any static host.",
     "summary": "What ARCHIVE holds, at a glance.",
     "validate": "Check a .zs file for errors or data corruption.",
 }
