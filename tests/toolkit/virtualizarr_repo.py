@@ -83,10 +83,12 @@ def _credentials(source: dict) -> dict:
     import icechunk as ic
 
     if source["kind"] == "s3":
-        return {source["prefix"]: ic.s3_credentials(access_key_id="testing", secret_access_key="testing")}
-    if source["kind"] == "file":
-        return {source["prefix"]: ic.credentials.LocalFileSystemAccess}
-    return {source["prefix"]: None}
+        found = ic.s3_credentials(access_key_id="testing", secret_access_key="testing")
+    elif source["kind"] == "file":
+        found = ic.credentials.LocalFileSystemAccess
+    else:
+        found = ic.credentials.HttpAccess
+    return ic.containers_credentials({source["prefix"]: found})
 
 
 def _repo(path: str, source: dict, create: bool):

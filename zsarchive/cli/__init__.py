@@ -23,6 +23,7 @@ COMMAND_MODULES = {
     "serve": "zsarchive.cli.serve",
     "site": "zsarchive.cli.site",
     "chunk": "zsarchive.cli.chunk",
+    "sources": "zsarchive.cli.sources",
     **{name: _ARCHIVE for name in ("refs", "log", "show", "ls", "chunks", "diff", "ops", "chunk-log", "summary")},
 }
 """The module that registers each command on the group, imported when the command is first asked for."""
@@ -47,6 +48,7 @@ SUMMARIES = {
     "restore": "Write the Icechunk repository ARCHIVE holds into TARGET, which must be absent or empty.",
     "serve": "A local, read-only web page of ARCHIVE (a path or URL).",
     "show": "One commit and what it changed, as git show --stat.",
+    "sources": "The source objects ARCHIVE's virtual chunk refs point into, and what depends on each.",
     "site": "Write the web page of ARCHIVE (a path or URL) into OUTDIR, for any static host.",
     "summary": "What ARCHIVE holds, at a glance.",
     "validate": "Check a .zs file for errors or data corruption.",

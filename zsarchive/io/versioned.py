@@ -10,7 +10,7 @@ import stat
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Sequence
 
-from zsarchive.errors import ZSError
+from zsarchive.errors import ObjectMissing, ZSError
 from zsarchive.io.objects import ObjectChanged, get_bounded
 from zsarchive.io.pinning import Version, http_date
 
@@ -99,3 +99,48 @@ def read_object_run(store: Any, key: str, url: str, offset: int, length: int,
     ObjectChanged when a precondition fails, ZSError (one line naming ``url``) for any other failure."""
     meta, _, data = get_bounded(store, key, {"range": (offset, offset + length), **conditions}, length, url)
     return Version.of_answer(meta.get("e_tag"), meta.get("last_modified"), meta.get("size")), data
+
+
+def stat_file(path: str) -> Version | None:
+    """The version of a regular local file (None when there is none)."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise ZSError(f"cannot read {path}: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise ZSError(f"cannot read {path}: not a regular file")
+    return Version.of_stat(st)
+
+
+def stat_url(url: str, pool: ConnectionPool) -> Version | None:
+    """The version of the object at an HTTP(S) URL, asked with the smallest ranged GET (None: HTTP 404
+    or 410); its size from the answer's Content-Range."""
+    from zsarchive.io.http import HTTPTransport  # here: a chunk ref lookup needs no HTTP client
+
+    transport = HTTPTransport(url, pool=pool)
+    try:
+        size = transport.size
+    except ObjectMissing:
+        return None
+    finally:
+        transport.close()
+    etag, modified = transport.version
+    return Version.of_answer(etag, modified, size)
+
+
+def stat_object(store: Any, key: str, url: str) -> Version | None:
+    """The version of an object in S3, GCS or Azure, from one HEAD (None when there is none)."""
+    import obstore
+    from obstore.exceptions import NotFoundError
+
+    from zsarchive.io.objects import describe
+
+    try:
+        meta = obstore.head(store, key)
+    except NotFoundError:
+        return None
+    except Exception as exc:
+        raise describe(exc, url) from None
+    return Version.of_answer(meta.get("e_tag"), meta.get("last_modified"), meta.get("size"))

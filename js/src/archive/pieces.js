@@ -50,7 +50,9 @@ async function owned(zs, family, owner, start, stop, where) {
   const upper = keyPrefix(family, [...owner, Math.max(stop, start + 1)]);
   const end = new Uint8Array(upper.length + 1);
   end.set(upper);
-  const found = (await zs.floorSpan(before, end)).map((/** @type {Uint8Array} */ r) => splitPiece(r, where));
+  // the record before the lookup may be of the family before (the first piece of the family is later)
+  const found = (await zs.floorSpan(before, end)).filter((/** @type {Uint8Array} */ r) => r[0] === family.charCodeAt(0))
+    .map((/** @type {Uint8Array} */ r) => splitPiece(r, where));
   const n = owner.length;
   const same = (/** @type {any[]} */ key) => key.length === n + 1 && owner.every((e, i) => e === key[i]);
   return { pieces: found.filter(([key]) => same(key)).map(([key, data]) => [key[n], data]), found };

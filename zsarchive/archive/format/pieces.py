@@ -161,7 +161,8 @@ def _owned(zs: ZS, family: bytes, owner: tuple, start: int, stop: int, views: bo
     lookup found as ``(key, bytes or value)`` (an ``E`` alias among them)."""
     before = schema.key_prefix(family, (*owner, start)) + b"\x01"
     end = schema.key_prefix(family, (*owner, max(stop, start + 1))) + b"\x00"
-    found = [_split(r, where) for r in zs.floor_span(before, end, views)]
+    # the record before the lookup may be of the family before (the first piece of the family is later)
+    found = [_split(r, where) for r in zs.floor_span(before, end, views) if bytes(r[:1]) == family]
     n = len(owner)
     return [(key[n], data) for key, data in found if len(key) == n + 1 and key[:n] == owner], found
 

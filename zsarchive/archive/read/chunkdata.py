@@ -18,7 +18,7 @@ from zsarchive.io.location import SCHEMES, Location, parse_location
 from zsarchive.io.objects import ObjectChanged, object_store
 from zsarchive.io.pinning import Version
 from zsarchive.io.versioned import (http_conditions, object_conditions, read_file_runs, read_object_run,
-                                    read_url_run)
+                                    read_url_run, stat_file, stat_object, stat_url)
 from zsarchive.icechunk.storage import ObjectStorage, read_file_range
 
 if TYPE_CHECKING:
@@ -156,6 +156,24 @@ class ChunkReader:
             raise type(exc)(f"{where}: {exc}") from None
         return [(version, body) for body in bodies]
 
+    def version_of(self, location: str) -> Version | None:
+        """The current version of the object at a virtual location under an authorized prefix (its
+        ETag, modification time and size), asked once; None when it no longer exists."""
+        where = f"virtual location {location}"
+        scheme = urlsplit(location).scheme.lower()
+        try:
+            if scheme in ("http", "https"):
+                self._authorized_url(location, where)
+                return stat_url(location, self._pool_for(location))
+            if SCHEMES.get(scheme) in ("s3", "gs", "az"):
+                store, key = _object_of(location, self.authorize[self._authorized_url(location, where)])
+                return stat_object(store, key, location)
+            return stat_file(self._authorized_local_path(location, where))
+        except ZSError as exc:
+            if str(exc).startswith(where):
+                raise
+            raise type(exc)(f"{where}: {exc}") from None
+
     def authorized(self, location: str) -> bool:
         """Whether ``location`` lies under an authorized prefix (a read of it would be allowed)."""
         try:
@@ -237,17 +255,23 @@ def _shared(pins: Iterable[tuple[str | None, int | None]]) -> tuple[str | None, 
     return (etags.pop() if len(etags) == 1 else None), (times.pop() if len(times) == 1 else None)
 
 
+def _object_of(location: str, options: dict[str, Any]) -> tuple[Any, str]:
+    """The obstore store of a location's bucket (with the storage options of its authorized prefix) and
+    the object's key in it."""
+    parts = urlsplit(location)
+    settings = dict(options)
+    anon = str(settings.pop("anon", "")).lower() in ("1", "true", "yes")
+    return (object_store(parse_location(f"{parts.scheme}://{parts.netloc}", settings, anon)),
+            unquote(parts.path).lstrip("/"))
+
+
 def _read_object(location: str, options: dict[str, Any], offset: int, length: int, where: str,
                  etag: str | None, last_modified: int | None) -> tuple[Version, bytes]:
     """A range of an object in S3, GCS or Azure, asked for on condition that the object still has the
     ref's ETag and was not modified after the ref's time."""
-    parts = urlsplit(location)
-    settings = dict(options)
-    anon = str(settings.pop("anon", "")).lower() in ("1", "true", "yes")
-    bucket = parse_location(f"{parts.scheme}://{parts.netloc}", settings, anon)
+    store, key = _object_of(location, options)
     try:
-        return read_object_run(object_store(bucket), unquote(parts.path).lstrip("/"), location, offset, length,
-                               object_conditions(etag, last_modified))
+        return read_object_run(store, key, location, offset, length, object_conditions(etag, last_modified))
     except ObjectChanged:
         checks = ", ".join(f"{k} {v}" for k, v in (("ETag", etag), ("modified by", last_modified and
                                                     format_time(last_modified * 10**6))) if v)
