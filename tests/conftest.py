@@ -67,6 +67,14 @@ def icechunk2_python() -> Path:
     return require_peer(PEERS / "ic2" / "bin" / "python", "icechunk 2.x (Python 3.12)")
 
 
+@pytest.fixture(scope="session")
+def refs_history(icechunk2_python, tmp_path_factory) -> Path:
+    """A repository icechunk 2.x wrote with every kind of chunk ref (toolkit.peers.REFS_HISTORY)."""
+    from toolkit.peers import refs_history as write
+
+    return write(icechunk2_python, tmp_path_factory.mktemp("refs-history") / "repo")
+
+
 def pytest_addoption(parser):
     parser.addoption("--seeds", type=int, default=0, metavar="N",
                      help="test_differential.py: also run N fresh random seeds per icechunk version")

@@ -13,7 +13,7 @@ from urllib.parse import unquote
 from zsarchive.errors import ZSCorrupt, ZSError
 from zsarchive.icechunk import ids
 from zsarchive.icechunk.header import HEADER_LENGTH, parse_header
-from zsarchive.icechunk.manifest import decode_manifest
+from zsarchive.icechunk.manifest.decode import decode_manifest
 from zsarchive.icechunk.model import (
     ChunkRef, CommitChanges, Manifest, Node, NodeType, RepoInfo, RepoStatus, Snapshot, SnapshotId, SnapshotInfo,
     TransactionLog, Update,

@@ -17,9 +17,13 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable, Mapping
 from urllib.parse import quote
 
+import numpy as np
+
 from zsarchive.archive.read.reader import ArchiveReader, guarded
 from zsarchive.errors import ZSError
-from zsarchive.icechunk.manifest import RefBatch, decode_manifest, encode_manifest
+from zsarchive.icechunk.manifest.decode import decode_manifest
+from zsarchive.icechunk.manifest.encode import encode_manifest
+from zsarchive.icechunk.manifest.refs import NATIVE, RefTable
 from zsarchive.icechunk.model import RefKind, RepoInfo
 from zsarchive.icechunk.repo_info import decode_repo_info, encode_repo_info
 from zsarchive.icechunk.snapshot import decode_snapshot, encode_snapshot
@@ -138,26 +142,27 @@ class Restore:
         contents = ManifestContents(self.reader, plan, self.timelines)
         files, chunk_ids = {}, set()
         order = sorted(plan.manifests.values(), key=lambda m: (m.users[0][1].id if m.users else "", m.id))
+        levels = _levels(plan.history.facts.get("config"))
         for done, manifest in enumerate(order, 1):
             arrays = contents.refs(manifest)
-            count = sum(len(refs.kind) if isinstance(refs, RefBatch) else len(refs) for _, refs in arrays)
+            count = sum(len(refs.kind) if isinstance(refs, RefTable) else len(refs) for _, refs in arrays)
             if manifest.num_refs and count != manifest.num_refs:
                 self.notes.append(f"manifest {manifest.id}: {count} refs restored, the original held "
                                   f"{manifest.num_refs} (refs the archive does not keep: hidden by another manifest)")
             for _, refs in arrays:
-                if isinstance(refs, RefBatch):
-                    chunk_ids.update(c for c in refs.chunk_id if c is not None)
+                if isinstance(refs, RefTable):
+                    native = refs.text[refs.kind == NATIVE]
+                    if len(native):
+                        chunk_ids.update(map(refs.texts.__getitem__, np.flatnonzero(np.bincount(native)).tolist()))
                 else:
                     chunk_ids.update(r.chunk_id for r in refs if r.kind is RefKind.NATIVE)
-            form = {"implementation": manifest.implementation, "location_dictionary": manifest.location_dictionary}
-            try:
-                files[manifest.id] = encode_manifest(manifest.id, arrays, manifest.spec_version, size=manifest.size,
-                                                     **form)
-            except ValueError:  # it encodes to more: the snapshots name the size it has
-                files[manifest.id] = encode_manifest(manifest.id, arrays, manifest.spec_version, **form)
-                plan.resized[manifest.id] = len(files[manifest.id])
-                self.notes.append(f"manifest {manifest.id}: {len(files[manifest.id])} bytes, the original "
-                                  f"{manifest.size}: the snapshots name the new size")
+            raw = files[manifest.id] = encode_manifest(
+                manifest.id, arrays, manifest.spec_version, manifest.implementation, manifest.size,
+                manifest.location_dictionary, *levels)
+            if manifest.size and len(raw) != manifest.size:  # the snapshots name the size it has
+                plan.resized[manifest.id] = len(raw)
+                self.notes.append(f"manifest {manifest.id}: {len(raw)} bytes, the original {manifest.size}: the "
+                                  f"snapshots name the new size")
             self.progress("manifests", done, len(order))
         return files, chunk_ids
 
@@ -299,6 +304,16 @@ class Restore:
     def close(self) -> None:
         """Release the archive."""
         self.reader.close()
+
+
+def _levels(config: Mapping[str, Any] | None) -> tuple[int, int]:
+    """(zstd level of files, of compressed virtual locations) the repository's configuration sets (icechunk's
+    defaults: 3 and 3)."""
+    config = config if isinstance(config, Mapping) else {}
+    files = (config.get("compression") or {}).get("level")
+    locations = ((config.get("manifest") or {}).get("virtual_chunk_location_compression") or {}).get(
+        "compression_level")
+    return (files if isinstance(files, int) else 3), (locations if isinstance(locations, int) else 3)
 
 
 def _ref_json(sid: str) -> bytes:

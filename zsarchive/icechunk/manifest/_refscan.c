@@ -300,7 +300,7 @@ static PyMethodDef methods[] = {
 };
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "zsarchive.icechunk._refscan",
+    PyModuleDef_HEAD_INIT, "zsarchive.icechunk.manifest._refscan",
     "Manifest chunk refs read at C speed (optional; zsarchive.icechunk.manifest has the same in numpy).",
     -1, methods, NULL, NULL, NULL, NULL,
 };

@@ -18,26 +18,24 @@ import numpy as np
 import zstandard
 
 from zsarchive.icechunk import ids
-from zsarchive.icechunk.common import ForwardWriter, decoding, id8, id12, id_struct, offsets_vector, uint32_vector, \
-    vtable_bytes
+from zsarchive.icechunk.common import decoding, id8, id12
 from zsarchive.icechunk.flatbuf import FlatBufferError, byte_vector, check_sorted, root, vtable_slots
 from zsarchive.icechunk.gather import BYTE, distinct, first, first_unsorted, gather, offset_vector, uint32_vectors
 from zsarchive.icechunk.generated.Manifest import Manifest as FbManifest
-from zsarchive.icechunk.header import IMPLEMENTATION, open_file, wrap_file
+from zsarchive.icechunk.header import open_file
+from zsarchive.icechunk.manifest.refs import KINDS as _KINDS, RefBatch
 from zsarchive.icechunk.model import ArrayManifestInfo, ChunkRef, FileType, Manifest, NodeId, RefKind
 from zsarchive.limits import LOCATION_LIMIT, unzstd
 
 try:
-    from zsarchive.icechunk import _refscan
+    from zsarchive.icechunk.manifest import _refscan
 except ImportError:  # built where a C compiler was at hand; the numpy code reads the same refs
     _refscan = None
 
 _N_SLOTS = 10  # fields of the ChunkRef table
 _WIDTHS = (4, 4, 8, 8, 12, 4, 4, 4, 4, 4)  # bytes of each ChunkRef field inside the table
-_KINDS = (RefKind.INLINE, RefKind.NATIVE, RefKind.VIRTUAL)  # index = the kind code used below
 _BATCH = 65536  # refs decoded per step: bounds the temporary arrays
 _LOCATION_CACHE = 65536  # distinct locations remembered across steps (they repeat: many chunks per file)
-_new_ref = tuple.__new__  # builds the NamedTuple without its keyword handling: ~2x faster
 # Random odd multipliers hashing strings of <= 256 bytes (numpy's default_rng(2026), written out: importing
 # numpy.random costs every export a few milliseconds)
 _MIX = np.array([
@@ -84,29 +82,6 @@ class _Layout:
                     int(not location and bool(compressed)))
 
 
-class RefBatch(NamedTuple):
-    """Consecutive refs of one array as columns (one entry per ref; None where a field does not apply)."""
-
-    coords: np.ndarray
-    """(refs, ndim) uint32 chunk coordinates, strictly ascending."""
-    kind: list[RefKind]
-    inline: list[bytes | None]
-    chunk_id: list[str | None]
-    location: list[str | None]
-    offset: np.ndarray
-    """uint64; 0 for inline refs."""
-    length: np.ndarray
-    checksum_etag: list[str | None]
-    checksum_last_modified: list[int | None]
-
-    def refs(self) -> Iterator[ChunkRef]:
-        """The batch as ChunkRef tuples, built as they are consumed."""
-        # Lazily, from columns of ints: refs a caller drops die young, so the cyclic GC stays idle.
-        n = len(self.kind)
-        index = zip(*self.coords.T.tolist()) if self.coords.shape[1] else itertools.repeat((), n)
-        return map(_new_ref, itertools.repeat(ChunkRef), zip(
-            index, self.kind, self.inline, self.chunk_id, self.location, self.offset.tolist(),
-            self.length.tolist(), self.checksum_etag, self.checksum_last_modified))
 
 
 class RefColumns(NamedTuple):
@@ -677,281 +652,3 @@ def iter_chunk_refs(raw: bytes, name: str = "<manifest>") -> Iterator[tuple[Node
     manifest = decode_manifest(raw, name)
     for info in manifest.arrays:
         yield from zip(itertools.repeat(info.node_id), manifest.chunk_refs(info.node_id))
-
-
-
-
-# -- encoding ------------------------------------------------------------------------------------
-#
-# Manifests hold millions of refs: they are laid out here directly, front to back, rather than through
-# the generic FlatBuffers builder (about 30 calls per ref). Parents come before children, so every
-# offset points forward as FlatBuffers requires; every table starts 8-aligned, so its 64-bit fields
-# are aligned; distinct virtual locations are stored once, after every table that names them.
-
-# ChunkRef field slots: index, inline, offset, length, chunk_id, location, etag, last_modified
-_REF_VTABLES = {
-    # kind -> (field offsets by slot, table size): the table is soffset, index, then the kind's fields
-    "inline": ((4, 8), 12),
-    "native": ((4, 0, 8, 16, 24), 36),
-    "virtual": ((4, 0, 8, 16, 0, 24), 28),
-    "virtual+etag": ((4, 0, 8, 16, 0, 24, 28), 32),
-    "virtual+modified": ((4, 0, 8, 16, 0, 24, 0, 32), 36),
-    "virtual+etag+modified": ((4, 0, 8, 16, 0, 24, 28, 32), 36),
-}
-# the same with a compressed location: the location's slot (5) moves to compressed_location's (8)
-_REF_VTABLES |= {kind + "+z": ((*fields[:5], 0, *fields[6:], *(0,) * (8 - len(fields)), fields[5]), size)
-                 for kind, (fields, size) in _REF_VTABLES.items() if kind.startswith("virtual")}
-
-
-def location_packer(dictionary: bytes) -> Callable[[str], bytes]:
-    """A virtual location as icechunk compresses it with a manifest's ``location_dictionary``: one zstd
-    frame at level 3 with the content size and the dictionary's id (each distinct location once)."""
-    compressor = zstandard.ZstdCompressor(level=3, dict_data=zstandard.ZstdCompressionDict(dictionary),
-                                          write_content_size=True, write_dict_id=True, write_checksum=False)
-    cache: dict[str, bytes] = {}
-
-    def pack(location: str) -> bytes:
-        raw = cache.get(location)
-        if raw is None:
-            raw = cache[location] = compressor.compress(location.encode("utf-8"))
-        return raw
-    return pack
-
-
-def _ref_kind(ref: ChunkRef, packed: str = "") -> str:
-    if ref.kind is RefKind.VIRTUAL:
-        return "virtual" + ("+etag" if ref.checksum_etag is not None else "") + \
-            ("+modified" if ref.checksum_last_modified else "") + packed
-    return ref.kind.value
-
-
-def _uniform_kind(batch: RefBatch) -> str | None:
-    """The one layout every ref of a batch has (see _REF_VTABLES), or None: lay them out one by one."""
-    n = len(batch.kind)
-    # list.count compares by identity first: a million refs of one kind are counted in C
-    if not n or batch.kind.count(batch.kind[0]) != n or (batch.coords.size and int(batch.coords.max()) > 0xFFFFFFFF):
-        return None
-    kind = batch.kind[0]
-    if kind is RefKind.NATIVE:
-        return "native"
-    if kind is not RefKind.VIRTUAL or batch.checksum_etag.count(None) != n:
-        return None
-    modified = n - batch.checksum_last_modified.count(None) - batch.checksum_last_modified.count(0)
-    return "virtual" if not modified else "virtual+modified" if modified == n else None
-
-
-def _field(block: np.ndarray, stride: int, at: int, dtype: str) -> np.ndarray:
-    """The column of ``dtype`` at byte ``at`` of every ``stride``-byte row of ``block``."""
-    return np.ndarray((len(block) // stride,), dtype, buffer=block, offset=at, strides=(stride,))
-
-
-def _codes(texts: list[str | None]) -> tuple[np.ndarray, list[str]]:
-    """Each entry's index into the distinct texts, in the order they first appear (None as "")."""
-    distinct: dict[str, int] = {}
-    lookup = {text: distinct.setdefault(text or "", len(distinct)) for text in dict.fromkeys(texts)}
-    return np.fromiter(map(lookup.__getitem__, texts), np.int64, len(texts)), list(distinct)
-
-
-def _batch_tables(w: ForwardWriter, vtable: int, kind: str, batch: RefBatch, refs_at: int,
-                  locations: dict[str, list]) -> None:
-    """The ref tables of a batch of one layout, each followed by its index vector, as the loop in
-    :func:`_direct_payload` lays them out, built column by column."""
-    fields, table_size = _REF_VTABLES[kind]
-    n, ndim = batch.coords.shape
-    at_location = max((*fields[5:6], *fields[8:9]), default=0)  # where a location (or compressed one) goes
-    stride = (table_size + 4 + 4 * ndim + 7) & ~7
-    first = w.align(8)
-    block = np.zeros(n * stride, np.uint8)
-    tables = first + stride * np.arange(n, dtype=np.int64)
-    _field(block, stride, 0, "<i4")[:] = tables - vtable
-    _field(block, stride, 4, "<u4")[:] = table_size - 4
-    _field(block, stride, 8, "<u8")[:] = batch.offset
-    _field(block, stride, 16, "<u8")[:] = batch.length
-    _field(block, stride, table_size, "<u4")[:] = ndim
-    for axis in range(ndim):
-        _field(block, stride, table_size + 4 + 4 * axis, "<u4")[:] = batch.coords[:, axis]
-    rows = block.reshape(n, stride)
-    if kind == "native":
-        codes, distinct = _codes(batch.chunk_id)
-        raw = np.frombuffer(b"".join(ids.decode(c, 12) for c in distinct), np.uint8).reshape(-1, 12)
-        rows[:, 24:36] = raw[codes]
-    else:
-        if kind.startswith("virtual+modified"):
-            _field(block, stride, 32, "<u4")[:] = batch.checksum_last_modified
-        codes, distinct = _codes(batch.location)
-        order = np.argsort(codes, kind="stable")
-        bounds = np.searchsorted(codes[order], np.arange(len(distinct) + 1))
-        for code, location in enumerate(distinct):  # first seen first, as the loop does
-            locations.setdefault(location, []).append(tables[order[bounds[code]:bounds[code + 1]]] + at_location)
-    w.buf += block[:len(block) - stride + table_size + 4 + 4 * ndim].tobytes()
-    vector = np.arange(n, dtype=np.int64) * 4 + refs_at + 4
-    w.buf[refs_at + 4:refs_at + 4 + 4 * n] = (tables - vector).astype("<u4").tobytes()
-
-
-def _direct_payload(manifest_id: str, ordered: list[tuple[NodeId, list[ChunkRef] | RefBatch]],
-                    spec_version: int, dictionary: bytes | None = None) -> bytes:
-    """The FlatBuffer laid out front to back (see above); with a ``dictionary``, virtual locations
-    compressed with it."""
-    packed = "+z" if dictionary is not None else ""
-    layouts = [_uniform_kind(refs) if isinstance(refs, RefBatch) else None for _, refs in ordered]
-    layouts = [layout + packed if layout and layout.startswith("virtual") else layout for layout in layouts]
-    ordered = [(node_id, refs if layout else list(refs.refs()) if isinstance(refs, RefBatch) else refs)
-               for (node_id, refs), layout in zip(ordered, layouts)]
-    kinds = {layout for layout in layouts if layout} | \
-        {_ref_kind(ref, packed) for (_, refs), layout in zip(ordered, layouts) if not layout for ref in refs}
-    w = ForwardWriter()
-    root = w.reserve(4)
-    # id, arrays[, dictionary, algorithm]
-    manifest_fields = (8, 4) + (((24 if packed else 0), 20) if spec_version >= 2 else ())
-    vtables = {"manifest": w.reserve(0)}
-    w.buf += vtable_bytes(manifest_fields, (28 if packed else 21) if spec_version >= 2 else 20)
-    vtables["array"] = w.align(2)
-    w.buf += vtable_bytes((8, 4), 16)  # node_id, refs
-    for kind, (fields, table_size) in _REF_VTABLES.items():
-        if kind in kinds:
-            vtables[kind] = w.align(2)
-            w.buf += vtable_bytes(fields, table_size)
-    table = w.table(vtables["manifest"], 28 if packed else 24)
-    w.point(root, table)
-    w.buf[table + 8:table + 20] = ids.decode(manifest_id, 12)
-    if spec_version >= 2:
-        w.buf[table + 20] = 1 if packed else 0  # the schema's default is 1: plain ones must say 0
-    arrays_at = w.vector(len(ordered), 4)
-    w.point(table + 4, arrays_at)
-    locations: dict[str, list] = {}
-    for j, ((node_id, refs), layout) in enumerate(zip(ordered, layouts)):
-        array = w.table(vtables["array"], 16)
-        w.point(arrays_at + 4 + 4 * j, array)
-        w.buf[array + 8:array + 16] = ids.decode(node_id, 8)
-        refs_at = w.vector(len(refs.kind) if layout else len(refs), 4)
-        w.point(array + 4, refs_at)
-        if layout:
-            _batch_tables(w, vtables[layout], layout, refs, refs_at, locations)
-            continue
-        for k, ref in enumerate(refs):
-            kind = _ref_kind(ref, packed)
-            fields, table_size = _REF_VTABLES[kind]
-            at = w.table(vtables[kind], table_size, 8)
-            w.point(refs_at + 4 + 4 * k, at)
-            index = w.blob(struct.pack(f"<{len(ref.index)}I", *ref.index), count=len(ref.index))
-            w.point(at + 4, index)
-            if kind == "inline":
-                w.point(at + 8, w.blob(bytes(ref.inline or b"")))
-                continue
-            struct.pack_into("<QQ", w.buf, at + 8, ref.offset, ref.length)
-            if kind == "native":
-                w.buf[at + 24:at + 36] = ids.decode(ref.chunk_id, 12)
-                continue
-            locations.setdefault(ref.location or "", []).append(at + max(fields[5:6] + fields[8:9]))
-            if ref.checksum_etag is not None:
-                w.point(at + 28, w.blob(ref.checksum_etag.encode("utf-8"), terminate=True))
-            if ref.checksum_last_modified:
-                struct.pack_into("<I", w.buf, at + 32, ref.checksum_last_modified)
-    pack = location_packer(dictionary) if packed else None
-    columns = []  # pointers of whole batches, written once every text is in place
-    for location, fields in locations.items():
-        text = w.blob(pack(location)) if pack else w.blob(location.encode("utf-8"), terminate=True)
-        for field in fields:
-            if isinstance(field, np.ndarray):
-                columns.append((field, text))
-            else:
-                w.point(field, text)
-    if columns:
-        out = np.frombuffer(w.buf, np.uint8)
-        for field, text in columns:
-            value = (text - field).astype(np.uint32)
-            for byte in range(4):
-                out[field + byte] = (value >> np.uint32(8 * byte)) & np.uint32(0xFF)
-        del out
-    if packed:
-        w.point(table + 24, w.blob(dictionary))
-    return bytes(w.buf)
-
-
-def _encode_ref(b, ref: ChunkRef, CR, pack: Callable[[str], bytes] | None = None) -> int:
-    index = uint32_vector(b, ref.index)
-    inline = location = etag = None
-    if ref.kind is RefKind.INLINE:
-        inline = b.CreateByteVector(bytes(ref.inline or b""))
-    elif ref.kind is RefKind.VIRTUAL:
-        location = b.CreateByteVector(pack(ref.location or "")) if pack else b.CreateString(ref.location or "")
-        if ref.checksum_etag is not None:
-            etag = b.CreateString(ref.checksum_etag)
-    CR.Start(b)
-    CR.AddIndex(b, index)
-    if inline is not None:
-        CR.AddInline(b, inline)
-        return CR.End(b)
-    CR.AddOffset(b, ref.offset)
-    CR.AddLength(b, ref.length)
-    if ref.kind is RefKind.NATIVE:
-        CR.AddChunkId(b, id_struct(b, ref.chunk_id, 12))
-        return CR.End(b)
-    if pack:
-        CR.AddCompressedLocation(b, location)
-    else:
-        CR.AddLocation(b, location)
-    if etag is not None:
-        CR.AddChecksumEtag(b, etag)
-    if ref.checksum_last_modified:
-        CR.AddChecksumLastModified(b, ref.checksum_last_modified)
-    return CR.End(b)
-
-
-def _built_payload(manifest_id: str, ordered: list[tuple[NodeId, list[ChunkRef]]], spec_version: int,
-                   dictionary: bytes | None = None) -> bytes:
-    """The FlatBuffer as the generic builder lays it out (back to front, as icechunk's own writer does)."""
-    import flatbuffers
-
-    from zsarchive.icechunk.generated import ArrayManifest as AM, ChunkRef as CR, Manifest as M
-
-    b = flatbuffers.Builder(1 << 16)
-    pack = location_packer(dictionary) if dictionary is not None else None
-    tables = []
-    for node_id, refs in ordered:
-        if isinstance(refs, RefBatch):
-            refs = list(refs.refs())
-        refs_vector = offsets_vector(b, [_encode_ref(b, ref, CR, pack) for ref in refs])
-        AM.Start(b)
-        AM.AddNodeId(b, id_struct(b, node_id, 8))
-        AM.AddRefs(b, refs_vector)
-        tables.append(AM.End(b))
-    arrays_vector = offsets_vector(b, tables)
-    dictionary_vector = b.CreateByteVector(dictionary) if pack else None
-    M.Start(b)
-    M.AddId(b, id_struct(b, manifest_id, 12))
-    M.AddArrays(b, arrays_vector)
-    if dictionary_vector is not None:
-        M.AddLocationDictionary(b, dictionary_vector)
-    if spec_version >= 2:
-        # the schema's default is 1 (zstd with the dictionary): plain locations must say 0
-        M.AddCompressionAlgorithm(b, 1 if pack else 0)
-    b.Finish(M.End(b))
-    return bytes(b.Output())
-
-
-_DIRECT_FROM = 4096
-"""Manifests of at least this many refs are laid out directly (fast); smaller ones by the builder, whose
-layout, icechunk's own, compresses to the sizes icechunk's files have."""
-
-
-def encode_manifest(manifest_id: str, arrays: Iterable[tuple[NodeId, Iterable[ChunkRef] | RefBatch]],
-                    spec_version: int, implementation: str = IMPLEMENTATION, size: int | None = None,
-                    location_dictionary: bytes | None = None) -> bytes:
-    """A manifest file holding each array's refs (arrays sorted by node id, refs by coordinates, as
-    icechunk's binary searches need; a :class:`RefBatch` is taken as sorted, and laid out column by
-    column where its refs share one layout); virtual locations are stored plain, or (spec V2) compressed
-    with ``location_dictionary`` as icechunk compresses them. ``size``: the file's length the snapshots
-    name (see :func:`~zsarchive.icechunk.header.wrap_file`); when one layout cannot have it, the other
-    is tried."""
-    ordered = [(node_id, refs if isinstance(refs, RefBatch) else sorted(refs, key=lambda r: r.index))
-               for node_id, refs in sorted(arrays, key=lambda a: a[0])]
-    count = sum(len(refs.kind) if isinstance(refs, RefBatch) else len(refs) for _, refs in ordered)
-    first, second = (_direct_payload, _built_payload) if count >= _DIRECT_FROM else (_built_payload, _direct_payload)
-    dictionary = location_dictionary if spec_version >= 2 else None
-    try:
-        return wrap_file(FileType.MANIFEST, spec_version, first(manifest_id, ordered, spec_version, dictionary),
-                         implementation, size)
-    except ValueError:
-        return wrap_file(FileType.MANIFEST, spec_version, second(manifest_id, ordered, spec_version, dictionary),
-                         implementation, size)
