@@ -13,7 +13,7 @@ import pytest
 
 from icechunk_answers import answers_without_file_details
 from oracle import oracle, repo_path, run_oracle, virtual_mapping
-from zsarchive.icechunk.header import compressor, parse_header, wrap_file, wrap_frame
+from zsarchive.icechunk.header import compressor, frame_form, parse_header, wrap_frame
 from zsarchive.icechunk.manifest.decode import decode_manifest
 from zsarchive.icechunk.manifest.encode import encode_manifest
 from zsarchive.icechunk.manifest.refs import RefBatch
@@ -89,7 +89,7 @@ def test_values_round_trip(value):
 
 
 def _frame(payload: bytes, implementation: str = "ic-2.3.0") -> bytes:
-    stream = compressor(implementation, len(payload))
+    stream = compressor(frame_form(implementation), len(payload))
     return stream.compress(payload) + stream.flush()
 
 

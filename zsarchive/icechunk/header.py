@@ -75,21 +75,24 @@ class FrameForm(enum.Enum):
     """How an icechunk version frames a file's zstd payload."""
 
     SIZED = "sized"
-    """The content size in the frame header (icechunk 2.x: the whole payload given at once)."""
+    """The content size in the frame header (icechunk 2.3 ...)."""
     UNSIZED = "unsized"
-    """No content size (icechunk 1.x and 0.x, which stream the payload into the compressor)."""
+    """No content size (icechunk up to 2.1 at least, Rust crate 0.x with icechunk 1.x)."""
 
 
 def frame_form(implementation: str) -> FrameForm:
-    """The frame form of the files an implementation (a header's name, ``ic-2.3.0`` ...) writes."""
-    return FrameForm.UNSIZED if implementation.startswith(("ic-0.", "ic-1.")) else FrameForm.SIZED
+    """The frame form of the files an implementation (a header's name, ``ic-2.3.0`` ...) writes, as far as
+    it is known: the Rust crates 0.x (icechunk 1.x), 2.0 and 2.1 wrote no content size; 2.3 writes it, and
+    so does zsarchive for any other name."""
+    return FrameForm.UNSIZED if implementation.startswith(("ic-0.", "ic-1.", "ic-2.0.", "ic-2.1.")) \
+        else FrameForm.SIZED
 
 
-def compressor(implementation: str, content: int, level: int = 3) -> zstandard.ZstdCompressionObj:
-    """A streaming compressor of ``content`` bytes framed as ``implementation`` frames them: at ``level``,
-    no checksum, the content size where that form has it. Fed in pieces of any size, it gives the bytes
-    icechunk's compressor gives for the whole payload (libzstd's output does not depend on the pieces)."""
-    sized = frame_form(implementation) is FrameForm.SIZED
+def compressor(form: FrameForm, content: int, level: int = 3) -> zstandard.ZstdCompressionObj:
+    """A streaming compressor of ``content`` bytes framed in ``form``: at ``level``, no checksum. Fed in
+    pieces of any size, it gives the bytes icechunk's compressor gives for the whole payload (libzstd's
+    output does not depend on the pieces)."""
+    sized = form is FrameForm.SIZED
     cctx = zstandard.ZstdCompressor(level=level, write_content_size=sized, write_checksum=False)
     return cctx.compressobj(size=content if sized else -1)
 
@@ -105,7 +108,7 @@ def wrap_file(file_type: FileType, spec_version: int, payload: bytes, implementa
               level: int = 3) -> bytes:
     """A whole metadata file: the header, then ``payload`` (a finished FlatBuffer) as one zstd frame, as
     icechunk writes it (:func:`compressor`)."""
-    stream = compressor(implementation, len(payload), level)
+    stream = compressor(frame_form(implementation), len(payload), level)
     return wrap_frame(file_type, spec_version, stream.compress(payload) + stream.flush(), len(payload),
                       implementation)
 

@@ -21,6 +21,7 @@ import numpy as np
 
 from zsarchive.archive.read.reader import ArchiveReader, guarded
 from zsarchive.errors import ZSError
+from zsarchive.icechunk.config import dump_config
 from zsarchive.icechunk.manifest.decode import decode_manifest
 from zsarchive.icechunk.manifest.encode import encode_manifest
 from zsarchive.icechunk.manifest.refs import NATIVE, RefTable
@@ -80,32 +81,6 @@ besides control characters and every non-ASCII byte."""
 def _ref_dir(kind: str, name: str) -> str:
     encoded = "".join(quote(c, safe="") if c in _PATH_ESCAPES or ord(c) < 32 or ord(c) > 126 else c for c in name)
     return f"refs/{kind}.{encoded}"
-
-
-def _yaml_config(config: Mapping[str, Any]) -> bytes:
-    """config.yaml of a V1 repository: a virtual chunk container's store as icechunk's tagged YAML."""
-    import yaml
-
-    class Tagged(dict):
-        pass
-
-    class Dumper(yaml.SafeDumper):
-        pass
-
-    def represent(dumper, value):
-        (tag, inner), = value.items()
-        if isinstance(inner, dict):
-            return dumper.represent_mapping("!" + tag, inner)
-        if isinstance(inner, list):
-            return dumper.represent_sequence("!" + tag, inner)
-        return dumper.represent_scalar("!" + tag, str(inner))
-
-    Dumper.add_representer(Tagged, represent)
-    config = json.loads(json.dumps(config))
-    for container in (config.get("virtual_chunk_containers") or {}).values():
-        if isinstance(container, dict) and isinstance(container.get("store"), dict) and len(container["store"]) == 1:
-            container["store"] = Tagged(container["store"])
-    return yaml.dump(config, Dumper=Dumper, sort_keys=False, allow_unicode=True).encode("utf-8")
 
 
 class Restore:
@@ -231,7 +206,7 @@ class Restore:
                 files[f"{_ref_dir('tag', name)}/ref.json.deleted"] = b""
             config = plan.history.facts.get("config")
             if config is not None:
-                files["config.yaml"] = _yaml_config(config)
+                files["config.yaml"] = dump_config(config)
         return files
 
     @guarded

@@ -56,6 +56,8 @@ class TxSummary:
     unjoined_moves: tuple[MoveOperation, ...] = ()
     coords: dict[str, np.ndarray] = field(default_factory=dict)
     """Node id -> (chunks, ndim) matrix of the coordinates of the chunks changed (the per-chunk history)."""
+    listed: tuple[str, ...] = ()
+    """The arrays whose chunks the log names (its ``X`` record's), however many (none included)."""
 
 
 @dataclass
@@ -153,8 +155,9 @@ def read_history(reader: ArchiveReader, timelines: Timelines | None = None) -> A
         if value.merged is not None:
             summary.merged, summary.missing = tuple(value.merged), tuple(value.lost_logs)
             summary.unjoined_moves = tuple(_moves(value.merged_moves or ()))
+        summary.listed = tuple(node_id for node_id, _ in value.updated_chunks)
         txlogs[sid] = summary
-        logged.update(node_id for node_id, _ in value.updated_chunks)
+        logged.update(summary.listed)
     if history_from_timeline(reader.view_format):
         _timeline_coords(reader, timelines or Timelines(reader), snapshots, txlogs, logged)
     else:
@@ -165,6 +168,10 @@ def read_history(reader: ArchiveReader, timelines: Timelines | None = None) -> A
         for summary in txlogs.values():  # as matrices: a big commit changes millions of chunks
             summary.coords = {node: np.array(rows, dtype=np.uint32).reshape(len(rows), -1)
                               for node, rows in summary.coords.items()}
+    for summary in txlogs.values():
+        # the arrays the log names, as it names them: where expiration made a snapshot's parent the
+        # first one, its chunk refs all differ from the parent's, though the log may name none of them
+        summary.coords = {node: summary.coords.get(node, np.zeros((0, 0), np.uint32)) for node in summary.listed}
     files = {}
     for key, value in records_under(zs, schema.FILES):
         if not (FileKey.well_formed(key) and FileValue.well_formed(value)):

@@ -26,12 +26,14 @@ import numpy as np
 import zstandard
 
 from zsarchive.icechunk import ids
-from zsarchive.icechunk.header import IMPLEMENTATION, compressor, wrap_frame
+from zsarchive.icechunk.header import HEADER_LENGTH, IMPLEMENTATION, FrameForm, compressor, frame_form, wrap_frame
 from zsarchive.icechunk.manifest.refs import INLINE, NATIVE, VIRTUAL, RefBatch, RefTable
 from zsarchive.icechunk.model import ChunkRef, FileType, NodeId
 
 _BATCH = 1 << 16
 """Refs placed and written per step: bounds the temporary arrays (a few tens of bytes per ref)."""
+_FORM_BYTES = 16
+"""The most the two frame forms of one payload differ in length (content size field, window byte)."""
 
 # The ChunkRef fields in the order icechunk's generated ``ChunkRef::create`` pushes them: (vtable slot,
 # bytes). A ref's fields are a bit mask over this tuple.
@@ -135,10 +137,11 @@ class _Array:
 class _Layout:
     """The placement of a whole manifest, counted as the builder counts: bytes from the buffer's end."""
 
-    def __init__(self, arrays: list[_Array], spec_version: int, dictionary: bytes | None,
+    def __init__(self, arrays: list[_Array], algorithm: bool, dictionary: bytes | None,
                  pack: Callable[[list[str]], list[bytes]] | None):
         self.arrays = arrays
-        self.spec_version = spec_version
+        self.algorithm = algorithm
+        """Whether the root table has a compression_algorithm field (written where it is not the default)."""
         self.dictionary = dictionary
         self.vtables: dict[bytes, int] = {}
         """Every vtable written, -> where."""
@@ -221,7 +224,7 @@ class _Layout:
         # the root table: [location dictionary,] arrays, id, [compression algorithm when not the default 1]
         pushed = [(2, 4)] if self.dictionary is not None else []
         pushed += [(1, 4), (0, 12)]
-        if self.spec_version >= 2 and self.dictionary is None:
+        if self.algorithm and self.dictionary is None:
             pushed.append((3, 1))
         tail, positions = s, {}
         for slot, width in pushed:
@@ -293,6 +296,15 @@ class _Layout:
         return s
 
     # -- bytes -----------------------------------------------------------------------------------
+
+    def compressed(self, manifest_id: str, form: FrameForm, level: int) -> bytearray:
+        """The buffer as one zstd frame of ``form``."""
+        stream = compressor(form, self.size, level)
+        frame = bytearray()
+        for piece in self.pieces(manifest_id):
+            frame += stream.compress(piece)
+        frame += stream.flush()
+        return frame
 
     def pieces(self, manifest_id: str) -> Iterator[bytes | memoryview]:
         """The buffer, front to back."""
@@ -478,11 +490,17 @@ def encode_manifest(manifest_id: str, arrays: Iterable[tuple[NodeId, Iterable[Ch
             tables.append(_Array(node_id, table))
     dictionary = location_dictionary if spec_version >= 2 else None
     pack = _packer(dictionary, location_level) if dictionary is not None else None
-    layout = _Layout(tables, spec_version, dictionary, pack)
+    # icechunk 2.x builds every manifest with the V2 schema's code, V1 files included
+    major = implementation[3:].partition(".")[0] if implementation.startswith("ic-") else None
+    algorithm = int(major) >= 2 if major and major.isdigit() else spec_version >= 2
+    layout = _Layout(tables, algorithm, dictionary, pack)
     layout.place()
-    stream = compressor(implementation, layout.size, level)
-    frame = bytearray()
-    for piece in layout.pieces(manifest_id):
-        frame += stream.compress(piece)
-    frame += stream.flush()
+    form = frame_form(implementation)
+    frame = layout.compressed(manifest_id, form, level)
+    if size and 0 < abs(HEADER_LENGTH + len(frame) - size) <= _FORM_BYTES:
+        # the same payload framed as the other form may be the file the snapshots name, byte for byte
+        other = layout.compressed(manifest_id, FrameForm.SIZED if form is FrameForm.UNSIZED else FrameForm.UNSIZED,
+                                  level)
+        if HEADER_LENGTH + len(other) == size:
+            frame = other
     return wrap_frame(FileType.MANIFEST, spec_version, frame, layout.size, implementation, size)
