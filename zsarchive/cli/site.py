@@ -10,8 +10,8 @@ from zsarchive.cli.app import main
 @main.command("site")
 @click.argument("archive")
 @click.argument("outdir", type=click.Path(file_okay=False))
-@click.option("--url", metavar="URL", help="Where the page finds the archive, when it is published elsewhere "
-              "(nothing is copied); by default a local ARCHIVE is copied beside the page.")
+@click.option("--url", metavar="URL", help="Where the page finds the archive, when it is published elsewhere (a URL, "
+              "or a path relative to the page; nothing is copied); by default a local ARCHIVE is copied beside the page.")
 def site_command(archive: str, outdir: str, url: str | None) -> None:
     """Write the web page of ARCHIVE (a path or URL) into OUTDIR, for any static host.
 
