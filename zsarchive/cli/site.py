@@ -20,6 +20,6 @@ def site_command(archive: str, outdir: str, url: str | None) -> None:
     (README: "Publishing an archive"). Python: zsarchive.views.site.write_site."""
     from zsarchive.views.site import write_site
 
-    written = write_site(archive, outdir, url)
-    click.echo(f"Wrote {len(written)} files to {outdir}: publish the folder on any static host "
-               f"(open index.html through HTTP, not from the disk)")
+    write_site(archive, outdir, url)
+    click.echo(f"wrote the page of {archive} to {outdir}: publish the folder on any web server or bucket "
+               "(browsers run its scripts over HTTP, not from the disk)")
