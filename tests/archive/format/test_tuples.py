@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from toolkit.columns import BACKENDS, column_backend
-from zsarchive.archive.format import tuples
+from zsarchive.archive.format import tuplecolumns, tuplerows, tuples
 from zsarchive.errors import ZSCorrupt
 
 # One type per position keeps Python's own tuple comparison meaningful (it cannot compare
@@ -126,7 +126,7 @@ def test_rows_follow_the_spec(rows, before, after, pieces, rng):
     ndim = len(rows[0]) if rows else 0
     columns = [np.array([r[k] for r in rows], dtype=np.uint64) for k in range(ndim)]
     choice = [rng.randrange(len(pieces)) for _ in rows]
-    got = tuples.encode_rows([before + b"\x05", *columns, b"\x00", (pieces, np.array(choice, dtype=np.int64)), after],
+    got = tuplerows.encode_rows([before + b"\x05", *columns, b"\x00", (pieces, np.array(choice, dtype=np.int64)), after],
                            n)
     assert got == [before + b"\x05" + b"".join(_spec_int(v) for v in r) + b"\x00" + pieces[c] + after
                    for r, c in zip(rows, choice)]
@@ -141,13 +141,13 @@ def test_rows_of_many_layouts_follow_the_spec(seed):
     pieces = [bytes(rng.randrange(256) for _ in range(k)) for k in range(100)]
     columns = [np.array([r[k] for r in rows], dtype=np.uint64) for k in range(2)]
     choice = np.array([r[2] for r in rows], dtype=np.int64)
-    got = tuples.encode_rows([b"\x05", *columns, (pieces, choice), b"\x00"], len(rows))
+    got = tuplerows.encode_rows([b"\x05", *columns, (pieces, choice), b"\x00"], len(rows))
     assert got == [b"\x05" + _spec_int(a) + _spec_int(b) + pieces[c] + b"\x00" for a, b, c in rows]
 
 
 def test_rows_refuse_negative_integers():
     with pytest.raises(ValueError, match="integers >= 0"):
-        tuples.encode_rows([np.array([1, -1])], 2)
+        tuplerows.encode_rows([np.array([1, -1])], 2)
 
 
 _LAYOUT_VALUES = {"i": unsigned, "s": st.text(max_size=12), "I": st.none() | unsigned, "S": st.none() | st.text(max_size=12)}
@@ -167,7 +167,7 @@ def test_decode_columns_agrees_with_decode(backend, case, before):
     ends = np.cumsum([len(e) for e in encoded])
     starts = ends - [len(e) for e in encoded] + len(before)
     with column_backend(backend):
-        got = tuples.decode_columns(buf, starts, ends, "(" + layout + ")")
+        got = tuplecolumns.decode_columns(buf, starts, ends, "(" + layout + ")")
     escaped = any(isinstance(v, str) and "\0" in v for row in rows for v in row)
     if got is None:
         assert escaped
@@ -203,7 +203,7 @@ def test_column_decoders_agree_on_any_bytes(buf, spans, layout):
     spans = [(min(a, b, len(buf) - 1), min(max(a, b), len(buf))) for a, b in spans]
     starts = np.array([a for a, _ in spans], np.int64)
     ends = np.array([max(a + 1, b) for a, b in spans], np.int64).clip(max=len(buf))
-    c, plain = _both(lambda: tuples.decode_columns(buf, starts, ends, layout))
+    c, plain = _both(lambda: tuplecolumns.decode_columns(buf, starts, ends, layout))
     assert (c is None) == (plain is None)
     if c is not None:
         assert list(map(_as_lists, c[0])) == list(map(_as_lists, plain[0]))
@@ -222,7 +222,7 @@ def test_interned_texts_are_the_spans(texts):
     buf = b"".join(encoded)
     ends = np.cumsum([len(e) for e in encoded]).astype(np.int64)
     begins = ends - [len(e) for e in encoded]
-    for codes, distinct in _both(lambda: tuples.Columns(buf).texts(begins, ends)):
+    for codes, distinct in _both(lambda: tuplecolumns.Columns(buf).texts(begins, ends)):
         assert [distinct[c] for c in codes.tolist()] == texts
         assert len(distinct) == len(set(texts))
 
@@ -230,4 +230,4 @@ def test_interned_texts_are_the_spans(texts):
 def test_interned_texts_refuse_what_is_not_utf8():
     for backend in BACKENDS:
         with column_backend(backend), pytest.raises(UnicodeDecodeError):
-            tuples.Columns(b"ok\xff\xfe").texts(np.array([0, 2]), np.array([2, 4]))
+            tuplecolumns.Columns(b"ok\xff\xfe").texts(np.array([0, 2]), np.array([2, 4]))
