@@ -16,7 +16,7 @@ from zsarchive.archive.format.views import VirtualRangeKey
 from zsarchive.archive.read.reader import ArchiveReader
 from zsarchive.errors import ZSCorrupt
 from zsarchive.icechunk import ids
-from zsarchive.icechunk.manifest import RefBatch
+from zsarchive.icechunk.manifest.refs import NATIVE, VIRTUAL, RefTable
 from zsarchive.icechunk.model import ChunkRef, RefKind
 
 
@@ -41,26 +41,27 @@ class Materializer:
             self.files[found] = VirtualRangeKey(*target)
         return found
 
-    def refs(self, refs: RefBatch | list[ChunkRef]) -> RefBatch | list[ChunkRef]:
+    def refs(self, refs: RefTable | list[ChunkRef]) -> RefTable | list[ChunkRef]:
         """``refs`` with every virtual ref whose range the archive keeps made native."""
         if not self.kept:
             return refs
-        if not isinstance(refs, RefBatch):
+        if not isinstance(refs, RefTable):
             return [self._ref(ref) for ref in refs]
-        rows = [i for i, kind in enumerate(refs.kind) if kind is RefKind.VIRTUAL]
+        rows = np.flatnonzero(refs.kind == VIRTUAL).tolist()
         if not rows:
             return refs
-        kind, chunk_id, location = list(refs.kind), list(refs.chunk_id), list(refs.location)
-        etag, modified = list(refs.checksum_etag), list(refs.checksum_last_modified)
-        offset = refs.offset.copy()
-        offsets, lengths = refs.offset.tolist(), refs.length.tolist()
+        kind, text, offset = refs.kind.copy(), refs.text.copy(), refs.offset.copy()
+        etag, modified, texts = refs.etag.copy(), refs.modified.copy(), list(refs.texts)
+        added: dict[str, int] = {}
         for i in rows:
-            found = self.chunk_id((location[i], offsets[i], lengths[i], etag[i], modified[i]))
+            tag, time = int(refs.etag[i]), int(refs.modified[i])
+            found = self.chunk_id((refs.texts[int(refs.text[i])], int(refs.offset[i]), int(refs.length[i]),
+                                   refs.etags[tag] if tag >= 0 else None, time or None))
             if found is not None:
-                kind[i], chunk_id[i], location[i], etag[i], modified[i], offset[i] = \
-                    RefKind.NATIVE, found, None, None, None, 0
-        return refs._replace(kind=kind, chunk_id=chunk_id, location=location, offset=np.asarray(offset),
-                             checksum_etag=etag, checksum_last_modified=modified)
+                kind[i], offset[i], etag[i], modified[i] = NATIVE, 0, -1, 0
+                text[i] = added.setdefault(found, len(texts) + len(added))
+        return refs._replace(kind=kind, text=text, texts=texts + list(added), offset=offset, etag=etag,
+                             modified=modified)
 
     def _ref(self, ref: ChunkRef) -> ChunkRef:
         if ref.kind is not RefKind.VIRTUAL:
