@@ -8,6 +8,7 @@ repository icechunk reads, without the sources, exactly as it read the original.
 from __future__ import annotations
 
 import contextlib
+import json
 
 import pytest
 import xarray as xr
@@ -50,14 +51,20 @@ def gone(request, python, tmp_path_factory):
     commit(python, repo, sources, "append a granule", "b.nc", "--append", "--tag", "v1")
     commit(python, repo, sources, "append another", "c.nc", "--append")
     told = answers(python, repo, sources, base / "answers.pkl")
-    archive = base / "history.zs"
-    authorize = [f"{prefix} " + " ".join(f"{k}={v}" for k, v in options.items())
-                 for prefix, options in sources.authorize.items()]
-    done = run_zs("export", str(repo), str(archive), "--include-virtual", *(a for p in authorize for a in ("--authorize", p)))
+    archive, plain = base / "history.zs", base / "plain.zs"
+    authorize = [a for prefix, options in sources.authorize.items()
+                 for a in ("--authorize", " ".join([prefix, *(f"{k}={v}" for k, v in options.items())]))]
+    done = run_zs("export", str(repo), str(archive), "--include-virtual", *authorize)
     assert done.returncode == 0, done.stderr
     assert "not kept" not in done.stderr and "kept 1" in done.stderr, done.stderr
+    assert run_zs("export", str(repo), str(plain)).returncode == 0
+    # one source modified in place, one deleted: what zs sources --check says of each archive then
+    sources.put("b.nc", (sources.local / "a.nc").read_bytes())
+    sources.delete("c.nc")
+    checked = {name: run_zs("sources", str(path), "--check", "--json", *authorize)
+               for name, path in (("kept", archive), ("plain", plain))}
     sources.delete()
-    return {"archive": archive, "answers": told, "repo": repo, "sources": sources, "base": base}
+    return {"archive": archive, "answers": told, "repo": repo, "sources": sources, "base": base, "checked": checked}
 
 
 def _keys(answer: dict) -> list[str]:
@@ -107,8 +114,38 @@ def test_restore_materialized_reads_in_icechunk_without_the_sources(gone, python
     assert done.returncode == 0, done.stderr
     again = answers(python, target, gone["sources"], gone["base"] / "restored.pkl")
     assert again["heads"] == gone["answers"]["heads"]
-    same(gone["answers"]["snapshots"], again["snapshots"])
+    assert all(answer["locations"] == [] for answer in again["snapshots"].values())  # no ref is virtual now
+    strip = lambda answers: {sid: {k: v for k, v in a.items() if k != "locations"} for sid, a in answers.items()}  # noqa: E731
+    same(strip(gone["answers"]["snapshots"]), strip(again["snapshots"]))
     with contextlib.closing(RepoArchive(gone["archive"])) as archive:
         kept = sum(1 for n in archive.node_infos("main") if n.is_array for c in archive.array_chunks(n)
                    if c.kind == "virtual")
     assert kept and len(list((target / "chunks").iterdir())) >= kept // 3
+
+
+def test_sources_check_names_the_changed_and_deleted_objects_and_the_snapshots_using_them(gone):
+    """b.nc was rewritten and c.nc deleted after the exports: ``zs sources --check`` says so of exactly those
+    two, with the snapshots whose refs point into each (as icechunk lists their locations); the archive
+    that keeps their bytes has nothing at risk (exit 0), the one that does not names what is (exit 3)."""
+    prefix = gone["sources"].prefix
+    users = {name: sorted(sid for sid, answer in gone["answers"]["snapshots"].items()
+                          if prefix + name in answer["locations"]) for name in ("a.nc", "b.nc", "c.nc")}
+    assert users["c.nc"] and set(users["b.nc"]) > set(users["c.nc"])
+    expected = {"a.nc": "unchanged", "b.nc": "changed", "c.nc": "missing"}
+    for name, done in gone["checked"].items():
+        lines = [json.loads(line) for line in done.stdout.splitlines()]
+        overall, rows = lines[0], {row["location"]: row for row in lines[1:]}
+        assert set(rows) == {prefix + n for n in expected}, rows.keys()
+        for file, status in expected.items():
+            row = rows[prefix + file]
+            assert (row["status"], sorted(row["snapshots"])) == (status, users[file]), (name, file, row)
+            assert row["embedded"] == ("all" if name == "kept" else "none") and row["at_risk"] == (
+                name == "plain" and status != "unchanged")
+        assert (overall["changed"], overall["missing"], overall["unchanged"]) == (1, 1, 1)
+        if name == "kept":
+            assert done.returncode == 0 and overall["at_risk"] == [], done.stderr
+            assert overall["safe_refs"] == rows[prefix + "b.nc"]["refs"] + rows[prefix + "c.nc"]["refs"]
+        else:
+            assert done.returncode == 3, done.stderr
+            assert overall["at_risk"] == [prefix + "b.nc", prefix + "c.nc"]
+            assert overall["at_risk_snapshots"] == sorted(set(users["b.nc"]) | set(users["c.nc"]))

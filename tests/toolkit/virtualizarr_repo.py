@@ -5,14 +5,16 @@ make them, and icechunk's answers about them.
 gzip + shuffle), ``elev`` (float64, contiguous), ``rain`` (int16, CF-packed with scale_factor, add_offset
 and a _FillValue, chunked, gzip), coordinates ``time``, ``lat``, ``lon``.
 
-``commit REPO SOURCE MESSAGE FILE [--create] [--append] [--branch B] [--tag T] [--at SECONDS]``:
+``commit REPO SOURCE MESSAGE FILE [--create] [--append | --overwrite] [--branch B] [--tag T] [--at SECONDS]``:
 ``open_virtual_dataset`` of the file (HDFParser, an obstore ObjectStoreRegistry) written with
 ``vds.vz.to_icechunk`` (appended along time with ``--append``; ``--at``: its ``last_updated_at``), committed;
 prints the snapshot id. SOURCE is JSON: ``{"prefix": URL prefix, "kind": "file"|"http"|"s3", "root": local
 dir (file), "endpoint", "bucket" (s3)}``.
 
 ``answers REPO SOURCE OUT``: for every snapshot of every branch and tag, what icechunk's own store gives:
-each chunk key's stored bytes (``store.get``) and the dataset xarray reads from it (``to_dict``), pickled.
+each chunk key's stored bytes (``store.get``), the dataset xarray reads from it (``to_dict``) and the
+locations its virtual refs point into (``all_virtual_chunk_locations``), pickled; for a snapshot icechunk
+refuses to read (a source changed), the first line of its error instead of the bytes and the dataset.
 """
 
 from __future__ import annotations
@@ -114,7 +116,8 @@ def commit(args: argparse.Namespace) -> None:
                                registry=ObjectStoreRegistry({key: store}), loadable_variables=["time", "lat", "lon"])
     session = repo.writable_session(args.branch)
     at = None if args.at is None else datetime.datetime.fromtimestamp(args.at, datetime.timezone.utc)
-    vds.vz.to_icechunk(session.store, append_dim="time" if args.append else None, last_updated_at=at)
+    vds.vz.to_icechunk(session.store, append_dim="time" if args.append else None, last_updated_at=at,
+                       mode="w" if args.overwrite else None)
     snapshot = session.commit(args.message)
     if args.tag:
         repo.create_tag(args.tag, snapshot)
@@ -134,22 +137,28 @@ def answers(args: argparse.Namespace) -> None:
     snapshots = {s.id for head in heads.values() for s in repo.ancestry(snapshot_id=head)}
     out = {"heads": heads, "snapshots": {}}
     for sid in sorted(snapshots):
-        store = repo.readonly_session(snapshot_id=sid).store
+        session = repo.readonly_session(snapshot_id=sid)
+        store = session.store
         chunks = {}
+        locations = sorted(session.all_virtual_chunk_locations())
         try:
             group = zarr.open_group(store=store, mode="r")
         except zarr.errors.GroupNotFoundError:  # the repository's first, empty, snapshot
-            out["snapshots"][sid] = {"chunks": {}, "dataset": None}
+            out["snapshots"][sid] = {"chunks": {}, "dataset": None, "locations": locations}
             continue
-        for name, array in group.arrays():
-            for coords in np.ndindex(*array.cdata_shape):
-                key = f"{name}/c/" + "/".join(map(str, coords))
-                found = sync(store.get(key, default_buffer_prototype()))
-                if found is not None:
-                    chunks[key] = found.to_bytes()
-        with xr.open_zarr(store, consolidated=False, chunks=None) as ds:
-            data = ds.load().to_dict(data="array")
-        out["snapshots"][sid] = {"chunks": chunks, "dataset": data}
+        try:
+            for name, array in group.arrays():
+                for coords in np.ndindex(*array.cdata_shape):
+                    key = f"{name}/c/" + "/".join(map(str, coords))
+                    found = sync(store.get(key, default_buffer_prototype()))
+                    if found is not None:
+                        chunks[key] = found.to_bytes()
+            with xr.open_zarr(store, consolidated=False, chunks=None) as ds:
+                data = ds.load().to_dict(data="array")
+        except Exception as exc:  # icechunk refuses a snapshot whose sources changed: say why
+            out["snapshots"][sid] = {"error": str(exc).splitlines()[0], "locations": locations}
+            continue
+        out["snapshots"][sid] = {"chunks": chunks, "dataset": data, "locations": locations}
     with open(args.out, "wb") as f:
         pickle.dump(out, f)
 
@@ -165,6 +174,7 @@ def main() -> None:
         write.add_argument(name)
     write.add_argument("--create", action="store_true")
     write.add_argument("--append", action="store_true")
+    write.add_argument("--overwrite", action="store_true")
     write.add_argument("--branch", default="main")
     write.add_argument("--tag")
     write.add_argument("--at", type=float)

@@ -8,6 +8,7 @@ import sys
 import click
 
 from zsarchive.cli.app import main
+from zsarchive.cli.progress import LazyBar
 from zsarchive.cli.params import BYTE_SIZE, Parallelism, authorize_option, force_option, remote_options
 from zsarchive.icechunk.kinds import check_new_target
 from zsarchive.zs.format.codecs import LEVELS_HELP, NAMES
@@ -78,16 +79,7 @@ def export_command(repo: str, archive: str, codec: str, compress_level: str | No
             bar.length = max(total, 1)
             bar.update(done - bar.pos)
 
-    byte_bar = None
-
-    def virtual_progress(done: int, total: int) -> None:
-        nonlocal byte_bar
-        if not show:
-            return
-        if byte_bar is None:
-            byte_bar = click.progressbar(length=max(total, 1), label="keeping virtual chunks (bytes)", file=sys.stderr)
-            byte_bar.__enter__()
-        byte_bar.update(done - byte_bar.pos)
+    byte_bar = LazyBar("keeping virtual chunks (bytes)", show)
 
     client = None
     if scheduler is not None:
@@ -106,10 +98,9 @@ def export_command(repo: str, archive: str, codec: str, compress_level: str | No
                                     include_chunks=include_chunks, chunk_codec=chunk_codec, parallelism=parallelism, progress=progress,
                                     storage_options=storage_options, anon=anon, client=client, base=base,
                                     authorize=authorize, include_virtual=include_virtual,
-                                    max_virtual_bytes=max_virtual_bytes, virtual_progress=virtual_progress)
+                                    max_virtual_bytes=max_virtual_bytes, virtual_progress=byte_bar)
     finally:
-        if byte_bar is not None:
-            byte_bar.__exit__(None, None, None)
+        byte_bar.close()
         if bar is not None:
             bar.__exit__(None, None, None)
         if client is not None:

@@ -139,7 +139,7 @@ def stat_object(store: Any, key: str, url: str) -> Version | None:
 
     try:
         meta = obstore.head(store, key)
-    except NotFoundError:
+    except (FileNotFoundError, NotFoundError):  # obstore 0.12 raises the first for a HEAD
         return None
     except Exception as exc:
         raise describe(exc, url) from None

@@ -78,10 +78,7 @@ class ChunkReader:
             chunk_id = chunk.chunk_id
             if not isinstance(chunk_id, str) or not _CHUNK_ID.match(chunk_id):
                 raise ZSCorrupt(f"{self.name}: {where}: invalid chunk id {chunk_id!r}")
-            try:
-                embedded = self.embedded(chunk_id, offset, offset + length, views)
-            except ZSCorrupt as exc:
-                raise ZSCorrupt(f"{where}: {exc}") from None
+            embedded = _kept(self.embedded, chunk_id, offset, length, views, where)
             if embedded is not None:
                 return embedded
             if repo is None:
@@ -103,10 +100,7 @@ class ChunkReader:
                 raise type(exc)(f"{where}: {exc}") from None
         if self.embedded_virtual is not None:
             key = (chunk.location, *chunk.whole_range, chunk.checksum_etag, chunk.checksum_last_modified)
-            try:
-                kept = self.embedded_virtual(key, offset, offset + length, views)
-            except ZSCorrupt as exc:
-                raise ZSCorrupt(f"{where}: {exc}") from None
+            kept = _kept(self.embedded_virtual, key, offset, length, views, where)
             if kept is not None:
                 return kept
         return self.read_virtual(chunk.location, offset, length, chunk.checksum_etag,
@@ -244,6 +238,15 @@ class ChunkReader:
 def _authorize_hint(prefix: str) -> str:
     """How to authorize ``prefix``, for a Python caller and on the command line."""
     return f"authorize it with authorize=[{prefix!r}] in Python, --authorize {prefix} on the command line"
+
+
+def _kept(lookup: Callable, key: Any, offset: int, length: int, views: bool, where: str) -> bytes | memoryview | None:
+    """``length`` bytes at ``offset`` of what the archive keeps under ``key`` (a chunk file's id, a virtual
+    range's key), or None; a damaged archive's error names the chunk."""
+    try:
+        return lookup(key, offset, offset + length, views)
+    except ZSCorrupt as exc:
+        raise ZSCorrupt(f"{where}: {exc}") from None
 
 
 def _shared(pins: Iterable[tuple[str | None, int | None]]) -> tuple[str | None, int | None]:
