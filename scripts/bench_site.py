@@ -14,7 +14,8 @@ cache) per run:
    page (JavaScript) and in this process (Python's ``RepoArchive`` over the same URL), alternating; the time and
    the requests nginx logged for it. Goals: <= 3 requests, <= 2x Python's time. Beside them: the reader in Node
    (the same code on undici's fetch), and a fresh ``zs chunk --json`` process as a user runs it.
-3. both again through a loopback proxy adding ``--delay-ms`` to every round trip (the page too), as a network
+3. the heatmap of the array's chunk changes, computed in the page (every chunk ref record read and binned).
+4. both again through a loopback proxy adding ``--delay-ms`` to every round trip (the page too), as a network
    does: there the round trips, which both readers spend alike, decide.
 
 Prints medians. The machine is shared: quote numbers with the load they ran under.
@@ -158,7 +159,7 @@ def main() -> None:
         nginx.start()
         try:
             url = nginx.url(f"site/{archive.name}")
-            paint, js, py, js_requests, py_requests, cli = [], [], [], [], [], []
+            paint, js, py, js_requests, py_requests, cli, heat = [], [], [], [], [], [], []
             with sync_playwright() as p:
                 browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
                 for _ in range(args.runs):
@@ -182,6 +183,12 @@ def main() -> None:
                     py.append(seconds)
                     assert location == got["location"], (location, got)
                     cli.append(cli_lookup(url, tuple(coords)))
+                    page.click("#commits button.commit")  # the one commit, which wrote the array
+                    page.wait_for_selector('#changes button.path[data-path="/v"]', timeout=60_000)
+                    t0 = time.perf_counter()
+                    page.click('#changes button.path[data-path="/v"]')
+                    page.wait_for_selector("#array-section:not([hidden])", timeout=120_000)
+                    heat.append(time.perf_counter() - t0)
                     context.close()
                 browser.close()
             node = node_lookups(url, [rng.randrange(args.refs) for _ in range(args.runs + 1)])
@@ -198,6 +205,7 @@ def main() -> None:
           f"{med(r['requests'] for r in node):.0f} requests ({med(r['seconds'] for r in node) / med(py):.2f}x Python)")
     print(f"  a fresh zs chunk --json process        {med(cli) * 1000:7.1f} ms (the browser's lookup: "
           f"{med(js) / med(cli):.2f}x)")
+    print(f"  page: heatmap of /v (1 M chunks) drawn {med(heat):7.3f} s (zs serve's goal for its own: <= 2)")
     js_far, py_far = med(t for t, _ in slow["js"]), med(t for t, _ in slow["py"])
     print(f"with {args.delay_ms:.0f} ms added to every round trip (a loopback proxy):")
     print(f"  page: first paint of the commit list   {med(slow['paint']):7.3f} s")
