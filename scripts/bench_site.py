@@ -4,7 +4,7 @@ chunk ref lookup beside the Python reader's over the same server, in one run.
     .venv/bin/python scripts/bench_site.py [--refs N] [--runs K]
 
 The archive is that of the 1 M-ref benchmark repository (built once by the real icechunk 2.x and cached under
-``.bench/``, see scripts/bench_icechunk_manifest.py); ``zs site`` writes its page beside it, nginx (Debian's)
+``.bench/``, see scripts/bench_icechunk_manifest.py; exported once, as scripts/bench_views.py does); ``zs site`` writes its page beside it, nginx (Debian's)
 serves the folder on 127.0.0.1, and Debian's chromium opens it through Playwright, a fresh browser context (no
 cache) per run:
 
@@ -27,7 +27,6 @@ import argparse
 import json
 import os
 import random
-import shutil
 import statistics
 import subprocess
 import sys
@@ -42,9 +41,10 @@ sys.path.insert(0, str(ROOT))
 
 import bench_icechunk_manifest as icbench  # noqa: E402
 from bench_http import DelayProxy  # noqa: E402
+from bench_views import big_archive, heatmap_seconds  # noqa: E402
 from toolkit.servers import Nginx  # noqa: E402
 
-from zsarchive.archive import RepoArchive, export  # noqa: E402
+from zsarchive.archive import RepoArchive  # noqa: E402
 from zsarchive.views.site import write_site  # noqa: E402
 
 CHROMIUM = "/usr/bin/chromium"
@@ -58,16 +58,6 @@ LOOKUP = """async ([url, coords]) => {
     const seconds = (performance.now() - t0) / 1000;
     return {seconds, requests: archive.zs.transport.stats.requests, location: chunk.location, depth: archive.zs.rootIndexLevel};
 }"""
-
-
-def big_archive(refs: int) -> Path:
-    """The archive of the cached benchmark repository (exported once)."""
-    repo = icbench.ensure_repo(refs)
-    archive = icbench.CACHE / f"site-{refs}.zs"
-    if not archive.exists():
-        export(repo, archive.with_suffix(".tmp"))
-        archive.with_suffix(".tmp").rename(archive)
-    return archive
 
 
 NODE_LOOKUPS = """
@@ -183,12 +173,7 @@ def main() -> None:
                     py.append(seconds)
                     assert location == got["location"], (location, got)
                     cli.append(cli_lookup(url, tuple(coords)))
-                    page.click("#commits button.commit")  # the one commit, which wrote the array
-                    page.wait_for_selector('#changes button.path[data-path="/v"]', timeout=60_000)
-                    t0 = time.perf_counter()
-                    page.click('#changes button.path[data-path="/v"]')
-                    page.wait_for_selector("#array-section:not([hidden])", timeout=120_000)
-                    heat.append(time.perf_counter() - t0)
+                    heat.append(heatmap_seconds(page))
                     context.close()
                 browser.close()
             node = node_lookups(url, [rng.randrange(args.refs) for _ in range(args.runs + 1)])

@@ -1,6 +1,7 @@
 // The order-preserving, self-delimiting tuple encoding of record keys and values
 // (docs/archive-format.rst, "Tuple encoding"). Decoded values: integers as numbers (BigInt beyond
 // 2**53), text as strings, byte strings and blobs as Uint8Array, null, booleans, tuples as arrays.
+import { concat } from "../bytes.js";
 import { ZSCorrupt } from "../errors.js";
 import { decodeUleb128 } from "../zs/uleb128.js";
 
@@ -60,13 +61,7 @@ function escaped(buf, pos, what) {
       continue;
     }
     parts.push(buf.subarray(start, end));
-    const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
-    let at = 0;
-    for (const part of parts) {
-      out.set(part, at);
-      at += part.length;
-    }
-    return [out, end + 1];
+    return [concat(parts), end + 1];
   }
 }
 
