@@ -291,3 +291,32 @@ def test_the_site_ships_the_reader_its_modules_and_the_decoder_s_license(tmp_pat
     license_text = (tmp_path / "out" / "reader" / "vendor" / "fzstd.LICENSE").read_text()
     assert "MIT License" in license_text and "Arjun Barrett" in license_text
     assert "fzstd.LICENSE" in (tmp_path / "out" / "reader" / "vendor" / "fzstd.js").read_text().splitlines()[0]
+
+
+def test_a_fragment_s_page_reads_its_chain_and_a_picked_file_opens_too(browser, site, tmp_path):
+    """zs site copies a fragment with the archive it builds on (in the folder above it here: each at its place
+    relative to the other), and the page reads the chain; a file picked from the disk (a Blob) opens in the same
+    page, read without a server."""
+    server, archive, _, _ = site
+    base = tmp_path / "history.zs"
+    export(TESTDATA / "icechunk" / "v2", base)
+    (tmp_path / "later").mkdir()
+    fragment = tmp_path / "later" / "history-2.zs"
+    export(TESTDATA / "icechunk" / "v2", fragment, base=base)
+    write_site(fragment, server.root / "chain")
+    assert json.loads((server.root / "chain" / "site.json").read_text())["archive"] == "later/history-2.zs"
+    assert (server.root / "chain" / "later" / "history-2.zs").read_bytes() == fragment.read_bytes()
+    assert (server.root / "chain" / "history.zs").read_bytes() == base.read_bytes()
+    page, dialogs = _open(browser, server.url("chain/index.html"))
+    try:
+        graph = zs_json("log", fragment, "--graph", "--all")
+        assert graph_rows(page) == [{"id": g["id"], "refs": g["refs"], "message": g["message"], "time": g["flushed_at"]}
+                                    for g in graph]
+        page.set_input_files("#open-file", str(archive))  # the archive of the module's site, from the disk
+        page.wait_for_selector("body[data-ready=true]", state="attached")
+        wait_commits(page, "branch:main")
+        assert table(page, "#commits") == log_rows(zs_json("log", archive, "branch:main"))
+        assert graph_rows(page)[0]["id"] == zs_json("log", archive, "--graph", "--all")[0]["id"]
+        assert not page.is_visible("#error") and dialogs == []
+    finally:
+        page.close()
