@@ -302,3 +302,11 @@ def test_zarrita_reads_embedded_arrays_as_python_does():
     vector = TESTDATA / "archive" / "v6" / "archive.zs"
     expected = _python_arrays(vector, "tag:v1.1", None, [], under="/data/sub/")
     assert expected and _zarrita_arrays(vector, "tag:v1.1", None, [], list(expected)) == expected
+
+
+def test_the_reader_s_jsdoc_types_check():
+    """TypeScript checks the reader and its drivers by their JSDoc types (js/tsconfig.json): what the package
+    promises its users who type-check holds."""
+    done = subprocess.run([str(JS / "node_modules" / ".bin" / "tsc"), "-p", str(JS / "tsconfig.json")],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-3000:]

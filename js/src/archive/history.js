@@ -46,13 +46,16 @@ export class HistoryQueries extends ArchiveReader {
     this.depths = new Map();
   }
 
-  /** Branches, tags and deleted tags: ``{type, name, snapshot_id}`` (no id for deleted tags). */
+  /**
+   * Branches, tags and deleted tags: ``{type, name, snapshot_id}`` (no id for deleted tags).
+   * @returns {Promise<Array<{type: string, name: string, snapshot_id?: string}>>}
+   */
   async refs() {
     const out = [];
     for await (const [key, value] of this.records(REFS)) {
       if (key.length !== 2 || typeof key[1] !== "string") throw new TypeError(`ref key ${JSON.stringify(key)}`);
-      const [kind, name] = key;
-      out.push(kind === "deleted_tag" ? { type: kind, name } : { type: kind, name, snapshot_id: value[0] });
+      const [kind, name] = /** @type {[string, string]} */ (key);
+      out.push(kind === "deleted_tag" ? { type: kind, name } : { type: kind, name, snapshot_id: /** @type {string} */ (value[0]) });
     }
     return out;
   }
@@ -281,7 +284,10 @@ export class HistoryQueries extends ArchiveReader {
       throw new ZSError(`maxCount must be an integer >= 0, not ${maxCount}`);
     }
     const since = timeBound(options.since, false), until = timeBound(options.until, true);
-    let chosen, earliest = null;
+    /** @type {Array<[string, any]>} */
+    let chosen;
+    /** @type {number | null} */
+    let earliest = null;
     if (ref !== null && ref !== undefined) {
       const items = [];
       for await (const item of this.ancestry(await this.resolve(ref))) items.push(item);
@@ -290,7 +296,7 @@ export class HistoryQueries extends ArchiveReader {
       chosen.sort(([, a], [, b]) => b.flushedAt - a.flushedAt);
     } else {
       for await (const [k] of this.range(SNAPSHOT_TIME, [], null)) {
-        earliest = k[0];
+        earliest = /** @type {number} */ (k[0]);
         break;
       }
       const window = [];
