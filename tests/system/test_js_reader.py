@@ -93,6 +93,15 @@ def test_every_vector_answers_alike_in_node(vector, expected, tmp_path):
     assert_same_answers(plan, node_answers(vector, plan, tmp_path), answers, vector.parent.name)
 
 
+@pytest.mark.parametrize("codec", ["zstd", "none"])
+def test_archives_of_every_codec_the_reader_decodes_answer_alike_in_node(codec, expected, tmp_path):
+    """zstd blocks through the vendored decoder, blocks stored as they are (deflate: every vector)."""
+    archive = tmp_path / f"{codec}.zs"
+    export(TESTDATA / "icechunk" / "v2", archive, codec=codec, include_chunks=True)
+    plan, answers = expected(archive)
+    assert_same_answers(plan, node_answers(archive, plan, tmp_path), answers, codec)
+
+
 def test_random_repositories_and_a_chain_answer_alike_in_node(random_archives, expected, tmp_path):
     for name, archive, authorize in random_archives:
         plan, answers = expected(archive)
