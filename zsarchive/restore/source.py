@@ -16,10 +16,10 @@ import numpy as np
 from zsarchive.archive.format import schema
 from zsarchive.archive.format.pieces import embeds, file_pieces
 from zsarchive.archive.format.views import (
-    NODE_SETS, ChunkRefValue, FileKey, FileValue, ManifestRefKey, NodeKey, NodeValue, OpsKey, OpsValue, RefKey,
+    NODE_SETS, NODE_TYPES, REF_KINDS, ChunkRefValue, FileKey, FileValue, ManifestRefKey, NodeKey, NodeValue, OpsKey, OpsValue, RefKey,
     RefValue, RepoFactKey, RepoFactValue, RepoFile, SnapshotKey, SnapshotValue, TxlogKey, TxlogValue,
 )
-from zsarchive.archive.format.header import history_from_timeline
+from zsarchive.archive.format.header import has_chunk_pieces, history_from_timeline
 from zsarchive.archive.read.chunkhistory import chunk_changes, corrected
 from zsarchive.archive.read.reader import ArchiveReader, records_under
 from zsarchive.archive.read.refrows import ChunkRefRows, chunk_ref_rows
@@ -29,8 +29,6 @@ from zsarchive.icechunk.model import (
     ChunkRef, DimensionShape, ManifestFileInfo, ManifestRef, MoveOperation, Node, NodeType, RefKind, RepoStatus,
     SnapshotInfo, Update,
 )
-
-_NODE_TYPES = {schema.GROUP: NodeType.GROUP, schema.ARRAY: NodeType.ARRAY}
 
 
 @dataclass
@@ -83,7 +81,7 @@ class ArchiveHistory:
 
 
 def _moves(raw: tuple) -> list[MoveOperation]:
-    return [MoveOperation(f, t, node_id, None if kind is None else _NODE_TYPES[kind]) for f, t, node_id, kind in raw]
+    return [MoveOperation(f, t, node_id, None if kind is None else NODE_TYPES[kind]) for f, t, node_id, kind in raw]
 
 
 def _json(raw: str, where: str) -> Any:
@@ -258,16 +256,13 @@ class Timelines:
         return found
 
 
-_REF_KINDS = {schema.INLINE: RefKind.INLINE, schema.NATIVE: RefKind.NATIVE, schema.VIRTUAL: RefKind.VIRTUAL}
-
-
 def timeline_refs(rows: ChunkRefRows, chosen: np.ndarray) -> RefBatch:
     """The refs of the rows ``chosen`` (none removed), in their order, as columns."""
     n = len(chosen)
     kinds_at = rows.kind[chosen]
     present = np.unique(kinds_at).tolist()
     try:
-        kinds_of = {k: _REF_KINDS[k] for k in present}
+        kinds_of = {k: REF_KINDS[k] for k in present}
     except KeyError as exc:
         raise ZSCorrupt(f"chunk ref of kind {exc.args[0]}, which this zsarchive does not know") from None
     # columns gathered with numpy object arrays (each text one object, however many rows name it)
@@ -310,4 +305,4 @@ def embedded_file(reader: ArchiveReader, chunk_id: str) -> list[bytes | memoryvi
 
 def is_embedded(reader: ArchiveReader, chunk_id: str) -> bool:
     """Whether the archive embeds the chunk file (its first piece is looked up, not the whole file read)."""
-    return embeds(reader.zs, chunk_id, pieces=reader.format_version >= 3)
+    return embeds(reader.zs, chunk_id, pieces=has_chunk_pieces(reader.format_version))
