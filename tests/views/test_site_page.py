@@ -293,3 +293,18 @@ def test_zs_site_refuses_a_folder_it_did_not_write(tmp_path):
     result = run_zs("site", str(TESTDATA / "archive" / "v6" / "archive.zs"), str(tmp_path / "out"))
     assert "choose another OUTDIR" in one_line_error(result)
     assert [p.name for p in (tmp_path / "out").iterdir()] == ["mine.txt"]
+
+
+def test_the_site_ships_the_reader_its_modules_and_the_decoder_s_license(tmp_path):
+    """Every module the page names in site.json is in the folder, and the third-party decoder carries its license."""
+    write_site(TESTDATA / "archive" / "v6" / "archive.zs", tmp_path / "out")
+    site = json.loads((tmp_path / "out" / "site.json").read_text())
+    assert site["archive"] == "archive.zs" and (tmp_path / "out" / "archive.zs").read_bytes() == \
+        (TESTDATA / "archive" / "v6" / "archive.zs").read_bytes()
+    assert "reader/index.js" in site["modules"] and "reader/vendor/fzstd.js" in site["modules"]
+    assert all((tmp_path / "out" / module).is_file() for module in site["modules"])
+    shipped = {p.relative_to(tmp_path / "out").as_posix() for p in (tmp_path / "out").rglob("*") if p.is_file()}
+    assert {m for m in shipped if m.startswith("reader/") and m.endswith(".js")} == set(site["modules"])
+    license_text = (tmp_path / "out" / "reader" / "vendor" / "fzstd.LICENSE").read_text()
+    assert "MIT License" in license_text and "Arjun Barrett" in license_text
+    assert "fzstd.LICENSE" in (tmp_path / "out" / "reader" / "vendor" / "fzstd.js").read_text().splitlines()[0]

@@ -17,9 +17,14 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable, Mapping
 from urllib.parse import quote
 
+import numpy as np
+
 from zsarchive.archive.read.reader import ArchiveReader, guarded
 from zsarchive.errors import ZSError
-from zsarchive.icechunk.manifest import RefBatch, decode_manifest, encode_manifest
+from zsarchive.icechunk.config import dump_config
+from zsarchive.icechunk.manifest.decode import decode_manifest
+from zsarchive.icechunk.manifest.encode import encode_manifest
+from zsarchive.icechunk.manifest.refs import NATIVE, RefTable
 from zsarchive.icechunk.model import RefKind, RepoInfo
 from zsarchive.icechunk.repo_info import decode_repo_info, encode_repo_info
 from zsarchive.icechunk.snapshot import decode_snapshot, encode_snapshot
@@ -78,32 +83,6 @@ def _ref_dir(kind: str, name: str) -> str:
     return f"refs/{kind}.{encoded}"
 
 
-def _yaml_config(config: Mapping[str, Any]) -> bytes:
-    """config.yaml of a V1 repository: a virtual chunk container's store as icechunk's tagged YAML."""
-    import yaml
-
-    class Tagged(dict):
-        pass
-
-    class Dumper(yaml.SafeDumper):
-        pass
-
-    def represent(dumper, value):
-        (tag, inner), = value.items()
-        if isinstance(inner, dict):
-            return dumper.represent_mapping("!" + tag, inner)
-        if isinstance(inner, list):
-            return dumper.represent_sequence("!" + tag, inner)
-        return dumper.represent_scalar("!" + tag, str(inner))
-
-    Dumper.add_representer(Tagged, represent)
-    config = json.loads(json.dumps(config))
-    for container in (config.get("virtual_chunk_containers") or {}).values():
-        if isinstance(container, dict) and isinstance(container.get("store"), dict) and len(container["store"]) == 1:
-            container["store"] = Tagged(container["store"])
-    return yaml.dump(config, Dumper=Dumper, sort_keys=False, allow_unicode=True).encode("utf-8")
-
-
 class Restore:
     """One restore job: the archive, the plan, the target and where chunk bytes come from."""
 
@@ -138,26 +117,27 @@ class Restore:
         contents = ManifestContents(self.reader, plan, self.timelines)
         files, chunk_ids = {}, set()
         order = sorted(plan.manifests.values(), key=lambda m: (m.users[0][1].id if m.users else "", m.id))
+        levels = _levels(plan.history.facts.get("config"))
         for done, manifest in enumerate(order, 1):
             arrays = contents.refs(manifest)
-            count = sum(len(refs.kind) if isinstance(refs, RefBatch) else len(refs) for _, refs in arrays)
+            count = sum(len(refs.kind) if isinstance(refs, RefTable) else len(refs) for _, refs in arrays)
             if manifest.num_refs and count != manifest.num_refs:
                 self.notes.append(f"manifest {manifest.id}: {count} refs restored, the original held "
                                   f"{manifest.num_refs} (refs the archive does not keep: hidden by another manifest)")
             for _, refs in arrays:
-                if isinstance(refs, RefBatch):
-                    chunk_ids.update(c for c in refs.chunk_id if c is not None)
+                if isinstance(refs, RefTable):
+                    native = refs.text[refs.kind == NATIVE]
+                    if len(native):
+                        chunk_ids.update(map(refs.texts.__getitem__, np.flatnonzero(np.bincount(native)).tolist()))
                 else:
                     chunk_ids.update(r.chunk_id for r in refs if r.kind is RefKind.NATIVE)
-            form = {"implementation": manifest.implementation, "location_dictionary": manifest.location_dictionary}
-            try:
-                files[manifest.id] = encode_manifest(manifest.id, arrays, manifest.spec_version, size=manifest.size,
-                                                     **form)
-            except ValueError:  # it encodes to more: the snapshots name the size it has
-                files[manifest.id] = encode_manifest(manifest.id, arrays, manifest.spec_version, **form)
-                plan.resized[manifest.id] = len(files[manifest.id])
-                self.notes.append(f"manifest {manifest.id}: {len(files[manifest.id])} bytes, the original "
-                                  f"{manifest.size}: the snapshots name the new size")
+            raw = files[manifest.id] = encode_manifest(
+                manifest.id, arrays, manifest.spec_version, manifest.implementation, manifest.size,
+                manifest.location_dictionary, *levels)
+            if manifest.size and len(raw) != manifest.size:  # the snapshots name the size it has
+                plan.resized[manifest.id] = len(raw)
+                self.notes.append(f"manifest {manifest.id}: {len(raw)} bytes, the original {manifest.size}: the "
+                                  f"snapshots name the new size")
             self.progress("manifests", done, len(order))
         return files, chunk_ids
 
@@ -226,7 +206,7 @@ class Restore:
                 files[f"{_ref_dir('tag', name)}/ref.json.deleted"] = b""
             config = plan.history.facts.get("config")
             if config is not None:
-                files["config.yaml"] = _yaml_config(config)
+                files["config.yaml"] = dump_config(config)
         return files
 
     @guarded
@@ -299,6 +279,16 @@ class Restore:
     def close(self) -> None:
         """Release the archive."""
         self.reader.close()
+
+
+def _levels(config: Mapping[str, Any] | None) -> tuple[int, int]:
+    """(zstd level of files, of compressed virtual locations) the repository's configuration sets (icechunk's
+    defaults: 3 and 3)."""
+    config = config if isinstance(config, Mapping) else {}
+    files = (config.get("compression") or {}).get("level")
+    locations = ((config.get("manifest") or {}).get("virtual_chunk_location_compression") or {}).get(
+        "compression_level")
+    return (files if isinstance(files, int) else 3), (locations if isinstance(locations, int) else 3)
 
 
 def _ref_json(sid: str) -> bytes:

@@ -16,15 +16,15 @@ import numpy as np
 from zsarchive.archive.format import schema
 from zsarchive.archive.format.pieces import embeds, file_pieces
 from zsarchive.archive.format.views import (
-    NODE_SETS, NODE_TYPES, REF_KINDS, ChunkRefValue, FileKey, FileValue, ManifestRefKey, NodeKey, NodeValue, OpsKey, OpsValue, RefKey,
-    RefValue, RepoFactKey, RepoFactValue, RepoFile, SnapshotKey, SnapshotValue, TxlogKey, TxlogValue,
+    NODE_SETS, NODE_TYPES, ChunkRefValue, FileKey, FileValue, ManifestRefKey, NodeKey, NodeValue, OpsKey, OpsValue,
+    RefKey, RefValue, RepoFactKey, RepoFactValue, RepoFile, SnapshotKey, SnapshotValue, TxlogKey, TxlogValue,
 )
 from zsarchive.archive.format.header import has_chunk_pieces, history_from_timeline
 from zsarchive.archive.read.chunkhistory import chunk_changes, corrected
 from zsarchive.archive.read.reader import ArchiveReader, records_under
 from zsarchive.archive.read.refrows import ChunkRefRows, chunk_ref_rows
 from zsarchive.errors import ZSCorrupt
-from zsarchive.icechunk.manifest import RefBatch
+from zsarchive.icechunk.manifest.refs import INLINE, NATIVE, VIRTUAL, RefTable, numbered
 from zsarchive.icechunk.model import (
     ChunkRef, DimensionShape, ManifestFileInfo, ManifestRef, MoveOperation, Node, NodeType, RefKind, RepoStatus,
     SnapshotInfo, Update,
@@ -54,6 +54,8 @@ class TxSummary:
     unjoined_moves: tuple[MoveOperation, ...] = ()
     coords: dict[str, np.ndarray] = field(default_factory=dict)
     """Node id -> (chunks, ndim) matrix of the coordinates of the chunks changed (the per-chunk history)."""
+    listed: tuple[str, ...] = ()
+    """The arrays whose chunks the log names (its ``X`` record's), however many (none included)."""
 
 
 @dataclass
@@ -151,8 +153,9 @@ def read_history(reader: ArchiveReader, timelines: Timelines | None = None) -> A
         if value.merged is not None:
             summary.merged, summary.missing = tuple(value.merged), tuple(value.lost_logs)
             summary.unjoined_moves = tuple(_moves(value.merged_moves or ()))
+        summary.listed = tuple(node_id for node_id, _ in value.updated_chunks)
         txlogs[sid] = summary
-        logged.update(node_id for node_id, _ in value.updated_chunks)
+        logged.update(summary.listed)
     if history_from_timeline(reader.view_format):
         _timeline_coords(reader, timelines or Timelines(reader), snapshots, txlogs, logged)
     else:
@@ -163,6 +166,10 @@ def read_history(reader: ArchiveReader, timelines: Timelines | None = None) -> A
         for summary in txlogs.values():  # as matrices: a big commit changes millions of chunks
             summary.coords = {node: np.array(rows, dtype=np.uint32).reshape(len(rows), -1)
                               for node, rows in summary.coords.items()}
+    for summary in txlogs.values():
+        # the arrays the log names, as it names them: where expiration made a snapshot's parent the
+        # first one, its chunk refs all differ from the parent's, though the log may name none of them
+        summary.coords = {node: summary.coords.get(node, np.zeros((0, 0), np.uint32)) for node in summary.listed}
     files = {}
     for key, value in records_under(zs, schema.FILES):
         if not (FileKey.well_formed(key) and FileValue.well_formed(value)):
@@ -256,28 +263,25 @@ class Timelines:
         return found
 
 
-def timeline_refs(rows: ChunkRefRows, chosen: np.ndarray) -> RefBatch:
-    """The refs of the rows ``chosen`` (none removed), in their order, as columns."""
-    n = len(chosen)
+_REF_KINDS = np.full(256, 255, np.uint8)
+_REF_KINDS[[schema.INLINE, schema.NATIVE, schema.VIRTUAL]] = INLINE, NATIVE, VIRTUAL
+"""The archive's ref kind codes -> the manifest encoder's (255: not a ref)."""
+
+
+def timeline_refs(rows: ChunkRefRows, chosen: np.ndarray) -> RefTable:
+    """The refs of the rows ``chosen`` (none removed), in their order, as numbers."""
     kinds_at = rows.kind[chosen]
-    present = np.unique(kinds_at).tolist()
-    try:
-        kinds_of = {k: REF_KINDS[k] for k in present}
-    except KeyError as exc:
-        raise ZSCorrupt(f"chunk ref of kind {exc.args[0]}, which this zsarchive does not know") from None
-    # columns gathered with numpy object arrays (each text one object, however many rows name it)
-    named = np.array([*rows.texts, None], dtype=object)[rows.text[chosen]]  # -1: the None at the end
-    if len(present) == 1:  # most arrays: one kind
-        kinds = [kinds_of[present[0]]] * n
-        chunk_ids = named.tolist() if kinds_of[present[0]] is RefKind.NATIVE else [None] * n
-        locations = named.tolist() if kinds_of[present[0]] is RefKind.VIRTUAL else [None] * n
-    else:
-        kinds = [kinds_of[k] for k in kinds_at.tolist()]
-        chunk_ids = np.where(kinds_at == schema.NATIVE, named, None).tolist()
-        locations = np.where(kinds_at == schema.VIRTUAL, named, None).tolist()
-    inline = [rows.inline.get(r) for r in chosen.tolist()] if rows.inline else [None] * n
-    return RefBatch(rows.coords[chosen], kinds, inline, chunk_ids, locations, rows.offset[chosen],
-                    rows.length[chosen], _pick(rows.checksum_etag, chosen), _pick(rows.checksum_last_modified, chosen))
+    kind = _REF_KINDS[kinds_at]
+    if (kind == 255).any():
+        raise ZSCorrupt(f"chunk ref of kind {int(kinds_at[kind == 255][0])}, which this zsarchive does not know")
+    etag, etags = numbered(_pick(rows.checksum_etag, chosen))
+    stamps = _pick(rows.checksum_last_modified, chosen)
+    modified = np.zeros(len(chosen), np.uint32) if stamps.count(None) == len(stamps) else \
+        np.array([m or 0 for m in stamps], np.uint32)
+    inline, blobs = numbered([rows.inline.get(r) for r in chosen.tolist()] if rows.inline else [None] * len(chosen))
+    return RefTable(rows.coords[chosen].astype(np.uint32), kind, rows.text[chosen].astype(np.int64), rows.texts,
+                    rows.offset[chosen].astype(np.uint64), rows.length[chosen].astype(np.uint64), etag, etags,
+                    modified, inline, blobs)
 
 
 def _pick(column: list, chosen: np.ndarray) -> list:

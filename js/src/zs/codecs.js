@@ -5,6 +5,9 @@ import { ZSCorrupt, ZSError } from "../errors.js";
 import { MAX_BLOCK, tooLarge } from "../limits.js";
 import { Decompress } from "../vendor/fzstd.js";
 
+/** The most a raw deflate stream can expand: 258 bytes per match of at least one bit. */
+const DEFLATE_MAX_RATIO = 1032;
+
 /** Header codec names -> decoders (``lzma2;dsize=2^20`` is known to the format, refused by this reader). */
 export const CODECS = {
   none: async (/** @type {Uint8Array} */ data) => data,
@@ -104,8 +107,15 @@ async function gathered(stream) {
 async function inflate(data) {
   const stored = storedDeflate(data);
   if (stored !== null) return stored;
-  const stream = new Blob([data]).stream().pipeThrough(new DecompressionStream("deflate-raw"));
-  return gathered(stream);
+  const inflater = new DecompressionStream("deflate-raw");
+  const writer = inflater.writable.getWriter();
+  writer.write(data).catch(() => undefined);  // a failure surfaces on the readable side
+  writer.close().catch(() => undefined);
+  if (data.length * DEFLATE_MAX_RATIO <= MAX_BLOCK) {
+    // it cannot decode past the ceiling: one read of the whole (a loop of pieces costs twice as much)
+    return new Uint8Array(await new Response(inflater.readable).arrayBuffer());
+  }
+  return gathered(inflater.readable);
 }
 
 /**

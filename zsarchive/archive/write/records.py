@@ -34,7 +34,7 @@ from zsarchive.errors import ZSCorrupt
 from zsarchive.icechunk.storage import Storage
 from zsarchive.icechunk import Repository
 from zsarchive.icechunk.gather import distinct
-from zsarchive.icechunk.manifest import RefBatch
+from zsarchive.icechunk.manifest.refs import RefBatch
 from zsarchive.icechunk.model import MoveOperation, Node, NodeType, RefKind, SnapshotInfo
 
 def _jsonable(value: Any) -> Any:
