@@ -16,7 +16,7 @@ import numpy as np
 from zsarchive.archive.format import schema
 from zsarchive.archive.format.pieces import embeds, file_pieces
 from zsarchive.archive.format.views import (
-    NODE_SETS, NODE_TYPES, ChunkRefValue, FileKey, FileValue, ManifestRefKey, NodeKey, NodeValue, OpsKey, OpsValue,
+    NODE_SETS, NODE_TYPES, REF_KIND_CODES, ChunkRefValue, FileKey, FileValue, ManifestRefKey, NodeKey, NodeValue, OpsKey, OpsValue,
     RefKey, RefValue, RepoFactKey, RepoFactValue, RepoFile, SnapshotKey, SnapshotValue, TxlogKey, TxlogValue,
 )
 from zsarchive.archive.format.header import has_chunk_pieces, history_from_timeline
@@ -24,7 +24,7 @@ from zsarchive.archive.read.chunkhistory import chunk_changes, corrected
 from zsarchive.archive.read.reader import ArchiveReader, records_under
 from zsarchive.archive.read.refrows import ChunkRefRows, chunk_ref_rows
 from zsarchive.errors import ZSCorrupt
-from zsarchive.icechunk.manifest.refs import INLINE, NATIVE, VIRTUAL, RefTable, numbered
+from zsarchive.icechunk.manifest.refs import KINDS, RefTable, numbered
 from zsarchive.icechunk.model import (
     ChunkRef, DimensionShape, ManifestFileInfo, ManifestRef, MoveOperation, Node, NodeType, RefKind, RepoStatus,
     SnapshotInfo, Update,
@@ -263,17 +263,18 @@ class Timelines:
         return found
 
 
-_REF_KINDS = np.full(256, 255, np.uint8)
-_REF_KINDS[[schema.INLINE, schema.NATIVE, schema.VIRTUAL]] = INLINE, NATIVE, VIRTUAL
-"""The archive's ref kind codes -> the manifest encoder's (255: not a ref)."""
+_NOT_A_REF = 255
+_REF_KINDS = np.full(256, _NOT_A_REF, np.uint8)
+_REF_KINDS[list(REF_KIND_CODES.values())] = [KINDS.index(kind) for kind in REF_KIND_CODES]
+"""The archive's ref kind codes -> the manifest encoder's (the kind's index in ``KINDS``)."""
 
 
 def timeline_refs(rows: ChunkRefRows, chosen: np.ndarray) -> RefTable:
     """The refs of the rows ``chosen`` (none removed), in their order, as numbers."""
     kinds_at = rows.kind[chosen]
     kind = _REF_KINDS[kinds_at]
-    if (kind == 255).any():
-        raise ZSCorrupt(f"chunk ref of kind {int(kinds_at[kind == 255][0])}, which this zsarchive does not know")
+    if (kind == _NOT_A_REF).any():
+        raise ZSCorrupt(f"chunk ref of kind {int(kinds_at[kind == _NOT_A_REF][0])}, which this zsarchive does not know")
     etag, etags = numbered(_pick(rows.checksum_etag, chosen))
     stamps = _pick(rows.checksum_last_modified, chosen)
     modified = np.zeros(len(chosen), np.uint32) if stamps.count(None) == len(stamps) else \
