@@ -5,6 +5,7 @@
 // If-Unmodified-Since) and every answer's own ETag is checked too, so a file replaced on a server that
 // ignores the condition fails loudly instead of mixing bytes of two versions (as the Python reader).
 import { ZSCorrupt, ZSError } from "../errors.js";
+import { readBounded } from "../bytes.js";
 import { MAX_UNRANGED } from "../limits.js";
 
 /** Ranges at most this far apart share one request in readRanges (a round trip costs more). */
@@ -148,27 +149,8 @@ export async function boundedBody(response, limit, name) {
     if (body.length > limit) throw new ZSError(`${name}: the server sent more than the ${limit} bytes that can be right`);
     return body;
   }
-  const reader = response.body.getReader();
-  const parts = [];
-  let total = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    total += value.length;
-    if (total > limit) {
-      await reader.cancel();
-      throw new ZSError(`${name}: the server sent more than the ${limit} bytes that can be right`);
-    }
-    parts.push(value);
-  }
-  if (parts.length === 1) return parts[0];
-  const out = new Uint8Array(total);
-  let at = 0;
-  for (const part of parts) {
-    out.set(part, at);
-    at += part.length;
-  }
-  return out;
+  return readBounded(response.body, limit,
+    () => new ZSError(`${name}: the server sent more than the ${limit} bytes that can be right`));
 }
 
 /**
