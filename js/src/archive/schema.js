@@ -9,9 +9,9 @@ export const FRAGMENT_FORMAT = 4;
 /** Key of the object in the ZS header metadata that marks a file as a repo archive. */
 export const METADATA_KEY = "icechunk-archive";
 
-// The families the queries read (children L and file headers Y: no query needs them; FAMILY_NAMES has all).
 export const REFS = "B", CHUNK_REF = "C", CHUNK_DATA = "D", REPO = "G", CHUNK_HISTORY = "H", SHARD_INDEX = "I";
-export const NODE = "N", OPS = "O", SNAPSHOT = "S", SNAPSHOT_TIME = "T", TXLOG = "X", HEADER = "Z";
+export const CHILDREN = "L", NODE = "N", OPS = "O", SNAPSHOT = "S", SNAPSHOT_TIME = "T", TXLOG = "X", FILES = "Y";
+export const HEADER = "Z";
 
 /** Family tag -> the name the header's counts use. */
 export const FAMILY_NAMES = {
