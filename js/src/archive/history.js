@@ -274,9 +274,11 @@ export class HistoryQueries extends ArchiveReader {
 
   /**
    * Snapshots (of REF's history, or all) flushed in [since, until], newest first, at most ``maxCount``;
-   * ``zs log --json``: without REF each with ``refs``, the branches and tags whose history holds it.
+   * ``zs log --json``: without REF each with ``refs``, the branches and tags whose history holds it (unless
+   * ``refs`` is false: RepoArchive.log's rows, as zs serve's page asks for them).
    * @param {string | null} [ref]
-   * @param {{since?: string | number | Date | null, until?: string | number | Date | null, maxCount?: number | null}} [options]
+   * @param {{since?: string | number | Date | null, until?: string | number | Date | null, maxCount?: number | null,
+   *   refs?: boolean}} [options]
    */
   async log(ref = null, options = {}) {
     const { maxCount = null } = options;
@@ -310,7 +312,7 @@ export class HistoryQueries extends ArchiveReader {
       throw new NotFound(`${this.name}: ${formatTime(until)} is before the first commit (${formatTime(earliest)})`);
     }
     const rows = chosen.slice(0, maxCount ?? undefined).map(([sid, value]) => this.snapshotDict(sid, value));
-    if (ref === null || ref === undefined) {
+    if ((ref === null || ref === undefined) && options.refs !== false) {
       const reached = await this.reachedBy();
       for (const row of rows) /** @type {any} */ (row).refs = reached.get(row.id) ?? [];
     }
