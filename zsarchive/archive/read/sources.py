@@ -20,6 +20,7 @@ from typing import Any, Callable, Iterable
 import numpy as np
 
 from zsarchive.archive.format import schema
+from zsarchive.archive.format.header import refs_by_manifest
 from zsarchive.archive.format.views import ChunkRefValue, ManifestRefKey, NodeKey, NodeValue, SnapshotKey, SnapshotValue
 from zsarchive.archive.read.reader import records_under
 from zsarchive.errors import ZSError
@@ -119,7 +120,7 @@ def scan(zs: Any, format_version: int, kept: set[tuple] | dict,
         sets.setdefault(id(users), users)
         source.uses.add(id(users))
 
-    if format_version < 2:
+    if refs_by_manifest(format_version):
         for k, value in records_under(zs, schema.CHUNK_REF):
             ref = ChunkRefValue.decode(value)
             if ref.kind == schema.VIRTUAL:
