@@ -156,3 +156,66 @@ def test_re_pointing_refs_at_the_same_bytes_adds_no_kept_bytes(python, tmp_path)
                 node = next(n for n in arc.node_infos(entry["id"]) if n.path == "/v")
                 assert b"".join(bytes(arc.read_chunk(c, entry["id"])) for c in arc.array_chunks(node)) == data
         assert json.loads(run_zs("summary", str(archive), "--json").stdout)["virtual_bytes"]["kept_ranges"] == 8
+
+
+EXPIRE = r"""
+import sys, datetime, zarr, icechunk as ic
+out, directory, step = sys.argv[1], sys.argv[2], int(sys.argv[3])
+prefix = "file://" + directory + "/"
+config = ic.RepositoryConfig.default()
+config.set_virtual_chunk_container(ic.VirtualChunkContainer(prefix, ic.local_filesystem_store(directory)))
+access = ic.containers_credentials({prefix: ic.credentials.LocalFileSystemAccess})
+if step == 0:
+    repo = ic.Repository.create(ic.local_filesystem_storage(out), config=config, authorize_virtual_chunk_access=access)
+    s = repo.writable_session("main")
+    zarr.group(store=s.store).create_array("v", shape=(4,), chunks=(1,), dtype="u1", compressors=None)
+    s.commit("the array")
+else:
+    repo = ic.Repository.open(ic.local_filesystem_storage(out), authorize_virtual_chunk_access=access)
+at = datetime.datetime.fromtimestamp(1_700_000_100, datetime.timezone.utc)
+if step == 0:
+    for name in ("g1.bin", "g2.bin", "g3.bin"):
+        s = repo.writable_session("main")
+        s.store.set_virtual_refs("v", [ic.VirtualChunkSpec(index=[k], location=prefix + name, offset=100 * k,
+                                                           length=100, last_updated_at_checksum=at) for k in range(4)])
+        s.commit(name)
+else:
+    cutoff = datetime.datetime.now(datetime.timezone.utc)
+    s = repo.writable_session("main")
+    zarr.open_group(store=s.store).attrs["after"] = "the cutoff"
+    s.commit("after the cutoff")
+    repo.expire_snapshots(older_than=cutoff)
+    repo.garbage_collect(cutoff)
+"""
+
+
+def test_an_expired_history_s_fragment_keeps_what_refs_still_name_and_drops_the_rest(python, tmp_path):
+    """The base keeps three files' ranges; the repository then expires the snapshots pointing into the first
+    two, and the third file is deleted before the next export: the fragment (a difference from a full
+    export) tombstones the ranges no ref names any more and keeps the third file's, which it could not
+    read again; the chain and its consolidation read main without any source."""
+    sources = tmp_path / "src"
+    sources.mkdir()
+    data = {name: os.urandom(400) for name in ("g1.bin", "g2.bin", "g3.bin")}
+    for name, body in data.items():
+        (sources / name).write_bytes(body)
+        _pinned(sources / name, 1_700_000_000)
+    repo = tmp_path / "repo"
+    run_peer_script(python, EXPIRE, str(repo), str(sources), "0")
+    base = export(repo, tmp_path / "f0.zs", include_virtual=True, authorize=[f"file://{sources}/"])
+    assert base.virtual.kept == 12
+    for name in data:
+        (sources / name).unlink()
+    run_peer_script(python, EXPIRE, str(repo), str(sources), "1")
+    fragment = export(repo, tmp_path / "f1.zs", include_virtual=True, authorize=[f"file://{sources}/"],
+                      base=tmp_path / "f0.zs")
+    assert not fragment.virtual.failed
+    consolidated = tmp_path / "whole.zs"
+    assert run_zs("consolidate", str(tmp_path / "f1.zs"), str(consolidated)).returncode == 0
+    for archive in (tmp_path / "f1.zs", consolidated):
+        with RepoArchive(archive) as arc:
+            node = next(n for n in arc.node_infos("main") if n.path == "/v")
+            assert b"".join(bytes(arc.read_chunk(c, "main")) for c in arc.array_chunks(node)) == data["g3.bin"]
+            assert {row["location"].rsplit("/", 1)[1] for row in arc.sources()["sources"]} == {"g3.bin"}
+            assert arc.summary()["virtual_bytes"]["kept_ranges"] == 4
+        assert run_zs("validate", str(archive)).stdout == "looks good!\n"

@@ -83,6 +83,17 @@ def test_every_chunk_reads_from_the_archive_as_icechunk_gave_it(gone):
             assert all(archive.embeds(c) for c in virtual) and (virtual or answer["dataset"] is None)
 
 
+def test_zs_chunk_reads_and_names_embedded_virtual_chunks_without_authorize(gone):
+    tip = gone["answers"]["heads"]["branch:main"]
+    for key in ("temp/c/5/0/0", "rain/c/2/0/0", "elev/c/0/0"):
+        path, _, coords = key.partition("/c/")
+        data = run_zs("chunk", str(gone["archive"]), tip, path, coords.replace("/", ","), "--data", text=False)
+        assert data.returncode == 0 and data.stdout == gone["answers"]["snapshots"][tip]["chunks"][key], data.stderr
+        row = json.loads(run_zs("chunk", str(gone["archive"]), tip, path, coords.replace("/", ","), "--json").stdout)
+        assert (row["kind"], row["embedded"]) == ("virtual", True)
+        assert "virtual, embedded" in run_zs("chunk", str(gone["archive"]), tip, path, coords.replace("/", ",")).stdout
+
+
 def test_the_xarray_engine_reads_every_snapshot_as_icechunk(gone):
     for sid, answer in gone["answers"]["snapshots"].items():
         if answer["dataset"] is None:

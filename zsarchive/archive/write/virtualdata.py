@@ -246,7 +246,7 @@ def fetch(plans: Iterable[Planned], reader: ChunkReader) -> Iterator[tuple[_Call
                 future.cancel()
 
 
-def range_records(group: RangeGroup, answer: tuple[Version, bytes] | ZSError, kept: KeptRanges,
+def range_records(group: RangeGroup, answer: tuple[Version, bytes | memoryview] | ZSError, kept: KeptRanges,
                   report: VirtualReport) -> list[tuple[bytes, int, int]]:
     """``(record, key length, piece length)`` of the ``E`` records a range's answer gives: pieces under the
     first checksum the answer satisfies (or an alias to a checksum the base keeps the same bytes under),
@@ -288,7 +288,7 @@ def range_records(group: RangeGroup, answer: tuple[Version, bytes] | ZSError, ke
     return out
 
 
-def _cuts(group: RangeGroup, data: bytes) -> list[int]:
+def _cuts(group: RangeGroup, data: bytes | memoryview) -> list[int]:
     """Where a reader reads a virtual shard on its own (its index, its inner chunks), from its start;
     nothing where the range is no shard or its index does not check out."""
     layout = group.layout
@@ -296,7 +296,7 @@ def _cuts(group: RangeGroup, data: bytes) -> list[int]:
         return []
     start, stop = layout.index_span(group.length)
     try:
-        return layout.cuts(layout.entries(data[start:stop], group.length, group.where), group.length)
+        return layout.cuts(layout.entries(bytes(data[start:stop]), group.length, group.where), group.length)
     except ZSCorrupt:
         return []
 
@@ -309,12 +309,14 @@ def virtual_blocks(plans: Iterable[Planned], reader: ChunkReader, kept: KeptRang
         for call, answers in fetch(plans, reader):
             for plan, run in call.plans:
                 group = plan.wanted
-                answer: tuple[Version, bytes] | ZSError = answers if isinstance(answers, ZSError) else (None, b"")
-                if run >= 0 and not isinstance(answers, ZSError):
+                found = []
+                if isinstance(answers, ZSError):
+                    found = range_records(group, answers, kept, report)
+                elif run >= 0:  # else only copied from the base
                     version, body = answers[run]
                     at = group.offset - call.runs[run][0]
-                    answer = (version, body[at:at + group.length])
-                found = range_records(group, answer, kept, report)
+                    # a view, no copy: the pieces join it into their records
+                    found = range_records(group, (version, memoryview(body)[at:at + group.length]), kept, report)
                 if plan.copied:
                     copies = {rec for pin in plan.copied for rec in kept.records(group.key(pin))}
                     found = sorted(found + [(rec, tuples.key_end(rec), len(rec)) for rec in copies])
