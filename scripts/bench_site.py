@@ -4,7 +4,7 @@ chunk ref lookup beside the Python reader's over the same server, in one run.
     .venv/bin/python scripts/bench_site.py [--refs N] [--runs K]
 
 The archive is that of the 1 M-ref benchmark repository (built once by the real icechunk 2.x and cached under
-``.bench/``, see scripts/bench_icechunk_manifest.py); ``zs site`` writes its page beside it, nginx (Debian's)
+``.bench/``, see scripts/bench_icechunk_manifest.py; exported once, as scripts/bench_views.py does); ``zs site`` writes its page beside it, nginx (Debian's)
 serves the folder on 127.0.0.1, and Debian's chromium opens it through Playwright, a fresh browser context (no
 cache) per run:
 
@@ -14,7 +14,8 @@ cache) per run:
    page (JavaScript) and in this process (Python's ``RepoArchive`` over the same URL), alternating; the time and
    the requests nginx logged for it. Goals: <= 3 requests, <= 2x Python's time. Beside them: the reader in Node
    (the same code on undici's fetch), and a fresh ``zs chunk --json`` process as a user runs it.
-3. both again through a loopback proxy adding ``--delay-ms`` to every round trip (the page too), as a network
+3. the heatmap of the array's chunk changes, computed in the page (every chunk ref record read and binned).
+4. both again through a loopback proxy adding ``--delay-ms`` to every round trip (the page too), as a network
    does: there the round trips, which both readers spend alike, decide.
 
 Prints medians. The machine is shared: quote numbers with the load they ran under.
@@ -26,7 +27,6 @@ import argparse
 import json
 import os
 import random
-import shutil
 import statistics
 import subprocess
 import sys
@@ -41,9 +41,10 @@ sys.path.insert(0, str(ROOT))
 
 import bench_icechunk_manifest as icbench  # noqa: E402
 from bench_http import DelayProxy  # noqa: E402
+from bench_views import big_archive, heatmap_seconds  # noqa: E402
 from toolkit.servers import Nginx  # noqa: E402
 
-from zsarchive.archive import RepoArchive, export  # noqa: E402
+from zsarchive.archive import RepoArchive  # noqa: E402
 from zsarchive.views.site import write_site  # noqa: E402
 
 CHROMIUM = "/usr/bin/chromium"
@@ -57,16 +58,6 @@ LOOKUP = """async ([url, coords]) => {
     const seconds = (performance.now() - t0) / 1000;
     return {seconds, requests: archive.zs.transport.stats.requests, location: chunk.location, depth: archive.zs.rootIndexLevel};
 }"""
-
-
-def big_archive(refs: int) -> Path:
-    """The archive of the cached benchmark repository (exported once)."""
-    repo = icbench.ensure_repo(refs)
-    archive = icbench.CACHE / f"site-{refs}.zs"
-    if not archive.exists():
-        export(repo, archive.with_suffix(".tmp"))
-        archive.with_suffix(".tmp").rename(archive)
-    return archive
 
 
 NODE_LOOKUPS = """
@@ -158,7 +149,7 @@ def main() -> None:
         nginx.start()
         try:
             url = nginx.url(f"site/{archive.name}")
-            paint, js, py, js_requests, py_requests, cli = [], [], [], [], [], []
+            paint, js, py, js_requests, py_requests, cli, heat = [], [], [], [], [], [], []
             with sync_playwright() as p:
                 browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
                 for _ in range(args.runs):
@@ -182,6 +173,7 @@ def main() -> None:
                     py.append(seconds)
                     assert location == got["location"], (location, got)
                     cli.append(cli_lookup(url, tuple(coords)))
+                    heat.append(heatmap_seconds(page))
                     context.close()
                 browser.close()
             node = node_lookups(url, [rng.randrange(args.refs) for _ in range(args.runs + 1)])
@@ -198,6 +190,7 @@ def main() -> None:
           f"{med(r['requests'] for r in node):.0f} requests ({med(r['seconds'] for r in node) / med(py):.2f}x Python)")
     print(f"  a fresh zs chunk --json process        {med(cli) * 1000:7.1f} ms (the browser's lookup: "
           f"{med(js) / med(cli):.2f}x)")
+    print(f"  page: heatmap of /v (1 M chunks) drawn {med(heat):7.3f} s (zs serve's goal for its own: <= 2)")
     js_far, py_far = med(t for t, _ in slow["js"]), med(t for t, _ in slow["py"])
     print(f"with {args.delay_ms:.0f} ms added to every round trip (a loopback proxy):")
     print(f"  page: first paint of the commit list   {med(slow['paint']):7.3f} s")

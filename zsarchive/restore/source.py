@@ -17,21 +17,19 @@ import numpy as np
 from zsarchive.archive.format import schema
 from zsarchive.archive.format.pieces import embeds, file_pieces
 from zsarchive.archive.format.views import (
-    NODE_SETS, ChunkRefValue, FileKey, FileValue, ManifestRefKey, NodeKey, NodeValue, OpsKey, OpsValue, RefKey,
-    RefValue, RepoFactKey, RepoFactValue, RepoFile, SnapshotKey, SnapshotValue, TxlogKey, TxlogValue,
+    NODE_SETS, NODE_TYPES, REF_KIND_CODES, ChunkRefValue, FileKey, FileValue, ManifestRefKey, NodeKey, NodeValue, OpsKey, OpsValue,
+    RefKey, RefValue, RepoFactKey, RepoFactValue, RepoFile, SnapshotKey, SnapshotValue, TxlogKey, TxlogValue,
 )
-from zsarchive.archive.format.header import history_from_timeline
+from zsarchive.archive.format.header import has_chunk_pieces, history_from_timeline
 from zsarchive.archive.read.chunkhistory import chunk_changes, corrected
 from zsarchive.archive.read.reader import ArchiveReader, records_under
 from zsarchive.archive.read.refrows import ChunkRefRows, chunk_ref_rows
 from zsarchive.errors import ZSCorrupt
-from zsarchive.icechunk.manifest.refs import INLINE, NATIVE, VIRTUAL, RefTable, numbered
+from zsarchive.icechunk.manifest.refs import KINDS, RefTable, numbered
 from zsarchive.icechunk.model import (
     ChunkRef, DimensionShape, ManifestFileInfo, ManifestRef, MoveOperation, Node, NodeType, RefKind, RepoStatus,
     SnapshotInfo, Update,
 )
-
-_NODE_TYPES = {schema.GROUP: NodeType.GROUP, schema.ARRAY: NodeType.ARRAY}
 
 
 @dataclass
@@ -94,7 +92,7 @@ class ArchiveHistory:
 
 
 def _moves(raw: tuple) -> list[MoveOperation]:
-    return [MoveOperation(f, t, node_id, None if kind is None else _NODE_TYPES[kind]) for f, t, node_id, kind in raw]
+    return [MoveOperation(f, t, node_id, None if kind is None else NODE_TYPES[kind]) for f, t, node_id, kind in raw]
 
 
 def _json(raw: str, where: str) -> Any:
@@ -285,17 +283,18 @@ class Timelines:
         return found
 
 
-_REF_KINDS = np.full(256, 255, np.uint8)
-_REF_KINDS[[schema.INLINE, schema.NATIVE, schema.VIRTUAL]] = INLINE, NATIVE, VIRTUAL
-"""The archive's ref kind codes -> the manifest encoder's (255: not a ref)."""
+_NOT_A_REF = 255
+_REF_KINDS = np.full(256, _NOT_A_REF, np.uint8)
+_REF_KINDS[list(REF_KIND_CODES.values())] = [KINDS.index(kind) for kind in REF_KIND_CODES]
+"""The archive's ref kind codes -> the manifest encoder's (the kind's index in ``KINDS``)."""
 
 
 def timeline_refs(rows: ChunkRefRows, chosen: np.ndarray) -> RefTable:
     """The refs of the rows ``chosen`` (none removed), in their order, as numbers."""
     kinds_at = rows.kind[chosen]
     kind = _REF_KINDS[kinds_at]
-    if (kind == 255).any():
-        raise ZSCorrupt(f"chunk ref of kind {int(kinds_at[kind == 255][0])}, which this zsarchive does not know")
+    if (kind == _NOT_A_REF).any():
+        raise ZSCorrupt(f"chunk ref of kind {int(kinds_at[kind == _NOT_A_REF][0])}, which this zsarchive does not know")
     etag, etags = numbered(_pick(rows.checksum_etag, chosen))
     stamps = _pick(rows.checksum_last_modified, chosen)
     modified = np.zeros(len(chosen), np.uint32) if stamps.count(None) == len(stamps) else \
@@ -331,4 +330,4 @@ def embedded_file(reader: ArchiveReader, chunk_id: str) -> list[bytes | memoryvi
 
 def is_embedded(reader: ArchiveReader, chunk_id: str) -> bool:
     """Whether the archive embeds the chunk file (its first piece is looked up, not the whole file read)."""
-    return embeds(reader.zs, chunk_id, pieces=reader.format_version >= 3)
+    return embeds(reader.zs, chunk_id, pieces=has_chunk_pieces(reader.format_version))

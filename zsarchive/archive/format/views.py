@@ -9,10 +9,18 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from zsarchive.archive.format import schema
+from zsarchive.icechunk.model import NodeType, RefKind
 from zsarchive.typedtuple import TypedTuple
 
+NODE_TYPE_CODES = {NodeType.GROUP: schema.GROUP, NodeType.ARRAY: schema.ARRAY}
+"""The code of each node type in an ``N`` record's value (:attr:`NodeValue.node_type`) and a move's."""
+NODE_TYPES = {code: node_type for node_type, code in NODE_TYPE_CODES.items()}
+REF_KIND_CODES = {RefKind.INLINE: schema.INLINE, RefKind.NATIVE: schema.NATIVE, RefKind.VIRTUAL: schema.VIRTUAL}
+"""The code of each kind of chunk ref in a ``C`` record's value (:attr:`ChunkRefValue.kind`)."""
+REF_KINDS = {code: kind for kind, code in REF_KIND_CODES.items()}
 
-def is_id(value: object, length: int = 20) -> bool:
+
+def is_id(value: object, length: int = schema.SNAPSHOT_ID_LENGTH) -> bool:
     """Whether ``value`` is an id as the archive spells it: Crockford base32 text, 20 characters for a
     snapshot, manifest or chunk id, 13 for a node id."""
     return isinstance(value, str) and len(value) == length
@@ -186,7 +194,7 @@ class NodeValue(TypedTuple):
 
     @staticmethod
     def well_formed(value: tuple) -> bool:
-        return len(value) >= 6 and is_id(value[0], 13) and value[1] in (schema.GROUP, schema.ARRAY)
+        return len(value) >= 6 and is_id(value[0], schema.NODE_ID_LENGTH) and value[1] in (schema.GROUP, schema.ARRAY)
 
     @staticmethod
     def holds_since(value: tuple) -> bool:
@@ -243,7 +251,7 @@ class TxlogValue(TypedTuple):
     @staticmethod
     def well_formed(value: tuple) -> bool:
         return (len(value) in (8, 11) and all(isinstance(v, tuple) for v in value)
-                and all(is_id(i, 13) for ids in value[:6] for i in ids) and all(is_id(i) for ids in value[8:10] for i in ids))
+                and all(is_id(i, schema.NODE_ID_LENGTH) for ids in value[:6] for i in ids) and all(is_id(i) for ids in value[8:10] for i in ids))
 
     @classmethod
     def decode(cls, value: tuple) -> TxlogValue:
