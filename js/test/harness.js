@@ -39,7 +39,8 @@ Object.assign(window, {
    */
   async lookup(url, ref, path, coords) {
     const archive = await openArchive(url);
-    const requests = () => archive.zs.transport.stats.requests;
+    const zs = /** @type {import("../src/zs/reader.js").ZS} */ (archive.zs);
+    const requests = () => zs.transport.stats.requests;
     const steps = { open: requests() };
     let before = requests();
     const step = (/** @type {string} */ name) => {
@@ -56,7 +57,7 @@ Object.assign(window, {
     step("chunks");
     await archive.chunkRef(ref, path, coords);
     step("again");
-    return { steps, chunk: chunk && { ...chunk, inline: null }, depth: archive.zs.rootIndexLevel, history: (await archive.historyDepths(sid)).size };
+    return { steps, chunk: chunk && { ...chunk, inline: null }, depth: zs.rootIndexLevel, history: (await archive.historyDepths(sid)).size };
   },
 });
 document.body.dataset.ready = "true";

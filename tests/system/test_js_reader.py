@@ -93,6 +93,15 @@ def test_every_vector_answers_alike_in_node(vector, expected, tmp_path):
     assert_same_answers(plan, node_answers(vector, plan, tmp_path), answers, vector.parent.name)
 
 
+@pytest.mark.parametrize("codec", ["zstd", "none"])
+def test_archives_of_every_codec_the_reader_decodes_answer_alike_in_node(codec, expected, tmp_path):
+    """zstd blocks through the vendored decoder, blocks stored as they are (deflate: every vector)."""
+    archive = tmp_path / f"{codec}.zs"
+    export(TESTDATA / "icechunk" / "v2", archive, codec=codec, include_chunks=True)
+    plan, answers = expected(archive)
+    assert_same_answers(plan, node_answers(archive, plan, tmp_path), answers, codec)
+
+
 def test_random_repositories_and_a_chain_answer_alike_in_node(random_archives, expected, tmp_path):
     for name, archive, authorize in random_archives:
         plan, answers = expected(archive)
@@ -302,3 +311,11 @@ def test_zarrita_reads_embedded_arrays_as_python_does():
     vector = TESTDATA / "archive" / "v6" / "archive.zs"
     expected = _python_arrays(vector, "tag:v1.1", None, [], under="/data/sub/")
     assert expected and _zarrita_arrays(vector, "tag:v1.1", None, [], list(expected)) == expected
+
+
+def test_the_reader_s_jsdoc_types_check():
+    """TypeScript checks the reader and its drivers by their JSDoc types (js/tsconfig.json): what the package
+    promises its users who type-check holds."""
+    done = subprocess.run([str(JS / "node_modules" / ".bin" / "tsc"), "-p", str(JS / "tsconfig.json")],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-3000:]

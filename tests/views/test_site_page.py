@@ -140,7 +140,9 @@ def test_the_static_page_shows_the_history_as_zs_log(browser, site):
     assert len(reads) <= 3, [r.range for r in reads]  # head and tail together; the small archive is in them
 
 
-def test_a_commit_s_changes_and_heatmap_match_zs_serve_s_api(browser, site):
+def test_the_page_s_answers_a_commit_s_changes_and_heatmap_match_zs_serve_s_api(browser, site):
+    """Every request of the page answered in the browser as zs serve's API answers it (summary, graph, logs,
+    show, ls, heatmaps, a cell, a chunk's log), and the page draws them alike."""
     server, archive, _, _ = site
     with RepoArchive(archive) as arc, ViewServer(arc) as api:
         threading.Thread(target=api.serve_forever, daemon=True).start()
@@ -155,15 +157,26 @@ def test_a_commit_s_changes_and_heatmap_match_zs_serve_s_api(browser, site):
                                                     for c in show["changes"]]
                 page.click('#changes button.path[data-path="/grid/temperature"]')
                 page.wait_for_selector("#array-section:not([hidden])")
-                for params in ({"ref": "main", "path": "/grid/temperature", "bins": "128"},
-                               {"ref": "main", "path": "/grid/temperature", "bins": "5"},
-                               {"ref": "tag:v1", "path": "/virtual"}):
-                    ours = page.evaluate("""async ([name, params]) => {
-                        const {PageAPI} = await import("./reader/views/pageapi.js");
-                        const api = await PageAPI.open("history.zs");
-                        return api.answer(name, params);
-                    }""", ["heatmap", params])
-                    assert ours == json.loads(json.dumps(api.api.answer("heatmap", params))), params
+                first_heat = api.api.answer("heatmap", {"ref": "main", "path": "/grid/temperature", "bins": "5"})
+                busy = next(b for b, n in enumerate(first_heat["counts"][-1]) if n)
+                asked = [("summary", {}), ("graph", {}), ("log", {}), ("log", {"ref": "tag:v1"}),
+                         ("log", {"ref": "main", "since": newest["flushed_at"][:10]}), ("show", {"ref": "main~1"}),
+                         ("ls", {"ref": "tag:v1"}), ("heatmap", {"ref": "main", "path": "/grid/temperature", "bins": "128"}),
+                         ("heatmap", {"ref": "main", "path": "/grid/temperature", "bins": "5"}),
+                         ("heatmap", {"ref": "tag:v1", "path": "/virtual"}),
+                         ("cell", {"ref": "main", "path": "/grid/temperature", "bins": "5", "bin": str(busy),
+                                   "column": str(len(first_heat["columns"]) - 1)}),
+                         ("chunk-log", {"ref": "main", "path": "/grid/temperature", "coords": "0,0"})]
+                ours = page.evaluate("""async (asked) => {
+                    const {PageAPI} = await import("./reader/views/pageapi.js");
+                    const api = await PageAPI.open("history.zs");
+                    return Promise.all(asked.map(([name, params]) => api.answer(name, params)));
+                }""", asked)
+                for (name, params), answer in zip(asked, ours):
+                    theirs = json.loads(json.dumps(api.api.answer(name, params)))
+                    if name == "summary":  # the archive as each reader names it: a URL, a path
+                        assert answer.pop("name").endswith("/history.zs") and theirs.pop("name") == str(archive)
+                    assert answer == theirs, (name, params)
                 heat = api.api.answer("heatmap", {"ref": f"snapshot:{newest['id']}", "path": "/grid/temperature", "bins": "128"})
                 canvas = page.eval_on_selector("#heatmap", "c => ({...c.dataset})")
                 column = len(heat["columns"]) - 1
@@ -291,3 +304,32 @@ def test_the_site_ships_the_reader_its_modules_and_the_decoder_s_license(tmp_pat
     license_text = (tmp_path / "out" / "reader" / "vendor" / "fzstd.LICENSE").read_text()
     assert "MIT License" in license_text and "Arjun Barrett" in license_text
     assert "fzstd.LICENSE" in (tmp_path / "out" / "reader" / "vendor" / "fzstd.js").read_text().splitlines()[0]
+
+
+def test_a_fragment_s_page_reads_its_chain_and_a_picked_file_opens_too(browser, site, tmp_path):
+    """zs site copies a fragment with the archive it builds on (in the folder above it here: each at its place
+    relative to the other), and the page reads the chain; a file picked from the disk (a Blob) opens in the same
+    page, read without a server."""
+    server, archive, _, _ = site
+    base = tmp_path / "history.zs"
+    export(TESTDATA / "icechunk" / "v2", base)
+    (tmp_path / "later").mkdir()
+    fragment = tmp_path / "later" / "history-2.zs"
+    export(TESTDATA / "icechunk" / "v2", fragment, base=base)
+    write_site(fragment, server.root / "chain")
+    assert json.loads((server.root / "chain" / "site.json").read_text())["archive"] == "later/history-2.zs"
+    assert (server.root / "chain" / "later" / "history-2.zs").read_bytes() == fragment.read_bytes()
+    assert (server.root / "chain" / "history.zs").read_bytes() == base.read_bytes()
+    page, dialogs = _open(browser, server.url("chain/index.html"))
+    try:
+        graph = zs_json("log", fragment, "--graph", "--all")
+        assert graph_rows(page) == [{"id": g["id"], "refs": g["refs"], "message": g["message"], "time": g["flushed_at"]}
+                                    for g in graph]
+        page.set_input_files("#open-file", str(archive))  # the archive of the module's site, from the disk
+        page.wait_for_selector("body[data-ready=true]", state="attached")
+        wait_commits(page, "branch:main")
+        assert table(page, "#commits") == log_rows(zs_json("log", archive, "branch:main"))
+        assert graph_rows(page)[0]["id"] == zs_json("log", archive, "--graph", "--all")[0]["id"]
+        assert not page.is_visible("#error") and dialogs == []
+    finally:
+        page.close()

@@ -3,7 +3,7 @@
 The folder holds the page ``zs serve`` serves (its HTML, style and script), the JavaScript reader it runs
 in the browser (``reader/``, with its third-party decoder and that decoder's license), ``site.json`` naming
 the archive the page opens, and, for a local archive, the archive itself (a fragment with the archives it
-builds on, at their relative places). The page then asks no server anything but byte ranges.
+builds on, each at its place relative to the others). The page then asks no server anything but byte ranges.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ def write_site(archive: str | os.PathLike, outdir: str | os.PathLike, url: str |
     """Write the page of ``archive`` (a path or URL) into ``outdir``; return the files written.
 
     A local archive is copied beside the page (a fragment with its bases, kept at their places relative
-    to it), unless ``url`` says where the page finds it (published elsewhere: a URL, or a path relative to
+    to each other), unless ``url`` says where the page finds it (published elsewhere: a URL, or a path relative to
     the page); a URL archive is read from there. ``outdir`` must be absent, empty, or a folder ``zs site`` wrote before."""
     source = os.fspath(archive)
     target = Path(outdir)
@@ -48,14 +48,13 @@ def write_site(archive: str | os.PathLike, outdir: str | os.PathLike, url: str |
         _archives(source)
         named = url
     else:
-        files = _archives(source)
-        home = files[0].resolve().parent
-        for path in files:
-            relative = Path(os.path.relpath(path.resolve(), home))
-            if relative.parts[0] == os.pardir:
-                raise ZSError(f"{source}: its base {path} lies outside its folder: publish the chain yourself and give "
-                              "the page its URL (--url)")
-            copies.append((path, target / relative))
+        files = [path.resolve() for path in _archives(source)]
+        try:  # the folder holding them all: each copied at its place below it, so that every link still holds
+            home = Path(os.path.commonpath([path.parent for path in files]))
+        except ValueError:
+            raise ZSError(f"{source}: the archives of its chain lie on different drives: publish them yourself and give "
+                          "the page the fragment's URL (--url)") from None
+        copies = [(path, target / path.relative_to(home)) for path in files]
         named = copies[0][1].relative_to(target).as_posix()
     target.mkdir(parents=True, exist_ok=True)
     written = []

@@ -15,7 +15,7 @@ const CHANGES = Object.fromEntries(NODE_SETS.map((name) => [name, [name.replace(
 export class CommitQueries extends ChangeQueries {
   /** Snapshot id -> the ``branch:NAME`` / ``tag:NAME`` refs at it, branches first, each sorted. */
   async refNames() {
-    const refs = (await this.refs()).sort((a, b) => (a.type !== "branch") - (b.type !== "branch") || compareText(a.name, b.name));
+    const refs = (await this.refs()).sort((a, b) => Number(a.type !== "branch") - Number(b.type !== "branch") || compareText(a.name, b.name));
     /** @type {Map<string, string[]>} */
     const out = new Map();
     for (const ref of refs) {
@@ -90,7 +90,7 @@ export class CommitQueries extends ChangeQueries {
       }
       changes.get(nodeId).chunks = count;
     }
-    out.changes = [...changes.values()].sort((a, b) => (a.path === null) - (b.path === null) ||
+    out.changes = [...changes.values()].sort((a, b) => Number(a.path === null) - Number(b.path === null) ||
       compareText(a.path ?? "", b.path ?? "") || compareText(a.id, b.id));
     out.moves = tx.ownMoves.map((m) => [m[0], m[1]]);
     return out;

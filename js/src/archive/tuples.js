@@ -12,7 +12,7 @@ const utf8 = new TextDecoder("utf-8", { fatal: true });
 const encoder = new TextEncoder();
 
 /**
- * @typedef {number | bigint | string | Uint8Array | null | boolean | Element[]} Element
+ * @typedef {number | bigint | string | Uint8Array | null | boolean | any[]} Element
  */
 
 /**

@@ -36,8 +36,11 @@ const RETRIES = 3;
  */
 export function coalesce(ranges, gap = COALESCE_GAP, limit = COALESCE_LIMIT) {
   const order = ranges.map((_, i) => i).sort((a, b) => ranges[a][0] - ranges[b][0]);
+  /** @type {Array<[number, number, number[]]>} */
   const runs = [];
-  let start = 0, end = 0, members = [];
+  /** @type {number[]} */
+  let members = [];
+  let start = 0, end = 0;
   for (const i of order) {
     const [offset, length] = ranges[i];
     if (members.length && offset - end <= gap && Math.max(end, offset + length) - start <= limit) {
@@ -250,6 +253,7 @@ export class HTTPTransport extends BaseTransport {
     if (tail > 0) wanted.push(`bytes=-${tail}`);
     const answers = await Promise.all(wanted.map((range) => this.send(range)));  // one round trip
     const sizes = new Set();
+    /** @type {Array<[number, Uint8Array]>} */
     const pieces = [];
     for (const response of answers) {
       this.pin(response);

@@ -70,7 +70,7 @@ async function inflate(data) {
   if (stored !== null) return stored;
   const inflater = new DecompressionStream("deflate-raw");
   const writer = inflater.writable.getWriter();
-  writer.write(data).catch(() => undefined);  // a failure surfaces on the readable side
+  writer.write(/** @type {any} */ (data)).catch(() => undefined);  // a failure surfaces on the readable side
   writer.close().catch(() => undefined);
   if (data.length * DEFLATE_MAX_RATIO <= MAX_BLOCK) {
     // it cannot decode past the ceiling: one read of the whole (a loop of pieces costs twice as much)
