@@ -7,7 +7,7 @@ import sys
 import click
 
 from zsarchive.cli.app import main
-from zsarchive.cli.params import remote_options
+from zsarchive.cli.params import cluster, remote_options, scheduler_option
 
 _LABELS = {"manifests": "encoding manifests", "chunks": "copying chunk files", "metadata": "writing metadata",
            "verify": "reading back"}
@@ -27,9 +27,12 @@ _LABELS = {"manifests": "encoding manifests", "chunks": "copying chunk files", "
               help="Write every virtual chunk the archive keeps (zs export --include-virtual) as a native chunk: "
                    "the restored repository then needs none of the sources. Without it, refs stay virtual.")
 @click.option("--no-progress", is_flag=True, help="No progress bar even on a terminal.")
+@scheduler_option("Make the manifests and copy the chunk files (the workers must reach ARCHIVE, TARGET and "
+                  "--repo)")
 @remote_options
 def restore_command(archive: str, target: str, source: str | None, refs: tuple[str, ...], shallow: bool,
-                    materialize_virtual: bool, no_progress: bool, anon: bool, storage_options: dict[str, str]) -> None:
+                    materialize_virtual: bool, no_progress: bool, scheduler: str | None, anon: bool,
+                    storage_options: dict[str, str]) -> None:
     """Write the Icechunk repository ARCHIVE holds into TARGET, which must be absent or empty.
 
     TARGET is a directory or an s3://BUCKET/PREFIX, gs://BUCKET/PREFIX or az://CONTAINER/PREFIX URL
@@ -56,9 +59,10 @@ def restore_command(archive: str, target: str, source: str | None, refs: tuple[s
                                                   file=sys.stderr)
         bar.update(done - bar.pos)
 
-    summary = restore(archive, target, repo=source, refs=refs, shallow=shallow, storage_options=storage_options,
-                      anon=anon, repo_storage_options=storage_options, repo_anon=anon, progress=progress,
-                      materialize_virtual=materialize_virtual)
+    with cluster(scheduler) as client:
+        summary = restore(archive, target, repo=source, refs=refs, shallow=shallow, storage_options=storage_options,
+                          anon=anon, repo_storage_options=storage_options, repo_anon=anon, progress=progress,
+                          client=client, materialize_virtual=materialize_virtual)
     for bar in bars.values():
         bar.render_finish()
     for note in summary.notes:

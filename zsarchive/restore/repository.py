@@ -32,8 +32,8 @@ from zsarchive.icechunk.txlog import decode_transaction_log, encode_transaction_
 from zsarchive.io.location import Location, parse_location
 from zsarchive.io.sink import Sink, open_sink
 from zsarchive.icechunk.storage import Storage, open_storage
-from zsarchive.restore.plan import ManifestContents, RestorePlan, select
 from zsarchive.restore.materialize import Materializer
+from zsarchive.restore.plan import ManifestContents, ManifestPlan, RestorePlan, select
 from zsarchive.restore.source import Timelines, embedded_file, is_embedded, read_history
 
 Progress = Callable[[str, int, int], None]
@@ -118,32 +118,38 @@ class Restore:
         """Every manifest file's bytes, and the native chunk ids they name."""
         contents = ManifestContents(self.reader, plan, self.timelines)
         files, chunk_ids = {}, set()
-        order = sorted(plan.manifests.values(), key=lambda m: (m.users[0][1].id if m.users else "", m.id))
-        levels = _levels(plan.history.facts.get("config"))
+        order = manifest_order(plan)
         for done, manifest in enumerate(order, 1):
-            arrays = contents.refs(manifest)
-            if self.materializer is not None:
-                arrays = [(node_id, self.materializer.refs(refs)) for node_id, refs in arrays]
-            count = sum(len(refs.kind) if isinstance(refs, RefTable) else len(refs) for _, refs in arrays)
-            if manifest.num_refs and count != manifest.num_refs:
-                self.notes.append(f"manifest {manifest.id}: {count} refs restored, the original held "
-                                  f"{manifest.num_refs} (refs the archive does not keep: hidden by another manifest)")
-            for _, refs in arrays:
-                if isinstance(refs, RefTable):
-                    native = refs.text[refs.kind == NATIVE]
-                    if len(native):
-                        chunk_ids.update(map(refs.texts.__getitem__, np.flatnonzero(np.bincount(native)).tolist()))
-                else:
-                    chunk_ids.update(r.chunk_id for r in refs if r.kind is RefKind.NATIVE)
-            raw = files[manifest.id] = encode_manifest(
-                manifest.id, arrays, manifest.spec_version, manifest.implementation, manifest.size,
-                manifest.location_dictionary, *levels)
-            if manifest.size and len(raw) != manifest.size:  # the snapshots name the size it has
-                plan.resized[manifest.id] = len(raw)
-                self.notes.append(f"manifest {manifest.id}: {len(raw)} bytes, the original {manifest.size}: the "
-                                  f"snapshots name the new size")
+            files[manifest.id], named = self.encode_manifest(contents, manifest)
+            chunk_ids |= named
             self.progress("manifests", done, len(order))
         return files, chunk_ids
+
+    def encode_manifest(self, contents: ManifestContents, manifest: ManifestPlan) -> tuple[bytes, set[str]]:
+        """One manifest file's bytes (its size, where it cannot have the original's, in ``resized``), and the
+        native chunk ids it names."""
+        arrays = contents.refs(manifest)
+        if self.materializer is not None:
+            arrays = [(node_id, self.materializer.refs(refs)) for node_id, refs in arrays]
+        count = sum(len(refs.kind) if isinstance(refs, RefTable) else len(refs) for _, refs in arrays)
+        if manifest.num_refs and count != manifest.num_refs:
+            self.notes.append(f"manifest {manifest.id}: {count} refs restored, the original held "
+                              f"{manifest.num_refs} (refs the archive does not keep: hidden by another manifest)")
+        chunk_ids: set[str] = set()
+        for _, refs in arrays:
+            if isinstance(refs, RefTable):
+                native = refs.text[refs.kind == NATIVE]
+                if len(native):
+                    chunk_ids.update(map(refs.texts.__getitem__, np.flatnonzero(np.bincount(native)).tolist()))
+            else:
+                chunk_ids.update(r.chunk_id for r in refs if r.kind is RefKind.NATIVE)
+        raw = encode_manifest(manifest.id, arrays, manifest.spec_version, manifest.implementation, manifest.size,
+                              manifest.location_dictionary, *_levels(contents.plan.history.facts.get("config")))
+        if manifest.size and len(raw) != manifest.size:  # the snapshots name the size it has
+            contents.plan.resized[manifest.id] = len(raw)
+            self.notes.append(f"manifest {manifest.id}: {len(raw)} bytes, the original {manifest.size}: the "
+                              f"snapshots name the new size")
+        return raw, chunk_ids
 
     def chunk_sources(self, needed: set[str]) -> tuple[set[str], Storage | None]:
         """(ids the archive embeds, the source repository's storage if given); one line if some chunk
@@ -252,14 +258,19 @@ class Restore:
         if final.startswith(b"ICE"):
             decode_repo_info(final, "repo")
 
-    def run(self) -> RestoreSummary:
-        """All stages, in order; nothing is written when a check before the copy fails."""
-        plan = self.plan()
+    def open_target(self, plan: RestorePlan) -> tuple[Sink, Storage | None]:
+        """The target's sink, and its storage where it exists already (checked to be empty)."""
         sink = open_sink(self.location)
         storage = open_storage(self.location) if not self.location.is_local or self.location.path.is_dir() \
             else None
         if storage is not None:
             check_target(sink, storage, plan.spec_version)
+        return sink, storage
+
+    def run(self) -> RestoreSummary:
+        """All stages, in order; nothing is written when a check before the copy fails."""
+        plan = self.plan()
+        sink, storage = self.open_target(plan)
         manifests, needed = self.encode_manifests(plan)
         embedded, source = self.chunk_sources(needed)
         try:
@@ -267,6 +278,12 @@ class Restore:
         finally:
             if source is not None:
                 source.close()
+        return self.finish(plan, sink, storage, manifests, len(manifests), chunk_files, chunk_bytes)
+
+    def finish(self, plan: RestorePlan, sink: Sink, storage: Storage | None, manifests: dict[str, bytes],
+               manifest_count: int, chunk_files: int, chunk_bytes: int) -> RestoreSummary:
+        """Write the metadata files (with ``manifests``, those not written yet), read them back, then the
+        file that makes the target a repository."""
         files = self.metadata_files(plan, manifests)
         final = self.final_file(plan)
         done = [0]
@@ -279,13 +296,18 @@ class Restore:
         self.verify(storage or open_storage(self.location), files, final)
         sink.flush()  # everything else durable before the file that makes it a repository
         sink.put_new(final_key(plan.spec_version), final)
-        return RestoreSummary(self.location.url, plan.spec_version, len(plan.snapshots), len(manifests),
+        return RestoreSummary(self.location.url, plan.spec_version, len(plan.snapshots), manifest_count,
                               sum(k.startswith("transactions/") for k in files), chunk_files, chunk_bytes,
                               len(plan.branches), len(plan.tags), self.notes)
 
     def close(self) -> None:
         """Release the archive."""
         self.reader.close()
+
+
+def manifest_order(plan: RestorePlan) -> list[ManifestPlan]:
+    """The manifests in the order they are made: by the first array each serves (its timeline is read once)."""
+    return sorted(plan.manifests.values(), key=lambda m: (m.users[0][1].id if m.users else "", m.id))
 
 
 def _levels(config: Mapping[str, Any] | None) -> tuple[int, int]:
@@ -309,15 +331,25 @@ def _without_storage_settings(info: RepoInfo) -> RepoInfo:
 def restore(archive: Any, target: str | os.PathLike | Location, *, repo: Any = None, refs: Iterable[str] = (),
             shallow: bool = False, storage_options: Mapping[str, object] | None = None, anon: bool = False,
             repo_storage_options: Mapping[str, object] | None = None, repo_anon: bool = False,
-            progress: Progress | None = None, materialize_virtual: bool = False) -> RestoreSummary:
+            progress: Progress | None = None, client: Any = None, materialize_virtual: bool = False) -> RestoreSummary:
     """Write the repository ``archive`` holds into ``target`` (an absent or empty directory, or an
     ``s3://``, ``gs://``, ``az://`` URL); chunk bytes from the archive or the original repository ``repo``.
-    ``refs``: only the history these branches and tags reach; ``shallow``: only their tips;
-    ``materialize_virtual``: every virtual chunk ref whose bytes the archive keeps comes back as a native
-    chunk (:mod:`materialize <zsarchive.restore.materialize>`), so that the repository needs no source."""
-    job = Restore(archive, target, repo=repo, refs=refs, shallow=shallow, storage_options=storage_options,
-                  anon=anon, repo_storage_options=repo_storage_options, repo_anon=repo_anon, progress=progress,
-                  materialize_virtual=materialize_virtual)
+    ``refs``: only the history these branches and tags reach; ``shallow``: only their tips. ``client``: a
+    ``distributed.Client`` whose cluster makes the manifests and copies the chunk files (its workers open
+    ``archive``, ``target`` and ``repo`` themselves: paths they see, or URLs). ``materialize_virtual``: every
+    virtual chunk ref whose bytes the archive keeps comes back as a native chunk (:mod:`materialize
+    <zsarchive.restore.materialize>`), so that the repository needs no source (in this process only)."""
+    options = dict(repo=repo, refs=tuple(refs), shallow=shallow, storage_options=storage_options, anon=anon,
+                   repo_storage_options=repo_storage_options, repo_anon=repo_anon, progress=progress)
+    if client is not None:
+        if materialize_virtual:
+            raise ZSError("restore: materializing virtual chunks runs in this process only; leave out the "
+                          "cluster (--scheduler) or --materialize-virtual")
+        from zsarchive.restore.cluster import ClusterRestore
+
+        job: Restore = ClusterRestore(archive, target, client=client, **options)
+    else:
+        job = Restore(archive, target, materialize_virtual=materialize_virtual, **options)
     try:
         return job.run()
     finally:
