@@ -77,7 +77,8 @@ for i, name in enumerate(sorted(glob.glob(directory + "/*.nc"))):
 
 S3_REPO = r'''
 import sys, json, datetime, zarr, icechunk as ic
-path, endpoint, bucket, refs = sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4])
+path, endpoint, bucket = sys.argv[1], sys.argv[2], sys.argv[3]
+refs = json.load(open(sys.argv[4]))
 ic.set_logs_filter("error")
 prefix = f"s3://{bucket}/"
 config = ic.RepositoryConfig.default()
@@ -195,14 +196,21 @@ def _bucket(objects: int, size: int):
     """moto on loopback with ``objects`` objects of ``size`` bytes in bucket ``sources``: (server context, refs)."""
     from toolkit.servers import moto_s3
 
+    import logging
+    from concurrent.futures import ThreadPoolExecutor
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # moto logs every request
     context = moto_s3({"sources": {}})
     client = context.__enter__()
-    refs = []
     body = os.urandom(size)
-    for i in range(objects):
+
+    def put(i: int) -> tuple[str, str, int]:
         key = f"g/{i:06d}.bin"
         etag = client.put_object(Bucket="sources", Key=key, Body=body[i % size:] + body[:i % size])["ETag"]
-        refs.append((f"s3://sources/{key}", etag, size))
+        return f"s3://sources/{key}", etag, size
+
+    with ThreadPoolExecutor(16) as pool:
+        refs = list(pool.map(put, range(objects)))
     return context, client, refs
 
 
@@ -216,8 +224,9 @@ def s3(args: argparse.Namespace) -> None:
         base = CACHE / "virtual-s3"
         shutil.rmtree(base, ignore_errors=True)
         base.mkdir(parents=True)
-        subprocess.run([str(IC2_PYTHON), "-c", S3_REPO, str(base / "repo"), endpoint, "sources", json.dumps(refs)],
-                       check=True)
+        (base / "refs.json").write_text(json.dumps(refs))
+        subprocess.run([str(IC2_PYTHON), "-c", S3_REPO, str(base / "repo"), endpoint, "sources",
+                        str(base / "refs.json")], check=True)
         store = S3Store("sources", endpoint=endpoint, region="us-east-1", client_options={"allow_http": True})
         keys = [(loc.removeprefix("s3://sources/"), n) for loc, _, n in refs]
         times: dict[str, list[float]] = {"obstore get_ranges": [], "zs export --include-virtual": [],
@@ -256,8 +265,9 @@ def check(args: argparse.Namespace) -> None:
         base = CACHE / "virtual-check"
         shutil.rmtree(base, ignore_errors=True)
         base.mkdir(parents=True)
-        subprocess.run([str(IC2_PYTHON), "-c", S3_REPO, str(base / "repo"), endpoint, "sources", json.dumps(refs)],
-                       check=True)
+        (base / "refs.json").write_text(json.dumps(refs))
+        subprocess.run([str(IC2_PYTHON), "-c", S3_REPO, str(base / "repo"), endpoint, "sources",
+                        str(base / "refs.json")], check=True)
         archive = base / "a.zs"
         subprocess.run(zs("export", str(base / "repo"), str(archive), "--no-progress"), check=True, env=_env())
         store = S3Store("sources", endpoint=endpoint, region="us-east-1", client_options={"allow_http": True})

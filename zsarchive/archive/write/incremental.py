@@ -159,7 +159,8 @@ class FragmentScope(Scope):
         self.replaced: dict[bytes, int] = {}
         self.tally = HoldingsTally()
         self.view_counts: dict[str, int] | None = None  # given when a full export's counts are the view's
-        self.view_format = max(base.view_format, full_format(include_virtual))
+        # a fragment keeps its base's format, or moves a format 6 chain to 7 when it keeps virtual bytes
+        self.view_format = max(base.view_format, full_format(True)) if include_virtual else base.view_format
 
     def kept_virtual(self) -> KeptRanges:
         return BaseRanges(self.base)
