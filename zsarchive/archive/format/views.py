@@ -26,7 +26,26 @@ def is_id(value: object, length: int = schema.SNAPSHOT_ID_LENGTH) -> bool:
     return isinstance(value, str) and len(value) == length
 
 
-class RefValue(TypedTuple):
+class ValueView(TypedTuple):
+    """A record value's named view: ``decode`` takes a value's elements (later ones, extensions this reader
+    does not know, are left out), ``encode`` gives the elements a record's value holds, ``well_formed``
+    says whether elements have the view's shape (here: at least as many as its fields)."""
+
+    @classmethod
+    def decode(cls, value: tuple) -> Any:
+        """The view of ``value``'s first elements."""
+        return cls(*value[:len(cls._fields)])
+
+    def encode(self) -> tuple:
+        """The value's elements, as a record's value holds them."""
+        return tuple(self)
+
+    @classmethod
+    def well_formed(cls, value: tuple) -> bool:
+        return len(value) >= len(cls._fields)
+
+
+class RefValue(ValueView):
     """A ``B`` record: the snapshot a branch or tag names; for a deleted tag None, or (format 6, spec V1)
     the snapshot its ``ref.json`` still names."""
 
@@ -36,12 +55,6 @@ class RefValue(TypedTuple):
     def well_formed(value: tuple) -> bool:
         return len(value) >= 1
 
-    @classmethod
-    def decode(cls, value: tuple) -> RefValue:
-        return cls(value[0])
-
-    def encode(self) -> tuple:
-        return tuple(self)
 
 
 def _header_name(name: Any) -> bool:
@@ -51,7 +64,7 @@ def _header_name(name: Any) -> bool:
     return isinstance(name, str) and len(name.encode("utf-8", "surrogatepass")) <= NAME_BYTES
 
 
-class FileValue(TypedTuple):
+class FileValue(ValueView):
     """A ``Y`` record (format 6): how one metadata file was written: the implementation name of its
     header and, for a V2 manifest, its location compression (0 plain, 1 zstd with the dictionary)."""
 
@@ -65,12 +78,6 @@ class FileValue(TypedTuple):
             (value[1] is None or (isinstance(value[1], int) and not isinstance(value[1], bool))) and \
             (value[2] is None or isinstance(value[2], bytes))
 
-    @classmethod
-    def decode(cls, value: tuple) -> FileValue:
-        return cls(*value[:3])
-
-    def encode(self) -> tuple:
-        return tuple(self)
 
 
 class RepoFile(TypedTuple):
@@ -95,20 +102,14 @@ class RepoFile(TypedTuple):
         return cls(fact["implementation"], tuple(fact["ops_log_files"]))
 
 
-class RepoFactValue(TypedTuple):
+class RepoFactValue(ValueView):
     """A ``G`` record: one repository-level fact (spec_version, metadata, config...) as JSON text."""
 
     json: str
 
-    @classmethod
-    def decode(cls, value: tuple) -> RepoFactValue:
-        return cls(value[0])
-
-    def encode(self) -> tuple:
-        return tuple(self)
 
 
-class OpsValue(TypedTuple):
+class OpsValue(ValueView):
     """An ``O`` record: one ops-log entry's type, backup path and details (JSON text); later elements
     are extensions this reader ignores."""
 
@@ -116,15 +117,9 @@ class OpsValue(TypedTuple):
     backup_path: str | None
     details: str
 
-    @classmethod
-    def decode(cls, value: tuple) -> OpsValue:
-        return cls(*value[:3])
-
-    def encode(self) -> tuple:
-        return tuple(self)
 
 
-class SnapshotValue(TypedTuple):
+class SnapshotValue(ValueView):
     """An ``S`` record: a snapshot's parent, flush time, message, metadata (JSON text) and manifest
     files (``(id, size_bytes, num_chunk_refs)`` each)."""
 
@@ -146,12 +141,6 @@ class SnapshotValue(TypedTuple):
             return item[0], item[2]
         return None
 
-    @classmethod
-    def decode(cls, value: tuple) -> SnapshotValue:
-        return cls(*value[:5])
-
-    def encode(self) -> tuple:
-        return tuple(self)
 
 
 class Dimension(TypedTuple):
@@ -170,7 +159,7 @@ class Dimension(TypedTuple):
         return -(-self.array_length // self.chunk_length) if self.chunk_length else 0
 
 
-class NodeValue(TypedTuple):
+class NodeValue(ValueView):
     """An ``N`` record: a group's or array's id, type, zarr.json bytes and, for an array, its shape
     (``(array_length, chunk_length, num_chunks)`` per dimension), dimension names, manifests
     (``(id, extents)`` each) and ``since``, the snapshot its chunk ref timeline starts at (format 2 on)."""
@@ -210,7 +199,7 @@ class NodeValue(TypedTuple):
         return tuple(self) if self.is_array else tuple(self)[:6]
 
 
-class TxlogValue(TypedTuple):
+class TxlogValue(ValueView):
     """An ``X`` record: what a snapshot changed since its parent. Record version 2 adds the ancestors
     whose logs it merges (expiration pruned them), those whose logs were no longer stored, and the
     moves of the merged logs, which then replace the snapshot's own."""
@@ -253,9 +242,6 @@ class TxlogValue(TypedTuple):
         return (len(value) in (8, 11) and all(isinstance(v, tuple) for v in value)
                 and all(is_id(i, schema.NODE_ID_LENGTH) for ids in value[:6] for i in ids) and all(is_id(i) for ids in value[8:10] for i in ids))
 
-    @classmethod
-    def decode(cls, value: tuple) -> TxlogValue:
-        return cls(*value[:11])
 
     def encode(self) -> tuple:
         return tuple(self) if self.merged is not None else tuple(self)[:8]
@@ -285,7 +271,7 @@ class HistoryValue(TypedTuple):
         return tuple(self)
 
 
-class ChunkRefValue(TypedTuple):
+class ChunkRefValue(ValueView):
     """A ``C`` record: where one chunk's bytes are, by kind: inline bytes, a native chunk file's id
     and range, or a virtual location and range with its checksums; ``REMOVED`` (record version 2)
     holds nothing more. (An export encodes these a batch at a time: ``write/records.batch_records``.)"""
@@ -340,7 +326,7 @@ class ChunkRefValue(TypedTuple):
         return (self.kind,)
 
 
-class ShardIndexValue(TypedTuple):
+class ShardIndexValue(ValueView):
     """An ``I`` record: whether a shard's index is at its end, and the index's raw bytes."""
 
     at_end: bool
@@ -358,11 +344,8 @@ class ShardIndexValue(TypedTuple):
             raise ValueError("malformed shard index record")
         return cls(value[0], value[1])
 
-    def encode(self) -> tuple:
-        return tuple(self)
 
-
-class ChunkBytesValue(TypedTuple):
+class ChunkBytesValue(ValueView):
     """A ``D`` record: a whole chunk file's bytes (record version 1, formats 1 and 2) or one piece of
     it (version 2, keyed by offset; :mod:`pieces <zsarchive.archive.format.pieces>` writes and reads
     those a block at a time)."""
@@ -373,12 +356,6 @@ class ChunkBytesValue(TypedTuple):
     def well_formed(value: tuple) -> bool:
         return len(value) >= 1 and isinstance(value[0], bytes)
 
-    @classmethod
-    def decode(cls, value: tuple) -> ChunkBytesValue:
-        return cls(value[0])
-
-    def encode(self) -> tuple:
-        return tuple(self)
 
 
 CHUNK_REF_SHAPES = {schema.INLINE: "(0, data)", schema.NATIVE: "(1, chunk_id, offset, length)",
@@ -406,6 +383,11 @@ class KeyView(TypedTuple):
     def encode(self) -> tuple:
         """The key's elements, as a record's key holds them."""
         return tuple(self)
+
+    @classmethod
+    def well_formed(cls, key: tuple) -> bool:
+        """Whether ``key`` has the view's shape (here: as many elements as its fields)."""
+        return fits(cls, key)
 
 
 def fits(view: type, key: tuple) -> bool:
@@ -618,3 +600,39 @@ class ShardIndexKey(KeyView):
 
     def encode(self) -> tuple:
         return tuple(self) if self.virtual else tuple(self)[:3]
+
+
+class FamilyViews(TypedTuple):
+    """The named views of one family's records, and their shape as messages about a malformed record spell it."""
+
+    key: type
+    value: type | None
+    shape: str
+
+    def well_formed(self, key: tuple, value: tuple) -> bool:
+        """Whether a record's key and value have the views' shapes."""
+        return self.key.well_formed(key) and (self.value is None or self.value.well_formed(value))
+
+
+FAMILY_VIEWS = {
+    schema.REFS: FamilyViews(RefKey, RefValue, "(kind, name) -> (snapshot_id)"),
+    schema.REPO: FamilyViews(RepoFactKey, RepoFactValue, "(name) -> (json)"),
+    schema.FILES: FamilyViews(FileKey, FileValue, "(path) -> (implementation, compression_algorithm, location_dictionary)"),
+    schema.OPS: FamilyViews(OpsKey, OpsValue, "(updated_at, seq) -> (type, backup_path, details)"),
+    schema.SNAPSHOT: FamilyViews(SnapshotKey, SnapshotValue,
+                                 "(snapshot_id) -> (parent_id, flushed_at, message, metadata, manifest_files)"),
+    schema.SNAPSHOT_TIME: FamilyViews(SnapshotTimeKey, None, "(flushed_at, snapshot_id)"),
+    schema.CHILDREN: FamilyViews(ChildKey, None, "(parent_snapshot_id, child_snapshot_id)"),
+    schema.NODE: FamilyViews(NodeKey, NodeValue,
+                             "(snapshot_id, path) -> (node_id, node_type, zarr_json, shape, dimension_names, manifests)"),
+    schema.TXLOG: FamilyViews(TxlogKey, TxlogValue,
+                              "(snapshot_id) -> (six node id sets, updated_chunks, moved_nodes[, merged, missing, moves])"),
+    schema.CHUNK_REF: FamilyViews(ChunkRefKey, ChunkRefValue, "(node_id, coords, snapshot_id) -> (kind, ...)"),
+    schema.SHARD_INDEX: FamilyViews(ShardIndexKey, ShardIndexValue,
+                                    "(chunk_id, offset, length) or (location, offset, length, etag, last_modified) -> "
+                                    "(at_end, index of 16 bytes per inner chunk [+ 4])"),
+}
+"""Family tag -> the views of its records (the newest format's; format 1's chunk refs are keyed by
+:class:`ManifestRefKey`). ``H`` and ``D`` records are read by the record version and the format
+(:class:`HistoryValue`, :class:`ChunkBytesKey`); the header's view is
+:class:`~zsarchive.archive.format.header.ArchiveHeader`."""
