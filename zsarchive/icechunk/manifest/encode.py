@@ -75,7 +75,6 @@ class _Texts:
     """Distinct strings or byte strings as stored (the length word, the bytes, a NUL for a string, zeros to
     a word), grouped by their number of words, so that a group is written with one 2-d assignment."""
 
-    stored: list[bytes]
     words: np.ndarray
     """Words of each (the length word included)."""
     rank: np.ndarray
@@ -84,22 +83,26 @@ class _Texts:
     """Words -> the rows (uint32 words) of the texts with that many words."""
 
     @classmethod
-    def of(cls, raws: list[bytes], terminate: bool) -> _Texts:
+    def of(cls, raws: list[bytes], terminate: bool, at: np.ndarray | None = None, count: int | None = None) -> _Texts:
+        """``raws`` as stored; ``at``: the positions in a list of ``count`` texts they are (the rest unused)."""
         stored = [struct.pack("<I", len(raw)) + raw + bytes(4 - len(raw) % 4 if terminate else -len(raw) % 4)
                   for raw in raws]
-        words = np.array([len(s) // 4 for s in stored], np.int64)
-        texts = cls(stored, words, np.zeros(len(stored), np.int64))
-        for count in np.unique(words).tolist():
-            members = np.flatnonzero(words == count)
-            texts.rank[members] = np.arange(len(members))
-            texts.groups[count] = np.frombuffer(b"".join(stored[j] for j in members.tolist()), "<u4").reshape(-1, count)
+        own = np.array([len(s) // 4 for s in stored], np.int64)
+        at = np.arange(len(raws)) if at is None else at
+        words = np.zeros(len(raws) if count is None else count, np.int64)
+        words[at] = own
+        texts = cls(words, np.zeros(len(words), np.int64))
+        for size in np.unique(own).tolist():
+            members = np.flatnonzero(own == size)
+            texts.rank[at[members]] = np.arange(len(members))
+            texts.groups[size] = np.frombuffer(b"".join(stored[j] for j in members.tolist()), "<u4").reshape(-1, size)
         return texts
 
     def put(self, words: np.ndarray, at: np.ndarray, codes: np.ndarray) -> None:
         """Write text ``codes[i]`` at word ``at[i]`` of ``words``."""
         if len(self.groups) == 1:
             (count, rows), = self.groups.items()
-            words[at[:, None] + np.arange(count)] = rows[codes]
+            words[at[:, None] + np.arange(count)] = rows[self.rank[codes]]
             return
         counts = self.words[codes]
         for count, rows in self.groups.items():
@@ -159,12 +162,13 @@ class _Layout:
             locations = None
             virtual = t.kind == VIRTUAL
             if virtual.any():
-                used = np.bincount(t.text[virtual], minlength=len(t.texts)) > 0  # chunk ids share the list
-                names = [text if use else "" for text, use in zip(t.texts, used.tolist())]
+                used = np.flatnonzero(np.bincount(t.text[virtual], minlength=len(t.texts)))  # chunk ids share the list
+                names = [t.texts[j] for j in used.tolist()]
                 raws = self.pack(names) if self.pack else [name.encode("utf-8") for name in names]
-                locations = _Texts.of(raws, terminate=self.pack is None)
-            inline = _Texts.of(list(t.blobs), terminate=False) if t.blobs else None
-            etags = _Texts.of([s.encode("utf-8") for s in t.etags], terminate=True) if t.etags else None
+                locations = _Texts.of(raws, terminate=self.pack is None, at=used, count=len(t.texts))
+            inline = _Texts.of(list(t.blobs), terminate=False) if t.blobs and (t.kind == INLINE).any() else None
+            etags = _Texts.of([s.encode("utf-8") for s in t.etags], terminate=True) \
+                if t.etags and (t.etag[virtual] >= 0).any() else None
             array.texts = locations, inline, etags
         return array.texts
 
@@ -451,8 +455,8 @@ def _present(values: np.ndarray) -> list[int]:
 def _chunk_id_words(texts: list[str], codes: np.ndarray) -> np.ndarray:
     """The 12 bytes of the chunk ids ``texts[codes[i]]`` as 3 words each."""
     distinct, inverse = np.unique(codes, return_inverse=True)
-    raw = b"".join(ids.decode(texts[c], 12) for c in distinct.tolist())
-    return np.frombuffer(raw, "<u4").reshape(-1, 3)[inverse.reshape(-1)]
+    raw = ids.decode_many([texts[c] for c in distinct.tolist()], 12)
+    return np.ascontiguousarray(raw).view("<u4").reshape(-1, 3)[inverse.reshape(-1)]
 
 
 def _packer(dictionary: bytes, level: int) -> Callable[[list[str]], list[bytes]]:
