@@ -6,6 +6,7 @@ so the rest of the restore works on the Icechunk model alone.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections import OrderedDict, defaultdict
 from dataclasses import dataclass, field
@@ -80,6 +81,14 @@ class ArchiveHistory:
     """A V1 deleted tag -> the snapshot its ``ref.json`` named (format 6)."""
     repo_file: RepoFile | None = None
     """The ``repo`` file's implementation name and the ops log's division into files (format 6, V2)."""
+    logged: set[str] = field(default_factory=set)
+    """The arrays whose chunks some transaction log names."""
+
+    @functools.cached_property
+    def ndims(self) -> dict[str, int]:
+        """Array node id -> its number of dimensions."""
+        return {node.id: len(node.shape) for record in self.snapshots.values() for node in record.nodes
+                if node.shape is not None}
 
 
 def _moves(raw: tuple) -> list[MoveOperation]:
@@ -104,9 +113,10 @@ def _node(components: tuple, raw: tuple) -> tuple[Node, str | None]:
     return Node(value.node_id, path, NodeType.ARRAY, bytes(value.user_data), dims, names, refs), value.since
 
 
-def read_history(reader: ArchiveReader, timelines: Timelines | None = None) -> ArchiveHistory:
+def read_history(reader: ArchiveReader, timelines: Timelines | None = None, coords: bool = True) -> ArchiveHistory:
     """Everything but chunk refs and chunk bytes (those stream: :class:`Timelines`); the transaction logs'
-    chunks of a format 5 archive come from the arrays' timelines, kept in ``timelines`` for the manifests."""
+    chunks of a format 5 archive come from the arrays' timelines, kept in ``timelines`` for the manifests
+    (``coords`` False: none yet, :func:`add_chunk_coords` or :func:`set_chunk_coords` add them)."""
     zs, name = reader.zs, reader.name
     named = ((RepoFactKey.decode(k).name, v) for k, v in records_under(zs, schema.REPO))
     facts = {fact: _json(RepoFactValue.decode(v).json, f"{name}: G record {fact!r}") for fact, v in named}
@@ -156,20 +166,6 @@ def read_history(reader: ArchiveReader, timelines: Timelines | None = None) -> A
         summary.listed = tuple(node_id for node_id, _ in value.updated_chunks)
         txlogs[sid] = summary
         logged.update(summary.listed)
-    if history_from_timeline(reader.view_format):
-        _timeline_coords(reader, timelines or Timelines(reader), snapshots, txlogs, logged)
-    else:
-        for change in chunk_changes(zs, reader.view_format, _flushed_at(name, snapshots)):
-            node_id, coords, sid = change.node_id, change.coords, change.snapshot_id
-            if sid in txlogs:
-                txlogs[sid].coords.setdefault(node_id, []).append(coords)
-        for summary in txlogs.values():  # as matrices: a big commit changes millions of chunks
-            summary.coords = {node: np.array(rows, dtype=np.uint32).reshape(len(rows), -1)
-                              for node, rows in summary.coords.items()}
-    for summary in txlogs.values():
-        # the arrays the log names, as it names them: where expiration made a snapshot's parent the
-        # first one, its chunk refs all differ from the parent's, though the log may name none of them
-        summary.coords = {node: summary.coords.get(node, np.zeros((0, 0), np.uint32)) for node in summary.listed}
     files = {}
     for key, value in records_under(zs, schema.FILES):
         if not (FileKey.well_formed(key) and FileValue.well_formed(value)):
@@ -180,42 +176,66 @@ def read_history(reader: ArchiveReader, timelines: Timelines | None = None) -> A
     if repo_file is not None and not RepoFile.well_formed(repo_file, len(ops)):
         raise ZSCorrupt(f"{name}: G record 'repo_file': not an implementation name of a file header and "
                         f"counts adding up to the {len(ops)} ops-log entries")
-    return ArchiveHistory(name, reader.format_version, int(facts.get("spec_version", 2)), facts,
-                          refs["branch"], refs["tag"], deleted, snapshots, ops, txlogs, files, deleted_at,
-                          None if repo_file is None else RepoFile.decode(repo_file))
+    history = ArchiveHistory(name, reader.format_version, int(facts.get("spec_version", 2)), facts,
+                             refs["branch"], refs["tag"], deleted, snapshots, ops, txlogs, files, deleted_at,
+                             None if repo_file is None else RepoFile.decode(repo_file), logged)
+    if coords:
+        add_chunk_coords(reader, timelines or Timelines(reader), history)
+    return history
 
 
-def _timeline_coords(reader: ArchiveReader, timelines: Timelines, snapshots: dict[str, SnapshotRecord],
-                     txlogs: dict[str, TxSummary], logged: set[str]) -> None:
-    """Each transaction log's chunk coordinates, per array, from a format 5 archive: the array's ``C``
-    timeline decoded once (:class:`Timelines`, which the manifests then reuse) and corrected by its ``H``
-    exceptions; an array no exported snapshot holds (created and deleted within an expired stretch) has
-    only ``H`` records, read one by one."""
+def add_chunk_coords(reader: ArchiveReader, timelines: Timelines, history: ArchiveHistory) -> None:
+    """Each transaction log's chunk coordinates, every array's: from the arrays' timelines (format 5:
+    :func:`array_coords`), else from the per-chunk history, one pass over all arrays."""
+    found: dict[str, dict[str, np.ndarray]] = {}
+    if history_from_timeline(reader.view_format):
+        for node_id in sorted(history.logged):
+            found[node_id] = array_coords(reader, timelines, history, node_id)
+    else:
+        rows: dict[tuple[str, str], list] = {}
+        for change in chunk_changes(reader.zs, reader.view_format, _flushed_at(reader.name, history.snapshots)):
+            if change.snapshot_id in history.txlogs:
+                rows.setdefault((change.node_id, change.snapshot_id), []).append(change.coords)
+        for (node_id, sid), coords in rows.items():  # as matrices: a big commit changes millions of chunks
+            found.setdefault(node_id, {})[sid] = np.array(coords, dtype=np.uint32).reshape(len(coords), -1)
+    set_chunk_coords(history, found)
+
+
+def set_chunk_coords(history: ArchiveHistory, found: dict[str, dict[str, np.ndarray]]) -> None:
+    """Give each transaction log the coordinates ``found`` (node id -> snapshot id -> matrix) of the arrays
+    it names, as it names them: where expiration made a snapshot's parent the first one, its chunk refs
+    all differ from the parent's, though the log may name none of them."""
+    for sid, summary in history.txlogs.items():
+        summary.coords = {node: found.get(node, {}).get(sid, np.zeros((0, 0), np.uint32)) for node in summary.listed}
+
+
+def array_coords(reader: ArchiveReader, timelines: Timelines, history: ArchiveHistory,
+                 node_id: str) -> dict[str, np.ndarray]:
+    """Snapshot id -> the coordinates of the array's chunks its transaction log names, from a format 5
+    archive: the array's ``C`` timeline decoded once (:class:`Timelines`, which the manifests then reuse)
+    and corrected by its ``H`` exceptions; an array no exported snapshot holds (created and deleted
+    within an expired stretch) has only ``H`` records, read one by one."""
     zs, name = reader.zs, reader.name
-    ndims = {node.id: len(node.shape) for record in snapshots.values() for node in record.nodes
-             if node.shape is not None}
-    flushed_at = _flushed_at(name, snapshots)
-    for node_id in sorted(logged):
-        if node_id in ndims:
-            timeline = timelines.get(node_id)
-            if len(timeline) and timeline.coords.shape[1] != ndims[node_id]:
-                raise ZSCorrupt(f"{name}: chunk ref records of array {node_id} hold {timeline.coords.shape[1]} "
-                                f"coordinates, the array has {ndims[node_id]} dimensions")
-            table = np.column_stack([timeline.coords, timeline.snapshot]) if len(timeline) else \
-                np.zeros((0, ndims[node_id] + 1), np.int64)
-            rows, ids = corrected(zs, node_id, ndims[node_id], table, list(timeline.snapshot_ids))
-            column = rows[:, -1]
-            for i, sid in enumerate(ids):
-                if sid in txlogs:
-                    txlogs[sid].coords[node_id] = rows[column == i, :-1].astype(np.uint32)
-            continue
-        found: dict[str, list] = {}
-        for change in chunk_changes(zs, reader.view_format, flushed_at, (node_id,)):
-            coords, sid = change.coords, change.snapshot_id
-            if sid in txlogs:
-                found.setdefault(sid, []).append(coords)
-        for sid, coords in found.items():
-            txlogs[sid].coords[node_id] = np.array(coords, dtype=np.uint32).reshape(len(coords), -1)
+    ndim = history.ndims.get(node_id)
+    found: dict[str, np.ndarray] = {}
+    if ndim is not None:
+        timeline = timelines.get(node_id)
+        if len(timeline) and timeline.coords.shape[1] != ndim:
+            raise ZSCorrupt(f"{name}: chunk ref records of array {node_id} hold {timeline.coords.shape[1]} "
+                            f"coordinates, the array has {ndim} dimensions")
+        table = np.column_stack([timeline.coords, timeline.snapshot]) if len(timeline) else \
+            np.zeros((0, ndim + 1), np.int64)
+        rows, ids = corrected(zs, node_id, ndim, table, list(timeline.snapshot_ids))
+        column = rows[:, -1]
+        for i, sid in enumerate(ids):
+            if sid in history.txlogs:
+                found[sid] = rows[column == i, :-1].astype(np.uint32)
+        return found
+    listed: dict[str, list] = {}
+    for change in chunk_changes(zs, reader.view_format, _flushed_at(name, history.snapshots), (node_id,)):
+        if change.snapshot_id in history.txlogs:
+            listed.setdefault(change.snapshot_id, []).append(change.coords)
+    return {sid: np.array(coords, dtype=np.uint32).reshape(len(coords), -1) for sid, coords in listed.items()}
 
 
 def _flushed_at(name: str, snapshots: dict[str, SnapshotRecord]):

@@ -20,12 +20,11 @@ from zsarchive.archive.format.fragments import Holding, HoldingsTally
 from zsarchive.archive.format.header import (
     ArchiveHeader, has_chunk_pieces, history_from_timeline, keeps_file_forms, refs_by_manifest,
 )
-from zsarchive.archive.format.views import (CHUNK_REF_SHAPES, ChildKey, ChunkBytesKey, ChunkBytesValue, ChunkRefKey,
-                                            ChunkRefValue, FileKey, FileValue, HistoryKey, HistoryValue, ManifestRefKey,
+from zsarchive.archive.format.views import (CHUNK_REF_SHAPES, FAMILY_VIEWS, ChildKey, ChunkBytesKey, ChunkBytesValue, ChunkRefKey,
+                                            ChunkRefValue, HistoryKey, HistoryValue, ManifestRefKey,
                                             NodeKey, NodeValue, RefKey, RefValue, RepoFactKey,
                                             RepoFactValue, RepoFile, ShardIndexKey, ShardIndexValue,
-                                            SnapshotKey, SnapshotTimeKey, SnapshotValue, TxlogKey, TxlogValue, fits,
-                                            is_id)
+                                            SnapshotKey, SnapshotTimeKey, SnapshotValue, TxlogKey, is_id)
 from zsarchive.errors import ZSCorrupt
 from zsarchive.limits import load_json
 from zsarchive.walk import parent_chain
@@ -60,10 +59,15 @@ def _shape(ok: bool, rec: bytes, family: bytes, what: str) -> None:
         raise _fail(rec, family, f"is not {what}")
 
 
+def _well_formed(key: tuple, value: tuple, rec: bytes, family: bytes) -> None:
+    """The record has the shape of its family's views (:data:`~zsarchive.archive.format.views.FAMILY_VIEWS`)."""
+    views = FAMILY_VIEWS[family]
+    _shape(views.well_formed(key, value), rec, family, views.shape)
+
+
 def _snapshots(zs: ZS, facts: _Facts) -> None:
     for key, value, rec in _records(zs, schema.SNAPSHOT, facts.counts):
-        _shape(SnapshotKey.well_formed(key) and SnapshotValue.well_formed(value), rec, schema.SNAPSHOT,
-               "(snapshot_id) -> (parent_id, flushed_at, message, metadata, manifest_files)")
+        _well_formed(key, value, rec, schema.SNAPSHOT)
         sid, snapshot = SnapshotKey.decode(key).snapshot_id, SnapshotValue.decode(value)
         facts.parents[sid] = snapshot.parent_id
         facts.flushed[sid] = snapshot.flushed_at
@@ -99,7 +103,7 @@ def _view(zs: ZS | Chain, format_version: int) -> int:
 def _small_families(zs: ZS | Chain, facts: _Facts, format_version: int) -> None:
     forms = keeps_file_forms(_view(zs, format_version))
     for key, value, rec in _records(zs, schema.REFS, facts.counts):
-        _shape(RefKey.well_formed(key) and RefValue.well_formed(value), rec, schema.REFS, "(kind, name) -> (snapshot_id)")
+        _well_formed(key, value, rec, schema.REFS)
         snapshot_id = RefValue.decode(value).snapshot_id
         if RefKey.decode(key).deleted:
             if snapshot_id is not None and forms:  # a V1 tag's ref.json names one, maybe collected since
@@ -109,21 +113,20 @@ def _small_families(zs: ZS | Chain, facts: _Facts, format_version: int) -> None:
         else:
             _known(facts, snapshot_id, rec, schema.REFS, "snapshot")
     for key, value, rec in _records(zs, schema.SNAPSHOT_TIME, facts.counts):
-        _shape(SnapshotTimeKey.well_formed(key), rec, schema.SNAPSHOT_TIME, "(flushed_at, snapshot_id)")
+        _well_formed(key, value, rec, schema.SNAPSHOT_TIME)
         when = SnapshotTimeKey.decode(key)
         _known(facts, when.snapshot_id, rec, schema.SNAPSHOT_TIME, "snapshot")
         if facts.flushed[when.snapshot_id] != when.flushed_at:
             raise _fail(rec, schema.SNAPSHOT_TIME,
                         f"says {when.flushed_at}, the snapshot record {facts.flushed[when.snapshot_id]}")
     for key, value, rec in _records(zs, schema.CHILDREN, facts.counts):
-        _shape(ChildKey.well_formed(key), rec, schema.CHILDREN, "(parent_snapshot_id, child_snapshot_id)")
+        _well_formed(key, value, rec, schema.CHILDREN)
         child = ChildKey.decode(key)
         _known(facts, child.child_id, rec, schema.CHILDREN, "child snapshot")
         if facts.parents[child.child_id] != child.parent_id:
             raise _fail(rec, schema.CHILDREN, f"but the parent of {child.child_id} is {facts.parents[child.child_id]}")
     for key, value, rec in _records(zs, schema.TXLOG, facts.counts):
-        _shape(fits(TxlogKey, key) and TxlogValue.well_formed(value), rec, schema.TXLOG,
-               "(snapshot_id) -> (six node id sets, updated_chunks, moved_nodes[, merged, missing, moves])")
+        _well_formed(key, value, rec, schema.TXLOG)
         _known(facts, TxlogKey.decode(key).snapshot_id, rec, schema.TXLOG, "snapshot")
     view = _view(zs, format_version)
     history_version = 2 if history_from_timeline(view) else 1
@@ -135,8 +138,7 @@ def _small_families(zs: ZS | Chain, facts: _Facts, format_version: int) -> None:
         _known(facts, HistoryKey.decode(key).snapshot_id if HistoryKey.well_formed(key) else None, rec,
                schema.CHUNK_HISTORY, "snapshot")
     for key, value, rec in _records(zs, schema.NODE, facts.counts):
-        _shape(NodeKey.well_formed(key) and NodeValue.well_formed(value), rec, schema.NODE,
-               "(snapshot_id, path) -> (node_id, node_type, zarr_json, shape, dimension_names, manifests)")
+        _well_formed(key, value, rec, schema.NODE)
         sid = NodeKey.decode(key).snapshot_id
         _known(facts, sid, rec, schema.NODE, "snapshot")
         node = NodeValue.decode(value)
@@ -198,9 +200,7 @@ def _chunk_files(zs: ZS, facts: _Facts, format_version: int) -> None:
         chunk_id, end = piece.chunk_id, piece.start + len(ChunkBytesValue.decode(value).data)
     for key, value, rec in _records(zs, schema.SHARD_INDEX, facts.counts):
         _shape(ShardIndexKey.well_formed(key) and _shard_index_fits(value, ShardIndexKey.decode(key).length),
-               rec, schema.SHARD_INDEX,
-               "(chunk_id, offset, length) or (location, offset, length, etag, last_modified) -> "
-               "(at_end, index of 16 bytes per inner chunk [+ 4])")
+               rec, schema.SHARD_INDEX, FAMILY_VIEWS[schema.SHARD_INDEX].shape)
 
 
 def _shard_index_fits(value: tuple, length: int) -> bool:
@@ -225,9 +225,9 @@ def _header(zs: ZS, facts: _Facts, format_version: int) -> None:
     _chunk_files(zs, facts, format_version)
     _repo_file(zs, facts)
     for key, value, rec in _records(zs, schema.FILES, facts.counts):
-        _shape(keeps_file_forms(_view(zs, format_version)) and FileKey.well_formed(key)
-               and FileValue.well_formed(value), rec, schema.FILES,
-               "(path) -> (implementation, compression_algorithm, location_dictionary), format 6 on")
+        views = FAMILY_VIEWS[schema.FILES]
+        _shape(keeps_file_forms(_view(zs, format_version)) and views.well_formed(key, value), rec, schema.FILES,
+               views.shape + ", format 6 on")
     for family, name in schema.FAMILY_NAMES.items():
         there = facts.counts[family]
         if family != schema.HEADER and claimed.get(name, 0) != there:
