@@ -279,15 +279,16 @@ class ObjectSink(Sink):
 
     def _put(self, key: str, data: bytes, mode: str | None) -> None:
         import obstore
+        from obstore import exceptions as oe
 
         from zsarchive.io.objects import describe
 
         check_key(key, self.location.url)
         try:
             obstore.put(self.store, key, data, mode=mode, use_multipart=False)
+        except (oe.AlreadyExistsError, oe.PreconditionError):
+            raise AlreadyExists(f"{self.url(key)}: already exists") from None
         except Exception as exc:
-            if type(exc).__name__ in ("AlreadyExistsError", "PreconditionError"):
-                raise AlreadyExists(f"{self.url(key)}: already exists") from None
             raise describe(exc, self.url(key)) from None
 
     def put(self, key: str, data: bytes) -> None:
