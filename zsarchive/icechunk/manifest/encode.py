@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator, cast
 
 import numpy as np
 import zstandard
@@ -119,7 +119,7 @@ class _Array:
     refs: RefTable
     start: int = 0
     """Bytes in the buffer (counted from its end) before the array's first ref."""
-    tables: np.ndarray | None = None
+    tables: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
     """Each ref's table, as bytes from the buffer's end to the table's start."""
     new_vtables: dict[int, bytes] = field(default_factory=dict)
     """Ref -> the vtable written right after its table (the first table of each layout)."""
@@ -187,6 +187,7 @@ class _Layout:
         mask[sized & (t.offset[lo:hi] != 0)] |= _OFFSET
         mask[native] |= _CHUNK_ID
         if virtual.any():
+            assert locations is not None  # made for the array's virtual refs
             mask[virtual] |= _COMPRESSED if self.pack else _LOCATION
             payload[virtual] = 4 * locations.words[t.text[lo:hi][virtual]]
             mask[virtual & (t.modified[lo:hi] != 0)] |= _MODIFIED
@@ -197,6 +198,7 @@ class _Layout:
             etag[has] = 4 * etags.words[t.etag[lo:hi][has]]
         is_inline = kind == INLINE
         if is_inline.any():
+            assert inline is not None  # made for the array's inline refs
             mask[is_inline] |= _INLINE
             payload[is_inline] = 4 * inline.words[t.inline[lo:hi][is_inline]]
         return mask, 4 + 4 * ndim + payload + etag, payload, etag
@@ -320,7 +322,7 @@ class _Layout:
             for lo in range(0, n, _BATCH):  # the refs vector
                 entries = array.refs_end - 4 - 4 * np.arange(lo, min(n, lo + _BATCH), dtype=np.int64)
                 entries -= array.tables[lo:lo + _BATCH]
-                yield memoryview(entries.astype("<u4"))
+                yield entries.astype("<u4").data
             if array.refs_end - 4 - 4 * n > array.last:  # the word alignment before it
                 yield bytes(array.refs_end - 4 - 4 * n - array.last)
             for hi in range(n, 0, -_BATCH):
@@ -404,7 +406,7 @@ class _Layout:
         payload_end = index + payload
         for code, texts, which in ((VIRTUAL, locations, t.text), (INLINE, inline, t.inline)):
             rows = np.flatnonzero(kind == code)
-            if len(rows):
+            if texts is not None and len(rows):
                 texts.put(words, word(payload_end[rows]), which[lo:hi][rows])
         etag_end = payload_end + etag
         if etags is not None:
@@ -442,9 +444,9 @@ class _Layout:
         words[word(tables)] = (vtable_at - tables).astype(np.uint32)
         for ref, vtable in array.new_vtables.items():
             if lo <= ref < hi:
-                at = shift + end - int(array.tables[ref]) - len(vtable)
-                block[at:at + len(vtable)] = np.frombuffer(vtable, np.uint8)
-        return memoryview(block)[shift:shift + end - begin]
+                place = shift + end - int(array.tables[ref]) - len(vtable)
+                block[place:place + len(vtable)] = np.frombuffer(vtable, np.uint8)
+        return block.data[shift:shift + end - begin]
 
 
 def _present(values: np.ndarray) -> list[int]:
@@ -469,7 +471,8 @@ def _packer(dictionary: bytes, level: int) -> Callable[[list[str]], list[bytes]]
         raws = [location.encode("utf-8") for location in locations]
         if len(raws) < 1024:
             return [cctx.compress(raw) for raw in raws]
-        return [bytes(segment) for segment in cctx.multi_compress_to_buffer(raws, threads=-1)]
+        packed: Any = cctx.multi_compress_to_buffer(cast(Any, raws), threads=-1)
+        return [bytes(packed[j]) for j in range(len(raws))]
     return pack
 
 
