@@ -91,8 +91,10 @@ class Restore:
                  refs: Iterable[str] = (), shallow: bool = False,
                  storage_options: Mapping[str, object] | None = None, anon: bool = False,
                  repo_storage_options: Mapping[str, object] | None = None, repo_anon: bool = False,
-                 progress: Progress | None = None, materialize_virtual: bool = False):
+                 progress: Progress | None = None, transfers: int | None = None,
+                 materialize_virtual: bool = False):
         self.reader = ArchiveReader(archive)
+        self.transfers = transfers
         self.materializer = Materializer(self.reader) if materialize_virtual else None
         self.location = parse_location(target, storage_options, anon)
         self.repo = None if repo is None else parse_location(repo, repo_storage_options, repo_anon)
@@ -114,20 +116,21 @@ class Restore:
         return select(read_history(self.reader, self.timelines), self.refs, self.shallow)
 
     @guarded
-    def encode_manifests(self, plan: RestorePlan) -> tuple[dict[str, bytes], set[str]]:
-        """Every manifest file's bytes, and the native chunk ids they name."""
+    def encode_manifests(self, plan: RestorePlan) -> tuple[dict[str, bytes], dict[str, int]]:
+        """Every manifest file's bytes, and the native chunk files they name (:meth:`encode_manifest`)."""
         contents = ManifestContents(self.reader, plan, self.timelines)
-        files, chunk_ids = {}, set()
+        files: dict[str, bytes] = {}
+        needed: dict[str, int] = {}
         order = manifest_order(plan)
         for done, manifest in enumerate(order, 1):
             files[manifest.id], named = self.encode_manifest(contents, manifest)
-            chunk_ids |= named
+            reach(needed, named)
             self.progress("manifests", done, len(order))
-        return files, chunk_ids
+        return files, needed
 
-    def encode_manifest(self, contents: ManifestContents, manifest: ManifestPlan) -> tuple[bytes, set[str]]:
+    def encode_manifest(self, contents: ManifestContents, manifest: ManifestPlan) -> tuple[bytes, dict[str, int]]:
         """One manifest file's bytes (its size, where it cannot have the original's, in ``resized``), and the
-        native chunk ids it names."""
+        native chunk files it names, each with the furthest byte a ref reaches in it."""
         arrays = contents.refs(manifest)
         if self.materializer is not None:
             arrays = [(node_id, self.materializer.refs(refs)) for node_id, refs in arrays]
@@ -135,14 +138,17 @@ class Restore:
         if manifest.num_refs and count != manifest.num_refs:
             self.notes.append(f"manifest {manifest.id}: {count} refs restored, the original held "
                               f"{manifest.num_refs} (refs the archive does not keep: hidden by another manifest)")
-        chunk_ids: set[str] = set()
+        chunk_ids: dict[str, int] = {}
         for _, refs in arrays:
             if isinstance(refs, RefTable):
-                native = refs.text[refs.kind == NATIVE]
-                if len(native):
-                    chunk_ids.update(map(refs.texts.__getitem__, np.flatnonzero(np.bincount(native)).tolist()))
+                native = refs.kind == NATIVE
+                if native.any():
+                    ends = np.zeros(len(refs.texts), np.uint64)
+                    np.maximum.at(ends, refs.text[native], refs.offset[native] + refs.length[native])
+                    named = np.flatnonzero(np.bincount(refs.text[native], minlength=len(refs.texts)))
+                    reach(chunk_ids, dict(zip(map(refs.texts.__getitem__, named.tolist()), ends[named].tolist())))
             else:
-                chunk_ids.update(r.chunk_id for r in refs if r.kind is RefKind.NATIVE)
+                reach(chunk_ids, {r.chunk_id: r.offset + r.length for r in refs if r.kind is RefKind.NATIVE})
         raw = encode_manifest(manifest.id, arrays, manifest.spec_version, manifest.implementation, manifest.size,
                               manifest.location_dictionary, *_levels(contents.plan.history.facts.get("config")))
         if manifest.size and len(raw) != manifest.size:  # the snapshots name the size it has
@@ -151,25 +157,27 @@ class Restore:
                               f"snapshots name the new size")
         return raw, chunk_ids
 
-    def chunk_sources(self, needed: set[str]) -> tuple[set[str], Storage | None]:
+    def chunk_sources(self, needed: Mapping[str, int]) -> tuple[set[str], Storage | None]:
         """(ids the archive embeds, the source repository's storage if given); one line if some chunk
         file has no source."""
         made = set() if self.materializer is None else needed & self.materializer.files.keys()
         embedded = made | {cid for cid in needed - made if is_embedded(self.reader, cid)}
         source = None if self.repo is None else open_storage(self.repo)
-        missing = needed - embedded
+        missing = needed.keys() - embedded
         if missing and source is None:
             raise ZSError(f"{self.reader.name}: {len(missing)} of {len(needed)} chunk files are not in the archive "
                           f"(export it with --include-chunks, or give the original repository with --repo)")
         return embedded, source
 
-    def copy_chunks(self, sink: Sink, needed: set[str], embedded: set[str], source: Storage | None) -> tuple[int, int]:
-        """Copy every chunk file as stored: the archive's embedded ones, then the rest from the source."""
-        total, done = len(needed), [0]
+    def copy_chunks(self, sink: Sink, needed: Mapping[str, int], embedded: set[str],
+                    source: Storage | None) -> tuple[int, int]:
+        """Copy every chunk file as stored: the archive's embedded ones, then the rest from the source;
+        progress in bytes (each file counted as long as its refs reach until it is written)."""
+        total, done = sum(needed.values()), [0]
 
         def tick(key: str, size: int) -> None:
-            done[0] += 1
-            self.progress("chunks", done[0], total)
+            done[0] += size
+            self.progress("chunks", done[0], max(total, done[0]))
 
         def pieces(cid: str) -> Callable[[], list]:
             if self.materializer is not None and cid in self.materializer.files:
@@ -188,7 +196,7 @@ class Restore:
                 return raw
             return read
 
-        rest = sorted(needed - embedded)
+        rest = sorted(needed.keys() - embedded)
         if rest:
             written += sink.put_all(((f"chunks/{cid}", fetch(cid)) for cid in rest), tick)
         return len(needed), written
@@ -260,7 +268,7 @@ class Restore:
 
     def open_target(self, plan: RestorePlan) -> tuple[Sink, Storage | None]:
         """The target's sink, and its storage where it exists already (checked to be empty)."""
-        sink = open_sink(self.location)
+        sink = open_sink(self.location, window=self.transfers)
         storage = open_storage(self.location) if not self.location.is_local or self.location.path.is_dir() \
             else None
         if storage is not None:
@@ -305,6 +313,13 @@ class Restore:
         self.reader.close()
 
 
+def reach(needed: dict[str, int], named: Mapping[str, int]) -> None:
+    """Add chunk files ``named`` (id -> the furthest byte a ref reaches in it) to ``needed``."""
+    for cid, end in named.items():
+        if end > needed.get(cid, -1):
+            needed[cid] = end
+
+
 def manifest_order(plan: RestorePlan) -> list[ManifestPlan]:
     """The manifests in the order they are made: by the first array each serves (its timeline is read once)."""
     return sorted(plan.manifests.values(), key=lambda m: (m.users[0][1].id if m.users else "", m.id))
@@ -331,16 +346,20 @@ def _without_storage_settings(info: RepoInfo) -> RepoInfo:
 def restore(archive: Any, target: str | os.PathLike | Location, *, repo: Any = None, refs: Iterable[str] = (),
             shallow: bool = False, storage_options: Mapping[str, object] | None = None, anon: bool = False,
             repo_storage_options: Mapping[str, object] | None = None, repo_anon: bool = False,
-            progress: Progress | None = None, client: Any = None, materialize_virtual: bool = False) -> RestoreSummary:
+            progress: Progress | None = None, transfers: int | None = None, client: Any = None,
+            materialize_virtual: bool = False) -> RestoreSummary:
     """Write the repository ``archive`` holds into ``target`` (an absent or empty directory, or an
     ``s3://``, ``gs://``, ``az://`` URL); chunk bytes from the archive or the original repository ``repo``.
-    ``refs``: only the history these branches and tags reach; ``shallow``: only their tips. ``client``: a
+    ``refs``: only the history these branches and tags reach; ``shallow``: only their tips; ``transfers``: writes
+    in flight (default: 8 to a directory, 64 to an object store); ``progress(stage, done, total)``: as each
+    stage advances (chunk files in bytes). ``client``: a
     ``distributed.Client`` whose cluster makes the manifests and copies the chunk files (its workers open
     ``archive``, ``target`` and ``repo`` themselves: paths they see, or URLs). ``materialize_virtual``: every
     virtual chunk ref whose bytes the archive keeps comes back as a native chunk (:mod:`materialize
     <zsarchive.restore.materialize>`), so that the repository needs no source (in this process only)."""
     options = dict(repo=repo, refs=tuple(refs), shallow=shallow, storage_options=storage_options, anon=anon,
-                   repo_storage_options=repo_storage_options, repo_anon=repo_anon, progress=progress)
+                   repo_storage_options=repo_storage_options, repo_anon=repo_anon, progress=progress,
+                   transfers=transfers)
     if client is not None:
         if materialize_virtual:
             raise ZSError("restore: materializing virtual chunks runs in this process only; leave out the "

@@ -28,7 +28,7 @@ BLOCK_BYTES = 1 << 16
 _HEAD_MAX = 64  # a D piece's key and value header fit in this many bytes (chunk ids are 20 characters)
 
 
-class PieceBlock(list):
+class PieceBlock(list[bytes]):
     """The records of one data block of chunk pieces, written stored (or compressed, ``stored``
     False) with ``key_length`` bytes of its first record as its index key."""
 
@@ -42,7 +42,7 @@ def piece_starts(size: int, cuts: Iterable[int] = ()) -> list[int]:
     """Offsets where the pieces of a ``size``-byte chunk file start: 0, each of ``cuts`` inside the
     file, and as many more as keep every piece within PIECE_SIZE."""
     marks = sorted({0, *(c for c in cuts if 0 < c < size)})
-    starts = []
+    starts: list[int] = []
     for start, stop in zip(marks, marks[1:] + [size]):
         starts.extend(range(start, max(stop, start + 1), PIECE_SIZE))
     return starts
@@ -128,7 +128,7 @@ def _head_of(record) -> bytes:
         size *= 4
 
 
-def _split(record, where: str) -> tuple[tuple, memoryview | bytes | tuple]:
+def _split(record: bytes | memoryview, where: str) -> tuple[tuple, memoryview | bytes | tuple]:
     """``(key, bytes)`` of a piece record (bytes a view into ``record`` when it is one): a ``D`` record
     version 1 holds the whole file, key ``(chunk id, 0)``; an ``E`` alias gives ``(key, value)``."""
     head = _head_of(record)
