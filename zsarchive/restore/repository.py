@@ -160,8 +160,8 @@ class Restore:
     def chunk_sources(self, needed: Mapping[str, int]) -> tuple[set[str], Storage | None]:
         """(ids the archive embeds, the source repository's storage if given); one line if some chunk
         file has no source."""
-        made = set() if self.materializer is None else needed & self.materializer.files.keys()
-        embedded = made | {cid for cid in needed - made if is_embedded(self.reader, cid)}
+        made = set() if self.materializer is None else needed.keys() & self.materializer.files.keys()
+        embedded = made | {cid for cid in needed.keys() - made if is_embedded(self.reader, cid)}
         source = None if self.repo is None else open_storage(self.repo)
         missing = needed.keys() - embedded
         if missing and source is None:
