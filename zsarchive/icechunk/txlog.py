@@ -207,7 +207,7 @@ def encode_transaction_log(log: TransactionLog, spec_version: int, implementatio
         buf[array + 8:array + 16] = ids.decode(node_id, 8)
         coords = np.asarray(log.updated_coords[node_id], dtype=np.int64)
         count, ndim = coords.shape if coords.ndim == 2 else (len(coords), 0)
-        if count and ndim:
+        if count > 1 and ndim and first_unsorted(coords) is not None:  # a restore's come sorted already
             coords = coords[np.lexsort(coords.T[::-1])]
         chunks = w.vector(count, 4)
         w.point(array + 4, chunks)
