@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import json
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -335,3 +336,18 @@ def test_a_block_longer_than_any_within_the_ceiling_is_refused_unread(tmp_path):
     assert refused["error"] == "ZSCorrupt"
     assert refused["message"].startswith(f"{archive}: block at offset ")
     assert "index entry 0 points at a block of 73400320 bytes: no block that decodes within the ceiling" in refused["message"]
+
+
+@pytest.mark.parametrize("fault", ["slow", "drip"])
+def test_a_server_that_stalls_or_drips_ends_in_one_line(faulty_server, fault):  # noqa: F811
+    """No answer within the timeout (retried, then given up), or a body arriving slower than 64 KiB/s: one line,
+    in bounded time, never a hang."""
+    faulty_server.files["a.zs"] = (TESTDATA / "archive" / "v6" / "archive.zs").read_bytes()
+    faulty_server.slow_seconds = 30
+    faulty_server.faults.extend([fault] * 8)
+    with NodeSession() as node:
+        started = time.monotonic()
+        refused = node.ask({"open": faulty_server.url("a.zs"), "timeout": 500})
+        took = time.monotonic() - started
+    assert refused["error"] == "ZSError" and took < 20, (refused, took)
+    assert refused["message"] == f"{faulty_server.url('a.zs')}: no complete answer in time (0.5 s, and 64 KiB/s of body)"
