@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import sys
-
 import click
 
 from zsarchive.cli.app import main
 from zsarchive.cli.params import (BYTE_SIZE, Parallelism, authorize_option, cluster, force_option, remote_options,
                                   scheduler_option)
-from zsarchive.cli.progress import LazyBar
+from zsarchive.cli.text import progress_bar
 from zsarchive.icechunk.kinds import check_new_target
 from zsarchive.zs.format.codecs import LEVELS_HELP, NAMES
 
@@ -69,29 +67,13 @@ def export_command(repo: str, archive: str, codec: str, compress_level: str | No
     # Imported here: the exporter pulls in numpy and the Icechunk decoders, which `zs --help` need not.
     from zsarchive.archive import export as export_repository
 
-    show = not no_progress and sys.stderr.isatty()
-    bar = click.progressbar(length=1, label="exporting", file=sys.stderr) if show else None
-
-    def progress(done: int, total: int) -> None:
-        if bar is not None:
-            bar.length = max(total, 1)
-            bar.update(done - bar.pos)
-
-    byte_bar = LazyBar("keeping virtual chunks (bytes)", show)
-    with cluster(scheduler) as client:
-        if bar is not None:
-            bar.__enter__()
-        try:
-            summary = export_repository(repo, archive, codec=codec, compress_level=compress_level,
-                                        include_chunks=include_chunks, chunk_codec=chunk_codec,
-                                        parallelism=parallelism, progress=progress, storage_options=storage_options,
-                                        anon=anon, client=client, base=base, authorize=authorize,
-                                        include_virtual=include_virtual, max_virtual_bytes=max_virtual_bytes,
-                                        virtual_progress=byte_bar)
-        finally:
-            byte_bar.close()
-            if bar is not None:
-                bar.__exit__(None, None, None)
+    with cluster(scheduler) as client, progress_bar("exporting", not no_progress) as progress, \
+            progress_bar("keeping virtual chunks (bytes)", include_virtual and not no_progress) as byte_progress:
+        summary = export_repository(repo, archive, codec=codec, compress_level=compress_level,
+                                    include_chunks=include_chunks, chunk_codec=chunk_codec, parallelism=parallelism,
+                                    progress=progress, storage_options=storage_options, anon=anon, client=client,
+                                    base=base, authorize=authorize, include_virtual=include_virtual,
+                                    max_virtual_bytes=max_virtual_bytes, virtual_progress=byte_progress)
     for sid, why in summary.left_out.items():
         click.echo(f"zs: note: snapshot {sid} left out: {why}", err=True)
     if summary.unindexed.count:

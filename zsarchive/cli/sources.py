@@ -11,7 +11,7 @@ import click
 from zsarchive.cli.app import main
 from zsarchive.cli.archive_output import emit, open_archive
 from zsarchive.cli.params import authorize_option, json_option
-from zsarchive.cli.progress import LazyBar
+from zsarchive.cli.text import progress_bar
 
 AT_RISK = 3
 """The exit status when a checked source that some ref not kept in the archive needs changed or vanished."""
@@ -36,12 +36,8 @@ def sources_command(archive: str, check: bool, no_progress: bool, authorize: dic
     are safe because the archive keeps their bytes. Exit status: 0 when nothing at risk changed, 3 when a
     changed or missing object has refs the archive does not keep (1: an error). Python: RepoArchive.sources.
     """
-    bar = LazyBar("checking sources", check and not no_progress and sys.stderr.isatty())
-    with open_archive(archive, authorize) as arc:
-        try:
-            found = arc.sources(check=check, progress=bar)
-        finally:
-            bar.close()
+    with open_archive(archive, authorize) as arc, progress_bar("checking sources", check and not no_progress) as bar:
+        found = arc.sources(check=check, progress=bar)
     if as_json:
         click.echo(json.dumps({k: v for k, v in found.items() if k != "sources"}, ensure_ascii=False))
         for row in found["sources"]:

@@ -11,7 +11,7 @@ Each concept of a query lives in its own module, stacked on the one below it:
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from zsarchive.archive.read.chunks import ChunkQueries
 from zsarchive.archive.read.commits import CommitQueries
@@ -56,6 +56,15 @@ class RepoArchive(ChunkQueries, CommitQueries):
             found.check(scanned, self._chunks.version_of, self._chunks.authorized, progress)
         return found.overview(scanned, found.report(scanned, flushed))
 
+    def status(self, repo: Any, storage_options: Mapping[str, str] | None = None, anon: bool = False) -> list[dict]:
+        """What the repository at ``repo`` has that the archive lacks (``zs status``), from its refs and ``repo``
+        file alone: a row per branch and tag (``state`` up to date, ahead, moved, new or deleted; new
+        snapshots since and the newest's time), and one for the ops log (new entries by type, snapshots
+        expired since)."""
+        from zsarchive.archive.read.status import repository_status  # here: a lookup does not pay for it
+
+        return repository_status(self, repo, storage_options, anon)
+
     # The names of the ``zs`` commands, for who reads the command line's help first.
     def chunk(self, ref: str, path: str, coords: Iterable[int]) -> dict:
         """``zs chunk``: the same as :meth:`chunk_ref`."""
@@ -77,6 +86,6 @@ class RepoArchive(ChunkQueries, CommitQueries):
 for _name in ("header", "repo_facts", "refs", "snapshot", "resolve", "ancestry", "log", "ls", "node_infos", "node",
               "node_info", "chunk_ref", "chunk_info", "node_chunk_ref", "array_chunk", "chunk_refs", "node_chunk_refs",
               "array_chunks", "node_chunk_coords", "chunk_data", "read_chunk",
-              "shard_index", "inner_chunk", "embeds", "sources", "chunk_history", "diff", "ops_log", "reached_by", "summary", "ref_names",
-              "graph", "show", "chunk_changes"):
+              "shard_index", "inner_chunk", "embeds", "sources", "chunk_history", "diff", "ops_log", "reached_by",
+              "summary", "ref_names", "graph", "show", "chunk_changes", "status"):
     setattr(RepoArchive, _name, guarded(getattr(RepoArchive, _name)))

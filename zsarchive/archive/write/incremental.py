@@ -33,7 +33,7 @@ from zsarchive.archive.write.scope import Scope, exporter_version
 from zsarchive.archive.write.stream import Batch, PiecesBlock, RecordList
 from zsarchive.archive.read.chain import Chain, open_chain
 from zsarchive.archive.format.fragments import HoldingsTally, is_tombstone
-from zsarchive.archive.write.fragments import base_link, diff
+from zsarchive.archive.write.fragments import base_link, checked_link, diff
 from zsarchive.archive.read.reader import open_archive, records_under
 from zsarchive.errors import ZSError
 from zsarchive.icechunk.model import SnapshotInfo
@@ -63,6 +63,8 @@ class Base:
         self.location = os.fspath(location)
         self.chain = open_view(location)
         newest = self.chain.members[0]
+        self.newest = newest.location
+        """Where the archive a fragment links to is (of a backup set: its newest)."""
         self.header: ArchiveHeader = newest.header
         self.sha256 = self.chain.data_sha256.hex()
         self.counts: dict[str, int] = dict(self.header.counts)
@@ -151,9 +153,10 @@ class FragmentScope(Scope):
 
     blocks_allowed = False
 
-    def __init__(self, base: Base, target: Path, export_time: int, include_chunks: bool, include_virtual: bool = False):
+    def __init__(self, base: Base, target: Path, export_time: int, include_chunks: bool, link: str | None = None,
+                 include_virtual: bool = False):
         self.base = base
-        self.link = base_link(target, base.location)
+        self.link = base_link(target, base.newest) if link is None else checked_link(link)
         self.covers = (base.export_time, export_time)
         self.include_chunks = include_chunks
         self.replaced: dict[bytes, int] = {}
@@ -247,7 +250,8 @@ def export_fragment(job: ExportJob, base_location: str | os.PathLike) -> ExportS
         if job.choices.include_virtual and not keeps_file_forms(base.view_format):
             raise ZSError(f"{base.location}: an archive of format {base.view_format} cannot take virtual chunk "
                           "bytes in a fragment (format 6 and later can); export the repository again")
-        scope = FragmentScope(base, job.target, job.export_time, job.include_chunks, job.choices.include_virtual)
+        scope = FragmentScope(base, job.target, job.export_time, job.include_chunks, job.choices.base_link,
+                              job.choices.include_virtual)
         rewritten = [sid for sid, value in base.snapshots.items()
                      if sid not in infos or _rewritten(infos[sid], value)]
         if rewritten:
