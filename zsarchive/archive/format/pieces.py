@@ -48,7 +48,7 @@ def piece_starts(size: int, cuts: Iterable[int] = ()) -> list[int]:
     return starts
 
 
-def _head(family: bytes, owner: tuple, start: int) -> bytes:
+def _head(family: bytes, owner: tuple[Any, ...], start: int) -> bytes:
     """A piece record up to the end of its key (the END byte)."""
     return schema.key_prefix(family, (*owner, start)) + b"\x00"
 
@@ -58,7 +58,7 @@ def piece_records(chunk_id: str, data: bytes, starts: list[int]) -> list[tuple[b
     return owned_pieces(schema.CHUNK_DATA, (chunk_id,), data, starts)
 
 
-def owned_pieces(family: bytes, owner: tuple, data: bytes | memoryview, starts: list[int],
+def owned_pieces(family: bytes, owner: tuple[Any, ...], data: bytes | memoryview, starts: list[int],
                  origin: int = 0) -> list[tuple[bytes, int, int]]:
     """``(record, key length, piece length)`` of each piece of ``data``, the bytes from ``origin`` of
     what ``owner`` names (a chunk file's id, ``D``; a virtual range's key, ``E``), cut at ``starts``
@@ -111,7 +111,7 @@ OWNER_ELEMENTS = {schema.CHUNK_DATA: 1, schema.VIRTUAL_DATA: 5}
 checksum (``E``); the element after them is where the piece starts."""
 
 
-def _head_of(record) -> bytes:
+def _head_of(record: bytes | memoryview) -> bytes:
     """The first bytes of a record as bytes: its key, its version and a blob's length header (a piece's
     bytes are not copied)."""
     size = _HEAD_MAX
@@ -128,7 +128,7 @@ def _head_of(record) -> bytes:
         size *= 4
 
 
-def _split(record: bytes | memoryview, where: str) -> tuple[tuple, memoryview | bytes | tuple]:
+def _split(record: bytes | memoryview, where: str) -> tuple[tuple[Any, ...], Any]:
     """``(key, bytes)`` of a piece record (bytes a view into ``record`` when it is one): a ``D`` record
     version 1 holds the whole file, key ``(chunk id, 0)``; an ``E`` alias gives ``(key, value)``."""
     head = _head_of(record)
@@ -155,8 +155,8 @@ def _split(record: bytes | memoryview, where: str) -> tuple[tuple, memoryview | 
     return key, record[at:]
 
 
-def _owned(zs: ZS, family: bytes, owner: tuple, start: int, stop: int, views: bool,
-           where: str) -> tuple[list[tuple[int, Any]], list[tuple[tuple, Any]]]:
+def _owned(zs: Any, family: bytes, owner: tuple[Any, ...], start: int, stop: int, views: bool,
+           where: str) -> tuple[list[tuple[int, Any]], list[tuple[tuple[Any, ...], Any]]]:
     """The pieces of ``owner`` holding bytes ``[start, stop)`` as ``(start, bytes)``, and every record the
     lookup found as ``(key, bytes or value)`` (an ``E`` alias among them)."""
     before = schema.key_prefix(family, (*owner, start)) + b"\x01"
@@ -181,7 +181,8 @@ def _joined(pieces: list[tuple[int, Any]], start: int, stop: int, where: str) ->
                         "the end of the file)")
     first = pieces[0][0]
     if len(pieces) == 1:
-        return pieces[0][1][start - first:stop - first]
+        one: bytes | memoryview = pieces[0][1]
+        return one[start - first:stop - first]
     return b"".join(data for _, data in pieces)[start - first:stop - first]
 
 
@@ -193,7 +194,7 @@ def read_pieces(zs: ZS, chunk_id: str, start: int, stop: int, views: bool = Fals
     return _joined(pieces, start, stop, where) if pieces else None
 
 
-def read_virtual(zs: ZS, key: tuple, start: int, stop: int, views: bool = False) -> bytes | memoryview | None:
+def read_virtual(zs: Any, key: tuple[Any, ...], start: int, stop: int, views: bool = False) -> bytes | memoryview | None:
     """Bytes ``[start, stop)`` of the object a virtual range's key (``(location, offset, length,
     checksum_etag, checksum_last_modified)``) names, from the archive's ``E`` records (following an
     alias to the pin whose pieces hold them), or None if the archive does not keep that range."""
@@ -247,15 +248,15 @@ def embeds(zs: ZS, chunk_id: str, pieces: bool = False) -> bool:
                for r in zs.floor_span(head, head + b"\x15", True))
 
 
-def keeps_virtual(zs: ZS, key: tuple) -> bool:
+def keeps_virtual(zs: Any, key: tuple[Any, ...]) -> bool:
     """Whether the archive keeps the bytes of a virtual range (its pieces or an alias)."""
     return next(iter(zs.search(prefix=schema.key_prefix(schema.VIRTUAL_DATA, key))), None) is not None
 
 
-def kept_ranges(zs: ZS) -> dict[tuple, tuple]:
+def kept_ranges(zs: Any) -> dict[tuple[Any, ...], tuple[Any, ...]]:
     """Every virtual range the archive keeps (its ``E`` key, ``(location, offset, length, etag,
     last_modified)``) -> the key whose pieces hold its bytes (itself, or the checksum its alias names)."""
-    out: dict[tuple, tuple] = {}
+    out: dict[tuple[Any, ...], tuple[Any, ...]] = {}
     aliases = []
     for rec in zs.search(prefix=schema.VIRTUAL_DATA):
         key, data = _split(rec, f"{zs.name}: virtual chunk data")

@@ -641,7 +641,7 @@ class VirtualRangeKey(KeyView):
         return VirtualRangeKey(*self.span, *pin)
 
     @staticmethod
-    def well_formed(key: tuple) -> bool:
+    def well_formed(key: tuple[Any, ...]) -> bool:
         return (len(key) == 5 and isinstance(key[0], str) and bool(key[0])
                 and all(type(v) is int and v >= 0 for v in key[1:3]) and _pin(key[3], key[4]))
 
@@ -664,7 +664,7 @@ class VirtualPieceKey(KeyView):
                                self.checksum_last_modified)
 
     @staticmethod
-    def well_formed(key: tuple) -> bool:
+    def well_formed(key: tuple[Any, ...]) -> bool:
         return (len(key) == 6 and VirtualRangeKey.well_formed(key[:5]) and type(key[5]) is int
                 and key[1] <= key[5] <= key[1] + key[2])
 
@@ -677,11 +677,11 @@ class VirtualAliasValue(ValueView):
     checksum_last_modified: int | None
 
     @staticmethod
-    def well_formed(value: tuple) -> bool:
+    def well_formed(value: tuple[Any, ...]) -> bool:
         return len(value) >= 2 and _pin(value[0], value[1])
 
     @classmethod
-    def decode(cls, value: tuple, where: str = "archive") -> VirtualAliasValue:
+    def decode(cls, value: tuple[Any, ...], where: str = "archive") -> VirtualAliasValue:
         """The alias; ZSCorrupt naming ``where`` when the value is not a checksum."""
         if not cls.well_formed(value):
             raise ZSCorrupt(f"{where}: its alias {value!r:.100} is not a checksum (etag or null, time or null)")

@@ -71,7 +71,7 @@ class _Patterns:
         self.parents = parents
         self._live: dict[tuple, dict[str, frozenset]] = {}
 
-    def live(self, node: dict[str, str], pattern: tuple[str, ...], key: Any) -> dict[str, frozenset]:
+    def live(self, node: dict[str, str | None], pattern: tuple[str, ...], key: Any) -> dict[str, frozenset]:
         """Snapshot of each of ``pattern`` (the snapshots that changed a chunk's ref) -> the snapshots of
         ``node`` (snapshot -> the array's ``since`` there) in which that change is the ref in effect."""
         found = self._live.get((key, pattern))
@@ -125,7 +125,7 @@ def scan(zs: Any, format_version: int, kept: set[tuple] | dict,
             ref = ChunkRefValue.decode(value)
             if ref.kind == schema.VIRTUAL:
                 users = frozenset(manifests.get(ManifestRefKey.decode(k).manifest_id, ()))
-                note(ref.location, ref.offset, ref.length, ref.checksum_etag, ref.checksum_last_modified, users)
+                note(str(ref.location), ref.offset, ref.length, ref.checksum_etag, ref.checksum_last_modified, users)
     else:
         from zsarchive.archive.read.refrows import chunk_ref_rows  # here: numpy's columns for a long scan
 
@@ -155,9 +155,9 @@ def scan(zs: Any, format_version: int, kept: set[tuple] | dict,
     return [sources[location] for location in sorted(sources)], flushed
 
 
-def _arrays(zs: Any) -> dict[str, dict[str, str]]:
+def _arrays(zs: Any) -> dict[str, dict[str, str | None]]:
     """Array node id -> snapshot id -> the array's ``since`` in that snapshot."""
-    out: dict[str, dict[str, str]] = collections.defaultdict(dict)
+    out: dict[str, dict[str, str | None]] = collections.defaultdict(dict)
     for k, value in records_under(zs, schema.NODE):
         node = NodeValue.decode(value)
         if node.is_array:

@@ -96,7 +96,7 @@ class ExportJob:
                     virtual.append(entry)
                     return
                 yield entry
-        for block in repo_records.chunk_file_blocks(self.repo.storage, scope.chunk_files_to_write(native()),
+        for block in repo_records.chunk_file_blocks(self.repo.storage, iter(scope.chunk_files_to_write(native())),
                                                     self.include_chunks, self.options.chunk_codec == "none",
                                                     index_records):
             yield PiecesBlock.of(block)

@@ -193,8 +193,8 @@ class _Call(NamedTuple):
 def _calls(plans: Iterable[Planned], local: Callable[[str], bool]) -> Iterator[_Call]:
     """The reads of planned ranges, object by object: nearby ranges share a run; a local file's runs are
     read together up to :data:`LOCAL_CALL` bytes, a remote object's one run per task."""
-    for location, same in itertools.groupby(plans, key=lambda plan: plan.wanted.location):
-        same = list(same)
+    for location, group in itertools.groupby(plans, key=lambda plan: plan.wanted.location):
+        same = list(group)
         reading = [i for i, plan in enumerate(same) if plan.wanted.pins]
         runs = coalesce([(same[i].wanted.offset, same[i].wanted.length) for i in reading], COALESCE_GAP, RUN_LIMIT)
         run_of = {reading[m]: r for r, run in enumerate(runs) for m in run.members}

@@ -53,7 +53,7 @@ def index_records(reader: ChunkReader, stream: Iterable[bytes], skipped: Skipped
     checksum, or whose index does not check out gets no record (a reader then reads its index from the
     object, as zarr does) and counts in ``skipped``."""
     with concurrent.futures.ThreadPoolExecutor(_READS_IN_FLIGHT) as pool:
-        shards = (entry for entry in map(VirtualShardEntry.parse, stream) if entry.layout is not None)
+        shards = ((entry.key, entry.layout) for entry in map(VirtualShardEntry.parse, stream) if entry.layout is not None)
         for batch in read_batches(shards):
             for key, layout, outcome in pool.map(lambda item: (*item, _read_index(reader, *item)), batch):
                 if isinstance(outcome, bytes):
