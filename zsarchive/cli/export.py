@@ -8,7 +8,9 @@ import click
 
 from zsarchive.cli.app import main
 from zsarchive.cli.params import Parallelism, authorize_option, cluster, force_option, remote_options, scheduler_option
-from zsarchive.icechunk.kinds import check_new_target
+from zsarchive.errors import ZSError
+from zsarchive.icechunk.kinds import REPOSITORY, local_kind
+from zsarchive.io.outfile import check_new_target
 from zsarchive.zs.format.codecs import LEVELS_HELP, NAMES
 
 
@@ -50,7 +52,10 @@ def export_command(repo: str, archive: str, codec: str, compress_level: str | No
     With --authorize, the index of every virtual shard under those prefixes whose ref carries a
     checksum is read and kept, so that a reader fetches an inner chunk of it in one request.
     """
-    check_new_target(archive, force)
+    if local_kind(archive) == REPOSITORY:
+        raise ZSError(f"{archive}: is an Icechunk repository, not a file to write; the archive is a new file: "
+                      "zs export REPO OUT.zs")
+    check_new_target(archive, force)  # before a cluster starts; the library asks again
     # Imported here: the exporter pulls in numpy and the Icechunk decoders, which `zs --help` need not.
     from zsarchive.archive import export as export_repository
 
@@ -69,7 +74,8 @@ def export_command(repo: str, archive: str, codec: str, compress_level: str | No
             summary = export_repository(repo, archive, codec=codec, compress_level=compress_level,
                                         include_chunks=include_chunks, chunk_codec=chunk_codec,
                                         parallelism=parallelism, progress=progress, storage_options=storage_options,
-                                        anon=anon, client=client, base=base, authorize=authorize)
+                                        anon=anon, client=client, base=base, authorize=authorize,
+                                        overwrite=force)
         finally:
             if bar is not None:
                 bar.__exit__(None, None, None)

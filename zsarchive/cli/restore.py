@@ -49,7 +49,7 @@ def restore_command(archive: str, target: str, source: str | None, refs: tuple[s
     chunk bytes come from the archive (`zs export --include-chunks`) or from --repo. The file that makes
     TARGET a repository is written last: an interrupted restore leaves nothing icechunk opens.
     """
-    from zsarchive.io.memory import reuse_freed_memory
+    from zsarchive.heap import reuse_freed_memory
     from zsarchive.restore import restore
 
     reuse_freed_memory()

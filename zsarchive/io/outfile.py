@@ -16,6 +16,17 @@ from typing import Callable, Iterator
 from zsarchive.errors import ZSError
 
 
+def check_new_target(path: str | os.PathLike, overwrite: bool) -> None:
+    """Refuse, in one line, to write a file at ``path`` where a directory is, or where anything is unless
+    ``overwrite``: an archive is meant to be immutable (the fragments built on it no longer open once it
+    is replaced). Every writer of a file asks this first (``--force`` on the command line)."""
+    name = os.fspath(path)
+    if os.path.isdir(name):
+        raise ZSError(f"{name}: is a directory, not a file to write")
+    if os.path.lexists(name) and not overwrite:
+        raise ZSError(f"{name}: exists already; give a new name, or --force (overwrite=True) to replace it")
+
+
 def partial_path(target: Path) -> Path:
     """Where ``target`` is written until complete: a hidden file beside it (same filesystem, so the
     final rename is atomic)."""
