@@ -10,7 +10,7 @@ import zsarchive
 from toolkit.imports import imported_names
 
 PACKAGE = Path(zsarchive.__file__).parent
-HELPERS = {"errors", "heap", "lazy", "limits", "times", "walk", "suggest", "typedtuple"}
+HELPERS = {"errors", "heap", "lazy", "limits", "times", "walk", "suggest", "typedtuple", "version"}
 """Modules of the package's top level that every layer may use; they import only each other."""
 LAYERS = ["io", "zs", "icechunk", "archive", "restore", "views", "cli"]
 """Bottom to top: where bytes come from, the ZS engine, Icechunk's files, the archive, bringing a

@@ -50,7 +50,7 @@ def whole_file(target: str | os.PathLike, what: str, overwrite: bool = True) -> 
         else:
             os.link(tmp, target)  # fails if the target appeared meanwhile, where a rename would clobber it
             os.unlink(tmp)
-        _fsync_dir(target.parent)
+        fsync_directory(target.parent)
     except OSError as exc:  # disk full, permissions...
         _remove_quietly(tmp)
         raise ZSError(f"{target}: {what} failed: {exc.strerror or exc}"
@@ -60,10 +60,18 @@ def whole_file(target: str | os.PathLike, what: str, overwrite: bool = True) -> 
         raise
 
 
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
+def fsync_directory(directory: Path) -> None:
+    """Make a directory's new entries durable. Nothing where the platform or the file system cannot sync a
+    directory (it does not open, or its fsync is not supported); any other failure raises OSError."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
     try:
         os.fsync(fd)
+    except OSError as exc:
+        if exc.errno not in (errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EBADF):
+            raise
     finally:
         os.close(fd)
 

@@ -25,6 +25,7 @@ from typing import BinaryIO, Callable, Iterable, Iterator, NamedTuple
 
 from zsarchive.errors import ZSError
 from zsarchive.io.outfile import check_new_target, start_writeback
+from zsarchive.version import installed_version
 from zsarchive.zs.format.block import block_parts, encode_block, encode_records, record_parts
 from zsarchive.zs.format.codecs import get_codec
 from zsarchive.zs.format.framing import LENGTH_PREFIXES
@@ -37,15 +38,6 @@ DEFAULT_BRANCHING_FACTOR = 1024
 DEFAULT_APPROX_BLOCK_SIZE = 393216
 
 
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("zsarchive")
-    except PackageNotFoundError:  # running from a source tree that was never installed
-        return "unknown"
-
-
 def default_build_info() -> dict:
     """The ``build-info`` metadata the reference adds: user, host, UTC time and library version."""
     try:
@@ -56,7 +48,7 @@ def default_build_info() -> dict:
         "user": user,
         "host": socket.getfqdn(),
         "time": datetime.now(timezone.utc).replace(tzinfo=None).isoformat() + "Z",
-        "version": f"zsarchive {_version()}",
+        "version": f"zsarchive {installed_version() or 'unknown'}",
     }
 
 

@@ -103,7 +103,7 @@ class Holding(TypedTuple):
 
 class FragmentInfo(TypedTuple):
     """What a fragment's header record says beyond a full archive's: the time range it covers (its
-    base's export time, its own), the format version of a full export made with it (2, 3 or 5: what
+    base's export time, its own), the format version of a full export made with it (2, 3, 5 or 6: what
     consolidation writes) and what it holds per family tag. (This and :class:`Holding` are typed tuples:
     a frozen dataclass costs every start of the command line ~6x as much to define.)"""
 

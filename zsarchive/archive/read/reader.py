@@ -15,7 +15,7 @@ from typing import Any, Iterator, Self
 from zsarchive.archive.format import schema
 from zsarchive.archive.format.header import ArchiveHeader, archive_metadata
 from zsarchive.archive.format.views import RepoFactKey, RepoFactValue, starts_with
-from zsarchive.archive.read.chain import Chain, Member, open_chain
+from zsarchive.archive.read.chain import Chain, Member, open_chain, view_format
 from zsarchive.errors import ZSCorrupt, ZSError
 from zsarchive.icechunk.kinds import REPOSITORY, local_kind, repository_not_archive
 from zsarchive.io.location import is_url, local_path
@@ -144,7 +144,7 @@ class ArchiveReader:
 
     def __init__(self, source: Any):
         self.zs, self.name, self.format_version = open_archive(source)
-        self.view_format = self.zs.members[0].info.view_format if isinstance(self.zs, Chain) else self.format_version
+        self.view_format = view_format(self.zs, self.format_version)
         """The format version the records follow (of a chain: that of its view)."""
 
     def close(self) -> None:
