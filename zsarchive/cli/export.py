@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import sys
-
 import click
 
 from zsarchive.cli.app import main
 from zsarchive.cli.params import Parallelism, authorize_option, cluster, force_option, remote_options, scheduler_option
+from zsarchive.cli.text import progress_bar
 from zsarchive.errors import ZSError
 from zsarchive.icechunk.kinds import REPOSITORY, local_kind
 from zsarchive.io.outfile import check_new_target
@@ -59,26 +58,11 @@ def export_command(repo: str, archive: str, codec: str, compress_level: str | No
     # Imported here: the exporter pulls in numpy and the Icechunk decoders, which `zs --help` need not.
     from zsarchive.archive import export as export_repository
 
-    show = not no_progress and sys.stderr.isatty()
-    bar = click.progressbar(length=1, label="exporting", file=sys.stderr) if show else None
-
-    def progress(done: int, total: int) -> None:
-        if bar is not None:
-            bar.length = max(total, 1)
-            bar.update(done - bar.pos)
-
-    with cluster(scheduler) as client:
-        if bar is not None:
-            bar.__enter__()
-        try:
-            summary = export_repository(repo, archive, codec=codec, compress_level=compress_level,
-                                        include_chunks=include_chunks, chunk_codec=chunk_codec,
-                                        parallelism=parallelism, progress=progress, storage_options=storage_options,
-                                        anon=anon, client=client, base=base, authorize=authorize,
-                                        overwrite=force)
-        finally:
-            if bar is not None:
-                bar.__exit__(None, None, None)
+    with cluster(scheduler) as client, progress_bar("exporting", not no_progress) as progress:
+        summary = export_repository(repo, archive, codec=codec, compress_level=compress_level,
+                                    include_chunks=include_chunks, chunk_codec=chunk_codec, parallelism=parallelism,
+                                    progress=progress, storage_options=storage_options, anon=anon, client=client,
+                                    base=base, authorize=authorize, overwrite=force)
     for sid, why in summary.left_out.items():
         click.echo(f"zs: note: snapshot {sid} left out: {why}", err=True)
     if summary.unindexed.count:

@@ -121,6 +121,30 @@ force_option = click.option("--force", is_flag=True,
 """``--force``: the command may replace its existing output (see zsarchive.io.outfile.check_new_target)."""
 
 
+class Duration(click.ParamType):
+    """A length of time: seconds, or a number followed by s, min (or m), h or d (``90s``, ``10min``, ``2h``);
+    ``forever`` for no limit."""
+
+    name = "DURATION"
+    UNITS = {"s": 1, "m": 60, "min": 60, "h": 3600, "d": 86400}
+
+    def convert(self, value, param, ctx) -> float:
+        if isinstance(value, (int, float)):
+            return float(value)
+        text = str(value).strip().lower()
+        if text in ("forever", "inf"):
+            return float("inf")
+        number = text.rstrip("abcdefghijklmnopqrstuvwxyz")
+        unit = text[len(number):].strip() or "s"
+        try:
+            seconds = float(number) * self.UNITS[unit]
+        except (ValueError, KeyError):
+            self.fail(f"{value!r} is not a duration such as 90, 90s, 10min, 2h or 1d", param, ctx)
+        if not seconds >= 0:
+            self.fail(f"{value!r} is not a duration >= 0", param, ctx)
+        return seconds
+
+
 def scheduler_option(what: str):
     """``--scheduler ADDRESS``: run ``what`` on that dask.distributed cluster."""
     return click.option("--scheduler", metavar="ADDRESS",

@@ -220,7 +220,7 @@ def _write_manifests(args: tuple, made: dict) -> int:
         for mid, raw in made["manifests"].items():
             name = f"{storage.name.rstrip('/')}/manifests/{mid}"
             back = storage.read(f"manifests/{mid}")
-            if back != raw:
+            if back is None or back != raw:
                 raise ZSError(f"{name}: reads back differently from what was written")
             decode_manifest(back, name)
     finally:

@@ -3,7 +3,7 @@
 // the ref's checksums sent as preconditions and checked in the answer, as icechunk checks them.
 // Nothing outside the authorized prefixes is ever opened.
 import { ZSCorrupt, ZSError } from "../errors.js";
-import { boundedBody, contentRange, isHttpUrl } from "../io/transport.js";
+import { TIMEOUT_MS, boundedBody, contentRange, deadline, isHttpUrl, networkError } from "../io/transport.js";
 import { coordsText } from "./refspec.js";
 import { formatTime } from "./times.js";
 
@@ -67,9 +67,10 @@ function shown(seconds) {
 async function fetchRange(fetcher, url, offset, length, headers) {
   let response;
   try {
-    response = await fetcher(url, { headers: { ...headers, Range: `bytes=${offset}-${offset + length - 1}` }, cache: "no-store" });
+    response = await fetcher(url, { headers: { ...headers, Range: `bytes=${offset}-${offset + length - 1}` }, cache: "no-store",
+      signal: deadline(TIMEOUT_MS, length) });
   } catch (err) {
-    throw new ZSError(`cannot read ${url}: ${err && err.message ? err.message : err}`);
+    throw networkError(url, err, TIMEOUT_MS);
   }
   const etag = response.headers.get("ETag");
   const modified = response.headers.get("Last-Modified");

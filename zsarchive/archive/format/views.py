@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any, Callable, Self
 
 from zsarchive.archive.format import schema
-from zsarchive.icechunk.model import NodeType, RefKind
+from zsarchive.icechunk.nodekinds import NodeType, RefKind
 from zsarchive.typedtuple import TypedTuple
 
 NODE_TYPE_CODES = {NodeType.GROUP: schema.GROUP, NodeType.ARRAY: schema.ARRAY}

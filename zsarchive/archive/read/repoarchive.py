@@ -11,7 +11,7 @@ Each concept of a query lives in its own module, stacked on the one below it:
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable, Iterator, Mapping
 
 from zsarchive.archive.read.chunks import ChunkQueries
 from zsarchive.archive.read.commits import CommitQueries
@@ -36,6 +36,15 @@ class RepoArchive(ChunkQueries, CommitQueries):
         from zsarchive.archive.read.summary import summarize  # here: a lookup does not pay for it
 
         return summarize(self)
+
+    def status(self, repo: Any, storage_options: Mapping[str, str] | None = None, anon: bool = False) -> list[dict]:
+        """What the repository at ``repo`` has that the archive lacks (``zs status``), from its refs and ``repo``
+        file alone: a row per branch and tag (``state`` up to date, ahead, moved, new or deleted; new
+        snapshots since and the newest's time), and one for the ops log (new entries by type, snapshots
+        expired since)."""
+        from zsarchive.archive.read.status import repository_status  # here: a lookup does not pay for it
+
+        return repository_status(self, repo, storage_options, anon)
 
     # The names of the ``zs`` commands, for who reads the command line's help first.
     def chunk(self, ref: str, path: str, coords: Iterable[int]) -> dict:

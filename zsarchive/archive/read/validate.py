@@ -15,10 +15,11 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
 from zsarchive.archive.format import schema
-from zsarchive.archive.read.chain import Chain, view_format
+from zsarchive.archive.read.chain import Chain, open_chain, view_format
+from zsarchive.archive.read.reader import names_backup_set, open_archive
 from zsarchive.archive.format.fragments import Holding, HoldingsTally
 from zsarchive.archive.format.header import (
-    ArchiveHeader, has_chunk_pieces, history_from_timeline, keeps_file_forms, refs_by_manifest,
+    ArchiveHeader, archive_metadata, has_chunk_pieces, history_from_timeline, keeps_file_forms, refs_by_manifest,
 )
 from zsarchive.archive.format.views import (CHUNK_REF_SHAPES, FAMILY_VIEWS, ChildKey, ChunkBytesKey, ChunkBytesValue, ChunkRefKey,
                                             ChunkRefValue, HistoryKey, HistoryValue, ManifestRefKey,
@@ -29,6 +30,7 @@ from zsarchive.errors import ZSCorrupt
 from zsarchive.limits import load_json
 from zsarchive.walk import parent_chain
 from zsarchive.zs.reader import ZS
+from zsarchive.zs.validate import validate
 
 
 @dataclass
@@ -282,3 +284,32 @@ def validate_archive(zs: ZS | Chain, format_version: int) -> None:
     _small_families(zs, facts, format_version)
     _chunk_refs(zs, facts, format_version)
     _header(zs, facts, format_version)
+
+
+def validate_file(source: str, parallelism: int | str = "guess",
+                  progress: Callable[[int, int], None] | None = None) -> None:
+    """``zs validate``: every rule of the ZS format in the file at ``source`` (a path or URL), then, for a
+    repo archive, what its records mean (of a fragment: its chain's links, descriptions and view); of a
+    backup set, its newest chain's newest archive; ZSCorrupt naming the file and the first fault."""
+    if names_backup_set(source):
+        newest, _, _ = open_archive(source)
+        source = newest.members[0].location if isinstance(newest, Chain) else newest.name
+        newest.close()
+    validate(source, parallelism=parallelism, progress=progress)
+    with ZS(source) as z:
+        marker = archive_metadata(z)
+        if marker is None:
+            return
+        version = marker.get("format_version")
+        if not isinstance(version, int):
+            raise ZSCorrupt(f"{source}: the archive marker has no format_version")
+        view = open_chain(z, source) if marker.get("fragment") is not None else z
+        try:
+            if view is not z:
+                validate_fragments(view)
+            validate_archive(view, version)
+        except ZSCorrupt as exc:
+            raise ZSCorrupt(f"{source}: {exc}") from None
+        finally:
+            if view is not z:
+                view.close()

@@ -29,7 +29,7 @@ from zsarchive.archive.write.scope import Scope, exporter_version
 from zsarchive.archive.write.stream import Batch, PiecesBlock, RecordList
 from zsarchive.archive.read.chain import Chain, open_chain
 from zsarchive.archive.format.fragments import HoldingsTally, is_tombstone
-from zsarchive.archive.write.fragments import base_link, diff
+from zsarchive.archive.write.fragments import base_link, checked_link, diff
 from zsarchive.archive.read.reader import open_archive, records_under
 from zsarchive.errors import ZSError
 from zsarchive.icechunk.model import SnapshotInfo
@@ -60,6 +60,8 @@ class Base:
         self.location = os.fspath(location)
         self.chain = open_view(location)
         newest = self.chain.members[0]
+        self.newest = newest.location
+        """Where the archive a fragment links to is (of a backup set: its newest)."""
         self.header: ArchiveHeader = newest.header
         self.sha256 = self.chain.data_sha256.hex()
         self.counts: dict[str, int] = dict(self.header.counts)
@@ -113,9 +115,9 @@ class FragmentScope(Scope):
 
     blocks_allowed = False
 
-    def __init__(self, base: Base, target: Path, export_time: int, include_chunks: bool):
+    def __init__(self, base: Base, target: Path, export_time: int, include_chunks: bool, link: str | None = None):
         self.base = base
-        self.link = base_link(target, base.location)
+        self.link = base_link(target, base.newest) if link is None else checked_link(link)
         self.covers = (base.export_time, export_time)
         self.include_chunks = include_chunks
         self.replaced: dict[bytes, int] = {}
@@ -199,7 +201,7 @@ def export_fragment(job: ExportJob, base_location: str | os.PathLike) -> ExportS
             raise ZSError(f"{job.target}: is the base archive (or one it builds on); write the fragment to a new file")
         infos = {info.id: info for info in job.repo.snapshots()}
         _check_repository(job, base, infos)
-        scope = FragmentScope(base, job.target, job.export_time, job.include_chunks)
+        scope = FragmentScope(base, job.target, job.export_time, job.include_chunks, job.choices.base_link)
         rewritten = [sid for sid, value in base.snapshots.items()
                      if sid not in infos or _rewritten(infos[sid], value)]
         if rewritten:

@@ -74,7 +74,9 @@ class ExportOptions(WriteOptions):
     ``"guess"`` (one per core, the default, as for ``zs export``). ``client``: a
     ``distributed.Client`` whose cluster decodes instead (the archive is the same byte for byte).
     ``base``: an archive of the same repository (or a fragment): write a fragment holding only what
-    it lacks (:mod:`zsarchive.archive.write.incremental`). ``authorize``: location prefixes (or prefix ->
+    it lacks (:mod:`zsarchive.archive.write.incremental`); ``base_link``: how the fragment names its base
+    when it will not be read where it is written (default: the base's path relative to the archive's
+    directory), e.g. ``"old.zs"`` for a fragment put beside its base afterwards. ``authorize``: location prefixes (or prefix ->
     storage options) under which the indexes of virtual shards are read and kept (a reader then
     reads an inner chunk of such a shard with one request). ``storage_options`` and ``anon`` say how
     to reach a remote repository.
@@ -88,6 +90,7 @@ class ExportOptions(WriteOptions):
     anon: bool = False
     client: object = None
     base: str | os.PathLike | None = None
+    base_link: str | None = None
     authorize: Iterable[str] | Mapping[str, Mapping[str, str]] = ()
 
 
