@@ -14,7 +14,7 @@ import os
 from typing import Any, Iterator, Self
 
 from zsarchive.archive.format import schema
-from zsarchive.archive.format.header import ArchiveHeader, archive_metadata
+from zsarchive.archive.format.header import ArchiveHeader, archive_metadata, keeps_virtual_data
 from zsarchive.archive.format.views import RepoFactKey, RepoFactValue, starts_with
 from zsarchive.archive.read.chain import Chain, Member, open_chain, view_format
 from zsarchive.errors import ZSCorrupt, ZSError
@@ -185,6 +185,11 @@ class ArchiveReader:
         self.zs, self.name, self.format_version = open_archive(source)
         self.view_format = view_format(self.zs, self.format_version)
         """The format version the records follow (of a chain: that of its view)."""
+
+    @property
+    def keeps_virtual_data(self) -> bool:
+        """Whether the archive may keep the bytes of virtual chunk refs (format 7 on)."""
+        return keeps_virtual_data(self.view_format)
 
     def close(self) -> None:
         """Release the underlying reader."""

@@ -34,7 +34,7 @@ def export(repo_location: str | os.PathLike, archive_path: str | os.PathLike, op
     export_time = time.time_ns() // 1000 if options.export_time is None else options.export_time
     job = ExportJob(repo, location, target, directory, write_options, options, export_time)
     try:
-        summary = job.run(plan_export(repo), Scope()) if options.base is None else export_fragment(job, options.base)
+        summary = job.run(plan_export(repo), Scope(options.include_virtual)) if options.base is None else export_fragment(job, options.base)
     finally:
         repo.storage.close()
     summary.size = target.stat().st_size

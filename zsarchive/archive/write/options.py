@@ -78,8 +78,11 @@ class ExportOptions(WriteOptions):
     when it will not be read where it is written (default: the base's path relative to the archive's
     directory), e.g. ``"old.zs"`` for a fragment put beside its base afterwards. ``authorize``: location prefixes (or prefix ->
     storage options) under which the indexes of virtual shards are read and kept (a reader then
-    reads an inner chunk of such a shard with one request). ``storage_options`` and ``anon`` say how
-    to reach a remote repository.
+    reads an inner chunk of such a shard with one request). ``include_virtual``: keep the bytes of every
+    virtual chunk ref under those prefixes (format 7), each range read once and checked against the ref's
+    checksum; ``max_virtual_bytes`` refuses, before reading any, an export that would keep more;
+    ``virtual_progress(done, total)`` counts their bytes. ``storage_options`` and ``anon`` say how to
+    reach a remote repository.
     """
 
     include_chunks: bool = False
@@ -92,6 +95,9 @@ class ExportOptions(WriteOptions):
     base: str | os.PathLike | None = None
     base_link: str | None = None
     authorize: Iterable[str] | Mapping[str, Mapping[str, str]] = ()
+    include_virtual: bool = False
+    max_virtual_bytes: int | None = None
+    virtual_progress: Callable[[int, int], None] | None = None
 
 
 def given(kind: type[_Options], options: _Options | None, keywords: dict[str, Any], what: str) -> _Options:
