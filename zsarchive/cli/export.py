@@ -8,7 +8,9 @@ from zsarchive.cli.app import main
 from zsarchive.cli.params import (BYTE_SIZE, Parallelism, authorize_option, cluster, force_option, remote_options,
                                   scheduler_option)
 from zsarchive.cli.text import progress_bar
-from zsarchive.icechunk.kinds import check_new_target
+from zsarchive.errors import ZSError
+from zsarchive.icechunk.kinds import REPOSITORY, local_kind
+from zsarchive.io.outfile import check_new_target
 from zsarchive.zs.format.codecs import LEVELS_HELP, NAMES
 
 
@@ -63,7 +65,10 @@ def export_command(repo: str, archive: str, codec: str, compress_level: str | No
     """
     if max_virtual_bytes is not None and not include_virtual:
         raise click.UsageError("--max-virtual-bytes limits --include-virtual, which is not given")
-    check_new_target(archive, force)
+    if local_kind(archive) == REPOSITORY:
+        raise ZSError(f"{archive}: is an Icechunk repository, not a file to write; the archive is a new file: "
+                      "zs export REPO OUT.zs")
+    check_new_target(archive, force)  # before a cluster starts; the library asks again
     # Imported here: the exporter pulls in numpy and the Icechunk decoders, which `zs --help` need not.
     from zsarchive.archive import export as export_repository
 
@@ -73,7 +78,8 @@ def export_command(repo: str, archive: str, codec: str, compress_level: str | No
                                     include_chunks=include_chunks, chunk_codec=chunk_codec, parallelism=parallelism,
                                     progress=progress, storage_options=storage_options, anon=anon, client=client,
                                     base=base, authorize=authorize, include_virtual=include_virtual,
-                                    max_virtual_bytes=max_virtual_bytes, virtual_progress=byte_progress)
+                                    max_virtual_bytes=max_virtual_bytes, virtual_progress=byte_progress,
+                                    overwrite=force)
     for sid, why in summary.left_out.items():
         click.echo(f"zs: note: snapshot {sid} left out: {why}", err=True)
     if summary.unindexed.count:

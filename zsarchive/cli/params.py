@@ -142,7 +142,7 @@ json_option = click.option(JSON_FLAG, "as_json", is_flag=True,
 force_option = click.option("--force", is_flag=True,
                             help="Replace the output file if it exists (by default an existing file is never "
                                  "overwritten: fragments built on a replaced archive no longer open).")
-"""``--force``: the command may replace its existing output (see zsarchive.icechunk.kinds.check_new_target)."""
+"""``--force``: the command may replace its existing output (see zsarchive.io.outfile.check_new_target)."""
 
 
 class Duration(click.ParamType):

@@ -7,13 +7,12 @@ format's vector byte for byte."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
 from toolkit.oracle import fixtures
-from toolkit.places import ROOT, TESTDATA
+from toolkit.places import ROOT, TESTDATA, load_module
 from toolkit.archive_format import (
     documented_file_forms, documented_ops_log_files, documented_record, documented_repo_file, documented_virtual_bytes,
     unzs_records,
@@ -22,8 +21,7 @@ from zsarchive.archive import export
 from zsarchive.archive.format import schema as S
 from zsarchive.zs.reader import ZS
 
-sys.path.insert(0, str(ROOT / "scripts"))
-from icechunk_oracle import link_virtual_prefix  # noqa: E402
+link_virtual_prefix = load_module(ROOT / "scripts" / "icechunk_oracle.py").link_virtual_prefix
 
 VECTORS = sorted((TESTDATA / "archive").glob("v*/records.json"))
 

@@ -294,7 +294,7 @@ class ChunkRefValue(ValueView):
 
     @staticmethod
     def well_formed(value: tuple[Any, ...]) -> bool:
-        """Whether a value of a known kind holds what its kind needs (see :data:`SHAPES`)."""
+        """Whether a value of a known kind holds what its kind needs (see :data:`CHUNK_REF_SHAPES`)."""
         kind = value[0]
         if kind == schema.INLINE:
             return len(value) >= 2 and isinstance(value[1], bytes)

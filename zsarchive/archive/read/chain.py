@@ -243,3 +243,10 @@ def open_chain(zs: ZS, location: str) -> Chain:
         if current is not None and current is not zs and all(m.zs is not current for m in members):
             current.close()
         raise
+
+
+def view_format(zs: ZS | Chain, format_version: int) -> int:
+    """The format version the records of an archive of ``format_version`` follow: a chain's, that of its
+    view (its newest fragment names it)."""
+    info = zs.members[0].info if isinstance(zs, Chain) else None
+    return format_version if info is None else info.view_format

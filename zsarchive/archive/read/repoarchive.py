@@ -15,7 +15,6 @@ from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from zsarchive.archive.read.chunks import ChunkQueries
 from zsarchive.archive.read.commits import CommitQueries
-from zsarchive.archive.read.reader import guarded
 from zsarchive.archive.read.refspec import TimeBound
 
 
@@ -81,11 +80,3 @@ class RepoArchive(ChunkQueries, CommitQueries):
     def ops(self, since: TimeBound = None, until: TimeBound = None) -> list[dict]:
         """``zs ops``: the same as :meth:`ops_log`."""
         return self.ops_log(since=since, until=until)
-
-
-for _name in ("header", "repo_facts", "refs", "snapshot", "resolve", "ancestry", "log", "ls", "node_infos", "node",
-              "node_info", "chunk_ref", "chunk_info", "node_chunk_ref", "array_chunk", "chunk_refs", "node_chunk_refs",
-              "array_chunks", "node_chunk_coords", "chunk_data", "read_chunk",
-              "shard_index", "inner_chunk", "embeds", "sources", "chunk_history", "diff", "ops_log", "reached_by",
-              "summary", "ref_names", "graph", "show", "chunk_changes", "status"):
-    setattr(RepoArchive, _name, guarded(getattr(RepoArchive, _name)))

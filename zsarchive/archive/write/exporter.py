@@ -285,7 +285,7 @@ def write_archive(target: Path, batches: Iterable[Batch], metadata: dict[str, An
     """Write the batches into a partial file beside ``target``, fsync it, rename it over ``target``: a
     failed or interrupted write leaves nothing that looks like an archive (``what`` names the work in
     the error)."""
-    with whole_file(target, what) as tmp, \
+    with whole_file(target, what, overwrite=options.overwrite) as tmp, \
             ZSWriter(os.fspath(tmp), metadata, codec=options.codec, compress_level=options.compress_level,
                      parallelism=options.parallelism, approx_block_size=options.approx_block_size,
                      branching_factor=options.branching_factor, include_default_metadata=False,

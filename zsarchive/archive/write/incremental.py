@@ -38,6 +38,7 @@ from zsarchive.archive.read.reader import open_archive, records_under
 from zsarchive.errors import ZSError
 from zsarchive.icechunk.model import SnapshotInfo
 from zsarchive.io.location import is_url, local_path
+from zsarchive.io.outfile import check_new_target
 from zsarchive.zs.reader import ZS
 
 _HISTORY_REWRITES = ("ExpirationRanUpdate", "GCRanUpdate")
@@ -336,6 +337,7 @@ def consolidate(fragment: str | os.PathLike, archive_path: str | os.PathLike, op
     started = time.monotonic()
     chosen = given(WriteOptions, options, choices, "consolidate")
     target, _ = target_path(archive_path)
+    check_new_target(target, chosen.overwrite)
     chain = open_view(fragment)
     try:
         if _in_chain(chain, target):

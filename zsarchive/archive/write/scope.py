@@ -11,6 +11,7 @@ from zsarchive.archive.format import schema
 from zsarchive.archive.format.header import ArchiveHeader, full_format, marker_metadata
 from zsarchive.archive.write.virtualdata import KeptRanges
 from zsarchive.archive.write.stream import Batch
+from zsarchive.version import installed_version
 
 
 def exporter_version() -> str:
@@ -29,12 +30,8 @@ def version_lookup() -> Future:
 
 
 def _installed_version() -> str:
-    from importlib import metadata  # here, and in a thread: see version_lookup
-
-    try:
-        return "zsarchive " + metadata.version("zsarchive")
-    except metadata.PackageNotFoundError:
-        return "zsarchive (unknown version)"
+    version = installed_version()  # in a thread: see version_lookup
+    return "zsarchive (unknown version)" if version is None else "zsarchive " + version
 
 
 class Scope:
