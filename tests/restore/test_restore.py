@@ -24,7 +24,7 @@ import pytest
 
 from toolkit.icechunk_answers import answers_without_file_details
 from toolkit.oracle import CLEAN_EXIT, fixtures, oracle, repo_path, run_oracle, virtual_mapping
-from toolkit.servers import BusyCounter, azurite, gcs, gcs_service_account, moto_s3  # noqa: F401
+from toolkit.servers import DelayingProxy, azurite, gcs, gcs_service_account, moto_s3  # noqa: F401
 from toolkit.cli import run_zs
 from toolkit.peers import generate, run_peer_script
 from toolkit.places import ROOT, load_module
@@ -380,7 +380,7 @@ def test_chunk_files_go_to_an_object_store_many_at_once(grid_repository, tmp_pat
     export(grid_repository, archive, include_chunks=True)
     with moto_s3({"dest": {}}):
         port = int(os.environ["AWS_ENDPOINT_URL"].rsplit(":", 1)[1])
-        proxy = BusyCounter(port, 0.03)
+        proxy = DelayingProxy(port, 0.03)
         env = {**os.environ, "AWS_ENDPOINT_URL": f"http://127.0.0.1:{proxy.port}"}
         try:
             for transfers, most in ((None, 64), (5, 5)):
