@@ -202,8 +202,10 @@ def read_history(reader: ArchiveReader, timelines: Timelines | None = None, coor
     history = ArchiveHistory(name, reader.format_version, int(facts.get("spec_version", 2)), facts,
                              refs["branch"], refs["tag"], deleted, snapshots, ops, txlogs, files, deleted_at,
                              None if repo_file is None else RepoFile.decode(repo_file), logged)
+    timelines = timelines or Timelines(reader)
+    timelines.fit(history)
     if coords:
-        add_chunk_coords(reader, timelines or Timelines(reader), history)
+        add_chunk_coords(reader, timelines, history)
     return history
 
 
@@ -286,6 +288,10 @@ def chunk_ref(coords: tuple, raw: tuple) -> ChunkRef | None:
     return None
 
 
+FEW_ROWS = 1 << 20
+"""Rows of chunk ref records a restore keeps decoded however small its manifests (~100 MB)."""
+
+
 class Timelines:
     """The chunk ref timelines of arrays (format 2): each change of a ref, one row each, in coordinate
     order and, for one chunk, snapshot id order; decoded once and kept while they hold at most
@@ -295,6 +301,13 @@ class Timelines:
         self.reader = reader
         self.rows = rows
         self._kept: OrderedDict[tuple[str, int | None, int | None], ChunkRefRows] = OrderedDict()
+
+    def fit(self, history: ArchiveHistory) -> None:
+        """Keep as many rows as the largest manifest holds refs (at least ``FEW_ROWS``, so that small arrays
+        read for their transaction logs stay for their manifests): an array split over manifests is read a
+        manifest's worth at a time, and memory follows the largest manifest, not the largest array."""
+        self.rows = max([FEW_ROWS, *(info.num_chunk_refs for record in history.snapshots.values()
+                                     for info in record.manifest_files)])
 
     def get(self, node_id: str, first: int | None = None, stop: int | None = None) -> ChunkRefRows:
         """The timeline of array ``node_id`` (only the chunks whose first coordinate is in ``[first, stop)``,
