@@ -318,7 +318,7 @@ def manifest_refs(reader: ArchiveReader, manifest_id: str) -> dict[str, list[Chu
 
 def embedded_file(reader: ArchiveReader, chunk_id: str) -> list[bytes | memoryview] | None:
     """The pieces of an embedded chunk file (views into the archive's map where it is one), or None."""
-    return file_pieces(reader.zs, chunk_id, views=True)
+    return file_pieces(reader.zs, chunk_id, zero_copy=True)
 
 
 def is_embedded(reader: ArchiveReader, chunk_id: str) -> bool:

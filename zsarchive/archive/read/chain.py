@@ -165,7 +165,7 @@ class Chain:
                 return
             yield rec
 
-    def floor_span(self, before: bytes, stop: bytes, views: bool = False) -> list:
+    def floor_span(self, before: bytes, stop: bytes, zero_copy: bool = False) -> list:
         """As :meth:`ZS.floor_span`, answered by the newest archive holding records that share
         ``before``'s family and owner (all pieces of one chunk file, or of one virtual range, live in one
         archive): its first key element, or the elements :data:`OWNER_ELEMENTS` gives its family."""
@@ -175,11 +175,11 @@ class Chain:
         owner = before[:end]
         members, _ = self._candidates(owner)
         if len(members) == 1 and not members[0].may_tombstone(owner[:1]):
-            return members[0].zs.floor_span(before, stop, views)
+            return members[0].zs.floor_span(before, stop, zero_copy)
         for member in members:
             probe = next(iter(member.zs.search(prefix=owner)), None)
             if probe is not None:
-                return [] if is_tombstone(probe) else member.zs.floor_span(before, stop, views)
+                return [] if is_tombstone(probe) else member.zs.floor_span(before, stop, zero_copy)
         return []
 
     def close(self) -> None:
