@@ -193,8 +193,8 @@ def _same_history(members: list[Member]) -> None:
     records would mix two meanings of ``H``)."""
     full = members[-1]
     for member in members[:-1]:
-        if history_from_timeline(member.info.view_format) != history_from_timeline(full.header.format_version):
-            raise ZSCorrupt(f"{member.location}: a fragment of format {member.info.view_format} over the "
+        if history_from_timeline(member.info.records_format) != history_from_timeline(full.header.format_version):
+            raise ZSCorrupt(f"{member.location}: a fragment of format {member.info.records_format} over the "
                             f"archive {full.location} of format {full.header.format_version}")
 
 
@@ -246,8 +246,8 @@ def open_chain(zs: ZS, location: str) -> Chain:
         raise
 
 
-def view_format(zs: ZS | Chain, format_version: int) -> int:
+def records_format(zs: ZS | Chain, format_version: int) -> int:
     """The format version the records of an archive of ``format_version`` follow: a chain's, that of its
     view (its newest fragment names it)."""
     info = zs.members[0].info if isinstance(zs, Chain) else None
-    return format_version if info is None else info.view_format
+    return format_version if info is None else info.records_format
