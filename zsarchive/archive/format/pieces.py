@@ -106,11 +106,6 @@ def blocks_of(pieces: Iterable[tuple[bytes, int, int]], stored: bool) -> Iterato
         yield PieceBlock(records, key_length, stored)
 
 
-OWNER_ELEMENTS = {schema.CHUNK_DATA: 1, schema.VIRTUAL_DATA: 5}
-"""Key elements naming what a piece belongs to: a chunk file's id (``D``), or a virtual range and its
-checksum (``E``); the element after them is where the piece starts."""
-
-
 def _head_of(record: bytes | memoryview) -> bytes:
     """The first bytes of a record as bytes: its key, its version and a blob's length header (a piece's
     bytes are not copied)."""
@@ -135,7 +130,7 @@ def _split(record: bytes | memoryview, where: str) -> tuple[tuple[Any, ...], Any
     family = head[:1]
     name = schema.FAMILY_NAMES.get(family, "piece")
     key, pos = tuples.decode(head, 1, what=f"{where}: {name} record key")
-    size = OWNER_ELEMENTS.get(family, 0) + 1
+    size = schema.OWNER_ELEMENTS.get(family, 0) + 1
     if pos >= len(head) or len(key) not in (size, size - 1) or not isinstance(key[0], str):
         raise ZSCorrupt(f"{where}: {name} record {head[:40]!r} is malformed")
     version = head[pos]

@@ -14,7 +14,6 @@ from typing import Iterator
 from zsarchive.archive.format import tuples
 from zsarchive.archive.format import schema
 from zsarchive.archive.format.fragments import MAX_CHAIN, FragmentInfo, is_tombstone
-from zsarchive.archive.format.pieces import OWNER_ELEMENTS
 from zsarchive.archive.format.header import ArchiveHeader, archive_metadata, history_from_timeline, refs_by_manifest
 from zsarchive.errors import ZSCorrupt, ZSError
 from zsarchive.io.location import is_url, local_path
@@ -168,9 +167,9 @@ class Chain:
     def floor_span(self, before: bytes, stop: bytes, zero_copy: bool = False) -> list:
         """As :meth:`ZS.floor_span`, answered by the newest archive holding records that share
         ``before``'s family and owner (all pieces of one chunk file, or of one virtual range, live in one
-        archive): its first key element, or the elements :data:`OWNER_ELEMENTS` gives its family."""
+        archive): its first key element, or the elements :data:`schema.OWNER_ELEMENTS` gives its family."""
         end = 1
-        for _ in range(OWNER_ELEMENTS.get(before[:1], 1)):
+        for _ in range(schema.OWNER_ELEMENTS.get(before[:1], 1)):
             end = tuples.element_end(before, end)
         owner = before[:end]
         members, _ = self._candidates(owner)

@@ -9,8 +9,8 @@ or over HTTP through the same reader.
 from __future__ import annotations
 
 import functools
-import inspect
 import os
+import types
 from typing import Any, Iterator, Self
 
 from zsarchive.archive.format import schema
@@ -63,7 +63,7 @@ def guarded(method):
 def _guard_queries(cls: type) -> None:
     """Every public method ``cls`` defines, :func:`guarded` (a query added later cannot miss it)."""
     for name, value in list(vars(cls).items()):
-        if not name.startswith("_") and inspect.isfunction(value) and not getattr(value, "guarded", False):
+        if not name.startswith("_") and isinstance(value, types.FunctionType) and not getattr(value, "guarded", False):
             setattr(cls, name, guarded(value))
 
 
