@@ -177,7 +177,7 @@ def _plan(arc: RepoArchive, ref: str, nodes: list[_Node], need_count: bool, chec
 
 
 def _copy_chunks(arc: RepoArchive, ref: str, nodes: list[_Node], sink: Sink, repo: Location | None,
-                 views: bool, done: Callable[[str, int], None]) -> int:
+                 zero_copy: bool, done: Callable[[str, int], None]) -> int:
     """Write every chunk of the arrays among ``nodes``, bytes as stored; returns how many."""
     count = 0
 
@@ -192,7 +192,7 @@ def _copy_chunks(arc: RepoArchive, ref: str, nodes: list[_Node], sink: Sink, rep
                 if chunk.kind == "inline":
                     yield key, chunk.inline
                 else:
-                    yield key, partial(arc.read_chunk, chunk, ref, repo, views)
+                    yield key, partial(arc.read_chunk, chunk, ref, repo, zero_copy)
 
     sink.put_all(items(), done)
     return count
@@ -255,13 +255,13 @@ class TaskTreeSink(_TreeSink):
 
 def _write_all(fd: int, parts: list) -> None:
     """Write the buffers ``parts`` one after another (``writev`` may write less than asked)."""
-    views = [memoryview(p).cast("B") for p in parts]
-    while views:
-        written = os.writev(fd, views[:1024]) if hasattr(os, "writev") else os.write(fd, views[0])
-        while views and written >= len(views[0]):
-            written -= len(views.pop(0))
+    buffers = [memoryview(p).cast("B") for p in parts]
+    while buffers:
+        written = os.writev(fd, buffers[:1024]) if hasattr(os, "writev") else os.write(fd, buffers[0])
+        while buffers and written >= len(buffers[0]):
+            written -= len(buffers.pop(0))
         if written:
-            views[0] = views[0][written:]
+            buffers[0] = buffers[0][written:]
 
 
 class _DirTarget(_Target):
