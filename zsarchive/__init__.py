@@ -30,8 +30,8 @@ _exports = lazy_exports(__name__, {
     "open_store": "zsarchive.archive.zarrstore",
     "ArchiveStore": "zsarchive.archive.zarrstore",
     # and xarray, for these two
-    "open_dataset": "zsarchive.views.xarray_backend",
-    "open_datatree": "zsarchive.views.xarray_backend",
+    "open_dataset": "zsarchive.frontends.xarray_backend",
+    "open_datatree": "zsarchive.frontends.xarray_backend",
 })
 
 __all__ = ["ZSError", "ZSCorrupt", "NotFound", "ZS", "ZSWriter", "validate", "ValidationReport", "RepoArchive",
@@ -41,12 +41,9 @@ __all__ = ["ZSError", "ZSCorrupt", "NotFound", "ZS", "ZSWriter", "validate", "Va
 
 def __getattr__(name: str) -> object:
     if name == "__version__":  # read from the installed package's metadata when asked, not at import
-        from importlib.metadata import PackageNotFoundError, version
+        from zsarchive.version import installed_version
 
-        try:
-            return version("zsarchive")
-        except PackageNotFoundError:
-            return "unknown"
+        return installed_version() or "unknown"
     return _exports(name)
 
 

@@ -7,3 +7,7 @@ class ZSError(Exception):
 
 class ZSCorrupt(ZSError):
     """The bytes are wrong: the message names the file, the offset and what was expected."""
+
+
+class ObjectMissing(ZSError):
+    """The object a read names does not exist (HTTP 404 or 410, no such key or file)."""

@@ -314,6 +314,29 @@ def test_zarrita_reads_embedded_arrays_as_python_does():
     assert expected and _zarrita_arrays(vector, "tag:v1.1", None, [], list(expected)) == expected
 
 
+def test_zarrita_reads_virtual_arrays_from_the_bytes_a_format_7_archive_keeps():
+    """The v7 vector keeps the fixture's virtual chunk bytes: zarrita in Node reads the virtual arrays whose
+    every ref is kept with no prefix authorized, as zarr-python does over the Python store, and as the
+    fixture's files give them."""
+    import numpy as np
+    import zarr
+
+    from zsarchive.archive.zarrstore.store import open_store
+
+    vector = TESTDATA / "archive" / "v7" / "archive.zs"
+    paths = ["/data/sub/many_virt", "/data/sub/virt"]
+    store = open_store(str(vector), "main")
+    try:
+        expected = {path: np.asarray(zarr.open_array(store, path=path.lstrip("/"), mode="r")[...]).ravel().tolist()
+                    for path in paths}
+    finally:
+        store.close()
+    granules = TESTDATA / "icechunk" / "virtual-data" / "granules"
+    assert np.frombuffer(b"".join((granules / f"g{i}.bin").read_bytes()[:8] for i in range(8)),
+                         "<i4").tolist() == expected["/data/sub/many_virt"][:16]
+    assert _zarrita_arrays(vector, "main", None, [], paths) == expected
+
+
 def test_the_reader_s_jsdoc_types_check():
     """TypeScript checks the reader and its drivers by their JSDoc types (js/tsconfig.json): what the package
     promises its users who type-check holds."""

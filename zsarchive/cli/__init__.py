@@ -25,6 +25,7 @@ COMMAND_MODULES = {
     "serve": "zsarchive.cli.serve",
     "site": "zsarchive.cli.site",
     "chunk": "zsarchive.cli.chunk",
+    "sources": "zsarchive.cli.sources",
     **{name: _ARCHIVE for name in ("refs", "log", "show", "ls", "chunks", "diff", "ops", "chunk-log", "summary")},
 }
 """The module that registers each command on the group, imported when the command is first asked for."""
@@ -50,6 +51,7 @@ SUMMARIES = {
     "restore": "Write the Icechunk repository ARCHIVE holds into TARGET, which must be absent or empty.",
     "serve": "A local, read-only web page of ARCHIVE (a path or URL).",
     "show": "One commit and what it changed, as git show --stat.",
+    "sources": "The source objects ARCHIVE's virtual chunk refs point into, and what depends on each.",
     "site": "Write the web page of ARCHIVE (a path or URL) into OUTDIR, for any static host.",
     "status": "What the Icechunk repository REPO has that ARCHIVE lacks, one line per branch and tag.",
     "summary": "What ARCHIVE holds, at a glance.",

@@ -69,6 +69,30 @@ class Coords(click.ParamType):
 COORDS = Coords()
 
 
+class ByteSize(click.ParamType):
+    """A number of bytes: ``1000000``, or with a 1024-based suffix, ``500K``, ``20M``, ``1.5G``, ``2T``
+    (``KiB``, ``MB`` ... read alike)."""
+
+    name = "SIZE"
+    _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+
+    def convert(self, value, param, ctx) -> int:
+        if isinstance(value, int):
+            return value
+        text = str(value).strip().upper().removesuffix("B").removesuffix("I")
+        unit = text[-1:] if text[-1:] in self._UNITS else ""
+        try:
+            number = float(text[:len(text) - len(unit)])
+        except ValueError:
+            number = -1.0
+        if not number >= 0 or number * self._UNITS[unit] >= 1 << 63:
+            self.fail(f"{value!r} is not a size (bytes, or a number with K, M, G or T: 500M, 1.5G)", param, ctx)
+        return int(number * self._UNITS[unit])
+
+
+BYTE_SIZE = ByteSize()
+
+
 def _storage_options(ctx, param, value: tuple[str, ...]) -> dict[str, str]:
     options = {}
     for pair in value:
@@ -118,7 +142,7 @@ json_option = click.option(JSON_FLAG, "as_json", is_flag=True,
 force_option = click.option("--force", is_flag=True,
                             help="Replace the output file if it exists (by default an existing file is never "
                                  "overwritten: fragments built on a replaced archive no longer open).")
-"""``--force``: the command may replace its existing output (see zsarchive.icechunk.kinds.check_new_target)."""
+"""``--force``: the command may replace its existing output (see zsarchive.io.outfile.check_new_target)."""
 
 
 class Duration(click.ParamType):

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import sys
 
 import click
 
 from zsarchive.cli.app import main
+from zsarchive.cli.text import stage_bars
 from zsarchive.cli.params import cluster, remote_options, scheduler_option
 
 _LABELS = {"manifests": "encoding manifests", "chunks": "copying chunk files", "metadata": "writing metadata",
@@ -32,6 +32,9 @@ def _shown(stage: str):
               help="Restore only the history of this branch or tag (repeatable; `main` always comes back).")
 @click.option("--shallow", is_flag=True,
               help="Restore only the tips of the refs (all refs without --ref), each as a one-snapshot history.")
+@click.option("--materialize-virtual", is_flag=True,
+              help="Write every virtual chunk the archive keeps (zs export --include-virtual) as a native chunk: "
+                   "the restored repository then needs none of the sources. Without it, refs stay virtual.")
 @click.option("-j", "--transfers", type=click.IntRange(1, 1024), default=None,
               help="Writes in flight [default: 8 to a directory, 64 to an object store].")
 @click.option("--no-progress", is_flag=True, help="No progress bar even on a terminal.")
@@ -39,7 +42,8 @@ def _shown(stage: str):
                   "--repo)")
 @remote_options
 def restore_command(archive: str, target: str, source: str | None, refs: tuple[str, ...], shallow: bool,
-                    transfers: int | None, no_progress: bool, scheduler: str | None, anon: bool,
+                    materialize_virtual: bool, transfers: int | None, no_progress: bool, scheduler: str | None,
+                    anon: bool,
                     storage_options: dict[str, str]) -> None:
     """Write the Icechunk repository ARCHIVE holds into TARGET, which must be absent or empty.
 
@@ -49,31 +53,14 @@ def restore_command(archive: str, target: str, source: str | None, refs: tuple[s
     chunk bytes come from the archive (`zs export --include-chunks`) or from --repo. The file that makes
     TARGET a repository is written last: an interrupted restore leaves nothing icechunk opens.
     """
-    from zsarchive.io.memory import reuse_freed_memory
+    from zsarchive.heap import reuse_freed_memory
     from zsarchive.restore import restore
 
     reuse_freed_memory()
-    bars: dict[str, object] = {}
-    show = not no_progress and sys.stderr.isatty()
-
-    def progress(stage: str, done: int, total: int) -> None:
-        if not show:
-            return
-        bar = bars.get(stage)
-        if bar is None:
-            for other in bars.values():
-                other.render_finish()
-            bar = bars[stage] = click.progressbar(length=max(total, 1), label=_LABELS.get(stage, stage),
-                                                  file=sys.stderr, item_show_func=_shown(stage))
-        bar.length = max(total, 1)
-        bar.update(done - bar.pos, done)
-
-    with cluster(scheduler) as client:
+    with cluster(scheduler) as client, stage_bars(_LABELS, not no_progress, _shown) as progress:
         summary = restore(archive, target, repo=source, refs=refs, shallow=shallow, storage_options=storage_options,
-                          anon=anon, repo_storage_options=storage_options, repo_anon=anon, progress=progress,
-                          transfers=transfers, client=client)
-    for bar in bars.values():
-        bar.render_finish()
+                          anon=anon, progress=progress,
+                          transfers=transfers, client=client, materialize_virtual=materialize_virtual)
     for note in summary.notes:
         click.echo(f"zs: note: {note}", err=True)
     click.echo(f"restored {summary.target}: spec V{summary.spec_version}, {summary.snapshots} snapshots, "

@@ -22,7 +22,7 @@ from typing import Callable, Iterable, Mapping, Union
 from zsarchive.errors import ZSError
 from zsarchive.io.base import ObjectMissing
 from zsarchive.io.location import Location, parse_location
-from zsarchive.io.outfile import start_writeback
+from zsarchive.io.outfile import fsync_directory, start_writeback
 
 Body = Union[bytes, bytearray, memoryview, list, Callable[[], bytes]]
 """What ``put_all`` writes: bytes, a list of buffers (the object is their concatenation: a local file
@@ -241,7 +241,7 @@ class LocalSink(Directory):
             self._create(path, data)  # a file system without hard links: exclusive, not atomic
         finally:
             temp.unlink(missing_ok=True)
-        _fsync_directory(path.parent)
+        fsync_directory(path.parent)
 
     @staticmethod
     def _create(path: Path, data: bytes) -> None:
@@ -305,7 +305,7 @@ class LocalSink(Directory):
                 raise write_error(copy_failed, target) from None
             finally:
                 temp.unlink(missing_ok=True)
-        _fsync_directory(target.parent)
+        fsync_directory(target.parent)
 
     def modified(self, key: str) -> int | None:
         check_key(key, str(self.root))
@@ -323,7 +323,7 @@ class LocalSink(Directory):
         with ThreadPoolExecutor(self.window, thread_name_prefix="zsarchive-sync") as pool:
             for _ in pool.map(_fsync_file, paths):
                 pass
-            for _ in pool.map(_fsync_directory, sorted({p.parent for p in paths})):
+            for _ in pool.map(fsync_directory, sorted({p.parent for p in paths})):
                 pass
 
 
@@ -336,20 +336,6 @@ def _fsync_file(path: Path) -> None:
         os.fsync(fd)
     except OSError as exc:
         raise write_error(exc, path) from None
-    finally:
-        os.close(fd)
-
-
-def _fsync_directory(directory: Path) -> None:
-    """Make a directory's new entries durable (where the platform allows opening a directory)."""
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
     finally:
         os.close(fd)
 

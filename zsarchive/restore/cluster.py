@@ -21,7 +21,8 @@ import uuid
 from typing import Any, Callable, Iterable
 
 from zsarchive.archive.format.header import history_from_timeline
-from zsarchive.archive.write.cluster import large_allocations_on_the_heap, task_result
+from zsarchive.archive.write.cluster import task_result
+from zsarchive.heap import large_allocations_on_the_heap
 from zsarchive.errors import ZSError
 from zsarchive.icechunk.manifest.decode import decode_manifest
 from zsarchive.icechunk.storage import open_storage
@@ -56,7 +57,7 @@ class ClusterRestore(Restore):
     def plan(self) -> RestorePlan:
         """The plan, the transaction logs' chunk coordinates left to the workers where the arrays' timelines
         give them (format 5)."""
-        timeline = history_from_timeline(self.reader.view_format)
+        timeline = history_from_timeline(self.reader.records_format)
         return select(read_history(self.reader, self.timelines, coords=not timeline), self.refs, self.shallow)
 
     def run(self) -> RestoreSummary:
@@ -79,7 +80,7 @@ class ClusterRestore(Restore):
     def _make_manifests(self, plan: RestorePlan) -> list[tuple[Any, dict]]:
         """(the future holding a task's manifests, its summary) of every task; the chunk coordinates and
         manifest sizes the tasks found are in ``plan``."""
-        timeline = history_from_timeline(self.reader.view_format)
+        timeline = history_from_timeline(self.reader.records_format)
         tasks = _tasks(manifest_order(plan), sorted(plan.history.logged) if timeline else [])
         args = self._args()
         futures = [self.client.submit(_make, args, manifests, nodes, pure=False) for manifests, nodes in tasks]

@@ -32,6 +32,7 @@ from zsarchive.icechunk.txlog import decode_transaction_log, encode_transaction_
 from zsarchive.io.location import Location, parse_location
 from zsarchive.io.sink import Sink, open_sink
 from zsarchive.icechunk.storage import Storage, open_storage
+from zsarchive.restore.materialize import Materializer
 from zsarchive.restore.plan import ManifestContents, ManifestPlan, RestorePlan, select
 from zsarchive.restore.source import Timelines, embedded_file, is_embedded, read_history
 
@@ -89,12 +90,13 @@ class Restore:
     def __init__(self, archive: Any, target: str | os.PathLike | Location, *, repo: Any = None,
                  refs: Iterable[str] = (), shallow: bool = False,
                  storage_options: Mapping[str, object] | None = None, anon: bool = False,
-                 repo_storage_options: Mapping[str, object] | None = None, repo_anon: bool = False,
-                 progress: Progress | None = None, transfers: int | None = None):
+                 progress: Progress | None = None, transfers: int | None = None,
+                 materialize_virtual: bool = False):
         self.reader = ArchiveReader(archive)
         self.transfers = transfers
+        self.materializer = Materializer(self.reader) if materialize_virtual else None
         self.location = parse_location(target, storage_options, anon)
-        self.repo = None if repo is None else parse_location(repo, repo_storage_options, repo_anon)
+        self.repo = None if repo is None else parse_location(repo, storage_options, anon)
         self.refs, self.shallow = list(refs), shallow
         self.progress = progress or (lambda stage, done, total: None)
         self.notes: list[str] = []
@@ -129,6 +131,8 @@ class Restore:
         """One manifest file's bytes (its size, where it cannot have the original's, in ``resized``), and the
         native chunk files it names, each with the furthest byte a ref reaches in it."""
         arrays = contents.refs(manifest)
+        if self.materializer is not None:
+            arrays = [(node_id, self.materializer.refs(refs)) for node_id, refs in arrays]
         count = sum(len(refs.kind) if isinstance(refs, RefTable) else len(refs) for _, refs in arrays)
         if manifest.num_refs and count != manifest.num_refs:
             self.notes.append(f"manifest {manifest.id}: {count} refs restored, the original held "
@@ -155,7 +159,8 @@ class Restore:
     def chunk_sources(self, needed: Mapping[str, int]) -> tuple[set[str], Storage | None]:
         """(ids the archive embeds, the source repository's storage if given); one line if some chunk
         file has no source."""
-        embedded = {cid for cid in needed if is_embedded(self.reader, cid)}
+        made = set() if self.materializer is None else needed.keys() & self.materializer.files.keys()
+        embedded = made | {cid for cid in needed.keys() - made if is_embedded(self.reader, cid)}
         source = None if self.repo is None else open_storage(self.repo)
         missing = needed.keys() - embedded
         if missing and source is None:
@@ -174,6 +179,8 @@ class Restore:
             self.progress("chunks", done[0], max(total, done[0]))
 
         def pieces(cid: str) -> Callable[[], list]:
+            if self.materializer is not None and cid in self.materializer.files:
+                return lambda: self.materializer.pieces(cid)
             return lambda: embedded_file(self.reader, cid)
 
         # each file as its pieces (views into the archive's map where it is one, written with no copy
@@ -337,24 +344,30 @@ def _without_storage_settings(info: RepoInfo) -> RepoInfo:
 
 def restore(archive: Any, target: str | os.PathLike | Location, *, repo: Any = None, refs: Iterable[str] = (),
             shallow: bool = False, storage_options: Mapping[str, object] | None = None, anon: bool = False,
-            repo_storage_options: Mapping[str, object] | None = None, repo_anon: bool = False,
-            progress: Progress | None = None, transfers: int | None = None, client: Any = None) -> RestoreSummary:
+            progress: Progress | None = None, transfers: int | None = None, client: Any = None,
+            materialize_virtual: bool = False) -> RestoreSummary:
     """Write the repository ``archive`` holds into ``target`` (an absent or empty directory, or an
     ``s3://``, ``gs://``, ``az://`` URL); chunk bytes from the archive or the original repository ``repo``.
+    ``storage_options`` and ``anon`` reach ``target`` and ``repo`` when they are URLs (give a
+    :class:`~zsarchive.io.location.Location` to reach one otherwise), as for every command that writes;
     ``refs``: only the history these branches and tags reach; ``shallow``: only their tips; ``transfers``: writes
     in flight (default: 8 to a directory, 64 to an object store); ``progress(stage, done, total)``: as each
     stage advances (chunk files in bytes). ``client``: a
     ``distributed.Client`` whose cluster makes the manifests and copies the chunk files (its workers open
-    ``archive``, ``target`` and ``repo`` themselves: paths they see, or URLs)."""
+    ``archive``, ``target`` and ``repo`` themselves: paths they see, or URLs). ``materialize_virtual``: every
+    virtual chunk ref whose bytes the archive keeps comes back as a native chunk (:mod:`materialize
+    <zsarchive.restore.materialize>`), so that the repository needs no source (in this process only)."""
     options = dict(repo=repo, refs=tuple(refs), shallow=shallow, storage_options=storage_options, anon=anon,
-                   repo_storage_options=repo_storage_options, repo_anon=repo_anon, progress=progress,
-                   transfers=transfers)
+                   progress=progress, transfers=transfers)
     if client is not None:
+        if materialize_virtual:
+            raise ZSError("restore: materializing virtual chunks runs in this process only; leave out the "
+                          "cluster (--scheduler) or --materialize-virtual")
         from zsarchive.restore.cluster import ClusterRestore
 
         job: Restore = ClusterRestore(archive, target, client=client, **options)
     else:
-        job = Restore(archive, target, **options)
+        job = Restore(archive, target, materialize_virtual=materialize_virtual, **options)
     try:
         return job.run()
     finally:

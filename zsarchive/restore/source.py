@@ -7,7 +7,6 @@ so the rest of the restore works on the Icechunk model alone.
 from __future__ import annotations
 
 import functools
-import json
 from collections import OrderedDict, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,6 +24,7 @@ from zsarchive.archive.read.chunkhistory import chunk_changes, corrected
 from zsarchive.archive.read.reader import ArchiveReader, records_under
 from zsarchive.archive.read.refrows import ChunkRefRows, chunk_ref_rows
 from zsarchive.errors import ZSCorrupt
+from zsarchive.limits import load_json
 from zsarchive.icechunk.manifest.refs import KINDS, RefTable, numbered
 from zsarchive.icechunk.model import (
     ChunkRef, DimensionShape, ManifestFileInfo, ManifestRef, MoveOperation, Node, NodeType, RefKind, RepoStatus,
@@ -118,13 +118,6 @@ def _moves(raw: tuple) -> list[MoveOperation]:
     return [MoveOperation(f, t, node_id, None if kind is None else NODE_TYPES[kind]) for f, t, node_id, kind in raw]
 
 
-def _json(raw: str, where: str) -> Any:
-    try:
-        return json.loads(raw)
-    except ValueError:
-        raise ZSCorrupt(f"{where}: not JSON") from None
-
-
 def _node(components: tuple, raw: tuple) -> tuple[Node, str | None]:
     value = NodeValue.decode(raw)
     path = schema.path_of(components)
@@ -142,7 +135,7 @@ def read_history(reader: ArchiveReader, timelines: Timelines | None = None, coor
     (``coords`` False: none yet, :func:`add_chunk_coords` or :func:`set_chunk_coords` add them)."""
     zs, name = reader.zs, reader.name
     named = ((RepoFactKey.decode(k).name, v) for k, v in records_under(zs, schema.REPO))
-    facts = {fact: _json(RepoFactValue.decode(v).json, f"{name}: G record {fact!r}") for fact, v in named}
+    facts = {fact: load_json(RepoFactValue.decode(v).json, f"{name}: G record {fact!r}") for fact, v in named}
     refs: dict[str, dict[str, str]] = {"branch": {}, "tag": {}}
     deleted: list[str] = []
     deleted_at: dict[str, str] = {}
@@ -158,7 +151,7 @@ def read_history(reader: ArchiveReader, timelines: Timelines | None = None, coor
     for k, raw in records_under(zs, schema.SNAPSHOT):
         sid, value = SnapshotKey.decode(k).snapshot_id, SnapshotValue.decode(raw)
         info = SnapshotInfo(sid, value.parent_id, value.flushed_at, value.message,
-                            _json(value.metadata, f"{name}: S record {sid}"))
+                            load_json(value.metadata, f"{name}: S record {sid}"))
         snapshots[sid] = SnapshotRecord(info, [ManifestFileInfo(m, size, n) for m, size, n in value.manifests])
     for k, raw in records_under(zs, schema.NODE):
         key = NodeKey.decode(k)
@@ -173,7 +166,7 @@ def read_history(reader: ArchiveReader, timelines: Timelines | None = None, coor
     ops = []
     for k, raw in records_under(zs, schema.OPS):
         updated_at, value = OpsKey.decode(k).updated_at, OpsValue.decode(raw)
-        details = _json(value.details, f"{name}: O record at {updated_at}")
+        details = load_json(value.details, f"{name}: O record at {updated_at}")
         if "status" in details and isinstance(details["status"], dict):
             details["status"] = RepoStatus(**details["status"])
         ops.append(Update(value.type, updated_at, value.backup_path, details))
@@ -213,12 +206,12 @@ def add_chunk_coords(reader: ArchiveReader, timelines: Timelines, history: Archi
     """Each transaction log's chunk coordinates, every array's: from the arrays' timelines (format 5:
     :func:`array_coords`), else from the per-chunk history, one pass over all arrays."""
     found: dict[str, dict[str, np.ndarray]] = {}
-    if history_from_timeline(reader.view_format):
+    if history_from_timeline(reader.records_format):
         for node_id in sorted(history.logged):
             found[node_id] = array_coords(reader, timelines, history, node_id)
     else:
         rows: dict[tuple[str, str], list] = {}
-        for change in chunk_changes(reader.zs, reader.view_format, _flushed_at(reader.name, history.snapshots)):
+        for change in chunk_changes(reader.zs, reader.records_format, _flushed_at(reader.name, history.snapshots)):
             if change.snapshot_id in history.txlogs:
                 rows.setdefault((change.node_id, change.snapshot_id), []).append(change.coords)
         for (node_id, sid), coords in rows.items():  # as matrices: a big commit changes millions of chunks
@@ -259,7 +252,7 @@ def array_coords(reader: ArchiveReader, timelines: Timelines, history: ArchiveHi
                     parts.setdefault(sid, []).append(rows[column == i, :-1].astype(np.uint32))
         return {sid: found[0] if len(found) == 1 else np.concatenate(found) for sid, found in parts.items()}
     listed: dict[str, list] = {}
-    for change in chunk_changes(zs, reader.view_format, _flushed_at(name, history.snapshots), (node_id,)):
+    for change in chunk_changes(zs, reader.records_format, _flushed_at(name, history.snapshots), (node_id,)):
         if change.snapshot_id in history.txlogs:
             listed.setdefault(change.snapshot_id, []).append(change.coords)
     return {sid: np.array(coords, dtype=np.uint32).reshape(len(coords), -1) for sid, coords in listed.items()}
@@ -365,7 +358,7 @@ def manifest_refs(reader: ArchiveReader, manifest_id: str) -> dict[str, list[Chu
 
 def embedded_file(reader: ArchiveReader, chunk_id: str) -> list[bytes | memoryview] | None:
     """The pieces of an embedded chunk file (views into the archive's map where it is one), or None."""
-    return file_pieces(reader.zs, chunk_id, views=True)
+    return file_pieces(reader.zs, chunk_id, zero_copy=True)
 
 
 def is_embedded(reader: ArchiveReader, chunk_id: str) -> bool:

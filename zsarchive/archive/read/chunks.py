@@ -29,6 +29,7 @@ class ChunkQueries(NodeQueries):
     def __init__(self, source: Any, authorize: Iterable[str] | Mapping[str, Mapping[str, Any]] = ()):
         super().__init__(source)
         self._has_chunk_data: bool | None = None
+        self._has_virtual_data: bool | None = None
         self._has_shard_indexes: bool | None = None
         self._authorized = authorize
         self._chunk_reader: ChunkReader | None = None
@@ -50,7 +51,8 @@ class ChunkQueries(NodeQueries):
             if self._chunk_reader is None:
                 from zsarchive.archive.read.chunkdata import ChunkReader
 
-                self._chunk_reader = ChunkReader(self.name, self._authorized, self._embedded_chunk)
+                self._chunk_reader = ChunkReader(self.name, self._authorized, self._embedded_chunk,
+                                                 self._embedded_virtual)
             return self._chunk_reader
 
     @property
@@ -134,13 +136,13 @@ class ChunkQueries(NodeQueries):
         return self.read_chunk(self.chunk_info(ref, path, coords), ref, where)
 
     def read_chunk(self, chunk: dict | ChunkInfo, ref: str, repo: str | os.PathLike | Location | None = None,
-                   views: bool = False) -> bytes | memoryview:
+                   zero_copy: bool = False) -> bytes | memoryview:
         """The bytes of a chunk ref from :meth:`chunk_ref` / :meth:`chunk_refs` (read at REF, for
-        messages); ``repo`` is a repository path, URL or :class:`Location`. ``views``: embedded bytes
+        messages); ``repo`` is a repository path, URL or :class:`Location`. ``zero_copy``: embedded bytes
         of an uncompressed local archive come as a memoryview into its map (no copy)."""
-        return self._chunks.read(ChunkInfo.of(chunk), ref, repo, views)
+        return self._chunks.read(ChunkInfo.of(chunk), ref, repo, zero_copy)
 
-    def _embedded_chunk(self, chunk_id: str, start: int, stop: int, views: bool) -> bytes | memoryview | None:
+    def _embedded_chunk(self, chunk_id: str, start: int, stop: int, zero_copy: bool) -> bytes | memoryview | None:
         """Bytes [start, stop) of the archive's copy of a native chunk file, if it embeds one (most
         archives hold none: the header's counts say so without a lookup per chunk)."""
         if self._has_chunk_data is None:
@@ -151,7 +153,7 @@ class ChunkQueries(NodeQueries):
             # imported here, as the shard layouts below: a chunk ref lookup does not read bytes or shards
             from zsarchive.archive.format.pieces import read_pieces
 
-            return read_pieces(self.zs, chunk_id, start, stop, views)
+            return read_pieces(self.zs, chunk_id, start, stop, zero_copy)
         value = self._one(schema.CHUNK_DATA, (chunk_id,))
         if value is None:
             return None
@@ -159,6 +161,28 @@ class ChunkQueries(NodeQueries):
         if len(data) < stop:
             raise ZSCorrupt(f"embedded chunk {chunk_id} is shorter than offset {start} + length {stop - start}")
         return data[start:stop]
+
+    def _embedded_virtual(self, key: tuple, start: int, stop: int, zero_copy: bool) -> bytes | memoryview | None:
+        """Bytes [start, stop) of a virtual range (``(location, offset, length, etag, last_modified)``)
+        the archive keeps, or None (archives before format 7 keep none: no lookup)."""
+        if self._has_virtual_data is None:
+            self._has_virtual_data = self.keeps_virtual_data and self._counted(schema.VIRTUAL_DATA)
+        if not self._has_virtual_data:
+            return None
+        from zsarchive.archive.format.pieces import read_virtual
+
+        return read_virtual(self.zs, key, start, stop, zero_copy)
+
+    def embeds(self, chunk: dict | ChunkInfo) -> bool:
+        """Whether the archive holds the chunk's bytes itself (inline, an embedded chunk file or virtual
+        range), so that reading it needs neither the repository nor the source."""
+        chunk = ChunkInfo.of(chunk)
+        if chunk.kind == "inline":
+            return True
+        if chunk.kind == "native":
+            return self._embedded_chunk(chunk.chunk_id, chunk.offset, chunk.offset, False) is not None
+        key = (chunk.location, *chunk.whole_range, chunk.checksum_etag, chunk.checksum_last_modified)
+        return self._embedded_virtual(key, chunk.offset, chunk.offset, False) is not None
 
     def shard_index(self, chunk: dict | ChunkInfo) -> tuple[bool, bytes] | None:
         """``(at_end, raw index bytes)`` the archive keeps of a shard (a native or virtual chunk ref), or None."""

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import functools
 import os
+import types
 from typing import Any, Iterator, Self
 
 from zsarchive.archive.format import schema
-from zsarchive.archive.format.header import ArchiveHeader, archive_metadata
+from zsarchive.archive.format.header import ArchiveHeader, archive_metadata, keeps_virtual_data
 from zsarchive.archive.format.views import RepoFactKey, RepoFactValue, starts_with
-from zsarchive.archive.read.chain import Chain, Member, open_chain
+from zsarchive.archive.read.chain import Chain, Member, open_chain, records_format
 from zsarchive.errors import ZSCorrupt, ZSError
 from zsarchive.icechunk.kinds import REPOSITORY, local_kind, repository_not_archive
 from zsarchive.io.location import is_url, local_path
@@ -55,7 +56,15 @@ def guarded(method):
         except _MALFORMED as exc:
             raise _malformed(self, exc) from None
         return _guarded_stream(self, result) if isinstance(result, Iterator) else result
+    run.guarded = True  # type: ignore[attr-defined]
     return run
+
+
+def _guard_queries(cls: type) -> None:
+    """Every public method ``cls`` defines, :func:`guarded` (a query added later cannot miss it)."""
+    for name, value in list(vars(cls).items()):
+        if not name.startswith("_") and isinstance(value, types.FunctionType) and not getattr(value, "guarded", False):
+            setattr(cls, name, guarded(value))
 
 
 def _guarded_stream(archive: "ArchiveReader", items: Iterator) -> Iterator:
@@ -165,12 +174,22 @@ def records_under(zs: ZS | Chain, family: bytes, key: tuple = ()) -> Iterator[tu
 
 class ArchiveReader:
     """An open repo archive (a ZS, a path or a URL; a fragment with its chain): its records by family
-    and key, its header, chain and repository facts."""
+    and key, its header, chain and repository facts. Every public method of it and of every class
+    built on it is :func:`guarded`: whatever an archive holds, a query fails only with a ZSError."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        _guard_queries(cls)
 
     def __init__(self, source: Any):
         self.zs, self.name, self.format_version = open_archive(source)
-        self.view_format = self.zs.members[0].info.view_format if isinstance(self.zs, Chain) else self.format_version
+        self.records_format = records_format(self.zs, self.format_version)
         """The format version the records follow (of a chain: that of its view)."""
+
+    @property
+    def keeps_virtual_data(self) -> bool:
+        """Whether the archive may keep the bytes of virtual chunk refs (format 7 on)."""
+        return keeps_virtual_data(self.records_format)
 
     def close(self) -> None:
         """Release the underlying reader."""
@@ -229,3 +248,6 @@ class ArchiveReader:
     def _counted(self, family: bytes) -> bool:
         """Whether the archive holds any record of ``family`` (its header's counts say, no lookup)."""
         return bool(self.header()["counts"].get(schema.FAMILY_NAMES[family]))
+
+
+_guard_queries(ArchiveReader)

@@ -15,17 +15,19 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
 from zsarchive.archive.format import schema
-from zsarchive.archive.read.chain import Chain, open_chain
+from zsarchive.archive.read.chain import Chain, open_chain, records_format
 from zsarchive.archive.read.reader import names_backup_set, open_archive
 from zsarchive.archive.format.fragments import Holding, HoldingsTally
 from zsarchive.archive.format.header import (
-    ArchiveHeader, archive_metadata, has_chunk_pieces, history_from_timeline, keeps_file_forms, refs_by_manifest,
+    ArchiveHeader, archive_metadata, has_chunk_pieces, history_from_timeline, keeps_file_forms, keeps_virtual_data,
+    refs_by_manifest,
 )
 from zsarchive.archive.format.views import (CHUNK_REF_SHAPES, FAMILY_VIEWS, ChildKey, ChunkBytesKey, ChunkBytesValue, ChunkRefKey,
                                             ChunkRefValue, HistoryKey, HistoryValue, ManifestRefKey,
                                             NodeKey, NodeValue, RefKey, RefValue, RepoFactKey,
                                             RepoFactValue, RepoFile, ShardIndexKey, ShardIndexValue,
-                                            SnapshotKey, SnapshotTimeKey, SnapshotValue, TxlogKey, is_id)
+                                            SnapshotKey, SnapshotTimeKey, SnapshotValue, TxlogKey,
+                                            VirtualAliasValue, VirtualPieceKey, VirtualRangeKey, is_id)
 from zsarchive.errors import ZSCorrupt
 from zsarchive.limits import load_json
 from zsarchive.walk import parent_chain
@@ -97,13 +99,8 @@ def _known(facts: _Facts, sid: object, rec: bytes, family: bytes, role: str) -> 
         raise _fail(rec, family, f"names {role} {sid!r}, which has no snapshot record")
 
 
-def _view(zs: ZS | Chain, format_version: int) -> int:
-    """The format the records follow: a chain's, its view's."""
-    return zs.members[0].info.view_format if isinstance(zs, Chain) else format_version
-
-
 def _small_families(zs: ZS | Chain, facts: _Facts, format_version: int) -> None:
-    forms = keeps_file_forms(_view(zs, format_version))
+    forms = keeps_file_forms(records_format(zs, format_version))
     for key, value, rec in _records(zs, schema.REFS, facts.counts):
         _well_formed(key, value, rec, schema.REFS)
         snapshot_id = RefValue.decode(value).snapshot_id
@@ -130,7 +127,7 @@ def _small_families(zs: ZS | Chain, facts: _Facts, format_version: int) -> None:
     for key, value, rec in _records(zs, schema.TXLOG, facts.counts):
         _well_formed(key, value, rec, schema.TXLOG)
         _known(facts, TxlogKey.decode(key).snapshot_id, rec, schema.TXLOG, "snapshot")
-    view = _view(zs, format_version)
+    view = records_format(zs, format_version)
     history_version = 2 if history_from_timeline(view) else 1
     for key, value, rec in _records(zs, schema.CHUNK_HISTORY, facts.counts):
         version = schema.record_version(rec)
@@ -205,6 +202,66 @@ def _chunk_files(zs: ZS, facts: _Facts, format_version: int) -> None:
                rec, schema.SHARD_INDEX, FAMILY_VIEWS[schema.SHARD_INDEX].shape)
 
 
+def _virtual_ranges(zs: ZS | Chain, facts: _Facts, view: int) -> None:
+    """Kept virtual ranges (format 7): each range's pieces start at its offset and follow each other up to
+    its end, without gap or overlap; an alias names another checksum of the same range that has pieces,
+    and a checksum with an alias has no pieces; no key twice."""
+    family = schema.VIRTUAL_DATA
+    shape = ("(location, offset, length, etag, last_modified, start) -> (bytes) or "
+             "(location, offset, length, etag, last_modified) -> (etag, last_modified), format 7 on")
+    last: tuple | None = None
+    current: VirtualRangeKey | None = None  # the range whose pieces are being read
+    end = 0  # where its pieces end so far
+    span: tuple | None = None  # (location, offset, length) of the records so far
+    pinned: set = set()  # the span's checksums with pieces
+    aliased: dict[tuple, tuple[tuple, bytes]] = {}  # the span's aliases: checksum -> (target, record)
+
+    def close_range(rec: bytes) -> None:
+        if current is not None and end != current.stop:
+            raise _fail(rec, family, f"the pieces of the range before it end at {end}, the range at {current.stop}")
+
+    def close_span() -> None:
+        for target, rec in aliased.values():
+            if target not in pinned:
+                raise _fail(rec, family, f"its alias names checksum {target!r}, under which the range has no pieces")
+
+    for key, value, rec in _records(zs, family, facts.counts):
+        is_piece = VirtualPieceKey.well_formed(key) and ChunkBytesValue.well_formed(value)
+        is_alias = VirtualRangeKey.well_formed(key) and VirtualAliasValue.well_formed(value)
+        _shape(keeps_virtual_data(view) and schema.record_version(rec) == 1 and (is_piece or is_alias), rec,
+               family, shape)
+        if key == last:
+            raise _fail(rec, family, "repeats the key of the record before it")
+        last = key
+        found = VirtualPieceKey.decode(key).range if is_piece else VirtualRangeKey.decode(key)
+        if found.span != span:
+            close_range(rec)
+            close_span()
+            span, pinned, aliased, current = found.span, set(), {}, None
+        if is_alias:
+            close_range(rec)
+            current = None
+            target = tuple(VirtualAliasValue.decode(value))
+            if target == found.pin:
+                raise _fail(rec, family, "its alias names its own checksum")
+            aliased[found.pin] = (target, rec)
+            continue
+        piece = VirtualPieceKey.decode(key)
+        if found != current:
+            close_range(rec)
+            if found.pin in aliased:
+                raise _fail(rec, family, "a range kept both as an alias and as pieces")
+            current, end = found, found.offset
+            pinned.add(found.pin)
+        if piece.start != end:
+            raise _fail(rec, family, f"piece starts at {piece.start}, the range's pieces so far end at {end}")
+        end += len(ChunkBytesValue.decode(value).data)
+        if end > found.stop:
+            raise _fail(rec, family, f"piece ends at {end}, past the range's end {found.stop}")
+    close_range(schema.VIRTUAL_DATA)
+    close_span()
+
+
 def _shard_index_fits(value: tuple, length: int) -> bool:
     try:
         return ShardIndexValue.decode(value).fits(length)
@@ -225,10 +282,11 @@ def _header(zs: ZS, facts: _Facts, format_version: int) -> None:
            f"(format_version {format_version}, source_spec_version, export_time, exporter, counts)")
     claimed = header.counts
     _chunk_files(zs, facts, format_version)
+    _virtual_ranges(zs, facts, records_format(zs, format_version))
     _repo_file(zs, facts)
     for key, value, rec in _records(zs, schema.FILES, facts.counts):
         views = FAMILY_VIEWS[schema.FILES]
-        _shape(keeps_file_forms(_view(zs, format_version)) and views.well_formed(key, value), rec, schema.FILES,
+        _shape(keeps_file_forms(records_format(zs, format_version)) and views.well_formed(key, value), rec, schema.FILES,
                views.shape + ", format 6 on")
     for family, name in schema.FAMILY_NAMES.items():
         there = facts.counts[family]
@@ -262,7 +320,7 @@ def validate_fragments(chain: Chain) -> None:
             continue
         tally = HoldingsTally(strict=True)
         tally.add(member.zs.search(stop=schema.HEADER))
-        found = tally.info(member.info.covers, member.info.view_format)
+        found = tally.info(member.info.covers, member.info.records_format)
         for tag in sorted(set(found.holdings) | set(member.info.holdings)):
             said, held = member.info.holdings.get(tag), found.holdings.get(tag)
             if said != held:

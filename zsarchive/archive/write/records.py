@@ -21,7 +21,7 @@ import numpy as np
 from zsarchive.archive.format import tuples
 from zsarchive.archive.format.tuplerows import encode_rows
 from zsarchive.archive.format.pieces import PieceBlock, piece_blocks, piece_records, piece_starts
-from zsarchive.archive.format.shards import EMPTY, ShardLayout
+from zsarchive.archive.format.shards import ShardLayout
 from zsarchive.archive.format import schema
 from zsarchive.archive.write.chunkfiles import NATIVE, NativeFileEntry
 from zsarchive.archive.format.header import keeps_file_forms
@@ -54,18 +54,18 @@ def to_json(value: Any) -> str:
 
 # -- refs, repository facts, ops log ---------------------------------------------------------
 
-def ref_records(repo: Repository, view_format: int = schema.FULL_FORMAT) -> list[bytes]:
+def ref_records(repo: Repository, records_format: int = schema.FULL_FORMAT) -> list[bytes]:
     """The ``B`` records: branches, tags and deleted tags (sorted); from format 6 a V1 deleted tag keeps
     the snapshot its ``ref.json`` names."""
     out = [schema.record(schema.REFS, ("branch", name), RefValue(sid).encode()) for name, sid in repo.branches().items()]
     out += [schema.record(schema.REFS, ("tag", name), RefValue(sid).encode()) for name, sid in repo.tags().items()]
     out += [schema.record(schema.REFS, ("deleted_tag", name),
-                          RefValue(repo.deleted_tag_snapshot(name) if keeps_file_forms(view_format) else None).encode())
+                          RefValue(repo.deleted_tag_snapshot(name) if keeps_file_forms(records_format) else None).encode())
             for name in repo.deleted_tags()]
     return sorted(out)
 
 
-def repo_fact_records(repo: Repository, view_format: int = schema.FULL_FORMAT) -> list[bytes]:
+def repo_fact_records(repo: Repository, records_format: int = schema.FULL_FORMAT) -> list[bytes]:
     """The ``G`` records: spec version, metadata, config, status, feature flags; from format 6 (spec V2)
     ``repo_file``: the implementation name of the ``repo`` file's header and how many ops-log entries
     each repo info file holds."""
@@ -77,7 +77,7 @@ def repo_fact_records(repo: Repository, view_format: int = schema.FULL_FORMAT) -
         "status": info.status,
         "feature_flags": {"enabled": info.enabled_feature_flags, "disabled": info.disabled_feature_flags},
     }
-    if keeps_file_forms(view_format) and info.spec_version >= 2:
+    if keeps_file_forms(records_format) and info.spec_version >= 2:
         facts["repo_file"] = {"implementation": info.header.implementation, "ops_log_files": repo.ops_log_files()}
     return [schema.record(schema.REPO, (name,), RepoFactValue(to_json(value)).encode()) for name, value in facts.items()]
 
@@ -229,14 +229,12 @@ def _shard_cuts(chunk_id: str, offset: int, length: int, layout: ShardLayout, ra
     """The shard index record of one native shard (appended to ``index_records``) and the offsets
     its pieces are cut at (index and inner chunk bounds); nothing for an index that does not check
     out (zarr then reads the index from the shard's bytes, and reports what it finds)."""
-    start, stop = layout.index_span(length)
     try:
         table = layout.entries(raw, length, f"chunks/{chunk_id}")
     except ZSCorrupt:
         return []
     index_records.append(schema.record(schema.SHARD_INDEX, (chunk_id, offset, length), (layout.at_end, raw)))
-    held = [(o, n) for o, n in table if o != EMPTY]
-    return [offset + start, offset + stop, *(offset + o for o, _ in held), *(offset + o + n for o, n in held)]
+    return [offset + cut for cut in layout.cuts(table, length)]
 
 
 def _shard_of(refs: list[tuple[str, int, int, str | None]]) -> tuple[int, int, ShardLayout] | None:
