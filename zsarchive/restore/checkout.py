@@ -47,7 +47,7 @@ class _Node:
     keys: ChunkKeys | None  # how its chunk keys are spelled; None for a group
 
 
-def checkout(archive: RepoArchive | str | os.PathLike, ref: str, target: str | os.PathLike, *,
+def checkout(archive: RepoArchive | str | os.PathLike, ref: str, target: str | os.PathLike | Location, *,
              group: str | None = None, repo: str | os.PathLike | Location | None = None,
              authorize: Iterable[str] | Mapping[str, Mapping[str, Any]] = (),
              storage_options: Mapping[str, object] | None = None, anon: bool = False,
@@ -55,10 +55,11 @@ def checkout(archive: RepoArchive | str | os.PathLike, ref: str, target: str | o
              client: Any = None) -> CheckoutSummary:
     """Write the snapshot REF names as a plain Zarr v3 hierarchy at ``target`` (absent or empty).
 
-    ``target``: a directory, a ``*.zip`` path, or an ``s3://``/``gs://``/``az://`` URL (reached with
-    ``storage_options``); ``group``: write only the node at that path and its descendants, that node
-    becoming the root; ``repo``: the original repository, for native chunks the archive does not embed
-    (reached with ``storage_options`` / ``anon``); ``authorize``: virtual chunk prefixes to read;
+    ``target``: a directory, a ``*.zip`` path, or an ``s3://``/``gs://``/``az://`` URL; ``group``: write only
+    the node at that path and its descendants, that node becoming the root; ``repo``: the original
+    repository, for native chunks the archive does not embed; ``storage_options`` and ``anon`` reach
+    ``target`` and ``repo`` when they are URLs (give a :class:`~zsarchive.io.location.Location` to reach one
+    otherwise), as for every command that writes; ``authorize``: virtual chunk prefixes to read;
     ``window``: transfers in flight; ``progress(done, total)``: objects written so far; ``client``: a
     ``distributed.Client`` whose workers write the chunks (they open ``archive``, ``target`` and ``repo``
     themselves: paths they see, or URLs).
@@ -75,7 +76,8 @@ def checkout(archive: RepoArchive | str | os.PathLike, ref: str, target: str | o
                                  else list(authorize)), True
     try:
         where_repo = None if repo is None else parse_location(repo, storage_options, anon)
-        out = _open_target(target, storage_options, window)
+        where = parse_location(target, storage_options, anon)
+        out = _open_target(where, window)
         if client is not None and isinstance(out, _ZipTarget):
             raise ZSError(f"{target}: a .zip is written by one machine; check out on a cluster into a directory "
                           "or an object store")
@@ -116,7 +118,7 @@ def checkout(archive: RepoArchive | str | os.PathLike, ref: str, target: str | o
             if isinstance(exc, ZSError):
                 raise out.restate(exc) from None
             raise
-        return CheckoutSummary(out.sink.name if not out.local else os.fspath(target), snapshot_id, len(nodes),
+        return CheckoutSummary(out.sink.name if not out.local else str(target), snapshot_id, len(nodes),
                                written["chunks"], written["bytes"], time.monotonic() - started)
     finally:
         if owned:
@@ -177,7 +179,7 @@ def _plan(arc: RepoArchive, ref: str, nodes: list[_Node], need_count: bool, chec
 
 
 def _copy_chunks(arc: RepoArchive, ref: str, nodes: list[_Node], sink: Sink, repo: Location | None,
-                 views: bool, done: Callable[[str, int], None]) -> int:
+                 zero_copy: bool, done: Callable[[str, int], None]) -> int:
     """Write every chunk of the arrays among ``nodes``, bytes as stored; returns how many."""
     count = 0
 
@@ -192,7 +194,7 @@ def _copy_chunks(arc: RepoArchive, ref: str, nodes: list[_Node], sink: Sink, rep
                 if chunk.kind == "inline":
                     yield key, chunk.inline
                 else:
-                    yield key, partial(arc.read_chunk, chunk, ref, repo, views)
+                    yield key, partial(arc.read_chunk, chunk, ref, repo, zero_copy)
 
     sink.put_all(items(), done)
     return count
@@ -255,13 +257,13 @@ class TaskTreeSink(_TreeSink):
 
 def _write_all(fd: int, parts: list) -> None:
     """Write the buffers ``parts`` one after another (``writev`` may write less than asked)."""
-    views = [memoryview(p).cast("B") for p in parts]
-    while views:
-        written = os.writev(fd, views[:1024]) if hasattr(os, "writev") else os.write(fd, views[0])
-        while views and written >= len(views[0]):
-            written -= len(views.pop(0))
+    buffers = [memoryview(p).cast("B") for p in parts]
+    while buffers:
+        written = os.writev(fd, buffers[:1024]) if hasattr(os, "writev") else os.write(fd, buffers[0])
+        while buffers and written >= len(buffers[0]):
+            written -= len(buffers.pop(0))
         if written:
-            views[0] = views[0][written:]
+            buffers[0] = buffers[0][written:]
 
 
 class _DirTarget(_Target):
@@ -313,9 +315,7 @@ class _ZipTarget(_Target):
         self.sink.abort()
 
 
-def _open_target(target: str | os.PathLike, storage_options: Mapping[str, object] | None,
-                 window: int | None) -> _Target:
-    where = parse_location(target, storage_options)
+def _open_target(where: Location, window: int | None) -> _Target:
     if where.kind == "http":
         raise ZSError(f"{where.url}: cannot write over plain HTTP (give a directory, a .zip path or an "
                       "s3://, gs:// or az:// URL)")

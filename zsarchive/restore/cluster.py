@@ -21,6 +21,7 @@ import uuid
 from typing import Any, Callable, Iterable
 
 from zsarchive.archive.format.header import history_from_timeline
+from zsarchive.archive.write.cluster import task_result
 from zsarchive.heap import large_allocations_on_the_heap
 from zsarchive.errors import ZSError
 from zsarchive.icechunk.manifest.decode import decode_manifest
@@ -56,7 +57,7 @@ class ClusterRestore(Restore):
     def plan(self) -> RestorePlan:
         """The plan, the transaction logs' chunk coordinates left to the workers where the arrays' timelines
         give them (format 5)."""
-        timeline = history_from_timeline(self.reader.view_format)
+        timeline = history_from_timeline(self.reader.records_format)
         return select(read_history(self.reader, self.timelines, coords=not timeline), self.refs, self.shallow)
 
     def run(self) -> RestoreSummary:
@@ -79,7 +80,7 @@ class ClusterRestore(Restore):
     def _make_manifests(self, plan: RestorePlan) -> list[tuple[Any, dict]]:
         """(the future holding a task's manifests, its summary) of every task; the chunk coordinates and
         manifest sizes the tasks found are in ``plan``."""
-        timeline = history_from_timeline(self.reader.view_format)
+        timeline = history_from_timeline(self.reader.records_format)
         tasks = _tasks(manifest_order(plan), sorted(plan.history.logged) if timeline else [])
         args = self._args()
         futures = [self.client.submit(_make, args, manifests, nodes, pure=False) for manifests, nodes in tasks]
@@ -154,17 +155,8 @@ def _tasks(order: list, logged: list[str]) -> list[tuple[list[str], list[str]]]:
 
 
 def _results(futures: list) -> Iterable[Any]:
-    """Each future's result, in order; a task's ZSError as it is, any other failure in one line."""
-    for future in futures:
-        try:
-            result = future.result()
-        except ZSError:
-            raise
-        except Exception as exc:  # a lost scheduler, a task the cluster gave up on
-            raise ZSError(f"the dask cluster failed a task: {type(exc).__name__}: "
-                          f"{str(exc).splitlines()[0] if str(exc) else ''}") from None
-        future.release()
-        yield result
+    """Each future's result, in order (:func:`~zsarchive.archive.write.cluster.task_result`)."""
+    return map(task_result, futures)
 
 
 # -- on a worker ---------------------------------------------------------------------------------------

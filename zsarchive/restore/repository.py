@@ -90,14 +90,13 @@ class Restore:
     def __init__(self, archive: Any, target: str | os.PathLike | Location, *, repo: Any = None,
                  refs: Iterable[str] = (), shallow: bool = False,
                  storage_options: Mapping[str, object] | None = None, anon: bool = False,
-                 repo_storage_options: Mapping[str, object] | None = None, repo_anon: bool = False,
                  progress: Progress | None = None, transfers: int | None = None,
                  materialize_virtual: bool = False):
         self.reader = ArchiveReader(archive)
         self.transfers = transfers
         self.materializer = Materializer(self.reader) if materialize_virtual else None
         self.location = parse_location(target, storage_options, anon)
-        self.repo = None if repo is None else parse_location(repo, repo_storage_options, repo_anon)
+        self.repo = None if repo is None else parse_location(repo, storage_options, anon)
         self.refs, self.shallow = list(refs), shallow
         self.progress = progress or (lambda stage, done, total: None)
         self.notes: list[str] = []
@@ -345,11 +344,12 @@ def _without_storage_settings(info: RepoInfo) -> RepoInfo:
 
 def restore(archive: Any, target: str | os.PathLike | Location, *, repo: Any = None, refs: Iterable[str] = (),
             shallow: bool = False, storage_options: Mapping[str, object] | None = None, anon: bool = False,
-            repo_storage_options: Mapping[str, object] | None = None, repo_anon: bool = False,
             progress: Progress | None = None, transfers: int | None = None, client: Any = None,
             materialize_virtual: bool = False) -> RestoreSummary:
     """Write the repository ``archive`` holds into ``target`` (an absent or empty directory, or an
     ``s3://``, ``gs://``, ``az://`` URL); chunk bytes from the archive or the original repository ``repo``.
+    ``storage_options`` and ``anon`` reach ``target`` and ``repo`` when they are URLs (give a
+    :class:`~zsarchive.io.location.Location` to reach one otherwise), as for every command that writes;
     ``refs``: only the history these branches and tags reach; ``shallow``: only their tips; ``transfers``: writes
     in flight (default: 8 to a directory, 64 to an object store); ``progress(stage, done, total)``: as each
     stage advances (chunk files in bytes). ``client``: a
@@ -358,8 +358,7 @@ def restore(archive: Any, target: str | os.PathLike | Location, *, repo: Any = N
     virtual chunk ref whose bytes the archive keeps comes back as a native chunk (:mod:`materialize
     <zsarchive.restore.materialize>`), so that the repository needs no source (in this process only)."""
     options = dict(repo=repo, refs=tuple(refs), shallow=shallow, storage_options=storage_options, anon=anon,
-                   repo_storage_options=repo_storage_options, repo_anon=repo_anon, progress=progress,
-                   transfers=transfers)
+                   progress=progress, transfers=transfers)
     if client is not None:
         if materialize_virtual:
             raise ZSError("restore: materializing virtual chunks runs in this process only; leave out the "

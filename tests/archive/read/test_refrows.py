@@ -90,7 +90,7 @@ def test_whole_embedded_files_are_their_pieces(tmp_path):
     with ArchiveReader(archive) as reader:
         for chunk_id, data in files.items():
             assert embeds(reader.zs, chunk_id)
-            assert b"".join(file_pieces(reader.zs, chunk_id, views=True)) == data
+            assert b"".join(file_pieces(reader.zs, chunk_id, zero_copy=True)) == data
         missing = "0" * 20
         assert missing not in files and not embeds(reader.zs, missing) and file_pieces(reader.zs, missing) is None
 

@@ -150,14 +150,14 @@ def _split(record: bytes | memoryview, where: str) -> tuple[tuple[Any, ...], Any
     return key, record[at:]
 
 
-def _owned(zs: Any, family: bytes, owner: tuple[Any, ...], start: int, stop: int, views: bool,
+def _owned(zs: Any, family: bytes, owner: tuple[Any, ...], start: int, stop: int, zero_copy: bool,
            where: str) -> tuple[list[tuple[int, Any]], list[tuple[tuple[Any, ...], Any]]]:
     """The pieces of ``owner`` holding bytes ``[start, stop)`` as ``(start, bytes)``, and every record the
     lookup found as ``(key, bytes or value)`` (an ``E`` alias among them)."""
     before = schema.key_prefix(family, (*owner, start)) + b"\x01"
     end = schema.key_prefix(family, (*owner, max(stop, start + 1))) + b"\x00"
     # the record before the lookup may be of the family before (the first piece of the family is later)
-    found = [_split(r, where) for r in zs.floor_span(before, end, views) if bytes(r[:1]) == family]
+    found = [_split(r, where) for r in zs.floor_span(before, end, zero_copy) if bytes(r[:1]) == family]
     n = len(owner)
     return [(key[n], data) for key, data in found if len(key) == n + 1 and key[:n] == owner], found
 
@@ -181,22 +181,22 @@ def _joined(pieces: list[tuple[int, Any]], start: int, stop: int, where: str) ->
     return b"".join(data for _, data in pieces)[start - first:stop - first]
 
 
-def read_pieces(zs: ZS, chunk_id: str, start: int, stop: int, views: bool = False) -> bytes | memoryview | None:
+def read_pieces(zs: ZS, chunk_id: str, start: int, stop: int, zero_copy: bool = False) -> bytes | memoryview | None:
     """Bytes ``[start, stop)`` of an embedded chunk file, or None if the archive does not embed it.
-    ``views``: a memoryview into the archive's map where one piece holds the range (no copy)."""
+    ``zero_copy``: a memoryview into the archive's map where one piece holds the range (no copy)."""
     where = f"{zs.name}: embedded chunk {chunk_id}"
-    pieces, _ = _owned(zs, schema.CHUNK_DATA, (chunk_id,), start, stop, views, where)
+    pieces, _ = _owned(zs, schema.CHUNK_DATA, (chunk_id,), start, stop, zero_copy, where)
     return _joined(pieces, start, stop, where) if pieces else None
 
 
-def read_virtual(zs: Any, key: tuple[Any, ...], start: int, stop: int, views: bool = False) -> bytes | memoryview | None:
+def read_virtual(zs: Any, key: tuple[Any, ...], start: int, stop: int, zero_copy: bool = False) -> bytes | memoryview | None:
     """Bytes ``[start, stop)`` of the object a virtual range's key (``(location, offset, length,
     checksum_etag, checksum_last_modified)``) names, from the archive's ``E`` records (following an
     alias to the pin whose pieces hold them), or None if the archive does not keep that range."""
     where = f"{zs.name}: embedded virtual range {key[0]} [{key[1]}, {key[1] + key[2]})"
     if not key[1] <= start <= stop <= key[1] + key[2]:
         raise ZSError(f"{where}: bytes [{start}, {stop}) lie outside the range")
-    pieces, found = _owned(zs, schema.VIRTUAL_DATA, key, start, stop, views, where)
+    pieces, found = _owned(zs, schema.VIRTUAL_DATA, key, start, stop, zero_copy, where)
     if not pieces:
         alias = next((value for k, value in found if k == key), None)
         if alias is None:
@@ -204,20 +204,20 @@ def read_virtual(zs: Any, key: tuple[Any, ...], start: int, stop: int, views: bo
         target = VirtualRangeKey(*key[:3], *VirtualAliasValue.decode(alias, where)).encode()
         if target == key:
             raise ZSCorrupt(f"{where}: its alias names itself")
-        pieces, _ = _owned(zs, schema.VIRTUAL_DATA, target, start, stop, views, where)
+        pieces, _ = _owned(zs, schema.VIRTUAL_DATA, target, start, stop, zero_copy, where)
         if not pieces:
             raise ZSCorrupt(f"{where}: its alias names checksum {target[3:]}, whose range the archive does not hold")
     return _joined(pieces, start, stop, where)
 
 
-def file_pieces(zs: ZS, chunk_id: str, views: bool = False) -> list[bytes | memoryview] | None:
+def file_pieces(zs: ZS, chunk_id: str, zero_copy: bool = False) -> list[bytes | memoryview] | None:
     """The pieces of a whole embedded chunk file, in order (the file is their concatenation), or None if
-    the archive does not embed it. ``views`` as for :func:`read_pieces`: a restore writes them out with
+    the archive does not embed it. ``zero_copy`` as for :func:`read_pieces`: a restore writes them out with
     no copy of its own."""
     where = f"{zs.name}: embedded chunk {chunk_id}"
     head = schema.key_prefix(schema.CHUNK_DATA, (chunk_id,))
     # every key of this file continues ``head`` with an integer or END; FF starts another id's escaped NUL
-    records = zs.floor_span(head, head + b"\xff", views)
+    records = zs.floor_span(head, head + b"\xff", zero_copy)
     # a record as a view: its piece is then a view too, not a copy
     pieces = [(key[1], data) for key, data in (_split(memoryview(r), where) for r in records
                                                if bytes(r[:len(head)]) == head) if key[0] == chunk_id]

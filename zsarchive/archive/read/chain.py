@@ -16,13 +16,12 @@ from zsarchive.archive.format import schema
 from zsarchive.archive.format.fragments import MAX_CHAIN, FragmentInfo, is_tombstone
 from zsarchive.archive.format.header import ArchiveHeader, archive_metadata, history_from_timeline, refs_by_manifest
 from zsarchive.errors import ZSCorrupt, ZSError
-from zsarchive.io.location import is_url, local_path
+from zsarchive.io.location import is_url, local_path, scheme_of
 from zsarchive.zs.reader import ZS
 
 _CACHED = frozenset((schema.REFS, schema.REPO))
 """Small families a chain reads once and keeps: every fragment may hold some, and a query resolving a
 branch would otherwise read each fragment."""
-_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 _MAX_BASE = 4096
 
 
@@ -55,7 +54,7 @@ def fragment_link(zs: ZS, where: str) -> tuple[str, str] | None:
     digest = link.get("base_sha256") if isinstance(link, dict) else None
     if not isinstance(base, str) or not isinstance(digest, str) or not re.fullmatch(r"[0-9a-f]{64}", digest):
         raise ZSCorrupt(f"{where}: malformed fragment link in the header metadata: {link!r:.200}")
-    if not base or len(base) > _MAX_BASE or _SCHEME.match(base) or base.startswith(("/", "\\")) \
+    if not base or len(base) > _MAX_BASE or scheme_of(base) is not None or base.startswith(("/", "\\")) \
             or re.match(r"^[A-Za-z]:", base) or "\x00" in base:
         raise ZSCorrupt(f"{where}: the fragment's base {base[:200]!r} is not a relative path")
     return base, digest
@@ -164,7 +163,7 @@ class Chain:
                 return
             yield rec
 
-    def floor_span(self, before: bytes, stop: bytes, views: bool = False) -> list:
+    def floor_span(self, before: bytes, stop: bytes, zero_copy: bool = False) -> list:
         """As :meth:`ZS.floor_span`, answered by the newest archive holding records that share
         ``before``'s family and owner (all pieces of one chunk file, or of one virtual range, live in one
         archive): its first key element, or the elements :data:`schema.OWNER_ELEMENTS` gives its family."""
@@ -174,11 +173,11 @@ class Chain:
         owner = before[:end]
         members, _ = self._candidates(owner)
         if len(members) == 1 and not members[0].may_tombstone(owner[:1]):
-            return members[0].zs.floor_span(before, stop, views)
+            return members[0].zs.floor_span(before, stop, zero_copy)
         for member in members:
             probe = next(iter(member.zs.search(prefix=owner)), None)
             if probe is not None:
-                return [] if is_tombstone(probe) else member.zs.floor_span(before, stop, views)
+                return [] if is_tombstone(probe) else member.zs.floor_span(before, stop, zero_copy)
         return []
 
     def close(self) -> None:
@@ -192,8 +191,8 @@ def _same_history(members: list[Member]) -> None:
     records would mix two meanings of ``H``)."""
     full = members[-1]
     for member in members[:-1]:
-        if history_from_timeline(member.info.view_format) != history_from_timeline(full.header.format_version):
-            raise ZSCorrupt(f"{member.location}: a fragment of format {member.info.view_format} over the "
+        if history_from_timeline(member.info.records_format) != history_from_timeline(full.header.format_version):
+            raise ZSCorrupt(f"{member.location}: a fragment of format {member.info.records_format} over the "
                             f"archive {full.location} of format {full.header.format_version}")
 
 
@@ -245,8 +244,8 @@ def open_chain(zs: ZS, location: str) -> Chain:
         raise
 
 
-def view_format(zs: ZS | Chain, format_version: int) -> int:
+def records_format(zs: ZS | Chain, format_version: int) -> int:
     """The format version the records of an archive of ``format_version`` follow: a chain's, that of its
     view (its newest fragment names it)."""
     info = zs.members[0].info if isinstance(zs, Chain) else None
-    return format_version if info is None else info.view_format
+    return format_version if info is None else info.records_format

@@ -16,7 +16,7 @@ from typing import Any, Iterator, Self
 from zsarchive.archive.format import schema
 from zsarchive.archive.format.header import ArchiveHeader, archive_metadata, keeps_virtual_data
 from zsarchive.archive.format.views import RepoFactKey, RepoFactValue, starts_with
-from zsarchive.archive.read.chain import Chain, Member, open_chain, view_format
+from zsarchive.archive.read.chain import Chain, Member, open_chain, records_format
 from zsarchive.errors import ZSCorrupt, ZSError
 from zsarchive.icechunk.kinds import REPOSITORY, local_kind, repository_not_archive
 from zsarchive.io.location import is_url, local_path
@@ -183,13 +183,13 @@ class ArchiveReader:
 
     def __init__(self, source: Any):
         self.zs, self.name, self.format_version = open_archive(source)
-        self.view_format = view_format(self.zs, self.format_version)
+        self.records_format = records_format(self.zs, self.format_version)
         """The format version the records follow (of a chain: that of its view)."""
 
     @property
     def keeps_virtual_data(self) -> bool:
         """Whether the archive may keep the bytes of virtual chunk refs (format 7 on)."""
-        return keeps_virtual_data(self.view_format)
+        return keeps_virtual_data(self.records_format)
 
     def close(self) -> None:
         """Release the underlying reader."""
