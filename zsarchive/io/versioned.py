@@ -137,7 +137,8 @@ def stat_object(store: Any, key: str, url: str) -> Version | None:
     try:
         meta = obstore.head(store, key)
     except Exception as exc:
-        return _no_version(exc, url)
+        _raise_unless_gone(exc, url)
+        return None
     return _version_of(meta)
 
 
@@ -149,7 +150,8 @@ async def stat_object_async(store: Any, key: str, url: str) -> Version | None:
     try:
         meta = await obstore.head_async(store, key)
     except Exception as exc:
-        return _no_version(exc, url)
+        _raise_unless_gone(exc, url)
+        return None
     return _version_of(meta)
 
 
@@ -157,12 +159,13 @@ def _version_of(meta: Any) -> Version:
     return Version.of_answer(meta.get("e_tag"), meta.get("last_modified"), meta.get("size"))
 
 
-def _no_version(exc: Exception, url: str) -> None:
-    """None when a failed HEAD says there is no such object; otherwise a one-line ZSError naming ``url``."""
+def _raise_unless_gone(exc: Exception, url: str) -> None:
+    """Return when a failed HEAD says there is no such object; otherwise raise a one-line ZSError naming
+    ``url``."""
     from obstore.exceptions import NotFoundError
 
     from zsarchive.io.objects import describe
 
     if isinstance(exc, (FileNotFoundError, NotFoundError)):  # obstore 0.12 raises the first for a HEAD
-        return None
+        return
     raise describe(exc, url) from None

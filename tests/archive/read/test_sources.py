@@ -12,7 +12,7 @@ import pytest
 
 from toolkit.cli import run_zs
 from toolkit.peers import run_peer_script
-from toolkit.servers import BusyCounter, ObjectStoreProxy, moto_s3
+from toolkit.servers import DelayingProxy, ObjectStoreProxy, moto_s3
 from zsarchive.archive import RepoArchive, export
 from zsarchive.archive.read.sources import CHECKS_IN_FLIGHT
 
@@ -72,7 +72,7 @@ def checked(icechunk2_python, tmp_path_factory):
         export(base / "repo", archive)
         port = int(client.meta.endpoint_url.rsplit(":", 1)[1])
         proxy = ObjectStoreProxy(port, rewrite=_wrong_heads)
-        counter = BusyCounter(proxy.server_address[1], delay=0.3)
+        counter = DelayingProxy(proxy.server_address[1], 0.3)
         authorize = f"s3://{BUCKET}/ endpoint_url=http://127.0.0.1:{counter.port} region=us-east-1"
         try:
             done = run_zs("sources", str(archive), "--check", "--json", "--authorize", authorize)
