@@ -433,12 +433,12 @@ def test_chunk_files_go_to_an_object_store_many_at_once(grid_repository, tmp_pat
         proxy = DelayingProxy(port, 0.03)
         env = {**os.environ, "AWS_ENDPOINT_URL": f"http://127.0.0.1:{proxy.port}"}
         try:
-            for transfers, most in ((None, 64), (5, 5)):
+            for transfers, fewest, most in ((None, 33, 64), (5, 3, 5)):  # more than the 32 of before
                 proxy.most = 0
                 options = [] if transfers is None else ["-j", str(transfers)]
                 done = run_zs("restore", str(archive), f"s3://dest/r{transfers}", *options, env=env, timeout=300)
                 assert done.returncode == 0, done.stderr
-                assert proxy.most == most
+                assert fewest <= proxy.most <= most
         finally:
             proxy.stop()
     stages: list[tuple[str, int, int]] = []
