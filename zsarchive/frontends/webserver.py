@@ -31,7 +31,7 @@ LOCAL_NAMES = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
 resolve to 127.0.0.1 (DNS rebinding) gets nothing."""
 
 
-class ViewServer(ThreadingHTTPServer):
+class ArchiveServer(ThreadingHTTPServer):
     """The page and its API for one open archive, on ``host:port`` (port 0: any free port)."""
 
     daemon_threads = True
@@ -51,7 +51,7 @@ class ViewServer(ThreadingHTTPServer):
 
 
 class _Handler(BaseHTTPRequestHandler):
-    server: ViewServer
+    server: ArchiveServer
     protocol_version = "HTTP/1.1"
 
     def do_GET(self) -> None:
