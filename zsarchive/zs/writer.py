@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from contextlib import contextmanager
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime, timezone
-from typing import BinaryIO, Callable, Iterable, Iterator, NamedTuple
+from typing import Callable, Iterable, Iterator, NamedTuple
 
 from zsarchive.errors import ZSError
 from zsarchive.io.outfile import check_new_target, start_writeback
@@ -32,7 +32,7 @@ from zsarchive.zs.format.framing import LENGTH_PREFIXES
 from zsarchive.zs.format.header import MAGIC, PARTIAL_MAGIC, Header
 from zsarchive.zs.index_builder import IndexBuilder, shortest_separator
 from zsarchive.zs.pipeline import resolve_parallelism
-from zsarchive.zs.record_stream import length_prefixed_records, show_record, terminated_chunks
+from zsarchive.zs.record_stream import BinaryInput, length_prefixed_records, show_record, terminated_chunks
 
 DEFAULT_BRANCHING_FACTOR = 1024
 DEFAULT_APPROX_BLOCK_SIZE = 393216
@@ -295,7 +295,7 @@ class ZSWriter:
             done.set_result(block)
             self._in_flight.append(done)
 
-    def add_file_contents(self, file: BinaryIO, approx_block_size: int | None = None,
+    def add_file_contents(self, file: BinaryInput, approx_block_size: int | None = None,
                           terminator: bytes = b"\n", length_prefixed: str | None = None) -> None:
         """Add every record of a binary file, then close it (as the reference does).
 
