@@ -31,7 +31,7 @@ LOCAL_NAMES = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
 resolve to 127.0.0.1 (DNS rebinding) gets nothing."""
 
 
-class ViewServer(ThreadingHTTPServer):
+class ArchiveServer(ThreadingHTTPServer):
     """The page and its API for one open archive, on ``host:port`` (port 0: any free port)."""
 
     daemon_threads = True
@@ -41,17 +41,22 @@ class ViewServer(ThreadingHTTPServer):
         self.static = {f"/{name}": (body, content_type(name)) for name, body in page_files()}
         self.static["/"] = self.static["/index.html"]
         super().__init__((host, port), _Handler)
-        self.loopback = ipaddress.ip_address(self.server_address[0]).is_loopback
+        self.loopback = ipaddress.ip_address(self.host).is_loopback
+
+    @property
+    def host(self) -> str:
+        """The address the server listens on, as text (``127.0.0.1``, ``::1``)."""
+        return str(self.server_address[0])
 
     @property
     def url(self) -> str:
         """Where the page is, e.g. ``http://127.0.0.1:8000/``."""
-        host, port = self.server_address[:2]
+        host, port = self.host, self.server_address[1]
         return f"http://{f'[{host}]' if ':' in host else host}:{port}/"
 
 
 class _Handler(BaseHTTPRequestHandler):
-    server: ViewServer
+    server: ArchiveServer
     protocol_version = "HTTP/1.1"
 
     def do_GET(self) -> None:

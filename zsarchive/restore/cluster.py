@@ -10,7 +10,8 @@ manifests, keeping the bytes. Once every manifest's native chunk files are known
 refusal comes before anything is written), further tasks write the manifests where they were made, read
 them back, and copy the chunk files, a share each. The client then writes the transaction logs,
 snapshots and repo info files and, last, the final one. The files are the bytes one machine writes;
-a worker that dies only costs its tasks again (the scheduler runs them, and what they depend on, elsewhere).
+a worker that dies only costs its tasks again (the scheduler runs them, and what they depend on, elsewhere),
+and the client removes the temporary files it was writing into a directory before the final file.
 """
 
 from __future__ import annotations
@@ -72,6 +73,8 @@ class ClusterRestore(Restore):
             if source is not None:
                 source.close()  # the workers open their own
             chunk_files, chunk_bytes = self._write(made, needed, embedded)
+            for directory in ("manifests", "chunks"):  # a worker killed midway leaves its temporaries
+                sink.remove_leftovers(directory)
         except BaseException:
             self._cancel()
             raise

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from contextlib import contextmanager
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime, timezone
-from typing import BinaryIO, Callable, Iterable, Iterator, NamedTuple
+from typing import Callable, Iterable, Iterator, NamedTuple
 
 from zsarchive.errors import ZSError
 from zsarchive.io.outfile import check_new_target, start_writeback
@@ -32,7 +32,7 @@ from zsarchive.zs.format.framing import LENGTH_PREFIXES
 from zsarchive.zs.format.header import MAGIC, PARTIAL_MAGIC, Header
 from zsarchive.zs.index_builder import IndexBuilder, shortest_separator
 from zsarchive.zs.pipeline import resolve_parallelism
-from zsarchive.zs.record_stream import length_prefixed_records, show_record, terminated_chunks
+from zsarchive.zs.record_stream import BinaryInput, length_prefixed_records, show_record, terminated_chunks
 
 DEFAULT_BRANCHING_FACTOR = 1024
 DEFAULT_APPROX_BLOCK_SIZE = 393216
@@ -58,7 +58,7 @@ class BuiltBlock(NamedTuple):
     Plain data when bytes: another process may build it (:func:`build_data_block`) for
     :meth:`ZSWriter.add_built_block`."""
 
-    count: int
+    count: int  # type: ignore[assignment]  # a field shadowing tuple.count, which nothing calls
     first: bytes
     last: bytes
     payload: bytes | list
@@ -295,7 +295,7 @@ class ZSWriter:
             done.set_result(block)
             self._in_flight.append(done)
 
-    def add_file_contents(self, file: BinaryIO, approx_block_size: int | None = None,
+    def add_file_contents(self, file: BinaryInput, approx_block_size: int | None = None,
                           terminator: bytes = b"\n", length_prefixed: str | None = None) -> None:
         """Add every record of a binary file, then close it (as the reference does).
 
@@ -398,7 +398,7 @@ class ZSWriter:
         if block:
             self._submit(build_data_block, block, None)
 
-    def _submit(self, fn, *args, compress: Callable | None = None) -> None:
+    def _submit(self, fn: Callable[..., BuiltBlock], *args: object, compress: Callable | None = None) -> None:
         while len(self._in_flight) >= self._max_in_flight:
             self._write_oldest()
         self._in_flight.append(self._pool.submit(fn, *args, compress or self._codec.compress))
