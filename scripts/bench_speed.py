@@ -18,12 +18,18 @@ options:
    code compiled.
 4. ``zs export --base`` after the 1,000-ref commit vs a full export of that repository. Goal <= 0.3x.
 
+``--against TREE`` (a directory holding another version's ``zsarchive/`` package, e.g. ``git archive
+COMMIT | tar -x -C TREE``) also times that version's ``zs export``, full and ``--base``, in the same
+rounds, and prints this tree's times beside it: a change must not make export slower (goal <= 1.0x, within
+the noise the runs show).
+
 Prints medians; the manifest-delta history size is scripts/bench_manifest_deltas.py's.
 """
 
 from __future__ import annotations
 
 import argparse
+import compileall
 import json
 import os
 import shutil
@@ -71,22 +77,45 @@ def zs(*args: str) -> list[str]:
     return [bench_zs.user_python(), "-m", "zsarchive", *args]
 
 
+def against(tree: Path, rows: dict[str, list[float]], theirs: dict[str, list[float]]) -> None:
+    """This tree's export times beside those of the version in ``tree``, row by row."""
+    print(f"this tree vs {tree} (the same rounds, interleaved)")
+    print(f"{'measure':<42} {'other':>10} {'this':>10} {'ratio':>7}  goal")
+    for key, what in (("export", "zs export"), ("full", "zs export (one commit more)"),
+                      ("fragment", "zs export --base")):
+        ours, other = statistics.median(rows[key]), statistics.median(theirs[key])
+        print(f"{what:<42} {other:9.2f}s {ours:9.2f}s {ours / other:6.2f}x  <= 1.0x"
+              f"   runs: this {' '.join(f'{t:.2f}' for t in rows[key])}; other "
+              f"{' '.join(f'{t:.2f}' for t in theirs[key])}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--refs", type=int, default=1_000_000)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--against", type=Path, help="another version's source tree, timed beside this one")
     args = parser.parse_args()
+    if args.against is not None and not (args.against / "zsarchive" / "__init__.py").is_file():
+        parser.error(f"--against {args.against}: no zsarchive package there")
 
     repo = icbench.ensure_repo(args.refs)
     grown = committed_copy(repo)
     bench_zs.precompile()  # fresh processes load byte code, as an installed copy does
     env = {**os.environ, "PYTHONWARNINGS": "ignore", "PYTHONPATH": str(ROOT)}
     env.pop("PYTHONDONTWRITEBYTECODE", None)
+    other_env = None
+    if args.against is not None:
+        compileall.compile_dir(str(args.against / "zsarchive"), quiet=1)
+        other_env = {**env, "PYTHONPATH": str(args.against.resolve())}
+    theirs: dict[str, list[float]] = {k: [] for k in ("export", "fragment", "full")}
     times: dict[str, list[float]] = {k: [] for k in ("export", "enumerate", "lookup", "chunk_type", "fragment", "full")}
     probe = args.refs * 2 // 3
     with tempfile.TemporaryDirectory(dir=ROOT / ".bench") as tmp:
         archive, base, fragment, full = (Path(tmp) / name for name in ("a.zs", "base.zs", "f.zs", "full.zs"))
         subprocess.run(zs("export", str(repo), str(base)), check=True, capture_output=True, env=env)
+        other_base = Path(tmp) / "other-base.zs"  # each version's fragment on its own version's base
+        if other_env is not None:
+            subprocess.run(zs("export", str(repo), str(other_base)), check=True, capture_output=True, env=other_env)
         for _ in range(args.runs):
             for path in (archive, fragment, full):
                 path.unlink(missing_ok=True)
@@ -105,6 +134,13 @@ def main() -> None:
             times["fragment"].append(bench_export.wall(zs("export", str(grown), str(fragment), "--base", str(base)),
                                                        env)[0])
             times["full"].append(bench_export.wall(zs("export", str(grown), str(full)), env)[0])
+            if other_env is not None:
+                for path in (archive, fragment, full):
+                    path.unlink()
+                theirs["export"].append(bench_export.wall(zs("export", str(repo), str(archive)), other_env)[0])
+                theirs["fragment"].append(bench_export.wall(
+                    zs("export", str(grown), str(fragment), "--base", str(other_base)), other_env)[0])
+                theirs["full"].append(bench_export.wall(zs("export", str(grown), str(full)), other_env)[0])
         size, meta = archive.stat().st_size, bench_export.metadata_size(repo)
     med = {k: statistics.median(v) for k, v in times.items()}
     load = os.getloadavg()[0]
@@ -122,6 +158,8 @@ def main() -> None:
     print(f"{'measure':<42} {'anchor':>10} {'zsarchive':>10} {'ratio':>7}  goal")
     for what, anchor, ours, ratio, goal in rows:
         print(f"{what:<42} {anchor:>10} {ours:>10} {ratio:6.2f}x  <= {goal}x{'' if ratio <= goal else '  (missed)'}")
+    if args.against is not None:
+        against(args.against, times, theirs)
 
 
 if __name__ == "__main__":
