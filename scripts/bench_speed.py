@@ -20,8 +20,8 @@ options:
 
 ``--against TREE`` (a directory holding another version's ``zsarchive/`` package, e.g. ``git archive
 COMMIT | tar -x -C TREE``) also times that version's ``zs export``, full and ``--base``, in the same
-rounds, and prints this tree's times beside it: a change must not make export slower (goal <= 1.0x, within
-the noise the runs show).
+rounds beside this tree's once more, wall-clock and CPU seconds (user + system, which a loaded machine
+disturbs least): a change must not make export slower (goal <= 1.0x, within the noise the runs show).
 
 Prints medians; the manifest-delta history size is scripts/bench_manifest_deltas.py's.
 """
@@ -32,6 +32,7 @@ import argparse
 import compileall
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -77,16 +78,26 @@ def zs(*args: str) -> list[str]:
     return [bench_zs.user_python(), "-m", "zsarchive", *args]
 
 
-def against(tree: Path, rows: dict[str, list[float]], theirs: dict[str, list[float]]) -> None:
-    """This tree's export times beside those of the version in ``tree``, row by row."""
-    print(f"this tree vs {tree} (the same rounds, interleaved)")
-    print(f"{'measure':<42} {'other':>10} {'this':>10} {'ratio':>7}  goal")
+def wall_and_cpu(cmd: list[str], env: dict) -> tuple[float, float]:
+    """Seconds of ``cmd`` in a fresh process: on the clock, and of CPU (user + system, the figure a
+    loaded machine disturbs least)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    seconds = bench_export.wall(cmd, env)[0]
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return seconds, after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+
+
+def against(tree: Path, ours: dict[str, list[tuple[float, float]]], theirs: dict[str, list[tuple[float, float]]]) -> None:
+    """This tree's export times beside those of the version in ``tree``, row by row (medians of the
+    wall-clock and the CPU seconds)."""
+    print(f"this tree vs {tree} (the same rounds, interleaved): wall / CPU seconds")
+    print(f"{'measure':<30} {'other':>12} {'this':>12} {'ratio':>13}  goal")
     for key, what in (("export", "zs export"), ("full", "zs export (one commit more)"),
                       ("fragment", "zs export --base")):
-        ours, other = statistics.median(rows[key]), statistics.median(theirs[key])
-        print(f"{what:<42} {other:9.2f}s {ours:9.2f}s {ours / other:6.2f}x  <= 1.0x"
-              f"   runs: this {' '.join(f'{t:.2f}' for t in rows[key])}; other "
-              f"{' '.join(f'{t:.2f}' for t in theirs[key])}")
+        this = [statistics.median(t[i] for t in ours[key]) for i in (0, 1)]
+        other = [statistics.median(t[i] for t in theirs[key]) for i in (0, 1)]
+        print(f"{what:<30} {other[0]:5.2f}/{other[1]:5.2f} {this[0]:5.2f}/{this[1]:5.2f} "
+              f"{this[0] / other[0]:5.2f}x/{this[1] / other[1]:5.2f}x  <= 1.0x")
 
 
 def main() -> None:
@@ -107,7 +118,8 @@ def main() -> None:
     if args.against is not None:
         compileall.compile_dir(str(args.against / "zsarchive"), quiet=1)
         other_env = {**env, "PYTHONPATH": str(args.against.resolve())}
-    theirs: dict[str, list[float]] = {k: [] for k in ("export", "fragment", "full")}
+    mine: dict[str, list[tuple[float, float]]] = {k: [] for k in ("export", "fragment", "full")}
+    theirs: dict[str, list[tuple[float, float]]] = {k: [] for k in ("export", "fragment", "full")}
     times: dict[str, list[float]] = {k: [] for k in ("export", "enumerate", "lookup", "chunk_type", "fragment", "full")}
     probe = args.refs * 2 // 3
     with tempfile.TemporaryDirectory(dir=ROOT / ".bench") as tmp:
@@ -134,13 +146,14 @@ def main() -> None:
             times["fragment"].append(bench_export.wall(zs("export", str(grown), str(fragment), "--base", str(base)),
                                                        env)[0])
             times["full"].append(bench_export.wall(zs("export", str(grown), str(full)), env)[0])
-            if other_env is not None:
-                for path in (archive, fragment, full):
-                    path.unlink()
-                theirs["export"].append(bench_export.wall(zs("export", str(repo), str(archive)), other_env)[0])
-                theirs["fragment"].append(bench_export.wall(
-                    zs("export", str(grown), str(fragment), "--base", str(other_base)), other_env)[0])
-                theirs["full"].append(bench_export.wall(zs("export", str(grown), str(full)), other_env)[0])
+            if other_env is not None:  # both versions once more, the other first, CPU seconds counted
+                for side, side_env, side_base in ((theirs, other_env, other_base), (mine, env, base)):
+                    for path in (archive, fragment, full):
+                        path.unlink(missing_ok=True)
+                    side["export"].append(wall_and_cpu(zs("export", str(repo), str(archive)), side_env))
+                    side["fragment"].append(wall_and_cpu(
+                        zs("export", str(grown), str(fragment), "--base", str(side_base)), side_env))
+                    side["full"].append(wall_and_cpu(zs("export", str(grown), str(full)), side_env))
         size, meta = archive.stat().st_size, bench_export.metadata_size(repo)
     med = {k: statistics.median(v) for k, v in times.items()}
     load = os.getloadavg()[0]
@@ -159,7 +172,7 @@ def main() -> None:
     for what, anchor, ours, ratio, goal in rows:
         print(f"{what:<42} {anchor:>10} {ours:>10} {ratio:6.2f}x  <= {goal}x{'' if ratio <= goal else '  (missed)'}")
     if args.against is not None:
-        against(args.against, times, theirs)
+        against(args.against, mine, theirs)
 
 
 if __name__ == "__main__":
