@@ -15,7 +15,9 @@ cache) per run:
    the requests nginx logged for it. Goals: <= 3 requests, <= 2x Python's time. Beside them: the reader in Node
    (the same code on undici's fetch), and a fresh ``zs chunk --json`` process as a user runs it.
 3. the heatmap of the array's chunk changes, computed in the page (every chunk ref record read and binned).
-4. both again through a loopback proxy adding ``--delay-ms`` to every round trip (the page too), as a network
+4. one range request of a data block's size by each reader's own transport, once the archive is open (the
+   browser's fetch, Python's HTTP client): what each round trip of a lookup costs before any decoding.
+5. both again through a loopback proxy adding ``--delay-ms`` to every round trip (the page too), as a network
    does: there the round trips, which both readers spend alike, decide.
 
 Prints medians. The machine is shared: quote numbers with the load they ran under.
@@ -46,6 +48,7 @@ from toolkit.servers import Nginx  # noqa: E402
 
 from zsarchive.archive import RepoArchive  # noqa: E402
 from zsarchive.frontends.site import write_site  # noqa: E402
+from zsarchive.io import open_transport  # noqa: E402
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--no-sandbox", "--disable-background-networking", "--disable-component-update", "--no-first-run"]
@@ -58,6 +61,35 @@ LOOKUP = """async ([url, coords]) => {
     const seconds = (performance.now() - t0) / 1000;
     return {seconds, requests: archive.zs.transport.stats.requests, location: chunk.location, depth: archive.zs.rootIndexLevel};
 }"""
+
+
+ONE_READ = """async ([url, offset, length, runs]) => {
+    const {openTransport} = await import("./reader/io/transport.js");
+    const transport = await openTransport(url);
+    await transport.readHeadTail(1, 1);
+    const times = [];
+    for (let i = 0; i < runs; i++) {
+        const t0 = performance.now();
+        await transport.read(offset + i * length, length);
+        times.push((performance.now() - t0) / 1000);
+    }
+    return times;
+}"""
+
+
+def python_reads(url: str, offset: int, length: int, runs: int) -> list[float]:
+    """One range request at a time by the Python reader's HTTP transport, once it is open."""
+    transport = open_transport(url)
+    try:
+        transport.read_head_tail(1, 1)
+        times = []
+        for i in range(runs):
+            t0 = time.perf_counter()
+            transport.read(offset + i * length, length)
+            times.append(time.perf_counter() - t0)
+        return times
+    finally:
+        transport.close()
 
 
 NODE_LOOKUPS = """
@@ -149,7 +181,8 @@ def main() -> None:
         nginx.start()
         try:
             url = nginx.url(f"site/{archive.name}")
-            paint, js, py, js_requests, py_requests, cli, heat = [], [], [], [], [], [], []
+            paint, js, py, js_requests, py_requests, cli, heat, js_read, py_read = [], [], [], [], [], [], [], [], []
+            read_at, read_length = archive.stat().st_size // 3, 15_000  # about a data block of the archive
             with sync_playwright() as p:
                 browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
                 for _ in range(args.runs):
@@ -173,6 +206,8 @@ def main() -> None:
                     py.append(seconds)
                     assert location == got["location"], (location, got)
                     cli.append(cli_lookup(url, tuple(coords)))
+                    js_read += page.evaluate(ONE_READ, [url, read_at, read_length, 5])
+                    py_read += python_reads(url, read_at, read_length, 5)
                     heat.append(heatmap_seconds(page))
                     context.close()
                 browser.close()
@@ -190,6 +225,8 @@ def main() -> None:
           f"{med(r['requests'] for r in node):.0f} requests ({med(r['seconds'] for r in node) / med(py):.2f}x Python)")
     print(f"  a fresh zs chunk --json process        {med(cli) * 1000:7.1f} ms (the browser's lookup: "
           f"{med(js) / med(cli):.2f}x)")
+    print(f"  one range request of {read_length:,} bytes: the browser's fetch {med(js_read) * 1000:.1f} ms, Python's "
+          f"HTTP client {med(py_read) * 1000:.1f} ms ({med(js_read) / med(py_read):.2f}x)")
     print(f"  page: heatmap of /v (1 M chunks) drawn {med(heat):7.3f} s (zs serve's goal for its own: <= 2)")
     js_far, py_far = med(t for t, _ in slow["js"]), med(t for t, _ in slow["py"])
     print(f"with {args.delay_ms:.0f} ms added to every round trip (a loopback proxy):")
