@@ -21,7 +21,7 @@ from zsarchive.archive import NodeInfo, RepoArchive
 from zsarchive.archive.format.chunkkeys import ChunkKeys
 from zsarchive.errors import ZSCorrupt, ZSError
 from zsarchive.io.location import Location, parse_location
-from zsarchive.io.outfile import start_writeback
+from zsarchive.io.outfile import start_writeback, write_all
 from zsarchive.io.sink import OBJECT_WINDOW, LocalSink, ObjectSink, Sink, write_error
 from zsarchive.io.zipsink import ZipSink
 
@@ -239,7 +239,7 @@ class _TreeSink(LocalSink):
         except OSError as exc:
             raise write_error(exc, path) from None
         try:
-            _write_all(fd, data if isinstance(data, list) else [data])
+            write_all(fd, data if isinstance(data, list) else [data])
             start_writeback(fd, 0, 0)  # to the disk while the next are written: the final sync waits less
         except OSError as exc:
             path.unlink(missing_ok=True)
@@ -253,17 +253,6 @@ class TaskTreeSink(_TreeSink):
     written again replaces what the first run left."""
 
     exclusive = False
-
-
-def _write_all(fd: int, parts: list) -> None:
-    """Write the buffers ``parts`` one after another (``writev`` may write less than asked)."""
-    buffers = [memoryview(p).cast("B") for p in parts]
-    while buffers:
-        written = os.writev(fd, buffers[:1024]) if hasattr(os, "writev") else os.write(fd, buffers[0])
-        while buffers and written >= len(buffers[0]):
-            written -= len(buffers.pop(0))
-        if written:
-            buffers[0] = buffers[0][written:]
 
 
 class _DirTarget(_Target):
