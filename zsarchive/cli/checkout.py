@@ -7,7 +7,7 @@ import sys
 import click
 
 from zsarchive.cli.app import main
-from zsarchive.cli.params import authorize_option, remote_options
+from zsarchive.cli.params import announce_totals, authorize_option, max_bytes_option, remote_options
 
 
 @main.command("checkout")
@@ -21,17 +21,20 @@ from zsarchive.cli.params import authorize_option, remote_options
 @click.option("-j", "--transfers", type=click.IntRange(1, 1024), default=None,
               help="Chunk transfers in flight [default: 8 to a directory or zip, 32 to an object store].")
 @click.option("--no-progress", is_flag=True, help="No progress bar even on a terminal.")
+@max_bytes_option
 @authorize_option
 @remote_options
 def checkout_command(archive: str, ref: str, target: str, group: str | None, repo: str | None,
-                     transfers: int | None, no_progress: bool, authorize: dict[str, dict[str, str]], anon: bool,
-                     storage_options: dict[str, str]) -> None:
+                     transfers: int | None, no_progress: bool, max_bytes: int | None,
+                     authorize: dict[str, dict[str, str]], anon: bool, storage_options: dict[str, str]) -> None:
     """Write the snapshot REF (a branch, tag, snapshot id or REF@TIME) of ARCHIVE as plain Zarr v3 at TARGET.
 
     TARGET is a directory, a path ending in .zip (read with zarr's ZipStore), or an s3://BUCKET/PREFIX,
     gs://BUCKET/PREFIX or az://CONTAINER/PREFIX URL; it must be absent or empty. Every zarr.json is
     written as the repository stored it and every chunk as stored (shards stay shards); chunks never
-    written stay absent. --storage-option applies to TARGET and --repo, --anon to --repo only.
+    written stay absent. --storage-option applies to TARGET and --repo, --anon to --repo only. Every chunk
+    is walked before anything is written: the files and bytes to write are shown and held against
+    --max-bytes and the free space, and records that break an invariant are refused.
     Python: zsarchive.checkout.
     """
     # Imported here: `zs --help` need not load the archive reader.
@@ -49,7 +52,8 @@ def checkout_command(archive: str, ref: str, target: str, group: str | None, rep
     try:
         summary = checkout(archive, ref, target, group=group, repo=repo, authorize=authorize,
                            storage_options=storage_options, anon=anon, window=transfers,
-                           progress=progress if bar is not None else None)
+                           progress=progress if bar is not None else None, max_bytes=max_bytes,
+                           announce=announce_totals(target, show))
     finally:
         if bar is not None:
             bar.__exit__(None, None, None)

@@ -7,7 +7,7 @@ import sys
 import click
 
 from zsarchive.cli.app import main
-from zsarchive.cli.params import remote_options
+from zsarchive.cli.params import announce_totals, max_bytes_option, remote_options
 
 _LABELS = {"manifests": "encoding manifests", "chunks": "copying chunk files", "metadata": "writing metadata",
            "verify": "reading back"}
@@ -24,16 +24,19 @@ _LABELS = {"manifests": "encoding manifests", "chunks": "copying chunk files", "
 @click.option("--shallow", is_flag=True,
               help="Restore only the tips of the refs (all refs without --ref), each as a one-snapshot history.")
 @click.option("--no-progress", is_flag=True, help="No progress bar even on a terminal.")
+@max_bytes_option
 @remote_options
 def restore_command(archive: str, target: str, source: str | None, refs: tuple[str, ...], shallow: bool,
-                    no_progress: bool, anon: bool, storage_options: dict[str, str]) -> None:
+                    no_progress: bool, max_bytes: int | None, anon: bool, storage_options: dict[str, str]) -> None:
     """Write the Icechunk repository ARCHIVE holds into TARGET, which must be absent or empty.
 
     TARGET is a directory or an s3://BUCKET/PREFIX, gs://BUCKET/PREFIX or az://CONTAINER/PREFIX URL
     (credentials as for `zs export`; --anon and --storage-option apply to TARGET and to --repo). Every
     branch, tag, snapshot, node, chunk ref, transaction log and the ops log come back with their ids;
     chunk bytes come from the archive (`zs export --include-chunks`) or from --repo. The file that makes
-    TARGET a repository is written last: an interrupted restore leaves nothing icechunk opens.
+    TARGET a repository is written last: an interrupted restore leaves nothing icechunk opens. Nothing is
+    written before the archive's records are checked against every invariant the restore relies on, and
+    the files and bytes to write are counted (and shown) against --max-bytes and the free space.
     """
     from zsarchive.io.memory import reuse_freed_memory
     from zsarchive.restore import restore
@@ -54,7 +57,8 @@ def restore_command(archive: str, target: str, source: str | None, refs: tuple[s
         bar.update(done - bar.pos)
 
     summary = restore(archive, target, repo=source, refs=refs, shallow=shallow, storage_options=storage_options,
-                      anon=anon, repo_storage_options=storage_options, repo_anon=anon, progress=progress)
+                      anon=anon, repo_storage_options=storage_options, repo_anon=anon, progress=progress,
+                      max_bytes=max_bytes, announce=announce_totals(target, show))
     for bar in bars.values():
         bar.render_finish()
     for note in summary.notes:

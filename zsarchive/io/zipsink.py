@@ -17,7 +17,7 @@ from typing import BinaryIO, Callable, Iterable
 
 from zsarchive.errors import ZSError
 from zsarchive.io.location import Location
-from zsarchive.io.sink import AlreadyExists, Body, Sink, check_key, write_error, body_size
+from zsarchive.io.sink import AlreadyExists, Body, Sink, body_size, check_key, parts_of, write_error
 
 _EPOCH = (1980, 1, 1, 0, 0, 0)
 """Every entry's time: the earliest a zip can say, so the bytes depend on the objects alone."""
@@ -61,10 +61,7 @@ class ZipSink(Sink):
         with self._lock:
             try:
                 with self._open().open(info, "w", force_zip64=body_size(data) >= 1 << 31) as entry:
-                    if isinstance(data, list):
-                        entry.writelines(data)
-                    else:
-                        entry.write(data)
+                    entry.writelines(parts_of(data))
             except OSError as exc:
                 raise write_error(exc, self.path) from None
 
@@ -93,6 +90,7 @@ class ZipSink(Sink):
     def _write_next(self, running: deque, done: Callable[[str, int], None] | None) -> int:
         key, future = running.popleft()
         data = future.result()
+        self.charge(key, body_size(data))
         self.put(key, data)
         size = body_size(data)
         if done is not None:

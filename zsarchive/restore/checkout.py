@@ -9,6 +9,7 @@ layout zarr-python's ``ZipStore`` reads, or an object-store prefix; see docs/che
 
 from __future__ import annotations
 
+import itertools
 import os
 import secrets
 import shutil
@@ -18,11 +19,16 @@ from functools import partial
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from zsarchive.archive import NodeInfo, RepoArchive
+from zsarchive.archive.format import schema
 from zsarchive.archive.format.chunkkeys import ChunkKeys
+from zsarchive.archive.format.header import has_chunk_pieces
+from zsarchive.archive.format.pieces import file_size, read_pieces, stream_file
+from zsarchive.archive.format.views import ShardIndexKey, ShardIndexValue, is_id
+from zsarchive.archive.read.invariants import RecordFault, RefReach, check_shard_index, fault
 from zsarchive.errors import ZSCorrupt, ZSError
 from zsarchive.io.location import Location, parse_location
 from zsarchive.io.outfile import start_writeback
-from zsarchive.io.sink import LocalSink, ObjectSink, Sink, write_error
+from zsarchive.io.sink import LocalSink, ObjectSink, Sink, Stream, Totals, check_room, parts_of, write_error
 from zsarchive.io.zipsink import ZipSink
 
 ROOT_META = "zarr.json"
@@ -51,14 +57,18 @@ def checkout(archive: RepoArchive | str | os.PathLike, ref: str, target: str | o
              group: str | None = None, repo: str | os.PathLike | Location | None = None,
              authorize: Iterable[str] | Mapping[str, Mapping[str, Any]] = (),
              storage_options: Mapping[str, object] | None = None, anon: bool = False,
-             window: int | None = None, progress: Callable[[int, int], None] | None = None) -> CheckoutSummary:
+             window: int | None = None, progress: Callable[[int, int], None] | None = None,
+             max_bytes: int | None = None, announce: Callable[[Totals], None] | None = None) -> CheckoutSummary:
     """Write the snapshot REF names as a plain Zarr v3 hierarchy at ``target`` (absent or empty).
 
     ``target``: a directory, a ``*.zip`` path, or an ``s3://``/``gs://``/``az://`` URL (reached with
     ``storage_options``); ``group``: write only the node at that path and its descendants, that node
     becoming the root; ``repo``: the original repository, for native chunks the archive does not embed
     (reached with ``storage_options`` / ``anon``); ``authorize``: virtual chunk prefixes to read;
-    ``window``: transfers in flight; ``progress(done, total)``: objects written so far.
+    ``window``: transfers in flight; ``progress(done, total)``: objects written so far. Before anything is
+    written, every chunk is walked once: ``announce(totals)`` is told the files and bytes to come, and a
+    checkout that would write more than ``max_bytes`` or, locally, more than the free space, or whose
+    records break an invariant it relies on, is refused.
     """
     started = time.monotonic()
     if isinstance(archive, RepoArchive):
@@ -75,18 +85,25 @@ def checkout(archive: RepoArchive | str | os.PathLike, ref: str, target: str | o
             raise ZSError(f"{target}: not empty; checkout writes only to an absent or empty target")
         snapshot_id = arc.resolve(ref)
         nodes = _select(arc, snapshot_id, ref, group)
-        total = _plan(arc, ref, nodes, need_count=progress is not None, check_embedded=where_repo is None)
+        try:
+            totals, embedded = _plan(arc, ref, nodes, repo_given=where_repo is not None)
+        except RecordFault as exc:
+            raise exc.named(arc.name) from None
+        check_room(out.sink.location, totals, max_bytes)
+        if announce is not None:
+            announce(totals)
+        out.sink.limit = max_bytes
         written = {"objects": 0, "chunks": 0, "bytes": 0}
 
         def done(key: str, size: int) -> None:
             written["objects"] += 1
             written["bytes"] += size
             if progress is not None:
-                progress(written["objects"], total + len(nodes))
+                progress(written["objects"], totals.files)
 
         try:
             views = out.local
-            written["chunks"] = _copy_chunks(arc, ref, nodes, out.sink, where_repo, views, done)
+            written["chunks"] = _copy_chunks(arc, ref, nodes, out.sink, where_repo, views, done, embedded)
             # the root's zarr.json last, create-only: a target looks whole only when it is
             metas = sorted(((n.key, n.node.user_data) for n in nodes), key=lambda m: m[0] == ROOT_META)
             out.sink.put_all(metas[:-1], done)
@@ -138,30 +155,58 @@ def _select(arc: RepoArchive, snapshot_id: str, ref: str, group: str | None) -> 
     return nodes
 
 
-def _plan(arc: RepoArchive, ref: str, nodes: list[_Node], need_count: bool, check_embedded: bool) -> int:
-    """How many chunks will be written (0 if not asked); ZSError if native chunks are neither in the
-    archive nor reachable (no ``repo``), saying how many chunk files are missing."""
-    missing_check = check_embedded and not arc.header()["counts"].get("chunk data")
-    if not (need_count or missing_check):
-        return 0
-    count, missing = 0, set()
+def _plan(arc: RepoArchive, ref: str, nodes: list[_Node], repo_given: bool) -> tuple[Totals, dict[str, int]]:
+    """Every chunk the checkout writes, walked once before anything is written: what it writes (files and
+    bytes), the size of each chunk file the archive embeds, and the invariants the chunks rely on (each ref
+    within its embedded file, each kept shard index the embedded shard's own; the reader itself refuses two
+    records of one chunk); ZSError if native chunks are neither in the archive nor reachable (no ``repo``),
+    saying how many chunk files are missing."""
+    totals, reach = Totals(), RefReach()
+    shards = has_chunk_pieces(arc.format_version) and arc.holds(schema.SHARD_INDEX)
+
+    def embedded_bytes(chunk_id: str, start: int, stop: int) -> bytes | memoryview | None:
+        return read_pieces(arc.zs, chunk_id, start, stop)
+
     for item in nodes:
+        totals.add(len(item.node.user_data))
         if item.keys is None:
             continue
         for chunk in arc.array_chunks(item.node):
-            count += 1
-            if missing_check and chunk.kind == "native":
-                missing.add(chunk.chunk_id)
-    if missing:
-        raise ZSError(f"{arc.name}: {len(missing)} chunk file{'s' if len(missing) != 1 else ''} that {ref!r} "
-                      "uses are not in the archive (it was exported without --include-chunks): give the "
-                      "original repository with --repo SOURCE; nothing written")
-    return count
+            if chunk.kind == "inline":
+                totals.add(len(chunk.inline))
+                continue
+            key = (item.node.id, chunk.coords)
+            if not all(type(n) is int and n >= 0 for n in (chunk.offset, chunk.length)):
+                raise fault(schema.CHUNK_REF, key, "offset and length must be integers >= 0")
+            totals.add(chunk.length)
+            if chunk.kind != "native":
+                continue
+            if not is_id(chunk.chunk_id):
+                raise fault(schema.CHUNK_REF, key, f"chunk id {chunk.chunk_id!r} is not in icechunk's spelling")
+            reach.note(chunk.chunk_id, chunk.offset + chunk.length, key)
+            kept = arc.shard_index(chunk) if shards else None
+            if kept is not None:
+                check_shard_index(ShardIndexKey(chunk.chunk_id, chunk.offset, chunk.length),
+                                  ShardIndexValue(*kept), embedded_bytes)
+    embedded = {}
+    if arc.holds(schema.CHUNK_DATA):
+        for chunk_id in reach.ends:
+            size = file_size(arc.zs, chunk_id)
+            if size is not None:
+                reach.check(chunk_id, size)
+                embedded[chunk_id] = size
+    missing = len(reach.ends) - len(embedded)
+    if missing and not repo_given:
+        raise ZSError(f"{arc.name}: {missing} chunk file{'s' if missing != 1 else ''} that {ref!r} uses are not "
+                      "in the archive (it was exported without --include-chunks): give the original repository "
+                      "with --repo SOURCE; nothing written")
+    return totals, embedded
 
 
 def _copy_chunks(arc: RepoArchive, ref: str, nodes: list[_Node], sink: Sink, repo: Location | None,
-                 views: bool, done: Callable[[str, int], None]) -> int:
-    """Write every chunk of the arrays among ``nodes``, bytes as stored; returns how many."""
+                 views: bool, done: Callable[[str, int], None], embedded: dict[str, int]) -> int:
+    """Write every chunk of the arrays among ``nodes``, bytes as stored (an embedded chunk streamed from its
+    pieces, whatever its length); returns how many."""
     count = 0
 
     def items() -> Iterator[tuple[str, Any]]:
@@ -174,6 +219,10 @@ def _copy_chunks(arc: RepoArchive, ref: str, nodes: list[_Node], sink: Sink, rep
                 key = item.keys.key(chunk.coords)
                 if chunk.kind == "inline":
                     yield key, chunk.inline
+                elif chunk.kind == "native" and chunk.chunk_id in embedded:
+                    yield key, Stream(chunk.length, partial(stream_file, arc.zs, chunk.chunk_id,
+                                                            chunk.offset + chunk.length, views, chunk.offset),
+                                      f"{arc.name}: embedded chunk {chunk.chunk_id}")
                 else:
                     yield key, partial(arc.read_chunk, chunk, ref, repo, views)
 
@@ -217,7 +266,7 @@ class _TreeSink(LocalSink):
         except OSError as exc:
             raise write_error(exc, path) from None
         try:
-            _write_all(fd, data if isinstance(data, list) else [data])
+            _write_all(fd, parts_of(data))
             start_writeback(fd, 0, 0)  # to the disk while the next are written: the final sync waits less
         except OSError as exc:
             path.unlink(missing_ok=True)
@@ -226,15 +275,19 @@ class _TreeSink(LocalSink):
             os.close(fd)
 
 
-def _write_all(fd: int, parts: list) -> None:
-    """Write the buffers ``parts`` one after another (``writev`` may write less than asked)."""
-    views = [memoryview(p).cast("B") for p in parts]
+def _write_all(fd: int, parts: Iterable) -> None:
+    """Write the buffers ``parts`` one after another, up to 64 at a time (``writev`` may write less than
+    asked)."""
+    parts = iter(parts)
+    views = [memoryview(p).cast("B") for p in itertools.islice(parts, 64)]
     while views:
-        written = os.writev(fd, views[:1024]) if hasattr(os, "writev") else os.write(fd, views[0])
+        written = os.writev(fd, views) if hasattr(os, "writev") else os.write(fd, views[0])
         while views and written >= len(views[0]):
             written -= len(views.pop(0))
         if written:
             views[0] = views[0][written:]
+        if not views:
+            views = [memoryview(p).cast("B") for p in itertools.islice(parts, 64)]
 
 
 class _DirTarget(_Target):

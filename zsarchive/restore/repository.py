@@ -17,7 +17,10 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable, Mapping
 from urllib.parse import quote
 
-from zsarchive.archive.read.reader import ArchiveReader, guarded
+from zsarchive.archive.format import schema
+from zsarchive.archive.format.pieces import file_size, read_pieces, stream_file
+from zsarchive.archive.read.invariants import shard_indexes
+from zsarchive.archive.read.reader import ArchiveReader, guarded, records_under
 from zsarchive.errors import ZSError
 from zsarchive.icechunk.manifest import RefBatch, decode_manifest, encode_manifest
 from zsarchive.icechunk.model import RefKind, RepoInfo
@@ -25,10 +28,10 @@ from zsarchive.icechunk.repo_info import decode_repo_info, encode_repo_info
 from zsarchive.icechunk.snapshot import decode_snapshot, encode_snapshot
 from zsarchive.icechunk.txlog import decode_transaction_log, encode_transaction_log
 from zsarchive.io.location import Location, parse_location
-from zsarchive.io.sink import Sink, open_sink
+from zsarchive.io.sink import Sink, Stream, Totals, check_room, open_sink
 from zsarchive.icechunk.storage import Storage, open_storage
 from zsarchive.restore.plan import ManifestContents, RestorePlan, select
-from zsarchive.restore.source import Timelines, embedded_file, is_embedded, read_history
+from zsarchive.restore.source import Timelines, read_history
 
 Progress = Callable[[str, int, int], None]
 """``progress(stage, done, total)``: called as each stage advances."""
@@ -111,8 +114,11 @@ class Restore:
                  refs: Iterable[str] = (), shallow: bool = False,
                  storage_options: Mapping[str, object] | None = None, anon: bool = False,
                  repo_storage_options: Mapping[str, object] | None = None, repo_anon: bool = False,
-                 progress: Progress | None = None):
+                 progress: Progress | None = None, max_bytes: int | None = None,
+                 announce: Callable[[Totals], None] | None = None):
         self.reader = ArchiveReader(archive)
+        self.max_bytes = max_bytes
+        self.announce = announce or (lambda totals: None)
         self.location = parse_location(target, storage_options, anon)
         self.repo = None if repo is None else parse_location(repo, repo_storage_options, repo_anon)
         self.refs, self.shallow = list(refs), shallow
@@ -161,18 +167,40 @@ class Restore:
             self.progress("manifests", done, len(order))
         return files, chunk_ids
 
-    def chunk_sources(self, needed: set[str]) -> tuple[set[str], Storage | None]:
-        """(ids the archive embeds, the source repository's storage if given); one line if some chunk
-        file has no source."""
-        embedded = {cid for cid in needed if is_embedded(self.reader, cid)}
+    @guarded
+    def chunk_sources(self, needed: set[str]) -> tuple[dict[str, int], Storage | None]:
+        """(size of each file the archive embeds, the source repository's storage if given); one line if
+        some chunk file has no source, or if a ref reaches past its embedded file or a shard index record
+        disagrees with its embedded shard (:mod:`~zsarchive.archive.read.invariants`)."""
+        embedded = {}
+        for cid in needed:
+            size = file_size(self.reader.zs, cid)
+            if size is not None:
+                self.timelines.reach.check(cid, size)
+                embedded[cid] = size
+        if self.reader.holds(schema.SHARD_INDEX):
+            shard_indexes(records_under(self.reader.zs, schema.SHARD_INDEX), lambda cid, start, stop: read_pieces(
+                self.reader.zs, cid, start, stop) if cid in embedded else None)
         source = None if self.repo is None else open_storage(self.repo)
-        missing = needed - embedded
+        missing = len(needed) - len(embedded)
         if missing and source is None:
-            raise ZSError(f"{self.reader.name}: {len(missing)} of {len(needed)} chunk files are not in the archive "
+            raise ZSError(f"{self.reader.name}: {missing} of {len(needed)} chunk files are not in the archive "
                           f"(export it with --include-chunks, or give the original repository with --repo)")
         return embedded, source
 
-    def copy_chunks(self, sink: Sink, needed: set[str], embedded: set[str], source: Storage | None) -> tuple[int, int]:
+    def totals(self, needed: set[str], embedded: dict[str, int], files: dict[str, bytes], final: bytes) -> Totals:
+        """What the restore will write: every chunk file (one copied from the source repository counted
+        as long as its furthest ref reaches: it is at least that long) and every metadata file."""
+        totals = Totals()
+        reach = self.timelines.reach.ends
+        for cid in needed:
+            totals.add(embedded[cid] if cid in embedded else reach.get(cid, (0,))[0])
+        for raw in (*files.values(), final):
+            totals.add(len(raw))
+        return totals
+
+    def copy_chunks(self, sink: Sink, needed: set[str], embedded: dict[str, int],
+                    source: Storage | None) -> tuple[int, int]:
         """Copy every chunk file as stored: the archive's embedded ones, then the rest from the source."""
         total, done = len(needed), [0]
 
@@ -180,11 +208,13 @@ class Restore:
             done[0] += 1
             self.progress("chunks", done[0], total)
 
-        def pieces(cid: str) -> Callable[[], list]:
-            return lambda: embedded_file(self.reader, cid)
+        def pieces(cid: str) -> Stream:
+            return Stream(embedded[cid], lambda: stream_file(self.reader.zs, cid, embedded[cid], views=True),
+                          f"{self.reader.name}: embedded chunk {cid}")
 
         # each file as its pieces (views into the archive's map where it is one, written with no copy
-        # here), read on the writer threads: reading one file overlaps writing others
+        # here), read on the writer threads a window at a time: reading one file overlaps writing others,
+        # and memory does not follow a file's length
         written = sink.put_all(((f"chunks/{cid}", pieces(cid)) for cid in sorted(embedded)), tick)
 
         def fetch(cid: str) -> Callable[[], bytes]:
@@ -195,7 +225,7 @@ class Restore:
                 return raw
             return read
 
-        rest = sorted(needed - embedded)
+        rest = sorted(needed.difference(embedded))
         if rest:
             written += sink.put_all(((f"chunks/{cid}", fetch(cid)) for cid in rest), tick)
         return len(needed), written
@@ -276,12 +306,16 @@ class Restore:
         manifests, needed = self.encode_manifests(plan)
         embedded, source = self.chunk_sources(needed)
         try:
+            files = self.metadata_files(plan, manifests)
+            final = self.final_file(plan)
+            totals = self.totals(needed, embedded, files, final)
+            check_room(self.location, totals, self.max_bytes)
+            self.announce(totals)
+            sink.limit = self.max_bytes
             chunk_files, chunk_bytes = self.copy_chunks(sink, needed, embedded, source)
         finally:
             if source is not None:
                 source.close()
-        files = self.metadata_files(plan, manifests)
-        final = self.final_file(plan)
         done = [0]
 
         def tick(key: str, size: int) -> None:
@@ -312,12 +346,16 @@ def _without_storage_settings(info: RepoInfo) -> RepoInfo:
 def restore(archive: Any, target: str | os.PathLike | Location, *, repo: Any = None, refs: Iterable[str] = (),
             shallow: bool = False, storage_options: Mapping[str, object] | None = None, anon: bool = False,
             repo_storage_options: Mapping[str, object] | None = None, repo_anon: bool = False,
-            progress: Progress | None = None) -> RestoreSummary:
+            progress: Progress | None = None, max_bytes: int | None = None,
+            announce: Callable[[Totals], None] | None = None) -> RestoreSummary:
     """Write the repository ``archive`` holds into ``target`` (an absent or empty directory, or an
     ``s3://``, ``gs://``, ``az://`` URL); chunk bytes from the archive or the original repository ``repo``.
-    ``refs``: only the history these branches and tags reach; ``shallow``: only their tips."""
+    ``refs``: only the history these branches and tags reach; ``shallow``: only their tips. Before anything
+    is written, ``announce(totals)`` is told the files and bytes to come, and a restore that would write more
+    than ``max_bytes`` or, locally, more than the free space is refused."""
     job = Restore(archive, target, repo=repo, refs=refs, shallow=shallow, storage_options=storage_options,
-                  anon=anon, repo_storage_options=repo_storage_options, repo_anon=repo_anon, progress=progress)
+                  anon=anon, repo_storage_options=repo_storage_options, repo_anon=repo_anon, progress=progress,
+                  max_bytes=max_bytes, announce=announce)
     try:
         return job.run()
     finally:

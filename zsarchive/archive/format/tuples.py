@@ -276,12 +276,18 @@ def _escaped(buf, pos: int, what: str) -> tuple[bytes, int]:
         return b"".join(parts), end + 1
 
 
+def _longer(what: str, pos: int) -> ZSCorrupt:
+    """An integer encoded in more bytes than it needs: one number would have two spellings, one key two
+    records that no sorted order brings together."""
+    return ZSCorrupt(f"{what}: integer at position {pos - 1} is not in its shortest encoding")
+
+
 def decode(buf, pos: int = 0, end: int | None = None, what: str = "key",
            _nested: bool = False) -> tuple[tuple, int]:
     """Decode elements from ``buf[pos:]`` until an END byte (consumed) or ``end``.
 
-    Returns ``(tuple, next_pos)``. Bytes that do not form a valid encoding raise
-    ZSCorrupt naming ``what`` and the position.
+    Returns ``(tuple, next_pos)``. Bytes that do not form a valid encoding (an integer in more bytes than
+    it needs among them: every value has one encoding) raise ZSCorrupt naming ``what`` and the position.
     """
     if end is None:
         end = len(buf)
@@ -296,11 +302,17 @@ def decode(buf, pos: int = 0, end: int | None = None, what: str = "key",
                 return tuple(out), pos
             if INT_NEG_BIG < code < INT_POS_BIG:
                 size = code - INT_ZERO
-                if size >= 0:
+                if size > 0:
+                    if buf[pos] == 0:
+                        raise _longer(what, pos)
                     out.append(int.from_bytes(buf[pos:pos + size], "big"))
-                else:
+                elif size < 0:
                     size = -size
+                    if buf[pos] == 0xFF:
+                        raise _longer(what, pos)
                     out.append(int.from_bytes(buf[pos:pos + size], "big") - (1 << (8 * size)) + 1)
+                else:
+                    out.append(0)
                 pos += size
             elif code == STRING:
                 raw, pos = _escaped(buf, pos, what)
@@ -323,10 +335,14 @@ def decode(buf, pos: int = 0, end: int | None = None, what: str = "key",
                 out.append(False)
             elif code == INT_POS_BIG:
                 size = buf[pos]
+                if size <= 8 or buf[pos + 1] == 0:
+                    raise _longer(what, pos)
                 out.append(int.from_bytes(buf[pos + 1:pos + 1 + size], "big"))
                 pos += 1 + size
             elif code == INT_NEG_BIG:
                 size = 255 - buf[pos]
+                if size <= 8 or buf[pos + 1] == 0xFF:
+                    raise _longer(what, pos)
                 out.append(int.from_bytes(buf[pos + 1:pos + 1 + size], "big") - (1 << (8 * size)) + 1)
                 pos += 1 + size
             else:
@@ -444,6 +460,8 @@ class Columns:
                 width = np.where(present, code.astype(np.int64) - INT_ZERO, 0)
                 if ((width < 0) | (width > 8) | (present & (code < INT_ZERO))).any() or (pos + 1 + width > ends).any():
                     return None
+                if ((width > 0) & (data[np.minimum(pos + 1, size - 1)] == 0)).any():
+                    return None  # not the shortest encoding: the record-by-record decoder names it
                 values = np.zeros(len(pos), np.uint64)
                 for k in range(int(width.max())):  # big-endian magnitude bytes
                     byte = data[np.minimum(pos + 1 + k, size - 1)].astype(np.uint64)

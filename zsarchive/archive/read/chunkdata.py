@@ -5,7 +5,6 @@ checked as icechunk checks them. Nothing outside the authorized prefixes is ever
 from __future__ import annotations
 
 import os
-import re
 import threading
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
@@ -14,6 +13,7 @@ from urllib.parse import unquote, urlsplit
 from zsarchive.archive.read.refspec import coords_text
 from zsarchive.errors import ZSCorrupt, ZSError
 from zsarchive.times import format_time
+from zsarchive.icechunk import ids
 from zsarchive.icechunk.kinds import ZS_FILE, archive_not_repository, local_kind
 from zsarchive.io.location import SCHEMES, Location, parse_location
 from zsarchive.io.objects import ObjectChanged, get_bounded, object_store
@@ -24,8 +24,6 @@ if TYPE_CHECKING:
     from zsarchive.archive.read.model import ChunkInfo
     from zsarchive.io.httpclient import ConnectionPool
 
-_CHUNK_ID = re.compile(r"^[0-9A-HJKMNP-TV-Z]{20}$")
-"""A Crockford base32 ObjectId12: the only chunk file names an archive may make us open."""
 
 
 class ChunkReader:
@@ -71,7 +69,7 @@ class ChunkReader:
                             f"must be integers >= 0")
         if chunk.kind == "native":
             chunk_id = chunk.chunk_id
-            if not isinstance(chunk_id, str) or not _CHUNK_ID.match(chunk_id):
+            if not ids.is_id(chunk_id):  # the only chunk file names an archive may make us open
                 raise ZSCorrupt(f"{self.name}: {where}: invalid chunk id {chunk_id!r}")
             try:
                 embedded = self.embedded(chunk_id, offset, offset + length, views)

@@ -15,6 +15,7 @@ from zsarchive.archive.format import schema
 from zsarchive.archive.format.header import ArchiveHeader, archive_metadata
 from zsarchive.archive.format.views import RepoFactKey, RepoFactValue, starts_with
 from zsarchive.archive.read.chain import Chain, Member, open_chain
+from zsarchive.archive.read.invariants import RecordFault, UniqueKeys, duplicate
 from zsarchive.errors import ZSCorrupt, ZSError
 from zsarchive.icechunk.kinds import REPOSITORY, local_kind, repository_not_archive
 from zsarchive.io.location import is_url, local_path
@@ -48,6 +49,8 @@ def guarded(method):
     def run(self, *args, **kwargs):
         try:
             result = method(self, *args, **kwargs)
+        except RecordFault as exc:
+            raise exc.named(self.name) from None
         except ZSError:
             raise
         except _MALFORMED as exc:
@@ -59,6 +62,8 @@ def guarded(method):
 def _guarded_stream(archive: "ArchiveReader", items: Iterator) -> Iterator:
     try:
         yield from items
+    except RecordFault as exc:
+        raise exc.named(archive.name) from None
     except ZSError:
         raise
     except _MALFORMED as exc:
@@ -116,10 +121,15 @@ def open_archive(source: Any) -> tuple[ZS | Chain, str, int]:
         raise
 
 
-def records_under(zs: ZS | Chain, family: bytes, key: tuple = ()) -> Iterator[tuple[tuple, tuple]]:
-    """(key, value) of every record of ``family`` whose key starts with the elements ``key``."""
+def records_under(zs: ZS | Chain, family: bytes, key: tuple = (), unique: bool = False
+                  ) -> Iterator[tuple[tuple, tuple]]:
+    """(key, value) of every record of ``family`` whose key starts with the elements ``key``; ``unique``:
+    ZSCorrupt for two records of one key (a reader that keeps every record checks it)."""
+    keys = UniqueKeys() if unique else None
     for rec in zs.search(prefix=schema.key_prefix(family, key)):
         _, k, v = schema.split(rec)
+        if keys is not None:
+            keys.check(rec)
         if starts_with(k, key):
             yield k, v
 
@@ -153,10 +163,17 @@ class ArchiveReader:
             yield k, v
 
     def _one(self, family: bytes, key: tuple) -> tuple | None:
+        """The value of the record of ``key``, None if there is none; ZSCorrupt if there are two (which
+        one holds is never a question a reader answers)."""
+        found = None
         for k, v in self._records(family, key):
-            if len(k) == len(key):
-                return v
-        return None
+            if k == key:
+                if found is not None:
+                    raise duplicate(family, key)
+                found = v
+            elif found is not None:
+                break
+        return found
 
     def header(self) -> dict:
         """The archive header record: format version, source spec version, export time, counts (of a
@@ -187,6 +204,6 @@ class ArchiveReader:
         return {name: load_json(RepoFactValue.decode(v).json, f"{self.name}: archive repo record {name!r}")
                 for name, v in facts}
 
-    def _counted(self, family: bytes) -> bool:
+    def holds(self, family: bytes) -> bool:
         """Whether the archive holds any record of ``family`` (its header's counts say, no lookup)."""
         return bool(self.header()["counts"].get(schema.FAMILY_NAMES[family]))

@@ -1,11 +1,14 @@
 """What ``zs validate`` checks of an archive beyond the ZS format: that its records mean something.
 
 Every record of every family has the documented shape; the header's counts are the records really
-there; snapshot parent links form no loop; every snapshot a ref, node, chunk ref, summary, history
-or child record names has a record; ``T`` mirrors ``S``; format 2 chunk refs belong to an array of
-their snapshot, and each array's ``since`` lies in its snapshot's history; format 3 chunk pieces
-cover each file without gap or overlap. Small families are held in
-memory (one entry per snapshot and per array node); chunk refs and chunk data stream.
+there; every snapshot a ref, node, chunk ref, summary, history or child record names has a record;
+``T`` mirrors ``S``; format 2 chunk refs belong to an array of their snapshot, and each array's
+``since`` lies in its snapshot's history; format 3 chunk pieces cover each file without gap or
+overlap; and every invariant between records that readers and a restore rely on holds
+(:mod:`~zsarchive.archive.read.invariants`: keys unique, ids in their canonical spelling, nodes
+agreeing with their zarr.json, refs within their embedded files, shard indexes agreeing with the
+embedded shards, parent links a tree). Small families are held in memory (one entry per snapshot and
+per array node); chunk refs and chunk data stream.
 """
 
 from __future__ import annotations
@@ -15,17 +18,21 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
 from zsarchive.archive.format import schema
+from zsarchive.archive.format.pieces import read_pieces
 from zsarchive.archive.read.chain import Chain
+from zsarchive.archive.read.invariants import (
+    RefReach, SnapshotNodes, UniqueKeys, check_history, check_ref_rows, check_shape, check_shard_index, fault,
+)
+from zsarchive.archive.read.refrows import chunk_ref_rows
 from zsarchive.archive.format.fragments import Holding, HoldingsTally
 from zsarchive.archive.format.header import (
     ArchiveHeader, has_chunk_pieces, history_from_timeline, keeps_file_forms, refs_by_manifest,
 )
 from zsarchive.archive.format.views import (CHUNK_REF_SHAPES, ChildKey, ChunkBytesKey, ChunkBytesValue, ChunkRefKey,
-                                            ChunkRefValue, FileKey, FileValue, HistoryKey, HistoryValue, ManifestRefKey,
+                                            ChunkRefValue, HistoryKey, HistoryValue, ManifestRefKey,
                                             NodeKey, NodeValue, RefKey, RefValue, RepoFactKey,
                                             RepoFactValue, RepoFile, ShardIndexKey, ShardIndexValue,
-                                            SnapshotKey, SnapshotTimeKey, SnapshotValue, TxlogKey, TxlogValue, fits,
-                                            is_id)
+                                            SnapshotKey, SnapshotTimeKey, SnapshotValue, TxlogKey, is_id)
 from zsarchive.errors import ZSCorrupt
 from zsarchive.limits import load_json
 from zsarchive.walk import parent_chain
@@ -40,19 +47,25 @@ class _Facts:
     flushed: dict[str, int] = field(default_factory=dict)
     arrays: set[tuple[str, str]] = field(default_factory=set)  # (snapshot id, node id)
     counts: Counter = field(default_factory=Counter)
+    reach: RefReach = field(default_factory=RefReach)
 
 
-def _records(zs: ZS, family: bytes, counts: Counter | None = None) -> Iterator[tuple[tuple, tuple, bytes]]:
-    """(key, value, record) of every record of a family, counted into ``counts`` if given."""
+def _records(zs: ZS, family: bytes, counts: Counter | None = None, unique: bool = True
+             ) -> Iterator[tuple[tuple, tuple, bytes]]:
+    """(key, value, record) of every record of a family, counted into ``counts`` if given; each key once
+    (``unique``: checked here, else by the caller)."""
+    keys = UniqueKeys() if unique else None
     for rec in zs.search(prefix=family):
         _, key, value = schema.split(rec)
+        if keys is not None:
+            keys.check(rec)
         if counts is not None:
             counts[family] += 1
         yield key, value, rec
 
 
 def _fail(rec: bytes, family: bytes, problem: str) -> ZSCorrupt:
-    return ZSCorrupt(f"archive {schema.FAMILY_NAMES[family]} record {bytes(rec[:60])!r}: {problem}")
+    return fault(family, schema.split(rec)[1], problem)
 
 
 def _shape(ok: bool, rec: bytes, family: bytes, what: str) -> None:
@@ -62,20 +75,11 @@ def _shape(ok: bool, rec: bytes, family: bytes, what: str) -> None:
 
 def _snapshots(zs: ZS, facts: _Facts) -> None:
     for key, value, rec in _records(zs, schema.SNAPSHOT, facts.counts):
-        _shape(SnapshotKey.well_formed(key) and SnapshotValue.well_formed(value), rec, schema.SNAPSHOT,
-               "(snapshot_id) -> (parent_id, flushed_at, message, metadata, manifest_files)")
+        check_shape(schema.SNAPSHOT, key, value)
         sid, snapshot = SnapshotKey.decode(key).snapshot_id, SnapshotValue.decode(value)
         facts.parents[sid] = snapshot.parent_id
         facts.flushed[sid] = snapshot.flushed_at
-    ends: set[str] = set()  # snapshots whose history is known to end
-    for start in facts.parents:
-        walk = []
-        for current in _history(facts, start, lambda at: ZSCorrupt(
-                f"archive snapshots: the parent links of snapshot {start} loop at {at}")):
-            if current in ends:
-                break
-            walk.append(current)
-        ends.update(walk)
+    check_history(facts.parents)
 
 
 def _history(facts: _Facts, snapshot_id: str, loop: Callable[[str], Exception] | None = None) -> Iterator[str]:
@@ -99,7 +103,7 @@ def _view(zs: ZS | Chain, format_version: int) -> int:
 def _small_families(zs: ZS | Chain, facts: _Facts, format_version: int) -> None:
     forms = keeps_file_forms(_view(zs, format_version))
     for key, value, rec in _records(zs, schema.REFS, facts.counts):
-        _shape(RefKey.well_formed(key) and RefValue.well_formed(value), rec, schema.REFS, "(kind, name) -> (snapshot_id)")
+        check_shape(schema.REFS, key, value)
         snapshot_id = RefValue.decode(value).snapshot_id
         if RefKey.decode(key).deleted:
             if snapshot_id is not None and forms:  # a V1 tag's ref.json names one, maybe collected since
@@ -122,8 +126,7 @@ def _small_families(zs: ZS | Chain, facts: _Facts, format_version: int) -> None:
         if facts.parents[child.child_id] != child.parent_id:
             raise _fail(rec, schema.CHILDREN, f"but the parent of {child.child_id} is {facts.parents[child.child_id]}")
     for key, value, rec in _records(zs, schema.TXLOG, facts.counts):
-        _shape(fits(TxlogKey, key) and TxlogValue.well_formed(value), rec, schema.TXLOG,
-               "(snapshot_id) -> (six node id sets, updated_chunks, moved_nodes[, merged, missing, moves])")
+        check_shape(schema.TXLOG, key, value)
         _known(facts, TxlogKey.decode(key).snapshot_id, rec, schema.TXLOG, "snapshot")
     view = _view(zs, format_version)
     history_version = 2 if history_from_timeline(view) else 1
@@ -134,12 +137,12 @@ def _small_families(zs: ZS | Chain, facts: _Facts, format_version: int) -> None:
                                                       if history_version == 2 else ""))
         _known(facts, HistoryKey.decode(key).snapshot_id if HistoryKey.well_formed(key) else None, rec,
                schema.CHUNK_HISTORY, "snapshot")
+    nodes = SnapshotNodes()
     for key, value, rec in _records(zs, schema.NODE, facts.counts):
-        _shape(NodeKey.well_formed(key) and NodeValue.well_formed(value), rec, schema.NODE,
-               "(snapshot_id, path) -> (node_id, node_type, zarr_json, shape, dimension_names, manifests)")
-        sid = NodeKey.decode(key).snapshot_id
+        check_shape(schema.NODE, key, value)
+        sid, components = NodeKey.decode(key)
         _known(facts, sid, rec, schema.NODE, "snapshot")
-        node = NodeValue.decode(value)
+        node = nodes.check(sid, components, value)
         if not node.is_array:
             continue
         facts.arrays.add((sid, node.node_id))
@@ -151,14 +154,18 @@ def _small_families(zs: ZS | Chain, facts: _Facts, format_version: int) -> None:
 
 def _chunk_refs(zs: ZS, facts: _Facts, format_version: int) -> None:
     refs_per_manifest: Counter = Counter()
-    for key, value, rec in _records(zs, schema.CHUNK_REF, facts.counts):
-        by_manifest = refs_by_manifest(format_version)
+    by_manifest = refs_by_manifest(format_version)
+    array = None  # format 2: the array whose rows are checked together (its records are contiguous)
+    for key, value, rec in _records(zs, schema.CHUNK_REF, facts.counts, unique=by_manifest):
         kind = ChunkRefValue.kind_of(value)
         _shape((ManifestRefKey if by_manifest else ChunkRefKey).well_formed(key) and kind is not None, rec,
                schema.CHUNK_REF, "a chunk ref of a known kind")
         _shape(ChunkRefValue.well_formed(value), rec, schema.CHUNK_REF, CHUNK_REF_SHAPES.get(kind, ""))
         if not by_manifest:
             ref = ChunkRefKey.decode(key)
+            if ref.node_id != array:
+                array = ref.node_id
+                check_ref_rows(chunk_ref_rows(zs, array), array, facts.reach)
             _known(facts, ref.snapshot_id, rec, schema.CHUNK_REF, "snapshot")
             if (ref.snapshot_id, ref.node_id) not in facts.arrays:
                 raise _fail(rec, schema.CHUNK_REF, f"snapshot {ref.snapshot_id} has no array {ref.node_id!r}")
@@ -185,22 +192,27 @@ def _chunk_files(zs: ZS, facts: _Facts, format_version: int) -> None:
     """Embedded chunk files and shard indexes: in format 3 each file's pieces start at 0 and follow
     each other without gap or overlap, and each shard index has the size of some index."""
     chunk_id, end = None, 0
+    pieces = has_chunk_pieces(format_version)
     for key, value, rec in _records(zs, schema.CHUNK_DATA, facts.counts):
-        pieces = has_chunk_pieces(format_version)
         _shape(ChunkBytesKey.well_formed(key, pieces) and ChunkBytesValue.well_formed(value), rec, schema.CHUNK_DATA,
                "(chunk_id, start) -> (bytes)" if pieces else "(chunk_id) -> (bytes)")
-        if not pieces:
-            continue
         piece = ChunkBytesKey.decode(key)
+        if piece.chunk_id != chunk_id and chunk_id is not None:
+            facts.reach.check(chunk_id, end)  # the last file's size is known
         expected = end if piece.chunk_id == chunk_id else 0
-        if piece.start != expected:
+        if pieces and piece.start != expected:
             raise _fail(rec, schema.CHUNK_DATA, f"piece starts at {piece.start}, the file's pieces so far end at {expected}")
-        chunk_id, end = piece.chunk_id, piece.start + len(ChunkBytesValue.decode(value).data)
+        chunk_id, end = piece.chunk_id, expected + len(ChunkBytesValue.decode(value).data)
+    if chunk_id is not None:
+        facts.reach.check(chunk_id, end)
     for key, value, rec in _records(zs, schema.SHARD_INDEX, facts.counts):
         _shape(ShardIndexKey.well_formed(key) and _shard_index_fits(value, ShardIndexKey.decode(key).length),
                rec, schema.SHARD_INDEX,
                "(chunk_id, offset, length) or (location, offset, length, etag, last_modified) -> "
                "(at_end, index of 16 bytes per inner chunk [+ 4])")
+        if pieces:
+            check_shard_index(ShardIndexKey.decode(key), ShardIndexValue.decode(value),
+                              lambda cid, start, stop: read_pieces(zs, cid, start, stop))
 
 
 def _shard_index_fits(value: tuple, length: int) -> bool:
@@ -225,9 +237,8 @@ def _header(zs: ZS, facts: _Facts, format_version: int) -> None:
     _chunk_files(zs, facts, format_version)
     _repo_file(zs, facts)
     for key, value, rec in _records(zs, schema.FILES, facts.counts):
-        _shape(keeps_file_forms(_view(zs, format_version)) and FileKey.well_formed(key)
-               and FileValue.well_formed(value), rec, schema.FILES,
-               "(path) -> (implementation, compression_algorithm, location_dictionary), format 6 on")
+        _shape(keeps_file_forms(_view(zs, format_version)), rec, schema.FILES, "a record of format 6 on")
+        check_shape(schema.FILES, key, value)
     for family, name in schema.FAMILY_NAMES.items():
         there = facts.counts[family]
         if family != schema.HEADER and claimed.get(name, 0) != there:
@@ -259,7 +270,7 @@ def validate_fragments(chain: Chain) -> None:
         if member.info is None:
             continue
         tally = HoldingsTally(strict=True)
-        for _ in tally.counted([member.zs.search(stop=schema.HEADER)]):
+        for _ in tally.counted([_each_key_once(member.zs.search(stop=schema.HEADER))]):
             pass
         found = tally.info(member.info.covers, member.info.view_format)
         for tag in sorted(set(found.holdings) | set(member.info.holdings)):
@@ -272,6 +283,14 @@ def validate_fragments(chain: Chain) -> None:
         if said_bits != (None if found.chunk_filter is None else found.chunk_filter.bits):
             raise ZSCorrupt(f"{member.location}: its header record's chunk ref filter is not the filter of "
                             "its chunk refs")
+
+
+def _each_key_once(records: Iterator[bytes]) -> Iterator[bytes]:
+    """``records`` (one archive's, in key order) as they pass, each key once (a chain's view would take one)."""
+    keys = UniqueKeys()
+    for rec in records:
+        keys.check(rec)
+        yield rec
 
 
 def _described(held: Holding | None) -> str:

@@ -225,7 +225,7 @@ def _by_difference(job: ExportJob, scope: FragmentScope) -> ExportSummary:
                     counts[schema.FAMILY_NAMES[tag]] = n
                 yield [scope.header(header.format_version, header.spec_version, job.export_time, counts)]
 
-            lists = scope.to_writer(_record_lists(records, job.options.chunk_codec == "none", str(full)))
+            lists = scope.to_writer(record_lists(records, job.options.chunk_codec == "none", str(full)))
             write_archive(job.target, _followed_by(lists, header_list),
                           scope.metadata(0, header.spec_version), job.options)
     finally:
@@ -239,7 +239,7 @@ def _followed_by(first: Iterable, more: Callable[[], Iterable]) -> Iterator:
     yield from more()
 
 
-def _record_lists(records: Iterable[bytes], stored: bool, where: str, size: int = 65536) -> Iterator[list[bytes]]:
+def record_lists(records: Iterable[bytes], stored: bool, where: str, size: int = 65536) -> Iterator[list[bytes]]:
     """Records in lists for the writer: the pieces of chunk files in blocks of their own, cut as an export
     cuts them; everything else (tombstones of pieces too) in lists of at most ``size``."""
     batch: list[bytes] = []
@@ -284,7 +284,7 @@ def consolidate(fragment: str | os.PathLike, archive_path: str | os.PathLike, *,
         counts = dict(header.counts)
         version = header.format_version if newest.info is None else newest.info.view_format
         record = header._replace(format_version=version, fragment=None).record()
-        lists = _record_lists(chain.search(stop=schema.HEADER), chunk_codec == "none", chain.name)
+        lists = record_lists(chain.search(stop=schema.HEADER), chunk_codec == "none", chain.name)
         write_archive(target, _followed_by(lists, lambda: [[record]]), marker_metadata(version, header.spec_version), options,
                       "consolidate")
     finally:
