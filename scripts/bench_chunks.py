@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT))
 
-from servers import Nginx  # noqa: E402
+from toolkit.servers import Nginx  # noqa: E402
 
 CACHE = ROOT / ".bench"
 IC2_PYTHON = ROOT / ".peers" / "ic2" / "bin" / "python"

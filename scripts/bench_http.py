@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT))
 
-from servers import Nginx, free_port  # noqa: E402
+from toolkit.servers import Nginx, free_port  # noqa: E402
 
 from zsarchive import ZS  # noqa: E402
 

@@ -39,7 +39,7 @@ import boto3  # noqa: E402
 import moto.server as moto_server  # noqa: E402
 
 import bench_manifest_deltas  # noqa: E402
-from servers import free_port  # noqa: E402
+from toolkit.servers import free_port  # noqa: E402
 
 IC2_PYTHON = ROOT / ".peers" / "ic2" / "bin" / "python"
 

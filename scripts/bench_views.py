@@ -7,7 +7,7 @@
    per run, in Debian's chromium through Playwright: the first view (navigation until the graph, refs
    and commits are drawn; goal <= 1 s) and then the heatmap of the 1 M-chunk array (request, binning
    and drawing; goal <= 2 s).
-2. xarray: opening one snapshot of a history written with ``Dataset.to_zarr`` (tests/xarray_repo.py)
+2. xarray: opening one snapshot of a history written with ``Dataset.to_zarr`` (tests/toolkit/xarray_repo.py)
    through ``engine="zsarchive"`` against ``xr.open_zarr(session.store)`` on icechunk's own store, each
    in a fresh process of its own Python, timed inside it (imports of xarray, zarr and the store's module
    excluded: opening is what is timed), alternating; open only and
@@ -38,7 +38,7 @@ import bench_icechunk_manifest as icbench  # noqa: E402
 from zsarchive.archive import export  # noqa: E402
 
 CHROMIUM = "/usr/bin/chromium"
-XARRAY_REPO = ROOT / "tests" / "xarray_repo.py"
+XARRAY_REPO = ROOT / "tests" / "toolkit" / "xarray_repo.py"
 
 OURS = """
 import json, sys, time

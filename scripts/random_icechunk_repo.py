@@ -6,7 +6,7 @@ Run under an icechunk Python (``.peers/ic1/bin/python`` for 1.1, ``.peers/ic2/bi
 
 writes the repository to ``OUT/repo`` and the files its virtual refs point into to ``OUT/virtual``,
 then prints one JSON line: what was done (every operation, in order) and the facts icechunk has no
-API for (the deleted tags of a V1 repository). The differential test (tests/test_differential.py)
+API for (the deleted tags of a V1 repository). The differential test (tests/system/test_differential.py)
 exports such repositories and holds every answer of the archive against icechunk's own.
 
 A history mixes, at random: nested groups and arrays whose names come from a wide alphabet (ASCII
@@ -112,7 +112,7 @@ class Generator:
     def ref_name(self, taken: list[str]) -> str:
         """A fresh branch or tag name. icechunk 1.1 stores a ref under a path that percent-encodes
         characters such as ``~`` or ``é``, then lists such branches encoded and such tags not at all
-        (tests/test_real_icechunk_cases.py covers them): its refs use the characters it keeps."""
+        (tests/system/test_real_icechunk_cases.py covers them): its refs use the characters it keeps."""
         if MAJOR >= 2:
             return self.name(taken)
         while True:

@@ -3,44 +3,18 @@
 from __future__ import annotations
 
 import os
-import sys
-import warnings
 from pathlib import Path
 
 import pytest
 
-pytest.register_assert_rewrite("agreement")
+pytest.register_assert_rewrite("toolkit.agreement")
 
 # No test may reach a cloud instance-metadata service when it looks for credentials: every test
 # sets credentials or anonymous access itself, and the metadata address points at a closed port.
 os.environ["AWS_EC2_METADATA_DISABLED"] = "true"
 os.environ["AWS_METADATA_ENDPOINT"] = "http://127.0.0.1:9"
 
-ROOT = Path(__file__).resolve().parent.parent
-PEERS = Path(os.environ.get("ZSARCHIVE_PEERS", ROOT / ".peers"))
-TESTDATA = ROOT / "testdata"
-
-
-def peers_required() -> bool:
-    """True in CI and under ``scripts/dev test``: there every peer is installed, so a missing one is
-    a broken install, not a machine without the peer."""
-    return (os.environ.get("CI", "").lower() in ("1", "true", "yes")
-            or os.environ.get("ZSARCHIVE_REQUIRE_PEERS", "") == "1")
-
-
-def require_peer(path: Path, what: str) -> Path:
-    """``path`` if the peer ``what`` is installed there; else fail (CI, ``scripts/dev test``) or skip
-    loudly (elsewhere), naming the peer either way."""
-    if not path.exists():
-        msg = (f"PEER MISSING: {what} is not installed at {path}; run scripts/dev setup. "
-               "This machine lacks its interpreter or the install failed.")
-        if peers_required():
-            pytest.fail(msg, pytrace=False)
-        warnings.warn(msg)
-        print(msg, file=sys.stderr)
-        pytest.skip(msg)
-    return path
-
+from toolkit.places import PEERS, require_peer  # noqa: E402  (after the assertion rewrite is registered)
 
 @pytest.fixture(scope="session")
 def reference_zs() -> Path:
@@ -67,6 +41,25 @@ def icechunk2_python() -> Path:
     return require_peer(PEERS / "ic2" / "bin" / "python", "icechunk 2.x (Python 3.12)")
 
 
+CHROMIUM = "/usr/bin/chromium"
+BROWSER_ARGS = ["--no-sandbox", "--disable-background-networking", "--disable-component-update",
+                "--disable-default-apps", "--disable-sync", "--no-first-run", "--disable-extensions"]
+"""Debian's chromium, with nothing of its own reaching the network: the tests' pages are its only traffic."""
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """Debian's chromium driven by Playwright (no browser is downloaded), one for the whole session."""
+    if not os.path.exists(CHROMIUM):
+        pytest.fail(f"no {CHROMIUM}: scripts/dev installs Debian's chromium")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        launched = p.chromium.launch(executable_path=CHROMIUM, args=BROWSER_ARGS)
+        yield launched
+        launched.close()
+
+
 def pytest_addoption(parser):
     parser.addoption("--seeds", type=int, default=0, metavar="N",
-                     help="test_differential.py: also run N fresh random seeds per icechunk version")
+                     help="system/test_differential.py: also run N fresh random seeds per icechunk version")

@@ -13,10 +13,10 @@ import pytest
 
 from toolkit.cli import one_line_error, run_hostile
 from toolkit.crafted import Record, craft, find, target_is_empty
+from toolkit.places import TESTDATA
 from zsarchive.archive.format import schema as S
 
-ROOT = Path(__file__).resolve().parents[2]
-VECTOR = ROOT / "testdata" / "archive" / "v6" / "archive.zs"
+VECTOR = TESTDATA / "archive" / "v6" / "archive.zs"
 MAIN = "FMYJC6EXHFEJEZFQ9JA0"
 BIG = "ZK276DWXJJFYC"  # /data/big: four native chunks, its refs made at CREATED
 CREATED = "1Z67CH011QJY4APYHNB0"

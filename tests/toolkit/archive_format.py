@@ -4,12 +4,11 @@ document."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import struct
 from pathlib import Path
+from toolkit.places import ROOT, load_module
 
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def _elements(buf: bytes, pos: int) -> tuple[list, int]:
@@ -71,9 +70,7 @@ def documented_record(rec: bytes) -> dict:
 
 def unzs_records(path: Path) -> tuple[dict, list[bytes]]:
     """The ZS metadata and records of ``path`` read by docs/unzs.py, the standard-library decoder."""
-    spec = importlib.util.spec_from_file_location("unzs", ROOT / "docs" / "unzs.py")
-    unzs = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(unzs)
+    unzs = load_module(ROOT / "docs" / "unzs.py")
     with open(path, "rb") as f:
         f.seek(8)
         (header_length,) = struct.unpack("<Q", f.read(8))

@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Callable
 
 from zsarchive.archive.format import schema as S
-from zsarchive.archive.write.exporter import WriteOptions, write_archive
+from zsarchive.archive.write.exporter import write_archive
+from zsarchive.archive.write.options import WriteOptions
 from zsarchive.archive.write.incremental import record_lists
 from zsarchive.zs.reader import ZS
 
@@ -39,7 +40,7 @@ def write_records(path: Path, metadata: dict, records: list[Record], *, recount:
     ``path``; ``stored`` False compresses the blocks of chunk pieces too."""
     encoded = sorted(S.record(f, k, v, version) for f, k, v, version in (counted(records) if recount else records))
     write_archive(Path(path), record_lists(encoded, stored, os.fspath(path)), metadata,
-                  WriteOptions(codec=codec, chunk_codec="none" if stored else "same"))
+                  WriteOptions(codec=codec, chunk_codec="none" if stored else "same").checked())
     return Path(path)
 
 

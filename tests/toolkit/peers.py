@@ -7,7 +7,7 @@ import json
 import subprocess
 from pathlib import Path
 
-from oracle import CLEAN_EXIT, ROOT
+from toolkit.oracle import CLEAN_EXIT, ROOT
 
 TIMEOUT = 600  # seconds; the longest script writes a few hundred commits
 GENERATOR = ROOT / "scripts" / "random_icechunk_repo.py"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from servers import nginx_server  # noqa: F401
+from toolkit.servers import nginx_server  # noqa: F401
 
 # Runs under icechunk 2.x. With REPO "-", zarr writes the arrays into SRC (a plain directory nginx
 # serves at PREFIX); otherwise the repository gets the same arrays with virtual refs to SRC's shard

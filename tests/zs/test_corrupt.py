@@ -26,7 +26,7 @@ from zsarchive.zs.format.block import encode_block, encode_index, encode_records
 from zsarchive.zs.format.crc64 import crc64
 from zsarchive.zs.format.header import PARTIAL_MAGIC
 from zsarchive.zs.validate import validate
-from zsfiles import FileBuilder, minimal, reference_make, reference_verdicts
+from toolkit.zsfiles import FileBuilder, minimal, reference_make, reference_verdicts
 
 RECORDS = sorted([b"%03d" % (i * 7 % 40) + b"-record" * (i % 3) for i in range(30)] + [b"", b"\x00\n\xff"])
 

@@ -18,7 +18,7 @@ import zlib
 import pytest
 from zlib_ng import zlib_ng
 
-from conftest import TESTDATA
+from toolkit.places import TESTDATA
 from zsarchive import ZS, ZSWriter
 from zsarchive.errors import ZSCorrupt, ZSError
 from zsarchive.zs.format import codecs

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from conftest import TESTDATA
+from toolkit.places import TESTDATA
 from toolkit.zsheader import with_header_field
 from zsarchive.errors import ZSCorrupt
 from zsarchive.zs.format import header as h

@@ -12,14 +12,14 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from servers import nginx_server  # noqa: F401
-from zsfiles import block_extents
+from toolkit.servers import nginx_server  # noqa: F401
+from toolkit.zsfiles import block_extents
 from zsarchive import ZS
 from zsarchive.cli import main
 from zsarchive.zs.format.header import blocks_start
 from zsarchive.io import HTTPTransport
+from toolkit.places import TESTDATA
 
-TESTDATA = Path(__file__).resolve().parents[2] / "testdata"
 RECORDS = [b"%07d %s" % (i * 7, b"payload-%d" % (i % 97) * (1 + i % 5)) for i in range(30_000)]
 
 
@@ -185,7 +185,7 @@ def test_missing_url_is_one_line_exit_1(files):
 @pytest.fixture(scope="module")
 def archive(nginx_server):
     """The icechunk 2.x fixture repository exported with its chunk bytes, served by nginx."""
-    from oracle import fixtures, repo_path
+    from toolkit.oracle import fixtures, repo_path
     from zsarchive.archive import export
 
     export(repo_path(2), nginx_server.root / "repo.zs", include_chunks=True)

@@ -11,7 +11,7 @@ import subprocess
 import pytest
 from click.testing import CliRunner
 
-from conftest import TESTDATA
+from toolkit.places import TESTDATA
 from toolkit.cli import run_zs
 from zsarchive import ZS
 from zsarchive.cli import main

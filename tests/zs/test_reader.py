@@ -17,7 +17,7 @@ from click.testing import CliRunner
 
 import zsarchive.zs.blocks as blocks_module
 import zsarchive.zs.pipeline as pipeline_module
-from conftest import TESTDATA
+from toolkit.places import TESTDATA
 from toolkit.cli import one_line_error, run_zs
 from toolkit.zsheader import with_header_field
 from zsarchive import ZS, ZSCorrupt, ZSError, ZSWriter
@@ -25,7 +25,7 @@ from zsarchive.cli import main
 from zsarchive.zs.format import uleb128
 from zsarchive.zs.format.header import PARTIAL_MAGIC
 from zsarchive.io import LocalFile
-from zsfiles import FileBuilder, block_extents, minimal
+from toolkit.zsfiles import FileBuilder, block_extents, minimal
 
 LETTERS = TESTDATA / "interop" / "letters-deflate.zs"
 

@@ -3,7 +3,6 @@ exactly what the reference ``zs dump`` writes, and stops on damage with one line
 
 from __future__ import annotations
 
-import importlib.util
 import io
 import subprocess
 import sys
@@ -11,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import PEERS, ROOT, TESTDATA
+from toolkit.places import PEERS, ROOT, TESTDATA, load_module
 from zsarchive import ZSWriter
 from zsarchive.archive import export
 
@@ -94,9 +93,7 @@ def test_damage_is_one_line_naming_file_and_offset(tmp_path):
 def test_every_truncation_and_bit_flip_of_a_small_file_is_refused(tmp_path):
     """Each damaged copy decodes to an error, never to other records given as right."""
     data = (TESTDATA / "interop" / "letters-none.zs").read_bytes()
-    spec = importlib.util.spec_from_file_location("unzs", UNZS)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_module(UNZS)
     variants = [data[:n] for n in range(0, len(data), 3)]
     variants += [_damaged(data, i) for i in range(len(data))]
     for bad in variants:

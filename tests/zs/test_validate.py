@@ -27,10 +27,10 @@ from zsarchive.cli import main
 from zsarchive.zs.format.block import encode_block, encode_index, encode_records
 from zsarchive.io import Transport, open_transport
 from zsarchive.zs.validate import validate
-from servers import nginx_server  # noqa: F401
-from zsfiles import FileBuilder, minimal, reference_make, reference_verdicts
+from toolkit.servers import nginx_server  # noqa: F401
+from toolkit.zsfiles import FileBuilder, minimal, reference_make, reference_verdicts
+from toolkit.places import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 TESTDATA = ROOT / "testdata"
 
 WORDS = sorted(b"%05d %s" % (i * 7919 % 4000, b"xyz"[i % 3:] * (i % 5)) for i in range(4000))

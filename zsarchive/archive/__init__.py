@@ -9,8 +9,8 @@ from zsarchive.times import parse_time
 from zsarchive.lazy import lazy_exports
 
 # exporting needs the Icechunk decoders; querying an archive does not
-__getattr__ = lazy_exports(__name__, {"ExportOptions": "zsarchive.archive.write.exporter",
-                                      "ExportSummary": "zsarchive.archive.write.exporter",
+__getattr__ = lazy_exports(__name__, {"ExportOptions": "zsarchive.archive.write.options",
+                                      "ExportSummary": "zsarchive.archive.write.job",
                                       "export": "zsarchive.archive.write.api",
                                       "consolidate": "zsarchive.archive.write.incremental"})
 

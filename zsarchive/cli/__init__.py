@@ -21,13 +21,14 @@ COMMAND_MODULES = {
     "checkout": "zsarchive.cli.checkout",
     "restore": "zsarchive.cli.restore",
     "serve": "zsarchive.cli.serve",
+    "site": "zsarchive.cli.site",
     "chunk": "zsarchive.cli.chunk",
     **{name: _ARCHIVE for name in ("refs", "log", "show", "ls", "chunks", "diff", "ops", "chunk-log", "summary")},
 }
 """The module that registers each command on the group, imported when the command is first asked for."""
 
 SUMMARIES = {
-    "checkout": "Write the snapshot REF (a branch, tag, snapshot id or REF@TIME) of ARCHIVE as plain Zarr v3 at "
+    "checkout": "Write the snapshot REF (a branch, tag or snapshot id, with any ~N, ^ or @TIME) of ARCHIVE as plain Zarr v3 at "
                 "TARGET.",
     "chunk": "The chunk ref at COORDS of the array PATH at REF.",
     "chunk-log": "The commits in REF's history that changed one chunk, newest first.",
@@ -46,6 +47,7 @@ SUMMARIES = {
     "restore": "Write the Icechunk repository ARCHIVE holds into TARGET, which must be absent or empty.",
     "serve": "A local, read-only web page of ARCHIVE (a path or URL).",
     "show": "One commit and what it changed, as git show --stat.",
+    "site": "Write the web page of ARCHIVE (a path or URL) into OUTDIR, for any static host.",
     "summary": "What ARCHIVE holds, at a glance.",
     "validate": "Check a .zs file for errors or data corruption.",
 }

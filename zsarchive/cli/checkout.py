@@ -27,7 +27,7 @@ from zsarchive.cli.params import announce_totals, authorize_option, max_bytes_op
 def checkout_command(archive: str, ref: str, target: str, group: str | None, repo: str | None,
                      transfers: int | None, no_progress: bool, max_bytes: int | None,
                      authorize: dict[str, dict[str, str]], anon: bool, storage_options: dict[str, str]) -> None:
-    """Write the snapshot REF (a branch, tag, snapshot id or REF@TIME) of ARCHIVE as plain Zarr v3 at TARGET.
+    """Write the snapshot REF (a branch, tag or snapshot id, with any ~N, ^ or @TIME) of ARCHIVE as plain Zarr v3 at TARGET.
 
     TARGET is a directory, a path ending in .zip (read with zarr's ZipStore), or an s3://BUCKET/PREFIX,
     gs://BUCKET/PREFIX or az://CONTAINER/PREFIX URL; it must be absent or empty. Every zarr.json is

@@ -4,7 +4,7 @@ A cold lookup is mostly start-up time, and importing click would be a third of i
 "the cold lookup"). The click command of :mod:`zsarchive.cli.chunk` defines the command line; this reads
 only its plainest form (its four arguments and ``--json``, no other option) and leaves every other
 command line, and every lookup that fails, to click, which then answers it (or says what is wrong) as
-for any command. ``tests/test_cli_quick.py`` holds both answers equal."""
+for any command. ``tests/cli/test_quick.py`` holds both answers equal."""
 
 from __future__ import annotations
 

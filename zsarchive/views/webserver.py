@@ -1,7 +1,8 @@
 """``zs serve``: a local, read-only web page of an archive (standard library HTTP server).
 
-``/`` and its script and style are files of this package (no CDN: the page works offline); ``/api/NAME``
-answers JSON from :class:`~zsarchive.views.webapi.ArchiveAPI`. Every response forbids inline script
+``/`` and the page's scripts and style are files of this package (no CDN: the page works offline): the
+page that ``zs site`` writes, with the JavaScript reader under ``reader/``; served here it asks ``/api/NAME``,
+JSON from :class:`~zsarchive.views.webapi.ArchiveAPI`. Every response forbids inline script
 (Content-Security-Policy), and the page inserts every archive-derived string as text.
 """
 
@@ -10,17 +11,12 @@ from __future__ import annotations
 import ipaddress
 import json
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from importlib import resources
 from urllib.parse import parse_qsl, urlsplit
 
 from zsarchive.archive import NotFound, RepoArchive
 from zsarchive.errors import ZSCorrupt, ZSError
+from zsarchive.views.page import content_type, page_files
 from zsarchive.views.webapi import ArchiveAPI
-
-STATIC = {"/": ("index.html", "text/html; charset=utf-8"),
-          "/app.js": ("app.js", "text/javascript; charset=utf-8"),
-          "/style.css": ("style.css", "text/css; charset=utf-8")}
-"""The page's files: request path -> (file in zsarchive/views/static, content type)."""
 
 SECURITY_HEADERS = {
     "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
@@ -42,8 +38,8 @@ class ViewServer(ThreadingHTTPServer):
 
     def __init__(self, archive: RepoArchive, host: str = "127.0.0.1", port: int = 0):
         self.api = ArchiveAPI(archive)
-        self.static = {path: (resources.files("zsarchive.views").joinpath("static", name).read_bytes(), kind)
-                       for path, (name, kind) in STATIC.items()}
+        self.static = {f"/{name}": (body, content_type(name)) for name, body in page_files()}
+        self.static["/"] = self.static["/index.html"]
         super().__init__((host, port), _Handler)
         self.loopback = ipaddress.ip_address(self.server_address[0]).is_loopback
 

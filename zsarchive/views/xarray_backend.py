@@ -25,7 +25,7 @@ _DECODING = ("mask_and_scale", "decode_times", "concat_characters", "decode_coor
 class ZsarchiveBackendEntrypoint(BackendEntrypoint):
     """Open the snapshot REF names in a repo archive (a path or URL) with xarray.
 
-    Keywords: ``ref`` (branch, tag, snapshot id, ``REF@TIME``; default ``main``), ``group`` (a path in
+    Keywords: ``ref`` (branch, tag, snapshot id, with any ``~N``, ``^`` or ``@TIME``; default ``main``), ``group`` (a path in
     the snapshot), ``repo`` (where native chunks not embedded live, with ``storage_options`` and
     ``anon``), ``authorize`` (virtual chunk prefixes to follow); every other keyword is xarray's.
     """

@@ -13,7 +13,7 @@ lookup reads only the fragments that may hold its key.
 from __future__ import annotations
 
 import functools
-from typing import Iterable, Iterator
+from typing import Iterable
 
 from zsarchive.archive.format import tuples
 from zsarchive.archive.format import schema
@@ -155,12 +155,10 @@ class HoldingsTally:
         self._last = b"\xff"  # the first-element prefix of the last first-keyed record seen
         self.chunk_prefixes: list[bytes] | None = []  # None past FILTER_MAX_KEYS
 
-    def counted(self, lists: Iterable[list[bytes]]) -> Iterator[list[bytes]]:
-        """``lists`` as they pass, tallied."""
-        for batch in lists:
-            for rec in batch:
-                self._note(rec)
-            yield batch
+    def add(self, records: Iterable[bytes]) -> None:
+        """Tally ``records``."""
+        for rec in records:
+            self._note(rec)
 
     def _note(self, rec: bytes) -> None:
         tag = rec[:1]

@@ -8,6 +8,7 @@ import itertools
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from zsarchive.archive.format import schema, tuples
+from zsarchive.archive.format.tuplecolumns import decode_columns
 from zsarchive.archive.format.header import history_from_timeline
 from zsarchive.archive.format.views import ChunkRefKey, HistoryKey, HistoryValue, starts_with
 from zsarchive.errors import ZSCorrupt
@@ -100,7 +101,7 @@ def _decode_batch(batch: list[bytes], at: int, ndim: int, name: str) -> tuple[np
     lengths = np.fromiter(map(len, batch), np.int64, len(batch))
     ends = np.cumsum(lengths)
     joined = b"".join(batch)
-    decoded = tuples.decode_columns(joined, ends - lengths + at, ends, "(" + "i" * ndim + ")s")
+    decoded = decode_columns(joined, ends - lengths + at, ends, "(" + "i" * ndim + ")s")
     if decoded is not None:
         *columns, (begin, stop) = decoded[0]
         if (stop - begin == _ID).all() and all((column < np.uint64(1 << 63)).all() for column in columns):

@@ -1,4 +1,4 @@
-"""Queries of an archive's history: refs, snapshots, resolving REF[@TIME], ancestry and the log."""
+"""Queries of an archive's history: refs, snapshots, resolving REF[~N|^|@TIME], ancestry and the log."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from zsarchive.archive.format import schema
 from zsarchive.archive.format.tuples import encode_text
 from zsarchive.archive.format.views import RefKey, RefValue, SnapshotKey, SnapshotTimeKey, SnapshotValue
 from zsarchive.archive.read.reader import ArchiveReader, NotFound, checked_record
-from zsarchive.archive.read.refspec import RefSpec, TimeBound, parse_ref, time_bound
+from zsarchive.archive.read.refspec import RefSpec, TimeBound, parse_ref, ref_readings, time_bound
 from zsarchive.errors import ZSCorrupt, ZSError
 from zsarchive.suggest import hint
 from zsarchive.times import format_time
@@ -106,22 +106,43 @@ class HistoryQueries(ArchiveReader):
         return ids[0] if len(ids) == 1 else None
 
     def resolve(self, ref: str) -> str:
-        """Snapshot id a REF names (``[branch:|tag:|snapshot:]NAME[@TIME]``)."""
-        if "@" in ref:  # a ref whose name holds "@" wins over reading the text after it as a time
-            literal = self._lookup_ref(parse_ref(ref, with_time=False), quiet=True)
-            if literal is not None:
-                return literal
-        spec = parse_ref(ref)
+        """Snapshot id a REF names: ``[branch:|tag:|snapshot:]NAME`` followed by any of ``~N``, ``^`` and
+        ``@TIME``, applied left to right (``main~3``, ``tag:v1.0^``, ``main@2026-11-22T01:19:29Z~2``)."""
+        readings = ref_readings(ref)
+        for name, suffixes in readings[:-1]:  # a ref whose name holds ``~``, ``^`` or ``@`` wins over suffixes
+            if self._lookup_ref(_bare(name), quiet=True) is not None:
+                spec = parse_ref(ref, suffixes)
+                break
+        else:
+            spec = parse_ref(ref, readings[-1][1])
         snapshot_id = self._lookup_ref(spec)
-        if spec.as_of is None:
-            return snapshot_id
+        at = spec.kind + ":" + spec.name if spec.kind else spec.name
+        for op, arg in spec.steps:
+            snapshot_id = self._parents_back(snapshot_id, arg, at) if op == "~" else self._as_of(snapshot_id, arg, at)
+            at += f"~{arg}" if op == "~" else f"@{format_time(arg)}"
+        return snapshot_id
+
+    def _parents_back(self, snapshot_id: str, count: int, at: str) -> str:
+        """The snapshot ``count`` parents before ``snapshot_id`` (named ``at`` in messages)."""
+        depth = 0
+        for depth, (sid, value) in enumerate(self._ancestry(snapshot_id)):
+            if depth == count:
+                return sid
+            if value.parent_id is not None and self._snapshot_value(value.parent_id) is None:
+                raise NotFound(f"{self.name}: {at}~{count} is beyond the archived history: {at}~{depth} ({sid}) "
+                               f"names parent {value.parent_id}, which the archive does not hold")
+        raise NotFound(f"{self.name}: {at}~{count} is beyond the first commit: the history of {at} holds "
+                       f"{depth + 1} snapshot{'s' if depth else ''} ({at}~{depth} is its first)")
+
+    def _as_of(self, snapshot_id: str, when: int, at: str) -> str:
+        """The newest snapshot in the history of ``snapshot_id`` flushed at or before ``when``."""
         first = None
         for sid, value in self._ancestry(snapshot_id):
-            if value.flushed_at <= spec.as_of:
+            if value.flushed_at <= when:
                 return sid
             first = value.flushed_at
-        raise NotFound(f"{self.name}: no snapshot in the history of {spec.name!r} was flushed at or before "
-                       f"{format_time(spec.as_of)} (its first commit was flushed at {format_time(first)})")
+        raise NotFound(f"{self.name}: no snapshot in the history of {at!r} was flushed at or before "
+                       f"{format_time(when)} (its first commit was flushed at {format_time(first)})")
 
     def _ancestry(self, snapshot_id: str) -> Iterator[tuple[str, tuple]]:
         values: dict[str, SnapshotValue] = {}
@@ -197,3 +218,11 @@ class HistoryQueries(ArchiveReader):
         if ref is not None:
             chosen.sort(key=lambda item: item[1].flushed_at, reverse=True)
         return [self._snapshot_dict(sid, value) for sid, value in chosen[:max_count]]
+
+
+def _bare(name: str) -> RefSpec:
+    """A NAME without suffixes, for a lookup that may fail quietly (a bad name is then no ref)."""
+    try:
+        return parse_ref(name, "")
+    except ZSError:
+        return RefSpec(None, name, name)

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from zsarchive.archive.format import schema, tuples
+from zsarchive.archive.format.tuplecolumns import Columns
 from zsarchive.archive.format.views import ChunkRefKey, ChunkRefValue
 from zsarchive.errors import ZSCorrupt
 from zsarchive.zs.reader import ZS
@@ -48,7 +49,7 @@ def _bulk(buf: bytes, starts: np.ndarray, ends: np.ndarray, skip: int) -> ChunkR
     ndim = len(tuples.decode(buf, at, ends[0], what="chunk ref key")[0][0]) if buf[at] == tuples.TUPLE else -1
     if ndim < 0:
         return None
-    decoder = tuples.Columns(buf)
+    decoder = Columns(buf)
     key_columns = decoder.decode(starts + skip, ends, "(" + "i" * ndim + ")s)")
     if key_columns is None:
         return None

@@ -1,8 +1,10 @@
-"""Parsing of the user's REF and TIME arguments (``main``, ``tag:v1``, ``main@2026-11-22T01:19:29Z``)."""
+"""Parsing of the user's REF and TIME arguments (``main``, ``tag:v1~2``, ``main@2026-11-22T01:19:29Z``,
+``main^``): git's way of naming commits, on Icechunk's refs."""
 
 from __future__ import annotations
 
 import datetime as _dt
+import re
 from typing import Iterable
 
 from zsarchive.errors import ZSError
@@ -31,33 +33,71 @@ def time_bound(value: TimeBound, upper: bool) -> int | None:
 
 
 class RefSpec(TypedTuple):  # a typed tuple, not a frozen dataclass: far cheaper to define at every start
-    """A parsed REF: optional explicit kind, the name or id, and an optional as-of time (micros)."""
+    """A parsed REF: optional explicit kind, the name or id, the text as given, and its suffixes in order:
+    ``("~", n)`` (n parents back) and ``("@", micros)`` (as of a time)."""
 
     kind: str | None
     name: str
-    as_of: int | None
     text: str
+    steps: tuple = ()
+
+    @property
+    def as_of(self) -> int | None:
+        """The time of the first ``@TIME`` suffix, None without one."""
+        return next((arg for op, arg in self.steps if op == "@"), None)
 
 
-def parse_ref(text: str, with_time: bool = True) -> RefSpec:
-    """``[branch:|tag:|snapshot:]NAME[@TIME]`` -> RefSpec (the last ``@`` starts the time).
+_SUFFIX = re.compile(r"~(\d*)|\^(\d*)|@([^@~^]+)")
+"""One suffix: ``~N``, ``~``, ``^``, ``^N`` or ``@TIME`` (a TIME holds none of ``@~^``)."""
+_MAX_DIGITS = 18
+"""Digits of a ``~N`` read as a number; more name a depth beyond any history all the same."""
 
-    ``with_time=False`` reads every ``@`` as part of NAME: ref names may hold ``@`` too, and a
-    resolver tries that reading first (see RepoArchive.resolve).
-    """
+
+def ref_readings(text: str) -> list[tuple[str, str]]:
+    """Every split of ``text`` into a NAME and suffixes (``~N``, ``^``, ``@TIME``), the whole text as
+    the name first, then shorter names: ref names may hold ``~``, ``^`` and ``@`` themselves, and a
+    resolver takes the first reading whose name exists (see RepoArchive.resolve)."""
     if not text:
         raise ZSError("empty REF: give a branch, a tag or a snapshot id")
-    body, as_of = text, None
-    if "@" in text and with_time:
-        body, when = text.rsplit("@", 1)
-        as_of = parse_time(when, end_of_day=True)
+    starts = {len(text)}  # where the rest of the text reads as suffixes only, found from the end
+    for found in reversed(list(_SUFFIX.finditer(text))):  # every ~, ^ and @ starts the one suffix it can
+        if found.end() in starts:
+            starts.add(found.start())
+    return [(text, "")] + [(text[:at], text[at:]) for at in sorted(starts - {0, len(text)}, reverse=True)]
+
+
+def parse_ref(text: str, suffixes: str | None = None) -> RefSpec:
+    """``[branch:|tag:|snapshot:]NAME`` followed by ``suffixes`` -> RefSpec. Without ``suffixes`` the
+    shortest reading of :func:`ref_readings` is taken: ``main~2@2026-11-22T01:19:29Z``.
+
+    Suffixes apply left to right: ``main@TIME~2`` is two parents before the snapshot of main at TIME,
+    ``main~2@TIME`` the snapshot at TIME in the history of main's grandparent. ``^`` is ``~1`` and
+    ``^0`` the snapshot itself; a snapshot has one parent, so ``^2`` and beyond name none.
+    """
+    if suffixes is None:
+        body, suffixes = ref_readings(text)[-1]
+    else:
+        body = text[:len(text) - len(suffixes)]
+    steps = []
+    for found in _SUFFIX.finditer(suffixes):
+        tilde, caret, when = found.groups()
+        if when is not None:
+            steps.append(("@", parse_time(when, end_of_day=True)))
+            continue
+        digits = tilde if tilde is not None else caret
+        count = 1 if not digits else int(digits) if len(digits) <= _MAX_DIGITS else 10 ** _MAX_DIGITS
+        if caret is not None and count > 1:
+            raise ZSError(f"bad REF {text!r}: a snapshot has one parent, so ^{digits} names none "
+                          f"(~{digits} is {count} parents back)")
+        if count:
+            steps.append(("~", count))
     kind = None
     head, sep, tail = body.partition(":")
     if sep and head in KINDS:
         kind, body = head, tail
     if not body:
         raise ZSError(f"bad REF {text!r}: no name")
-    return RefSpec(kind, body, as_of, text)
+    return RefSpec(kind, body, text, tuple(steps))
 
 
 def chunk_coords(value: object, what: str = "coords") -> tuple[int, ...]:

@@ -2,7 +2,7 @@
 
 Each concept of a query lives in its own module, stacked on the one below it:
 :mod:`reader <zsarchive.archive.read.reader>` (opening, records by family, header, chain),
-:mod:`history <zsarchive.archive.read.history>` (refs, snapshots, REF@TIME, ancestry, log),
+:mod:`history <zsarchive.archive.read.history>` (refs, snapshots, REF~N and REF@TIME, ancestry, log),
 :mod:`nodes <zsarchive.archive.read.nodes>` (a snapshot's tree),
 :mod:`chunks <zsarchive.archive.read.chunks>` (chunk refs and bytes, shards),
 :mod:`changes <zsarchive.archive.read.changes>` (chunk history, diff, ops log) and

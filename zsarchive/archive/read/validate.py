@@ -270,8 +270,7 @@ def validate_fragments(chain: Chain) -> None:
         if member.info is None:
             continue
         tally = HoldingsTally(strict=True)
-        for _ in tally.counted([_each_key_once(member.zs.search(stop=schema.HEADER))]):
-            pass
+        tally.add(_each_key_once(member.zs.search(stop=schema.HEADER)))
         found = tally.info(member.info.covers, member.info.view_format)
         for tag in sorted(set(found.holdings) | set(member.info.holdings)):
             said, held = member.info.holdings.get(tag), found.holdings.get(tag)

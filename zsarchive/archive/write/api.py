@@ -8,9 +8,11 @@ import os
 import time
 from typing import Any
 
-from zsarchive.archive.write.exporter import ExportJob, ExportOptions, ExportSummary, Scope, plan_export, target_path
 from zsarchive.archive.write.incremental import export_fragment
-from zsarchive.errors import ZSError
+from zsarchive.archive.write.job import ExportJob, ExportSummary, target_path
+from zsarchive.archive.write.options import ExportOptions, given
+from zsarchive.archive.write.plan import plan_export
+from zsarchive.archive.write.scope import Scope
 from zsarchive.icechunk import Repository
 from zsarchive.io.location import parse_location
 
@@ -21,11 +23,8 @@ def export(repo_location: str | os.PathLike, archive_path: str | os.PathLike, op
     at ``archive_path``, as ``options`` say, or the keyword arguments of :class:`ExportOptions`
     (``codec``, ``include_chunks``, ``parallelism``, ``base``...) when ``options`` is not given.
     """
-    if options is None:
-        options = ExportOptions(**choices)
-    elif choices:
-        raise ZSError(f"export: give options or keyword arguments, not both ({', '.join(sorted(choices))})")
-    write_options = options.write_options()
+    options = given(ExportOptions, options, choices, "export")
+    write_options = options.checked()
     started = time.monotonic()
     target, directory = target_path(archive_path)
     location = parse_location(repo_location, options.storage_options, options.anon)

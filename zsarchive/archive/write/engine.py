@@ -1,7 +1,7 @@
 """Where an export's decoding tasks run: in this process, or in a pool of worker processes.
 
-A task is a function ``task(repo, *args)`` that yields picklable batches (lists of records, or
-``(records, chunk ids)`` pairs). An engine starts a list of tasks and hands back, for each, a
+A task is a function ``task(repo, *args)`` that yields picklable batches (the exporter's are typed:
+:class:`~zsarchive.archive.write.exporter.ChangeBatch`, :class:`~zsarchive.archive.write.exporter.LogBatch`). An engine starts a list of tasks and hands back, for each, a
 callable that yields its batches, in the order the tasks were given: the exporter consumes them in
 file order whatever order they finish in. Worker processes spill their batches to run files, so
 memory holds at most a batch per task however far decoding runs ahead of writing; each task hands

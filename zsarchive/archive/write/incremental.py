@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 from zsarchive.archive.write import records as repo_records
 from zsarchive.archive.format import schema
@@ -21,8 +21,12 @@ from zsarchive.archive.format.views import NodeValue, OpsKey, OpsValue, Snapshot
 from zsarchive.archive.write.chunkfiles import NativeFileEntry, VirtualShardEntry, is_virtual
 from zsarchive.archive.format.pieces import regroup
 from zsarchive.archive.format.header import ArchiveHeader, has_chunk_pieces, history_from_timeline, marker_metadata
-from zsarchive.archive.write.exporter import (ExportJob, ExportSummary, Scope, WriteOptions, exporter_version,
-                                              plan_export, target_path, write_archive)
+from zsarchive.archive.write.exporter import write_archive
+from zsarchive.archive.write.job import ExportJob, ExportSummary, target_path
+from zsarchive.archive.write.options import WriteOptions, given
+from zsarchive.archive.write.plan import plan_export
+from zsarchive.archive.write.scope import Scope, exporter_version
+from zsarchive.archive.write.stream import Batch, PiecesBlock, RecordList
 from zsarchive.archive.read.chain import Chain, open_chain
 from zsarchive.archive.format.fragments import HoldingsTally, is_tombstone
 from zsarchive.archive.write.fragments import base_link, diff
@@ -135,8 +139,10 @@ class FragmentScope(Scope):
             if not held:
                 yield entry
 
-    def to_writer(self, lists: Iterable[list[bytes]]) -> Iterator[list[bytes]]:
-        return self.tally.counted(lists)
+    def to_writer(self, batches: Iterable[Batch]) -> Iterator[Batch]:
+        for batch in batches:  # a fragment's records come as lists: blocks_allowed is False
+            self.tally.add(batch.records)
+            yield batch
 
     def header(self, version: int, spec_version: int, export_time: int, counts: dict[str, int]) -> bytes:
         view = self.view_counts
@@ -220,10 +226,10 @@ def _by_difference(job: ExportJob, scope: FragmentScope) -> ExportSummary:
             records = diff(new, old, scope.replaced)
             counts: dict[str, int] = {}
 
-            def header_list() -> Iterator[list[bytes]]:
+            def header_list() -> Iterator[RecordList]:
                 for tag, n in scope.tally.records.items():
                     counts[schema.FAMILY_NAMES[tag]] = n
-                yield [scope.header(header.format_version, header.spec_version, job.export_time, counts)]
+                yield RecordList([scope.header(header.format_version, header.spec_version, job.export_time, counts)])
 
             lists = scope.to_writer(record_lists(records, job.options.chunk_codec == "none", str(full)))
             write_archive(job.target, _followed_by(lists, header_list),
@@ -239,54 +245,53 @@ def _followed_by(first: Iterable, more: Callable[[], Iterable]) -> Iterator:
     yield from more()
 
 
-def record_lists(records: Iterable[bytes], stored: bool, where: str, size: int = 65536) -> Iterator[list[bytes]]:
-    """Records in lists for the writer: the pieces of chunk files in blocks of their own, cut as an export
+def record_lists(records: Iterable[bytes], stored: bool, where: str, size: int = 65536) -> Iterator[Batch]:
+    """Records in batches for the writer: the pieces of chunk files in blocks of their own, cut as an export
     cuts them; everything else (tombstones of pieces too) in lists of at most ``size``."""
     batch: list[bytes] = []
     pieces: list[bytes] = []
     for rec in records:
         if rec[:1] == schema.CHUNK_DATA and not is_tombstone(rec):
             if batch:
-                yield batch
+                yield RecordList(batch)
                 batch = []
             pieces.append(rec)
             continue
         if pieces:
-            yield from regroup(pieces, stored, where)
+            yield from map(PiecesBlock.of, regroup(pieces, stored, where))
             pieces = []
         batch.append(rec)
         if len(batch) >= size:
-            yield batch
+            yield RecordList(batch)
             batch = []
     if pieces:
-        yield from regroup(pieces, stored, where)
+        yield from map(PiecesBlock.of, regroup(pieces, stored, where))
     if batch:
-        yield batch
+        yield RecordList(batch)
 
 
-def consolidate(fragment: str | os.PathLike, archive_path: str | os.PathLike, *, codec: str | None = None,
-                compress_level: int | str | None = None, chunk_codec: str = "none",
-                parallelism: int | str = "guess",
-                approx_block_size: int = 256 * 1024, branching_factor: int = 1024) -> ExportSummary:
+def consolidate(fragment: str | os.PathLike, archive_path: str | os.PathLike, options: WriteOptions | None = None,
+                **choices: Any) -> ExportSummary:
     """Write the view of the chain whose newest archive is ``fragment`` as one standalone archive at
-    ``archive_path``: the records of a full export made at the fragment's time. ``codec`` defaults to
-    the fragment's."""
+    ``archive_path``: the records of a full export made at the fragment's time, written as ``options`` say,
+    or the keyword arguments of :class:`~zsarchive.archive.write.options.WriteOptions` when ``options`` is not
+    given (``codec`` defaults to the fragment's)."""
     started = time.monotonic()
+    chosen = given(WriteOptions, options, choices, "consolidate")
     target, _ = target_path(archive_path)
     chain = open_view(fragment)
     try:
         if _in_chain(chain, target):
             raise ZSError(f"{target}: is an archive of the chain; write the consolidated archive to a new file")
-        options = WriteOptions.checked(codec or chain.codec, compress_level, chunk_codec, parallelism,
-                                       approx_block_size, branching_factor)
+        checked = chosen.checked(default_codec=chain.codec)
         newest = chain.members[0]
         header = newest.header
         counts = dict(header.counts)
         version = header.format_version if newest.info is None else newest.info.view_format
         record = header._replace(format_version=version, fragment=None).record()
-        lists = record_lists(chain.search(stop=schema.HEADER), chunk_codec == "none", chain.name)
-        write_archive(target, _followed_by(lists, lambda: [[record]]), marker_metadata(version, header.spec_version), options,
-                      "consolidate")
+        batches = record_lists(chain.search(stop=schema.HEADER), checked.chunk_codec == "none", chain.name)
+        write_archive(target, _followed_by(batches, lambda: [RecordList([record])]),
+                      marker_metadata(version, header.spec_version), checked, "consolidate")
     finally:
         chain.close()
     return ExportSummary(path=target, counts=counts, size=target.stat().st_size, seconds=time.monotonic() - started)

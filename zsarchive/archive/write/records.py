@@ -3,7 +3,7 @@
 These are the pure parts of an export (no files, no processes): the exporter's stages call them,
 in this process or in worker processes, and tests call them directly. Hot loops (chunk refs,
 millions of records) build records a batch at a time with
-:func:`zsarchive.archive.format.tuples.encode_rows`; tests check they equal what :func:`schema.record` builds.
+:func:`zsarchive.archive.format.tuplerows.encode_rows`; tests check they equal what :func:`schema.record` builds.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from typing import Any, Iterable, Iterator
 import numpy as np
 
 from zsarchive.archive.format import tuples
+from zsarchive.archive.format.tuplerows import encode_rows
 from zsarchive.archive.format.pieces import PieceBlock, piece_blocks, piece_records, piece_starts
 from zsarchive.archive.format.shards import EMPTY, ShardLayout
 from zsarchive.archive.format import schema
@@ -168,7 +169,7 @@ def change_records(node_id: str, snapshot_id: str, changed: RefBatch | None, rem
     if not len(removed):
         return records
     gone = tail + b"\x00" + VERSION[schema.CHUNK_REF] + tuples.encode_int(schema.REMOVED)
-    tombstones = tuples.encode_rows([head, *removed.T, gone], len(removed))
+    tombstones = encode_rows([head, *removed.T, gone], len(removed))
     if not records:
         return tombstones
     both = records + tombstones
@@ -206,14 +207,14 @@ def _kind_records(batch: RefBatch, kind: RefKind, rows: slice | np.ndarray, n: i
     every = np.arange(n)
     if kind is RefKind.INLINE:
         pieces = [tuples.encode_value((data,)) for data in pick(batch.inline)]
-        return tuples.encode_rows([*key, (pieces, every)], n)
+        return encode_rows([*key, (pieces, every)], n)
     numbers = [batch.offset[rows], batch.length[rows]]
     if kind is RefKind.NATIVE:
         names = pick(batch.chunk_id)
         if chunk_ids is not None:
             chunk_ids.extend(NATIVE % (name.encode("ascii"), offset, length) for name, offset, length
                              in zip(names, numbers[0].tolist(), numbers[1].tolist()))
-        return tuples.encode_rows([*key, ([tuples.encode_text(name) for name in names], every), *numbers], n)
+        return encode_rows([*key, ([tuples.encode_text(name) for name in names], every), *numbers], n)
     # Locations repeat (many chunks per file) and the decoder hands out one string object per distinct
     # location: encoding each object once is enough (equal strings that are distinct objects only
     # cost an encoding more).
@@ -227,7 +228,7 @@ def _kind_records(batch: RefBatch, kind: RefKind, rows: slice | np.ndarray, n: i
         seen: dict[tuple, int] = {}
         picked = [seen.setdefault(pair, len(seen)) for pair in zip(etags, modified)]
         checksums = ([tuples.encode((etag, stamp)) for etag, stamp in seen], np.array(picked, dtype=np.int64))
-    return tuples.encode_rows([*key, locations, *numbers, checksums], n)
+    return encode_rows([*key, locations, *numbers, checksums], n)
 
 
 def _shard_cuts(chunk_id: str, offset: int, length: int, layout: ShardLayout, raw: bytes,

@@ -282,7 +282,7 @@ def open_store(archive: RepoArchive | str | os.PathLike, ref: str = "main",
                repo: str | os.PathLike | Location | None = None,
                authorize: Iterable[str] | Mapping[str, Mapping[str, Any]] = (),
                storage_options: Mapping[str, object] | None = None, anon: bool = False) -> ArchiveStore:
-    """Open the snapshot REF names (branch, tag, snapshot id, ``REF@TIME``) as a read-only zarr store.
+    """Open the snapshot REF names (branch, tag, snapshot id, with any ``~N``, ``^`` or ``@TIME``) as a read-only zarr store.
 
     ``archive``: a path, an http(s) URL or an open :class:`RepoArchive`; ``repo``: where native
     chunks live (a repository path or URL, reached with ``storage_options`` / ``anon``);

@@ -1,6 +1,8 @@
-// The page of `zs serve`. Every string that comes from the archive is inserted with textContent
+// The archive's web page, one page for two hosts: served by `zs serve`, it asks the server's JSON API;
+// written by `zs site` beside an archive on any static host (or given ?archive=URL, or a file picked),
+// it asks the JavaScript reader in the browser, which answers the same requests with the same JSON
+// (reader/views/pageapi.js). Every string that comes from the archive is inserted with textContent
 // (never innerHTML): names, messages and metadata are untrusted.
-"use strict";
 
 const HEATMAP_BINS = 128;  // chunk bins the page asks for (the server caps and computes them)
 
@@ -33,15 +35,43 @@ function showError(message) {
   box.hidden = !message;
 }
 
-async function api(name, params) {
-  const query = new URLSearchParams();
-  for (const [key, value] of Object.entries(params || {})) {
-    if (value !== undefined && value !== null && value !== "") query.set(key, value);
+// -- where the answers come from ---------------------------------------------------------------
+
+/** The answers of `zs serve`'s API, over HTTP. */
+const serverSource = {
+  async answer(name, params) {
+    const response = await fetch(`api/${name}?${new URLSearchParams(params)}`);
+    const answer = await response.json();
+    if (!response.ok) throw new Error(answer.error || `${response.status} ${response.statusText}`);
+    return answer;
+  },
+};
+
+let source = serverSource;
+
+/** The archive the page reads in the browser: ?archive=URL, else the one site.json names (`zs site`). */
+async function readerSource() {
+  const named = new URLSearchParams(location.search).get("archive");
+  let archive = named;
+  if (!archive) {
+    const response = await fetch("site.json", {cache: "no-store"}).catch(() => null);
+    if (!response || !response.ok) return null;  // no site.json: the page is zs serve's
+    archive = (await response.json()).archive;
   }
-  const response = await fetch(`api/${name}?${query}`);
-  const answer = await response.json();
-  if (!response.ok) throw new Error(answer.error || `${response.status} ${response.statusText}`);
-  return answer;
+  return openReader(new URL(archive, location.href).href);
+}
+
+async function openReader(archive) {
+  const {PageAPI} = await import("./reader/views/pageapi.js");
+  return PageAPI.open(archive);
+}
+
+async function api(name, params) {
+  const query = {};
+  for (const [key, value] of Object.entries(params || {})) {
+    if (value !== undefined && value !== null && value !== "") query[key] = String(value);
+  }
+  return source.answer(name, query);
 }
 
 function guarded(action) {
@@ -261,19 +291,41 @@ async function chunkHistory(ref, path, coords) {
 
 // -- start -------------------------------------------------------------------------------------
 
-async function start() {
-  $("commit-filter").addEventListener("submit", (event) => {
-    event.preventDefault();
-    guarded(() => loadCommits(currentRef))();
-  });
-  $("all-commits").addEventListener("click", guarded(() => loadCommits(null)));
-  $("heatmap").addEventListener("click", guarded(pickCell));
+async function show() {
   const summary = await loadSummary();
   await loadGraph();
   const main = summary.refs.find((r) => r.type === "branch" && r.name === "main");
   await loadCommits(main ? "branch:main" : null);
   started = true;
   document.body.dataset.ready = "true";
+}
+
+async function openPicked(archive) {
+  started = false;
+  delete document.body.dataset.ready;
+  for (const id of ["commit-section", "tree-section", "array-section", "chunk-section"]) $(id).hidden = true;
+  source = await openReader(archive);
+  await show();
+}
+
+async function start() {
+  $("open-file").addEventListener("change", guarded(async () => {
+    const file = $("open-file").files[0];
+    if (file) await openPicked(file);
+  }));
+  $("open-url").addEventListener("submit", (event) => {
+    event.preventDefault();
+    const url = $("archive-url").value.trim();
+    if (url) guarded(() => openPicked(new URL(url, location.href).href))();
+  });
+  $("commit-filter").addEventListener("submit", (event) => {
+    event.preventDefault();
+    guarded(() => loadCommits(currentRef))();
+  });
+  $("all-commits").addEventListener("click", guarded(() => loadCommits(null)));
+  $("heatmap").addEventListener("click", guarded(pickCell));
+  source = (await readerSource()) || serverSource;
+  await show();
 }
 
 document.addEventListener("DOMContentLoaded", guarded(start));

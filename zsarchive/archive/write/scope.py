@@ -1,0 +1,73 @@
+"""What an export writes of what it reads (:class:`Scope`: everything, a full archive; a fragment's scope
+writes what its base lacks), and the exporter's name recorded in every header."""
+
+from __future__ import annotations
+
+import functools
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Iterable
+
+from zsarchive.archive.format import schema
+from zsarchive.archive.format.header import ArchiveHeader, marker_metadata
+from zsarchive.archive.write.stream import Batch
+
+
+def exporter_version() -> str:
+    """``zsarchive <version>``: the exporter that wrote an archive, recorded in its header."""
+    return version_lookup().result()
+
+
+@functools.cache
+def version_lookup() -> Future:
+    """The exporter's version, looked up in a thread the first call starts: importing importlib.metadata
+    and reading the package's metadata take ~15 ms, which an export's decoding hides."""
+    pool = ThreadPoolExecutor(1)
+    future = pool.submit(_installed_version)
+    pool.shutdown(wait=False)
+    return future
+
+
+def _installed_version() -> str:
+    from importlib import metadata  # here, and in a thread: see version_lookup
+
+    try:
+        return "zsarchive " + metadata.version("zsarchive")
+    except metadata.PackageNotFoundError:
+        return "zsarchive (unknown version)"
+
+
+class Scope:
+    """What an export writes of what it reads: here everything, a full archive. A fragment's scope
+    (:mod:`zsarchive.archive.write.incremental`) writes what its base lacks."""
+
+    blocks_allowed = True
+    """Whether chunk refs may reach the writer as built blocks (a fragment's scope reads every record)."""
+    view_format = schema.FULL_FORMAT
+    """The format the records follow (a fragment's: its base's)."""
+
+    def small_family(self, family: bytes, records: list[bytes]) -> list[bytes]:
+        """The records to write of a small family (refs, repository facts, ops log), in any order."""
+        return records
+
+    def unheld(self, family: bytes, records: list[bytes]) -> list[bytes]:
+        """The records of ``family`` (keyed by something immutable: a file's path) whose key the archive
+        does not hold yet: here all of them."""
+        return records
+
+    def chunk_files_to_write(self, entries: Iterable[bytes]) -> Iterable[bytes]:
+        """The native chunk files (sorted ``chunk id offset length [layout]`` entries) and virtual
+        shards (:mod:`virtualshards <zsarchive.archive.write.virtualshards>` entries) to write."""
+        return entries
+
+    def to_writer(self, batches: Iterable[Batch]) -> Iterable[Batch]:
+        """The batches of records on their way to the writer."""
+        return batches
+
+    def header(self, version: int, spec_version: int, export_time: int, counts: dict[str, int]) -> bytes:
+        """The archive header record (``counts``: records written per family name)."""
+        return ArchiveHeader(version, spec_version, export_time, exporter_version(), counts).record()
+
+    def metadata(self, version: int, spec_version: int) -> dict:
+        """The ZS header metadata."""
+        return marker_metadata(version, spec_version)
+
