@@ -4,9 +4,10 @@ blocks of their own as an export cuts them), so that only the edit is wrong."""
 
 from __future__ import annotations
 
+import heapq
 import os
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterable
 
 from zsarchive.archive.format import schema as S
 from zsarchive.archive.write.exporter import write_archive
@@ -24,9 +25,10 @@ def read_records(path: Path) -> tuple[dict, list[Record]]:
         return z.metadata, [(*S.split(rec), S.record_version(rec)) for rec in z]
 
 
-def counted(records: list[Record]) -> list[Record]:
-    """``records`` with the header record's counts made those of the other records."""
-    counts: dict[str, int] = {}
+def counted(records: list[Record], more: dict[bytes, int] | None = None) -> list[Record]:
+    """``records`` with the header record's counts made those of the other records (and of ``more``, records
+    of each family given as a stream)."""
+    counts: dict[str, int] = {S.FAMILY_NAMES[family]: n for family, n in (more or {}).items()}
     for family, *_ in records:
         if family != S.HEADER:
             counts[S.FAMILY_NAMES[family]] = counts.get(S.FAMILY_NAMES[family], 0) + 1
@@ -35,11 +37,14 @@ def counted(records: list[Record]) -> list[Record]:
 
 
 def write_records(path: Path, metadata: dict, records: list[Record], *, recount: bool = True,
-                  codec: str = "deflate", stored: bool = True) -> Path:
+                  codec: str = "deflate", stored: bool = True, streamed: Iterable[bytes] = (),
+                  more: dict[bytes, int] | None = None) -> Path:
     """``records`` (duplicates kept: a crafted archive may hold two records of one key) as an archive at
-    ``path``; ``stored`` False compresses the blocks of chunk pieces too."""
-    encoded = sorted(S.record(f, k, v, version) for f, k, v, version in (counted(records) if recount else records))
-    write_archive(Path(path), record_lists(encoded, stored, os.fspath(path)), metadata,
+    ``path``, with the records ``streamed`` (encoded, in key order, ``more`` of each family: never all in
+    memory at once); ``stored`` False compresses the blocks of chunk pieces too."""
+    encoded = sorted(S.record(f, k, v, version) for f, k, v, version in
+                     (counted(records, more) if recount else records))
+    write_archive(Path(path), record_lists(heapq.merge(encoded, streamed), stored, os.fspath(path)), metadata,
                   WriteOptions(codec=codec, chunk_codec="none" if stored else "same").checked())
     return Path(path)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import abc
 import errno
 import os
+import re
 import secrets
 import threading
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -99,6 +100,10 @@ def check_room(location: Location, totals: Totals, max_bytes: int | None = None)
                       f"{found.f_favail:,} more files; nothing written")
 
 
+class Stopped(Exception):
+    """A write ended because ``put_all`` stopped (its own failure or interruption is what is raised)."""
+
+
 class AlreadyExists(ZSError):
     """``put_new`` found an object at its key."""
 
@@ -123,6 +128,7 @@ class Sink(abc.ABC):
         """The most bytes ``put_all`` writes (None: no limit); an object past it is not written."""
         self._charged = 0
         self._charging = threading.Lock()
+        self._stopping = threading.Event()
 
     @property
     def name(self) -> str:
@@ -166,11 +172,21 @@ class Sink(abc.ABC):
                     running.add(pool.submit(self._write_body, key, body))
                 while running:
                     total += self._settle(running, done, FIRST_COMPLETED)
-            except BaseException:
+            except BaseException as exc:
+                if not isinstance(exc, Exception):  # interrupted: writes under way stop at their next buffer
+                    self._stopping.set()
                 for future in running:
                     future.cancel()
                 raise
         return total
+
+    def parts(self, data: bytes | bytearray | memoryview | list | Stream) -> Iterator[bytes | memoryview]:
+        """The buffers of an object to write one after another, ending the write (:class:`Stopped`, its file
+        removed) once an interruption (Ctrl-C, SIGTERM) stopped ``put_all``."""
+        for part in parts_of(data):
+            if self._stopping.is_set():
+                raise Stopped("stopped")
+            yield part
 
     def _write_body(self, key: str, body: Body) -> tuple[str, int]:
         data = body() if callable(body) else body
@@ -195,6 +211,31 @@ class Sink(abc.ABC):
 
     def close(self) -> None:
         """Release connections."""
+
+
+_DRIVE = re.compile(r"[A-Za-z]:")
+
+
+def unportable(name: str) -> str | None:
+    """Why ``name``, one component of a key, is not a file name that reads alike on every system and in
+    every zip reader (None when it is one)."""
+    if name in ("", ".", ".."):
+        return "is empty, '.' or '..'"
+    if "/" in name or "\\" in name:
+        return "holds a path separator ('/' or '\\')"
+    if any(ord(c) < 32 or ord(c) == 127 for c in name):
+        return "holds NUL or a control character"
+    if _DRIVE.match(name):
+        return "starts with a drive letter"
+    return None
+
+
+def check_portable(key: str, where: str) -> None:
+    """ZSError unless every component of ``key`` is a portable name (:func:`unportable`)."""
+    for part in key.split("/"):
+        problem = unportable(part)
+        if problem is not None:
+            raise ZSError(f"{where}: refusing the name {key!r}: its component {part!r} {problem}")
 
 
 def check_key(key: str, where: str) -> None:
@@ -243,7 +284,7 @@ class LocalSink(Sink):
     def _write_temp(self, temp: Path, data: bytes, durable: bool = False) -> None:
         try:
             with open(temp, "xb") as handle:
-                handle.writelines(parts_of(data))
+                handle.writelines(self.parts(data))
                 handle.flush()
                 if durable:
                     os.fsync(handle.fileno())

@@ -17,7 +17,9 @@ from typing import BinaryIO, Callable, Iterable
 
 from zsarchive.errors import ZSError
 from zsarchive.io.location import Location
-from zsarchive.io.sink import AlreadyExists, Body, Sink, body_size, check_key, parts_of, write_error
+from zsarchive.io.sink import (
+    AlreadyExists, Body, Sink, body_size, check_key, check_portable, parts_of, write_error,
+)
 
 _EPOCH = (1980, 1, 1, 0, 0, 0)
 """Every entry's time: the earliest a zip can say, so the bytes depend on the objects alone."""
@@ -54,11 +56,16 @@ class ZipSink(Sink):
         return self._zip
 
     def put(self, key: str, data: bytes) -> None:
-        """Append the entry ``key`` (zarr's ZipStore reads the last of equal names; keys here are unique)."""
+        """Append the entry ``key``: a portable name (no backslash, drive letter, ``..``, NUL or control
+        character, which other readers take for paths), and never a second entry of one name (readers
+        disagree on which of two holds)."""
         check_key(key, self.path)
+        check_portable(key, self.path)
         info = zipfile.ZipInfo(key, _EPOCH)
         info.compress_type = zipfile.ZIP_STORED
         with self._lock:
+            if key in self._open().NameToInfo:
+                raise ZSError(f"{self.path}: refusing a second entry named {key!r}")
             try:
                 with self._open().open(info, "w", force_zip64=body_size(data) >= 1 << 31) as entry:
                     entry.writelines(parts_of(data))

@@ -24,11 +24,13 @@ from zsarchive.archive.format.chunkkeys import ChunkKeys
 from zsarchive.archive.format.header import has_chunk_pieces
 from zsarchive.archive.format.pieces import file_size, read_pieces, stream_file
 from zsarchive.archive.format.views import ShardIndexKey, ShardIndexValue, is_id
-from zsarchive.archive.read.invariants import RecordFault, RefReach, check_shard_index, fault
-from zsarchive.errors import ZSCorrupt, ZSError
+from zsarchive.archive.read.invariants import RefReach, check_shard_index, fault
+from zsarchive.errors import RecordFault, ZSCorrupt, ZSError
 from zsarchive.io.location import Location, parse_location
 from zsarchive.io.outfile import start_writeback
-from zsarchive.io.sink import LocalSink, ObjectSink, Sink, Stream, Totals, check_room, parts_of, write_error
+from zsarchive.io.sink import (
+    LocalSink, ObjectSink, Sink, Stream, Totals, check_room, unportable, write_error,
+)
 from zsarchive.io.zipsink import ZipSink
 
 ROOT_META = "zarr.json"
@@ -124,27 +126,25 @@ def checkout(archive: RepoArchive | str | os.PathLike, ref: str, target: str | o
 
 
 def _select(arc: RepoArchive, snapshot_id: str, ref: str, group: str | None) -> list[_Node]:
-    """The nodes to write, with their keys below the target root; ZSCorrupt for a path that is not a
-    plain relative name (``..``, empty components) or a node below an array."""
+    """The nodes to write, with their keys below the target root (the reader refuses nodes that are no
+    tree of plain names); ZSError for a name that is not portable (a directory and a zip are read alike
+    everywhere: no backslash, drive letter, NUL or control character) or that would be a node's own
+    ``zarr.json``."""
     top = "/" + (group or "").strip("/")
     base = "" if top == "/" else top
     nodes: list[_Node] = []
-    arrays: set[str] = set()
     for node in arc.node_infos(f"snapshot:{snapshot_id}"):
         path = node.path
         if not (path == top or path.startswith(base + "/")):
             continue
         rel = "" if path == top else path[len(base) + 1:]
-        parts = rel.split("/") if rel else []
-        if any(p in ("", ".", "..") or "\x00" in p or (os.sep != "/" and "\\" in p) for p in parts):
-            raise ZSCorrupt(f"{arc.name}: node path {path!r} at {ref!r} is not a plain Zarr node name; "
-                            "nothing written")
-        for i in range(len(parts)):
-            if "/".join(parts[:i]) in arrays:
-                raise ZSCorrupt(f"{arc.name}: node {path!r} at {ref!r} lies inside an array; nothing written")
+        for part in rel.split("/") if rel else []:
+            problem = unportable(part) or ("is a node's metadata document" if part == ROOT_META else None)
+            if problem is not None:
+                raise ZSError(f"{arc.name}: node {path!r} at {ref!r}: its name {part!r} {problem}, not a "
+                              "portable name; nothing written")
         keys = None
         if node.is_array:
-            arrays.add(rel)
             keys = ChunkKeys(path, node.zarr_json, node.num_chunks, f"{rel}/" if rel else "")
             if keys.sep not in ("/", "."):
                 raise ZSCorrupt(f"{arc.name}: array {path!r} at {ref!r}: chunk key separator {keys.sep!r} "
@@ -266,11 +266,14 @@ class _TreeSink(LocalSink):
         except OSError as exc:
             raise write_error(exc, path) from None
         try:
-            _write_all(fd, parts_of(data))
+            _write_all(fd, self.parts(data))
             start_writeback(fd, 0, 0)  # to the disk while the next are written: the final sync waits less
         except OSError as exc:
             path.unlink(missing_ok=True)
             raise write_error(exc, path) from None
+        except BaseException:
+            path.unlink(missing_ok=True)
+            raise
         finally:
             os.close(fd)
 

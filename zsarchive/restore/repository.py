@@ -13,13 +13,17 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 from urllib.parse import quote
 
+import zstandard
+
 from zsarchive.archive.format import schema
 from zsarchive.archive.format.pieces import file_size, read_pieces, stream_file
-from zsarchive.archive.read.invariants import shard_indexes
+from zsarchive.archive.read.invariants import fault, shard_indexes
 from zsarchive.archive.read.reader import ArchiveReader, guarded, records_under
 from zsarchive.errors import ZSError
 from zsarchive.icechunk.manifest import RefBatch, decode_manifest, encode_manifest
@@ -28,7 +32,7 @@ from zsarchive.icechunk.repo_info import decode_repo_info, encode_repo_info
 from zsarchive.icechunk.snapshot import decode_snapshot, encode_snapshot
 from zsarchive.icechunk.txlog import decode_transaction_log, encode_transaction_log
 from zsarchive.io.location import Location, parse_location
-from zsarchive.io.sink import Sink, Stream, Totals, check_room, open_sink
+from zsarchive.io.sink import AlreadyExists, Sink, Stream, Totals, check_room, open_sink
 from zsarchive.icechunk.storage import Storage, open_storage
 from zsarchive.restore.plan import ManifestContents, RestorePlan, select
 from zsarchive.restore.source import Timelines, read_history
@@ -157,13 +161,18 @@ class Restore:
                     chunk_ids.update(r.chunk_id for r in refs if r.kind is RefKind.NATIVE)
             form = {"implementation": manifest.implementation, "location_dictionary": manifest.location_dictionary}
             try:
-                files[manifest.id] = encode_manifest(manifest.id, arrays, manifest.spec_version, size=manifest.size,
-                                                     **form)
-            except ValueError:  # it encodes to more: the snapshots name the size it has
-                files[manifest.id] = encode_manifest(manifest.id, arrays, manifest.spec_version, **form)
-                plan.resized[manifest.id] = len(files[manifest.id])
-                self.notes.append(f"manifest {manifest.id}: {len(files[manifest.id])} bytes, the original "
-                                  f"{manifest.size}: the snapshots name the new size")
+                try:
+                    files[manifest.id] = encode_manifest(manifest.id, arrays, manifest.spec_version,
+                                                         size=manifest.size, **form)
+                except ValueError:  # it encodes to more: the snapshots name the size it has
+                    files[manifest.id] = encode_manifest(manifest.id, arrays, manifest.spec_version, **form)
+                    plan.resized[manifest.id] = len(files[manifest.id])
+                    self.notes.append(f"manifest {manifest.id}: {len(files[manifest.id])} bytes, the original "
+                                      f"{manifest.size}: the snapshots name the new size")
+            except zstandard.ZstdError as exc:  # a dictionary zstd cannot use (made up, or too large)
+                raise fault(schema.FILES, (f"manifests/{manifest.id}",),
+                            f"its location dictionary ({len(manifest.location_dictionary or b''):,} bytes) "
+                            f"compresses no location: {exc}") from None
             self.progress("manifests", done, len(order))
         return files, chunk_ids
 
@@ -305,6 +314,7 @@ class Restore:
             check_target(sink, storage, plan.spec_version)
         manifests, needed = self.encode_manifests(plan)
         embedded, source = self.chunk_sources(needed)
+        existed = self.location.is_local and os.path.lexists(self.location.path)
         try:
             files = self.metadata_files(plan, manifests)
             final = self.final_file(plan)
@@ -313,19 +323,25 @@ class Restore:
             self.announce(totals)
             sink.limit = self.max_bytes
             chunk_files, chunk_bytes = self.copy_chunks(sink, needed, embedded, source)
+            done = [0]
+
+            def tick(key: str, size: int) -> None:
+                done[0] += 1
+                self.progress("metadata", done[0], len(files))
+
+            sink.put_all(files.items(), tick)
+            self.verify(storage or open_storage(self.location), files, final)
+            sink.flush()  # everything else durable before the file that makes it a repository
+            sink.put_new(final_key(plan.spec_version), final)
+        except AlreadyExists:  # another writer's repository appeared meanwhile: its files stay
+            raise
+        except BaseException:
+            if self.location.is_local:  # it was absent or empty: a failed restore leaves it so
+                _empty(self.location.path, existed)
+            raise
         finally:
             if source is not None:
                 source.close()
-        done = [0]
-
-        def tick(key: str, size: int) -> None:
-            done[0] += 1
-            self.progress("metadata", done[0], len(files))
-
-        sink.put_all(files.items(), tick)
-        self.verify(storage or open_storage(self.location), files, final)
-        sink.flush()  # everything else durable before the file that makes it a repository
-        sink.put_new(final_key(plan.spec_version), final)
         return RestoreSummary(self.location.url, plan.spec_version, len(plan.snapshots), len(manifests),
                               sum(k.startswith("transactions/") for k in files), chunk_files, chunk_bytes,
                               len(plan.branches), len(plan.tags), self.notes)
@@ -333,6 +349,19 @@ class Restore:
     def close(self) -> None:
         """Release the archive."""
         self.reader.close()
+
+
+def _empty(path: Path, keep: bool) -> None:
+    """Remove what a failed restore wrote at ``path`` (the directory itself unless ``keep``: it existed)."""
+    if not keep:
+        shutil.rmtree(path, ignore_errors=True)
+        return
+    with os.scandir(path) as entries:
+        for entry in list(entries):
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path, ignore_errors=True)
+            else:
+                os.unlink(entry.path)
 
 
 def _ref_json(sid: str) -> bytes:

@@ -120,7 +120,7 @@ def read_history(reader: ArchiveReader, timelines: Timelines | None = None) -> A
             deleted.append(ref.name)
             if RefValue.decode(value).snapshot_id is not None:  # format 6, spec V1: its ref.json's
                 deleted_at[ref.name] = RefValue.decode(value).snapshot_id
-        else:
+        elif not (ref.kind == "tag" and ref.name in deleted):  # deleted tags come first: deleted wins
             refs[ref.kind][ref.name] = RefValue.decode(value).snapshot_id
     snapshots: dict[str, SnapshotRecord] = {}
     for k, raw in records_under(zs, schema.SNAPSHOT, unique=True):

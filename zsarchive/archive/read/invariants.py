@@ -10,34 +10,20 @@ per file. A fault is one :class:`~zsarchive.errors.ZSCorrupt` line naming the re
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
 from zsarchive.archive.format import schema, tuples
 from zsarchive.archive.format.views import (
     FileKey, FileValue, NodeKey, NodeValue, RefKey, RefValue, ShardIndexKey, ShardIndexValue, SnapshotKey,
     SnapshotValue, TxlogValue, is_id,
 )
-from zsarchive.errors import ZSCorrupt
+from zsarchive.errors import RecordFault, ZSCorrupt
+from zsarchive.io.sink import unportable
 from zsarchive.limits import load_json
 from zsarchive.walk import parent_chain
 
 if TYPE_CHECKING:  # restore and validate hand these in: a lookup imports no numpy for them
     from zsarchive.archive.read.refrows import ChunkRefRows
-
-
-class RecordFault(ZSCorrupt):
-    """Records of an archive that break an invariant; a reader's query names the archive in front
-    (:meth:`named`)."""
-
-    archive: str | None = None
-
-    def named(self, archive: str) -> RecordFault:
-        """The same fault, the archive's name in front (once)."""
-        if self.archive is not None:
-            return self
-        named = RecordFault(f"{archive}: {self}")
-        named.archive = archive
-        return named
 
 
 def fault(family: bytes, key: Any, problem: str) -> RecordFault:
@@ -97,7 +83,7 @@ def check_history(parents: Mapping[str, str | None]) -> None:
     ends: set[str] = set()  # snapshots whose history is known to end
     for start in parents:
         walk = []
-        for current in parent_chain(start, parents.__getitem__, lambda at: ZSCorrupt(
+        for current in parent_chain(start, parents.__getitem__, lambda at: RecordFault(
                 f"archive snapshots: the parent links of snapshot {start} loop at {at}")):
             if current in ends or current not in parents:
                 break
@@ -218,6 +204,34 @@ class SnapshotNodes:
                 self._agreeing.clear()
             self._agreeing[agreeing] = None
         return node
+
+
+# -- the ops log's files --------------------------------------------------------------------------
+
+def file_name_problem(name: str) -> str | None:
+    """Why ``name`` cannot name a file a restore writes (None when it can): a portable name of at most
+    255 bytes."""
+    problem = unportable(name)
+    if problem is None and len(name.encode("utf-8", "surrogatepass")) > 255:
+        problem = "is longer than the 255 bytes a file name holds"
+    return problem
+
+
+def ops_log_file_names(counts: Sequence[int], newest_first: Sequence[tuple[tuple, str | None]]) -> list[str | None]:
+    """The names of the ops log's older repo info files as ``G repo_file`` divides it (``counts``, adding up
+    to the entries): the backup path of each file's first (newest) entry, given as ``(O record key,
+    backup path)`` newest first; RecordFault for a backup path no file can be named."""
+    names, at = [], 0
+    for n in counts[:-1]:
+        at += n
+        key, name = newest_first[at]
+        problem = None if name is None else file_name_problem(name)
+        if problem is not None:
+            shown = f"{name[:80]!r}{'...' if len(name) > 80 else ''}"
+            raise fault(schema.OPS, key, f"its backup path {shown} {problem}: it names a repo info file "
+                                         "under overwritten/")
+        names.append(name)
+    return names
 
 
 # -- chunk refs and chunk files ------------------------------------------------------------------

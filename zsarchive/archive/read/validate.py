@@ -22,6 +22,7 @@ from zsarchive.archive.format.pieces import read_pieces
 from zsarchive.archive.read.chain import Chain
 from zsarchive.archive.read.invariants import (
     RefReach, SnapshotNodes, UniqueKeys, check_history, check_ref_rows, check_shape, check_shard_index, fault,
+    ops_log_file_names,
 )
 from zsarchive.archive.read.refrows import chunk_ref_rows
 from zsarchive.archive.format.fragments import Holding, HoldingsTally
@@ -30,7 +31,7 @@ from zsarchive.archive.format.header import (
 )
 from zsarchive.archive.format.views import (CHUNK_REF_SHAPES, ChildKey, ChunkBytesKey, ChunkBytesValue, ChunkRefKey,
                                             ChunkRefValue, HistoryKey, HistoryValue, ManifestRefKey,
-                                            NodeKey, NodeValue, RefKey, RefValue, RepoFactKey,
+                                            NodeKey, NodeValue, OpsValue, RefKey, RefValue, RepoFactKey,
                                             RepoFactValue, RepoFile, ShardIndexKey, ShardIndexValue,
                                             SnapshotKey, SnapshotTimeKey, SnapshotValue, TxlogKey, is_id)
 from zsarchive.errors import ZSCorrupt
@@ -252,15 +253,17 @@ def _repo_file(zs: ZS | Chain, facts: _Facts) -> None:
     for key, value, rec in _records(zs, schema.REPO, facts.counts):
         if len(key) == 1 and RepoFactKey.decode(key).name == "repo_file":
             repo_file = value, rec
-    entries = sum(1 for _ in _records(zs, schema.OPS, facts.counts))
+    entries = [(key, OpsValue.decode(value).backup_path if len(value) >= 3 else None)
+               for key, value, _ in _records(zs, schema.OPS, facts.counts)]
     if repo_file is not None:
         value, rec = repo_file
         text = RepoFactValue.decode(value).json if len(value) == 1 else None
         fact = load_json(text, f"archive {schema.FAMILY_NAMES[schema.REPO]} record repo_file") \
             if isinstance(text, str) else None
-        _shape(RepoFile.well_formed(fact, entries), rec, schema.REPO,
+        _shape(RepoFile.well_formed(fact, len(entries)), rec, schema.REPO,
                f'{{"implementation": a name of at most 24 bytes, "ops_log_files": counts adding up to the '
-               f'{entries} ops-log entries}}')
+               f'{len(entries)} ops-log entries}}')
+        ops_log_file_names(RepoFile.decode(fact).ops_log_files, entries[::-1])
 
 
 def validate_fragments(chain: Chain) -> None:
