@@ -7,5 +7,5 @@ from setuptools import Extension, setup
 setup(ext_modules=[
     Extension("zsarchive.zs.format._framing", ["zsarchive/zs/format/_framing.c"], optional=True),
     Extension("zsarchive.archive.format._columns", ["zsarchive/archive/format/_columns.c"], optional=True),
-    Extension("zsarchive.icechunk._refscan", ["zsarchive/icechunk/_refscan.c"], optional=True),
+    Extension("zsarchive.icechunk.manifest._refscan", ["zsarchive/icechunk/manifest/_refscan.c"], optional=True),
 ])

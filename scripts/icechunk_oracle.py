@@ -273,6 +273,9 @@ def config(cfg: Any) -> dict:
     out = {"virtual_chunk_containers": containers,
            "inline_chunk_threshold_bytes": cfg.inline_chunk_threshold_bytes,
            "num_updates_per_repo_info_file": getattr(cfg, "num_updates_per_repo_info_file", None)}
+    # the manifest splitting and preload rules and the compression settings, as icechunk prints them
+    out["manifest"] = None if cfg.manifest is None else repr(cfg.manifest)
+    out["compression"] = None if cfg.compression is None else repr(cfg.compression)
     compression = getattr(cfg.manifest, "virtual_chunk_location_compression", None) if cfg.manifest else None
     if compression is not None:
         out["virtual_chunk_location_compression"] = {

@@ -41,6 +41,14 @@ def icechunk2_python() -> Path:
     return require_peer(PEERS / "ic2" / "bin" / "python", "icechunk 2.x (Python 3.12)")
 
 
+@pytest.fixture(scope="session")
+def refs_history(icechunk2_python, tmp_path_factory) -> Path:
+    """A repository icechunk 2.x wrote with every kind of chunk ref (toolkit.peers.REFS_HISTORY)."""
+    from toolkit.peers import refs_history as write
+
+    return write(icechunk2_python, tmp_path_factory.mktemp("refs-history") / "repo")
+
+
 CHROMIUM = "/usr/bin/chromium"
 BROWSER_ARGS = ["--no-sandbox", "--disable-background-networking", "--disable-component-update",
                 "--disable-default-apps", "--disable-sync", "--no-first-run", "--disable-extensions"]

@@ -30,22 +30,6 @@ export class NotFound extends ZSError {
 }
 
 /**
- * Run ``fn``; a TypeError or RangeError it raises (a record of the wrong shape from a damaged or
- * hostile archive) becomes ZSCorrupt naming ``name``.
- * @template T
- * @param {string} name
- * @param {() => Promise<T>} fn
- * @returns {Promise<T>}
- */
-export async function guarded(name, fn) {
-  try {
-    return await fn();
-  } catch (err) {
-    throw asZSError(name, err);
-  }
-}
-
-/**
  * ``err`` as a ZSError: itself, or ZSCorrupt naming ``name`` for a TypeError or RangeError (what
  * decoding a record of the wrong shape raises before any check of ours names it).
  * @param {string} name

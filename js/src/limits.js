@@ -9,8 +9,6 @@ export const DATA_BLOCK_CACHE = 128 << 20;
 export const INDEX_BLOCK_CACHE = 32;
 /** Most bytes a server may send for a whole object it sends instead of the range asked for. */
 export const MAX_UNRANGED = 16 << 20;
-/** Longest snapshot history a reader keeps in memory per snapshot (a walk stops with an error past it). */
-export const MAX_HISTORY = 10_000_000;
 
 /**
  * The error for a payload that decodes beyond ``limit`` bytes.

@@ -32,15 +32,32 @@ Object.assign(window, {
     const data = typeof got === "object" && got !== null && "data" in got ? Array.from(got.data) : [got];
     return { shape: got.shape ?? [], data: data.map((x) => (typeof x === "bigint" ? Number(x) : x)) };
   },
-  /** One chunk ref from a freshly opened archive: the answer and the requests opening and asking cost. @param {string} url @param {string} ref @param {string} path @param {number[]} coords */
+  /**
+   * One chunk ref from a freshly opened archive, a record family at a time, and the requests each step cost:
+   * opening, the ref (B), the array's node (N), its snapshot's history (S), its chunk refs (C), and asking again.
+   * @param {string} url @param {string} ref @param {string} path @param {number[]} coords
+   */
   async lookup(url, ref, path, coords) {
     const archive = await openArchive(url);
-    const opened = archive.zs.transport.stats.requests;
-    const first = await archive.chunkRef(ref, path, coords);
-    const cold = archive.zs.transport.stats.requests - opened;
+    const zs = /** @type {import("../src/zs/reader.js").ZS} */ (archive.zs);
+    const requests = () => zs.transport.stats.requests;
+    const steps = { open: requests() };
+    let before = requests();
+    const step = (/** @type {string} */ name) => {
+      steps[name] = requests() - before;
+      before = requests();
+    };
+    const sid = await archive.resolve(ref);
+    step("refs");
+    const node = await archive.node(ref, path);
+    step("nodes");
+    await archive.historyDepths(sid);
+    step("history");
+    const chunk = await archive.arrayChunk(node, coords);
+    step("chunks");
     await archive.chunkRef(ref, path, coords);
-    const again = archive.zs.transport.stats.requests - opened - cold;
-    return { chunk: first, open: opened, cold, again, depth: archive.zs.rootIndexLevel };
+    step("again");
+    return { steps, chunk: chunk && { ...chunk, inline: null }, depth: zs.rootIndexLevel, history: (await archive.historyDepths(sid)).size };
   },
 });
 document.body.dataset.ready = "true";

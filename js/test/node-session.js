@@ -13,7 +13,7 @@ for await (const line of createInterface({ input: process.stdin })) {
   if ("open" in command) {
     try {
       archive = await openArchive(command.open, { authorize: command.authorize ?? [] });
-      reply = { ok: true, requests: archive.zs.transport.stats.requests };
+      reply = { ok: true, requests: /** @type {any} */ (archive.zs).transport.stats.requests };
     } catch (err) {
       reply = { error: err.name, message: err.message };
     }

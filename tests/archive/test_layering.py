@@ -122,3 +122,67 @@ def test_the_record_rule_sees_positional_indexing():
     # the checker itself: each spelling the rule forbids is found, names and other subscripts are not
     source = "key[0]; v[-1]; value[:4]; tx[10]; rec[1]; key.node_id; rows[0]; rec[:1]; key[:n]"
     assert [text for _, text in _positional(ast.parse(source))] == ["key[0]", "v[-1]", "value[:4]", "tx[10]", "rec[1]"]
+
+
+CONTRACT_RULE_SCOPE = VIEW_RULE_SCOPE
+"""Where the archive's byte layouts, type codes and format versions are never spelled: ``archive/format/``
+decides them, next to the views."""
+VERSION_NAMES = {"format_version", "view_format"}
+"""Names holding an archive's format version: asked of ``format/`` (``has_chunk_pieces(v)``), never compared."""
+CODE_NAMES = {"kind", "kinds", "node_type", "code", "version"}
+"""Names holding a type code or a record version: compared with the constants of ``format/``, never literals."""
+ENUMS = {"RefKind", "NodeType"}
+
+
+def _name(node: ast.AST) -> str | None:
+    return node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else None
+
+
+def _int_literal(node: ast.AST) -> bool:
+    return isinstance(node, ast.Constant) and type(node.value) is int
+
+
+def _contract_leaks(tree: ast.AST) -> list[tuple[int, str]]:
+    """``(line, text)`` of each format decision spelled outside ``format/``: an ordering comparison of a
+    format version or its comparison with a literal, a type code or record version compared with a literal,
+    a bytes literal holding a control byte (a tuple's type codes), and a map between codes and
+    ``RefKind``/``NodeType`` members (``format/views.py`` holds the one map of each)."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare):
+            operands = [node.left, *node.comparators]
+            names = {_name(o) for o in operands}
+            if names & VERSION_NAMES and (any(isinstance(op, (ast.Lt, ast.LtE, ast.Gt, ast.GtE)) for op in node.ops)
+                                          or any(map(_int_literal, operands))):
+                found.append((node.lineno, ast.unparse(node)))
+            elif names & CODE_NAMES and any(map(_int_literal, operands)):
+                found.append((node.lineno, ast.unparse(node)))
+        elif isinstance(node, ast.Constant) and isinstance(node.value, bytes):
+            if any(b < 0x20 and b not in b"\t\n\r" for b in node.value):
+                found.append((node.lineno, repr(node.value)))
+        elif isinstance(node, ast.Dict):
+            for key, value in zip(node.keys, node.values):
+                pair = (key, value)
+                if (any(_int_literal(p) or isinstance(p, ast.Attribute) and _name(p.value) == "schema" for p in pair)
+                        and any(isinstance(p, ast.Attribute) and _name(p.value) in ENUMS for p in pair)):
+                    found.append((node.lineno, ast.unparse(node)))
+                    break
+    return found
+
+
+def test_the_record_contract_stays_in_format():
+    root = PACKAGE.parent
+    found = [f"{path.relative_to(root.parent)}:{line}: {text}"
+             for scope in CONTRACT_RULE_SCOPE for path in sorted((root / scope).rglob("*.py"))
+             for line, text in _contract_leaks(ast.parse(path.read_text(), str(path)))]
+    assert found == []
+
+
+def test_the_contract_rule_sees_each_leak():
+    # the checker itself: each spelling the rule forbids is found, the named forms are not
+    source = ("r.format_version >= 3; view_format == 5; value.kind == 2; kinds != 0; version == 2; b'\\x05'; "
+              "{0: NodeType.GROUP}; {RefKind.INLINE: 0}; {schema.GROUP: NodeType.GROUP}; has_chunk_pieces(r.format_version); "
+              "value.kind == schema.INLINE; a.format_version == b.format_version; b'a\\n'; {0: 'x'}")
+    assert [text for _, text in _contract_leaks(ast.parse(source))] == [
+        "r.format_version >= 3", "view_format == 5", "value.kind == 2", "kinds != 0", "version == 2", "b'\\x05'",
+        "{0: NodeType.GROUP}", "{RefKind.INLINE: 0}", "{schema.GROUP: NodeType.GROUP}"]

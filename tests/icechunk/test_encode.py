@@ -1,5 +1,5 @@
 """The Icechunk encoders: every file of the committed repositories (written by icechunk 1.1 and 2.3)
-decoded, encoded again and decoded gives the same model; and a copy of each repository with every
+decoded, encoded again and decoded gives the same model (a manifest: the same bytes); and a copy of each repository with every
 metadata file replaced by our encoding is a repository real icechunk answers about as about the original."""
 
 from __future__ import annotations
@@ -13,8 +13,10 @@ import pytest
 
 from toolkit.icechunk_answers import answers_without_file_details
 from toolkit.oracle import oracle, repo_path, run_oracle, virtual_mapping
-from zsarchive.icechunk.header import parse_header, wrap_file
-from zsarchive.icechunk.manifest import RefBatch, decode_manifest, encode_manifest
+from zsarchive.icechunk.header import compressor, frame_form, parse_header, wrap_frame
+from zsarchive.icechunk.manifest.decode import decode_manifest
+from zsarchive.icechunk.manifest.encode import encode_manifest
+from zsarchive.icechunk.manifest.refs import RefBatch
 from zsarchive.icechunk.model import FileType
 from zsarchive.icechunk.repo_info import decode_repo_info, encode_repo_info
 from zsarchive.icechunk.snapshot import decode_snapshot, encode_snapshot
@@ -43,15 +45,22 @@ def test_snapshots_round_trip(name):
         assert dataclasses.replace(again, header=snap.header) == snap
 
 
+def encoded_again(raw: bytes, name: str, refs=None) -> bytes:
+    """A manifest file's refs (or ``refs``) encoded in the form its header and dictionary name."""
+    manifest = decode_manifest(raw, name)
+    return encode_manifest(manifest.id, refs_of(manifest) if refs is None else refs, manifest.header.spec_version,
+                           manifest.header.implementation, location_dictionary=manifest.location_dictionary)
+
+
 @pytest.mark.parametrize("name", NAMES)
-def test_manifests_round_trip_at_the_size_snapshots_name(name):
-    for path in files(name, "manifests"):
+def test_manifests_come_back_byte_for_byte(name):
+    """Laid out and compressed as icechunk 1.1 (``ic-0.3.24``) and 2.3 lay them out: the same file,
+    plain and compressed locations, inline, native and virtual refs, 0-d to 3-d arrays."""
+    paths = files(name, "manifests")
+    assert paths
+    for path in paths:
         raw = path.read_bytes()
-        manifest = decode_manifest(raw, str(path))
-        ours = encode_manifest(manifest.id, refs_of(manifest), manifest.header.spec_version, size=len(raw))
-        assert len(ours) == len(raw)
-        again = decode_manifest(ours, "encoded")
-        assert again.id == manifest.id and refs_of(again) == refs_of(manifest)
+        assert encoded_again(raw, str(path)) == raw, path
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -79,35 +88,46 @@ def test_values_round_trip(value):
     assert from_msgpack(to_msgpack(value), "v") == value
 
 
-def test_a_file_that_cannot_have_the_size_asked_is_refused():
+def _frame(payload: bytes, implementation: str = "ic-2.3.0") -> bytes:
+    stream = compressor(frame_form(implementation), len(payload))
+    return stream.compress(payload) + stream.flush()
+
+
+def test_a_file_that_cannot_have_the_size_asked_keeps_its_own():
     payload = np.random.default_rng(1).integers(0, 256, 4096, dtype=np.uint8).tobytes()
-    with pytest.raises(ValueError, match="exactly 100 bytes"):
-        wrap_file(FileType.MANIFEST, 2, payload, size=100)
-    raw = wrap_file(FileType.MANIFEST, 2, b"\x00" * 64, size=200)
+    frame = _frame(payload)
+    for size in (100, 39 + len(frame) + 1, 39 + len(frame) + 2):  # shorter, or too few bytes to add
+        raw = wrap_frame(FileType.MANIFEST, 2, frame, len(payload), size=size)
+        assert raw[39:] == frame
+    raw = wrap_frame(FileType.MANIFEST, 2, _frame(bytes(64)), 64, size=200)
     assert len(raw) == 200 and parse_header(raw, "x").file_type is FileType.MANIFEST
 
 
+@pytest.mark.parametrize("implementation", ["ic-2.3.0", "ic-0.3.24"])
 @pytest.mark.parametrize("payload_size", [40, 200, 70_000, 3_000_000])
-def test_a_file_padded_to_its_size_holds_the_payload_then_filler(payload_size):
+def test_a_file_padded_to_its_size_holds_the_payload_then_filler(payload_size, implementation):
     """A file made longer than its compressed payload (the size a snapshot names) is one zstd frame of
     the size it declares that libzstd decodes to the payload followed by filler, whatever the number of
     bytes added (in stored blocks of at most 128 KiB each where there is room for them; 3 bytes, an
-    empty one, also where the frame's content size has a 1-byte field)."""
+    empty one, also where the frame's content size has a 1-byte field), with a content size or without
+    (as icechunk 1.x frames its files)."""
     import zstandard
 
     from zsarchive.icechunk.header import HEADER_LENGTH, open_file
 
     rng = np.random.default_rng(payload_size)
     payload = rng.integers(0, 256, payload_size // 2, dtype=np.uint8).tobytes() + bytes(payload_size // 2)
-    plain = len(wrap_file(FileType.MANIFEST, 2, payload))
+    frame = _frame(payload, implementation)
+    plain = HEADER_LENGTH + len(frame)
     for added in (3, 4, 9, 1000, (1 << 17) + 2, (1 << 17) + 3, (1 << 17) + 4, 300_000):
-        raw = wrap_file(FileType.MANIFEST, 2, payload, size=plain + added)
+        raw = wrap_frame(FileType.MANIFEST, 2, frame, len(payload), implementation, size=plain + added)
         assert len(raw) == plain + added
         whole = zstandard.ZstdDecompressor().decompressobj().decompress(raw[HEADER_LENGTH:])
         assert whole[:len(payload)] == payload
-        if added == 3:  # one empty stored block, the content size in the frame's own field: nothing appended
+        if added == 3 and implementation == "ic-2.3.0":  # an empty stored block, the content size in its field
             assert whole == payload
-        assert zstandard.frame_content_size(raw[HEADER_LENGTH:]) == len(whole)
+        declared = zstandard.frame_content_size(raw[HEADER_LENGTH:])
+        assert declared == (len(whole) if implementation == "ic-2.3.0" else -1)  # icechunk 1.x declares none
         assert open_file(raw, "x", FileType.MANIFEST)[1] == whole
 
 
@@ -119,8 +139,7 @@ def reencode(source: Path, target: Path) -> None:
         path.write_bytes(encode_snapshot(snap, snap.header.spec_version))
     for path in (target / "manifests").iterdir():
         raw = path.read_bytes()
-        manifest = decode_manifest(raw, str(path))
-        path.write_bytes(encode_manifest(manifest.id, refs_of(manifest), manifest.header.spec_version, size=len(raw)))
+        path.write_bytes(encoded_again(raw, str(path)))
     for path in (target / "transactions").iterdir() if (target / "transactions").is_dir() else ():
         log = decode_transaction_log(path.read_bytes(), str(path))
         path.write_bytes(encode_transaction_log(log, log.header.spec_version))

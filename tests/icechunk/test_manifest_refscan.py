@@ -11,58 +11,21 @@ import numpy as np
 import pytest
 
 from toolkit.oracle import repo_path
-from toolkit.peers import generate, run_peer_script
+from toolkit.peers import generate
 from zsarchive.archive.write import refdelta
 from zsarchive.errors import ZSCorrupt
 from zsarchive.icechunk import Repository
-from zsarchive.icechunk import manifest as M
-from zsarchive.icechunk.manifest import decode_manifest, encode_manifest
+from toolkit.icechunk_files import first_ref_first_manifest
+from zsarchive.icechunk.manifest import decode as M
+from zsarchive.icechunk.manifest.decode import decode_manifest
 from zsarchive.icechunk.model import NodeType
 
-ROWS = 3000
 REFSCAN = M._refscan
 SCRATCH = np.empty(80 * 65536, np.uint8)
 
-HISTORY = r"""
-import sys, datetime, numpy as np, icechunk as ic, zarr
-ic.set_logs_filter("error")
-path, rows = sys.argv[1], int(sys.argv[2])
-repo = ic.Repository.create(ic.local_filesystem_storage(path))
-s = repo.writable_session("main")
-a = zarr.group(store=s.store).create_array("v", shape=(rows, 1000), chunks=(1, 1000), dtype="f4",
-                                           compressors=None, fill_value=0)
-when = datetime.datetime(2024, 5, 6, tzinfo=datetime.timezone.utc)
-
-def spec(i, name, offset):
-    # locations of 14 to 60 bytes, so that some end inside each 8-byte word of the others
-    return ic.VirtualChunkSpec(index=[i, 0], location=f"s3://b/{'d' * (i % 47)}/{name}{i % 300}.nc",
-                               offset=offset, length=4000, last_updated_at_checksum=when if i % 7 == 0 else None)
-
-s.store.set_virtual_refs("v", [spec(i, "f", 4000 * i) for i in range(rows) if i % 5 != 4], validate_containers=False)
-a[4:600:5] = np.ones((120, 1000), "f4")  # native chunks among the virtual ones
-s.commit("virtual and native refs")
-s = repo.writable_session("main")
-a = zarr.open_array(store=s.store, path="v")
-a[4:100:5] = np.full((20, 1000), 2, "f4")  # native chunks rewritten
-s.store.set_virtual_refs("v", [spec(i, "g" if i % 2 else "f", 4000 * i + (i % 3 == 0)) for i in range(0, rows, 11)]
-                         + [spec(i, "f", 4000 * i) for i in range(1, rows, 13)]  # set again, unchanged
-                         + [spec(i, "f", 8) for i in range(604, rows, 25)],  # virtual where there was none
-                         validate_containers=False)
-s.store.set_virtual_refs("v", [ic.VirtualChunkSpec(index=[i, 0], location="s3://b/e.nc", offset=0, length=4,
-                                                   etag_checksum=f"e{i % 3}") for i in range(2000, 2010)],
-                         validate_containers=False)
-a.resize((rows - 70, 1000))  # the last refs dropped
-s.commit("rewrite, keep, add, drop")
-"""
-
-
 @pytest.fixture(scope="module")
-def history(icechunk2_python, tmp_path_factory) -> Repository:
-    """A repository icechunk 2.x wrote: virtual refs (locations compressed with a trained dictionary,
-    some with a last-modified time), native ones, then a commit that rewrites, keeps, adds, drops."""
-    path = tmp_path_factory.mktemp("refscan") / "repo"
-    run_peer_script(icechunk2_python, HISTORY, str(path), str(ROWS))
-    return Repository.open(str(path))
+def history(refs_history) -> Repository:
+    return Repository.open(str(refs_history))
 
 
 def _manifest_arrays(repo: Repository):
@@ -101,7 +64,7 @@ def _assert_same_batches(c_batches: list, numpy_batches: list) -> None:
 def test_the_refscan_extension_is_built():
     """This machine kind has gcc and the Python headers: the install must have built it (without it a
     fragment's diff reads refs with numpy, ~2x slower)."""
-    assert M._refscan is not None, "zsarchive.icechunk._refscan did not build: see the pip install log"
+    assert M._refscan is not None, "zsarchive.icechunk.manifest._refscan did not build: see the pip install log"
 
 
 @pytest.mark.parametrize("batch", [700, 65536])
@@ -190,12 +153,12 @@ def test_the_diff_is_the_difference_of_the_decoded_refs(history, monkeypatch, c)
 def test_a_first_ref_with_too_many_coordinates_for_its_batch_is_named(history, monkeypatch):
     """The first ref of a range whose index vector claims more coordinates than all the batch's refs
     could have in the buffer: the batch is refused in one line, not first read into an array of that
-    size. (icechunk lays ref 0 out at the buffer's end, which bounds the claim; its refs written again
-    front to back, as zsarchive lays out large manifests, put ref 0's vector first.)"""
+    size. (icechunk lays ref 0 out at the buffer's end, which bounds the claim; a writer may as well put
+    ref 0's vector first.)"""
     source, node_id = next(_manifest_arrays(history))
     real = list(source.chunk_refs(node_id))
-    refs = [real[i % len(real)]._replace(index=(i, 0)) for i in range(5000)]  # laid out front to back
-    raw = encode_manifest("0" * 20, [(node_id, refs)], 2)
+    refs = [real[i % len(real)]._replace(index=(i, 0)) for i in range(5000)]
+    raw = first_ref_first_manifest("0" * 20, node_id, refs)
     rewritten = decode_manifest(raw, "damaged").source
     columns = rewritten._columns(node_id, 0, 1, None)
     index = int(columns.pos[0] + columns.fields[M._INDEX][0])

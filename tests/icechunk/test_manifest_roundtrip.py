@@ -21,7 +21,7 @@ from zsarchive.icechunk.generated import ChunkRef as CR
 from zsarchive.icechunk.generated import Manifest as M
 from zsarchive.icechunk.generated.ObjectId8 import CreateObjectId8
 from zsarchive.icechunk.generated.ObjectId12 import CreateObjectId12
-from zsarchive.icechunk.manifest import decode_manifest
+from zsarchive.icechunk.manifest.decode import decode_manifest
 from zsarchive.icechunk.model import ChunkRef, RefKind
 
 u32 = st.integers(0, 2**32 - 1)
@@ -170,7 +170,7 @@ def _many_virtual_refs(n: int) -> list:
 @pytest.mark.parametrize("batch", [65536, 300, 1])
 def test_many_refs_decode_in_batches(monkeypatch, batch):
     """Thousands of refs, decoded a batch at a time (batch edges anywhere), locations deduplicated."""
-    from zsarchive.icechunk import manifest as M_
+    from zsarchive.icechunk.manifest import decode as M_
 
     monkeypatch.setattr(M_, "_BATCH", batch)
     deduplicated = []
@@ -188,7 +188,7 @@ def test_many_refs_decode_in_batches(monkeypatch, batch):
 def test_equal_hashes_of_different_locations_fall_back_to_exact_decoding(monkeypatch):
     """The location deduplication confirms hash matches byte for byte: a hash that collides for
     everything must still give every ref its own location."""
-    from zsarchive.icechunk import manifest as M_
+    from zsarchive.icechunk.manifest import decode as M_
 
     monkeypatch.setattr(M_, "_MIX", np.zeros_like(M_._MIX))
     spec = {b"\x05" * 8: [(i, k) for i, k in _many_virtual_refs(2000) if len(k[1]) < 100]}
@@ -197,7 +197,7 @@ def test_equal_hashes_of_different_locations_fall_back_to_exact_decoding(monkeyp
 
 
 def test_unsorted_refs_across_a_batch_edge_name_the_ref(monkeypatch):
-    from zsarchive.icechunk import manifest as M_
+    from zsarchive.icechunk.manifest import decode as M_
 
     monkeypatch.setattr(M_, "_BATCH", 4)
     refs = [((i,), (RefKind.INLINE, bytes([i]))) for i in range(10)]
@@ -270,7 +270,7 @@ def test_refs_sharing_one_vector_hold_one_copy_of_it():
 @given(st.lists(st.binary(max_size=40), min_size=256, max_size=400), st.integers(0, 7))
 def test_distinct_strings_are_grouped_byte_for_byte(strings, pad):
     """The location deduplication at any alignment, strings up to the buffer's last byte included."""
-    from zsarchive.icechunk.manifest import _distinct
+    from zsarchive.icechunk.manifest.decode import _distinct
 
     raw = b"\xff" * pad + b"".join(s + b"\xee" for s in strings[:-1]) + strings[-1]
     ends = np.cumsum([pad] + [len(s) + 1 for s in strings])[1:] - 1
@@ -286,7 +286,7 @@ def test_distinct_strings_are_grouped_byte_for_byte(strings, pad):
 @given(st.lists(st.integers(0, 12), max_size=60))
 def test_few_distinct_values_index_every_value(values):
     """The vtable grouping: a pass per value while they are few, a sort beyond that."""
-    from zsarchive.icechunk.manifest import _few_distinct
+    from zsarchive.icechunk.manifest.decode import _few_distinct
 
     unique, inverse = _few_distinct(np.array(values, dtype=np.int64))
     assert sorted(unique.tolist()) == sorted(set(values))

@@ -8,6 +8,8 @@ from typing import Callable
 import flatbuffers
 import zstandard
 
+from zsarchive.icechunk import ids
+from zsarchive.icechunk.generated import ArrayManifest as AM, ChunkRef as CR, Manifest as M
 from zsarchive.icechunk.generated import TransactionLog as TL
 from zsarchive.icechunk.generated.ObjectId8 import CreateObjectId8
 from zsarchive.icechunk.generated.ObjectId12 import CreateObjectId12
@@ -38,6 +40,44 @@ def table_vector(b: flatbuffers.Builder, start: Callable[[flatbuffers.Builder, i
     for off in reversed(tables):
         b.PrependUOffsetTRelative(off)
     return b.EndVector()
+
+
+def first_ref_first_manifest(manifest_id: str, node_id: str, refs: list) -> bytes:
+    """A manifest of one array's native and virtual ``refs`` whose first ref is laid out at the front of
+    the buffer (icechunk lays it out at the end): the generated builder, given the refs last first."""
+    b = flatbuffers.Builder(1 << 16)
+    tables = []
+    for ref in reversed(refs):
+        CR.StartIndexVector(b, len(ref.index))
+        for value in reversed(ref.index):
+            b.PrependUint32(value)
+        index = b.EndVector()
+        location = None if ref.location is None else b.CreateString(ref.location)
+        etag = None if ref.checksum_etag is None else b.CreateString(ref.checksum_etag)
+        CR.Start(b)
+        CR.AddIndex(b, index)
+        CR.AddOffset(b, ref.offset)
+        CR.AddLength(b, ref.length)
+        if ref.chunk_id is not None:
+            CR.AddChunkId(b, CreateObjectId12(b, ids.decode(ref.chunk_id, 12)))
+        if location is not None:
+            CR.AddLocation(b, location)
+        if etag is not None:
+            CR.AddChecksumEtag(b, etag)
+        if ref.checksum_last_modified:
+            CR.AddChecksumLastModified(b, ref.checksum_last_modified)
+        tables.append(CR.End(b))
+    refs_vector = table_vector(b, AM.StartRefsVector, tables[::-1])
+    AM.Start(b)
+    AM.AddNodeId(b, CreateObjectId8(b, ids.decode(node_id, 8)))
+    AM.AddRefs(b, refs_vector)
+    arrays = table_vector(b, M.StartArraysVector, [AM.End(b)])
+    M.Start(b)
+    M.AddId(b, CreateObjectId12(b, ids.decode(manifest_id, 12)))
+    M.AddArrays(b, arrays)
+    M.AddCompressionAlgorithm(b, 0)
+    b.Finish(M.End(b))
+    return icechunk_file(MANIFEST, b)
 
 
 def finish_transaction_log(b: flatbuffers.Builder, log_id: bytes, updated_chunks: int,

@@ -60,3 +60,45 @@ def wait_commits(page, ref: str, since: str = "", until: str = "") -> None:
 def log_rows(rows: list[dict]) -> list[list[str]]:
     """``zs log --json`` rows as the page's commit tables show them."""
     return [[r["id"], r["flushed_at"], r["message"]] for r in rows]
+
+
+def assert_hostile_names_stay_text(page, dialogs: list[str], archive) -> None:
+    """Click through the page of the HOSTILE_SCRIPT repository's archive (graph, refs, commits, changes, tree,
+    heatmap, chunk history): every name, message, metadata and attribute shows as text, no dialog opens, no
+    injected handler runs, and nothing from the archive becomes an element."""
+    assert "<script>window.pwned = 7</script>" in page.text_content("#graph")
+    tag = page.locator('#refs button[data-ref="tag:<b>tag</b>"]')
+    assert tag.text_content() == "tag:<b>tag</b>"
+    newest = zs_json("log", archive, "main")[0]
+    assert newest["message"] == "<script>window.pwned = 7</script>"
+    page.click(f'#commits button.commit[data-id="{newest["id"]}"]')
+    page.wait_for_selector("#commit-section:not([hidden])")
+    array_path = f"/{HOSTILE}/<svg onload=window.pwned=4>"
+    assert page.text_content(f'#changes button.path[data-path="{array_path}"]') == array_path
+    page.click("#tree-button")
+    page.wait_for_selector("#tree-section:not([hidden])")
+    paths = [row[0] for row in table(page, "#tree")]
+    assert paths == ["/", f"/{HOSTILE}", array_path]
+    attributes = [row[6] for row in table(page, "#tree")]
+    assert json.loads(attributes[0]) == {"<script>window.pwned = 1</script>": "<svg onload=alert(2)>"}
+    page.click(f'#tree button.path[data-path="{array_path}"]')
+    page.wait_for_selector("#array-section:not([hidden])")
+    assert page.text_content("#array-path") == array_path
+    canvas = page.eval_on_selector("#heatmap", "c => ({...c.dataset})")
+    page.click("#heatmap", position={"x": 1.5 * int(canvas["cellWidth"]), "y": 1.5 * int(canvas["cellHeight"])})
+    page.wait_for_selector("#cell-chunks button.chunk")
+    page.click("#cell-chunks button.chunk")
+    page.wait_for_selector("#chunk-section:not([hidden])")
+    first = zs_json("log", archive, "main")[1]
+    page.click(f'#chunk-log button.commit[data-id="{newest["id"]}"]')
+    page.wait_for_function(f"document.querySelector('#commit-id').textContent === '{newest['id']}'")
+    page.click(f'#commits button.commit[data-id="{first["id"]}"]')
+    page.wait_for_function(f"document.querySelector('#commit-id').textContent === '{first['id']}'")
+    facts = dict(page.eval_on_selector_all("#commit-facts dd", "d => d.map(x => [x.dataset.key, x.textContent])"))
+    assert facts["message"] == "<img src=z onerror=window.pwned=5> first"
+    assert json.loads(facts["metadata"]) == {"<i>author</i>": "<script>alert(6)</script>"}
+    page.wait_for_timeout(500)  # an injected handler would have fired by now
+    assert dialogs == []
+    assert page.evaluate("window.pwned") is None
+    # nothing from the archive became markup: the page's own elements only
+    assert page.evaluate("document.querySelectorAll('img, svg, b, i, script:not([src])').length") == 0

@@ -7,7 +7,9 @@ import sys
 import click
 
 from zsarchive.cli.app import main
-from zsarchive.cli.params import announce_totals, authorize_option, max_bytes_option, remote_options
+from zsarchive.cli.params import (
+    announce_totals, authorize_option, cluster, max_bytes_option, remote_options, scheduler_option,
+)
 
 
 @main.command("checkout")
@@ -21,11 +23,13 @@ from zsarchive.cli.params import announce_totals, authorize_option, max_bytes_op
 @click.option("-j", "--transfers", type=click.IntRange(1, 1024), default=None,
               help="Chunk transfers in flight [default: 8 to a directory or zip, 32 to an object store].")
 @click.option("--no-progress", is_flag=True, help="No progress bar even on a terminal.")
+@scheduler_option("Write the chunks (the workers must reach ARCHIVE, TARGET and --repo; TARGET a directory they "
+                  "share or an object store)")
 @max_bytes_option
 @authorize_option
 @remote_options
 def checkout_command(archive: str, ref: str, target: str, group: str | None, repo: str | None,
-                     transfers: int | None, no_progress: bool, max_bytes: int | None,
+                     transfers: int | None, no_progress: bool, scheduler: str | None, max_bytes: int | None,
                      authorize: dict[str, dict[str, str]], anon: bool, storage_options: dict[str, str]) -> None:
     """Write the snapshot REF (a branch, tag or snapshot id, with any ~N, ^ or @TIME) of ARCHIVE as plain Zarr v3 at TARGET.
 
@@ -47,15 +51,16 @@ def checkout_command(archive: str, ref: str, target: str, group: str | None, rep
         bar.length = max(total, 1)
         bar.update(done - bar.pos)
 
-    if bar is not None:
-        bar.__enter__()
-    try:
-        summary = checkout(archive, ref, target, group=group, repo=repo, authorize=authorize,
-                           storage_options=storage_options, anon=anon, window=transfers,
-                           progress=progress if bar is not None else None, max_bytes=max_bytes,
-                           announce=announce_totals(target, show))
-    finally:
+    with cluster(scheduler) as client:
         if bar is not None:
-            bar.__exit__(None, None, None)
+            bar.__enter__()
+        try:
+            summary = checkout(archive, ref, target, group=group, repo=repo, authorize=authorize,
+                               storage_options=storage_options, anon=anon, window=transfers,
+                               progress=progress if bar is not None else None, client=client,
+                               max_bytes=max_bytes, announce=announce_totals(target, show))
+        finally:
+            if bar is not None:
+                bar.__exit__(None, None, None)
     click.echo(f"wrote {summary.target}: snapshot {summary.snapshot_id}, {summary.nodes} nodes, {summary.chunks} "
                f"chunks, {summary.bytes} bytes in {summary.seconds:.2f} s", err=True)

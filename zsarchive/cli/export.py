@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import logging
 import sys
 
 import click
 
 from zsarchive.cli.app import main
-from zsarchive.cli.params import Parallelism, authorize_option, force_option, remote_options
+from zsarchive.cli.params import Parallelism, authorize_option, cluster, force_option, remote_options, scheduler_option
 from zsarchive.icechunk.kinds import check_new_target
 from zsarchive.zs.format.codecs import LEVELS_HELP, NAMES
 
@@ -28,9 +27,7 @@ from zsarchive.zs.format.codecs import LEVELS_HELP, NAMES
                    "From object storage, fewer than 500,000 chunk refs are decoded in this process (a worker "
                    "started afresh costs more).")
 @click.option("--no-progress", is_flag=True, help="No progress bar even on a terminal.")
-@click.option("--scheduler", metavar="ADDRESS",
-              help="Decode and compress on the dask.distributed cluster of this scheduler (e.g. tcp://host:8786); needs "
-                   "zsarchive[dask], and the workers must reach REPO.")
+@scheduler_option("Decode and compress (the workers must reach REPO)")
 @click.option("--base", metavar="OLD.zs",
               help="Write a fragment: only what the archive OLD.zs (itself full or a fragment) lacks. "
                    "Readers open ARCHIVE with OLD.zs beside it, at the same relative path.")
@@ -65,28 +62,17 @@ def export_command(repo: str, archive: str, codec: str, compress_level: str | No
             bar.length = max(total, 1)
             bar.update(done - bar.pos)
 
-    client = None
-    if scheduler is not None:
-        from zsarchive.archive.write.cluster import connect
-
-
-        client = connect(scheduler)
-        # the cluster's own log (configured as distributed is imported) would print tracebacks for a
-        # lost connection; its failures reach the user as one line from the export
-        for name in [n for n in logging.root.manager.loggerDict if n.split(".")[0] == "distributed"]:
-            logging.getLogger(name).setLevel(logging.CRITICAL + 1)
-    if bar is not None:
-        bar.__enter__()
-    try:
-        summary = export_repository(repo, archive, codec=codec, compress_level=compress_level,
-                                    include_chunks=include_chunks, chunk_codec=chunk_codec, parallelism=parallelism, progress=progress,
-                                    storage_options=storage_options, anon=anon, client=client, base=base,
-                                    authorize=authorize)
-    finally:
+    with cluster(scheduler) as client:
         if bar is not None:
-            bar.__exit__(None, None, None)
-        if client is not None:
-            client.close()
+            bar.__enter__()
+        try:
+            summary = export_repository(repo, archive, codec=codec, compress_level=compress_level,
+                                        include_chunks=include_chunks, chunk_codec=chunk_codec,
+                                        parallelism=parallelism, progress=progress, storage_options=storage_options,
+                                        anon=anon, client=client, base=base, authorize=authorize)
+        finally:
+            if bar is not None:
+                bar.__exit__(None, None, None)
     for sid, why in summary.left_out.items():
         click.echo(f"zs: note: snapshot {sid} left out: {why}", err=True)
     if summary.unindexed.count:

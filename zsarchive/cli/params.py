@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import codecs
+import contextlib
+import logging
 import os
+from typing import Any, Iterator
 
 import click
 
@@ -147,3 +150,29 @@ force_option = click.option("--force", is_flag=True,
                             help="Replace the output file if it exists (by default an existing file is never "
                                  "overwritten: fragments built on a replaced archive no longer open).")
 """``--force``: the command may replace its existing output (see zsarchive.icechunk.kinds.check_new_target)."""
+
+
+def scheduler_option(what: str):
+    """``--scheduler ADDRESS``: run ``what`` on that dask.distributed cluster."""
+    return click.option("--scheduler", metavar="ADDRESS",
+                        help=f"{what} on the dask.distributed cluster of this scheduler (e.g. tcp://host:8786); "
+                             "needs zsarchive[dask].")
+
+
+@contextlib.contextmanager
+def cluster(scheduler: str | None) -> Iterator[Any]:
+    """A ``distributed.Client`` of the scheduler at ``scheduler`` (None without one), closed afterwards."""
+    if scheduler is None:
+        yield None
+        return
+    from zsarchive.archive.write.cluster import connect
+
+    client = connect(scheduler)
+    # the cluster's own log (configured as distributed is imported) would print tracebacks for a lost
+    # connection; its failures reach the user as one line from the command
+    for name in [n for n in logging.root.manager.loggerDict if n.split(".")[0] == "distributed"]:
+        logging.getLogger(name).setLevel(logging.CRITICAL + 1)
+    try:
+        yield client
+    finally:
+        client.close()

@@ -7,7 +7,7 @@ import sys
 import click
 
 from zsarchive.cli.app import main
-from zsarchive.cli.params import announce_totals, max_bytes_option, remote_options
+from zsarchive.cli.params import announce_totals, cluster, max_bytes_option, remote_options, scheduler_option
 
 _LABELS = {"manifests": "encoding manifests", "chunks": "copying chunk files", "metadata": "writing metadata",
            "verify": "reading back"}
@@ -24,10 +24,13 @@ _LABELS = {"manifests": "encoding manifests", "chunks": "copying chunk files", "
 @click.option("--shallow", is_flag=True,
               help="Restore only the tips of the refs (all refs without --ref), each as a one-snapshot history.")
 @click.option("--no-progress", is_flag=True, help="No progress bar even on a terminal.")
+@scheduler_option("Make the manifests and copy the chunk files (the workers must reach ARCHIVE, TARGET and "
+                  "--repo)")
 @max_bytes_option
 @remote_options
 def restore_command(archive: str, target: str, source: str | None, refs: tuple[str, ...], shallow: bool,
-                    no_progress: bool, max_bytes: int | None, anon: bool, storage_options: dict[str, str]) -> None:
+                    no_progress: bool, scheduler: str | None, max_bytes: int | None, anon: bool,
+                    storage_options: dict[str, str]) -> None:
     """Write the Icechunk repository ARCHIVE holds into TARGET, which must be absent or empty.
 
     TARGET is a directory or an s3://BUCKET/PREFIX, gs://BUCKET/PREFIX or az://CONTAINER/PREFIX URL
@@ -56,9 +59,10 @@ def restore_command(archive: str, target: str, source: str | None, refs: tuple[s
                                                   file=sys.stderr)
         bar.update(done - bar.pos)
 
-    summary = restore(archive, target, repo=source, refs=refs, shallow=shallow, storage_options=storage_options,
-                      anon=anon, repo_storage_options=storage_options, repo_anon=anon, progress=progress,
-                      max_bytes=max_bytes, announce=announce_totals(target, show))
+    with cluster(scheduler) as client:
+        summary = restore(archive, target, repo=source, refs=refs, shallow=shallow, storage_options=storage_options,
+                          anon=anon, repo_storage_options=storage_options, repo_anon=anon, progress=progress,
+                          client=client, max_bytes=max_bytes, announce=announce_totals(target, show))
     for bar in bars.values():
         bar.render_finish()
     for note in summary.notes:

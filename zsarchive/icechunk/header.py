@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import hashlib
+import enum
 
 import zstandard
 
@@ -67,59 +67,67 @@ def open_file(raw: bytes, name: str, expected: FileType) -> tuple[FileHeader, by
         raise ZSCorrupt(f"{name}: zstd payload at offset {HEADER_LENGTH} does not decompress: {exc}") from None
 
 
-_SMALL = 1 << 18
-"""Payloads up to this many bytes may be compressed at the slowest levels while a size is sought."""
-
 IMPLEMENTATION = "zsarchive"
 """The implementation name zsarchive writes in headers when the original one is not known."""
 
 
-def wrap_file(file_type: FileType, spec_version: int, payload: bytes, implementation: str = IMPLEMENTATION,
-              size: int | None = None) -> bytes:
-    """A whole metadata file: the header, then ``payload`` (a finished FlatBuffer) as one zstd frame at
-    level 3 with its content size and no checksum, as icechunk writes it.
+class FrameForm(enum.Enum):
+    """How an icechunk version frames a file's zstd payload."""
 
-    ``size``: the file must be exactly this long (a snapshot names its manifests' sizes, and icechunk
-    reads that many bytes). Bytes after a FlatBuffer's end are never read, so incompressible ones are
-    appended to the payload until the file is that long (at a higher level if it is too long at 3);
-    ValueError if it cannot be.
-    """
+    SIZED = "sized"
+    """The content size in the frame header (icechunk 2.3 ...)."""
+    UNSIZED = "unsized"
+    """No content size (icechunk up to 2.1 at least, Rust crate 0.x with icechunk 1.x)."""
+
+
+def frame_form(implementation: str) -> FrameForm:
+    """The frame form of the files an implementation (a header's name, ``ic-2.3.0`` ...) writes, as far as
+    it is known: the Rust crates 0.x (icechunk 1.x), 2.0 and 2.1 wrote no content size; 2.3 writes it, and
+    so does zsarchive for any other name."""
+    return FrameForm.UNSIZED if implementation.startswith(("ic-0.", "ic-1.", "ic-2.0.", "ic-2.1.")) \
+        else FrameForm.SIZED
+
+
+def compressor(form: FrameForm, content: int, level: int = 3) -> zstandard.ZstdCompressionObj:
+    """A streaming compressor of ``content`` bytes framed in ``form``: at ``level``, no checksum. Fed in
+    pieces of any size, it gives the bytes icechunk's compressor gives for the whole payload (libzstd's
+    output does not depend on the pieces)."""
+    sized = form is FrameForm.SIZED
+    cctx = zstandard.ZstdCompressor(level=level, write_content_size=sized, write_checksum=False)
+    return cctx.compressobj(size=content if sized else -1)
+
+
+def _head(file_type: FileType, spec_version: int, implementation: str) -> bytes:
     name = implementation.encode("utf-8")
     if len(name) > NAME_BYTES:
         raise ValueError(f"implementation name {implementation!r} is longer than {NAME_BYTES} bytes")
-    head = MAGIC + name.ljust(NAME_BYTES, b" ") + bytes((spec_version, int(file_type), COMPRESSION_ZSTD))
-    compressor = zstandard.ZstdCompressor(level=3, write_content_size=True, write_checksum=False)
-    body = compressor.compress(payload)
-    if not size or len(head) + len(body) == size:
-        return head + body
-    padded = _padded_frame(body, len(payload), size - len(head))
-    if padded is not None:
-        return head + padded
-    filler = hashlib.shake_128(b"zsarchive filler").digest(2 * max(0, size - len(head)) + 64)
-    # A checksum adds 4 bytes and a higher level may shrink what is too long at 3; the slow levels
-    # only for small files.
-    configs = [(3, False), (3, True), (9, False)] + ([(19, False), (19, True)] if len(payload) < _SMALL else [])
-    for level, checksum in configs:
-        compressor = zstandard.ZstdCompressor(level=level, write_content_size=True, write_checksum=checksum)
+    return MAGIC + name.ljust(NAME_BYTES, b" ") + bytes((spec_version, int(file_type), COMPRESSION_ZSTD))
 
-        def length(extra: int, zeros: int = 0) -> tuple[int, bytes]:
-            body = compressor.compress(payload + filler[:extra] + bytes(zeros))
-            return len(head) + len(body), body
 
-        extra = size - length(0)[0]
-        if extra < 0:
-            continue  # filler only makes it longer
-        for _ in range(8):  # filler compresses to about its length: correct by the error, a few times
-            got, body = length(extra)
-            if got == size:
-                return head + body
-            extra = max(0, extra - (got - size))
-        for near in sorted(range(max(0, extra - 12), extra + 13), key=lambda n: abs(n - extra)):
-            for zeros in (0, 1, 2, 3):
-                got, body = length(near, zeros)
-                if got == size:
-                    return head + body
-    raise ValueError(f"cannot make the file exactly {size} bytes long (it compresses to {len(head) + len(body)})")
+def wrap_file(file_type: FileType, spec_version: int, payload: bytes, implementation: str = IMPLEMENTATION,
+              level: int = 3) -> bytes:
+    """A whole metadata file: the header, then ``payload`` (a finished FlatBuffer) as one zstd frame, as
+    icechunk writes it (:func:`compressor`)."""
+    stream = compressor(frame_form(implementation), len(payload), level)
+    return wrap_frame(file_type, spec_version, stream.compress(payload) + stream.flush(), len(payload),
+                      implementation)
+
+
+def wrap_frame(file_type: FileType, spec_version: int, frame: bytes, content: int,
+               implementation: str = IMPLEMENTATION, size: int | None = None) -> bytes:
+    """The header, then ``frame`` (one zstd frame of ``content`` bytes, from :func:`compressor`).
+
+    ``size``: the length the file should have (a snapshot names its manifests' sizes, and icechunk reads
+    that many bytes). Bytes after a FlatBuffer's end are never read: a frame that comes out shorter is
+    lengthened with zero bytes after its content, in stored zstd blocks. The file keeps the frame's own
+    length where it cannot be made that long (longer, or within two bytes of it): the caller tells.
+    """
+    head = _head(file_type, spec_version, implementation)
+    if size and len(head) + len(frame) != size:
+        padded = _padded_frame(frame, content, size - len(head))
+        if padded is not None:
+            return head + padded
+    return head + frame
 
 
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
@@ -132,7 +140,7 @@ def _padded_frame(frame: bytes, content: int, size: int) -> bytes | None:
     long by zero bytes after its content, in raw (stored) blocks: the payload is compressed once, and
     the filler costs 3 bytes of block header plus itself. None where the frame cannot be so made
     (shorter than it, or within a few bytes of it); the frame header keeps its window and its flags,
-    only the content size grows (RFC 8878, 3.1.1)."""
+    only the content size grows, or stays absent where the frame has none (RFC 8878, 3.1.1)."""
     if len(frame) < 6 or frame[:4] != _ZSTD_MAGIC:
         return None
     descriptor = frame[4]
@@ -154,18 +162,17 @@ def _padded_frame(frame: bytes, content: int, size: int) -> bytes | None:
     body = bytearray(blocks)
     body[last] &= 0xFE
     # the content size in the frame's own field where the new size fits it (an empty stored block adds
-    # just 3 bytes), else in a wider one; a 2-byte field holds the size less 256 (RFC 8878, 3.1.1.4)
+    # just 3 bytes; a frame without one keeps none), else in a wider one; a 2-byte field holds the size
+    # less 256 (RFC 8878, 3.1.1.4)
     for flag, width in dict.fromkeys(((fcs_flag, fcs_size), (1, 2), (2, 4), (3, 8))):
-        if width == 0:
-            continue
         header = frame[:4] + bytes(((flag << 6) | (single << 5),)) + frame[5:start]
         extra = size - len(header) - width - len(body)
         blocks_needed = -(-extra // (_RAW_BLOCK + 3))
         filler = extra - 3 * blocks_needed  # the zero bytes after the block headers
         stored = content + filler - (256 if flag == 1 else 0)
-        if extra < 3 or not 0 <= stored < 1 << (8 * width):
+        if extra < 3 or (width and not 0 <= stored < 1 << (8 * width)):
             continue
-        out = bytearray(header + stored.to_bytes(width, "little") + body)
+        out = bytearray(header + (stored.to_bytes(width, "little") if width else b"") + body)
         for i in range(blocks_needed):
             n = min(filler, _RAW_BLOCK)
             filler -= n

@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import collections
-import functools
 import heapq
 import itertools
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Iterable, Iterator, Mapping
 from urllib.parse import unquote
 
 from zsarchive.errors import ZSCorrupt, ZSError
 from zsarchive.icechunk import ids
+from zsarchive.icechunk.config import load_config
 from zsarchive.icechunk.header import HEADER_LENGTH, parse_header
-from zsarchive.icechunk.manifest import decode_manifest
+from zsarchive.icechunk.manifest.decode import decode_manifest
 from zsarchive.icechunk.model import (
     ChunkRef, CommitChanges, Manifest, Node, NodeType, RepoInfo, RepoStatus, Snapshot, SnapshotId, SnapshotInfo,
     TransactionLog, Update,
@@ -27,34 +27,6 @@ from zsarchive.walk import parent_chain
 from zsarchive.icechunk.txlog import decode_transaction_log, merge_transaction_logs
 
 _MANIFEST_CACHE = 4  # manifests can hold millions of refs: keep only the last few decoded
-
-
-@functools.cache
-def _config_loader() -> type:
-    """A SafeLoader that turns icechunk's custom tags (``!local_file_system /dir``) into ``{tag: value}``
-    and refuses aliases: icechunk writes none, and a few nested ones expand to billions of nodes. Built
-    on first use: only V1 repositories have a config.yaml, and importing yaml is slow."""
-    import yaml
-
-    class ConfigLoader(yaml.SafeLoader):
-        def compose_node(self, parent, index):
-            if self.check_event(yaml.AliasEvent):
-                mark = self.peek_event().start_mark
-                raise yaml.YAMLError(f"an alias at line {mark.line + 1}, column {mark.column + 1} (aliases are "
-                                     f"not accepted)")
-            return super().compose_node(parent, index)
-
-    def tagged(loader: yaml.SafeLoader, suffix: str, node: yaml.Node) -> dict:
-        if isinstance(node, yaml.ScalarNode):
-            value: Any = loader.construct_scalar(node)
-        elif isinstance(node, yaml.SequenceNode):
-            value = loader.construct_sequence(node, deep=True)
-        else:
-            value = loader.construct_mapping(node, deep=True)
-        return {suffix: value}
-
-    ConfigLoader.add_multi_constructor("!", tagged)
-    return ConfigLoader
 
 
 def _ref_name(stored: str, where: str) -> str:
@@ -167,16 +139,7 @@ class Repository:
             raise ZSCorrupt(f"{self._name('config.yaml')}: {len(config_raw)} bytes, more than the ceiling "
                             f"ZSARCHIVE_MAX_YAML ({ceiling('ZSARCHIVE_MAX_YAML')}; raise it for input you trust)")
         if config_raw is not None:
-            import yaml
-
-            try:
-                config = yaml.load(config_raw, Loader=_config_loader())
-            except RecursionError:
-                raise ZSCorrupt(f"{self._name('config.yaml')}: nested too deeply") from None
-            except yaml.YAMLError as exc:
-                raise ZSCorrupt(f"{self._name('config.yaml')}: not valid YAML ({exc})") from None
-            except (ValueError, OverflowError) as exc:  # e.g. an integer of more digits than Python converts
-                raise ZSCorrupt(f"{self._name('config.yaml')}: a value out of range ({exc})") from None
+            config = load_config(config_raw, self._name("config.yaml"))
         return RepoInfo(None, 1, dict(sorted(branches.items())), dict(sorted(tags.items())), sorted(deleted),
                         sorted(infos, key=lambda i: i.id), None, {}, [], None, config, [], [])
 

@@ -14,13 +14,16 @@ from zsarchive.icechunk.common import ForwardWriter, decoding, id8, id12, vtable
 from zsarchive.icechunk.flatbuf import FlatBufferError, byte_vector, check_sorted, require, root, struct_bytes, \
     text, vtable_slots
 from zsarchive.icechunk.gather import first, first_unsorted, gather, offset_vector, uint32_vectors
+from zsarchive.icechunk.generated.NodeType import NodeType as FbNodeType
 from zsarchive.icechunk.generated.TransactionLog import TransactionLog as FbTransactionLog
 from zsarchive.icechunk.header import IMPLEMENTATION, open_file, wrap_file
 from zsarchive.icechunk.model import FileType, MoveOperation, NodeType, TransactionLog
 from zsarchive.icechunk.paths import path_key
 
 _ID_LISTS = ("new_groups", "new_arrays", "deleted_groups", "deleted_arrays", "updated_groups", "updated_arrays")
-_NODE_TYPES = {0: NodeType.GROUP, 1: NodeType.ARRAY}
+_NODE_TYPES = {FbNodeType.Group: NodeType.GROUP, FbNodeType.Array: NodeType.ARRAY}
+"""A move's node type as the log's flatbuffer codes it, and back."""
+_NODE_TYPE_CODES = {node_type: code for code, node_type in _NODE_TYPES.items()}
 
 
 def _id_list(log, field: str) -> list[str]:
@@ -228,7 +231,7 @@ def encode_transaction_log(log: TransactionLog, spec_version: int, implementatio
             w.point(vector + 4 + 4 * j, at)
             if move.node_id is not None:
                 buf[at + 12:at + 20] = ids.decode(move.node_id, 8)
-            buf[at + 20] = 1 if move.node_type is NodeType.ARRAY else 0
+            buf[at + 20] = _NODE_TYPE_CODES.get(move.node_type, FbNodeType.Group)
             w.point(at + 4, w.blob(move.from_path.encode("utf-8"), terminate=True))
             w.point(at + 8, w.blob(move.to_path.encode("utf-8"), terminate=True))
     return wrap_file(FileType.TRANSACTION_LOG, spec_version, bytes(buf), implementation)

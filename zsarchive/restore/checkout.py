@@ -60,19 +60,24 @@ def checkout(archive: RepoArchive | str | os.PathLike, ref: str, target: str | o
              authorize: Iterable[str] | Mapping[str, Mapping[str, Any]] = (),
              storage_options: Mapping[str, object] | None = None, anon: bool = False,
              window: int | None = None, progress: Callable[[int, int], None] | None = None,
-             max_bytes: int | None = None, announce: Callable[[Totals], None] | None = None) -> CheckoutSummary:
+             client: Any = None, max_bytes: int | None = None,
+             announce: Callable[[Totals], None] | None = None) -> CheckoutSummary:
     """Write the snapshot REF names as a plain Zarr v3 hierarchy at ``target`` (absent or empty).
 
     ``target``: a directory, a ``*.zip`` path, or an ``s3://``/``gs://``/``az://`` URL (reached with
     ``storage_options``); ``group``: write only the node at that path and its descendants, that node
     becoming the root; ``repo``: the original repository, for native chunks the archive does not embed
     (reached with ``storage_options`` / ``anon``); ``authorize``: virtual chunk prefixes to read;
-    ``window``: transfers in flight; ``progress(done, total)``: objects written so far. Before anything is
-    written, every chunk is walked once: ``announce(totals)`` is told the files and bytes to come, and a
-    checkout that would write more than ``max_bytes`` or, locally, more than the free space, or whose
-    records break an invariant it relies on, is refused.
+    ``window``: transfers in flight; ``progress(done, total)``: objects written so far; ``client``: a
+    ``distributed.Client`` whose workers write the chunks (they open ``archive``, ``target`` and ``repo``
+    themselves: paths they see, or URLs). Before anything is written, every chunk is walked once:
+    ``announce(totals)`` is told the files and bytes to come, and a checkout that would write more than
+    ``max_bytes`` or, locally, more than the free space, or whose records break an invariant it relies on,
+    is refused.
     """
     started = time.monotonic()
+    if client is not None and isinstance(archive, RepoArchive):
+        raise ZSError("a checkout on a cluster takes the archive's path or URL (its workers open it), not a RepoArchive")
     if isinstance(archive, RepoArchive):
         if authorize:
             raise ZSError("give authorize= to the RepoArchive, not checkout, when passing one")
@@ -83,6 +88,9 @@ def checkout(archive: RepoArchive | str | os.PathLike, ref: str, target: str | o
     try:
         where_repo = None if repo is None else parse_location(repo, storage_options, anon)
         out = _open_target(target, storage_options, window)
+        if client is not None and isinstance(out, _ZipTarget):
+            raise ZSError(f"{target}: a .zip is written by one machine; check out on a cluster into a directory "
+                          "or an object store")
         if not out.is_empty():
             raise ZSError(f"{target}: not empty; checkout writes only to an absent or empty target")
         snapshot_id = arc.resolve(ref)
@@ -97,15 +105,25 @@ def checkout(archive: RepoArchive | str | os.PathLike, ref: str, target: str | o
         out.sink.limit = max_bytes
         written = {"objects": 0, "chunks": 0, "bytes": 0}
 
-        def done(key: str, size: int) -> None:
-            written["objects"] += 1
+        def advance(objects: int, size: int) -> None:
+            written["objects"] += objects
             written["bytes"] += size
             if progress is not None:
                 progress(written["objects"], totals.files)
 
+        def done(key: str, size: int) -> None:
+            advance(1, size)
+
         try:
-            views = out.local
-            written["chunks"] = _copy_chunks(arc, ref, nodes, out.sink, where_repo, views, done, embedded)
+            if client is not None:
+                from zsarchive.restore.cluster import checkout_chunks
+
+                sink_type = TaskTreeSink if isinstance(out.sink, _TreeSink) else type(out.sink)
+                written["chunks"] = checkout_chunks(client, archive, dict(authorize) if isinstance(
+                    authorize, Mapping) else list(authorize), ref, nodes, sink_type, out.sink, where_repo, advance)
+            else:
+                written["chunks"] = _copy_chunks(arc, ref, nodes, out.sink, where_repo, out.local, done,
+                                                 embedded)
             # the root's zarr.json last, create-only: a target looks whole only when it is
             metas = sorted(((n.key, n.node.user_data) for n in nodes), key=lambda m: m[0] == ROOT_META)
             out.sink.put_all(metas[:-1], done)
@@ -258,11 +276,14 @@ class _TreeSink(LocalSink):
     moves into place whole: each object is created where it belongs (no temporary name of its own),
     its bytes -- a view of the archive's, or a list of them -- written with no copy of Python's."""
 
+    exclusive = True
+    """Whether an object is created only where none is (no one else writes here)."""
+
     def put(self, key: str, data: bytes | memoryview | list) -> None:
         path = self._place(key)
         try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
-                         | getattr(os, "O_CLOEXEC", 0), 0o666)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | (os.O_EXCL if self.exclusive else os.O_TRUNC)
+                         | getattr(os, "O_BINARY", 0) | getattr(os, "O_CLOEXEC", 0), 0o666)
         except OSError as exc:
             raise write_error(exc, path) from None
         try:
@@ -276,6 +297,13 @@ class _TreeSink(LocalSink):
             raise
         finally:
             os.close(fd)
+
+
+class TaskTreeSink(_TreeSink):
+    """The same, written by a cluster's tasks, which may run twice (a worker lost midway): an object
+    written again replaces what the first run left."""
+
+    exclusive = False
 
 
 def _write_all(fd: int, parts: Iterable) -> None:

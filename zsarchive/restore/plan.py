@@ -15,6 +15,7 @@ from typing import Iterable, Iterator
 import numpy as np
 
 from zsarchive.archive.format import schema
+from zsarchive.archive.format.header import refs_by_manifest
 from zsarchive.archive.read.invariants import ops_log_file_names
 from zsarchive.archive.read.reader import ArchiveReader
 from zsarchive.errors import ZSCorrupt, ZSError
@@ -268,7 +269,7 @@ class ManifestContents:
 
     def refs(self, manifest: ManifestPlan) -> list[tuple[str, list[ChunkRef]]]:
         """(node id, refs) of every array the manifest holds refs of."""
-        if self.reader.format_version < 2:
+        if refs_by_manifest(self.reader.format_version):
             return sorted(manifest_refs(self.reader, manifest.id).items())
         out = []
         for sid, node in manifest.users:

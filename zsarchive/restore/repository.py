@@ -11,14 +11,16 @@ such file, so icechunk refuses to open the target, and ``restore`` on it says so
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping
 from urllib.parse import quote
 
+import numpy as np
 import zstandard
 
 from zsarchive.archive.format import schema
@@ -26,7 +28,10 @@ from zsarchive.archive.format.pieces import file_size, read_pieces, stream_file
 from zsarchive.archive.read.invariants import fault, shard_indexes
 from zsarchive.archive.read.reader import ArchiveReader, guarded, records_under
 from zsarchive.errors import ZSError
-from zsarchive.icechunk.manifest import RefBatch, decode_manifest, encode_manifest
+from zsarchive.icechunk.config import dump_config
+from zsarchive.icechunk.manifest.decode import decode_manifest
+from zsarchive.icechunk.manifest.encode import encode_manifest
+from zsarchive.icechunk.manifest.refs import NATIVE, RefTable
 from zsarchive.icechunk.model import RefKind, RepoInfo
 from zsarchive.icechunk.repo_info import decode_repo_info, encode_repo_info
 from zsarchive.icechunk.snapshot import decode_snapshot, encode_snapshot
@@ -34,7 +39,7 @@ from zsarchive.icechunk.txlog import decode_transaction_log, encode_transaction_
 from zsarchive.io.location import Location, parse_location
 from zsarchive.io.sink import AlreadyExists, Sink, Stream, Totals, check_room, open_sink
 from zsarchive.icechunk.storage import Storage, open_storage
-from zsarchive.restore.plan import ManifestContents, RestorePlan, select
+from zsarchive.restore.plan import ManifestContents, ManifestPlan, RestorePlan, select
 from zsarchive.restore.source import Timelines, read_history
 
 Progress = Callable[[str, int, int], None]
@@ -85,32 +90,6 @@ def _ref_dir(kind: str, name: str) -> str:
     return f"refs/{kind}.{encoded}"
 
 
-def _yaml_config(config: Mapping[str, Any]) -> bytes:
-    """config.yaml of a V1 repository: a virtual chunk container's store as icechunk's tagged YAML."""
-    import yaml
-
-    class Tagged(dict):
-        pass
-
-    class Dumper(yaml.SafeDumper):
-        pass
-
-    def represent(dumper, value):
-        (tag, inner), = value.items()
-        if isinstance(inner, dict):
-            return dumper.represent_mapping("!" + tag, inner)
-        if isinstance(inner, list):
-            return dumper.represent_sequence("!" + tag, inner)
-        return dumper.represent_scalar("!" + tag, str(inner))
-
-    Dumper.add_representer(Tagged, represent)
-    config = json.loads(json.dumps(config))
-    for container in (config.get("virtual_chunk_containers") or {}).values():
-        if isinstance(container, dict) and isinstance(container.get("store"), dict) and len(container["store"]) == 1:
-            container["store"] = Tagged(container["store"])
-    return yaml.dump(config, Dumper=Dumper, sort_keys=False, allow_unicode=True).encode("utf-8")
-
-
 class Restore:
     """One restore job: the archive, the plan, the target and where chunk bytes come from."""
 
@@ -147,34 +126,41 @@ class Restore:
         """Every manifest file's bytes, and the native chunk ids they name."""
         contents = ManifestContents(self.reader, plan, self.timelines)
         files, chunk_ids = {}, set()
-        order = sorted(plan.manifests.values(), key=lambda m: (m.users[0][1].id if m.users else "", m.id))
+        order = manifest_order(plan)
         for done, manifest in enumerate(order, 1):
-            arrays = contents.refs(manifest)
-            count = sum(len(refs.kind) if isinstance(refs, RefBatch) else len(refs) for _, refs in arrays)
-            if manifest.num_refs and count != manifest.num_refs:
-                self.notes.append(f"manifest {manifest.id}: {count} refs restored, the original held "
-                                  f"{manifest.num_refs} (refs the archive does not keep: hidden by another manifest)")
-            for _, refs in arrays:
-                if isinstance(refs, RefBatch):
-                    chunk_ids.update(c for c in refs.chunk_id if c is not None)
-                else:
-                    chunk_ids.update(r.chunk_id for r in refs if r.kind is RefKind.NATIVE)
-            form = {"implementation": manifest.implementation, "location_dictionary": manifest.location_dictionary}
-            try:
-                try:
-                    files[manifest.id] = encode_manifest(manifest.id, arrays, manifest.spec_version,
-                                                         size=manifest.size, **form)
-                except ValueError:  # it encodes to more: the snapshots name the size it has
-                    files[manifest.id] = encode_manifest(manifest.id, arrays, manifest.spec_version, **form)
-                    plan.resized[manifest.id] = len(files[manifest.id])
-                    self.notes.append(f"manifest {manifest.id}: {len(files[manifest.id])} bytes, the original "
-                                      f"{manifest.size}: the snapshots name the new size")
-            except zstandard.ZstdError as exc:  # a dictionary zstd cannot use (made up, or too large)
-                raise fault(schema.FILES, (f"manifests/{manifest.id}",),
-                            f"its location dictionary ({len(manifest.location_dictionary or b''):,} bytes) "
-                            f"compresses no location: {exc}") from None
+            files[manifest.id], named = self.encode_manifest(contents, manifest)
+            chunk_ids |= named
             self.progress("manifests", done, len(order))
         return files, chunk_ids
+
+    def encode_manifest(self, contents: ManifestContents, manifest: ManifestPlan) -> tuple[bytes, set[str]]:
+        """One manifest file's bytes (its size, where it cannot have the original's, in ``resized``), and the
+        native chunk ids it names."""
+        arrays = contents.refs(manifest)
+        count = sum(len(refs.kind) if isinstance(refs, RefTable) else len(refs) for _, refs in arrays)
+        if manifest.num_refs and count != manifest.num_refs:
+            self.notes.append(f"manifest {manifest.id}: {count} refs restored, the original held "
+                              f"{manifest.num_refs} (refs the archive does not keep: hidden by another manifest)")
+        chunk_ids: set[str] = set()
+        for _, refs in arrays:
+            if isinstance(refs, RefTable):
+                native = refs.text[refs.kind == NATIVE]
+                if len(native):
+                    chunk_ids.update(map(refs.texts.__getitem__, np.flatnonzero(np.bincount(native)).tolist()))
+            else:
+                chunk_ids.update(r.chunk_id for r in refs if r.kind is RefKind.NATIVE)
+        try:
+            raw = encode_manifest(manifest.id, arrays, manifest.spec_version, manifest.implementation, manifest.size,
+                                  manifest.location_dictionary, *_levels(contents.plan.history.facts.get("config")))
+        except zstandard.ZstdError as exc:  # a dictionary zstd cannot use (made up, or too large)
+            raise fault(schema.FILES, (f"manifests/{manifest.id}",),
+                        f"its location dictionary ({len(manifest.location_dictionary or b''):,} bytes) "
+                        f"compresses no location: {exc}") from None
+        if manifest.size and len(raw) != manifest.size:  # the snapshots name the size it has
+            contents.plan.resized[manifest.id] = len(raw)
+            self.notes.append(f"manifest {manifest.id}: {len(raw)} bytes, the original {manifest.size}: the "
+                              f"snapshots name the new size")
+        return raw, chunk_ids
 
     @guarded
     def chunk_sources(self, needed: set[str]) -> tuple[dict[str, int], Storage | None]:
@@ -197,15 +183,15 @@ class Restore:
                           f"(export it with --include-chunks, or give the original repository with --repo)")
         return embedded, source
 
-    def totals(self, needed: set[str], embedded: dict[str, int], files: dict[str, bytes], final: bytes) -> Totals:
+    def totals(self, needed: set[str], embedded: dict[str, int], sizes: Iterable[int]) -> Totals:
         """What the restore will write: every chunk file (one copied from the source repository counted
-        as long as its furthest ref reaches: it is at least that long) and every metadata file."""
+        as long as its furthest ref reaches: it is at least that long) and the metadata files of ``sizes``."""
         totals = Totals()
         reach = self.timelines.reach.ends
         for cid in needed:
             totals.add(embedded[cid] if cid in embedded else reach.get(cid, (0,))[0])
-        for raw in (*files.values(), final):
-            totals.add(len(raw))
+        for size in sizes:
+            totals.add(size)
         return totals
 
     def copy_chunks(self, sink: Sink, needed: set[str], embedded: dict[str, int],
@@ -265,7 +251,7 @@ class Restore:
                 files[f"{_ref_dir('tag', name)}/ref.json.deleted"] = b""
             config = plan.history.facts.get("config")
             if config is not None:
-                files["config.yaml"] = _yaml_config(config)
+                files["config.yaml"] = dump_config(config)
         return files
 
     @guarded
@@ -304,45 +290,67 @@ class Restore:
         if final.startswith(b"ICE"):
             decode_repo_info(final, "repo")
 
-    def run(self) -> RestoreSummary:
-        """All stages, in order; nothing is written when a check before the copy fails."""
-        plan = self.plan()
+    def open_target(self, plan: RestorePlan) -> tuple[Sink, Storage | None]:
+        """The target's sink, and its storage where it exists already (checked to be empty)."""
         sink = open_sink(self.location)
         storage = open_storage(self.location) if not self.location.is_local or self.location.path.is_dir() \
             else None
         if storage is not None:
             check_target(sink, storage, plan.spec_version)
+        return sink, storage
+
+    def run(self) -> RestoreSummary:
+        """All stages, in order; nothing is written when a check before the copy fails."""
+        plan = self.plan()
+        sink, storage = self.open_target(plan)
         manifests, needed = self.encode_manifests(plan)
         embedded, source = self.chunk_sources(needed)
-        existed = self.location.is_local and os.path.lexists(self.location.path)
         try:
             files = self.metadata_files(plan, manifests)
             final = self.final_file(plan)
-            totals = self.totals(needed, embedded, files, final)
-            check_room(self.location, totals, self.max_bytes)
-            self.announce(totals)
-            sink.limit = self.max_bytes
-            chunk_files, chunk_bytes = self.copy_chunks(sink, needed, embedded, source)
-            done = [0]
-
-            def tick(key: str, size: int) -> None:
-                done[0] += 1
-                self.progress("metadata", done[0], len(files))
-
-            sink.put_all(files.items(), tick)
-            self.verify(storage or open_storage(self.location), files, final)
-            sink.flush()  # everything else durable before the file that makes it a repository
-            sink.put_new(final_key(plan.spec_version), final)
-        except AlreadyExists:  # another writer's repository appeared meanwhile: its files stay
-            raise
-        except BaseException:
-            if self.location.is_local:  # it was absent or empty: a failed restore leaves it so
-                _empty(self.location.path, existed)
-            raise
+            self.before_writing(sink, self.totals(needed, embedded, map(len, (*files.values(), final))))
+            with self.undone_on_failure():
+                chunk_files, chunk_bytes = self.copy_chunks(sink, needed, embedded, source)
+                return self.finish(plan, sink, storage, files, final, len(manifests), chunk_files, chunk_bytes)
         finally:
             if source is not None:
                 source.close()
-        return RestoreSummary(self.location.url, plan.spec_version, len(plan.snapshots), len(manifests),
+
+    def before_writing(self, sink: Sink, totals: Totals) -> None:
+        """Refuse what would pass ``max_bytes`` or, locally, the free space; show the totals; hold the sink
+        to the limit."""
+        check_room(self.location, totals, self.max_bytes)
+        self.announce(totals)
+        sink.limit = self.max_bytes
+
+    @contextlib.contextmanager
+    def undone_on_failure(self) -> Iterator[None]:
+        """A local target, absent or empty before, is left so when the block fails or is interrupted."""
+        existed = self.location.is_local and os.path.lexists(self.location.path)
+        try:
+            yield
+        except AlreadyExists:  # another writer's repository appeared meanwhile: its files stay
+            raise
+        except BaseException:
+            if self.location.is_local:
+                _empty(self.location.path, existed)
+            raise
+
+    def finish(self, plan: RestorePlan, sink: Sink, storage: Storage | None, files: dict[str, bytes], final: bytes,
+               manifest_count: int, chunk_files: int, chunk_bytes: int) -> RestoreSummary:
+        """Write the metadata ``files`` (the manifests among them, those not written yet), read them back, then
+        the ``final`` file that makes the target a repository."""
+        done = [0]
+
+        def tick(key: str, size: int) -> None:
+            done[0] += 1
+            self.progress("metadata", done[0], len(files))
+
+        sink.put_all(files.items(), tick)
+        self.verify(storage or open_storage(self.location), files, final)
+        sink.flush()  # everything else durable before the file that makes it a repository
+        sink.put_new(final_key(plan.spec_version), final)
+        return RestoreSummary(self.location.url, plan.spec_version, len(plan.snapshots), manifest_count,
                               sum(k.startswith("transactions/") for k in files), chunk_files, chunk_bytes,
                               len(plan.branches), len(plan.tags), self.notes)
 
@@ -364,6 +372,21 @@ def _empty(path: Path, keep: bool) -> None:
                 os.unlink(entry.path)
 
 
+def manifest_order(plan: RestorePlan) -> list[ManifestPlan]:
+    """The manifests in the order they are made: by the first array each serves (its timeline is read once)."""
+    return sorted(plan.manifests.values(), key=lambda m: (m.users[0][1].id if m.users else "", m.id))
+
+
+def _levels(config: Mapping[str, Any] | None) -> tuple[int, int]:
+    """(zstd level of files, of compressed virtual locations) the repository's configuration sets (icechunk's
+    defaults: 3 and 3)."""
+    config = config if isinstance(config, Mapping) else {}
+    files = (config.get("compression") or {}).get("level")
+    locations = ((config.get("manifest") or {}).get("virtual_chunk_location_compression") or {}).get(
+        "compression_level")
+    return (files if isinstance(files, int) else 3), (locations if isinstance(locations, int) else 3)
+
+
 def _ref_json(sid: str) -> bytes:
     return json.dumps({"snapshot": sid}, separators=(",", ":")).encode("ascii")
 
@@ -375,16 +398,24 @@ def _without_storage_settings(info: RepoInfo) -> RepoInfo:
 def restore(archive: Any, target: str | os.PathLike | Location, *, repo: Any = None, refs: Iterable[str] = (),
             shallow: bool = False, storage_options: Mapping[str, object] | None = None, anon: bool = False,
             repo_storage_options: Mapping[str, object] | None = None, repo_anon: bool = False,
-            progress: Progress | None = None, max_bytes: int | None = None,
+            progress: Progress | None = None, client: Any = None, max_bytes: int | None = None,
             announce: Callable[[Totals], None] | None = None) -> RestoreSummary:
     """Write the repository ``archive`` holds into ``target`` (an absent or empty directory, or an
     ``s3://``, ``gs://``, ``az://`` URL); chunk bytes from the archive or the original repository ``repo``.
-    ``refs``: only the history these branches and tags reach; ``shallow``: only their tips. Before anything
-    is written, ``announce(totals)`` is told the files and bytes to come, and a restore that would write more
-    than ``max_bytes`` or, locally, more than the free space is refused."""
-    job = Restore(archive, target, repo=repo, refs=refs, shallow=shallow, storage_options=storage_options,
-                  anon=anon, repo_storage_options=repo_storage_options, repo_anon=repo_anon, progress=progress,
-                  max_bytes=max_bytes, announce=announce)
+    ``refs``: only the history these branches and tags reach; ``shallow``: only their tips. ``client``: a
+    ``distributed.Client`` whose cluster makes the manifests and copies the chunk files (its workers open
+    ``archive``, ``target`` and ``repo`` themselves: paths they see, or URLs). Before anything is written,
+    ``announce(totals)`` is told the files and bytes to come, and a restore that would write more than
+    ``max_bytes`` or, locally, more than the free space is refused."""
+    options = dict(repo=repo, refs=tuple(refs), shallow=shallow, storage_options=storage_options, anon=anon,
+                   repo_storage_options=repo_storage_options, repo_anon=repo_anon, progress=progress,
+                   max_bytes=max_bytes, announce=announce)
+    if client is not None:
+        from zsarchive.restore.cluster import ClusterRestore
+
+        job: Restore = ClusterRestore(archive, target, client=client, **options)
+    else:
+        job = Restore(archive, target, **options)
     try:
         return job.run()
     finally:

@@ -6,6 +6,7 @@ so the rest of the restore works on the Icechunk model alone.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections import OrderedDict, defaultdict
 from dataclasses import dataclass, field
@@ -15,8 +16,8 @@ import numpy as np
 
 from zsarchive.archive.format import schema
 from zsarchive.archive.format.views import (
-    NODE_SETS, ChunkRefValue, FileKey, FileValue, ManifestRefKey, NodeKey, NodeValue, OpsKey, OpsValue, RefKey,
-    RefValue, RepoFactKey, RepoFactValue, RepoFile, SnapshotKey, SnapshotValue, TxlogKey, TxlogValue,
+    NODE_SETS, NODE_TYPES, REF_KIND_CODES, ChunkRefValue, FileKey, FileValue, ManifestRefKey, NodeKey, NodeValue, OpsKey, OpsValue,
+    RefKey, RefValue, RepoFactKey, RepoFactValue, RepoFile, SnapshotKey, SnapshotValue, TxlogKey, TxlogValue,
 )
 from zsarchive.archive.format.header import history_from_timeline
 from zsarchive.archive.read.chunkhistory import chunk_changes, corrected
@@ -24,13 +25,11 @@ from zsarchive.archive.read.invariants import RefReach, SnapshotNodes, check_his
 from zsarchive.archive.read.reader import ArchiveReader, records_under
 from zsarchive.archive.read.refrows import ChunkRefRows, chunk_ref_rows
 from zsarchive.errors import ZSCorrupt
-from zsarchive.icechunk.manifest import RefBatch
+from zsarchive.icechunk.manifest.refs import KINDS, RefTable, numbered
 from zsarchive.icechunk.model import (
     ChunkRef, DimensionShape, ManifestFileInfo, ManifestRef, MoveOperation, Node, NodeType, RefKind, RepoStatus,
     SnapshotInfo, Update,
 )
-
-_NODE_TYPES = {schema.GROUP: NodeType.GROUP, schema.ARRAY: NodeType.ARRAY}
 
 
 @dataclass
@@ -56,6 +55,8 @@ class TxSummary:
     unjoined_moves: tuple[MoveOperation, ...] = ()
     coords: dict[str, np.ndarray] = field(default_factory=dict)
     """Node id -> (chunks, ndim) matrix of the coordinates of the chunks changed (the per-chunk history)."""
+    listed: tuple[str, ...] = ()
+    """The arrays whose chunks the log names (its ``X`` record's), however many (none included)."""
 
 
 @dataclass
@@ -80,10 +81,18 @@ class ArchiveHistory:
     """A V1 deleted tag -> the snapshot its ``ref.json`` named (format 6)."""
     repo_file: RepoFile | None = None
     """The ``repo`` file's implementation name and the ops log's division into files (format 6, V2)."""
+    logged: set[str] = field(default_factory=set)
+    """The arrays whose chunks some transaction log names."""
+
+    @functools.cached_property
+    def ndims(self) -> dict[str, int]:
+        """Array node id -> its number of dimensions."""
+        return {node.id: len(node.shape) for record in self.snapshots.values() for node in record.nodes
+                if node.shape is not None}
 
 
 def _moves(raw: tuple) -> list[MoveOperation]:
-    return [MoveOperation(f, t, node_id, None if kind is None else _NODE_TYPES[kind]) for f, t, node_id, kind in raw]
+    return [MoveOperation(f, t, node_id, None if kind is None else NODE_TYPES[kind]) for f, t, node_id, kind in raw]
 
 
 def _json(raw: str, where: str) -> Any:
@@ -104,9 +113,10 @@ def _node(components: tuple, raw: tuple) -> tuple[Node, str | None]:
     return Node(value.node_id, path, NodeType.ARRAY, bytes(value.user_data), dims, names, refs), value.since
 
 
-def read_history(reader: ArchiveReader, timelines: Timelines | None = None) -> ArchiveHistory:
+def read_history(reader: ArchiveReader, timelines: Timelines | None = None, coords: bool = True) -> ArchiveHistory:
     """Everything but chunk refs and chunk bytes (those stream: :class:`Timelines`); the transaction logs'
-    chunks of a format 5 archive come from the arrays' timelines, kept in ``timelines`` for the manifests."""
+    chunks of a format 5 archive come from the arrays' timelines, kept in ``timelines`` for the manifests
+    (``coords`` False: none yet, :func:`add_chunk_coords` or :func:`set_chunk_coords` add them)."""
     zs, name = reader.zs, reader.name
     named = ((RepoFactKey.decode(k).name, v) for k, v in records_under(zs, schema.REPO, unique=True))
     facts = {fact: _json(RepoFactValue.decode(v).json, f"{name}: G record {fact!r}") for fact, v in named}
@@ -160,18 +170,9 @@ def read_history(reader: ArchiveReader, timelines: Timelines | None = None) -> A
         if value.merged is not None:
             summary.merged, summary.missing = tuple(value.merged), tuple(value.lost_logs)
             summary.unjoined_moves = tuple(_moves(value.merged_moves or ()))
+        summary.listed = tuple(node_id for node_id, _ in value.updated_chunks)
         txlogs[sid] = summary
-        logged.update(node_id for node_id, _ in value.updated_chunks)
-    if history_from_timeline(reader.view_format):
-        _timeline_coords(reader, timelines or Timelines(reader), snapshots, txlogs, logged)
-    else:
-        for change in chunk_changes(zs, reader.view_format, _flushed_at(name, snapshots)):
-            node_id, coords, sid = change.node_id, change.coords, change.snapshot_id
-            if sid in txlogs:
-                txlogs[sid].coords.setdefault(node_id, []).append(coords)
-        for summary in txlogs.values():  # as matrices: a big commit changes millions of chunks
-            summary.coords = {node: np.array(rows, dtype=np.uint32).reshape(len(rows), -1)
-                              for node, rows in summary.coords.items()}
+        logged.update(summary.listed)
     files = {}
     for key, value in records_under(zs, schema.FILES, unique=True):
         check_shape(schema.FILES, key, value)
@@ -180,42 +181,66 @@ def read_history(reader: ArchiveReader, timelines: Timelines | None = None) -> A
     if repo_file is not None and not RepoFile.well_formed(repo_file, len(ops)):
         raise ZSCorrupt(f"{name}: G record 'repo_file': not an implementation name of a file header and "
                         f"counts adding up to the {len(ops)} ops-log entries")
-    return ArchiveHistory(name, reader.format_version, int(facts.get("spec_version", 2)), facts,
-                          refs["branch"], refs["tag"], deleted, snapshots, ops, txlogs, files, deleted_at,
-                          None if repo_file is None else RepoFile.decode(repo_file))
+    history = ArchiveHistory(name, reader.format_version, int(facts.get("spec_version", 2)), facts,
+                             refs["branch"], refs["tag"], deleted, snapshots, ops, txlogs, files, deleted_at,
+                             None if repo_file is None else RepoFile.decode(repo_file), logged)
+    if coords:
+        add_chunk_coords(reader, timelines or Timelines(reader), history)
+    return history
 
 
-def _timeline_coords(reader: ArchiveReader, timelines: Timelines, snapshots: dict[str, SnapshotRecord],
-                     txlogs: dict[str, TxSummary], logged: set[str]) -> None:
-    """Each transaction log's chunk coordinates, per array, from a format 5 archive: the array's ``C``
-    timeline decoded once (:class:`Timelines`, which the manifests then reuse) and corrected by its ``H``
-    exceptions; an array no exported snapshot holds (created and deleted within an expired stretch) has
-    only ``H`` records, read one by one."""
+def add_chunk_coords(reader: ArchiveReader, timelines: Timelines, history: ArchiveHistory) -> None:
+    """Each transaction log's chunk coordinates, every array's: from the arrays' timelines (format 5:
+    :func:`array_coords`), else from the per-chunk history, one pass over all arrays."""
+    found: dict[str, dict[str, np.ndarray]] = {}
+    if history_from_timeline(reader.view_format):
+        for node_id in sorted(history.logged):
+            found[node_id] = array_coords(reader, timelines, history, node_id)
+    else:
+        rows: dict[tuple[str, str], list] = {}
+        for change in chunk_changes(reader.zs, reader.view_format, _flushed_at(reader.name, history.snapshots)):
+            if change.snapshot_id in history.txlogs:
+                rows.setdefault((change.node_id, change.snapshot_id), []).append(change.coords)
+        for (node_id, sid), coords in rows.items():  # as matrices: a big commit changes millions of chunks
+            found.setdefault(node_id, {})[sid] = np.array(coords, dtype=np.uint32).reshape(len(coords), -1)
+    set_chunk_coords(history, found)
+
+
+def set_chunk_coords(history: ArchiveHistory, found: dict[str, dict[str, np.ndarray]]) -> None:
+    """Give each transaction log the coordinates ``found`` (node id -> snapshot id -> matrix) of the arrays
+    it names, as it names them: where expiration made a snapshot's parent the first one, its chunk refs
+    all differ from the parent's, though the log may name none of them."""
+    for sid, summary in history.txlogs.items():
+        summary.coords = {node: found.get(node, {}).get(sid, np.zeros((0, 0), np.uint32)) for node in summary.listed}
+
+
+def array_coords(reader: ArchiveReader, timelines: Timelines, history: ArchiveHistory,
+                 node_id: str) -> dict[str, np.ndarray]:
+    """Snapshot id -> the coordinates of the array's chunks its transaction log names, from a format 5
+    archive: the array's ``C`` timeline decoded once (:class:`Timelines`, which the manifests then reuse)
+    and corrected by its ``H`` exceptions; an array no exported snapshot holds (created and deleted
+    within an expired stretch) has only ``H`` records, read one by one."""
     zs, name = reader.zs, reader.name
-    ndims = {node.id: len(node.shape) for record in snapshots.values() for node in record.nodes
-             if node.shape is not None}
-    flushed_at = _flushed_at(name, snapshots)
-    for node_id in sorted(logged):
-        if node_id in ndims:
-            timeline = timelines.get(node_id)
-            if len(timeline) and timeline.coords.shape[1] != ndims[node_id]:
-                raise ZSCorrupt(f"{name}: chunk ref records of array {node_id} hold {timeline.coords.shape[1]} "
-                                f"coordinates, the array has {ndims[node_id]} dimensions")
-            table = np.column_stack([timeline.coords, timeline.snapshot]) if len(timeline) else \
-                np.zeros((0, ndims[node_id] + 1), np.int64)
-            rows, ids = corrected(zs, node_id, ndims[node_id], table, list(timeline.snapshot_ids))
-            column = rows[:, -1]
-            for i, sid in enumerate(ids):
-                if sid in txlogs:
-                    txlogs[sid].coords[node_id] = rows[column == i, :-1].astype(np.uint32)
-            continue
-        found: dict[str, list] = {}
-        for change in chunk_changes(zs, reader.view_format, flushed_at, (node_id,)):
-            coords, sid = change.coords, change.snapshot_id
-            if sid in txlogs:
-                found.setdefault(sid, []).append(coords)
-        for sid, coords in found.items():
-            txlogs[sid].coords[node_id] = np.array(coords, dtype=np.uint32).reshape(len(coords), -1)
+    ndim = history.ndims.get(node_id)
+    found: dict[str, np.ndarray] = {}
+    if ndim is not None:
+        timeline = timelines.get(node_id)
+        if len(timeline) and timeline.coords.shape[1] != ndim:
+            raise ZSCorrupt(f"{name}: chunk ref records of array {node_id} hold {timeline.coords.shape[1]} "
+                            f"coordinates, the array has {ndim} dimensions")
+        table = np.column_stack([timeline.coords, timeline.snapshot]) if len(timeline) else \
+            np.zeros((0, ndim + 1), np.int64)
+        rows, ids = corrected(zs, node_id, ndim, table, list(timeline.snapshot_ids))
+        column = rows[:, -1]
+        for i, sid in enumerate(ids):
+            if sid in history.txlogs:
+                found[sid] = rows[column == i, :-1].astype(np.uint32)
+        return found
+    listed: dict[str, list] = {}
+    for change in chunk_changes(zs, reader.view_format, _flushed_at(name, history.snapshots), (node_id,)):
+        if change.snapshot_id in history.txlogs:
+            listed.setdefault(change.snapshot_id, []).append(change.coords)
+    return {sid: np.array(coords, dtype=np.uint32).reshape(len(coords), -1) for sid, coords in listed.items()}
 
 
 def _flushed_at(name: str, snapshots: dict[str, SnapshotRecord]):
@@ -267,31 +292,26 @@ class Timelines:
         return found
 
 
-_REF_KINDS = {schema.INLINE: RefKind.INLINE, schema.NATIVE: RefKind.NATIVE, schema.VIRTUAL: RefKind.VIRTUAL}
+_NOT_A_REF = 255
+_REF_KINDS = np.full(256, _NOT_A_REF, np.uint8)
+_REF_KINDS[list(REF_KIND_CODES.values())] = [KINDS.index(kind) for kind in REF_KIND_CODES]
+"""The archive's ref kind codes -> the manifest encoder's (the kind's index in ``KINDS``)."""
 
 
-def timeline_refs(rows: ChunkRefRows, chosen: np.ndarray) -> RefBatch:
-    """The refs of the rows ``chosen`` (none removed), in their order, as columns."""
-    n = len(chosen)
+def timeline_refs(rows: ChunkRefRows, chosen: np.ndarray) -> RefTable:
+    """The refs of the rows ``chosen`` (none removed), in their order, as numbers."""
     kinds_at = rows.kind[chosen]
-    present = np.unique(kinds_at).tolist()
-    try:
-        kinds_of = {k: _REF_KINDS[k] for k in present}
-    except KeyError as exc:
-        raise ZSCorrupt(f"chunk ref of kind {exc.args[0]}, which this zsarchive does not know") from None
-    # columns gathered with numpy object arrays (each text one object, however many rows name it)
-    named = np.array([*rows.texts, None], dtype=object)[rows.text[chosen]]  # -1: the None at the end
-    if len(present) == 1:  # most arrays: one kind
-        kinds = [kinds_of[present[0]]] * n
-        chunk_ids = named.tolist() if kinds_of[present[0]] is RefKind.NATIVE else [None] * n
-        locations = named.tolist() if kinds_of[present[0]] is RefKind.VIRTUAL else [None] * n
-    else:
-        kinds = [kinds_of[k] for k in kinds_at.tolist()]
-        chunk_ids = np.where(kinds_at == schema.NATIVE, named, None).tolist()
-        locations = np.where(kinds_at == schema.VIRTUAL, named, None).tolist()
-    inline = [rows.inline.get(r) for r in chosen.tolist()] if rows.inline else [None] * n
-    return RefBatch(rows.coords[chosen], kinds, inline, chunk_ids, locations, rows.offset[chosen],
-                    rows.length[chosen], _pick(rows.checksum_etag, chosen), _pick(rows.checksum_last_modified, chosen))
+    kind = _REF_KINDS[kinds_at]
+    if (kind == _NOT_A_REF).any():
+        raise ZSCorrupt(f"chunk ref of kind {int(kinds_at[kind == _NOT_A_REF][0])}, which this zsarchive does not know")
+    etag, etags = numbered(_pick(rows.checksum_etag, chosen))
+    stamps = _pick(rows.checksum_last_modified, chosen)
+    modified = np.zeros(len(chosen), np.uint32) if stamps.count(None) == len(stamps) else \
+        np.array([m or 0 for m in stamps], np.uint32)
+    inline, blobs = numbered([rows.inline.get(r) for r in chosen.tolist()] if rows.inline else [None] * len(chosen))
+    return RefTable(rows.coords[chosen].astype(np.uint32), kind, rows.text[chosen].astype(np.int64), rows.texts,
+                    rows.offset[chosen].astype(np.uint64), rows.length[chosen].astype(np.uint64), etag, etags,
+                    modified, inline, blobs)
 
 
 def _pick(column: list, chosen: np.ndarray) -> list:

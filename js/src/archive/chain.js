@@ -3,7 +3,7 @@
 // (docs/archive-format.rst, "Fragments").
 import { ZSCorrupt, ZSError } from "../errors.js";
 import { compareBytes } from "../zs/block.js";
-import { ZS } from "../zs/reader.js";
+import { DataBlock, ZS } from "../zs/reader.js";
 import { BlobTransport, isHttpUrl } from "../io/transport.js";
 import { ArchiveHeader, archiveMetadata, historyFromTimeline, refsByManifest } from "./header.js";
 import { MAX_CHAIN } from "./fragments.js";
@@ -14,6 +14,7 @@ import { decode, elementEnd, keyEnd } from "./tuples.js";
 const CACHED = new Set([REFS, REPO]);
 const SCHEME = /^[A-Za-z][A-Za-z0-9+.-]*:\/\//;
 const MAX_BASE = 4096;
+const BATCH = 4096;  // records a chain's searchBatches gathers at a time
 
 /**
  * ``path`` with "." and ".." segments folded, as posixpath.normpath does.
@@ -188,6 +189,44 @@ export class Chain {
     const streams = members.map((m) => m.zs.search(bounds));
     if (streams.length === 1 && !members[0].mayTombstone(family)) return streams[0];
     return merged(streams);
+  }
+
+  /**
+   * The records of ``search`` as spans of blocks (as ZS.searchSpans): a batch of records at a time, framed.
+   * @param {{start?: Uint8Array | null, stop?: Uint8Array | null, prefix?: Uint8Array | null}} [bounds]
+   * @returns {AsyncGenerator<{block: DataBlock, lo: number, hi: number}>}
+   */
+  async *searchSpans(bounds = {}) {
+    for await (const batch of this.searchBatches(bounds)) {
+      const payload = new Uint8Array(batch.reduce((n, rec) => n + rec.length + 10, 0));
+      let at = 0;
+      for (const rec of batch) {  // uleb128 length, then the record
+        for (let n = rec.length; ; n = Math.floor(n / 128)) {
+          payload[at++] = n >= 128 ? (n % 128) | 0x80 : n;
+          if (n < 128) break;
+        }
+        payload.set(rec, at);
+        at += rec.length;
+      }
+      yield { block: new DataBlock(payload.subarray(0, at), this.name), lo: 0, hi: batch.length };
+    }
+  }
+
+  /**
+   * The records of ``search`` in batches (as ZS.searchBatches).
+   * @param {{start?: Uint8Array | null, stop?: Uint8Array | null, prefix?: Uint8Array | null}} [bounds]
+   * @returns {AsyncGenerator<Uint8Array[]>}
+   */
+  async *searchBatches(bounds = {}) {
+    let batch = [];
+    for await (const rec of this.search(bounds)) {
+      batch.push(rec);
+      if (batch.length === BATCH) {
+        yield batch;
+        batch = [];
+      }
+    }
+    if (batch.length) yield batch;
   }
 
   /**

@@ -101,6 +101,7 @@ export class ChangeQueries extends ChunkQueries {
    */
   async diffSets(fromRef, toRef) {
     const fromId = await this.resolve(fromRef), toId = await this.resolve(toRef);
+    /** @type {Array<[string, import("./history.js").SnapshotValue]>} */
     const between = [];
     let found = false;
     for await (const [sid, value] of this.ancestry(toId)) {

@@ -46,13 +46,16 @@ export class HistoryQueries extends ArchiveReader {
     this.depths = new Map();
   }
 
-  /** Branches, tags and deleted tags: ``{type, name, snapshot_id}`` (no id for deleted tags). */
+  /**
+   * Branches, tags and deleted tags: ``{type, name, snapshot_id}`` (no id for deleted tags).
+   * @returns {Promise<Array<{type: string, name: string, snapshot_id?: string}>>}
+   */
   async refs() {
     const out = [];
     for await (const [key, value] of this.records(REFS)) {
       if (key.length !== 2 || typeof key[1] !== "string") throw new TypeError(`ref key ${JSON.stringify(key)}`);
-      const [kind, name] = key;
-      out.push(kind === "deleted_tag" ? { type: kind, name } : { type: kind, name, snapshot_id: value[0] });
+      const [kind, name] = /** @type {[string, string]} */ (key);
+      out.push(kind === "deleted_tag" ? { type: kind, name } : { type: kind, name, snapshot_id: /** @type {string} */ (value[0]) });
     }
     return out;
   }
@@ -271,9 +274,11 @@ export class HistoryQueries extends ArchiveReader {
 
   /**
    * Snapshots (of REF's history, or all) flushed in [since, until], newest first, at most ``maxCount``;
-   * ``zs log --json``: without REF each with ``refs``, the branches and tags whose history holds it.
+   * ``zs log --json``: without REF each with ``refs``, the branches and tags whose history holds it (unless
+   * ``refs`` is false: RepoArchive.log's rows, as zs serve's page asks for them).
    * @param {string | null} [ref]
-   * @param {{since?: string | number | Date | null, until?: string | number | Date | null, maxCount?: number | null}} [options]
+   * @param {{since?: string | number | Date | null, until?: string | number | Date | null, maxCount?: number | null,
+   *   refs?: boolean}} [options]
    */
   async log(ref = null, options = {}) {
     const { maxCount = null } = options;
@@ -281,7 +286,10 @@ export class HistoryQueries extends ArchiveReader {
       throw new ZSError(`maxCount must be an integer >= 0, not ${maxCount}`);
     }
     const since = timeBound(options.since, false), until = timeBound(options.until, true);
-    let chosen, earliest = null;
+    /** @type {Array<[string, any]>} */
+    let chosen;
+    /** @type {number | null} */
+    let earliest = null;
     if (ref !== null && ref !== undefined) {
       const items = [];
       for await (const item of this.ancestry(await this.resolve(ref))) items.push(item);
@@ -290,7 +298,7 @@ export class HistoryQueries extends ArchiveReader {
       chosen.sort(([, a], [, b]) => b.flushedAt - a.flushedAt);
     } else {
       for await (const [k] of this.range(SNAPSHOT_TIME, [], null)) {
-        earliest = k[0];
+        earliest = /** @type {number} */ (k[0]);
         break;
       }
       const window = [];
@@ -304,7 +312,7 @@ export class HistoryQueries extends ArchiveReader {
       throw new NotFound(`${this.name}: ${formatTime(until)} is before the first commit (${formatTime(earliest)})`);
     }
     const rows = chosen.slice(0, maxCount ?? undefined).map(([sid, value]) => this.snapshotDict(sid, value));
-    if (ref === null || ref === undefined) {
+    if ((ref === null || ref === undefined) && options.refs !== false) {
       const reached = await this.reachedBy();
       for (const row of rows) /** @type {any} */ (row).refs = reached.get(row.id) ?? [];
     }

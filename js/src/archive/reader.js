@@ -119,6 +119,7 @@ export class ArchiveReader {
     const members = this.zs instanceof Chain ? this.zs.members : [new Member(/** @type {ZS} */ (this.zs), this.name, null, null)];
     const out = [];
     for (const member of members) {
+      /** @type {Record<string, any>} */
       const header = (await headerSummary(member.zs)) ?? {};
       /** @type {Record<string, any>} */
       const entry = {

@@ -1,6 +1,7 @@
 // The order-preserving, self-delimiting tuple encoding of record keys and values
 // (docs/archive-format.rst, "Tuple encoding"). Decoded values: integers as numbers (BigInt beyond
 // 2**53), text as strings, byte strings and blobs as Uint8Array, null, booleans, tuples as arrays.
+import { concat } from "../bytes.js";
 import { ZSCorrupt } from "../errors.js";
 import { decodeUleb128 } from "../zs/uleb128.js";
 
@@ -11,7 +12,7 @@ const utf8 = new TextDecoder("utf-8", { fatal: true });
 const encoder = new TextEncoder();
 
 /**
- * @typedef {number | bigint | string | Uint8Array | null | boolean | Element[]} Element
+ * @typedef {number | bigint | string | Uint8Array | null | boolean | any[]} Element
  */
 
 /**
@@ -60,13 +61,7 @@ function escaped(buf, pos, what) {
       continue;
     }
     parts.push(buf.subarray(start, end));
-    const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
-    let at = 0;
-    for (const part of parts) {
-      out.set(part, at);
-      at += part.length;
-    }
-    return [out, end + 1];
+    return [concat(parts), end + 1];
   }
 }
 
@@ -276,4 +271,58 @@ export function same(a, b) {
  */
 export function startsWith(key, prefix) {
   return key.length >= prefix.length && prefix.every((item, i) => same(key[i], item));
+}
+
+/** Snapshot ids read from bytes, each text made once: many chunk changes name few snapshots, in runs. */
+export class SnapshotIds {
+  constructor() {
+    /** @type {Map<string, string>} */
+    this.texts = new Map();
+    this.last = new Uint8Array(0);
+    this.lastText = "";
+  }
+
+  /**
+   * The text of the ASCII bytes ``buf[pos:end]``.
+   * @param {Uint8Array} buf @param {number} pos @param {number} end
+   */
+  text(buf, pos, end) {
+    const last = this.last;
+    if (last.length === end - pos) {
+      let k = 0;
+      while (k < last.length && last[k] === buf[pos + k]) k++;
+      if (k === last.length) return this.lastText;  // the same snapshot as the record before
+    }
+    const raw = buf.subarray(pos, end);
+    const made = String.fromCharCode(...raw);
+    const text = this.texts.get(made) ?? made;
+    this.texts.set(text, text);
+    this.last = raw.slice();
+    this.lastText = text;
+    return text;
+  }
+}
+
+/**
+ * The coordinates and snapshot id of a chunk ref key from ``pos`` (after its node id): a tuple of ``ndim``
+ * integers below 2**48 into ``coords``, then an ASCII text with no escaped NUL ending the key, returned;
+ * null for any other shape (decode those with ``decode``). The quick path of scans of millions of changes.
+ * @param {Uint8Array} buf @param {number} pos @param {number} ndim @param {Float64Array} coords
+ * @param {SnapshotIds} ids
+ * @returns {string | null}
+ */
+export function coordsAndId(buf, pos, ndim, coords, ids) {
+  if (buf[pos++] !== TUPLE) return null;
+  for (let d = 0; d < ndim; d++) {
+    const size = buf[pos++] - INT_ZERO;
+    if (size < 0 || size > 6) return null;
+    let value = 0;
+    for (let k = 0; k < size; k++) value = value * 256 + buf[pos++];
+    coords[d] = value;
+  }
+  if (buf[pos++] !== END || buf[pos++] !== STRING) return null;
+  const end = buf.indexOf(0, pos);
+  if (end < 0 || end + 1 >= buf.length || buf[end + 1] !== 0) return null;  // the text's END, then the key's
+  for (let k = pos; k < end; k++) if (buf[k] >= 0x80) return null;
+  return ids.text(buf, pos, end);
 }

@@ -5,6 +5,7 @@
 // If-Unmodified-Since) and every answer's own ETag is checked too, so a file replaced on a server that
 // ignores the condition fails loudly instead of mixing bytes of two versions (as the Python reader).
 import { ZSCorrupt, ZSError } from "../errors.js";
+import { readBounded } from "../bytes.js";
 import { MAX_UNRANGED } from "../limits.js";
 
 /** Ranges at most this far apart share one request in readRanges (a round trip costs more). */
@@ -35,8 +36,11 @@ const RETRIES = 3;
  */
 export function coalesce(ranges, gap = COALESCE_GAP, limit = COALESCE_LIMIT) {
   const order = ranges.map((_, i) => i).sort((a, b) => ranges[a][0] - ranges[b][0]);
+  /** @type {Array<[number, number, number[]]>} */
   const runs = [];
-  let start = 0, end = 0, members = [];
+  /** @type {number[]} */
+  let members = [];
+  let start = 0, end = 0;
   for (const i of order) {
     const [offset, length] = ranges[i];
     if (members.length && offset - end <= gap && Math.max(end, offset + length) - start <= limit) {
@@ -142,27 +146,14 @@ export async function boundedBody(response, limit, name) {
     throw new ZSError(`${name}: the server announces a body of ${announced} bytes where at most ${limit} can be right`);
   }
   if (!response.body) return new Uint8Array(0);
-  const reader = response.body.getReader();
-  const parts = [];
-  let total = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    total += value.length;
-    if (total > limit) {
-      await reader.cancel();
-      throw new ZSError(`${name}: the server sent more than the ${limit} bytes that can be right`);
-    }
-    parts.push(value);
+  const encoded = (response.headers.get("Content-Encoding") ?? "identity") !== "identity";
+  if (announced <= limit && !encoded) {  // a length announced and within bounds: read whole (pieces cost more)
+    const body = new Uint8Array(await response.arrayBuffer());
+    if (body.length > limit) throw new ZSError(`${name}: the server sent more than the ${limit} bytes that can be right`);
+    return body;
   }
-  if (parts.length === 1) return parts[0];
-  const out = new Uint8Array(total);
-  let at = 0;
-  for (const part of parts) {
-    out.set(part, at);
-    at += part.length;
-  }
-  return out;
+  return readBounded(response.body, limit,
+    () => new ZSError(`${name}: the server sent more than the ${limit} bytes that can be right`));
 }
 
 /**
@@ -262,6 +253,7 @@ export class HTTPTransport extends BaseTransport {
     if (tail > 0) wanted.push(`bytes=-${tail}`);
     const answers = await Promise.all(wanted.map((range) => this.send(range)));  // one round trip
     const sizes = new Set();
+    /** @type {Array<[number, Uint8Array]>} */
     const pieces = [];
     for (const response of answers) {
       this.pin(response);

@@ -86,7 +86,7 @@ export class PageAPI {
     /** @type {Record<string, (params: Record<string, string>) => Promise<any>>} */
     this.routes = {
       summary: () => this.summary(), graph: () => this.archive.graph({ all: true }),
-      log: (p) => this.archive.log(p.ref || null, { since: p.since || null, until: p.until || null }),
+      log: (p) => this.archive.log(p.ref || null, { since: p.since || null, until: p.until || null, refs: false }),
       show: (p) => this.archive.show(required(p, "ref")), ls: (p) => this.ls(p), heatmap: (p) => this.heatmap(p),
       cell: (p) => this.cell(p), "chunk-log": (p) => this.chunkLog(p),
     };

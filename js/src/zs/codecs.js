@@ -2,8 +2,12 @@
 // decoder) and, refused with a clear message, lzma. Each decodes at most MAX_BLOCK bytes: a payload
 // that claims or makes more is refused before much more than that is held.
 import { ZSCorrupt, ZSError } from "../errors.js";
+import { concat, readBounded } from "../bytes.js";
 import { MAX_BLOCK, tooLarge } from "../limits.js";
 import { Decompress } from "../vendor/fzstd.js";
+
+/** The most a raw deflate stream can expand: 258 bytes per match of at least one bit. */
+const DEFLATE_MAX_RATIO = 1032;
 
 /** Header codec names -> decoders (``lzma2;dsize=2^20`` is known to the format, refused by this reader). */
 export const CODECS = {
@@ -43,7 +47,7 @@ export function decoderFor(codec, name) {
  */
 function storedDeflate(data) {
   const parts = [];
-  let pos = 0, total = 0;
+  let pos = 0;
   while (pos + 5 <= data.length) {
     const final = data[pos];
     const size = data[pos + 1] | (data[pos + 2] << 8);
@@ -51,49 +55,9 @@ function storedDeflate(data) {
     pos += 5 + size;
     if (pos > data.length) return null;
     parts.push(data.subarray(pos - size, pos));
-    total += size;
-    if (final) {
-      if (pos !== data.length) return null;
-      if (parts.length === 1) return parts[0];
-      const out = new Uint8Array(total);
-      let at = 0;
-      for (const part of parts) {
-        out.set(part, at);
-        at += part.length;
-      }
-      return out;
-    }
+    if (final) return pos === data.length ? concat(parts) : null;
   }
   return null;
-}
-
-/**
- * Read a stream of decoded pieces into one buffer of at most MAX_BLOCK bytes.
- * @param {ReadableStream<Uint8Array>} stream
- * @returns {Promise<Uint8Array>}
- */
-async function gathered(stream) {
-  const reader = stream.getReader();
-  const pieces = [];
-  let total = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    total += value.length;
-    if (total > MAX_BLOCK) {
-      await reader.cancel();
-      throw new ZSError(tooLarge(MAX_BLOCK));
-    }
-    pieces.push(value);
-  }
-  if (pieces.length === 1) return pieces[0];
-  const out = new Uint8Array(total);
-  let at = 0;
-  for (const piece of pieces) {
-    out.set(piece, at);
-    at += piece.length;
-  }
-  return out;
 }
 
 /**
@@ -104,8 +68,15 @@ async function gathered(stream) {
 async function inflate(data) {
   const stored = storedDeflate(data);
   if (stored !== null) return stored;
-  const stream = new Blob([data]).stream().pipeThrough(new DecompressionStream("deflate-raw"));
-  return gathered(stream);
+  const inflater = new DecompressionStream("deflate-raw");
+  const writer = inflater.writable.getWriter();
+  writer.write(/** @type {any} */ (data)).catch(() => undefined);  // a failure surfaces on the readable side
+  writer.close().catch(() => undefined);
+  if (data.length * DEFLATE_MAX_RATIO <= MAX_BLOCK) {
+    // it cannot decode past the ceiling: one read of the whole (a loop of pieces costs twice as much)
+    return new Uint8Array(await new Response(inflater.readable).arrayBuffer());
+  }
+  return readBounded(inflater.readable, MAX_BLOCK, () => new ZSError(tooLarge(MAX_BLOCK)));
 }
 
 /**
@@ -162,11 +133,5 @@ async function unzstd(data) {
   if (declared >= 0 && total !== declared) {
     throw new ZSError(`the frame declares ${declared} bytes and holds ${total}`);
   }
-  const out = new Uint8Array(total);
-  let at = 0;
-  for (const piece of pieces) {
-    out.set(piece, at);
-    at += piece.length;
-  }
-  return out;
+  return concat(pieces);
 }

@@ -46,7 +46,7 @@ function bisectLeft(keys, key) {
 }
 
 /** A decompressed data payload and where its records are: bisectable without splitting it. */
-class DataBlock {
+export class DataBlock {
   /** @param {Uint8Array} payload @param {string} where */
   constructor(payload, where) {
     this.payload = payload;
@@ -59,6 +59,13 @@ class DataBlock {
   /** @param {number} i */
   record(i) {
     return this.payload.subarray(this.starts[i], this.ends[i]);
+  }
+
+  /** Records ``lo`` up to ``hi``. @param {number} lo @param {number} hi */
+  records(lo, hi) {
+    const out = new Array(hi - lo);
+    for (let i = lo; i < hi; i++) out[i - lo] = this.record(i);
+    return out;
   }
 
   /** Index of the first record >= ``key``. @param {Uint8Array} key */
@@ -327,6 +334,25 @@ export class ZS {
    * @returns {AsyncGenerator<Uint8Array>}
    */
   async *search(bounds = {}) {
+    for await (const batch of this.searchBatches(bounds)) yield* batch;
+  }
+
+  /**
+   * The records of ``search``, a data block's worth at a time (no await per record: for scans of millions).
+   * @param {{start?: Uint8Array | null, stop?: Uint8Array | null, prefix?: Uint8Array | null}} [bounds]
+   * @returns {AsyncGenerator<Uint8Array[]>}
+   */
+  async *searchBatches(bounds = {}) {
+    for await (const { block, lo, hi } of this.searchSpans(bounds)) yield block.records(lo, hi);
+  }
+
+  /**
+   * The records of ``search`` as spans of parsed blocks: record ``i`` of ``block`` for ``lo <= i < hi``, read
+   * from ``block.payload`` between ``block.starts[i]`` and ``block.ends[i]`` (no object per record).
+   * @param {{start?: Uint8Array | null, stop?: Uint8Array | null, prefix?: Uint8Array | null}} [bounds]
+   * @returns {AsyncGenerator<{block: DataBlock, lo: number, hi: number}>}
+   */
+  async *searchSpans(bounds = {}) {
     const [start, stop] = span(bounds);
     if (stop && compareBytes(stop, start) <= 0) return;
     const extents = this.extents(start, stop);
@@ -342,18 +368,16 @@ export class ZS {
         const block = await this.dataBlock(ext);
         const lo = compareBytes(ext.key, start) < 0 ? block.bisect(start) : 0;
         const hi = stop ? block.bisect(stop) : block.count;
-        for (let i = lo; i < hi; i++) yield block.record(i);
+        if (hi > lo) yield { block, lo, hi };
       }
       return;
     }
     for await (const [ext, payload] of this.scan(chained(listed(first), extents))) {
       const block = new DataBlock(payload, `${this.name}: block at offset ${ext.offset}`);
       const lo = compareBytes(ext.key, start) < 0 ? block.bisect(start) : 0;
-      for (let i = lo; i < block.count; i++) {
-        const record = block.record(i);
-        if (stop && compareBytes(record, stop) >= 0) return;
-        yield record;
-      }
+      const hi = stop ? block.bisect(stop) : block.count;
+      if (hi > lo) yield { block, lo, hi };
+      if (hi < block.count) return;
     }
   }
 
@@ -398,7 +422,7 @@ export class ZS {
       const buf = await bytes;
       this.stats.blockReads += taken.length;
       pending = await nextRun();  // its bytes arrive while these blocks decode
-      for (const ext of taken) {
+      for (const ext of taken) {  // one at a time: a block may decode to 64 MiB, a run holds hundreds
         const at = ext.offset - start;
         yield [ext, await this.payload(buf.subarray(at, at + ext.length), ext.offset, 0, "a data block")];
       }

@@ -1,6 +1,7 @@
 """Every genuine archive passes ``zs validate``: its invariants (archive/read/invariants.py) hold for what
 zsarchive's exporter writes from what icechunk wrote. The committed vectors of every format, exports of
-the committed fixture repositories (spec V1 by icechunk 1.1, V2 by 2.3, V1 migrated by 2.3) with and
+the committed fixture repositories (spec V1 by icechunk 1.1, V2 by 2.3, V1 migrated by 2.3) and of
+icechunk's own test repositories (written by icechunk 0.1 to 2.0: expired, split, migrated) with and
 without chunk bytes, and a fragment over one; the random repositories of the differential test are
 validated there."""
 
@@ -13,7 +14,8 @@ from toolkit.places import TESTDATA
 from zsarchive.archive import export
 
 VECTORS = sorted((TESTDATA / "archive").glob("v*/archive.zs"))
-FIXTURES = ["v1", "v1-migrated", "v2"]
+FIXTURES = [TESTDATA / "icechunk" / name for name in ("v1", "v1-migrated", "v2")] + sorted(
+    p for p in (TESTDATA / "icechunk-tests").iterdir() if p.is_dir())
 
 
 def looks_good(path) -> None:
@@ -26,10 +28,10 @@ def test_every_committed_vector_is_valid(vector):
     looks_good(vector)
 
 
-@pytest.mark.parametrize("fixture", FIXTURES)
+@pytest.mark.parametrize("fixture", FIXTURES, ids=lambda p: p.name)
 @pytest.mark.parametrize("include_chunks", [False, True], ids=["refs", "chunks"])
 def test_every_export_of_the_fixture_repositories_is_valid(tmp_path, fixture, include_chunks):
-    export(TESTDATA / "icechunk" / fixture, tmp_path / "a.zs", include_chunks=include_chunks)
+    export(fixture, tmp_path / "a.zs", include_chunks=include_chunks)
     looks_good(tmp_path / "a.zs")
 
 

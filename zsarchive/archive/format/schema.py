@@ -58,6 +58,11 @@ version 2 where it merges the logs of ancestors expiration pruned, which it then
 version 1, one record per logged chunk change, in formats 1 to 3, and version 2, an exception to the
 timeline, in format 5)."""
 
+SNAPSHOT_ID_LENGTH = 20
+"""Characters of a snapshot, manifest or chunk id as the archive spells it (Crockford base32 text)."""
+NODE_ID_LENGTH = 13
+"""Characters of a node id."""
+
 # Chunk ref kinds (first value element of a CHUNK_REF record); REMOVED only in record version 2.
 INLINE, NATIVE, VIRTUAL, REMOVED = 0, 1, 2, 3
 KIND_NAMES = ("inline", "native", "virtual")
@@ -68,7 +73,7 @@ GROUP, ARRAY = 0, 1
 
 def record(family: bytes, key: tuple, value: tuple = (), version: int | None = None) -> bytes:
     """One record: family tag, encoded key, END byte, version byte (default: the newest), encoded value."""
-    head = _VERSION_BYTE[family] if version is None else bytes((version,))
+    head = VERSION_BYTE[family] if version is None else bytes((version,))
     return b"".join((family, tuples.encode(key), b"\x00", head, tuples.encode_value(value)))
 
 
@@ -85,7 +90,7 @@ def record_version(rec: bytes) -> int:
 def split(rec: bytes) -> tuple[bytes, tuple, tuple]:
     """Split a record into ``(family, key, value)``; ZSError if its version is newer than ours."""
     family = rec[:1]
-    if family not in _VERSION_BYTE:
+    if family not in VERSION_BYTE:
         raise RecordFault(f"record {bytes(rec[:40])!r}: unknown record family {family!r}")
     key, pos = tuples.decode(rec, 1, what=f"{FAMILY_NAMES[family]} record key")
     if pos >= len(rec) or rec[pos - 1] != 0:
@@ -101,7 +106,8 @@ def split(rec: bytes) -> tuple[bytes, tuple, tuple]:
     return family, key, value
 
 
-_VERSION_BYTE = {family: bytes((version,)) for family, version in RECORD_VERSIONS.items()}
+VERSION_BYTE = {family: bytes((version,)) for family, version in RECORD_VERSIONS.items()}
+"""The newest record version byte of each family."""
 
 
 def path_components(path: str) -> tuple[str, ...]:

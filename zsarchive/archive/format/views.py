@@ -10,14 +10,22 @@ from typing import Any, Callable
 
 from zsarchive.archive.format import schema
 from zsarchive.icechunk import ids
+from zsarchive.icechunk.model import NodeType, RefKind
 from zsarchive.typedtuple import TypedTuple
 
+NODE_TYPE_CODES = {NodeType.GROUP: schema.GROUP, NodeType.ARRAY: schema.ARRAY}
+"""The code of each node type in an ``N`` record's value (:attr:`NodeValue.node_type`) and a move's."""
+NODE_TYPES = {code: node_type for node_type, code in NODE_TYPE_CODES.items()}
+REF_KIND_CODES = {RefKind.INLINE: schema.INLINE, RefKind.NATIVE: schema.NATIVE, RefKind.VIRTUAL: schema.VIRTUAL}
+"""The code of each kind of chunk ref in a ``C`` record's value (:attr:`ChunkRefValue.kind`)."""
+REF_KINDS = {code: kind for kind, code in REF_KIND_CODES.items()}
 
-def is_id(value: object, length: int = 20) -> bool:
+
+def is_id(value: object, length: int = schema.SNAPSHOT_ID_LENGTH) -> bool:
     """Whether ``value`` is an id as the archive spells it: icechunk's canonical spelling (Crockford base32,
     upper case, padding bits zero: :mod:`zsarchive.icechunk.ids`), 20 characters for a snapshot, manifest
     or chunk id, 13 for a node id."""
-    return ids.is_id(value, 12 if length == 20 else 8)
+    return ids.is_id(value, 12 if length == schema.SNAPSHOT_ID_LENGTH else 8)
 
 
 def _count(value: object) -> bool:
@@ -195,7 +203,7 @@ class NodeValue(TypedTuple):
 
     @staticmethod
     def well_formed(value: tuple) -> bool:
-        if not (len(value) >= 6 and is_id(value[0], 13) and value[1] in (schema.GROUP, schema.ARRAY)
+        if not (len(value) >= 6 and is_id(value[0], schema.NODE_ID_LENGTH) and value[1] in (schema.GROUP, schema.ARRAY)
                 and isinstance(value[2], bytes)):
             return False
         if value[1] == schema.GROUP:
@@ -266,7 +274,7 @@ class TxlogValue(TypedTuple):
     @staticmethod
     def well_formed(value: tuple) -> bool:
         return (len(value) in (8, 11) and all(isinstance(v, tuple) for v in value)
-                and all(is_id(i, 13) for ids in value[:6] for i in ids) and all(is_id(i) for ids in value[8:10] for i in ids))
+                and all(is_id(i, schema.NODE_ID_LENGTH) for ids in value[:6] for i in ids) and all(is_id(i) for ids in value[8:10] for i in ids))
 
     @classmethod
     def decode(cls, value: tuple) -> TxlogValue:

@@ -8,6 +8,7 @@ import itertools
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from zsarchive.archive.format import schema, tuples
+from zsarchive.archive.format.refrecords import key_layout
 from zsarchive.archive.format.tuplecolumns import decode_columns
 from zsarchive.archive.format.header import history_from_timeline
 from zsarchive.archive.format.views import ChunkRefKey, HistoryKey, HistoryValue, starts_with
@@ -17,7 +18,6 @@ if TYPE_CHECKING:
     import numpy as np
 
 _BATCH = 1 << 16  # records decoded together
-_ID = 20  # characters of a snapshot id
 
 
 def chunk_changes(zs: Any, view_format: int, flushed_at: Callable[[str], int],
@@ -101,13 +101,13 @@ def _decode_batch(batch: list[bytes], at: int, ndim: int, name: str) -> tuple[np
     lengths = np.fromiter(map(len, batch), np.int64, len(batch))
     ends = np.cumsum(lengths)
     joined = b"".join(batch)
-    decoded = decode_columns(joined, ends - lengths + at, ends, "(" + "i" * ndim + ")s")
+    decoded = decode_columns(joined, ends - lengths + at, ends, key_layout(ndim))
     if decoded is not None:
         *columns, (begin, stop) = decoded[0]
-        if (stop - begin == _ID).all() and all((column < np.uint64(1 << 63)).all() for column in columns):
+        if (stop - begin == schema.SNAPSHOT_ID_LENGTH).all() and all((column < np.uint64(1 << 63)).all() for column in columns):
             coords = np.column_stack(columns).astype(np.int64) if ndim else np.zeros((len(batch), 0), np.int64)
-            raw = np.frombuffer(joined, np.uint8)[begin[:, None] + np.arange(_ID)]
-            return coords, np.ascontiguousarray(raw).view(f"S{_ID}").reshape(-1)
+            raw = np.frombuffer(joined, np.uint8)[begin[:, None] + np.arange(schema.SNAPSHOT_ID_LENGTH)]
+            return coords, np.ascontiguousarray(raw).view(f"S{schema.SNAPSHOT_ID_LENGTH}").reshape(-1)
     return _decode_one_by_one(batch, ndim, name)
 
 
@@ -124,4 +124,4 @@ def _decode_one_by_one(batch: list[bytes], ndim: int, name: str) -> tuple[np.nda
         ref = ChunkRefKey.decode(key)
         coords.append(ref.coords)
         sids.append(ref.snapshot_id.encode("ascii"))
-    return np.array(coords, np.int64).reshape(len(batch), ndim), np.array(sids, f"S{_ID}")
+    return np.array(coords, np.int64).reshape(len(batch), ndim), np.array(sids, f"S{schema.SNAPSHOT_ID_LENGTH}")

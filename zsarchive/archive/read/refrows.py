@@ -8,14 +8,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from zsarchive.archive.format import schema, tuples
+from zsarchive.archive.format.refrecords import key_layout, value_columns
 from zsarchive.archive.format.tuplecolumns import Columns
 from zsarchive.archive.format.views import ChunkRefKey, ChunkRefValue
 from zsarchive.errors import ZSCorrupt
 from zsarchive.zs.reader import ZS
-
-_VALUE_LAYOUTS = {schema.VIRTUAL: "isiiSI", schema.NATIVE: "isii"}
-"""The value elements of the ref kinds decoded in bulk (kind, text, offset, length[, etag, last modified])."""
-
 
 @dataclass
 class ChunkRefRows:
@@ -50,21 +47,14 @@ def _bulk(buf: bytes, starts: np.ndarray, ends: np.ndarray, skip: int) -> ChunkR
     if ndim < 0:
         return None
     decoder = Columns(buf)
-    key_columns = decoder.decode(starts + skip, ends, "(" + "i" * ndim + ")s)")
+    key_columns = decoder.decode(starts + skip, ends, key_layout(ndim, closed=True))
     if key_columns is None:
         return None
     columns, pos = key_columns
-    data = np.frombuffer(buf, np.uint8)
-    if (pos + 2 > ends).any() or (data[pos] != 2).any():  # record version 2
+    values = value_columns(decoder, pos, ends)
+    if values is None:
         return None
-    kinds = data[pos + 2] if (pos + 3 <= ends).all() else None
-    layout = None if kinds is None else _VALUE_LAYOUTS.get(int(kinds[0]))
-    if kinds is None or layout is None or (data[pos + 1] != tuples.INT_ZERO + 1).any() or (kinds != kinds[0]).any():
-        return None
-    value_columns = decoder.decode(pos + 1, ends, layout)
-    if value_columns is None or (value_columns[1] != ends).any():
-        return None
-    kind, (text_begin, text_stop), offset, length, *checks = value_columns[0]
+    kind, (text_begin, text_stop), offset, length, *checks = values
     try:
         snapshot, snapshot_ids = decoder.texts(*columns[-1])
         text, texts = decoder.texts(text_begin, text_stop)

@@ -63,7 +63,7 @@ def _run(task: Task, location: Location, job: tuple, export: str) -> bytes:
     """On a worker: every batch of one task and the forms of the files the worker read that ``export`` lacks,
     pickled into one object (the cluster's own serialisation walks a list of many small records ~40x
     slower than one pickle of it)."""
-    with _large_allocations_on_the_heap():
+    with large_allocations_on_the_heap():
         batches = list(task(worker_repo(location), *job))
         return pickle.dumps((batches, forms_to_hand(location, export)), protocol=pickle.HIGHEST_PROTOCOL)
 
@@ -75,7 +75,7 @@ _heap_lock = threading.Lock()
 
 
 @contextlib.contextmanager
-def _large_allocations_on_the_heap() -> Iterator[None]:
+def large_allocations_on_the_heap() -> Iterator[None]:
     """While a task runs, let glibc keep allocations up to 32 MiB on the heap. A dask nanny starts its
     worker with MALLOC_TRIM_THRESHOLD_ set, which also freezes glibc's mmap threshold at 128 KiB, so
     every larger array or buffer a task makes is mapped and unmapped afresh: a 250,000-ref task took

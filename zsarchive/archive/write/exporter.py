@@ -23,7 +23,6 @@ do not depend on the engine or on ``parallelism``.
 from __future__ import annotations
 
 import collections
-import functools
 import itertools
 import os
 from dataclasses import dataclass, field

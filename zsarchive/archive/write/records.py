@@ -25,20 +25,17 @@ from zsarchive.archive.format.shards import EMPTY, ShardLayout
 from zsarchive.archive.format import schema
 from zsarchive.archive.write.chunkfiles import NATIVE, NativeFileEntry
 from zsarchive.archive.format.header import keeps_file_forms
+from zsarchive.archive.format import refrecords
 from zsarchive.archive.format.views import (
-    FileValue, NodeValue, OpsValue, RefValue, RepoFactValue, SnapshotValue, TxlogValue,
+    NODE_TYPE_CODES, REF_KIND_CODES, FileValue, NodeValue, OpsValue, RefValue, RepoFactValue, SnapshotValue, TxlogValue,
 )
 from zsarchive.archive.write.refdelta import coord_keys
 from zsarchive.errors import ZSCorrupt
 from zsarchive.icechunk.storage import Storage
 from zsarchive.icechunk import Repository
 from zsarchive.icechunk.gather import distinct
-from zsarchive.icechunk.manifest import RefBatch
+from zsarchive.icechunk.manifest.refs import RefBatch
 from zsarchive.icechunk.model import MoveOperation, Node, NodeType, RefKind, SnapshotInfo
-
-VERSION = {family: bytes((version,)) for family, version in schema.RECORD_VERSIONS.items()}
-"""The record version byte of each family."""
-
 
 def _jsonable(value: Any) -> Any:
     if isinstance(value, (bytes, bytearray, memoryview)):
@@ -123,19 +120,19 @@ def snapshot_records(repo: Repository, info: SnapshotInfo, since: dict[str, str]
 
 def node_value(node: Node, since: str | None) -> tuple:
     """The value of a node's ``N`` record (``since``: where an array's chunk ref timeline starts)."""
+    code = NODE_TYPE_CODES[node.node_type]
     if node.node_type is NodeType.GROUP:
-        return NodeValue(node.id, schema.GROUP, bytes(node.user_data), None, None, ()).encode()
+        return NodeValue(node.id, code, bytes(node.user_data), None, None, ()).encode()
     shape = tuple((d.array_length, d.chunk_length, d.num_chunks) for d in node.shape or ())
     names = None if node.dimension_names is None else tuple(node.dimension_names)
     manifests = tuple((m.id, tuple(tuple(e) for e in m.extents)) for m in node.manifests)
-    return NodeValue(node.id, schema.ARRAY, bytes(node.user_data), shape, names, manifests, since).encode()
+    return NodeValue(node.id, code, bytes(node.user_data), shape, names, manifests, since).encode()
 
 
 # -- transaction logs --------------------------------------------------------------------------
 
 def _moves(moves: Iterable[MoveOperation]) -> tuple:
-    return tuple((m.from_path, m.to_path, m.node_id,
-                  None if m.node_type is None else (schema.ARRAY if m.node_type is NodeType.ARRAY else schema.GROUP))
+    return tuple((m.from_path, m.to_path, m.node_id, None if m.node_type is None else NODE_TYPE_CODES[m.node_type])
                  for m in moves)
 
 
@@ -163,12 +160,11 @@ def change_records(node_id: str, snapshot_id: str, changed: RefBatch | None, rem
     """The ``C`` records of one array's refs that a snapshot adds or changes (``changed``) and removes
     (coordinates ``removed``), in key order (node id, coords, snapshot id). Native chunk ids of
     ``changed`` go to ``chunk_ids`` when it is a list."""
-    head = schema.CHUNK_REF + tuples.encode_text(node_id) + b"\x05"
-    tail = b"\x00" + tuples.encode_text(snapshot_id)  # ends the coordinates, then the key's last element
+    head, tail = refrecords.key_head(node_id), refrecords.key_tail(snapshot_id)
     records = batch_records(changed, head, chunk_ids, tail) if changed is not None else []
     if not len(removed):
         return records
-    gone = tail + b"\x00" + VERSION[schema.CHUNK_REF] + tuples.encode_int(schema.REMOVED)
+    gone = refrecords.value_head(tail, schema.REMOVED)
     tombstones = encode_rows([head, *removed.T, gone], len(removed))
     if not records:
         return tombstones
@@ -181,7 +177,7 @@ def batch_records(batch: RefBatch, head: bytes, chunk_ids: list[bytes] | None, t
     """The chunk ref records of one decoded batch (``head``: the key up to the coordinates tuple;
     ``tail``: what follows the coordinates' elements up to the key's end)."""
     n = len(batch.kind)
-    heads = {kind: tail + b"\x00" + VERSION[schema.CHUNK_REF] + tuples.encode_int(code) for kind, code in _KIND_CODES}
+    heads = {kind: refrecords.value_head(tail, code) for kind, code in REF_KIND_CODES.items()}
     if batch.kind.count(batch.kind[0]) == n:
         return _kind_records(batch, batch.kind[0], slice(None), n, head, heads, chunk_ids)
     # Mixed kinds (rare): each kind's rows alike, then interleaved back into coordinate order.
@@ -193,9 +189,6 @@ def batch_records(batch: RefBatch, head: bytes, chunk_ids: list[bytes] | None, t
         for j, record in zip(rows.tolist(), _kind_records(batch, kind, rows, len(rows), head, heads, chunk_ids)):
             records[j] = record
     return records
-
-
-_KIND_CODES = ((RefKind.VIRTUAL, schema.VIRTUAL), (RefKind.NATIVE, schema.NATIVE), (RefKind.INLINE, schema.INLINE))
 
 
 def _kind_records(batch: RefBatch, kind: RefKind, rows: slice | np.ndarray, n: int, head: bytes,
@@ -223,7 +216,7 @@ def _kind_records(batch: RefBatch, kind: RefKind, rows: slice | np.ndarray, n: i
     locations = ([tuples.encode_text(texts[j]) for j in first.tolist()], choice)
     etags, modified = pick(batch.checksum_etag), pick(batch.checksum_last_modified)
     if etags.count(None) == n and modified.count(None) == n:
-        checksums: bytes | tuple = b"\x03\x03"
+        checksums: bytes | tuple = refrecords.NO_CHECKSUMS
     else:
         seen: dict[tuple, int] = {}
         picked = [seen.setdefault(pair, len(seen)) for pair in zip(etags, modified)]

@@ -17,7 +17,8 @@ import numpy as np
 
 from zsarchive.errors import ZSCorrupt
 from zsarchive.icechunk import Repository
-from zsarchive.icechunk.manifest import ManifestBuffer, RefBatch, RefColumns, RefIdentities
+from zsarchive.icechunk.manifest.decode import ManifestBuffer, RefColumns, RefIdentities
+from zsarchive.icechunk.manifest.refs import RefBatch
 
 Manifests = Sequence[tuple[str, Sequence[Sequence[int]]]]
 """(manifest id, extents) of an array in one snapshot: extents a (from, to) pair per dimension."""

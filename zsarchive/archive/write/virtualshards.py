@@ -18,7 +18,7 @@ from zsarchive.archive.read.chunkdata import ChunkReader
 from zsarchive.archive.format.shards import ShardLayout
 from zsarchive.archive.format.views import ShardIndexKey
 from zsarchive.errors import ZSError
-from zsarchive.icechunk.manifest import RefBatch
+from zsarchive.icechunk.manifest.refs import RefBatch
 from zsarchive.icechunk.model import RefKind
 
 

@@ -52,11 +52,12 @@ let source = serverSource;
 /** The archive the page reads in the browser: ?archive=URL, else the one site.json names (`zs site`). */
 async function readerSource() {
   const named = new URLSearchParams(location.search).get("archive");
-  let archive = named;
-  if (!archive) {
-    const response = await fetch("site.json", {cache: "no-store"}).catch(() => null);
-    if (!response || !response.ok) return null;  // no site.json: the page is zs serve's
-    archive = (await response.json()).archive;
+  const response = await fetch("site.json", {cache: "no-store"}).catch(() => null);
+  const site = response && response.ok ? await response.json() : null;  // none: the page is zs serve's
+  const archive = named || (site && site.archive);
+  if (!archive) return null;
+  for (const module of (site && site.modules) || []) {  // every module asked for at once, not level by level
+    document.head.append(el("link", null, {rel: "modulepreload", href: module}));
   }
   return openReader(new URL(archive, location.href).href);
 }

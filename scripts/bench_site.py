@@ -1,0 +1,203 @@
+"""Benchmark: ``zs site``'s page in Chromium on a 1 M-ref archive served by nginx, and the JavaScript reader's cold
+chunk ref lookup beside the Python reader's over the same server, in one run.
+
+    .venv/bin/python scripts/bench_site.py [--refs N] [--runs K]
+
+The archive is that of the 1 M-ref benchmark repository (built once by the real icechunk 2.x and cached under
+``.bench/``, see scripts/bench_icechunk_manifest.py; exported once, as scripts/bench_views.py does); ``zs site`` writes its page beside it, nginx (Debian's)
+serves the folder on 127.0.0.1, and Debian's chromium opens it through Playwright, a fresh browser context (no
+cache) per run:
+
+1. first paint of the commit list: navigation until the page has drawn the graph, the refs and main's commits
+   (its ``data-ready`` mark), the reader's modules and the archive's range requests included. Goal <= 1 s.
+2. one cold chunk ref lookup at a random coordinate: a fresh reader opens the archive and asks the ref, in the
+   page (JavaScript) and in this process (Python's ``RepoArchive`` over the same URL), alternating; the time and
+   the requests nginx logged for it. Goals: <= 3 requests, <= 2x Python's time. Beside them: the reader in Node
+   (the same code on undici's fetch), and a fresh ``zs chunk --json`` process as a user runs it.
+3. the heatmap of the array's chunk changes, computed in the page (every chunk ref record read and binned).
+4. both again through a loopback proxy adding ``--delay-ms`` to every round trip (the page too), as a network
+   does: there the round trips, which both readers spend alike, decide.
+
+Prints medians. The machine is shared: quote numbers with the load they ran under.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT))
+
+import bench_icechunk_manifest as icbench  # noqa: E402
+from bench_http import DelayProxy  # noqa: E402
+from bench_views import big_archive, heatmap_seconds  # noqa: E402
+from toolkit.servers import Nginx  # noqa: E402
+
+from zsarchive.archive import RepoArchive  # noqa: E402
+from zsarchive.views.site import write_site  # noqa: E402
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--no-sandbox", "--disable-background-networking", "--disable-component-update", "--no-first-run"]
+
+LOOKUP = """async ([url, coords]) => {
+    const {openArchive} = await import("./reader/index.js");
+    const t0 = performance.now();
+    const archive = await openArchive(url);
+    const chunk = await archive.chunkRef("main", "/v", coords);
+    const seconds = (performance.now() - t0) / 1000;
+    return {seconds, requests: archive.zs.transport.stats.requests, location: chunk.location, depth: archive.zs.rootIndexLevel};
+}"""
+
+
+NODE_LOOKUPS = """
+import { openArchive } from "%s";
+const [url, ...rows] = process.argv.slice(1);
+const out = [];
+for (const row of rows) {
+  const t0 = performance.now();
+  const archive = await openArchive(url);
+  const chunk = await archive.chunkRef("main", "/v", [Number(row), 0]);
+  out.push({seconds: (performance.now() - t0) / 1000, requests: archive.zs.transport.stats.requests, location: chunk.location});
+}
+console.log(JSON.stringify(out.slice(1)));  // the first warmed the process up (modules, JIT)
+""" % (ROOT / "js" / "src" / "index.js").as_uri()
+
+
+def node_lookups(url: str, rows: list[int]) -> list[dict]:
+    """Cold lookups by the reader in one Node process, each with a freshly opened archive."""
+    done = subprocess.run(["node", "--input-type=module", "-e", NODE_LOOKUPS, url, *map(str, rows)],
+                          capture_output=True, text=True, check=True)
+    return json.loads(done.stdout)
+
+
+def cli_lookup(url: str, coords: tuple[int, int]) -> float:
+    """A fresh ``zs chunk URL main /v I,J --json`` process, as a user runs it."""
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "zsarchive", "chunk", url, "main", "/v", f"{coords[0]},{coords[1]}", "--json"],
+                   check=True, capture_output=True, env={k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"},
+                   cwd=ROOT)
+    return time.perf_counter() - t0
+
+
+def far_lookups(nginx: Nginx, name: str, args: argparse.Namespace, rng: random.Random) -> dict[str, list]:
+    """The page and the cold lookups again, through a proxy that adds ``--delay-ms`` to every round trip (the
+    page comes through it too: one origin): (seconds, round trips) of each."""
+    from playwright.sync_api import sync_playwright
+
+    proxy = DelayProxy(nginx.port, args.delay_ms / 1000)
+    out: dict[str, list] = {"paint": [], "js": [], "py": []}
+    try:
+        base = f"http://127.0.0.1:{proxy.port}/site/"
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+            for _ in range(args.runs):
+                context = browser.new_context()
+                page = context.new_page()
+                t0 = time.perf_counter()
+                page.goto(base + "index.html")
+                page.wait_for_selector("body[data-ready=true]", state="attached", timeout=60_000)
+                out["paint"].append(time.perf_counter() - t0)
+                page.evaluate("import('./reader/index.js')")
+                coords = [rng.randrange(args.refs), 0]
+                proxy.round_trips()
+                got = page.evaluate(LOOKUP, [base + name, coords])
+                out["js"].append((got["seconds"], proxy.round_trips()))
+                seconds, _ = python_lookup(base + name, tuple(coords))
+                out["py"].append((seconds, proxy.round_trips()))
+                context.close()
+            browser.close()
+    finally:
+        proxy.stop()
+    return out
+
+
+def python_lookup(url: str, coords: tuple[int, int]) -> tuple[float, str]:
+    t0 = time.perf_counter()
+    with RepoArchive(url) as arc:
+        location = arc.chunk_ref("main", "/v", coords)["location"]
+    return time.perf_counter() - t0, location
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--refs", type=int, default=1_000_000, help="chunk refs of the archive's array (1 M)")
+    parser.add_argument("--runs", type=int, default=7, help="timed runs of each; medians reported")
+    parser.add_argument("--delay-ms", type=float, default=20.0, help="round trip the proxy adds in the second part")
+    args = parser.parse_args()
+    from playwright.sync_api import sync_playwright
+
+    archive = big_archive(args.refs)
+    rng = random.Random(1)
+    med = statistics.median
+    with tempfile.TemporaryDirectory(dir=icbench.CACHE) as tmp:
+        base = Path(tmp)
+        (base / "root").mkdir()
+        (base / "prefix").mkdir()
+        write_site(archive, base / "root" / "site")
+        nginx = Nginx(base / "root", base / "prefix")
+        nginx.start()
+        try:
+            url = nginx.url(f"site/{archive.name}")
+            paint, js, py, js_requests, py_requests, cli, heat = [], [], [], [], [], [], []
+            with sync_playwright() as p:
+                browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+                for _ in range(args.runs):
+                    context = browser.new_context()  # a cold browser cache every run
+                    page = context.new_page()
+                    t0 = time.perf_counter()
+                    page.goto(nginx.url("site/index.html"))
+                    page.wait_for_selector("body[data-ready=true]", state="attached", timeout=60_000)
+                    paint.append(time.perf_counter() - t0)
+                    if page.is_visible("#error"):
+                        raise SystemExit(f"bench: the page says {page.text_content('#error')!r}")
+                    coords = [rng.randrange(args.refs), 0]
+                    page.evaluate("import('./reader/index.js')")  # the page's modules loaded: the reader's time alone
+                    mark = nginx.mark()
+                    got = page.evaluate(LOOKUP, [url, coords])
+                    js_requests.append(sum(r.path == f"/site/{archive.name}" for r in nginx.requests_since(mark)))
+                    js.append(got["seconds"])
+                    mark = nginx.mark()
+                    seconds, location = python_lookup(url, tuple(coords))
+                    py_requests.append(len(nginx.requests_since(mark)))
+                    py.append(seconds)
+                    assert location == got["location"], (location, got)
+                    cli.append(cli_lookup(url, tuple(coords)))
+                    heat.append(heatmap_seconds(page))
+                    context.close()
+                browser.close()
+            node = node_lookups(url, [rng.randrange(args.refs) for _ in range(args.runs + 1)])
+            slow = far_lookups(nginx, archive.name, args, rng)
+        finally:
+            nginx.stop()
+    print(f"archive {archive} ({args.refs:,} chunk refs, {archive.stat().st_size:,} bytes, index depth {got['depth']}), "
+          f"nginx on loopback, median of {args.runs} runs, load {os.getloadavg()[0]:.1f}")
+    print(f"  page: first paint of the commit list   {med(paint):7.3f} s (goal <= 1)")
+    print(f"  cold chunk ref lookup, JavaScript      {med(js) * 1000:7.1f} ms, {med(js_requests):.0f} requests (goal <= 3)")
+    print(f"  cold chunk ref lookup, Python          {med(py) * 1000:7.1f} ms, {med(py_requests):.0f} requests")
+    print(f"  JavaScript / Python                    {med(js) / med(py):7.2f}x (goal <= 2)")
+    print(f"  cold chunk ref lookup, JavaScript in Node {med(r['seconds'] for r in node) * 1000:6.1f} ms, "
+          f"{med(r['requests'] for r in node):.0f} requests ({med(r['seconds'] for r in node) / med(py):.2f}x Python)")
+    print(f"  a fresh zs chunk --json process        {med(cli) * 1000:7.1f} ms (the browser's lookup: "
+          f"{med(js) / med(cli):.2f}x)")
+    print(f"  page: heatmap of /v (1 M chunks) drawn {med(heat):7.3f} s (zs serve's goal for its own: <= 2)")
+    js_far, py_far = med(t for t, _ in slow["js"]), med(t for t, _ in slow["py"])
+    print(f"with {args.delay_ms:.0f} ms added to every round trip (a loopback proxy):")
+    print(f"  page: first paint of the commit list   {med(slow['paint']):7.3f} s")
+    print(f"  cold chunk ref lookup, JavaScript      {js_far * 1000:7.1f} ms, {med(r for _, r in slow['js']):.0f} round trips")
+    print(f"  cold chunk ref lookup, Python          {py_far * 1000:7.1f} ms, {med(r for _, r in slow['py']):.0f} round trips")
+    print(f"  JavaScript / Python                    {js_far / py_far:7.2f}x")
+
+
+if __name__ == "__main__":
+    main()
