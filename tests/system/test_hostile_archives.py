@@ -141,16 +141,15 @@ def refuses(tmp_path: Path, archive: Path, needles: tuple[str, ...], checkout: t
         assert target_is_empty(target)
 
 
-@pytest.mark.parametrize("case", SILENT_WRONG_DATA + BROKEN_REPOSITORIES, ids=lambda case: case.__name__)
-def test_records_that_disagree_are_refused_before_anything_is_written(tmp_path, case: Callable):
+def crafted(tmp_path: Path, case: Callable[[list[Record]], tuple[str, ...]], **options) -> tuple[Path, tuple]:
+    """The vector edited by ``case``, and what ``case`` says the refusal names."""
     needles: tuple = ()
 
     def edit(records: list[Record]) -> None:
         nonlocal needles
         needles = case(records)
 
-    archive = craft(VECTOR, tmp_path / "crafted.zs", edit)
-    refuses(tmp_path, archive, needles)
+    return craft(VECTOR, tmp_path / "crafted.zs", edit, **options), needles
 
 
 def parents_that_loop(length: int) -> Callable[[list[Record]], tuple[str, ...]]:
@@ -169,17 +168,10 @@ def parents_that_loop(length: int) -> Callable[[list[Record]], tuple[str, ...]]:
     return edit
 
 
-@pytest.mark.parametrize("length", [1, 2, 3])
-def test_a_history_that_loops_is_refused_before_anything_is_written(tmp_path, length):
-    edit = parents_that_loop(length)
-    needles: tuple = ()
-
-    def edited(records: list[Record]) -> None:
-        nonlocal needles
-        needles = edit(records)
-
-    archive = craft(VECTOR, tmp_path / "crafted.zs", edited)
-    refuses(tmp_path, archive, needles)
+@pytest.mark.parametrize("case", SILENT_WRONG_DATA + BROKEN_REPOSITORIES + [parents_that_loop(n) for n in (1, 2, 3)],
+                         ids=lambda case: case.__name__)
+def test_records_that_disagree_are_refused_before_anything_is_written(tmp_path, case: Callable):
+    refuses(tmp_path, *crafted(tmp_path, case))
 
 
 SHARDED = r'''
@@ -334,13 +326,7 @@ def a_backup_path_of_5000_characters(records: list[Record]) -> tuple[str, ...]:
 def test_ops_log_file_names_no_file_can_have_are_refused(tmp_path, case):
     """The ops log's older repo info files are named after backup paths: one that no file can be named was
     an internal error of the restore."""
-    needles: tuple = ()
-
-    def edit(records: list[Record]) -> None:
-        nonlocal needles
-        needles = case(records)
-
-    archive = craft(VECTOR, tmp_path / "crafted.zs", edit)
+    archive, needles = crafted(tmp_path, case)
     one_line_error(run_hostile("validate", str(archive)), str(archive), *needles)
     one_line_error(run_hostile("restore", str(archive), str(tmp_path / "restored")), str(archive), *needles)
     assert target_is_empty(tmp_path / "restored")

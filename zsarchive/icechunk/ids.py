@@ -52,11 +52,11 @@ def decode(text: str, nbytes: int) -> bytes:
     return (value >> padding).to_bytes(nbytes, "big")
 
 
-_CANONICAL = {12: re.compile("[0-9A-HJKMNP-TV-Z]{19}[0G]"), 8: re.compile("[0-9A-HJKMNP-TV-Z]{12}[02468ACEGJMPRTWY]")}
+CANONICAL = {12: re.compile("[0-9A-HJKMNP-TV-Z]{19}[0G]"), 8: re.compile("[0-9A-HJKMNP-TV-Z]{12}[02468ACEGJMPRTWY]")}
 """The canonical spelling of a 12-byte id (snapshots, manifests, chunks) and of an 8-byte one (nodes): what
 ``encode`` makes (a test holds the two equal)."""
 
 
 def is_id(text: object, nbytes: int = 12) -> bool:
     """Whether ``text`` is the canonical spelling (``encode``'s) of an ``nbytes`` id (12 or 8)."""
-    return type(text) is str and _CANONICAL[nbytes].fullmatch(text) is not None
+    return type(text) is str and CANONICAL[nbytes].fullmatch(text) is not None

@@ -277,6 +277,17 @@ class LocalSink(Sink):
             self._made.add(path.parent)
         return path
 
+    def drop_temporaries(self, directory: str) -> None:
+        """Remove the hidden temporary files that writers killed outright (a cluster's lost worker) left in
+        ``directory`` below the root; only this sink's writers make them."""
+        try:
+            names = os.listdir(self.root / directory)
+        except FileNotFoundError:
+            return
+        for name in names:
+            if name.startswith(".") and name.endswith(".tmp"):
+                (self.root / directory / name).unlink(missing_ok=True)
+
     def _prepare(self, key: str) -> tuple[Path, Path]:
         path = self._place(key)
         return path, path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp"

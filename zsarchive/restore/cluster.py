@@ -25,7 +25,7 @@ from zsarchive.archive.write.cluster import large_allocations_on_the_heap
 from zsarchive.errors import ZSError
 from zsarchive.icechunk.manifest.decode import decode_manifest
 from zsarchive.icechunk.storage import open_storage
-from zsarchive.io.sink import open_sink
+from zsarchive.io.sink import LocalSink, open_sink
 from zsarchive.restore.plan import ManifestContents, RestorePlan, select
 from zsarchive.restore.repository import Restore, RestoreSummary, manifest_order
 from zsarchive.restore.source import array_coords, read_history, set_chunk_coords
@@ -77,6 +77,9 @@ class ClusterRestore(Restore):
             self.before_writing(sink, self.totals(needed, embedded, [*sizes, *map(len, (*files.values(), final))]))
             with self.undone_on_failure():
                 chunk_files, chunk_bytes = self._write(made, needed, embedded)
+                if isinstance(sink, LocalSink):  # a worker lost midway may have left a file half written
+                    for directory in ("chunks", "manifests"):
+                        sink.drop_temporaries(directory)
                 return self.finish(plan, sink, storage, files, final, len(plan.manifests), chunk_files, chunk_bytes)
         except BaseException:
             self._cancel()

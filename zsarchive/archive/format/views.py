@@ -21,11 +21,14 @@ REF_KIND_CODES = {RefKind.INLINE: schema.INLINE, RefKind.NATIVE: schema.NATIVE, 
 REF_KINDS = {code: kind for kind, code in REF_KIND_CODES.items()}
 
 
+_SPELLED = {schema.SNAPSHOT_ID_LENGTH: ids.CANONICAL[12].fullmatch, schema.NODE_ID_LENGTH: ids.CANONICAL[8].fullmatch}
+
+
 def is_id(value: object, length: int = schema.SNAPSHOT_ID_LENGTH) -> bool:
     """Whether ``value`` is an id as the archive spells it: icechunk's canonical spelling (Crockford base32,
     upper case, padding bits zero: :mod:`zsarchive.icechunk.ids`), 20 characters for a snapshot, manifest
     or chunk id, 13 for a node id."""
-    return ids.is_id(value, 12 if length == schema.SNAPSHOT_ID_LENGTH else 8)
+    return type(value) is str and _SPELLED[length](value) is not None
 
 
 def _count(value: object) -> bool:

@@ -165,9 +165,10 @@ def node_disagreement(node: NodeValue) -> str | None:
 
 
 class SnapshotNodes:
-    """The node records of snapshots, fed in key order: each path of plain names, node ids unique within a
-    snapshot, no node below an array (its descendants would follow it directly), and each node agreeing
-    with its zarr.json. Verdicts on equal node values are kept (most nodes are the same in every snapshot)."""
+    """The node records of snapshots, fed in key order: each of its documented shape, each path of plain names,
+    node ids unique within a snapshot, no node below an array (its descendants would follow it directly),
+    and each node agreeing with its zarr.json. Verdicts on equal node values are kept (most nodes are the
+    same in every snapshot)."""
 
     _KEPT = 4096
 
@@ -178,22 +179,18 @@ class SnapshotNodes:
         self._agreeing: dict[tuple, None] = {}
 
     def check(self, snapshot_id: str, components: tuple, value: tuple) -> NodeValue:
-        """The node (of a well-formed record), or ZSCorrupt naming the record and the fault."""
+        """The node of the record ``(snapshot_id, components) -> value``, or ZSCorrupt naming the record and
+        the fault (its shape first: :data:`SHAPES`)."""
         key = (snapshot_id, components)
-        if not all(map(plain_name, components)):
+        if snapshot_id != self._snapshot:
+            check_shape(schema.NODE, key, value)  # the key's snapshot id once per snapshot
+            self._snapshot, self._ids, self._array = snapshot_id, set(), None
+        if type(components) is not tuple or not all(map(plain_name, components)):
             raise fault(schema.NODE, key, "its path is not a sequence of plain names (no '/', not empty, "
                                           "'.' or '..')")
-        node = NodeValue.decode(value)
-        if snapshot_id != self._snapshot:
-            self._snapshot, self._ids, self._array = snapshot_id, set(), None
-        if node.node_id in self._ids:
-            raise fault(schema.NODE, key, f"node id {node.node_id} is another node's of snapshot {snapshot_id}")
-        self._ids.add(node.node_id)
-        if self._array is not None and components[:len(self._array)] == self._array:
-            raise fault(schema.NODE, key, f"lies below the array {schema.path_of(self._array)}")
-        self._array = components if node.is_array else None
-        agreeing = (node.node_type, node.user_data, node.shape, node.dimension_names)
-        if agreeing not in self._agreeing:
+        if value not in self._agreeing:  # its shape, and what it says beside its zarr.json
+            check_shape(schema.NODE, key, value)
+            node = NodeValue.decode(value)
             try:
                 problem = node_disagreement(node)
             except (ZSCorrupt, TypeError, ValueError, AttributeError) as exc:
@@ -202,7 +199,14 @@ class SnapshotNodes:
                 raise fault(schema.NODE, key, f"{schema.path_of(components)}: {problem}")
             if len(self._agreeing) >= self._KEPT:
                 self._agreeing.clear()
-            self._agreeing[agreeing] = None
+            self._agreeing[value] = None
+        node = NodeValue.decode(value)
+        if node.node_id in self._ids:
+            raise fault(schema.NODE, key, f"node id {node.node_id} is another node's of snapshot {snapshot_id}")
+        self._ids.add(node.node_id)
+        if self._array is not None and components[:len(self._array)] == self._array:
+            raise fault(schema.NODE, key, f"lies below the array {schema.path_of(self._array)}")
+        self._array = components if node.is_array else None
         return node
 
 

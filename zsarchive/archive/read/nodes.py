@@ -9,7 +9,7 @@ from zsarchive.archive.format import schema
 from zsarchive.archive.format.views import NodeKey, NodeValue
 from zsarchive.archive.read.history import HistoryQueries
 from zsarchive.archive.read.model import ManifestSpan, NodeInfo
-from zsarchive.archive.read.invariants import SnapshotNodes, check_shape
+from zsarchive.archive.read.invariants import SnapshotNodes
 from zsarchive.archive.read.reader import NotFound, checked_record, records_under
 from zsarchive.suggest import hint
 
@@ -57,7 +57,6 @@ class NodeQueries(HistoryQueries):
         """The node records of a snapshot, in key order, each checked against the invariants."""
         tree = SnapshotNodes()
         for k, v in records_under(self.zs, schema.NODE, (snapshot_id,), unique=True):
-            check_shape(schema.NODE, k, v)
             key = NodeKey.decode(k)
             tree.check(snapshot_id, key.components, v)
             yield key, v
@@ -69,7 +68,6 @@ class NodeQueries(HistoryQueries):
             paths = [NodeKey.decode(k).path for k, _ in self._records(schema.NODE, (snapshot_id,))]
             raise NotFound(f"{self.name}: no node {schema.path_of(components)!r} at {ref!r}"
                            f"{hint(schema.path_of(components), paths, 'paths', paths=True)}")
-        check_shape(schema.NODE, (snapshot_id, components), value)
         SnapshotNodes().check(snapshot_id, components, value)
         return self._node_info(snapshot_id, components, value)
 

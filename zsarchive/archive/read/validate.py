@@ -140,7 +140,6 @@ def _small_families(zs: ZS | Chain, facts: _Facts, format_version: int) -> None:
                schema.CHUNK_HISTORY, "snapshot")
     nodes = SnapshotNodes()
     for key, value, rec in _records(zs, schema.NODE, facts.counts):
-        check_shape(schema.NODE, key, value)
         sid, components = NodeKey.decode(key)
         _known(facts, sid, rec, schema.NODE, "snapshot")
         node = nodes.check(sid, components, value)
