@@ -17,9 +17,8 @@ from typing import BinaryIO, Callable, Iterable
 
 from zsarchive.errors import ZSError
 from zsarchive.io.location import Location
-from zsarchive.io.sink import (
-    AlreadyExists, Body, Sink, body_size, check_key, check_portable, parts_of, write_error,
-)
+from zsarchive.io.names import check_portable
+from zsarchive.io.sink import AlreadyExists, Body, Sink, body_size, check_key, parts_of, write_error
 
 _EPOCH = (1980, 1, 1, 0, 0, 0)
 """Every entry's time: the earliest a zip can say, so the bytes depend on the objects alone."""

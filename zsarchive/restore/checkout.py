@@ -28,9 +28,8 @@ from zsarchive.archive.read.invariants import RefReach, check_shard_index, fault
 from zsarchive.errors import RecordFault, ZSCorrupt, ZSError
 from zsarchive.io.location import Location, parse_location
 from zsarchive.io.outfile import start_writeback
-from zsarchive.io.sink import (
-    LocalSink, ObjectSink, Sink, Stream, Totals, check_room, unportable, write_error,
-)
+from zsarchive.io.names import unportable
+from zsarchive.io.sink import LocalSink, ObjectSink, Sink, Stream, Totals, check_room, write_error
 from zsarchive.io.zipsink import ZipSink
 
 ROOT_META = "zarr.json"

@@ -18,7 +18,7 @@ from zsarchive.archive.format.views import (
     SnapshotValue, TxlogValue, is_id,
 )
 from zsarchive.errors import RecordFault, ZSCorrupt
-from zsarchive.io.sink import unportable
+from zsarchive.io.names import unportable
 from zsarchive.limits import load_json
 from zsarchive.walk import parent_chain
 
