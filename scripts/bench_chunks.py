@@ -21,7 +21,6 @@ and array ``sharded``: one 64 MiB shard of 128 KiB inner chunks (index at the en
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import shutil
 import statistics
@@ -130,8 +129,6 @@ def bench_local_read(repo: Path, archive: Path, runs: int) -> tuple[float, float
 def bench_http(archive: Path, plain: Path) -> dict[str, tuple[int, int]]:
     """(requests, bytes) nginx logs for one inner chunk read: ours, and zarr's from the directory."""
     import zarr
-    from zarr.abc.store import RangeByteRequest
-    from zarr.core.buffer import default_buffer_prototype
 
     from zsarchive import open_store
 

@@ -23,6 +23,11 @@ export`` of what it wrote, ``zs restore`` of that archive. Prints medians and th
 restore / icechunk write (time and peak memory, goal <= 0.5x), restore / export at 1 M refs (goal <=
 1.5x), and restore at each size over restore at the smallest (goal: at 4x the refs, <= 4.5x the time).
 Each restored repository's manifests are checked to be as long as the snapshots say.
+
+``--sweep`` measures instead the manifest encoder alone, in this process, on refs of every shape the
+restore meets (plain and dictionary-compressed locations, 1 to 1,000,000 distinct locations, native,
+inline, virtual and mixed refs, etags and last-modified times), at each size of ``--refs``: seconds,
+nanoseconds per ref and the ratio between sizes (linear: the ratio of the sizes).
 """
 
 from __future__ import annotations
@@ -81,6 +86,74 @@ def build(directory: Path, n: int, shape: str, plain: bool) -> None:
     session.commit(f"{n} virtual refs")
 
 
+def sweep_table(shape: str, n: int):
+    """A RefTable of ``n`` refs of ``shape`` (one array, 2-d coordinates, in order), and its dictionary."""
+    import numpy as np
+
+    from zsarchive.icechunk.manifest.refs import INLINE, NATIVE, VIRTUAL, RefTable
+
+    kind_of = {"native": NATIVE, "inline": INLINE}.get(shape.split(":")[0], VIRTUAL)
+    distinct = min(n, int(shape.split(":")[1])) if ":" in shape and shape.split(":")[1].isdigit() else 1000
+    coords = np.stack([np.arange(n), np.zeros(n, np.int64)], axis=1).astype(np.uint32)
+    kind = np.full(n, kind_of, np.uint8)
+    if shape == "mixed":
+        kind = np.array([VIRTUAL, NATIVE, INLINE], np.uint8)[np.arange(n) % 3]
+    per = -(-n // distinct)
+    from zsarchive.icechunk import ids as object_ids
+
+    ids = [object_ids.encode(i.to_bytes(12, "big")) for i in range(n)] if kind_of == NATIVE or shape == "mixed" \
+        else []  # a chunk file per native ref
+    locations = [f"s3://bucket/granules/{'plain' if shape.startswith('plain') else 'set'}/file{i:07d}.nc"
+                 for i in range(distinct)]
+    text = np.arange(n, dtype=np.int64) // per
+    texts = locations
+    if kind_of == NATIVE or shape == "mixed":
+        texts = locations + ids
+        native = kind == NATIVE
+        text[native] = len(locations) + np.arange(n)[native] % len(ids)
+    blobs = [bytes([i % 251]) * 16 + i.to_bytes(4, "little") for i in range(min(n, 100_000))] \
+        if kind_of == INLINE or shape == "mixed" else []
+    inline = np.where(kind == INLINE, np.arange(n) % max(len(blobs), 1), -1)
+    offset = (4000 * (np.arange(n) % per)).astype(np.uint64)
+    etags = ["etag-a", "etag-b"] if shape == "etags" else []
+    etag = np.where(np.arange(n) % 7 == 0, np.arange(n) % 2, -1) if etags else np.full(n, -1, np.int64)
+    modified = np.where(np.arange(n) % 5 == 0, 1_700_000_000, 0).astype(np.uint32) if shape == "etags" else \
+        np.zeros(n, np.uint32)
+    table = RefTable(coords, kind, text, texts, offset, np.full(n, 4000, np.uint64), etag, etags, modified, inline,
+                     blobs)
+    dictionary = None
+    if not shape.startswith("plain") and kind_of == VIRTUAL or shape == "mixed":
+        import zstandard
+
+        samples = [f"s3://bucket/granules/set/file{i:07d}.nc".encode() for i in range(0, 10**6, 500)]
+        dictionary = zstandard.train_dictionary(2048, samples).as_bytes()
+    return table, dictionary
+
+
+SWEEP = ["virtual:1", "virtual:1000", "virtual:1000000", "plain:1000", "plain:1000000", "native", "inline", "mixed",
+         "etags"]
+
+
+def sweep(sizes: list[int]) -> None:
+    """The encoder's time per shape and size, in this process."""
+    from zsarchive.icechunk.manifest.encode import encode_manifest
+
+    print(f"load average at the start: {os.getloadavg()[0]:.1f}; the manifest encoder alone, one process")
+    print(f"{'shape':18s} " + " ".join(f"{n:>22,}" for n in sizes) + "   ratio (refs ratio)")
+    for shape in SWEEP:
+        cells, seconds = [], []
+        for n in sizes:
+            table, dictionary = sweep_table(shape, n)
+            t0 = time.perf_counter()
+            raw = encode_manifest("M" * 19 + "0", [("A" * 12 + "0", table)], 2, "ic-2.3.0",
+                                  location_dictionary=dictionary)
+            seconds.append(time.perf_counter() - t0)
+            cells.append(f"{seconds[-1]:6.2f} s {seconds[-1] / n * 1e9:5.0f} ns/ref")
+            del table, raw
+        print(f"{shape:18s} " + " ".join(f"{c:>22s}" for c in cells) +
+              f"   {seconds[-1] / seconds[0]:.2f}x ({sizes[-1] / sizes[0]:.0f}x)", flush=True)
+
+
 def timed(cmd: list[str], env: dict | None = None) -> tuple[float, float, str]:
     """(wall seconds, peak resident MiB, stdout) of one process, waited for with wait4."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
@@ -114,6 +187,7 @@ def main() -> None:
     parser.add_argument("--shapes", default="files,rows", help="comma-separated: files, rows, split")
     parser.add_argument("--plain", action="store_true", help="plain locations (no dictionary)")
     parser.add_argument("--runs", type=int, default=1)
+    parser.add_argument("--sweep", action="store_true", help="time the manifest encoder alone on every shape")
     parser.add_argument("--build-only", type=Path, metavar="DIR", help=argparse.SUPPRESS)
     args = parser.parse_args()
     sizes = [int(s) for s in args.refs.split(",")]
@@ -121,6 +195,9 @@ def main() -> None:
     if args.build_only:
         build(args.build_only, sizes[0], shapes[0], args.plain)
         os._exit(0)  # icechunk's runtime teardown is not part of the write
+    if args.sweep:
+        sys.path.insert(0, str(ROOT))
+        return sweep(sizes)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}  # users have bytecode
     env["PYTHONPATH"] = str(ROOT)
     zs = [sys.executable, "-m", "zsarchive"]

@@ -49,6 +49,14 @@ def refs_history(icechunk2_python, tmp_path_factory) -> Path:
     return write(icechunk2_python, tmp_path_factory.mktemp("refs-history") / "repo")
 
 
+@pytest.fixture(scope="session")
+def grid_repository(icechunk2_python, tmp_path_factory) -> Path:
+    """A repository icechunk 2.x wrote with 240 native chunk files (toolkit.peers.GRID)."""
+    from toolkit.peers import grid
+
+    return grid(icechunk2_python, tmp_path_factory.mktemp("grid") / "repo")
+
+
 CHROMIUM = "/usr/bin/chromium"
 BROWSER_ARGS = ["--no-sandbox", "--disable-background-networking", "--disable-component-update",
                 "--disable-default-apps", "--disable-sync", "--no-first-run", "--disable-extensions"]

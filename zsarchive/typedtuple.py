@@ -5,7 +5,7 @@ is mostly import time (docs/benchmarks.rst), so the modules it imports declare t
 
 from __future__ import annotations
 
-from collections import _tuplegetter  # namedtuple's own field accessor (C): as fast to read as NamedTuple's
+from collections import _tuplegetter  # type: ignore[attr-defined]  # namedtuple's own field accessor (C): as fast to read as NamedTuple's
 from typing import Any
 
 _tuple_new = tuple.__new__  # a global, as namedtuple's: one attribute lookup less per tuple made

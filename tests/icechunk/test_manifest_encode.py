@@ -95,6 +95,26 @@ def test_any_refs_decode_back(arrays, form, batch):
             assert manifest.compressed_locations(node) == sum(r.kind is RefKind.VIRTUAL for r in expected)
 
 
+@given(st.lists(st.binary(min_size=12, max_size=12), min_size=1, max_size=40), st.integers(0, 39),
+       st.sampled_from(["", "U", "?", "é", "1", "0"]))
+def test_many_chunk_ids_decode_as_each_does(raws, at, damage):
+    """The encoder's batch of chunk ids read as :func:`ids.decode` reads each, and refused as it refuses one
+    (a letter outside the alphabet, a wrong length, padding bits set)."""
+    from zsarchive.errors import ZSError
+    from zsarchive.icechunk import ids
+
+    texts = [ids.encode(raw) for raw in raws]
+    assert ids.decode_many(texts, 12).tobytes() == b"".join(raws)
+    at %= len(texts)
+    texts[at] = texts[at][:-1] + damage if damage != "0" else texts[at][:-1] + "1"
+    try:
+        ids.decode(texts[at], 12)
+    except ZSError as exc:
+        with pytest.raises(ZSError) as caught:
+            ids.decode_many(texts, 12)
+        assert str(caught.value) == str(exc)
+
+
 def _peak(n: int) -> tuple[int, int]:
     """(peak bytes the encoder allocates for ``n`` virtual refs, their payload's size)."""
     texts = [f"s3://bucket/granules/file{j:04d}.nc" for j in range(1000)]

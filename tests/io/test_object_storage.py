@@ -9,7 +9,6 @@ import json
 import os
 import shutil
 import time
-import urllib.parse
 
 import boto3
 import moto.server as moto_server

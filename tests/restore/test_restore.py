@@ -24,7 +24,7 @@ import pytest
 
 from toolkit.icechunk_answers import answers_without_file_details
 from toolkit.oracle import CLEAN_EXIT, fixtures, oracle, repo_path, run_oracle, virtual_mapping
-from toolkit.servers import azurite, gcs, gcs_service_account, moto_s3  # noqa: F401
+from toolkit.servers import BusyCounter, azurite, gcs, gcs_service_account, moto_s3  # noqa: F401
 from toolkit.cli import run_zs
 from toolkit.peers import generate, run_peer_script
 from toolkit.places import ROOT, load_module
@@ -371,6 +371,31 @@ def test_restore_to_s3_then_icechunk_and_zsarchive_read_it(icechunk2_python, tmp
         # a second restore into the same prefix is refused
         proc = run_zs("restore", str(archive), "s3://dest/restored/repo")
         assert proc.returncode == 1 and "already holds an Icechunk repository" in proc.stderr
+
+
+def test_chunk_files_go_to_an_object_store_many_at_once(grid_repository, tmp_path):
+    """64 writes in flight by default (each held 30 ms on its way to moto), as many as ``-j`` says
+    otherwise; the progress of the chunk files is in bytes, up to what they hold."""
+    archive = tmp_path / "a.zs"
+    export(grid_repository, archive, include_chunks=True)
+    with moto_s3({"dest": {}}):
+        port = int(os.environ["AWS_ENDPOINT_URL"].rsplit(":", 1)[1])
+        proxy = BusyCounter(port, 0.03)
+        env = {**os.environ, "AWS_ENDPOINT_URL": f"http://127.0.0.1:{proxy.port}"}
+        try:
+            for transfers, most in ((None, 64), (5, 5)):
+                proxy.most = 0
+                options = [] if transfers is None else ["-j", str(transfers)]
+                done = run_zs("restore", str(archive), f"s3://dest/r{transfers}", *options, env=env, timeout=300)
+                assert done.returncode == 0, done.stderr
+                assert proxy.most == most
+        finally:
+            proxy.stop()
+    stages: list[tuple[str, int, int]] = []
+    restore(archive, tmp_path / "local", progress=lambda stage, done, total: stages.append((stage, done, total)))
+    chunks = [(done, total) for stage, done, total in stages if stage == "chunks"]
+    held = sum(p.stat().st_size for p in (tmp_path / "local" / "chunks").iterdir())
+    assert [done for done, _ in chunks] == sorted(done for done, _ in chunks) and chunks[-1] == (held, held)
 
 
 ANSWERS = r"""

@@ -8,7 +8,6 @@ import os
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 from zsarchive.icechunk.kinds import local_kind
 from toolkit.places import ROOT

@@ -8,8 +8,9 @@ import copy
 
 def answers_without_file_details(answers: dict, keep: set[str] | None = None) -> dict:
     """icechunk's answers less what a restore does not reproduce, each for a documented reason: the
-    implementation name in file headers (the archive does not keep it), a manifest's decompressed size
-    and location compression (manifests are re-encoded, virtual locations plain), how the ops log is
+    implementation name in file headers and a manifest's decompressed size and location compression
+    (archives of format 5 and older keep none of them: their manifests are laid out with plain
+    locations; format 6 gives the manifests back byte for byte), how the ops log is
     split over ``repo`` and ``overwritten/`` files (the restored one holds it whole: ``ops_log`` is
     compared), and the order of feature flags (icechunk lists them from a hash map). ``keep``: only these snapshots (those the archive holds)."""
     out = copy.deepcopy(answers)

@@ -79,3 +79,24 @@ def refs_history(python: Path, path: Path, rows: int = 3000) -> Path:
     """The :data:`REFS_HISTORY` repository written at ``path``."""
     run_peer_script(python, REFS_HISTORY, str(path), str(rows))
     return path
+
+
+GRID = r"""
+import sys, numpy as np, icechunk as ic, zarr
+ic.set_logs_filter("error")
+repo = ic.Repository.create(ic.local_filesystem_storage(sys.argv[1]))
+s = repo.writable_session("main")
+root = zarr.group(store=s.store)
+a = root.create_array("grid", shape=(60, 1000), chunks=(1, 250), dtype="f4", compressors=None, fill_value=0)
+a[:] = np.arange(60_000, dtype="f4").reshape(60, 1000)
+b = root.create_group("g").create_array("small", shape=(3, 4), chunks=(1, 2), dtype="i2", fill_value=-1)
+b[:2] = 7  # inline chunks, one row left unwritten
+s.commit("a grid of native chunks")
+"""
+"""240 native chunk files of 1,000 bytes (a 60 x 4 grid of them) and 4 inline chunks, written by icechunk 2.x."""
+
+
+def grid(python: Path, path: Path) -> Path:
+    """The :data:`GRID` repository written at ``path``."""
+    run_peer_script(python, GRID, str(path))
+    return path

@@ -523,3 +523,75 @@ def _gcs_call(url: str, body: bytes) -> None:
     request = urllib.request.Request(url, data=body, method="POST", headers={"Content-Type": "application/json"})
     with urllib.request.urlopen(request, timeout=30) as answer:
         assert answer.status == 200, answer.status
+
+
+class BusyCounter:
+    """A TCP proxy on loopback in front of ``upstream_port`` that holds each request ``delay`` seconds
+    before passing it on and counts the requests in flight: the most at once is ``most``."""
+
+    def __init__(self, upstream_port: int, delay: float):
+        import asyncio
+
+        self.upstream_port, self.delay = upstream_port, delay
+        self.busy = self.most = 0
+        self._lock = threading.Lock()
+        self._loop = asyncio.new_event_loop()
+        ready = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(ready,), daemon=True)
+        self._thread.start()
+        ready.wait()
+
+    def _run(self, ready: threading.Event) -> None:
+        import asyncio
+
+        asyncio.set_event_loop(self._loop)
+        self._server = self._loop.run_until_complete(asyncio.start_server(self._handle, "127.0.0.1", 0))
+        self.port = self._server.sockets[0].getsockname()[1]
+        ready.set()
+        self._loop.run_forever()
+
+    def _count(self, change: int) -> None:
+        with self._lock:
+            self.busy += change
+            self.most = max(self.most, self.busy)
+
+    async def _handle(self, reader, writer) -> None:
+        import asyncio
+
+        up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.upstream_port)
+        waiting = [False]  # a request sent whose answer has not begun
+
+        async def requests() -> None:
+            try:
+                while data := await reader.read(1 << 16):
+                    if not waiting[0]:
+                        waiting[0] = True
+                        self._count(1)
+                        await asyncio.sleep(self.delay)
+                    up_writer.write(data)
+                    await up_writer.drain()
+            except (ConnectionError, asyncio.CancelledError):
+                pass
+            finally:
+                up_writer.close()
+
+        async def answers() -> None:
+            try:
+                while data := await up_reader.read(1 << 16):
+                    if waiting[0]:
+                        waiting[0] = False
+                        self._count(-1)
+                    writer.write(data)
+                    await writer.drain()
+            except (ConnectionError, asyncio.CancelledError):
+                pass
+            finally:
+                if waiting[0]:
+                    self._count(-1)
+                writer.close()
+
+        await asyncio.gather(requests(), answers())
+
+    def stop(self) -> None:
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)

@@ -21,7 +21,7 @@ from zsarchive.cli.params import (
 @click.option("--repo", metavar="SOURCE", help="The original repository (a directory or an s3://, gs://, az://, "
               "http(s):// URL), for native chunks the archive does not embed.")
 @click.option("-j", "--transfers", type=click.IntRange(1, 1024), default=None,
-              help="Chunk transfers in flight [default: 8 to a directory or zip, 32 to an object store].")
+              help="Chunk transfers in flight [default: 8 to a directory or zip, 64 to an object store].")
 @click.option("--no-progress", is_flag=True, help="No progress bar even on a terminal.")
 @scheduler_option("Write the chunks (the workers must reach ARCHIVE, TARGET and --repo; TARGET a directory they "
                   "share or an object store)")

@@ -11,6 +11,15 @@ from zsarchive.cli.params import announce_totals, cluster, max_bytes_option, rem
 
 _LABELS = {"manifests": "encoding manifests", "chunks": "copying chunk files", "metadata": "writing metadata",
            "verify": "reading back"}
+_BYTES = {"chunks"}
+"""Stages counted in bytes."""
+
+
+def _shown(stage: str):
+    """What a bar shows after its percentage: the bytes written, for a stage counted in bytes."""
+    if stage not in _BYTES:
+        return None
+    return lambda done: None if done is None else f"{done / 2**20:,.1f} MiB"
 
 
 @main.command("restore")
@@ -23,13 +32,15 @@ _LABELS = {"manifests": "encoding manifests", "chunks": "copying chunk files", "
               help="Restore only the history of this branch or tag (repeatable; `main` always comes back).")
 @click.option("--shallow", is_flag=True,
               help="Restore only the tips of the refs (all refs without --ref), each as a one-snapshot history.")
+@click.option("-j", "--transfers", type=click.IntRange(1, 1024), default=None,
+              help="Writes in flight [default: 8 to a directory, 64 to an object store].")
 @click.option("--no-progress", is_flag=True, help="No progress bar even on a terminal.")
 @scheduler_option("Make the manifests and copy the chunk files (the workers must reach ARCHIVE, TARGET and "
                   "--repo)")
 @max_bytes_option
 @remote_options
 def restore_command(archive: str, target: str, source: str | None, refs: tuple[str, ...], shallow: bool,
-                    no_progress: bool, scheduler: str | None, max_bytes: int | None, anon: bool,
+                    transfers: int | None, no_progress: bool, scheduler: str | None, max_bytes: int | None, anon: bool,
                     storage_options: dict[str, str]) -> None:
     """Write the Icechunk repository ARCHIVE holds into TARGET, which must be absent or empty.
 
@@ -56,13 +67,14 @@ def restore_command(archive: str, target: str, source: str | None, refs: tuple[s
             for other in bars.values():
                 other.render_finish()
             bar = bars[stage] = click.progressbar(length=max(total, 1), label=_LABELS.get(stage, stage),
-                                                  file=sys.stderr)
-        bar.update(done - bar.pos)
+                                                  file=sys.stderr, item_show_func=_shown(stage))
+        bar.length = max(total, 1)
+        bar.update(done - bar.pos, done)
 
     with cluster(scheduler) as client:
         summary = restore(archive, target, repo=source, refs=refs, shallow=shallow, storage_options=storage_options,
                           anon=anon, repo_storage_options=storage_options, repo_anon=anon, progress=progress,
-                          client=client, max_bytes=max_bytes, announce=announce_totals(target, show))
+                          transfers=transfers, client=client, max_bytes=max_bytes, announce=announce_totals(target, show))
     for bar in bars.values():
         bar.render_finish()
     for note in summary.notes:

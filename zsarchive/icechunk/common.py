@@ -91,9 +91,9 @@ def uint32_vector(b, values) -> int:
 def ids_vector(b, id_texts: list[str], nbytes: int) -> int:
     """A vector of ObjectId12 or ObjectId8 structs from their base32 texts, in the order given."""
     b.StartVector(nbytes, len(id_texts), 1)
-    for text in reversed(id_texts):
+    for id_text in reversed(id_texts):
         b.head = b.head - nbytes
-        b.Bytes[b.head:b.head + nbytes] = ids.decode(text, nbytes)
+        b.Bytes[b.head:b.head + nbytes] = ids.decode(id_text, nbytes)
     return b.EndVector()
 
 

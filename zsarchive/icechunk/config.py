@@ -96,19 +96,22 @@ def _mark(config: dict) -> None:
     def items(value: Any) -> list:
         return value if isinstance(value, list) else []
 
+    def mapping(value: Any) -> dict:
+        return value if isinstance(value, dict) else {}
+
     containers = config.get("virtual_chunk_containers")
     for container in containers.values() if isinstance(containers, dict) else ():
         if isinstance(container, dict) and "store" in container:
             container["store"] = _tagged(container["store"])
-    manifest = config.get("manifest") if isinstance(config.get("manifest"), dict) else {}
-    splitting = manifest.get("splitting") if isinstance(manifest.get("splitting"), dict) else {}
+    manifest = mapping(config.get("manifest"))
+    splitting = mapping(manifest.get("splitting"))
     for rule in items(splitting.get("split_sizes")):
         if isinstance(rule, list) and len(rule) == 2:
             rule[0] = _condition(rule[0])
             for dim in items(rule[1]):
                 if isinstance(dim, dict) and "condition" in dim:
                     dim["condition"] = _dim_condition(dim["condition"])
-    preload = manifest.get("preload") if isinstance(manifest.get("preload"), dict) else {}
+    preload = mapping(manifest.get("preload"))
     if "preload_if" in preload:
         preload["preload_if"] = _condition(preload["preload_if"])
 

@@ -113,7 +113,7 @@ def wrap_file(file_type: FileType, spec_version: int, payload: bytes, implementa
                       implementation)
 
 
-def wrap_frame(file_type: FileType, spec_version: int, frame: bytes, content: int,
+def wrap_frame(file_type: FileType, spec_version: int, frame: bytes | bytearray, content: int,
                implementation: str = IMPLEMENTATION, size: int | None = None) -> bytes:
     """The header, then ``frame`` (one zstd frame of ``content`` bytes, from :func:`compressor`).
 
@@ -135,7 +135,7 @@ _RAW_BLOCK = 1 << 17
 """The most bytes one raw zstd block holds (and the decoders' block limit)."""
 
 
-def _padded_frame(frame: bytes, content: int, size: int) -> bytes | None:
+def _padded_frame(frame: bytes | bytearray, content: int, size: int) -> bytes | None:
     """``frame`` (one zstd frame of ``content`` bytes, as compressed above) made exactly ``size`` bytes
     long by zero bytes after its content, in raw (stored) blocks: the payload is compressed once, and
     the filler costs 3 bytes of block header plus itself. None where the frame cannot be so made

@@ -11,6 +11,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterator, NamedTuple, Protocol
 
+from zsarchive.icechunk.nodekinds import NodeType, RefKind  # noqa: F401  (re-exported)
 from zsarchive.times import format_time  # noqa: F401  (the model's times render with it; re-exported)
 
 if TYPE_CHECKING:
@@ -30,21 +31,6 @@ class FileType(enum.IntEnum):
     MANIFEST = 2
     TRANSACTION_LOG = 4
     REPO_INFO = 6
-
-
-class NodeType(enum.Enum):
-    """Whether a node is a group or an array (values as icechunk's inspect output spells them)."""
-
-    GROUP = "group"
-    ARRAY = "array"
-
-
-class RefKind(enum.Enum):
-    """The three kinds of chunk reference a manifest holds."""
-
-    INLINE = "inline"
-    NATIVE = "native"
-    VIRTUAL = "virtual"
 
 
 @dataclass(frozen=True, slots=True)

@@ -43,8 +43,8 @@ class FsspecTransport(RemoteTransport):
             raise ZSError(f"{self.name}: access denied ({exc})") from None
         except Exception as exc:  # back ends raise their own types (botocore, aiohttp, ...)
             text = str(exc) or type(exc).__name__
-            if type(exc).__name__ == "FileExpired" or getattr(exc, "errno", None) == errno.EBUSY \
-                    or "precondition" in text.lower():
+            # s3fs's FileExpired carries EBUSY; other back ends only say "precondition" in their message
+            if getattr(exc, "errno", None) == errno.EBUSY or "precondition" in text.lower():
                 raise ZSCorrupt(f"{self.name}: file changed while reading ({text})") from None
             raise ZSError(f"{self.name}: {text}") from None
 

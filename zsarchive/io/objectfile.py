@@ -13,7 +13,7 @@ from typing import Any
 
 from zsarchive.errors import ZSCorrupt, ZSError
 from zsarchive.io.location import Location, parse_location
-from zsarchive.io.objects import ObjectChanged, describe, get_bounded, object_store
+from zsarchive.io.objects import UNSATISFIABLE, ObjectChanged, ObjectStoreError, describe, get_bounded, object_store
 from zsarchive.io.remote import RemoteTransport
 
 class ObjectTransport(RemoteTransport):
@@ -39,8 +39,8 @@ class ObjectTransport(RemoteTransport):
         except ObjectChanged:
             raise ZSCorrupt(f"{self.name}: file changed while reading (ETag was "
                             f"{self._pin.get('if_match')})") from None
-        except ZSError as exc:
-            if str(exc).endswith(": range not satisfiable") and self._is_empty():
+        except ObjectStoreError as exc:
+            if exc.cause == UNSATISFIABLE and self._is_empty():
                 return {"size": 0, "e_tag": None}, (0, 0), b""  # an empty object has no range to give
             raise
         pinned = self._pin.get("if_match")

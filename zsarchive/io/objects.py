@@ -7,6 +7,7 @@ turns on plain HTTP, as it does for boto3 and the AWS CLI.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import urllib.parse
@@ -95,40 +96,72 @@ def _azure_connection_string() -> dict[str, str]:
     return out
 
 
-_CAUSES = [  # patterns compiled on first use (re caches them): reading a local archive never needs them
-    (r"NoSuchBucket|ContainerNotFound|bucket does not exist", "no such bucket or container"),
+NO_BUCKET = "no such bucket or container"
+NO_OBJECT = "no such object"
+UNSATISFIABLE = "range not satisfiable"
+CONFIGURATION = "bad storage configuration"
+
+
+class ObjectStoreError(ZSError):
+    """An object store's failure in one line naming the URL; ``cause`` is what failed (``NO_OBJECT``,
+    ``UNSATISFIABLE``, ...), or None when the store said nothing this module knows."""
+
+    def __init__(self, message: str, cause: str | None) -> None:
+        super().__init__(message)
+        self.cause = cause
+
+
+@functools.cache
+def _by_class() -> tuple[tuple[tuple[type[BaseException], ...], str], ...]:
+    """obstore's exception classes -> causes (imported on first use: reading a local archive never
+    needs obstore). obstore raises Python's own FileNotFoundError and PermissionError where they fit."""
+    from obstore import exceptions as oe
+
+    return (((FileNotFoundError, oe.NotFoundError), NO_OBJECT),
+            ((PermissionError, oe.PermissionDeniedError), "access denied"),
+            ((oe.UnauthenticatedError,), "not authenticated (no or wrong credentials)"),
+            ((oe.UnknownConfigurationKeyError,), CONFIGURATION))
+
+
+_SERVER_CODES = (  # what a store's own error code adds to a class (obstore passes it on in the message only)
+    (r"NoSuchBucket|ContainerNotFound|bucket does not exist", NO_BUCKET),
     (r"InvalidAccessKeyId|unknown access key", "access denied: the access key is not known"),
-    (r"SignatureDoesNotMatch|AuthenticationFailed|InvalidSignature",
-     "access denied: bad signature (wrong secret key?)"),
+    (r"SignatureDoesNotMatch|AuthenticationFailed|InvalidSignature", "access denied: bad signature (wrong secret key?)"),
     (r"ExpiredToken|token.*expired", "access denied: the credentials have expired"),
-    (r"AccessDenied|status code: 403|PermissionDenied|Forbidden", "access denied"),
-    (r"status code: 401|Unauthenticated|Unauthorized", "not authenticated (no or wrong credentials)"),
-    (r"NoSuchKey|BlobNotFound|status code: 404|not found", "no such object"),
-    (r"status code: 416|InvalidRange|non-partial response", "range not satisfiable"),
+)
+_UNCLASSED = (  # failures obstore raises as a GenericError: the HTTP status or transport it reports
+    (r"AccessDenied|status code: 403|Forbidden", "access denied"),
+    (r"status code: 401|Unauthorized", "not authenticated (no or wrong credentials)"),
+    (r"status code: 404|NoSuchKey|BlobNotFound", NO_OBJECT),
+    (r"status code: 416|InvalidRange|non-partial response", UNSATISFIABLE),
     (r"timed out|TimedOut", "timed out"),
     (r"error sending request|Connect|connection refused|dns error", "cannot connect"),
     (r"status code: (5\d\d)", "the server kept failing"),
-    (r"builder error|UnknownConfigurationKey|Configuration key|must be specified",
-     "bad storage configuration"),
-]
+    (r"builder error|Configuration key|must be specified", CONFIGURATION),
+)
 
 
-def describe(exc: BaseException, url: str) -> ZSError:
-    """One line naming ``url`` and the cause, for an obstore error (which spans many lines)."""
+def _matched(patterns: tuple[tuple[str, str], ...], text: str) -> str | None:
+    return next((cause for pattern, cause in patterns if re.search(pattern, text, re.I)), None)
+
+
+def describe(exc: BaseException, url: str) -> ObjectStoreError:
+    """One line naming ``url`` and the cause, for an obstore error (which spans many lines): the cause by
+    the exception's class, made precise by the store's error code; for a generic error, the status or
+    transport failure it reports."""
     text = str(exc).split("Debug source:")[0]  # the dump after it names every setting, timeouts included
-    for pattern, cause in _CAUSES:
-        if re.search(pattern, text, re.I):
-            if cause == "bad storage configuration":
-                first = text.strip().splitlines()[0][:200] if text.strip() else type(exc).__name__
-                return ZSError(f"{url}: {cause}: {first}")
-            return ZSError(f"{url}: {cause}")
     first = text.strip().splitlines()[0][:200] if text.strip() else type(exc).__name__
-    return ZSError(f"{url}: {first}")
+    classed = next((cause for classes, cause in _by_class() if isinstance(exc, classes)), None)
+    cause = _matched(_SERVER_CODES, text) or classed or _matched(_UNCLASSED, text)
+    if cause is None:
+        return ObjectStoreError(f"{url}: {first}", None)
+    return ObjectStoreError(f"{url}: {cause}: {first}" if cause == CONFIGURATION else f"{url}: {cause}", cause)
 
 
 def is_missing(exc: BaseException) -> bool:
-    """True when ``exc`` says the object is absent (not the bucket, not access)."""
-    return isinstance(exc, FileNotFoundError) and describe(exc, "").args[0] == ": no such object"
+    """True when ``exc`` is obstore's "not found" and says the object is absent (not the bucket)."""
+    missing_classes = _by_class()[0][0]
+    return isinstance(exc, missing_classes) and describe(exc, "").cause == NO_OBJECT
 
 
 _PIECE = 1 << 20  # bytes a body streams in
@@ -152,7 +185,9 @@ def get_bounded(store, key: str, options: dict[str, Any], want: int, url: str) -
     except ZSError:
         raise
     except Exception as exc:
-        if type(exc).__name__ in ("PreconditionError", "NotModifiedError"):
+        from obstore import exceptions as oe
+
+        if isinstance(exc, (oe.PreconditionError, oe.NotModifiedError)):
             raise ObjectChanged(f"{url}: changed (a precondition failed)") from None
         raise describe(exc, url) from None
     return meta, (int(sent[0]), int(sent[1])), b"".join(parts)

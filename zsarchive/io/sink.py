@@ -369,10 +369,14 @@ _WHOLE = 8 << 20
 """A streamed object up to this size is put whole (one request); a larger one in parts."""
 
 
+OBJECT_WINDOW = 64
+"""Writes in flight to an object store unless told otherwise: each put waits on a round trip, not a disk."""
+
+
 class ObjectSink(Sink):
     """An object-store prefix, written through obstore (whole-object puts; create-only is conditional)."""
 
-    def __init__(self, location: Location, window: int = 32):
+    def __init__(self, location: Location, window: int = OBJECT_WINDOW):
         from zsarchive.io.objects import object_store
 
         super().__init__(location, window)
@@ -393,15 +397,16 @@ class ObjectSink(Sink):
 
     def _put(self, key: str, data: bytes | Iterator, mode: str | None, **multipart) -> None:
         import obstore
+        from obstore import exceptions as oe
 
         from zsarchive.io.objects import describe
 
         check_key(key, self.location.url)
         try:
             obstore.put(self.store, key, data, mode=mode, **(multipart or {"use_multipart": False}))
+        except (oe.AlreadyExistsError, oe.PreconditionError):
+            raise AlreadyExists(f"{self.url(key)}: already exists") from None
         except Exception as exc:
-            if type(exc).__name__ in ("AlreadyExistsError", "PreconditionError"):
-                raise AlreadyExists(f"{self.url(key)}: already exists") from None
             raise describe(exc, self.url(key)) from None
 
     def put(self, key: str, data: bytes) -> None:
@@ -415,11 +420,12 @@ class ObjectSink(Sink):
 
 
 def open_sink(target: str | os.PathLike | Location, storage_options: Mapping[str, object] | None = None,
-              anon: bool = False) -> Sink:
-    """A Sink for a local directory, ``file://`` URL or ``s3://``/``gs://``/``az://`` URL (ZSError otherwise)."""
+              anon: bool = False, window: int | None = None) -> Sink:
+    """A Sink for a local directory, ``file://`` URL or ``s3://``/``gs://``/``az://`` URL (ZSError otherwise),
+    with ``window`` writes in flight (default: 8 to a directory, :data:`OBJECT_WINDOW` to an object store)."""
     where = parse_location(target, storage_options, anon)
     if where.is_local:
-        return LocalSink(where)
+        return LocalSink(where, window or 8)
     if where.kind == "http":
         raise ZSError(f"{where.url}: cannot write over plain HTTP (give a directory or an s3://, gs:// or az:// URL)")
     if where.kind == "gs" and where.anon:
@@ -427,4 +433,4 @@ def open_sink(target: str | os.PathLike | Location, storage_options: Mapping[str
         # instance metadata server for a token rather than send an unsigned request
         raise ZSError(f"{where.url}: cannot write to Google Cloud Storage anonymously (give credentials: "
                       f"GOOGLE_APPLICATION_CREDENTIALS, GOOGLE_SERVICE_ACCOUNT or service_account_path=FILE)")
-    return ObjectSink(where)
+    return ObjectSink(where, window or OBJECT_WINDOW)

@@ -29,7 +29,7 @@ from zsarchive.errors import RecordFault, ZSCorrupt, ZSError
 from zsarchive.io.location import Location, parse_location
 from zsarchive.io.outfile import start_writeback
 from zsarchive.io.names import unportable
-from zsarchive.io.sink import LocalSink, ObjectSink, Sink, Stream, Totals, check_room, write_error
+from zsarchive.io.sink import OBJECT_WINDOW, LocalSink, ObjectSink, Sink, Stream, Totals, check_room, write_error
 from zsarchive.io.zipsink import ZipSink
 
 ROOT_META = "zarr.json"
@@ -376,7 +376,7 @@ def _open_target(target: str | os.PathLike, storage_options: Mapping[str, object
         raise ZSError(f"{where.url}: cannot write over plain HTTP (give a directory, a .zip path or an "
                       "s3://, gs:// or az:// URL)")
     if not where.is_local:
-        return _Target(ObjectSink(where, window or 32))
+        return _Target(ObjectSink(where, window or OBJECT_WINDOW))
     if where.url.lower().endswith(".zip"):
         return _ZipTarget(ZipSink(where, window or 8))
     return _DirTarget(where.url, window or 8)

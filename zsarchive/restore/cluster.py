@@ -27,7 +27,7 @@ from zsarchive.icechunk.manifest.decode import decode_manifest
 from zsarchive.icechunk.storage import open_storage
 from zsarchive.io.sink import LocalSink, open_sink
 from zsarchive.restore.plan import ManifestContents, RestorePlan, select
-from zsarchive.restore.repository import Restore, RestoreSummary, manifest_order
+from zsarchive.restore.repository import Restore, RestoreSummary, manifest_order, reach
 from zsarchive.restore.source import array_coords, read_history, set_chunk_coords
 
 TASK_REFS = 1 << 20
@@ -64,10 +64,9 @@ class ClusterRestore(Restore):
         sink, storage = self.open_target(plan)
         try:
             made = self._make_manifests(plan)
-            needed = set().union(*(summary["chunks"] for _, summary in made)) if made else set()
-            for _, summary in made:  # how far the refs the workers read reach into each chunk file
-                for chunk_id, (end, key) in summary["reach"].items():
-                    self.timelines.reach.note(chunk_id, end, key)
+            needed: dict[str, int] = {}
+            for _, summary in made:
+                reach(needed, summary["chunks"])
             embedded, source = self.chunk_sources(needed)
             if source is not None:
                 source.close()  # the workers open their own
@@ -106,23 +105,25 @@ class ClusterRestore(Restore):
             set_chunk_coords(plan.history, found)
         return made
 
-    def _write(self, made: list[tuple[Any, dict]], needed: set[str], embedded: dict[str, int]) -> tuple[int, int]:
+    def _write(self, made: list[tuple[Any, dict]], needed: dict[str, int], embedded: dict[str, int]) -> tuple[int, int]:
         """Write the manifests where they were made and copy the chunk files (``embedded``: the size of each the
         archive holds); (chunk files, their bytes)."""
         args = self._args()
         writes = [self.client.submit(_write_manifests, args, future, pure=False) for future, _ in made]
         ids = sorted(needed)
-        copies = [self.client.submit(_copy, args, group, {cid: embedded[cid] for cid in group if cid in embedded},
+        copies = [self.client.submit(_copy, args, {cid: needed[cid] for cid in group},
+                                     {cid: embedded[cid] for cid in group if cid in embedded},
                                      pure=False)
                   for group in (ids[at:at + TASK_FILES] for at in range(0, len(ids), TASK_FILES))]
         self._futures += writes + copies
         files = written = 0
+        total = sum(needed.values())
         for _ in _results(writes):
             pass
         for count, size in _results(copies):
             files += count
             written += size
-            self.progress("chunks", files, len(ids))
+            self.progress("chunks", written, max(total, written))
         for future, _ in made:
             future.release()
         return files, written
@@ -202,15 +203,17 @@ def _make(args: tuple, manifests: list[str], nodes: list[str]) -> dict:
         job, plan, contents = _job(args)
         job.notes = []
         coords = {node_id: array_coords(job.reader, job.timelines, plan.history, node_id) for node_id in nodes}
-        files, chunks, resized = {}, set(), {}
+        files: dict[str, bytes] = {}
+        chunks: dict[str, int] = {}
+        resized = {}
         for manifest_id in manifests:
             manifest = plan.manifests[manifest_id]
             files[manifest_id], named = job.encode_manifest(contents, manifest)
-            chunks |= named
+            reach(chunks, named)
             if manifest_id in plan.resized:
                 resized[manifest_id] = plan.resized[manifest_id]
         return {"coords": coords, "manifests": files, "chunks": chunks, "resized": resized, "notes": job.notes,
-                "sizes": [len(raw) for raw in files.values()], "reach": dict(job.timelines.reach.ends)}
+                "sizes": [len(raw) for raw in files.values()]}
 
 
 def _summary(made: dict) -> dict:
@@ -221,14 +224,14 @@ def _summary(made: dict) -> dict:
 def _write_manifests(args: tuple, made: dict) -> int:
     """Write a task's manifests, read each back and decode it; durable before this returns."""
     job, _, _ = _job(args)
-    sink = open_sink(job.location)
+    sink = open_sink(job.location, window=job.transfers)
     sink.put_all((f"manifests/{mid}", raw) for mid, raw in made["manifests"].items())
     storage = open_storage(job.location)
     try:
         for mid, raw in made["manifests"].items():
             name = f"{storage.name.rstrip('/')}/manifests/{mid}"
             back = storage.read(f"manifests/{mid}")
-            if back != raw:
+            if back is None or back != raw:
                 raise ZSError(f"{name}: reads back differently from what was written")
             decode_manifest(back, name)
     finally:
@@ -237,15 +240,15 @@ def _write_manifests(args: tuple, made: dict) -> int:
     return len(made["manifests"])
 
 
-def _copy(args: tuple, ids: list[str], embedded: dict[str, int]) -> tuple[int, int]:
-    """Copy chunk files ``ids`` (``embedded`` from the archive, each of the size given, the rest from the source
-    repository); (files, bytes), durable before this returns."""
+def _copy(args: tuple, needed: dict[str, int], embedded: dict[str, int]) -> tuple[int, int]:
+    """Copy chunk files ``needed`` (``embedded`` from the archive, each of the size given, the rest from the
+    source repository); (files, bytes), durable before this returns."""
     with large_allocations_on_the_heap():
         job, _, _ = _job(args)
-        sink = open_sink(job.location)
-        source = None if job.repo is None or len(embedded) == len(ids) else open_storage(job.repo)
+        sink = open_sink(job.location, window=job.transfers)
+        source = None if job.repo is None or len(embedded) == len(needed) else open_storage(job.repo)
         try:
-            files, written = job.copy_chunks(sink, set(ids), embedded, source)
+            files, written = job.copy_chunks(sink, needed, embedded, source)
         finally:
             if source is not None:
                 source.close()

@@ -25,7 +25,7 @@ import zstandard
 
 from zsarchive.archive.format import schema
 from zsarchive.archive.format.pieces import file_size, read_pieces, stream_file
-from zsarchive.archive.read.invariants import fault, shard_indexes
+from zsarchive.archive.read.invariants import check_reach, fault, shard_indexes
 from zsarchive.archive.read.reader import ArchiveReader, guarded, records_under
 from zsarchive.errors import ZSError
 from zsarchive.icechunk.config import dump_config
@@ -97,9 +97,10 @@ class Restore:
                  refs: Iterable[str] = (), shallow: bool = False,
                  storage_options: Mapping[str, object] | None = None, anon: bool = False,
                  repo_storage_options: Mapping[str, object] | None = None, repo_anon: bool = False,
-                 progress: Progress | None = None, max_bytes: int | None = None,
+                 progress: Progress | None = None, transfers: int | None = None, max_bytes: int | None = None,
                  announce: Callable[[Totals], None] | None = None):
         self.reader = ArchiveReader(archive)
+        self.transfers = transfers
         self.max_bytes = max_bytes
         self.announce = announce or (lambda totals: None)
         self.location = parse_location(target, storage_options, anon)
@@ -122,33 +123,37 @@ class Restore:
         return select(read_history(self.reader, self.timelines), self.refs, self.shallow)
 
     @guarded
-    def encode_manifests(self, plan: RestorePlan) -> tuple[dict[str, bytes], set[str]]:
-        """Every manifest file's bytes, and the native chunk ids they name."""
+    def encode_manifests(self, plan: RestorePlan) -> tuple[dict[str, bytes], dict[str, int]]:
+        """Every manifest file's bytes, and the native chunk files they name (:meth:`encode_manifest`)."""
         contents = ManifestContents(self.reader, plan, self.timelines)
-        files, chunk_ids = {}, set()
+        files: dict[str, bytes] = {}
+        needed: dict[str, int] = {}
         order = manifest_order(plan)
         for done, manifest in enumerate(order, 1):
             files[manifest.id], named = self.encode_manifest(contents, manifest)
-            chunk_ids |= named
+            reach(needed, named)
             self.progress("manifests", done, len(order))
-        return files, chunk_ids
+        return files, needed
 
-    def encode_manifest(self, contents: ManifestContents, manifest: ManifestPlan) -> tuple[bytes, set[str]]:
+    def encode_manifest(self, contents: ManifestContents, manifest: ManifestPlan) -> tuple[bytes, dict[str, int]]:
         """One manifest file's bytes (its size, where it cannot have the original's, in ``resized``), and the
-        native chunk ids it names."""
+        native chunk files it names, each with the furthest byte a ref reaches in it."""
         arrays = contents.refs(manifest)
         count = sum(len(refs.kind) if isinstance(refs, RefTable) else len(refs) for _, refs in arrays)
         if manifest.num_refs and count != manifest.num_refs:
             self.notes.append(f"manifest {manifest.id}: {count} refs restored, the original held "
                               f"{manifest.num_refs} (refs the archive does not keep: hidden by another manifest)")
-        chunk_ids: set[str] = set()
+        chunk_ids: dict[str, int] = {}
         for _, refs in arrays:
             if isinstance(refs, RefTable):
-                native = refs.text[refs.kind == NATIVE]
-                if len(native):
-                    chunk_ids.update(map(refs.texts.__getitem__, np.flatnonzero(np.bincount(native)).tolist()))
+                native = refs.kind == NATIVE
+                if native.any():
+                    ends = np.zeros(len(refs.texts), np.uint64)
+                    np.maximum.at(ends, refs.text[native], refs.offset[native] + refs.length[native])
+                    named = np.flatnonzero(np.bincount(refs.text[native], minlength=len(refs.texts)))
+                    reach(chunk_ids, dict(zip(map(refs.texts.__getitem__, named.tolist()), ends[named].tolist())))
             else:
-                chunk_ids.update(r.chunk_id for r in refs if r.kind is RefKind.NATIVE)
+                reach(chunk_ids, {r.chunk_id: r.offset + r.length for r in refs if r.kind is RefKind.NATIVE})
         try:
             raw = encode_manifest(manifest.id, arrays, manifest.spec_version, manifest.implementation, manifest.size,
                                   manifest.location_dictionary, *_levels(contents.plan.history.facts.get("config")))
@@ -163,15 +168,16 @@ class Restore:
         return raw, chunk_ids
 
     @guarded
-    def chunk_sources(self, needed: set[str]) -> tuple[dict[str, int], Storage | None]:
+    def chunk_sources(self, needed: Mapping[str, int]) -> tuple[dict[str, int], Storage | None]:
         """(size of each file the archive embeds, the source repository's storage if given); one line if
-        some chunk file has no source, or if a ref reaches past its embedded file or a shard index record
-        disagrees with its embedded shard (:mod:`~zsarchive.archive.read.invariants`)."""
+        some chunk file has no source, or if a ref reaches past its embedded file (``needed``: how far the
+        refs reach into each) or a shard index record disagrees with its embedded shard
+        (:mod:`~zsarchive.archive.read.invariants`)."""
         embedded = {}
-        for cid in needed:
+        for cid, end in needed.items():
             size = file_size(self.reader.zs, cid)
             if size is not None:
-                self.timelines.reach.check(cid, size)
+                check_reach(cid, end, size)
                 embedded[cid] = size
         if self.reader.holds(schema.SHARD_INDEX):
             shard_indexes(records_under(self.reader.zs, schema.SHARD_INDEX), lambda cid, start, stop: read_pieces(
@@ -183,25 +189,26 @@ class Restore:
                           f"(export it with --include-chunks, or give the original repository with --repo)")
         return embedded, source
 
-    def totals(self, needed: set[str], embedded: dict[str, int], sizes: Iterable[int]) -> Totals:
+    def totals(self, needed: Mapping[str, int], embedded: dict[str, int], sizes: Iterable[int]) -> Totals:
         """What the restore will write: every chunk file (one copied from the source repository counted
         as long as its furthest ref reaches: it is at least that long) and the metadata files of ``sizes``."""
         totals = Totals()
-        reach = self.timelines.reach.ends
-        for cid in needed:
-            totals.add(embedded[cid] if cid in embedded else reach.get(cid, (0,))[0])
+        for cid, end in needed.items():
+            totals.add(embedded.get(cid, end))
         for size in sizes:
             totals.add(size)
         return totals
 
-    def copy_chunks(self, sink: Sink, needed: set[str], embedded: dict[str, int],
+    def copy_chunks(self, sink: Sink, needed: Mapping[str, int], embedded: dict[str, int],
                     source: Storage | None) -> tuple[int, int]:
-        """Copy every chunk file as stored: the archive's embedded ones, then the rest from the source."""
-        total, done = len(needed), [0]
+        """Copy every chunk file as stored: the archive's embedded ones (``embedded``: their sizes), then the
+        rest from the source; progress in bytes (each file counted as long as its refs reach until it is
+        written)."""
+        total, done = sum(embedded.get(cid, end) for cid, end in needed.items()), [0]
 
         def tick(key: str, size: int) -> None:
-            done[0] += 1
-            self.progress("chunks", done[0], total)
+            done[0] += size
+            self.progress("chunks", done[0], max(total, done[0]))
 
         def pieces(cid: str) -> Stream:
             return Stream(embedded[cid], lambda: stream_file(self.reader.zs, cid, embedded[cid], views=True),
@@ -220,7 +227,7 @@ class Restore:
                 return raw
             return read
 
-        rest = sorted(needed.difference(embedded))
+        rest = sorted(needed.keys() - embedded.keys())
         if rest:
             written += sink.put_all(((f"chunks/{cid}", fetch(cid)) for cid in rest), tick)
         return len(needed), written
@@ -292,7 +299,7 @@ class Restore:
 
     def open_target(self, plan: RestorePlan) -> tuple[Sink, Storage | None]:
         """The target's sink, and its storage where it exists already (checked to be empty)."""
-        sink = open_sink(self.location)
+        sink = open_sink(self.location, window=self.transfers)
         storage = open_storage(self.location) if not self.location.is_local or self.location.path.is_dir() \
             else None
         if storage is not None:
@@ -372,6 +379,13 @@ def _empty(path: Path, keep: bool) -> None:
                 os.unlink(entry.path)
 
 
+def reach(needed: dict[str, int], named: Mapping[str, int]) -> None:
+    """Add chunk files ``named`` (id -> the furthest byte a ref reaches in it) to ``needed``."""
+    for cid, end in named.items():
+        if end > needed.get(cid, -1):
+            needed[cid] = end
+
+
 def manifest_order(plan: RestorePlan) -> list[ManifestPlan]:
     """The manifests in the order they are made: by the first array each serves (its timeline is read once)."""
     return sorted(plan.manifests.values(), key=lambda m: (m.users[0][1].id if m.users else "", m.id))
@@ -398,18 +412,20 @@ def _without_storage_settings(info: RepoInfo) -> RepoInfo:
 def restore(archive: Any, target: str | os.PathLike | Location, *, repo: Any = None, refs: Iterable[str] = (),
             shallow: bool = False, storage_options: Mapping[str, object] | None = None, anon: bool = False,
             repo_storage_options: Mapping[str, object] | None = None, repo_anon: bool = False,
-            progress: Progress | None = None, client: Any = None, max_bytes: int | None = None,
-            announce: Callable[[Totals], None] | None = None) -> RestoreSummary:
+            progress: Progress | None = None, transfers: int | None = None, client: Any = None,
+            max_bytes: int | None = None, announce: Callable[[Totals], None] | None = None) -> RestoreSummary:
     """Write the repository ``archive`` holds into ``target`` (an absent or empty directory, or an
     ``s3://``, ``gs://``, ``az://`` URL); chunk bytes from the archive or the original repository ``repo``.
-    ``refs``: only the history these branches and tags reach; ``shallow``: only their tips. ``client``: a
+    ``refs``: only the history these branches and tags reach; ``shallow``: only their tips; ``transfers``: writes
+    in flight (default: 8 to a directory, 64 to an object store); ``progress(stage, done, total)``: as each
+    stage advances (chunk files in bytes). ``client``: a
     ``distributed.Client`` whose cluster makes the manifests and copies the chunk files (its workers open
     ``archive``, ``target`` and ``repo`` themselves: paths they see, or URLs). Before anything is written,
     ``announce(totals)`` is told the files and bytes to come, and a restore that would write more than
     ``max_bytes`` or, locally, more than the free space is refused."""
     options = dict(repo=repo, refs=tuple(refs), shallow=shallow, storage_options=storage_options, anon=anon,
                    repo_storage_options=repo_storage_options, repo_anon=repo_anon, progress=progress,
-                   max_bytes=max_bytes, announce=announce)
+                   transfers=transfers, max_bytes=max_bytes, announce=announce)
     if client is not None:
         from zsarchive.restore.cluster import ClusterRestore
 

@@ -21,7 +21,7 @@ from zsarchive.archive.format.views import (
 )
 from zsarchive.archive.format.header import history_from_timeline
 from zsarchive.archive.read.chunkhistory import chunk_changes, corrected
-from zsarchive.archive.read.invariants import RefReach, SnapshotNodes, check_history, check_ref_rows, check_shape
+from zsarchive.archive.read.invariants import SnapshotNodes, check_history, check_ref_rows, check_shape
 from zsarchive.archive.read.reader import ArchiveReader, records_under
 from zsarchive.archive.read.refrows import ChunkRefRows, chunk_ref_rows
 from zsarchive.errors import ZSCorrupt
@@ -274,8 +274,6 @@ class Timelines:
         self.reader = reader
         self.rows = rows
         self._kept: OrderedDict[str, ChunkRefRows] = OrderedDict()
-        self.reach = RefReach()
-        """How far the refs read so far reach into each chunk file (for the files the archive embeds)."""
 
     def get(self, node_id: str) -> ChunkRefRows:
         """The timeline of array ``node_id``, its invariants checked (:func:`check_ref_rows`)."""
@@ -284,7 +282,7 @@ class Timelines:
             self._kept.move_to_end(node_id)
             return found
         found = chunk_ref_rows(self.reader.zs, node_id)
-        check_ref_rows(found, node_id, self.reach)
+        check_ref_rows(found, node_id)
         self._kept[node_id] = found
         while len(self._kept) > 1 and sum(map(len, self._kept.values())) > self.rows:
             self._kept.popitem(last=False)

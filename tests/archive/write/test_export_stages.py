@@ -339,9 +339,9 @@ def test_write_archive_leaves_nothing_when_records_fail(tmp_path):
         raise RuntimeError("decoder failed")
 
     with pytest.raises(RuntimeError, match="decoder failed"):
-        E.write_archive(target, broken(), {}, WriteOptions())
+        E.write_archive(target, broken(), {}, WriteOptions().checked())
     assert list(tmp_path.iterdir()) == []
-    E.write_archive(target, iter([RecordList([b"a", b"b"])]), {"x": 1}, WriteOptions(codec="none"))
+    E.write_archive(target, iter([RecordList([b"a", b"b"])]), {"x": 1}, WriteOptions(codec="none").checked())
     with ZS(str(target)) as z:
         assert list(z) == [b"a", b"b"] and z.metadata == {"x": 1}
     assert list(tmp_path.iterdir()) == [target]

@@ -13,7 +13,7 @@ lookup reads only the fragments that may hold its key.
 from __future__ import annotations
 
 import functools
-from typing import Iterable
+from typing import Any, Callable, Iterable, cast
 
 from zsarchive.archive.format import tuples
 from zsarchive.archive.format import schema
@@ -54,7 +54,7 @@ def chunk_prefix(rec: bytes) -> bytes:
 
 
 @functools.cache
-def _blake2b():
+def _blake2b() -> Callable[..., Any]:
     """hashlib's blake2b, imported on first use: opening a lone archive never needs hashlib (slow to import)."""
     from hashlib import blake2b
 
@@ -98,7 +98,7 @@ class Holding(TypedTuple):
 
     records: int
     tombstones: int
-    firsts: frozenset | None
+    firsts: frozenset[Any] | None
 
 
 class FragmentInfo(TypedTuple):
@@ -112,7 +112,7 @@ class FragmentInfo(TypedTuple):
     holdings: dict[bytes, Holding]
     chunk_filter: ChunkFilter | None = None
 
-    def encode(self) -> tuple:
+    def encode(self) -> tuple[Any, ...]:
         """The sixth value element of the fragment's header record."""
         return (self.covers[0], self.covers[1], self.view_format,
                 None if self.chunk_filter is None else self.chunk_filter.bits,
@@ -124,7 +124,7 @@ class FragmentInfo(TypedTuple):
         """Read the element :meth:`encode` writes; ZSCorrupt naming ``where`` when it is malformed."""
         tags = {name: tag for tag, name in schema.FAMILY_NAMES.items()}
         try:
-            start, stop, view_format, bits, families = element  # type: ignore[misc]
+            start, stop, view_format, bits, families = cast(tuple[Any, ...], element)
             if not (bits is None or (isinstance(bits, bytes) and bits)):
                 raise ValueError("chunk ref filter")
             if view_format not in (2, 3, 5, schema.FULL_FORMAT):
@@ -151,7 +151,7 @@ class HoldingsTally:
         self.strict = strict  # check every record's version byte (validation), not only those ending in 0
         self.records: dict[bytes, int] = {}
         self.tombstones: dict[bytes, int] = {}
-        self.firsts: dict[bytes, set] = {}
+        self.firsts: dict[bytes, set[Any]] = {}
         self._last = b"\xff"  # the first-element prefix of the last first-keyed record seen
         self.chunk_prefixes: list[bytes] | None = []  # None past FILTER_MAX_KEYS
 

@@ -31,7 +31,7 @@ class ArchiveHeader(TypedTuple):
         return schema.record(schema.HEADER, (), values if self.fragment is None else values + (self.fragment.encode(),))
 
     @classmethod
-    def decode(cls, value: tuple, where: str) -> ArchiveHeader:
+    def decode(cls, value: tuple[Any, ...], where: str) -> ArchiveHeader:
         """The header from the header record's value elements; ZSCorrupt naming ``where`` when malformed.
         A fragment's description is read only from a fragment (format :data:`schema.FRAGMENT_FORMAT`)."""
         try:
@@ -52,13 +52,13 @@ class ArchiveHeader(TypedTuple):
         raise ZSCorrupt(f"{where}: archive has no header record")
 
 
-def archive_metadata(zs: ZS | Any) -> dict | None:
+def archive_metadata(zs: ZS | Any) -> dict[str, Any] | None:
     """The archive marker in a ZS file's header metadata, or None when it is not a repo archive."""
     marker = zs.metadata.get(schema.METADATA_KEY) if isinstance(zs.metadata, dict) else None
     return marker if isinstance(marker, dict) else None
 
 
-def marker_metadata(format_version: int, spec_version: int, fragment: dict | None = None) -> dict:
+def marker_metadata(format_version: int, spec_version: int, fragment: dict[str, Any] | None = None) -> dict[str, Any]:
     """The ZS header metadata of an archive: the marker with its format version, the source repository's
     spec version and, for a fragment, its base (``{"base": link, "base_sha256": hex}``)."""
     marker: dict[str, Any] = {"format_version": format_version, "source_spec_version": spec_version}

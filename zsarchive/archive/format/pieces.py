@@ -25,7 +25,7 @@ _VERSION = 2
 _HEAD_MAX = 64  # a piece record's key and value header fit in this many bytes (chunk ids are 20 characters)
 
 
-class PieceBlock(list):
+class PieceBlock(list[bytes]):
     """The records of one data block of chunk pieces, written stored (or compressed, ``stored``
     False) with ``key_length`` bytes of its first record as its index key."""
 
@@ -39,7 +39,7 @@ def piece_starts(size: int, cuts: Iterable[int] = ()) -> list[int]:
     """Offsets where the pieces of a ``size``-byte chunk file start: 0, each of ``cuts`` inside the
     file, and as many more as keep every piece within PIECE_SIZE."""
     marks = sorted({0, *(c for c in cuts if 0 < c < size)})
-    starts = []
+    starts: list[int] = []
     for start, stop in zip(marks, marks[1:] + [size]):
         starts.extend(range(start, max(stop, start + 1), PIECE_SIZE))
     return starts
@@ -95,7 +95,7 @@ def _blocks(pieces: Iterable[tuple[bytes, int, int]], stored: bool) -> Iterator[
         yield PieceBlock(records, key_length, stored)
 
 
-def _split(record, where: str) -> tuple[str, int, memoryview | bytes]:
+def _split(record: bytes | memoryview, where: str) -> tuple[str, int, memoryview | bytes]:
     """``(chunk id, start, bytes)`` of a piece record (bytes a view into ``record`` when it is one);
     a record version 1 holds the whole file at start 0."""
     head = bytes(record[:_HEAD_MAX])

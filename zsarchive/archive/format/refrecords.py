@@ -7,7 +7,7 @@ bytes."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any, TYPE_CHECKING
 
 from zsarchive.archive.format import schema, tuples
 from zsarchive.archive.format.tuplecolumns import Columns
@@ -47,7 +47,7 @@ def key_layout(ndim: int, closed: bool = False) -> str:
     return "(" + "i" * ndim + ")s" + (")" if closed else "")
 
 
-def value_columns(decoder: Columns, pos: np.ndarray, ends: np.ndarray) -> list | None:
+def value_columns(decoder: Columns, pos: np.ndarray, ends: np.ndarray) -> list[Any] | None:
     """The value columns of the timeline records whose values start at ``pos`` (their version byte) and end
     at ``ends`` — kind, text span, offset, length and, of virtual refs, etag and last-modified time — when
     every value is version 2 and of one kind decoded in bulk (native or virtual); None otherwise (decode

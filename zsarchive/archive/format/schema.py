@@ -7,6 +7,8 @@ builds records with these functions and the query layer splits them with them.
 
 from __future__ import annotations
 
+from typing import Any
+
 from zsarchive.archive.format import tuples
 from zsarchive.errors import RecordFault, ZSError
 
@@ -71,13 +73,13 @@ KIND_NAMES = ("inline", "native", "virtual")
 GROUP, ARRAY = 0, 1
 
 
-def record(family: bytes, key: tuple, value: tuple = (), version: int | None = None) -> bytes:
+def record(family: bytes, key: tuple[Any, ...], value: tuple[Any, ...] = (), version: int | None = None) -> bytes:
     """One record: family tag, encoded key, END byte, version byte (default: the newest), encoded value."""
     head = VERSION_BYTE[family] if version is None else bytes((version,))
     return b"".join((family, tuples.encode(key), b"\x00", head, tuples.encode_value(value)))
 
 
-def key_prefix(family: bytes, key: tuple = ()) -> bytes:
+def key_prefix(family: bytes, key: tuple[Any, ...] = ()) -> bytes:
     """The bytes every record of ``family`` whose key starts with ``key`` starts with."""
     return family + tuples.encode(key)
 
@@ -87,7 +89,7 @@ def record_version(rec: bytes) -> int:
     return rec[tuples.decode(rec, 1, what="record key")[1]]
 
 
-def split(rec: bytes) -> tuple[bytes, tuple, tuple]:
+def split(rec: bytes) -> tuple[bytes, tuple[Any, ...], tuple[Any, ...]]:
     """Split a record into ``(family, key, value)``; ZSError if its version is newer than ours."""
     family = rec[:1]
     if family not in VERSION_BYTE:
@@ -117,6 +119,6 @@ def path_components(path: str) -> tuple[str, ...]:
     return tuple(path.strip("/").split("/"))
 
 
-def path_of(components: tuple) -> str:
+def path_of(components: tuple[Any, ...]) -> str:
     """Inverse of :func:`path_components`."""
     return "/" + "/".join(components)

@@ -4,14 +4,14 @@ millions of chunk ref records this way. The layout is :mod:`tuples <zsarchive.ar
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any, TYPE_CHECKING
 
 from zsarchive.archive.format.tuples import END, INT_ZERO, NONE, STRING, TUPLE
 
 try:
     from zsarchive.archive.format import _columns as c_columns
 except ImportError:  # installed without a C compiler: numpy decodes the columns, slower
-    c_columns = None
+    c_columns = None  # type: ignore[assignment]
 
 if TYPE_CHECKING:
     import numpy as np
@@ -25,7 +25,7 @@ class Columns:
         self.buf = buf
         self._zeros: np.ndarray | None = None
 
-    def decode(self, starts: np.ndarray, ends: np.ndarray, layout: str) -> tuple[list, np.ndarray] | None:
+    def decode(self, starts: np.ndarray, ends: np.ndarray, layout: str) -> tuple[list[Any], np.ndarray] | None:
         """The columns of the run ``layout`` names in each encoding ``buf[starts[i]:ends[i]]``, and the
         positions after it; None when some encoding differs (decode those with :func:`decode`).
         ``layout``, one letter per element: ``i`` an integer >= 0 of at most 8 bytes (a uint64 array),
@@ -53,7 +53,7 @@ class Columns:
             at += width
         return out, pos
 
-    def _decode_numpy(self, starts: np.ndarray, ends: np.ndarray, layout: str) -> tuple[list, np.ndarray] | None:
+    def _decode_numpy(self, starts: np.ndarray, ends: np.ndarray, layout: str) -> tuple[list[Any], np.ndarray] | None:
         import numpy as np
 
         data = np.frombuffer(self.buf, np.uint8)
@@ -62,7 +62,7 @@ class Columns:
             self._zeros = np.flatnonzero(data == END)
         zeros = self._zeros
         pos = np.asarray(starts, np.int64).copy()
-        out: list = []
+        out: list[Any] = []
         for letter in layout:
             if (pos >= ends).any():
                 return None
@@ -126,10 +126,12 @@ class Columns:
 
         def column(k: int) -> np.ndarray:  # bytes k..k+7 of every text, zero past its end
             if k + 8 <= shortest:  # inside every text: no mask (snapshot ids, most of a location)
-                return words[begin + k]
+                inside: np.ndarray = words[begin + k]
+                return inside
             left = np.clip(size - k, 0, 8).astype(np.uint64)
             keep = np.where(left == 8, np.uint64(2**64 - 1), (np.uint64(1) << (left * np.uint64(8))) - np.uint64(1))
-            return words[np.minimum(begin + k, len(words) - 1)] & keep
+            masked: np.ndarray = words[np.minimum(begin + k, len(words) - 1)] & keep
+            return masked
 
         columns = [column(k) for k in range(0, int(size.max()) if len(size) else 0, 8)]  # kept for the check
         digest = size.astype(np.uint64)
@@ -149,6 +151,6 @@ class Columns:
                                                                               stop[first].tolist())]
 
 
-def decode_columns(buf: bytes, starts: np.ndarray, ends: np.ndarray, layout: str) -> tuple[list, np.ndarray] | None:
+def decode_columns(buf: bytes, starts: np.ndarray, ends: np.ndarray, layout: str) -> tuple[list[Any], np.ndarray] | None:
     """One run of :class:`Columns` decoded from the encodings ``buf[starts[i]:ends[i]]``."""
     return Columns(buf).decode(starts, ends, layout)

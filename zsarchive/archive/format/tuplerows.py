@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import io
 import itertools
-from typing import TYPE_CHECKING, Sequence
+from typing import Any, Sequence, TYPE_CHECKING
 
 from zsarchive.archive.format.tuples import INT_ZERO
 
@@ -19,8 +19,8 @@ def encode_rows(parts: Sequence[bytes | np.ndarray | tuple[Sequence[bytes], np.n
     >= 0), or ``pieces[choice[i]]`` of a ``(pieces, choice)`` part. The hot path of export."""
     import numpy as np  # here, not at the top: readers import this module and start faster without numpy
 
-    columns: list[tuple] = []  # per part: (bytes,) | (values, magnitude sizes) | (pieces table, sizes, choice)
-    widths: list = []  # per part: its width, an int or one per string
+    columns: list[tuple[Any, ...]] = []  # per part: (bytes,) | (values, magnitude sizes) | (pieces table, sizes, choice)
+    widths: list[Any] = []  # per part: its width, an int or one per string
     for part in parts:
         if isinstance(part, bytes):
             columns.append((np.frombuffer(part, np.uint8),))
@@ -82,7 +82,7 @@ _MAGNITUDES = [1 << (8 * k) for k in range(8)]
 _MAX_LAYOUTS = 64  # more string layouts than this in a batch (and than 1 per 256 strings): one masked matrix
 
 
-def _layouts(widths: list, n: int) -> tuple | None:
+def _layouts(widths: list[Any], n: int) -> tuple[Any, ...] | None:
     """The strings grouped by layout (the widths of every part): (positions in layout order, or None when
     there is one layout; each layout's bounds in them), or None when the layouts are too many."""
     import numpy as np
@@ -107,7 +107,7 @@ def _layouts(widths: list, n: int) -> tuple | None:
     return order, [0, *starts.tolist(), n]
 
 
-def _masked_rows(columns: list[tuple], widths: list, n: int) -> list[bytes]:
+def _masked_rows(columns: list[tuple[Any, ...]], widths: list[Any], n: int) -> list[bytes]:
     """:func:`encode_rows` for batches of many layouts: each part gets a column range as wide as its
     longest value in an (n, width) byte matrix and a mask of the bytes used; the masked bytes, row by
     row, are the strings one after another."""

@@ -11,9 +11,13 @@ specified, byte by byte, in docs/archive-format.rst ("Tuple encoding"). Many enc
 
 from __future__ import annotations
 
+from typing import Any
+
 from zsarchive.errors import RecordFault
 from zsarchive.zs.format import uleb128
 
+Buffer = bytes | bytearray
+"""What the decoders read encodings from."""
 END = 0x00
 BYTES = 0x01
 STRING = 0x02
@@ -73,7 +77,7 @@ def encode_text(value: str) -> bytes:
     return b"\x02" + value.encode("utf-8").replace(b"\x00", _ESCAPED) + b"\x00"
 
 
-def _append(out: bytearray, item, blobs: bool) -> None:
+def _append(out: bytearray, item: Any, blobs: bool) -> None:
     kind = type(item)
     if kind is int:
         out += encode_int(item)
@@ -103,7 +107,7 @@ def _append(out: bytearray, item, blobs: bool) -> None:
         raise TypeError(f"cannot encode {kind.__name__} in a tuple key")
 
 
-def encode(items: tuple | list) -> bytes:
+def encode(items: tuple[Any, ...] | list[Any]) -> bytes:
     """Encode the elements of ``items`` one after another (no terminator: a key prefix)."""
     out = bytearray()
     for item in items:
@@ -111,7 +115,7 @@ def encode(items: tuple | list) -> bytes:
     return bytes(out)
 
 
-def encode_value(items: tuple | list) -> bytes:
+def encode_value(items: tuple[Any, ...] | list[Any]) -> bytes:
     """Like :func:`encode`, but byte strings become length-prefixed blobs (values only)."""
     out = bytearray()
     for item in items:
@@ -119,7 +123,7 @@ def encode_value(items: tuple | list) -> bytes:
     return bytes(out)
 
 
-def _escaped(buf, pos: int, what: str) -> tuple[bytes, int]:
+def _escaped(buf: Buffer, pos: int, what: str) -> tuple[bytes, int]:
     """Read an escaped byte string starting at ``pos``; return it and the position after its END."""
     find = buf.find
     end = find(b"\x00", pos)
@@ -151,8 +155,8 @@ MAX_DEPTH = 64
 """Tuples nested deeper than this are refused (the archive's records nest at most a few levels)."""
 
 
-def decode(buf, pos: int = 0, end: int | None = None, what: str = "key",
-           _depth: int = 0) -> tuple[tuple, int]:
+def decode(buf: Buffer, pos: int = 0, end: int | None = None, what: str = "key",
+           _depth: int = 0) -> tuple[tuple[Any, ...], int]:
     """Decode elements from ``buf[pos:]`` until an END byte (consumed) or ``end``.
 
     Returns ``(tuple, next_pos)``. Bytes that do not form a valid encoding (an integer in more bytes than
@@ -163,7 +167,7 @@ def decode(buf, pos: int = 0, end: int | None = None, what: str = "key",
         raise RecordFault(f"{what}: tuples nested more than {MAX_DEPTH} deep at position {pos}")
     if end is None:
         end = len(buf)
-    out: list = []
+    out: list[Any] = []
     # One loop over every type code, not a function per type: this runs once per element of every
     # record a query touches, and a call per element costs more than the decoding itself.
     try:

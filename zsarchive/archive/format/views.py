@@ -6,11 +6,11 @@ shape. The archive header's view is :class:`~zsarchive.archive.format.header.Arc
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Self
 
 from zsarchive.archive.format import schema
 from zsarchive.icechunk import ids
-from zsarchive.icechunk.model import NodeType, RefKind
+from zsarchive.icechunk.nodekinds import NodeType, RefKind
 from zsarchive.typedtuple import TypedTuple
 
 NODE_TYPE_CODES = {NodeType.GROUP: schema.GROUP, NodeType.ARRAY: schema.ARRAY}
@@ -36,22 +36,35 @@ def _count(value: object) -> bool:
     return type(value) is int and value >= 0
 
 
-class RefValue(TypedTuple):
+class ValueView(TypedTuple):
+    """A record value's named view: ``decode`` takes a value's elements (later ones, extensions this reader
+    does not know, are left out), ``encode`` gives the elements a record's value holds, ``well_formed``
+    says whether elements have the view's shape (here: at least as many as its fields)."""
+
+    @classmethod
+    def decode(cls, value: tuple[Any, ...]) -> Any:
+        """The view of ``value``'s first elements."""
+        return cls(*value[:len(cls._fields)])
+
+    def encode(self) -> tuple[Any, ...]:
+        """The value's elements, as a record's value holds them."""
+        return tuple(self)
+
+    @classmethod
+    def well_formed(cls, value: tuple[Any, ...]) -> bool:
+        return len(value) >= len(cls._fields)
+
+
+class RefValue(ValueView):
     """A ``B`` record: the snapshot a branch or tag names; for a deleted tag None, or (format 6, spec V1)
     the snapshot its ``ref.json`` still names."""
 
     snapshot_id: str | None
 
     @staticmethod
-    def well_formed(value: tuple) -> bool:
+    def well_formed(value: tuple[Any, ...]) -> bool:
         return len(value) >= 1
 
-    @classmethod
-    def decode(cls, value: tuple) -> RefValue:
-        return cls(value[0])
-
-    def encode(self) -> tuple:
-        return tuple(self)
 
 
 def _header_name(name: Any) -> bool:
@@ -61,7 +74,7 @@ def _header_name(name: Any) -> bool:
     return isinstance(name, str) and len(name.encode("utf-8", "surrogatepass")) <= NAME_BYTES
 
 
-class FileValue(TypedTuple):
+class FileValue(ValueView):
     """A ``Y`` record (format 6): how one metadata file was written: the implementation name of its
     header and, for a V2 manifest, its location compression (0 plain, 1 zstd with the dictionary)."""
 
@@ -70,17 +83,11 @@ class FileValue(TypedTuple):
     location_dictionary: bytes | None
 
     @staticmethod
-    def well_formed(value: tuple) -> bool:
+    def well_formed(value: tuple[Any, ...]) -> bool:
         return len(value) >= 3 and _header_name(value[0]) and \
             (value[1] is None or (isinstance(value[1], int) and not isinstance(value[1], bool))) and \
             (value[2] is None or isinstance(value[2], bytes))
 
-    @classmethod
-    def decode(cls, value: tuple) -> FileValue:
-        return cls(*value[:3])
-
-    def encode(self) -> tuple:
-        return tuple(self)
 
 
 class RepoFile(TypedTuple):
@@ -101,24 +108,18 @@ class RepoFile(TypedTuple):
                 and all(type(n) is int and n >= 0 for n in counts) and sum(counts) == entries)
 
     @classmethod
-    def decode(cls, fact: dict) -> RepoFile:
+    def decode(cls, fact: dict[str, Any]) -> RepoFile:
         return cls(fact["implementation"], tuple(fact["ops_log_files"]))
 
 
-class RepoFactValue(TypedTuple):
+class RepoFactValue(ValueView):
     """A ``G`` record: one repository-level fact (spec_version, metadata, config...) as JSON text."""
 
     json: str
 
-    @classmethod
-    def decode(cls, value: tuple) -> RepoFactValue:
-        return cls(value[0])
-
-    def encode(self) -> tuple:
-        return tuple(self)
 
 
-class OpsValue(TypedTuple):
+class OpsValue(ValueView):
     """An ``O`` record: one ops-log entry's type, backup path and details (JSON text); later elements
     are extensions this reader ignores."""
 
@@ -126,15 +127,9 @@ class OpsValue(TypedTuple):
     backup_path: str | None
     details: str
 
-    @classmethod
-    def decode(cls, value: tuple) -> OpsValue:
-        return cls(*value[:3])
-
-    def encode(self) -> tuple:
-        return tuple(self)
 
 
-class SnapshotValue(TypedTuple):
+class SnapshotValue(ValueView):
     """An ``S`` record: a snapshot's parent, flush time, message, metadata (JSON text) and manifest
     files (``(id, size_bytes, num_chunk_refs)`` each)."""
 
@@ -142,10 +137,10 @@ class SnapshotValue(TypedTuple):
     flushed_at: int
     message: str
     metadata: str
-    manifests: tuple
+    manifests: tuple[Any, ...]
 
     @staticmethod
-    def well_formed(value: tuple) -> bool:
+    def well_formed(value: tuple[Any, ...]) -> bool:
         return (len(value) >= 5 and (value[0] is None or is_id(value[0])) and isinstance(value[1], int)
                 and isinstance(value[2], str) and isinstance(value[3], str) and isinstance(value[4], tuple)
                 and all(isinstance(m, tuple) and len(m) >= 3 and is_id(m[0]) and _count(m[1]) and _count(m[2])
@@ -158,12 +153,6 @@ class SnapshotValue(TypedTuple):
             return item[0], item[2]
         return None
 
-    @classmethod
-    def decode(cls, value: tuple) -> SnapshotValue:
-        return cls(*value[:5])
-
-    def encode(self) -> tuple:
-        return tuple(self)
 
 
 class Dimension(TypedTuple):
@@ -182,7 +171,7 @@ class Dimension(TypedTuple):
         return -(-self.array_length // self.chunk_length) if self.chunk_length else 0
 
 
-class NodeValue(TypedTuple):
+class NodeValue(ValueView):
     """An ``N`` record: a group's or array's id, type, zarr.json bytes and, for an array, its shape
     (``(array_length, chunk_length, num_chunks)`` per dimension), dimension names, manifests
     (``(id, extents)`` each) and ``since``, the snapshot its chunk ref timeline starts at (format 2 on)."""
@@ -190,9 +179,9 @@ class NodeValue(TypedTuple):
     node_id: str
     node_type: int
     user_data: bytes
-    shape: tuple | None
-    dimension_names: tuple | None
-    manifests: tuple
+    shape: tuple[Any, ...] | None
+    dimension_names: tuple[Any, ...] | None
+    manifests: tuple[Any, ...]
     since: str | None = None
 
     @property
@@ -202,10 +191,10 @@ class NodeValue(TypedTuple):
     @property
     def dimensions(self) -> tuple[Dimension, ...]:
         """An array's :attr:`shape`, one named :class:`Dimension` each."""
-        return tuple(Dimension(*dim[:3]) for dim in self.shape)
+        return tuple(Dimension(*dim[:3]) for dim in self.shape or ())
 
     @staticmethod
-    def well_formed(value: tuple) -> bool:
+    def well_formed(value: tuple[Any, ...]) -> bool:
         if not (len(value) >= 6 and is_id(value[0], schema.NODE_ID_LENGTH) and value[1] in (schema.GROUP, schema.ARRAY)
                 and isinstance(value[2], bytes)):
             return False
@@ -223,49 +212,49 @@ class NodeValue(TypedTuple):
                 and (len(value) < 7 or is_id(value[6])))
 
     @staticmethod
-    def holds_since(value: tuple) -> bool:
+    def holds_since(value: tuple[Any, ...]) -> bool:
         """Whether an array's value names its ``since`` snapshot (format 2 on)."""
         return len(value) >= 7
 
     @classmethod
-    def decode(cls, value: tuple) -> NodeValue:
+    def decode(cls, value: tuple[Any, ...]) -> NodeValue:
         return cls(*value[:6], value[6] if len(value) > 6 else None)
 
-    def encode(self) -> tuple:
+    def encode(self) -> tuple[Any, ...]:
         """A group's value has six elements, an array's seven (``since`` last)."""
         return tuple(self) if self.is_array else tuple(self)[:6]
 
 
-class TxlogValue(TypedTuple):
+class TxlogValue(ValueView):
     """An ``X`` record: what a snapshot changed since its parent. Record version 2 adds the ancestors
     whose logs it merges (expiration pruned them), those whose logs were no longer stored, and the
     moves of the merged logs, which then replace the snapshot's own."""
 
-    new_groups: tuple
-    new_arrays: tuple
-    deleted_groups: tuple
-    deleted_arrays: tuple
-    updated_groups: tuple
-    updated_arrays: tuple
-    updated_chunks: tuple
+    new_groups: tuple[Any, ...]
+    new_arrays: tuple[Any, ...]
+    deleted_groups: tuple[Any, ...]
+    deleted_arrays: tuple[Any, ...]
+    updated_groups: tuple[Any, ...]
+    updated_arrays: tuple[Any, ...]
+    updated_chunks: tuple[Any, ...]
     """``(node id, number of chunks)`` per array whose chunks changed."""
-    own_moves: tuple
-    merged: tuple | None = None
-    missing: tuple | None = None
-    merged_moves: tuple | None = None
+    own_moves: tuple[Any, ...]
+    merged: tuple[Any, ...] | None = None
+    missing: tuple[Any, ...] | None = None
+    merged_moves: tuple[Any, ...] | None = None
 
     @property
-    def sets(self) -> tuple:
+    def sets(self) -> tuple[Any, ...]:
         """The six node id sets, in the order of :data:`NODE_SETS`."""
         return tuple(self)[:6]
 
     @property
-    def moves(self) -> tuple:
+    def moves(self) -> tuple[Any, ...]:
         """``(from, to, node id, node type)`` of every move the snapshot's change holds."""
         return self.own_moves if self.merged_moves is None else self.merged_moves
 
     @property
-    def lost_logs(self) -> tuple:
+    def lost_logs(self) -> tuple[Any, ...]:
         """Snapshots whose transaction logs the repository no longer held when it was archived."""
         return self.missing or ()
 
@@ -275,15 +264,12 @@ class TxlogValue(TypedTuple):
         return 1 if self.merged is None else 2
 
     @staticmethod
-    def well_formed(value: tuple) -> bool:
+    def well_formed(value: tuple[Any, ...]) -> bool:
         return (len(value) in (8, 11) and all(isinstance(v, tuple) for v in value)
                 and all(is_id(i, schema.NODE_ID_LENGTH) for ids in value[:6] for i in ids) and all(is_id(i) for ids in value[8:10] for i in ids))
 
-    @classmethod
-    def decode(cls, value: tuple) -> TxlogValue:
-        return cls(*value[:11])
 
-    def encode(self) -> tuple:
+    def encode(self) -> tuple[Any, ...]:
         return tuple(self) if self.merged is not None else tuple(self)[:8]
 
     def record(self, snapshot_id: str) -> bytes:
@@ -300,18 +286,18 @@ class HistoryValue(TypedTuple):
     in_log: bool
 
     @staticmethod
-    def well_formed(value: tuple, version: int) -> bool:
+    def well_formed(value: tuple[Any, ...], version: int) -> bool:
         return version == 1 or (len(value) >= 1 and isinstance(value[0], bool))
 
     @classmethod
-    def decode(cls, value: tuple, version: int) -> HistoryValue:
+    def decode(cls, value: tuple[Any, ...], version: int) -> HistoryValue:
         return cls(True if version == 1 else value[0])
 
-    def encode(self) -> tuple:
+    def encode(self) -> tuple[Any, ...]:
         return tuple(self)
 
 
-class ChunkRefValue(TypedTuple):
+class ChunkRefValue(ValueView):
     """A ``C`` record: where one chunk's bytes are, by kind: inline bytes, a native chunk file's id
     and range, or a virtual location and range with its checksums; ``REMOVED`` (record version 2)
     holds nothing more. (An export encodes these a batch at a time: ``write/records.batch_records``.)"""
@@ -326,13 +312,13 @@ class ChunkRefValue(TypedTuple):
     checksum_last_modified: int | None = None
 
     @staticmethod
-    def kind_of(value: tuple) -> int | None:
+    def kind_of(value: tuple[Any, ...]) -> int | None:
         """The kind of a chunk ref value, None when it has none this format knows."""
         known = len(value) >= 1 and value[0] in (schema.INLINE, schema.NATIVE, schema.VIRTUAL, schema.REMOVED)
         return value[0] if known else None
 
     @staticmethod
-    def well_formed(value: tuple) -> bool:
+    def well_formed(value: tuple[Any, ...]) -> bool:
         """Whether a value of a known kind holds what its kind needs (see :data:`SHAPES`)."""
         kind = value[0]
         if kind == schema.INLINE:
@@ -344,7 +330,7 @@ class ChunkRefValue(TypedTuple):
         return True
 
     @classmethod
-    def decode(cls, value: tuple) -> ChunkRefValue:
+    def decode(cls, value: tuple[Any, ...]) -> ChunkRefValue:
         kind = value[0]  # every field given by position: the quickest call of a typed tuple
         if kind == schema.INLINE:
             return cls(kind, value[1], None, None, 0, len(value[1]), None, None)
@@ -356,7 +342,7 @@ class ChunkRefValue(TypedTuple):
             return cls(kind, None, None, location, offset, length, etag, last_modified)
         return cls(kind)
 
-    def encode(self) -> tuple:
+    def encode(self) -> tuple[Any, ...]:
         if self.kind == schema.INLINE:
             return (self.kind, self.inline)
         if self.kind == schema.NATIVE:
@@ -366,7 +352,7 @@ class ChunkRefValue(TypedTuple):
         return (self.kind,)
 
 
-class ShardIndexValue(TypedTuple):
+class ShardIndexValue(ValueView):
     """An ``I`` record: whether a shard's index is at its end, and the index's raw bytes."""
 
     at_end: bool
@@ -378,17 +364,14 @@ class ShardIndexValue(TypedTuple):
         return len(self.raw) % 16 in (0, 4) and len(self.raw) <= length
 
     @classmethod
-    def decode(cls, value: tuple) -> ShardIndexValue:
+    def decode(cls, value: tuple[Any, ...]) -> ShardIndexValue:
         """ValueError when malformed (readers name the shard)."""
         if len(value) < 2 or not isinstance(value[0], bool) or not isinstance(value[1], bytes):
             raise ValueError("malformed shard index record")
         return cls(value[0], value[1])
 
-    def encode(self) -> tuple:
-        return tuple(self)
 
-
-class ChunkBytesValue(TypedTuple):
+class ChunkBytesValue(ValueView):
     """A ``D`` record: a whole chunk file's bytes (record version 1, formats 1 and 2) or one piece of
     it (version 2, keyed by offset; :mod:`pieces <zsarchive.archive.format.pieces>` writes and reads
     those a block at a time)."""
@@ -396,15 +379,9 @@ class ChunkBytesValue(TypedTuple):
     data: bytes
 
     @staticmethod
-    def well_formed(value: tuple) -> bool:
+    def well_formed(value: tuple[Any, ...]) -> bool:
         return len(value) >= 1 and isinstance(value[0], bytes)
 
-    @classmethod
-    def decode(cls, value: tuple) -> ChunkBytesValue:
-        return cls(value[0])
-
-    def encode(self) -> tuple:
-        return tuple(self)
 
 
 CHUNK_REF_SHAPES = {schema.INLINE: "(0, data)", schema.NATIVE: "(1, chunk_id, offset, length)",
@@ -421,7 +398,7 @@ class KeyView(TypedTuple):
     types too."""
 
     @classmethod
-    def decode(cls, key: tuple):
+    def decode(cls, key: tuple[Any, ...]) -> Self:
         """The view of ``key``. Made directly rather than through the constructor: one call less for each
         record a query reads."""
         view = tuple.__new__(cls, key)
@@ -429,17 +406,22 @@ class KeyView(TypedTuple):
             raise TypeError(f"a key of {len(cls._fields)} elements, not {len(view)}")
         return view
 
-    def encode(self) -> tuple:
+    def encode(self) -> tuple[Any, ...]:
         """The key's elements, as a record's key holds them."""
         return tuple(self)
 
+    @classmethod
+    def well_formed(cls, key: tuple[Any, ...]) -> bool:
+        """Whether ``key`` has the view's shape (here: as many elements as its fields)."""
+        return fits(cls, key)
 
-def fits(view: type, key: tuple) -> bool:
+
+def fits(view: type[KeyView], key: tuple[Any, ...]) -> bool:
     """Whether ``key`` has as many elements as a key of ``view`` (a key view class)."""
     return len(key) == len(view._fields)
 
 
-def starts_with(key: tuple, prefix: tuple) -> bool:
+def starts_with(key: tuple[Any, ...], prefix: tuple[Any, ...]) -> bool:
     """Whether the key's first elements are ``prefix`` (the bytes of text "a" start those of "a\\0b",
     so a search by a key prefix's bytes also finds keys that do not start with its elements)."""
     return key[:len(prefix)] == prefix
@@ -459,7 +441,7 @@ class RefKey(KeyView):
         return self.kind == "deleted_tag"
 
     @classmethod
-    def well_formed(cls, key: tuple) -> bool:
+    def well_formed(cls, key: tuple[Any, ...]) -> bool:
         return len(key) == 2 and key[0] in cls.KINDS and isinstance(key[1], str)
 
 
@@ -476,7 +458,7 @@ class FileKey(KeyView):
     path: str
 
     @classmethod
-    def well_formed(cls, key: tuple) -> bool:
+    def well_formed(cls, key: tuple[Any, ...]) -> bool:
         return len(key) == 1 and isinstance(key[0], str)
 
 
@@ -493,7 +475,7 @@ class SnapshotKey(KeyView):
     snapshot_id: str
 
     @staticmethod
-    def well_formed(key: tuple) -> bool:
+    def well_formed(key: tuple[Any, ...]) -> bool:
         return len(key) == 1 and is_id(key[0])
 
 
@@ -508,7 +490,7 @@ class SnapshotTimeKey(KeyView):
     snapshot_id: str
 
     @staticmethod
-    def well_formed(key: tuple) -> bool:
+    def well_formed(key: tuple[Any, ...]) -> bool:
         return len(key) == 2 and isinstance(key[0], int) and is_id(key[1])
 
 
@@ -519,7 +501,7 @@ class ChildKey(KeyView):
     child_id: str
 
     @staticmethod
-    def well_formed(key: tuple) -> bool:
+    def well_formed(key: tuple[Any, ...]) -> bool:
         return len(key) == 2
 
 
@@ -527,7 +509,7 @@ class NodeKey(KeyView):
     """An ``N`` record's key: the snapshot and the node's path as components (``("a", "b")`` for ``/a/b``)."""
 
     snapshot_id: str
-    components: tuple
+    components: tuple[Any, ...]
 
     @property
     def path(self) -> str:
@@ -535,7 +517,7 @@ class NodeKey(KeyView):
         return schema.path_of(self.components)
 
     @staticmethod
-    def well_formed(key: tuple) -> bool:
+    def well_formed(key: tuple[Any, ...]) -> bool:
         return len(key) == 2 and is_id(key[0]) and isinstance(key[1], tuple)
 
 
@@ -544,15 +526,15 @@ class ChunkRefKey(KeyView):
     ``coords`` of array ``node_id`` (the per-chunk timeline)."""
 
     node_id: str
-    coords: tuple
+    coords: tuple[Any, ...]
     snapshot_id: str
 
     @staticmethod
-    def well_formed(key: tuple) -> bool:
+    def well_formed(key: tuple[Any, ...]) -> bool:
         return len(key) == 3 and isinstance(key[2], str)
 
     @staticmethod
-    def well_formed_of(key: tuple, ndim: int) -> bool:
+    def well_formed_of(key: tuple[Any, ...], ndim: int) -> bool:
         """Whether ``key`` is a timeline key of an array of ``ndim`` dimensions, coordinates below 2**63."""
         return (len(key) == 3 and isinstance(key[1], tuple) and len(key[1]) == ndim
                 and all(type(c) is int and 0 <= c < 1 << 63 for c in key[1])
@@ -564,10 +546,10 @@ class ManifestRefKey(KeyView):
 
     manifest_id: str
     node_id: str
-    coords: tuple
+    coords: tuple[Any, ...]
 
     @staticmethod
-    def well_formed(key: tuple) -> bool:
+    def well_formed(key: tuple[Any, ...]) -> bool:
         return len(key) == 3 and isinstance(key[0], str)
 
 
@@ -576,16 +558,16 @@ class HistoryKey(KeyView):
     ``coords`` of array ``node_id`` (record version 1), or is an exception to the timeline there (2)."""
 
     node_id: str
-    coords: tuple
+    coords: tuple[Any, ...]
     flushed_at: int
     snapshot_id: str
 
     @staticmethod
-    def well_formed(key: tuple) -> bool:
+    def well_formed(key: tuple[Any, ...]) -> bool:
         return len(key) == 4
 
     @classmethod
-    def of_chunk_ref(cls, key: tuple, flushed_at: Callable[[str], int]) -> HistoryKey:
+    def of_chunk_ref(cls, key: tuple[Any, ...], flushed_at: Callable[[str], int]) -> HistoryKey:
         """The element of the history a ``C`` record's key gives in format 5: its node, coordinates and
         snapshot, and when that snapshot was flushed (``flushed_at`` of its id). This runs for every change
         of an array: the tuple is made directly, without the generated ``__new__``'s call."""
@@ -601,17 +583,17 @@ class ChunkBytesKey(KeyView):
     start: int | None = None
 
     @staticmethod
-    def well_formed(key: tuple, pieces: bool) -> bool:
+    def well_formed(key: tuple[Any, ...], pieces: bool = True) -> bool:
         """``pieces``: whether the archive keeps files in pieces (format 3 on)."""
         if pieces:
             return len(key) == 2 and is_id(key[0]) and isinstance(key[1], int)
         return len(key) == 1 and is_id(key[0])
 
     @classmethod
-    def decode(cls, key: tuple) -> ChunkBytesKey:
+    def decode(cls, key: tuple[Any, ...]) -> ChunkBytesKey:
         return cls(*key)
 
-    def encode(self) -> tuple:
+    def encode(self) -> tuple[Any, ...]:
         return tuple(self) if self.start is not None else (self.chunk_id,)
 
 
@@ -631,7 +613,7 @@ class ShardIndexKey(KeyView):
         return "://" in self.target
 
     @staticmethod
-    def well_formed(key: tuple) -> bool:
+    def well_formed(key: tuple[Any, ...]) -> bool:
         native = len(key) == 3 and is_id(key[0])
         virtual = (len(key) == 5 and isinstance(key[0], str) and "://" in key[0]
                    and (key[3] is None or isinstance(key[3], str)) and (key[4] is None or isinstance(key[4], int))
@@ -639,8 +621,44 @@ class ShardIndexKey(KeyView):
         return (native or virtual) and all(isinstance(k, int) and k >= 0 for k in key[1:3])
 
     @classmethod
-    def decode(cls, key: tuple) -> ShardIndexKey:
+    def decode(cls, key: tuple[Any, ...]) -> ShardIndexKey:
         return cls(*key)
 
-    def encode(self) -> tuple:
+    def encode(self) -> tuple[Any, ...]:
         return tuple(self) if self.virtual else tuple(self)[:3]
+
+
+class FamilyViews(TypedTuple):
+    """The named views of one family's records, and their shape as messages about a malformed record spell it."""
+
+    key: type[KeyView]
+    value: type[ValueView] | None
+    shape: str
+
+    def well_formed(self, key: tuple[Any, ...], value: tuple[Any, ...]) -> bool:
+        """Whether a record's key and value have the views' shapes."""
+        return self.key.well_formed(key) and (self.value is None or self.value.well_formed(value))
+
+
+FAMILY_VIEWS = {
+    schema.REFS: FamilyViews(RefKey, RefValue, "(kind, name) -> (snapshot_id)"),
+    schema.REPO: FamilyViews(RepoFactKey, RepoFactValue, "(name) -> (json)"),
+    schema.FILES: FamilyViews(FileKey, FileValue, "(path) -> (implementation, compression_algorithm, location_dictionary)"),
+    schema.OPS: FamilyViews(OpsKey, OpsValue, "(updated_at, seq) -> (type, backup_path, details)"),
+    schema.SNAPSHOT: FamilyViews(SnapshotKey, SnapshotValue,
+                                 "(snapshot_id) -> (parent_id, flushed_at, message, metadata, manifest_files)"),
+    schema.SNAPSHOT_TIME: FamilyViews(SnapshotTimeKey, None, "(flushed_at, snapshot_id)"),
+    schema.CHILDREN: FamilyViews(ChildKey, None, "(parent_snapshot_id, child_snapshot_id)"),
+    schema.NODE: FamilyViews(NodeKey, NodeValue,
+                             "(snapshot_id, path) -> (node_id, node_type, zarr_json, shape, dimension_names, manifests)"),
+    schema.TXLOG: FamilyViews(TxlogKey, TxlogValue,
+                              "(snapshot_id) -> (six node id sets, updated_chunks, moved_nodes[, merged, missing, moves])"),
+    schema.CHUNK_REF: FamilyViews(ChunkRefKey, ChunkRefValue, "(node_id, coords, snapshot_id) -> (kind, ...)"),
+    schema.SHARD_INDEX: FamilyViews(ShardIndexKey, ShardIndexValue,
+                                    "(chunk_id, offset, length) or (location, offset, length, etag, last_modified) -> "
+                                    "(at_end, index of 16 bytes per inner chunk [+ 4])"),
+}
+"""Family tag -> the views of its records (the newest format's; format 1's chunk refs are keyed by
+:class:`ManifestRefKey`). ``H`` and ``D`` records are read by the record version and the format
+(:class:`HistoryValue`, :class:`ChunkBytesKey`); the header's view is
+:class:`~zsarchive.archive.format.header.ArchiveHeader`."""

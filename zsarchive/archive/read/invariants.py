@@ -13,10 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
 from zsarchive.archive.format import schema, tuples
-from zsarchive.archive.format.views import (
-    FileKey, FileValue, NodeKey, NodeValue, RefKey, RefValue, ShardIndexKey, ShardIndexValue, SnapshotKey,
-    SnapshotValue, TxlogValue, is_id,
-)
+from zsarchive.archive.format.views import FAMILY_VIEWS, NodeValue, ShardIndexKey, ShardIndexValue, is_id
 from zsarchive.errors import RecordFault, ZSCorrupt
 from zsarchive.io.names import unportable
 from zsarchive.limits import load_json
@@ -38,27 +35,12 @@ def duplicate(family: bytes, key: Any) -> RecordFault:
     return fault(family, key, "two records of this key (the archive is refused rather than one of them taken)")
 
 
-SHAPES: dict[bytes, tuple[Callable[[tuple, tuple], bool], str]] = {
-    schema.REFS: (lambda k, v: RefKey.well_formed(k) and RefValue.well_formed(v), "(kind, name) -> (snapshot_id)"),
-    schema.SNAPSHOT: (lambda k, v: SnapshotKey.well_formed(k) and SnapshotValue.well_formed(v),
-                      "(snapshot_id) -> (parent_id, flushed_at, message, metadata, manifest_files)"),
-    schema.NODE: (lambda k, v: NodeKey.well_formed(k) and NodeValue.well_formed(v),
-                  "(snapshot_id, path) -> (node_id, node_type, zarr_json, shape, dimension_names, manifests)"),
-    schema.TXLOG: (lambda k, v: SnapshotKey.well_formed(k) and TxlogValue.well_formed(v),
-                   "(snapshot_id) -> (six node id sets, updated_chunks, moved_nodes[, merged, missing, moves])"),
-    schema.FILES: (lambda k, v: FileKey.well_formed(k) and FileValue.well_formed(v),
-                   "(path) -> (implementation, compression_algorithm, location_dictionary)"),
-}
-"""The documented shape of each small family's records a restore writes files from: a test (the view's
-``well_formed``) and how a message spells it."""
-
-
 def check_shape(family: bytes, key: tuple, value: tuple) -> None:
-    """ZSCorrupt unless a record of ``family`` (one of :data:`SHAPES`) has its documented shape, every id in
-    it in its canonical spelling."""
-    ok, shape = SHAPES[family]
-    if not ok(key, value):
-        raise fault(family, key, f"is not {shape}")
+    """ZSCorrupt unless a record of ``family`` has the documented shape of its views
+    (:data:`~zsarchive.archive.format.views.FAMILY_VIEWS`), every id in it in its canonical spelling."""
+    views = FAMILY_VIEWS[family]
+    if not views.well_formed(key, value):
+        raise fault(family, key, f"is not {views.shape}")
 
 
 class UniqueKeys:
@@ -67,7 +49,7 @@ class UniqueKeys:
     def __init__(self) -> None:
         self._last: bytes | None = None
 
-    def check(self, rec: bytes | memoryview) -> None:
+    def check(self, rec: bytes) -> None:
         """ZSCorrupt if ``rec``'s key is the previous record's."""
         head = bytes(rec[:tuples.key_end(rec)])
         if head == self._last:
@@ -122,8 +104,7 @@ def _num_chunks(length: Any, grid: Any) -> int | None:
 def _grid(zarr_json: dict) -> list[tuple[str, Any]] | None:
     """Per dimension ``(grid name, its setting)`` of the zarr.json's chunk grid, None for an unknown grid."""
     grid = zarr_json.get("chunk_grid")
-    config = grid.get("configuration") if isinstance(grid, dict) else None
-    if not isinstance(config, dict):
+    if not isinstance(grid, dict) or not isinstance(config := grid.get("configuration"), dict):
         return None
     if grid.get("name") == "regular" and isinstance(config.get("chunk_shape"), list):
         return [("regular", c) for c in config["chunk_shape"]]
@@ -180,7 +161,7 @@ class SnapshotNodes:
 
     def check(self, snapshot_id: str, components: tuple, value: tuple) -> NodeValue:
         """The node of the record ``(snapshot_id, components) -> value``, or ZSCorrupt naming the record and
-        the fault (its shape first: :data:`SHAPES`)."""
+        the fault (its shape first: :func:`check_shape`)."""
         key = (snapshot_id, components)
         if snapshot_id != self._snapshot:
             check_shape(schema.NODE, key, value)  # the key's snapshot id once per snapshot
@@ -230,7 +211,7 @@ def ops_log_file_names(counts: Sequence[int], newest_first: Sequence[tuple[tuple
         at += n
         key, name = newest_first[at]
         problem = None if name is None else file_name_problem(name)
-        if problem is not None:
+        if name is not None and problem is not None:
             shown = f"{name[:80]!r}{'...' if len(name) > 80 else ''}"
             raise fault(schema.OPS, key, f"its backup path {shown} {problem}: it names a repo info file "
                                          "under overwritten/")
@@ -256,9 +237,19 @@ class RefReach:
     def check(self, chunk_id: str, size: int) -> None:
         """ZSCorrupt if a ref reaches past the ``size`` bytes the archive embeds of ``chunk_id``."""
         held = self.ends.get(chunk_id)
-        if held is not None and held[0] > size:
-            raise fault(schema.CHUNK_REF, held[1], f"reaches byte {held[0]} of chunk file {chunk_id}, whose "
-                                                   f"embedded copy (its chunk data records) holds {size} bytes")
+        if held is not None:
+            check_reach(chunk_id, held[0], size, held[1])
+
+
+def check_reach(chunk_id: str, end: int, size: int, key: tuple | None = None) -> None:
+    """ZSCorrupt if a ref (its record's ``key``, when known) reaching byte ``end`` of ``chunk_id`` reaches past
+    the ``size`` bytes the archive embeds of the file."""
+    if end > size:
+        problem = (f"reaches byte {end} of chunk file {chunk_id}, whose embedded copy (its chunk data records) "
+                   f"holds {size} bytes")
+        if key is None:
+            raise RecordFault(f"archive chunk refs records of chunk file {chunk_id}: one {problem}")
+        raise fault(schema.CHUNK_REF, key, problem)
 
 
 def check_ref_rows(rows: ChunkRefRows, node_id: str, reach: RefReach | None = None) -> None:

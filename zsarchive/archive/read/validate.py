@@ -29,8 +29,8 @@ from zsarchive.archive.format.fragments import Holding, HoldingsTally
 from zsarchive.archive.format.header import (
     ArchiveHeader, has_chunk_pieces, history_from_timeline, keeps_file_forms, refs_by_manifest,
 )
-from zsarchive.archive.format.views import (CHUNK_REF_SHAPES, ChildKey, ChunkBytesKey, ChunkBytesValue, ChunkRefKey,
-                                            ChunkRefValue, HistoryKey, HistoryValue, ManifestRefKey,
+from zsarchive.archive.format.views import (CHUNK_REF_SHAPES, FAMILY_VIEWS, ChildKey, ChunkBytesKey, ChunkBytesValue,
+                                            ChunkRefKey, ChunkRefValue, HistoryKey, HistoryValue, ManifestRefKey,
                                             NodeKey, NodeValue, OpsValue, RefKey, RefValue, RepoFactKey,
                                             RepoFactValue, RepoFile, ShardIndexKey, ShardIndexValue,
                                             SnapshotKey, SnapshotTimeKey, SnapshotValue, TxlogKey, is_id)
@@ -114,14 +114,14 @@ def _small_families(zs: ZS | Chain, facts: _Facts, format_version: int) -> None:
         else:
             _known(facts, snapshot_id, rec, schema.REFS, "snapshot")
     for key, value, rec in _records(zs, schema.SNAPSHOT_TIME, facts.counts):
-        _shape(SnapshotTimeKey.well_formed(key), rec, schema.SNAPSHOT_TIME, "(flushed_at, snapshot_id)")
+        check_shape(schema.SNAPSHOT_TIME, key, value)
         when = SnapshotTimeKey.decode(key)
         _known(facts, when.snapshot_id, rec, schema.SNAPSHOT_TIME, "snapshot")
         if facts.flushed[when.snapshot_id] != when.flushed_at:
             raise _fail(rec, schema.SNAPSHOT_TIME,
                         f"says {when.flushed_at}, the snapshot record {facts.flushed[when.snapshot_id]}")
     for key, value, rec in _records(zs, schema.CHILDREN, facts.counts):
-        _shape(ChildKey.well_formed(key), rec, schema.CHILDREN, "(parent_snapshot_id, child_snapshot_id)")
+        check_shape(schema.CHILDREN, key, value)
         child = ChildKey.decode(key)
         _known(facts, child.child_id, rec, schema.CHILDREN, "child snapshot")
         if facts.parents[child.child_id] != child.parent_id:
@@ -207,9 +207,7 @@ def _chunk_files(zs: ZS, facts: _Facts, format_version: int) -> None:
         facts.reach.check(chunk_id, end)
     for key, value, rec in _records(zs, schema.SHARD_INDEX, facts.counts):
         _shape(ShardIndexKey.well_formed(key) and _shard_index_fits(value, ShardIndexKey.decode(key).length),
-               rec, schema.SHARD_INDEX,
-               "(chunk_id, offset, length) or (location, offset, length, etag, last_modified) -> "
-               "(at_end, index of 16 bytes per inner chunk [+ 4])")
+               rec, schema.SHARD_INDEX, FAMILY_VIEWS[schema.SHARD_INDEX].shape)
         if pieces:
             check_shard_index(ShardIndexKey.decode(key), ShardIndexValue.decode(value),
                               lambda cid, start, stop: read_pieces(zs, cid, start, stop))

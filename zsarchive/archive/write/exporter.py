@@ -27,7 +27,7 @@ import itertools
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, NamedTuple
+from typing import Any, Callable, Iterable, Iterator, NamedTuple
 
 from zsarchive.archive.format import schema
 from zsarchive.archive.format.header import keeps_file_forms
@@ -36,7 +36,7 @@ from zsarchive.archive.write import virtualshards
 from zsarchive.archive.write.chunkfiles import with_layout
 from zsarchive.archive.write.engine import Batches, Engine, InProcess, open_engine
 from zsarchive.archive.write.history import Digest, HistoryTally, digest, exception_records, log_digests
-from zsarchive.archive.write.options import WriteOptions
+from zsarchive.archive.write.options import WriterSettings
 from zsarchive.archive.write.plan import ArrayChange, ExportPlan
 from zsarchive.archive.write.refdelta import array_changes
 from zsarchive.archive.write.scope import Scope
@@ -155,10 +155,10 @@ def _change_task(repo: Repository, change: ArrayChange, first: int, stop: int | 
     for changed, removed in array_changes(repo, change.node_id, change.manifests, change.base, where, first, stop):
         ids: list[bytes] | None = [] if want_ids else None
         records = repo_records.change_records(change.node_id, change.snapshot_id, changed, removed, ids)
-        if change.shard is not None and changed is not None:
+        if change.shard is not None and changed is not None and ids is not None:  # a sharded array's: wanted
             ids += virtualshards.entries(changed)
         coords = (digest(changed.coords) if changed is not None else Digest()) + digest(removed)
-        batches = [RecordList(records)] if cutter is None else BlockPlan.blocks(records, cutter, compress)
+        batches: list[Batch] = [RecordList(records)] if cutter is None else BlockPlan.blocks(records, cutter, compress)
         yield ChangeBatch(batches, ids or [], coords)
     if cutter is not None:
         yield ChangeBatch(BlockPlan.blocks([], cutter, compress), [], Digest())
@@ -247,8 +247,8 @@ def _chunk_refs(families: Families, history: HistoryTally) -> Iterator[Batch]:
     snapshot streams as computed; the changes of an array changed by several are sorted together.
     Each batch's digest goes to ``history``, its chunk file entries to ``families.chunk_ids``."""
     chunk_ids = families.chunk_ids
-    for _node, group in itertools.groupby(families.changes, key=lambda item: item[0].node_id):
-        group = list(group)
+    for _node, grouped in itertools.groupby(families.changes, key=lambda item: item[0].node_id):
+        group = list(grouped)
         merged = families.change_sorter() if len({change.snapshot_id for change, _ in group}) > 1 else None
         for change, tasks in group:
             suffix = with_layout(b"", change.shard)
@@ -280,12 +280,11 @@ def _later_families(families: Families, history: HistoryTally) -> Iterator[bytes
 
 # -- 5. write ------------------------------------------------------------------------------------
 
-def write_archive(target: Path, batches: Iterable[Batch], metadata: dict, options: WriteOptions,
+def write_archive(target: Path, batches: Iterable[Batch], metadata: dict[str, Any], options: WriterSettings,
                   what: str = "export") -> None:
     """Write the batches into a partial file beside ``target``, fsync it, rename it over ``target``: a
     failed or interrupted write leaves nothing that looks like an archive (``what`` names the work in
     the error)."""
-    options = options.checked()
     with whole_file(target, what) as tmp, \
             ZSWriter(os.fspath(tmp), metadata, codec=options.codec, compress_level=options.compress_level,
                      parallelism=options.parallelism, approx_block_size=options.approx_block_size,

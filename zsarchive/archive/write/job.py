@@ -19,7 +19,7 @@ from zsarchive.archive.write.chunkfiles import is_virtual
 from zsarchive.archive.write.exporter import (BlockPlan, Families, decode_changes, file_form_records, gather_metadata,
                                               gather_txlogs, history_exceptions, merge_families, plan_engine,
                                               prefetch_inputs, write_archive)
-from zsarchive.archive.write.options import ExportOptions, WriteOptions
+from zsarchive.archive.write.options import ExportOptions, WriterSettings
 from zsarchive.archive.write.plan import ExportPlan
 from zsarchive.archive.write.scope import Scope, version_lookup
 from zsarchive.archive.write.sorter import ExternalSorter
@@ -63,8 +63,8 @@ class ExportJob:
     location: Location
     target: Path
     directory: Path
-    options: WriteOptions
-    """How the ZS file is written, checked."""
+    options: WriterSettings
+    """How the ZS file is written."""
     choices: ExportOptions
     """What the caller asked for (``choices.base`` is read by the fragment's export, not here)."""
     export_time: int

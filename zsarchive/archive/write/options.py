@@ -33,7 +33,7 @@ class WriteOptions:
     approx_block_size: int = 256 * 1024
     branching_factor: int = 1024
 
-    def checked(self, default_codec: str = "deflate") -> WriteOptions:
+    def checked(self, default_codec: str = "deflate") -> WriterSettings:
         """The options as the writer takes them: ``default_codec`` where none is given, ``parallelism``
         resolved; one-line ZSErrors for an unknown codec."""
         codec = self.codec or default_codec
@@ -41,9 +41,20 @@ class WriteOptions:
             raise ZSError(f"unknown codec {codec!r}: choose one of {', '.join(CODECS)}")
         if self.chunk_codec not in CHUNK_CODECS:
             raise ZSError(f"unknown chunk codec {self.chunk_codec!r}: choose one of {', '.join(CHUNK_CODECS)}")
-        return WriteOptions(codec=codec, compress_level=self.compress_level, chunk_codec=self.chunk_codec,
-                            parallelism=resolve_parallelism(self.parallelism),
-                            approx_block_size=self.approx_block_size, branching_factor=self.branching_factor)
+        return WriterSettings(codec, self.compress_level, self.chunk_codec, resolve_parallelism(self.parallelism),
+                              self.approx_block_size, self.branching_factor)
+
+
+@dataclass(frozen=True)
+class WriterSettings:
+    """:class:`WriteOptions` with every choice made: the codec named, the threads counted."""
+
+    codec: str
+    compress_level: int | str | None
+    chunk_codec: str
+    parallelism: int
+    approx_block_size: int
+    branching_factor: int
 
 
 @dataclass(frozen=True, kw_only=True)

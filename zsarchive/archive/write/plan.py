@@ -130,7 +130,7 @@ def plan_export(repo: Repository, skip: frozenset[str] = frozenset(),
                                   for node in array_nodes}
         layouts = {node.id: shard_layout(node.user_data) for node in array_nodes}
         parent = info.parent_id if info.parent_id in planned else None
-        before, starts = arrays.get(parent, {}), since.get(parent, {})
+        before, starts = ({}, {}) if parent is None else (arrays.get(parent, {}), since.get(parent, {}))
         since[info.id] = {}
         for node_id, manifests in here.items():
             base = before.get(node_id, ())

@@ -10,9 +10,8 @@ from __future__ import annotations
 import functools
 import itertools
 import operator
-import struct
 import threading
-from typing import Any, Callable, Iterable, Iterator, NamedTuple
+from typing import Any, Callable, Iterator, NamedTuple
 
 import numpy as np
 import zstandard

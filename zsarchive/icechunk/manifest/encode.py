@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator, cast
 
 import numpy as np
 import zstandard
@@ -75,7 +75,6 @@ class _Texts:
     """Distinct strings or byte strings as stored (the length word, the bytes, a NUL for a string, zeros to
     a word), grouped by their number of words, so that a group is written with one 2-d assignment."""
 
-    stored: list[bytes]
     words: np.ndarray
     """Words of each (the length word included)."""
     rank: np.ndarray
@@ -84,22 +83,26 @@ class _Texts:
     """Words -> the rows (uint32 words) of the texts with that many words."""
 
     @classmethod
-    def of(cls, raws: list[bytes], terminate: bool) -> _Texts:
+    def of(cls, raws: list[bytes], terminate: bool, at: np.ndarray | None = None, count: int | None = None) -> _Texts:
+        """``raws`` as stored; ``at``: the positions in a list of ``count`` texts they are (the rest unused)."""
         stored = [struct.pack("<I", len(raw)) + raw + bytes(4 - len(raw) % 4 if terminate else -len(raw) % 4)
                   for raw in raws]
-        words = np.array([len(s) // 4 for s in stored], np.int64)
-        texts = cls(stored, words, np.zeros(len(stored), np.int64))
-        for count in np.unique(words).tolist():
-            members = np.flatnonzero(words == count)
-            texts.rank[members] = np.arange(len(members))
-            texts.groups[count] = np.frombuffer(b"".join(stored[j] for j in members.tolist()), "<u4").reshape(-1, count)
+        own = np.array([len(s) // 4 for s in stored], np.int64)
+        at = np.arange(len(raws)) if at is None else at
+        words = np.zeros(len(raws) if count is None else count, np.int64)
+        words[at] = own
+        texts = cls(words, np.zeros(len(words), np.int64))
+        for size in np.unique(own).tolist():
+            members = np.flatnonzero(own == size)
+            texts.rank[at[members]] = np.arange(len(members))
+            texts.groups[size] = np.frombuffer(b"".join(stored[j] for j in members.tolist()), "<u4").reshape(-1, size)
         return texts
 
     def put(self, words: np.ndarray, at: np.ndarray, codes: np.ndarray) -> None:
         """Write text ``codes[i]`` at word ``at[i]`` of ``words``."""
         if len(self.groups) == 1:
             (count, rows), = self.groups.items()
-            words[at[:, None] + np.arange(count)] = rows[codes]
+            words[at[:, None] + np.arange(count)] = rows[self.rank[codes]]
             return
         counts = self.words[codes]
         for count, rows in self.groups.items():
@@ -116,7 +119,7 @@ class _Array:
     refs: RefTable
     start: int = 0
     """Bytes in the buffer (counted from its end) before the array's first ref."""
-    tables: np.ndarray | None = None
+    tables: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
     """Each ref's table, as bytes from the buffer's end to the table's start."""
     new_vtables: dict[int, bytes] = field(default_factory=dict)
     """Ref -> the vtable written right after its table (the first table of each layout)."""
@@ -159,12 +162,13 @@ class _Layout:
             locations = None
             virtual = t.kind == VIRTUAL
             if virtual.any():
-                used = np.bincount(t.text[virtual], minlength=len(t.texts)) > 0  # chunk ids share the list
-                names = [text if use else "" for text, use in zip(t.texts, used.tolist())]
+                used = np.flatnonzero(np.bincount(t.text[virtual], minlength=len(t.texts)))  # chunk ids share the list
+                names = [t.texts[j] for j in used.tolist()]
                 raws = self.pack(names) if self.pack else [name.encode("utf-8") for name in names]
-                locations = _Texts.of(raws, terminate=self.pack is None)
-            inline = _Texts.of(list(t.blobs), terminate=False) if t.blobs else None
-            etags = _Texts.of([s.encode("utf-8") for s in t.etags], terminate=True) if t.etags else None
+                locations = _Texts.of(raws, terminate=self.pack is None, at=used, count=len(t.texts))
+            inline = _Texts.of(list(t.blobs), terminate=False) if t.blobs and (t.kind == INLINE).any() else None
+            etags = _Texts.of([s.encode("utf-8") for s in t.etags], terminate=True) \
+                if t.etags and (t.etag[virtual] >= 0).any() else None
             array.texts = locations, inline, etags
         return array.texts
 
@@ -183,6 +187,7 @@ class _Layout:
         mask[sized & (t.offset[lo:hi] != 0)] |= _OFFSET
         mask[native] |= _CHUNK_ID
         if virtual.any():
+            assert locations is not None  # made for the array's virtual refs
             mask[virtual] |= _COMPRESSED if self.pack else _LOCATION
             payload[virtual] = 4 * locations.words[t.text[lo:hi][virtual]]
             mask[virtual & (t.modified[lo:hi] != 0)] |= _MODIFIED
@@ -193,6 +198,7 @@ class _Layout:
             etag[has] = 4 * etags.words[t.etag[lo:hi][has]]
         is_inline = kind == INLINE
         if is_inline.any():
+            assert inline is not None  # made for the array's inline refs
             mask[is_inline] |= _INLINE
             payload[is_inline] = 4 * inline.words[t.inline[lo:hi][is_inline]]
         return mask, 4 + 4 * ndim + payload + etag, payload, etag
@@ -316,7 +322,7 @@ class _Layout:
             for lo in range(0, n, _BATCH):  # the refs vector
                 entries = array.refs_end - 4 - 4 * np.arange(lo, min(n, lo + _BATCH), dtype=np.int64)
                 entries -= array.tables[lo:lo + _BATCH]
-                yield memoryview(entries.astype("<u4"))
+                yield entries.astype("<u4").data
             if array.refs_end - 4 - 4 * n > array.last:  # the word alignment before it
                 yield bytes(array.refs_end - 4 - 4 * n - array.last)
             for hi in range(n, 0, -_BATCH):
@@ -400,7 +406,7 @@ class _Layout:
         payload_end = index + payload
         for code, texts, which in ((VIRTUAL, locations, t.text), (INLINE, inline, t.inline)):
             rows = np.flatnonzero(kind == code)
-            if len(rows):
+            if texts is not None and len(rows):
                 texts.put(words, word(payload_end[rows]), which[lo:hi][rows])
         etag_end = payload_end + etag
         if etags is not None:
@@ -438,9 +444,9 @@ class _Layout:
         words[word(tables)] = (vtable_at - tables).astype(np.uint32)
         for ref, vtable in array.new_vtables.items():
             if lo <= ref < hi:
-                at = shift + end - int(array.tables[ref]) - len(vtable)
-                block[at:at + len(vtable)] = np.frombuffer(vtable, np.uint8)
-        return memoryview(block)[shift:shift + end - begin]
+                place = shift + end - int(array.tables[ref]) - len(vtable)
+                block[place:place + len(vtable)] = np.frombuffer(vtable, np.uint8)
+        return block.data[shift:shift + end - begin]
 
 
 def _present(values: np.ndarray) -> list[int]:
@@ -451,8 +457,8 @@ def _present(values: np.ndarray) -> list[int]:
 def _chunk_id_words(texts: list[str], codes: np.ndarray) -> np.ndarray:
     """The 12 bytes of the chunk ids ``texts[codes[i]]`` as 3 words each."""
     distinct, inverse = np.unique(codes, return_inverse=True)
-    raw = b"".join(ids.decode(texts[c], 12) for c in distinct.tolist())
-    return np.frombuffer(raw, "<u4").reshape(-1, 3)[inverse.reshape(-1)]
+    raw = ids.decode_many([texts[c] for c in distinct.tolist()], 12)
+    return np.ascontiguousarray(raw).view("<u4").reshape(-1, 3)[inverse.reshape(-1)]
 
 
 def _packer(dictionary: bytes, level: int) -> Callable[[list[str]], list[bytes]]:
@@ -465,7 +471,8 @@ def _packer(dictionary: bytes, level: int) -> Callable[[list[str]], list[bytes]]
         raws = [location.encode("utf-8") for location in locations]
         if len(raws) < 1024:
             return [cctx.compress(raw) for raw in raws]
-        return [bytes(segment) for segment in cctx.multi_compress_to_buffer(raws, threads=-1)]
+        packed: Any = cctx.multi_compress_to_buffer(cast(Any, raws), threads=-1)
+        return [bytes(packed[j]) for j in range(len(raws))]
     return pack
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import struct
-from typing import Iterable
+from typing import Any, Iterable
 
 from zsarchive.errors import ZSCorrupt
 from zsarchive.typedtuple import TypedTuple
@@ -11,9 +11,11 @@ from zsarchive.zs.format import uleb128
 from zsarchive.zs.format.crc64 import crc64
 
 try:
-    from zsarchive.zs.format import _framing as c_framing
+    from zsarchive.zs.format import _framing
+
+    c_framing = _framing  # framing.py reads it here: a test sets it to None to run the Python loops
 except ImportError:  # installed without a C compiler: the Python loops here do the same work, slower
-    c_framing = None
+    c_framing = None  # type: ignore[assignment]
 
 MAX_INDEX_LEVEL = 63
 """Levels 1-63 are index blocks; 64 and up are extension blocks, which readers skip."""
@@ -38,7 +40,7 @@ def encode_block(level: int, zpayload: bytes) -> bytes:
     return b"".join(block_parts(level, [zpayload]))
 
 
-def block_parts(level: int, zparts: list) -> list:
+def block_parts(level: int, zparts: list[Any]) -> list[Any]:
     """:func:`encode_block` of the payload that the buffers ``zparts`` are the concatenation of, as a
     list of buffers (``zparts`` themselves between the length and the CRC: no byte is copied)."""
     head = bytes((level,))
@@ -48,7 +50,7 @@ def block_parts(level: int, zparts: list) -> list:
     return [uleb128.encode(1 + sum(map(len, zparts))), head, *zparts, _U64.pack(crc)]
 
 
-def decode_length(field, where: str, end: str = "the file") -> tuple[int, int]:
+def decode_length(field: bytes | memoryview, where: str, end: str = "the file") -> tuple[int, int]:
     """Decode a block's length field from its first bytes; return ``(body_length, field_length)``.
 
     ``field`` holds the next MAX_LENGTH_FIELD bytes, or fewer only where ``end`` (named in the
@@ -67,14 +69,14 @@ def decode_length(field, where: str, end: str = "the file") -> tuple[int, int]:
     return length, field_length
 
 
-def check_crc(body, stored: int, where: str) -> None:
+def check_crc(body: bytes | memoryview, stored: int, where: str) -> None:
     """Raise ZSCorrupt unless ``stored`` is the CRC-64 of a block body (level byte + payload)."""
     actual = crc64(body)
     if stored != actual:
         raise ZSCorrupt(f"{where}: block CRC mismatch (stored {stored:#018x}, computed {actual:#018x})")
 
 
-def split_block(buf, where: str) -> tuple[int, memoryview]:
+def split_block(buf: bytes | memoryview, where: str) -> tuple[int, memoryview]:
     """Check a whole framed block (length field through CRC) and return ``(level, zpayload)``, the
     payload a view into ``buf`` (no copy).
 
@@ -105,10 +107,10 @@ def encode_records(records: Iterable[bytes]) -> bytes:
     return b"".join([enc(n) + r for n, r in zip(lens, records)])
 
 
-def record_parts(records: list) -> list:
+def record_parts(records: list[Any]) -> list[Any]:
     """:func:`encode_records` as a list of buffers (each record's length, then the record itself)."""
     enc = uleb128.encode
-    parts: list = [b""] * (2 * len(records))
+    parts: list[Any] = [b""] * (2 * len(records))
     parts[::2] = [enc(len(r)) for r in records]
     parts[1::2] = records
     return parts
@@ -154,7 +156,7 @@ def encode_index(entries: Iterable[IndexEntry]) -> bytes:
 def decode_index(payload: bytes, where: str) -> list[IndexEntry]:
     """Split an index payload into entries; raise ZSCorrupt on bad framing, an empty payload or
     keys out of order."""
-    entries = []
+    entries: list[IndexEntry] = []
     pos = 0
     n = len(payload)
     decode = uleb128.decode

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from typing import Callable
+from typing import Any, Callable, cast
 
 # lzma and zstandard are imported by the functions that use them: most files are deflate, and a
 # one-record lookup should not pay for importing the other two libraries.
@@ -17,7 +17,7 @@ try:
     # than zlib 6.
     _DEFLATE_LEVELS = {0: 0, 1: 2, 2: 3, 3: 4, 4: 5, 5: 7, 6: 7, 7: 8, 8: 9, 9: 9}
 except ImportError:  # pragma: no cover - a platform without zlib-ng wheels falls back to zlib
-    import zlib
+    import zlib  # type: ignore[no-redef]
 
     _DEFLATE_LEVELS = {n: n for n in range(10)}
 
@@ -39,7 +39,7 @@ class Codec(TypedTuple):
     compress: Callable[[bytes], bytes]
     decompress: Callable[[bytes], bytes]
     standard: bool
-    store: Callable[[list], list]
+    store: Callable[[list[Any]], list[Any]]
     """The payload, given as a list of buffers it is the concatenation of, in the codec's own framing
     but not compressed (for bytes that are compressed already, such as chunk data), as a list of
     buffers (views into the given ones: no copy): any reader of the codec decodes it, at the speed of
@@ -63,7 +63,7 @@ def _deflate_decompress(data: bytes) -> bytes:
     return inflate(zlib.decompressobj(-15), data, ceiling(BLOCK_CEILING), BLOCK_CEILING)
 
 
-def _lzma_filters(level: str) -> dict:
+def _lzma_filters(level: str) -> dict[str, Any]:
     """liblzma settings for an lzma level; every one decodes with the header's 1 MiB dictionary.
 
     "0" and "1" are liblzma's presets, as the reference uses them. The extreme levels keep their
@@ -109,7 +109,8 @@ def _zstd_compress(level: int) -> Callable[[bytes], bytes]:
             c = local.compressor
         except AttributeError:
             c = local.compressor = zstandard.ZstdCompressor(level=level, write_content_size=True)
-        return c.compress(data)
+        compressed: bytes = c.compress(data)
+        return compressed
 
     return compress
 
@@ -125,11 +126,11 @@ def _identity(data: bytes) -> bytes:
     return bytes(data)
 
 
-def _runs(parts: list, size: int) -> list[tuple[int, list]]:
+def _runs(parts: list[Any], size: int) -> list[tuple[int, list[memoryview]]]:
     """The bytes of the buffers ``parts`` in runs of ``size`` (the last one shorter, and empty only
     when there are no bytes at all), each as ``(length, views into parts)``: no byte is copied."""
-    runs: list[tuple[int, list]] = []
-    run: list = []
+    runs: list[tuple[int, list[memoryview]]] = []
+    run: list[Any] = []
     length = 0
     for part in parts:
         view = memoryview(part).cast("B")
@@ -147,7 +148,7 @@ def _runs(parts: list, size: int) -> list[tuple[int, list]]:
     return runs
 
 
-def _stored_identity(parts: list) -> list:
+def _stored_identity(parts: list[Any]) -> list[Any]:
     return parts
 
 
@@ -158,26 +159,26 @@ up to 65,531 bytes, the stream zlib-ng writes at level 0, byte for byte."""
 _STORED_MIN = 4096  # a stream cut into more stored blocks than one per this many bytes (never ours) is zlib's to decode
 
 
-def _deflate_store(parts: list) -> list:
+def _deflate_store(parts: list[Any]) -> list[Any]:
     """A raw deflate stream of stored blocks (RFC 1951 BTYPE 00: a header byte, LEN and NLEN as u16
     little-endian, the bytes)."""
     runs = _runs(parts, DEFLATE_STORED_BLOCK)
     if sum(size for size, _ in runs) >= 1 << 15:
         runs.append((0, []))
-    out: list = []
+    out: list[Any] = []
     for i, (size, run) in enumerate(runs):
         out.append(bytes((i == len(runs) - 1, size & 0xFF, size >> 8, ~size & 0xFF, (~size >> 8) & 0xFF)))
         out.extend(run)
     return out
 
 
-def _deflate_stored_parts(data) -> list | None:
+def _deflate_stored_parts(data: bytes) -> list[Any] | None:
     """The bytes of a raw deflate stream made of stored blocks only, as views into ``data``; None for
     any other stream (compressed blocks, header padding bits set, LEN/NLEN that disagree, bytes
     missing or left over), which zlib then decodes or refuses."""
     view = memoryview(data).cast("B")
     n = len(view)
-    parts = []
+    parts: list[memoryview] = []
     most = n // _STORED_MIN + 2
     pos = 0
     while pos + 5 <= n:
@@ -197,10 +198,10 @@ def _deflate_stored_parts(data) -> list | None:
 _LZMA2_RAW_CHUNK = 1 << 16
 
 
-def _lzma_store(parts: list) -> list:
+def _lzma_store(parts: list[Any]) -> list[Any]:
     """A raw LZMA2 stream of uncompressed chunks (control byte 1 for the first, which resets the
     dictionary, 2 after it; then the chunk's size - 1 as u16 big-endian), ended by a 0 byte."""
-    out: list = []
+    out: list[Any] = []
     for i, (size, run) in enumerate(_runs(parts, _LZMA2_RAW_CHUNK)):
         if size:
             out.append(bytes((1 if i == 0 else 2,)) + (size - 1).to_bytes(2, "big"))
@@ -212,11 +213,11 @@ def _lzma_store(parts: list) -> list:
 _ZSTD_RAW_BLOCK = 1 << 17
 
 
-def _zstd_store(parts: list) -> list:
+def _zstd_store(parts: list[Any]) -> list[Any]:
     """One zstd frame (RFC 8878) of raw blocks: single-segment header with an 8-byte content size,
     then blocks of type Raw (a 3-byte header: last flag, type 0, size)."""
     runs = _runs(parts, _ZSTD_RAW_BLOCK)
-    out = [b"\x28\xb5\x2f\xfd", b"\xe0", sum(size for size, _ in runs).to_bytes(8, "little")]
+    out: list[bytes | memoryview] = [b"\x28\xb5\x2f\xfd", b"\xe0", sum(size for size, _ in runs).to_bytes(8, "little")]
     for i, (size, run) in enumerate(runs):
         out.append(((size << 3) | (i == len(runs) - 1)).to_bytes(3, "little"))
         out.extend(run)
@@ -246,19 +247,20 @@ def get_codec(name: str, level: int | str | None = None) -> Codec:
         raise ZSError(f"unknown codec {name!r}; choose one of none, deflate, lzma, zstd")
     if level is None:
         level = DEFAULT_LEVELS[header_name]
+    compress: Callable[[bytes], bytes]
     if header_name == "none":
         compress = _identity
     elif header_name == "deflate":
-        if not isinstance(level, int) and not str(level).isdigit() or not 0 <= int(level) <= 9:
+        if not isinstance(level, int) and not str(level).isdigit() or not 0 <= int(str(level)) <= 9:
             raise ZSError(f"deflate compression level must be 0-9, not {level!r}")
-        compress = _deflate_compress(int(level))
+        compress = _deflate_compress(int(str(level)))
     elif header_name == LZMA_CODEC:
         if str(level) not in _LZMA_LEVELS:
             raise ZSError(f"lzma compression level must be one of 0, 0e, 1, 1e (1 MiB dictionary), not {level!r}")
         compress = _lzma_compress(str(level))
     else:
         try:
-            zlevel = int(level)
+            zlevel = int(level)  # type: ignore[arg-type]  # None or text that is no number: the error below
         except (TypeError, ValueError):
             raise ZSError(f"zstd compression level must be an integer, not {level!r}") from None
         compress = _zstd_compress(zlevel)
@@ -266,7 +268,7 @@ def get_codec(name: str, level: int | str | None = None) -> Codec:
                  _STORERS[header_name])
 
 
-def stored_parts_for(header_name: str) -> Callable[[bytes], list | None]:
+def stored_parts_for(header_name: str) -> Callable[[bytes], list[Any] | None]:
     """For a codec name read from a file header: a function giving the bytes of a payload stored in
     the codec's uncompressed framing as views into it (None for a compressed one: decompress it)."""
     if header_name == "none":
@@ -291,7 +293,8 @@ def _decode_errors() -> tuple[type[BaseException], ...]:
 
     import zstandard
 
-    return (zlib.error, lzma.LZMAError, zstandard.ZstdError, MemoryError, ValueError)
+    zlib_error = cast(type[BaseException], zlib.error)  # zlib-ng's stub declares the class an instance
+    return (zlib_error, lzma.LZMAError, zstandard.ZstdError, MemoryError, ValueError)
 
 
 def decompress_checked(decompress: Callable[[bytes], bytes], data: bytes, where: str) -> bytes:

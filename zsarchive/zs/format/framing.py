@@ -14,19 +14,20 @@ from typing import Sequence
 
 from zsarchive.errors import ZSCorrupt
 from zsarchive.zs.format import uleb128
-from zsarchive.zs.format.block import c_framing, decode_records
+from zsarchive.zs.format import block
+from zsarchive.zs.format.block import decode_records
 
 LENGTH_PREFIXES = ("uleb128", "u64le")
 _U64 = struct.Struct("<Q")
 
 
-def record_heads(payload: bytes, where: str) -> tuple[array, bool]:
+def record_heads(payload: bytes, where: str) -> tuple[array[int], bool]:
     """Return the offsets of every record's length field, plus ``len(payload)`` as a sentinel,
     and whether every length field is one byte long.
 
     Record ``i`` then ends at ``heads[i + 1]``; this array is all a lookup needs to bisect a block.
     """
-    heads = []
+    heads: list[int] = []
     append = heads.append
     pos = 0
     n = len(payload)
@@ -60,7 +61,7 @@ def record_heads(payload: bytes, where: str) -> tuple[array, bool]:
 def record_spans(payload: bytes, where: str) -> tuple[memoryview, memoryview]:
     """Where each record of a data payload starts and ends (record ``i`` is ``payload[starts[i]:ends[i]]``),
     as int64 sequences, without an object per record; ZSCorrupt on bad framing."""
-    if c_framing is not None and (found := c_framing.spans(payload)) is not None:
+    if block.c_framing is not None and (found := block.c_framing.spans(payload)) is not None:
         return memoryview(found[0]).cast("q"), memoryview(found[1]).cast("q")
     heads, simple = record_heads(payload, where)
     ends = array("q", heads[1:])
@@ -73,8 +74,8 @@ def record_spans(payload: bytes, where: str) -> tuple[memoryview, memoryview]:
 
 def terminate(payload: bytes, terminator: bytes, where: str) -> bytes:
     """Re-frame a whole data payload as records each followed by ``terminator``."""
-    if c_framing is not None and (out := c_framing.terminate(payload, terminator)) is not None:
-        return out
+    if block.c_framing is not None and (framed := block.c_framing.terminate(payload, terminator)) is not None:
+        return framed
     n = len(payload)
     if len(terminator) == 1 and n:
         # Output = payload shifted left by one byte, with each later length byte replaced by the

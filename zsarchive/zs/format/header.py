@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import json
 import struct
 
@@ -35,7 +37,7 @@ class Header(TypedTuple):
     total_file_length: int
     data_sha256: bytes
     codec: str
-    metadata: dict
+    metadata: dict[str, Any]
     extensions: bytes = b""
 
     def encode(self) -> bytes:
@@ -78,7 +80,7 @@ def header_length_of(prefix: bytes, name: str) -> int:
     check_magic(bytes(prefix[:8]), name)
     if len(prefix) < PREFIX_LENGTH:
         raise ZSCorrupt(f"{name}: offset {HEADER_LENGTH_AT}: file ends inside the header length field")
-    (length,) = struct.unpack_from("<Q", prefix, 8)
+    length: int = struct.unpack_from("<Q", prefix, 8)[0]
     if length < _FIXED.size:
         raise ZSCorrupt(f"{name}: offset {HEADER_LENGTH_AT}: header length {length} is shorter than the "
                         f"{_FIXED.size} bytes of fixed header fields")

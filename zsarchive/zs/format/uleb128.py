@@ -19,7 +19,7 @@ def encode(value: int) -> bytes:
     return bytes(out)
 
 
-def decode(buf, pos: int = 0, what: str = "uleb128") -> tuple[int, int]:
+def decode(buf: bytes | bytearray | memoryview, pos: int = 0, what: str = "uleb128") -> tuple[int, int]:
     """Decode one uleb128 at ``buf[pos]``; return ``(value, next_pos)``.
 
     Raises ZSCorrupt (with the buffer position) on truncation, non-shortest form, or a value beyond
