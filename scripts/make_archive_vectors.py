@@ -1,6 +1,8 @@
 """Write the archive test vectors: ``testdata/archive/v<N>/archive.zs`` exported from the committed
 icechunk fixture repository, and ``records.json``, every record of it decoded as
 docs/archive-format.rst ("Test vectors") describes, so that another implementation can test itself.
+The current format's vector keeps the bytes of the fixture's virtual chunks (``include_virtual``, under
+the fixture's virtual prefix, which is linked to ``testdata/icechunk/virtual-data/`` as the oracle links it).
 
     PYTHONPATH=. python scripts/make_archive_vectors.py
 """
@@ -21,6 +23,7 @@ from zsarchive.zs.reader import ZS  # noqa: E402
 SOURCE = "testdata/icechunk/v2"
 EXPORT_TIME = 1_000_000  # 1970-01-01T00:00:01Z: fixed, so the vector never changes unless the format does
 INCLUDE_CHUNKS = True  # format 3 is written by archives that embed chunk bytes: the vector shows their pieces
+INCLUDE_VIRTUAL = True  # format 7 keeps virtual chunk bytes: the vector shows their pieces and refusals
 
 
 def element(item):
@@ -41,13 +44,27 @@ def decoded(path: Path) -> dict:
             records.append({"hex": rec.hex(), "family": family.decode("ascii"), "key": element(key),
                             "version": S.record_version(rec), "value": element(value)})
         return {"source": SOURCE, "export_time": EXPORT_TIME, "include_chunks": INCLUDE_CHUNKS,
+                "include_virtual": INCLUDE_VIRTUAL, "authorize": [virtual_prefix()],
                 "metadata": z.metadata, "records": records}
 
 
+def virtual_prefix() -> str:
+    """The fixture's virtual prefix, linked to the committed virtual data of this clone."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from icechunk_oracle import link_virtual_prefix
+
+    fixtures = json.loads((ROOT / "testdata" / "icechunk" / "fixtures.json").read_text())
+    prefix = fixtures["virtual"]["prefix"]
+    link_virtual_prefix(prefix, ROOT / "testdata" / "icechunk" / fixtures["virtual"]["directory"])
+    return prefix
+
+
 def main() -> None:
-    out = ROOT / "testdata" / "archive" / f"v{S.FULL_FORMAT}"
+    out = ROOT / "testdata" / "archive" / f"v{S.FORMAT_VERSION}"
     out.mkdir(parents=True, exist_ok=True)
-    export(ROOT / SOURCE, out / "archive.zs", export_time=EXPORT_TIME, codec="deflate", include_chunks=INCLUDE_CHUNKS)
+    (out / "archive.zs").unlink(missing_ok=True)
+    export(ROOT / SOURCE, out / "archive.zs", export_time=EXPORT_TIME, codec="deflate", include_chunks=INCLUDE_CHUNKS,
+           include_virtual=INCLUDE_VIRTUAL, authorize=[virtual_prefix()])
     vector = decoded(out / "archive.zs")
     records = vector.pop("records")
     line = lambda value: json.dumps(value, ensure_ascii=False, sort_keys=True)  # noqa: E731

@@ -4,7 +4,7 @@ The ZS engine: :class:`ZS` reads a ZS file (local or a URL), :class:`ZSWriter` w
 checks one. Archives: :func:`export` writes an Icechunk repository's whole history into one ZS file,
 :class:`RepoArchive` answers questions about it (refs, log, ls, chunks, diff ...), :func:`open_store`
 opens any snapshot as a read-only Zarr store, :func:`consolidate` folds a chain of fragments into one
-archive, :func:`restore` writes an archive back as an Icechunk repository, :func:`checkout` writes one
+archive, :func:`backup` keeps a backup set (a directory or bucket prefix of archives) up to date, :func:`restore` writes an archive back as an Icechunk repository, :func:`checkout` writes one
 snapshot as plain Zarr, :func:`open_dataset` / :func:`open_datatree` open a snapshot with xarray.
 Errors: :class:`ZSError` (usage), :class:`ZSCorrupt` (bad bytes), :class:`NotFound` (a ref, path or
 chunk the archive lacks). The names are imported on first use.
@@ -22,6 +22,7 @@ _exports = lazy_exports(__name__, {
     "NotFound": "zsarchive.archive",
     "export": "zsarchive.archive",
     "consolidate": "zsarchive.archive",
+    "backup": "zsarchive.archive.backup:backup",
     "checkout": "zsarchive.restore.checkout",
     "IcechunkRepository": "zsarchive.icechunk:Repository",
     "restore": "zsarchive.restore",
@@ -34,18 +35,15 @@ _exports = lazy_exports(__name__, {
 })
 
 __all__ = ["ZSError", "ZSCorrupt", "NotFound", "ZS", "ZSWriter", "validate", "ValidationReport", "RepoArchive",
-           "export", "consolidate", "checkout", "IcechunkRepository", "restore", "open_store", "ArchiveStore",
+           "export", "consolidate", "backup", "checkout", "IcechunkRepository", "restore", "open_store", "ArchiveStore",
            "open_dataset", "open_datatree", "__version__"]
 
 
 def __getattr__(name: str) -> object:
     if name == "__version__":  # read from the installed package's metadata when asked, not at import
-        from importlib.metadata import PackageNotFoundError, version
+        from zsarchive.version import installed_version
 
-        try:
-            return version("zsarchive")
-        except PackageNotFoundError:
-            return "unknown"
+        return installed_version() or "unknown"
     return _exports(name)
 
 

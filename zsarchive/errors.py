@@ -22,3 +22,7 @@ class RecordFault(ZSCorrupt):
         named = RecordFault(f"{archive}: {self}")
         named.archive = archive
         return named
+
+
+class ObjectMissing(ZSError):
+    """The object a read names does not exist (HTTP 404 or 410, no such key or file)."""

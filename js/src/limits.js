@@ -3,6 +3,12 @@
 
 /** Most bytes one ZS block (data or index) may decode to. */
 export const MAX_BLOCK = 64 << 20;
+/**
+ * Most bytes one framed block may take in the file: a block that decodes within MAX_BLOCK is at most that
+ * long stored (the framing of stored deflate and raw zstd blocks adds 5 bytes per 64 KiB, the block's own
+ * under 20), so a longer extent is refused before any of it is read.
+ */
+export const MAX_FRAMED_BLOCK = MAX_BLOCK + (MAX_BLOCK >> 10) + 64;
 /** Most bytes of parsed data blocks a reader keeps for lookups. */
 export const DATA_BLOCK_CACHE = 128 << 20;
 /** Index blocks a reader keeps. */

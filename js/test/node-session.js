@@ -1,6 +1,6 @@
 // node node-session.js: the reader driven one JSON command per line on stdin, one JSON answer per line on
-// stdout, so a test can change the world between two reads: {"open": source, "authorize": [...]} opens an
-// archive (answering the requests it cost), {"query": {...}} answers as answers.js does.
+// stdout, so a test can change the world between two reads: {"open": source, "authorize": [...], "timeout": ms}
+// opens an archive (answering the requests it cost), {"query": {...}} answers as answers.js does.
 import { createInterface } from "node:readline";
 import { openArchive } from "../src/index.js";
 import { answer } from "./answers.js";
@@ -12,7 +12,7 @@ for await (const line of createInterface({ input: process.stdin })) {
   let reply;
   if ("open" in command) {
     try {
-      archive = await openArchive(command.open, { authorize: command.authorize ?? [] });
+      archive = await openArchive(command.open, { authorize: command.authorize ?? [], timeout: command.timeout });
       reply = { ok: true, requests: /** @type {any} */ (archive.zs).transport.stats.requests };
     } catch (err) {
       reply = { error: err.name, message: err.message };

@@ -1,5 +1,5 @@
 """The archive package's import rules, read from the source: its sub-packages import one way
-(format <- read <- write, and format/read <- zarrstore), reading never imports writing, and no two
+(format <- read <- write <- backup, and format/read <- zarrstore), reading never imports writing, and no two
 modules import each other, directly or round a longer loop (imports inside functions count)."""
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ import zsarchive.archive
 from toolkit.imports import imported_names
 
 PACKAGE = Path(zsarchive.archive.__file__).parent
-ALLOWED = {"format": set(), "read": {"format"}, "write": {"format", "read"}, "zarrstore": {"format", "read"}}
+ALLOWED = {"format": set(), "read": {"format"}, "write": {"format", "read"}, "zarrstore": {"format", "read"},
+           "backup": {"format", "read", "write"}}
 """The sub-packages each sub-package may import besides itself."""
 
 

@@ -10,7 +10,7 @@ import subprocess
 import pytest
 from click.testing import CliRunner
 
-from toolkit.servers import moto_s3
+from toolkit.servers import azurite, moto_s3  # noqa: F401
 from zsarchive import ZS
 from zsarchive.cli import main
 from zsarchive.errors import ZSError
@@ -84,3 +84,20 @@ def test_zs_file_on_s3_reads_like_the_local_file(s3, tmp_path, reference_zs):
         assert list(zs.search(start=b"001000", stop=b"002000")) == [r for r in records if b"001000" <= r < b"002000"]
         assert zs.transport.stats.requests <= 2 + 2  # open, then one run of adjacent blocks
 
+
+
+def test_an_object_in_azure_is_read_without_suffix_ranges(azurite, monkeypatch):  # noqa: F811
+    """Azure serves no ``bytes=-N`` range: the tail is asked for by offset, once the head gave the length."""
+    from azure.storage.blob import BlobServiceClient
+
+    monkeypatch.setenv("AZURE_STORAGE_CONNECTION_STRING", azurite["connection"])
+    container = BlobServiceClient.from_connection_string(azurite["connection"]).get_container_client("lab")
+    container.upload_blob("transport/data.bin", DATA, overwrite=True)
+    container.upload_blob("transport/empty.bin", b"", overwrite=True)
+    transport = ObjectTransport("az://lab/transport/data.bin")
+    assert transport.read_head_tail(1000, 3000) == (DATA[:1000], DATA[-3000:])
+    assert transport.size == len(DATA) and transport.read(70_000, 5000) == DATA[70_000:75_000]
+    transport.close()
+    empty = ObjectTransport("az://lab/transport/empty.bin")
+    assert empty.read_head_tail(10, 10) == (b"", b"") and empty.size == 0
+    empty.close()

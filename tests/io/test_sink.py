@@ -187,3 +187,34 @@ def test_a_zip_entry_from_a_list_of_buffers(tmp_path):
     sink.commit()
     with zipfile.ZipFile(tmp_path / "out.zip") as z:
         assert z.read("c/0") == data and z.read("c/1") == b"whole"
+
+
+def test_a_directory_lists_reads_dates_and_removes_what_it_holds(target, tmp_path, monkeypatch):
+    import zsarchive.io.sink as sink_module
+
+    sink, objects = target
+    assert sink.listing() == {} and sink.get("absent", 10) is None and sink.modified("absent") is None
+    sink.put("a", b"12345")
+    sink.put("deeper/b", b"x")
+    assert sink.listing() == {"a": 5}  # the objects directly under the root only
+    assert sink.get("a", 5) == b"12345"
+    with pytest.raises(ZSError) as large:
+        sink.get("a", 4)
+    assert "\n" not in str(large.value)
+    small, big = tmp_path / "small", tmp_path / "big"
+    small.write_bytes(b"small file")
+    big.write_bytes(os.urandom(6 << 20))
+    sink.put_file_new("s", small)
+    monkeypatch.setattr(sink_module, "WHOLE_PUT", 1 << 20)  # the larger one goes in parts
+    monkeypatch.setattr(sink_module, "PART_SIZE", 5 << 20)
+    sink.put_file_new("b", big)
+    for key, path in (("s", small), ("b", big)):
+        with pytest.raises(AlreadyExists):
+            sink.put_file_new(key, path)
+    assert objects()["s"] == b"small file" and objects()["b"] == big.read_bytes()
+    written = sink.modified("s")
+    assert 0 <= sink.clock() - written < 60_000_000  # the store's clock, read twice
+    assert set(sink.listing()) == {"a", "s", "b"}  # the clock's probe is gone
+    sink.delete("a")
+    sink.delete("a")  # absent: nothing to do
+    assert "a" not in sink.listing()

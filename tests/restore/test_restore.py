@@ -273,6 +273,8 @@ def test_refs_and_shallow(icechunk2_python, tmp_path):
         assert answers["trees"][sid] == theirs["trees"][sid]
     with pytest.raises(ZSError, match="no branch or tag 'nope'"):
         restore(archive, tmp_path / "nope", refs=["nope"])
+    with pytest.raises(ZSError, match="no branch or tag 'branch:mian' in the archive; did you mean 'main'"):
+        restore(archive, tmp_path / "nope", refs=["branch:mian"])
 
 
 def test_a_target_that_is_not_empty_is_refused_and_left_alone(tmp_path):

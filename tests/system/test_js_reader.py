@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import json
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -313,9 +314,63 @@ def test_zarrita_reads_embedded_arrays_as_python_does():
     assert expected and _zarrita_arrays(vector, "tag:v1.1", None, [], list(expected)) == expected
 
 
+def test_zarrita_reads_virtual_arrays_from_the_bytes_a_format_7_archive_keeps():
+    """The v7 vector keeps the fixture's virtual chunk bytes: zarrita in Node reads the virtual arrays whose
+    every ref is kept with no prefix authorized, as zarr-python does over the Python store, and as the
+    fixture's files give them."""
+    import numpy as np
+    import zarr
+
+    from zsarchive.archive.zarrstore.store import open_store
+
+    vector = TESTDATA / "archive" / "v7" / "archive.zs"
+    paths = ["/data/sub/many_virt", "/data/sub/virt"]
+    store = open_store(str(vector), "main")
+    try:
+        expected = {path: np.asarray(zarr.open_array(store, path=path.lstrip("/"), mode="r")[...]).ravel().tolist()
+                    for path in paths}
+    finally:
+        store.close()
+    granules = TESTDATA / "icechunk" / "virtual-data" / "granules"
+    assert np.frombuffer(b"".join((granules / f"g{i}.bin").read_bytes()[:8] for i in range(8)),
+                         "<i4").tolist() == expected["/data/sub/many_virt"][:16]
+    assert _zarrita_arrays(vector, "main", None, [], paths) == expected
+
+
 def test_the_reader_s_jsdoc_types_check():
     """TypeScript checks the reader and its drivers by their JSDoc types (js/tsconfig.json): what the package
     promises its users who type-check holds."""
     done = subprocess.run([str(JS / "node_modules" / ".bin" / "tsc"), "-p", str(JS / "tsconfig.json")],
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout[-3000:]
+
+
+def test_a_block_longer_than_any_within_the_ceiling_is_refused_unread(tmp_path):
+    """An index entry naming 70 MiB of the file as one block: refused before a byte of it is fetched (a block
+    that decodes within the 64 MiB ceiling is at most that long stored)."""
+    b = FileBuilder(metadata={S.METADATA_KEY: {"format_version": 6}})
+    b.framed(bytes(70 << 20))  # room in the file for the claimed block
+    data = b.data_block([S.record(S.REFS, ("branch", "main"), ("A" * 20,))])
+    b.root_block(1, [(b"", b.start, 70 << 20), (b"B", *data)])
+    archive = tmp_path / "long.zs"
+    archive.write_bytes(b.build())
+    with NodeSession() as node:
+        refused = node.ask({"open": str(archive)})  # the root's entries are checked as it is read
+    assert refused["error"] == "ZSCorrupt"
+    assert refused["message"].startswith(f"{archive}: block at offset ")
+    assert "index entry 0 points at a block of 73400320 bytes: no block that decodes within the ceiling" in refused["message"]
+
+
+@pytest.mark.parametrize("fault", ["slow", "drip"])
+def test_a_server_that_stalls_or_drips_ends_in_one_line(faulty_server, fault):  # noqa: F811
+    """No answer within the timeout (retried, then given up), or a body arriving slower than 64 KiB/s: one line,
+    in bounded time, never a hang."""
+    faulty_server.files["a.zs"] = (TESTDATA / "archive" / "v6" / "archive.zs").read_bytes()
+    faulty_server.slow_seconds = 30
+    faulty_server.faults.extend([fault] * 8)
+    with NodeSession() as node:
+        started = time.monotonic()
+        refused = node.ask({"open": faulty_server.url("a.zs"), "timeout": 500})
+        took = time.monotonic() - started
+    assert refused["error"] == "ZSError" and took < 20, (refused, took)
+    assert refused["message"] == f"{faulty_server.url('a.zs')}: no complete answer in time (0.5 s, and 64 KiB/s of body)"

@@ -10,7 +10,7 @@ import zsarchive
 from toolkit.imports import imported_names
 
 PACKAGE = Path(zsarchive.__file__).parent
-HELPERS = {"errors", "lazy", "limits", "times", "walk", "suggest", "typedtuple"}
+HELPERS = {"errors", "heap", "lazy", "limits", "times", "walk", "suggest", "typedtuple", "version"}
 """Modules of the package's top level that every layer may use; they import only each other."""
 LAYERS = ["io", "zs", "icechunk", "archive", "restore", "views", "cli"]
 """Bottom to top: where bytes come from, the ZS engine, Icechunk's files, the archive, bringing a
@@ -60,3 +60,11 @@ def test_the_rule_finds_an_upward_import(tmp_path):
     module.write_text("def f():\n    from zsarchive.cli.app import main\n")
     assert _imports(module) == {"zsarchive.cli.app", "zsarchive.cli.app.main"}
     assert LAYERS.index(_part("zsarchive.cli.app")) > LAYERS.index("io")
+
+
+def test_the_zs_engines_own_commands_need_no_icechunk():
+    """``zs make`` and ``zs dump`` are the ZS engine's: they import neither Icechunk's decoders nor the archive."""
+    for command in ("make", "dump"):
+        wrong = [name for name in _imports(PACKAGE / "cli" / f"{command}.py")
+                 if _part(name) in ("icechunk", "archive", "restore", "views")]
+        assert wrong == [], (command, wrong)

@@ -145,3 +145,32 @@ def documented_ops_log_files(records: list[dict]) -> list[tuple[str, int]]:
         at += n
     assert at == len(newest_first)
     return out
+
+
+def documented_virtual_bytes(records: list[dict]) -> dict[tuple, bytes]:
+    """Family ``E`` (format 7) as the document says: ``(location, offset, length, etag, last_modified)``
+    of each kept virtual range -> its bytes: its pieces' bytes joined (they must start at the range's
+    offset and follow each other to its end), or those of the checksum its alias names."""
+    pieces: dict[tuple, list] = {}
+    aliases: dict[tuple, tuple] = {}
+    for r in records:
+        if r["family"] != "E":
+            continue
+        key = tuple(r["key"])
+        if len(key) == 6:
+            pieces.setdefault(key[:5], []).append((key[5], bytes.fromhex(r["value"][0]["bytes"])))
+        else:
+            assert len(key) == 5 and len(r["value"]) >= 2
+            aliases[key] = (*key[:3], *r["value"][:2])
+    out = {}
+    for key, parts in pieces.items():
+        at = key[1]
+        for start, data in parts:
+            assert start == at, (key, start, at)
+            at += len(data)
+        assert at == key[1] + key[2], key
+        out[key] = b"".join(data for _, data in parts)
+    for key, target in aliases.items():
+        assert key not in pieces and target in out, key
+        out[key] = out[target]
+    return out

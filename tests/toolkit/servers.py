@@ -525,6 +525,67 @@ def _gcs_call(url: str, body: bytes) -> None:
         assert answer.status == 200, answer.status
 
 
+class _ForwardingHandler(BaseHTTPRequestHandler):
+    """Sends each request on to the upstream server as it came (but the headers the proxy drops), and
+    its answer back; logs (method, path)."""
+
+    protocol_version = "HTTP/1.1"
+    server: "ObjectStoreProxy"
+
+    def log_message(self, format: str, *args) -> None:  # keep pytest output clean
+        pass
+
+    def _forward(self) -> None:
+        import http.client
+
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length) if length else None
+        headers = {k: v for k, v in self.headers.items() if k.lower() not in self.server.drop}
+        with self.server.lock:
+            self.server.seen.append((self.command, urllib.parse.unquote(self.path.split("?")[0])))
+        upstream = http.client.HTTPConnection("127.0.0.1", self.server.upstream_port, timeout=60)
+        try:
+            upstream.request(self.command, self.path, body=body, headers=headers)
+            answer = upstream.getresponse()
+            data = answer.read()
+            self.send_response(answer.status)
+            for key, value in answer.getheaders():
+                if key.lower() not in ("transfer-encoding", "content-length", "connection"):
+                    self.send_header(key, value)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(data)
+        finally:
+            upstream.close()
+
+    do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _forward
+
+
+class ObjectStoreProxy(ThreadingHTTPServer):
+    """A proxy on loopback in front of an object store server (moto's S3): it logs every request, and drops
+    the request headers named in ``drop`` (lower case), as a store that ignores them would."""
+
+    daemon_threads = True
+
+    def __init__(self, upstream_port: int, drop: tuple[str, ...] = ()) -> None:
+        super().__init__(("127.0.0.1", 0), _ForwardingHandler)
+        self.upstream_port = upstream_port
+        self.drop = {"host", *drop}
+        self.seen: list[tuple[str, str]] = []
+        self.lock = threading.Lock()
+        self.thread = threading.Thread(target=self.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+        self.thread.start()
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+    def stop(self) -> None:
+        self.shutdown()
+        self.server_close()
+
+
 class BusyCounter:
     """A TCP proxy on loopback in front of ``upstream_port`` that holds each request ``delay`` seconds
     before passing it on and counts the requests in flight: the most at once is ``most``."""

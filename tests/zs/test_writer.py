@@ -293,9 +293,14 @@ def test_metadata_is_copied_and_text_input_refused(tmp_path):
 def test_existing_output_is_never_overwritten(tmp_path):
     path = tmp_path / "exists.zs"
     path.write_bytes(b"precious")
-    with pytest.raises(ZSError, match="File exists"):
+    with pytest.raises(ZSError, match="exists already"):
         ZSWriter(path, {})
     assert path.read_bytes() == b"precious"
+    with ZSWriter(path, {}, codec="none", overwrite=True) as w:
+        w.add_record(b"a")
+        w.finish()
+    with ZS(str(path)) as z:
+        assert list(z) == [b"a"]
 
 
 def test_interrupted_writer_leaves_a_rejected_file(tmp_path):
@@ -444,7 +449,7 @@ def test_cli_make_unsorted_and_empty(tmp_path):
     assert list(tmp_path.iterdir()) == []  # a failed make leaves no file, partial or not
     (tmp_path / "x.zs").write_bytes(b"taken")
     res = run(["make", "{}", "-", str(tmp_path / "x.zs")], input=b"a\n")
-    assert res.output == f"zs: error: {tmp_path / 'x.zs'}: exists already; give a new name, or --force to replace it\n"
+    assert res.output == f"zs: error: {tmp_path / 'x.zs'}: exists already; give a new name, or --force (overwrite=True) to replace it\n"
     res = run(["make", "{}", str(tmp_path / "missing.txt"), str(tmp_path / "m.zs")])
     assert res.exit_code == 1 and "cannot open" in res.output
     assert not (tmp_path / "m.zs").exists()

@@ -17,17 +17,21 @@ COMMAND_MODULES = {
     "validate": "zsarchive.cli.validate",
     "export": "zsarchive.cli.export",
     "consolidate": "zsarchive.cli.consolidate",
+    "backup": "zsarchive.cli.backup",
+    "status": "zsarchive.cli.backup",
     "icechunk": "zsarchive.cli.icechunk",
     "checkout": "zsarchive.cli.checkout",
     "restore": "zsarchive.cli.restore",
     "serve": "zsarchive.cli.serve",
     "site": "zsarchive.cli.site",
     "chunk": "zsarchive.cli.chunk",
+    "sources": "zsarchive.cli.sources",
     **{name: _ARCHIVE for name in ("refs", "log", "show", "ls", "chunks", "diff", "ops", "chunk-log", "summary")},
 }
 """The module that registers each command on the group, imported when the command is first asked for."""
 
 SUMMARIES = {
+    "backup": "Bring the backup set DEST up to date with the Icechunk repository REPO.",
     "checkout": "Write the snapshot REF (a branch, tag or snapshot id, with any ~N, ^ or @TIME) of ARCHIVE as plain Zarr v3 at "
                 "TARGET.",
     "chunk": "The chunk ref at COORDS of the array PATH at REF.",
@@ -47,7 +51,9 @@ SUMMARIES = {
     "restore": "Write the Icechunk repository ARCHIVE holds into TARGET, which must be absent or empty.",
     "serve": "A local, read-only web page of ARCHIVE (a path or URL).",
     "show": "One commit and what it changed, as git show --stat.",
+    "sources": "The source objects ARCHIVE's virtual chunk refs point into, and what depends on each.",
     "site": "Write the web page of ARCHIVE (a path or URL) into OUTDIR, for any static host.",
+    "status": "What the Icechunk repository REPO has that ARCHIVE lacks, one line per branch and tag.",
     "summary": "What ARCHIVE holds, at a glance.",
     "validate": "Check a .zs file for errors or data corruption.",
 }

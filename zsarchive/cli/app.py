@@ -17,7 +17,7 @@ _DISK_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 """Write failures that are the machine's state, not a bug: one line, like any foreseen error."""
 
 SECTIONS = (
-    ("Icechunk archives", ("export", "summary", "refs", "log", "show", "ls", "chunks", "chunk", "diff", "chunk-log",
+    ("Icechunk archives", ("export", "backup", "status", "summary", "refs", "log", "show", "ls", "chunks", "chunk", "diff", "chunk-log",
                            "ops", "serve", "consolidate", "checkout", "restore", "icechunk")),
     ("ZS files (as the reference zs)", ("make", "dump", "info", "validate")),
 )

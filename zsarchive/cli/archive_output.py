@@ -21,6 +21,14 @@ def open_archive(source: str, authorize: dict[str, dict[str, str]] | None = None
     return RepoArchive(source, authorize=authorize or {})
 
 
+def chunk_row(arc: RepoArchive, chunk: dict) -> dict:
+    """A chunk ref as ``zs chunk`` prints it: a virtual ref of an archive that may keep virtual bytes
+    (format 7) says whether it does (``embedded``)."""
+    if chunk["kind"] == "virtual" and arc.keeps_virtual_data:
+        return dict(chunk, embedded=arc.embeds(chunk))
+    return chunk
+
+
 def _plain(row: dict) -> dict:
     # bytes fields (exact zarr.json, inline chunk bytes) belong to the Python API, not to JSON lines.
     return {k: _plain(v) if isinstance(v, dict) else v for k, v in row.items() if not isinstance(v, (bytes, bytearray))}

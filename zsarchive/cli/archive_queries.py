@@ -27,7 +27,8 @@ def summary_command(archive: str, as_json: bool) -> None:
     """What ARCHIVE holds, at a glance.
 
     The source repository, branches (commits, dates) and tags, the arrays at each branch tip, the chunk
-    bytes embedded, the archive's size, format and fragment chain. Python: RepoArchive.summary."""
+    bytes embedded, the virtual chunk bytes kept (and where the refs that stay references point), the
+    archive's size, format and fragment chain. Python: RepoArchive.summary."""
     with open_archive(archive) as arc:
         facts = arc.summary()
     if as_json:
@@ -48,6 +49,12 @@ def summary_command(archive: str, as_json: bool) -> None:
     click.echo("chunk bytes  " + (f"embedded: {chunks['records']} records in {chunks['bytes']:,} bytes of the archive"
                                   if chunks["embedded"] else "not embedded (native chunks are read from the "
                                   "repository: --repo)"))
+    virtual = facts["virtual_bytes"]
+    if virtual is not None:
+        click.echo(f"virtual      {virtual['kept_refs']:,} of {virtual['refs']:,} virtual refs kept: "
+                   f"{virtual['kept_ranges']:,} ranges in {virtual['bytes']:,} bytes of the archive")
+        for item in virtual["not_kept"]:
+            click.echo(f"             {item['refs']:,} refs under {item['prefix']} stay references")
     click.echo()
     emit(({**b, "branch": b["name"]} for b in facts["branches"]), False,
          ("branch", "commits", "first", "last", "snapshot_id"), fixed=True)

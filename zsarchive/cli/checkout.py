@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import sys
-
 import click
 
 from zsarchive.cli.app import main
 from zsarchive.cli.params import (
     announce_totals, authorize_option, cluster, max_bytes_option, remote_options, scheduler_option,
 )
+from zsarchive.cli.text import progress_bar
 
 
 @main.command("checkout")
@@ -44,23 +43,9 @@ def checkout_command(archive: str, ref: str, target: str, group: str | None, rep
     # Imported here: `zs --help` need not load the archive reader.
     from zsarchive.restore.checkout import checkout
 
-    show = not no_progress and sys.stderr.isatty()
-    bar = click.progressbar(length=1, label="checking out", file=sys.stderr) if show else None
-
-    def progress(done: int, total: int) -> None:
-        bar.length = max(total, 1)
-        bar.update(done - bar.pos)
-
-    with cluster(scheduler) as client:
-        if bar is not None:
-            bar.__enter__()
-        try:
-            summary = checkout(archive, ref, target, group=group, repo=repo, authorize=authorize,
-                               storage_options=storage_options, anon=anon, window=transfers,
-                               progress=progress if bar is not None else None, client=client,
-                               max_bytes=max_bytes, announce=announce_totals(target, show))
-        finally:
-            if bar is not None:
-                bar.__exit__(None, None, None)
+    with cluster(scheduler) as client, progress_bar("checking out", not no_progress) as progress:
+        summary = checkout(archive, ref, target, group=group, repo=repo, authorize=authorize,
+                           storage_options=storage_options, anon=anon, window=transfers, progress=progress,
+                           client=client, max_bytes=max_bytes, announce=announce_totals(target, progress is not None))
     click.echo(f"wrote {summary.target}: snapshot {summary.snapshot_id}, {summary.nodes} nodes, {summary.chunks} "
                f"chunks, {summary.bytes} bytes in {summary.seconds:.2f} s", err=True)

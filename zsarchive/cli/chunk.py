@@ -7,7 +7,7 @@ import sys
 import click
 
 from zsarchive.cli.app import main
-from zsarchive.cli.archive_output import CHUNK_COLUMNS, emit, open_archive
+from zsarchive.cli.archive_output import CHUNK_COLUMNS, chunk_row, emit, open_archive
 from zsarchive.cli.params import COORDS, authorize_option, json_option, remote_options
 from zsarchive.io.location import parse_location
 
@@ -31,7 +31,9 @@ def chunk_command(archive: str, ref: str, path: str, coords: tuple[int, ...], in
     """The chunk ref at COORDS of the array PATH at REF.
 
     COORDS is like 3,4 ("" for the one chunk of a 0-d array); with --inner, the inner chunk of that
-    shard (its offset and length within the shard's bytes). Python: RepoArchive.chunk_ref (or chunk)."""
+    shard (its offset and length within the shard's bytes). A virtual ref whose bytes the archive keeps
+    (zs export --include-virtual) reads as "virtual, embedded" ("embedded": true with --json), and --data
+    reads it from the archive. Python: RepoArchive.chunk_ref (or chunk), RepoArchive.embeds."""
     where = None if repo is None else parse_location(repo, storage_options, anon)
     with open_archive(archive, authorize) as arc:
         if inner is None:
@@ -41,5 +43,8 @@ def chunk_command(archive: str, ref: str, path: str, coords: tuple[int, ...], in
         if data:
             sys.stdout.buffer.write(b"" if chunk.get("empty") else arc.read_chunk(chunk, ref, where))
             return
+        row = chunk_row(arc, chunk)
+        if row.get("embedded") and not as_json:
+            row["kind"] = "virtual, embedded"
         columns = ("path",) + CHUNK_COLUMNS + (("inner", "empty") if inner is not None else ())
-        emit([chunk], as_json, columns)
+        emit([row], as_json, columns)

@@ -6,7 +6,6 @@ import click
 
 from zsarchive.cli.app import main
 from zsarchive.cli.params import Parallelism, force_option
-from zsarchive.icechunk.kinds import check_new_target
 from zsarchive.zs.format.codecs import LEVELS_HELP, NAMES
 
 
@@ -29,11 +28,10 @@ def consolidate_command(fragment: str, archive: str, codec: str | None, compress
     aside), needs no other file, and answers every query as the chain does. FRAGMENT is a path or URL;
     the archives it builds on are opened beside it and checked against the hashes it names.
     """
-    check_new_target(archive, force)
     # Imported here: the exporter pulls in numpy and the Icechunk decoders, which `zs --help` need not.
     from zsarchive.archive.write.incremental import consolidate
 
     summary = consolidate(fragment, archive, codec=codec, compress_level=compress_level, chunk_codec=chunk_codec,
-                          parallelism=parallelism)
+                          parallelism=parallelism, overwrite=force)
     total = sum(summary.counts.values())
     click.echo(f"wrote {summary.path}: {total} records, {summary.size} bytes in {summary.seconds:.2f} s", err=True)

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-import sys
-
 import click
 
 from zsarchive.cli.app import main
-from zsarchive.cli.params import Parallelism, authorize_option, cluster, force_option, remote_options, scheduler_option
-from zsarchive.icechunk.kinds import check_new_target
+from zsarchive.cli.params import (BYTE_SIZE, Parallelism, authorize_option, cluster, force_option, remote_options,
+                                  scheduler_option)
+from zsarchive.cli.text import progress_bar
+from zsarchive.errors import ZSError
+from zsarchive.icechunk.kinds import REPOSITORY, local_kind
+from zsarchive.io.outfile import check_new_target
 from zsarchive.zs.format.codecs import LEVELS_HELP, NAMES
 
 
@@ -19,6 +21,12 @@ from zsarchive.zs.format.codecs import LEVELS_HELP, NAMES
               help="Block compression (deflate/lzma/none read with any ZS reader; zstd is a zsarchive extension).")
 @click.option("-z", "--compress-level", default=None, help=LEVELS_HELP)
 @click.option("--include-chunks", is_flag=True, help="Embed native chunk bytes: the archive becomes self-contained.")
+@click.option("--include-virtual", is_flag=True,
+              help="Keep the bytes of every virtual chunk ref under an --authorize'd prefix (format 7): each "
+                   "range read once, checked against the ref's checksum; history then reads without its sources.")
+@click.option("--max-virtual-bytes", type=BYTE_SIZE, metavar="SIZE",
+              help="With --include-virtual: refuse, before reading any, an export that would keep more than SIZE "
+                   "bytes of virtual chunks (500M, 20G ...).")
 @click.option("--chunk-codec", type=click.Choice(("none", "same")), default="none", show_default=True,
               help="Blocks of embedded chunk bytes: none stores them as they are (zarr compressed them "
                    "already; local reads need no copy with --codec none), same compresses them with --codec.")
@@ -35,6 +43,7 @@ from zsarchive.zs.format.codecs import LEVELS_HELP, NAMES
 @authorize_option
 @remote_options
 def export_command(repo: str, archive: str, codec: str, compress_level: str | None, include_chunks: bool,
+                   include_virtual: bool, max_virtual_bytes: int | None,
                    chunk_codec: str, parallelism: int | str, no_progress: bool, scheduler: str | None,
                    base: str | None, authorize: dict[str, dict[str, str]], anon: bool,
                    storage_options: dict[str, str], force: bool) -> None:
@@ -48,35 +57,51 @@ def export_command(repo: str, archive: str, codec: str, compress_level: str | No
     full export made now would; `zs consolidate` folds a chain into one archive.
 
     With --authorize, the index of every virtual shard under those prefixes whose ref carries a
-    checksum is read and kept, so that a reader fetches an inner chunk of it in one request.
+    checksum is read and kept, so that a reader fetches an inner chunk of it in one request. With
+    --include-virtual too, the bytes of every virtual chunk ref under them are kept (each distinct range
+    once): readers take them from the archive, and the history reads after its sources change or vanish.
+    A ref whose source no longer matches its checksum is listed and not kept; with --base, only the
+    ranges the chain lacks are read.
     """
-    check_new_target(archive, force)
+    if max_virtual_bytes is not None and not include_virtual:
+        raise click.UsageError("--max-virtual-bytes limits --include-virtual, which is not given")
+    if local_kind(archive) == REPOSITORY:
+        raise ZSError(f"{archive}: is an Icechunk repository, not a file to write; the archive is a new file: "
+                      "zs export REPO OUT.zs")
+    check_new_target(archive, force)  # before a cluster starts; the library asks again
     # Imported here: the exporter pulls in numpy and the Icechunk decoders, which `zs --help` need not.
     from zsarchive.archive import export as export_repository
 
-    show = not no_progress and sys.stderr.isatty()
-    bar = click.progressbar(length=1, label="exporting", file=sys.stderr) if show else None
-
-    def progress(done: int, total: int) -> None:
-        if bar is not None:
-            bar.length = max(total, 1)
-            bar.update(done - bar.pos)
-
-    with cluster(scheduler) as client:
-        if bar is not None:
-            bar.__enter__()
-        try:
-            summary = export_repository(repo, archive, codec=codec, compress_level=compress_level,
-                                        include_chunks=include_chunks, chunk_codec=chunk_codec,
-                                        parallelism=parallelism, progress=progress, storage_options=storage_options,
-                                        anon=anon, client=client, base=base, authorize=authorize)
-        finally:
-            if bar is not None:
-                bar.__exit__(None, None, None)
+    with cluster(scheduler) as client, progress_bar("exporting", not no_progress) as progress, \
+            progress_bar("keeping virtual chunks (bytes)", include_virtual and not no_progress) as byte_progress:
+        summary = export_repository(repo, archive, codec=codec, compress_level=compress_level,
+                                    include_chunks=include_chunks, chunk_codec=chunk_codec, parallelism=parallelism,
+                                    progress=progress, storage_options=storage_options, anon=anon, client=client,
+                                    base=base, authorize=authorize, include_virtual=include_virtual,
+                                    max_virtual_bytes=max_virtual_bytes, virtual_progress=byte_progress,
+                                    overwrite=force)
     for sid, why in summary.left_out.items():
         click.echo(f"zs: note: snapshot {sid} left out: {why}", err=True)
     if summary.unindexed.count:
         click.echo(f"zs: note: {summary.unindexed.count} virtual shards' indexes not kept (readers read them "
                    f"from the objects); the first: {summary.unindexed.first}", err=True)
+    if summary.virtual is not None:
+        report_virtual(summary.virtual)
     total = sum(summary.counts.values())
     click.echo(f"wrote {summary.path}: {total} records, {summary.size} bytes in {summary.seconds:.2f} s", err=True)
+
+
+def report_virtual(report) -> None:
+    """What the export did with virtual chunk bytes: a line of totals, and a warning per source whose
+    ranges it could not keep (with the first reason) and per prefix it was not authorized to read."""
+    for location, (count, why) in sorted(report.failed.items()):
+        click.echo(f"zs: warning: {location}: {count} virtual range{'s' if count != 1 else ''} not kept: {why}",
+                   err=True)
+    for prefix, count in sorted(report.outside.items()):
+        click.echo(f"zs: note: {count} virtual range{'s' if count != 1 else ''} under {prefix} stay references "
+                   f"(not under an --authorize'd prefix)", err=True)
+    click.echo(f"kept {report.kept:,} virtual ranges ({report.kept_bytes:,} bytes) and {report.aliases:,} aliases"
+               + (f"; {report.held:,} already in the base" if report.held else "")
+               + (f"; {report.failed_ranges:,} not kept (their sources changed or failed)" if report.failed else "")
+               + (f"; {sum(report.outside.values()):,} outside the authorized prefixes" if report.outside else ""),
+               err=True)

@@ -12,8 +12,7 @@ import click
 from zsarchive.cli.app import main
 from zsarchive.cli.params import ESCAPED_BYTES, Parallelism, force_option
 from zsarchive.errors import ZSError
-from zsarchive.icechunk.kinds import check_new_target
-from zsarchive.io.outfile import whole_file
+from zsarchive.io.outfile import check_new_target, whole_file
 from zsarchive.zs.format import codecs
 from zsarchive.zs.writer import DEFAULT_APPROX_BLOCK_SIZE, DEFAULT_BRANCHING_FACTOR, ZSWriter
 

@@ -52,25 +52,9 @@ class Parallelism(click.ParamType):
         return n
 
 
-class ByteSize(click.ParamType):
-    """A byte count: ``1000``, ``512M``, ``8G``, ``2T``."""
-
-    name = "SIZE"
-
-    def convert(self, value, param, ctx) -> int:
-        if isinstance(value, int):
-            return value
-        from zsarchive.limits import size_of
-
-        size = size_of(value)
-        if size is None:
-            self.fail(f"{value!r} is not a size (e.g. 512M, 8G or a number of bytes)", param, ctx)
-        return size
-
-
 def max_bytes_option(func):
     """``--max-bytes SIZE``: the most a command that writes a tree of files may write, whatever the target."""
-    return click.option("--max-bytes", type=ByteSize(), default=None, metavar="SIZE",
+    return click.option("--max-bytes", type=BYTE_SIZE, default=None, metavar="SIZE",
                         help="Refuse, before writing anything, to write more than SIZE bytes (e.g. 500G); a "
                              "local target is always refused when its free space is short.")(func)
 
@@ -98,6 +82,30 @@ class Coords(click.ParamType):
 
 
 COORDS = Coords()
+
+
+class ByteSize(click.ParamType):
+    """A number of bytes: ``1000000``, or with a 1024-based suffix, ``500K``, ``20M``, ``1.5G``, ``2T``
+    (``KiB``, ``MB`` ... read alike)."""
+
+    name = "SIZE"
+    _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+
+    def convert(self, value, param, ctx) -> int:
+        if isinstance(value, int):
+            return value
+        text = str(value).strip().upper().removesuffix("B").removesuffix("I")
+        unit = text[-1:] if text[-1:] in self._UNITS else ""
+        try:
+            number = float(text[:len(text) - len(unit)])
+        except ValueError:
+            number = -1.0
+        if not number >= 0 or number * self._UNITS[unit] >= 1 << 63:
+            self.fail(f"{value!r} is not a size (bytes, or a number with K, M, G or T: 500M, 1.5G)", param, ctx)
+        return int(number * self._UNITS[unit])
+
+
+BYTE_SIZE = ByteSize()
 
 
 def _storage_options(ctx, param, value: tuple[str, ...]) -> dict[str, str]:
@@ -149,7 +157,31 @@ json_option = click.option(JSON_FLAG, "as_json", is_flag=True,
 force_option = click.option("--force", is_flag=True,
                             help="Replace the output file if it exists (by default an existing file is never "
                                  "overwritten: fragments built on a replaced archive no longer open).")
-"""``--force``: the command may replace its existing output (see zsarchive.icechunk.kinds.check_new_target)."""
+"""``--force``: the command may replace its existing output (see zsarchive.io.outfile.check_new_target)."""
+
+
+class Duration(click.ParamType):
+    """A length of time: seconds, or a number followed by s, min (or m), h or d (``90s``, ``10min``, ``2h``);
+    ``forever`` for no limit."""
+
+    name = "DURATION"
+    UNITS = {"s": 1, "m": 60, "min": 60, "h": 3600, "d": 86400}
+
+    def convert(self, value, param, ctx) -> float:
+        if isinstance(value, (int, float)):
+            return float(value)
+        text = str(value).strip().lower()
+        if text in ("forever", "inf"):
+            return float("inf")
+        number = text.rstrip("abcdefghijklmnopqrstuvwxyz")
+        unit = text[len(number):].strip() or "s"
+        try:
+            seconds = float(number) * self.UNITS[unit]
+        except (ValueError, KeyError):
+            self.fail(f"{value!r} is not a duration such as 90, 90s, 10min, 2h or 1d", param, ctx)
+        if not seconds >= 0:
+            self.fail(f"{value!r} is not a duration >= 0", param, ctx)
+        return seconds
 
 
 def scheduler_option(what: str):

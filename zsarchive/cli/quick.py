@@ -40,10 +40,10 @@ def answer(args: list[str]) -> bool:
     archive, ref, path, coords = words
     try:
         try:
-            from zsarchive.cli.archive_output import json_line, open_archive
+            from zsarchive.cli.archive_output import chunk_row, json_line, open_archive
 
             with open_archive(archive) as arc:
-                line = json_line(arc.chunk_ref(ref, path, parse_coords(coords)))
+                line = json_line(chunk_row(arc, arc.chunk_ref(ref, path, parse_coords(coords))))
         except Exception:  # click's command says what is wrong, as for any command line
             return False
         sys.stdout.write(line + "\n")

@@ -32,6 +32,9 @@ def _shown(stage: str):
               help="Restore only the history of this branch or tag (repeatable; `main` always comes back).")
 @click.option("--shallow", is_flag=True,
               help="Restore only the tips of the refs (all refs without --ref), each as a one-snapshot history.")
+@click.option("--materialize-virtual", is_flag=True,
+              help="Write every virtual chunk the archive keeps (zs export --include-virtual) as a native chunk: "
+                   "the restored repository then needs none of the sources. Without it, refs stay virtual.")
 @click.option("-j", "--transfers", type=click.IntRange(1, 1024), default=None,
               help="Writes in flight [default: 8 to a directory, 64 to an object store].")
 @click.option("--no-progress", is_flag=True, help="No progress bar even on a terminal.")
@@ -40,7 +43,8 @@ def _shown(stage: str):
 @max_bytes_option
 @remote_options
 def restore_command(archive: str, target: str, source: str | None, refs: tuple[str, ...], shallow: bool,
-                    transfers: int | None, no_progress: bool, scheduler: str | None, max_bytes: int | None, anon: bool,
+                    materialize_virtual: bool, transfers: int | None, no_progress: bool, scheduler: str | None,
+                    max_bytes: int | None, anon: bool,
                     storage_options: dict[str, str]) -> None:
     """Write the Icechunk repository ARCHIVE holds into TARGET, which must be absent or empty.
 
@@ -52,7 +56,7 @@ def restore_command(archive: str, target: str, source: str | None, refs: tuple[s
     written before the archive's records are checked against every invariant the restore relies on, and
     the files and bytes to write are counted (and shown) against --max-bytes and the free space.
     """
-    from zsarchive.io.memory import reuse_freed_memory
+    from zsarchive.heap import reuse_freed_memory
     from zsarchive.restore import restore
 
     reuse_freed_memory()
@@ -74,7 +78,8 @@ def restore_command(archive: str, target: str, source: str | None, refs: tuple[s
     with cluster(scheduler) as client:
         summary = restore(archive, target, repo=source, refs=refs, shallow=shallow, storage_options=storage_options,
                           anon=anon, repo_storage_options=storage_options, repo_anon=anon, progress=progress,
-                          transfers=transfers, client=client, max_bytes=max_bytes, announce=announce_totals(target, show))
+                          transfers=transfers, client=client, materialize_virtual=materialize_virtual,
+                          max_bytes=max_bytes, announce=announce_totals(target, show))
     for bar in bars.values():
         bar.render_finish()
     for note in summary.notes:

@@ -3,8 +3,9 @@ terminal (error messages, tables), and the end of an interrupted command."""
 
 from __future__ import annotations
 
+import contextlib
 import sys
-from typing import NoReturn
+from typing import Callable, Iterator, NoReturn
 
 
 def one_line(text: str, width: int = 1000) -> str:
@@ -48,3 +49,20 @@ def interrupted(exc: KeyboardInterrupt | None = None) -> NoReturn:
         sys.exit(143)
     sys.stderr.write("zs: interrupted\n")
     sys.exit(130)
+
+
+@contextlib.contextmanager
+def progress_bar(label: str, enabled: bool = True) -> Iterator[Callable[[int, int], None] | None]:
+    """A progress bar on stderr while the block runs, when ``enabled`` and stderr is a terminal: yields the
+    ``progress(done, total)`` callback a library call takes, or None when no bar is shown."""
+    if not (enabled and sys.stderr.isatty()):
+        yield None
+        return
+    import click  # the command that shows a bar imported it already
+
+    with click.progressbar(length=1, label=label, file=sys.stderr) as bar:
+        def progress(done: int, total: int) -> None:
+            bar.length = max(total, 1)
+            bar.update(done - bar.pos)
+
+        yield progress

@@ -104,7 +104,7 @@ def _head(file_type: FileType, spec_version: int, implementation: str) -> bytes:
     return MAGIC + name.ljust(NAME_BYTES, b" ") + bytes((spec_version, int(file_type), COMPRESSION_ZSTD))
 
 
-def wrap_file(file_type: FileType, spec_version: int, payload: bytes, implementation: str = IMPLEMENTATION,
+def wrap_file(file_type: FileType, spec_version: int, payload: bytes | bytearray, implementation: str = IMPLEMENTATION,
               level: int = 3) -> bytes:
     """A whole metadata file: the header, then ``payload`` (a finished FlatBuffer) as one zstd frame, as
     icechunk writes it (:func:`compressor`)."""

@@ -43,17 +43,3 @@ def archive_not_repository(name: str) -> ZSError:
     """The error for a ZS file (an archive, most likely) given where an Icechunk repository belongs."""
     return ZSError(f"{name}: is a ZS file (an archive?), not an Icechunk repository; give the directory or URL "
                    "of the repository (an archive is read by zs log, ls, chunk ... and open_store)")
-
-
-def check_new_target(path: str | os.PathLike, force: bool) -> None:
-    """Refuse, in one line, to write a file at ``path`` where something exists, unless ``force``: an
-    archive is meant to be immutable (the fragments built on it no longer open once it is replaced).
-    Every command that writes a file or tree calls this first (``--force`` sets ``force``)."""
-    name = os.fspath(path)
-    if os.path.isdir(name):
-        if local_kind(name) == REPOSITORY:
-            raise ZSError(f"{name}: is an Icechunk repository, not a file to write; the archive is a new "
-                          "file: zs export REPO OUT.zs")
-        raise ZSError(f"{name}: is a directory, not a file to write")
-    if os.path.lexists(name) and not force:
-        raise ZSError(f"{name}: exists already; give a new name, or --force to replace it")

@@ -207,21 +207,22 @@ def encode_transaction_log(log: TransactionLog, spec_version: int, implementatio
         buf[array + 8:array + 16] = ids.decode(node_id, 8)
         coords = np.asarray(log.updated_coords[node_id], dtype=np.int64)
         count, ndim = coords.shape if coords.ndim == 2 else (len(coords), 0)
-        if count and ndim:
+        if count > 1 and ndim and first_unsorted(coords) is not None:  # a restore's come sorted already
             coords = coords[np.lexsort(coords.T[::-1])]
         chunks = w.vector(count, 4)
         w.point(array + 4, chunks)
-        slots = chunks + 4 + 4 * np.arange(count, dtype=np.int64)
         stride = 12 + 4 * ndim  # the table (soffset, coords offset), then the vector (length, coords)
         first = len(buf)
-        starts = first + stride * np.arange(count, dtype=np.int64)
-        rows = np.empty((count, 3 + ndim), dtype=np.int64)
-        rows[:, 0] = starts - vt_chunk
+        buf += bytes(stride * count)
+        # written in place, a word column at a time: no copy of the tables beside the buffer
+        words = np.frombuffer(buf, "<u4", (len(buf) - chunks - 4) // 4, chunks + 4)
+        words[:count] = (first - chunks - 4) + (stride - 4) * np.arange(count, dtype=np.int64)  # the vector's offsets
+        rows = words[count:].reshape(count, 3 + ndim)
+        rows[:, 0] = (first - vt_chunk) + stride * np.arange(count, dtype=np.int64)
         rows[:, 1] = 4
         rows[:, 2] = ndim
         rows[:, 3:] = coords.reshape(count, ndim)
-        buf[chunks + 4:first] = (starts - slots).astype("<u4").tobytes()
-        buf += rows.astype("<u4").tobytes()
+        del words, rows
     if moves:
         ordered = sorted(log.moved_nodes, key=lambda m: path_key(m.to_path))
         vector = w.vector(len(ordered), 4)
@@ -234,4 +235,4 @@ def encode_transaction_log(log: TransactionLog, spec_version: int, implementatio
             buf[at + 20] = _NODE_TYPE_CODES.get(move.node_type, FbNodeType.Group)
             w.point(at + 4, w.blob(move.from_path.encode("utf-8"), terminate=True))
             w.point(at + 8, w.blob(move.to_path.encode("utf-8"), terminate=True))
-    return wrap_file(FileType.TRANSACTION_LOG, spec_version, bytes(buf), implementation)
+    return wrap_file(FileType.TRANSACTION_LOG, spec_version, buf, implementation)

@@ -5,7 +5,11 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import Sequence
 
-from zsarchive.errors import ZSCorrupt
+from zsarchive.errors import ZSCorrupt, ZSError
+
+
+class ObjectMissing(ZSError):
+    """The object (or file) asked for is not there, where its bucket or directory is."""
 
 
 class Transport(ABC):

@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from zsarchive.errors import ZSCorrupt, ZSError
+from zsarchive.errors import ObjectMissing, ZSCorrupt, ZSError
 from zsarchive.io.remote import RequestStats
 
 CONTENT_RANGE = re.compile(r"bytes\s+(?:(\d+)-(\d+)|\*)/(\d+|\*)\s*$")
@@ -268,6 +268,8 @@ class RangedGets:
         if 300 <= status < 400 and response.getheader("Location"):
             raise ZSError(f"{self.name}: HTTP {status} {response.reason} to "
                           f"{response.getheader('Location')} (redirects are not followed)")
+        if status in (404, 410):
+            raise ObjectMissing(f"{self.name}: HTTP {status} {response.reason}")
         raise ZSError(f"{self.name}: HTTP {status} {response.reason}")
 
     def _read_body(self, response: http.client.HTTPResponse, limit: int) -> bytes:

@@ -29,6 +29,7 @@ class ObjectTransport(RemoteTransport):
         # the store is rooted at the bucket: the whole path is the key
         bucket = Location(f"{parts.scheme}://{parts.netloc}", location.kind, location.options, location.anon)
         self._store = object_store(bucket)
+        self._kind = location.kind
         self._key = key
         self._pin: dict[str, Any] = {}
 
@@ -59,10 +60,16 @@ class ObjectTransport(RemoteTransport):
 
     def _open(self, head: int, tail: int) -> tuple[int, bytes, bytes]:
         asks = [({"range": (0, max(head, 1))}, max(head, 1))]
-        if tail:
-            asks.append(({"range": {"suffix": tail}}, tail))
-        with ThreadPoolExecutor(len(asks)) as both:  # both requests go out together: one round trip
-            answers = list(both.map(lambda ask: self._get(*ask), asks))
+        if tail and self._kind == "az":  # Azure serves no suffix range: the head's answer gives the length first
+            answers = [self._get(*asks[0])]
+            size = int(answers[0][0]["size"])
+            answers.append(self._get({"range": (size - min(tail, size), size)}, min(tail, size)) if size
+                           else answers[0])
+        else:
+            if tail:
+                asks.append(({"range": {"suffix": tail}}, tail))
+            with ThreadPoolExecutor(len(asks)) as both:  # both requests go out together: one round trip
+                answers = list(both.map(lambda ask: self._get(*ask), asks))
         sizes = {int(meta["size"]) for meta, _, _ in answers}
         tags = {meta.get("e_tag") for meta, _, _ in answers}
         if len(sizes) != 1 or len(tags) != 1:

@@ -15,6 +15,7 @@ from datetime import timedelta
 from typing import Any
 
 from zsarchive.errors import ZSCorrupt, ZSError
+from zsarchive.io.base import ObjectMissing
 from zsarchive.io.location import Location
 
 CLIENT_KEYS = {"allow_http", "allow_invalid_certificates", "connect_timeout", "default_content_type",
@@ -30,14 +31,18 @@ RETRY = {"max_retries": 5, "retry_timeout": timedelta(seconds=60),
 
 _ENDPOINT_KEYS = ("endpoint", "endpoint_url", "aws_endpoint", "aws_endpoint_url", "base_url", "google_base_url")
 
-_STORES: dict[Location, Any] = {}
+_STORES: dict[tuple, Any] = {}
+_SETTINGS = ("AWS_", "AZURE_", "GOOGLE_")
+"""The environment variables a store is configured from (obstore's, and the connection string read here)."""
 
 
 def object_store(location: Location):
-    """The obstore store for a remote location's bucket and prefix (one per location and process)."""
-    store = _STORES.get(location)
+    """The obstore store for a remote location's bucket and prefix: one per location and process, made again
+    when the environment that configures it (endpoint, credentials) has changed since."""
+    key = (location, tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith(_SETTINGS))))
+    store = _STORES.get(key)
     if store is None:
-        store = _STORES[location] = _build(location)
+        store = _STORES[key] = _build(location)
     return store
 
 
@@ -170,7 +175,8 @@ _PIECE = 1 << 20  # bytes a body streams in
 def get_bounded(store, key: str, options: dict[str, Any], want: int, url: str) -> tuple[dict, tuple[int, int], bytes]:
     """One GET of ``key``: (object meta, byte range sent, body). A body longer than ``want`` bytes is
     refused as it streams in; a failed precondition (``if_match``, ``if_unmodified_since``) raises
-    :class:`ObjectChanged`, any other failure a one-line ZSError naming ``url``."""
+    :class:`ObjectChanged`, a missing object :class:`ObjectMissing`, any other failure a one-line ZSError
+    naming ``url``."""
     import obstore
 
     try:
@@ -189,6 +195,8 @@ def get_bounded(store, key: str, options: dict[str, Any], want: int, url: str) -
 
         if isinstance(exc, (oe.PreconditionError, oe.NotModifiedError)):
             raise ObjectChanged(f"{url}: changed (a precondition failed)") from None
+        if is_missing(exc):
+            raise ObjectMissing(f"{url}: no such object") from None
         raise describe(exc, url) from None
     return meta, (int(sent[0]), int(sent[1])), b"".join(parts)
 

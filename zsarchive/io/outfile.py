@@ -16,6 +16,17 @@ from typing import Callable, Iterator
 from zsarchive.errors import ZSError
 
 
+def check_new_target(path: str | os.PathLike, overwrite: bool) -> None:
+    """Refuse, in one line, to write a file at ``path`` where a directory is, or where anything is unless
+    ``overwrite``: an archive is meant to be immutable (the fragments built on it no longer open once it
+    is replaced). Every writer of a file asks this first (``--force`` on the command line)."""
+    name = os.fspath(path)
+    if os.path.isdir(name):
+        raise ZSError(f"{name}: is a directory, not a file to write")
+    if os.path.lexists(name) and not overwrite:
+        raise ZSError(f"{name}: exists already; give a new name, or --force (overwrite=True) to replace it")
+
+
 def partial_path(target: Path) -> Path:
     """Where ``target`` is written until complete: a hidden file beside it (same filesystem, so the
     final rename is atomic)."""
@@ -39,7 +50,7 @@ def whole_file(target: str | os.PathLike, what: str, overwrite: bool = True) -> 
         else:
             os.link(tmp, target)  # fails if the target appeared meanwhile, where a rename would clobber it
             os.unlink(tmp)
-        _fsync_dir(target.parent)
+        fsync_directory(target.parent)
     except OSError as exc:  # disk full, permissions...
         _remove_quietly(tmp)
         raise ZSError(f"{target}: {what} failed: {exc.strerror or exc}"
@@ -49,10 +60,18 @@ def whole_file(target: str | os.PathLike, what: str, overwrite: bool = True) -> 
         raise
 
 
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
+def fsync_directory(directory: Path) -> None:
+    """Make a directory's new entries durable. Nothing where the platform or the file system cannot sync a
+    directory (it does not open, or its fsync is not supported); any other failure raises OSError."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
     try:
         os.fsync(fd)
+    except OSError as exc:
+        if exc.errno not in (errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EBADF):
+            raise
     finally:
         os.close(fd)
 

@@ -8,7 +8,9 @@ Last-Modified are checked too.
 
 from __future__ import annotations
 
+import os
 from datetime import datetime, timezone
+from typing import NamedTuple
 
 
 def opaque_tag(etag: str) -> str:
@@ -76,3 +78,41 @@ def mismatch(pinned_etag: str | None, pinned_modified: int | None, etag: str | N
             return (f"the answer's Last-Modified is {_shown(modified)}, after the ref's checksum time "
                     f"{_shown(pinned_modified)}")
     return None
+
+
+class Version(NamedTuple):
+    """The version of an object that one answer came from: its ETag, modification time in nanoseconds and
+    size, as the answer gives them (None where it gives none). A local file's (``local``) ETag is the one
+    icechunk's local store gives it, ``inode-mtime_us-size`` in hex, and its time is exact: icechunk
+    refuses a file modified even a nanosecond after a ref's checksum time."""
+
+    etag: str | None
+    modified_ns: int | None
+    size: int | None = None
+    local: bool = False
+
+    @classmethod
+    def of_stat(cls, st: os.stat_result) -> Version:
+        """A local file's version from its ``stat``."""
+        return cls(f"{st.st_ino:x}-{st.st_mtime_ns // 1000:x}-{st.st_size:x}", st.st_mtime_ns, st.st_size, True)
+
+    @classmethod
+    def of_answer(cls, etag: str | None, modified: datetime | str | None, size: int | None = None) -> Version:
+        """A remote answer's version: its ETag and its Last-Modified (an HTTP date or a datetime)."""
+        seconds = http_seconds(modified) if isinstance(modified, str) else seconds_of(modified)
+        return cls(etag, None if seconds is None else seconds * 10**9, size)
+
+    def differs(self, pinned_etag: str | None, pinned_modified: int | None) -> str | None:
+        """None if this is the version a ref's checksum pins (see :func:`mismatch`), else what differs."""
+        if not self.local:
+            return mismatch(pinned_etag, pinned_modified, self.etag,
+                            None if self.modified_ns is None else self.modified_ns // 10**9)
+        wanted = pinned_etag.strip('"') if pinned_etag else None
+        if wanted and wanted != "*" and wanted != self.etag:
+            return f"the ref's ETag checksum is {pinned_etag!r}, the file's is {self.etag!r}"
+        if pinned_modified and self.modified_ns is not None and self.modified_ns > pinned_modified * 10**9:
+            from zsarchive.times import format_time
+
+            return (f"modified {format_time(self.modified_ns // 1000)}, after the ref's checksum time "
+                    f"{format_time(pinned_modified * 10**6)}")
+        return None

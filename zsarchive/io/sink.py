@@ -2,8 +2,10 @@
 
 A :class:`Sink` writes whole objects by key relative to its root. ``put`` replaces, ``put_new`` creates
 only (O_EXCL locally, a conditional put remotely) so that the file which makes a target something --
-a repository's ``repo`` -- is never written over another writer's. ``put_all`` keeps many writes in
-flight. Every failure is a one-line :class:`~zsarchive.errors.ZSError` naming the key.
+a repository's ``repo``, a lock -- is never written over another writer's. ``put_all`` keeps many writes in
+flight. A sink also lists, reads back and deletes the objects directly under its root, and says when
+one was written by the store's own clock (``modified``, ``clock``): what a directory of archives that a
+program keeps up to date needs. Every failure is a one-line :class:`~zsarchive.errors.ZSError` naming the key.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import abc
 import errno
 import os
 import secrets
+import shutil
 import threading
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
@@ -19,8 +22,9 @@ from pathlib import Path
 from typing import Callable, Iterable, Iterator, Mapping, Union
 
 from zsarchive.errors import ZSCorrupt, ZSError
+from zsarchive.io.base import ObjectMissing
 from zsarchive.io.location import Location, parse_location
-from zsarchive.io.outfile import start_writeback
+from zsarchive.io.outfile import fsync_directory, start_writeback
 
 class Stream:
     """An object's ``size`` bytes as buffers made one after another by ``parts()`` (an embedded chunk file's
@@ -101,6 +105,12 @@ def check_room(location: Location, totals: Totals, max_bytes: int | None = None)
 
 class Stopped(Exception):
     """A write ended because ``put_all`` stopped (its own failure or interruption is what is raised)."""
+
+
+WHOLE_PUT = 64 << 20
+"""Objects of at most this many bytes are written in one request (create-only ones conditionally)."""
+PART_SIZE = 16 << 20
+"""The part size of a larger object's upload."""
 
 
 class AlreadyExists(ZSError):
@@ -212,6 +222,47 @@ class Sink(abc.ABC):
         """Release connections."""
 
 
+class Directory(Sink):
+    """A sink that is also read back: a local directory or an object-store prefix whose objects a program
+    lists, reads, removes and dates (not a zip file, written once)."""
+
+    @abc.abstractmethod
+    def listing(self) -> dict[str, int]:
+        """Name -> size of every object directly under the root (none below a ``/``); {} when the root
+        does not exist."""
+
+    @abc.abstractmethod
+    def get(self, key: str, limit: int) -> bytes | None:
+        """The bytes of ``key``, None when there is no such object; a ZSError when it holds more than ``limit``."""
+
+    @abc.abstractmethod
+    def delete(self, key: str) -> None:
+        """Remove ``key`` (nothing to do when it is absent)."""
+
+    @abc.abstractmethod
+    def put_file_new(self, key: str, path: Path) -> None:
+        """Write the local file ``path`` as ``key`` only if no object is there (:class:`AlreadyExists`
+        otherwise); a reader never sees part of it."""
+
+    @abc.abstractmethod
+    def modified(self, key: str) -> int | None:
+        """When ``key`` was last written, in microseconds since 1970 by the store's own clock (a local
+        file system's, an object store's); None when it is absent."""
+
+    def clock(self) -> int:
+        """The store's clock now, in microseconds: the time it stamps on a probe object written and
+        removed at once. Ages measured on it (now minus :meth:`modified`) never compare two machines' clocks."""
+        probe = f".clock-{secrets.token_hex(8)}"
+        self.put(probe, b"")
+        try:
+            stamp = self.modified(probe)
+        finally:
+            self.delete(probe)
+        if stamp is None:
+            raise ZSError(f"{self.url(probe)}: written, then not found")
+        return stamp
+
+
 def check_key(key: str, where: str) -> None:
     """ZSError unless ``key`` is a plain relative path: keys come from archive contents, and none may
     leave the target's root or name it."""
@@ -219,7 +270,7 @@ def check_key(key: str, where: str) -> None:
         raise ZSError(f"{where}: refusing object key {key!r} (not a plain relative path)")
 
 
-class LocalSink(Sink):
+class LocalSink(Directory):
     """A local directory; each object is written to a temporary name and moved into place."""
 
     def __init__(self, location: Location, window: int = 8):
@@ -304,7 +355,7 @@ class LocalSink(Sink):
             self._create(path, data)  # a file system without hard links: exclusive, not atomic
         finally:
             temp.unlink(missing_ok=True)
-        _fsync_directory(path.parent)
+        fsync_directory(path.parent)
 
     @staticmethod
     def _create(path: Path, data: bytes) -> None:
@@ -318,6 +369,67 @@ class LocalSink(Sink):
         except OSError as exc:
             raise write_error(exc, path) from None
 
+    def listing(self) -> dict[str, int]:
+        try:
+            with os.scandir(self.root) as entries:
+                return {e.name: e.stat().st_size for e in entries if e.is_file(follow_symlinks=False)}
+        except FileNotFoundError:
+            return {}
+        except OSError as exc:
+            raise ZSError(f"{self.root}: cannot list: {exc.strerror}") from None
+
+    def get(self, key: str, limit: int) -> bytes | None:
+        check_key(key, str(self.root))
+        path = self.root / key
+        try:
+            with open(path, "rb") as handle:
+                data = handle.read(limit + 1)
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        except OSError as exc:
+            raise ZSError(f"{path}: cannot read: {exc.strerror}") from None
+        if len(data) > limit:
+            raise ZSError(f"{path}: holds more than {limit} bytes")
+        return data
+
+    def delete(self, key: str) -> None:
+        check_key(key, str(self.root))
+        try:
+            (self.root / key).unlink(missing_ok=True)
+        except OSError as exc:
+            raise ZSError(f"{self.root / key}: cannot remove: {exc.strerror}") from None
+
+    def put_file_new(self, key: str, path: Path) -> None:
+        target = self._place(key)
+        try:
+            os.link(path, target)  # atomic and exclusive, no copy: the file was written on this file system
+        except FileExistsError:
+            raise AlreadyExists(f"{target}: already exists") from None
+        except OSError as exc:
+            if exc.errno not in (errno.EXDEV, errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EMLINK):
+                raise write_error(exc, target) from None
+            temp = target.parent / f".{target.name}.{secrets.token_hex(6)}.tmp"
+            try:
+                shutil.copyfile(path, temp)
+                _fsync_file(temp)
+                os.link(temp, target)
+            except FileExistsError:
+                raise AlreadyExists(f"{target}: already exists") from None
+            except OSError as copy_failed:
+                raise write_error(copy_failed, target) from None
+            finally:
+                temp.unlink(missing_ok=True)
+        fsync_directory(target.parent)
+
+    def modified(self, key: str) -> int | None:
+        check_key(key, str(self.root))
+        try:
+            return os.stat(self.root / key).st_mtime_ns // 1000
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        except OSError as exc:
+            raise ZSError(f"{self.root / key}: cannot stat: {exc.strerror}") from None
+
     def flush(self) -> None:
         """fsync every file written by ``put`` since the last flush and their directories (not ``os.sync``,
         which would wait for every other writer's data on the machine too)."""
@@ -325,7 +437,7 @@ class LocalSink(Sink):
         with ThreadPoolExecutor(self.window, thread_name_prefix="zsarchive-sync") as pool:
             for _ in pool.map(_fsync_file, paths):
                 pass
-            for _ in pool.map(_fsync_directory, sorted({p.parent for p in paths})):
+            for _ in pool.map(fsync_directory, sorted({p.parent for p in paths})):
                 pass
 
 
@@ -338,20 +450,6 @@ def _fsync_file(path: Path) -> None:
         os.fsync(fd)
     except OSError as exc:
         raise write_error(exc, path) from None
-    finally:
-        os.close(fd)
-
-
-def _fsync_directory(directory: Path) -> None:
-    """Make a directory's new entries durable (where the platform allows opening a directory)."""
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
     finally:
         os.close(fd)
 
@@ -373,7 +471,7 @@ OBJECT_WINDOW = 64
 """Writes in flight to an object store unless told otherwise: each put waits on a round trip, not a disk."""
 
 
-class ObjectSink(Sink):
+class ObjectSink(Directory):
     """An object-store prefix, written through obstore (whole-object puts; create-only is conditional)."""
 
     def __init__(self, location: Location, window: int = OBJECT_WINDOW):
@@ -418,11 +516,78 @@ class ObjectSink(Sink):
     def put_new(self, key: str, data: bytes) -> None:
         self._put(key, data, "create")
 
+    def listing(self) -> dict[str, int]:
+        import obstore
+
+        from zsarchive.io.objects import describe
+
+        try:
+            found = obstore.list_with_delimiter(self.store, None)
+        except Exception as exc:
+            raise describe(exc, self.location.url) from None
+        return {item["path"]: int(item["size"]) for item in found["objects"]}
+
+    def get(self, key: str, limit: int) -> bytes | None:
+        from zsarchive.io.objects import get_bounded
+
+        check_key(key, self.location.url)
+        try:
+            return get_bounded(self.store, key, {}, limit, self.url(key))[2]
+        except ObjectMissing:
+            return None
+
+    def delete(self, key: str) -> None:
+        import obstore
+
+        from zsarchive.io.objects import describe, is_missing
+
+        check_key(key, self.location.url)
+        try:
+            obstore.delete(self.store, key)
+        except Exception as exc:
+            if not is_missing(exc):
+                raise describe(exc, self.url(key)) from None
+
+    def put_file_new(self, key: str, path: Path) -> None:
+        size = path.stat().st_size
+        if size <= WHOLE_PUT:
+            self._put(key, path.read_bytes(), "create")
+            return
+        # A create-only put is one request, so the whole object in memory and at most 5 GB on S3: a
+        # larger file goes in parts, and appears whole when the upload completes, after a check that no
+        # object is there (a lock of the caller's keeps other writers away meanwhile).
+        if self.modified(key) is not None:
+            raise AlreadyExists(f"{self.url(key)}: already exists")
+        import obstore
+
+        from zsarchive.io.objects import describe
+
+        try:
+            obstore.put(self.store, key, path, use_multipart=True, chunk_size=PART_SIZE, max_concurrency=4)
+        except Exception as exc:
+            raise describe(exc, self.url(key)) from None
+
+    def modified(self, key: str) -> int | None:
+        import obstore
+
+        from zsarchive.io.objects import describe, is_missing
+
+        check_key(key, self.location.url)
+        try:
+            meta = obstore.head(self.store, key)
+        except Exception as exc:
+            if is_missing(exc):
+                return None
+            raise describe(exc, self.url(key)) from None
+        stamp = meta["last_modified"]
+        return int(stamp.timestamp()) * 1_000_000 + stamp.microsecond
+
 
 def open_sink(target: str | os.PathLike | Location, storage_options: Mapping[str, object] | None = None,
-              anon: bool = False, window: int | None = None) -> Sink:
-    """A Sink for a local directory, ``file://`` URL or ``s3://``/``gs://``/``az://`` URL (ZSError otherwise),
-    with ``window`` writes in flight (default: 8 to a directory, :data:`OBJECT_WINDOW` to an object store)."""
+              anon: bool = False, window: int | None = None) -> Directory:
+    """A Directory (a Sink read back too) for a local directory, ``file://`` URL or ``s3://``/``gs://``/``az://``
+    URL (ZSError otherwise), with ``window`` writes in flight (default: 8 to a directory, :data:`OBJECT_WINDOW`
+    to an object store)."""
     where = parse_location(target, storage_options, anon)
     if where.is_local:
         return LocalSink(where, window or 8)

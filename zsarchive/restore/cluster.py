@@ -21,7 +21,7 @@ import uuid
 from typing import Any, Callable, Iterable
 
 from zsarchive.archive.format.header import history_from_timeline
-from zsarchive.archive.write.cluster import large_allocations_on_the_heap
+from zsarchive.heap import large_allocations_on_the_heap
 from zsarchive.errors import ZSError
 from zsarchive.icechunk.manifest.decode import decode_manifest
 from zsarchive.icechunk.storage import open_storage

@@ -17,7 +17,8 @@ import numpy as np
 from zsarchive.archive.format import schema
 from zsarchive.archive.format.header import refs_by_manifest
 from zsarchive.archive.read.invariants import ops_log_file_names
-from zsarchive.archive.read.reader import ArchiveReader
+from zsarchive.archive.read.reader import ArchiveReader, NotFound
+from zsarchive.archive.read.refspec import parse_ref
 from zsarchive.errors import ZSCorrupt, ZSError
 from zsarchive.icechunk.header import IMPLEMENTATION
 from zsarchive.icechunk.model import (
@@ -25,6 +26,7 @@ from zsarchive.icechunk.model import (
 )
 from zsarchive.icechunk.paths import path_key
 from zsarchive.restore.source import ArchiveHistory, SnapshotRecord, Timelines, manifest_refs, timeline_refs
+from zsarchive.suggest import hint
 from zsarchive.walk import parent_chain
 
 _LIST_FIELDS = ("new_groups", "new_arrays", "deleted_groups", "deleted_arrays", "updated_groups", "updated_arrays")
@@ -209,13 +211,14 @@ def select(history: ArchiveHistory, refs: Iterable[str] = (), shallow: bool = Fa
     if refs or shallow:
         wanted_branches, wanted_tags = {"main"} & set(branches), set()
         for ref in refs or [*(f"branch:{b}" for b in branches), *(f"tag:{t}" for t in tags)]:
-            kind, _, name = ref.partition(":") if ref.startswith(("branch:", "tag:")) else ("", "", ref)
-            if kind in ("", "branch") and name in branches:
-                wanted_branches.add(name)
-            elif kind in ("", "tag") and name in tags:
-                wanted_tags.add(name)
+            spec = parse_ref(ref, suffixes="")  # a name as it stands: a ref's name may hold ~, ^ or @
+            if spec.kind in (None, "branch") and spec.name in branches:
+                wanted_branches.add(spec.name)
+            elif spec.kind in (None, "tag") and spec.name in tags:
+                wanted_tags.add(spec.name)
             else:
-                raise ZSError(f"{history.name}: no branch or tag {ref!r} in the archive")
+                raise NotFound(f"{history.name}: no branch or tag {ref!r} in the archive"
+                               + hint(spec.name, [*branches, *tags], "branches and tags"))
         branches = {b: s for b, s in branches.items() if b in wanted_branches}
         tags = {t: s for t, s in tags.items() if t in wanted_tags}
         tips = set(branches.values()) | set(tags.values())

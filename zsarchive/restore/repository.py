@@ -39,6 +39,7 @@ from zsarchive.icechunk.txlog import decode_transaction_log, encode_transaction_
 from zsarchive.io.location import Location, parse_location
 from zsarchive.io.sink import AlreadyExists, Sink, Stream, Totals, check_room, open_sink
 from zsarchive.icechunk.storage import Storage, open_storage
+from zsarchive.restore.materialize import Materializer
 from zsarchive.restore.plan import ManifestContents, ManifestPlan, RestorePlan, select
 from zsarchive.restore.source import Timelines, read_history
 
@@ -97,10 +98,12 @@ class Restore:
                  refs: Iterable[str] = (), shallow: bool = False,
                  storage_options: Mapping[str, object] | None = None, anon: bool = False,
                  repo_storage_options: Mapping[str, object] | None = None, repo_anon: bool = False,
-                 progress: Progress | None = None, transfers: int | None = None, max_bytes: int | None = None,
+                 progress: Progress | None = None, transfers: int | None = None,
+                 materialize_virtual: bool = False, max_bytes: int | None = None,
                  announce: Callable[[Totals], None] | None = None):
         self.reader = ArchiveReader(archive)
         self.transfers = transfers
+        self.materializer = Materializer(self.reader) if materialize_virtual else None
         self.max_bytes = max_bytes
         self.announce = announce or (lambda totals: None)
         self.location = parse_location(target, storage_options, anon)
@@ -139,6 +142,8 @@ class Restore:
         """One manifest file's bytes (its size, where it cannot have the original's, in ``resized``), and the
         native chunk files it names, each with the furthest byte a ref reaches in it."""
         arrays = contents.refs(manifest)
+        if self.materializer is not None:
+            arrays = [(node_id, self.materializer.refs(refs)) for node_id, refs in arrays]
         count = sum(len(refs.kind) if isinstance(refs, RefTable) else len(refs) for _, refs in arrays)
         if manifest.num_refs and count != manifest.num_refs:
             self.notes.append(f"manifest {manifest.id}: {count} refs restored, the original held "
@@ -169,19 +174,21 @@ class Restore:
 
     @guarded
     def chunk_sources(self, needed: Mapping[str, int]) -> tuple[dict[str, int], Storage | None]:
-        """(size of each file the archive embeds, the source repository's storage if given); one line if
-        some chunk file has no source, or if a ref reaches past its embedded file (``needed``: how far the
-        refs reach into each) or a shard index record disagrees with its embedded shard
-        (:mod:`~zsarchive.archive.read.invariants`)."""
-        embedded = {}
+        """(size of each file the archive embeds or a kept virtual range makes, the source repository's
+        storage if given); one line if some chunk file has no source, or if a ref reaches past its embedded
+        file (``needed``: how far the refs reach into each) or a shard index record disagrees with its
+        embedded shard (:mod:`~zsarchive.archive.read.invariants`)."""
+        made = {} if self.materializer is None else \
+            {cid: self.materializer.files[cid].length for cid in needed.keys() & self.materializer.files.keys()}
+        embedded = dict(made)
         for cid, end in needed.items():
-            size = file_size(self.reader.zs, cid)
+            size = None if cid in made else file_size(self.reader.zs, cid)
             if size is not None:
                 check_reach(cid, end, size)
                 embedded[cid] = size
         if self.reader.holds(schema.SHARD_INDEX):
             shard_indexes(records_under(self.reader.zs, schema.SHARD_INDEX), lambda cid, start, stop: read_pieces(
-                self.reader.zs, cid, start, stop) if cid in embedded else None)
+                self.reader.zs, cid, start, stop) if cid in embedded and cid not in made else None)
         source = None if self.repo is None else open_storage(self.repo)
         missing = len(needed) - len(embedded)
         if missing and source is None:
@@ -210,7 +217,9 @@ class Restore:
             done[0] += size
             self.progress("chunks", done[0], max(total, done[0]))
 
-        def pieces(cid: str) -> Stream:
+        def pieces(cid: str) -> Stream | Callable[[], list]:
+            if self.materializer is not None and cid in self.materializer.files:
+                return lambda: self.materializer.pieces(cid)
             return Stream(embedded[cid], lambda: stream_file(self.reader.zs, cid, embedded[cid], views=True),
                           f"{self.reader.name}: embedded chunk {cid}")
 
@@ -413,25 +422,31 @@ def restore(archive: Any, target: str | os.PathLike | Location, *, repo: Any = N
             shallow: bool = False, storage_options: Mapping[str, object] | None = None, anon: bool = False,
             repo_storage_options: Mapping[str, object] | None = None, repo_anon: bool = False,
             progress: Progress | None = None, transfers: int | None = None, client: Any = None,
-            max_bytes: int | None = None, announce: Callable[[Totals], None] | None = None) -> RestoreSummary:
+            materialize_virtual: bool = False, max_bytes: int | None = None,
+            announce: Callable[[Totals], None] | None = None) -> RestoreSummary:
     """Write the repository ``archive`` holds into ``target`` (an absent or empty directory, or an
     ``s3://``, ``gs://``, ``az://`` URL); chunk bytes from the archive or the original repository ``repo``.
     ``refs``: only the history these branches and tags reach; ``shallow``: only their tips; ``transfers``: writes
     in flight (default: 8 to a directory, 64 to an object store); ``progress(stage, done, total)``: as each
     stage advances (chunk files in bytes). ``client``: a
     ``distributed.Client`` whose cluster makes the manifests and copies the chunk files (its workers open
-    ``archive``, ``target`` and ``repo`` themselves: paths they see, or URLs). Before anything is written,
-    ``announce(totals)`` is told the files and bytes to come, and a restore that would write more than
-    ``max_bytes`` or, locally, more than the free space is refused."""
+    ``archive``, ``target`` and ``repo`` themselves: paths they see, or URLs). ``materialize_virtual``: every
+    virtual chunk ref whose bytes the archive keeps comes back as a native chunk (:mod:`materialize
+    <zsarchive.restore.materialize>`), so that the repository needs no source (in this process only). Before
+    anything is written, ``announce(totals)`` is told the files and bytes to come, and a restore that would
+    write more than ``max_bytes`` or, locally, more than the free space is refused."""
     options = dict(repo=repo, refs=tuple(refs), shallow=shallow, storage_options=storage_options, anon=anon,
                    repo_storage_options=repo_storage_options, repo_anon=repo_anon, progress=progress,
                    transfers=transfers, max_bytes=max_bytes, announce=announce)
     if client is not None:
+        if materialize_virtual:
+            raise ZSError("restore: materializing virtual chunks runs in this process only; leave out the "
+                          "cluster (--scheduler) or --materialize-virtual")
         from zsarchive.restore.cluster import ClusterRestore
 
         job: Restore = ClusterRestore(archive, target, client=client, **options)
     else:
-        job = Restore(archive, target, **options)
+        job = Restore(archive, target, materialize_virtual=materialize_virtual, **options)
     try:
         return job.run()
     finally:

@@ -7,7 +7,6 @@ so the rest of the restore works on the Icechunk model alone.
 from __future__ import annotations
 
 import functools
-import json
 from collections import OrderedDict, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,6 +24,7 @@ from zsarchive.archive.read.invariants import SnapshotNodes, check_history, chec
 from zsarchive.archive.read.reader import ArchiveReader, records_under
 from zsarchive.archive.read.refrows import ChunkRefRows, chunk_ref_rows
 from zsarchive.errors import ZSCorrupt
+from zsarchive.limits import load_json
 from zsarchive.icechunk.manifest.refs import KINDS, RefTable, numbered
 from zsarchive.icechunk.model import (
     ChunkRef, DimensionShape, ManifestFileInfo, ManifestRef, MoveOperation, Node, NodeType, RefKind, RepoStatus,
@@ -95,13 +95,6 @@ def _moves(raw: tuple) -> list[MoveOperation]:
     return [MoveOperation(f, t, node_id, None if kind is None else NODE_TYPES[kind]) for f, t, node_id, kind in raw]
 
 
-def _json(raw: str, where: str) -> Any:
-    try:
-        return json.loads(raw)
-    except ValueError:
-        raise ZSCorrupt(f"{where}: not JSON") from None
-
-
 def _node(components: tuple, raw: tuple) -> tuple[Node, str | None]:
     value = NodeValue.decode(raw)
     path = schema.path_of(components)
@@ -119,7 +112,7 @@ def read_history(reader: ArchiveReader, timelines: Timelines | None = None, coor
     (``coords`` False: none yet, :func:`add_chunk_coords` or :func:`set_chunk_coords` add them)."""
     zs, name = reader.zs, reader.name
     named = ((RepoFactKey.decode(k).name, v) for k, v in records_under(zs, schema.REPO, unique=True))
-    facts = {fact: _json(RepoFactValue.decode(v).json, f"{name}: G record {fact!r}") for fact, v in named}
+    facts = {fact: load_json(RepoFactValue.decode(v).json, f"{name}: G record {fact!r}") for fact, v in named}
     refs: dict[str, dict[str, str]] = {"branch": {}, "tag": {}}
     deleted: list[str] = []
     deleted_at: dict[str, str] = {}
@@ -137,7 +130,7 @@ def read_history(reader: ArchiveReader, timelines: Timelines | None = None, coor
         check_shape(schema.SNAPSHOT, k, raw)
         sid, value = SnapshotKey.decode(k).snapshot_id, SnapshotValue.decode(raw)
         info = SnapshotInfo(sid, value.parent_id, value.flushed_at, value.message,
-                            _json(value.metadata, f"{name}: S record {sid}"))
+                            load_json(value.metadata, f"{name}: S record {sid}"))
         snapshots[sid] = SnapshotRecord(info, [ManifestFileInfo(m, size, n) for m, size, n in value.manifests])
     check_history({sid: record.info.parent_id for sid, record in snapshots.items()})
     tree = SnapshotNodes()
@@ -155,7 +148,7 @@ def read_history(reader: ArchiveReader, timelines: Timelines | None = None, coor
     ops = []
     for k, raw in records_under(zs, schema.OPS, unique=True):
         updated_at, value = OpsKey.decode(k).updated_at, OpsValue.decode(raw)
-        details = _json(value.details, f"{name}: O record at {updated_at}")
+        details = load_json(value.details, f"{name}: O record at {updated_at}")
         if "status" in details and isinstance(details["status"], dict):
             details["status"] = RepoStatus(**details["status"])
         ops.append(Update(value.type, updated_at, value.backup_path, details))

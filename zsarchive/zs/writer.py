@@ -24,7 +24,8 @@ from datetime import datetime, timezone
 from typing import BinaryIO, Callable, Iterable, Iterator, NamedTuple
 
 from zsarchive.errors import ZSError
-from zsarchive.io.outfile import start_writeback
+from zsarchive.io.outfile import check_new_target, start_writeback
+from zsarchive.version import installed_version
 from zsarchive.zs.format.block import block_parts, encode_block, encode_records, record_parts
 from zsarchive.zs.format.codecs import get_codec
 from zsarchive.zs.format.framing import LENGTH_PREFIXES
@@ -37,15 +38,6 @@ DEFAULT_BRANCHING_FACTOR = 1024
 DEFAULT_APPROX_BLOCK_SIZE = 393216
 
 
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("zsarchive")
-    except PackageNotFoundError:  # running from a source tree that was never installed
-        return "unknown"
-
-
 def default_build_info() -> dict:
     """The ``build-info`` metadata the reference adds: user, host, UTC time and library version."""
     try:
@@ -56,7 +48,7 @@ def default_build_info() -> dict:
         "user": user,
         "host": socket.getfqdn(),
         "time": datetime.now(timezone.utc).replace(tzinfo=None).isoformat() + "Z",
-        "version": f"zsarchive {_version()}",
+        "version": f"zsarchive {installed_version() or 'unknown'}",
     }
 
 
@@ -195,7 +187,8 @@ class ZSWriter:
 
     Call :meth:`finish` to commit; until then (and after any error) the file carries the ZStoBe
     magic that every reader rejects. Leaving a ``with`` block only closes, it never finishes.
-    ``name``: how error messages name the file (default ``path``; e.g. the target of a partial file).
+    ``name``: how error messages name the file (default ``path``; e.g. the target of a partial file);
+    ``overwrite``: replace a file at ``path`` (by default an existing file is refused).
     """
 
     def __init__(self, path: str | os.PathLike, metadata: dict,
@@ -203,7 +196,7 @@ class ZSWriter:
                  approx_block_size: int = DEFAULT_APPROX_BLOCK_SIZE,
                  codec: str = "lzma", compress_level: int | str | None = None,
                  parallelism: int | str = "guess", include_default_metadata: bool = True,
-                 name: str | None = None):
+                 name: str | None = None, overwrite: bool = False):
         if not isinstance(metadata, Mapping):
             raise ZSError(f"metadata must be a JSON object (a dict), not {type(metadata).__name__}")
         if not isinstance(branching_factor, int) or branching_factor < 2:
@@ -230,7 +223,8 @@ class ZSWriter:
         self._header = Header(2**63 - 1, 0, 0, b"\0" * 32, self.codec, self.metadata)
         encoded_header = self._header.encode()
         self._header_length = len(encoded_header)
-        flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+        check_new_target(self._path, overwrite)
+        flags = os.O_RDWR | os.O_CREAT | (os.O_TRUNC if overwrite else os.O_EXCL) | getattr(os, "O_CLOEXEC", 0)
         try:
             fd = os.open(self._path, flags, 0o666)
         except OSError as exc:

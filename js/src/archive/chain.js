@@ -7,7 +7,7 @@ import { DataBlock, ZS } from "../zs/reader.js";
 import { BlobTransport, isHttpUrl } from "../io/transport.js";
 import { ArchiveHeader, archiveMetadata, historyFromTimeline, refsByManifest } from "./header.js";
 import { MAX_CHAIN } from "./fragments.js";
-import { CHUNK_REF, HEADER, REFS, REPO, isTombstone, familyStop } from "./schema.js";
+import { CHUNK_REF, HEADER, REFS, REPO, VIRTUAL_DATA, isTombstone, familyStop } from "./schema.js";
 import { decode, elementEnd, keyEnd } from "./tuples.js";
 
 /** Small families a chain reads once and keeps (every fragment may hold some). */
@@ -254,11 +254,14 @@ export class Chain {
 
   /**
    * As ZS.floorSpan, answered by the newest archive holding records that share ``before``'s family and
-   * first key element (all pieces of one chunk file live in one archive).
+   * owner (all pieces of one chunk file, or of one virtual range, live in one archive): its first key
+   * element, or the first five of a virtual range (family E).
    * @param {Uint8Array} before @param {Uint8Array} stop
    */
   async floorSpan(before, stop) {
-    const owner = before.subarray(0, elementEnd(before, 1));
+    let end = 1;
+    for (let i = 0; i < (String.fromCharCode(before[0]) === VIRTUAL_DATA ? 5 : 1); i++) end = elementEnd(before, end);
+    const owner = before.subarray(0, end);
     const [members] = this.candidates(owner);
     if (members.length === 1 && !members[0].mayTombstone(String.fromCharCode(owner[0]))) {
       return members[0].zs.floorSpan(before, stop);

@@ -3,7 +3,7 @@
 // the ref's checksums sent as preconditions and checked in the answer, as icechunk checks them.
 // Nothing outside the authorized prefixes is ever opened.
 import { ZSCorrupt, ZSError } from "../errors.js";
-import { boundedBody, contentRange, isHttpUrl } from "../io/transport.js";
+import { TIMEOUT_MS, boundedBody, contentRange, deadline, isHttpUrl, networkError } from "../io/transport.js";
 import { coordsText } from "./refspec.js";
 import { formatTime } from "./times.js";
 
@@ -23,6 +23,8 @@ const inNode = typeof process !== "undefined" && Boolean(process.versions?.node)
  * @property {string | null} checksumEtag
  * @property {number | null} checksumLastModified
  * @property {Uint8Array | null} inline
+ * @property {[number, number] | null} [refRange] of a ref narrowed to part of its range (an inner chunk of a
+ *   shard, its index): ``[offset, length]`` of the whole ref, by which an archive keeps a virtual ref's bytes
  */
 
 /** An ETag without its weak marker and quotes. @param {string} etag */
@@ -67,9 +69,10 @@ function shown(seconds) {
 async function fetchRange(fetcher, url, offset, length, headers) {
   let response;
   try {
-    response = await fetcher(url, { headers: { ...headers, Range: `bytes=${offset}-${offset + length - 1}` }, cache: "no-store" });
+    response = await fetcher(url, { headers: { ...headers, Range: `bytes=${offset}-${offset + length - 1}` }, cache: "no-store",
+      signal: deadline(TIMEOUT_MS, length) });
   } catch (err) {
-    throw new ZSError(`cannot read ${url}: ${err && err.message ? err.message : err}`);
+    throw networkError(url, err, TIMEOUT_MS);
   }
   const etag = response.headers.get("ETag");
   const modified = response.headers.get("Last-Modified");
@@ -103,11 +106,15 @@ export class ChunkReader {
    * @param {string[]} authorize location prefixes under which virtual refs may be read
    * @param {(chunkId: string, start: number, stop: number) => Promise<Uint8Array | null>} embedded
    * @param {typeof fetch} [fetcher]
+   * @param {(key: any[], start: number, stop: number) => Promise<Uint8Array | null>} [embeddedVirtual] bytes of a
+   *   virtual range the archive keeps (``[location, offset, length, etag, last_modified]`` of the whole ref),
+   *   read before any source and needing no authorization
    */
-  constructor(name, authorize, embedded, fetcher) {
+  constructor(name, authorize, embedded, fetcher, embeddedVirtual) {
     this.name = name;
     this.authorize = [...authorize];
     this.embedded = embedded;
+    this.embeddedVirtual = embeddedVirtual ?? null;
     this.fetcher = fetcher ?? globalThis.fetch?.bind(globalThis);
   }
 
@@ -147,6 +154,18 @@ export class ChunkReader {
       throw new ZSError(`${where}: the repository ${repo} is not an http(s) URL`);
     }
     const location = /** @type {string} */ (chunk.location);
+    if (this.embeddedVirtual !== null) {
+      const [whole, size] = chunk.refRange ?? [offset, length];
+      let kept;
+      try {
+        kept = await this.embeddedVirtual([location, whole, size, chunk.checksumEtag, chunk.checksumLastModified],
+          offset, offset + length);
+      } catch (err) {
+        if (err instanceof ZSCorrupt) throw new ZSCorrupt(`${where}: ${err.message}`);
+        throw err;
+      }
+      if (kept !== null) return kept;
+    }
     const scheme = (URL_PARTS.exec(location)?.[1] ?? "").toLowerCase();
     if (scheme === "http" || scheme === "https") {
       this.authorizedUrl(location, where);

@@ -3,11 +3,11 @@
 import { NotFound, ZSCorrupt } from "../errors.js";
 import { ChunkReader } from "./chunkdata.js";
 import { ManifestRefs, RefTimeline } from "./chunkrefs.js";
-import { hasChunkPieces, refsByManifest } from "./header.js";
+import { hasChunkPieces, keepsVirtualData, refsByManifest } from "./header.js";
 import { NodeQueries } from "./nodes.js";
-import { readPieces } from "./pieces.js";
+import { readPieces, readVirtual } from "./pieces.js";
 import { chunkCoords, coordsText } from "./refspec.js";
-import { CHUNK_DATA, INLINE, KIND_NAMES, NATIVE, SHARD_INDEX, VIRTUAL } from "./schema.js";
+import { CHUNK_DATA, INLINE, KIND_NAMES, NATIVE, SHARD_INDEX, VIRTUAL, VIRTUAL_DATA } from "./schema.js";
 
 /**
  * A chunk ref as ``zs chunk --json`` prints it (no inline bytes).
@@ -33,8 +33,10 @@ export class ChunkQueries extends NodeQueries {
     this.hasChunkData = null;
     /** @type {boolean | null} */
     this.hasShardIndexes = null;
+    /** @type {boolean | null} */
+    this.hasVirtualData = null;
     this.chunkReader = new ChunkReader(name, options.authorize ?? [], (id, start, stop) => this.embeddedChunk(id, start, stop),
-      options.fetch);
+      options.fetch, (key, start, stop) => this.embeddedVirtual(key, start, stop));
     this.refStore = refsByManifest(formatVersion) ? new ManifestRefs(zs)
       : new RefTimeline(zs, (sid) => this.historyDepths(sid), name);
   }
@@ -89,9 +91,37 @@ export class ChunkQueries extends NodeQueries {
       "(never written: it reads as the fill value)");
   }
 
-  /** ``zs chunk REF PATH COORDS --json``. @param {string} ref @param {string} path @param {number[] | string} coords */
+  /**
+   * ``zs chunk REF PATH COORDS --json``: a virtual ref of an archive that may keep virtual bytes (format 7)
+   * says whether it does (``embedded``).
+   * @param {string} ref @param {string} path @param {number[] | string} coords
+   */
   async chunkRef(ref, path, coords) {
-    return chunkRow(await this.chunkInfoAt(ref, path, coords));
+    const chunk = await this.chunkInfoAt(ref, path, coords);
+    const row = chunkRow(chunk);
+    if (chunk.kind === "virtual" && keepsVirtualData(this.viewFormat)) return { ...row, embedded: await this.embeds(chunk) };
+    return row;
+  }
+
+  /**
+   * Whether the archive keeps a virtual ref's bytes itself.
+   * @param {import("./chunkdata.js").ChunkInfo} chunk
+   */
+  async embeds(chunk) {
+    const [whole, size] = chunk.refRange ?? [chunk.offset, chunk.length];
+    const key = [chunk.location, whole, size, chunk.checksumEtag, chunk.checksumLastModified];
+    return (await this.embeddedVirtual(key, chunk.offset, chunk.offset)) !== null;
+  }
+
+  /**
+   * Bytes [start, stop) of a virtual range (``[location, offset, length, etag, last_modified]``) the archive
+   * keeps, or null (archives before format 7 keep none: no lookup).
+   * @param {any[]} key @param {number} start @param {number} stop
+   */
+  async embeddedVirtual(key, start, stop) {
+    this.hasVirtualData ??= keepsVirtualData(this.viewFormat) && await this.counted(VIRTUAL_DATA);
+    if (!this.hasVirtualData) return null;
+    return readVirtual(this.zs, key, start, stop);
   }
 
   /**

@@ -8,7 +8,7 @@ import { FAMILY_NAMES } from "./schema.js";
 export const MAX_CHAIN = 64;
 const FILTER_HASHES = 7;
 const FIRST_KEYED = new Set(["chunk refs", "chunk history", "children", "nodes", "snapshots", "transaction logs"]);
-const VIEW_FORMATS = new Set([2, 3, 5, 6]);
+const VIEW_FORMATS = new Set([2, 3, 5, 6, 7]);
 
 /** A Bloom filter over the (node id, coords) prefixes of a fragment's chunk ref keys. */
 export class ChunkFilter {

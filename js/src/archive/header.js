@@ -56,5 +56,7 @@ export class ArchiveHeader {
 export const refsByManifest = (v) => v < 2;
 /** Whether an archive keeps chunk bytes in pieces and shard indexes (format 3 on). @param {number} v */
 export const hasChunkPieces = (v) => v >= 3;
+/** Whether an archive may keep the bytes of virtual chunk refs (family E, format 7 on). @param {number} v */
+export const keepsVirtualData = (v) => v >= 7;
 /** Whether an archive's per-chunk history is its chunk ref timeline with H exceptions (format 5 on). @param {number} v */
 export const historyFromTimeline = (v) => v >= 5;

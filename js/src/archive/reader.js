@@ -11,7 +11,7 @@ import { startsWith } from "./tuples.js";
 
 /**
  * @typedef {import("./tuples.js").Element} Element
- * @typedef {{authorize?: string[], fetch?: typeof fetch, headers?: Record<string, string>}} OpenOptions
+ * @typedef {{authorize?: string[], fetch?: typeof fetch, headers?: Record<string, string>, timeout?: number}} OpenOptions
  */
 
 /**

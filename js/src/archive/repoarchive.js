@@ -48,8 +48,9 @@ for (const name of ["chunkRefs", "arrayChunks"]) {
  * Open a repo archive: an http(s) URL (or one relative to the page), a File or Blob, or in Node a path
  * or file:// URL. A fragment is opened with the archives it builds on.
  * @param {string | URL | Blob} source
- * @param {{authorize?: string[], fetch?: typeof fetch, headers?: Record<string, string>}} [options]
- *   ``authorize``: location prefixes under which virtual chunk refs may be read
+ * @param {{authorize?: string[], fetch?: typeof fetch, headers?: Record<string, string>, timeout?: number}} [options]
+ *   ``authorize``: location prefixes under which virtual chunk refs may be read; ``timeout``: milliseconds an
+ *   answer may take to begin (30 s; then its body must come at 64 KiB/s)
  * @returns {Promise<RepoArchive>}
  */
 export async function openArchive(source, options = {}) {

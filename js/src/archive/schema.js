@@ -4,24 +4,24 @@ import { ZSCorrupt, ZSError } from "../errors.js";
 import { decode, encode, keyEnd } from "./tuples.js";
 
 /** The newest archive format this reader reads (format 4 is a fragment, read with its chain). */
-export const FORMAT_VERSION = 6;
+export const FORMAT_VERSION = 7;
 export const FRAGMENT_FORMAT = 4;
 /** Key of the object in the ZS header metadata that marks a file as a repo archive. */
 export const METADATA_KEY = "icechunk-archive";
 
-export const REFS = "B", CHUNK_REF = "C", CHUNK_DATA = "D", REPO = "G", CHUNK_HISTORY = "H", SHARD_INDEX = "I";
+export const REFS = "B", CHUNK_REF = "C", CHUNK_DATA = "D", VIRTUAL_DATA = "E", REPO = "G", CHUNK_HISTORY = "H", SHARD_INDEX = "I";
 export const CHILDREN = "L", NODE = "N", OPS = "O", SNAPSHOT = "S", SNAPSHOT_TIME = "T", TXLOG = "X", FILES = "Y";
 export const HEADER = "Z";
 
 /** Family tag -> the name the header's counts use. */
 export const FAMILY_NAMES = {
-  B: "refs", C: "chunk refs", D: "chunk data", Y: "file headers", G: "repo facts", H: "chunk history",
+  B: "refs", C: "chunk refs", D: "chunk data", E: "virtual chunk data", Y: "file headers", G: "repo facts", H: "chunk history",
   I: "shard indexes", L: "children", N: "nodes", O: "ops log", S: "snapshots", T: "snapshots by time",
   X: "transaction logs", Z: "archive header",
 };
 
 /** The newest record version of each family this reader reads (every older one is read too). */
-const RECORD_VERSIONS = { B: 1, C: 2, D: 2, Y: 1, G: 1, H: 2, I: 1, L: 1, N: 1, O: 1, S: 1, T: 1, X: 2, Z: 1 };
+const RECORD_VERSIONS = { B: 1, C: 2, D: 2, E: 1, Y: 1, G: 1, H: 2, I: 1, L: 1, N: 1, O: 1, S: 1, T: 1, X: 2, Z: 1 };
 
 /** Chunk ref kinds: the first value element of a C record; REMOVED only in record version 2. */
 export const INLINE = 0, NATIVE = 1, VIRTUAL = 2, REMOVED = 3;

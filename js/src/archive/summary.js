@@ -1,6 +1,7 @@
 // What an archive holds, at a glance (``zs summary --json``), as zsarchive/archive/read/summary.py says it.
 import { Chain } from "./chain.js";
-import { CHUNK_DATA, FAMILY_NAMES, SNAPSHOT, familyStop, keyPrefix } from "./schema.js";
+import { keepsVirtualData } from "./header.js";
+import { CHUNK_DATA, CHUNK_REF, FAMILY_NAMES, SNAPSHOT, VIRTUAL, VIRTUAL_DATA, familyStop, keyPrefix, split } from "./schema.js";
 
 /**
  * The summary of an archive as a JSON-ready object.
@@ -49,6 +50,43 @@ export async function summarize(archive) {
     branches, tags,
     deleted_tags: refs.filter((r) => r.type === "deleted_tag").map((r) => r.name),
     arrays,
+    virtual_bytes: keepsVirtualData(archive.viewFormat) ? await virtualBytes(archive, readers) : null,
     chunk_bytes: { embedded: Boolean(chunkRecords), records: chunkRecords, bytes: chunkBytes },
   };
+}
+
+/**
+ * Of an archive that may keep virtual chunk bytes (format 7): its virtual refs, those whose bytes it keeps
+ * (in how many ranges and bytes of the archive), and per prefix the refs that stay references.
+ * @param {import("./repoarchive.js").RepoArchive} archive @param {any[]} readers
+ */
+async function virtualBytes(archive, readers) {
+  /** @type {Set<string>} */
+  const kept = new Set();
+  let keptRanges = 0;
+  for await (const rec of archive.zs.search({ prefix: keyPrefix(VIRTUAL_DATA) })) {
+    const [, key] = split(rec);
+    if (key.length === 6 && key[5] === key[1]) keptRanges += 1;  // a range's first piece
+    kept.add(JSON.stringify(key.slice(0, 5)));
+  }
+  let refs = 0, keptRefs = 0;
+  /** @type {Map<string, number>} */
+  const notKept = new Map();
+  for await (const rec of archive.zs.search({ prefix: keyPrefix(CHUNK_REF) })) {
+    const value = split(rec)[2];
+    if (value[0] !== VIRTUAL) continue;
+    refs += 1;
+    if (kept.has(JSON.stringify(value.slice(1, 6)))) {
+      keptRefs += 1;
+    } else {
+      const location = /** @type {string} */ (value[1]);
+      const cut = location.lastIndexOf("/");
+      const prefix = cut < 0 ? `${location}/` : location.slice(0, cut + 1);
+      notKept.set(prefix, (notKept.get(prefix) ?? 0) + 1);
+    }
+  }
+  let bytes = 0;
+  for (const zs of readers) bytes += await zs.blockBytes(keyPrefix(VIRTUAL_DATA), familyStop(VIRTUAL_DATA));
+  return { refs, kept_refs: keptRefs, kept_ranges: keptRanges, bytes,
+    not_kept: [...notKept.keys()].sort().map((prefix) => ({ prefix, refs: notKept.get(prefix) })) };
 }

@@ -15,6 +15,32 @@ const COALESCE_LIMIT = 8 * 1024 * 1024;
 const CONTENT_RANGE = /^bytes\s+(?:(\d+)-(\d+)|\*)\/(\d+|\*)\s*$/;
 const RETRY_STATUS = new Set([408, 429, 500, 502, 503, 504]);
 const RETRIES = 3;
+/** Milliseconds an answer may take to begin, and bytes per second its body must arrive at beyond that: a
+ * server that drips bytes just fast enough to keep a connection open cannot hold a reader forever. */
+export const TIMEOUT_MS = 30_000;
+const MIN_RATE = 64 * 1024;
+const inBrowser = typeof window !== "undefined";
+
+/**
+ * A signal that aborts a request for ``length`` bytes once it took longer than it may.
+ * @param {number} timeout milliseconds @param {number} length
+ */
+export function deadline(timeout, length) {
+  return AbortSignal.timeout(timeout + Math.ceil((1000 * length) / MIN_RATE));
+}
+
+/**
+ * ``err`` (a failed fetch or body read) as one line naming ``name``.
+ * @param {string} name @param {unknown} err @param {number} timeout
+ */
+export function networkError(name, err, timeout) {
+  const error = /** @type {any} */ (err);
+  if (error && (error.name === "TimeoutError" || error.name === "AbortError")) {
+    return new ZSError(`${name}: no complete answer in time (${timeout / 1000} s, and 64 KiB/s of body)`);
+  }
+  return new ZSError(`${name}: cannot read (${error && error.message ? error.message : error}` +
+    (inBrowser ? "; a server of another origin must allow it: CORS)" : ")"));
+}
 
 /**
  * @typedef {object} Transport
@@ -137,9 +163,10 @@ class BaseTransport {
  * @param {Response} response
  * @param {number} limit
  * @param {string} name
+ * @param {number} [timeout] the request's, for the message when it runs out
  * @returns {Promise<Uint8Array>}
  */
-export async function boundedBody(response, limit, name) {
+export async function boundedBody(response, limit, name, timeout = TIMEOUT_MS) {
   const announced = Number(response.headers.get("Content-Length") ?? NaN);
   if (announced > limit) {
     await response.body?.cancel();
@@ -147,13 +174,17 @@ export async function boundedBody(response, limit, name) {
   }
   if (!response.body) return new Uint8Array(0);
   const encoded = (response.headers.get("Content-Encoding") ?? "identity") !== "identity";
-  if (announced <= limit && !encoded) {  // a length announced and within bounds: read whole (pieces cost more)
-    const body = new Uint8Array(await response.arrayBuffer());
-    if (body.length > limit) throw new ZSError(`${name}: the server sent more than the ${limit} bytes that can be right`);
-    return body;
+  try {
+    if (announced <= limit && !encoded) {  // a length announced and within bounds: read whole (pieces cost more)
+      const body = new Uint8Array(await response.arrayBuffer());
+      if (body.length > limit) throw new ZSError(`${name}: the server sent more than the ${limit} bytes that can be right`);
+      return body;
+    }
+    return await readBounded(response.body, limit,
+      () => new ZSError(`${name}: the server sent more than the ${limit} bytes that can be right`));
+  } catch (err) {
+    throw err instanceof ZSError ? err : networkError(name, err, timeout);
   }
-  return readBounded(response.body, limit,
-    () => new ZSError(`${name}: the server sent more than the ${limit} bytes that can be right`));
 }
 
 /**
@@ -177,13 +208,15 @@ export function contentRange(response, name) {
 export class HTTPTransport extends BaseTransport {
   /**
    * @param {string} url
-   * @param {{fetch?: typeof fetch, headers?: Record<string, string>, maxUnranged?: number}} [options]
+   * @param {{fetch?: typeof fetch, headers?: Record<string, string>, maxUnranged?: number, timeout?: number}} [options]
+   *   ``timeout``: milliseconds an answer may take to begin (30 s)
    */
   constructor(url, options = {}) {
     super(url);
     this.url = url;
     this.fetcher = options.fetch ?? globalThis.fetch.bind(globalThis);
     this.headers = options.headers ?? {};
+    this.timeout = options.timeout ?? TIMEOUT_MS;
     this.maxUnranged = options.maxUnranged ?? MAX_UNRANGED;
     /** @type {string | null} */
     this.etag = null;
@@ -192,8 +225,11 @@ export class HTTPTransport extends BaseTransport {
     this.pinned = false;
   }
 
-  /** @param {string} range @returns {Promise<Response>} */
-  async send(range) {
+  /**
+   * One range request (``length`` bytes expected), retried on a lost connection or a transient status.
+   * @param {string} range @param {number} length @returns {Promise<Response>}
+   */
+  async send(range, length) {
     const headers = { ...this.headers, Range: range };
     if (this.pinned) {
       // If-Match compares strongly: a weak ETag can only be checked in the answer
@@ -203,14 +239,13 @@ export class HTTPTransport extends BaseTransport {
     for (let attempt = 0; ; attempt++) {
       let response;
       try {
-        response = await this.fetcher(this.url, { headers, cache: "no-store" });
+        response = await this.fetcher(this.url, { headers, cache: "no-store", signal: deadline(this.timeout, length) });
       } catch (err) {
         if (attempt < RETRIES) {
           await new Promise((done) => setTimeout(done, 100 * 2 ** attempt));
           continue;
         }
-        throw new ZSError(`${this.name}: cannot read (${err && err.message ? err.message : err}; a server of ` +
-          "another origin must allow it: CORS)");
+        throw networkError(this.name, err, this.timeout);
       }
       this.stats.requests += 1;
       if (RETRY_STATUS.has(response.status) && attempt < RETRIES) {
@@ -251,14 +286,14 @@ export class HTTPTransport extends BaseTransport {
     if (this.size >= 0) return super.readHeadTail(head, tail);
     const wanted = [`bytes=0-${Math.max(head, 1) - 1}`];
     if (tail > 0) wanted.push(`bytes=-${tail}`);
-    const answers = await Promise.all(wanted.map((range) => this.send(range)));  // one round trip
+    const answers = await Promise.all(wanted.map((range) => this.send(range, Math.max(head, tail))));  // one round trip
     const sizes = new Set();
     /** @type {Array<[number, Uint8Array]>} */
     const pieces = [];
     for (const response of answers) {
       this.pin(response);
       if (response.status === 200) {
-        const body = await boundedBody(response, this.maxUnranged, this.name).catch((err) => {
+        const body = await boundedBody(response, this.maxUnranged, this.name, this.timeout).catch((err) => {
           throw new ZSError(`${this.name}: the server ignores Range requests (HTTP 200 with the whole body); ` +
             `refusing: ${err.message}`);
         });
@@ -270,7 +305,7 @@ export class HTTPTransport extends BaseTransport {
         pieces.push([0, new Uint8Array(0)]);
       } else {
         const [start, end, total] = contentRange(response, this.name);
-        const body = await boundedBody(response, end - start + 1, this.name);
+        const body = await boundedBody(response, end - start + 1, this.name, this.timeout);
         sizes.add(total);
         pieces.push([start, body]);
       }
@@ -301,10 +336,10 @@ export class HTTPTransport extends BaseTransport {
 
   /** @param {number} offset @param {number} length @returns {Promise<Uint8Array>} */
   async fetch(offset, length) {
-    const response = await this.send(`bytes=${offset}-${offset + length - 1}`);
+    const response = await this.send(`bytes=${offset}-${offset + length - 1}`, length);
     this.pin(response);
     if (response.status === 200) {
-      const body = await boundedBody(response, Math.min(this.size, this.maxUnranged), this.name);
+      const body = await boundedBody(response, Math.min(this.size, this.maxUnranged), this.name, this.timeout);
       if (body.length !== this.size) {
         throw new ZSCorrupt(`${this.name}: file changed while reading (length was ${this.size}, the server now ` +
           `sends ${body.length} bytes)`);
@@ -327,7 +362,7 @@ export class HTTPTransport extends BaseTransport {
       await response.body?.cancel();
       throw new ZSError(`${this.name}: asked for bytes ${offset}-${offset + length - 1}, the server sent ${start}-${end}`);
     }
-    const body = await boundedBody(response, length, this.name);
+    const body = await boundedBody(response, length, this.name, this.timeout);
     if (body.length !== length) {
       throw new ZSCorrupt(`${this.name}: short read: ${body.length} bytes of ${length} at offset ${offset}`);
     }

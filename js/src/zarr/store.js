@@ -122,7 +122,8 @@ export class ArchiveStore {
           if (kept && kept[0] === layout.atEnd && kept[1].length === layout.indexSize) return kept[1];  // no read of the shard
         }
       }
-      chunk = { ...chunk, offset: chunk.offset + start, length: stop - start };  // an inner chunk, or an index not kept
+      // an inner chunk, or an index not kept
+      chunk = { ...chunk, offset: chunk.offset + start, length: stop - start, refRange: chunk.refRange ?? [chunk.offset, chunk.length] };
     }
     return this.archive.readChunk(chunk, this.where, this.repo);
   }

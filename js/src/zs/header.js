@@ -4,6 +4,7 @@ import { ZSCorrupt } from "../errors.js";
 import { crc64, hex64 } from "./crc64.js";
 import { MIN_BLOCK_LENGTH } from "./block.js";
 import { CODECS } from "./codecs.js";
+import { MAX_BLOCK, MAX_FRAMED_BLOCK } from "../limits.js";
 
 const MAGIC = [0xab, 0x5a, 0x53, 0x66, 0x69, 0x4c, 0x65, 0x01];
 const PARTIAL_MAGIC = [0xab, 0x5a, 0x53, 0x74, 0x6f, 0x42, 0x65, 0x01];
@@ -123,6 +124,10 @@ export function parseHeader(head, size, name) {
   if (!(end <= offset && MIN_BLOCK_LENGTH <= length && offset + length <= size)) {
     throw new ZSCorrupt(`${name}: offset 16: root index block (${length} bytes at offset ${offset}) lies ` +
       `outside the block region ${end}..${size}`);
+  }
+  if (length > MAX_FRAMED_BLOCK) {
+    throw new ZSCorrupt(`${name}: offset 24: root index block of ${length} bytes: no block that decodes within the ` +
+      `ceiling of ${MAX_BLOCK} bytes is that long`);
   }
   return [header, end];
 }

@@ -5,7 +5,7 @@
 // data blocks; a scan streams runs of adjacent data blocks, one request each, the next run fetched while
 // the current one is decoded. Every block read is checked against its CRC-64 before it is used.
 import { ZSCorrupt } from "../errors.js";
-import { DATA_BLOCK_CACHE, INDEX_BLOCK_CACHE } from "../limits.js";
+import { DATA_BLOCK_CACHE, INDEX_BLOCK_CACHE, MAX_BLOCK, MAX_FRAMED_BLOCK } from "../limits.js";
 import { openTransport } from "../io/transport.js";
 import { MAX_INDEX_LEVEL, MIN_BLOCK_LENGTH, compareBytes, decodeIndex, recordSpans, splitBlock } from "./block.js";
 import { LRUCache } from "./cache.js";
@@ -198,6 +198,10 @@ export class ZS {
       if (o < lo || n < MIN_BLOCK_LENGTH || o + n > hi) {
         throw new ZSCorrupt(`${where}: index entry ${i} points at offset ${o} length ${n}, outside the blocks ` +
           `area [${lo}, ${hi})`);
+      }
+      if (n > MAX_FRAMED_BLOCK) {
+        throw new ZSCorrupt(`${where}: index entry ${i} points at a block of ${n} bytes: no block that decodes ` +
+          `within the ceiling of ${MAX_BLOCK} bytes is that long`);
       }
     });
     return block;

@@ -28,7 +28,7 @@ SOURCES = {version: ROOT / json.loads((path.parent / "records.json").read_text()
 def test_every_format_version_has_a_vector():
     """A vector for every version from 1 to the current full format (fragments, format 4, are written
     only by incremental export and have no committed vector)."""
-    assert sorted(ARCHIVES) == [v for v in range(1, S.FULL_FORMAT + 1) if v != S.FRAGMENT_FORMAT]
+    assert sorted(ARCHIVES) == [v for v in range(1, S.FORMAT_VERSION + 1) if v != S.FRAGMENT_FORMAT]
     assert all(source == TESTDATA / "icechunk" / "v2" for source in SOURCES.values())
 
 
@@ -108,9 +108,9 @@ def _diff(archive: RepoArchive, a: str, b: str):
         return ("refused", type(exc).__name__, str(exc).replace(archive.name, "ARCHIVE"))
 
 
-@pytest.mark.parametrize("version", sorted(set(ARCHIVES) - {S.FULL_FORMAT}))
+@pytest.mark.parametrize("version", sorted(set(ARCHIVES) - {S.FORMAT_VERSION}))
 def test_every_format_answers_as_the_current_one(version, icechunk2_python):
     refs = sorted(every_ref(oracle(2, icechunk2_python)))
-    with RepoArchive(ARCHIVES[version]) as old, RepoArchive(ARCHIVES[S.FULL_FORMAT]) as new:
+    with RepoArchive(ARCHIVES[version]) as old, RepoArchive(ARCHIVES[S.FORMAT_VERSION]) as new:
         assert _answers(old, refs) == _answers(new, refs)
         assert [_diff(old, a, b) for a in refs for b in refs] == [_diff(new, a, b) for a in refs for b in refs]

@@ -11,13 +11,17 @@ from pathlib import Path
 
 import pytest
 
-from toolkit.places import ROOT, TESTDATA
+from toolkit.oracle import fixtures
+from toolkit.places import ROOT, TESTDATA, load_module
 from toolkit.archive_format import (
-    documented_file_forms, documented_ops_log_files, documented_record, documented_repo_file, unzs_records,
+    documented_file_forms, documented_ops_log_files, documented_record, documented_repo_file, documented_virtual_bytes,
+    unzs_records,
 )
 from zsarchive.archive import export
 from zsarchive.archive.format import schema as S
 from zsarchive.zs.reader import ZS
+
+link_virtual_prefix = load_module(ROOT / "scripts" / "icechunk_oracle.py").link_virtual_prefix
 
 VECTORS = sorted((TESTDATA / "archive").glob("v*/records.json"))
 
@@ -74,14 +78,41 @@ def test_our_encoder_rebuilds_every_record(vector):
         assert built.hex() == rec["hex"], rec
 
 
-def test_the_exporter_writes_the_current_vector(tmp_path):
-    current = TESTDATA / "archive" / f"v{S.FULL_FORMAT}"
+@pytest.mark.parametrize("version", [S.FULL_FORMAT, S.VIRTUAL_FORMAT])
+def test_the_exporter_writes_the_current_vectors(tmp_path, version):
+    """Today's exporter writes the format 6 vector byte for byte without ``include_virtual`` (an export that
+    keeps no virtual bytes is as it was), and the format 7 vector with it."""
+    current = TESTDATA / "archive" / f"v{version}"
     expected = _vector(current / "records.json")
+    authorize = [_linked_virtual_prefix()] if expected.get("include_virtual") else []
     export(ROOT / expected["source"], tmp_path / "a.zs", export_time=expected["export_time"],
-           include_chunks=expected.get("include_chunks", False))
+           include_chunks=expected.get("include_chunks", False),
+           include_virtual=expected.get("include_virtual", False), authorize=authorize)
     assert (tmp_path / "a.zs").read_bytes() == (current / "archive.zs").read_bytes()
 
 
+def _linked_virtual_prefix() -> str:
+    virtual = fixtures()["virtual"]
+    link_virtual_prefix(virtual["prefix"], TESTDATA / "icechunk" / virtual["directory"])
+    return virtual["prefix"]
+
+
+def test_the_format_7_vector_keeps_the_fixture_s_virtual_bytes_as_its_refs_pin_them():
+    """Read by the document alone, the v7 vector keeps, for every virtual ref of the fixture whose file
+    still is the version its checksum pins, exactly that file's bytes of the ref's range; the refs whose
+    checksum the committed file fails (an ETag it never had, a time before the file was written) are not
+    kept; every kept range is one a ref names."""
+    vector = _vector(TESTDATA / "archive" / "v7" / "records.json")
+    assert vector["include_virtual"] and vector["authorize"] == [fixtures()["virtual"]["prefix"]]
+    kept = documented_virtual_bytes(vector["records"])
+    refs = {tuple(r["value"][1:6]) for r in vector["records"] if r["family"] == "C" and r["value"][0] == 2}
+    prefix = fixtures()["virtual"]["prefix"]
+    directory = TESTDATA / "icechunk" / fixtures()["virtual"]["directory"]
+    refused = {ref for ref in refs if ref[3] == "fixture-etag" or ref[4] == 946684800}
+    assert len(refused) == 2 and set(kept) == refs - refused
+    for (location, offset, length, _, _), data in kept.items():
+        assert location.startswith(prefix)
+        assert data == (directory / location[len(prefix):]).read_bytes()[offset:offset + length]
 def test_the_format_6_vector_says_how_each_file_of_the_fixture_was_written():
     """What the v6 vector's ``Y`` records and ``G repo_file`` say, read by the document alone, is what the
     fixture's files hold: each header's implementation name (bytes 12 to 35), each V2 manifest's

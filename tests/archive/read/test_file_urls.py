@@ -55,8 +55,10 @@ def test_a_fragment_named_by_an_escaped_url_finds_its_base(chain):
 def test_consolidating_over_a_chain_member_named_by_url_is_refused(chain, tmp_path):
     base, fragment = chain
     before = base.read_bytes()
-    with pytest.raises(ZSError, match="is an archive of the chain"):
+    with pytest.raises(ZSError, match="exists already"):
         consolidate(_url(fragment), base)
+    with pytest.raises(ZSError, match="is an archive of the chain"):  # even told to overwrite
+        consolidate(_url(fragment), base, overwrite=True)
     assert base.read_bytes() == before
     out = tmp_path / "whole.zs"
     consolidate(_url(fragment), out)

@@ -228,7 +228,7 @@ def test_a_base_of_another_repository_is_refused(small_chain, icechunk2_python, 
 
 def test_a_fragment_over_its_own_base_is_refused(small_chain):
     args = ("export", str(small_chain / "repo"), str(small_chain / "base000.zs"), "--base", str(small_chain / "base000.zs"))
-    one_line_error(run_zs(*args), "base000.zs: exists already; give a new name, or --force to replace it")
+    one_line_error(run_zs(*args), "base000.zs: exists already; give a new name, or --force (overwrite=True) to replace it")
     one_line_error(run_zs(*args, "--force"), "is the base archive")
 
 

@@ -103,7 +103,7 @@ class Holding(TypedTuple):
 
 class FragmentInfo(TypedTuple):
     """What a fragment's header record says beyond a full archive's: the time range it covers (its
-    base's export time, its own), the format version of a full export made with it (2, 3 or 5: what
+    base's export time, its own), the format version of a full export made with it (2, 3, 5, 6 or 7: what
     consolidation writes) and what it holds per family tag. (This and :class:`Holding` are typed tuples:
     a frozen dataclass costs every start of the command line ~6x as much to define.)"""
 
@@ -127,7 +127,7 @@ class FragmentInfo(TypedTuple):
             start, stop, view_format, bits, families = cast(tuple[Any, ...], element)
             if not (bits is None or (isinstance(bits, bytes) and bits)):
                 raise ValueError("chunk ref filter")
-            if view_format not in (2, 3, 5, schema.FULL_FORMAT):
+            if view_format not in (2, 3, 5, schema.FULL_FORMAT, schema.VIRTUAL_FORMAT):
                 raise ValueError(f"format version {view_format!r} of the view")
             holdings = {}
             for name, records, dead, firsts in families:

@@ -87,3 +87,13 @@ def keeps_file_forms(format_version: int) -> bool:
     """Whether an archive keeps each metadata file's header and manifest location compression (``Y``),
     a V1 deleted tag's snapshot and the ops log's files (format 6 on)."""
     return format_version >= 6
+
+
+def keeps_virtual_data(format_version: int) -> bool:
+    """Whether an archive may keep the bytes of virtual chunk refs (``E``, format 7 on)."""
+    return format_version >= 7
+
+
+def full_format(include_virtual: bool) -> int:
+    """The format version of a full export: 7 when it keeps virtual chunk bytes, else 6."""
+    return schema.VIRTUAL_FORMAT if include_virtual else schema.FULL_FORMAT

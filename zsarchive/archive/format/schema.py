@@ -12,16 +12,20 @@ from typing import Any
 from zsarchive.archive.format import tuples
 from zsarchive.errors import RecordFault, ZSError
 
-FORMAT_VERSION = 6
+FORMAT_VERSION = 7
 """Newest version of the archive format as a whole (archive header record and ZS metadata); readers
 read every version up to it (format 1 stores chunk refs per manifest, format 2 as a per-chunk timeline,
 format 3 adds chunk bytes in pieces and shard indexes, and is written only by archives holding either;
 format 4 is a fragment, read together with the archives it builds on: zsarchive.archive.format.fragments;
 format 5 is format 3 whose per-chunk history is the chunk ref timeline, with ``H`` records only where
 a transaction log and the timeline disagree; format 6 is format 5 that also keeps what a restore needs to
-bring each metadata file back in its form: ``Y`` records, a V1 deleted tag's snapshot, the ops log's files)."""
+bring each metadata file back in its form: ``Y`` records, a V1 deleted tag's snapshot, the ops log's files;
+format 7 is format 6 that may also keep the bytes of virtual chunk refs: ``E`` records)."""
 FULL_FORMAT = 6
-"""The newest format version of a standalone archive (a fragment's is FRAGMENT_FORMAT)."""
+"""The format version of a standalone archive exported without virtual chunk bytes (a fragment's is
+FRAGMENT_FORMAT)."""
+VIRTUAL_FORMAT = 7
+"""The format version of a standalone archive exported to keep virtual chunk bytes (``include_virtual``)."""
 FRAGMENT_FORMAT = 4
 """The format version of a fragment."""
 
@@ -32,6 +36,7 @@ METADATA_KEY = "icechunk-archive"
 REFS = b"B"
 CHUNK_REF = b"C"
 CHUNK_DATA = b"D"
+VIRTUAL_DATA = b"E"
 REPO = b"G"
 CHUNK_HISTORY = b"H"
 SHARD_INDEX = b"I"
@@ -45,7 +50,7 @@ FILES = b"Y"
 HEADER = b"Z"
 
 FAMILY_NAMES = {
-    REFS: "refs", CHUNK_REF: "chunk refs", CHUNK_DATA: "chunk data", FILES: "file headers", REPO: "repo facts",
+    REFS: "refs", CHUNK_REF: "chunk refs", CHUNK_DATA: "chunk data", VIRTUAL_DATA: "virtual chunk data", FILES: "file headers", REPO: "repo facts",
     CHUNK_HISTORY: "chunk history", SHARD_INDEX: "shard indexes", CHILDREN: "children", NODE: "nodes", OPS: "ops log",
     SNAPSHOT: "snapshots", SNAPSHOT_TIME: "snapshots by time", TXLOG: "transaction logs",
     HEADER: "archive header",
@@ -58,7 +63,7 @@ by (node, coords, snapshot); chunk data is version 1, a whole file keyed by chun
 and 2, and version 2, pieces keyed by (chunk id, offset), in format 3; a transaction-log summary is
 version 2 where it merges the logs of ancestors expiration pruned, which it then names; chunk history is
 version 1, one record per logged chunk change, in formats 1 to 3, and version 2, an exception to the
-timeline, in format 5)."""
+timeline, in format 5; virtual chunk data, format 7, is version 1)."""
 
 SNAPSHOT_ID_LENGTH = 20
 """Characters of a snapshot, manifest or chunk id as the archive spells it (Crockford base32 text)."""

@@ -88,6 +88,13 @@ class ShardLayout:
                 raise ZSCorrupt(f"{where}: shard index points past the shard's {shard_length} bytes")
         return table
 
+    def cuts(self, table: list[tuple[int, int]], shard_length: int) -> list[int]:
+        """Where a reader's own reads of a shard start and end, from its start: the index (of
+        :meth:`entries` ``table``) and every inner chunk it holds (pieces of embedded bytes are cut there)."""
+        start, stop = self.index_span(shard_length)
+        held = [(o, n) for o, n in table if o != EMPTY]
+        return [start, stop, *(o for o, _ in held), *(o + n for o, n in held)]
+
 
 def shard_layout(zarr_json: bytes) -> ShardLayout | None:
     """The shard layout of an array from its ``zarr.json``, or None: not sharded, sharded with codecs

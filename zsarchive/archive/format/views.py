@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any, Callable, Self
 
 from zsarchive.archive.format import schema
+from zsarchive.errors import ZSCorrupt
 from zsarchive.icechunk import ids
 from zsarchive.icechunk.nodekinds import NodeType, RefKind
 from zsarchive.typedtuple import TypedTuple
@@ -319,7 +320,7 @@ class ChunkRefValue(ValueView):
 
     @staticmethod
     def well_formed(value: tuple[Any, ...]) -> bool:
-        """Whether a value of a known kind holds what its kind needs (see :data:`SHAPES`)."""
+        """Whether a value of a known kind holds what its kind needs (see :data:`CHUNK_REF_SHAPES`)."""
         kind = value[0]
         if kind == schema.INLINE:
             return len(value) >= 2 and isinstance(value[1], bytes)
@@ -628,6 +629,91 @@ class ShardIndexKey(KeyView):
         return tuple(self) if self.virtual else tuple(self)[:3]
 
 
+def _pin(etag: object, last_modified: object) -> bool:
+    """Whether ``etag`` and ``last_modified`` have the types of a virtual chunk ref's checksum (each
+    may be null)."""
+    return (etag is None or isinstance(etag, str)) and \
+        (last_modified is None or (isinstance(last_modified, int) and not isinstance(last_modified, bool)))
+
+
+class VirtualRangeKey(KeyView):
+    """An ``E`` alias record's key, and the range part of an ``E`` piece's (format 7): bytes
+    ``[offset, offset + length)`` of the object at ``location`` that a virtual chunk ref names, with
+    the ref's checksum (null where it has none), which pins the version of the object they come from."""
+
+    location: str
+    offset: int
+    length: int
+    checksum_etag: str | None
+    checksum_last_modified: int | None
+
+    @property
+    def stop(self) -> int:
+        """The offset just past the range."""
+        return self.offset + self.length
+
+    @property
+    def span(self) -> tuple[str, int, int]:
+        """``(location, offset, length)``: the range whatever its checksum."""
+        return self.location, self.offset, self.length
+
+    @property
+    def pin(self) -> tuple[str | None, int | None]:
+        """``(checksum_etag, checksum_last_modified)``: the checksum the range is kept under."""
+        return self.checksum_etag, self.checksum_last_modified
+
+    def under(self, pin: tuple[str | None, int | None]) -> VirtualRangeKey:
+        """The same range under another checksum."""
+        return VirtualRangeKey(*self.span, *pin)
+
+    @staticmethod
+    def well_formed(key: tuple[Any, ...]) -> bool:
+        return (len(key) == 5 and isinstance(key[0], str) and bool(key[0])
+                and all(type(v) is int and v >= 0 for v in key[1:3]) and _pin(key[3], key[4]))
+
+
+class VirtualPieceKey(KeyView):
+    """An ``E`` piece record's key (format 7): a virtual range's key and where in the object the
+    piece's first byte is (the range's own offset for its first piece)."""
+
+    location: str
+    offset: int
+    length: int
+    checksum_etag: str | None
+    checksum_last_modified: int | None
+    start: int
+
+    @property
+    def range(self) -> VirtualRangeKey:
+        """The key of the range the piece belongs to."""
+        return VirtualRangeKey(self.location, self.offset, self.length, self.checksum_etag,
+                               self.checksum_last_modified)
+
+    @staticmethod
+    def well_formed(key: tuple[Any, ...]) -> bool:
+        return (len(key) == 6 and VirtualRangeKey.well_formed(key[:5]) and type(key[5]) is int
+                and key[1] <= key[5] <= key[1] + key[2])
+
+
+class VirtualAliasValue(ValueView):
+    """An ``E`` alias record's value (format 7): the checksum of the same range whose pieces hold the
+    bytes (one read of the object satisfied both checksums, or the bytes were found equal)."""
+
+    checksum_etag: str | None
+    checksum_last_modified: int | None
+
+    @staticmethod
+    def well_formed(value: tuple[Any, ...]) -> bool:
+        return len(value) >= 2 and _pin(value[0], value[1])
+
+    @classmethod
+    def decode(cls, value: tuple[Any, ...], where: str = "archive") -> VirtualAliasValue:
+        """The alias; ZSCorrupt naming ``where`` when the value is not a checksum."""
+        if not cls.well_formed(value):
+            raise ZSCorrupt(f"{where}: its alias {value!r:.100} is not a checksum (etag or null, time or null)")
+        return cls(value[0], value[1])
+
+
 class FamilyViews(TypedTuple):
     """The named views of one family's records, and their shape as messages about a malformed record spell it."""
 
@@ -660,5 +746,6 @@ FAMILY_VIEWS = {
 }
 """Family tag -> the views of its records (the newest format's; format 1's chunk refs are keyed by
 :class:`ManifestRefKey`). ``H`` and ``D`` records are read by the record version and the format
-(:class:`HistoryValue`, :class:`ChunkBytesKey`); the header's view is
+(:class:`HistoryValue`, :class:`ChunkBytesKey`), ``E`` records by their key's length (a piece,
+:class:`VirtualPieceKey`, or an alias, :class:`VirtualRangeKey` and :class:`VirtualAliasValue`); the header's view is
 :class:`~zsarchive.archive.format.header.ArchiveHeader`."""

@@ -14,6 +14,7 @@ from typing import Iterator
 from zsarchive.archive.format import tuples
 from zsarchive.archive.format import schema
 from zsarchive.archive.format.fragments import MAX_CHAIN, FragmentInfo, is_tombstone
+from zsarchive.archive.format.pieces import OWNER_ELEMENTS
 from zsarchive.archive.format.header import ArchiveHeader, archive_metadata, history_from_timeline, refs_by_manifest
 from zsarchive.errors import ZSCorrupt, ZSError
 from zsarchive.io.location import is_url, local_path
@@ -166,8 +167,12 @@ class Chain:
 
     def floor_span(self, before: bytes, stop: bytes, views: bool = False) -> list:
         """As :meth:`ZS.floor_span`, answered by the newest archive holding records that share
-        ``before``'s family and first key element (all pieces of one chunk file live in one archive)."""
-        owner = before[:tuples.element_end(before, 1)]
+        ``before``'s family and owner (all pieces of one chunk file, or of one virtual range, live in one
+        archive): its first key element, or the elements :data:`OWNER_ELEMENTS` gives its family."""
+        end = 1
+        for _ in range(OWNER_ELEMENTS.get(before[:1], 1)):
+            end = tuples.element_end(before, end)
+        owner = before[:end]
         members, _ = self._candidates(owner)
         if len(members) == 1 and not members[0].may_tombstone(owner[:1]):
             return members[0].zs.floor_span(before, stop, views)
@@ -239,3 +244,10 @@ def open_chain(zs: ZS, location: str) -> Chain:
         if current is not None and current is not zs and all(m.zs is not current for m in members):
             current.close()
         raise
+
+
+def view_format(zs: ZS | Chain, format_version: int) -> int:
+    """The format version the records of an archive of ``format_version`` follow: a chain's, that of its
+    view (its newest fragment names it)."""
+    info = zs.members[0].info if isinstance(zs, Chain) else None
+    return format_version if info is None else info.view_format

@@ -8,7 +8,7 @@ from zsarchive.archive.format import schema
 from zsarchive.archive.format.views import NODE_SETS, HistoryKey, NodeKey, NodeValue, OpsKey, OpsValue, TxlogValue
 from zsarchive.archive.read import chunkhistory
 from zsarchive.archive.read.nodes import NodeQueries
-from zsarchive.archive.read.reader import NotFound, guarded
+from zsarchive.archive.read.reader import NotFound
 from zsarchive.archive.read.refspec import TimeBound, chunk_coords, time_bound
 from zsarchive.errors import ZSCorrupt, ZSError
 from zsarchive.times import format_time
@@ -31,7 +31,6 @@ class ChangeQueries(NodeQueries):
         return [self._snapshot_dict(change_sid, self._snapshot_value(change_sid))
                 for _, change_sid in changes if change_sid in history]
 
-    @guarded
     def history_entries(self, node_id: str, coords: tuple | None = None) -> Iterator[HistoryKey]:
         """``(node_id, coords, flushed_at, snapshot_id)`` of every commit whose transaction log names a chunk
         of the array ``node_id`` (only of ``coords`` when given), in no particular order

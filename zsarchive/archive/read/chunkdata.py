@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import os
 import threading
-from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 from urllib.parse import unquote, urlsplit
 
 from zsarchive.archive.read.refspec import coords_text
@@ -16,8 +15,10 @@ from zsarchive.times import format_time
 from zsarchive.icechunk import ids
 from zsarchive.icechunk.kinds import ZS_FILE, archive_not_repository, local_kind
 from zsarchive.io.location import SCHEMES, Location, parse_location
-from zsarchive.io.objects import ObjectChanged, get_bounded, object_store
-from zsarchive.io.pinning import http_date, http_seconds, mismatch, seconds_of
+from zsarchive.io.objects import ObjectChanged, object_store
+from zsarchive.io.pinning import Version
+from zsarchive.io.versioned import (http_conditions, object_conditions, read_file_runs, read_object_run,
+                                    read_url_run, stat_file, stat_object, stat_url)
 from zsarchive.icechunk.storage import ObjectStorage, read_file_range
 
 if TYPE_CHECKING:
@@ -30,20 +31,24 @@ class ChunkReader:
     """Reads chunk bytes for one archive (``name``, for messages).
 
     ``embedded(chunk_id, start, stop, views)``: bytes [start, stop) of the archive's own copy of a
-    native chunk file, or None if it holds none; ``authorize``:
+    native chunk file, or None if it holds none; ``embedded_virtual(range key, start, stop, views)`` the
+    same of a virtual range (``(location, offset, length, etag, last_modified)`` of the whole ref), read
+    before any source and needing no authorization; ``authorize``:
     location prefixes under which virtual refs may be read, or a mapping of such prefixes to the
     storage options (credentials, endpoint, ``anon``) of the object store under each, as icechunk's
     virtual chunk containers have them. Connections to a host are kept per host.
     """
 
     def __init__(self, name: str, authorize: Iterable[str] | Mapping[str, Mapping[str, Any]],
-                 embedded: Callable[[str, int, int, bool], bytes | memoryview | None]):
+                 embedded: Callable[[str, int, int, bool], bytes | memoryview | None],
+                 embedded_virtual: Callable[[tuple, int, int, bool], bytes | memoryview | None] | None = None):
         self.name = name
         if isinstance(authorize, Mapping):
             self.authorize = {str(p): dict(options or {}) for p, options in authorize.items()}
         else:
             self.authorize = {str(p): {} for p in authorize}
         self.embedded = embedded
+        self.embedded_virtual = embedded_virtual
         self._pools: dict[tuple, ConnectionPool] = {}
         self._pools_lock = threading.Lock()
         self._repos: dict[Location, ObjectStorage] = {}
@@ -71,10 +76,7 @@ class ChunkReader:
             chunk_id = chunk.chunk_id
             if not ids.is_id(chunk_id):  # the only chunk file names an archive may make us open
                 raise ZSCorrupt(f"{self.name}: {where}: invalid chunk id {chunk_id!r}")
-            try:
-                embedded = self.embedded(chunk_id, offset, offset + length, views)
-            except ZSCorrupt as exc:
-                raise ZSCorrupt(f"{where}: {exc}") from None
+            embedded = _kept(self.embedded, chunk_id, offset, length, views, where)
             if embedded is not None:
                 return embedded
             if repo is None:
@@ -94,6 +96,11 @@ class ChunkReader:
                 return storage.read_range(f"chunks/{chunk_id}", offset, length)
             except ZSError as exc:
                 raise type(exc)(f"{where}: {exc}") from None
+        if self.embedded_virtual is not None:
+            key = (chunk.location, *chunk.whole_range, chunk.checksum_etag, chunk.checksum_last_modified)
+            kept = _kept(self.embedded_virtual, key, offset, length, views, where)
+            if kept is not None:
+                return kept
         return self.read_virtual(chunk.location, offset, length, chunk.checksum_etag,
                                  chunk.checksum_last_modified, where)
 
@@ -101,15 +108,79 @@ class ChunkReader:
                      last_modified: int | None, where: str) -> bytes:
         """``length`` bytes at ``offset`` of a virtual location under an authorized prefix, on
         condition of the ref's checksums (``where`` names the ref in messages)."""
+        version, data = self.read_runs(location, [(offset, length)], [(etag, last_modified)], where)[0]
+        differs = version.differs(etag, last_modified)
+        # no bytes from a remote answer: the length check below says why (the answer named no version)
+        if differs and (data or version.local):
+            raise ZSError(f"{where}: {location} changed since the virtual ref was written ({differs})")
+        if len(data) != length:
+            raise ZSCorrupt(f"{where}: {location} holds {len(data)} bytes at offset {offset}, expected {length}")
+        return data
+
+    def read_runs(self, location: str, runs: Sequence[tuple[int, int]], pins: Iterable[tuple[str | None, int | None]],
+                  where: str) -> list[tuple[Version, bytes]]:
+        """Per ``(offset, length)`` run of a virtual location under an authorized prefix, its bytes (fewer
+        where the object ends sooner) and the version of the object that answered, which the caller checks
+        against each checksum (``pins``: ``(etag, last_modified)`` each) the bytes are read under. Requests
+        ask for the version the pins share, so a server that honours preconditions sends nothing else; a
+        local file's runs are read between two looks at it. One-line ZSError when a read fails."""
+        etag, last_modified = _shared(pins)
         scheme = urlsplit(location).scheme.lower()
         if scheme in ("http", "https"):
             self._authorized_url(location, where)
-            return self._read_url(location, offset, length, where, etag, last_modified)
+            headers = http_conditions(etag, last_modified)
+            pool = self._pool_for(location)
+            try:
+                return [read_url_run(location, offset, length, headers, pool) for offset, length in runs]
+            except ZSError as exc:
+                checks = ", ".join(f"{k} {v}" for k, v in headers.items())
+                raise type(exc)(f"{where}: cannot read {location}{f' ({checks})' if checks else ''}: {exc}") from None
         if SCHEMES.get(scheme) in ("s3", "gs", "az"):
             options = self.authorize[self._authorized_url(location, where)]
-            return _read_object(location, options, offset, length, where, etag, last_modified)
-        local = self._authorized_local_path(location, where)
-        return _read_range(local, offset, length, where, etag, last_modified)
+            return [_read_object(location, options, offset, length, where, etag, last_modified)
+                    for offset, length in runs]
+        path = self._authorized_local_path(location, where)
+        try:
+            version, bodies = read_file_runs(path, runs)
+        except ObjectChanged:
+            raise ZSError(f"{where}: {path} changed while it was read") from None
+        except ZSError as exc:
+            raise type(exc)(f"{where}: {exc}") from None
+        return [(version, body) for body in bodies]
+
+    def version_of(self, location: str) -> Version | None:
+        """The current version of the object at a virtual location under an authorized prefix (its
+        ETag, modification time and size), asked once; None when it no longer exists."""
+        where = f"virtual location {location}"
+        scheme = urlsplit(location).scheme.lower()
+        try:
+            if scheme in ("http", "https"):
+                self._authorized_url(location, where)
+                return stat_url(location, self._pool_for(location))
+            if SCHEMES.get(scheme) in ("s3", "gs", "az"):
+                store, key = _object_of(location, self.authorize[self._authorized_url(location, where)])
+                return stat_object(store, key, location)
+            return stat_file(self._authorized_local_path(location, where))
+        except ZSError as exc:
+            if str(exc).startswith(where):
+                raise
+            raise type(exc)(f"{where}: {exc}") from None
+
+    def authorized(self, location: str) -> bool:
+        """Whether ``location`` lies under an authorized prefix (a read of it would be allowed)."""
+        try:
+            if SCHEMES.get(urlsplit(location).scheme.lower()):
+                self._authorized_url(location, location)
+            else:
+                self._authorized_local_path(location, location)
+        except ZSError:
+            return False
+        return True
+
+    @staticmethod
+    def is_local(location: str) -> bool:
+        """Whether ``location`` is a local file (a ``file://`` URL or a path)."""
+        return SCHEMES.get(urlsplit(location).scheme.lower()) is None
 
     def _authorized_url(self, location: str, where: str) -> str:
         """The authorized prefix ``location`` lies under (ZSError if none)."""
@@ -124,35 +195,6 @@ class ChunkReader:
                 return prefix
         raise ZSError(f"{where}: virtual location {location!r} is not under an authorized prefix; "
                       f"{_authorize_hint(location.rsplit('/', 1)[0] + '/')}")
-
-    def _read_url(self, url: str, offset: int, length: int, where: str, etag: str | None = None,
-                  last_modified: int | None = None) -> bytes:
-        """``length`` bytes at ``offset`` of ``url``; the ref's ETag / modification time are sent as
-        preconditions, so a changed object fails instead of returning other bytes."""
-        headers = {}
-        # If-Match compares strongly: a weak ETag is checked in the answer only
-        if etag and not etag.startswith("W/"):
-            headers["If-Match"] = etag if etag.startswith('"') or etag == "*" else f'"{etag}"'
-        since = http_date(last_modified) if last_modified else None
-        if since:
-            headers["If-Unmodified-Since"] = since
-        from zsarchive.io.http import HTTPTransport  # here: a chunk ref lookup needs no HTTP client
-        transport = HTTPTransport(url, headers=headers, pool=self._pool_for(url))
-        try:
-            data = transport.read_once(offset, length)
-        except ZSError as exc:
-            checks = ", ".join(f"{k} {v}" for k, v in headers.items())
-            raise type(exc)(f"{where}: cannot read {url}{f' ({checks})' if checks else ''}: {exc}") from None
-        finally:
-            transport.close()
-        # a server that ignores the preconditions answers with what it holds now: check the answer itself
-        answer_etag, answer_modified = transport.version
-        differs = mismatch(etag, last_modified, answer_etag, http_seconds(answer_modified))
-        if differs and data:  # no bytes returned: the length check below says why
-            raise ZSError(f"{where}: {url} changed since the virtual ref was written ({differs})")
-        if len(data) != length:
-            raise ZSCorrupt(f"{where}: {url} holds {len(data)} bytes at offset {offset}, expected {length}")
-        return data
 
     def _pool_for(self, url: str) -> ConnectionPool:
         from zsarchive.io.httpclient import ConnectionPool, host_of
@@ -196,22 +238,41 @@ def _authorize_hint(prefix: str) -> str:
     return f"authorize it with authorize=[{prefix!r}] in Python, --authorize {prefix} on the command line"
 
 
-def _read_object(location: str, options: dict[str, Any], offset: int, length: int, where: str,
-                 etag: str | None, last_modified: int | None) -> bytes:
-    """A virtual chunk in S3, GCS or Azure: the range is asked for on condition that the object still
-    has the ref's ETag and was not modified after the ref's time, so changed bytes are never returned."""
+def _kept(lookup: Callable, key: Any, offset: int, length: int, views: bool, where: str) -> bytes | memoryview | None:
+    """``length`` bytes at ``offset`` of what the archive keeps under ``key`` (a chunk file's id, a virtual
+    range's key), or None; a damaged archive's error names the chunk."""
+    try:
+        return lookup(key, offset, offset + length, views)
+    except ZSCorrupt as exc:
+        raise ZSCorrupt(f"{where}: {exc}") from None
+
+
+def _shared(pins: Iterable[tuple[str | None, int | None]]) -> tuple[str | None, int | None]:
+    """The checksum ``(etag, last_modified)`` every pin agrees on, element by element (None where they differ)."""
+    etags, times = set(), set()
+    for etag, last_modified in pins:
+        etags.add(etag)
+        times.add(last_modified)
+    return (etags.pop() if len(etags) == 1 else None), (times.pop() if len(times) == 1 else None)
+
+
+def _object_of(location: str, options: dict[str, Any]) -> tuple[Any, str]:
+    """The obstore store of a location's bucket (with the storage options of its authorized prefix) and
+    the object's key in it."""
     parts = urlsplit(location)
     settings = dict(options)
     anon = str(settings.pop("anon", "")).lower() in ("1", "true", "yes")
-    bucket = parse_location(f"{parts.scheme}://{parts.netloc}", settings, anon)
-    conditions: dict[str, Any] = {"range": (offset, offset + length)}
-    if etag and etag.strip('"') != "*":
-        conditions["if_match"] = etag if etag.startswith(('"', "W/")) else f'"{etag}"'
-    if last_modified and http_date(last_modified):
-        conditions["if_unmodified_since"] = datetime.fromtimestamp(last_modified, timezone.utc)
+    return (object_store(parse_location(f"{parts.scheme}://{parts.netloc}", settings, anon)),
+            unquote(parts.path).lstrip("/"))
+
+
+def _read_object(location: str, options: dict[str, Any], offset: int, length: int, where: str,
+                 etag: str | None, last_modified: int | None) -> tuple[Version, bytes]:
+    """A range of an object in S3, GCS or Azure, asked for on condition that the object still has the
+    ref's ETag and was not modified after the ref's time."""
+    store, key = _object_of(location, options)
     try:
-        meta, _, data = get_bounded(object_store(bucket), unquote(parts.path).lstrip("/"), conditions, length,
-                                    location)
+        return read_object_run(store, key, location, offset, length, object_conditions(etag, last_modified))
     except ObjectChanged:
         checks = ", ".join(f"{k} {v}" for k, v in (("ETag", etag), ("modified by", last_modified and
                                                     format_time(last_modified * 10**6))) if v)
@@ -219,42 +280,11 @@ def _read_object(location: str, options: dict[str, Any], offset: int, length: in
                       f"checksum: {checks})") from None
     except ZSError as exc:
         raise type(exc)(f"{where}: {exc}") from None
-    # the store's own answer names the version it sent: a store or proxy that ignored the
-    # preconditions is caught here
-    differs = mismatch(etag, last_modified, meta.get("e_tag"), seconds_of(meta.get("last_modified")))
-    if differs:
-        raise ZSError(f"{where}: {location} changed since the virtual ref was written ({differs})")
-    if len(data) != length:
-        raise ZSCorrupt(f"{where}: {location} holds {len(data)} bytes at offset {offset}, expected {length}")
-    return data
 
 
-def _read_range(path: str, offset: int, length: int, where: str, etag: str | None = None,
-                last_modified: int | None = None) -> bytes:
-    check = None
-    if etag or last_modified:
-        def check(st: os.stat_result) -> None:
-            _check_local_checksum(st, path, where, etag, last_modified)
+def _read_range(path: str, offset: int, length: int, where: str) -> bytes:
+    """``length`` bytes at ``offset`` of a repository's local chunk file."""
     try:
-        return read_file_range(path, offset, length, check)
+        return read_file_range(path, offset, length)
     except ZSError as exc:
-        if str(exc).startswith(where):  # the checksum's own message names the chunk already
-            raise
         raise type(exc)(f"{where}: {exc}") from None
-
-
-def _check_local_checksum(st: os.stat_result, path: str, where: str, etag: str | None,
-                          last_modified: int | None) -> None:
-    """Refuse a file that changed since the virtual ref was written, as icechunk does: its local
-    store's ETag is ``inode-mtime_us-size`` in hex (``*`` matches any), and a modification after the
-    ref's time fails. (icechunk 2.3 quotes the file's ETag but not the ref's, so it refuses them all.)"""
-    wanted = etag.strip('"') if etag else None
-    if wanted and wanted != "*":
-        local = f"{st.st_ino:x}-{st.st_mtime_ns // 1000:x}-{st.st_size:x}"
-        if local != wanted:
-            raise ZSError(f"{where}: {path} changed since the virtual ref was written (the ref's ETag "
-                          f"checksum is {etag!r}, the file's is {local!r})")
-    if last_modified and st.st_mtime_ns > last_modified * 10**9:
-        raise ZSError(f"{where}: {path} changed since the virtual ref was written (modified "
-                      f"{format_time(st.st_mtime_ns // 1000)}, after the ref's checksum time "
-                      f"{format_time(last_modified * 10**6)})")

@@ -26,28 +26,27 @@ def chunk_changes(zs: Any, view_format: int, flushed_at: Callable[[str], int],
     chunks whose ``(node_id[, coords])`` start with ``key`` (``()``: every chunk), in no particular order.
     ``zs``: the archive (a ZS or a chain); ``view_format``: the format its records follow;
     ``flushed_at``: a snapshot id's time (format 5 keeps it in the ``S`` record only)."""
-    timeline = history_from_timeline(view_format)
-    exceptions: dict[tuple, tuple[int, bool]] = {}
-    for rec in zs.search(prefix=schema.key_prefix(schema.CHUNK_HISTORY, key)):
-        _, k, v = schema.split(rec)
-        if not starts_with(k, key):
-            continue
-        change = HistoryKey.decode(k)
-        if not timeline:
-            yield change
-        else:
-            exceptions[change.node_id, change.coords, change.snapshot_id] = (
-                change.flushed_at, HistoryValue.decode(v, schema.record_version(rec)).in_log)
-    if not timeline:
+    if not history_from_timeline(view_format):
+        yield from (change for change, _ in _history_records(zs, key, timeline=False))
         return
+    exceptions = {(change.node_id, change.coords, change.snapshot_id): (change, in_log)
+                  for change, in_log in _history_records(zs, key, timeline=True)}
     for rec in zs.search(prefix=schema.key_prefix(schema.CHUNK_REF, key)):
         k, _ = tuples.decode(rec, 1, what="chunk ref record key")
         if not starts_with(k, key) or k in exceptions:
             continue
         yield HistoryKey.of_chunk_ref(k, flushed_at)
-    for (node_id, coords, sid), (time, in_log) in exceptions.items():
-        if in_log:
-            yield HistoryKey(node_id, coords, time, sid)
+    yield from (change for change, in_log in exceptions.values() if in_log)
+
+
+def _history_records(zs: Any, key: tuple[Any, ...], timeline: bool) -> Iterator[tuple[HistoryKey, bool]]:
+    """Each ``H`` record of the chunks whose ``(node_id[, coords])`` start with ``key``: the change its key
+    names, and whether the commit's log names the chunk: always up to format 3 (``timeline`` false, one
+    record per logged change); from format 5 (an exception to the ``C`` timeline) as its value says."""
+    for rec in zs.search(prefix=schema.key_prefix(schema.CHUNK_HISTORY, key)):
+        _, k, v = schema.split(rec)
+        if starts_with(k, key):
+            yield HistoryKey.decode(k), (HistoryValue.decode(v, schema.record_version(rec)).in_log if timeline else True)
 
 
 def timeline_rows(zs: Any, node_id: str, ndim: int, name: str) -> tuple[np.ndarray, list[str]]:
@@ -74,10 +73,8 @@ def corrected(zs: Any, node_id: str, ndim: int, rows: np.ndarray, snapshot_ids: 
     as :func:`timeline_rows` gives them) corrected by its ``H`` exceptions (format 5)."""
     import numpy as np
 
-    exceptions = {(change.coords, change.snapshot_id): HistoryValue.decode(v, schema.record_version(rec)).in_log
-                  for rec in zs.search(prefix=schema.key_prefix(schema.CHUNK_HISTORY, (node_id,)))
-                  for _, k, v in (schema.split(rec),) if starts_with(k, (node_id,))
-                  for change in (HistoryKey.decode(k),)}
+    exceptions = {(change.coords, change.snapshot_id): in_log
+                  for change, in_log in _history_records(zs, (node_id,), timeline=True)}
     if exceptions:  # few: where the transaction log and the timeline disagree
         column = {sid: i for i, sid in enumerate(snapshot_ids)}
         dropped = {(coords, column[sid]) for (coords, sid), in_log in exceptions.items()

@@ -29,6 +29,7 @@ class ChunkQueries(NodeQueries):
     def __init__(self, source: Any, authorize: Iterable[str] | Mapping[str, Mapping[str, Any]] = ()):
         super().__init__(source)
         self._has_chunk_data: bool | None = None
+        self._has_virtual_data: bool | None = None
         self._has_shard_indexes: bool | None = None
         self._authorized = authorize
         self._chunk_reader: ChunkReader | None = None
@@ -50,7 +51,8 @@ class ChunkQueries(NodeQueries):
             if self._chunk_reader is None:
                 from zsarchive.archive.read.chunkdata import ChunkReader
 
-                self._chunk_reader = ChunkReader(self.name, self._authorized, self._embedded_chunk)
+                self._chunk_reader = ChunkReader(self.name, self._authorized, self._embedded_chunk,
+                                                 self._embedded_virtual)
             return self._chunk_reader
 
     @property
@@ -159,6 +161,28 @@ class ChunkQueries(NodeQueries):
         if len(data) < stop:
             raise ZSCorrupt(f"embedded chunk {chunk_id} is shorter than offset {start} + length {stop - start}")
         return data[start:stop]
+
+    def _embedded_virtual(self, key: tuple, start: int, stop: int, views: bool) -> bytes | memoryview | None:
+        """Bytes [start, stop) of a virtual range (``(location, offset, length, etag, last_modified)``)
+        the archive keeps, or None (archives before format 7 keep none: no lookup)."""
+        if self._has_virtual_data is None:
+            self._has_virtual_data = self.keeps_virtual_data and self.holds(schema.VIRTUAL_DATA)
+        if not self._has_virtual_data:
+            return None
+        from zsarchive.archive.format.pieces import read_virtual
+
+        return read_virtual(self.zs, key, start, stop, views)
+
+    def embeds(self, chunk: dict | ChunkInfo) -> bool:
+        """Whether the archive holds the chunk's bytes itself (inline, an embedded chunk file or virtual
+        range), so that reading it needs neither the repository nor the source."""
+        chunk = ChunkInfo.of(chunk)
+        if chunk.kind == "inline":
+            return True
+        if chunk.kind == "native":
+            return self._embedded_chunk(chunk.chunk_id, chunk.offset, chunk.offset, False) is not None
+        key = (chunk.location, *chunk.whole_range, chunk.checksum_etag, chunk.checksum_last_modified)
+        return self._embedded_virtual(key, chunk.offset, chunk.offset, False) is not None
 
     def shard_index(self, chunk: dict | ChunkInfo) -> tuple[bool, bytes] | None:
         """``(at_end, raw index bytes)`` the archive keeps of a shard (a native or virtual chunk ref), or None."""

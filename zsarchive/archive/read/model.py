@@ -92,32 +92,44 @@ class NodeInfo(_Value):
 
 class ChunkInfo(_Value):
     """The ref of one chunk of an array: by ``kind`` (``"inline"``, ``"native"``, ``"virtual"``) its bytes,
-    the native chunk file's id or the virtual location, the range in it and the checksums it is read under."""
+    the native chunk file's id or the virtual location, the range in it and the checksums it is read under.
+    ``ref_range``: of a ref narrowed to part of its range (an inner chunk of a shard, its index), the
+    ``(offset, length)`` of the whole ref (an archive keeps a virtual ref's bytes by its whole range)."""
 
     __slots__ = ("path", "coords", "kind", "offset", "length", "chunk_id", "location", "checksum_etag",
-                 "checksum_last_modified", "inline")
+                 "checksum_last_modified", "inline", "ref_range")
 
     def __init__(self, path: str, coords: tuple[int, ...], kind: str, offset: int, length: int,
                  chunk_id: str | None = None, location: str | None = None, checksum_etag: str | None = None,
-                 checksum_last_modified: int | None = None, inline: bytes | None = None) -> None:
+                 checksum_last_modified: int | None = None, inline: bytes | None = None,
+                 ref_range: tuple[int, int] | None = None) -> None:
         self.path, self.coords, self.kind, self.offset, self.length = path, coords, kind, offset, length
         self.chunk_id, self.location, self.checksum_etag = chunk_id, location, checksum_etag
-        self.checksum_last_modified, self.inline = checksum_last_modified, inline
+        self.checksum_last_modified, self.inline, self.ref_range = checksum_last_modified, inline, ref_range
 
     def narrowed(self, start: int, length: int) -> ChunkInfo:
         """The same ref, ``length`` bytes from ``start`` within its range (an inner chunk, an index)."""
         if self.kind == "inline":
             return self.replace(inline=self.inline[start:start + length], length=length)
-        return self.replace(offset=self.offset + start, length=length)
+        return self.replace(offset=self.offset + start, length=length,
+                            ref_range=self.ref_range or (self.offset, self.length))
+
+    @property
+    def whole_range(self) -> tuple[int, int]:
+        """``(offset, length)`` of the whole ref (of a narrowed one, the range it was narrowed from)."""
+        return self.ref_range or (self.offset, self.length)
 
     def as_dict(self) -> dict:
-        """The ref as ``RepoArchive.chunk_ref`` gives it (``inline``: only for inline bytes)."""
+        """The ref as ``RepoArchive.chunk_ref`` gives it (``inline``: only for inline bytes; ``ref_range``:
+        only for a ref narrowed to part of its range)."""
         out: dict[str, Any] = {"path": self.path, "coords": list(self.coords), "kind": self.kind,
                                "offset": self.offset, "length": self.length, "chunk_id": self.chunk_id,
                                "location": self.location, "checksum_etag": self.checksum_etag,
                                "checksum_last_modified": self.checksum_last_modified}
         if self.kind == "inline":
             out["inline"] = self.inline
+        if self.ref_range is not None:
+            out["ref_range"] = list(self.ref_range)
         return out
 
     @classmethod
@@ -125,6 +137,8 @@ class ChunkInfo(_Value):
         """``chunk`` itself, or the ref a dict from :meth:`as_dict` describes."""
         if isinstance(chunk, ChunkInfo):
             return chunk
+        whole = chunk.get("ref_range")
         return cls(chunk["path"], tuple(chunk["coords"]), chunk["kind"], chunk["offset"], chunk["length"],
                    chunk.get("chunk_id"), chunk.get("location"), chunk.get("checksum_etag"),
-                   chunk.get("checksum_last_modified"), chunk.get("inline"))
+                   chunk.get("checksum_last_modified"), chunk.get("inline"),
+                   None if whole is None else (whole[0], whole[1]))

@@ -9,16 +9,19 @@ or over HTTP through the same reader.
 from __future__ import annotations
 
 import functools
+import inspect
+import os
 from typing import Any, Iterator, Self
 
 from zsarchive.archive.format import schema
-from zsarchive.archive.format.header import ArchiveHeader, archive_metadata
+from zsarchive.archive.format.header import ArchiveHeader, archive_metadata, keeps_virtual_data
 from zsarchive.archive.format.views import RepoFactKey, RepoFactValue, starts_with
-from zsarchive.archive.read.chain import Chain, Member, open_chain
+from zsarchive.archive.read.chain import Chain, Member, open_chain, view_format
 from zsarchive.archive.read.invariants import UniqueKeys, duplicate
 from zsarchive.errors import RecordFault, ZSCorrupt, ZSError
 from zsarchive.icechunk.kinds import REPOSITORY, local_kind, repository_not_archive
 from zsarchive.io.location import is_url, local_path
+from zsarchive.io.base import ObjectMissing
 from zsarchive.times import format_time
 from zsarchive.limits import load_json
 from zsarchive.zs.reader import ZS
@@ -56,7 +59,15 @@ def guarded(method):
         except _MALFORMED as exc:
             raise _malformed(self, exc) from None
         return _guarded_stream(self, result) if isinstance(result, Iterator) else result
+    run.guarded = True  # type: ignore[attr-defined]
     return run
+
+
+def _guard_queries(cls: type) -> None:
+    """Every public method ``cls`` defines, :func:`guarded` (a query added later cannot miss it)."""
+    for name, value in list(vars(cls).items()):
+        if not name.startswith("_") and inspect.isfunction(value) and not getattr(value, "guarded", False):
+            setattr(cls, name, guarded(value))
 
 
 def _guarded_stream(archive: "ArchiveReader", items: Iterator) -> Iterator:
@@ -94,31 +105,68 @@ def zs_name(zs: ZS) -> str:
 
 def open_archive(source: Any) -> tuple[ZS | Chain, str, int]:
     """The reader of a repo archive (a ZS, a path or a URL; a fragment read with the archives it builds
-    on), the name it goes by and its format version; a one-line error for a file that is no archive,
-    or of a format newer than this zsarchive reads."""
+    on; a backup set's directory or prefix: its newest whole chain), the name it goes by and its format
+    version; a one-line error for a file that is no archive, or of a format newer than this zsarchive reads."""
     if isinstance(source, ZS):
-        zs = source
-    elif is_url(source):
-        zs = ZS(url=source)
-    else:
-        path = local_path(source)
-        if local_kind(path) == REPOSITORY:
-            raise repository_not_archive(path)
-        zs = ZS(path)
-    name = zs_name(zs) if isinstance(source, ZS) else str(source)
+        return _as_archive(source, zs_name(source))
+    name = str(source)
+    if not names_backup_set(source):
+        try:
+            return _as_archive(_open_file(source), name)
+        except ObjectMissing:  # maybe an object-store prefix given without its trailing "/"
+            if not is_url(source):
+                raise
+            from zsarchive.archive.read.backupset import BackupSet
+
+            if not BackupSet(source).holds_set():
+                raise
+    from zsarchive.archive.read.backupset import BackupSet  # here: opening a file needs none of it
+
+    newest = BackupSet(source).open_newest(lambda where: _as_archive(_open_file(where), where)[0])
+    return newest, name, _checked(newest, name)[2]
+
+
+def names_backup_set(source: Any) -> bool:
+    """Whether ``source`` names a backup set: a local directory (not a repository's) or a URL ending in ``/``."""
+    text = os.fspath(source)
+    if is_url(text):
+        return text.endswith("/")
+    path = local_path(text)
+    return os.path.isdir(path) and local_kind(path) != REPOSITORY
+
+
+def _as_archive(zs: ZS, name: str) -> tuple[ZS | Chain, str, int]:
+    """:func:`_checked`, closing ``zs`` when it fails."""
     try:
-        marker = archive_metadata(zs)
-        if marker is None:
-            raise ZSError(f"{name}: a ZS file but not a repo archive (no {schema.METADATA_KEY!r} "
-                          "object in its metadata); make one with `zs export`")
-        version = marker.get("format_version")
-        if not isinstance(version, int) or version > schema.FORMAT_VERSION:
-            raise ZSError(f"{name}: archive format version {version!r} is newer than this "
-                          f"zsarchive reads ({schema.FORMAT_VERSION}): upgrade zsarchive")
-        return (open_chain(zs, name) if marker.get("fragment") is not None else zs), name, version
+        return _checked(zs, name)
     except BaseException:
         zs.close()
         raise
+
+
+def _open_file(source: Any) -> ZS:
+    if is_url(source):
+        return ZS(url=source)
+    path = local_path(source)
+    if local_kind(path) == REPOSITORY:
+        raise repository_not_archive(path)
+    return ZS(path)
+
+
+def _checked(zs: ZS | Chain, name: str) -> tuple[ZS | Chain, str, int]:
+    """``zs`` as an archive (a fragment: with its chain), its name and format version; a one-line error
+    for a ZS file that is no archive or of a format newer than this zsarchive reads."""
+    marker = archive_metadata(zs)
+    if marker is None:
+        raise ZSError(f"{name}: a ZS file but not a repo archive (no {schema.METADATA_KEY!r} "
+                      "object in its metadata); make one with `zs export`")
+    version = marker.get("format_version")
+    if not isinstance(version, int) or version > schema.FORMAT_VERSION:
+        raise ZSError(f"{name}: archive format version {version!r} is newer than this "
+                      f"zsarchive reads ({schema.FORMAT_VERSION}): upgrade zsarchive")
+    if isinstance(zs, ZS) and marker.get("fragment") is not None:
+        return open_chain(zs, name), name, version
+    return zs, name, version
 
 
 def records_under(zs: ZS | Chain, family: bytes, key: tuple = (), unique: bool = False
@@ -136,12 +184,22 @@ def records_under(zs: ZS | Chain, family: bytes, key: tuple = (), unique: bool =
 
 class ArchiveReader:
     """An open repo archive (a ZS, a path or a URL; a fragment with its chain): its records by family
-    and key, its header, chain and repository facts."""
+    and key, its header, chain and repository facts. Every public method of it and of every class
+    built on it is :func:`guarded`: whatever an archive holds, a query fails only with a ZSError."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        _guard_queries(cls)
 
     def __init__(self, source: Any):
         self.zs, self.name, self.format_version = open_archive(source)
-        self.view_format = self.zs.members[0].info.view_format if isinstance(self.zs, Chain) else self.format_version
+        self.view_format = view_format(self.zs, self.format_version)
         """The format version the records follow (of a chain: that of its view)."""
+
+    @property
+    def keeps_virtual_data(self) -> bool:
+        """Whether the archive may keep the bytes of virtual chunk refs (format 7 on)."""
+        return keeps_virtual_data(self.view_format)
 
     def close(self) -> None:
         """Release the underlying reader."""
@@ -185,7 +243,7 @@ class ArchiveReader:
     def chain(self) -> list[dict]:
         """The archives read as this one, newest first: one for a full archive, a fragment and its
         bases for a fragment (location, format version, export time, SHA-256, time range covered)."""
-        members = self.zs.members if isinstance(self.zs, Chain) else [Member(self.zs, self.name, None, None)]
+        members = self.zs.members if isinstance(self.zs, Chain) else [Member(self.zs, zs_name(self.zs), None, None)]
         out = []
         for member in members:
             header = header_summary(member.zs) or {}
@@ -207,3 +265,6 @@ class ArchiveReader:
     def holds(self, family: bytes) -> bool:
         """Whether the archive holds any record of ``family`` (its header's counts say, no lookup)."""
         return bool(self.header()["counts"].get(schema.FAMILY_NAMES[family]))
+
+
+_guard_queries(ArchiveReader)

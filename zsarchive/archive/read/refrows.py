@@ -109,14 +109,18 @@ def chunk_ref_rows(zs: ZS, node_id: str) -> ChunkRefRows:
     """Every ``C`` record of array ``node_id`` in a format 2 archive, as columns."""
     prefix = schema.key_prefix(schema.CHUNK_REF, (node_id,))
     if isinstance(zs, ZS):  # the blocks' payloads as they were decoded, no object per record
-        parts = list(zs.block_spans(prefix=prefix))
-        buf = b"".join(payload for payload, _, _ in parts)
-        at = np.cumsum([0] + [len(payload) for payload, _, _ in parts]).tolist()
-        starts = np.concatenate([np.frombuffer(s, np.int64) + base for (_, s, _), base in zip(parts, at)] or
-                                [np.zeros(0, np.int64)])
-        ends = np.concatenate([np.frombuffer(e, np.int64) + base for (_, _, e), base in zip(parts, at)] or
-                              [np.zeros(0, np.int64)])
-        del parts
+        # the payloads copied one after another as they come, each let go once copied: memory holds
+        # the joined bytes and one block's, not every block's twice
+        joined, begins, stops, base = bytearray(), [], [], 0
+        for payload, s, e in zs.block_spans(prefix=prefix):
+            joined += payload
+            begins.append(np.frombuffer(s, np.int64) + base)
+            stops.append(np.frombuffer(e, np.int64) + base)
+            base += len(payload)
+            del payload
+        buf = joined
+        starts = np.concatenate(begins or [np.zeros(0, np.int64)])
+        ends = np.concatenate(stops or [np.zeros(0, np.int64)])
     else:
         records = list(zs.search(prefix=prefix))
         buf = b"".join(records)
@@ -133,5 +137,5 @@ def chunk_ref_rows(zs: ZS, node_id: str) -> ChunkRefRows:
         return _one_by_one([], node_id)
     rows = _bulk(buf, starts, ends, len(prefix))
     if rows is None:
-        rows = _one_by_one(list(map(buf.__getitem__, map(slice, starts.tolist(), ends.tolist()))), node_id)
+        rows = _one_by_one([bytes(buf[a:b]) for a, b in zip(starts.tolist(), ends.tolist())], node_id)
     return rows

@@ -11,11 +11,10 @@ Each concept of a query lives in its own module, stacked on the one below it:
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from zsarchive.archive.read.chunks import ChunkQueries
 from zsarchive.archive.read.commits import CommitQueries
-from zsarchive.archive.read.reader import guarded
 from zsarchive.archive.read.refspec import TimeBound
 
 
@@ -32,11 +31,38 @@ class RepoArchive(ChunkQueries, CommitQueries):
         """What the archive holds, at a glance (``zs summary``): ``archive`` (location, size in bytes, format
         version, export time, chain), ``source`` (spec version, metadata, virtual chunk containers),
         ``snapshots`` (total, unreachable), ``branches`` (commits, first and last flush), ``tags``,
-        ``deleted_tags``, ``arrays`` at each branch tip (shape, dtype, chunk shape) and ``chunk_bytes``
-        (embedded or not, records, bytes of the archive holding them)."""
+        ``deleted_tags``, ``arrays`` at each branch tip (shape, dtype, chunk shape), ``virtual_bytes`` (format
+        7: virtual refs, those kept, ranges and bytes of the archive keeping them, and per prefix the refs
+        that stay references; null before) and ``chunk_bytes`` (embedded or not, records, bytes of the
+        archive holding them)."""
         from zsarchive.archive.read.summary import summarize  # here: a lookup does not pay for it
 
         return summarize(self)
+
+    def sources(self, check: bool = False, progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+        """``zs sources``: the objects the virtual chunk refs point into (``sources``: location, refs, ranges,
+        bytes, the ranges and refs the archive keeps, the snapshots using it with the first and last),
+        totals per prefix (``prefixes``) and overall counts. ``check``: ask each object under an authorized
+        prefix for its current ETag, modification time and size, once (``progress(done, total)``), and say
+        whether it is ``unchanged``, ``changed`` or ``missing`` and what is at risk (``at_risk``: objects
+        changed or gone while some ref to them is not kept; ``at_risk_snapshots``: the snapshots using them)."""
+        from zsarchive.archive.format.pieces import kept_ranges
+        from zsarchive.archive.read import sources as found  # here: a lookup does not pay for it
+
+        kept = kept_ranges(self.zs) if self.keeps_virtual_data else {}
+        scanned, flushed = found.scan(self.zs, self.view_format, kept)
+        if check:
+            found.check(scanned, self._chunks.version_of, self._chunks.authorized, progress)
+        return found.overview(scanned, found.report(scanned, flushed))
+
+    def status(self, repo: Any, storage_options: Mapping[str, str] | None = None, anon: bool = False) -> list[dict]:
+        """What the repository at ``repo`` has that the archive lacks (``zs status``), from its refs and ``repo``
+        file alone: a row per branch and tag (``state`` up to date, ahead, moved, new or deleted; new
+        snapshots since and the newest's time), and one for the ops log (new entries by type, snapshots
+        expired since)."""
+        from zsarchive.archive.read.status import repository_status  # here: a lookup does not pay for it
+
+        return repository_status(self, repo, storage_options, anon)
 
     # The names of the ``zs`` commands, for who reads the command line's help first.
     def chunk(self, ref: str, path: str, coords: Iterable[int]) -> dict:
@@ -54,11 +80,3 @@ class RepoArchive(ChunkQueries, CommitQueries):
     def ops(self, since: TimeBound = None, until: TimeBound = None) -> list[dict]:
         """``zs ops``: the same as :meth:`ops_log`."""
         return self.ops_log(since=since, until=until)
-
-
-for _name in ("header", "repo_facts", "refs", "snapshot", "resolve", "ancestry", "log", "ls", "node_infos", "node",
-              "node_info", "chunk_ref", "chunk_info", "node_chunk_ref", "array_chunk", "chunk_refs", "node_chunk_refs",
-              "array_chunks", "node_chunk_coords", "chunk_data", "read_chunk",
-              "shard_index", "inner_chunk", "chunk_history", "diff", "ops_log", "reached_by", "summary", "ref_names",
-              "graph", "show", "chunk_changes"):
-    setattr(RepoArchive, _name, guarded(getattr(RepoArchive, _name)))

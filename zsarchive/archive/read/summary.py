@@ -49,7 +49,29 @@ def summarize(archive: Any) -> dict[str, Any]:
         "tags": tags,
         "deleted_tags": [r["name"] for r in refs if r["type"] == "deleted_tag"],
         "arrays": arrays,
+        "virtual_bytes": _virtual(archive, readers) if archive.keeps_virtual_data else None,
         "chunk_bytes": {"embedded": bool(chunk_records), "records": chunk_records,
                         "bytes": sum(zs.block_bytes(data_start, data_stop) for zs in readers)
                         if chunk_records else 0},
     }
+
+
+def _virtual(archive: Any, readers: list) -> dict[str, Any]:
+    """Of an archive that may keep virtual chunk bytes (format 7): how many virtual refs it holds, how many
+    of them it keeps the bytes of (in how many ranges and bytes of the archive), and per prefix the refs
+    that stay references (outside the authorized prefixes at export, or not read then)."""
+    from zsarchive.archive.format.pieces import kept_ranges
+    from zsarchive.archive.read.sources import scan
+
+    kept = kept_ranges(archive.zs)
+    found, _ = scan(archive.zs, archive.view_format, kept, uses=False)
+    not_kept: dict[str, int] = {}
+    for source in found:
+        if source.refs > source.kept_refs:
+            prefix = source.location.rsplit("/", 1)[0] + "/"
+            not_kept[prefix] = not_kept.get(prefix, 0) + source.refs - source.kept_refs
+    start, stop = schema.key_prefix(schema.VIRTUAL_DATA), bytes((schema.VIRTUAL_DATA[0] + 1,))
+    return {"refs": sum(s.refs for s in found), "kept_refs": sum(s.kept_refs for s in found),
+            "kept_ranges": sum(target == key for key, target in kept.items()),
+            "bytes": sum(zs.block_bytes(start, stop) for zs in readers),
+            "not_kept": [{"prefix": prefix, "refs": n} for prefix, n in sorted(not_kept.items())]}

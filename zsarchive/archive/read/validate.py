@@ -19,25 +19,29 @@ from typing import Callable, Iterator
 
 from zsarchive.archive.format import schema
 from zsarchive.archive.format.pieces import read_pieces
-from zsarchive.archive.read.chain import Chain
+from zsarchive.archive.read.chain import Chain, open_chain, view_format
 from zsarchive.archive.read.invariants import (
     RefReach, SnapshotNodes, UniqueKeys, check_history, check_ref_rows, check_shape, check_shard_index, fault,
     ops_log_file_names,
 )
+from zsarchive.archive.read.reader import names_backup_set, open_archive
 from zsarchive.archive.read.refrows import chunk_ref_rows
 from zsarchive.archive.format.fragments import Holding, HoldingsTally
 from zsarchive.archive.format.header import (
-    ArchiveHeader, has_chunk_pieces, history_from_timeline, keeps_file_forms, refs_by_manifest,
+    ArchiveHeader, archive_metadata, has_chunk_pieces, history_from_timeline, keeps_file_forms, keeps_virtual_data,
+    refs_by_manifest,
 )
 from zsarchive.archive.format.views import (CHUNK_REF_SHAPES, FAMILY_VIEWS, ChildKey, ChunkBytesKey, ChunkBytesValue,
                                             ChunkRefKey, ChunkRefValue, HistoryKey, HistoryValue, ManifestRefKey,
                                             NodeKey, NodeValue, OpsValue, RefKey, RefValue, RepoFactKey,
                                             RepoFactValue, RepoFile, ShardIndexKey, ShardIndexValue,
-                                            SnapshotKey, SnapshotTimeKey, SnapshotValue, TxlogKey, is_id)
+                                            SnapshotKey, SnapshotTimeKey, SnapshotValue, TxlogKey,
+                                            VirtualAliasValue, VirtualPieceKey, VirtualRangeKey, is_id)
 from zsarchive.errors import ZSCorrupt
 from zsarchive.limits import load_json
 from zsarchive.walk import parent_chain
 from zsarchive.zs.reader import ZS
+from zsarchive.zs.validate import validate
 
 
 @dataclass
@@ -96,13 +100,8 @@ def _known(facts: _Facts, sid: object, rec: bytes, family: bytes, role: str) -> 
         raise _fail(rec, family, f"names {role} {sid!r}, which has no snapshot record")
 
 
-def _view(zs: ZS | Chain, format_version: int) -> int:
-    """The format the records follow: a chain's, its view's."""
-    return zs.members[0].info.view_format if isinstance(zs, Chain) else format_version
-
-
 def _small_families(zs: ZS | Chain, facts: _Facts, format_version: int) -> None:
-    forms = keeps_file_forms(_view(zs, format_version))
+    forms = keeps_file_forms(view_format(zs, format_version))
     for key, value, rec in _records(zs, schema.REFS, facts.counts):
         check_shape(schema.REFS, key, value)
         snapshot_id = RefValue.decode(value).snapshot_id
@@ -129,7 +128,7 @@ def _small_families(zs: ZS | Chain, facts: _Facts, format_version: int) -> None:
     for key, value, rec in _records(zs, schema.TXLOG, facts.counts):
         check_shape(schema.TXLOG, key, value)
         _known(facts, TxlogKey.decode(key).snapshot_id, rec, schema.TXLOG, "snapshot")
-    view = _view(zs, format_version)
+    view = view_format(zs, format_version)
     history_version = 2 if history_from_timeline(view) else 1
     for key, value, rec in _records(zs, schema.CHUNK_HISTORY, facts.counts):
         version = schema.record_version(rec)
@@ -213,6 +212,66 @@ def _chunk_files(zs: ZS, facts: _Facts, format_version: int) -> None:
                               lambda cid, start, stop: read_pieces(zs, cid, start, stop))
 
 
+def _virtual_ranges(zs: ZS | Chain, facts: _Facts, view: int) -> None:
+    """Kept virtual ranges (format 7): each range's pieces start at its offset and follow each other up to
+    its end, without gap or overlap; an alias names another checksum of the same range that has pieces,
+    and a checksum with an alias has no pieces; no key twice."""
+    family = schema.VIRTUAL_DATA
+    shape = ("(location, offset, length, etag, last_modified, start) -> (bytes) or "
+             "(location, offset, length, etag, last_modified) -> (etag, last_modified), format 7 on")
+    last: tuple | None = None
+    current: VirtualRangeKey | None = None  # the range whose pieces are being read
+    end = 0  # where its pieces end so far
+    span: tuple | None = None  # (location, offset, length) of the records so far
+    pinned: set = set()  # the span's checksums with pieces
+    aliased: dict[tuple, tuple[tuple, bytes]] = {}  # the span's aliases: checksum -> (target, record)
+
+    def close_range(rec: bytes) -> None:
+        if current is not None and end != current.stop:
+            raise _fail(rec, family, f"the pieces of the range before it end at {end}, the range at {current.stop}")
+
+    def close_span() -> None:
+        for target, rec in aliased.values():
+            if target not in pinned:
+                raise _fail(rec, family, f"its alias names checksum {target!r}, under which the range has no pieces")
+
+    for key, value, rec in _records(zs, family, facts.counts):
+        is_piece = VirtualPieceKey.well_formed(key) and ChunkBytesValue.well_formed(value)
+        is_alias = VirtualRangeKey.well_formed(key) and VirtualAliasValue.well_formed(value)
+        _shape(keeps_virtual_data(view) and schema.record_version(rec) == 1 and (is_piece or is_alias), rec,
+               family, shape)
+        if key == last:
+            raise _fail(rec, family, "repeats the key of the record before it")
+        last = key
+        found = VirtualPieceKey.decode(key).range if is_piece else VirtualRangeKey.decode(key)
+        if found.span != span:
+            close_range(rec)
+            close_span()
+            span, pinned, aliased, current = found.span, set(), {}, None
+        if is_alias:
+            close_range(rec)
+            current = None
+            target = tuple(VirtualAliasValue.decode(value))
+            if target == found.pin:
+                raise _fail(rec, family, "its alias names its own checksum")
+            aliased[found.pin] = (target, rec)
+            continue
+        piece = VirtualPieceKey.decode(key)
+        if found != current:
+            close_range(rec)
+            if found.pin in aliased:
+                raise _fail(rec, family, "a range kept both as an alias and as pieces")
+            current, end = found, found.offset
+            pinned.add(found.pin)
+        if piece.start != end:
+            raise _fail(rec, family, f"piece starts at {piece.start}, the range's pieces so far end at {end}")
+        end += len(ChunkBytesValue.decode(value).data)
+        if end > found.stop:
+            raise _fail(rec, family, f"piece ends at {end}, past the range's end {found.stop}")
+    close_range(schema.VIRTUAL_DATA)
+    close_span()
+
+
 def _shard_index_fits(value: tuple, length: int) -> bool:
     try:
         return ShardIndexValue.decode(value).fits(length)
@@ -233,9 +292,10 @@ def _header(zs: ZS, facts: _Facts, format_version: int) -> None:
            f"(format_version {format_version}, source_spec_version, export_time, exporter, counts)")
     claimed = header.counts
     _chunk_files(zs, facts, format_version)
+    _virtual_ranges(zs, facts, view_format(zs, format_version))
     _repo_file(zs, facts)
     for key, value, rec in _records(zs, schema.FILES, facts.counts):
-        _shape(keeps_file_forms(_view(zs, format_version)), rec, schema.FILES, "a record of format 6 on")
+        _shape(keeps_file_forms(view_format(zs, format_version)), rec, schema.FILES, "a record of format 6 on")
         check_shape(schema.FILES, key, value)
     for family, name in schema.FAMILY_NAMES.items():
         there = facts.counts[family]
@@ -306,3 +366,32 @@ def validate_archive(zs: ZS | Chain, format_version: int) -> None:
     _small_families(zs, facts, format_version)
     _chunk_refs(zs, facts, format_version)
     _header(zs, facts, format_version)
+
+
+def validate_file(source: str, parallelism: int | str = "guess",
+                  progress: Callable[[int, int], None] | None = None) -> None:
+    """``zs validate``: every rule of the ZS format in the file at ``source`` (a path or URL), then, for a
+    repo archive, what its records mean (of a fragment: its chain's links, descriptions and view); of a
+    backup set, its newest chain's newest archive; ZSCorrupt naming the file and the first fault."""
+    if names_backup_set(source):
+        newest, _, _ = open_archive(source)
+        source = newest.members[0].location if isinstance(newest, Chain) else newest.name
+        newest.close()
+    validate(source, parallelism=parallelism, progress=progress)
+    with ZS(source) as z:
+        marker = archive_metadata(z)
+        if marker is None:
+            return
+        version = marker.get("format_version")
+        if not isinstance(version, int):
+            raise ZSCorrupt(f"{source}: the archive marker has no format_version")
+        view = open_chain(z, source) if marker.get("fragment") is not None else z
+        try:
+            if view is not z:
+                validate_fragments(view)
+            validate_archive(view, version)
+        except ZSCorrupt as exc:
+            raise ZSCorrupt(f"{source}: {exc}") from None
+        finally:
+            if view is not z:
+                view.close()

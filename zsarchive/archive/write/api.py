@@ -15,6 +15,7 @@ from zsarchive.archive.write.plan import plan_export
 from zsarchive.archive.write.scope import Scope
 from zsarchive.icechunk import Repository
 from zsarchive.io.location import parse_location
+from zsarchive.io.outfile import check_new_target
 
 
 def export(repo_location: str | os.PathLike, archive_path: str | os.PathLike, options: ExportOptions | None = None,
@@ -27,12 +28,13 @@ def export(repo_location: str | os.PathLike, archive_path: str | os.PathLike, op
     write_options = options.checked()
     started = time.monotonic()
     target, directory = target_path(archive_path)
+    check_new_target(target, options.overwrite)
     location = parse_location(repo_location, options.storage_options, options.anon)
     repo = Repository.open(location)
     export_time = time.time_ns() // 1000 if options.export_time is None else options.export_time
     job = ExportJob(repo, location, target, directory, write_options, options, export_time)
     try:
-        summary = job.run(plan_export(repo), Scope()) if options.base is None else export_fragment(job, options.base)
+        summary = job.run(plan_export(repo), Scope(options.include_virtual)) if options.base is None else export_fragment(job, options.base)
     finally:
         repo.storage.close()
     summary.size = target.stat().st_size

@@ -2,7 +2,9 @@
 to, native files first, then virtual shards. A native file's entry is ``b"<chunk id> <offset>
 <length>"``, a virtual shard's is ``b"~"`` and its ``I`` record key, encoded (``~`` sorts after every
 base32 chunk id); either ends in ``b" " + layout`` (:meth:`ShardLayout.encode`) where its array is
-sharded. These entries live only in an export's temporary sort files: the archive never holds them."""
+sharded. A virtual range's entry (every virtual ref's, when an export keeps their bytes) has the same form, without
+a layout where its array is not sharded. These entries live only in an export's temporary sort files:
+the archive never holds them."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from typing import NamedTuple
 
 from zsarchive.archive.format import tuples
 from zsarchive.archive.format.shards import ShardLayout
+from zsarchive.archive.format.views import VirtualRangeKey
 
 MARK = b"~"
 """First byte of a virtual shard's entry."""
@@ -46,15 +49,20 @@ class NativeFileEntry(NamedTuple):
 
 
 class VirtualShardEntry(NamedTuple):
-    """A virtual shard a chunk ref names: its ``I`` record key and its array's shard layout."""
+    """A virtual range a chunk ref names: its ``I`` (and ``E``) record key, and its array's shard layout
+    where the array is sharded (a virtual shard)."""
 
-    key: tuple
-    layout: ShardLayout
+    key: VirtualRangeKey
+    layout: ShardLayout | None
 
     @classmethod
     def parse(cls, entry: bytes) -> VirtualShardEntry:
-        body, _, layout = entry[len(MARK):].rpartition(b" ")  # a layout's text holds no space
-        return cls(tuples.decode(body)[0], ShardLayout.decode(layout.decode("ascii")))
+        end = len(MARK)
+        for _ in range(5):  # location, offset, length, etag, last_modified
+            end = tuples.element_end(entry, end)
+        layout = entry[end + 1:]  # after the space that follows the key
+        return cls(VirtualRangeKey.decode(tuples.decode(entry[len(MARK):end])[0]),
+                   ShardLayout.decode(layout.decode("ascii")) if layout else None)
 
     def encode(self) -> bytes:
-        return with_layout(MARK + tuples.encode(self.key), self.layout.encode())
+        return with_layout(MARK + tuples.encode(self.key), None if self.layout is None else self.layout.encode())

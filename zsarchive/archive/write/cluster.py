@@ -9,10 +9,6 @@ that dies takes its results with it: the scheduler runs those tasks again elsewh
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
-import functools
-import os
 import pickle
 import threading
 import uuid
@@ -20,6 +16,7 @@ from typing import Any, Iterator
 
 from zsarchive.archive.write.engine import Batches, Task, forms_to_hand, worker_repo
 from zsarchive.errors import ZSError
+from zsarchive.heap import large_allocations_on_the_heap
 from zsarchive.icechunk import Repository
 from zsarchive.io.location import Location
 
@@ -66,43 +63,6 @@ def _run(task: Task, location: Location, job: tuple, export: str) -> bytes:
     with large_allocations_on_the_heap():
         batches = list(task(worker_repo(location), *job))
         return pickle.dumps((batches, forms_to_hand(location, export)), protocol=pickle.HIGHEST_PROTOCOL)
-
-
-_M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter
-_GLIBC_DEFAULT_MMAP_THRESHOLD = 128 * 1024
-_heap_users = 0
-_heap_lock = threading.Lock()
-
-
-@contextlib.contextmanager
-def large_allocations_on_the_heap() -> Iterator[None]:
-    """While a task runs, let glibc keep allocations up to 32 MiB on the heap. A dask nanny starts its
-    worker with MALLOC_TRIM_THRESHOLD_ set, which also freezes glibc's mmap threshold at 128 KiB, so
-    every larger array or buffer a task makes is mapped and unmapped afresh: a 250,000-ref task took
-    0.47 s instead of 0.26 s. The worker's own settings are back once no task of ours runs."""
-    global _heap_users
-    mallopt = getattr(_libc(), "mallopt", None)
-    if mallopt is None or "MALLOC_TRIM_THRESHOLD_" not in os.environ:  # glibc adapts on its own
-        yield
-        return
-    with _heap_lock:
-        _heap_users += 1
-        mallopt(_M_MMAP_THRESHOLD, 32 << 20)
-    try:
-        yield
-    finally:
-        with _heap_lock:
-            _heap_users -= 1
-            if not _heap_users:
-                mallopt(_M_MMAP_THRESHOLD, int(os.environ.get("MALLOC_MMAP_THRESHOLD_", _GLIBC_DEFAULT_MMAP_THRESHOLD)))
-
-
-@functools.cache
-def _libc():
-    try:
-        return ctypes.CDLL(None)
-    except OSError:
-        return None
 
 
 class ClusterEngine:

@@ -145,17 +145,17 @@ class ChangeBatch(NamedTuple):
 
 
 def _change_task(repo: Repository, change: ArrayChange, first: int, stop: int | None,
-                 want_ids: bool, cut: BlockPlan | None = None) -> Iterator[ChangeBatch]:
+                 want_ids: bool, cut: BlockPlan | None = None, virtual: bool = False) -> Iterator[ChangeBatch]:
     """The batches of what ``change`` adds, changes and removes (refs ``first`` to ``stop`` of its one
-    manifest when ``stop`` is given); the entries name the native chunk files and, of a sharded array,
-    the virtual shards. With ``cut``, the records come as data blocks."""
+    manifest when ``stop`` is given); the entries name the native chunk files and the virtual ranges of a
+    sharded array (``virtual``: of every array). With ``cut``, the records come as data blocks."""
     where = f"snapshot {change.snapshot_id} (array {change.node_id})"
     cutter = None if cut is None else BlockCutter(cut.approx_block_size)
     compress = None if cut is None else cut.compressor()
     for changed, removed in array_changes(repo, change.node_id, change.manifests, change.base, where, first, stop):
         ids: list[bytes] | None = [] if want_ids else None
         records = repo_records.change_records(change.node_id, change.snapshot_id, changed, removed, ids)
-        if change.shard is not None and changed is not None and ids is not None:  # a sharded array's: wanted
+        if changed is not None and ids is not None and (change.shard is not None or virtual):  # wanted
             ids += virtualshards.entries(changed)
         coords = (digest(changed.coords) if changed is not None else Digest()) + digest(removed)
         batches: list[Batch] = [RecordList(records)] if cutter is None else BlockPlan.blocks(records, cutter, compress)
@@ -164,8 +164,8 @@ def _change_task(repo: Repository, change: ArrayChange, first: int, stop: int | 
         yield ChangeBatch(BlockPlan.blocks([], cutter, compress), [], Digest())
 
 
-def decode_changes(engine: Engine, plan: ExportPlan, include_chunks: bool,
-                   cut: BlockPlan | None = None) -> list[tuple[ArrayChange, Batches]]:
+def decode_changes(engine: Engine, plan: ExportPlan, include_chunks: bool, cut: BlockPlan | None = None,
+                   include_virtual: bool = False) -> list[tuple[ArrayChange, Batches]]:
     """Start computing every array change (its :class:`ChangeBatch` es). The records of an array that one
     snapshot changes are written as computed; with ``cut``, the tasks of such an array in a large manifest
     cut (and compress) them into blocks (small arrays' records share blocks, as the writer cuts them)."""
@@ -175,8 +175,8 @@ def decode_changes(engine: Engine, plan: ExportPlan, include_chunks: bool,
     def block_plan(change: ArrayChange) -> BlockPlan | None:
         return cut if changed_by[change.node_id] == 1 and change.refs >= _TASK_REFS else None
     return list(zip([change for change, _, _ in tasks],
-                    engine.start(_change_task, [(*task, include_chunks or task[0].shard is not None,
-                                                 block_plan(task[0])) for task in tasks])))
+                    engine.start(_change_task, [(*task, include_chunks or include_virtual or task[0].shard is not None,
+                                                 block_plan(task[0]), include_virtual) for task in tasks])))
 
 
 def plan_engine(repo: Repository, location: Location, plan: ExportPlan, parallelism: int, workdir: str,
@@ -285,7 +285,7 @@ def write_archive(target: Path, batches: Iterable[Batch], metadata: dict[str, An
     """Write the batches into a partial file beside ``target``, fsync it, rename it over ``target``: a
     failed or interrupted write leaves nothing that looks like an archive (``what`` names the work in
     the error)."""
-    with whole_file(target, what) as tmp, \
+    with whole_file(target, what, overwrite=options.overwrite) as tmp, \
             ZSWriter(os.fspath(tmp), metadata, codec=options.codec, compress_level=options.compress_level,
                      parallelism=options.parallelism, approx_block_size=options.approx_block_size,
                      branching_factor=options.branching_factor, include_default_metadata=False,

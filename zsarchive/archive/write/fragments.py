@@ -8,6 +8,7 @@ from typing import Iterable, Iterator
 
 from zsarchive.archive.format import tuples
 from zsarchive.archive.format.fragments import tombstone
+from zsarchive.errors import ZSError
 
 
 def diff(new: Iterable[bytes], old: Iterable[bytes], replaced: dict[bytes, int] | None = None) -> Iterator[bytes]:
@@ -36,3 +37,10 @@ def base_link(fragment_path: str | os.PathLike, base_path: str | os.PathLike) ->
     """How a fragment names its base: the base's path relative to the fragment's directory, with ``/``."""
     rel = os.path.relpath(os.path.abspath(base_path), os.path.dirname(os.path.abspath(fragment_path)))
     return rel.replace(os.sep, "/")
+
+
+def checked_link(link: str) -> str:
+    """A base link a caller gave, if it is a relative path with ``/`` (as a reader requires); else ZSError."""
+    if not link or "\\" in link or link.startswith("/") or "://" in link or "\x00" in link or link[1:2] == ":":
+        raise ZSError(f"base link {link!r}: give the base's path relative to the fragment's directory, with /")
+    return link

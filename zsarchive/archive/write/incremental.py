@@ -18,9 +18,13 @@ from typing import Any, Callable, Iterable, Iterator
 from zsarchive.archive.write import records as repo_records
 from zsarchive.archive.format import schema
 from zsarchive.archive.format.views import NodeValue, OpsKey, OpsValue, SnapshotKey, SnapshotValue
-from zsarchive.archive.write.chunkfiles import NativeFileEntry, VirtualShardEntry, is_virtual
-from zsarchive.archive.format.pieces import regroup
-from zsarchive.archive.format.header import ArchiveHeader, has_chunk_pieces, history_from_timeline, marker_metadata
+from zsarchive.archive.write.chunkfiles import NativeFileEntry, VirtualShardEntry
+from zsarchive.archive.format import tuples
+from zsarchive.archive.format.pieces import read_virtual, regroup
+from zsarchive.archive.format.header import (ArchiveHeader, full_format, has_chunk_pieces, history_from_timeline,
+                                             keeps_file_forms, marker_metadata)
+from zsarchive.archive.format.views import VirtualAliasValue, VirtualPieceKey, VirtualRangeKey, fits
+from zsarchive.archive.write.virtualdata import KeptRanges
 from zsarchive.archive.write.exporter import write_archive
 from zsarchive.archive.write.job import ExportJob, ExportSummary, target_path
 from zsarchive.archive.write.options import WriteOptions, given
@@ -29,11 +33,12 @@ from zsarchive.archive.write.scope import Scope, exporter_version
 from zsarchive.archive.write.stream import Batch, PiecesBlock, RecordList
 from zsarchive.archive.read.chain import Chain, open_chain
 from zsarchive.archive.format.fragments import HoldingsTally, is_tombstone
-from zsarchive.archive.write.fragments import base_link, diff
+from zsarchive.archive.write.fragments import base_link, checked_link, diff
 from zsarchive.archive.read.reader import open_archive, records_under
 from zsarchive.errors import ZSError
 from zsarchive.icechunk.model import SnapshotInfo
 from zsarchive.io.location import is_url, local_path
+from zsarchive.io.outfile import check_new_target
 from zsarchive.zs.reader import ZS
 
 _HISTORY_REWRITES = ("ExpirationRanUpdate", "GCRanUpdate")
@@ -59,6 +64,8 @@ class Base:
         self.location = os.fspath(location)
         self.chain = open_view(location)
         newest = self.chain.members[0]
+        self.newest = newest.location
+        """Where the archive a fragment links to is (of a backup set: its newest)."""
         self.header: ArchiveHeader = newest.header
         self.sha256 = self.chain.data_sha256.hex()
         self.counts: dict[str, int] = dict(self.header.counts)
@@ -73,8 +80,8 @@ class Base:
             raise ZSError(f"{self.location}: its chunk bytes are stored whole (format "
                           f"{root.format_version}); export the repository again to build on it")
         self.snapshots = {SnapshotKey.decode(k).snapshot_id: v for k, v in records_under(self.chain, schema.SNAPSHOT)}
-        self.view_format = root.format_version
-        """The format its chain's records follow (a fragment keeps its base's)."""
+        self.view_format = root.format_version if newest.info is None else newest.info.view_format
+        """The format its chain's records follow (a fragment keeps its base's, or moves it to format 7)."""
 
     @property
     def export_time(self) -> int:
@@ -96,8 +103,8 @@ class Base:
         return manifests, since
 
     def holds(self, family: bytes, key: tuple) -> bool:
-        """Whether the view holds a record of ``family`` (``D``, ``I`` or ``Y``) whose key begins with
-        ``key`` (a native chunk file's id, a virtual shard's whole key, a metadata file's path)."""
+        """Whether the view holds a record of ``family`` (``D``, ``E``, ``I`` or ``Y``) whose key begins with
+        ``key`` (a native chunk file's id, a virtual range's or shard's whole key, a metadata file's path)."""
         if not self.counts.get(schema.FAMILY_NAMES[family]):
             return False
         return next(iter(self.chain.search(prefix=schema.key_prefix(family, key))), None) is not None
@@ -106,21 +113,61 @@ class Base:
         self.chain.close()
 
 
+class BaseRanges(KeptRanges):
+    """The virtual ranges a base's view keeps; ``copy``: written again by a full export that is compared
+    with the base (so that the difference keeps them, however their sources fared since)."""
+
+    def __init__(self, base: Base, copy: bool = False):
+        self.base = base
+        self.copy = copy
+
+    def holds(self, key: VirtualRangeKey) -> bool:
+        return self.base.holds(schema.VIRTUAL_DATA, key)
+
+    def pins(self, span: tuple[str, int, int]) -> list[tuple]:
+        if not self.base.counts.get(schema.FAMILY_NAMES[schema.VIRTUAL_DATA]):
+            return []
+        found = dict.fromkeys(VirtualPieceKey.decode(key).range.pin
+                              for key, _ in records_under(self.base.chain, schema.VIRTUAL_DATA, span)
+                              if fits(VirtualPieceKey, key))
+        return list(found)
+
+    def read(self, key: VirtualRangeKey) -> bytes:
+        data = read_virtual(self.base.chain, key, key.offset, key.stop)
+        if data is None:
+            raise ZSError(f"{self.base.location}: does not keep the virtual range {key.location} "
+                          f"[{key.offset}, {key.stop})")
+        return bytes(data)
+
+    def records(self, key: VirtualRangeKey) -> list[bytes]:
+        prefix = schema.key_prefix(schema.VIRTUAL_DATA, key)
+        found = [bytes(rec) for rec in self.base.chain.search(prefix=prefix)]
+        if len(found) == 1 and tuples.key_end(found[0]) == len(prefix) + 1:  # an alias: with the pieces it names
+            alias = VirtualAliasValue.decode(schema.split(found[0])[2], self.base.location)
+            found += self.records(key.under(tuple(alias)))
+        return found
+
+
 class FragmentScope(Scope):
     """A fragment's part of an export: the small families as their difference from the base's, chunk
-    files the base lacks, tombstones counted, and the header naming the base."""
+    files and virtual ranges the base lacks, tombstones counted, and the header naming the base."""
 
     blocks_allowed = False
 
-    def __init__(self, base: Base, target: Path, export_time: int, include_chunks: bool):
+    def __init__(self, base: Base, target: Path, export_time: int, include_chunks: bool, link: str | None = None,
+                 include_virtual: bool = False):
         self.base = base
-        self.link = base_link(target, base.location)
+        self.link = base_link(target, base.newest) if link is None else checked_link(link)
         self.covers = (base.export_time, export_time)
         self.include_chunks = include_chunks
         self.replaced: dict[bytes, int] = {}
         self.tally = HoldingsTally()
         self.view_counts: dict[str, int] | None = None  # given when a full export's counts are the view's
-        self.view_format = base.view_format
+        # a fragment keeps its base's format, or moves a format 6 chain to 7 when it keeps virtual bytes
+        self.view_format = max(base.view_format, full_format(True)) if include_virtual else base.view_format
+
+    def kept_virtual(self) -> KeptRanges:
+        return BaseRanges(self.base)
 
     def small_family(self, family: bytes, records: list[bytes]) -> list[bytes]:
         return list(diff(sorted(records), self.base.records(family), self.replaced))
@@ -130,13 +177,16 @@ class FragmentScope(Scope):
 
     def chunk_files_to_write(self, entries: Iterable[bytes]) -> Iterator[bytes]:
         for entry in entries:
-            if is_virtual(entry):
-                held = self.base.holds(schema.SHARD_INDEX, VirtualShardEntry.parse(entry).key)
-            else:
-                chunk_id, _, _, layout = NativeFileEntry.parse(entry)
-                held = self.base.holds(schema.CHUNK_DATA, (chunk_id,)) if self.include_chunks else \
-                    layout is None or self.base.holds(schema.SHARD_INDEX, (chunk_id,))
+            chunk_id, _, _, layout = NativeFileEntry.parse(entry)
+            held = self.base.holds(schema.CHUNK_DATA, (chunk_id,)) if self.include_chunks else \
+                layout is None or self.base.holds(schema.SHARD_INDEX, (chunk_id,))
             if not held:
+                yield entry
+
+    def shards_to_index(self, entries: Iterable[bytes]) -> Iterator[bytes]:
+        for entry in entries:
+            shard = VirtualShardEntry.parse(entry)
+            if shard.layout is not None and not self.base.holds(schema.SHARD_INDEX, shard.key):
                 yield entry
 
     def to_writer(self, batches: Iterable[Batch]) -> Iterator[Batch]:
@@ -198,7 +248,11 @@ def export_fragment(job: ExportJob, base_location: str | os.PathLike) -> ExportS
             raise ZSError(f"{job.target}: is the base archive (or one it builds on); write the fragment to a new file")
         infos = {info.id: info for info in job.repo.snapshots()}
         _check_repository(job, base, infos)
-        scope = FragmentScope(base, job.target, job.export_time, job.include_chunks)
+        if job.choices.include_virtual and not keeps_file_forms(base.view_format):
+            raise ZSError(f"{base.location}: an archive of format {base.view_format} cannot take virtual chunk "
+                          "bytes in a fragment (format 6 and later can); export the repository again")
+        scope = FragmentScope(base, job.target, job.export_time, job.include_chunks, job.choices.base_link,
+                              job.choices.include_virtual)
         rewritten = [sid for sid, value in base.snapshots.items()
                      if sid not in infos or _rewritten(infos[sid], value)]
         if rewritten:
@@ -215,7 +269,7 @@ def _by_difference(job: ExportJob, scope: FragmentScope) -> ExportSummary:
     """The fragment as the difference between a full export made beside the target and the base's view."""
     full = job.directory / f".{job.target.name}.{os.getpid()}.full"
     try:
-        whole = Scope()
+        whole = Scope(kept=BaseRanges(scope.base, copy=True))
         whole.view_format = scope.view_format  # the records the base's chain follows
         done = job.run(plan_export(job.repo), whole, target=full)
         with ZS(str(full)) as z:
@@ -236,7 +290,8 @@ def _by_difference(job: ExportJob, scope: FragmentScope) -> ExportSummary:
                           scope.metadata(0, header.spec_version), job.options)
     finally:
         full.unlink(missing_ok=True)
-    return ExportSummary(path=job.target, counts=counts, left_out=done.left_out, unindexed=done.unindexed)
+    return ExportSummary(path=job.target, counts=counts, left_out=done.left_out, unindexed=done.unindexed,
+                         virtual=done.virtual)
 
 
 def _followed_by(first: Iterable, more: Callable[[], Iterable]) -> Iterator:
@@ -246,15 +301,18 @@ def _followed_by(first: Iterable, more: Callable[[], Iterable]) -> Iterator:
 
 
 def record_lists(records: Iterable[bytes], stored: bool, where: str, size: int = 65536) -> Iterator[Batch]:
-    """Records in batches for the writer: the pieces of chunk files in blocks of their own, cut as an export
-    cuts them; everything else (tombstones of pieces too) in lists of at most ``size``."""
+    """Records in batches for the writer: the pieces of chunk files and of virtual ranges in blocks of their
+    own, cut as an export cuts them; everything else (tombstones of pieces too) in lists of at most ``size``."""
     batch: list[bytes] = []
     pieces: list[bytes] = []
     for rec in records:
-        if rec[:1] == schema.CHUNK_DATA and not is_tombstone(rec):
+        if rec[:1] in (schema.CHUNK_DATA, schema.VIRTUAL_DATA) and not is_tombstone(rec):
             if batch:
                 yield RecordList(batch)
                 batch = []
+            if pieces and pieces[-1][:1] != rec[:1]:  # chunk files and virtual ranges share no block
+                yield from map(PiecesBlock.of, regroup(pieces, stored, where))
+                pieces = []
             pieces.append(rec)
             continue
         if pieces:
@@ -279,6 +337,7 @@ def consolidate(fragment: str | os.PathLike, archive_path: str | os.PathLike, op
     started = time.monotonic()
     chosen = given(WriteOptions, options, choices, "consolidate")
     target, _ = target_path(archive_path)
+    check_new_target(target, chosen.overwrite)
     chain = open_view(fragment)
     try:
         if _in_chain(chain, target):

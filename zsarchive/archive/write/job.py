@@ -10,11 +10,13 @@ import itertools
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 from zsarchive.archive.read.chunkdata import ChunkReader
 from zsarchive.archive.write import records as repo_records
-from zsarchive.archive.write import virtualshards
+from zsarchive.archive.format.pieces import PieceBlock
+from zsarchive.archive.write import virtualdata, virtualshards
+from zsarchive.archive.write.virtualdata import VirtualReport
 from zsarchive.archive.write.chunkfiles import is_virtual
 from zsarchive.archive.write.exporter import (BlockPlan, Families, decode_changes, file_form_records, gather_metadata,
                                               gather_txlogs, history_exceptions, merge_families, plan_engine,
@@ -42,6 +44,8 @@ class ExportSummary:
     """Snapshot id -> why it is not in the archive (see :func:`~zsarchive.archive.write.plan.unreadable_snapshots`)."""
     unindexed: virtualshards.Skipped = field(default_factory=virtualshards.Skipped)
     """Virtual shards whose index the archive does not keep, and why (the first)."""
+    virtual: VirtualReport | None = None
+    """What the export did with the bytes of virtual chunk refs (``include_virtual``)."""
 
 
 def target_path(archive_path: str | os.PathLike) -> tuple[Path, Path]:
@@ -78,28 +82,59 @@ class ExportJob:
         """An external sorter spilling next to the archive, with ``1/share`` of the sort memory."""
         return ExternalSorter(max_bytes=self.choices.sort_memory // share, tmpdir=str(self.directory), unique=unique)
 
-    def chunk_files(self, entries: Iterable[bytes], index_records: list[bytes],
+    def chunk_files(self, entries: Iterable[bytes], index_records: list[bytes], scope: Scope,
                     summary: ExportSummary) -> Iterator[PiecesBlock]:
-        """The blocks of embedded chunk files, and into ``index_records`` the shard indexes, of the
-        sorted chunk file entries: native files first, then the virtual shards (whose indexes are read
-        under the authorized prefixes; those left out are counted in ``summary``)."""
+        """The blocks of embedded chunk files and kept virtual ranges, and into ``index_records`` the
+        shard indexes, of the sorted chunk file entries: native files first, then the virtual ranges
+        (read under the authorized prefixes; what is left out is counted in ``summary``)."""
         entries = iter(entries)
         virtual: list[bytes] = []
 
         def native() -> Iterator[bytes]:
             for entry in entries:
-                if is_virtual(entry):  # the virtual shards follow
+                if is_virtual(entry):  # the virtual ranges follow
                     virtual.append(entry)
                     return
                 yield entry
-        for block in repo_records.chunk_file_blocks(self.repo.storage, native(), self.include_chunks,
-                                                    self.options.chunk_codec == "none", index_records):
+        for block in repo_records.chunk_file_blocks(self.repo.storage, iter(scope.chunk_files_to_write(native())),
+                                                    self.include_chunks, self.options.chunk_codec == "none",
+                                                    index_records):
             yield PiecesBlock.of(block)
         reader = ChunkReader(str(summary.path), self.choices.authorize, lambda *_: None)
         try:
-            index_records += virtualshards.index_records(reader, itertools.chain(virtual, entries), summary.unindexed)
+            with contextlib.ExitStack() as spooled:
+                ranges: Iterable[bytes] = itertools.chain(virtual, entries)
+                if self.choices.include_virtual:  # read twice: shard indexes, then the ranges' bytes
+                    spool = spooled.enter_context(contextlib.closing(self.sorter(4, unique=False)))
+                    ranges = _spooled(ranges, spool.add)
+                index_records += virtualshards.index_records(reader, scope.shards_to_index(ranges), summary.unindexed)
+                if self.choices.include_virtual:
+                    for block in self.virtual_ranges(spool.sorted(), reader, scope, summary):
+                        yield PiecesBlock.of(block)
         finally:
             reader.close()
+
+    def virtual_ranges(self, entries: Iterable[bytes], reader: ChunkReader, scope: Scope,
+                       summary: ExportSummary) -> Iterator[PieceBlock]:
+        """The blocks of the ``E`` records of the virtual ranges ``entries`` name (sorted, unique): those
+        under an authorized prefix that the archive lacks, each read once, checked against each checksum."""
+        report = summary.virtual = VirtualReport()
+        kept = scope.kept_virtual()
+        with contextlib.closing(self.sorter(4, unique=False)) as spool:
+            total = 0
+            for plan in virtualdata.plan_ranges(virtualdata.range_groups(entries), reader, kept, report):
+                total += plan.wanted.length if plan.wanted.pins else 0
+                spool.add(plan.encode())
+            virtualdata.check_budget(total, self.choices.max_virtual_bytes)
+            done = 0
+
+            def progress(size: int) -> None:
+                nonlocal done
+                done += size
+                if self.choices.virtual_progress is not None:
+                    self.choices.virtual_progress(done, total)
+            yield from virtualdata.virtual_blocks(map(virtualdata.Planned.decode, spool.sorted()), reader,
+                                                  kept, report, self.options.chunk_codec == "none", progress)
 
     def _chunk_data(self, scope: Scope, chunk_ids: ExternalSorter | None, sorter: ExternalSorter,
                     summary: ExportSummary) -> Iterator[Batch]:
@@ -107,7 +142,7 @@ class ExportJob:
         indexes into ``sorter``."""
         if chunk_ids is not None:
             index_records: list[bytes] = []
-            yield from self.chunk_files(scope.chunk_files_to_write(chunk_ids.sorted()), index_records, summary)
+            yield from self.chunk_files(chunk_ids.sorted(), index_records, scope, summary)
             sorter.extend(index_records)
 
     def run(self, plan: ExportPlan, scope: Scope, target: Path | None = None) -> ExportSummary:
@@ -120,7 +155,7 @@ class ExportJob:
             sorter = opened.enter_context(contextlib.closing(self.sorter(1, unique=False)))
             chunk_ids: ExternalSorter | None = None
             sharded = any(change.shard is not None for change in plan.changes)
-            if include_chunks or sharded:
+            if include_chunks or sharded or self.choices.include_virtual:
                 chunk_ids = opened.enter_context(contextlib.closing(self.sorter(4, unique=True)))
             refs = gather_metadata(repo, plan, sorter, scope)
             engine = opened.enter_context(contextlib.closing(
@@ -131,7 +166,7 @@ class ExportJob:
             if scope.blocks_allowed:
                 cut = BlockPlan(options.approx_block_size, *((options.codec, options.compress_level)
                                                              if engine.builds_blocks else ()))
-            changes = decode_changes(engine, plan, include_chunks, cut)
+            changes = decode_changes(engine, plan, include_chunks, cut, self.choices.include_virtual)
             # started now, read when the header is written: after any worker process is forked (a fork
             # while the thread imports could leave the child an import lock no thread of it holds)
             version_lookup()
@@ -149,3 +184,10 @@ class ExportJob:
             write_archive(summary.path, scope.to_writer(merge_families(families, tally, header)),
                           scope.metadata(version, repo.spec_version), options)
         return summary
+
+
+def _spooled(items: Iterable[bytes], keep: Callable[[bytes], None]) -> Iterator[bytes]:
+    """``items`` as they pass, each handed to ``keep`` too."""
+    for item in items:
+        keep(item)
+        yield item

@@ -24,7 +24,9 @@ class WriteOptions:
     """How the ZS file is written. ``codec``: block compression (None: deflate for an export, the
     fragment's for a consolidation); ``chunk_codec``: ``none`` stores blocks of embedded chunk bytes
     uncompressed (zarr compressed them already), ``same`` compresses them with ``codec`` like every other
-    block; ``parallelism``: threads compressing (``"guess"``: one per core)."""
+    block; ``parallelism``: threads compressing (``"guess"``: one per core); ``overwrite``: replace a file
+    at the target (by default an existing file is refused: fragments built on a replaced archive no
+    longer open)."""
 
     codec: str | None = None
     compress_level: int | str | None = None
@@ -32,6 +34,7 @@ class WriteOptions:
     parallelism: int | str = "guess"
     approx_block_size: int = 256 * 1024
     branching_factor: int = 1024
+    overwrite: bool = False
 
     def checked(self, default_codec: str = "deflate") -> WriterSettings:
         """The options as the writer takes them: ``default_codec`` where none is given, ``parallelism``
@@ -42,7 +45,7 @@ class WriteOptions:
         if self.chunk_codec not in CHUNK_CODECS:
             raise ZSError(f"unknown chunk codec {self.chunk_codec!r}: choose one of {', '.join(CHUNK_CODECS)}")
         return WriterSettings(codec, self.compress_level, self.chunk_codec, resolve_parallelism(self.parallelism),
-                              self.approx_block_size, self.branching_factor)
+                              self.approx_block_size, self.branching_factor, self.overwrite)
 
 
 @dataclass(frozen=True)
@@ -55,6 +58,7 @@ class WriterSettings:
     parallelism: int
     approx_block_size: int
     branching_factor: int
+    overwrite: bool
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -70,10 +74,15 @@ class ExportOptions(WriteOptions):
     ``"guess"`` (one per core, the default, as for ``zs export``). ``client``: a
     ``distributed.Client`` whose cluster decodes instead (the archive is the same byte for byte).
     ``base``: an archive of the same repository (or a fragment): write a fragment holding only what
-    it lacks (:mod:`zsarchive.archive.write.incremental`). ``authorize``: location prefixes (or prefix ->
+    it lacks (:mod:`zsarchive.archive.write.incremental`); ``base_link``: how the fragment names its base
+    when it will not be read where it is written (default: the base's path relative to the archive's
+    directory), e.g. ``"old.zs"`` for a fragment put beside its base afterwards. ``authorize``: location prefixes (or prefix ->
     storage options) under which the indexes of virtual shards are read and kept (a reader then
-    reads an inner chunk of such a shard with one request). ``storage_options`` and ``anon`` say how
-    to reach a remote repository.
+    reads an inner chunk of such a shard with one request). ``include_virtual``: keep the bytes of every
+    virtual chunk ref under those prefixes (format 7), each range read once and checked against the ref's
+    checksum; ``max_virtual_bytes`` refuses, before reading any, an export that would keep more;
+    ``virtual_progress(done, total)`` counts their bytes. ``storage_options`` and ``anon`` say how to
+    reach a remote repository.
     """
 
     include_chunks: bool = False
@@ -84,7 +93,11 @@ class ExportOptions(WriteOptions):
     anon: bool = False
     client: object = None
     base: str | os.PathLike | None = None
+    base_link: str | None = None
     authorize: Iterable[str] | Mapping[str, Mapping[str, str]] = ()
+    include_virtual: bool = False
+    max_virtual_bytes: int | None = None
+    virtual_progress: Callable[[int, int], None] | None = None
 
 
 def given(kind: type[_Options], options: _Options | None, keywords: dict[str, Any], what: str) -> _Options:

@@ -21,7 +21,7 @@ import numpy as np
 from zsarchive.archive.format import tuples
 from zsarchive.archive.format.tuplerows import encode_rows
 from zsarchive.archive.format.pieces import PieceBlock, piece_blocks, piece_records, piece_starts
-from zsarchive.archive.format.shards import EMPTY, ShardLayout
+from zsarchive.archive.format.shards import ShardLayout
 from zsarchive.archive.format import schema
 from zsarchive.archive.write.chunkfiles import NATIVE, NativeFileEntry
 from zsarchive.archive.format.header import keeps_file_forms
@@ -229,14 +229,12 @@ def _shard_cuts(chunk_id: str, offset: int, length: int, layout: ShardLayout, ra
     """The shard index record of one native shard (appended to ``index_records``) and the offsets
     its pieces are cut at (index and inner chunk bounds); nothing for an index that does not check
     out (zarr then reads the index from the shard's bytes, and reports what it finds)."""
-    start, stop = layout.index_span(length)
     try:
         table = layout.entries(raw, length, f"chunks/{chunk_id}")
     except ZSCorrupt:
         return []
     index_records.append(schema.record(schema.SHARD_INDEX, (chunk_id, offset, length), (layout.at_end, raw)))
-    held = [(o, n) for o, n in table if o != EMPTY]
-    return [offset + start, offset + stop, *(offset + o for o, _ in held), *(offset + o + n for o, n in held)]
+    return [offset + cut for cut in layout.cuts(table, length)]
 
 
 def _shard_of(refs: list[tuple[str, int, int, str | None]]) -> tuple[int, int, ShardLayout] | None:

@@ -8,8 +8,10 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Iterable
 
 from zsarchive.archive.format import schema
-from zsarchive.archive.format.header import ArchiveHeader, marker_metadata
+from zsarchive.archive.format.header import ArchiveHeader, full_format, marker_metadata
+from zsarchive.archive.write.virtualdata import KeptRanges
 from zsarchive.archive.write.stream import Batch
+from zsarchive.version import installed_version
 
 
 def exporter_version() -> str:
@@ -28,12 +30,8 @@ def version_lookup() -> Future:
 
 
 def _installed_version() -> str:
-    from importlib import metadata  # here, and in a thread: see version_lookup
-
-    try:
-        return "zsarchive " + metadata.version("zsarchive")
-    except metadata.PackageNotFoundError:
-        return "zsarchive (unknown version)"
+    version = installed_version()  # in a thread: see version_lookup
+    return "zsarchive (unknown version)" if version is None else "zsarchive " + version
 
 
 class Scope:
@@ -45,6 +43,15 @@ class Scope:
     view_format = schema.FULL_FORMAT
     """The format the records follow (a fragment's: its base's)."""
 
+    def __init__(self, include_virtual: bool = False, kept: KeptRanges | None = None) -> None:
+        self.view_format = full_format(include_virtual)
+        self._kept = kept or KeptRanges()
+
+    def kept_virtual(self) -> KeptRanges:
+        """The virtual ranges the archive keeps already (a full archive: none, unless it is made to be
+        compared with an archive whose ranges it takes)."""
+        return self._kept
+
     def small_family(self, family: bytes, records: list[bytes]) -> list[bytes]:
         """The records to write of a small family (refs, repository facts, ops log), in any order."""
         return records
@@ -55,8 +62,12 @@ class Scope:
         return records
 
     def chunk_files_to_write(self, entries: Iterable[bytes]) -> Iterable[bytes]:
-        """The native chunk files (sorted ``chunk id offset length [layout]`` entries) and virtual
-        shards (:mod:`virtualshards <zsarchive.archive.write.virtualshards>` entries) to write."""
+        """The native chunk files (sorted ``chunk id offset length [layout]`` entries) to write."""
+        return entries
+
+    def shards_to_index(self, entries: Iterable[bytes]) -> Iterable[bytes]:
+        """The virtual ranges (:mod:`virtualshards <zsarchive.archive.write.virtualshards>` entries) whose
+        shard index to keep, if they are shards."""
         return entries
 
     def to_writer(self, batches: Iterable[Batch]) -> Iterable[Batch]:

@@ -16,7 +16,7 @@ from zsarchive.archive.format import schema
 from zsarchive.archive.write.chunkfiles import MARK, VirtualShardEntry
 from zsarchive.archive.read.chunkdata import ChunkReader
 from zsarchive.archive.format.shards import ShardLayout
-from zsarchive.archive.format.views import ShardIndexKey
+from zsarchive.archive.format.views import VirtualRangeKey
 from zsarchive.errors import ZSError
 from zsarchive.icechunk.manifest.refs import RefBatch
 from zsarchive.icechunk.model import RefKind
@@ -30,8 +30,8 @@ def entries(batch: RefBatch) -> list[bytes]:
     """Entries naming the virtual refs of ``batch`` (an export's task hands them on with its records)."""
     rows = np.flatnonzero([kind is RefKind.VIRTUAL for kind in batch.kind]).tolist()
     offsets, lengths = batch.offset.tolist(), batch.length.tolist()
-    return [MARK + tuples.encode(ShardIndexKey(batch.location[j], offsets[j], lengths[j], batch.checksum_etag[j],
-                                               batch.checksum_last_modified[j]).encode()) for j in rows]
+    return [MARK + tuples.encode(VirtualRangeKey(batch.location[j], offsets[j], lengths[j], batch.checksum_etag[j],
+                                                 batch.checksum_last_modified[j]).encode()) for j in rows]
 
 
 @dataclass
@@ -47,13 +47,14 @@ class Skipped:
 
 
 def index_records(reader: ChunkReader, stream: Iterable[bytes], skipped: Skipped) -> Iterator[bytes]:
-    """The ``I`` records of the virtual shards ``stream`` names (sorted, unique entries, each ending in
-    ``" " + layout``), read ``_READS_IN_FLIGHT`` at a time and at most ``_BYTES_IN_FLIGHT`` of indexes
+    """The ``I`` records of the virtual shards ``stream`` names (sorted, unique entries of virtual ranges;
+    a shard's ends in ``" " + layout``), read ``_READS_IN_FLIGHT`` at a time and at most ``_BYTES_IN_FLIGHT`` of indexes
     at a time (an index larger than that alone). A shard that cannot be read, has no
     checksum, or whose index does not check out gets no record (a reader then reads its index from the
     object, as zarr does) and counts in ``skipped``."""
     with concurrent.futures.ThreadPoolExecutor(_READS_IN_FLIGHT) as pool:
-        for batch in read_batches(map(VirtualShardEntry.parse, stream)):
+        shards = ((entry.key, entry.layout) for entry in map(VirtualShardEntry.parse, stream) if entry.layout is not None)
+        for batch in read_batches(shards):
             for key, layout, outcome in pool.map(lambda item: (*item, _read_index(reader, *item)), batch):
                 if isinstance(outcome, bytes):
                     yield schema.record(schema.SHARD_INDEX, key, (layout.at_end, outcome))

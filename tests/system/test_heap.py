@@ -1,4 +1,4 @@
-"""zsarchive.io.memory: a process that asked to reuse freed memory touches fresh pages once, not per buffer,
+"""zsarchive.heap: a process that asked to reuse freed memory touches fresh pages once, not per buffer,
 and reuses in one thread what another thread freed."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import sys
 
 FAULTS = """
 import resource, sys, threading
-from zsarchive.io.memory import reuse_freed_memory
+from zsarchive.heap import reuse_freed_memory
 if sys.argv[1] == "reuse":
     assert reuse_freed_memory()
 def faults():
