@@ -215,11 +215,10 @@ def _chunk_files(zs: ZS, facts: _Facts, format_version: int) -> None:
 def _virtual_ranges(zs: ZS | Chain, facts: _Facts, view: int) -> None:
     """Kept virtual ranges (format 7): each range's pieces start at its offset and follow each other up to
     its end, without gap or overlap; an alias names another checksum of the same range that has pieces,
-    and a checksum with an alias has no pieces; no key twice."""
+    and a checksum with an alias has no pieces (each key once: :func:`_records`)."""
     family = schema.VIRTUAL_DATA
     shape = ("(location, offset, length, etag, last_modified, start) -> (bytes) or "
              "(location, offset, length, etag, last_modified) -> (etag, last_modified), format 7 on")
-    last: tuple | None = None
     current: VirtualRangeKey | None = None  # the range whose pieces are being read
     end = 0  # where its pieces end so far
     span: tuple | None = None  # (location, offset, length) of the records so far
@@ -240,9 +239,6 @@ def _virtual_ranges(zs: ZS | Chain, facts: _Facts, view: int) -> None:
         is_alias = VirtualRangeKey.well_formed(key) and VirtualAliasValue.well_formed(value)
         _shape(keeps_virtual_data(view) and schema.record_version(rec) == 1 and (is_piece or is_alias), rec,
                family, shape)
-        if key == last:
-            raise _fail(rec, family, "repeats the key of the record before it")
-        last = key
         found = VirtualPieceKey.decode(key).range if is_piece else VirtualRangeKey.decode(key)
         if found.span != span:
             close_range(rec)
