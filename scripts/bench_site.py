@@ -45,7 +45,7 @@ from bench_views import big_archive, heatmap_seconds  # noqa: E402
 from toolkit.servers import Nginx  # noqa: E402
 
 from zsarchive.archive import RepoArchive  # noqa: E402
-from zsarchive.views.site import write_site  # noqa: E402
+from zsarchive.frontends.site import write_site  # noqa: E402
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--no-sandbox", "--disable-background-networking", "--disable-component-update", "--no-first-run"]

@@ -44,7 +44,7 @@ OURS = """
 import json, sys, time
 t0 = time.perf_counter()
 import xarray as xr, xarray.backends.zarr, zarr, zarr.storage
-from zsarchive.views.xarray_backend import ZsarchiveBackendEntrypoint
+from zsarchive.frontends.xarray_backend import ZsarchiveBackendEntrypoint
 import zsarchive.archive.zarrstore
 import dask  # xarray imports it on first use where it is installed; icechunk's Python has none
 t1 = time.perf_counter()

@@ -30,8 +30,8 @@ _exports = lazy_exports(__name__, {
     "open_store": "zsarchive.archive.zarrstore",
     "ArchiveStore": "zsarchive.archive.zarrstore",
     # and xarray, for these two
-    "open_dataset": "zsarchive.views.xarray_backend",
-    "open_datatree": "zsarchive.views.xarray_backend",
+    "open_dataset": "zsarchive.frontends.xarray_backend",
+    "open_datatree": "zsarchive.frontends.xarray_backend",
 })
 
 __all__ = ["ZSError", "ZSCorrupt", "NotFound", "ZS", "ZSWriter", "validate", "ValidationReport", "RepoArchive",

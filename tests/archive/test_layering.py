@@ -128,7 +128,7 @@ def test_the_record_rule_sees_positional_indexing():
 CONTRACT_RULE_SCOPE = VIEW_RULE_SCOPE
 """Where the archive's byte layouts, type codes and format versions are never spelled: ``archive/format/``
 decides them, next to the views."""
-VERSION_NAMES = {"format_version", "view_format"}
+VERSION_NAMES = {"format_version", "records_format"}
 """Names holding an archive's format version: asked of ``format/`` (``has_chunk_pieces(v)``), never compared."""
 CODE_NAMES = {"kind", "kinds", "node_type", "code", "version"}
 """Names holding a type code or a record version: compared with the constants of ``format/``, never literals."""
@@ -181,9 +181,9 @@ def test_the_record_contract_stays_in_format():
 
 def test_the_contract_rule_sees_each_leak():
     # the checker itself: each spelling the rule forbids is found, the named forms are not
-    source = ("r.format_version >= 3; view_format == 5; value.kind == 2; kinds != 0; version == 2; b'\\x05'; "
+    source = ("r.format_version >= 3; records_format == 5; value.kind == 2; kinds != 0; version == 2; b'\\x05'; "
               "{0: NodeType.GROUP}; {RefKind.INLINE: 0}; {schema.GROUP: NodeType.GROUP}; has_chunk_pieces(r.format_version); "
               "value.kind == schema.INLINE; a.format_version == b.format_version; b'a\\n'; {0: 'x'}")
     assert [text for _, text in _contract_leaks(ast.parse(source))] == [
-        "r.format_version >= 3", "view_format == 5", "value.kind == 2", "kinds != 0", "version == 2", "b'\\x05'",
+        "r.format_version >= 3", "records_format == 5", "value.kind == 2", "kinds != 0", "version == 2", "b'\\x05'",
         "{0: NodeType.GROUP}", "{RefKind.INLINE: 0}", "{schema.GROUP: NodeType.GROUP}"]

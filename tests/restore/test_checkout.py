@@ -521,7 +521,7 @@ def test_a_damaged_byte_of_an_embedded_chunk_is_an_error_never_other_bytes(tmp_p
     with RepoArchive(archive) as arc:  # as the zarr store reads a chunk
         chunk = next(c for c in arc.node_chunk_refs(arc.node("main", "/data/big")) if c.get("chunk_id") == chunk_id)
         with pytest.raises(ZSCorrupt, match="block CRC mismatch"):
-            arc.read_chunk(chunk, "main", views=True)
+            arc.read_chunk(chunk, "main", zero_copy=True)
 
 
 def test_chunk_bytes_are_written_whole_when_writev_writes_less_than_asked(tmp_path, monkeypatch):

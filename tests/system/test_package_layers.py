@@ -12,9 +12,9 @@ from toolkit.imports import imported_names
 PACKAGE = Path(zsarchive.__file__).parent
 HELPERS = {"errors", "heap", "lazy", "limits", "times", "walk", "suggest", "typedtuple", "version"}
 """Modules of the package's top level that every layer may use; they import only each other."""
-LAYERS = ["io", "zs", "icechunk", "archive", "restore", "views", "cli"]
+LAYERS = ["io", "zs", "icechunk", "archive", "restore", "frontends", "cli"]
 """Bottom to top: where bytes come from, the ZS engine, Icechunk's files, the archive, bringing a
-repository back and the views, the command line."""
+repository back and the front ends (xarray, the web page), the command line."""
 
 
 def _imports(path: Path) -> set[str]:
@@ -66,5 +66,5 @@ def test_the_zs_engines_own_commands_need_no_icechunk():
     """``zs make`` and ``zs dump`` are the ZS engine's: they import neither Icechunk's decoders nor the archive."""
     for command in ("make", "dump"):
         wrong = [name for name in _imports(PACKAGE / "cli" / f"{command}.py")
-                 if _part(name) in ("icechunk", "archive", "restore", "views")]
+                 if _part(name) in ("icechunk", "archive", "restore", "frontends")]
         assert wrong == [], (command, wrong)

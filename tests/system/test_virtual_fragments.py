@@ -88,7 +88,7 @@ def test_consolidation_keeps_every_range(chain, tmp_path):
     assert run_zs("validate", str(chain["f2"])).stdout == "looks good!\n"
     _reads_as(out, _expected(chain))
     with RepoArchive(out) as whole, RepoArchive(chain["f2"]) as fragment:
-        assert whole.format_version == 7 and fragment.view_format == 7
+        assert whole.format_version == 7 and fragment.records_format == 7
         counted = [{k: v for k, v in arc.summary()["virtual_bytes"].items() if k != "bytes"} for arc in (whole, fragment)]
         assert counted[0] == counted[1] and counted[0]["kept_refs"] == counted[0]["refs"]
 

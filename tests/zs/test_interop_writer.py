@@ -179,5 +179,5 @@ def test_reference_reads_stored_blocks_with_exact_index_keys(tmp_path, reference
             assert z.floor_span(piece + b"\x00", piece + b"\x01") == [piece]
             assert z.stats.snapshot()["block_reads"] - before == 1
             # as views: into the map, or into the block's bytes where the codec frames it in several pieces
-            assert [bytes(r) for r in z.floor_span(piece + b"\x00", piece + b"\x01", views=True)] == [piece]
+            assert [bytes(r) for r in z.floor_span(piece + b"\x00", piece + b"\x01", zero_copy=True)] == [piece]
         assert z.floor_span(pieces[0][:11], pieces[2] + b"\x00") == [head[-1], *pieces[:3]]

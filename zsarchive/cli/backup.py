@@ -30,8 +30,8 @@ from zsarchive.zs.format.codecs import LEVELS_HELP, NAMES
 @click.option("-j", "--parallelism", type=Parallelism(), default="guess", show_default=True,
               help="Worker processes and threads, as for zs export.")
 @click.option("--wait", type=Duration(), is_flag=False, flag_value="forever", default=None, metavar="[DURATION]",
-              help="When another run holds the lock, wait for it (at most DURATION: 90s, 10min, 2h) instead of "
-                   "refusing.")
+              help="When another run holds the lock, wait for it (at most DURATION: 90s, 10min, 2h; --wait "
+                   "without one, given last, waits as long as it takes) instead of refusing.")
 @click.option("--break-lock", is_flag=True,
               help="Break a stale lock: its run is gone from this machine, or it is older than --stale-after by "
                    "DEST's own clock.")

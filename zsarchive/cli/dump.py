@@ -7,6 +7,7 @@ import sys
 import click
 
 from zsarchive.cli.app import main
+from zsarchive.cli.text import advancing, progress_bar
 from zsarchive.cli.params import ESCAPED_BYTES, Parallelism
 from zsarchive.errors import ZSError
 from zsarchive.zs.reader import ZS
@@ -55,16 +56,12 @@ def dump_command(zs_file: str, start: bytes | None, stop: bytes | None, prefix: 
                 out = open(output, "wb")
             except OSError as exc:
                 raise ZSError(f"{output}: cannot write: {exc.strerror or exc}") from None
-        bar = None
-        if not no_spinner and sys.stderr.isatty():
-            bar = click.progressbar(length=z.total_file_length, label="dumping", file=sys.stderr)
         try:
-            if bar is None:
-                z.dump(out, start, stop, prefix, terminator, length_prefixed)
-            else:
-                with bar:
-                    z.dump(out, start, stop, prefix, terminator, length_prefixed, progress=bar.update)
-                    bar.update(bar.length - bar.pos)  # progress counts data blocks; the rest is index
+            with progress_bar("dumping", not no_spinner) as progress:
+                z.dump(out, start, stop, prefix, terminator, length_prefixed,
+                       progress=None if progress is None else advancing(progress, z.total_file_length))
+                if progress is not None:
+                    progress(z.total_file_length, z.total_file_length)  # progress counts data blocks; the rest is index
             out.flush()
         finally:
             if owned:

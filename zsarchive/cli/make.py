@@ -10,6 +10,7 @@ import sys
 import click
 
 from zsarchive.cli.app import main
+from zsarchive.cli.text import advancing, progress_bar
 from zsarchive.cli.params import ESCAPED_BYTES, Parallelism, force_option
 from zsarchive.errors import ZSError
 from zsarchive.io.outfile import check_new_target, whole_file
@@ -18,16 +19,17 @@ from zsarchive.zs.writer import DEFAULT_APPROX_BLOCK_SIZE, DEFAULT_BRANCHING_FAC
 
 
 class _Progress:
-    """A binary input whose reads advance a click progress bar."""
+    """A binary input whose reads advance a progress callback (``advance(bytes read)``)."""
 
-    def __init__(self, file, bar):
+    def __init__(self, file, advance):
         self._file = file
-        self._bar = bar
+        self._advance = advance
         self.name = getattr(file, "name", "input")
 
     def read(self, n: int = -1) -> bytes:
         data = self._file.read(n)
-        self._bar.update(len(data))
+        if self._advance is not None:
+            self._advance(len(data))
         return data
 
     def close(self) -> None:
@@ -100,9 +102,8 @@ def make(metadata: dict, input_file: str, new_zs_file: str, terminator: bytes | 
         with writer:
             size = _input_size(source)
             # Without a known size (a pipe) a bar could only guess: show none.
-            show = bool(size) and not no_spinner and sys.stderr.isatty()
-            with click.progressbar(length=max(size, 1), label="zs make", file=sys.stderr,
-                                   hidden=not show) as bar:
-                writer.add_file_contents(_Progress(source, bar), terminator=b"\n" if terminator is None else terminator,
+            with progress_bar("zs make", bool(size) and not no_spinner) as progress:
+                advance = None if progress is None else advancing(progress, size)
+                writer.add_file_contents(_Progress(source, advance), terminator=b"\n" if terminator is None else terminator,
                                          length_prefixed=length_prefixed)
             writer.finish()

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import sys
 
 import click
 
 from zsarchive.cli.app import main
+from zsarchive.cli.text import stage_bars
 from zsarchive.cli.params import announce_totals, cluster, max_bytes_option, remote_options, scheduler_option
 
 _LABELS = {"manifests": "encoding manifests", "chunks": "copying chunk files", "metadata": "writing metadata",
@@ -60,28 +60,11 @@ def restore_command(archive: str, target: str, source: str | None, refs: tuple[s
     from zsarchive.restore import restore
 
     reuse_freed_memory()
-    bars: dict[str, object] = {}
-    show = not no_progress and sys.stderr.isatty()
-
-    def progress(stage: str, done: int, total: int) -> None:
-        if not show:
-            return
-        bar = bars.get(stage)
-        if bar is None:
-            for other in bars.values():
-                other.render_finish()
-            bar = bars[stage] = click.progressbar(length=max(total, 1), label=_LABELS.get(stage, stage),
-                                                  file=sys.stderr, item_show_func=_shown(stage))
-        bar.length = max(total, 1)
-        bar.update(done - bar.pos, done)
-
-    with cluster(scheduler) as client:
+    with cluster(scheduler) as client, stage_bars(_LABELS, not no_progress, _shown) as progress:
         summary = restore(archive, target, repo=source, refs=refs, shallow=shallow, storage_options=storage_options,
                           anon=anon, repo_storage_options=storage_options, repo_anon=anon, progress=progress,
                           transfers=transfers, client=client, materialize_virtual=materialize_virtual,
-                          max_bytes=max_bytes, announce=announce_totals(target, show))
-    for bar in bars.values():
-        bar.render_finish()
+                          max_bytes=max_bytes, announce=announce_totals(target, progress is not None))
     for note in summary.notes:
         click.echo(f"zs: note: {note}", err=True)
     click.echo(f"restored {summary.target}: spec V{summary.spec_version}, {summary.snapshots} snapshots, "

@@ -25,8 +25,8 @@ def serve_command(archive: str, host: str, port: int, allowed: tuple[str, ...]) 
     The branch graph, commits by date, each commit's changes, the node tree at any snapshot, a heatmap
     of each array's chunk changes by commit, and one chunk's history. Works offline; Ctrl-C stops it.
 
-    Python: zsarchive.views.webserver.ViewServer."""
-    from zsarchive.views.webserver import ViewServer
+    Python: zsarchive.frontends.webserver.ViewServer."""
+    from zsarchive.frontends.webserver import ViewServer
 
     with open_archive(archive) as arc:
         try:

@@ -17,8 +17,8 @@ def site_command(archive: str, outdir: str, url: str | None) -> None:
 
     The page shows what zs serve shows (branch graph, commits, changes, node tree, chunk-change heatmap,
     chunk history), read in the browser by range requests: publish OUTDIR on a bucket or any web server
-    (README: "The archive in a browser"). Python: zsarchive.views.site.write_site."""
-    from zsarchive.views.site import write_site
+    (README: "The archive in a browser"). Python: zsarchive.frontends.site.write_site."""
+    from zsarchive.frontends.site import write_site
 
     write_site(archive, outdir, url)
     click.echo(f"wrote the page of {archive} to {outdir}: publish the folder on any web server or bucket "

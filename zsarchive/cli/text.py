@@ -1,11 +1,11 @@
 """What the ``zs`` program prints beside its answers: text from input made safe for one line of a
-terminal (error messages, tables), and the end of an interrupted command."""
+terminal (error messages, tables), progress bars on stderr, and the end of an interrupted command."""
 
 from __future__ import annotations
 
 import contextlib
 import sys
-from typing import Callable, Iterator, NoReturn
+from typing import Any, Callable, Iterator, Mapping, NoReturn
 
 
 def one_line(text: str, width: int = 1000) -> str:
@@ -55,14 +55,48 @@ def interrupted(exc: KeyboardInterrupt | None = None) -> NoReturn:
 def progress_bar(label: str, enabled: bool = True) -> Iterator[Callable[[int, int], None] | None]:
     """A progress bar on stderr while the block runs, when ``enabled`` and stderr is a terminal: yields the
     ``progress(done, total)`` callback a library call takes, or None when no bar is shown."""
+    with stage_bars({label: label}, enabled) as staged:
+        yield None if staged is None else (lambda done, total: staged(label, done, total))
+
+
+def advancing(progress: Callable[[int, int], None], total: int) -> Callable[[int], None]:
+    """For work that reports each step's size: a callback adding it up into ``progress(done, total)``."""
+    done = 0
+
+    def advance(step: int) -> None:
+        nonlocal done
+        done += step
+        progress(done, total)
+    return advance
+
+
+@contextlib.contextmanager
+def stage_bars(labels: Mapping[str, str], enabled: bool = True,
+               shown: Callable[[str], Callable[[Any], str | None] | None] = lambda stage: None,
+               ) -> Iterator[Callable[[str, int, int], None] | None]:
+    """Progress bars on stderr while the block runs, one per stage of the work, each drawn from the stage's
+    first report (the one before it finished then), when ``enabled`` and stderr is a terminal: yields the
+    ``progress(stage, done, total)`` callback, or None. ``labels``: stage -> label; ``shown(stage)``: what a
+    stage's bar shows after its percentage, given ``done``."""
     if not (enabled and sys.stderr.isatty()):
         yield None
         return
     import click  # the command that shows a bar imported it already
 
-    with click.progressbar(length=1, label=label, file=sys.stderr) as bar:
-        def progress(done: int, total: int) -> None:
-            bar.length = max(total, 1)
-            bar.update(done - bar.pos)
+    bars: dict[str, Any] = {}
 
+    def progress(stage: str, done: int, total: int) -> None:
+        bar = bars.get(stage)
+        if bar is None:
+            for other in bars.values():
+                other.render_finish()
+            bar = bars[stage] = click.progressbar(length=max(total, 1), label=labels.get(stage, stage),
+                                                  file=sys.stderr, item_show_func=shown(stage))
+        bar.length = max(total, 1)
+        bar.update(done - bar.pos, done)
+
+    try:
         yield progress
+    finally:
+        for bar in bars.values():
+            bar.render_finish()

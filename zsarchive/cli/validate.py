@@ -2,31 +2,12 @@
 
 from __future__ import annotations
 
-import sys
 
 import click
 
 from zsarchive.cli.app import main
+from zsarchive.cli.text import progress_bar
 from zsarchive.cli.params import Parallelism
-
-
-class _Bar:
-    """A click progress bar on stderr, created on the first report (when the size is known)."""
-
-    def __init__(self) -> None:
-        self.bar = None
-        self.done = 0
-
-    def __call__(self, done: int, total: int) -> None:
-        if self.bar is None:
-            self.bar = click.progressbar(length=total, label="validating", file=sys.stderr)
-            self.bar.__enter__()
-        self.bar.update(done - self.done)
-        self.done = done
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.__exit__(None, None, None)
 
 
 @main.command("validate")
@@ -46,10 +27,6 @@ def validate_command(zs_file: str, parallelism: int | str, no_spinner: bool) -> 
     """
     from zsarchive.archive.read.validate import validate_file  # here: `zs --help` need not import it
 
-    bar = _Bar() if not no_spinner and sys.stderr.isatty() else None
-    try:
-        validate_file(zs_file, parallelism=parallelism, progress=bar)
-    finally:
-        if bar is not None:
-            bar.close()
+    with progress_bar("validating", not no_spinner) as progress:
+        validate_file(zs_file, parallelism=parallelism, progress=progress)
     click.echo("looks good!")

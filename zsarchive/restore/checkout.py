@@ -221,7 +221,7 @@ def _plan(arc: RepoArchive, ref: str, nodes: list[_Node], repo_given: bool) -> t
 
 
 def _copy_chunks(arc: RepoArchive, ref: str, nodes: list[_Node], sink: Sink, repo: Location | None,
-                 views: bool, done: Callable[[str, int], None], embedded: dict[str, int]) -> int:
+                 zero_copy: bool, done: Callable[[str, int], None], embedded: dict[str, int]) -> int:
     """Write every chunk of the arrays among ``nodes``, bytes as stored (an embedded chunk streamed from its
     pieces, whatever its length); returns how many."""
     count = 0
@@ -238,10 +238,10 @@ def _copy_chunks(arc: RepoArchive, ref: str, nodes: list[_Node], sink: Sink, rep
                     yield key, chunk.inline
                 elif chunk.kind == "native" and chunk.chunk_id in embedded:
                     yield key, Stream(chunk.length, partial(stream_file, arc.zs, chunk.chunk_id,
-                                                            chunk.offset + chunk.length, views, chunk.offset),
+                                                            chunk.offset + chunk.length, zero_copy, chunk.offset),
                                       f"{arc.name}: embedded chunk {chunk.chunk_id}")
                 else:
-                    yield key, partial(arc.read_chunk, chunk, ref, repo, views)
+                    yield key, partial(arc.read_chunk, chunk, ref, repo, zero_copy)
 
     sink.put_all(items(), done)
     return count
@@ -309,15 +309,15 @@ def _write_all(fd: int, parts: Iterable) -> None:
     """Write the buffers ``parts`` one after another, up to 64 at a time (``writev`` may write less than
     asked)."""
     parts = iter(parts)
-    views = [memoryview(p).cast("B") for p in itertools.islice(parts, 64)]
-    while views:
-        written = os.writev(fd, views) if hasattr(os, "writev") else os.write(fd, views[0])
-        while views and written >= len(views[0]):
-            written -= len(views.pop(0))
+    buffers = [memoryview(p).cast("B") for p in itertools.islice(parts, 64)]
+    while buffers:
+        written = os.writev(fd, buffers) if hasattr(os, "writev") else os.write(fd, buffers[0])
+        while buffers and written >= len(buffers[0]):
+            written -= len(buffers.pop(0))
         if written:
-            views[0] = views[0][written:]
-        if not views:
-            views = [memoryview(p).cast("B") for p in itertools.islice(parts, 64)]
+            buffers[0] = buffers[0][written:]
+        if not buffers:
+            buffers = [memoryview(p).cast("B") for p in itertools.islice(parts, 64)]
 
 
 class _DirTarget(_Target):

@@ -56,7 +56,7 @@ class ClusterRestore(Restore):
     def plan(self) -> RestorePlan:
         """The plan, the transaction logs' chunk coordinates left to the workers where the arrays' timelines
         give them (format 5)."""
-        timeline = history_from_timeline(self.reader.view_format)
+        timeline = history_from_timeline(self.reader.records_format)
         return select(read_history(self.reader, self.timelines, coords=not timeline), self.refs, self.shallow)
 
     def run(self) -> RestoreSummary:
@@ -87,7 +87,7 @@ class ClusterRestore(Restore):
     def _make_manifests(self, plan: RestorePlan) -> list[tuple[Any, dict]]:
         """(the future holding a task's manifests, its summary) of every task; the chunk coordinates and
         manifest sizes the tasks found are in ``plan``."""
-        timeline = history_from_timeline(self.reader.view_format)
+        timeline = history_from_timeline(self.reader.records_format)
         tasks = _tasks(manifest_order(plan), sorted(plan.history.logged) if timeline else [])
         args = self._args()
         futures = [self.client.submit(_make, args, manifests, nodes, pure=False) for manifests, nodes in tasks]

@@ -75,7 +75,7 @@ class Materializer:
     def pieces(self, chunk_id: str) -> list[bytes | memoryview]:
         """The bytes of a chunk file that replaces a kept range (a view into the archive's map where it is one)."""
         key = self.files[chunk_id]
-        data = read_virtual(self.reader.zs, key, key.offset, key.stop, views=True)
+        data = read_virtual(self.reader.zs, key, key.offset, key.stop, zero_copy=True)
         if data is None:
             raise ZSCorrupt(f"{self.reader.name}: virtual range {key.location} [{key.offset}, {key.stop}) "
                             "is no longer kept")

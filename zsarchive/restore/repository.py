@@ -220,7 +220,7 @@ class Restore:
         def pieces(cid: str) -> Stream | Callable[[], list]:
             if self.materializer is not None and cid in self.materializer.files:
                 return lambda: self.materializer.pieces(cid)
-            return Stream(embedded[cid], lambda: stream_file(self.reader.zs, cid, embedded[cid], views=True),
+            return Stream(embedded[cid], lambda: stream_file(self.reader.zs, cid, embedded[cid], zero_copy=True),
                           f"{self.reader.name}: embedded chunk {cid}")
 
         # each file as its pieces (views into the archive's map where it is one, written with no copy

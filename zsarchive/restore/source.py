@@ -185,12 +185,12 @@ def add_chunk_coords(reader: ArchiveReader, timelines: Timelines, history: Archi
     """Each transaction log's chunk coordinates, every array's: from the arrays' timelines (format 5:
     :func:`array_coords`), else from the per-chunk history, one pass over all arrays."""
     found: dict[str, dict[str, np.ndarray]] = {}
-    if history_from_timeline(reader.view_format):
+    if history_from_timeline(reader.records_format):
         for node_id in sorted(history.logged):
             found[node_id] = array_coords(reader, timelines, history, node_id)
     else:
         rows: dict[tuple[str, str], list] = {}
-        for change in chunk_changes(reader.zs, reader.view_format, _flushed_at(reader.name, history.snapshots)):
+        for change in chunk_changes(reader.zs, reader.records_format, _flushed_at(reader.name, history.snapshots)):
             if change.snapshot_id in history.txlogs:
                 rows.setdefault((change.node_id, change.snapshot_id), []).append(change.coords)
         for (node_id, sid), coords in rows.items():  # as matrices: a big commit changes millions of chunks
@@ -229,7 +229,7 @@ def array_coords(reader: ArchiveReader, timelines: Timelines, history: ArchiveHi
                 found[sid] = rows[column == i, :-1].astype(np.uint32)
         return found
     listed: dict[str, list] = {}
-    for change in chunk_changes(zs, reader.view_format, _flushed_at(name, history.snapshots), (node_id,)):
+    for change in chunk_changes(zs, reader.records_format, _flushed_at(name, history.snapshots), (node_id,)):
         if change.snapshot_id in history.txlogs:
             listed.setdefault(change.snapshot_id, []).append(change.coords)
     return {sid: np.array(coords, dtype=np.uint32).reshape(len(coords), -1) for sid, coords in listed.items()}

@@ -253,12 +253,12 @@ class BlockSource:
         self.data_cache.put(key, block, block.weight())
         return block
 
-    def span_payloads(self, extents: list[DataExtent], views: bool) -> list:
+    def span_payloads(self, extents: list[DataExtent], zero_copy: bool) -> list:
         """The payloads of ``extents`` (data blocks), each run of adjacent blocks fetched in one
-        transport read and none cached, each block's CRC checked. ``views``: where the transport maps
+        transport read and none cached, each block's CRC checked. ``zero_copy``: where the transport maps
         the file, memoryviews (:meth:`payload_view`: into the map for uncompressed blocks, no copy);
         else bytes."""
-        mapped = views and hasattr(self.transport, "view")
+        mapped = zero_copy and hasattr(self.transport, "view")
         payloads = []
         for run in _adjacent(extents):
             start, end = run[0].offset, run[-1].offset + run[-1].length

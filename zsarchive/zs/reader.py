@@ -216,10 +216,10 @@ class ZS:
         for _, records in self._blocks.scan(chain(first, extents), job):
             yield from records
 
-    def floor_span(self, before: bytes, stop: bytes, views: bool = False) -> list:
+    def floor_span(self, before: bytes, stop: bytes, zero_copy: bool = False) -> list:
         """The last record < ``before`` (if the block a lookup of ``before`` lands on holds one) and
         every record in [before, stop), their blocks read side by side in one transport read where
-        they lie side by side. ``views``: memoryviews into the map of an uncompressed local file."""
+        they lie side by side. ``zero_copy``: memoryviews into the map of an uncompressed local file."""
         self._check_open()
         if stop <= before:
             return []
@@ -227,7 +227,7 @@ class ZS:
         if not extents:
             return []
         found: list = []
-        for ext, payload in zip(extents, self._blocks.span_payloads(extents, views)):
+        for ext, payload in zip(extents, self._blocks.span_payloads(extents, zero_copy)):
             where = f"{self.name}: block at offset {ext.offset}"
             records = _split_view(payload, where) if isinstance(payload, memoryview) else \
                 decode_records(payload, where)

@@ -285,7 +285,7 @@ export class Chain {
 function sameHistory(members) {
   const full = members[members.length - 1];
   for (const member of members.slice(0, -1)) {
-    const view = /** @type {any} */ (member.info).viewFormat, format = /** @type {any} */ (full.header).formatVersion;
+    const view = /** @type {any} */ (member.info).recordsFormat, format = /** @type {any} */ (full.header).formatVersion;
     if (historyFromTimeline(view) !== historyFromTimeline(format)) {
       throw new ZSCorrupt(`${member.location}: a fragment of format ${view} over the archive ${full.location} of format ${format}`);
     }

@@ -46,7 +46,7 @@ export class ChangeQueries extends ChunkQueries {
    */
   async *historyEntries(nodeId, coords = null) {
     const key = coords === null ? [nodeId] : [nodeId, coords];
-    const timeline = historyFromTimeline(this.viewFormat);
+    const timeline = historyFromTimeline(this.recordsFormat);
     /** @type {Map<string, [HistoryEntry, boolean]>} */
     const exceptions = new Map();
     for await (const [k, v, rec] of this.records(CHUNK_HISTORY, key)) {

@@ -99,7 +99,7 @@ export class ChunkQueries extends NodeQueries {
   async chunkRef(ref, path, coords) {
     const chunk = await this.chunkInfoAt(ref, path, coords);
     const row = chunkRow(chunk);
-    if (chunk.kind === "virtual" && keepsVirtualData(this.viewFormat)) return { ...row, embedded: await this.embeds(chunk) };
+    if (chunk.kind === "virtual" && keepsVirtualData(this.recordsFormat)) return { ...row, embedded: await this.embeds(chunk) };
     return row;
   }
 
@@ -119,7 +119,7 @@ export class ChunkQueries extends NodeQueries {
    * @param {any[]} key @param {number} start @param {number} stop
    */
   async embeddedVirtual(key, start, stop) {
-    this.hasVirtualData ??= keepsVirtualData(this.viewFormat) && await this.counted(VIRTUAL_DATA);
+    this.hasVirtualData ??= keepsVirtualData(this.recordsFormat) && await this.counted(VIRTUAL_DATA);
     if (!this.hasVirtualData) return null;
     return readVirtual(this.zs, key, start, stop);
   }

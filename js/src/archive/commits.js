@@ -116,7 +116,7 @@ export class CommitQueries extends ChangeQueries {
     const depths = await this.historyDepths(await this.resolve(ref));
     const ndim = /** @type {number[]} */ (node.shape).length;
     const rows = new ChangeRows(ndim);
-    if (historyFromTimeline(this.viewFormat)) {
+    if (historyFromTimeline(this.recordsFormat)) {
       await this.timelineRows(node.id, rows);  // millions of changes: decoded a block at a time
     } else {
       for await (const change of this.historyEntries(node.id)) rows.add(this.name, node.id, change.coords, change.snapshotId);

@@ -8,7 +8,7 @@ import { FAMILY_NAMES } from "./schema.js";
 export const MAX_CHAIN = 64;
 const FILTER_HASHES = 7;
 const FIRST_KEYED = new Set(["chunk refs", "chunk history", "children", "nodes", "snapshots", "transaction logs"]);
-const VIEW_FORMATS = new Set([2, 3, 5, 6, 7]);
+const RECORDS_FORMATS = new Set([2, 3, 5, 6, 7]);
 
 /** A Bloom filter over the (node id, coords) prefixes of a fragment's chunk ref keys. */
 export class ChunkFilter {
@@ -38,12 +38,12 @@ export class ChunkFilter {
 /** What a fragment's header record says beyond a full archive's. */
 export class FragmentInfo {
   /**
-   * @param {[number, number]} covers @param {number} viewFormat @param {Map<string, Holding>} holdings
+   * @param {[number, number]} covers @param {number} recordsFormat @param {Map<string, Holding>} holdings
    * @param {ChunkFilter | null} chunkFilter
    */
-  constructor(covers, viewFormat, holdings, chunkFilter) {
+  constructor(covers, recordsFormat, holdings, chunkFilter) {
     this.covers = covers;
-    this.viewFormat = viewFormat;
+    this.recordsFormat = recordsFormat;
     this.holdings = holdings;
     this.chunkFilter = chunkFilter;
   }
@@ -56,9 +56,9 @@ export class FragmentInfo {
     const tags = Object.fromEntries(Object.entries(FAMILY_NAMES).map(([tag, name]) => [name, tag]));
     const fail = (/** @type {string} */ what) => new ZSCorrupt(`${where}: malformed fragment description in the header record (${what})`);
     if (!Array.isArray(element) || element.length !== 5) throw fail("not five elements");
-    const [start, stop, viewFormat, bits, families] = element;
+    const [start, stop, recordsFormat, bits, families] = element;
     if (!(bits === null || (bits instanceof Uint8Array && bits.length))) throw fail("chunk ref filter");
-    if (!VIEW_FORMATS.has(viewFormat)) throw fail(`format version ${viewFormat} of the view`);
+    if (!RECORDS_FORMATS.has(recordsFormat)) throw fail(`format version ${recordsFormat} of the view`);
     if (!Array.isArray(families)) throw fail("families");
     /** @type {Map<string, Holding>} */
     const holdings = new Map();
@@ -75,6 +75,6 @@ export class FragmentInfo {
       holdings.set(tags[name], { records, tombstones: dead, firsts: firsts === null ? null : new Set(firsts) });
     }
     if (!Number.isInteger(start) || !Number.isInteger(stop)) throw fail("time range");
-    return new FragmentInfo([start, stop], viewFormat, holdings, bits === null ? null : new ChunkFilter(bits));
+    return new FragmentInfo([start, stop], recordsFormat, holdings, bits === null ? null : new ChunkFilter(bits));
   }
 }

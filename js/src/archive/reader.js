@@ -62,7 +62,7 @@ export class ArchiveReader {
     this.name = name;
     this.formatVersion = formatVersion;
     /** The format version the records follow (of a chain: that of its view). */
-    this.viewFormat = zs instanceof Chain ? /** @type {any} */ (zs.members[0].info).viewFormat : formatVersion;
+    this.recordsFormat = zs instanceof Chain ? /** @type {any} */ (zs.members[0].info).recordsFormat : formatVersion;
     /** @type {Promise<any> | null} */
     this.headerPromise = null;
   }

@@ -50,7 +50,7 @@ export async function summarize(archive) {
     branches, tags,
     deleted_tags: refs.filter((r) => r.type === "deleted_tag").map((r) => r.name),
     arrays,
-    virtual_bytes: keepsVirtualData(archive.viewFormat) ? await virtualBytes(archive, readers) : null,
+    virtual_bytes: keepsVirtualData(archive.recordsFormat) ? await virtualBytes(archive, readers) : null,
     chunk_bytes: { embedded: Boolean(chunkRecords), records: chunkRecords, bytes: chunkBytes },
   };
 }

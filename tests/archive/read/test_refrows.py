@@ -91,7 +91,7 @@ def test_whole_embedded_files_are_their_pieces(tmp_path):
     with ArchiveReader(archive) as reader:
         for chunk_id, data in files.items():
             assert file_size(reader.zs, chunk_id) == len(data)
-            assert b"".join(stream_file(reader.zs, chunk_id, len(data), views=True)) == data
+            assert b"".join(stream_file(reader.zs, chunk_id, len(data), zero_copy=True)) == data
             for start, stop in ((0, 0), (1, len(data) - 1), (len(data) // 2, len(data))):
                 assert b"".join(stream_file(reader.zs, chunk_id, stop, start=start)) == data[start:stop]
         missing = "0" * 20

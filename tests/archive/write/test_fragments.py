@@ -278,19 +278,19 @@ def test_a_fragment_whose_header_misdescribes_it_fails_validation(small_chain, t
     with ZS(str(small_chain / "frag.zs")) as z:
         records_ = list(z)
     family, key, value = S.split(records_[-1])
-    start, stop, view_format, bits, families = value[5]
+    start, stop, records_format, bits, families = value[5]
     wrong = tuple((name, n + 1 if name == "snapshots" else n, dead, firsts) for name, n, dead, firsts in families)
     from zsarchive.zs.writer import ZSWriter
 
     with ZSWriter(str(tmp_path / "frag.zs"), z.metadata, include_default_metadata=False) as w:
-        w.add_records(records_[:-1] + [S.record(S.HEADER, key, value[:5] + ((start, stop, view_format, bits, wrong),))])
+        w.add_records(records_[:-1] + [S.record(S.HEADER, key, value[:5] + ((start, stop, records_format, bits, wrong),))])
         w.finish()
     shutil.copy(small_chain / "base000.zs", tmp_path / "base000.zs")
     one_line_error(run_zs("validate", str(tmp_path / "frag.zs")), "describes its snapshots records")
     # a chunk ref filter without the bits of the fragment's chunk refs would hide them from lookups
     (tmp_path / "frag.zs").unlink()
     with ZSWriter(str(tmp_path / "frag.zs"), z.metadata, include_default_metadata=False) as w:
-        w.add_records(records_[:-1] + [S.record(S.HEADER, key, value[:5] + ((start, stop, view_format,
+        w.add_records(records_[:-1] + [S.record(S.HEADER, key, value[:5] + ((start, stop, records_format,
                                                                               bytes(len(bits)), families),))])
         w.finish()
     one_line_error(run_zs("validate", str(tmp_path / "frag.zs")), "chunk ref filter")

@@ -108,13 +108,13 @@ class FragmentInfo(TypedTuple):
     a frozen dataclass costs every start of the command line ~6x as much to define.)"""
 
     covers: tuple[int, int]
-    view_format: int
+    records_format: int
     holdings: dict[bytes, Holding]
     chunk_filter: ChunkFilter | None = None
 
     def encode(self) -> tuple[Any, ...]:
         """The sixth value element of the fragment's header record."""
-        return (self.covers[0], self.covers[1], self.view_format,
+        return (self.covers[0], self.covers[1], self.records_format,
                 None if self.chunk_filter is None else self.chunk_filter.bits,
                 tuple((schema.FAMILY_NAMES[tag], h.records, h.tombstones, None if h.firsts is None else tuple(sorted(h.firsts)))
                       for tag, h in sorted(self.holdings.items())))
@@ -124,11 +124,11 @@ class FragmentInfo(TypedTuple):
         """Read the element :meth:`encode` writes; ZSCorrupt naming ``where`` when it is malformed."""
         tags = {name: tag for tag, name in schema.FAMILY_NAMES.items()}
         try:
-            start, stop, view_format, bits, families = cast(tuple[Any, ...], element)
+            start, stop, records_format, bits, families = cast(tuple[Any, ...], element)
             if not (bits is None or (isinstance(bits, bytes) and bits)):
                 raise ValueError("chunk ref filter")
-            if view_format not in (2, 3, 5, schema.FULL_FORMAT, schema.VIRTUAL_FORMAT):
-                raise ValueError(f"format version {view_format!r} of the view")
+            if records_format not in (2, 3, 5, schema.FULL_FORMAT, schema.VIRTUAL_FORMAT):
+                raise ValueError(f"format version {records_format!r} of the view")
             holdings = {}
             for name, records, dead, firsts in families:
                 if name not in tags or not all(isinstance(n, int) and n >= 0 for n in (records, dead)) \
@@ -141,7 +141,7 @@ class FragmentInfo(TypedTuple):
                 raise ValueError("time range")
         except (TypeError, ValueError) as exc:
             raise ZSCorrupt(f"{where}: malformed fragment description in the header record ({exc})") from None
-        return cls((start, stop), view_format, holdings, None if bits is None else ChunkFilter(bits))
+        return cls((start, stop), records_format, holdings, None if bits is None else ChunkFilter(bits))
 
 
 class HoldingsTally:
@@ -180,10 +180,10 @@ class HoldingsTally:
                     raise ZSCorrupt(f"tombstone {bytes(rec[:60])!r} holds bytes after its version byte")
                 self.tombstones[tag] = self.tombstones.get(tag, 0) + 1
 
-    def info(self, covers: tuple[int, int], view_format: int) -> FragmentInfo:
+    def info(self, covers: tuple[int, int], records_format: int) -> FragmentInfo:
         """The description of what was tallied (the header record itself left out)."""
         holdings = {tag: Holding(n, self.tombstones.get(tag, 0),
                                  frozenset(self.firsts.get(tag, ())) if tag in _FIRST_KEYED_TAGS else None)
                     for tag, n in self.records.items() if tag != schema.HEADER}
         prefixes = self.chunk_prefixes
-        return FragmentInfo(covers, view_format, holdings, ChunkFilter.build(prefixes) if prefixes else None)
+        return FragmentInfo(covers, records_format, holdings, ChunkFilter.build(prefixes) if prefixes else None)

@@ -106,11 +106,6 @@ def blocks_of(pieces: Iterable[tuple[bytes, int, int]], stored: bool) -> Iterato
         yield PieceBlock(records, key_length, stored)
 
 
-OWNER_ELEMENTS = {schema.CHUNK_DATA: 1, schema.VIRTUAL_DATA: 5}
-"""Key elements naming what a piece belongs to: a chunk file's id (``D``), or a virtual range and its
-checksum (``E``); the element after them is where the piece starts."""
-
-
 def _head_of(record: bytes | memoryview) -> bytes:
     """The first bytes of a record as bytes: its key, its version and a blob's length header (a piece's
     bytes are not copied)."""
@@ -135,7 +130,7 @@ def _split(record: bytes | memoryview, where: str) -> tuple[tuple[Any, ...], Any
     family = head[:1]
     name = schema.FAMILY_NAMES.get(family, "piece")
     key, pos = tuples.decode(head, 1, what=f"{where}: {name} record key")
-    size = OWNER_ELEMENTS.get(family, 0) + 1
+    size = schema.OWNER_ELEMENTS.get(family, 0) + 1
     if pos >= len(head) or len(key) not in (size, size - 1) or not isinstance(key[0], str):
         raise ZSCorrupt(f"{where}: {name} record {head[:40]!r} is malformed")
     version = head[pos]
@@ -155,14 +150,14 @@ def _split(record: bytes | memoryview, where: str) -> tuple[tuple[Any, ...], Any
     return key, record[at:]
 
 
-def _owned(zs: Any, family: bytes, owner: tuple[Any, ...], start: int, stop: int, views: bool,
+def _owned(zs: Any, family: bytes, owner: tuple[Any, ...], start: int, stop: int, zero_copy: bool,
            where: str) -> tuple[list[tuple[int, Any]], list[tuple[tuple[Any, ...], Any]]]:
     """The pieces of ``owner`` holding bytes ``[start, stop)`` as ``(start, bytes)``, and every record the
     lookup found as ``(key, bytes or value)`` (an ``E`` alias among them)."""
     before = schema.key_prefix(family, (*owner, start)) + b"\x01"
     end = schema.key_prefix(family, (*owner, max(stop, start + 1))) + b"\x00"
     # the record before the lookup may be of the family before (the first piece of the family is later)
-    found = [_split(r, where) for r in zs.floor_span(before, end, views) if bytes(r[:1]) == family]
+    found = [_split(r, where) for r in zs.floor_span(before, end, zero_copy) if bytes(r[:1]) == family]
     n = len(owner)
     return [(key[n], data) for key, data in found if len(key) == n + 1 and key[:n] == owner], found
 
@@ -186,22 +181,22 @@ def _joined(pieces: list[tuple[int, Any]], start: int, stop: int, where: str) ->
     return b"".join(data for _, data in pieces)[start - first:stop - first]
 
 
-def read_pieces(zs: ZS, chunk_id: str, start: int, stop: int, views: bool = False) -> bytes | memoryview | None:
+def read_pieces(zs: ZS, chunk_id: str, start: int, stop: int, zero_copy: bool = False) -> bytes | memoryview | None:
     """Bytes ``[start, stop)`` of an embedded chunk file, or None if the archive does not embed it.
-    ``views``: a memoryview into the archive's map where one piece holds the range (no copy)."""
+    ``zero_copy``: a memoryview into the archive's map where one piece holds the range (no copy)."""
     where = f"{zs.name}: embedded chunk {chunk_id}"
-    pieces, _ = _owned(zs, schema.CHUNK_DATA, (chunk_id,), start, stop, views, where)
+    pieces, _ = _owned(zs, schema.CHUNK_DATA, (chunk_id,), start, stop, zero_copy, where)
     return _joined(pieces, start, stop, where) if pieces else None
 
 
-def read_virtual(zs: Any, key: tuple[Any, ...], start: int, stop: int, views: bool = False) -> bytes | memoryview | None:
+def read_virtual(zs: Any, key: tuple[Any, ...], start: int, stop: int, zero_copy: bool = False) -> bytes | memoryview | None:
     """Bytes ``[start, stop)`` of the object a virtual range's key (``(location, offset, length,
     checksum_etag, checksum_last_modified)``) names, from the archive's ``E`` records (following an
     alias to the pin whose pieces hold them), or None if the archive does not keep that range."""
     where = f"{zs.name}: embedded virtual range {key[0]} [{key[1]}, {key[1] + key[2]})"
     if not key[1] <= start <= stop <= key[1] + key[2]:
         raise ZSError(f"{where}: bytes [{start}, {stop}) lie outside the range")
-    pieces, found = _owned(zs, schema.VIRTUAL_DATA, key, start, stop, views, where)
+    pieces, found = _owned(zs, schema.VIRTUAL_DATA, key, start, stop, zero_copy, where)
     if not pieces:
         alias = next((value for k, value in found if k == key), None)
         if alias is None:
@@ -209,7 +204,7 @@ def read_virtual(zs: Any, key: tuple[Any, ...], start: int, stop: int, views: bo
         target = VirtualRangeKey(*key[:3], *VirtualAliasValue.decode(alias, where)).encode()
         if target == key:
             raise ZSCorrupt(f"{where}: its alias names itself")
-        pieces, _ = _owned(zs, schema.VIRTUAL_DATA, target, start, stop, views, where)
+        pieces, _ = _owned(zs, schema.VIRTUAL_DATA, target, start, stop, zero_copy, where)
         if not pieces:
             raise ZSCorrupt(f"{where}: its alias names checksum {target[3:]}, whose range the archive does not hold")
     return _joined(pieces, start, stop, where)
@@ -233,17 +228,17 @@ STREAM_WINDOW = 4 << 20
 """Bytes of an embedded file :func:`stream_file` reads at a time (at least one piece)."""
 
 
-def stream_file(zs: ZS, chunk_id: str, stop: int, views: bool = False, start: int = 0
+def stream_file(zs: ZS, chunk_id: str, stop: int, zero_copy: bool = False, start: int = 0
                 ) -> Iterator[bytes | memoryview]:
     """Bytes ``[start, stop)`` of an embedded chunk file as its pieces (the first and last cut to the range),
     read about :data:`STREAM_WINDOW` bytes at a time, so that memory does not follow a file's or a ref's
-    length. ``views`` as for :func:`read_pieces`: a restore writes them out with no copy of its own.
+    length. ``zero_copy`` as for :func:`read_pieces`: a restore writes them out with no copy of its own.
     ZSCorrupt where pieces leave a gap, or end before ``stop``."""
     where = f"{zs.name}: embedded chunk {chunk_id}"
     at = start
     while at < stop:
         progress = at
-        pieces, _ = _owned(zs, schema.CHUNK_DATA, (chunk_id,), at, min(at + STREAM_WINDOW, stop), views, where)
+        pieces, _ = _owned(zs, schema.CHUNK_DATA, (chunk_id,), at, min(at + STREAM_WINDOW, stop), zero_copy, where)
         for piece_start, data in pieces:
             if piece_start + len(data) <= at:
                 continue  # a piece already given

@@ -70,6 +70,10 @@ SNAPSHOT_ID_LENGTH = 20
 NODE_ID_LENGTH = 13
 """Characters of a node id."""
 
+OWNER_ELEMENTS = {CHUNK_DATA: 1, VIRTUAL_DATA: 5}
+"""Key elements naming what a piece belongs to: a chunk file's id (``D``), or a virtual range and its
+checksum (``E``); the element after them is where the piece starts."""
+
 # Chunk ref kinds (first value element of a CHUNK_REF record); REMOVED only in record version 2.
 INLINE, NATIVE, VIRTUAL, REMOVED = 0, 1, 2, 3
 KIND_NAMES = ("inline", "native", "virtual")

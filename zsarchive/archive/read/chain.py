@@ -14,7 +14,6 @@ from typing import Iterator
 from zsarchive.archive.format import tuples
 from zsarchive.archive.format import schema
 from zsarchive.archive.format.fragments import MAX_CHAIN, FragmentInfo, is_tombstone
-from zsarchive.archive.format.pieces import OWNER_ELEMENTS
 from zsarchive.archive.format.header import ArchiveHeader, archive_metadata, history_from_timeline, refs_by_manifest
 from zsarchive.errors import ZSCorrupt, ZSError
 from zsarchive.io.location import is_url, local_path
@@ -165,21 +164,21 @@ class Chain:
                 return
             yield rec
 
-    def floor_span(self, before: bytes, stop: bytes, views: bool = False) -> list:
+    def floor_span(self, before: bytes, stop: bytes, zero_copy: bool = False) -> list:
         """As :meth:`ZS.floor_span`, answered by the newest archive holding records that share
         ``before``'s family and owner (all pieces of one chunk file, or of one virtual range, live in one
-        archive): its first key element, or the elements :data:`OWNER_ELEMENTS` gives its family."""
+        archive): its first key element, or the elements :data:`schema.OWNER_ELEMENTS` gives its family."""
         end = 1
-        for _ in range(OWNER_ELEMENTS.get(before[:1], 1)):
+        for _ in range(schema.OWNER_ELEMENTS.get(before[:1], 1)):
             end = tuples.element_end(before, end)
         owner = before[:end]
         members, _ = self._candidates(owner)
         if len(members) == 1 and not members[0].may_tombstone(owner[:1]):
-            return members[0].zs.floor_span(before, stop, views)
+            return members[0].zs.floor_span(before, stop, zero_copy)
         for member in members:
             probe = next(iter(member.zs.search(prefix=owner)), None)
             if probe is not None:
-                return [] if is_tombstone(probe) else member.zs.floor_span(before, stop, views)
+                return [] if is_tombstone(probe) else member.zs.floor_span(before, stop, zero_copy)
         return []
 
     def close(self) -> None:
@@ -193,8 +192,8 @@ def _same_history(members: list[Member]) -> None:
     records would mix two meanings of ``H``)."""
     full = members[-1]
     for member in members[:-1]:
-        if history_from_timeline(member.info.view_format) != history_from_timeline(full.header.format_version):
-            raise ZSCorrupt(f"{member.location}: a fragment of format {member.info.view_format} over the "
+        if history_from_timeline(member.info.records_format) != history_from_timeline(full.header.format_version):
+            raise ZSCorrupt(f"{member.location}: a fragment of format {member.info.records_format} over the "
                             f"archive {full.location} of format {full.header.format_version}")
 
 
@@ -246,8 +245,8 @@ def open_chain(zs: ZS, location: str) -> Chain:
         raise
 
 
-def view_format(zs: ZS | Chain, format_version: int) -> int:
+def records_format(zs: ZS | Chain, format_version: int) -> int:
     """The format version the records of an archive of ``format_version`` follow: a chain's, that of its
     view (its newest fragment names it)."""
     info = zs.members[0].info if isinstance(zs, Chain) else None
-    return format_version if info is None else info.view_format
+    return format_version if info is None else info.records_format

@@ -36,7 +36,7 @@ class ChangeQueries(NodeQueries):
         of the array ``node_id`` (only of ``coords`` when given), in no particular order
         (:func:`zsarchive.archive.read.chunkhistory.chunk_changes`)."""
         key = (node_id,) if coords is None else (node_id, coords)
-        return chunkhistory.chunk_changes(self.zs, self.view_format, self._flushed_at, key)
+        return chunkhistory.chunk_changes(self.zs, self.records_format, self._flushed_at, key)
 
     def _flushed_at(self, snapshot_id: str) -> int:
         value = self._snapshot_value(snapshot_id)

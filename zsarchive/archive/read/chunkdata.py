@@ -30,8 +30,8 @@ if TYPE_CHECKING:
 class ChunkReader:
     """Reads chunk bytes for one archive (``name``, for messages).
 
-    ``embedded(chunk_id, start, stop, views)``: bytes [start, stop) of the archive's own copy of a
-    native chunk file, or None if it holds none; ``embedded_virtual(range key, start, stop, views)`` the
+    ``embedded(chunk_id, start, stop, zero_copy)``: bytes [start, stop) of the archive's own copy of a
+    native chunk file, or None if it holds none; ``embedded_virtual(range key, start, stop, zero_copy)`` the
     same of a virtual range (``(location, offset, length, etag, last_modified)`` of the whole ref), read
     before any source and needing no authorization; ``authorize``:
     location prefixes under which virtual refs may be read, or a mapping of such prefixes to the
@@ -61,9 +61,9 @@ class ChunkReader:
             pool.close()
 
     def read(self, chunk: ChunkInfo, ref: str, repo: str | os.PathLike | Location | None = None,
-             views: bool = False) -> bytes | memoryview:
+             zero_copy: bool = False) -> bytes | memoryview:
         """The bytes of a chunk ref (read at REF, for messages); ``repo`` is a local repository path, an
-        object-store URL or a :class:`Location`. ``views``: embedded bytes may come as a memoryview into
+        object-store URL or a :class:`Location`. ``zero_copy``: embedded bytes may come as a memoryview into
         the archive's map (no copy)."""
         where = f"chunk {coords_text(chunk.coords)} of {chunk.path!r} at {ref!r}"
         if chunk.kind == "inline":
@@ -76,7 +76,7 @@ class ChunkReader:
             chunk_id = chunk.chunk_id
             if not ids.is_id(chunk_id):  # the only chunk file names an archive may make us open
                 raise ZSCorrupt(f"{self.name}: {where}: invalid chunk id {chunk_id!r}")
-            embedded = _kept(self.embedded, chunk_id, offset, length, views, where)
+            embedded = _kept(self.embedded, chunk_id, offset, length, zero_copy, where)
             if embedded is not None:
                 return embedded
             if repo is None:
@@ -98,7 +98,7 @@ class ChunkReader:
                 raise type(exc)(f"{where}: {exc}") from None
         if self.embedded_virtual is not None:
             key = (chunk.location, *chunk.whole_range, chunk.checksum_etag, chunk.checksum_last_modified)
-            kept = _kept(self.embedded_virtual, key, offset, length, views, where)
+            kept = _kept(self.embedded_virtual, key, offset, length, zero_copy, where)
             if kept is not None:
                 return kept
         return self.read_virtual(chunk.location, offset, length, chunk.checksum_etag,
@@ -238,11 +238,11 @@ def _authorize_hint(prefix: str) -> str:
     return f"authorize it with authorize=[{prefix!r}] in Python, --authorize {prefix} on the command line"
 
 
-def _kept(lookup: Callable, key: Any, offset: int, length: int, views: bool, where: str) -> bytes | memoryview | None:
+def _kept(lookup: Callable, key: Any, offset: int, length: int, zero_copy: bool, where: str) -> bytes | memoryview | None:
     """``length`` bytes at ``offset`` of what the archive keeps under ``key`` (a chunk file's id, a virtual
     range's key), or None; a damaged archive's error names the chunk."""
     try:
-        return lookup(key, offset, offset + length, views)
+        return lookup(key, offset, offset + length, zero_copy)
     except ZSCorrupt as exc:
         raise ZSCorrupt(f"{where}: {exc}") from None
 

@@ -20,13 +20,13 @@ if TYPE_CHECKING:
 _BATCH = 1 << 16  # records decoded together
 
 
-def chunk_changes(zs: Any, view_format: int, flushed_at: Callable[[str], int],
+def chunk_changes(zs: Any, records_format: int, flushed_at: Callable[[str], int],
                   key: tuple = ()) -> Iterator[HistoryKey]:
     """``(node_id, coords, flushed_at, snapshot_id)`` of every change a transaction log names, of the
     chunks whose ``(node_id[, coords])`` start with ``key`` (``()``: every chunk), in no particular order.
-    ``zs``: the archive (a ZS or a chain); ``view_format``: the format its records follow;
+    ``zs``: the archive (a ZS or a chain); ``records_format``: the format its records follow;
     ``flushed_at``: a snapshot id's time (format 5 keeps it in the ``S`` record only)."""
-    if not history_from_timeline(view_format):
+    if not history_from_timeline(records_format):
         yield from (change for change, _ in _history_records(zs, key, timeline=False))
         return
     exceptions = {(change.node_id, change.coords, change.snapshot_id): (change, in_log)

@@ -136,13 +136,13 @@ class ChunkQueries(NodeQueries):
         return self.read_chunk(self.chunk_info(ref, path, coords), ref, where)
 
     def read_chunk(self, chunk: dict | ChunkInfo, ref: str, repo: str | os.PathLike | Location | None = None,
-                   views: bool = False) -> bytes | memoryview:
+                   zero_copy: bool = False) -> bytes | memoryview:
         """The bytes of a chunk ref from :meth:`chunk_ref` / :meth:`chunk_refs` (read at REF, for
-        messages); ``repo`` is a repository path, URL or :class:`Location`. ``views``: embedded bytes
+        messages); ``repo`` is a repository path, URL or :class:`Location`. ``zero_copy``: embedded bytes
         of an uncompressed local archive come as a memoryview into its map (no copy)."""
-        return self._chunks.read(ChunkInfo.of(chunk), ref, repo, views)
+        return self._chunks.read(ChunkInfo.of(chunk), ref, repo, zero_copy)
 
-    def _embedded_chunk(self, chunk_id: str, start: int, stop: int, views: bool) -> bytes | memoryview | None:
+    def _embedded_chunk(self, chunk_id: str, start: int, stop: int, zero_copy: bool) -> bytes | memoryview | None:
         """Bytes [start, stop) of the archive's copy of a native chunk file, if it embeds one (most
         archives hold none: the header's counts say so without a lookup per chunk)."""
         if self._has_chunk_data is None:
@@ -153,7 +153,7 @@ class ChunkQueries(NodeQueries):
             # imported here, as the shard layouts below: a chunk ref lookup does not read bytes or shards
             from zsarchive.archive.format.pieces import read_pieces
 
-            return read_pieces(self.zs, chunk_id, start, stop, views)
+            return read_pieces(self.zs, chunk_id, start, stop, zero_copy)
         value = self._one(schema.CHUNK_DATA, (chunk_id,))
         if value is None:
             return None
@@ -162,7 +162,7 @@ class ChunkQueries(NodeQueries):
             raise ZSCorrupt(f"embedded chunk {chunk_id} is shorter than offset {start} + length {stop - start}")
         return data[start:stop]
 
-    def _embedded_virtual(self, key: tuple, start: int, stop: int, views: bool) -> bytes | memoryview | None:
+    def _embedded_virtual(self, key: tuple, start: int, stop: int, zero_copy: bool) -> bytes | memoryview | None:
         """Bytes [start, stop) of a virtual range (``(location, offset, length, etag, last_modified)``)
         the archive keeps, or None (archives before format 7 keep none: no lookup)."""
         if self._has_virtual_data is None:
@@ -171,7 +171,7 @@ class ChunkQueries(NodeQueries):
             return None
         from zsarchive.archive.format.pieces import read_virtual
 
-        return read_virtual(self.zs, key, start, stop, views)
+        return read_virtual(self.zs, key, start, stop, zero_copy)
 
     def embeds(self, chunk: dict | ChunkInfo) -> bool:
         """Whether the archive holds the chunk's bytes itself (inline, an embedded chunk file or virtual

@@ -100,7 +100,7 @@ class CommitQueries(ChangeQueries):
         node = self._array_at(ref, path)
         depths = self._history_depths(self.resolve(ref))
         ndim = len(node.shape)
-        if history_from_timeline(self.view_format):  # millions of changes: decoded in bulk
+        if history_from_timeline(self.records_format):  # millions of changes: decoded in bulk
             table, ids = chunkhistory.timeline_rows(self.zs, node.id, ndim, self.name)
         else:
             table, ids = self._history_rows(node.id, ndim)

@@ -9,14 +9,14 @@ or over HTTP through the same reader.
 from __future__ import annotations
 
 import functools
-import inspect
 import os
+import types
 from typing import Any, Iterator, Self
 
 from zsarchive.archive.format import schema
 from zsarchive.archive.format.header import ArchiveHeader, archive_metadata, keeps_virtual_data
 from zsarchive.archive.format.views import RepoFactKey, RepoFactValue, starts_with
-from zsarchive.archive.read.chain import Chain, Member, open_chain, view_format
+from zsarchive.archive.read.chain import Chain, Member, open_chain, records_format
 from zsarchive.archive.read.invariants import UniqueKeys, duplicate
 from zsarchive.errors import RecordFault, ZSCorrupt, ZSError
 from zsarchive.icechunk.kinds import REPOSITORY, local_kind, repository_not_archive
@@ -66,7 +66,7 @@ def guarded(method):
 def _guard_queries(cls: type) -> None:
     """Every public method ``cls`` defines, :func:`guarded` (a query added later cannot miss it)."""
     for name, value in list(vars(cls).items()):
-        if not name.startswith("_") and inspect.isfunction(value) and not getattr(value, "guarded", False):
+        if not name.startswith("_") and isinstance(value, types.FunctionType) and not getattr(value, "guarded", False):
             setattr(cls, name, guarded(value))
 
 
@@ -193,13 +193,13 @@ class ArchiveReader:
 
     def __init__(self, source: Any):
         self.zs, self.name, self.format_version = open_archive(source)
-        self.view_format = view_format(self.zs, self.format_version)
+        self.records_format = records_format(self.zs, self.format_version)
         """The format version the records follow (of a chain: that of its view)."""
 
     @property
     def keeps_virtual_data(self) -> bool:
         """Whether the archive may keep the bytes of virtual chunk refs (format 7 on)."""
-        return keeps_virtual_data(self.view_format)
+        return keeps_virtual_data(self.records_format)
 
     def close(self) -> None:
         """Release the underlying reader."""

@@ -50,7 +50,7 @@ class RepoArchive(ChunkQueries, CommitQueries):
         from zsarchive.archive.read import sources as found  # here: a lookup does not pay for it
 
         kept = kept_ranges(self.zs) if self.keeps_virtual_data else {}
-        scanned, flushed = found.scan(self.zs, self.view_format, kept)
+        scanned, flushed = found.scan(self.zs, self.records_format, kept)
         if check:
             found.check(scanned, self._chunks.version_of, self._chunks.authorized, progress)
         return found.overview(scanned, found.report(scanned, flushed))

@@ -56,22 +56,20 @@ def repository_status(archive: HistoryQueries, repo: Any, storage_options: Mappi
 
 
 def _ref_row(kind: str, name: str, before: str | None, now: str | None, infos: dict, holds) -> dict:
-    row = {"type": kind, "name": name, "archived": before, "current": now, "new_snapshots": 0, "newest": None}
-    if now is None:
-        return {**row, "state": DELETED}
-    if now == before:
-        return {**row, "state": UP_TO_DATE}
-    new, reached = 0, False
-    for sid in parent_chain(now, lambda s: infos[s].parent_id if s in infos else None):
-        if sid == before:
-            reached = True
-            break
-        if holds(sid):  # the rest of this history is archived already
-            break
-        new += 1
+    new, state = 0, DELETED if now is None else UP_TO_DATE if now == before else None
+    if state is None:
+        reached = False
+        for sid in parent_chain(now, lambda s: infos[s].parent_id if s in infos else None):
+            if sid == before:
+                reached = True
+                break
+            if holds(sid):  # the rest of this history is archived already
+                break
+            new += 1
+        state = NEW if before is None else AHEAD if reached else MOVED
     newest = format_time(infos[now].flushed_at) if new and now in infos else None
-    state = NEW if before is None else AHEAD if reached else MOVED
-    return {**row, "state": state, "new_snapshots": new, "newest": newest}
+    return {"type": kind, "name": name, "state": state, "archived": before, "current": now, "new_snapshots": new,
+            "newest": newest}
 
 
 def _ops_row(archive: HistoryQueries, repository: Repository, infos: dict) -> dict:

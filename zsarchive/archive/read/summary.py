@@ -64,7 +64,7 @@ def _virtual(archive: Any, readers: list) -> dict[str, Any]:
     from zsarchive.archive.read.sources import scan
 
     kept = kept_ranges(archive.zs)
-    found, _ = scan(archive.zs, archive.view_format, kept, uses=False)
+    found, _ = scan(archive.zs, archive.records_format, kept, uses=False)
     not_kept: dict[str, int] = {}
     for source in found:
         if source.refs > source.kept_refs:

@@ -19,7 +19,7 @@ from typing import Callable, Iterator
 
 from zsarchive.archive.format import schema
 from zsarchive.archive.format.pieces import read_pieces
-from zsarchive.archive.read.chain import Chain, open_chain, view_format
+from zsarchive.archive.read.chain import Chain, open_chain, records_format
 from zsarchive.archive.read.invariants import (
     RefReach, SnapshotNodes, UniqueKeys, check_history, check_ref_rows, check_shape, check_shard_index, fault,
     ops_log_file_names,
@@ -101,7 +101,7 @@ def _known(facts: _Facts, sid: object, rec: bytes, family: bytes, role: str) -> 
 
 
 def _small_families(zs: ZS | Chain, facts: _Facts, format_version: int) -> None:
-    forms = keeps_file_forms(view_format(zs, format_version))
+    forms = keeps_file_forms(records_format(zs, format_version))
     for key, value, rec in _records(zs, schema.REFS, facts.counts):
         check_shape(schema.REFS, key, value)
         snapshot_id = RefValue.decode(value).snapshot_id
@@ -128,7 +128,7 @@ def _small_families(zs: ZS | Chain, facts: _Facts, format_version: int) -> None:
     for key, value, rec in _records(zs, schema.TXLOG, facts.counts):
         check_shape(schema.TXLOG, key, value)
         _known(facts, TxlogKey.decode(key).snapshot_id, rec, schema.TXLOG, "snapshot")
-    view = view_format(zs, format_version)
+    view = records_format(zs, format_version)
     history_version = 2 if history_from_timeline(view) else 1
     for key, value, rec in _records(zs, schema.CHUNK_HISTORY, facts.counts):
         version = schema.record_version(rec)
@@ -288,10 +288,10 @@ def _header(zs: ZS, facts: _Facts, format_version: int) -> None:
            f"(format_version {format_version}, source_spec_version, export_time, exporter, counts)")
     claimed = header.counts
     _chunk_files(zs, facts, format_version)
-    _virtual_ranges(zs, facts, view_format(zs, format_version))
+    _virtual_ranges(zs, facts, records_format(zs, format_version))
     _repo_file(zs, facts)
     for key, value, rec in _records(zs, schema.FILES, facts.counts):
-        _shape(keeps_file_forms(view_format(zs, format_version)), rec, schema.FILES, "a record of format 6 on")
+        _shape(keeps_file_forms(records_format(zs, format_version)), rec, schema.FILES, "a record of format 6 on")
         check_shape(schema.FILES, key, value)
     for family, name in schema.FAMILY_NAMES.items():
         there = facts.counts[family]
@@ -327,7 +327,7 @@ def validate_fragments(chain: Chain) -> None:
             continue
         tally = HoldingsTally(strict=True)
         tally.add(_each_key_once(member.zs.search(stop=schema.HEADER)))
-        found = tally.info(member.info.covers, member.info.view_format)
+        found = tally.info(member.info.covers, member.info.records_format)
         for tag in sorted(set(found.holdings) | set(member.info.holdings)):
             said, held = member.info.holdings.get(tag), found.holdings.get(tag)
             if said != held:

@@ -57,11 +57,11 @@ def gather_metadata(repo: Repository, plan: ExportPlan, sorter: ExternalSorter, 
     """Return the refs (they precede the chunk refs in the file); put repository facts, snapshots,
     nodes and the ops log into ``sorter`` (they follow them)."""
     scope = scope or Scope()
-    sorter.extend(scope.small_family(schema.REPO, repo_records.repo_fact_records(repo, scope.view_format)))
+    sorter.extend(scope.small_family(schema.REPO, repo_records.repo_fact_records(repo, scope.records_format)))
     for info in plan.snapshots:
         sorter.extend(repo_records.snapshot_records(repo, info, plan.since[info.id]))
     sorter.extend(scope.small_family(schema.OPS, repo_records.ops_records(repo)))
-    return scope.small_family(schema.REFS, repo_records.ref_records(repo, scope.view_format))
+    return scope.small_family(schema.REFS, repo_records.ref_records(repo, scope.records_format))
 
 
 def file_form_records(repo: Repository, plan: ExportPlan, scope: Scope) -> list[bytes]:
@@ -69,7 +69,7 @@ def file_form_records(repo: Repository, plan: ExportPlan, scope: Scope) -> list[
     lacks (a fragment's base holds the others: the files are immutable); made last, when this process
     has read the files it reads and every task has handed back the forms of those its worker read
     (:mod:`zsarchive.archive.write.engine`), so that only files no one read yet are read now."""
-    if not keeps_file_forms(scope.view_format):
+    if not keeps_file_forms(scope.records_format):
         return []
     logged = {sid for sid, _ in plan.txlogs}  # the logs an export reads: not the first snapshot's
     keys = []

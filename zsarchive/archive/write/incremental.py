@@ -80,7 +80,7 @@ class Base:
             raise ZSError(f"{self.location}: its chunk bytes are stored whole (format "
                           f"{root.format_version}); export the repository again to build on it")
         self.snapshots = {SnapshotKey.decode(k).snapshot_id: v for k, v in records_under(self.chain, schema.SNAPSHOT)}
-        self.view_format = root.format_version if newest.info is None else newest.info.view_format
+        self.records_format = root.format_version if newest.info is None else newest.info.records_format
         """The format its chain's records follow (a fragment keeps its base's, or moves it to format 7)."""
 
     @property
@@ -164,7 +164,7 @@ class FragmentScope(Scope):
         self.tally = HoldingsTally()
         self.view_counts: dict[str, int] | None = None  # given when a full export's counts are the view's
         # a fragment keeps its base's format, or moves a format 6 chain to 7 when it keeps virtual bytes
-        self.view_format = max(base.view_format, full_format(True)) if include_virtual else base.view_format
+        self.records_format = max(base.records_format, full_format(True)) if include_virtual else base.records_format
 
     def kept_virtual(self) -> KeptRanges:
         return BaseRanges(self.base)
@@ -201,7 +201,7 @@ class FragmentScope(Scope):
             for tag, written in self.tally.records.items():
                 name = schema.FAMILY_NAMES[tag]
                 view[name] = view.get(name, 0) + written - self.replaced.get(tag, 0) - 2 * self.tally.tombstones.get(tag, 0)
-        info = self.tally.info(self.covers, self.view_format)
+        info = self.tally.info(self.covers, self.records_format)
         return ArchiveHeader(schema.FRAGMENT_FORMAT, spec_version, export_time, exporter_version(),
                              {name: n for name, n in view.items() if n > 0}, info).record()
 
@@ -248,8 +248,8 @@ def export_fragment(job: ExportJob, base_location: str | os.PathLike) -> ExportS
             raise ZSError(f"{job.target}: is the base archive (or one it builds on); write the fragment to a new file")
         infos = {info.id: info for info in job.repo.snapshots()}
         _check_repository(job, base, infos)
-        if job.choices.include_virtual and not keeps_file_forms(base.view_format):
-            raise ZSError(f"{base.location}: an archive of format {base.view_format} cannot take virtual chunk "
+        if job.choices.include_virtual and not keeps_file_forms(base.records_format):
+            raise ZSError(f"{base.location}: an archive of format {base.records_format} cannot take virtual chunk "
                           "bytes in a fragment (format 6 and later can); export the repository again")
         scope = FragmentScope(base, job.target, job.export_time, job.include_chunks, job.choices.base_link,
                               job.choices.include_virtual)
@@ -270,7 +270,7 @@ def _by_difference(job: ExportJob, scope: FragmentScope) -> ExportSummary:
     full = job.directory / f".{job.target.name}.{os.getpid()}.full"
     try:
         whole = Scope(kept=BaseRanges(scope.base, copy=True))
-        whole.view_format = scope.view_format  # the records the base's chain follows
+        whole.records_format = scope.records_format  # the records the base's chain follows
         done = job.run(plan_export(job.repo), whole, target=full)
         with ZS(str(full)) as z:
             header = ArchiveHeader.read(z, str(full))
@@ -346,7 +346,7 @@ def consolidate(fragment: str | os.PathLike, archive_path: str | os.PathLike, op
         newest = chain.members[0]
         header = newest.header
         counts = dict(header.counts)
-        version = header.format_version if newest.info is None else newest.info.view_format
+        version = header.format_version if newest.info is None else newest.info.records_format
         record = header._replace(format_version=version, fragment=None).record()
         batches = record_lists(chain.search(stop=schema.HEADER), checked.chunk_codec == "none", chain.name)
         write_archive(target, _followed_by(batches, lambda: [RecordList([record])]),

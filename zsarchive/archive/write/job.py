@@ -149,7 +149,7 @@ class ExportJob:
         """Write ``plan``'s records, as far as ``scope`` keeps them, into ``target`` (default: the job's)."""
         repo, options, include_chunks = self.repo, self.options, self.include_chunks
         summary = ExportSummary(path=target or self.target, left_out=plan.left_out)
-        version = scope.view_format
+        version = scope.records_format
         # Small families hold no duplicate records; chunk ids repeat (one file, many refs) and are deduplicated.
         with contextlib.ExitStack() as opened:
             sorter = opened.enter_context(contextlib.closing(self.sorter(1, unique=False)))

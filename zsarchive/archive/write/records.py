@@ -54,18 +54,18 @@ def to_json(value: Any) -> str:
 
 # -- refs, repository facts, ops log ---------------------------------------------------------
 
-def ref_records(repo: Repository, view_format: int = schema.FULL_FORMAT) -> list[bytes]:
+def ref_records(repo: Repository, records_format: int = schema.FULL_FORMAT) -> list[bytes]:
     """The ``B`` records: branches, tags and deleted tags (sorted); from format 6 a V1 deleted tag keeps
     the snapshot its ``ref.json`` names."""
     out = [schema.record(schema.REFS, ("branch", name), RefValue(sid).encode()) for name, sid in repo.branches().items()]
     out += [schema.record(schema.REFS, ("tag", name), RefValue(sid).encode()) for name, sid in repo.tags().items()]
     out += [schema.record(schema.REFS, ("deleted_tag", name),
-                          RefValue(repo.deleted_tag_snapshot(name) if keeps_file_forms(view_format) else None).encode())
+                          RefValue(repo.deleted_tag_snapshot(name) if keeps_file_forms(records_format) else None).encode())
             for name in repo.deleted_tags()]
     return sorted(out)
 
 
-def repo_fact_records(repo: Repository, view_format: int = schema.FULL_FORMAT) -> list[bytes]:
+def repo_fact_records(repo: Repository, records_format: int = schema.FULL_FORMAT) -> list[bytes]:
     """The ``G`` records: spec version, metadata, config, status, feature flags; from format 6 (spec V2)
     ``repo_file``: the implementation name of the ``repo`` file's header and how many ops-log entries
     each repo info file holds."""
@@ -77,7 +77,7 @@ def repo_fact_records(repo: Repository, view_format: int = schema.FULL_FORMAT) -
         "status": info.status,
         "feature_flags": {"enabled": info.enabled_feature_flags, "disabled": info.disabled_feature_flags},
     }
-    if keeps_file_forms(view_format) and info.spec_version >= 2:
+    if keeps_file_forms(records_format) and info.spec_version >= 2:
         facts["repo_file"] = {"implementation": info.header.implementation, "ops_log_files": repo.ops_log_files()}
     return [schema.record(schema.REPO, (name,), RepoFactValue(to_json(value)).encode()) for name, value in facts.items()]
 

@@ -40,11 +40,11 @@ class Scope:
 
     blocks_allowed = True
     """Whether chunk refs may reach the writer as built blocks (a fragment's scope reads every record)."""
-    view_format = schema.FULL_FORMAT
+    records_format = schema.FULL_FORMAT
     """The format the records follow (a fragment's: its base's)."""
 
     def __init__(self, include_virtual: bool = False, kept: KeptRanges | None = None) -> None:
-        self.view_format = full_format(include_virtual)
+        self.records_format = full_format(include_virtual)
         self._kept = kept or KeptRanges()
 
     def kept_virtual(self) -> KeptRanges:

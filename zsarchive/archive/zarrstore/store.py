@@ -151,7 +151,7 @@ class ArchiveStore(Store):
                     return kept[1]  # the shard's index, kept in the archive: no read of the shard
             # read just the range: an inner chunk or an index the archive does not keep
             chunk = chunk.narrowed(start, stop - start)
-        return self.archive.read_chunk(chunk, self._where, self.repo, views=True)
+        return self.archive.read_chunk(chunk, self._where, self.repo, zero_copy=True)
 
     # -- the Store API -----------------------------------------------------------------------
 

@@ -16,8 +16,8 @@ import pytest
 from toolkit.oracle import CLEAN_EXIT, repo_path
 from toolkit.cli import one_line_error, run_hostile
 from zsarchive.archive import RepoArchive, export
-from zsarchive.views.webapi import MAX_BINS, MAX_COLUMNS
-from zsarchive.views.webserver import ViewServer
+from zsarchive.frontends.webapi import MAX_BINS, MAX_COLUMNS
+from zsarchive.frontends.webserver import ViewServer
 
 ROWS, COLUMNS = 150, 140  # a grid of 21 000 chunks
 GRID_SCRIPT = f"""

@@ -1,5 +1,5 @@
 // The answers behind the archive's web page, computed in the browser by the reader: the same requests
-// and the same JSON as ``zs serve``'s API (zsarchive/views/webapi.py), so one page reads an archive
+// and the same JSON as ``zs serve``'s API (zsarchive/frontends/webapi.py), so one page reads an archive
 // served by ``zs serve`` or lying on any static host. Every answer is bounded: an array's heatmap is
 // at most MAX_BINS chunk bins by MAX_COLUMNS commit columns, whatever the array's size.
 import { ZSError } from "../errors.js";

@@ -21,7 +21,7 @@ from toolkit.oracle import ROOT
 from toolkit.servers import nginx_server  # noqa: F401
 from zsarchive.archive import export
 from zsarchive.errors import ZSError
-from zsarchive.views.xarray_backend import ZsarchiveBackendEntrypoint, open_dataset, open_datatree
+from zsarchive.frontends.xarray_backend import ZsarchiveBackendEntrypoint, open_dataset, open_datatree
 
 SCRIPT = ROOT / "tests" / "toolkit" / "xarray_repo.py"
 

@@ -2,7 +2,7 @@
 
 ``/`` and the page's scripts and style are files of this package (no CDN: the page works offline): the
 page that ``zs site`` writes, with the JavaScript reader under ``reader/``; served here it asks ``/api/NAME``,
-JSON from :class:`~zsarchive.views.webapi.ArchiveAPI`. Every response forbids inline script
+JSON from :class:`~zsarchive.frontends.webapi.ArchiveAPI`. Every response forbids inline script
 (Content-Security-Policy), and the page inserts every archive-derived string as text.
 """
 
@@ -16,8 +16,8 @@ from urllib.parse import parse_qsl, urlsplit
 
 from zsarchive.archive import NotFound, RepoArchive
 from zsarchive.errors import ZSCorrupt, ZSError
-from zsarchive.views.page import content_type, page_files
-from zsarchive.views.webapi import ArchiveAPI
+from zsarchive.frontends.page import content_type, page_files
+from zsarchive.frontends.webapi import ArchiveAPI
 
 SECURITY_HEADERS = {
     "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "

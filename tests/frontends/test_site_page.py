@@ -24,8 +24,8 @@ from toolkit.places import TESTDATA
 from toolkit.servers import nginx_server  # noqa: F401
 from toolkit.virtualshards import etag
 from zsarchive.archive import RepoArchive, export
-from zsarchive.views.site import write_site
-from zsarchive.views.webserver import ViewServer
+from zsarchive.frontends.site import write_site
+from zsarchive.frontends.webserver import ViewServer
 
 TIMEOUT_MS = 60_000
 
@@ -168,7 +168,7 @@ def test_the_page_s_answers_a_commit_s_changes_and_heatmap_match_zs_serve_s_api(
                                    "column": str(len(first_heat["columns"]) - 1)}),
                          ("chunk-log", {"ref": "main", "path": "/grid/temperature", "coords": "0,0"})]
                 ours = page.evaluate("""async (asked) => {
-                    const {PageAPI} = await import("./reader/views/pageapi.js");
+                    const {PageAPI} = await import("./reader/frontends/pageapi.js");
                     const api = await PageAPI.open("history.zs");
                     return Promise.all(asked.map(([name, params]) => api.answer(name, params)));
                 }""", asked)

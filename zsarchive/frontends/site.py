@@ -16,7 +16,7 @@ from pathlib import Path
 from zsarchive.archive import RepoArchive
 from zsarchive.errors import ZSError
 from zsarchive.io.location import is_url, local_path
-from zsarchive.views.page import page_files
+from zsarchive.frontends.page import page_files
 
 CONFIG = "site.json"
 """The file that names the archive the page opens and the reader's modules: ``{"archive": relative path or URL,

@@ -1,7 +1,7 @@
 // The archive's web page, one page for two hosts: served by `zs serve`, it asks the server's JSON API;
 // written by `zs site` beside an archive on any static host (or given ?archive=URL, or a file picked),
 // it asks the JavaScript reader in the browser, which answers the same requests with the same JSON
-// (reader/views/pageapi.js). Every string that comes from the archive is inserted with textContent
+// (reader/frontends/pageapi.js). Every string that comes from the archive is inserted with textContent
 // (never innerHTML): names, messages and metadata are untrusted.
 
 const HEATMAP_BINS = 128;  // chunk bins the page asks for (the server caps and computes them)
@@ -63,7 +63,7 @@ async function readerSource() {
 }
 
 async function openReader(archive) {
-  const {PageAPI} = await import("./reader/views/pageapi.js");
+  const {PageAPI} = await import("./reader/frontends/pageapi.js");
   return PageAPI.open(archive);
 }
 

@@ -10,11 +10,11 @@ from typing import Iterator
 CONTENT_TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8",
                  ".css": "text/css; charset=utf-8", ".json": "application/json; charset=utf-8",
                  ".LICENSE": "text/plain; charset=utf-8"}
-"""The page's files by suffix: every file of zsarchive/views/static with one of these is served."""
+"""The page's files by suffix: every file of zsarchive/frontends/static with one of these is served."""
 
 
 def page_files() -> Iterator[tuple[str, bytes]]:
-    """The page's files (``zsarchive/views/static``: the page, its style, the reader): (relative path, bytes)."""
+    """The page's files (``zsarchive/frontends/static``: the page, its style, the reader): (relative path, bytes)."""
     def walk(folder: Traversable, prefix: str) -> Iterator[tuple[str, bytes]]:
         for item in sorted(folder.iterdir(), key=lambda i: i.name):
             if item.is_dir():
@@ -22,7 +22,7 @@ def page_files() -> Iterator[tuple[str, bytes]]:
             elif any(item.name.endswith(suffix) for suffix in CONTENT_TYPES):
                 yield f"{prefix}{item.name}", item.read_bytes()
 
-    return walk(resources.files("zsarchive.views").joinpath("static"), "")
+    return walk(resources.files("zsarchive.frontends").joinpath("static"), "")
 
 
 def content_type(name: str) -> str:
