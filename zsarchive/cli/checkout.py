@@ -35,8 +35,8 @@ def checkout_command(archive: str, ref: str, target: str, group: str | None, rep
     TARGET is a directory, a path ending in .zip (read with zarr's ZipStore), or an s3://BUCKET/PREFIX,
     gs://BUCKET/PREFIX or az://CONTAINER/PREFIX URL; it must be absent or empty. Every zarr.json is
     written as the repository stored it and every chunk as stored (shards stay shards); chunks never
-    written stay absent. --storage-option applies to TARGET and --repo, --anon to --repo only. Every chunk
-    is walked before anything is written: the files and bytes to write are shown and held against
+    written stay absent. --storage-option and --anon apply to TARGET and to --repo, as for zs restore. Every
+    chunk is walked before anything is written: the files and bytes to write are shown and held against
     --max-bytes and the free space, and records that break an invariant are refused.
     Python: zsarchive.checkout.
     """

@@ -62,7 +62,7 @@ def restore_command(archive: str, target: str, source: str | None, refs: tuple[s
     reuse_freed_memory()
     with cluster(scheduler) as client, stage_bars(_LABELS, not no_progress, _shown) as progress:
         summary = restore(archive, target, repo=source, refs=refs, shallow=shallow, storage_options=storage_options,
-                          anon=anon, repo_storage_options=storage_options, repo_anon=anon, progress=progress,
+                          anon=anon, progress=progress,
                           transfers=transfers, client=client, materialize_virtual=materialize_virtual,
                           max_bytes=max_bytes, announce=announce_totals(target, progress is not None))
     for note in summary.notes:

@@ -4,12 +4,11 @@
 from __future__ import annotations
 
 import os
-import re
 
 from zsarchive.lazy import lazy_exports
 from zsarchive.io.base import Transport
 from zsarchive.io.local import FileObjectTransport, LocalFile
-from zsarchive.io.location import SCHEMES, local_path
+from zsarchive.io.location import SCHEMES, local_path, scheme_of
 
 # network transports import http.client, ssl or fsspec: only a URL should pay for that
 __getattr__ = lazy_exports(__name__, {
@@ -19,9 +18,6 @@ __getattr__ = lazy_exports(__name__, {
     "ObjectTransport": "zsarchive.io.objectfile",
 })
 
-_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
-
-
 def open_transport(source) -> Transport:
     """Return a Transport for a path, ``file://``, ``http(s)://``, ``s3://``, ``gs://``, ``az://`` or other
     fsspec URL, open binary file object or Transport."""
@@ -29,10 +25,9 @@ def open_transport(source) -> Transport:
         return source
     if isinstance(source, (str, os.PathLike)):
         text = os.fspath(source)
-        scheme = _SCHEME.match(text)
-        if scheme is None:
+        name = scheme_of(text)
+        if name is None:
             return LocalFile(text)
-        name = scheme.group(1).lower()
         if name == "file":
             return LocalFile(local_path(text))
         if name in ("http", "https"):

@@ -54,7 +54,7 @@ class _Node:
     keys: ChunkKeys | None  # how its chunk keys are spelled; None for a group
 
 
-def checkout(archive: RepoArchive | str | os.PathLike, ref: str, target: str | os.PathLike, *,
+def checkout(archive: RepoArchive | str | os.PathLike, ref: str, target: str | os.PathLike | Location, *,
              group: str | None = None, repo: str | os.PathLike | Location | None = None,
              authorize: Iterable[str] | Mapping[str, Mapping[str, Any]] = (),
              storage_options: Mapping[str, object] | None = None, anon: bool = False,
@@ -63,10 +63,11 @@ def checkout(archive: RepoArchive | str | os.PathLike, ref: str, target: str | o
              announce: Callable[[Totals], None] | None = None) -> CheckoutSummary:
     """Write the snapshot REF names as a plain Zarr v3 hierarchy at ``target`` (absent or empty).
 
-    ``target``: a directory, a ``*.zip`` path, or an ``s3://``/``gs://``/``az://`` URL (reached with
-    ``storage_options``); ``group``: write only the node at that path and its descendants, that node
-    becoming the root; ``repo``: the original repository, for native chunks the archive does not embed
-    (reached with ``storage_options`` / ``anon``); ``authorize``: virtual chunk prefixes to read;
+    ``target``: a directory, a ``*.zip`` path, or an ``s3://``/``gs://``/``az://`` URL; ``group``: write only
+    the node at that path and its descendants, that node becoming the root; ``repo``: the original
+    repository, for native chunks the archive does not embed; ``storage_options`` and ``anon`` reach
+    ``target`` and ``repo`` when they are URLs (give a :class:`~zsarchive.io.location.Location` to reach one
+    otherwise), as for every command that writes; ``authorize``: virtual chunk prefixes to read;
     ``window``: transfers in flight; ``progress(done, total)``: objects written so far; ``client``: a
     ``distributed.Client`` whose workers write the chunks (they open ``archive``, ``target`` and ``repo``
     themselves: paths they see, or URLs). Before anything is written, every chunk is walked once:
@@ -86,7 +87,8 @@ def checkout(archive: RepoArchive | str | os.PathLike, ref: str, target: str | o
                                  else list(authorize)), True
     try:
         where_repo = None if repo is None else parse_location(repo, storage_options, anon)
-        out = _open_target(target, storage_options, window)
+        where = parse_location(target, storage_options, anon)
+        out = _open_target(where, window)
         if client is not None and isinstance(out, _ZipTarget):
             raise ZSError(f"{target}: a .zip is written by one machine; check out on a cluster into a directory "
                           "or an object store")
@@ -135,7 +137,7 @@ def checkout(archive: RepoArchive | str | os.PathLike, ref: str, target: str | o
             if isinstance(exc, ZSError):
                 raise out.restate(exc) from None
             raise
-        return CheckoutSummary(out.sink.name if not out.local else os.fspath(target), snapshot_id, len(nodes),
+        return CheckoutSummary(out.sink.name if not out.local else str(target), snapshot_id, len(nodes),
                                written["chunks"], written["bytes"], time.monotonic() - started)
     finally:
         if owned:
@@ -369,9 +371,7 @@ class _ZipTarget(_Target):
         self.sink.abort()
 
 
-def _open_target(target: str | os.PathLike, storage_options: Mapping[str, object] | None,
-                 window: int | None) -> _Target:
-    where = parse_location(target, storage_options)
+def _open_target(where: Location, window: int | None) -> _Target:
     if where.kind == "http":
         raise ZSError(f"{where.url}: cannot write over plain HTTP (give a directory, a .zip path or an "
                       "s3://, gs:// or az:// URL)")

@@ -97,7 +97,6 @@ class Restore:
     def __init__(self, archive: Any, target: str | os.PathLike | Location, *, repo: Any = None,
                  refs: Iterable[str] = (), shallow: bool = False,
                  storage_options: Mapping[str, object] | None = None, anon: bool = False,
-                 repo_storage_options: Mapping[str, object] | None = None, repo_anon: bool = False,
                  progress: Progress | None = None, transfers: int | None = None,
                  materialize_virtual: bool = False, max_bytes: int | None = None,
                  announce: Callable[[Totals], None] | None = None):
@@ -107,7 +106,7 @@ class Restore:
         self.max_bytes = max_bytes
         self.announce = announce or (lambda totals: None)
         self.location = parse_location(target, storage_options, anon)
-        self.repo = None if repo is None else parse_location(repo, repo_storage_options, repo_anon)
+        self.repo = None if repo is None else parse_location(repo, storage_options, anon)
         self.refs, self.shallow = list(refs), shallow
         self.progress = progress or (lambda stage, done, total: None)
         self.notes: list[str] = []
@@ -420,12 +419,13 @@ def _without_storage_settings(info: RepoInfo) -> RepoInfo:
 
 def restore(archive: Any, target: str | os.PathLike | Location, *, repo: Any = None, refs: Iterable[str] = (),
             shallow: bool = False, storage_options: Mapping[str, object] | None = None, anon: bool = False,
-            repo_storage_options: Mapping[str, object] | None = None, repo_anon: bool = False,
             progress: Progress | None = None, transfers: int | None = None, client: Any = None,
             materialize_virtual: bool = False, max_bytes: int | None = None,
             announce: Callable[[Totals], None] | None = None) -> RestoreSummary:
     """Write the repository ``archive`` holds into ``target`` (an absent or empty directory, or an
     ``s3://``, ``gs://``, ``az://`` URL); chunk bytes from the archive or the original repository ``repo``.
+    ``storage_options`` and ``anon`` reach ``target`` and ``repo`` when they are URLs (give a
+    :class:`~zsarchive.io.location.Location` to reach one otherwise), as for every command that writes;
     ``refs``: only the history these branches and tags reach; ``shallow``: only their tips; ``transfers``: writes
     in flight (default: 8 to a directory, 64 to an object store); ``progress(stage, done, total)``: as each
     stage advances (chunk files in bytes). ``client``: a
@@ -436,8 +436,7 @@ def restore(archive: Any, target: str | os.PathLike | Location, *, repo: Any = N
     anything is written, ``announce(totals)`` is told the files and bytes to come, and a restore that would
     write more than ``max_bytes`` or, locally, more than the free space is refused."""
     options = dict(repo=repo, refs=tuple(refs), shallow=shallow, storage_options=storage_options, anon=anon,
-                   repo_storage_options=repo_storage_options, repo_anon=repo_anon, progress=progress,
-                   transfers=transfers, max_bytes=max_bytes, announce=announce)
+                   progress=progress, transfers=transfers, max_bytes=max_bytes, announce=announce)
     if client is not None:
         if materialize_virtual:
             raise ZSError("restore: materializing virtual chunks runs in this process only; leave out the "

@@ -16,13 +16,12 @@ from zsarchive.archive.format import schema
 from zsarchive.archive.format.fragments import MAX_CHAIN, FragmentInfo, is_tombstone
 from zsarchive.archive.format.header import ArchiveHeader, archive_metadata, history_from_timeline, refs_by_manifest
 from zsarchive.errors import ZSCorrupt, ZSError
-from zsarchive.io.location import is_url, local_path
+from zsarchive.io.location import is_url, local_path, scheme_of
 from zsarchive.zs.reader import ZS
 
 _CACHED = frozenset((schema.REFS, schema.REPO))
 """Small families a chain reads once and keeps: every fragment may hold some, and a query resolving a
 branch would otherwise read each fragment."""
-_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 _MAX_BASE = 4096
 
 
@@ -55,7 +54,7 @@ def fragment_link(zs: ZS, where: str) -> tuple[str, str] | None:
     digest = link.get("base_sha256") if isinstance(link, dict) else None
     if not isinstance(base, str) or not isinstance(digest, str) or not re.fullmatch(r"[0-9a-f]{64}", digest):
         raise ZSCorrupt(f"{where}: malformed fragment link in the header metadata: {link!r:.200}")
-    if not base or len(base) > _MAX_BASE or _SCHEME.match(base) or base.startswith(("/", "\\")) \
+    if not base or len(base) > _MAX_BASE or scheme_of(base) is not None or base.startswith(("/", "\\")) \
             or re.match(r"^[A-Za-z]:", base) or "\x00" in base:
         raise ZSCorrupt(f"{where}: the fragment's base {base[:200]!r} is not a relative path")
     return base, digest
