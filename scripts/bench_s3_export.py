@@ -20,14 +20,12 @@ through the proxy (``--commits 1``: the export-speed table's row, one commit aft
 from __future__ import annotations
 
 import argparse
-import asyncio
 import logging
 import os
 import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -39,7 +37,7 @@ import boto3  # noqa: E402
 import moto.server as moto_server  # noqa: E402
 
 import bench_manifest_deltas  # noqa: E402
-from toolkit.servers import free_port  # noqa: E402
+from toolkit.servers import DelayingProxy, free_port  # noqa: E402
 
 IC2_PYTHON = ROOT / ".peers" / "ic2" / "bin" / "python"
 
@@ -59,42 +57,6 @@ for info in repo.ancestry(branch="main"):
 print(total, flush=True)
 os._exit(0)  # icechunk 2.3 can crash while the interpreter shuts down after several asyncio.run calls
 """
-
-
-class LatencyProxy:
-    """A TCP proxy on loopback that holds each piece of a request ``delay`` seconds before forwarding
-    it (answers pass straight back): every request costs at least one added round trip."""
-
-    def __init__(self, upstream_port: int, delay: float):
-        self.port = free_port()
-        self.upstream_port, self.delay = upstream_port, delay
-        self._loop = asyncio.new_event_loop()
-        ready = threading.Event()
-        threading.Thread(target=self._run, args=(ready,), daemon=True).start()
-        ready.wait()
-
-    def _run(self, ready: threading.Event) -> None:
-        asyncio.set_event_loop(self._loop)
-        server = self._loop.run_until_complete(asyncio.start_server(self._handle, "127.0.0.1", self.port))
-        ready.set()
-        self._loop.run_until_complete(server.serve_forever())
-
-    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.upstream_port)
-
-        async def pipe(src, dst, delay: float) -> None:
-            try:
-                while data := await src.read(65536):
-                    if delay:
-                        await asyncio.sleep(delay)
-                    dst.write(data)
-                    await dst.drain()
-            except (ConnectionError, asyncio.CancelledError):
-                pass
-            finally:
-                dst.close()
-
-        await asyncio.gather(pipe(reader, up_writer, self.delay), pipe(up_reader, writer, 0.0))
 
 
 def upload(directory: Path, endpoint: str) -> None:
@@ -130,7 +92,7 @@ def main() -> None:
     server.start()
     try:
         upload(local, f"http://127.0.0.1:{port}")
-        proxy = LatencyProxy(port, args.latency_ms / 1000)
+        proxy = DelayingProxy(port, args.latency_ms / 1000)
         base = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
         base.update(AWS_ACCESS_KEY_ID="bench", AWS_SECRET_ACCESS_KEY="bench", AWS_REGION="us-east-1",
                     AWS_EC2_METADATA_DISABLED="true", PYTHONWARNINGS="ignore")

@@ -63,9 +63,13 @@ BROWSER_ARGS = ["--no-sandbox", "--disable-background-networking", "--disable-co
 """Debian's chromium, with nothing of its own reaching the network: the tests' pages are its only traffic."""
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser():
-    """Debian's chromium driven by Playwright (no browser is downloaded), one for the whole session."""
+    """Debian's chromium driven by Playwright (no browser is downloaded), one per test module.
+
+    Playwright's sync API keeps its event loop marked running on the main thread while it is open, so the
+    browser is closed with the module that used it: later tests may call ``asyncio.run``.
+    """
     if not os.path.exists(CHROMIUM):
         pytest.fail(f"no {CHROMIUM}: scripts/dev installs Debian's chromium")
     from playwright.sync_api import sync_playwright

@@ -75,6 +75,34 @@ def test_direct_decoder_reads_what_the_builder_wrote(log_id, chunks, reverse_tab
     assert log.updated_chunks == {ids.encode(node): c for node, c in chunks.items()}
 
 
+@settings(max_examples=60, deadline=None)
+@given(st.binary(min_size=12, max_size=12), updated_chunks(), st.booleans(), st.integers(1, 3))
+def test_chunks_read_a_batch_at_a_time_are_the_same(log_id, chunks, reverse_tables, batch):
+    """Batches of 1 to 3 chunk tables (their edges anywhere, a vtable first met in a later batch) read as
+    the whole vector does."""
+    from zsarchive.icechunk import txlog
+
+    raw = build(log_id, chunks, reverse_tables)
+    whole = decode_transaction_log(raw, "built")
+    original, txlog._BATCH = txlog._BATCH, batch
+    try:
+        assert decode_transaction_log(raw, "built").updated_chunks == whole.updated_chunks
+    finally:
+        txlog._BATCH = original
+
+
+@pytest.mark.parametrize("which", [0, 3])
+def test_an_offset_outside_the_buffer_is_named_in_a_later_batch(which, monkeypatch):
+    from zsarchive.icechunk import txlog
+
+    monkeypatch.setattr(txlog, "_BATCH", 2)
+    header, payload = unpack(build(b"\x01" * 12, CHUNKS))
+    start = _chunk_tables_vector(payload, 4)
+    payload[start + 4 * which:start + 4 * which + 4] = (len(payload) - start).to_bytes(4, "little")
+    with pytest.raises(ZSCorrupt, match=rf"^log-b: updated_chunks\[0\]\.chunks\[{which}\]"):
+        decode_transaction_log(repack(header, payload), "log-b")
+
+
 def _chunk_tables_vector(payload: bytes, count: int) -> int:
     """Position of the ``count``-long offsets vector of the (only) array's ChunkIndices tables."""
     log = TL.TransactionLog.GetRootAs(payload)

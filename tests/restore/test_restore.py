@@ -20,11 +20,12 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from toolkit.icechunk_answers import answers_without_file_details
 from toolkit.oracle import CLEAN_EXIT, fixtures, oracle, repo_path, run_oracle, virtual_mapping
-from toolkit.servers import BusyCounter, azurite, gcs, gcs_service_account, moto_s3  # noqa: F401
+from toolkit.servers import DelayingProxy, azurite, gcs, gcs_service_account, moto_s3  # noqa: F401
 from toolkit.cli import run_zs
 from toolkit.peers import generate, run_peer_script
 from toolkit.places import ROOT, load_module
@@ -133,6 +134,53 @@ def test_icechunks_own_test_repositories_come_back_whole(name, request, tmp_path
     check_restored(python, original, tmp_path / "restored", archive, {})
     for path in (original / "manifests").iterdir():
         assert (tmp_path / "restored" / "manifests" / path.name).read_bytes() == path.read_bytes(), path
+
+
+SPLIT = r"""
+import sys, icechunk as ic, zarr
+ic.set_logs_filter("error")
+config = ic.RepositoryConfig.default()
+config.manifest = ic.ManifestConfig(splitting=ic.ManifestSplittingConfig.from_dict(
+    {ic.ManifestSplitCondition.AnyArray(): {ic.ManifestSplitDimCondition.Axis(0): 100}}))
+repo = ic.Repository.create(ic.local_filesystem_storage(sys.argv[1]), config=config)
+s = repo.writable_session("main")
+zarr.group(store=s.store).create_array("v", shape=(400, 3), chunks=(1, 1), dtype="f4", compressors=None, fill_value=0)
+s.store.set_virtual_refs("v", [ic.VirtualChunkSpec(index=[i, j], location=f"s3://b/f{i % 7}.nc", offset=4 * j, length=4)
+                               for i in range(400) for j in range(3)], validate_containers=False)
+s.commit("1,200 refs in 4 manifests")
+s = repo.writable_session("main")
+s.store.set_virtual_refs("v", [ic.VirtualChunkSpec(index=[i, 0], location="s3://b/g.nc", offset=8 * i, length=4)
+                               for i in range(0, 400, 9)], validate_containers=False)
+s.commit("some rewritten")
+"""
+
+
+def test_an_array_split_over_manifests_is_read_a_manifest_at_a_time(icechunk2_python, tmp_path, monkeypatch):
+    """Memory follows the largest manifest: the chunk ref records of an array whose refs icechunk split
+    over manifests of 100 rows are read 100 rows at a time (each read a key range), and the manifests
+    come back byte for byte, the transaction logs naming the same chunks."""
+    from zsarchive.restore import source
+
+    run_peer_script(icechunk2_python, SPLIT, str(tmp_path / "repo"))
+    archive = tmp_path / "a.zs"
+    export(tmp_path / "repo", archive)
+    reads = []
+    real = source.chunk_ref_rows
+
+    def counted(zs, node_id, first=None, stop=None):
+        rows = real(zs, node_id, first, stop)
+        reads.append(len(np.unique(rows.coords[:, 0])) if len(rows) else 0)
+        return rows
+    monkeypatch.setattr(source, "chunk_ref_rows", counted)
+    restore(archive, tmp_path / "restored")
+    assert reads and max(reads) <= 100 and sum(reads) >= 400
+    for path in (tmp_path / "repo" / "manifests").iterdir():
+        assert (tmp_path / "restored" / "manifests" / path.name).read_bytes() == path.read_bytes()
+    for path in (tmp_path / "repo" / "transactions").iterdir():
+        ours = Repository.open(str(tmp_path / "restored")).transaction_log(path.name)
+        theirs = Repository.open(str(tmp_path / "repo")).transaction_log(path.name)
+        assert {k: v.tolist() for k, v in ours.updated_coords.items()} == \
+            {k: sorted(v.tolist()) for k, v in theirs.updated_coords.items()}
 
 
 def test_restored_files_hold_the_bytes_icechunk_wrote(tmp_path):
@@ -382,7 +430,7 @@ def test_chunk_files_go_to_an_object_store_many_at_once(grid_repository, tmp_pat
     export(grid_repository, archive, include_chunks=True)
     with moto_s3({"dest": {}}):
         port = int(os.environ["AWS_ENDPOINT_URL"].rsplit(":", 1)[1])
-        proxy = BusyCounter(port, 0.03)
+        proxy = DelayingProxy(port, 0.03)
         env = {**os.environ, "AWS_ENDPOINT_URL": f"http://127.0.0.1:{proxy.port}"}
         try:
             for transfers, most in ((None, 64), (5, 5)):

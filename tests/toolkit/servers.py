@@ -586,9 +586,10 @@ class ObjectStoreProxy(ThreadingHTTPServer):
         self.server_close()
 
 
-class BusyCounter:
+class DelayingProxy:
     """A TCP proxy on loopback in front of ``upstream_port`` that holds each request ``delay`` seconds
-    before passing it on and counts the requests in flight: the most at once is ``most``."""
+    before passing it on (every request costs at least one added round trip) and counts the requests
+    in flight: the most at once is ``most``."""
 
     def __init__(self, upstream_port: int, delay: float):
         import asyncio

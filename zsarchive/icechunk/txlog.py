@@ -24,6 +24,8 @@ _ID_LISTS = ("new_groups", "new_arrays", "deleted_groups", "deleted_arrays", "up
 _NODE_TYPES = {FbNodeType.Group: NodeType.GROUP, FbNodeType.Array: NodeType.ARRAY}
 """A move's node type as the log's flatbuffer codes it, and back."""
 _NODE_TYPE_CODES = {node_type: code for code, node_type in _NODE_TYPES.items()}
+_BATCH = 1 << 20
+"""Updated chunks decoded per step of a transaction log (bounds the temporary arrays)."""
 
 
 def _id_list(log, field: str) -> list[str]:
@@ -54,21 +56,30 @@ def _chunk_coords(buf, start: int, count: int, what: str, unique_what: str) -> n
     if start + 4 * count > size:
         raise FlatBufferError(f"{what}: vector at {start} of length {count} runs past the buffer end")
     b = np.frombuffer(buf, np.uint8)
-    pos = offset_vector(buf, start, 0, count)
-    if (j := first(pos + 4 > size)) is not None:
-        raise FlatBufferError(f"{what}[{j}]: an offset points outside the {size}-byte buffer")
-    vtables = pos - gather(b, pos, "<i4")
-    if count and (vtables == vtables[0]).all():  # one vtable for all (as icechunk writes them): no sort
-        unique, inverse = vtables[:1], None
-    else:
-        unique, inverse = np.unique(vtables, return_inverse=True)
-    table = np.array([_indices_layout(buf, v, f"{what}[{int((vtables == v).argmax())}]") for v in unique.tolist()],
-                     dtype=np.int64).reshape(-1, 2)
-    layouts = np.broadcast_to(table, (count, 2)) if inverse is None else table[inverse]
-    if (j := first(pos + layouts[:, 1] > size)) is not None:
-        raise FlatBufferError(f"{what}[{j}]: an offset points outside the {size}-byte buffer")
-    at = pos + layouts[:, 0]
-    coords = uint32_vectors(b, at + gather(b, at, "<u4"), lambda j: f"{what}[{j}].coords")
+    layouts: dict[int, tuple[int, int]] = {}
+    parts = []
+    for lo in range(0, count, _BATCH):  # a batch at a time: the temporaries stay a batch's
+        hi = min(count, lo + _BATCH)
+        pos = offset_vector(buf, start, lo, hi)
+        if (j := first(pos + 4 > size)) is not None:
+            raise FlatBufferError(f"{what}[{lo + j}]: an offset points outside the {size}-byte buffer")
+        vtables = pos - gather(b, pos, "<i4")
+        if (vtables == vtables[0]).all():  # one vtable for all (as icechunk writes them): no sort
+            unique, inverse = vtables[:1], None
+        else:
+            unique, inverse = np.unique(vtables, return_inverse=True)
+        for v in unique.tolist():
+            if v not in layouts:
+                layouts[v] = _indices_layout(buf, v, f"{what}[{lo + int((vtables == v).argmax())}]")
+        table = np.array([layouts[v] for v in unique.tolist()], dtype=np.int64).reshape(-1, 2)
+        fields = np.broadcast_to(table, (hi - lo, 2)) if inverse is None else table[inverse]
+        if (j := first(pos + fields[:, 1] > size)) is not None:
+            raise FlatBufferError(f"{what}[{lo + j}]: an offset points outside the {size}-byte buffer")
+        at = pos + fields[:, 0]
+        parts.append(uint32_vectors(b, at + gather(b, at, "<u4"), lambda j, lo=lo: f"{what}[{lo + j}].coords",
+                                    parts[0].shape[1] if parts else None))
+    coords = parts[0] if len(parts) == 1 else np.concatenate(parts) if parts else np.zeros((0, 0), np.uint32)
+    del parts
     if first_unsorted(coords) is None:  # strictly ascending (as 2.x writes them): no chunk twice
         return coords
     order = np.lexsort(coords.T[::-1]) if coords.shape[1] else np.arange(len(coords))

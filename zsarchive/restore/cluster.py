@@ -21,6 +21,7 @@ import uuid
 from typing import Any, Callable, Iterable
 
 from zsarchive.archive.format.header import history_from_timeline
+from zsarchive.archive.write.cluster import task_result
 from zsarchive.heap import large_allocations_on_the_heap
 from zsarchive.errors import ZSError
 from zsarchive.icechunk.manifest.decode import decode_manifest
@@ -164,17 +165,8 @@ def _tasks(order: list, logged: list[str]) -> list[tuple[list[str], list[str]]]:
 
 
 def _results(futures: list) -> Iterable[Any]:
-    """Each future's result, in order; a task's ZSError as it is, any other failure in one line."""
-    for future in futures:
-        try:
-            result = future.result()
-        except ZSError:
-            raise
-        except Exception as exc:  # a lost scheduler, a task the cluster gave up on
-            raise ZSError(f"the dask cluster failed a task: {type(exc).__name__}: "
-                          f"{str(exc).splitlines()[0] if str(exc) else ''}") from None
-        future.release()
-        yield result
+    """Each future's result, in order (:func:`~zsarchive.archive.write.cluster.task_result`)."""
+    return map(task_result, futures)
 
 
 # -- on a worker ---------------------------------------------------------------------------------------

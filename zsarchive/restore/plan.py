@@ -276,7 +276,7 @@ class ManifestContents:
             return sorted(manifest_refs(self.reader, manifest.id).items())
         out = []
         for sid, node in manifest.users:
-            rows = self.timelines.get(node.id)
+            rows = self.timelines.get(node.id, *self._range(node, manifest.id))
             if not len(rows):
                 continue
             rank = self._ranks(sid, node.id)
@@ -295,6 +295,16 @@ class ManifestContents:
             if len(chosen):
                 out.append((node.id, timeline_refs(rows, chosen)))
         return out
+
+    def _range(self, node: Node, manifest_id: str) -> tuple[int | None, int | None]:
+        """The range of the array's first axis whose timeline holds the refs of ``manifest_id``: the one of
+        :meth:`ArchiveHistory.ranges` that holds the manifest's extents (all of it unsplit), else theirs."""
+        ranges = self.plan.history.ranges(node.id)
+        extents = next((ref.extents for ref in node.manifests or () if ref.id == manifest_id), None)
+        if len(ranges) == 1 or not extents:
+            return ranges[0] if len(ranges) == 1 else (None, None)
+        lo, hi = extents[0]
+        return next(((a, b) for a, b in ranges if (a is None or a <= lo) and (b is None or hi <= b)), (lo, hi))
 
     def _ranks(self, sid: str, node_id: str) -> dict[str, int]:
         """Snapshot id -> distance from ``sid`` on its history, down to the array's ``since``."""

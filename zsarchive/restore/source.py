@@ -84,6 +84,29 @@ class ArchiveHistory:
     logged: set[str] = field(default_factory=set)
     """The arrays whose chunks some transaction log names."""
 
+    def ranges(self, node_id: str) -> list[tuple[int | None, int | None]]:
+        """The ranges of an array's first axis its timeline is read in: the whole axis, or where some
+        snapshot splits the array's refs over manifests, the pieces their extents cut it into (so that
+        memory follows the largest manifest, not the array)."""
+        cuts = self._cuts.get(node_id)
+        if not cuts:
+            return [(None, None)]
+        return list(zip([None, *cuts], [*cuts, None]))
+
+    @functools.cached_property
+    def _cuts(self) -> dict[str, list[int]]:
+        """Array node id -> where the extents of its manifests begin and end on the first axis, where it
+        has several manifests in some snapshot."""
+        cuts: dict[str, set[int]] = {}
+        for record in self.snapshots.values():
+            for node in record.nodes:
+                if node.manifests is not None and len(node.manifests) > 1:
+                    found = cuts.setdefault(node.id, set())
+                    for ref in node.manifests:
+                        if ref.extents:
+                            found.update(ref.extents[0])
+        return {node: sorted(found) for node, found in cuts.items()}
+
     @functools.cached_property
     def ndims(self) -> dict[str, int]:
         """Array node id -> its number of dimensions."""
@@ -176,8 +199,10 @@ def read_history(reader: ArchiveReader, timelines: Timelines | None = None, coor
     history = ArchiveHistory(name, reader.format_version, int(facts.get("spec_version", 2)), facts,
                              refs["branch"], refs["tag"], deleted, snapshots, ops, txlogs, files, deleted_at,
                              None if repo_file is None else RepoFile.decode(repo_file), logged)
+    timelines = timelines or Timelines(reader)
+    timelines.fit(history)
     if coords:
-        add_chunk_coords(reader, timelines or Timelines(reader), history)
+        add_chunk_coords(reader, timelines, history)
     return history
 
 
@@ -209,25 +234,27 @@ def set_chunk_coords(history: ArchiveHistory, found: dict[str, dict[str, np.ndar
 def array_coords(reader: ArchiveReader, timelines: Timelines, history: ArchiveHistory,
                  node_id: str) -> dict[str, np.ndarray]:
     """Snapshot id -> the coordinates of the array's chunks its transaction log names, from a format 5
-    archive: the array's ``C`` timeline decoded once (:class:`Timelines`, which the manifests then reuse)
+    archive: the array's ``C`` timeline decoded once (:class:`Timelines`, which the manifests then reuse),
+    a range of its first axis at a time where its manifests are split (:meth:`ArchiveHistory.ranges`),
     and corrected by its ``H`` exceptions; an array no exported snapshot holds (created and deleted
     within an expired stretch) has only ``H`` records, read one by one."""
     zs, name = reader.zs, reader.name
     ndim = history.ndims.get(node_id)
-    found: dict[str, np.ndarray] = {}
     if ndim is not None:
-        timeline = timelines.get(node_id)
-        if len(timeline) and timeline.coords.shape[1] != ndim:
-            raise ZSCorrupt(f"{name}: chunk ref records of array {node_id} hold {timeline.coords.shape[1]} "
-                            f"coordinates, the array has {ndim} dimensions")
-        table = np.column_stack([timeline.coords, timeline.snapshot]) if len(timeline) else \
-            np.zeros((0, ndim + 1), np.int64)
-        rows, ids = corrected(zs, node_id, ndim, table, list(timeline.snapshot_ids))
-        column = rows[:, -1]
-        for i, sid in enumerate(ids):
-            if sid in history.txlogs:
-                found[sid] = rows[column == i, :-1].astype(np.uint32)
-        return found
+        parts: dict[str, list[np.ndarray]] = {}
+        for first, stop in history.ranges(node_id):
+            timeline = timelines.get(node_id, first, stop)
+            if len(timeline) and timeline.coords.shape[1] != ndim:
+                raise ZSCorrupt(f"{name}: chunk ref records of array {node_id} hold {timeline.coords.shape[1]} "
+                                f"coordinates, the array has {ndim} dimensions")
+            table = np.column_stack([timeline.coords, timeline.snapshot]) if len(timeline) else \
+                np.zeros((0, ndim + 1), np.int64)
+            rows, ids = corrected(zs, node_id, ndim, table, list(timeline.snapshot_ids), first, stop)
+            column = rows[:, -1]
+            for i, sid in enumerate(ids):
+                if sid in history.txlogs:
+                    parts.setdefault(sid, []).append(rows[column == i, :-1].astype(np.uint32))
+        return {sid: found[0] if len(found) == 1 else np.concatenate(found) for sid, found in parts.items()}
     listed: dict[str, list] = {}
     for change in chunk_changes(zs, reader.records_format, _flushed_at(name, history.snapshots), (node_id,)):
         if change.snapshot_id in history.txlogs:
@@ -258,6 +285,10 @@ def chunk_ref(coords: tuple, raw: tuple) -> ChunkRef | None:
     return None
 
 
+FEW_ROWS = 1 << 20
+"""Rows of chunk ref records a restore keeps decoded however small its manifests (~100 MB)."""
+
+
 class Timelines:
     """The chunk ref timelines of arrays (format 2): each change of a ref, one row each, in coordinate
     order and, for one chunk, snapshot id order; decoded once and kept while they hold at most
@@ -266,17 +297,26 @@ class Timelines:
     def __init__(self, reader: ArchiveReader, rows: int = 1 << 23):
         self.reader = reader
         self.rows = rows
-        self._kept: OrderedDict[str, ChunkRefRows] = OrderedDict()
+        self._kept: OrderedDict[tuple[str, int | None, int | None], ChunkRefRows] = OrderedDict()
 
-    def get(self, node_id: str) -> ChunkRefRows:
-        """The timeline of array ``node_id``, its invariants checked (:func:`check_ref_rows`)."""
-        found = self._kept.get(node_id)
+    def fit(self, history: ArchiveHistory) -> None:
+        """Keep as many rows as the largest manifest holds refs (at least ``FEW_ROWS``, so that small arrays
+        read for their transaction logs stay for their manifests): an array split over manifests is read a
+        manifest's worth at a time, and memory follows the largest manifest, not the largest array."""
+        self.rows = max([FEW_ROWS, *(info.num_chunk_refs for record in history.snapshots.values()
+                                     for info in record.manifest_files)])
+
+    def get(self, node_id: str, first: int | None = None, stop: int | None = None) -> ChunkRefRows:
+        """The timeline of array ``node_id`` (only the chunks whose first coordinate is in ``[first, stop)``,
+        if given)."""
+        key = (node_id, first, stop)
+        found = self._kept.get(key)
         if found is not None:
-            self._kept.move_to_end(node_id)
+            self._kept.move_to_end(key)
             return found
-        found = chunk_ref_rows(self.reader.zs, node_id)
+        found = chunk_ref_rows(self.reader.zs, node_id, first, stop)
         check_ref_rows(found, node_id)
-        self._kept[node_id] = found
+        self._kept[key] = found
         while len(self._kept) > 1 and sum(map(len, self._kept.values())) > self.rows:
             self._kept.popitem(last=False)
         return found

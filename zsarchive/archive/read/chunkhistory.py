@@ -68,13 +68,18 @@ def timeline_rows(zs: Any, node_id: str, ndim: int, name: str) -> tuple[np.ndarr
     return corrected(zs, node_id, ndim, rows, [sid.decode("ascii") for sid in ids])
 
 
-def corrected(zs: Any, node_id: str, ndim: int, rows: np.ndarray, snapshot_ids: list[str]) -> tuple[np.ndarray, list[str]]:
+def corrected(zs: Any, node_id: str, ndim: int, rows: np.ndarray, snapshot_ids: list[str], first: int | None = None,
+              stop: int | None = None) -> tuple[np.ndarray, list[str]]:
     """The changes of the array's ``C`` timeline (rows of coordinates and an index into ``snapshot_ids``,
-    as :func:`timeline_rows` gives them) corrected by its ``H`` exceptions (format 5)."""
+    as :func:`timeline_rows` gives them) corrected by its ``H`` exceptions (format 5); ``first``, ``stop``:
+    the rows are those of chunks whose first coordinate is in that range, and so are the exceptions used."""
     import numpy as np
 
+    def within(coords: tuple) -> bool:
+        return not coords or ((first is None or coords[0] >= first) and (stop is None or coords[0] < stop))
+
     exceptions = {(change.coords, change.snapshot_id): in_log
-                  for change, in_log in _history_records(zs, (node_id,), timeline=True)}
+                  for change, in_log in _history_records(zs, (node_id,), timeline=True) if within(change.coords)}
     if exceptions:  # few: where the transaction log and the timeline disagree
         column = {sid: i for i, sid in enumerate(snapshot_ids)}
         dropped = {(coords, column[sid]) for (coords, sid), in_log in exceptions.items()

@@ -105,14 +105,18 @@ def _one_by_one(records: list[bytes], node_id: str) -> ChunkRefRows:
                         np.array(offsets, np.uint64), np.array(lengths, np.uint64), etags, modifieds, inline)
 
 
-def chunk_ref_rows(zs: ZS, node_id: str) -> ChunkRefRows:
-    """Every ``C`` record of array ``node_id`` in a format 2 archive, as columns."""
+def chunk_ref_rows(zs: ZS, node_id: str, first: int | None = None, stop: int | None = None) -> ChunkRefRows:
+    """Every ``C`` record of array ``node_id`` in a format 2 archive, as columns; only those whose first
+    coordinate is at least ``first`` and below ``stop``, if given (a range of keys: no other record read)."""
     prefix = schema.key_prefix(schema.CHUNK_REF, (node_id,))
+    # a key's coordinates are a tuple of integers in an order-preserving encoding: a tuple begun with
+    # one integer sorts before every tuple whose first element is that integer or larger
+    low, high = (None if at is None else prefix + bytes((tuples.TUPLE,)) + tuples.encode_int(at) for at in (first, stop))
     if isinstance(zs, ZS):  # the blocks' payloads as they were decoded, no object per record
         # the payloads copied one after another as they come, each let go once copied: memory holds
         # the joined bytes and one block's, not every block's twice
         joined, begins, stops, base = bytearray(), [], [], 0
-        for payload, s, e in zs.block_spans(prefix=prefix):
+        for payload, s, e in zs.block_spans(low, high, prefix):
             joined += payload
             begins.append(np.frombuffer(s, np.int64) + base)
             stops.append(np.frombuffer(e, np.int64) + base)
@@ -122,7 +126,7 @@ def chunk_ref_rows(zs: ZS, node_id: str) -> ChunkRefRows:
         starts = np.concatenate(begins or [np.zeros(0, np.int64)])
         ends = np.concatenate(stops or [np.zeros(0, np.int64)])
     else:
-        records = list(zs.search(prefix=prefix))
+        records = list(zs.search(low, high, prefix))
         buf = b"".join(records)
         sizes = np.fromiter(map(len, records), np.int64, len(records))
         ends = np.cumsum(sizes)

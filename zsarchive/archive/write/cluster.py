@@ -65,6 +65,20 @@ def _run(task: Task, location: Location, job: tuple, export: str) -> bytes:
         return pickle.dumps((batches, forms_to_hand(location, export)), protocol=pickle.HIGHEST_PROTOCOL)
 
 
+def task_result(future) -> Any:
+    """A task's result, its future released; the task's ZSError as it is, any other failure (a lost
+    scheduler, a task the cluster gave up on) in one line."""
+    try:
+        result = future.result()
+    except ZSError:
+        raise
+    except Exception as exc:
+        raise ZSError(f"the dask cluster failed a task: {type(exc).__name__}: "
+                      f"{str(exc).splitlines()[0] if str(exc) else ''}") from None
+    future.release()
+    return result
+
+
 class ClusterEngine:
     """Runs the export's decoding tasks on the cluster a ``distributed.Client`` is connected to; ``repo``,
     this process's view of the repository, learns the forms of the files the workers read."""
@@ -85,15 +99,7 @@ class ClusterEngine:
         return [lambda future=future: self._batches(future) for future in futures]
 
     def _batches(self, future) -> Iterator[Any]:
-        try:
-            result = future.result()
-        except ZSError:
-            raise
-        except Exception as exc:  # a lost scheduler, a task the cluster gave up on
-            raise ZSError(f"the dask cluster failed a task: {type(exc).__name__}: "
-                          f"{str(exc).splitlines()[0] if str(exc) else ''}") from None
-        future.release()
-        batches, forms = pickle.loads(result)
+        batches, forms = pickle.loads(task_result(future))
         self.repo.add_file_forms(forms)
         return iter(batches)
 
