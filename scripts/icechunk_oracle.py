@@ -191,8 +191,8 @@ def oracle(repo_path: Path, prefixes: dict[str, Path]) -> dict:
     out["ancestry"] = {"branch:" + b: [snapshot_info(i) for i in repo.ancestry(branch=b)] for b in branches}
     out["ancestry"].update({"tag:" + t: [snapshot_info(i) for i in repo.ancestry(tag=t)] for t in tags})
     reachable = {i["id"] for chain in out["ancestry"].values() for i in chain}
-    if major >= 2:
-        out["spec_version"] = int(repo.spec_version)
+    out["spec_version"] = int(repo.spec_version) if major >= 2 else 1
+    if out["spec_version"] >= 2:  # icechunk 2.x keeps no repo info, ops log or metadata for a V1 repository
         out["repo_info"] = inspected(repo.inspect_repo_info())
         out["ops_log"] = [update(u) for u in repo.ops_log()]
         out["metadata"] = jsonable(repo.get_metadata())
@@ -201,7 +201,6 @@ def oracle(repo_path: Path, prefixes: dict[str, Path]) -> dict:
                                  "setting": f.setting, "enabled": f.enabled} for f in repo.feature_flags()]
         known = {s["id"] for s in out["repo_info"]["snapshots"]}
     else:
-        out["spec_version"] = 1
         known = set()
     files = {p.name for p in (repo_path / "snapshots").iterdir()} if (repo_path / "snapshots").is_dir() else set()
     snapshot_ids = sorted(reachable | known | files)
@@ -209,7 +208,12 @@ def oracle(repo_path: Path, prefixes: dict[str, Path]) -> dict:
                         for sid in snapshot_ids}
     if major >= 2:
         manifests = sorted({m["id"] for s in out["snapshots"].values() for m in s.get("manifests", [])})
-        out["manifests"] = {mid: inspected(repo.inspect_manifest(mid)) for mid in manifests}
+        out["manifests"] = {}
+        for mid in manifests:
+            try:
+                out["manifests"][mid] = inspected(repo.inspect_manifest(mid))
+            except ic.IcechunkError as exc:  # an expired snapshot's manifest that garbage collection removed
+                out["manifests"][mid] = {"error": first_line(exc)}
         out["transaction_logs"] = {}
         for sid in snapshot_ids:
             try:

@@ -17,7 +17,7 @@ from toolkit.oracle import CLEAN_EXIT, repo_path
 from toolkit.cli import one_line_error, run_hostile
 from zsarchive.archive import RepoArchive, export
 from zsarchive.frontends.webapi import MAX_BINS, MAX_COLUMNS
-from zsarchive.frontends.webserver import ViewServer
+from zsarchive.frontends.webserver import ArchiveServer
 
 ROWS, COLUMNS = 150, 140  # a grid of 21 000 chunks
 GRID_SCRIPT = f"""
@@ -38,7 +38,7 @@ s.commit("rows 10 to 19")
 """ + CLEAN_EXIT
 
 
-def _get(server: ViewServer, path: str) -> tuple[int, dict | list]:
+def _get(server: ArchiveServer, path: str) -> tuple[int, dict | list]:
     try:
         with urllib.request.urlopen(server.url + path, timeout=60) as response:
             return response.status, json.loads(response.read())
@@ -53,7 +53,7 @@ def grid_server(icechunk2_python, tmp_path_factory):
                           timeout=300)
     assert proc.returncode == 0, proc.stderr.decode(errors="replace")[-3000:]
     export(base / "repo", base / "grid.zs")
-    with RepoArchive(base / "grid.zs") as arc, ViewServer(arc) as server:
+    with RepoArchive(base / "grid.zs") as arc, ArchiveServer(arc) as server:
         thread = threading.Thread(target=server.serve_forever, daemon=True)
         thread.start()
         yield server
@@ -121,7 +121,7 @@ def test_only_the_page_files_are_served(grid_server):
 def test_the_graph_and_log_answers_are_the_library_s(tmp_path):
     archive = tmp_path / "v2.zs"
     export(repo_path(2), archive)
-    with RepoArchive(archive) as arc, ViewServer(arc) as server:
+    with RepoArchive(archive) as arc, ArchiveServer(arc) as server:
         threading.Thread(target=server.serve_forever, daemon=True).start()
         try:
             assert _get(server, "api/graph") == (200, json.loads(json.dumps(arc.graph(all_refs=True))))
@@ -149,7 +149,7 @@ def test_more_commits_than_columns_share_columns(icechunk2_python, tmp_path):
                           timeout=600)
     assert proc.returncode == 0, proc.stderr.decode(errors="replace")[-3000:]
     export(tmp_path / "repo", tmp_path / "many.zs")
-    with RepoArchive(tmp_path / "many.zs") as arc, ViewServer(arc) as server:
+    with RepoArchive(tmp_path / "many.zs") as arc, ArchiveServer(arc) as server:
         threading.Thread(target=server.serve_forever, daemon=True).start()
         try:
             status, heat = _get(server, "api/heatmap?ref=main&path=/a")
@@ -170,7 +170,7 @@ def test_serve_errors_are_one_line(tmp_path):
     one_line_error(run_hostile("serve", str(tmp_path / "missing.zs"), "--port", "0"), "missing.zs")
     archive = tmp_path / "v2.zs"
     export(repo_path(2), archive)
-    with RepoArchive(archive) as arc, ViewServer(arc) as taken:
+    with RepoArchive(archive) as arc, ArchiveServer(arc) as taken:
         one_line_error(run_hostile("serve", str(archive), "--port", str(taken.server_address[1])), "cannot listen")
 
 

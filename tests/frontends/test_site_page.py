@@ -25,7 +25,7 @@ from toolkit.servers import nginx_server  # noqa: F401
 from toolkit.virtualshards import etag
 from zsarchive.archive import RepoArchive, export
 from zsarchive.frontends.site import write_site
-from zsarchive.frontends.webserver import ViewServer
+from zsarchive.frontends.webserver import ArchiveServer
 
 TIMEOUT_MS = 60_000
 
@@ -144,7 +144,7 @@ def test_the_page_s_answers_a_commit_s_changes_and_heatmap_match_zs_serve_s_api(
     """Every request of the page answered in the browser as zs serve's API answers it (summary, graph, logs,
     show, ls, heatmaps, a cell, a chunk's log), and the page draws them alike."""
     server, archive, _, _ = site
-    with RepoArchive(archive) as arc, ViewServer(arc) as api:
+    with RepoArchive(archive) as arc, ArchiveServer(arc) as api:
         threading.Thread(target=api.serve_forever, daemon=True).start()
         try:
             page, dialogs = _open(browser, server.url("site/index.html"))

@@ -130,6 +130,21 @@ def test_local_emptiness(tmp_path):
         open_sink(str(tmp_path / ".hidden")).is_empty()
 
 
+def test_leftovers_of_a_writer_killed_midway_are_removed_and_nothing_else(tmp_path):
+    """What a process killed inside ``put`` leaves (a temporary of its own naming) goes; objects whose names
+    merely look alike stay."""
+    sink = open_sink(str(tmp_path))
+    sink.put("chunks/ABC", b"whole")
+    (tmp_path / "chunks" / ".ABC.0123456789ab.tmp").write_bytes(b"who")
+    kept = [".ABC.tmp", ".ABC.0123456789AB.tmp", "ABC.0123456789ab.tmp", ".zattrs"]
+    for name in kept:
+        (tmp_path / "chunks" / name).write_bytes(b"")
+    assert sink.remove_leftovers("chunks") == 1 and sink.remove_leftovers("absent") == 0
+    assert sorted(os.listdir(tmp_path / "chunks")) == sorted(kept + ["ABC"])
+    with pytest.raises(ZSError, match="refusing object key"):
+        sink.remove_leftovers("../chunks")
+
+
 def test_local_write_failure_is_one_line_naming_the_key(tmp_path):
     (tmp_path / "file").write_bytes(b"")
     with pytest.raises(ZSError) as err:

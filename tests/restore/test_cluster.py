@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from distributed import Client, LocalCluster
 
+from toolkit import workers
 from toolkit.cli import one_line_error, run_zs
 from toolkit.places import ROOT
 from toolkit.servers import free_port
@@ -54,25 +55,25 @@ def test_chunk_files_from_the_original_repository(client, tmp_path):
 
 
 def test_a_worker_killed_midway_changes_nothing(client, refs_history, tmp_path, monkeypatch):
-    """Many small tasks (a manifest each, four chunk files each); a worker killed as the first chunk files
-    come back: its tasks, and the manifests it held, are made again elsewhere, and the target is the same."""
+    """Many small tasks (a manifest each, four chunk files each); a worker dies halfway through writing a
+    chunk file of a task whose first file it wrote: its tasks, and the manifests it held, are made again
+    elsewhere, the half-written file it left is gone, and the target is the same."""
     archive = tmp_path / "a.zs"
     export(refs_history, archive, include_chunks=True)
     restore(archive, tmp_path / "here")
     monkeypatch.setattr(cluster_module, "TASK_FILES", 4)
     monkeypatch.setattr(cluster_module, "TASK_REFS", 1)
-    killed: list[int] = []
-
-    def kill_a_worker(stage: str, done: int, total: int) -> None:
-        if stage == "chunks" and not killed:  # every copy is submitted, the manifests sit on the workers
-            pid = next(iter(client.run(os.getpid).values()))
-            os.kill(pid, signal.SIGKILL)
-            killed.append(pid)
-
-    summary = restore(archive, tmp_path / "there", client=client, progress=kill_a_worker)
-    assert killed and summary.chunk_files > 40
+    marker = tmp_path / "killed"
+    client.run(workers.die_writing, str(marker), "chunks")
+    try:
+        summary = restore(archive, tmp_path / "there", client=client)
+    finally:
+        client.run(workers.disarm)
+    pid, half_written = marker.read_text().split(" ", 1)
+    assert summary.chunk_files > 40 and Path(half_written).parent == tmp_path / "there" / "chunks"
     assert files(tmp_path / "there") == files(tmp_path / "here")
     client.wait_for_workers(2, timeout=60)  # the nanny brought it back
+    assert int(pid) not in client.run(os.getpid).values()
 
 
 def test_the_command_on_a_cluster(client, tmp_path):

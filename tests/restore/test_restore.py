@@ -119,15 +119,21 @@ ICECHUNK_TESTS = ROOT / "testdata" / "icechunk-tests"
 """icechunk's own test repositories (testdata/icechunk-tests/README.md)."""
 
 
-@pytest.mark.parametrize("name", sorted(p.name for p in ICECHUNK_TESTS.iterdir() if p.is_dir()))
-def test_icechunks_own_test_repositories_come_back_whole(name, request, tmp_path):
-    """Written by icechunk 0.1 to 2.0, split, migrated and expired: icechunk 1.1 (spec V1) or 2.3 (spec
-    V2) answers alike about both (refs, ancestry, every snapshot's nodes and chunks, diffs, transaction
-    logs, ops log, config with its manifest splitting), every manifest comes back byte for byte, and the
-    restored repository exports to the same records."""
+def _readers_of(names: list[str]) -> list[tuple[str, int]]:
+    """(repository, major version of the icechunk that reads it): 1.1 and 2.3 for spec V1, 2.3 for V2."""
+    return [(name, major) for name in names
+            for major in ((2,) if (ICECHUNK_TESTS / name / "repo").exists() else (1, 2))]
+
+
+@pytest.mark.parametrize("name,major", _readers_of(sorted(p.name for p in ICECHUNK_TESTS.iterdir() if p.is_dir())),
+                         ids=lambda value: value if isinstance(value, str) else f"icechunk{value}")
+def test_icechunks_own_test_repositories_come_back_whole(name, major, request, tmp_path):
+    """Written by icechunk 0.1 to 2.0, split, migrated and expired: icechunk 1.1 and 2.3 (spec V1) or 2.3
+    (spec V2) answer alike about both (refs, ancestry, every snapshot's nodes and chunks, diffs,
+    transaction logs, ops log, config with its manifest splitting), every manifest comes back byte for
+    byte, and the restored repository exports to the same records."""
     original = ICECHUNK_TESTS / name
-    version = 2 if (original / "repo").exists() else 1
-    python = request.getfixturevalue(f"icechunk{version}_python")
+    python = request.getfixturevalue(f"icechunk{major}_python")
     archive = tmp_path / "a.zs"
     export(original, archive, include_chunks=True)
     restore(archive, tmp_path / "restored")
@@ -433,12 +439,12 @@ def test_chunk_files_go_to_an_object_store_many_at_once(grid_repository, tmp_pat
         proxy = DelayingProxy(port, 0.03)
         env = {**os.environ, "AWS_ENDPOINT_URL": f"http://127.0.0.1:{proxy.port}"}
         try:
-            for transfers, most in ((None, 64), (5, 5)):
+            for transfers, fewest, most in ((None, 33, 64), (5, 3, 5)):  # more than the 32 of before
                 proxy.most = 0
                 options = [] if transfers is None else ["-j", str(transfers)]
                 done = run_zs("restore", str(archive), f"s3://dest/r{transfers}", *options, env=env, timeout=300)
                 assert done.returncode == 0, done.stderr
-                assert proxy.most == most
+                assert fewest <= proxy.most <= most
         finally:
             proxy.stop()
     stages: list[tuple[str, int, int]] = []

@@ -2,7 +2,8 @@
 import them as ``toolkit.<module>``.
 
 - ``places``: the clone, its test data and the installed peers; ``peers``: run a script under an icechunk
-  interpreter; ``servers``: nginx, moto, Azurite, the GCS emulator and misbehaving servers on loopback.
+  interpreter; ``servers``: nginx, moto, Azurite, the GCS emulator and misbehaving servers on loopback;
+  ``workers``: run inside a dask cluster's worker processes (a worker that dies halfway through a write).
 - ``oracle``: the live icechunk's answers about the committed fixtures; ``agreement``: an archive's answers
   held against them; ``icechunk_answers``: answers about a restored repository made comparable;
   ``xarray_repo``: an xarray history written and read by the real icechunk.

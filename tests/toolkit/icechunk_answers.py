@@ -12,7 +12,8 @@ def answers_without_file_details(answers: dict, keep: set[str] | None = None) ->
     (archives of format 5 and older keep none of them: their manifests are laid out with plain
     locations; format 6 gives the manifests back byte for byte), how the ops log is
     split over ``repo`` and ``overwritten/`` files (the restored one holds it whole: ``ops_log`` is
-    compared), and the order of feature flags (icechunk lists them from a hash map). ``keep``: only these snapshots (those the archive holds)."""
+    compared), and the order of feature flags (icechunk lists them from a hash map). ``keep``: only these snapshots (those the archive holds) and
+    the manifests they name."""
     out = copy.deepcopy(answers)
     for kind in ("snapshots", "manifests", "transaction_logs"):
         for entry in out.get(kind, {}).values():
@@ -32,4 +33,7 @@ def answers_without_file_details(answers: dict, keep: set[str] | None = None) ->
             if kind in out:
                 out[kind] = {sid: v for sid, v in out[kind].items() if sid in keep}
         out["diffs"] = [d for d in out.get("diffs", []) if d["from"] in keep and d["to"] in keep]
+        if "manifests" in out:  # a stray snapshot's manifests (which garbage collection may have removed) go too
+            named = {m["id"] for snap in out["snapshots"].values() for m in snap.get("manifests", [])}
+            out["manifests"] = {mid: v for mid, v in out["manifests"].items() if mid in named}
     return out

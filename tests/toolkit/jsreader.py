@@ -142,7 +142,10 @@ def plan_for(archive: str | Path, *, shows: int = 12, diffs: int = 12) -> list[d
                      {"q": "show", "ref": f"{name}~1"}, {"q": "show", "ref": f"{name}^"}, {"q": "show", "ref": f"{name}~99"}]
             history = arc.log(name)
             if len(history) > 1:
-                plan.append({"q": "show", "ref": f"{name}@{history[1]['flushed_at']}"})
+                at = history[1]["flushed_at"]
+                plan += [{"q": "show", "ref": f"{name}@{at}"}, {"q": "log", "ref": f"{name}@{at}"},
+                         {"q": "show", "ref": f"{name}@{at}~1"}, {"q": "show", "ref": f"{name}~1@{at[:10]}"},
+                         {"q": "ls", "ref": f"{name}^0"}, {"q": "show", "ref": f"{name}^2"}]
             for node in arc.node_infos(name):
                 if node.node_type == "group":
                     if node.path != "/":

@@ -22,6 +22,7 @@ import urllib.request
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
@@ -548,11 +549,17 @@ class _ForwardingHandler(BaseHTTPRequestHandler):
             upstream.request(self.command, self.path, body=body, headers=headers)
             answer = upstream.getresponse()
             data = answer.read()
-            self.send_response(answer.status)
-            for key, value in answer.getheaders():
+            status, answered = answer.status, answer.getheaders()
+            if self.server.rewrite is not None:
+                status, answered = self.server.rewrite(self.command, urllib.parse.unquote(self.path.split("?")[0]),
+                                                       status, answered)
+            self.send_response(status)
+            for key, value in answered:
                 if key.lower() not in ("transfer-encoding", "content-length", "connection"):
                     self.send_header(key, value)
-            self.send_header("Content-Length", str(len(data)))
+            # a HEAD's answer says the length of the body a GET would have
+            sizes = [v for k, v in answered if k.lower() == "content-length"] if self.command == "HEAD" else []
+            self.send_header("Content-Length", sizes[0] if sizes else str(len(data)))
             self.end_headers()
             if self.command != "HEAD":
                 self.wfile.write(data)
@@ -563,15 +570,21 @@ class _ForwardingHandler(BaseHTTPRequestHandler):
 
 
 class ObjectStoreProxy(ThreadingHTTPServer):
-    """A proxy on loopback in front of an object store server (moto's S3): it logs every request, and drops
-    the request headers named in ``drop`` (lower case), as a store that ignores them would."""
+    """A proxy on loopback in front of an object store server (moto's S3): it logs every request, drops
+    the request headers named in ``drop`` (lower case), as a store that ignores them would, and answers
+    with what ``rewrite(method, path, status, headers)`` makes of the upstream's status and headers (a
+    server that answers wrongly)."""
 
     daemon_threads = True
+    request_queue_size = 256  # a client opening many connections at once is not held back at accept
 
-    def __init__(self, upstream_port: int, drop: tuple[str, ...] = ()) -> None:
+    def __init__(self, upstream_port: int, drop: tuple[str, ...] = (),
+                 rewrite: Callable[[str, str, int, list[tuple[str, str]]], tuple[int, list[tuple[str, str]]]]
+                 | None = None) -> None:
         super().__init__(("127.0.0.1", 0), _ForwardingHandler)
         self.upstream_port = upstream_port
         self.drop = {"host", *drop}
+        self.rewrite = rewrite
         self.seen: list[tuple[str, str]] = []
         self.lock = threading.Lock()
         self.thread = threading.Thread(target=self.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)

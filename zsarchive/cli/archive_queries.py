@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Iterator
+from typing import Any, Iterator
 
 import click
 
@@ -222,7 +222,8 @@ class _Sides:
     """The array nodes of a diff's two snapshots, looked up once each, and a chunk's ref on either side."""
 
     def __init__(self, arc, from_ref: str, to_ref: str):
-        self.arc, self.refs, self.nodes = arc, (from_ref, to_ref), {}
+        self.arc, self.refs = arc, (from_ref, to_ref)
+        self.nodes: dict[tuple[int, str], Any] = {}
 
     def chunk(self, side: int, path: str, coords: tuple[int, ...]) -> dict | None:
         key = (side, path)

@@ -25,12 +25,12 @@ def serve_command(archive: str, host: str, port: int, allowed: tuple[str, ...]) 
     The branch graph, commits by date, each commit's changes, the node tree at any snapshot, a heatmap
     of each array's chunk changes by commit, and one chunk's history. Works offline; Ctrl-C stops it.
 
-    Python: zsarchive.frontends.webserver.ViewServer."""
-    from zsarchive.frontends.webserver import ViewServer
+    Python: zsarchive.frontends.webserver.ArchiveServer."""
+    from zsarchive.frontends.webserver import ArchiveServer
 
     with open_archive(archive) as arc:
         try:
-            server = ViewServer(arc, host, port, allowed)
+            server = ArchiveServer(arc, host, port, allowed)
         except OSError as exc:
             raise ZSError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
         with server:

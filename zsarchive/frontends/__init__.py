@@ -1,1 +1,1 @@
-"""Views of an archive for people: the xarray backend and the local web page (``zs serve``)."""
+"""The archive's front ends for people: the xarray backend and the local web page (``zs serve``)."""

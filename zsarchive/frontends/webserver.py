@@ -32,7 +32,7 @@ LOCAL_NAMES = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
 server's address (DNS rebinding) names its own site in the Host header, and gets nothing."""
 
 
-class ViewServer(ThreadingHTTPServer):
+class ArchiveServer(ThreadingHTTPServer):
     """The page and its API for one open archive, on ``host:port`` (port 0: any free port). It answers only
     requests whose Host header names it: a loopback name, the address it listens on, or one of
     ``allowed_hosts`` (the names it is reached by on a network, with or without a port)."""
@@ -58,7 +58,7 @@ class ViewServer(ThreadingHTTPServer):
 
 
 class _Handler(BaseHTTPRequestHandler):
-    server: ViewServer
+    server: ArchiveServer
     protocol_version = "HTTP/1.1"
 
     def do_GET(self) -> None:

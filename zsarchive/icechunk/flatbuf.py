@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextvars
 import struct
+from typing import overload
 
 from flatbuffers import table
 
@@ -173,6 +174,10 @@ def byte_vector(obj, slot: int) -> bytes | None:
     return bytes(buf[start:start + length])
 
 
+@overload
+def text(raw: bytes, what: str) -> str: ...
+@overload
+def text(raw: None, what: str) -> None: ...
 def text(raw: bytes | None, what: str) -> str | None:
     """A FlatBuffers string field decoded as UTF-8 (None stays None)."""
     if raw is None:

@@ -168,7 +168,7 @@ class Snapshot:
 class ChunkRef(NamedTuple):
     """One chunk reference. ``kind`` tells which of the optional fields are meaningful."""
 
-    index: tuple[int, ...]
+    index: tuple[int, ...]  # type: ignore[assignment]  # a field shadowing tuple.index, which nothing calls
     kind: RefKind
     inline: bytes | None = None
     chunk_id: SnapshotId | None = None

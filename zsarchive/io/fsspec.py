@@ -60,7 +60,7 @@ class FsspecTransport(RemoteTransport):
     def _fetch_concurrently(self, ranges: list[tuple[int, int]], size: int) -> list[bytes]:
         """Fetch ranges of a just-opened object concurrently, before ``size`` is published."""
         wanted = [(offset, length) for offset, length in ranges if length]
-        bodies = iter(self._executor().map(lambda r: self._fetch_sized(*r, size), wanted))
+        bodies = iter(self._executor().map(lambda r: self._fetch_sized(r[0], r[1], size), wanted))
         return [next(bodies) if length else b"" for _, length in ranges]
 
     def _fetch(self, offset: int, length: int) -> bytes:

@@ -59,7 +59,7 @@ class ObjectTransport(RemoteTransport):
             raise describe(exc, self.name) from None
 
     def _open(self, head: int, tail: int) -> tuple[int, bytes, bytes]:
-        asks = [({"range": (0, max(head, 1))}, max(head, 1))]
+        asks: list[tuple[dict[str, Any], int]] = [({"range": (0, max(head, 1))}, max(head, 1))]
         if tail and self._kind == "az":  # Azure serves no suffix range: the head's answer gives the length first
             answers = [self._get(*asks[0])]
             size = int(answers[0][0]["size"])

@@ -13,6 +13,7 @@ from __future__ import annotations
 import abc
 import errno
 import os
+import re
 import secrets
 import shutil
 import threading
@@ -218,6 +219,11 @@ class Sink(abc.ABC):
     def flush(self) -> None:
         """Make every object written so far durable (object stores: already, once a put returns)."""
 
+    def remove_leftovers(self, directory: str) -> int:
+        """Remove what writers that died midway left in ``directory`` (a key prefix without its ``/``): the
+        temporaries of a local directory; how many (an object store shows no partial object: none)."""
+        return 0
+
     def close(self) -> None:
         """Release connections."""
 
@@ -302,20 +308,27 @@ class LocalSink(Directory):
             self._made.add(path.parent)
         return path
 
-    def drop_temporaries(self, directory: str) -> None:
-        """Remove the hidden temporary files that writers killed outright (a cluster's lost worker) left in
-        ``directory`` below the root; only this sink's writers make them."""
-        try:
-            names = os.listdir(self.root / directory)
-        except FileNotFoundError:
-            return
-        for name in names:
-            if name.startswith(".") and name.endswith(".tmp"):
-                (self.root / directory / name).unlink(missing_ok=True)
-
     def _prepare(self, key: str) -> tuple[Path, Path]:
         path = self._place(key)
         return path, path.parent / f".{path.name}.{secrets.token_hex(6)}.tmp"
+
+    _TEMPORARY = re.compile(r"\..+\.[0-9a-f]{12}\.tmp")
+    """The name :meth:`_prepare` gives an object's temporary."""
+
+    def remove_leftovers(self, directory: str) -> int:
+        check_key(directory, str(self.root))
+        removed = 0
+        try:
+            with os.scandir(self.root / directory) as entries:
+                for entry in entries:
+                    if entry.name.startswith(".") and self._TEMPORARY.fullmatch(entry.name):
+                        os.unlink(entry.path)
+                        removed += 1
+        except FileNotFoundError:
+            return removed
+        except OSError as exc:
+            raise write_error(exc, self.root / directory) from None
+        return removed
 
     def _write_temp(self, temp: Path, data: bytes, durable: bool = False) -> None:
         try:

@@ -133,14 +133,39 @@ def stat_url(url: str, pool: ConnectionPool) -> Version | None:
 def stat_object(store: Any, key: str, url: str) -> Version | None:
     """The version of an object in S3, GCS or Azure, from one HEAD (None when there is none)."""
     import obstore
+
+    try:
+        meta = obstore.head(store, key)
+    except Exception as exc:
+        _raise_unless_gone(exc, url)
+        return None
+    return _version_of(meta)
+
+
+async def stat_object_async(store: Any, key: str, url: str) -> Version | None:
+    """:func:`stat_object` through obstore's async HEAD: many wait on one event loop
+    (:class:`~zsarchive.io.eventloop.EventLoopThread`), not a thread each."""
+    import obstore
+
+    try:
+        meta = await obstore.head_async(store, key)
+    except Exception as exc:
+        _raise_unless_gone(exc, url)
+        return None
+    return _version_of(meta)
+
+
+def _version_of(meta: Any) -> Version:
+    return Version.of_answer(meta.get("e_tag"), meta.get("last_modified"), meta.get("size"))
+
+
+def _raise_unless_gone(exc: Exception, url: str) -> None:
+    """Return when a failed HEAD says there is no such object; otherwise raise a one-line ZSError naming
+    ``url``."""
     from obstore.exceptions import NotFoundError
 
     from zsarchive.io.objects import describe
 
-    try:
-        meta = obstore.head(store, key)
-    except (FileNotFoundError, NotFoundError):  # obstore 0.12 raises the first for a HEAD
-        return None
-    except Exception as exc:
-        raise describe(exc, url) from None
-    return Version.of_answer(meta.get("e_tag"), meta.get("last_modified"), meta.get("size"))
+    if isinstance(exc, (FileNotFoundError, NotFoundError)):  # obstore 0.12 raises the first for a HEAD
+        return
+    raise describe(exc, url) from None

@@ -10,7 +10,8 @@ manifests, keeping the bytes. Once every manifest's native chunk files are known
 refusal comes before anything is written), further tasks write the manifests where they were made, read
 them back, and copy the chunk files, a share each. The client then writes the transaction logs,
 snapshots and repo info files and, last, the final one. The files are the bytes one machine writes;
-a worker that dies only costs its tasks again (the scheduler runs them, and what they depend on, elsewhere).
+a worker that dies only costs its tasks again (the scheduler runs them, and what they depend on, elsewhere),
+and the client removes the temporary files it was writing into a directory before the final file.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from zsarchive.heap import large_allocations_on_the_heap
 from zsarchive.errors import ZSError
 from zsarchive.icechunk.manifest.decode import decode_manifest
 from zsarchive.icechunk.storage import open_storage
-from zsarchive.io.sink import LocalSink, open_sink
+from zsarchive.io.sink import open_sink
 from zsarchive.restore.plan import ManifestContents, RestorePlan, select
 from zsarchive.restore.repository import Restore, RestoreSummary, manifest_order, reach
 from zsarchive.restore.source import array_coords, read_history, set_chunk_coords
@@ -77,9 +78,8 @@ class ClusterRestore(Restore):
             self.before_writing(sink, self.totals(needed, embedded, [*sizes, *map(len, (*files.values(), final))]))
             with self.undone_on_failure():
                 chunk_files, chunk_bytes = self._write(made, needed, embedded)
-                if isinstance(sink, LocalSink):  # a worker lost midway may have left a file half written
-                    for directory in ("chunks", "manifests"):
-                        sink.drop_temporaries(directory)
+                for directory in ("manifests", "chunks"):  # a worker killed midway leaves its temporaries
+                    sink.remove_leftovers(directory)
                 return self.finish(plan, sink, storage, files, final, len(plan.manifests), chunk_files, chunk_bytes)
         except BaseException:
             self._cancel()

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import threading
 from collections import deque
-from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Protocol, TypeVar
+from typing import TYPE_CHECKING, Callable, Generator, Iterable, Iterator, Protocol, TypeVar
 
 from zsarchive.errors import ZSError
 
@@ -86,7 +86,7 @@ class Pools:
 
 
 def ordered(items: Iterable[T], fn: Callable[[T], R], pool: Executor | None,
-            depth: int) -> Iterator[tuple[T, R]]:
+            depth: int) -> Generator[tuple[T, R], None, None]:
     """Yield ``(item, fn(item))`` in the order of ``items``, with ``fn`` running on ``pool`` and at
     most ``depth`` results waiting ahead of the consumer (``pool`` None: in the calling thread).
 

@@ -58,7 +58,7 @@ class BuiltBlock(NamedTuple):
     Plain data when bytes: another process may build it (:func:`build_data_block`) for
     :meth:`ZSWriter.add_built_block`."""
 
-    count: int
+    count: int  # type: ignore[assignment]  # a field shadowing tuple.count, which nothing calls
     first: bytes
     last: bytes
     payload: bytes | list
@@ -398,7 +398,7 @@ class ZSWriter:
         if block:
             self._submit(build_data_block, block, None)
 
-    def _submit(self, fn, *args, compress: Callable | None = None) -> None:
+    def _submit(self, fn: Callable[..., BuiltBlock], *args: object, compress: Callable | None = None) -> None:
         while len(self._in_flight) >= self._max_in_flight:
             self._write_oldest()
         self._in_flight.append(self._pool.submit(fn, *args, compress or self._codec.compress))

@@ -286,35 +286,31 @@ export class HTTPTransport extends BaseTransport {
     if (this.size >= 0) return super.readHeadTail(head, tail);
     const wanted = [`bytes=0-${Math.max(head, 1) - 1}`];
     if (tail > 0) wanted.push(`bytes=-${tail}`);
-    const answers = await Promise.all(wanted.map((range) => this.send(range, Math.max(head, tail))));  // one round trip
-    const sizes = new Set();
-    /** @type {Array<[number, Uint8Array]>} */
-    const pieces = [];
-    for (const response of answers) {
+    // both go out together (one round trip), each body read as soon as its answer begins
+    /** @type {Array<[number, number, Uint8Array]>} */
+    const pieces = await Promise.all(wanted.map(async (range) => {
+      const response = await this.send(range, Math.max(head, tail));
       this.pin(response);
       if (response.status === 200) {
         const body = await boundedBody(response, this.maxUnranged, this.name, this.timeout).catch((err) => {
           throw new ZSError(`${this.name}: the server ignores Range requests (HTTP 200 with the whole body); ` +
             `refusing: ${err.message}`);
         });
-        sizes.add(body.length);
-        pieces.push([0, body]);
-      } else if (response.status === 416) {
-        await response.body?.cancel();
-        sizes.add(0);
-        pieces.push([0, new Uint8Array(0)]);
-      } else {
-        const [start, end, total] = contentRange(response, this.name);
-        const body = await boundedBody(response, end - start + 1, this.name, this.timeout);
-        sizes.add(total);
-        pieces.push([start, body]);
+        return [body.length, 0, body];
       }
-    }
+      if (response.status === 416) {
+        await response.body?.cancel();
+        return [0, 0, new Uint8Array(0)];
+      }
+      const [start, end, total] = contentRange(response, this.name);
+      return [total, start, await boundedBody(response, end - start + 1, this.name, this.timeout)];
+    }));
+    const sizes = new Set(pieces.map(([total]) => total));
     if (sizes.size !== 1) {
       throw new ZSCorrupt(`${this.name}: file changed while reading (answers give lengths ${[...sizes].join(", ")})`);
     }
     this.size = [...sizes][0];
-    for (const [start, body] of pieces) {
+    for (const [, start, body] of pieces) {
       if (start === 0 && body.length === this.size && body.length) {
         this.held.push([0, body]);  // a server that ignored Range sent everything: keep it
         return [body.subarray(0, head), body.subarray(Math.max(0, this.size - tail))];
@@ -323,7 +319,7 @@ export class HTTPTransport extends BaseTransport {
     head = Math.min(head, this.size);
     tail = Math.min(tail, this.size);
     const expected = [[0, head], [this.size - tail, tail]];
-    pieces.forEach(([start, body], i) => {
+    pieces.forEach(([, start, body], i) => {
       const [want, length] = expected[i];
       if ((start !== want || body.length !== length) && length) {
         throw new ZSError(`${this.name}: asked for ${length} bytes at offset ${want}, the server sent ` +
@@ -331,7 +327,7 @@ export class HTTPTransport extends BaseTransport {
       }
       if (length) this.held.push([start, body]);
     });
-    return [pieces[0][1].subarray(0, head), tail ? pieces[pieces.length - 1][1] : new Uint8Array(0)];
+    return [pieces[0][2].subarray(0, head), tail ? pieces[pieces.length - 1][2] : new Uint8Array(0)];
   }
 
   /** @param {number} offset @param {number} length @returns {Promise<Uint8Array>} */

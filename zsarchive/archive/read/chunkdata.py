@@ -4,9 +4,12 @@ checked as icechunk checks them. Nothing outside the authorized prefixes is ever
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import os
 import threading
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Sequence
 from urllib.parse import unquote, urlsplit
 
 from zsarchive.archive.read.refspec import coords_text
@@ -18,7 +21,7 @@ from zsarchive.io.location import SCHEMES, Location, parse_location
 from zsarchive.io.objects import ObjectChanged, object_store
 from zsarchive.io.pinning import Version
 from zsarchive.io.versioned import (http_conditions, object_conditions, read_file_runs, read_object_run,
-                                    read_url_run, stat_file, stat_object, stat_url)
+                                    read_url_run, stat_file, stat_object, stat_object_async, stat_url)
 from zsarchive.icechunk.storage import ObjectStorage, read_file_range
 
 if TYPE_CHECKING:
@@ -52,6 +55,7 @@ class ChunkReader:
         self._pools: dict[tuple, ConnectionPool] = {}
         self._pools_lock = threading.Lock()
         self._repos: dict[Location, ObjectStorage] = {}
+        self._stores: dict[tuple[str, str], Any] = {}
 
     def close(self) -> None:
         """Close the connections chunk reads kept open."""
@@ -95,7 +99,7 @@ class ChunkReader:
             try:
                 return storage.read_range(f"chunks/{chunk_id}", offset, length)
             except ZSError as exc:
-                raise type(exc)(f"{where}: {exc}") from None
+                raise _named(exc, where) from None
         if self.embedded_virtual is not None:
             key = (chunk.location, *chunk.whole_range, chunk.checksum_etag, chunk.checksum_last_modified)
             kept = _kept(self.embedded_virtual, key, offset, length, zero_copy, where)
@@ -134,10 +138,10 @@ class ChunkReader:
                 return [read_url_run(location, offset, length, headers, pool) for offset, length in runs]
             except ZSError as exc:
                 checks = ", ".join(f"{k} {v}" for k, v in headers.items())
-                raise type(exc)(f"{where}: cannot read {location}{f' ({checks})' if checks else ''}: {exc}") from None
+                raise _named(exc, f"{where}: cannot read {location}{f' ({checks})' if checks else ''}") from None
         if SCHEMES.get(scheme) in ("s3", "gs", "az"):
-            options = self.authorize[self._authorized_url(location, where)]
-            return [_read_object(location, options, offset, length, where, etag, last_modified)
+            store, key = self._object_of(location, where)
+            return [_read_object(store, key, location, offset, length, where, etag, last_modified)
                     for offset, length in runs]
         path = self._authorized_local_path(location, where)
         try:
@@ -145,7 +149,7 @@ class ChunkReader:
         except ObjectChanged:
             raise ZSError(f"{where}: {path} changed while it was read") from None
         except ZSError as exc:
-            raise type(exc)(f"{where}: {exc}") from None
+            raise _named(exc, where) from None
         return [(version, body) for body in bodies]
 
     def version_of(self, location: str) -> Version | None:
@@ -158,13 +162,41 @@ class ChunkReader:
                 self._authorized_url(location, where)
                 return stat_url(location, self._pool_for(location))
             if SCHEMES.get(scheme) in ("s3", "gs", "az"):
-                store, key = _object_of(location, self.authorize[self._authorized_url(location, where)])
-                return stat_object(store, key, location)
+                return stat_object(*self._object_of(location, where), location)
             return stat_file(self._authorized_local_path(location, where))
         except ZSError as exc:
-            if str(exc).startswith(where):
-                raise
-            raise type(exc)(f"{where}: {exc}") from None
+            raise _named(exc, where) from None
+
+    async def _version_of_object(self, location: str) -> Version | None:
+        """:meth:`version_of` of an object in S3, GCS or Azure, by obstore's async HEAD."""
+        where = f"virtual location {location}"
+        try:
+            return await stat_object_async(*self._object_of(location, where), location)
+        except ZSError as exc:
+            raise _named(exc, where) from None
+
+    def versions_of(self, locations: Sequence[str], in_flight: int) -> Iterator[tuple[int, Version | None | ZSError]]:
+        """``(index, version)`` of each location as :meth:`version_of` answers it (the ZSError it raises
+        instead of raising), in the order the answers come: objects in S3, GCS or Azure asked by obstore's
+        async HEAD on one event loop, other locations on threads, at most ``in_flight`` of each at once."""
+        from zsarchive.io.eventloop import EventLoopThread  # here: only a check of sources asks
+
+        objects = [SCHEMES.get(urlsplit(location).scheme.lower()) in ("s3", "gs", "az") for location in locations]
+        futures: dict[Future, int] = {}
+        with contextlib.ExitStack() as running:
+            loop = running.enter_context(EventLoopThread(in_flight)) if any(objects) else None
+            pool = ThreadPoolExecutor(in_flight, thread_name_prefix="zsarchive-versions")
+            running.callback(pool.shutdown, wait=True, cancel_futures=True)
+            for i, location in enumerate(locations):
+                if loop is not None and objects[i]:
+                    futures[loop.submit(functools.partial(self._version_of_object, location))] = i
+                else:
+                    futures[pool.submit(self.version_of, location)] = i
+            for future in as_completed(futures):
+                try:
+                    yield futures[future], future.result()
+                except ZSError as exc:
+                    yield futures[future], exc
 
     def authorized(self, location: str) -> bool:
         """Whether ``location`` lies under an authorized prefix (a read of it would be allowed)."""
@@ -195,6 +227,19 @@ class ChunkReader:
                 return prefix
         raise ZSError(f"{where}: virtual location {location!r} is not under an authorized prefix; "
                       f"{_authorize_hint(location.rsplit('/', 1)[0] + '/')}")
+
+    def _object_of(self, location: str, where: str) -> tuple[Any, str]:
+        """The store and key of an object in S3, GCS or Azure under an authorized prefix (one store per
+        prefix and reader: a check asks thousands of objects of one bucket)."""
+        prefix = self._authorized_url(location, where)
+        parts = urlsplit(location)
+        store = self._stores.get((prefix, parts.netloc))
+        if store is None:
+            settings = dict(self.authorize[prefix])
+            anon = str(settings.pop("anon", "")).lower() in ("1", "true", "yes")
+            store = self._stores[(prefix, parts.netloc)] = object_store(
+                parse_location(f"{parts.scheme}://{parts.netloc}", settings, anon))
+        return store, unquote(parts.path).lstrip("/")
 
     def _pool_for(self, url: str) -> ConnectionPool:
         from zsarchive.io.httpclient import ConnectionPool, host_of
@@ -247,6 +292,17 @@ def _kept(lookup: Callable, key: Any, offset: int, length: int, zero_copy: bool,
         raise ZSCorrupt(f"{where}: {exc}") from None
 
 
+def _named(exc: ZSError, where: str) -> ZSError:
+    """``exc`` with its message beginning with ``where`` (as it is, if it does already): the same class and
+    attributes (an object store error's cause)."""
+    if str(exc).startswith(where):
+        return exc
+    named = type(exc).__new__(type(exc))
+    named.__dict__.update(exc.__dict__)
+    named.args = (f"{where}: {exc}",)
+    return named
+
+
 def _shared(pins: Iterable[tuple[str | None, int | None]]) -> tuple[str | None, int | None]:
     """The checksum ``(etag, last_modified)`` every pin agrees on, element by element (None where they differ)."""
     etags, times = set(), set()
@@ -256,21 +312,10 @@ def _shared(pins: Iterable[tuple[str | None, int | None]]) -> tuple[str | None, 
     return (etags.pop() if len(etags) == 1 else None), (times.pop() if len(times) == 1 else None)
 
 
-def _object_of(location: str, options: dict[str, Any]) -> tuple[Any, str]:
-    """The obstore store of a location's bucket (with the storage options of its authorized prefix) and
-    the object's key in it."""
-    parts = urlsplit(location)
-    settings = dict(options)
-    anon = str(settings.pop("anon", "")).lower() in ("1", "true", "yes")
-    return (object_store(parse_location(f"{parts.scheme}://{parts.netloc}", settings, anon)),
-            unquote(parts.path).lstrip("/"))
-
-
-def _read_object(location: str, options: dict[str, Any], offset: int, length: int, where: str,
+def _read_object(store: Any, key: str, location: str, offset: int, length: int, where: str,
                  etag: str | None, last_modified: int | None) -> tuple[Version, bytes]:
-    """A range of an object in S3, GCS or Azure, asked for on condition that the object still has the
-    ref's ETag and was not modified after the ref's time."""
-    store, key = _object_of(location, options)
+    """A range of an object in S3, GCS or Azure (``key`` in ``store``), asked for on condition that the
+    object still has the ref's ETag and was not modified after the ref's time."""
     try:
         return read_object_run(store, key, location, offset, length, object_conditions(etag, last_modified))
     except ObjectChanged:
@@ -279,7 +324,7 @@ def _read_object(location: str, options: dict[str, Any], offset: int, length: in
         raise ZSError(f"{where}: {location} changed since the virtual ref was written (the ref's "
                       f"checksum: {checks})") from None
     except ZSError as exc:
-        raise type(exc)(f"{where}: {exc}") from None
+        raise _named(exc, where) from None
 
 
 def _read_range(path: str, offset: int, length: int, where: str) -> bytes:
@@ -287,4 +332,4 @@ def _read_range(path: str, offset: int, length: int, where: str) -> bytes:
     try:
         return read_file_range(path, offset, length)
     except ZSError as exc:
-        raise type(exc)(f"{where}: {exc}") from None
+        raise _named(exc, where) from None

@@ -80,7 +80,7 @@ class RefTimeline:
     def _window(self, node: NodeInfo) -> tuple[dict[str, int], int]:
         """The history of the node's snapshot, and the depth of the node's ``since`` snapshot in it."""
         depths = self.depths(node.snapshot_id)
-        limit = depths.get(node.since)
+        limit = None if node.since is None else depths.get(node.since)
         if limit is None:
             raise ZSCorrupt(f"{self.name}: array {node.path!r} at snapshot {node.snapshot_id} starts its "
                             f"chunk ref timeline at {node.since!r}, which is not in its history")

@@ -148,7 +148,7 @@ class HistoryQueries(ArchiveReader):
         raise NotFound(f"{self.name}: no snapshot in the history of {at!r} was flushed at or before "
                        f"{format_time(when)} (its first commit was flushed at {format_time(first)})")
 
-    def _ancestry(self, snapshot_id: str) -> Iterator[tuple[str, tuple]]:
+    def _ancestry(self, snapshot_id: str) -> Iterator[tuple[str, SnapshotValue]]:
         values: dict[str, SnapshotValue] = {}
         for current in parent_chain(snapshot_id, lambda sid: values[sid].parent_id, lambda at: ZSCorrupt(
                 f"{self.name}: the history of snapshot {snapshot_id} loops at snapshot {at}")):

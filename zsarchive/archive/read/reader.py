@@ -59,7 +59,7 @@ def guarded(method):
         except _MALFORMED as exc:
             raise _malformed(self, exc) from None
         return _guarded_stream(self, result) if isinstance(result, Iterator) else result
-    run.guarded = True  # type: ignore[attr-defined]
+    run.guarded = True
     return run
 
 
@@ -89,7 +89,7 @@ class NotFound(ZSError, LookupError):
     """A ref, path, chunk or snapshot that the archive does not have."""
 
 
-def header_summary(zs: ZS) -> dict | None:
+def header_summary(zs: ZS | Chain) -> dict | None:
     """The archive header record of ``zs`` as a JSON-ready dict, or None if ``zs`` is no archive."""
     if archive_metadata(zs) is None:
         return None
@@ -98,7 +98,7 @@ def header_summary(zs: ZS) -> dict | None:
             "export_time": format_time(header.export_time), "exporter": header.exporter, "counts": header.counts}
 
 
-def zs_name(zs: ZS) -> str:
+def zs_name(zs: ZS | Chain) -> str:
     """The file name or URL a ZS reads (for messages)."""
     return str(getattr(zs, "name", None) or getattr(getattr(zs, "transport", None), "name", "archive"))
 

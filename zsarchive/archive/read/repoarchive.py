@@ -52,7 +52,7 @@ class RepoArchive(ChunkQueries, CommitQueries):
         kept = kept_ranges(self.zs) if self.keeps_virtual_data else {}
         scanned, flushed = found.scan(self.zs, self.records_format, kept)
         if check:
-            found.check(scanned, self._chunks.version_of, self._chunks.authorized, progress)
+            found.check(scanned, self._chunks.versions_of, self._chunks.authorized, progress)
         return found.overview(scanned, found.report(scanned, flushed))
 
     def status(self, repo: Any, storage_options: Mapping[str, str] | None = None, anon: bool = False) -> list[dict]:

@@ -13,7 +13,6 @@ effect, so the work is the timeline's length plus the snapshots once per such pa
 from __future__ import annotations
 
 import collections
-import concurrent.futures
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
@@ -165,26 +164,22 @@ def _arrays(zs: Any) -> dict[str, dict[str, str | None]]:
     return out
 
 
-def check(sources: list[Source], version_of: Callable[[str], Version | None],
+def check(sources: list[Source], versions_of: Callable[[list[str], int], Iterable[tuple[int, Version | None | ZSError]]],
           authorized: Callable[[str], bool], progress: Callable[[int, int], None] | None = None) -> None:
-    """Ask each source under an authorized prefix for its current version (``version_of``: None when it is
-    gone), once, :data:`CHECKS_IN_FLIGHT` at a time, and compare it with every checksum its refs pin."""
-    asked = [source for source in sources if authorized(source.location)]
+    """Ask each source under an authorized prefix for its current version, once, :data:`CHECKS_IN_FLIGHT`
+    at a time (``versions_of(locations, in_flight)``: ``(index, version, None when it is gone, or the
+    error)`` as the answers come), and compare it with every checksum its refs pin."""
+    asked = []
     for source in sources:
-        if source not in asked:
+        if authorized(source.location):
+            asked.append(source)
+        else:
             source.status, source.why = "not checked", "not under an authorized prefix"
-
-    def ask(source: Source) -> tuple[Source, Version | None | ZSError]:
-        try:
-            return source, version_of(source.location)
-        except ZSError as exc:
-            return source, exc
-
-    with concurrent.futures.ThreadPoolExecutor(CHECKS_IN_FLIGHT) as pool:
-        for done, (source, answer) in enumerate(pool.map(ask, asked), 1):
-            _judge(source, answer)
-            if progress is not None:
-                progress(done, len(asked))
+    answers = versions_of([source.location for source in asked], CHECKS_IN_FLIGHT)
+    for done, (i, answer) in enumerate(answers, 1):
+        _judge(asked[i], answer)
+        if progress is not None:
+            progress(done, len(asked))
 
 
 def _judge(source: Source, answer: Version | None | ZSError) -> None:
@@ -211,6 +206,7 @@ def _judge(source: Source, answer: Version | None | ZSError) -> None:
 def report(sources: Iterable[Source], flushed: dict[str, int]) -> list[dict]:
     """The sources as ``zs sources --json`` prints them (see docs/archive-format.rst)."""
     out = []
+    shown: dict[tuple[int, str], dict] = {}  # thousands of objects share a few first and last snapshots
     for source in sources:
         times = sorted((flushed.get(sid, 0), sid) for sid in source.snapshots)
         row = {"location": source.location, "prefix": source.location.rsplit("/", 1)[0] + "/", "refs": source.refs,
@@ -218,7 +214,8 @@ def report(sources: Iterable[Source], flushed: dict[str, int]) -> list[dict]:
                "kept_refs": source.kept_refs,
                "embedded": "all" if source.kept == len(source.ranges) else "some" if source.kept else "none",
                "snapshots": [sid for _, sid in times],
-               "first": _snapshot(times[0]) if times else None, "last": _snapshot(times[-1]) if times else None}
+               "first": _snapshot(times[0], shown) if times else None,
+               "last": _snapshot(times[-1], shown) if times else None}
         if source.status is not None:
             row.update(status=source.status, why=source.why, at_risk=source.at_risk,
                        current=None if source.current is None else {
@@ -229,8 +226,11 @@ def report(sources: Iterable[Source], flushed: dict[str, int]) -> list[dict]:
     return out
 
 
-def _snapshot(item: tuple[int, str]) -> dict:
-    return {"id": item[1], "flushed_at": format_time(item[0])}
+def _snapshot(item: tuple[int, str], shown: dict[tuple[int, str], dict]) -> dict:
+    found = shown.get(item)
+    if found is None:
+        found = shown[item] = {"id": item[1], "flushed_at": format_time(item[0])}
+    return dict(found)
 
 
 def overview(sources: list[Source], rows: list[dict]) -> dict:

@@ -9,6 +9,7 @@ that dies takes its results with it: the scheduler runs those tasks again elsewh
 
 from __future__ import annotations
 
+import functools
 import pickle
 import threading
 import uuid
@@ -96,7 +97,7 @@ class ClusterEngine:
         """Submit every job now; each callable waits for its job's batches, then yields them."""
         futures = [self.client.submit(_run, task, self.location, job, self._export, pure=False) for job in jobs]
         self._futures += futures
-        return [lambda future=future: self._batches(future) for future in futures]
+        return [functools.partial(self._batches, future) for future in futures]
 
     def _batches(self, future) -> Iterator[Any]:
         batches, forms = pickle.loads(task_result(future))

@@ -27,7 +27,7 @@ _SEEDS = (np.uint64(0x9E3779B97F4A7C15), np.uint64(0xD1B54A32D192ED03))
 class Digest(NamedTuple):
     """Coordinates summarised without order: how many, and two sums of independently mixed rows."""
 
-    count: int = 0
+    count: int = 0  # type: ignore[assignment]  # a field shadowing tuple.count, which nothing calls
     first: int = 0
     second: int = 0
 

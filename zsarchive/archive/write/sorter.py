@@ -94,6 +94,7 @@ class ExternalSorter:
     def sorted(self) -> Iterator[bytes]:
         """Every item added, in bytewise order; consumes the sorter."""
         self._items.sort()
+        merged: Iterator[bytes]
         if self._runs:
             merged = heapq.merge(iter(self._items), *self._readers())
         else:
