@@ -522,16 +522,3 @@ def test_a_damaged_byte_of_an_embedded_chunk_is_an_error_never_other_bytes(tmp_p
         chunk = next(c for c in arc.node_chunk_refs(arc.node("main", "/data/big")) if c.get("chunk_id") == chunk_id)
         with pytest.raises(ZSCorrupt, match="block CRC mismatch"):
             arc.read_chunk(chunk, "main", zero_copy=True)
-
-
-def test_chunk_bytes_are_written_whole_when_writev_writes_less_than_asked(tmp_path, monkeypatch):
-    """A checkout writes a chunk from views of the archive's blocks with writev, which may write fewer
-    bytes than asked (a signal, a nearly full disk): the rest follows, in order."""
-    from zsarchive.restore import checkout as checkout_module
-
-    real = os.writev
-    monkeypatch.setattr(os, "writev", lambda fd, buffers: real(fd, [bytes(buffers[0])[:777]]))
-    parts = [b"head", memoryview(os.urandom(5000)), b"", bytearray(b"tail" * 500)]
-    with open(tmp_path / "f", "wb") as handle:
-        checkout_module._write_all(handle.fileno(), parts)
-    assert (tmp_path / "f").read_bytes() == b"".join(bytes(p) for p in parts)

@@ -45,15 +45,20 @@ class ArchiveServer(ThreadingHTTPServer):
         self.static = {f"/{name}": (body, content_type(name)) for name, body in page_files()}
         self.static["/"] = self.static["/index.html"]
         super().__init__((host, port), _Handler)
-        bound = self.server_address[0]
+        bound = self.host
         own = () if ipaddress.ip_address(bound).is_unspecified else (bound, f"[{bound}]")
         self.names = LOCAL_NAMES | set(own) | {_host_name(name).lower() for name in allowed_hosts}
         """The Host names it answers to (without a port)."""
 
     @property
+    def host(self) -> str:
+        """The address the server listens on, as text (``127.0.0.1``, ``::1``)."""
+        return str(self.server_address[0])
+
+    @property
     def url(self) -> str:
         """Where the page is, e.g. ``http://127.0.0.1:8000/``."""
-        host, port = self.server_address[:2]
+        host, port = self.host, self.server_address[1]
         return f"http://{f'[{host}]' if ':' in host else host}:{port}/"
 
 

@@ -27,7 +27,7 @@ from zsarchive.archive.format.views import ShardIndexKey, ShardIndexValue, is_id
 from zsarchive.archive.read.invariants import RefReach, check_shard_index, fault
 from zsarchive.errors import RecordFault, ZSCorrupt, ZSError
 from zsarchive.io.location import Location, parse_location
-from zsarchive.io.outfile import start_writeback
+from zsarchive.io.outfile import start_writeback, write_all
 from zsarchive.io.names import unportable
 from zsarchive.io.sink import OBJECT_WINDOW, LocalSink, ObjectSink, Sink, Stream, Totals, check_room, write_error
 from zsarchive.io.zipsink import ZipSink
@@ -288,7 +288,7 @@ class _TreeSink(LocalSink):
         except OSError as exc:
             raise write_error(exc, path) from None
         try:
-            _write_all(fd, self.parts(data))
+            write_all(fd, self.parts(data))
             start_writeback(fd, 0, 0)  # to the disk while the next are written: the final sync waits less
         except OSError as exc:
             path.unlink(missing_ok=True)
@@ -305,21 +305,6 @@ class TaskTreeSink(_TreeSink):
     written again replaces what the first run left."""
 
     exclusive = False
-
-
-def _write_all(fd: int, parts: Iterable) -> None:
-    """Write the buffers ``parts`` one after another, up to 64 at a time (``writev`` may write less than
-    asked)."""
-    parts = iter(parts)
-    buffers = [memoryview(p).cast("B") for p in itertools.islice(parts, 64)]
-    while buffers:
-        written = os.writev(fd, buffers) if hasattr(os, "writev") else os.write(fd, buffers[0])
-        while buffers and written >= len(buffers[0]):
-            written -= len(buffers.pop(0))
-        if written:
-            buffers[0] = buffers[0][written:]
-        if not buffers:
-            buffers = [memoryview(p).cast("B") for p in itertools.islice(parts, 64)]
 
 
 class _DirTarget(_Target):

@@ -71,6 +71,8 @@ class ChunkReader:
         the archive's map (no copy)."""
         where = f"chunk {coords_text(chunk.coords)} of {chunk.path!r} at {ref!r}"
         if chunk.kind == "inline":
+            if chunk.inline is None:
+                raise ZSCorrupt(f"{self.name}: {where}: an inline ref without its bytes")
             return chunk.inline
         offset, length = chunk.offset, chunk.length
         if not (isinstance(offset, int) and isinstance(length, int) and offset >= 0 and length >= 0):
@@ -100,6 +102,8 @@ class ChunkReader:
                 return storage.read_range(f"chunks/{chunk_id}", offset, length)
             except ZSError as exc:
                 raise _named(exc, where) from None
+        if chunk.location is None:
+            raise ZSCorrupt(f"{self.name}: {where}: a virtual ref without its location")
         if self.embedded_virtual is not None:
             key = (chunk.location, *chunk.whole_range, chunk.checksum_etag, chunk.checksum_last_modified)
             kept = _kept(self.embedded_virtual, key, offset, length, zero_copy, where)
