@@ -9,7 +9,6 @@ layout zarr-python's ``ZipStore`` reads, or an object-store prefix; see docs/che
 
 from __future__ import annotations
 
-import itertools
 import os
 import secrets
 import shutil
