@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import re
+from typing import TypeGuard
 
 from zsarchive.errors import ZSError
 
@@ -80,6 +81,6 @@ CANONICAL = {12: re.compile("[0-9A-HJKMNP-TV-Z]{19}[0G]"), 8: re.compile("[0-9A-
 ``encode`` makes (a test holds the two equal)."""
 
 
-def is_id(text: object, nbytes: int = 12) -> bool:
+def is_id(text: object, nbytes: int = 12) -> TypeGuard[str]:
     """Whether ``text`` is the canonical spelling (``encode``'s) of an ``nbytes`` id (12 or 8)."""
     return type(text) is str and CANONICAL[nbytes].fullmatch(text) is not None
