@@ -1,7 +1,7 @@
 """Benchmark: ``zs site``'s page in Chromium on a 1 M-ref archive served by nginx, and the JavaScript reader's cold
 chunk ref lookup beside the Python reader's over the same server, in one run.
 
-    .venv/bin/python scripts/bench_site.py [--refs N] [--runs K]
+    .venv/bin/python scripts/bench_site.py [--refs N] [--runs K] [--lookups L]
 
 The archive is that of the 1 M-ref benchmark repository (built once by the real icechunk 2.x and cached under
 ``.bench/``, see scripts/bench_icechunk_manifest.py; exported once, as scripts/bench_views.py does); ``zs site`` writes its page beside it, nginx (Debian's)
@@ -11,11 +11,14 @@ cache) per run:
 1. first paint of the commit list: navigation until the page has drawn the graph, the refs and main's commits
    (its ``data-ready`` mark), the reader's modules and the archive's range requests included. Goal <= 1 s.
 2. one cold chunk ref lookup at a random coordinate: a fresh reader opens the archive and asks the ref, in the
-   page (JavaScript) and in this process (Python's ``RepoArchive`` over the same URL), alternating; the time and
-   the requests nginx logged for it. Goals: <= 3 requests, <= 2x Python's time. Beside them: the reader in Node
-   (the same code on undici's fetch), and a fresh ``zs chunk --json`` process as a user runs it.
+   page (JavaScript) and in this process (Python's ``RepoArchive`` over the same URL), alternating, ``--lookups``
+   of each per run; the time and the requests nginx logged for it. Goals: <= 3 requests, <= 2x Python's time.
+   Beside them: the reader in Node (the same code on undici's fetch), and a fresh ``zs chunk --json`` process as
+   a user runs it.
 3. the heatmap of the array's chunk changes, computed in the page (every chunk ref record read and binned).
-4. both again through a loopback proxy adding ``--delay-ms`` to every round trip (the page too), as a network
+4. one range request of a data block's size by each reader's own transport, once the archive is open (the
+   browser's fetch, Python's HTTP client): what each round trip of a lookup costs before any decoding.
+5. both again through a loopback proxy adding ``--delay-ms`` to every round trip (the page too), as a network
    does: there the round trips, which both readers spend alike, decide.
 
 Prints medians. The machine is shared: quote numbers with the load they ran under.
@@ -46,6 +49,7 @@ from toolkit.servers import Nginx  # noqa: E402
 
 from zsarchive.archive import RepoArchive  # noqa: E402
 from zsarchive.frontends.site import write_site  # noqa: E402
+from zsarchive.io import open_transport  # noqa: E402
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--no-sandbox", "--disable-background-networking", "--disable-component-update", "--no-first-run"]
@@ -58,6 +62,35 @@ LOOKUP = """async ([url, coords]) => {
     const seconds = (performance.now() - t0) / 1000;
     return {seconds, requests: archive.zs.transport.stats.requests, location: chunk.location, depth: archive.zs.rootIndexLevel};
 }"""
+
+
+ONE_READ = """async ([url, offset, length, runs]) => {
+    const {openTransport} = await import("./reader/io/transport.js");
+    const transport = await openTransport(url);
+    await transport.readHeadTail(1, 1);
+    const times = [];
+    for (let i = 0; i < runs; i++) {
+        const t0 = performance.now();
+        await transport.read(offset + i * length, length);
+        times.push((performance.now() - t0) / 1000);
+    }
+    return times;
+}"""
+
+
+def python_reads(url: str, offset: int, length: int, runs: int) -> list[float]:
+    """One range request at a time by the Python reader's HTTP transport, once it is open."""
+    transport = open_transport(url)
+    try:
+        transport.read_head_tail(1, 1)
+        times = []
+        for i in range(runs):
+            t0 = time.perf_counter()
+            transport.read(offset + i * length, length)
+            times.append(time.perf_counter() - t0)
+        return times
+    finally:
+        transport.close()
 
 
 NODE_LOOKUPS = """
@@ -109,12 +142,13 @@ def far_lookups(nginx: Nginx, name: str, args: argparse.Namespace, rng: random.R
                 page.wait_for_selector("body[data-ready=true]", state="attached", timeout=60_000)
                 out["paint"].append(time.perf_counter() - t0)
                 page.evaluate("import('./reader/index.js')")
-                coords = [rng.randrange(args.refs), 0]
-                proxy.round_trips()
-                got = page.evaluate(LOOKUP, [base + name, coords])
-                out["js"].append((got["seconds"], proxy.round_trips()))
-                seconds, _ = python_lookup(base + name, tuple(coords))
-                out["py"].append((seconds, proxy.round_trips()))
+                for _ in range(args.lookups):
+                    coords = [rng.randrange(args.refs), 0]
+                    proxy.round_trips()
+                    got = page.evaluate(LOOKUP, [base + name, coords])
+                    out["js"].append((got["seconds"], proxy.round_trips()))
+                    seconds, _ = python_lookup(base + name, tuple(coords))
+                    out["py"].append((seconds, proxy.round_trips()))
                 context.close()
             browser.close()
     finally:
@@ -133,6 +167,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--refs", type=int, default=1_000_000, help="chunk refs of the archive's array (1 M)")
     parser.add_argument("--runs", type=int, default=7, help="timed runs of each; medians reported")
+    parser.add_argument("--lookups", type=int, default=5, help="cold lookups of each reader per run")
     parser.add_argument("--delay-ms", type=float, default=20.0, help="round trip the proxy adds in the second part")
     args = parser.parse_args()
     from playwright.sync_api import sync_playwright
@@ -149,7 +184,8 @@ def main() -> None:
         nginx.start()
         try:
             url = nginx.url(f"site/{archive.name}")
-            paint, js, py, js_requests, py_requests, cli, heat = [], [], [], [], [], [], []
+            paint, js, py, js_requests, py_requests, cli, heat, js_read, py_read = [], [], [], [], [], [], [], [], []
+            read_at, read_length = archive.stat().st_size // 3, 15_000  # about a data block of the archive
             with sync_playwright() as p:
                 browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
                 for _ in range(args.runs):
@@ -161,18 +197,21 @@ def main() -> None:
                     paint.append(time.perf_counter() - t0)
                     if page.is_visible("#error"):
                         raise SystemExit(f"bench: the page says {page.text_content('#error')!r}")
-                    coords = [rng.randrange(args.refs), 0]
                     page.evaluate("import('./reader/index.js')")  # the page's modules loaded: the reader's time alone
-                    mark = nginx.mark()
-                    got = page.evaluate(LOOKUP, [url, coords])
-                    js_requests.append(sum(r.path == f"/site/{archive.name}" for r in nginx.requests_since(mark)))
-                    js.append(got["seconds"])
-                    mark = nginx.mark()
-                    seconds, location = python_lookup(url, tuple(coords))
-                    py_requests.append(len(nginx.requests_since(mark)))
-                    py.append(seconds)
-                    assert location == got["location"], (location, got)
+                    for _ in range(args.lookups):  # each a fresh reader; JavaScript and Python alternate
+                        coords = [rng.randrange(args.refs), 0]
+                        mark = nginx.mark()
+                        got = page.evaluate(LOOKUP, [url, coords])
+                        js_requests.append(sum(r.path == f"/site/{archive.name}" for r in nginx.requests_since(mark)))
+                        js.append(got["seconds"])
+                        mark = nginx.mark()
+                        seconds, location = python_lookup(url, tuple(coords))
+                        py_requests.append(len(nginx.requests_since(mark)))
+                        py.append(seconds)
+                        assert location == got["location"], (location, got)
                     cli.append(cli_lookup(url, tuple(coords)))
+                    js_read += page.evaluate(ONE_READ, [url, read_at, read_length, 5])
+                    py_read += python_reads(url, read_at, read_length, 5)
                     heat.append(heatmap_seconds(page))
                     context.close()
                 browser.close()
@@ -181,7 +220,7 @@ def main() -> None:
         finally:
             nginx.stop()
     print(f"archive {archive} ({args.refs:,} chunk refs, {archive.stat().st_size:,} bytes, index depth {got['depth']}), "
-          f"nginx on loopback, median of {args.runs} runs, load {os.getloadavg()[0]:.1f}")
+          f"nginx on loopback, medians of {args.runs} runs ({args.lookups} lookups each), load {os.getloadavg()[0]:.1f}")
     print(f"  page: first paint of the commit list   {med(paint):7.3f} s (goal <= 1)")
     print(f"  cold chunk ref lookup, JavaScript      {med(js) * 1000:7.1f} ms, {med(js_requests):.0f} requests (goal <= 3)")
     print(f"  cold chunk ref lookup, Python          {med(py) * 1000:7.1f} ms, {med(py_requests):.0f} requests")
@@ -190,6 +229,8 @@ def main() -> None:
           f"{med(r['requests'] for r in node):.0f} requests ({med(r['seconds'] for r in node) / med(py):.2f}x Python)")
     print(f"  a fresh zs chunk --json process        {med(cli) * 1000:7.1f} ms (the browser's lookup: "
           f"{med(js) / med(cli):.2f}x)")
+    print(f"  one range request of {read_length:,} bytes: the browser's fetch {med(js_read) * 1000:.1f} ms, Python's "
+          f"HTTP client {med(py_read) * 1000:.1f} ms ({med(js_read) / med(py_read):.2f}x)")
     print(f"  page: heatmap of /v (1 M chunks) drawn {med(heat):7.3f} s (zs serve's goal for its own: <= 2)")
     js_far, py_far = med(t for t, _ in slow["js"]), med(t for t, _ in slow["py"])
     print(f"with {args.delay_ms:.0f} ms added to every round trip (a loopback proxy):")

@@ -1,4 +1,4 @@
-// Byte buffers: pieces joined, and a stream read whole but never past a bound.
+// Byte buffers: pieces joined, a stream read whole but never past a bound, or read up to a length it announced.
 
 /**
  * The pieces one after another, in one buffer (the piece itself when there is one).
@@ -36,4 +36,29 @@ export async function readBounded(stream, limit, tooMuch) {
     }
     parts.push(value);
   }
+}
+
+/**
+ * The bytes of a stream that announced ``length`` of them, returned as soon as they are all there, not when
+ * the stream then says it ended (in a browser that comes as one more message from the network process);
+ * fewer if it ends early, ``tooMuch()`` thrown (the stream cancelled) if it holds more.
+ * @param {ReadableStream<Uint8Array>} stream @param {number} length @param {() => Error} tooMuch
+ * @returns {Promise<Uint8Array>}
+ */
+export async function readAnnounced(stream, length, tooMuch) {
+  const reader = stream.getReader();
+  const out = new Uint8Array(length);
+  let got = 0;
+  while (got < length) {
+    const { done, value } = await reader.read();
+    if (done) return out.subarray(0, got);
+    if (got + value.length > length) {
+      await reader.cancel();
+      throw tooMuch();
+    }
+    out.set(value, got);
+    got += value.length;
+  }
+  reader.releaseLock();
+  return out;
 }

@@ -193,6 +193,9 @@ def test_search_arguments_must_be_bytes(deep):
         with pytest.raises(ZSError, match="start must be bytes"):
             z.search(start="apple")
         assert list(z.search(prefix=bytearray(b"date-99"))) == list(z.search(prefix=b"date-99"))
+        for terminator in (None, "\n"):  # a bound may be absent, a terminator not
+            with pytest.raises(ZSError, match=f"terminator must be bytes, not {type(terminator).__name__}"):
+                z.dump(io.BytesIO(), terminator=terminator)
 
 
 # ---- scans --------------------------------------------------------------------------------------

@@ -296,7 +296,7 @@ class ZS:
         if length_prefixed is not None and length_prefixed not in LENGTH_PREFIXES:
             raise ZSError(f"length_prefixed must be one of {', '.join(LENGTH_PREFIXES)} or None, "
                           f"not {length_prefixed!r}")
-        terminator = _as_bytes(terminator, "terminator")
+        terminator = _bytes(terminator, "terminator")
         if stop is not None and stop <= start:
             return
 
@@ -351,7 +351,12 @@ class ZS:
 
 
 def _as_bytes(value, what: str) -> bytes | None:
-    if value is None or isinstance(value, bytes):
+    """``value`` as bytes, None staying None (a bound not given)."""
+    return None if value is None else _bytes(value, what)
+
+
+def _bytes(value, what: str) -> bytes:
+    if isinstance(value, bytes):
         return value
     if isinstance(value, (bytearray, memoryview)):
         return bytes(value)
@@ -360,7 +365,8 @@ def _as_bytes(value, what: str) -> bytes | None:
 
 def _split_view(payload: memoryview, where: str) -> list[memoryview]:
     """The records of a data payload as views into it (the framing of decode_records)."""
-    records, pos, n = [], 0, len(payload)
+    records: list[memoryview] = []
+    pos, n = 0, len(payload)
     while pos < n:
         length, start = uleb128.decode(payload, pos, f"{where}: record {len(records)} length")
         pos = start + length

@@ -5,7 +5,7 @@ terminator) or length-prefixed (each preceded by its length as uleb128 or u64le)
 from __future__ import annotations
 
 import struct
-from typing import BinaryIO, Iterator
+from typing import Iterator, Protocol
 
 from zsarchive.errors import ZSError
 from zsarchive.zs.format import uleb128
@@ -14,6 +14,14 @@ READ_SIZE = 1 << 20
 """Bytes asked of the stream at a time for length-prefixed input."""
 SHOW = 60
 """Bytes of a record quoted in error messages."""
+
+
+class BinaryInput(Protocol):
+    """What ``zs make`` reads records from: a binary file, or anything that reads and closes as one."""
+
+    def read(self, n: int = -1, /) -> bytes: ...
+
+    def close(self) -> None: ...
 
 
 def show_record(record) -> str:
@@ -27,7 +35,7 @@ def _name(file) -> str:
     return str(getattr(file, "name", "input"))
 
 
-def terminated_chunks(file: BinaryIO, approx: int, terminator: bytes) -> Iterator[bytes]:
+def terminated_chunks(file: BinaryInput, approx: int, terminator: bytes) -> Iterator[bytes]:
     """Chunks of about ``approx`` bytes, each holding whole records and ending with ``terminator``."""
     # Like the reference: read ~approx bytes, cut after the last terminator, and leave splitting
     # the chunk to a writer thread; the tail is carried into the next read.
@@ -80,7 +88,7 @@ def _read_rest(read, head: bytes, n: int, name: str, what: str) -> bytes:
     return b"".join(parts)
 
 
-def length_prefixed_records(file: BinaryIO, kind: str) -> Iterator[bytes]:
+def length_prefixed_records(file: BinaryInput, kind: str) -> Iterator[bytes]:
     """Records of a stream where each is preceded by its length as ``uleb128`` or ``u64le``."""
     name = _name(file)
     read = file.read

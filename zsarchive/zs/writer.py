@@ -21,10 +21,10 @@ from collections.abc import Mapping
 from contextlib import contextmanager
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime, timezone
-from typing import BinaryIO, Callable, Iterable, Iterator, NamedTuple
+from typing import Callable, Iterable, Iterator, NamedTuple
 
 from zsarchive.errors import ZSError
-from zsarchive.io.outfile import check_new_target, start_writeback
+from zsarchive.io.outfile import check_new_target, start_writeback, write_all
 from zsarchive.version import installed_version
 from zsarchive.zs.format.block import block_parts, encode_block, encode_records, record_parts
 from zsarchive.zs.format.codecs import get_codec
@@ -32,7 +32,7 @@ from zsarchive.zs.format.framing import LENGTH_PREFIXES
 from zsarchive.zs.format.header import MAGIC, PARTIAL_MAGIC, Header
 from zsarchive.zs.index_builder import IndexBuilder, shortest_separator
 from zsarchive.zs.pipeline import resolve_parallelism
-from zsarchive.zs.record_stream import length_prefixed_records, show_record, terminated_chunks
+from zsarchive.zs.record_stream import BinaryInput, length_prefixed_records, show_record, terminated_chunks
 
 DEFAULT_BRANCHING_FACTOR = 1024
 DEFAULT_APPROX_BLOCK_SIZE = 393216
@@ -229,7 +229,7 @@ class ZSWriter:
             fd = os.open(self._path, flags, 0o666)
         except OSError as exc:
             raise ZSError(f"{self._name}: cannot create: {exc.strerror}") from None
-        self._file = os.fdopen(fd, "w+b")
+        self._fd = fd  # written through the descriptor: a block's buffers go out in one writev
         self.closed = False
         self._pool = ThreadPoolExecutor(max_workers=parallelism, thread_name_prefix="zs-writer")
         self._in_flight: deque[Future] = deque()
@@ -245,7 +245,7 @@ class ZSWriter:
         self._cutter = BlockCutter(approx_block_size)
         with self._fatal():
             # Partial magic and a header with an all-zero CRC: nothing here can pass as a ZS file.
-            self._file.write(PARTIAL_MAGIC + encoded_header[:-8] + b"\0" * 8)
+            write_all(fd, [PARTIAL_MAGIC + encoded_header[:-8] + b"\0" * 8])
             self._pos = len(PARTIAL_MAGIC) + len(encoded_header)
 
     # -- public API ---------------------------------------------------------------------------
@@ -295,7 +295,7 @@ class ZSWriter:
             done.set_result(block)
             self._in_flight.append(done)
 
-    def add_file_contents(self, file: BinaryIO, approx_block_size: int | None = None,
+    def add_file_contents(self, file: BinaryInput, approx_block_size: int | None = None,
                           terminator: bytes = b"\n", length_prefixed: str | None = None) -> None:
         """Add every record of a binary file, then close it (as the reference does).
 
@@ -340,16 +340,13 @@ class ZSWriter:
             encoded = self._header.encode()
             if len(encoded) != self._header_length:
                 raise ZSError(f"{self._name}: metadata changed while writing; the header no longer fits")
-            f = self._file
-            f.seek(len(MAGIC))
-            f.write(encoded)
-            f.flush()
-            os.fsync(f.fileno())
+            os.lseek(self._fd, len(MAGIC), os.SEEK_SET)
+            write_all(self._fd, [encoded])
+            os.fsync(self._fd)
             # Only now, with everything durable, may the file claim to be a ZS file.
-            f.seek(0)
-            f.write(MAGIC)
-            f.flush()
-            os.fsync(f.fileno())
+            os.lseek(self._fd, 0, os.SEEK_SET)
+            write_all(self._fd, [MAGIC])
+            os.fsync(self._fd)
         self.close()
 
     def close(self) -> None:
@@ -362,7 +359,7 @@ class ZSWriter:
         self._in_flight.clear()
         self._pool.shutdown(wait=True, cancel_futures=True)
         self._hashing.shutdown(wait=True, cancel_futures=True)
-        self._file.close()
+        os.close(self._fd)
 
     def __enter__(self) -> ZSWriter:
         return self
@@ -438,14 +435,11 @@ class ZSWriter:
     def _append(self, framed: bytes | list) -> int:
         """Write a framed block (bytes, or a list of buffers) at the end of the file; return its offset."""
         offset = self._pos
-        if isinstance(framed, list):
-            self._file.writelines(framed)
-            self._pos += sum(map(len, framed))
-        else:
-            self._file.write(framed)
-            self._pos += len(framed)
+        parts = framed if isinstance(framed, list) else [framed]
+        write_all(self._fd, parts)  # a stored block's records in one writev, not a write each
+        self._pos += sum(map(len, parts))
         if self._pos - self._written_back >= WRITE_BACK:
-            start_writeback(self._file.fileno(), self._written_back, self._pos - self._written_back)
+            start_writeback(self._fd, self._written_back, self._pos - self._written_back)
             self._written_back = self._pos
         return offset
 

@@ -5,7 +5,7 @@
 // If-Unmodified-Since) and every answer's own ETag is checked too, so a file replaced on a server that
 // ignores the condition fails loudly instead of mixing bytes of two versions (as the Python reader).
 import { ZSCorrupt, ZSError } from "../errors.js";
-import { readBounded } from "../bytes.js";
+import { readAnnounced, readBounded } from "../bytes.js";
 import { MAX_UNRANGED } from "../limits.js";
 
 /** Ranges at most this far apart share one request in readRanges (a round trip costs more). */
@@ -175,10 +175,9 @@ export async function boundedBody(response, limit, name, timeout = TIMEOUT_MS) {
   if (!response.body) return new Uint8Array(0);
   const encoded = (response.headers.get("Content-Encoding") ?? "identity") !== "identity";
   try {
-    if (announced <= limit && !encoded) {  // a length announced and within bounds: read whole (pieces cost more)
-      const body = new Uint8Array(await response.arrayBuffer());
-      if (body.length > limit) throw new ZSError(`${name}: the server sent more than the ${limit} bytes that can be right`);
-      return body;
+    if (Number.isSafeInteger(announced) && announced >= 0 && !encoded) {  // within bounds: one buffer of that length
+      return await readAnnounced(response.body, announced,
+        () => new ZSError(`${name}: the server sent more than the ${announced} bytes it announced`));
     }
     return await readBounded(response.body, limit,
       () => new ZSError(`${name}: the server sent more than the ${limit} bytes that can be right`));

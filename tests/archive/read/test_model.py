@@ -3,8 +3,11 @@
 
 from __future__ import annotations
 
+import pytest
+
 from toolkit.places import TESTDATA
 from zsarchive.archive import ChunkInfo, NodeInfo, RepoArchive
+from zsarchive.errors import ZSCorrupt
 
 VECTOR = TESTDATA / "archive" / "v5" / "archive.zs"  # native chunk bytes embedded: read without the repository
 
@@ -40,3 +43,13 @@ def test_a_narrowed_chunk_reads_its_part_of_the_bytes():
         part = chunk.narrowed(1, chunk.length - 2)
         assert bytes(archive.read_chunk(part, "main")) == whole[1:-1]
         assert (part.path, part.coords, part.kind) == (chunk.path, chunk.coords, chunk.kind)
+
+
+def test_a_handed_back_ref_missing_what_its_kind_needs_is_one_line():
+    """A dict of an inline ref without its bytes is refused, never read as None; a virtual one without
+    its location likewise."""
+    with RepoArchive(VECTOR) as archive:
+        for kind, missing in (("inline", "its bytes"), ("virtual", "its location")):
+            ref = {"path": "/a", "coords": [0], "kind": kind, "offset": 0, "length": 3}
+            with pytest.raises(ZSCorrupt, match=f"chunk 0 of '/a' at 'main': an? {kind} ref without {missing}$"):
+                archive.read_chunk(ref, "main")
