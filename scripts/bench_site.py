@@ -1,7 +1,7 @@
 """Benchmark: ``zs site``'s page in Chromium on a 1 M-ref archive served by nginx, and the JavaScript reader's cold
 chunk ref lookup beside the Python reader's over the same server, in one run.
 
-    .venv/bin/python scripts/bench_site.py [--refs N] [--runs K]
+    .venv/bin/python scripts/bench_site.py [--refs N] [--runs K] [--lookups L]
 
 The archive is that of the 1 M-ref benchmark repository (built once by the real icechunk 2.x and cached under
 ``.bench/``, see scripts/bench_icechunk_manifest.py; exported once, as scripts/bench_views.py does); ``zs site`` writes its page beside it, nginx (Debian's)
@@ -11,9 +11,10 @@ cache) per run:
 1. first paint of the commit list: navigation until the page has drawn the graph, the refs and main's commits
    (its ``data-ready`` mark), the reader's modules and the archive's range requests included. Goal <= 1 s.
 2. one cold chunk ref lookup at a random coordinate: a fresh reader opens the archive and asks the ref, in the
-   page (JavaScript) and in this process (Python's ``RepoArchive`` over the same URL), alternating; the time and
-   the requests nginx logged for it. Goals: <= 3 requests, <= 2x Python's time. Beside them: the reader in Node
-   (the same code on undici's fetch), and a fresh ``zs chunk --json`` process as a user runs it.
+   page (JavaScript) and in this process (Python's ``RepoArchive`` over the same URL), alternating, ``--lookups``
+   of each per run; the time and the requests nginx logged for it. Goals: <= 3 requests, <= 2x Python's time.
+   Beside them: the reader in Node (the same code on undici's fetch), and a fresh ``zs chunk --json`` process as
+   a user runs it.
 3. the heatmap of the array's chunk changes, computed in the page (every chunk ref record read and binned).
 4. one range request of a data block's size by each reader's own transport, once the archive is open (the
    browser's fetch, Python's HTTP client): what each round trip of a lookup costs before any decoding.
@@ -141,12 +142,13 @@ def far_lookups(nginx: Nginx, name: str, args: argparse.Namespace, rng: random.R
                 page.wait_for_selector("body[data-ready=true]", state="attached", timeout=60_000)
                 out["paint"].append(time.perf_counter() - t0)
                 page.evaluate("import('./reader/index.js')")
-                coords = [rng.randrange(args.refs), 0]
-                proxy.round_trips()
-                got = page.evaluate(LOOKUP, [base + name, coords])
-                out["js"].append((got["seconds"], proxy.round_trips()))
-                seconds, _ = python_lookup(base + name, tuple(coords))
-                out["py"].append((seconds, proxy.round_trips()))
+                for _ in range(args.lookups):
+                    coords = [rng.randrange(args.refs), 0]
+                    proxy.round_trips()
+                    got = page.evaluate(LOOKUP, [base + name, coords])
+                    out["js"].append((got["seconds"], proxy.round_trips()))
+                    seconds, _ = python_lookup(base + name, tuple(coords))
+                    out["py"].append((seconds, proxy.round_trips()))
                 context.close()
             browser.close()
     finally:
@@ -165,6 +167,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--refs", type=int, default=1_000_000, help="chunk refs of the archive's array (1 M)")
     parser.add_argument("--runs", type=int, default=7, help="timed runs of each; medians reported")
+    parser.add_argument("--lookups", type=int, default=5, help="cold lookups of each reader per run")
     parser.add_argument("--delay-ms", type=float, default=20.0, help="round trip the proxy adds in the second part")
     args = parser.parse_args()
     from playwright.sync_api import sync_playwright
@@ -194,17 +197,18 @@ def main() -> None:
                     paint.append(time.perf_counter() - t0)
                     if page.is_visible("#error"):
                         raise SystemExit(f"bench: the page says {page.text_content('#error')!r}")
-                    coords = [rng.randrange(args.refs), 0]
                     page.evaluate("import('./reader/index.js')")  # the page's modules loaded: the reader's time alone
-                    mark = nginx.mark()
-                    got = page.evaluate(LOOKUP, [url, coords])
-                    js_requests.append(sum(r.path == f"/site/{archive.name}" for r in nginx.requests_since(mark)))
-                    js.append(got["seconds"])
-                    mark = nginx.mark()
-                    seconds, location = python_lookup(url, tuple(coords))
-                    py_requests.append(len(nginx.requests_since(mark)))
-                    py.append(seconds)
-                    assert location == got["location"], (location, got)
+                    for _ in range(args.lookups):  # each a fresh reader; JavaScript and Python alternate
+                        coords = [rng.randrange(args.refs), 0]
+                        mark = nginx.mark()
+                        got = page.evaluate(LOOKUP, [url, coords])
+                        js_requests.append(sum(r.path == f"/site/{archive.name}" for r in nginx.requests_since(mark)))
+                        js.append(got["seconds"])
+                        mark = nginx.mark()
+                        seconds, location = python_lookup(url, tuple(coords))
+                        py_requests.append(len(nginx.requests_since(mark)))
+                        py.append(seconds)
+                        assert location == got["location"], (location, got)
                     cli.append(cli_lookup(url, tuple(coords)))
                     js_read += page.evaluate(ONE_READ, [url, read_at, read_length, 5])
                     py_read += python_reads(url, read_at, read_length, 5)
@@ -216,7 +220,7 @@ def main() -> None:
         finally:
             nginx.stop()
     print(f"archive {archive} ({args.refs:,} chunk refs, {archive.stat().st_size:,} bytes, index depth {got['depth']}), "
-          f"nginx on loopback, median of {args.runs} runs, load {os.getloadavg()[0]:.1f}")
+          f"nginx on loopback, medians of {args.runs} runs ({args.lookups} lookups each), load {os.getloadavg()[0]:.1f}")
     print(f"  page: first paint of the commit list   {med(paint):7.3f} s (goal <= 1)")
     print(f"  cold chunk ref lookup, JavaScript      {med(js) * 1000:7.1f} ms, {med(js_requests):.0f} requests (goal <= 3)")
     print(f"  cold chunk ref lookup, Python          {med(py) * 1000:7.1f} ms, {med(py_requests):.0f} requests")

@@ -30,7 +30,7 @@ many times its compressed size an Icechunk payload may grow (above 64 MiB); a V1
 RATIO_FLOOR = 64 << 20
 """Icechunk payloads up to this size decode whatever their compression ratio."""
 
-_SIZE = re.compile(r"^\s*(\d+)\s*([KMG]?)i?B?\s*$", re.I)
+_SIZE = re.compile(r"^\s*(\d+)\s*([KMGT]?)i?B?\s*$", re.I)
 _STEP = 1024  # compressed bytes fed at a time: zstd turns 1 KiB into at most ~32 MiB
 
 
@@ -42,15 +42,23 @@ class Malformed(ValueError):
     """A compressed stream that is cut short or followed by other bytes."""
 
 
+def size_of(text: str) -> int | None:
+    """A byte count as people write one (``512M``, ``8G``, ``2T``, ``1000``), None for other text."""
+    match = _SIZE.match(text)
+    if match is None:
+        return None
+    return int(match.group(1)) << {"": 0, "K": 10, "M": 20, "G": 30, "T": 40}[match.group(2).upper()]
+
+
 def ceiling(name: str) -> int:
     """The ceiling ``name`` (a key of :data:`CEILINGS`), from the environment if it is set there."""
     text = os.environ.get(name)
     if text is None:
         return CEILINGS[name]
-    match = _SIZE.match(text)
-    if match is None:
+    size = size_of(text)
+    if size is None:
         raise ZSError(f"{name}={text!r} is not a size (e.g. 512M or 8G)")
-    return int(match.group(1)) << {"": 0, "K": 10, "M": 20, "G": 30}[match.group(2).upper()]
+    return size
 
 
 def too_large(limit: int, name: str) -> TooLarge:

@@ -182,38 +182,6 @@ def test_export_consolidate_and_make_refuse_an_existing_output(tmp_path, archive
     assert sorted(p.name for p in tmp_path.iterdir()) == ["history.zs", "records"]  # no partial file left
 
 
-def test_the_library_writers_refuse_an_existing_output_unless_told_to_overwrite(tmp_path, archive_path):
-    """export(), consolidate() and ZSWriter refuse an existing file as the commands do (a fragment over a
-    silently replaced archive no longer opens); restore() and checkout() write only into an absent or
-    empty target, never over one."""
-    from zsarchive.archive import consolidate, export
-    from zsarchive.restore.checkout import checkout
-    from zsarchive.restore.repository import restore
-    from zsarchive.zs.writer import ZSWriter
-
-    target = tmp_path / "history.zs"
-    target.write_bytes(b"precious")
-    for write in (lambda **kw: export(repo_path(2), target, export_time=1, **kw),
-                  lambda **kw: consolidate(archive_path, target, **kw),
-                  lambda **kw: ZSWriter(target, {}, **kw).close()):
-        with pytest.raises(ZSError, match="exists already; give a new name, or --force \\(overwrite=True\\)"):
-            write()
-        assert target.read_bytes() == b"precious"
-    export(repo_path(2), target, export_time=1, overwrite=True)
-    first = target.read_bytes()
-    assert first[:8] == b"\xabZSfiLe\x01"
-    consolidate(archive_path, target, overwrite=True)
-    assert target.read_bytes()[:8] == b"\xabZSfiLe\x01" and target.read_bytes() != first
-    occupied = tmp_path / "occupied"
-    occupied.mkdir()
-    (occupied / "keep").write_text("mine")
-    with pytest.raises(ZSError, match="not empty"):
-        restore(archive_path, occupied)
-    with pytest.raises(ZSError, match="not empty"):
-        checkout(archive_path, "main", occupied)
-    assert [p.name for p in occupied.iterdir()] == ["keep"]
-
-
 def test_make_force_keeps_the_old_file_when_it_fails(tmp_path):
     target = tmp_path / "out.zs"
     target.write_bytes(b"old")

@@ -174,14 +174,44 @@ def test_serve_errors_are_one_line(tmp_path):
         one_line_error(run_hostile("serve", str(archive), "--port", str(taken.server_address[1])), "cannot listen")
 
 
+def _status_for_host(url: str, host: str) -> int:
+    """The status of a request to ``url`` whose Host header is ``host``."""
+    request = urllib.request.Request(url, headers={"Host": host})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+
+
 def test_a_loopback_server_answers_only_to_local_names(grid_server):
     port = grid_server.server_address[1]
     for host, status in ((f"127.0.0.1:{port}", 200), (f"localhost:{port}", 200), ("localhost", 200),
                          (f"evil.example:{port}", 403), ("127.0.0.1.evil.example", 403), ("", 403)):
-        request = urllib.request.Request(grid_server.url + "api/summary", headers={"Host": host})
-        try:
-            with urllib.request.urlopen(request, timeout=30) as response:
-                got = response.status
-        except urllib.error.HTTPError as exc:
-            got = exc.code
-        assert got == status, host
+        assert _status_for_host(grid_server.url + "api/summary", host) == status, host
+
+
+def test_a_server_on_every_address_answers_only_to_its_own_names(tmp_path):
+    """``zs serve --host 0.0.0.0`` (a real process) keeps the Host check: it answers to loopback names and to
+    the names given with --allow-host, and refuses any other (a site whose name was made to point at this
+    machine: DNS rebinding), on every address it listens on."""
+    import re
+    import signal
+    import sys
+
+    archive = tmp_path / "v2.zs"
+    export(repo_path(2), archive)
+    proc = subprocess.Popen([sys.executable, "-m", "zsarchive", "serve", str(archive), "--host", "0.0.0.0",
+                             "--port", "0", "--allow-host", "Archive.Lab.Example", "--allow-host", "10.1.2.3:8000"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline()
+        port = int(re.search(r"http://0\.0\.0\.0:(\d+)/", line).group(1))
+        for host, status in ((f"127.0.0.1:{port}", 200), ("localhost", 200), (f"archive.lab.example:{port}", 200),
+                             ("ARCHIVE.LAB.EXAMPLE", 200), ("10.1.2.3", 200), (f"evil.example:{port}", 403),
+                             ("0.0.0.0", 403), ("archive.lab.example.evil.example", 403), ("", 403)):
+            assert _status_for_host(f"http://127.0.0.1:{port}/api/summary", host) == status, host
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=30)
+    assert proc.returncode in (0, 143) and "Traceback" not in err, (proc.returncode, err)

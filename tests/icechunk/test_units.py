@@ -39,6 +39,22 @@ def test_node_id_length_and_padding():
     assert not ids.is_id("1cechnkrep0f1rstcmt0")
 
 
+@given(st.sampled_from([12, 8]), st.data())
+def test_the_canonical_spelling_is_the_one_encode_makes(nbytes, data):
+    """``is_id`` (a pattern) says yes exactly to what ``encode`` makes of the id a text decodes to: never to
+    lower case, a look-alike letter or a padding bit set, which decode to the same id (a second file name)."""
+    raw = data.draw(st.binary(min_size=nbytes, max_size=nbytes))
+    text = ids.encode(raw)
+    assert ids.is_id(text, nbytes)
+    spelled = data.draw(st.lists(st.sampled_from(ids.ALPHABET + ids.ALPHABET.lower() + "ILOilo"),
+                                 min_size=len(text), max_size=len(text)).map("".join))
+    try:
+        canonical = ids.encode(ids.decode(spelled, nbytes)) == spelled
+    except ZSError:
+        canonical = False
+    assert ids.is_id(spelled, nbytes) == canonical
+
+
 @given(st.binary(min_size=12, max_size=12), st.binary(min_size=12, max_size=12))
 def test_ids_round_trip_and_sort_like_bytes(a, b):
     assert ids.decode(ids.encode(a), 12) == a

@@ -332,18 +332,17 @@ def test_random_repositories(version, seed, request, icechunk2_python, tmp_path)
 def hostile(tmp_path: Path, name: str, components: tuple, zarr_json: bytes, below: tuple = ()) -> Path:
     """An archive of a root group, an array at ``components`` with one inline chunk and, if ``below``
     is given, a group at those components too."""
-    from toolkit.archives import history_archive
+    from toolkit.archives import SNAPSHOT as sid, history_archive
     from zsarchive.archive.format import schema as S
 
-    sid = "A" * 20
-    nodes = [S.record(S.NODE, (sid, ()), ("NODEID0000000", S.GROUP, b'{"zarr_format":3,"node_type":"group"}',
+    nodes = [S.record(S.NODE, (sid, ()), ("N0DE000000000", S.GROUP, b'{"zarr_format":3,"node_type":"group"}',
                                           None, None, ())),
-             S.record(S.NODE, (sid, components), ("NODEID0000001", S.ARRAY, zarr_json, ((4, None, 2),), None, (), sid)),
-             S.record(S.CHUNK_REF, ("NODEID0000001", (0,), sid), (S.INLINE, b"ab"))]
+             S.record(S.NODE, (sid, components), ("N0DE000000002", S.ARRAY, zarr_json, ((4, None, 2),), None, (), sid)),
+             S.record(S.CHUNK_REF, ("N0DE000000002", (0,), sid), (S.INLINE, b"ab"))]
     if below:
-        nodes.append(S.record(S.NODE, (sid, below), ("NODEID0000002", S.GROUP,
+        nodes.append(S.record(S.NODE, (sid, below), ("N0DE000000004", S.GROUP,
                                                      b'{"zarr_format":3,"node_type":"group"}', None, None, ())))
-    return history_archive(tmp_path / name, {sid: (None, 1, "m", "{}", ())}, nodes)
+    return history_archive(tmp_path / name, {sid: (None, 1, "m", "{}", ())}, nodes, main=sid)
 
 
 ARRAY = (b'{"zarr_format":3,"node_type":"array","shape":[4],"data_type":"uint8","fill_value":0,'
@@ -351,20 +350,20 @@ ARRAY = (b'{"zarr_format":3,"node_type":"array","shape":[4],"data_type":"uint8",
 
 
 @pytest.mark.parametrize("components,zarr_json,needle,below", [
-    (("..", "x"), ARRAY + b"}", "not a plain Zarr node name", ()),
-    (("a", "..", "..", "x"), ARRAY + b"}", "not a plain Zarr node name", ()),
-    (("", "x"), ARRAY + b"}", "not a plain Zarr node name", ()),
+    (("..", "x"), ARRAY + b"}", "not a sequence of plain names", ()),
+    (("a", "..", "..", "x"), ARRAY + b"}", "not a sequence of plain names", ()),
+    (("", "x"), ARRAY + b"}", "not a sequence of plain names", ()),
     (("v",), ARRAY + b',"chunk_key_encoding":{"name":"default","configuration":{"separator":"/../../"}}}',
      "separator", ()),
-    (("v",), ARRAY + b',"chunk_key_encoding":{"name":"v2","configuration":{"separator":"."}}}', "inside an array",
-     ("v", "0")),
+    (("v",), ARRAY + b',"chunk_key_encoding":{"name":"v2","configuration":{"separator":"."}}}',
+     "lies below the array /v", ("v", "0")),
 ], ids=["dotdot", "inner-dotdot", "empty", "separator", "inside-an-array"])
 def test_hostile_paths_never_write_outside_the_target(tmp_path, components, zarr_json, needle, below):
     path = hostile(tmp_path, "h.zs", components, zarr_json, below)
     (tmp_path / "in").mkdir()
     before = sorted(str(p) for p in tmp_path.rglob("*"))
     for target in (tmp_path / "in" / "t", tmp_path / "in" / "t.zip"):
-        one_line_error(run_hostile("checkout", str(path), "main", str(target)), needle, "nothing written")
+        one_line_error(run_hostile("checkout", str(path), "main", str(target)), needle)
     assert sorted(str(p) for p in tmp_path.rglob("*")) == before
 
 

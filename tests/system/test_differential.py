@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from toolkit.agreement import check_archive, check_chunk_history, check_reader
+from toolkit.cli import run_zs
 from toolkit.oracle import run_oracle
 from toolkit.peers import generate
 from zsarchive.archive import export
@@ -44,5 +45,7 @@ def test_archive_reader_and_store_agree_with_icechunk(version_seed, request, tmp
     check_reader(answers, Repository.open(str(repo)), made["deleted_tags"])
     archive = tmp_path / "repo.zs"
     export(repo, archive, parallelism=2 if seed % 2 else 1)
+    validated = run_zs("validate", str(archive))  # every invariant holds for what icechunk wrote
+    assert validated.returncode == 0 and validated.stdout.strip() == "looks good!", validated.stderr
     check_archive(answers, archive, repo, made["deleted_tags"], [made["virtual_prefix"]])
     check_chunk_history(Repository.open(str(repo)), archive)

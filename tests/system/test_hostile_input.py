@@ -20,7 +20,7 @@ import zarr
 import zstandard
 
 from toolkit.servers import faulty_server  # noqa: F401
-from toolkit.archives import history_archive
+from toolkit.archives import NODE, SNAPSHOT, history_archive
 from toolkit.cli import one_line_error, run_hostile, zs_peak
 from toolkit.icechunk_files import finish_transaction_log, replace_u64, table_vector
 from toolkit.places import ROOT
@@ -174,13 +174,13 @@ def test_a_record_length_running_on_for_pages_is_refused_at_once(tmp_path):
 
 
 def test_a_negative_embedded_offset_is_refused_not_read_from_the_end(tmp_path):
-    sid, node, chunk = "A" * 20, "NODEID0000000", "C" * 20
+    sid, node, chunk = SNAPSHOT, NODE, "C" * 19 + "0"
     zarr_json = (b'{"zarr_format":3,"node_type":"array","shape":[4],"data_type":"uint8",'
                  b'"chunk_grid":{"name":"regular","configuration":{"chunk_shape":[2]}}}')
     records = [S.record(S.NODE, (sid, ("v",)), (node, S.ARRAY, zarr_json, ((4, None, 2),), None, (), sid)),
                S.record(S.CHUNK_REF, (node, (0,), sid), (S.NATIVE, chunk, -3, 2)),
                S.record(S.CHUNK_DATA, (chunk,), (b"0123456789",))]
-    path = history_archive(tmp_path / "negative.zs", {sid: (None, 1, "m", "{}", ())}, records)
+    path = history_archive(tmp_path / "negative.zs", {sid: (None, 1, "m", "{}", ())}, records, main=sid)
     one_line_error(run_hostile("chunk", str(path), "main", "/v", "0", "--data"), "offset -3", "must be integers >= 0")
 
 
@@ -221,12 +221,12 @@ def test_a_flatbuffer_whose_offsets_form_a_dag_is_refused(tmp_path):
 def test_names_holding_nul_and_control_characters_are_told_apart_and_printed_escaped(tmp_path):
     """Text keys escape NUL, so the bytes of "a" start those of "a\0b": a lookup of one must never
     answer with the other; a table shows such names escaped, one row per line."""
-    sid = "A" * 20
+    sid = SNAPSHOT
     path = tmp_path / "nul.zs"
     records = [S.record(S.REFS, ("branch", "a\0b"), (sid,)), S.record(S.REFS, ("tag", "t\n\x1b[2J"), (sid,)),
                S.record(S.HEADER, (), (2, 2, 0, "test", ())),
                S.record(S.SNAPSHOT, (sid,), (None, 10**15, "line\nbreak", "{}", ())),
-               S.record(S.NODE, (sid, ("g\0h",)), ("NODEID0000000", S.GROUP, b'{"zarr_format":3,"node_type":"group"}',
+               S.record(S.NODE, (sid, ("g\0h",)), (NODE, S.GROUP, b'{"zarr_format":3,"node_type":"group"}',
                                                    None, None, ()))]
     with ZSWriter(str(path), {S.METADATA_KEY: {"format_version": 2}}, codec="none") as writer:
         writer.add_records(sorted(records))
@@ -235,7 +235,7 @@ def test_names_holding_nul_and_control_characters_are_told_apart_and_printed_esc
     assert archive.resolve("a\0b") == sid
     with pytest.raises(ZSError, match="unknown branch, tag or snapshot"):
         archive.resolve("a")
-    assert archive.node("a\0b", "/g\0h")["id"] == "NODEID0000000"
+    assert archive.node("a\0b", "/g\0h")["id"] == NODE
     with pytest.raises(ZSError):
         archive.node("a\0b", "/g")
     done = run_hostile("refs", str(path))

@@ -19,7 +19,7 @@ from zsarchive.icechunk.repo_info import decode_repo_info, encode_repo_info
 from zsarchive.icechunk.repository import Repository
 from zsarchive.walk import parent_chain
 
-A, B, C, D = ("A" * 20, "B" * 20, "C" * 20, "D" * 20)
+A, B, C, D = (letter * 19 + "0" for letter in "ABCD")  # snapshot ids in their canonical spelling
 
 
 def test_the_walk_follows_parents_and_guards_loops():

@@ -28,10 +28,18 @@ def assert_chain_is_full_export(fragment: Path, full: Path, out: Path) -> None:
     assert our_header == their_header
 
 
-def history_archive(path: Path, snapshots: dict[str, tuple], nodes: list[bytes] = ()) -> Path:
-    """A format-2 archive holding branch main at snapshot "A..." and the given snapshot records (values
+SNAPSHOT = "A" * 19 + "0"
+"""A snapshot id in its canonical spelling (the last character of a 12-byte id holds 4 zero bits)."""
+NODE = "N0DE" + "0" * 9
+"""A node id in its canonical spelling."""
+MANIFEST = "M" * 19 + "0"
+"""A manifest id in its canonical spelling."""
+
+
+def history_archive(path: Path, snapshots: dict[str, tuple], nodes: list[bytes] = (), main: str = "A" * 20) -> Path:
+    """A format-2 archive holding branch main at snapshot ``main`` and the given snapshot records (values
     as written, however malformed: for the hostile-input tests)."""
-    records = [S.record(S.REFS, ("branch", "main"), ("A" * 20,)),
+    records = [S.record(S.REFS, ("branch", "main"), (main,)),
                S.record(S.HEADER, (), (2, 2, 0, "test", ()))]
     records += [S.record(S.SNAPSHOT, (sid,), value) for sid, value in snapshots.items()]
     with ZSWriter(str(path), {S.METADATA_KEY: {"format_version": 2}}, codec="none") as writer:

@@ -26,14 +26,14 @@ def die_writing(marker: str, under: str) -> None:
             _ORIGINAL(self, temp, data, durable)
             written[0] += 1
             return None
-        whole = b"".join(data) if isinstance(data, list) else bytes(data)
+        whole = b"".join(self.parts(data))  # the file's bytes, however they are handed in (streamed or whole)
         with open(temp, "xb") as handle:
             handle.write(whole[:len(whole) // 2])
         try:
             claim = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
         except FileExistsError:  # another worker died first: finish this file as usual
             os.unlink(temp)
-            return _ORIGINAL(self, temp, data, durable)
+            return _ORIGINAL(self, temp, whole, durable)
         os.write(claim, f"{os.getpid()} {temp}".encode())
         os.close(claim)
         os.kill(os.getpid(), signal.SIGKILL)

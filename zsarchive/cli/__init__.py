@@ -64,6 +64,9 @@ __getattr__ = lazy_exports(__name__, {"main": "zsarchive.cli.app"})
 
 def run(argv: list[str] | None = None) -> None:
     """The ``zs`` program: the command line ``argv`` (by default the process's arguments)."""
+    from zsarchive.cli.text import terminate_like_interrupt
+
+    terminate_like_interrupt()  # a writer stopped by SIGTERM leaves nothing behind, as with Ctrl-C
     args = sys.argv[1:] if argv is None else argv
     if args[:1] == ["chunk"]:
         from zsarchive.cli.quick import answer

@@ -68,8 +68,8 @@ class _Group(click.Group):
             sys.exit(1)
         except BrokenPipeError:
             sys.exit(1)
-        except KeyboardInterrupt:
-            interrupted()
+        except KeyboardInterrupt as exc:
+            interrupted(exc)
         except (click.ClickException, click.exceptions.Exit, click.Abort):
             raise
         except Exception as exc:  # the last resort: a bug or a missing check must still not print a traceback

@@ -52,6 +52,21 @@ class Parallelism(click.ParamType):
         return n
 
 
+def max_bytes_option(func):
+    """``--max-bytes SIZE``: the most a command that writes a tree of files may write, whatever the target."""
+    return click.option("--max-bytes", type=BYTE_SIZE, default=None, metavar="SIZE",
+                        help="Refuse, before writing anything, to write more than SIZE bytes (e.g. 500G); a "
+                             "local target is always refused when its free space is short.")(func)
+
+
+def announce_totals(what: str, shown: bool):
+    """A function telling a terminal what a command is about to write (``what``: its target) before the first
+    byte is written, as the first line of its progress display (``shown``: whether it is shown)."""
+    def announce(totals) -> None:
+        click.echo(f"writing {totals} to {what}", err=True)
+    return announce if shown else None
+
+
 class Coords(click.ParamType):
     """Chunk coordinates: ``3,4`` -> (3, 4); the empty text ``""`` -> () (the chunk of a 0-d array)."""
 

@@ -48,8 +48,8 @@ def answer(args: list[str]) -> bool:
             return False
         sys.stdout.write(line + "\n")
         sys.stdout.flush()
-    except KeyboardInterrupt:
-        interrupted()
+    except KeyboardInterrupt as exc:
+        interrupted(exc)
     except BrokenPipeError:  # as the click group: whoever read the output has gone
         sys.exit(1)
     return True

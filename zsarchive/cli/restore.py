@@ -7,7 +7,7 @@ import click
 
 from zsarchive.cli.app import main
 from zsarchive.cli.text import stage_bars
-from zsarchive.cli.params import cluster, remote_options, scheduler_option
+from zsarchive.cli.params import announce_totals, cluster, max_bytes_option, remote_options, scheduler_option
 
 _LABELS = {"manifests": "encoding manifests", "chunks": "copying chunk files", "metadata": "writing metadata",
            "verify": "reading back"}
@@ -40,10 +40,11 @@ def _shown(stage: str):
 @click.option("--no-progress", is_flag=True, help="No progress bar even on a terminal.")
 @scheduler_option("Make the manifests and copy the chunk files (the workers must reach ARCHIVE, TARGET and "
                   "--repo)")
+@max_bytes_option
 @remote_options
 def restore_command(archive: str, target: str, source: str | None, refs: tuple[str, ...], shallow: bool,
                     materialize_virtual: bool, transfers: int | None, no_progress: bool, scheduler: str | None,
-                    anon: bool,
+                    max_bytes: int | None, anon: bool,
                     storage_options: dict[str, str]) -> None:
     """Write the Icechunk repository ARCHIVE holds into TARGET, which must be absent or empty.
 
@@ -51,7 +52,9 @@ def restore_command(archive: str, target: str, source: str | None, refs: tuple[s
     (credentials as for `zs export`; --anon and --storage-option apply to TARGET and to --repo). Every
     branch, tag, snapshot, node, chunk ref, transaction log and the ops log come back with their ids;
     chunk bytes come from the archive (`zs export --include-chunks`) or from --repo. The file that makes
-    TARGET a repository is written last: an interrupted restore leaves nothing icechunk opens.
+    TARGET a repository is written last: an interrupted restore leaves nothing icechunk opens. Nothing is
+    written before the archive's records are checked against every invariant the restore relies on, and
+    the files and bytes to write are counted (and shown) against --max-bytes and the free space.
     """
     from zsarchive.heap import reuse_freed_memory
     from zsarchive.restore import restore
@@ -60,7 +63,8 @@ def restore_command(archive: str, target: str, source: str | None, refs: tuple[s
     with cluster(scheduler) as client, stage_bars(_LABELS, not no_progress, _shown) as progress:
         summary = restore(archive, target, repo=source, refs=refs, shallow=shallow, storage_options=storage_options,
                           anon=anon, progress=progress,
-                          transfers=transfers, client=client, materialize_virtual=materialize_virtual)
+                          transfers=transfers, client=client, materialize_virtual=materialize_virtual,
+                          max_bytes=max_bytes, announce=announce_totals(target, progress is not None))
     for note in summary.notes:
         click.echo(f"zs: note: {note}", err=True)
     click.echo(f"restored {summary.target}: spec V{summary.spec_version}, {summary.snapshots} snapshots, "

@@ -15,7 +15,11 @@ from zsarchive.errors import ZSError
               help="Address to listen on (another than loopback shows the archive to the network).")
 @click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True,
               help="Port to listen on (0: any free port).")
-def serve_command(archive: str, host: str, port: int) -> None:
+@click.option("--allow-host", "allowed", multiple=True, metavar="NAME",
+              help="A name the page is reached by besides 127.0.0.1, localhost and the --host address (e.g. "
+                   "this machine's name on the network; repeatable). Requests naming any other host are "
+                   "refused, so a site whose name was made to point here (DNS rebinding) reads nothing.")
+def serve_command(archive: str, host: str, port: int, allowed: tuple[str, ...]) -> None:
     """A local, read-only web page of ARCHIVE (a path or URL).
 
     The branch graph, commits by date, each commit's changes, the node tree at any snapshot, a heatmap
@@ -26,7 +30,7 @@ def serve_command(archive: str, host: str, port: int) -> None:
 
     with open_archive(archive) as arc:
         try:
-            server = ArchiveServer(arc, host, port)
+            server = ArchiveServer(arc, host, port, allowed)
         except OSError as exc:
             raise ZSError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
         with server:

@@ -19,8 +19,34 @@ def printable(text: str) -> str:
     return text if text.isprintable() else "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
-def interrupted() -> NoReturn:
-    """Ctrl-C: one line and exit status 130, never a traceback."""
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the program is as Ctrl-C is: every writer unwinds and removes what it had
+    begun (partial files, hidden temporaries) exactly as it does for Ctrl-C."""
+
+
+def terminate_like_interrupt() -> None:
+    """From now on SIGTERM raises :class:`Terminated` in this process. A process forked from it (worker
+    processes) is ended by SIGTERM as usual: its parent unwinds and cleans up."""
+    import os
+    import signal
+
+    owner = os.getpid()
+
+    def handle(signum: int, frame: object) -> None:
+        if os.getpid() != owner:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGTERM)
+            return
+        raise Terminated()
+
+    signal.signal(signal.SIGTERM, handle)
+
+
+def interrupted(exc: KeyboardInterrupt | None = None) -> NoReturn:
+    """Ctrl-C: one line and exit status 130 (SIGTERM: 143), never a traceback."""
+    if isinstance(exc, Terminated):
+        sys.stderr.write("zs: terminated\n")
+        sys.exit(143)
     sys.stderr.write("zs: interrupted\n")
     sys.exit(130)
 

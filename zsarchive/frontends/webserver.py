@@ -11,6 +11,7 @@ from __future__ import annotations
 import ipaddress
 import json
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Iterable
 from urllib.parse import parse_qsl, urlsplit
 
 from zsarchive.archive import NotFound, RepoArchive
@@ -27,21 +28,27 @@ SECURITY_HEADERS = {
 _MESSAGE = 2000
 """Longest error message sent (an archive can put anything in one)."""
 LOCAL_NAMES = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
-"""Host names a server on a loopback address answers to: a page of another site whose name was made to
-resolve to 127.0.0.1 (DNS rebinding) gets nothing."""
+"""Host names every server answers to: a page of another site whose name was made to resolve to the
+server's address (DNS rebinding) names its own site in the Host header, and gets nothing."""
 
 
 class ArchiveServer(ThreadingHTTPServer):
-    """The page and its API for one open archive, on ``host:port`` (port 0: any free port)."""
+    """The page and its API for one open archive, on ``host:port`` (port 0: any free port). It answers only
+    requests whose Host header names it: a loopback name, the address it listens on, or one of
+    ``allowed_hosts`` (the names it is reached by on a network, with or without a port)."""
 
     daemon_threads = True
 
-    def __init__(self, archive: RepoArchive, host: str = "127.0.0.1", port: int = 0):
+    def __init__(self, archive: RepoArchive, host: str = "127.0.0.1", port: int = 0,
+                 allowed_hosts: Iterable[str] = ()):
         self.api = ArchiveAPI(archive)
         self.static = {f"/{name}": (body, content_type(name)) for name, body in page_files()}
         self.static["/"] = self.static["/index.html"]
         super().__init__((host, port), _Handler)
-        self.loopback = ipaddress.ip_address(self.host).is_loopback
+        bound = self.host
+        own = () if ipaddress.ip_address(bound).is_unspecified else (bound, f"[{bound}]")
+        self.names = LOCAL_NAMES | set(own) | {_host_name(name).lower() for name in allowed_hosts}
+        """The Host names it answers to (without a port)."""
 
     @property
     def host(self) -> str:
@@ -61,8 +68,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         url = urlsplit(self.path)
-        if self.server.loopback and _host_name(self.headers.get("Host", "")) not in LOCAL_NAMES:
-            self._send(403, "text/plain; charset=utf-8", b"this server answers only to 127.0.0.1 and localhost\n")
+        if _host_name(self.headers.get("Host", "")).lower() not in self.server.names:
+            self._send(403, "text/plain; charset=utf-8", b"this server answers only to its own names: "
+                       b"127.0.0.1, localhost, the address it listens on and those given with --allow-host\n")
         elif url.path.startswith("/api/"):
             self._api(url.path[len("/api/"):], dict(parse_qsl(url.query, keep_blank_values=True)))
         elif url.path in self.server.static:

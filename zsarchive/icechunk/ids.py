@@ -1,8 +1,17 @@
-"""Crockford base32 for Icechunk object ids (uppercase, unpadded, zero bits appended on the right)."""
+"""Crockford base32 for Icechunk object ids (uppercase, unpadded, zero bits appended on the right).
+
+Decoding forgives what Crockford's alphabet forgives (lower case, ``O`` for 0, ``I`` and ``L`` for 1), so
+several texts decode to one id; icechunk prints each id one way only, its *canonical spelling*: the
+upper-case alphabet below, the padding bits zero (the last character of a 12-byte id is ``0`` or ``G``, of
+an 8-byte id one of even value). Everywhere an id names a file or keys a record, only that spelling is an
+id: another one would name a second file holding the same id's bytes.
+"""
 
 from __future__ import annotations
 
 import base64
+import re
+from typing import TypeGuard
 
 from zsarchive.errors import ZSError
 
@@ -67,9 +76,11 @@ def decode(text: str, nbytes: int) -> bytes:
     return (value >> padding).to_bytes(nbytes, "big")
 
 
-def is_id(text: str, nbytes: int = 12) -> bool:
-    """Whether ``text`` is the canonical (uppercase) encoding of an ``nbytes`` id."""
-    try:
-        return encode(decode(text, nbytes)) == text
-    except ZSError:
-        return False
+CANONICAL = {12: re.compile("[0-9A-HJKMNP-TV-Z]{19}[0G]"), 8: re.compile("[0-9A-HJKMNP-TV-Z]{12}[02468ACEGJMPRTWY]")}
+"""The canonical spelling of a 12-byte id (snapshots, manifests, chunks) and of an 8-byte one (nodes): what
+``encode`` makes (a test holds the two equal)."""
+
+
+def is_id(text: object, nbytes: int = 12) -> TypeGuard[str]:
+    """Whether ``text`` is the canonical spelling (``encode``'s) of an ``nbytes`` id (12 or 8)."""
+    return type(text) is str and CANONICAL[nbytes].fullmatch(text) is not None

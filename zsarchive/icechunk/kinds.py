@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 
 from zsarchive.errors import ZSError
+from zsarchive.io.local import open_regular
 from zsarchive.zs.format.header import MAGIC, PARTIAL_MAGIC
 
 REPOSITORY = "repository"
@@ -24,9 +25,9 @@ def local_kind(path: str | os.PathLike) -> str | None:
     if os.path.basename(path) == "repo" and os.path.isdir(os.path.join(os.path.dirname(path) or ".", "snapshots")):
         return REPOSITORY
     try:
-        with open(path, "rb") as file:
+        with open_regular(path) as file:
             magic = file.read(len(MAGIC))
-    except OSError:
+    except (OSError, ZSError):
         return None
     return ZS_FILE if magic in (MAGIC, PARTIAL_MAGIC) else None
 

@@ -9,7 +9,6 @@ import abc
 import collections
 import errno
 import os
-import stat
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable, Mapping
 
@@ -18,6 +17,7 @@ from zsarchive.errors import ZSCorrupt, ZSError
 if TYPE_CHECKING:  # the read-ahead pool (and concurrent.futures) loads only when a prefetch starts
     from concurrent.futures import Future, ThreadPoolExecutor
 from zsarchive.icechunk.kinds import ZS_FILE, archive_not_repository, local_kind
+from zsarchive.io.local import check_regular, open_regular
 from zsarchive.io.location import Location, parse_location
 
 
@@ -26,7 +26,7 @@ def read_file_range(path: str | os.PathLike, offset: int, length: int,
     """``length`` bytes at ``offset`` of a local file, after ``check(its stat)`` if given (ZSError,
     one line naming the file, if it cannot be read; ZSCorrupt if it holds fewer bytes)."""
     try:
-        with open(path, "rb") as handle:
+        with open_regular(path) as handle:
             if check is not None:
                 check(os.fstat(handle.fileno()))
             handle.seek(offset)
@@ -146,12 +146,7 @@ def read_regular(path: str | os.PathLike, root: str | os.PathLike) -> bytes:
 def _read_fd(fd: int, path: str | os.PathLike) -> bytes:
     """The bytes of the file open as ``fd`` (closed after), refused unless it is a regular file."""
     with os.fdopen(fd, "rb") as handle:
-        mode = os.fstat(fd).st_mode
-        if stat.S_ISDIR(mode):
-            raise IsADirectoryError(path)
-        if not stat.S_ISREG(mode):
-            raise ZSError(f"{path}: not a regular file (a FIFO or device is never read)")
-        os.set_blocking(fd, True)
+        check_regular(fd, path)
         try:
             return handle.read()
         except OSError as exc:

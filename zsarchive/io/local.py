@@ -2,12 +2,39 @@
 
 from __future__ import annotations
 
+import errno
 import mmap
 import os
+import stat
 import threading
+from typing import BinaryIO
 
 from zsarchive.errors import ZSError
 from zsarchive.io.base import Transport
+
+
+def check_regular(fd: int, path: str | os.PathLike) -> None:
+    """Refuse the file open as ``fd`` unless it is a regular file (IsADirectoryError for a directory, a
+    one-line ZSError otherwise), then make its reads blocking again."""
+    mode = os.fstat(fd).st_mode
+    if stat.S_ISDIR(mode):
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), os.fspath(path))
+    if not stat.S_ISREG(mode):
+        raise ZSError(f"{path}: not a regular file (a FIFO or device is never read)")
+    os.set_blocking(fd, True)
+
+
+def open_regular(path: str | os.PathLike) -> BinaryIO:
+    """A local file that input names, opened for reading as every such file is: without blocking (opening a
+    FIFO would wait for a writer) and refused unless regular (a FIFO would hang a read, a device never
+    end). OSError as ``open`` raises it; ZSError for a file that is not regular."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        check_regular(fd, path)
+    except BaseException:
+        os.close(fd)
+        raise
+    return os.fdopen(fd, "rb")
 
 
 class LocalFile(Transport):
@@ -16,7 +43,7 @@ class LocalFile(Transport):
     def __init__(self, path: str) -> None:
         self.name = path
         try:
-            self._file = open(path, "rb")
+            self._file = open_regular(path)
         except OSError as exc:
             raise ZSError(f"{path}: cannot open: {exc.strerror or exc}") from None
         self.size = os.fstat(self._file.fileno()).st_size

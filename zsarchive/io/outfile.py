@@ -13,7 +13,7 @@ import functools
 import itertools
 import os
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, Iterable, Iterator
 
 from zsarchive.errors import ZSError
 
@@ -103,10 +103,12 @@ _IOV_MAX = 1024
 """The most buffers one ``writev`` takes on Linux and macOS."""
 
 
-def write_all(fd: int, parts: list) -> None:
+def write_all(fd: int, parts: Iterable) -> None:
     """Write the buffers ``parts`` one after another at ``fd``'s position, in as few system calls as
-    ``writev`` allows (it may write less than asked)."""
-    buffers = collections.deque(memoryview(p).cast("B") for p in parts)
+    ``writev`` allows (it may write less than asked); at most ``_IOV_MAX`` of them held at once, so a
+    streamed file's buffers are written as they come."""
+    parts = iter(parts)
+    buffers = collections.deque(memoryview(p).cast("B") for p in itertools.islice(parts, _IOV_MAX))
     while buffers:
         if hasattr(os, "writev"):
             written = os.writev(fd, list(itertools.islice(buffers, _IOV_MAX)))
@@ -116,6 +118,8 @@ def write_all(fd: int, parts: list) -> None:
             written -= len(buffers.popleft())
         if written:
             buffers[0] = buffers[0][written:]
+        if len(buffers) < _IOV_MAX // 2:
+            buffers.extend(memoryview(p).cast("B") for p in itertools.islice(parts, _IOV_MAX - len(buffers)))
 
 
 def start_writeback(fd: int, offset: int, length: int) -> None:

@@ -16,19 +16,96 @@ import os
 import re
 import secrets
 import shutil
+import threading
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Mapping, Union
+from typing import Callable, Iterable, Iterator, Mapping, Union
 
-from zsarchive.errors import ZSError
+from zsarchive.errors import ZSCorrupt, ZSError
 from zsarchive.io.base import ObjectMissing
 from zsarchive.io.location import Location, parse_location
 from zsarchive.io.outfile import fsync_directory, start_writeback
 
-Body = Union[bytes, bytearray, memoryview, list, Callable[[], bytes]]
+class Stream:
+    """An object's ``size`` bytes as buffers made one after another by ``parts()`` (an embedded chunk file's
+    pieces), written as they come: memory does not follow the object's length. Buffers adding up to another
+    size are an error, never a shorter or longer object."""
+
+    def __init__(self, size: int, parts: Callable[[], Iterable[bytes | memoryview]], name: str) -> None:
+        self.size = size
+        self.parts = parts
+        self.name = name
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __iter__(self) -> Iterator[bytes | memoryview]:
+        given = 0
+        for part in self.parts():
+            given += len(part)
+            if given > self.size:
+                break
+            yield part
+        if given != self.size:
+            raise ZSCorrupt(f"{self.name}: {given} bytes or more, not the {self.size} planned")
+
+
+Body = Union[bytes, bytearray, memoryview, list, Stream, Callable[[], bytes]]
 """What ``put_all`` writes: bytes, a list of buffers (the object is their concatenation: a local file
-writes them one after another, with no copy of the whole), or a function that returns bytes (called on a
-worker thread)."""
+writes them one after another, with no copy of the whole), a :class:`Stream`, or a function that returns
+bytes (called on a worker thread)."""
+
+
+BLOCK = 4096
+"""The disk block a local file's size is rounded up to when counting the room it takes."""
+
+
+@dataclass
+class Totals:
+    """What a restore or checkout is about to write: objects, their bytes, and the disk room they take
+    (each object rounded up to whole blocks of :data:`BLOCK` bytes)."""
+
+    files: int = 0
+    bytes: int = 0
+    room: int = 0
+
+    def add(self, size: int) -> None:
+        """Count one object of ``size`` bytes."""
+        self.files += 1
+        self.bytes += size
+        self.room += -(-size // BLOCK) * BLOCK
+
+    def __str__(self) -> str:
+        return f"{self.files:,} files, {self.bytes:,} bytes"
+
+
+def check_room(location: Location, totals: Totals, max_bytes: int | None = None) -> None:
+    """Refuse, before anything is written, what would write more than ``max_bytes`` or, at a local target,
+    more than its file system's free space or free inodes hold (a one-line ZSError saying both numbers)."""
+    if max_bytes is not None and totals.bytes > max_bytes:
+        raise ZSError(f"{location.url}: {totals} to write, more than the limit of {max_bytes:,} bytes "
+                      "(--max-bytes); nothing written")
+    if not location.is_local:
+        return
+    where = Path(os.path.abspath(location.path))
+    while not where.exists() and where != where.parent:
+        where = where.parent
+    try:
+        found = os.statvfs(where)
+    except OSError as exc:
+        raise ZSError(f"{where}: cannot read the free space: {exc.strerror}") from None
+    free = found.f_bavail * found.f_frsize
+    if totals.room > free:
+        raise ZSError(f"{location.url}: {totals} to write ({totals.room:,} bytes on disk), but its file system "
+                      f"has {free:,} bytes free; nothing written")
+    if found.f_files and totals.files > found.f_favail:  # a file system without an inode count says 0
+        raise ZSError(f"{location.url}: {totals} to write, but its file system has room for "
+                      f"{found.f_favail:,} more files; nothing written")
+
+
+class Stopped(Exception):
+    """A write ended because ``put_all`` stopped (its own failure or interruption is what is raised)."""
 
 
 WHOLE_PUT = 64 << 20
@@ -41,9 +118,14 @@ class AlreadyExists(ZSError):
     """``put_new`` found an object at its key."""
 
 
-def body_size(data: bytes | bytearray | memoryview | list) -> int:
-    """The length of an object's bytes, given whole or as a list of buffers."""
+def body_size(data: bytes | bytearray | memoryview | list | Stream) -> int:
+    """The length of an object's bytes, given whole, as a list of buffers or as a stream."""
     return sum(map(len, data)) if isinstance(data, list) else len(data)
+
+
+def parts_of(data: bytes | bytearray | memoryview | list | Stream) -> Iterable[bytes | memoryview]:
+    """An object's bytes as the buffers to write one after another."""
+    return data if isinstance(data, (list, Stream)) else (data,)
 
 
 class Sink(abc.ABC):
@@ -52,11 +134,24 @@ class Sink(abc.ABC):
     def __init__(self, location: Location, window: int = 32):
         self.location = location
         self.window = window
+        self.limit: int | None = None
+        """The most bytes ``put_all`` writes (None: no limit); an object past it is not written."""
+        self._charged = 0
+        self._charging = threading.Lock()
+        self._stopping = threading.Event()
 
     @property
     def name(self) -> str:
         """Where the objects go (for messages)."""
         return self.location.url
+
+    def charge(self, key: str, size: int) -> None:
+        """Count ``size`` bytes about to be written as ``key``; ZSError past :attr:`limit`."""
+        with self._charging:
+            self._charged += size
+            if self.limit is not None and self._charged > self.limit:
+                raise ZSError(f"{self.url(key)}: writing it would pass the limit of {self.limit} bytes "
+                              "(--max-bytes)")
 
     def url(self, key: str) -> str:
         """The path or URL of ``key`` (for messages)."""
@@ -87,14 +182,25 @@ class Sink(abc.ABC):
                     running.add(pool.submit(self._write_body, key, body))
                 while running:
                     total += self._settle(running, done, FIRST_COMPLETED)
-            except BaseException:
+            except BaseException as exc:
+                if not isinstance(exc, Exception):  # interrupted: writes under way stop at their next buffer
+                    self._stopping.set()
                 for future in running:
                     future.cancel()
                 raise
         return total
 
+    def parts(self, data: bytes | bytearray | memoryview | list | Stream) -> Iterator[bytes | memoryview]:
+        """The buffers of an object to write one after another, ending the write (:class:`Stopped`, its file
+        removed) once an interruption (Ctrl-C, SIGTERM) stopped ``put_all``."""
+        for part in parts_of(data):
+            if self._stopping.is_set():
+                raise Stopped("stopped")
+            yield part
+
     def _write_body(self, key: str, body: Body) -> tuple[str, int]:
         data = body() if callable(body) else body
+        self.charge(key, body_size(data))
         self.put(key, data)
         return key, body_size(data)
 
@@ -227,10 +333,7 @@ class LocalSink(Directory):
     def _write_temp(self, temp: Path, data: bytes, durable: bool = False) -> None:
         try:
             with open(temp, "xb") as handle:
-                if isinstance(data, list):
-                    handle.writelines(data)
-                else:
-                    handle.write(data)
+                handle.writelines(self.parts(data))
                 handle.flush()
                 if durable:
                     os.fsync(handle.fileno())
@@ -373,6 +476,10 @@ def write_error(exc: OSError, path: Path) -> ZSError:
     return ZSError(f"{path}: cannot write: {exc.strerror or exc}")
 
 
+_WHOLE = 8 << 20
+"""A streamed object up to this size is put whole (one request); a larger one in parts."""
+
+
 OBJECT_WINDOW = 64
 """Writes in flight to an object store unless told otherwise: each put waits on a round trip, not a disk."""
 
@@ -399,7 +506,7 @@ class ObjectSink(Directory):
             raise describe(exc, self.location.url) from None
         return True
 
-    def _put(self, key: str, data: bytes, mode: str | None) -> None:
+    def _put(self, key: str, data: bytes | Iterator, mode: str | None, **multipart) -> None:
         import obstore
         from obstore import exceptions as oe
 
@@ -407,14 +514,17 @@ class ObjectSink(Directory):
 
         check_key(key, self.location.url)
         try:
-            obstore.put(self.store, key, data, mode=mode, use_multipart=False)
+            obstore.put(self.store, key, data, mode=mode, **(multipart or {"use_multipart": False}))
         except (oe.AlreadyExistsError, oe.PreconditionError):
             raise AlreadyExists(f"{self.url(key)}: already exists") from None
         except Exception as exc:
             raise describe(exc, self.url(key)) from None
 
     def put(self, key: str, data: bytes) -> None:
-        self._put(key, b"".join(data) if isinstance(data, list) else data, None)
+        if isinstance(data, Stream) and data.size > _WHOLE:  # in parts of at most 5 MiB, one at a time
+            self._put(key, iter(data), None, use_multipart=True, max_concurrency=1)
+        else:
+            self._put(key, b"".join(parts_of(data)) if isinstance(data, (list, Stream)) else data, None)
 
     def put_new(self, key: str, data: bytes) -> None:
         self._put(key, data, "create")

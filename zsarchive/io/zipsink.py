@@ -17,7 +17,8 @@ from typing import BinaryIO, Callable, Iterable
 
 from zsarchive.errors import ZSError
 from zsarchive.io.location import Location
-from zsarchive.io.sink import AlreadyExists, Body, Sink, check_key, write_error, body_size
+from zsarchive.io.names import check_portable
+from zsarchive.io.sink import AlreadyExists, Body, Sink, body_size, check_key, parts_of, write_error
 
 _EPOCH = (1980, 1, 1, 0, 0, 0)
 """Every entry's time: the earliest a zip can say, so the bytes depend on the objects alone."""
@@ -54,17 +55,19 @@ class ZipSink(Sink):
         return self._zip
 
     def put(self, key: str, data: bytes) -> None:
-        """Append the entry ``key`` (zarr's ZipStore reads the last of equal names; keys here are unique)."""
+        """Append the entry ``key``: a portable name (no backslash, drive letter, ``..``, NUL or control
+        character, which other readers take for paths), and never a second entry of one name (readers
+        disagree on which of two holds)."""
         check_key(key, self.path)
+        check_portable(key, self.path)
         info = zipfile.ZipInfo(key, _EPOCH)
         info.compress_type = zipfile.ZIP_STORED
         with self._lock:
+            if key in self._open().NameToInfo:
+                raise ZSError(f"{self.path}: refusing a second entry named {key!r}")
             try:
                 with self._open().open(info, "w", force_zip64=body_size(data) >= 1 << 31) as entry:
-                    if isinstance(data, list):
-                        entry.writelines(data)
-                    else:
-                        entry.write(data)
+                    entry.writelines(parts_of(data))
             except OSError as exc:
                 raise write_error(exc, self.path) from None
 
@@ -93,6 +96,7 @@ class ZipSink(Sink):
     def _write_next(self, running: deque, done: Callable[[str, int], None] | None) -> int:
         key, future = running.popleft()
         data = future.result()
+        self.charge(key, body_size(data))
         self.put(key, data)
         size = body_size(data)
         if done is not None:

@@ -18,11 +18,17 @@ from functools import partial
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from zsarchive.archive import NodeInfo, RepoArchive
+from zsarchive.archive.format import schema
 from zsarchive.archive.format.chunkkeys import ChunkKeys
-from zsarchive.errors import ZSCorrupt, ZSError
+from zsarchive.archive.format.header import has_chunk_pieces
+from zsarchive.archive.format.pieces import file_size, read_pieces, stream_file
+from zsarchive.archive.format.views import ShardIndexKey, ShardIndexValue, is_id
+from zsarchive.archive.read.invariants import RefReach, check_shard_index, fault
+from zsarchive.errors import RecordFault, ZSCorrupt, ZSError
 from zsarchive.io.location import Location, parse_location
 from zsarchive.io.outfile import start_writeback, write_all
-from zsarchive.io.sink import OBJECT_WINDOW, LocalSink, ObjectSink, Sink, write_error
+from zsarchive.io.names import unportable
+from zsarchive.io.sink import OBJECT_WINDOW, LocalSink, ObjectSink, Sink, Stream, Totals, check_room, write_error
 from zsarchive.io.zipsink import ZipSink
 
 ROOT_META = "zarr.json"
@@ -52,7 +58,8 @@ def checkout(archive: RepoArchive | str | os.PathLike, ref: str, target: str | o
              authorize: Iterable[str] | Mapping[str, Mapping[str, Any]] = (),
              storage_options: Mapping[str, object] | None = None, anon: bool = False,
              window: int | None = None, progress: Callable[[int, int], None] | None = None,
-             client: Any = None) -> CheckoutSummary:
+             client: Any = None, max_bytes: int | None = None,
+             announce: Callable[[Totals], None] | None = None) -> CheckoutSummary:
     """Write the snapshot REF names as a plain Zarr v3 hierarchy at ``target`` (absent or empty).
 
     ``target``: a directory, a ``*.zip`` path, or an ``s3://``/``gs://``/``az://`` URL; ``group``: write only
@@ -62,7 +69,10 @@ def checkout(archive: RepoArchive | str | os.PathLike, ref: str, target: str | o
     otherwise), as for every command that writes; ``authorize``: virtual chunk prefixes to read;
     ``window``: transfers in flight; ``progress(done, total)``: objects written so far; ``client``: a
     ``distributed.Client`` whose workers write the chunks (they open ``archive``, ``target`` and ``repo``
-    themselves: paths they see, or URLs).
+    themselves: paths they see, or URLs). Before anything is written, every chunk is walked once:
+    ``announce(totals)`` is told the files and bytes to come, and a checkout that would write more than
+    ``max_bytes`` or, locally, more than the free space, or whose records break an invariant it relies on,
+    is refused.
     """
     started = time.monotonic()
     if client is not None and isinstance(archive, RepoArchive):
@@ -85,14 +95,21 @@ def checkout(archive: RepoArchive | str | os.PathLike, ref: str, target: str | o
             raise ZSError(f"{target}: not empty; checkout writes only to an absent or empty target")
         snapshot_id = arc.resolve(ref)
         nodes = _select(arc, snapshot_id, ref, group)
-        total = _plan(arc, ref, nodes, need_count=progress is not None, check_embedded=where_repo is None)
+        try:
+            totals, embedded = _plan(arc, ref, nodes, repo_given=where_repo is not None)
+        except RecordFault as exc:
+            raise exc.named(arc.name) from None
+        check_room(out.sink.location, totals, max_bytes)
+        if announce is not None:
+            announce(totals)
+        out.sink.limit = max_bytes
         written = {"objects": 0, "chunks": 0, "bytes": 0}
 
         def advance(objects: int, size: int) -> None:
             written["objects"] += objects
             written["bytes"] += size
             if progress is not None:
-                progress(written["objects"], total + len(nodes))
+                progress(written["objects"], totals.files)
 
         def done(key: str, size: int) -> None:
             advance(1, size)
@@ -105,7 +122,8 @@ def checkout(archive: RepoArchive | str | os.PathLike, ref: str, target: str | o
                 written["chunks"] = checkout_chunks(client, archive, dict(authorize) if isinstance(
                     authorize, Mapping) else list(authorize), ref, nodes, sink_type, out.sink, where_repo, advance)
             else:
-                written["chunks"] = _copy_chunks(arc, ref, nodes, out.sink, where_repo, out.local, done)
+                written["chunks"] = _copy_chunks(arc, ref, nodes, out.sink, where_repo, out.local, done,
+                                                 embedded)
             # the root's zarr.json last, create-only: a target looks whole only when it is
             metas = sorted(((n.key, n.node.user_data) for n in nodes), key=lambda m: m[0] == ROOT_META)
             out.sink.put_all(metas[:-1], done)
@@ -126,27 +144,25 @@ def checkout(archive: RepoArchive | str | os.PathLike, ref: str, target: str | o
 
 
 def _select(arc: RepoArchive, snapshot_id: str, ref: str, group: str | None) -> list[_Node]:
-    """The nodes to write, with their keys below the target root; ZSCorrupt for a path that is not a
-    plain relative name (``..``, empty components) or a node below an array."""
+    """The nodes to write, with their keys below the target root (the reader refuses nodes that are no
+    tree of plain names); ZSError for a name that is not portable (a directory and a zip are read alike
+    everywhere: no backslash, drive letter, NUL or control character) or that would be a node's own
+    ``zarr.json``."""
     top = "/" + (group or "").strip("/")
     base = "" if top == "/" else top
     nodes: list[_Node] = []
-    arrays: set[str] = set()
     for node in arc.node_infos(f"snapshot:{snapshot_id}"):
         path = node.path
         if not (path == top or path.startswith(base + "/")):
             continue
         rel = "" if path == top else path[len(base) + 1:]
-        parts = rel.split("/") if rel else []
-        if any(p in ("", ".", "..") or "\x00" in p or (os.sep != "/" and "\\" in p) for p in parts):
-            raise ZSCorrupt(f"{arc.name}: node path {path!r} at {ref!r} is not a plain Zarr node name; "
-                            "nothing written")
-        for i in range(len(parts)):
-            if "/".join(parts[:i]) in arrays:
-                raise ZSCorrupt(f"{arc.name}: node {path!r} at {ref!r} lies inside an array; nothing written")
+        for part in rel.split("/") if rel else []:
+            problem = unportable(part) or ("is a node's metadata document" if part == ROOT_META else None)
+            if problem is not None:
+                raise ZSError(f"{arc.name}: node {path!r} at {ref!r}: its name {part!r} {problem}, not a "
+                              "portable name; nothing written")
         keys = None
         if node.is_array:
-            arrays.add(rel)
             keys = ChunkKeys(path, node.zarr_json, node.num_chunks, f"{rel}/" if rel else "")
             if keys.sep not in ("/", "."):
                 raise ZSCorrupt(f"{arc.name}: array {path!r} at {ref!r}: chunk key separator {keys.sep!r} "
@@ -157,30 +173,58 @@ def _select(arc: RepoArchive, snapshot_id: str, ref: str, group: str | None) -> 
     return nodes
 
 
-def _plan(arc: RepoArchive, ref: str, nodes: list[_Node], need_count: bool, check_embedded: bool) -> int:
-    """How many chunks will be written (0 if not asked); ZSError if native chunks are neither in the
-    archive nor reachable (no ``repo``), saying how many chunk files are missing."""
-    missing_check = check_embedded and not arc.header()["counts"].get("chunk data")
-    if not (need_count or missing_check):
-        return 0
-    count, missing = 0, set()
+def _plan(arc: RepoArchive, ref: str, nodes: list[_Node], repo_given: bool) -> tuple[Totals, dict[str, int]]:
+    """Every chunk the checkout writes, walked once before anything is written: what it writes (files and
+    bytes), the size of each chunk file the archive embeds, and the invariants the chunks rely on (each ref
+    within its embedded file, each kept shard index the embedded shard's own; the reader itself refuses two
+    records of one chunk); ZSError if native chunks are neither in the archive nor reachable (no ``repo``),
+    saying how many chunk files are missing."""
+    totals, reach = Totals(), RefReach()
+    shards = has_chunk_pieces(arc.format_version) and arc.holds(schema.SHARD_INDEX)
+
+    def embedded_bytes(chunk_id: str, start: int, stop: int) -> bytes | memoryview | None:
+        return read_pieces(arc.zs, chunk_id, start, stop)
+
     for item in nodes:
+        totals.add(len(item.node.user_data))
         if item.keys is None:
             continue
         for chunk in arc.array_chunks(item.node):
-            count += 1
-            if missing_check and chunk.kind == "native":
-                missing.add(chunk.chunk_id)
-    if missing:
-        raise ZSError(f"{arc.name}: {len(missing)} chunk file{'s' if len(missing) != 1 else ''} that {ref!r} "
-                      "uses are not in the archive (it was exported without --include-chunks): give the "
-                      "original repository with --repo SOURCE; nothing written")
-    return count
+            if chunk.kind == "inline":
+                totals.add(len(chunk.inline))
+                continue
+            key = (item.node.id, chunk.coords)
+            if not all(type(n) is int and n >= 0 for n in (chunk.offset, chunk.length)):
+                raise fault(schema.CHUNK_REF, key, "offset and length must be integers >= 0")
+            totals.add(chunk.length)
+            if chunk.kind != "native":
+                continue
+            if not is_id(chunk.chunk_id):
+                raise fault(schema.CHUNK_REF, key, f"chunk id {chunk.chunk_id!r} is not in icechunk's spelling")
+            reach.note(chunk.chunk_id, chunk.offset + chunk.length, key)
+            kept = arc.shard_index(chunk) if shards else None
+            if kept is not None:
+                check_shard_index(ShardIndexKey(chunk.chunk_id, chunk.offset, chunk.length),
+                                  ShardIndexValue(*kept), embedded_bytes)
+    embedded = {}
+    if arc.holds(schema.CHUNK_DATA):
+        for chunk_id in reach.ends:
+            size = file_size(arc.zs, chunk_id)
+            if size is not None:
+                reach.check(chunk_id, size)
+                embedded[chunk_id] = size
+    missing = len(reach.ends) - len(embedded)
+    if missing and not repo_given:
+        raise ZSError(f"{arc.name}: {missing} chunk file{'s' if missing != 1 else ''} that {ref!r} uses are not "
+                      "in the archive (it was exported without --include-chunks): give the original repository "
+                      "with --repo SOURCE; nothing written")
+    return totals, embedded
 
 
 def _copy_chunks(arc: RepoArchive, ref: str, nodes: list[_Node], sink: Sink, repo: Location | None,
-                 zero_copy: bool, done: Callable[[str, int], None]) -> int:
-    """Write every chunk of the arrays among ``nodes``, bytes as stored; returns how many."""
+                 zero_copy: bool, done: Callable[[str, int], None], embedded: dict[str, int]) -> int:
+    """Write every chunk of the arrays among ``nodes``, bytes as stored (an embedded chunk streamed from its
+    pieces, whatever its length); returns how many."""
     count = 0
 
     def items() -> Iterator[tuple[str, Any]]:
@@ -193,6 +237,10 @@ def _copy_chunks(arc: RepoArchive, ref: str, nodes: list[_Node], sink: Sink, rep
                 key = item.keys.key(chunk.coords)
                 if chunk.kind == "inline":
                     yield key, chunk.inline
+                elif chunk.kind == "native" and chunk.chunk_id in embedded:
+                    yield key, Stream(chunk.length, partial(stream_file, arc.zs, chunk.chunk_id,
+                                                            chunk.offset + chunk.length, zero_copy, chunk.offset),
+                                      f"{arc.name}: embedded chunk {chunk.chunk_id}")
                 else:
                     yield key, partial(arc.read_chunk, chunk, ref, repo, zero_copy)
 
@@ -239,11 +287,14 @@ class _TreeSink(LocalSink):
         except OSError as exc:
             raise write_error(exc, path) from None
         try:
-            write_all(fd, data if isinstance(data, list) else [data])
+            write_all(fd, self.parts(data))
             start_writeback(fd, 0, 0)  # to the disk while the next are written: the final sync waits less
         except OSError as exc:
             path.unlink(missing_ok=True)
             raise write_error(exc, path) from None
+        except BaseException:
+            path.unlink(missing_ok=True)
+            raise
         finally:
             os.close(fd)
 

@@ -52,7 +52,7 @@ class ClusterRestore(Restore):
 
     def _args(self) -> tuple:
         """What a worker needs to open the same restore (plain data: it travels)."""
-        keep = {k: v for k, v in self.options.items() if k != "progress"}
+        keep = {k: v for k, v in self.options.items() if k not in ("progress", "announce")}
         return self.token, self.archive, self.location, tuple(sorted(keep.items(), key=lambda kv: kv[0]))
 
     def plan(self) -> RestorePlan:
@@ -72,13 +72,18 @@ class ClusterRestore(Restore):
             embedded, source = self.chunk_sources(needed)
             if source is not None:
                 source.close()  # the workers open their own
-            chunk_files, chunk_bytes = self._write(made, needed, embedded)
-            for directory in ("manifests", "chunks"):  # a worker killed midway leaves its temporaries
-                sink.remove_leftovers(directory)
+            files = self.metadata_files(plan, {})
+            final = self.final_file(plan)
+            sizes = [size for _, summary in made for size in summary["sizes"]]
+            self.before_writing(sink, self.totals(needed, embedded, [*sizes, *map(len, (*files.values(), final))]))
+            with self.undone_on_failure():
+                chunk_files, chunk_bytes = self._write(made, needed, embedded)
+                for directory in ("manifests", "chunks"):  # a worker killed midway leaves its temporaries
+                    sink.remove_leftovers(directory)
+                return self.finish(plan, sink, storage, files, final, len(plan.manifests), chunk_files, chunk_bytes)
         except BaseException:
             self._cancel()
             raise
-        return self.finish(plan, sink, storage, {}, len(plan.manifests), chunk_files, chunk_bytes)
 
     def _make_manifests(self, plan: RestorePlan) -> list[tuple[Any, dict]]:
         """(the future holding a task's manifests, its summary) of every task; the chunk coordinates and
@@ -101,12 +106,14 @@ class ClusterRestore(Restore):
             set_chunk_coords(plan.history, found)
         return made
 
-    def _write(self, made: list[tuple[Any, dict]], needed: dict[str, int], embedded: set[str]) -> tuple[int, int]:
-        """Write the manifests where they were made and copy the chunk files; (chunk files, their bytes)."""
+    def _write(self, made: list[tuple[Any, dict]], needed: dict[str, int], embedded: dict[str, int]) -> tuple[int, int]:
+        """Write the manifests where they were made and copy the chunk files (``embedded``: the size of each the
+        archive holds); (chunk files, their bytes)."""
         args = self._args()
         writes = [self.client.submit(_write_manifests, args, future, pure=False) for future, _ in made]
         ids = sorted(needed)
-        copies = [self.client.submit(_copy, args, {cid: needed[cid] for cid in group}, sorted(set(group) & embedded),
+        copies = [self.client.submit(_copy, args, {cid: needed[cid] for cid in group},
+                                     {cid: embedded[cid] for cid in group if cid in embedded},
                                      pure=False)
                   for group in (ids[at:at + TASK_FILES] for at in range(0, len(ids), TASK_FILES))]
         self._futures += writes + copies
@@ -197,7 +204,8 @@ def _make(args: tuple, manifests: list[str], nodes: list[str]) -> dict:
             reach(chunks, named)
             if manifest_id in plan.resized:
                 resized[manifest_id] = plan.resized[manifest_id]
-        return {"coords": coords, "manifests": files, "chunks": chunks, "resized": resized, "notes": job.notes}
+        return {"coords": coords, "manifests": files, "chunks": chunks, "resized": resized, "notes": job.notes,
+                "sizes": [len(raw) for raw in files.values()]}
 
 
 def _summary(made: dict) -> dict:
@@ -224,15 +232,15 @@ def _write_manifests(args: tuple, made: dict) -> int:
     return len(made["manifests"])
 
 
-def _copy(args: tuple, needed: dict[str, int], embedded: list[str]) -> tuple[int, int]:
-    """Copy chunk files ``needed`` (``embedded`` from the archive, the rest from the source repository);
-    (files, bytes), durable before this returns."""
+def _copy(args: tuple, needed: dict[str, int], embedded: dict[str, int]) -> tuple[int, int]:
+    """Copy chunk files ``needed`` (``embedded`` from the archive, each of the size given, the rest from the
+    source repository); (files, bytes), durable before this returns."""
     with large_allocations_on_the_heap():
         job, _, _ = _job(args)
         sink = open_sink(job.location, window=job.transfers)
         source = None if job.repo is None or len(embedded) == len(needed) else open_storage(job.repo)
         try:
-            files, written = job.copy_chunks(sink, needed, set(embedded), source)
+            files, written = job.copy_chunks(sink, needed, embedded, source)
         finally:
             if source is not None:
                 source.close()

@@ -9,7 +9,6 @@ transaction log.
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass, field, replace
 from typing import Iterable, Iterator
 
@@ -17,6 +16,7 @@ import numpy as np
 
 from zsarchive.archive.format import schema
 from zsarchive.archive.format.header import refs_by_manifest
+from zsarchive.archive.read.invariants import ops_log_file_names
 from zsarchive.archive.read.reader import ArchiveReader, NotFound
 from zsarchive.archive.read.refspec import parse_ref
 from zsarchive.errors import ZSCorrupt, ZSError
@@ -156,9 +156,9 @@ class RestorePlan:
         counts = () if self.history.repo_file is None else self.history.repo_file.ops_log_files
         if len(counts) < 2 or 0 in counts:  # one file, or one that held nothing: the whole log in ``repo``
             return [("repo", whole)]
-        starts = list(itertools.accumulate(counts[:-1]))
-        names = [ops[at].backup_path for at in starts]
-        if any(name is None or "/" in name or name in ("", ".", "..") for name in names) or len(set(names)) < len(names):
+        names = ops_log_file_names(counts, [((u.updated_at, len(ops) - 1 - i), u.backup_path)
+                                            for i, u in enumerate(ops)])
+        if None in names or len(set(names)) < len(names):
             return [("repo", whole)]
         out, at = [], 0
         for i, n in enumerate(counts):

@@ -11,15 +11,22 @@ such file, so icechunk refuses to open the target, and ``restore`` on it says so
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shutil
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator, Mapping
 from urllib.parse import quote
 
 import numpy as np
+import zstandard
 
-from zsarchive.archive.read.reader import ArchiveReader, guarded
+from zsarchive.archive.format import schema
+from zsarchive.archive.format.pieces import file_size, read_pieces, stream_file
+from zsarchive.archive.read.invariants import check_reach, fault, shard_indexes
+from zsarchive.archive.read.reader import ArchiveReader, guarded, records_under
 from zsarchive.errors import ZSError
 from zsarchive.icechunk.config import dump_config
 from zsarchive.icechunk.manifest.decode import decode_manifest
@@ -30,11 +37,11 @@ from zsarchive.icechunk.repo_info import decode_repo_info, encode_repo_info
 from zsarchive.icechunk.snapshot import decode_snapshot, encode_snapshot
 from zsarchive.icechunk.txlog import decode_transaction_log, encode_transaction_log
 from zsarchive.io.location import Location, parse_location
-from zsarchive.io.sink import Sink, open_sink
+from zsarchive.io.sink import AlreadyExists, Sink, Stream, Totals, check_room, open_sink
 from zsarchive.icechunk.storage import Storage, open_storage
 from zsarchive.restore.materialize import Materializer
 from zsarchive.restore.plan import ManifestContents, ManifestPlan, RestorePlan, select
-from zsarchive.restore.source import Timelines, embedded_file, is_embedded, read_history
+from zsarchive.restore.source import Timelines, read_history
 
 Progress = Callable[[str, int, int], None]
 """``progress(stage, done, total)``: called as each stage advances."""
@@ -91,10 +98,13 @@ class Restore:
                  refs: Iterable[str] = (), shallow: bool = False,
                  storage_options: Mapping[str, object] | None = None, anon: bool = False,
                  progress: Progress | None = None, transfers: int | None = None,
-                 materialize_virtual: bool = False):
+                 materialize_virtual: bool = False, max_bytes: int | None = None,
+                 announce: Callable[[Totals], None] | None = None):
         self.reader = ArchiveReader(archive)
         self.transfers = transfers
         self.materializer = Materializer(self.reader) if materialize_virtual else None
+        self.max_bytes = max_bytes
+        self.announce = announce or (lambda totals: None)
         self.location = parse_location(target, storage_options, anon)
         self.repo = None if repo is None else parse_location(repo, storage_options, anon)
         self.refs, self.shallow = list(refs), shallow
@@ -148,43 +158,73 @@ class Restore:
                     reach(chunk_ids, dict(zip(map(refs.texts.__getitem__, named.tolist()), ends[named].tolist())))
             else:
                 reach(chunk_ids, {r.chunk_id: r.offset + r.length for r in refs if r.kind is RefKind.NATIVE})
-        raw = encode_manifest(manifest.id, arrays, manifest.spec_version, manifest.implementation, manifest.size,
-                              manifest.location_dictionary, *_levels(contents.plan.history.facts.get("config")))
+        try:
+            raw = encode_manifest(manifest.id, arrays, manifest.spec_version, manifest.implementation, manifest.size,
+                                  manifest.location_dictionary, *_levels(contents.plan.history.facts.get("config")))
+        except zstandard.ZstdError as exc:  # a dictionary zstd cannot use (made up, or too large)
+            raise fault(schema.FILES, (f"manifests/{manifest.id}",),
+                        f"its location dictionary ({len(manifest.location_dictionary or b''):,} bytes) "
+                        f"compresses no location: {exc}") from None
         if manifest.size and len(raw) != manifest.size:  # the snapshots name the size it has
             contents.plan.resized[manifest.id] = len(raw)
             self.notes.append(f"manifest {manifest.id}: {len(raw)} bytes, the original {manifest.size}: the "
                               f"snapshots name the new size")
         return raw, chunk_ids
 
-    def chunk_sources(self, needed: Mapping[str, int]) -> tuple[set[str], Storage | None]:
-        """(ids the archive embeds, the source repository's storage if given); one line if some chunk
-        file has no source."""
-        made = set() if self.materializer is None else needed.keys() & self.materializer.files.keys()
-        embedded = made | {cid for cid in needed.keys() - made if is_embedded(self.reader, cid)}
+    @guarded
+    def chunk_sources(self, needed: Mapping[str, int]) -> tuple[dict[str, int], Storage | None]:
+        """(size of each file the archive embeds or a kept virtual range makes, the source repository's
+        storage if given); one line if some chunk file has no source, or if a ref reaches past its embedded
+        file (``needed``: how far the refs reach into each) or a shard index record disagrees with its
+        embedded shard (:mod:`~zsarchive.archive.read.invariants`)."""
+        made = {} if self.materializer is None else \
+            {cid: self.materializer.files[cid].length for cid in needed.keys() & self.materializer.files.keys()}
+        embedded = dict(made)
+        for cid, end in needed.items():
+            size = None if cid in made else file_size(self.reader.zs, cid)
+            if size is not None:
+                check_reach(cid, end, size)
+                embedded[cid] = size
+        if self.reader.holds(schema.SHARD_INDEX):
+            shard_indexes(records_under(self.reader.zs, schema.SHARD_INDEX), lambda cid, start, stop: read_pieces(
+                self.reader.zs, cid, start, stop) if cid in embedded and cid not in made else None)
         source = None if self.repo is None else open_storage(self.repo)
-        missing = needed.keys() - embedded
+        missing = len(needed) - len(embedded)
         if missing and source is None:
-            raise ZSError(f"{self.reader.name}: {len(missing)} of {len(needed)} chunk files are not in the archive "
+            raise ZSError(f"{self.reader.name}: {missing} of {len(needed)} chunk files are not in the archive "
                           f"(export it with --include-chunks, or give the original repository with --repo)")
         return embedded, source
 
-    def copy_chunks(self, sink: Sink, needed: Mapping[str, int], embedded: set[str],
+    def totals(self, needed: Mapping[str, int], embedded: dict[str, int], sizes: Iterable[int]) -> Totals:
+        """What the restore will write: every chunk file (one copied from the source repository counted
+        as long as its furthest ref reaches: it is at least that long) and the metadata files of ``sizes``."""
+        totals = Totals()
+        for cid, end in needed.items():
+            totals.add(embedded.get(cid, end))
+        for size in sizes:
+            totals.add(size)
+        return totals
+
+    def copy_chunks(self, sink: Sink, needed: Mapping[str, int], embedded: dict[str, int],
                     source: Storage | None) -> tuple[int, int]:
-        """Copy every chunk file as stored: the archive's embedded ones, then the rest from the source;
-        progress in bytes (each file counted as long as its refs reach until it is written)."""
-        total, done = sum(needed.values()), [0]
+        """Copy every chunk file as stored: the archive's embedded ones (``embedded``: their sizes), then the
+        rest from the source; progress in bytes (each file counted as long as its refs reach until it is
+        written)."""
+        total, done = sum(embedded.get(cid, end) for cid, end in needed.items()), [0]
 
         def tick(key: str, size: int) -> None:
             done[0] += size
             self.progress("chunks", done[0], max(total, done[0]))
 
-        def pieces(cid: str) -> Callable[[], list]:
+        def pieces(cid: str) -> Stream | Callable[[], list]:
             if self.materializer is not None and cid in self.materializer.files:
                 return lambda: self.materializer.pieces(cid)
-            return lambda: embedded_file(self.reader, cid)
+            return Stream(embedded[cid], lambda: stream_file(self.reader.zs, cid, embedded[cid], zero_copy=True),
+                          f"{self.reader.name}: embedded chunk {cid}")
 
         # each file as its pieces (views into the archive's map where it is one, written with no copy
-        # here), read on the writer threads: reading one file overlaps writing others
+        # here), read on the writer threads a window at a time: reading one file overlaps writing others,
+        # and memory does not follow a file's length
         written = sink.put_all(((f"chunks/{cid}", pieces(cid)) for cid in sorted(embedded)), tick)
 
         def fetch(cid: str) -> Callable[[], bytes]:
@@ -195,7 +235,7 @@ class Restore:
                 return raw
             return read
 
-        rest = sorted(needed.keys() - embedded)
+        rest = sorted(needed.keys() - embedded.keys())
         if rest:
             written += sink.put_all(((f"chunks/{cid}", fetch(cid)) for cid in rest), tick)
         return len(needed), written
@@ -281,18 +321,40 @@ class Restore:
         manifests, needed = self.encode_manifests(plan)
         embedded, source = self.chunk_sources(needed)
         try:
-            chunk_files, chunk_bytes = self.copy_chunks(sink, needed, embedded, source)
+            files = self.metadata_files(plan, manifests)
+            final = self.final_file(plan)
+            self.before_writing(sink, self.totals(needed, embedded, map(len, (*files.values(), final))))
+            with self.undone_on_failure():
+                chunk_files, chunk_bytes = self.copy_chunks(sink, needed, embedded, source)
+                return self.finish(plan, sink, storage, files, final, len(manifests), chunk_files, chunk_bytes)
         finally:
             if source is not None:
                 source.close()
-        return self.finish(plan, sink, storage, manifests, len(manifests), chunk_files, chunk_bytes)
 
-    def finish(self, plan: RestorePlan, sink: Sink, storage: Storage | None, manifests: dict[str, bytes],
+    def before_writing(self, sink: Sink, totals: Totals) -> None:
+        """Refuse what would pass ``max_bytes`` or, locally, the free space; show the totals; hold the sink
+        to the limit."""
+        check_room(self.location, totals, self.max_bytes)
+        self.announce(totals)
+        sink.limit = self.max_bytes
+
+    @contextlib.contextmanager
+    def undone_on_failure(self) -> Iterator[None]:
+        """A local target, absent or empty before, is left so when the block fails or is interrupted."""
+        existed = self.location.is_local and os.path.lexists(self.location.path)
+        try:
+            yield
+        except AlreadyExists:  # another writer's repository appeared meanwhile: its files stay
+            raise
+        except BaseException:
+            if self.location.is_local:
+                _empty(self.location.path, existed)
+            raise
+
+    def finish(self, plan: RestorePlan, sink: Sink, storage: Storage | None, files: dict[str, bytes], final: bytes,
                manifest_count: int, chunk_files: int, chunk_bytes: int) -> RestoreSummary:
-        """Write the metadata files (with ``manifests``, those not written yet), read them back, then the
-        file that makes the target a repository."""
-        files = self.metadata_files(plan, manifests)
-        final = self.final_file(plan)
+        """Write the metadata ``files`` (the manifests among them, those not written yet), read them back, then
+        the ``final`` file that makes the target a repository."""
         done = [0]
 
         def tick(key: str, size: int) -> None:
@@ -310,6 +372,19 @@ class Restore:
     def close(self) -> None:
         """Release the archive."""
         self.reader.close()
+
+
+def _empty(path: Path, keep: bool) -> None:
+    """Remove what a failed restore wrote at ``path`` (the directory itself unless ``keep``: it existed)."""
+    if not keep:
+        shutil.rmtree(path, ignore_errors=True)
+        return
+    with os.scandir(path) as entries:
+        for entry in list(entries):
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path, ignore_errors=True)
+            else:
+                os.unlink(entry.path)
 
 
 def reach(needed: dict[str, int], named: Mapping[str, int]) -> None:
@@ -345,7 +420,8 @@ def _without_storage_settings(info: RepoInfo) -> RepoInfo:
 def restore(archive: Any, target: str | os.PathLike | Location, *, repo: Any = None, refs: Iterable[str] = (),
             shallow: bool = False, storage_options: Mapping[str, object] | None = None, anon: bool = False,
             progress: Progress | None = None, transfers: int | None = None, client: Any = None,
-            materialize_virtual: bool = False) -> RestoreSummary:
+            materialize_virtual: bool = False, max_bytes: int | None = None,
+            announce: Callable[[Totals], None] | None = None) -> RestoreSummary:
     """Write the repository ``archive`` holds into ``target`` (an absent or empty directory, or an
     ``s3://``, ``gs://``, ``az://`` URL); chunk bytes from the archive or the original repository ``repo``.
     ``storage_options`` and ``anon`` reach ``target`` and ``repo`` when they are URLs (give a
@@ -356,9 +432,11 @@ def restore(archive: Any, target: str | os.PathLike | Location, *, repo: Any = N
     ``distributed.Client`` whose cluster makes the manifests and copies the chunk files (its workers open
     ``archive``, ``target`` and ``repo`` themselves: paths they see, or URLs). ``materialize_virtual``: every
     virtual chunk ref whose bytes the archive keeps comes back as a native chunk (:mod:`materialize
-    <zsarchive.restore.materialize>`), so that the repository needs no source (in this process only)."""
+    <zsarchive.restore.materialize>`), so that the repository needs no source (in this process only). Before
+    anything is written, ``announce(totals)`` is told the files and bytes to come, and a restore that would
+    write more than ``max_bytes`` or, locally, more than the free space is refused."""
     options = dict(repo=repo, refs=tuple(refs), shallow=shallow, storage_options=storage_options, anon=anon,
-                   progress=progress, transfers=transfers)
+                   progress=progress, transfers=transfers, max_bytes=max_bytes, announce=announce)
     if client is not None:
         if materialize_virtual:
             raise ZSError("restore: materializing virtual chunks runs in this process only; leave out the "

@@ -14,13 +14,13 @@ from typing import Any
 import numpy as np
 
 from zsarchive.archive.format import schema
-from zsarchive.archive.format.pieces import embeds, file_pieces
 from zsarchive.archive.format.views import (
     NODE_SETS, NODE_TYPES, REF_KIND_CODES, ChunkRefValue, FileKey, FileValue, ManifestRefKey, NodeKey, NodeValue, OpsKey, OpsValue,
     RefKey, RefValue, RepoFactKey, RepoFactValue, RepoFile, SnapshotKey, SnapshotValue, TxlogKey, TxlogValue,
 )
-from zsarchive.archive.format.header import has_chunk_pieces, history_from_timeline
+from zsarchive.archive.format.header import history_from_timeline
 from zsarchive.archive.read.chunkhistory import chunk_changes, corrected
+from zsarchive.archive.read.invariants import SnapshotNodes, check_history, check_ref_rows, check_shape
 from zsarchive.archive.read.reader import ArchiveReader, records_under
 from zsarchive.archive.read.refrows import ChunkRefRows, chunk_ref_rows
 from zsarchive.errors import ZSCorrupt
@@ -134,28 +134,33 @@ def read_history(reader: ArchiveReader, timelines: Timelines | None = None, coor
     chunks of a format 5 archive come from the arrays' timelines, kept in ``timelines`` for the manifests
     (``coords`` False: none yet, :func:`add_chunk_coords` or :func:`set_chunk_coords` add them)."""
     zs, name = reader.zs, reader.name
-    named = ((RepoFactKey.decode(k).name, v) for k, v in records_under(zs, schema.REPO))
+    named = ((RepoFactKey.decode(k).name, v) for k, v in records_under(zs, schema.REPO, unique=True))
     facts = {fact: load_json(RepoFactValue.decode(v).json, f"{name}: G record {fact!r}") for fact, v in named}
     refs: dict[str, dict[str, str]] = {"branch": {}, "tag": {}}
     deleted: list[str] = []
     deleted_at: dict[str, str] = {}
-    for k, value in records_under(zs, schema.REFS):
+    for k, value in records_under(zs, schema.REFS, unique=True):
+        check_shape(schema.REFS, k, value)
         ref = RefKey.decode(k)
         if ref.deleted:
             deleted.append(ref.name)
             if RefValue.decode(value).snapshot_id is not None:  # format 6, spec V1: its ref.json's
                 deleted_at[ref.name] = RefValue.decode(value).snapshot_id
-        else:
+        elif not (ref.kind == "tag" and ref.name in deleted):  # deleted tags come first: deleted wins
             refs[ref.kind][ref.name] = RefValue.decode(value).snapshot_id
     snapshots: dict[str, SnapshotRecord] = {}
-    for k, raw in records_under(zs, schema.SNAPSHOT):
+    for k, raw in records_under(zs, schema.SNAPSHOT, unique=True):
+        check_shape(schema.SNAPSHOT, k, raw)
         sid, value = SnapshotKey.decode(k).snapshot_id, SnapshotValue.decode(raw)
         info = SnapshotInfo(sid, value.parent_id, value.flushed_at, value.message,
                             load_json(value.metadata, f"{name}: S record {sid}"))
         snapshots[sid] = SnapshotRecord(info, [ManifestFileInfo(m, size, n) for m, size, n in value.manifests])
-    for k, raw in records_under(zs, schema.NODE):
+    check_history({sid: record.info.parent_id for sid, record in snapshots.items()})
+    tree = SnapshotNodes()
+    for k, raw in records_under(zs, schema.NODE, unique=True):
         key = NodeKey.decode(k)
         sid = key.snapshot_id
+        tree.check(sid, key.components, raw)
         node, since = _node(key.components, raw)
         record = snapshots.get(sid)
         if record is None:
@@ -164,7 +169,7 @@ def read_history(reader: ArchiveReader, timelines: Timelines | None = None, coor
         if since is not None:
             record.since[node.id] = since
     ops = []
-    for k, raw in records_under(zs, schema.OPS):
+    for k, raw in records_under(zs, schema.OPS, unique=True):
         updated_at, value = OpsKey.decode(k).updated_at, OpsValue.decode(raw)
         details = load_json(value.details, f"{name}: O record at {updated_at}")
         if "status" in details and isinstance(details["status"], dict):
@@ -173,7 +178,8 @@ def read_history(reader: ArchiveReader, timelines: Timelines | None = None, coor
     ops.reverse()
     txlogs: dict[str, TxSummary] = {}
     logged: set[str] = set()  # arrays whose chunks some transaction log names
-    for k, raw in records_under(zs, schema.TXLOG):
+    for k, raw in records_under(zs, schema.TXLOG, unique=True):
+        check_shape(schema.TXLOG, k, raw)
         sid, value = TxlogKey.decode(k).snapshot_id, TxlogValue.decode(raw)
         summary = TxSummary(dict(zip(NODE_SETS, map(list, value.sets))), _moves(value.own_moves))
         if value.merged is not None:
@@ -183,10 +189,8 @@ def read_history(reader: ArchiveReader, timelines: Timelines | None = None, coor
         txlogs[sid] = summary
         logged.update(summary.listed)
     files = {}
-    for key, value in records_under(zs, schema.FILES):
-        if not (FileKey.well_formed(key) and FileValue.well_formed(value)):
-            raise ZSCorrupt(f"{name}: Y record {key!r}: not (path) -> (implementation, compression_algorithm, "
-                            "location_dictionary)")
+    for key, value in records_under(zs, schema.FILES, unique=True):
+        check_shape(schema.FILES, key, value)
         files[FileKey.decode(key).path] = FileValue.decode(value)
     repo_file = facts.get("repo_file")
     if repo_file is not None and not RepoFile.well_formed(repo_file, len(ops)):
@@ -310,7 +314,9 @@ class Timelines:
         if found is not None:
             self._kept.move_to_end(key)
             return found
-        found = self._kept[key] = chunk_ref_rows(self.reader.zs, node_id, first, stop)
+        found = chunk_ref_rows(self.reader.zs, node_id, first, stop)
+        check_ref_rows(found, node_id)
+        self._kept[key] = found
         while len(self._kept) > 1 and sum(map(len, self._kept.values())) > self.rows:
             self._kept.popitem(last=False)
         return found
@@ -354,13 +360,3 @@ def manifest_refs(reader: ArchiveReader, manifest_id: str) -> dict[str, list[Chu
         key = ManifestRefKey.decode(k)
         out[key.node_id].append(chunk_ref(tuple(key.coords), value))
     return out
-
-
-def embedded_file(reader: ArchiveReader, chunk_id: str) -> list[bytes | memoryview] | None:
-    """The pieces of an embedded chunk file (views into the archive's map where it is one), or None."""
-    return file_pieces(reader.zs, chunk_id, zero_copy=True)
-
-
-def is_embedded(reader: ArchiveReader, chunk_id: str) -> bool:
-    """Whether the archive embeds the chunk file (its first piece is looked up, not the whole file read)."""
-    return embeds(reader.zs, chunk_id, pieces=has_chunk_pieces(reader.format_version))

@@ -167,7 +167,7 @@ def test_chunk_changes_match_icechunk_transaction_logs(icechunk2_python, tmp_pat
 
 
 def test_hostile_histories_end_in_one_line(tmp_path):
-    from toolkit.archives import history_archive
+    from toolkit.archives import NODE, SNAPSHOT, history_archive
     from zsarchive.archive.format import schema as S
     from zsarchive.errors import ZSCorrupt
 
@@ -176,11 +176,15 @@ def test_hostile_histories_end_in_one_line(tmp_path):
     for command in (["log", str(looped), "--graph"], ["log", str(looped), "--graph", "--all"]):
         one_line_error(run_hostile(*command), "loops at snapshot")
     one_line_error(run_hostile("show", str(looped), "main"), "no transaction log record")
-    node = S.record(S.NODE, ("A" * 20, ("v",)), ("N" * 8, S.ARRAY, b"{}", ((4, 1, 4),), None, (), "A" * 20))
+    sid, node_id = SNAPSHOT, NODE
+    zarr_json = (b'{"zarr_format":3,"node_type":"array","shape":[4],'
+                 b'"chunk_grid":{"name":"regular","configuration":{"chunk_shape":[1]}}}')
+    node = S.record(S.NODE, (sid, ("v",)), (node_id, S.ARRAY, zarr_json, ((4, 1, 4),), None, (), sid))
     for coords in ((1, 2, 3), ("x",), (-1,)):  # coordinates of another rank, of text, negative
-        bad = S.record(S.CHUNK_HISTORY, ("N" * 8, coords, 10**15, "A" * 20))
-        good = S.record(S.CHUNK_HISTORY, ("N" * 8, (0,), 10**15, "A" * 20))
-        path = history_archive(tmp_path / "bad.zs", {"A" * 20: (None, 10**15, "a", "{}", ())}, [node, good, bad])
+        bad = S.record(S.CHUNK_HISTORY, (node_id, coords, 10**15, sid))
+        good = S.record(S.CHUNK_HISTORY, (node_id, (0,), 10**15, sid))
+        path = history_archive(tmp_path / "bad.zs", {sid: (None, 10**15, "a", "{}", ())}, [node, good, bad],
+                               main=sid)
         with RepoArchive(path) as arc, pytest.raises(ZSCorrupt, match="chunk history record"):
             arc.chunk_changes("main", "/v")
         path.unlink()

@@ -9,10 +9,11 @@ from hypothesis import strategies as st
 
 from toolkit.columns import BACKENDS, column_backend
 from zsarchive.archive.format import schema as S
-from zsarchive.archive.format.pieces import embeds, file_pieces
+from zsarchive.archive.format.pieces import file_size, stream_file
 from zsarchive.archive.format.views import ChunkRefValue
 from zsarchive.archive.read.reader import records_under
 from zsarchive.archive.read.refrows import chunk_ref_rows
+from zsarchive.errors import ZSCorrupt
 from zsarchive.zs.reader import ZS
 from zsarchive.zs.writer import ZSWriter
 
@@ -76,8 +77,8 @@ def test_an_array_without_records_has_no_rows(tmp_path):
 
 
 def test_whole_embedded_files_are_their_pieces(tmp_path):
-    """file_pieces/embeds on an archive our export writes (format 3: pieces), checked against the
-    repository's own chunk files."""
+    """file_size/stream_file on an archive our export writes (format 3: pieces), checked against the
+    repository's own chunk files: each file whole, and each range of it."""
     from toolkit.oracle import repo_path
     from zsarchive.archive import export
     from zsarchive.archive.read.reader import ArchiveReader
@@ -89,10 +90,12 @@ def test_whole_embedded_files_are_their_pieces(tmp_path):
     assert files
     with ArchiveReader(archive) as reader:
         for chunk_id, data in files.items():
-            assert embeds(reader.zs, chunk_id)
-            assert b"".join(file_pieces(reader.zs, chunk_id, zero_copy=True)) == data
+            assert file_size(reader.zs, chunk_id) == len(data)
+            assert b"".join(stream_file(reader.zs, chunk_id, len(data), zero_copy=True)) == data
+            for start, stop in ((0, 0), (1, len(data) - 1), (len(data) // 2, len(data))):
+                assert b"".join(stream_file(reader.zs, chunk_id, stop, start=start)) == data[start:stop]
         missing = "0" * 20
-        assert missing not in files and not embeds(reader.zs, missing) and file_pieces(reader.zs, missing) is None
+        assert missing not in files and file_size(reader.zs, missing) is None
 
 
 def test_whole_file_records_of_older_formats_are_one_piece(tmp_path):
@@ -104,8 +107,8 @@ def test_whole_file_records_of_older_formats_are_one_piece(tmp_path):
         writer.finish()
     with ZS(str(path)) as zs:
         for chunk_id, data in files.items():
-            assert embeds(zs, chunk_id) and b"".join(file_pieces(zs, chunk_id)) == data
-        assert not embeds(zs, "C" * 20)
+            assert file_size(zs, chunk_id) == len(data) and b"".join(stream_file(zs, chunk_id, len(data))) == data
+        assert file_size(zs, "C" * 20) is None
 
 
 BIG_CHUNKS = """
@@ -119,9 +122,13 @@ session.commit("big chunks")
 """
 
 
-def test_files_that_start_a_block_are_found_from_the_index(icechunk2_python, tmp_path):
+def test_files_that_start_a_block_are_found_from_the_index(icechunk2_python, tmp_path, monkeypatch):
     """Chunk files larger than a shared block start blocks of their own: the index alone says they are
-    embedded, and agrees with reading their first piece."""
+    embedded; their size is where the last piece ends, and they stream a window at a time (windows
+    smaller than a file here) to their bytes, a range past the end being refused."""
+    from zsarchive.archive.format import pieces
+
+    monkeypatch.setattr(pieces, "STREAM_WINDOW", 100_000)
     import subprocess
 
     from zsarchive.archive import export
@@ -136,6 +143,8 @@ def test_files_that_start_a_block_are_found_from_the_index(icechunk2_python, tmp
         for chunk_id, data in files.items():
             head = S.key_prefix(S.CHUNK_DATA, (chunk_id,))
             assert reader.zs.block_bytes(head, head + b"\xff") > 0
-            assert embeds(reader.zs, chunk_id, pieces=True) and embeds(reader.zs, chunk_id)
-            assert b"".join(file_pieces(reader.zs, chunk_id)) == data
-        assert not embeds(reader.zs, "0" * 20, pieces=True)
+            assert file_size(reader.zs, chunk_id) == len(data) > 3 * pieces.STREAM_WINDOW
+            assert b"".join(stream_file(reader.zs, chunk_id, len(data))) == data
+            with pytest.raises(ZSCorrupt, match="no piece holds byte 320000"):
+                b"".join(stream_file(reader.zs, chunk_id, len(data) + 1))
+        assert file_size(reader.zs, "0" * 20) is None

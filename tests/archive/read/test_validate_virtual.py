@@ -101,7 +101,7 @@ def alias_and_pieces(records: Records) -> str:
 def repeat_a_key(records: Records) -> str:
     f, k, (data,), version = records[pieces(records)[0]]
     records.append((f, k, (b"x" + data[1:],), version))
-    return "repeats the key of the record before it"
+    return "two records of this key"
 
 
 def misshape_a_checksum(records: Records) -> str:
@@ -126,7 +126,7 @@ def test_a_broken_virtual_range_is_one_line(vector, tmp_path, breakage):
     records = list(records)
     needle = breakage(records)
     done = run_zs("validate", str(rewrite(records, metadata, tmp_path / "broken.zs")), timeout=120)
-    one_line_error(done, "virtual chunk data record b'E", needle)
+    one_line_error(done, "virtual chunk data record ", needle)
 
 
 def test_pieces_cut_otherwise_validate_and_read_alike(vector, tmp_path):

@@ -10,6 +10,7 @@ import subprocess
 import pytest
 
 from toolkit.oracle import oracle, repo_path
+from toolkit.archives import MANIFEST, NODE, SNAPSHOT
 from toolkit.cli import one_line_error, run_zs
 from zsarchive.archive import RepoArchive, export
 from zsarchive.archive.write import exporter as exporter_module
@@ -231,19 +232,19 @@ def test_unsupported_virtual_scheme(tmp_path):
     one at a scheme nothing here reads gets a clear refusal."""
     target = tmp_path / "s3.zs"
     node_value = (
-        "NODEID0000000", S.ARRAY,
+        NODE, S.ARRAY,
         b'{"zarr_format":3,"node_type":"array","shape":[6],"chunk_grid":{"name":"regular",'
         b'"configuration":{"chunk_shape":[2]}}}',
-        ((6, None, 3),), None, (("M" * 20, ((0, 3),)),))
+        ((6, None, 3),), None, ((MANIFEST, ((0, 3),)),))
     records = sorted([
-        S.record(S.REFS, ("branch", "main"), ("S" * 20,)),
-        S.record(S.SNAPSHOT, ("S" * 20,), (None, 1, "m", "{}", ())),
-        S.record(S.NODE, ("S" * 20, ("v",)), node_value),
-        S.record(S.CHUNK_REF, ("M" * 20, "NODEID0000000", (0,)),
+        S.record(S.REFS, ("branch", "main"), (SNAPSHOT,)),
+        S.record(S.SNAPSHOT, (SNAPSHOT,), (None, 1, "m", "{}", ())),
+        S.record(S.NODE, (SNAPSHOT, ("v",)), node_value),
+        S.record(S.CHUNK_REF, (MANIFEST, NODE, (0,)),
                  (S.VIRTUAL, "s3://bucket/key.nc", 0, 8, None, None)),
-        S.record(S.CHUNK_REF, ("M" * 20, "NODEID0000000", (2,)),
+        S.record(S.CHUNK_REF, (MANIFEST, NODE, (2,)),
                  (S.VIRTUAL, "ftp://host/key.nc", 0, 8, None, None)),
-        S.record(S.CHUNK_REF, ("M" * 20, "NODEID0000000", (1,)),
+        S.record(S.CHUNK_REF, (MANIFEST, NODE, (1,)),
                  (S.VIRTUAL, "file:///etc/passwd", 0, 8, None, None)),
         S.record(S.HEADER, (), (1, 2, 0, "test", ())),
     ])
@@ -261,13 +262,13 @@ def test_unsupported_virtual_scheme(tmp_path):
 def test_native_chunk_ids_cannot_escape_the_repository(tmp_path):
     target = tmp_path / "evil.zs"
     node_value = (
-        "NODEID0000000", S.ARRAY, b'{"zarr_format":3,"node_type":"array"}', ((4, None, 2),), None,
-        (("M" * 20, ((0, 2),)),))
+        NODE, S.ARRAY, b'{"zarr_format":3,"node_type":"array","shape":[4],"chunk_grid":{"name":"regular",'
+                       b'"configuration":{"chunk_shape":[2]}}}', ((4, None, 2),), None, ((MANIFEST, ((0, 2),)),))
     records = sorted([
-        S.record(S.REFS, ("branch", "main"), ("S" * 20,)),
-        S.record(S.SNAPSHOT, ("S" * 20,), (None, 1, "m", "{}", ())),
-        S.record(S.NODE, ("S" * 20, ("v",)), node_value),
-        S.record(S.CHUNK_REF, ("M" * 20, "NODEID0000000", (0,)), (S.NATIVE, "../../../../etc/passwd", 0, 8)),
+        S.record(S.REFS, ("branch", "main"), (SNAPSHOT,)),
+        S.record(S.SNAPSHOT, (SNAPSHOT,), (None, 1, "m", "{}", ())),
+        S.record(S.NODE, (SNAPSHOT, ("v",)), node_value),
+        S.record(S.CHUNK_REF, (MANIFEST, NODE, (0,)), (S.NATIVE, "../../../../etc/passwd", 0, 8)),
         S.record(S.HEADER, (), (1, 2, 0, "test", ())),
     ])
     with ZSWriter(target, {S.METADATA_KEY: {"format_version": 1}}, codec="none") as writer:

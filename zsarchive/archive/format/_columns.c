@@ -74,8 +74,9 @@ decode_row(const unsigned char *data, Py_ssize_t size, Py_ssize_t pos, Py_ssize_
                 if (code < INT_ZERO || code > INT_ZERO + 8)
                     return -1;
                 Py_ssize_t width = code - INT_ZERO;
-                if (pos + 1 + width > end)
-                    return -1;
+                if (pos + 1 + width > end || (width && data[pos + 1] == 0))
+                    return -1; /* past its encoding, or not the shortest encoding: the record-by-record
+                                  decoder names it */
                 for (Py_ssize_t k = 0; k < width; k++)
                     value = (value << 8) | data[pos + 1 + k];
                 pos += 1 + width;

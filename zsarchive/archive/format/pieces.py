@@ -210,37 +210,45 @@ def read_virtual(zs: Any, key: tuple[Any, ...], start: int, stop: int, zero_copy
     return _joined(pieces, start, stop, where)
 
 
-def file_pieces(zs: ZS, chunk_id: str, zero_copy: bool = False) -> list[bytes | memoryview] | None:
-    """The pieces of a whole embedded chunk file, in order (the file is their concatenation), or None if
-    the archive does not embed it. ``zero_copy`` as for :func:`read_pieces`: a restore writes them out with
-    no copy of its own."""
-    where = f"{zs.name}: embedded chunk {chunk_id}"
+def file_size(zs: ZS, chunk_id: str) -> int | None:
+    """Where an embedded chunk file ends (its last piece's start and length), or None if the archive does not
+    embed it: one lookup, which reads the block of the last piece alone."""
     head = schema.key_prefix(schema.CHUNK_DATA, (chunk_id,))
-    # every key of this file continues ``head`` with an integer or END; FF starts another id's escaped NUL
-    records = zs.floor_span(head, head + b"\xff", zero_copy)
-    # a record as a view: its piece is then a view too, not a copy
-    pieces = [(key[1], data) for key, data in (_split(memoryview(r), where) for r in records
-                                               if bytes(r[:len(head)]) == head) if key[0] == chunk_id]
-    if not pieces:
+    # every key of this file continues ``head`` with END (a whole file) or an integer below 2**64 (a piece's
+    # start, type code at most 1C): the last record before ``head`` + 1E is the file's last
+    last = [r for r in zs.floor_span(head + b"\x1e", head + b"\x1f", True)
+            if bytes(r[:len(head)]) == head and r[len(head)] != 0xFF]
+    if not last:
         return None
-    at = 0
-    for piece_start, data in pieces:
-        if piece_start != at:
-            raise ZSCorrupt(f"{where}: pieces leave a gap: bytes from {at} to {piece_start} are missing")
-        at += len(data)
-    return [data for _, data in pieces]
+    key, data = _split(memoryview(last[-1]), f"{zs.name}: embedded chunk {chunk_id}")
+    return int(key[1]) + len(data)
 
 
-def embeds(zs: ZS, chunk_id: str, pieces: bool = False) -> bool:
-    """Whether the archive embeds the chunk file. ``pieces`` (an archive of pieces, whose blocks are
-    indexed by their first record's key exactly): a block starting with one of its pieces answers from
-    the index alone; otherwise only the block of its first piece is read."""
-    head = schema.key_prefix(schema.CHUNK_DATA, (chunk_id,))
-    if pieces and isinstance(zs, ZS) and zs.block_bytes(head, head + b"\xff"):
-        return True
-    # a whole-file record continues ``head`` with END (00), a first piece with the integer 0 (14)
-    return any(bytes(r[:len(head) + 1]) in (head + b"\x00", head + b"\x14")
-               for r in zs.floor_span(head, head + b"\x15", True))
+STREAM_WINDOW = 4 << 20
+"""Bytes of an embedded file :func:`stream_file` reads at a time (at least one piece)."""
+
+
+def stream_file(zs: ZS, chunk_id: str, stop: int, zero_copy: bool = False, start: int = 0
+                ) -> Iterator[bytes | memoryview]:
+    """Bytes ``[start, stop)`` of an embedded chunk file as its pieces (the first and last cut to the range),
+    read about :data:`STREAM_WINDOW` bytes at a time, so that memory does not follow a file's or a ref's
+    length. ``zero_copy`` as for :func:`read_pieces`: a restore writes them out with no copy of its own.
+    ZSCorrupt where pieces leave a gap, or end before ``stop``."""
+    where = f"{zs.name}: embedded chunk {chunk_id}"
+    at = start
+    while at < stop:
+        progress = at
+        pieces, _ = _owned(zs, schema.CHUNK_DATA, (chunk_id,), at, min(at + STREAM_WINDOW, stop), zero_copy, where)
+        for piece_start, data in pieces:
+            if piece_start + len(data) <= at:
+                continue  # a piece already given
+            if piece_start > at:
+                raise ZSCorrupt(f"{where}: pieces leave a gap: bytes from {at} to {piece_start} are missing")
+            data = data[at - piece_start:stop - piece_start]
+            yield data
+            at += len(data)
+        if at == progress:
+            raise ZSCorrupt(f"{where}: no piece holds byte {at} (the file ends before byte {stop})")
 
 
 def keeps_virtual(zs: Any, key: tuple[Any, ...]) -> bool:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from zsarchive.archive.format import tuples
-from zsarchive.errors import ZSCorrupt, ZSError
+from zsarchive.errors import RecordFault, ZSError
 
 FORMAT_VERSION = 7
 """Newest version of the archive format as a whole (archive header record and ZS metadata); readers
@@ -102,17 +102,17 @@ def split(rec: bytes) -> tuple[bytes, tuple[Any, ...], tuple[Any, ...]]:
     """Split a record into ``(family, key, value)``; ZSError if its version is newer than ours."""
     family = rec[:1]
     if family not in VERSION_BYTE:
-        raise ZSCorrupt(f"record {bytes(rec[:40])!r}: unknown record family {family!r}")
+        raise RecordFault(f"record {bytes(rec[:40])!r}: unknown record family {family!r}")
     key, pos = tuples.decode(rec, 1, what=f"{FAMILY_NAMES[family]} record key")
     if pos >= len(rec) or rec[pos - 1] != 0:
-        raise ZSCorrupt(f"{FAMILY_NAMES[family]} record {bytes(rec[:40])!r}: key not terminated")
+        raise RecordFault(f"{FAMILY_NAMES[family]} record {bytes(rec[:40])!r}: key not terminated")
     version = rec[pos]
     if not 1 <= version <= RECORD_VERSIONS[family]:
         if version > RECORD_VERSIONS[family]:
             raise ZSError(
                 f"{FAMILY_NAMES[family]} record {bytes(rec[:40])!r} has record version {version}, newer "
                 f"than this zsarchive reads ({RECORD_VERSIONS[family]}): upgrade zsarchive")
-        raise ZSCorrupt(f"{FAMILY_NAMES[family]} record {bytes(rec[:40])!r}: invalid record version {version}")
+        raise RecordFault(f"{FAMILY_NAMES[family]} record {bytes(rec[:40])!r}: invalid record version {version}")
     value, _ = tuples.decode(rec, pos + 1, what=f"{FAMILY_NAMES[family]} record value")
     return family, key, value
 

@@ -78,6 +78,8 @@ class Columns:
                 width = np.where(present, code.astype(np.int64) - INT_ZERO, 0)
                 if ((width < 0) | (width > 8) | (present & (code < INT_ZERO))).any() or (pos + 1 + width > ends).any():
                     return None
+                if ((width > 0) & (data[np.minimum(pos + 1, size - 1)] == 0)).any():
+                    return None  # not the shortest encoding: the record-by-record decoder names it
                 values = np.zeros(len(pos), np.uint64)
                 for k in range(int(width.max())):  # big-endian magnitude bytes
                     byte = data[np.minimum(pos + 1 + k, size - 1)].astype(np.uint64)

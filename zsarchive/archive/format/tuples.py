@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from zsarchive.errors import ZSCorrupt
+from zsarchive.errors import RecordFault
 from zsarchive.zs.format import uleb128
 
 Buffer = bytes | bytearray
@@ -128,14 +128,14 @@ def _escaped(buf: Buffer, pos: int, what: str) -> tuple[bytes, int]:
     find = buf.find
     end = find(b"\x00", pos)
     if end < 0:
-        raise ZSCorrupt(f"{what}: unterminated string at position {pos}")
+        raise RecordFault(f"{what}: unterminated string at position {pos}")
     if end + 1 >= len(buf) or buf[end + 1] != 0xFF:
         return bytes(buf[pos:end]), end + 1
     parts = []
     start = pos
     while True:
         if end < 0:
-            raise ZSCorrupt(f"{what}: unterminated string at position {pos}")
+            raise RecordFault(f"{what}: unterminated string at position {pos}")
         if end + 1 < len(buf) and buf[end + 1] == 0xFF:
             parts.append(buf[start:end + 1])
             start = end + 2
@@ -145,13 +145,26 @@ def _escaped(buf: Buffer, pos: int, what: str) -> tuple[bytes, int]:
         return b"".join(parts), end + 1
 
 
+def _longer(what: str, pos: int) -> RecordFault:
+    """An integer encoded in more bytes than it needs: one number would have two spellings, one key two
+    records that no sorted order brings together."""
+    return RecordFault(f"{what}: integer at position {pos - 1} is not in its shortest encoding")
+
+
+MAX_DEPTH = 64
+"""Tuples nested deeper than this are refused (the archive's records nest at most a few levels)."""
+
+
 def decode(buf: Buffer, pos: int = 0, end: int | None = None, what: str = "key",
-           _nested: bool = False) -> tuple[tuple[Any, ...], int]:
+           _depth: int = 0) -> tuple[tuple[Any, ...], int]:
     """Decode elements from ``buf[pos:]`` until an END byte (consumed) or ``end``.
 
-    Returns ``(tuple, next_pos)``. Bytes that do not form a valid encoding raise
-    ZSCorrupt naming ``what`` and the position.
+    Returns ``(tuple, next_pos)``. Bytes that do not form a valid encoding (an integer in more bytes than
+    it needs among them: every value has one encoding; tuples nested more than :data:`MAX_DEPTH` deep)
+    raise ZSCorrupt naming ``what`` and the position.
     """
+    if _depth > MAX_DEPTH:
+        raise RecordFault(f"{what}: tuples nested more than {MAX_DEPTH} deep at position {pos}")
     if end is None:
         end = len(buf)
     out: list[Any] = []
@@ -165,11 +178,17 @@ def decode(buf: Buffer, pos: int = 0, end: int | None = None, what: str = "key",
                 return tuple(out), pos
             if INT_NEG_BIG < code < INT_POS_BIG:
                 size = code - INT_ZERO
-                if size >= 0:
+                if size > 0:
+                    if buf[pos] == 0:
+                        raise _longer(what, pos)
                     out.append(int.from_bytes(buf[pos:pos + size], "big"))
-                else:
+                elif size < 0:
                     size = -size
+                    if buf[pos] == 0xFF:
+                        raise _longer(what, pos)
                     out.append(int.from_bytes(buf[pos:pos + size], "big") - (1 << (8 * size)) + 1)
+                else:
+                    out.append(0)
                 pos += size
             elif code == STRING:
                 raw, pos = _escaped(buf, pos, what)
@@ -178,7 +197,7 @@ def decode(buf: Buffer, pos: int = 0, end: int | None = None, what: str = "key",
                 raw, pos = _escaped(buf, pos, what)
                 out.append(raw)
             elif code == TUPLE:
-                sub, pos = decode(buf, pos, end, what, True)
+                sub, pos = decode(buf, pos, end, what, _depth + 1)
                 out.append(sub)
             elif code == BLOB:
                 size, pos = uleb128.decode(buf, pos, what)
@@ -192,20 +211,24 @@ def decode(buf: Buffer, pos: int = 0, end: int | None = None, what: str = "key",
                 out.append(False)
             elif code == INT_POS_BIG:
                 size = buf[pos]
+                if size <= 8 or buf[pos + 1] == 0:
+                    raise _longer(what, pos)
                 out.append(int.from_bytes(buf[pos + 1:pos + 1 + size], "big"))
                 pos += 1 + size
             elif code == INT_NEG_BIG:
                 size = 255 - buf[pos]
+                if size <= 8 or buf[pos + 1] == 0xFF:
+                    raise _longer(what, pos)
                 out.append(int.from_bytes(buf[pos + 1:pos + 1 + size], "big") - (1 << (8 * size)) + 1)
                 pos += 1 + size
             else:
-                raise ZSCorrupt(f"{what}: unknown type code 0x{code:02x} at position {pos - 1}")
+                raise RecordFault(f"{what}: unknown type code 0x{code:02x} at position {pos - 1}")
             if pos > end:
-                raise ZSCorrupt(f"{what}: element runs past the end ({end}) of its bytes")
+                raise RecordFault(f"{what}: element runs past the end ({end}) of its bytes")
     except (IndexError, UnicodeDecodeError) as exc:
-        raise ZSCorrupt(f"{what}: malformed encoding near position {pos}: {exc}") from None
-    if _nested:
-        raise ZSCorrupt(f"{what}: nested tuple not terminated before position {end}")
+        raise RecordFault(f"{what}: malformed encoding near position {pos}: {exc}") from None
+    if _depth:
+        raise RecordFault(f"{what}: nested tuple not terminated before position {end}")
     return tuple(out), pos
 
 
@@ -236,10 +259,10 @@ def element_end(buf: bytes, pos: int) -> int:
         elif code == INT_NEG_BIG and pos < n:
             pos += 1 + 255 - buf[pos]
         elif code not in (NONE, TRUE, FALSE):
-            raise ZSCorrupt(f"key {bytes(buf[:40])!r}: unknown type code 0x{code:02x} at position {pos - 1}")
+            raise RecordFault(f"key {bytes(buf[:40])!r}: unknown type code 0x{code:02x} at position {pos - 1}")
         if depth == 0 and pos <= n:
             return pos
-    raise ZSCorrupt(f"key {bytes(buf[:40])!r}: element at position {pos} is not terminated")
+    raise RecordFault(f"key {bytes(buf[:40])!r}: element at position {pos} is not terminated")
 
 
 def key_end(buf: bytes, pos: int = 1) -> int:
@@ -248,5 +271,5 @@ def key_end(buf: bytes, pos: int = 1) -> int:
     while pos < len(buf) and buf[pos] != END:
         pos = element_end(buf, pos)
     if pos >= len(buf):
-        raise ZSCorrupt(f"key {bytes(buf[:40])!r}: not terminated")
+        raise RecordFault(f"key {bytes(buf[:40])!r}: not terminated")
     return pos + 1

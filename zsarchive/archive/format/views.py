@@ -10,6 +10,7 @@ from typing import Any, Callable, Self
 
 from zsarchive.archive.format import schema
 from zsarchive.errors import ZSCorrupt
+from zsarchive.icechunk import ids
 from zsarchive.icechunk.nodekinds import NodeType, RefKind
 from zsarchive.typedtuple import TypedTuple
 
@@ -21,10 +22,19 @@ REF_KIND_CODES = {RefKind.INLINE: schema.INLINE, RefKind.NATIVE: schema.NATIVE, 
 REF_KINDS = {code: kind for kind, code in REF_KIND_CODES.items()}
 
 
+_SPELLED = {schema.SNAPSHOT_ID_LENGTH: ids.CANONICAL[12].fullmatch, schema.NODE_ID_LENGTH: ids.CANONICAL[8].fullmatch}
+
+
 def is_id(value: object, length: int = schema.SNAPSHOT_ID_LENGTH) -> bool:
-    """Whether ``value`` is an id as the archive spells it: Crockford base32 text, 20 characters for a
-    snapshot, manifest or chunk id, 13 for a node id."""
-    return isinstance(value, str) and len(value) == length
+    """Whether ``value`` is an id as the archive spells it: icechunk's canonical spelling (Crockford base32,
+    upper case, padding bits zero: :mod:`zsarchive.icechunk.ids`), 20 characters for a snapshot, manifest
+    or chunk id, 13 for a node id."""
+    return type(value) is str and _SPELLED[length](value) is not None
+
+
+def _count(value: object) -> bool:
+    """Whether ``value`` is an integer >= 0 (not a bool)."""
+    return type(value) is int and value >= 0
 
 
 class ValueView(TypedTuple):
@@ -133,7 +143,9 @@ class SnapshotValue(ValueView):
     @staticmethod
     def well_formed(value: tuple[Any, ...]) -> bool:
         return (len(value) >= 5 and (value[0] is None or is_id(value[0])) and isinstance(value[1], int)
-                and isinstance(value[2], str) and isinstance(value[3], str) and isinstance(value[4], tuple))
+                and isinstance(value[2], str) and isinstance(value[3], str) and isinstance(value[4], tuple)
+                and all(isinstance(m, tuple) and len(m) >= 3 and is_id(m[0]) and _count(m[1]) and _count(m[2])
+                        for m in value[4]))
 
     @staticmethod
     def manifest_file(item: object) -> tuple[str, int] | None:
@@ -184,7 +196,21 @@ class NodeValue(ValueView):
 
     @staticmethod
     def well_formed(value: tuple[Any, ...]) -> bool:
-        return len(value) >= 6 and is_id(value[0], schema.NODE_ID_LENGTH) and value[1] in (schema.GROUP, schema.ARRAY)
+        if not (len(value) >= 6 and is_id(value[0], schema.NODE_ID_LENGTH) and value[1] in (schema.GROUP, schema.ARRAY)
+                and isinstance(value[2], bytes)):
+            return False
+        if value[1] == schema.GROUP:
+            return True
+        shape, names, manifests = value[3:6]
+        return (isinstance(shape, tuple) and all(
+                    isinstance(d, tuple) and len(d) >= 3 and _count(d[0]) and all(n is None or _count(n) for n in d[1:3])
+                    for d in shape)
+                and (names is None or isinstance(names, tuple) and all(n is None or isinstance(n, str) for n in names))
+                and isinstance(manifests, tuple) and all(
+                    isinstance(m, tuple) and len(m) >= 2 and is_id(m[0]) and isinstance(m[1], tuple)
+                    and all(isinstance(e, tuple) and len(e) == 2 and _count(e[0]) and _count(e[1]) for e in m[1])
+                    for m in manifests)
+                and (len(value) < 7 or is_id(value[6])))
 
     @staticmethod
     def holds_since(value: tuple[Any, ...]) -> bool:

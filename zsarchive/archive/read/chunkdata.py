@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
-import re
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Sequence
@@ -16,6 +15,7 @@ from urllib.parse import unquote, urlsplit
 from zsarchive.archive.read.refspec import coords_text
 from zsarchive.errors import ZSCorrupt, ZSError
 from zsarchive.times import format_time
+from zsarchive.icechunk import ids
 from zsarchive.icechunk.kinds import ZS_FILE, archive_not_repository, local_kind
 from zsarchive.io.location import SCHEMES, Location, parse_location
 from zsarchive.io.objects import ObjectChanged, object_store
@@ -28,8 +28,6 @@ if TYPE_CHECKING:
     from zsarchive.archive.read.model import ChunkInfo
     from zsarchive.io.httpclient import ConnectionPool
 
-_CHUNK_ID = re.compile(r"^[0-9A-HJKMNP-TV-Z]{20}$")
-"""A Crockford base32 ObjectId12: the only chunk file names an archive may make us open."""
 
 
 class ChunkReader:
@@ -82,7 +80,7 @@ class ChunkReader:
                             f"must be integers >= 0")
         if chunk.kind == "native":
             chunk_id = chunk.chunk_id
-            if not isinstance(chunk_id, str) or not _CHUNK_ID.match(chunk_id):
+            if not ids.is_id(chunk_id):  # the only chunk file names an archive may make us open
                 raise ZSCorrupt(f"{self.name}: {where}: invalid chunk id {chunk_id!r}")
             embedded = _kept(self.embedded, chunk_id, offset, length, zero_copy, where)
             if embedded is not None:

@@ -17,6 +17,7 @@ from typing import Callable, Iterable, Iterator
 from zsarchive.archive.format import schema
 from zsarchive.archive.format.tuples import decode as decode_key
 from zsarchive.archive.format.views import ChunkRefKey, ManifestRefKey, fits
+from zsarchive.archive.read.invariants import duplicate
 from zsarchive.archive.read.model import NodeInfo
 from zsarchive.errors import ZSCorrupt
 from zsarchive.zs.reader import ZS
@@ -36,10 +37,12 @@ class ManifestRefs:
         for manifest in node.manifests:
             if all(lo <= c < hi for c, (lo, hi) in zip(coords, manifest.extents)):
                 key = ManifestRefKey(manifest.manifest_id, node.id, coords).encode()
-                for rec in self.zs.search(prefix=schema.key_prefix(schema.CHUNK_REF, key)):
-                    _, k, v = schema.split(rec)
-                    if fits(ManifestRefKey, k):
-                        return v
+                found = [v for _, k, v in map(schema.split, self.zs.search(prefix=schema.key_prefix(schema.CHUNK_REF, key)))
+                         if fits(ManifestRefKey, k)]
+                if len(found) > 1:
+                    raise duplicate(schema.CHUNK_REF, key)
+                if found:
+                    return found[0]
         return None
 
     def refs(self, node: NodeInfo, start: tuple | None = None, stop: tuple | None = None) -> Stored:
@@ -84,11 +87,15 @@ class RefTimeline:
         return depths, limit
 
     @staticmethod
-    def _resolve(changes: Iterable[tuple[str, tuple]], depths: dict[str, int], limit: int) -> tuple | None:
-        """The value of the nearest change in the history (None if none, or if it removed the ref)."""
-        best, found = limit + 1, None
-        for snapshot_id, value in changes:
-            depth = depths.get(snapshot_id)
+    def _resolve(changes: Iterable[tuple[ChunkRefKey, tuple]], depths: dict[str, int], limit: int) -> tuple | None:
+        """The value of the nearest change in the history (None if none, or if it removed the ref); ZSCorrupt
+        for two records of one change (adjacent: a chunk's changes are in snapshot id order)."""
+        best, found, last = limit + 1, None, None
+        for key, value in changes:
+            if key.snapshot_id == last:
+                raise duplicate(schema.CHUNK_REF, tuple(key))
+            last = key.snapshot_id
+            depth = depths.get(last)
             if depth is not None and depth < best:
                 best, found = depth, value
         return None if found is None or found[:1] == (schema.REMOVED,) else found
@@ -97,7 +104,7 @@ class RefTimeline:
         """The stored value of the chunk at ``coords``, or None."""
         depths, limit = self._window(node)
         prefix = schema.key_prefix(schema.CHUNK_REF, (node.id, coords))
-        changes = ((ChunkRefKey.decode(k).snapshot_id, v) for _, k, v in map(schema.split, self.zs.search(prefix=prefix))
+        changes = ((ChunkRefKey.decode(k), v) for _, k, v in map(schema.split, self.zs.search(prefix=prefix))
                    if fits(ChunkRefKey, k))
         return self._resolve(changes, depths, limit)
 
@@ -111,7 +118,7 @@ class RefTimeline:
         # a chunk's changes are adjacent (key: coords, then snapshot id)
         changes = ((ChunkRefKey.decode(k), v) for _, k, v in map(schema.split, records))
         for coords, group in itertools.groupby(changes, key=lambda change: change[0].coords):
-            value = self._resolve(((key.snapshot_id, v) for key, v in group), depths, limit)
+            value = self._resolve(group, depths, limit)
             if value is not None:
                 yield coords, value
 

@@ -146,7 +146,7 @@ class ChunkQueries(NodeQueries):
         """Bytes [start, stop) of the archive's copy of a native chunk file, if it embeds one (most
         archives hold none: the header's counts say so without a lookup per chunk)."""
         if self._has_chunk_data is None:
-            self._has_chunk_data = self._counted(schema.CHUNK_DATA)
+            self._has_chunk_data = self.holds(schema.CHUNK_DATA)
         if not self._has_chunk_data:
             return None
         if has_chunk_pieces(self.format_version):
@@ -166,7 +166,7 @@ class ChunkQueries(NodeQueries):
         """Bytes [start, stop) of a virtual range (``(location, offset, length, etag, last_modified)``)
         the archive keeps, or None (archives before format 7 keep none: no lookup)."""
         if self._has_virtual_data is None:
-            self._has_virtual_data = self.keeps_virtual_data and self._counted(schema.VIRTUAL_DATA)
+            self._has_virtual_data = self.keeps_virtual_data and self.holds(schema.VIRTUAL_DATA)
         if not self._has_virtual_data:
             return None
         from zsarchive.archive.format.pieces import read_virtual
@@ -190,7 +190,7 @@ class ChunkQueries(NodeQueries):
         if chunk.kind == "inline" or not has_chunk_pieces(self.format_version):
             return None
         if self._has_shard_indexes is None:
-            self._has_shard_indexes = self._counted(schema.SHARD_INDEX)
+            self._has_shard_indexes = self.holds(schema.SHARD_INDEX)
         if not self._has_shard_indexes:
             return None
         if chunk.kind == "native":

@@ -36,12 +36,16 @@ class HistoryQueries(ArchiveReader):
 
 
     def refs(self) -> list[dict]:
-        """Branches, tags and deleted tags: ``{"type", "name", "snapshot_id"}`` (no id for deleted tags)."""
-        out = []
-        for k, value in self._records(schema.REFS):
+        """Branches, tags and deleted tags: ``{"type", "name", "snapshot_id"}`` (no id for deleted tags). A
+        tag that is also deleted is a deleted tag only, as icechunk lists it."""
+        out, deleted = [], set()
+        for k, value in self._records(schema.REFS):  # deleted tags come before tags
             key = RefKey.decode(k)
             if key.deleted:
+                deleted.add(key.name)
                 out.append({"type": key.kind, "name": key.name})
+            elif key.kind == "tag" and key.name in deleted:
+                continue
             else:
                 out.append({"type": key.kind, "name": key.name, "snapshot_id": RefValue.decode(value).snapshot_id})
         return out
@@ -78,7 +82,7 @@ class HistoryQueries(ArchiveReader):
                     return found
                 continue
             value = self._one(schema.REFS, (kind, spec.name))
-            if value is not None:
+            if value is not None and not (kind == "tag" and self._one(schema.REFS, ("deleted_tag", spec.name))):
                 return RefValue.decode(value).snapshot_id
         if quiet:
             return None

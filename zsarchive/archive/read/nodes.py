@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Iterator
 
 from zsarchive.archive.format import schema
 from zsarchive.archive.format.views import NodeKey, NodeValue
 from zsarchive.archive.read.history import HistoryQueries
 from zsarchive.archive.read.model import ManifestSpan, NodeInfo
-from zsarchive.archive.read.reader import NotFound, checked_record
+from zsarchive.archive.read.invariants import SnapshotNodes
+from zsarchive.archive.read.reader import NotFound, checked_record, records_under
 from zsarchive.suggest import hint
 
 
@@ -35,9 +36,11 @@ class NodeQueries(HistoryQueries):
             since=node.since)
 
     def node_infos(self, ref: str, path: str | None = None) -> list[NodeInfo]:
-        """:meth:`ls` as typed values."""
+        """:meth:`ls` as typed values; ZSCorrupt where the snapshot's nodes break an invariant (two records
+        of one path, a node disagreeing with its zarr.json, a node below an array: see
+        :class:`~zsarchive.archive.read.invariants.SnapshotNodes`)."""
         sid = self.resolve(ref)
-        nodes = ((NodeKey.decode(k), v) for k, v in self._records(schema.NODE, (sid,)))
+        nodes = self._checked_nodes(sid)
         if path is None or path.strip("/") == "":
             return [self._node_info(sid, key.components, v) for key, v in nodes]
         top = self._node_at(sid, path, ref).path
@@ -50,6 +53,14 @@ class NodeQueries(HistoryQueries):
         snapshot file used."""
         return [node.as_dict() for node in self.node_infos(ref, path)]
 
+    def _checked_nodes(self, snapshot_id: str) -> Iterator[tuple[NodeKey, tuple]]:
+        """The node records of a snapshot, in key order, each checked against the invariants."""
+        tree = SnapshotNodes()
+        for k, v in records_under(self.zs, schema.NODE, (snapshot_id,), unique=True):
+            key = NodeKey.decode(k)
+            tree.check(snapshot_id, key.components, v)
+            yield key, v
+
     def _node_at(self, snapshot_id: str, path: str, ref: str) -> NodeInfo:
         components = schema.path_components(path if path.startswith("/") else "/" + path)
         value = self._one(schema.NODE, (snapshot_id, components))
@@ -57,6 +68,7 @@ class NodeQueries(HistoryQueries):
             paths = [NodeKey.decode(k).path for k, _ in self._records(schema.NODE, (snapshot_id,))]
             raise NotFound(f"{self.name}: no node {schema.path_of(components)!r} at {ref!r}"
                            f"{hint(schema.path_of(components), paths, 'paths', paths=True)}")
+        SnapshotNodes().check(snapshot_id, components, value)
         return self._node_info(snapshot_id, components, value)
 
     def node_info(self, ref: str, path: str) -> NodeInfo:

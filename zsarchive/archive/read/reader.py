@@ -17,7 +17,8 @@ from zsarchive.archive.format import schema
 from zsarchive.archive.format.header import ArchiveHeader, archive_metadata, keeps_virtual_data
 from zsarchive.archive.format.views import RepoFactKey, RepoFactValue, starts_with
 from zsarchive.archive.read.chain import Chain, Member, open_chain, records_format
-from zsarchive.errors import ZSCorrupt, ZSError
+from zsarchive.archive.read.invariants import UniqueKeys, duplicate
+from zsarchive.errors import RecordFault, ZSCorrupt, ZSError
 from zsarchive.icechunk.kinds import REPOSITORY, local_kind, repository_not_archive
 from zsarchive.io.location import is_url, local_path
 from zsarchive.io.base import ObjectMissing
@@ -51,6 +52,8 @@ def guarded(method):
     def run(self, *args, **kwargs):
         try:
             result = method(self, *args, **kwargs)
+        except RecordFault as exc:
+            raise exc.named(self.name) from None
         except ZSError:
             raise
         except _MALFORMED as exc:
@@ -70,6 +73,8 @@ def _guard_queries(cls: type) -> None:
 def _guarded_stream(archive: "ArchiveReader", items: Iterator) -> Iterator:
     try:
         yield from items
+    except RecordFault as exc:
+        raise exc.named(archive.name) from None
     except ZSError:
         raise
     except _MALFORMED as exc:
@@ -164,10 +169,15 @@ def _checked(zs: ZS | Chain, name: str) -> tuple[ZS | Chain, str, int]:
     return zs, name, version
 
 
-def records_under(zs: ZS | Chain, family: bytes, key: tuple = ()) -> Iterator[tuple[tuple, tuple]]:
-    """(key, value) of every record of ``family`` whose key starts with the elements ``key``."""
+def records_under(zs: ZS | Chain, family: bytes, key: tuple = (), unique: bool = False
+                  ) -> Iterator[tuple[tuple, tuple]]:
+    """(key, value) of every record of ``family`` whose key starts with the elements ``key``; ``unique``:
+    ZSCorrupt for two records of one key (a reader that keeps every record checks it)."""
+    keys = UniqueKeys() if unique else None
     for rec in zs.search(prefix=schema.key_prefix(family, key)):
         _, k, v = schema.split(rec)
+        if keys is not None:
+            keys.check(rec)
         if starts_with(k, key):
             yield k, v
 
@@ -211,10 +221,17 @@ class ArchiveReader:
             yield k, v
 
     def _one(self, family: bytes, key: tuple) -> tuple | None:
+        """The value of the record of ``key``, None if there is none; ZSCorrupt if there are two (which
+        one holds is never a question a reader answers)."""
+        found = None
         for k, v in self._records(family, key):
-            if len(k) == len(key):
-                return v
-        return None
+            if k == key:
+                if found is not None:
+                    raise duplicate(family, key)
+                found = v
+            elif found is not None:
+                break
+        return found
 
     def header(self) -> dict:
         """The archive header record: format version, source spec version, export time, counts (of a
@@ -245,7 +262,7 @@ class ArchiveReader:
         return {name: load_json(RepoFactValue.decode(v).json, f"{self.name}: archive repo record {name!r}")
                 for name, v in facts}
 
-    def _counted(self, family: bytes) -> bool:
+    def holds(self, family: bytes) -> bool:
         """Whether the archive holds any record of ``family`` (its header's counts say, no lookup)."""
         return bool(self.header()["counts"].get(schema.FAMILY_NAMES[family]))
 

@@ -1,11 +1,14 @@
 """What ``zs validate`` checks of an archive beyond the ZS format: that its records mean something.
 
 Every record of every family has the documented shape; the header's counts are the records really
-there; snapshot parent links form no loop; every snapshot a ref, node, chunk ref, summary, history
-or child record names has a record; ``T`` mirrors ``S``; format 2 chunk refs belong to an array of
-their snapshot, and each array's ``since`` lies in its snapshot's history; format 3 chunk pieces
-cover each file without gap or overlap. Small families are held in
-memory (one entry per snapshot and per array node); chunk refs and chunk data stream.
+there; every snapshot a ref, node, chunk ref, summary, history or child record names has a record;
+``T`` mirrors ``S``; format 2 chunk refs belong to an array of their snapshot, and each array's
+``since`` lies in its snapshot's history; format 3 chunk pieces cover each file without gap or
+overlap; and every invariant between records that readers and a restore rely on holds
+(:mod:`~zsarchive.archive.read.invariants`: keys unique, ids in their canonical spelling, nodes
+agreeing with their zarr.json, refs within their embedded files, shard indexes agreeing with the
+embedded shards, parent links a tree). Small families are held in memory (one entry per snapshot and
+per array node); chunk refs and chunk data stream.
 """
 
 from __future__ import annotations
@@ -15,16 +18,22 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
 from zsarchive.archive.format import schema
+from zsarchive.archive.format.pieces import read_pieces
 from zsarchive.archive.read.chain import Chain, open_chain, records_format
+from zsarchive.archive.read.invariants import (
+    RefReach, SnapshotNodes, UniqueKeys, check_history, check_ref_rows, check_shape, check_shard_index, fault,
+    ops_log_file_names,
+)
 from zsarchive.archive.read.reader import names_backup_set, open_archive
+from zsarchive.archive.read.refrows import chunk_ref_rows
 from zsarchive.archive.format.fragments import Holding, HoldingsTally
 from zsarchive.archive.format.header import (
     ArchiveHeader, archive_metadata, has_chunk_pieces, history_from_timeline, keeps_file_forms, keeps_virtual_data,
     refs_by_manifest,
 )
-from zsarchive.archive.format.views import (CHUNK_REF_SHAPES, FAMILY_VIEWS, ChildKey, ChunkBytesKey, ChunkBytesValue, ChunkRefKey,
-                                            ChunkRefValue, HistoryKey, HistoryValue, ManifestRefKey,
-                                            NodeKey, NodeValue, RefKey, RefValue, RepoFactKey,
+from zsarchive.archive.format.views import (CHUNK_REF_SHAPES, FAMILY_VIEWS, ChildKey, ChunkBytesKey, ChunkBytesValue,
+                                            ChunkRefKey, ChunkRefValue, HistoryKey, HistoryValue, ManifestRefKey,
+                                            NodeKey, NodeValue, OpsValue, RefKey, RefValue, RepoFactKey,
                                             RepoFactValue, RepoFile, ShardIndexKey, ShardIndexValue,
                                             SnapshotKey, SnapshotTimeKey, SnapshotValue, TxlogKey,
                                             VirtualAliasValue, VirtualPieceKey, VirtualRangeKey, is_id)
@@ -43,19 +52,25 @@ class _Facts:
     flushed: dict[str, int] = field(default_factory=dict)
     arrays: set[tuple[str, str]] = field(default_factory=set)  # (snapshot id, node id)
     counts: Counter = field(default_factory=Counter)
+    reach: RefReach = field(default_factory=RefReach)
 
 
-def _records(zs: ZS, family: bytes, counts: Counter | None = None) -> Iterator[tuple[tuple, tuple, bytes]]:
-    """(key, value, record) of every record of a family, counted into ``counts`` if given."""
+def _records(zs: ZS, family: bytes, counts: Counter | None = None, unique: bool = True
+             ) -> Iterator[tuple[tuple, tuple, bytes]]:
+    """(key, value, record) of every record of a family, counted into ``counts`` if given; each key once
+    (``unique``: checked here, else by the caller)."""
+    keys = UniqueKeys() if unique else None
     for rec in zs.search(prefix=family):
         _, key, value = schema.split(rec)
+        if keys is not None:
+            keys.check(rec)
         if counts is not None:
             counts[family] += 1
         yield key, value, rec
 
 
 def _fail(rec: bytes, family: bytes, problem: str) -> ZSCorrupt:
-    return ZSCorrupt(f"archive {schema.FAMILY_NAMES[family]} record {bytes(rec[:60])!r}: {problem}")
+    return fault(family, schema.split(rec)[1], problem)
 
 
 def _shape(ok: bool, rec: bytes, family: bytes, what: str) -> None:
@@ -63,27 +78,13 @@ def _shape(ok: bool, rec: bytes, family: bytes, what: str) -> None:
         raise _fail(rec, family, f"is not {what}")
 
 
-def _well_formed(key: tuple, value: tuple, rec: bytes, family: bytes) -> None:
-    """The record has the shape of its family's views (:data:`~zsarchive.archive.format.views.FAMILY_VIEWS`)."""
-    views = FAMILY_VIEWS[family]
-    _shape(views.well_formed(key, value), rec, family, views.shape)
-
-
 def _snapshots(zs: ZS, facts: _Facts) -> None:
     for key, value, rec in _records(zs, schema.SNAPSHOT, facts.counts):
-        _well_formed(key, value, rec, schema.SNAPSHOT)
+        check_shape(schema.SNAPSHOT, key, value)
         sid, snapshot = SnapshotKey.decode(key).snapshot_id, SnapshotValue.decode(value)
         facts.parents[sid] = snapshot.parent_id
         facts.flushed[sid] = snapshot.flushed_at
-    ends: set[str] = set()  # snapshots whose history is known to end
-    for start in facts.parents:
-        walk = []
-        for current in _history(facts, start, lambda at: ZSCorrupt(
-                f"archive snapshots: the parent links of snapshot {start} loop at {at}")):
-            if current in ends:
-                break
-            walk.append(current)
-        ends.update(walk)
+    check_history(facts.parents)
 
 
 def _history(facts: _Facts, snapshot_id: str, loop: Callable[[str], Exception] | None = None) -> Iterator[str]:
@@ -102,7 +103,7 @@ def _known(facts: _Facts, sid: object, rec: bytes, family: bytes, role: str) -> 
 def _small_families(zs: ZS | Chain, facts: _Facts, format_version: int) -> None:
     forms = keeps_file_forms(records_format(zs, format_version))
     for key, value, rec in _records(zs, schema.REFS, facts.counts):
-        _well_formed(key, value, rec, schema.REFS)
+        check_shape(schema.REFS, key, value)
         snapshot_id = RefValue.decode(value).snapshot_id
         if RefKey.decode(key).deleted:
             if snapshot_id is not None and forms:  # a V1 tag's ref.json names one, maybe collected since
@@ -112,20 +113,20 @@ def _small_families(zs: ZS | Chain, facts: _Facts, format_version: int) -> None:
         else:
             _known(facts, snapshot_id, rec, schema.REFS, "snapshot")
     for key, value, rec in _records(zs, schema.SNAPSHOT_TIME, facts.counts):
-        _well_formed(key, value, rec, schema.SNAPSHOT_TIME)
+        check_shape(schema.SNAPSHOT_TIME, key, value)
         when = SnapshotTimeKey.decode(key)
         _known(facts, when.snapshot_id, rec, schema.SNAPSHOT_TIME, "snapshot")
         if facts.flushed[when.snapshot_id] != when.flushed_at:
             raise _fail(rec, schema.SNAPSHOT_TIME,
                         f"says {when.flushed_at}, the snapshot record {facts.flushed[when.snapshot_id]}")
     for key, value, rec in _records(zs, schema.CHILDREN, facts.counts):
-        _well_formed(key, value, rec, schema.CHILDREN)
+        check_shape(schema.CHILDREN, key, value)
         child = ChildKey.decode(key)
         _known(facts, child.child_id, rec, schema.CHILDREN, "child snapshot")
         if facts.parents[child.child_id] != child.parent_id:
             raise _fail(rec, schema.CHILDREN, f"but the parent of {child.child_id} is {facts.parents[child.child_id]}")
     for key, value, rec in _records(zs, schema.TXLOG, facts.counts):
-        _well_formed(key, value, rec, schema.TXLOG)
+        check_shape(schema.TXLOG, key, value)
         _known(facts, TxlogKey.decode(key).snapshot_id, rec, schema.TXLOG, "snapshot")
     view = records_format(zs, format_version)
     history_version = 2 if history_from_timeline(view) else 1
@@ -136,11 +137,11 @@ def _small_families(zs: ZS | Chain, facts: _Facts, format_version: int) -> None:
                                                       if history_version == 2 else ""))
         _known(facts, HistoryKey.decode(key).snapshot_id if HistoryKey.well_formed(key) else None, rec,
                schema.CHUNK_HISTORY, "snapshot")
+    nodes = SnapshotNodes()
     for key, value, rec in _records(zs, schema.NODE, facts.counts):
-        _well_formed(key, value, rec, schema.NODE)
-        sid = NodeKey.decode(key).snapshot_id
+        sid, components = NodeKey.decode(key)
         _known(facts, sid, rec, schema.NODE, "snapshot")
-        node = NodeValue.decode(value)
+        node = nodes.check(sid, components, value)
         if not node.is_array:
             continue
         facts.arrays.add((sid, node.node_id))
@@ -152,14 +153,18 @@ def _small_families(zs: ZS | Chain, facts: _Facts, format_version: int) -> None:
 
 def _chunk_refs(zs: ZS, facts: _Facts, format_version: int) -> None:
     refs_per_manifest: Counter = Counter()
-    for key, value, rec in _records(zs, schema.CHUNK_REF, facts.counts):
-        by_manifest = refs_by_manifest(format_version)
+    by_manifest = refs_by_manifest(format_version)
+    array = None  # format 2: the array whose rows are checked together (its records are contiguous)
+    for key, value, rec in _records(zs, schema.CHUNK_REF, facts.counts, unique=by_manifest):
         kind = ChunkRefValue.kind_of(value)
         _shape((ManifestRefKey if by_manifest else ChunkRefKey).well_formed(key) and kind is not None, rec,
                schema.CHUNK_REF, "a chunk ref of a known kind")
         _shape(ChunkRefValue.well_formed(value), rec, schema.CHUNK_REF, CHUNK_REF_SHAPES.get(kind, ""))
         if not by_manifest:
             ref = ChunkRefKey.decode(key)
+            if ref.node_id != array:
+                array = ref.node_id
+                check_ref_rows(chunk_ref_rows(zs, array), array, facts.reach)
             _known(facts, ref.snapshot_id, rec, schema.CHUNK_REF, "snapshot")
             if (ref.snapshot_id, ref.node_id) not in facts.arrays:
                 raise _fail(rec, schema.CHUNK_REF, f"snapshot {ref.snapshot_id} has no array {ref.node_id!r}")
@@ -186,30 +191,34 @@ def _chunk_files(zs: ZS, facts: _Facts, format_version: int) -> None:
     """Embedded chunk files and shard indexes: in format 3 each file's pieces start at 0 and follow
     each other without gap or overlap, and each shard index has the size of some index."""
     chunk_id, end = None, 0
+    pieces = has_chunk_pieces(format_version)
     for key, value, rec in _records(zs, schema.CHUNK_DATA, facts.counts):
-        pieces = has_chunk_pieces(format_version)
         _shape(ChunkBytesKey.well_formed(key, pieces) and ChunkBytesValue.well_formed(value), rec, schema.CHUNK_DATA,
                "(chunk_id, start) -> (bytes)" if pieces else "(chunk_id) -> (bytes)")
-        if not pieces:
-            continue
         piece = ChunkBytesKey.decode(key)
+        if piece.chunk_id != chunk_id and chunk_id is not None:
+            facts.reach.check(chunk_id, end)  # the last file's size is known
         expected = end if piece.chunk_id == chunk_id else 0
-        if piece.start != expected:
+        if pieces and piece.start != expected:
             raise _fail(rec, schema.CHUNK_DATA, f"piece starts at {piece.start}, the file's pieces so far end at {expected}")
-        chunk_id, end = piece.chunk_id, piece.start + len(ChunkBytesValue.decode(value).data)
+        chunk_id, end = piece.chunk_id, expected + len(ChunkBytesValue.decode(value).data)
+    if chunk_id is not None:
+        facts.reach.check(chunk_id, end)
     for key, value, rec in _records(zs, schema.SHARD_INDEX, facts.counts):
         _shape(ShardIndexKey.well_formed(key) and _shard_index_fits(value, ShardIndexKey.decode(key).length),
                rec, schema.SHARD_INDEX, FAMILY_VIEWS[schema.SHARD_INDEX].shape)
+        if pieces:
+            check_shard_index(ShardIndexKey.decode(key), ShardIndexValue.decode(value),
+                              lambda cid, start, stop: read_pieces(zs, cid, start, stop))
 
 
 def _virtual_ranges(zs: ZS | Chain, facts: _Facts, view: int) -> None:
     """Kept virtual ranges (format 7): each range's pieces start at its offset and follow each other up to
     its end, without gap or overlap; an alias names another checksum of the same range that has pieces,
-    and a checksum with an alias has no pieces; no key twice."""
+    and a checksum with an alias has no pieces (each key once: :func:`_records`)."""
     family = schema.VIRTUAL_DATA
     shape = ("(location, offset, length, etag, last_modified, start) -> (bytes) or "
              "(location, offset, length, etag, last_modified) -> (etag, last_modified), format 7 on")
-    last: tuple | None = None
     current: VirtualRangeKey | None = None  # the range whose pieces are being read
     end = 0  # where its pieces end so far
     span: tuple | None = None  # (location, offset, length) of the records so far
@@ -230,9 +239,6 @@ def _virtual_ranges(zs: ZS | Chain, facts: _Facts, view: int) -> None:
         is_alias = VirtualRangeKey.well_formed(key) and VirtualAliasValue.well_formed(value)
         _shape(keeps_virtual_data(view) and schema.record_version(rec) == 1 and (is_piece or is_alias), rec,
                family, shape)
-        if key == last:
-            raise _fail(rec, family, "repeats the key of the record before it")
-        last = key
         found = VirtualPieceKey.decode(key).range if is_piece else VirtualRangeKey.decode(key)
         if found.span != span:
             close_range(rec)
@@ -285,9 +291,8 @@ def _header(zs: ZS, facts: _Facts, format_version: int) -> None:
     _virtual_ranges(zs, facts, records_format(zs, format_version))
     _repo_file(zs, facts)
     for key, value, rec in _records(zs, schema.FILES, facts.counts):
-        views = FAMILY_VIEWS[schema.FILES]
-        _shape(keeps_file_forms(records_format(zs, format_version)) and views.well_formed(key, value), rec, schema.FILES,
-               views.shape + ", format 6 on")
+        _shape(keeps_file_forms(records_format(zs, format_version)), rec, schema.FILES, "a record of format 6 on")
+        check_shape(schema.FILES, key, value)
     for family, name in schema.FAMILY_NAMES.items():
         there = facts.counts[family]
         if family != schema.HEADER and claimed.get(name, 0) != there:
@@ -301,15 +306,17 @@ def _repo_file(zs: ZS | Chain, facts: _Facts) -> None:
     for key, value, rec in _records(zs, schema.REPO, facts.counts):
         if len(key) == 1 and RepoFactKey.decode(key).name == "repo_file":
             repo_file = value, rec
-    entries = sum(1 for _ in _records(zs, schema.OPS, facts.counts))
+    entries = [(key, OpsValue.decode(value).backup_path if len(value) >= 3 else None)
+               for key, value, _ in _records(zs, schema.OPS, facts.counts)]
     if repo_file is not None:
         value, rec = repo_file
         text = RepoFactValue.decode(value).json if len(value) == 1 else None
         fact = load_json(text, f"archive {schema.FAMILY_NAMES[schema.REPO]} record repo_file") \
             if isinstance(text, str) else None
-        _shape(RepoFile.well_formed(fact, entries), rec, schema.REPO,
+        _shape(RepoFile.well_formed(fact, len(entries)), rec, schema.REPO,
                f'{{"implementation": a name of at most 24 bytes, "ops_log_files": counts adding up to the '
-               f'{entries} ops-log entries}}')
+               f'{len(entries)} ops-log entries}}')
+        ops_log_file_names(RepoFile.decode(fact).ops_log_files, entries[::-1])
 
 
 def validate_fragments(chain: Chain) -> None:
@@ -319,7 +326,7 @@ def validate_fragments(chain: Chain) -> None:
         if member.info is None:
             continue
         tally = HoldingsTally(strict=True)
-        tally.add(member.zs.search(stop=schema.HEADER))
+        tally.add(_each_key_once(member.zs.search(stop=schema.HEADER)))
         found = tally.info(member.info.covers, member.info.records_format)
         for tag in sorted(set(found.holdings) | set(member.info.holdings)):
             said, held = member.info.holdings.get(tag), found.holdings.get(tag)
@@ -331,6 +338,14 @@ def validate_fragments(chain: Chain) -> None:
         if said_bits != (None if found.chunk_filter is None else found.chunk_filter.bits):
             raise ZSCorrupt(f"{member.location}: its header record's chunk ref filter is not the filter of "
                             "its chunk refs")
+
+
+def _each_key_once(records: Iterator[bytes]) -> Iterator[bytes]:
+    """``records`` (one archive's, in key order) as they pass, each key once (a chain's view would take one)."""
+    keys = UniqueKeys()
+    for rec in records:
+        keys.check(rec)
+        yield rec
 
 
 def _described(held: Holding | None) -> str:

@@ -285,7 +285,7 @@ def _by_difference(job: ExportJob, scope: FragmentScope) -> ExportSummary:
                     counts[schema.FAMILY_NAMES[tag]] = n
                 yield RecordList([scope.header(header.format_version, header.spec_version, job.export_time, counts)])
 
-            lists = scope.to_writer(_record_lists(records, job.options.chunk_codec == "none", str(full)))
+            lists = scope.to_writer(record_lists(records, job.options.chunk_codec == "none", str(full)))
             write_archive(job.target, _followed_by(lists, header_list),
                           scope.metadata(0, header.spec_version), job.options)
     finally:
@@ -300,7 +300,7 @@ def _followed_by(first: Iterable, more: Callable[[], Iterable]) -> Iterator:
     yield from more()
 
 
-def _record_lists(records: Iterable[bytes], stored: bool, where: str, size: int = 65536) -> Iterator[Batch]:
+def record_lists(records: Iterable[bytes], stored: bool, where: str, size: int = 65536) -> Iterator[Batch]:
     """Records in batches for the writer: the pieces of chunk files and of virtual ranges in blocks of their
     own, cut as an export cuts them; everything else (tombstones of pieces too) in lists of at most ``size``."""
     batch: list[bytes] = []
@@ -348,7 +348,7 @@ def consolidate(fragment: str | os.PathLike, archive_path: str | os.PathLike, op
         counts = dict(header.counts)
         version = header.format_version if newest.info is None else newest.info.records_format
         record = header._replace(format_version=version, fragment=None).record()
-        batches = _record_lists(chain.search(stop=schema.HEADER), checked.chunk_codec == "none", chain.name)
+        batches = record_lists(chain.search(stop=schema.HEADER), checked.chunk_codec == "none", chain.name)
         write_archive(target, _followed_by(batches, lambda: [RecordList([record])]),
                       marker_metadata(version, header.spec_version), checked, "consolidate")
     finally:

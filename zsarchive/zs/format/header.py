@@ -71,7 +71,8 @@ def check_magic(magic: bytes, name: str) -> None:
                         "(the writer was interrupted or failed); it is not a valid ZS file")
     if len(magic) < len(MAGIC):
         raise ZSCorrupt(f"{name}: offset 0: file is {len(magic)} bytes, too short to be a ZS file")
-    raise ZSCorrupt(f"{name}: offset 0: bad magic {magic.hex()}: not a ZS file")
+    # never the bytes themselves: a file named by input may be anyone's (a fragment's base, say)
+    raise ZSCorrupt(f"{name}: offset 0: bad magic (the file does not start as a ZS file does): not a ZS file")
 
 
 def header_length_of(prefix: bytes, name: str) -> int:
