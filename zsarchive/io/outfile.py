@@ -104,7 +104,6 @@ _IOV_MAX = 1024
 _HELD = 8 << 20
 """Bytes of buffers held at once past the first: a streamed file of any length (its pieces 1 MiB each) is
 written in writes of about this much, its memory never its length's."""
-_END = object()
 
 
 def write_all(fd: int, parts: Iterable) -> None:
@@ -118,8 +117,8 @@ def write_all(fd: int, parts: Iterable) -> None:
     def refill() -> None:
         nonlocal held
         while len(buffers) < _IOV_MAX and (not buffers or held < _HELD):
-            part = next(parts, _END)
-            if part is _END:
+            part = next(parts, None)
+            if part is None:
                 return
             buffers.append(memoryview(part).cast("B"))
             held += len(buffers[-1])
