@@ -18,8 +18,9 @@ these shapes:
 ``--plain`` stores the locations plain instead of compressed with a dictionary (icechunk's default).
 
 For every shape and size, K times, alternating, each a fresh process timed whole (wall time, peak
-resident memory from ``wait4``): icechunk writing the repository (create, set the refs, commit), ``zs
-export`` of what it wrote, ``zs restore`` of that archive. Prints medians and the ratios the goals name:
+resident memory and CPU time, user + system, from ``wait4``: on a loaded machine the CPU time moves
+less): icechunk writing the repository (create, set the refs, commit), ``zs export`` of what it wrote,
+``zs restore`` of that archive. Prints medians and the ratios the goals name:
 restore / icechunk write (time and peak memory, goal <= 0.5x), restore / export at 1 M refs (goal <=
 1.5x), and restore at each size over restore at the smallest (goal: at 4x the refs, <= 4.5x the time).
 Each restored repository's manifests are checked to be as long as the snapshots say.
@@ -154,8 +155,9 @@ def sweep(sizes: list[int]) -> None:
               f"   {seconds[-1] / seconds[0]:.2f}x ({sizes[-1] / sizes[0]:.0f}x)", flush=True)
 
 
-def timed(cmd: list[str], env: dict | None = None) -> tuple[float, float, str]:
-    """(wall seconds, peak resident MiB, stdout) of one process, waited for with wait4."""
+def timed(cmd: list[str], env: dict | None = None) -> tuple[float, float, float, str]:
+    """(wall seconds, peak resident MiB, CPU seconds (user + system), stdout) of one process, waited for
+    with wait4."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         t0 = time.perf_counter()
         proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=err)
@@ -167,7 +169,7 @@ def timed(cmd: list[str], env: dict | None = None) -> tuple[float, float, str]:
         if proc.returncode:
             raise SystemExit(f"{' '.join(map(str, cmd[:5]))} failed ({proc.returncode}): "
                              f"{err.read().decode(errors='replace')[-2000:]}")
-        return seconds, usage.ru_maxrss / 1024, out.read().decode(errors="replace")
+        return seconds, usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime, out.read().decode(errors="replace")
 
 
 def check_lengths(original: Path, restored: Path) -> str:
@@ -205,11 +207,11 @@ def main() -> None:
           f"{'plain' if args.plain else 'dictionary-compressed'}")
     print(f"{'shape':6s} {'refs':>10s}  {'icechunk write':>20s}  {'zs export':>20s}  {'zs restore':>20s}  "
           f"{'restore/write':>13s} {'memory':>6s} {'restore/export':>14s}")
-    rows: dict[tuple[str, int], dict[str, tuple[float, float]]] = {}
+    rows: dict[tuple[str, int], dict[str, tuple[float, float, float]]] = {}
     (ROOT / ".bench").mkdir(exist_ok=True)
     for shape in shapes:
         for n in sizes:
-            samples: dict[str, list[tuple[float, float]]] = {"write": [], "export": [], "restore": []}
+            samples: dict[str, list[tuple[float, float, float]]] = {"write": [], "export": [], "restore": []}
             note = ""
             with tempfile.TemporaryDirectory(prefix="bench-restore-scale-", dir=ROOT / ".bench") as tmp:
                 work = Path(tmp)
@@ -220,25 +222,27 @@ def main() -> None:
                     archive.unlink(missing_ok=True)
                     build_cmd = [str(IC2_PYTHON), __file__, "--build-only", str(repo), "--refs", str(n),
                                  "--shapes", shape] + (["--plain"] if args.plain else [])
-                    samples["write"].append(timed(build_cmd)[:2])
+                    samples["write"].append(timed(build_cmd)[:3])
                     samples["export"].append(timed([*zs, "export", str(repo), str(archive), "--no-progress"],
-                                                   env)[:2])
+                                                   env)[:3])
                     samples["restore"].append(timed([*zs, "restore", str(archive), str(target), "--no-progress"],
-                                                    env)[:2])
+                                                    env)[:3])
                     note = check_lengths(repo, target)
-            row = rows[shape, n] = {task: (statistics.median(s for s, _ in got), max(m for _, m in got))
+            row = rows[shape, n] = {task: (statistics.median(s for s, _, _ in got), max(m for _, m, _ in got),
+                                           statistics.median(c for _, _, c in got))
                                     for task, got in samples.items()}
             w, e, r = row["write"], row["export"], row["restore"]
             print(f"{shape:6s} {n:>10,}  {w[0]:7.2f} s {w[1]:6.0f} MiB  {e[0]:7.2f} s {e[1]:6.0f} MiB  "
                   f"{r[0]:7.2f} s {r[1]:6.0f} MiB  {r[0] / w[0]:12.2f}x {r[1] / w[1]:5.2f}x "
-                  f"{r[0] / e[0]:13.2f}x   {note}", flush=True)
+                  f"{r[0] / e[0]:13.2f}x   CPU {w[2]:.2f} / {e[2]:.2f} / {r[2]:.2f} s   {note}", flush=True)
     print("goals: restore/write <= 0.5x in time and memory; restore/export <= 1.5x at 1 M refs")
     for shape in shapes:
         first = sizes[0]
         for n in sizes[1:]:
-            ratio = rows[shape, n]["restore"][0] / rows[shape, first]["restore"][0]
-            print(f"{shape}: restore at {n:,} refs / at {first:,}: {ratio:.2f}x for {n / first:.0f}x the refs "
-                  f"(goal at 4x: <= 4.5x)")
+            wall = rows[shape, n]["restore"][0] / rows[shape, first]["restore"][0]
+            cpu = rows[shape, n]["restore"][2] / rows[shape, first]["restore"][2]
+            print(f"{shape}: restore at {n:,} refs / at {first:,}: {wall:.2f}x the wall time, {cpu:.2f}x the CPU "
+                  f"time for {n / first:.0f}x the refs (goal at 4x: <= 4.5x)")
 
 
 if __name__ == "__main__":

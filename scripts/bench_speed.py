@@ -18,14 +18,21 @@ options:
    code compiled.
 4. ``zs export --base`` after the 1,000-ref commit vs a full export of that repository. Goal <= 0.3x.
 
+``--against TREE`` (a directory holding another version's ``zsarchive/`` package, e.g. ``git archive
+COMMIT | tar -x -C TREE``) also times that version's ``zs export``, full and ``--base``, in the same
+rounds beside this tree's once more, wall-clock and CPU seconds (user + system, which a loaded machine
+disturbs least): a change must not make export slower (goal <= 1.0x, within the noise the runs show).
+
 Prints medians; the manifest-delta history size is scripts/bench_manifest_deltas.py's.
 """
 
 from __future__ import annotations
 
 import argparse
+import compileall
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -71,22 +78,56 @@ def zs(*args: str) -> list[str]:
     return [bench_zs.user_python(), "-m", "zsarchive", *args]
 
 
+def wall_and_cpu(cmd: list[str], env: dict) -> tuple[float, float]:
+    """Seconds of ``cmd`` in a fresh process: on the clock, and of CPU (user + system, the figure a
+    loaded machine disturbs least)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    seconds = bench_export.wall(cmd, env)[0]
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return seconds, after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+
+
+def against(tree: Path, ours: dict[str, list[tuple[float, float]]], theirs: dict[str, list[tuple[float, float]]]) -> None:
+    """This tree's export times beside those of the version in ``tree``, row by row (medians of the
+    wall-clock and the CPU seconds)."""
+    print(f"this tree vs {tree} (the same rounds, interleaved): wall / CPU seconds")
+    print(f"{'measure':<30} {'other':>12} {'this':>12} {'ratio':>13}  goal")
+    for key, what in (("export", "zs export"), ("full", "zs export (one commit more)"),
+                      ("fragment", "zs export --base")):
+        this = [statistics.median(t[i] for t in ours[key]) for i in (0, 1)]
+        other = [statistics.median(t[i] for t in theirs[key]) for i in (0, 1)]
+        print(f"{what:<30} {other[0]:5.2f}/{other[1]:5.2f} {this[0]:5.2f}/{this[1]:5.2f} "
+              f"{this[0] / other[0]:5.2f}x/{this[1] / other[1]:5.2f}x  <= 1.0x")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--refs", type=int, default=1_000_000)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--against", type=Path, help="another version's source tree, timed beside this one")
     args = parser.parse_args()
+    if args.against is not None and not (args.against / "zsarchive" / "__init__.py").is_file():
+        parser.error(f"--against {args.against}: no zsarchive package there")
 
     repo = icbench.ensure_repo(args.refs)
     grown = committed_copy(repo)
     bench_zs.precompile()  # fresh processes load byte code, as an installed copy does
     env = {**os.environ, "PYTHONWARNINGS": "ignore", "PYTHONPATH": str(ROOT)}
     env.pop("PYTHONDONTWRITEBYTECODE", None)
+    other_env = None
+    if args.against is not None:
+        compileall.compile_dir(str(args.against / "zsarchive"), quiet=1)
+        other_env = {**env, "PYTHONPATH": str(args.against.resolve())}
+    mine: dict[str, list[tuple[float, float]]] = {k: [] for k in ("export", "fragment", "full")}
+    theirs: dict[str, list[tuple[float, float]]] = {k: [] for k in ("export", "fragment", "full")}
     times: dict[str, list[float]] = {k: [] for k in ("export", "enumerate", "lookup", "chunk_type", "fragment", "full")}
     probe = args.refs * 2 // 3
     with tempfile.TemporaryDirectory(dir=ROOT / ".bench") as tmp:
         archive, base, fragment, full = (Path(tmp) / name for name in ("a.zs", "base.zs", "f.zs", "full.zs"))
         subprocess.run(zs("export", str(repo), str(base)), check=True, capture_output=True, env=env)
+        other_base = Path(tmp) / "other-base.zs"  # each version's fragment on its own version's base
+        if other_env is not None:
+            subprocess.run(zs("export", str(repo), str(other_base)), check=True, capture_output=True, env=other_env)
         for _ in range(args.runs):
             for path in (archive, fragment, full):
                 path.unlink(missing_ok=True)
@@ -105,6 +146,14 @@ def main() -> None:
             times["fragment"].append(bench_export.wall(zs("export", str(grown), str(fragment), "--base", str(base)),
                                                        env)[0])
             times["full"].append(bench_export.wall(zs("export", str(grown), str(full)), env)[0])
+            if other_env is not None:  # both versions once more, the other first, CPU seconds counted
+                for side, side_env, side_base in ((theirs, other_env, other_base), (mine, env, base)):
+                    for path in (archive, fragment, full):
+                        path.unlink(missing_ok=True)
+                    side["export"].append(wall_and_cpu(zs("export", str(repo), str(archive)), side_env))
+                    side["fragment"].append(wall_and_cpu(
+                        zs("export", str(grown), str(fragment), "--base", str(side_base)), side_env))
+                    side["full"].append(wall_and_cpu(zs("export", str(grown), str(full)), side_env))
         size, meta = archive.stat().st_size, bench_export.metadata_size(repo)
     med = {k: statistics.median(v) for k, v in times.items()}
     load = os.getloadavg()[0]
@@ -122,6 +171,8 @@ def main() -> None:
     print(f"{'measure':<42} {'anchor':>10} {'zsarchive':>10} {'ratio':>7}  goal")
     for what, anchor, ours, ratio, goal in rows:
         print(f"{what:<42} {anchor:>10} {ours:>10} {ratio:6.2f}x  <= {goal}x{'' if ratio <= goal else '  (missed)'}")
+    if args.against is not None:
+        against(args.against, mine, theirs)
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime
 import json
 import os
+import re
 import shutil
 import threading
 
@@ -301,6 +302,10 @@ def test_the_site_ships_the_reader_its_modules_and_the_decoder_s_license(tmp_pat
     assert all((tmp_path / "out" / module).is_file() for module in site["modules"])
     shipped = {p.relative_to(tmp_path / "out").as_posix() for p in (tmp_path / "out").rglob("*") if p.is_file()}
     assert {m for m in shipped if m.startswith("reader/") and m.endswith(".js")} == set(site["modules"])
+    page = (tmp_path / "out" / "index.html").read_text()
+    preloaded = re.findall(r'<link rel="modulepreload" href="([^"]+)">', page)
+    assert preloaded == site["modules"] and page.index('src="app.js"') < page.index("modulepreload"), \
+        "index.html names every module after the page's script, for the browser to ask for at once"
     license_text = (tmp_path / "out" / "reader" / "vendor" / "fzstd.LICENSE").read_text()
     assert "MIT License" in license_text and "Arjun Barrett" in license_text
     assert "fzstd.LICENSE" in (tmp_path / "out" / "reader" / "vendor" / "fzstd.js").read_text().splitlines()[0]

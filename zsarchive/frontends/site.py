@@ -8,6 +8,7 @@ builds on, each at its place relative to the others). The page then asks no serv
 
 from __future__ import annotations
 
+import html
 import json
 import os
 import shutil
@@ -21,6 +22,17 @@ from zsarchive.frontends.page import page_files
 CONFIG = "site.json"
 """The file that names the archive the page opens and the reader's modules: ``{"archive": relative path or URL,
 "modules": [paths]}``."""
+SCRIPT = b'<script type="module" src="app.js"></script>'
+"""The page's script tag in index.html: the reader's modules are named for preloading after it (asked first)."""
+
+
+def _preloading(page: bytes, modules: list[str]) -> bytes:
+    """index.html naming every module of the reader (``modulepreload``), so the browser asks for them all while it
+    reads the page: found import by import they would cost a round trip per import level, after the page's script."""
+    if page.count(SCRIPT) != 1:
+        raise ZSError("index.html of the page has no single module script tag to put the reader's modules after")
+    links = b"".join(f'<link rel="modulepreload" href="{html.escape(name)}">\n'.encode() for name in modules)
+    return page.replace(SCRIPT, SCRIPT + b"\n" + links.rstrip(b"\n"))
 
 
 def _archives(archive: str) -> list[Path]:
@@ -58,17 +70,17 @@ def write_site(archive: str | os.PathLike, outdir: str | os.PathLike, url: str |
         named = copies[0][1].relative_to(target).as_posix()
     target.mkdir(parents=True, exist_ok=True)
     written = []
-    for name, body in page_files():
+    shipped = list(page_files())
+    modules = [name for name, _ in shipped if name.startswith("reader/") and name.endswith(".js")]
+    for name, body in shipped:
         path = target / name
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(body)
+        path.write_bytes(_preloading(body, modules) if name == "index.html" else body)
         written.append(path)
     for origin, copy in copies:
         copy.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(origin, copy)
         written.append(copy)
-    # the reader's modules, for the page to ask for all at once: importing them in turn costs a round trip per level
-    modules = [name for name, _ in page_files() if name.startswith("reader/") and name.endswith(".js")]
     (target / CONFIG).write_text(json.dumps({"archive": named, "modules": modules}, ensure_ascii=False) + "\n",
                                  encoding="utf-8")
     written.append(target / CONFIG)

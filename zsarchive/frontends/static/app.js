@@ -56,9 +56,6 @@ async function readerSource() {
   const site = response && response.ok ? await response.json() : null;  // none: the page is zs serve's
   const archive = named || (site && site.archive);
   if (!archive) return null;
-  for (const module of (site && site.modules) || []) {  // every module asked for at once, not level by level
-    document.head.append(el("link", null, {rel: "modulepreload", href: module}));
-  }
   return openReader(new URL(archive, location.href).href);
 }
 
