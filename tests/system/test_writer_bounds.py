@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -18,7 +17,7 @@ from typing import Iterator
 
 import pytest
 
-from toolkit.cli import one_line_error, run_hostile, zs_peak
+from toolkit.cli import one_line_error, run_hostile, terminated, zs_peak
 from toolkit.crafted import Record, craft, find, target_is_empty
 from toolkit.places import TESTDATA
 from zsarchive.archive.format import schema as S
@@ -197,20 +196,8 @@ def test_sigterm_mid_write_leaves_nothing_behind(tmp_path, zeros, zeros_repo, wr
     target = Path(next(a for a in argv if a.startswith(str(out))))
     proc = subprocess.Popen([sys.executable, "-m", "zsarchive", *argv], stdin=subprocess.PIPE,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    try:
-        if stdin is not None:  # half the input, the rest held back: the file is begun, never finished
-            proc.stdin.write(stdin)
-            proc.stdin.flush()
-        deadline = time.monotonic() + 120
-        while not _begun(target):
-            assert proc.poll() is None, f"{writer} ended before it could be stopped: {proc.stderr.read()}"
-            assert time.monotonic() < deadline, f"{writer} never began writing"
-            time.sleep(0.02)
-        proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 143 and err.strip().splitlines()[-1] == "zs: terminated", (proc.returncode, err)
-    assert "Traceback" not in err, err
+    if stdin is not None:  # half the input, the rest held back: the file is begun, never finished
+        proc.stdin.write(stdin)
+        proc.stdin.flush()
+    terminated(proc, lambda: _begun(target), writer)
     assert target_is_empty(target), sorted(os.listdir(tmp_path))
