@@ -10,6 +10,7 @@ import contextlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -209,6 +210,33 @@ def test_a_run_killed_mid_export_leaves_the_set_whole_and_a_later_run_succeeds(k
         assert "zsbackup.lock" not in dest.listing()
         if kind == "local":
             assert not (tmp_path / "dest" / ".zsbackup-work").exists()
+
+
+def test_sigterm_mid_export_releases_the_lock_and_leaves_the_set_as_it_was(icechunk2_python, tmp_path):
+    """SIGTERM to a run writing its archive (a service manager stopping it) unwinds it as Ctrl-C does: one
+    line, exit status 143, no lock left for the next run to break, no work directory, no archive; the next
+    run, given no --break-lock, backs the repository up."""
+    repo, dest = str(tmp_path / "repo"), tmp_path / "dest"
+    life = Life(icechunk2_python, {"kind": "local", "path": repo})
+    try:
+        life.step(do="create")
+        life.step(do="bulk", mib=24)
+    finally:
+        life.close()
+    run = subprocess.Popen([sys.executable, "-m", "zsarchive", "backup", repo, str(dest), "--include-chunks"],
+                           stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(lambda: (dest / "zsbackup.lock").exists() and _partials(dest), run)
+        run.send_signal(signal.SIGTERM)
+        _, err = run.communicate(timeout=120)
+    finally:
+        if run.poll() is None:
+            run.kill()
+    assert run.returncode == 143 and err.strip().splitlines()[-1] == "zs: terminated", (run.returncode, err)
+    assert "Traceback" not in err, err
+    assert sorted(os.listdir(dest)) == [], sorted(os.listdir(dest))
+    done = run_zs("backup", repo, str(dest), "--include-chunks")
+    assert done.returncode == 0 and done.stderr.startswith("wrote "), done.stderr
 
 
 ONE_MORE_COMMIT = r"""

