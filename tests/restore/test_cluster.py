@@ -54,23 +54,25 @@ def test_chunk_files_from_the_original_repository(client, tmp_path):
     assert files(tmp_path / "there") == files(tmp_path / "here")
 
 
-def test_a_worker_killed_midway_changes_nothing(client, refs_history, tmp_path, monkeypatch):
-    """Many small tasks (a manifest each, four chunk files each); a worker dies halfway through writing a
-    chunk file of a task whose first file it wrote: its tasks, and the manifests it held, are made again
-    elsewhere, the half-written file it left is gone, and the target is the same."""
+@pytest.mark.parametrize("under,after", [("manifests", 0), ("chunks", 1)])
+def test_a_worker_killed_midway_changes_nothing(client, refs_history, under, after, tmp_path, monkeypatch):
+    """Many small tasks (a manifest each, four chunk files each); a worker dies halfway through writing its
+    first manifest (the others it made in memory), or through its second chunk file: its tasks, and the
+    manifests it held, are made again elsewhere, the half-written file it left is gone, and the target is
+    the same."""
     archive = tmp_path / "a.zs"
     export(refs_history, archive, include_chunks=True)
     restore(archive, tmp_path / "here")
     monkeypatch.setattr(cluster_module, "TASK_FILES", 4)
     monkeypatch.setattr(cluster_module, "TASK_REFS", 1)
     marker = tmp_path / "killed"
-    client.run(workers.die_writing, str(marker), "chunks")
+    client.run(workers.die_writing, str(marker), under, after)
     try:
         summary = restore(archive, tmp_path / "there", client=client)
     finally:
         client.run(workers.disarm)
     pid, half_written = marker.read_text().split(" ", 1)
-    assert summary.chunk_files > 40 and Path(half_written).parent == tmp_path / "there" / "chunks"
+    assert summary.chunk_files > 40 and Path(half_written).parent == tmp_path / "there" / under
     assert files(tmp_path / "there") == files(tmp_path / "here")
     client.wait_for_workers(2, timeout=60)  # the nanny brought it back
     assert int(pid) not in client.run(os.getpid).values()

@@ -13,7 +13,7 @@ from typing import Callable
 import pytest
 
 from toolkit.cli import one_line_error, run_hostile
-from toolkit.crafted import Record, craft, find, target_is_empty
+from toolkit.crafted import Record, craft, find, read_records, target_is_empty, write_records
 from toolkit.places import TESTDATA
 from zsarchive.archive import export
 from zsarchive.archive.format import schema as S
@@ -76,6 +76,13 @@ def two_records_for_one_node(records: list[Record]) -> tuple[str, ...]:
     return "nodes record", MAIN, "two records"
 
 
+def a_branch_naming_a_snapshot_the_archive_lacks(records: list[Record]) -> tuple[str, ...]:
+    i = find(records, S.REFS, lambda k, v: k == ("branch", "main"))
+    f, k, _, version = records[i]
+    records[i] = (f, k, ("AAAAAAAAAAAAAAAAAAA0",), version)
+    return "refs record", "main", "AAAAAAAAAAAAAAAAAAA0"
+
+
 def node_shape_disagrees_with_its_zarr_json(records: list[Record]) -> tuple[str, ...]:
     i = find(records, S.NODE, lambda k, v: k == (MAIN, ("data", "big")))
     f, k, v, version = records[i]
@@ -125,8 +132,23 @@ SILENT_WRONG_DATA = [chunk_id_in_two_spellings, chunk_id_in_lower_case_only, two
                      two_records_for_one_snapshot, two_records_for_one_chunk_ref, two_records_for_one_node,
                      node_shape_disagrees_with_its_zarr_json, node_chunk_grid_disagrees_with_its_zarr_json,
                      node_dimension_names_disagree_with_its_zarr_json]
-BROKEN_REPOSITORIES = [two_node_paths_that_are_one, a_ref_longer_than_its_file, a_ref_starting_past_its_file,
+BROKEN_REPOSITORIES = [a_branch_naming_a_snapshot_the_archive_lacks, two_node_paths_that_are_one, a_ref_longer_than_its_file, a_ref_starting_past_its_file,
                        a_truncated_chunk_file]
+
+
+@pytest.mark.parametrize("family", sorted(set(S.FAMILY_NAMES) - {S.HEADER}), ids=lambda f: S.FAMILY_NAMES[f])
+def test_two_records_of_one_key_are_refused_in_every_family(tmp_path, request, family):
+    """A family's first record repeated in a genuine export (the format 6 vector; format 3's for chunk
+    history, format 7's for virtual chunk data, the sharded export for shard indexes): ``zs validate``
+    names the family and the key, whichever family it is."""
+    source = {S.CHUNK_HISTORY: TESTDATA / "archive" / "v3" / "archive.zs",
+              S.VIRTUAL_DATA: TESTDATA / "archive" / "v7" / "archive.zs"}.get(family, VECTOR)
+    if family == S.SHARD_INDEX:
+        source = request.getfixturevalue("sharded")
+    metadata, records = read_records(source)
+    archive = write_records(tmp_path / "crafted.zs", metadata, [*records, records[find(records, family)]])
+    one_line_error(run_hostile("validate", str(archive)), str(archive),
+                   f"{S.FAMILY_NAMES[family]} record", "two records of this key")
 
 
 def refuses(tmp_path: Path, archive: Path, needles: tuple[str, ...], checkout: tuple[str, ...] = ("--group", "/data")
@@ -263,8 +285,6 @@ def test_a_base_naming_another_file_never_prints_its_bytes(tmp_path, fragment):
     naming the file, and no byte of it reaches the message."""
     import os
 
-    from toolkit.crafted import read_records, write_records
-
     metadata, records = read_records(fragment)
     link = os.path.relpath("/etc/passwd", tmp_path)
     metadata[S.METADATA_KEY]["fragment"]["base"] = link
@@ -282,8 +302,6 @@ def test_a_tag_both_live_and_deleted_is_deleted_as_icechunk_lists_it(tmp_path, i
     """icechunk 1.1 lists a tag whose directory holds both ref.json and ref.json.deleted as deleted: an
     archive holding both records of one name reads so, and restores to a repository icechunk lists alike."""
     import json
-
-    from toolkit.crafted import read_records, write_records
 
     exported = tmp_path / "v1.zs"
     export(TESTDATA / "icechunk" / "v1", exported, export_time=1, include_chunks=True)

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import os
 import resource
+import signal
 import subprocess
 import sys
+import time
 from typing import Callable
 
 MEMORY = 1 << 30  # address-space ceiling of a hostile case: far above need, far below what a runaway read takes
@@ -93,3 +95,22 @@ def one_line_error(done, *needles: str, foreseen: bool = True) -> str:
         assert needle in lines[0], (needle, lines[0])
     assert foreseen != ("please report" in lines[0]), lines[0]
     return lines[0]
+
+
+def terminated(proc: subprocess.Popen, begun: Callable[[], bool], what: str = "zs") -> None:
+    """Wait (up to 120 s) until ``begun()`` holds while ``proc`` (``zs`` with text stderr) runs, send it
+    SIGTERM, and check that it ends as every writer must: exit status 143 and ``zs: terminated`` as its
+    last line, no traceback."""
+    try:
+        deadline = time.monotonic() + 120
+        while not begun():
+            assert proc.poll() is None, f"{what} ended before it could be stopped: {proc.stderr.read()}"
+            assert time.monotonic() < deadline, f"{what} never began writing"
+            time.sleep(0.005)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 143 and err.strip().splitlines()[-1] == "zs: terminated", (proc.returncode, err)
+    assert "Traceback" not in err, err

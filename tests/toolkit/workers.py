@@ -13,16 +13,16 @@ from zsarchive.io.sink import LocalSink
 _ORIGINAL = LocalSink._write_temp
 
 
-def die_writing(marker: str, under: str) -> None:
-    """Arm this worker: once it has written one file into a directory named ``under``, the next such file
-    is half written, then the first worker of the cluster to get there records its pid in ``marker``
+def die_writing(marker: str, under: str, after: int = 1) -> None:
+    """Arm this worker: once it has written ``after`` files into a directory named ``under``, the next such
+    file is half written, then the first worker of the cluster to get there records its pid in ``marker``
     and dies (SIGKILL); every other write goes on as usual."""
     written = [0]
 
     def write_temp(self: LocalSink, temp: Path, data, durable: bool = False) -> None:
         if temp.parent.name != under or os.path.exists(marker):
             return _ORIGINAL(self, temp, data, durable)
-        if not written[0]:
+        if written[0] < after:
             _ORIGINAL(self, temp, data, durable)
             written[0] += 1
             return None

@@ -101,25 +101,40 @@ def _sync_file_range() -> Callable[[int, int, int, int], int] | None:
 _SYNC_FILE_RANGE_WRITE = 2
 _IOV_MAX = 1024
 """The most buffers one ``writev`` takes on Linux and macOS."""
+_HELD = 8 << 20
+"""Bytes of buffers held at once past the first: a streamed file of any length (its pieces 1 MiB each) is
+written in writes of about this much, its memory never its length's."""
 
 
 def write_all(fd: int, parts: Iterable) -> None:
     """Write the buffers ``parts`` one after another at ``fd``'s position, in as few system calls as
-    ``writev`` allows (it may write less than asked); at most ``_IOV_MAX`` of them held at once, so a
-    streamed file's buffers are written as they come."""
+    ``writev`` allows (it may write less than asked); at most ``_IOV_MAX`` of them and about ``_HELD``
+    bytes held at once, so a streamed file's buffers are written as they come."""
     parts = iter(parts)
-    buffers = collections.deque(memoryview(p).cast("B") for p in itertools.islice(parts, _IOV_MAX))
+    buffers: collections.deque[memoryview] = collections.deque()
+    held = 0
+
+    def refill() -> None:
+        nonlocal held
+        while len(buffers) < _IOV_MAX and (not buffers or held < _HELD):
+            part = next(parts, None)
+            if part is None:
+                return
+            buffers.append(memoryview(part).cast("B"))
+            held += len(buffers[-1])
+
+    refill()
     while buffers:
         if hasattr(os, "writev"):
             written = os.writev(fd, list(itertools.islice(buffers, _IOV_MAX)))
         else:
             written = os.write(fd, buffers[0])
+        held -= written
         while buffers and written >= len(buffers[0]):
             written -= len(buffers.popleft())
         if written:
             buffers[0] = buffers[0][written:]
-        if len(buffers) < _IOV_MAX // 2:
-            buffers.extend(memoryview(p).cast("B") for p in itertools.islice(parts, _IOV_MAX - len(buffers)))
+        refill()
 
 
 def start_writeback(fd: int, offset: int, length: int) -> None:

@@ -69,6 +69,9 @@ class Totals:
     files: int = 0
     bytes: int = 0
     room: int = 0
+    complete: bool = True
+    """False while they are being counted: a refusal then says "at least" (a small archive may claim more
+    than any walk over its claims should take before it is refused)."""
 
     def add(self, size: int) -> None:
         """Count one object of ``size`` bytes."""
@@ -77,7 +80,7 @@ class Totals:
         self.room += -(-size // BLOCK) * BLOCK
 
     def __str__(self) -> str:
-        return f"{self.files:,} files, {self.bytes:,} bytes"
+        return f"{'' if self.complete else 'at least '}{self.files:,} files, {self.bytes:,} bytes"
 
 
 def check_room(location: Location, totals: Totals, max_bytes: int | None = None) -> None:

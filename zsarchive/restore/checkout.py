@@ -96,10 +96,10 @@ def checkout(archive: RepoArchive | str | os.PathLike, ref: str, target: str | o
         snapshot_id = arc.resolve(ref)
         nodes = _select(arc, snapshot_id, ref, group)
         try:
-            totals, embedded = _plan(arc, ref, nodes, repo_given=where_repo is not None)
+            totals, embedded = _plan(arc, ref, nodes, repo_given=where_repo is not None,
+                                     room=partial(check_room, where, max_bytes=max_bytes))
         except RecordFault as exc:
             raise exc.named(arc.name) from None
-        check_room(out.sink.location, totals, max_bytes)
         if announce is not None:
             announce(totals)
         out.sink.limit = max_bytes
@@ -173,13 +173,15 @@ def _select(arc: RepoArchive, snapshot_id: str, ref: str, group: str | None) -> 
     return nodes
 
 
-def _plan(arc: RepoArchive, ref: str, nodes: list[_Node], repo_given: bool) -> tuple[Totals, dict[str, int]]:
+def _plan(arc: RepoArchive, ref: str, nodes: list[_Node], repo_given: bool,
+          room: Callable[[Totals], None]) -> tuple[Totals, dict[str, int]]:
     """Every chunk the checkout writes, walked once before anything is written: what it writes (files and
-    bytes), the size of each chunk file the archive embeds, and the invariants the chunks rely on (each ref
-    within its embedded file, each kept shard index the embedded shard's own; the reader itself refuses two
-    records of one chunk); ZSError if native chunks are neither in the archive nor reachable (no ``repo``),
-    saying how many chunk files are missing."""
-    totals, reach = Totals(), RefReach()
+    bytes, held against ``room`` every ``_ROOM_EVERY`` objects and at the end, so that what could never fit
+    is refused before the walk is over), the size of each chunk file the archive embeds, and the invariants
+    the chunks rely on (each ref within its embedded file, each kept shard index the embedded shard's own;
+    the reader itself refuses two records of one chunk); ZSError if native chunks are neither in the archive
+    nor reachable (no ``repo``), saying how many chunk files are missing."""
+    totals, reach = Totals(complete=False), RefReach()
     shards = has_chunk_pieces(arc.format_version) and arc.holds(schema.SHARD_INDEX)
 
     def embedded_bytes(chunk_id: str, start: int, stop: int) -> bytes | memoryview | None:
@@ -190,6 +192,8 @@ def _plan(arc: RepoArchive, ref: str, nodes: list[_Node], repo_given: bool) -> t
         if item.keys is None:
             continue
         for chunk in arc.array_chunks(item.node):
+            if totals.files % _ROOM_EVERY == 0:
+                room(totals)
             if chunk.kind == "inline":
                 totals.add(len(chunk.inline))
                 continue
@@ -218,7 +222,13 @@ def _plan(arc: RepoArchive, ref: str, nodes: list[_Node], repo_given: bool) -> t
         raise ZSError(f"{arc.name}: {missing} chunk file{'s' if missing != 1 else ''} that {ref!r} uses are not "
                       "in the archive (it was exported without --include-chunks): give the original repository "
                       "with --repo SOURCE; nothing written")
+    totals.complete = True
+    room(totals)
     return totals, embedded
+
+
+_ROOM_EVERY = 4096
+"""Objects counted between two checks of the room a checkout has (a statvfs each: cheap at this rate)."""
 
 
 def _copy_chunks(arc: RepoArchive, ref: str, nodes: list[_Node], sink: Sink, repo: Location | None,

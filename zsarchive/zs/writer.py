@@ -223,6 +223,15 @@ class ZSWriter:
         self._header = Header(2**63 - 1, 0, 0, b"\0" * 32, self.codec, self.metadata)
         encoded_header = self._header.encode()
         self._header_length = len(encoded_header)
+        # Everything close() stops exists before the file does: Ctrl-C or SIGTERM may come between any two
+        # statements, and the half-made writer is then closed as it is collected.
+        self._pool = ThreadPoolExecutor(max_workers=parallelism, thread_name_prefix="zs-writer")
+        self._in_flight: deque[Future] = deque()
+        self._max_in_flight = 2 * parallelism
+        self._hasher = hashlib.sha256()
+        # One thread hashes the payloads, in order, beside the writing (hashlib lets go of the GIL).
+        self._hashing = ThreadPoolExecutor(max_workers=1, thread_name_prefix="zs-hash")
+        self._hashed: deque[Future] = deque()
         check_new_target(self._path, overwrite)
         flags = os.O_RDWR | os.O_CREAT | (os.O_TRUNC if overwrite else os.O_EXCL) | getattr(os, "O_CLOEXEC", 0)
         try:
@@ -231,13 +240,6 @@ class ZSWriter:
             raise ZSError(f"{self._name}: cannot create: {exc.strerror}") from None
         self._fd = fd  # written through the descriptor: a block's buffers go out in one writev
         self.closed = False
-        self._pool = ThreadPoolExecutor(max_workers=parallelism, thread_name_prefix="zs-writer")
-        self._in_flight: deque[Future] = deque()
-        self._max_in_flight = 2 * parallelism
-        self._hasher = hashlib.sha256()
-        # One thread hashes the payloads, in order, beside the writing (hashlib lets go of the GIL).
-        self._hashing = ThreadPoolExecutor(max_workers=1, thread_name_prefix="zs-hash")
-        self._hashed: deque[Future] = deque()
         self._records_written = 0  # records of blocks already written (for error messages)
         self._written_back = 0  # the file's bytes up to here are on their way to the disk
         self._last_record: bytes | None = None

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from toolkit.archives import assert_chain_is_full_export
-from toolkit.cli import one_line_error, run_zs
+from toolkit.cli import one_line_error, run_zs, terminated
 from toolkit.lifecycle import (Dest, Life, check_names_agree_with_ancestry, expected_status, local_listing,
                                s3_listing, wait_for)
 from toolkit.oracle import repo_path
@@ -209,6 +209,25 @@ def test_a_run_killed_mid_export_leaves_the_set_whole_and_a_later_run_succeeds(k
         assert "zsbackup.lock" not in dest.listing()
         if kind == "local":
             assert not (tmp_path / "dest" / ".zsbackup-work").exists()
+
+
+def test_sigterm_mid_export_releases_the_lock_and_leaves_the_set_as_it_was(icechunk2_python, tmp_path):
+    """SIGTERM to a run writing its archive (a service manager stopping it) unwinds it as Ctrl-C does: one
+    line, exit status 143, no lock left for the next run to break, no work directory, no archive; the next
+    run, given no --break-lock, backs the repository up."""
+    repo, dest = str(tmp_path / "repo"), tmp_path / "dest"
+    life = Life(icechunk2_python, {"kind": "local", "path": repo})
+    try:
+        life.step(do="create")
+        life.step(do="bulk", mib=24)
+    finally:
+        life.close()
+    run = subprocess.Popen([sys.executable, "-m", "zsarchive", "backup", repo, str(dest), "--include-chunks"],
+                           stderr=subprocess.PIPE, text=True)
+    terminated(run, lambda: (dest / "zsbackup.lock").exists() and bool(_partials(dest)), "backup")
+    assert sorted(os.listdir(dest)) == [], sorted(os.listdir(dest))
+    done = run_zs("backup", repo, str(dest), "--include-chunks")
+    assert done.returncode == 0 and done.stderr.startswith("wrote "), done.stderr
 
 
 ONE_MORE_COMMIT = r"""
