@@ -22,7 +22,7 @@ import uuid
 from typing import Any, Callable, Iterable
 
 from zsarchive.archive.format.header import history_from_timeline
-from zsarchive.archive.write.cluster import task_result
+from zsarchive.archive.write.cluster import cancel, task_result
 from zsarchive.heap import large_allocations_on_the_heap
 from zsarchive.errors import ZSError
 from zsarchive.icechunk.manifest.decode import decode_manifest
@@ -130,11 +130,7 @@ class ClusterRestore(Restore):
         return files, written
 
     def _cancel(self) -> None:
-        if self._futures:
-            try:
-                self.client.cancel(self._futures)
-            except Exception:  # the cluster is already gone: nothing is left to cancel
-                pass
+        cancel(self.client, self._futures)
         self._futures = []
 
     def close(self) -> None:

@@ -80,6 +80,15 @@ def task_result(future) -> Any:
     return result
 
 
+def cancel(client: Any, futures: list) -> None:
+    """Cancel ``futures`` of ``client`` that have not run (none: nothing asked of the cluster)."""
+    if futures:
+        try:
+            client.cancel(futures)
+        except Exception:  # the cluster is already gone: nothing is left to cancel
+            pass
+
+
 class ClusterEngine:
     """Runs the export's decoding tasks on the cluster a ``distributed.Client`` is connected to; ``repo``,
     this process's view of the repository, learns the forms of the files the workers read."""
@@ -106,9 +115,5 @@ class ClusterEngine:
 
     def close(self) -> None:
         """Cancel what has not run; the client stays the caller's."""
-        if self._futures:
-            try:
-                self.client.cancel(self._futures)
-            except Exception:  # the cluster is already gone: nothing is left to cancel
-                pass
+        cancel(self.client, self._futures)
         self._futures = []
