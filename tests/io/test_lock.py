@@ -45,6 +45,22 @@ def test_one_holder_at_a_time(tmp_path):
     assert not (tmp_path / "the.lock").exists()
 
 
+def test_an_interruption_while_the_lock_is_made_leaves_no_lock(tmp_path, monkeypatch):
+    """Ctrl-C or SIGTERM (both KeyboardInterrupt in zs) arriving once the lock file exists but before the
+    lock is taken (here: while its directory is synced) removes it, as release would: no stale lock for the
+    next run to break."""
+    import zsarchive.io.sink
+
+    def interrupted(directory):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(zsarchive.io.sink, "fsync_directory", interrupted)
+    lock = Lock(open_sink(str(tmp_path)), "the.lock")
+    with pytest.raises(KeyboardInterrupt):
+        lock.acquire()
+    assert not (tmp_path / "the.lock").exists() and not lock.held
+
+
 def test_a_lock_is_stale_by_its_age_on_the_stores_clock_never_the_holders(tmp_path):
     sink = open_sink(str(tmp_path))
     _foreign(tmp_path)  # its holder's clock says 2099: no matter

@@ -196,6 +196,28 @@ def test_records_that_disagree_are_refused_before_anything_is_written(tmp_path, 
     refuses(tmp_path, *crafted(tmp_path, case))
 
 
+@pytest.mark.parametrize("case, command", [(two_records_for_branch_main, "log"), (two_records_for_one_snapshot, "log"),
+                                           (node_shape_disagrees_with_its_zarr_json, "ls")],
+                         ids=lambda p: getattr(p, "__name__", p))
+def test_the_archives_readers_refuse_what_they_answered_wrongly(tmp_path, case, command):
+    """``zs log`` took the first of two records of main (or of its snapshot), ``zs ls`` showed the node
+    record's shape (6400 x 6400 for a 64 x 64 array): each now refuses, naming the records."""
+    archive, needles = crafted(tmp_path, case)
+    one_line_error(run_hostile(command, str(archive), "main"), str(archive), *needles)
+
+
+def test_the_zarr_store_refuses_two_records_of_one_chunk(tmp_path):
+    """``open_store`` read the second of two records of one chunk ref (zs log and checkout the first)."""
+    import zarr
+
+    from zsarchive import open_store
+    from zsarchive.errors import ZSCorrupt
+
+    archive, _ = crafted(tmp_path, two_records_for_one_chunk_ref)
+    with pytest.raises(ZSCorrupt, match="chunk refs record .* two records of this key"):
+        zarr.open_array(open_store(archive, "main"), path="data/big", mode="r")[:]
+
+
 SHARDED = r'''
 import sys, icechunk as ic, numpy as np, zarr
 from zarr.codecs import BytesCodec, ShardingCodec
@@ -231,6 +253,14 @@ def test_a_shard_index_record_disagreeing_with_its_shard_is_refused(tmp_path, sh
 
     archive = craft(sharded, tmp_path / "crafted.zs", swap)
     refuses(tmp_path, archive, ("shard indexes record", "holds another index than bytes [0, 128)"), checkout=())
+    import numpy as np
+    import zarr
+
+    from zsarchive import open_store
+
+    # the zarr store answers what the shard holds, as a checkout writes it, not what the record says
+    store = zarr.open_array(open_store(archive, "main"), path="s", mode="r")
+    assert (store[:] == np.arange(4096)).all() and list(store[250:260]) == list(range(250, 260))
 
 
 @pytest.mark.parametrize("name", ["..\\..\\x", "C:", "c:x", "a\x01b", "zarr.json"])
@@ -350,19 +380,20 @@ def test_ops_log_file_names_no_file_can_have_are_refused(tmp_path, case):
     assert target_is_empty(tmp_path / "restored")
 
 
-def test_a_location_dictionary_zstd_cannot_use_is_refused_before_writing(tmp_path):
+@pytest.mark.parametrize("dictionary", [b"\x37\xa4\x30\xec" + bytes(range(256)) * 4, b"\x37\xa4\x30\xec" + bytes(60 << 20)],
+                         ids=["made-up", "60MiB"])
+def test_a_location_dictionary_zstd_cannot_use_is_refused_before_writing(tmp_path, dictionary):
     """A manifest's location dictionary (format 6, ``Y``) that zstd refuses (made up, or tens of MiB) was an
-    internal error of the restore."""
-    import os
-
+    internal error of the restore: validate and restore name the record."""
     def edit(records: list[Record]) -> None:
         i = find(records, S.FILES, lambda k, v: v[2] is not None)
         f, k, v, version = records[i]
-        records[i] = (f, k, (v[0], v[1], b"\x37\xa4\x30\xec" + os.urandom(1000)), version)
+        records[i] = (f, k, (v[0], v[1], dictionary), version)
 
-    archive = craft(VECTOR, tmp_path / "crafted.zs", edit)
-    one_line_error(run_hostile("restore", str(archive), str(tmp_path / "restored")), str(archive),
-                   "file headers record ('manifests/", "location dictionary (1,004 bytes)")
+    archive = craft(VECTOR, tmp_path / "crafted.zs", edit, codec="zstd")
+    needles = ("file headers record ('manifests/", f"location dictionary ({len(dictionary):,} bytes)")
+    one_line_error(run_hostile("validate", str(archive)), str(archive), *needles)
+    one_line_error(run_hostile("restore", str(archive), str(tmp_path / "restored")), str(archive), *needles)
     assert target_is_empty(tmp_path / "restored")
 
 

@@ -131,6 +131,20 @@ def test_a_restore_larger_than_the_disk_is_refused_before_writing(tmp_path, zero
         assert not any(small.iterdir()) and target_is_empty(tmp_path / "r")
 
 
+def test_an_object_store_target_is_held_to_max_bytes(amplified, zeros):
+    """--max-bytes holds for an object store as for a local target (moto's S3 server): the checkout of 512
+    MiB and the restore of a 512 MiB chunk file are refused before any object is put."""
+    from toolkit.servers import moto_s3
+
+    with moto_s3({"bounded": {}}) as client:
+        one_line_error(run_hostile("checkout", str(amplified), "main", "s3://bounded/out", "--group", "/amp",
+                                   "--max-bytes", "100M"),
+                       "s3://bounded/out: at least 16,384 files", "more than the limit of 104,857,600 bytes")
+        one_line_error(run_hostile("restore", str(zeros), "s3://bounded/restored", "--max-bytes", "511M"),
+                       "s3://bounded/restored", "more than the limit of 535,822,336 bytes")
+        assert client.list_objects_v2(Bucket="bounded").get("KeyCount") == 0
+
+
 @pytest.mark.parametrize("command", ["restore", "checkout", "checkout.zip"])
 def test_memory_does_not_follow_a_chunk_files_length(tmp_path, zeros, command):
     """A 512 MiB chunk file is written as it is read: the process, under an address space 384 MiB larger

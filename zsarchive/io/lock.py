@@ -137,6 +137,12 @@ class Lock:
         while True:
             try:
                 self.directory.put_new(self.key, self.body)
+            except KeyboardInterrupt:
+                # Ctrl-C or SIGTERM while the lock was being made (its sync may take a while): it may be
+                # there, and is then this run's to remove (release checks the token)
+                self.held = True
+                self.release()
+                raise
             except AlreadyExists:
                 holder = self.holder()
                 if holder is None:  # released meanwhile: try again at once, but not for ever

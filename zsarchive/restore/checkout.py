@@ -21,9 +21,9 @@ from zsarchive.archive import NodeInfo, RepoArchive
 from zsarchive.archive.format import schema
 from zsarchive.archive.format.chunkkeys import ChunkKeys
 from zsarchive.archive.format.header import has_chunk_pieces
-from zsarchive.archive.format.pieces import file_size, read_pieces, stream_file
-from zsarchive.archive.format.views import ShardIndexKey, ShardIndexValue, is_id
-from zsarchive.archive.read.invariants import RefReach, check_shard_index, fault
+from zsarchive.archive.format.pieces import file_size, stream_file
+from zsarchive.archive.format.views import is_id
+from zsarchive.archive.read.invariants import RefReach, fault
 from zsarchive.errors import RecordFault, ZSCorrupt, ZSError
 from zsarchive.io.location import Location, parse_location
 from zsarchive.io.outfile import start_writeback, write_all
@@ -184,9 +184,6 @@ def _plan(arc: RepoArchive, ref: str, nodes: list[_Node], repo_given: bool,
     totals, reach = Totals(complete=False), RefReach()
     shards = has_chunk_pieces(arc.format_version) and arc.holds(schema.SHARD_INDEX)
 
-    def embedded_bytes(chunk_id: str, start: int, stop: int) -> bytes | memoryview | None:
-        return read_pieces(arc.zs, chunk_id, start, stop)
-
     for item in nodes:
         totals.add(len(item.node.user_data))
         if item.keys is None:
@@ -206,10 +203,8 @@ def _plan(arc: RepoArchive, ref: str, nodes: list[_Node], repo_given: bool,
             if not is_id(chunk.chunk_id):
                 raise fault(schema.CHUNK_REF, key, f"chunk id {chunk.chunk_id!r} is not in icechunk's spelling")
             reach.note(chunk.chunk_id, chunk.offset + chunk.length, key)
-            kept = arc.shard_index(chunk) if shards else None
-            if kept is not None:
-                check_shard_index(ShardIndexKey(chunk.chunk_id, chunk.offset, chunk.length),
-                                  ShardIndexValue(*kept), embedded_bytes)
+            if shards:
+                arc.shard_index(chunk)  # refuses a kept index that is not the embedded shard's own
     embedded = {}
     if arc.holds(schema.CHUNK_DATA):
         for chunk_id in reach.ends:

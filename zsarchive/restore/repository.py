@@ -25,7 +25,7 @@ import zstandard
 
 from zsarchive.archive.format import schema
 from zsarchive.archive.format.pieces import file_size, read_pieces, stream_file
-from zsarchive.archive.read.invariants import check_reach, fault, shard_indexes
+from zsarchive.archive.read.invariants import check_reach, dictionary_fault, shard_indexes
 from zsarchive.archive.read.reader import ArchiveReader, guarded, records_under
 from zsarchive.errors import ZSError
 from zsarchive.icechunk.config import dump_config
@@ -162,9 +162,7 @@ class Restore:
             raw = encode_manifest(manifest.id, arrays, manifest.spec_version, manifest.implementation, manifest.size,
                                   manifest.location_dictionary, *_levels(contents.plan.history.facts.get("config")))
         except zstandard.ZstdError as exc:  # a dictionary zstd cannot use (made up, or too large)
-            raise fault(schema.FILES, (f"manifests/{manifest.id}",),
-                        f"its location dictionary ({len(manifest.location_dictionary or b''):,} bytes) "
-                        f"compresses no location: {exc}") from None
+            raise dictionary_fault(f"manifests/{manifest.id}", manifest.location_dictionary or b"", exc) from None
         if manifest.size and len(raw) != manifest.size:  # the snapshots name the size it has
             contents.plan.resized[manifest.id] = len(raw)
             self.notes.append(f"manifest {manifest.id}: {len(raw)} bytes, the original {manifest.size}: the "

@@ -11,6 +11,7 @@ from zsarchive.archive.format import schema
 from zsarchive.archive.format.header import has_chunk_pieces, refs_by_manifest
 from zsarchive.archive.format.views import ChunkBytesValue, ChunkRefValue, ShardIndexKey, ShardIndexValue
 from zsarchive.archive.read.chunkrefs import ManifestRefs, RefTimeline
+from zsarchive.archive.read.invariants import check_shard_index
 from zsarchive.archive.read.model import ChunkInfo, NodeInfo
 from zsarchive.archive.read.nodes import NodeQueries
 from zsarchive.archive.read.reader import NotFound, checked_record
@@ -185,7 +186,9 @@ class ChunkQueries(NodeQueries):
         return self._embedded_virtual(key, chunk.offset, chunk.offset, False) is not None
 
     def shard_index(self, chunk: dict | ChunkInfo) -> tuple[bool, bytes] | None:
-        """``(at_end, raw index bytes)`` the archive keeps of a shard (a native or virtual chunk ref), or None."""
+        """``(at_end, raw index bytes)`` the archive keeps of a shard (a native or virtual chunk ref), or None;
+        ZSCorrupt where the archive also embeds a native shard whose bytes hold another index (a reader of
+        the kept index would read each inner chunk from another's place)."""
         chunk = ChunkInfo.of(chunk)
         if chunk.kind == "inline" or not has_chunk_pieces(self.format_version):
             return None
@@ -202,9 +205,11 @@ class ChunkQueries(NodeQueries):
         if value is None:
             return None
         try:
-            return tuple(ShardIndexValue.decode(value))
+            kept = ShardIndexValue.decode(value)
         except ValueError:
             raise ZSCorrupt(f"{self.name}: shard index record of {key.target} is malformed") from None
+        check_shard_index(key, kept, lambda chunk_id, start, stop: self._embedded_chunk(chunk_id, start, stop, False))
+        return tuple(kept)
 
     def inner_chunk(self, ref: str, path: str, coords: Iterable[int], inner: Iterable[int],
                     repo: str | os.PathLike | Location | None = None) -> dict:

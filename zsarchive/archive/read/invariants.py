@@ -219,6 +219,27 @@ def ops_log_file_names(counts: Sequence[int], newest_first: Sequence[tuple[tuple
     return names
 
 
+# -- how metadata files were written (format 6) ---------------------------------------------------
+
+def dictionary_fault(path: str, dictionary: bytes, exc: Exception) -> RecordFault:
+    """The one-line error about the location dictionary of the manifest at ``path``, which zstd refuses."""
+    return fault(schema.FILES, (path,), f"its location dictionary ({len(dictionary):,} bytes) compresses no "
+                                        f"location: {exc}")
+
+
+def check_location_dictionary(path: str, dictionary: bytes | None) -> None:
+    """ZSCorrupt unless zstd compresses with the location dictionary of the manifest at ``path`` (a restore
+    compresses the manifest's virtual locations with it; one made up, or tens of MiB, is refused)."""
+    if dictionary is None:
+        return
+    import zstandard
+
+    try:
+        zstandard.ZstdCompressor(dict_data=zstandard.ZstdCompressionDict(dictionary)).compress(b"s3://bucket/key")
+    except zstandard.ZstdError as exc:
+        raise dictionary_fault(path, dictionary, exc) from None
+
+
 # -- chunk refs and chunk files ------------------------------------------------------------------
 
 class RefReach:

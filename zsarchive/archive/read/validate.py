@@ -21,8 +21,8 @@ from zsarchive.archive.format import schema
 from zsarchive.archive.format.pieces import read_pieces
 from zsarchive.archive.read.chain import Chain, open_chain, records_format
 from zsarchive.archive.read.invariants import (
-    RefReach, SnapshotNodes, UniqueKeys, check_history, check_ref_rows, check_shape, check_shard_index, fault,
-    ops_log_file_names,
+    RefReach, SnapshotNodes, UniqueKeys, check_history, check_location_dictionary, check_ref_rows, check_shape,
+    check_shard_index, fault, ops_log_file_names,
 )
 from zsarchive.archive.read.reader import names_backup_set, open_archive
 from zsarchive.archive.read.refrows import chunk_ref_rows
@@ -32,8 +32,8 @@ from zsarchive.archive.format.header import (
     refs_by_manifest,
 )
 from zsarchive.archive.format.views import (CHUNK_REF_SHAPES, FAMILY_VIEWS, ChildKey, ChunkBytesKey, ChunkBytesValue,
-                                            ChunkRefKey, ChunkRefValue, HistoryKey, HistoryValue, ManifestRefKey,
-                                            NodeKey, NodeValue, OpsValue, RefKey, RefValue, RepoFactKey,
+                                            ChunkRefKey, ChunkRefValue, FileKey, FileValue, HistoryKey, HistoryValue,
+                                            ManifestRefKey, NodeKey, NodeValue, OpsValue, RefKey, RefValue, RepoFactKey,
                                             RepoFactValue, RepoFile, ShardIndexKey, ShardIndexValue,
                                             SnapshotKey, SnapshotTimeKey, SnapshotValue, TxlogKey,
                                             VirtualAliasValue, VirtualPieceKey, VirtualRangeKey, is_id)
@@ -293,6 +293,7 @@ def _header(zs: ZS, facts: _Facts, format_version: int) -> None:
     for key, value, rec in _records(zs, schema.FILES, facts.counts):
         _shape(keeps_file_forms(records_format(zs, format_version)), rec, schema.FILES, "a record of format 6 on")
         check_shape(schema.FILES, key, value)
+        check_location_dictionary(FileKey.decode(key).path, FileValue.decode(value).location_dictionary)
     for family, name in schema.FAMILY_NAMES.items():
         there = facts.counts[family]
         if family != schema.HEADER and claimed.get(name, 0) != there:
