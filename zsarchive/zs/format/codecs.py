@@ -294,12 +294,15 @@ def _decode_errors() -> tuple[type[BaseException], ...]:
     import zstandard
 
     zlib_error = cast(type[BaseException], zlib.error)  # zlib-ng's stub declares the class an instance
-    return (zlib_error, lzma.LZMAError, zstandard.ZstdError, MemoryError, ValueError)
+    return (zlib_error, lzma.LZMAError, zstandard.ZstdError, ValueError)
 
 
 def decompress_checked(decompress: Callable[[bytes], bytes], data: bytes, where: str) -> bytes:
-    """Decompress, turning any codec failure into ZSCorrupt naming ``where``."""
+    """Decompress, turning any codec failure into ZSCorrupt naming ``where`` (running out of memory is
+    the machine's limit, not the file's fault: a ZSError saying so)."""
     try:
         return decompress(data)
+    except MemoryError:
+        raise ZSError(f"{where}: not enough memory to decompress its payload") from None
     except _decode_errors() as exc:
         raise ZSCorrupt(f"{where}: payload does not decompress: {exc}") from None
