@@ -95,10 +95,12 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-backup-", dir=ROOT / ".bench") as tmp:
         work = Path(tmp)
         repo, made = work / "repo", work / "set"
-        subprocess.run([str(IC2_PYTHON), "-c", WRITE, str(repo), str(args.commits)], check=True,
-                       stderr=subprocess.DEVNULL)
-        subprocess.run([*zs, "backup", str(repo), str(made), "--no-progress"], check=True, env=env,
-                       stderr=subprocess.DEVNULL)
+        subprocess.run(
+            [str(IC2_PYTHON), "-c", WRITE, str(repo), str(args.commits)], check=True, stderr=subprocess.DEVNULL
+        )
+        subprocess.run(
+            [*zs, "backup", str(repo), str(made), "--no-progress"], check=True, env=env, stderr=subprocess.DEVNULL
+        )
         subprocess.run([str(IC2_PYTHON), "-c", ONE_MORE, str(repo)], check=True, stderr=subprocess.DEVNULL)
         times: dict[str, list[float]] = {k: [] for k in ("status", "icechunk", "fragment", "export", "up to date")}
         for run in range(args.runs):
@@ -112,9 +114,13 @@ def main() -> None:
     med = {k: statistics.median(v) for k, v in times.items()}
     load = os.getloadavg()[0]
     print(f"repository: {args.commits + 2} snapshots, 3 branches; {args.runs} runs each, medians, load {load:.1f}")
-    for name, label in (("status", "zs status (one commit behind)"), ("icechunk", "icechunk: refs, ancestry, ops log"),
-                        ("fragment", "zs backup writing a fragment"), ("export", "zs export (full archive)"),
-                        ("up to date", "zs backup, up to date")):
+    for name, label in (
+        ("status", "zs status (one commit behind)"),
+        ("icechunk", "icechunk: refs, ancestry, ops log"),
+        ("fragment", "zs backup writing a fragment"),
+        ("export", "zs export (full archive)"),
+        ("up to date", "zs backup, up to date"),
+    ):
         print(f"  {label:38} {med[name]:7.3f} s  ({min(times[name]):.3f}-{max(times[name]):.3f})")
     print(f"  zs status / icechunk:                {med['status'] / med['icechunk']:.2f}x")
     print(f"  fragment run / full export:          {med['fragment'] / med['export']:.2f}x")

@@ -95,9 +95,11 @@ def main() -> None:
     for _ in range(args.runs):
         shutil.rmtree(work, ignore_errors=True)
         work.mkdir(parents=True)
-        for name, cmd, sync in (("cp", ["cp", "-r", str(repo / "chunks"), str(work / "cp")], True),
-                                ("export", zs("export", str(repo), str(work / "a.zs"), "--include-chunks"), False),
-                                ("checkout", zs("checkout", str(work / "a.zs"), "main", str(work / "co")), False)):
+        for name, cmd, sync in (
+            ("cp", ["cp", "-r", str(repo / "chunks"), str(work / "cp")], True),
+            ("export", zs("export", str(repo), str(work / "a.zs"), "--include-chunks"), False),
+            ("checkout", zs("checkout", str(work / "a.zs"), "main", str(work / "co")), False),
+        ):
             subprocess.run(["sync"], check=True)
             seconds, peak = timed(cmd, shell_sync=sync)
             times[name].append(seconds)
@@ -107,14 +109,18 @@ def main() -> None:
     shutil.rmtree(work, ignore_errors=True)
     mb = size / 1e6
     cp_s = statistics.median(times["cp"])
-    print(f"{size / (1 << 20):.0f} MiB in {len(files)} chunk files, {args.runs} rounds (medians), "
-          f"load average {os.getloadavg()[0]:.1f}")
+    print(
+        f"{size / (1 << 20):.0f} MiB in {len(files)} chunk files, {args.runs} rounds (medians), "
+        f"load average {os.getloadavg()[0]:.1f}"
+    )
     print(f"cp -r + sync                 {cp_s:6.2f} s  {mb / cp_s:7.1f} MB/s")
     for name, goal in (("export", 0.6), ("checkout", 0.5)):
         ours = statistics.median(times[name])
         label = "zs export --include-chunks" if name == "export" else "zs checkout"
-        print(f"{label:28s} {ours:6.2f} s  {mb / ours:7.1f} MB/s  {cp_s / ours:.2f}x cp's throughput "
-              f"(goal >= {goal}x)  peak RSS {rss[name] / 1024:.0f} MiB")
+        print(
+            f"{label:28s} {ours:6.2f} s  {mb / ours:7.1f} MB/s  {cp_s / ours:.2f}x cp's throughput "
+            f"(goal >= {goal}x)  peak RSS {rss[name] / 1024:.0f} MiB"
+        )
     print("runs, seconds: " + "; ".join(f"{k} " + " ".join(f"{t:.2f}" for t in v) for k, v in times.items()))
 
 

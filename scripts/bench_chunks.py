@@ -150,14 +150,17 @@ def bench_http(archive: Path, plain: Path) -> dict[str, tuple[int, int]]:
             got, same = [], []
             # an inner chunk of the second shard (its part of the archive's index not read yet), then
             # another inner chunk of that shard
-            for n, (rows, cols) in enumerate(((slice(4224, 4352), slice(512, 768)),
-                                              (slice(4480, 4608), slice(1024, 1280)))):
+            for n, (rows, cols) in enumerate(
+                ((slice(4224, 4352), slice(512, 768)), (slice(4480, 4608), slice(1024, 1280)))
+            ):
                 for who, arr, into in (("zsarchive", array, got), ("zarr directory", theirs, same)):
                     mark = nginx.mark()
                     into.append(arr[rows, cols])
                     seen = nginx.requests_since(mark)
                     out[f"{who}, {'first' if n == 0 else 'next'} inner chunk of a shard"] = (
-                        len(seen), sum(r.bytes_sent for r in seen))
+                        len(seen),
+                        sum(r.bytes_sent for r in seen),
+                    )
             if not all((a == b).all() for a, b in zip(got, same)):
                 raise SystemExit("the archive's inner chunk differs from zarr's")
             store.close()
@@ -175,15 +178,19 @@ def main() -> None:
     with tempfile.TemporaryDirectory(dir=CACHE) as tmp:
         work = Path(tmp)
         ours, cp, size = bench_export(repo, work, args.runs)
-        print(f"export --include-chunks ({size / 2**20:.0f} MiB of chunks): zsarchive {ours:.2f} s "
-              f"({size / ours / 2**20:.0f} MiB/s), cp -r + sync {cp:.2f} s ({size / cp / 2**20:.0f} MiB/s); "
-              f"throughput ratio {cp / ours:.2f}x (goal >= 0.5x)")
+        print(
+            f"export --include-chunks ({size / 2**20:.0f} MiB of chunks): zsarchive {ours:.2f} s "
+            f"({size / ours / 2**20:.0f} MiB/s), cp -r + sync {cp:.2f} s ({size / cp / 2**20:.0f} MiB/s); "
+            f"throughput ratio {cp / ours:.2f}x (goal >= 0.5x)"
+        )
         archive = work / "a.zs"
         read_ours, read_ic = bench_local_read(repo, archive, args.runs)
         mib = args.mib
-        print(f"local read of {mib} MiB: zsarchive {read_ours:.2f} s ({mib / read_ours:.0f} MiB/s), icechunk "
-              f"{read_ic:.2f} s ({mib / read_ic:.0f} MiB/s); throughput ratio {read_ic / read_ours:.2f}x "
-              "(goal >= 0.8x)")
+        print(
+            f"local read of {mib} MiB: zsarchive {read_ours:.2f} s ({mib / read_ours:.0f} MiB/s), icechunk "
+            f"{read_ic:.2f} s ({mib / read_ic:.0f} MiB/s); throughput ratio {read_ic / read_ours:.2f}x "
+            "(goal >= 0.8x)"
+        )
         for who, (requests, nbytes) in bench_http(archive, plain).items():
             print(f"128 KiB inner chunks of 64 MiB shards over nginx, {who}: {requests} requests, {nbytes} bytes")
 

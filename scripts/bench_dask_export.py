@@ -45,8 +45,11 @@ def main() -> None:
     repos = {n: icbench.ensure_repo(n) for n in sizes}
     local, cluster_s = [], []
     client_cpu: dict[int, list[float]] = {n: [] for n in sizes}
-    with LocalCluster(n_workers=args.workers, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster, \
-            Client(cluster) as client, tempfile.TemporaryDirectory(dir=ROOT / ".bench") as tmp:
+    with (
+        LocalCluster(n_workers=args.workers, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster,
+        Client(cluster) as client,
+        tempfile.TemporaryDirectory(dir=ROOT / ".bench") as tmp,
+    ):
         here, there = Path(tmp) / "here.zs", Path(tmp) / "there.zs"
         export(repos[sizes[0]], there, export_time=1, client=client)  # the workers' first imports, untimed
         for _ in range(args.runs):
@@ -70,11 +73,15 @@ def main() -> None:
     print(f"  export -j {args.workers} (this machine's worker processes)   {a:7.2f} s")
     print(f"  export on a LocalCluster of {args.workers} workers            {b:7.2f} s")
     print(f"cluster / single machine: {b / a:.2f}x (goal <= 1.3); the archives are identical")
-    print(f"client CPU: {small:.3f} s for {sizes[0]:,} refs, {big:.3f} s for {sizes[1]:,}: {marginal:.3f} µs per "
-          f"further ref (goal <= 0.2), {big / sizes[1] * 1e6:.3f} µs per ref in all")
+    print(
+        f"client CPU: {small:.3f} s for {sizes[0]:,} refs, {big:.3f} s for {sizes[1]:,}: {marginal:.3f} µs per "
+        f"further ref (goal <= 0.2), {big / sizes[1] * 1e6:.3f} µs per ref in all"
+    )
     refs, workers = 500e6, 32
-    print(f"model, {refs / 1e6:.0f} M refs on {workers} workers: {refs * WORKER_US / workers / 1e6 / 60:.1f} min of "
-          f"worker time per worker, {refs * marginal / 1e6 / 60:.1f} min on the client")
+    print(
+        f"model, {refs / 1e6:.0f} M refs on {workers} workers: {refs * WORKER_US / workers / 1e6 / 60:.1f} min of "
+        f"worker time per worker, {refs * marginal / 1e6 / 60:.1f} min on the client"
+    )
 
 
 if __name__ == "__main__":

@@ -67,13 +67,17 @@ def main() -> None:
     if not archive.exists():
         shutil.rmtree(cache, ignore_errors=True)
         cache.mkdir(parents=True)
-        subprocess.run([str(IC2_PYTHON), "-c", WRITE, str(cache / "repo"), str(args.refs), str(args.chunk_mib)],
-                       check=True)
+        subprocess.run(
+            [str(IC2_PYTHON), "-c", WRITE, str(cache / "repo"), str(args.refs), str(args.chunk_mib)], check=True
+        )
         export(cache / "repo", archive, include_chunks=True)
     here_s, there_s = [], []
     load = os.getloadavg()[0]
-    with LocalCluster(n_workers=args.workers, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster, \
-            Client(cluster) as client, tempfile.TemporaryDirectory(dir=ROOT / ".bench") as tmp:
+    with (
+        LocalCluster(n_workers=args.workers, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster,
+        Client(cluster) as client,
+        tempfile.TemporaryDirectory(dir=ROOT / ".bench") as tmp,
+    ):
         here, there = Path(tmp) / "here", Path(tmp) / "there"
         for _ in range(args.runs):
             shutil.rmtree(here, ignore_errors=True)
@@ -86,8 +90,10 @@ def main() -> None:
             there_s.append(time.perf_counter() - t0)
         same = files(here) == files(there)
     a, b = statistics.median(here_s), statistics.median(there_s)
-    print(f"{args.refs:,} virtual refs and {summary.chunk_files} chunk files ({summary.chunk_bytes / 2**20:.0f} MiB); "
-          f"{args.runs} run(s) each, medians; load average {load:.1f} at the start, {os.getloadavg()[0]:.1f} at the end")
+    print(
+        f"{args.refs:,} virtual refs and {summary.chunk_files} chunk files ({summary.chunk_bytes / 2**20:.0f} MiB); "
+        f"{args.runs} run(s) each, medians; load average {load:.1f} at the start, {os.getloadavg()[0]:.1f} at the end"
+    )
     print(f"  restore on this machine                 {a:7.2f} s")
     print(f"  restore on a LocalCluster of {args.workers} workers    {b:7.2f} s")
     print(f"  the two targets hold the same files, byte for byte: {same}")

@@ -80,12 +80,29 @@ def main() -> None:
             t0 = time.perf_counter()
             summary = export(repo, archive, codec=args.codec, parallelism=args.parallelism)
             export_s.append(time.perf_counter() - t0)
-            out = subprocess.run([str(icbench.IC2_PYTHON), icbench.__file__, "--icechunk-enumerate", str(repo)],
-                                 check=True, capture_output=True, text=True, env=env)
+            out = subprocess.run(
+                [str(icbench.IC2_PYTHON), icbench.__file__, "--icechunk-enumerate", str(repo)],
+                check=True,
+                capture_output=True,
+                text=True,
+                env=env,
+            )
             run = json.loads(out.stdout.strip().splitlines()[-1])
             enum_s.append(run["open_s"] + run["enumerate_s"])
-            seconds, text = wall([bench_zs.user_python(), "-m", "zsarchive", "chunk", str(archive), "main", "/v",
-                                  f"{probe},0", "--json"], env)
+            seconds, text = wall(
+                [
+                    bench_zs.user_python(),
+                    "-m",
+                    "zsarchive",
+                    "chunk",
+                    str(archive),
+                    "main",
+                    "/v",
+                    f"{probe},0",
+                    "--json",
+                ],
+                env,
+            )
             assert '"virtual"' in text, text
             zs_chunk_s.append(seconds)
             seconds, text = wall([str(icbench.IC2_PYTHON), "-c", CHUNK_TYPE, str(repo), str(probe)], env)
@@ -94,8 +111,10 @@ def main() -> None:
         size = archive.stat().st_size
     meta = metadata_size(repo)
     med = statistics.median
-    print(f"repository: {repo} ({args.refs:,} virtual refs); codec {args.codec}, -j {args.parallelism}; "
-          f"median of {args.runs} runs")
+    print(
+        f"repository: {repo} ({args.refs:,} virtual refs); codec {args.codec}, -j {args.parallelism}; "
+        f"median of {args.runs} runs"
+    )
     print(f"records written: {sum(summary.counts.values()):,} ({summary.counts})")
     rows = [
         ("export (zsarchive, in-process)", med(export_s)),

@@ -84,8 +84,12 @@ def main() -> None:
         shutil.copytree(source, repo)
 
         def commit(i: int) -> None:
-            subprocess.run([str(icbench.IC2_PYTHON), "-c", REWRITE, str(repo), str(i * 104729), str(args.rewrite),
-                            str(args.refs)], check=True, capture_output=True, env=env)
+            subprocess.run(
+                [str(icbench.IC2_PYTHON), "-c", REWRITE, str(repo), str(i * 104729), str(args.rewrite), str(args.refs)],
+                check=True,
+                capture_output=True,
+                env=env,
+            )
 
         export(repo, work / "f00.zs", parallelism=args.parallelism)
         commit(1)
@@ -93,13 +97,19 @@ def main() -> None:
         for _ in range(args.runs):
             for path in (work / "f01.zs", work / "full.zs"):
                 path.unlink(missing_ok=True)
-            took, fragment = seconds(lambda: export(repo, work / "f01.zs", base=work / "f00.zs",
-                                                    parallelism=args.parallelism))
+            took, fragment = seconds(
+                lambda: export(repo, work / "f01.zs", base=work / "f00.zs", parallelism=args.parallelism)
+            )
             frag_s.append(took)
             took, full = seconds(lambda: export(repo, work / "full.zs", parallelism=args.parallelism))
             full_s.append(took)
-            out = subprocess.run([str(icbench.IC2_PYTHON), icbench.__file__, "--icechunk-enumerate", str(repo)],
-                                 check=True, capture_output=True, text=True, env=env)
+            out = subprocess.run(
+                [str(icbench.IC2_PYTHON), icbench.__file__, "--icechunk-enumerate", str(repo)],
+                check=True,
+                capture_output=True,
+                text=True,
+                env=env,
+            )
             run = json.loads(out.stdout.strip().splitlines()[-1])
             ic_s.append(run["open_s"] + run["enumerate_s"])
         for i in range(2, 11):
@@ -113,17 +123,24 @@ def main() -> None:
         for r in range(args.runs):
             coords = f"{probes[r]},0"
             for archive, into in ((newest, cold_chain), (work / "consolidated.zs", cold_one)):
-                into.append(wall([sys.executable, "-m", "zsarchive", "chunk", str(archive), "main", "/v", coords,
-                                  "--json"], env))
+                into.append(
+                    wall(
+                        [sys.executable, "-m", "zsarchive", "chunk", str(archive), "main", "/v", coords, "--json"], env
+                    )
+                )
             for archive, into in ((newest, warm_chain), (work / "consolidated.zs", warm_one)):
                 with RepoArchive(archive) as ra:
                     took, answers = seconds(lambda: [ra.chunk_ref("main", "/v", (p, 0)) for p in probes])
                 into.append(took / len(probes))
         with RepoArchive(newest) as chain, RepoArchive(work / "consolidated.zs") as one:
-            assert all(chain.chunk_ref("main", "/v", (p, 0)) == one.chunk_ref("main", "/v", (p, 0)) for p in probes[:200])
+            assert all(
+                chain.chunk_ref("main", "/v", (p, 0)) == one.chunk_ref("main", "/v", (p, 0)) for p in probes[:200]
+            )
         frag_size, full_size = fragment.size, full.size
-    print(f"repository: {args.refs:,} virtual refs, commits rewriting {args.rewrite:,} refs; -j {args.parallelism}; "
-          f"median of {args.runs} runs")
+    print(
+        f"repository: {args.refs:,} virtual refs, commits rewriting {args.rewrite:,} refs; -j {args.parallelism}; "
+        f"median of {args.runs} runs"
+    )
     rows = [
         ("fragment export (--base)", med(frag_s)),
         ("full export", med(full_s)),

@@ -76,8 +76,7 @@ class DelayProxy:
 
     def _run(self) -> None:
         asyncio.set_event_loop(self._loop)
-        server = self._loop.run_until_complete(
-            asyncio.start_server(self._handle, "127.0.0.1", self.port))
+        server = self._loop.run_until_complete(asyncio.start_server(self._handle, "127.0.0.1", self.port))
         self._ready.set()
         self._loop.run_forever()
         server.close()
@@ -125,19 +124,25 @@ class DelayProxy:
 def make_file(records: int, target: Path, *options: str) -> None:
     """A reference-made ZS file of ``records`` sorted text records."""
     rng = random.Random(1)
-    lines = sorted(b"%010d %s" % (i * 13, b"w%d " % rng.randrange(10**6) * rng.randrange(1, 8))
-                   for i in range(records))
+    lines = sorted(b"%010d %s" % (i * 13, b"w%d " % rng.randrange(10**6) * rng.randrange(1, 8)) for i in range(records))
     source = target.with_suffix(".txt")
     source.write_bytes(b"".join(line + b"\n" for line in lines))
-    subprocess.run([str(REFERENCE_ZS), "make", "--no-spinner", "--codec=deflate", *options,
-                    "{}", str(source), str(target)], check=True, capture_output=True)
+    subprocess.run(
+        [str(REFERENCE_ZS), "make", "--no-spinner", "--codec=deflate", *options, "{}", str(source), str(target)],
+        check=True,
+        capture_output=True,
+    )
     source.unlink()
 
 
 def reference(mode: str, url: str, keys: list[bytes]) -> float:
     """Run one measurement in the reference's Python; return its in-process seconds."""
-    out = subprocess.run([str(REFERENCE_PYTHON), "-c", REFERENCE_SCRIPT, mode, url,
-                          *(k.decode() for k in keys)], check=True, capture_output=True, text=True)
+    out = subprocess.run(
+        [str(REFERENCE_PYTHON), "-c", REFERENCE_SCRIPT, mode, url, *(k.decode() for k in keys)],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     return float(out.stdout)
 
 
@@ -180,8 +185,7 @@ def main() -> None:
         nginx = Nginx(base / "root", base / "prefix")
         print(f"making files ({args.records} records) with the reference zs make ...", file=sys.stderr)
         make_file(args.records, nginx.root / "flat.zs")
-        make_file(args.records // 4, nginx.root / "deep.zs", "--approx-block-size=8192",
-                  "--branching-factor=8")
+        make_file(args.records // 4, nginx.root / "deep.zs", "--approx-block-size=8192", "--branching-factor=8")
         nginx.start()
         proxy = DelayProxy(nginx.port, delay)
         rows = []
@@ -203,8 +207,7 @@ def main() -> None:
                         proxy.round_trips()
                         cold.append(measure(nginx, who, "cold", slow_url, [rng.choice(keys)]))
                         trips.append(proxy.round_trips())
-                    lookups = [measure(nginx, who, "lookups", url, rng.sample(keys, 200))
-                               for _ in range(args.runs)]
+                    lookups = [measure(nginx, who, "lookups", url, rng.sample(keys, 200)) for _ in range(args.runs)]
                     dump = [measure(nginx, who, "dump", url, []) for _ in range(max(3, args.runs // 2))]
                     results[who_name] = {
                         "cold round trips": statistics.median(trips),

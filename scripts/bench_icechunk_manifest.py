@@ -56,13 +56,17 @@ def build(directory: Path, n: int, plain: bool = False) -> None:
         config.manifest = ic.ManifestConfig(virtual_chunk_location_compression=never)
     repo = ic.Repository.create(ic.local_filesystem_storage(str(tmp)), config=config)
     session = repo.writable_session("main")
-    zarr.group(store=session.store).create_array(ARRAY, shape=(n, ROW), chunks=(1, ROW), dtype="f4",
-                                                 compressors=None, fill_value=0)
+    zarr.group(store=session.store).create_array(
+        ARRAY, shape=(n, ROW), chunks=(1, ROW), dtype="f4", compressors=None, fill_value=0
+    )
     batch = 100_000
     for start in range(0, n, batch):
-        specs = [ic.VirtualChunkSpec(index=[i, 0], location=f"{PREFIX}file{i % FILES:04d}.nc",
-                                     offset=4 * ROW * (i // FILES), length=4 * ROW)
-                 for i in range(start, min(n, start + batch))]
+        specs = [
+            ic.VirtualChunkSpec(
+                index=[i, 0], location=f"{PREFIX}file{i % FILES:04d}.nc", offset=4 * ROW * (i // FILES), length=4 * ROW
+            )
+            for i in range(start, min(n, start + batch))
+        ]
         session.store.set_virtual_refs(ARRAY, specs, validate_containers=False)
     session.commit(f"{n} virtual refs")
     # Publish only a finished repository: a killed build must not look like a cached one.
@@ -70,8 +74,9 @@ def build(directory: Path, n: int, plain: bool = False) -> None:
     tmp.rename(directory)
 
 
-def ensure_repo(n: int = 1_000_000, directory: Path | None = None, python: Path = IC2_PYTHON,
-                plain: bool = False) -> Path:
+def ensure_repo(
+    n: int = 1_000_000, directory: Path | None = None, python: Path = IC2_PYTHON, plain: bool = False
+) -> Path:
     """The cached benchmark repository with ``n`` virtual refs, built by icechunk 2.x if missing."""
     directory = directory or CACHE / f"icechunk-virtual-{n}{'-plain' if plain else ''}"
     if not (directory / "repo").is_file():
@@ -138,8 +143,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--refs", type=int, default=1_000_000, help="virtual refs in the array (1 M)")
     parser.add_argument("--runs", type=int, default=5, help="timed runs of each side; medians reported")
-    parser.add_argument("--plain-locations", action="store_true",
-                        help="store virtual locations uncompressed (icechunk compresses them by default)")
+    parser.add_argument(
+        "--plain-locations",
+        action="store_true",
+        help="store virtual locations uncompressed (icechunk compresses them by default)",
+    )
     parser.add_argument("--build-only", type=Path, metavar="DIR", help="(icechunk 2.x) build the repo in DIR")
     parser.add_argument("--icechunk-enumerate", type=Path, metavar="DIR", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -158,9 +166,13 @@ def main() -> None:
     built = time.perf_counter() - t0
     ic_runs, zs_runs = [], []
     for _ in range(args.runs):
-        out = subprocess.run([str(IC2_PYTHON), __file__, "--icechunk-enumerate", str(directory)],
-                             check=True, capture_output=True, text=True,
-                             env={**os.environ, "PYTHONWARNINGS": "ignore"})
+        out = subprocess.run(
+            [str(IC2_PYTHON), __file__, "--icechunk-enumerate", str(directory)],
+            check=True,
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PYTHONWARNINGS": "ignore"},
+        )
         ic_runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
         zs_runs.append({**zsarchive_parse(directory), **zsarchive_repository(directory)})
     n = args.refs
@@ -176,10 +188,12 @@ def main() -> None:
     zs_cpu = statistics.median(r["parse_cpu_s"] for r in zs_runs)
     zs_repo = statistics.median(r["repo_s"] for r in zs_runs)
     zs_repo_cpu = statistics.median(r["repo_cpu_s"] for r in zs_runs)
-    print(f"repository: {directory} ({n:,} virtual refs, locations "
-          f"{'plain' if args.plain_locations else 'dictionary-compressed (default)'}; "
-          f"manifest {zs_runs[0]['manifest_bytes']:,} B; "
-          f"{'built' if built > 1 else 'cached'} in {built:.1f} s)")
+    print(
+        f"repository: {directory} ({n:,} virtual refs, locations "
+        f"{'plain' if args.plain_locations else 'dictionary-compressed (default)'}; "
+        f"manifest {zs_runs[0]['manifest_bytes']:,} B; "
+        f"{'built' if built > 1 else 'cached'} in {built:.1f} s)"
+    )
     print(f"median of {args.runs} runs; CPU seconds count every thread (icechunk uses several)")
     print(f"{'what':<50} {'wall s':>8} {'cpu s':>8} {'refs/s wall':>12} {'refs/s cpu':>12}")
     rows = [
@@ -189,11 +203,15 @@ def main() -> None:
         ("zsarchive: Repository.open + chunk_refs(main, /v)", zs_repo, zs_repo_cpu, n / zs_repo),
     ]
     for what, wall, cpu, rate in rows:
-        print(f"{what:<50} {wall:>8.3f} {'' if cpu is None else f'{cpu:.3f}':>8} "
-              f"{'' if rate is None else f'{rate:,.0f}':>12} {'' if cpu is None else f'{n / cpu:,.0f}':>12}")
+        print(
+            f"{what:<50} {wall:>8.3f} {'' if cpu is None else f'{cpu:.3f}':>8} "
+            f"{'' if rate is None else f'{rate:,.0f}':>12} {'' if cpu is None else f'{n / cpu:,.0f}':>12}"
+        )
     # zsarchive is single-threaded: its CPU time is what an idle core would take, whatever the load.
-    print(f"ratio icechunk-enumerate / zsarchive-parse: wall {ic_enum / zs_parse:.2f}x, cpu {ic_cpu / zs_cpu:.2f}x; "
-          f"goal >= 500,000 refs/s on one core (cpu): {'met' if n / zs_cpu >= 500_000 else 'NOT met'}")
+    print(
+        f"ratio icechunk-enumerate / zsarchive-parse: wall {ic_enum / zs_parse:.2f}x, cpu {ic_cpu / zs_cpu:.2f}x; "
+        f"goal >= 500,000 refs/s on one core (cpu): {'met' if n / zs_cpu >= 500_000 else 'NOT met'}"
+    )
 
 
 if __name__ == "__main__":

@@ -62,8 +62,10 @@ s.store.set_virtual_refs("v", [spec(i, state[i]) for i in range(refs)], validate
 s.commit("final state")
 """
 
-EXPORT = "import sys, time; from zsarchive.archive import export; t = time.perf_counter(); " \
-         "export(sys.argv[1], sys.argv[2], export_time=1); print(time.perf_counter() - t)"
+EXPORT = (
+    "import sys, time; from zsarchive.archive import export; t = time.perf_counter(); "
+    "export(sys.argv[1], sys.argv[2], export_time=1); print(time.perf_counter() - t)"
+)
 
 
 def metadata_size(repo: Path) -> int:
@@ -75,24 +77,45 @@ def repositories(refs: int, commits: int, rewrite: int) -> Path:
     out = ROOT / ".bench" / f"deltas-{refs}-{commits}-{rewrite}"
     if not (out / "final").exists():
         out.mkdir(parents=True, exist_ok=True)
-        subprocess.run([str(ROOT / ".peers" / "ic2" / "bin" / "python"), "-c", GENERATOR, str(out), str(refs),
-                        str(commits), str(rewrite)], check=True, capture_output=True)
+        subprocess.run(
+            [
+                str(ROOT / ".peers" / "ic2" / "bin" / "python"),
+                "-c",
+                GENERATOR,
+                str(out),
+                str(refs),
+                str(commits),
+                str(rewrite),
+            ],
+            check=True,
+            capture_output=True,
+        )
     return out
 
 
 def timed_export(code_root: Path, repo: Path, archive: Path) -> float:
     env = dict(os.environ, PYTHONPATH=str(code_root))
     # run in code_root: "python -c" puts the working directory first on the import path
-    out = subprocess.run([sys.executable, "-c", EXPORT, str(repo), str(archive)], env=env, check=True,
-                         capture_output=True, text=True, cwd=code_root)
+    out = subprocess.run(
+        [sys.executable, "-c", EXPORT, str(repo), str(archive)],
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+        cwd=code_root,
+    )
     return float(out.stdout)
 
 
 def cold_chunk(archive: Path, ref: str, index: int) -> float:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "zsarchive", "chunk", str(archive), ref, "/v", f"{index},0", "--json"],
-                   env=env, check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "zsarchive", "chunk", str(archive), ref, "/v", f"{index},0", "--json"],
+        env=env,
+        check=True,
+        capture_output=True,
+    )
     return time.perf_counter() - t0
 
 
@@ -112,8 +135,11 @@ def main() -> None:
     parser.add_argument("--commits", type=int, default=50)
     parser.add_argument("--rewrite", type=int, default=1000)
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--baseline", help="git revision whose exporter to time beside ours (e.g. 716ef21, format "
-                        "1; an old revision imports its own dependencies, which the current venv may lack)")
+    parser.add_argument(
+        "--baseline",
+        help="git revision whose exporter to time beside ours (e.g. 716ef21, format "
+        "1; an old revision imports its own dependencies, which the current venv may lack)",
+    )
     args = parser.parse_args()
     repos = repositories(args.refs, args.commits, args.rewrite)
     with tempfile.TemporaryDirectory() as tmp:
@@ -121,8 +147,9 @@ def main() -> None:
         baseline = work / "baseline"
         if args.baseline:
             baseline.mkdir()
-            archive = subprocess.run(["git", "-C", str(ROOT), "archive", args.baseline, "zsarchive"], check=True,
-                                     capture_output=True).stdout
+            archive = subprocess.run(
+                ["git", "-C", str(ROOT), "archive", args.baseline, "zsarchive"], check=True, capture_output=True
+            ).stdout
             subprocess.run(["tar", "-x", "-C", str(baseline)], input=archive, check=True)
             for built in (ROOT / "zsarchive").rglob("*.so"):  # the same optional C extensions on both sides
                 if (baseline / built.relative_to(ROOT)).parent.is_dir():  # (those whose package it has)
@@ -147,17 +174,34 @@ def main() -> None:
         for name, ref in (("oldest", oldest), ("newest", newest)):
             a = [cold_chunk(history, ref, 12345 % args.refs) for _ in range(args.runs)]
             b = [cold_chunk(final, "main", 12345 % args.refs) for _ in range(args.runs)]
-            rows.append((f"cold zs chunk at the {name} snapshot", statistics.median(a) / statistics.median(b), 1.5,
-                         f"{statistics.median(a) * 1e3:.0f} / {statistics.median(b) * 1e3:.0f} ms"))
+            rows.append(
+                (
+                    f"cold zs chunk at the {name} snapshot",
+                    statistics.median(a) / statistics.median(b),
+                    1.5,
+                    f"{statistics.median(a) * 1e3:.0f} / {statistics.median(b) * 1e3:.0f} ms",
+                )
+            )
         a = [lookups(history, [f"snapshot:{s}" for s in snapshots], 10_000, args.refs) for _ in range(args.runs)]
         b = [lookups(final, ["main"], 10_000, args.refs) for _ in range(args.runs)]
-        rows.append(("10,000 chunk_ref lookups, all snapshots", statistics.median(a) / statistics.median(b), 3.0,
-                     f"{statistics.median(a):.2f} / {statistics.median(b):.2f} s"))
+        rows.append(
+            (
+                "10,000 chunk_ref lookups, all snapshots",
+                statistics.median(a) / statistics.median(b),
+                3.0,
+                f"{statistics.median(a):.2f} / {statistics.median(b):.2f} s",
+            )
+        )
         if args.baseline:
-            rows.append(("export time / baseline exporter", statistics.median(ours) / statistics.median(theirs), 1.2,
-                         f"{statistics.median(ours):.2f} / {statistics.median(theirs):.2f} s"))
-    print(f"{args.refs:,} virtual refs, {args.commits} commits rewriting {args.rewrite:,} each; "
-          f"medians of {args.runs}")
+            rows.append(
+                (
+                    "export time / baseline exporter",
+                    statistics.median(ours) / statistics.median(theirs),
+                    1.2,
+                    f"{statistics.median(ours):.2f} / {statistics.median(theirs):.2f} s",
+                )
+            )
+    print(f"{args.refs:,} virtual refs, {args.commits} commits rewriting {args.rewrite:,} each; medians of {args.runs}")
     for name, ratio, goal, detail in rows:
         verdict = "" if goal is None else ("  ok" if ratio <= goal else f"  MISSES goal <= {goal}")
         print(f"{name:42s} {ratio:7.3f}x  ({detail}){verdict}")

@@ -71,8 +71,11 @@ def chunk_bytes(mib: int, runs: int, env: dict) -> None:
     with tempfile.TemporaryDirectory(prefix="bench-restore-", dir=ROOT / ".bench") as tmp:
         work = Path(tmp)
         subprocess.run([str(icbench.IC2_PYTHON), "-c", WRITE_CHUNKS, str(work / "repo"), str(mib)], check=True)
-        subprocess.run([*zs, "export", str(work / "repo"), str(work / "a.zs"), "--include-chunks", "--no-progress"],
-                       check=True, env=env)
+        subprocess.run(
+            [*zs, "export", str(work / "repo"), str(work / "a.zs"), "--include-chunks", "--no-progress"],
+            check=True,
+            env=env,
+        )
         size = sum(p.stat().st_size for p in (work / "repo" / "chunks").iterdir())
         ours, theirs = [], []
         for _ in range(runs):
@@ -113,8 +116,11 @@ def main() -> None:
                 shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
             results["export"].append(measured([*zs, "export", str(repo), str(archive), "--no-progress"], env))
             results["restore"].append(measured([*zs, "restore", str(archive), str(target), "--no-progress"], env))
-            results["icechunk write"].append(measured(
-                [str(icbench.IC2_PYTHON), icbench.__file__, "--build-only", str(written), "--refs", str(args.refs)]))
+            results["icechunk write"].append(
+                measured(
+                    [str(icbench.IC2_PYTHON), icbench.__file__, "--build-only", str(written), "--refs", str(args.refs)]
+                )
+            )
     print(f"{args.refs} virtual refs, {args.runs} run(s) each, medians (a noisy shared machine: ratios matter)")
     medians, peaks = {}, {}
     for task, samples in results.items():

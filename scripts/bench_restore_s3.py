@@ -92,8 +92,11 @@ def main() -> None:
         shutil.rmtree(cache, ignore_errors=True)
         cache.mkdir(parents=True)
         subprocess.run([str(IC2_PYTHON), "-c", WRITE, str(repo), str(args.mib), str(args.files)], check=True)
-        subprocess.run([sys.executable, "-m", "zsarchive", "export", str(repo), str(archive), "--include-chunks",
-                        "--no-progress"], check=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+        subprocess.run(
+            [sys.executable, "-m", "zsarchive", "export", str(repo), str(archive), "--include-chunks", "--no-progress"],
+            check=True,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
     chunks = repo / "chunks"
     size = sum(p.stat().st_size for p in chunks.iterdir())
     count = len(list(chunks.iterdir()))
@@ -104,24 +107,45 @@ def main() -> None:
     port = server._server.server_port
     endpoint = f"http://127.0.0.1:{port}"
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    env.update(AWS_ACCESS_KEY_ID="bench", AWS_SECRET_ACCESS_KEY="bench", AWS_REGION="us-east-1",
-               AWS_ENDPOINT_URL=endpoint, AWS_EC2_METADATA_DISABLED="true", PYTHONPATH=str(ROOT))
-    s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="bench",
-                      aws_secret_access_key="bench")
+    env.update(
+        AWS_ACCESS_KEY_ID="bench",
+        AWS_SECRET_ACCESS_KEY="bench",
+        AWS_REGION="us-east-1",
+        AWS_ENDPOINT_URL=endpoint,
+        AWS_EC2_METADATA_DISABLED="true",
+        PYTHONPATH=str(ROOT),
+    )
+    s3 = boto3.client(
+        "s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="bench", aws_secret_access_key="bench"
+    )
     s3.create_bucket(Bucket="bench")
 
     def clear() -> None:
         for page in s3.get_paginator("list_objects_v2").paginate(Bucket="bench"):
             keys = [{"Key": o["Key"]} for o in page.get("Contents", [])]
             for at in range(0, len(keys), 1000):
-                s3.delete_objects(Bucket="bench", Delete={"Objects": keys[at:at + 1000]})
+                s3.delete_objects(Bucket="bench", Delete={"Objects": keys[at : at + 1000]})
 
     ours, theirs = [], []
     load = os.getloadavg()[0]
     try:
         for run in range(args.runs):
-            ours.append(timed([sys.executable, "-m", "zsarchive", "restore", str(archive), f"s3://bench/restored-{run}",
-                               "-j", str(args.transfers), "--no-progress"], env))
+            ours.append(
+                timed(
+                    [
+                        sys.executable,
+                        "-m",
+                        "zsarchive",
+                        "restore",
+                        str(archive),
+                        f"s3://bench/restored-{run}",
+                        "-j",
+                        str(args.transfers),
+                        "--no-progress",
+                    ],
+                    env,
+                )
+            )
             clear()
             theirs.append(timed([sys.executable, "-c", PUT, str(chunks), f"put-{run}", str(args.transfers)], env))
             clear()
@@ -129,8 +153,10 @@ def main() -> None:
         server.stop()
     a, b = statistics.median(ours), statistics.median(theirs)
     mib = size / 2**20
-    print(f"{count} chunk files, {mib:.0f} MiB, to moto's S3 server on loopback, {args.transfers} in flight; "
-          f"{args.runs} run(s) each, medians; load average {load:.1f} at the start, {os.getloadavg()[0]:.1f} at the end")
+    print(
+        f"{count} chunk files, {mib:.0f} MiB, to moto's S3 server on loopback, {args.transfers} in flight; "
+        f"{args.runs} run(s) each, medians; load average {load:.1f} at the start, {os.getloadavg()[0]:.1f} at the end"
+    )
     print(f"  zs restore         {a:7.2f} s  {mib / a:7.1f} MiB/s  ({min(ours):.2f}-{max(ours):.2f})")
     print(f"  obstore put_async  {b:7.2f} s  {mib / b:7.1f} MiB/s  ({min(theirs):.2f}-{max(theirs):.2f})")
     print(f"  throughput ratio {b / a:.2f}x (goal >= 0.8x)")

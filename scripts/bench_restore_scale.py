@@ -63,25 +63,42 @@ def build(directory: Path, n: int, shape: str, plain: bool) -> None:
         config.manifest = ic.ManifestConfig(virtual_chunk_location_compression=never)
     if shape == "split":
         splitting = ic.ManifestSplittingConfig.from_dict(
-            {ic.ManifestSplitCondition.AnyArray(): {ic.ManifestSplitDimCondition.Axis(0): SPLIT}})
+            {ic.ManifestSplitCondition.AnyArray(): {ic.ManifestSplitDimCondition.Axis(0): SPLIT}}
+        )
         config.manifest = ic.ManifestConfig(
-            splitting=splitting, virtual_chunk_location_compression=config.manifest.virtual_chunk_location_compression
-            if config.manifest else None)
+            splitting=splitting,
+            virtual_chunk_location_compression=config.manifest.virtual_chunk_location_compression
+            if config.manifest
+            else None,
+        )
     repo = ic.Repository.create(ic.local_filesystem_storage(str(directory)), config=config)
     session = repo.writable_session("main")
-    zarr.group(store=session.store).create_array("v", shape=(n, ROW), chunks=(1, ROW), dtype="f4",
-                                                 compressors=None, fill_value=0)
+    zarr.group(store=session.store).create_array(
+        "v", shape=(n, ROW), chunks=(1, ROW), dtype="f4", compressors=None, fill_value=0
+    )
     per_file = -(-n // FILES)
     batch = 200_000
     for start in range(0, n, batch):
         if shape == "rows":
-            specs = [ic.VirtualChunkSpec(index=[i, 0], location=f"{PREFIX}file{i % FILES:04d}.nc",
-                                         offset=4 * ROW * (i // FILES), length=4 * ROW)
-                     for i in range(start, min(n, start + batch))]
+            specs = [
+                ic.VirtualChunkSpec(
+                    index=[i, 0],
+                    location=f"{PREFIX}file{i % FILES:04d}.nc",
+                    offset=4 * ROW * (i // FILES),
+                    length=4 * ROW,
+                )
+                for i in range(start, min(n, start + batch))
+            ]
         else:
-            specs = [ic.VirtualChunkSpec(index=[i, 0], location=f"{PREFIX}file{i // per_file:04d}.nc",
-                                         offset=4 * ROW * (i % per_file), length=4 * ROW)
-                     for i in range(start, min(n, start + batch))]
+            specs = [
+                ic.VirtualChunkSpec(
+                    index=[i, 0],
+                    location=f"{PREFIX}file{i // per_file:04d}.nc",
+                    offset=4 * ROW * (i % per_file),
+                    length=4 * ROW,
+                )
+                for i in range(start, min(n, start + batch))
+            ]
         session.store.set_virtual_refs("v", specs, validate_containers=False)
         del specs
     session.commit(f"{n} virtual refs")
@@ -102,26 +119,36 @@ def sweep_table(shape: str, n: int):
     per = -(-n // distinct)
     from zsarchive.icechunk import ids as object_ids
 
-    ids = [object_ids.encode(i.to_bytes(12, "big")) for i in range(n)] if kind_of == NATIVE or shape == "mixed" \
-        else []  # a chunk file per native ref
-    locations = [f"s3://bucket/granules/{'plain' if shape.startswith('plain') else 'set'}/file{i:07d}.nc"
-                 for i in range(distinct)]
+    ids = (
+        [object_ids.encode(i.to_bytes(12, "big")) for i in range(n)] if kind_of == NATIVE or shape == "mixed" else []
+    )  # a chunk file per native ref
+    locations = [
+        f"s3://bucket/granules/{'plain' if shape.startswith('plain') else 'set'}/file{i:07d}.nc"
+        for i in range(distinct)
+    ]
     text = np.arange(n, dtype=np.int64) // per
     texts = locations
     if kind_of == NATIVE or shape == "mixed":
         texts = locations + ids
         native = kind == NATIVE
         text[native] = len(locations) + np.arange(n)[native] % len(ids)
-    blobs = [bytes([i % 251]) * 16 + i.to_bytes(4, "little") for i in range(min(n, 100_000))] \
-        if kind_of == INLINE or shape == "mixed" else []
+    blobs = (
+        [bytes([i % 251]) * 16 + i.to_bytes(4, "little") for i in range(min(n, 100_000))]
+        if kind_of == INLINE or shape == "mixed"
+        else []
+    )
     inline = np.where(kind == INLINE, np.arange(n) % max(len(blobs), 1), -1)
     offset = (4000 * (np.arange(n) % per)).astype(np.uint64)
     etags = ["etag-a", "etag-b"] if shape == "etags" else []
     etag = np.where(np.arange(n) % 7 == 0, np.arange(n) % 2, -1) if etags else np.full(n, -1, np.int64)
-    modified = np.where(np.arange(n) % 5 == 0, 1_700_000_000, 0).astype(np.uint32) if shape == "etags" else \
-        np.zeros(n, np.uint32)
-    table = RefTable(coords, kind, text, texts, offset, np.full(n, 4000, np.uint64), etag, etags, modified, inline,
-                     blobs)
+    modified = (
+        np.where(np.arange(n) % 5 == 0, 1_700_000_000, 0).astype(np.uint32)
+        if shape == "etags"
+        else np.zeros(n, np.uint32)
+    )
+    table = RefTable(
+        coords, kind, text, texts, offset, np.full(n, 4000, np.uint64), etag, etags, modified, inline, blobs
+    )
     dictionary = None
     if not shape.startswith("plain") and kind_of == VIRTUAL or shape == "mixed":
         import zstandard
@@ -131,8 +158,17 @@ def sweep_table(shape: str, n: int):
     return table, dictionary
 
 
-SWEEP = ["virtual:1", "virtual:1000", "virtual:1000000", "plain:1000", "plain:1000000", "native", "inline", "mixed",
-         "etags"]
+SWEEP = [
+    "virtual:1",
+    "virtual:1000",
+    "virtual:1000000",
+    "plain:1000",
+    "plain:1000000",
+    "native",
+    "inline",
+    "mixed",
+    "etags",
+]
 
 
 def sweep(sizes: list[int]) -> None:
@@ -146,13 +182,18 @@ def sweep(sizes: list[int]) -> None:
         for n in sizes:
             table, dictionary = sweep_table(shape, n)
             t0 = time.perf_counter()
-            raw = encode_manifest("M" * 19 + "0", [("A" * 12 + "0", table)], 2, "ic-2.3.0",
-                                  location_dictionary=dictionary)
+            raw = encode_manifest(
+                "M" * 19 + "0", [("A" * 12 + "0", table)], 2, "ic-2.3.0", location_dictionary=dictionary
+            )
             seconds.append(time.perf_counter() - t0)
             cells.append(f"{seconds[-1]:6.2f} s {seconds[-1] / n * 1e9:5.0f} ns/ref")
             del table, raw
-        print(f"{shape:18s} " + " ".join(f"{c:>22s}" for c in cells) +
-              f"   {seconds[-1] / seconds[0]:.2f}x ({sizes[-1] / sizes[0]:.0f}x)", flush=True)
+        print(
+            f"{shape:18s} "
+            + " ".join(f"{c:>22s}" for c in cells)
+            + f"   {seconds[-1] / seconds[0]:.2f}x ({sizes[-1] / sizes[0]:.0f}x)",
+            flush=True,
+        )
 
 
 def timed(cmd: list[str], env: dict | None = None) -> tuple[float, float, float, str]:
@@ -167,8 +208,10 @@ def timed(cmd: list[str], env: dict | None = None) -> tuple[float, float, float,
         out.seek(0)
         err.seek(0)
         if proc.returncode:
-            raise SystemExit(f"{' '.join(map(str, cmd[:5]))} failed ({proc.returncode}): "
-                             f"{err.read().decode(errors='replace')[-2000:]}")
+            raise SystemExit(
+                f"{' '.join(map(str, cmd[:5]))} failed ({proc.returncode}): "
+                f"{err.read().decode(errors='replace')[-2000:]}"
+            )
         return seconds, usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime, out.read().decode(errors="replace")
 
 
@@ -203,10 +246,14 @@ def main() -> None:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}  # users have bytecode
     env["PYTHONPATH"] = str(ROOT)
     zs = [sys.executable, "-m", "zsarchive"]
-    print(f"load average at the start: {os.getloadavg()[0]:.1f}; {args.runs} run(s) each, medians; locations "
-          f"{'plain' if args.plain else 'dictionary-compressed'}")
-    print(f"{'shape':6s} {'refs':>10s}  {'icechunk write':>20s}  {'zs export':>20s}  {'zs restore':>20s}  "
-          f"{'restore/write':>13s} {'memory':>6s} {'restore/export':>14s}")
+    print(
+        f"load average at the start: {os.getloadavg()[0]:.1f}; {args.runs} run(s) each, medians; locations "
+        f"{'plain' if args.plain else 'dictionary-compressed'}"
+    )
+    print(
+        f"{'shape':6s} {'refs':>10s}  {'icechunk write':>20s}  {'zs export':>20s}  {'zs restore':>20s}  "
+        f"{'restore/write':>13s} {'memory':>6s} {'restore/export':>14s}"
+    )
     rows: dict[tuple[str, int], dict[str, tuple[float, float, float]]] = {}
     (ROOT / ".bench").mkdir(exist_ok=True)
     for shape in shapes:
@@ -220,29 +267,47 @@ def main() -> None:
                     shutil.rmtree(repo, ignore_errors=True)
                     shutil.rmtree(target, ignore_errors=True)
                     archive.unlink(missing_ok=True)
-                    build_cmd = [str(IC2_PYTHON), __file__, "--build-only", str(repo), "--refs", str(n),
-                                 "--shapes", shape] + (["--plain"] if args.plain else [])
+                    build_cmd = [
+                        str(IC2_PYTHON),
+                        __file__,
+                        "--build-only",
+                        str(repo),
+                        "--refs",
+                        str(n),
+                        "--shapes",
+                        shape,
+                    ] + (["--plain"] if args.plain else [])
                     samples["write"].append(timed(build_cmd)[:3])
-                    samples["export"].append(timed([*zs, "export", str(repo), str(archive), "--no-progress"],
-                                                   env)[:3])
-                    samples["restore"].append(timed([*zs, "restore", str(archive), str(target), "--no-progress"],
-                                                    env)[:3])
+                    samples["export"].append(timed([*zs, "export", str(repo), str(archive), "--no-progress"], env)[:3])
+                    samples["restore"].append(
+                        timed([*zs, "restore", str(archive), str(target), "--no-progress"], env)[:3]
+                    )
                     note = check_lengths(repo, target)
-            row = rows[shape, n] = {task: (statistics.median(s for s, _, _ in got), max(m for _, m, _ in got),
-                                           statistics.median(c for _, _, c in got))
-                                    for task, got in samples.items()}
+            row = rows[shape, n] = {
+                task: (
+                    statistics.median(s for s, _, _ in got),
+                    max(m for _, m, _ in got),
+                    statistics.median(c for _, _, c in got),
+                )
+                for task, got in samples.items()
+            }
             w, e, r = row["write"], row["export"], row["restore"]
-            print(f"{shape:6s} {n:>10,}  {w[0]:7.2f} s {w[1]:6.0f} MiB  {e[0]:7.2f} s {e[1]:6.0f} MiB  "
-                  f"{r[0]:7.2f} s {r[1]:6.0f} MiB  {r[0] / w[0]:12.2f}x {r[1] / w[1]:5.2f}x "
-                  f"{r[0] / e[0]:13.2f}x   CPU {w[2]:.2f} / {e[2]:.2f} / {r[2]:.2f} s   {note}", flush=True)
+            print(
+                f"{shape:6s} {n:>10,}  {w[0]:7.2f} s {w[1]:6.0f} MiB  {e[0]:7.2f} s {e[1]:6.0f} MiB  "
+                f"{r[0]:7.2f} s {r[1]:6.0f} MiB  {r[0] / w[0]:12.2f}x {r[1] / w[1]:5.2f}x "
+                f"{r[0] / e[0]:13.2f}x   CPU {w[2]:.2f} / {e[2]:.2f} / {r[2]:.2f} s   {note}",
+                flush=True,
+            )
     print("goals: restore/write <= 0.5x in time and memory; restore/export <= 1.5x at 1 M refs")
     for shape in shapes:
         first = sizes[0]
         for n in sizes[1:]:
             wall = rows[shape, n]["restore"][0] / rows[shape, first]["restore"][0]
             cpu = rows[shape, n]["restore"][2] / rows[shape, first]["restore"][2]
-            print(f"{shape}: restore at {n:,} refs / at {first:,}: {wall:.2f}x the wall time, {cpu:.2f}x the CPU "
-                  f"time for {n / first:.0f}x the refs (goal at 4x: <= 4.5x)")
+            print(
+                f"{shape}: restore at {n:,} refs / at {first:,}: {wall:.2f}x the wall time, {cpu:.2f}x the CPU "
+                f"time for {n / first:.0f}x the refs (goal at 4x: <= 4.5x)"
+            )
 
 
 if __name__ == "__main__":

@@ -60,8 +60,9 @@ os._exit(0)  # icechunk 2.3 can crash while the interpreter shuts down after sev
 
 
 def upload(directory: Path, endpoint: str) -> None:
-    client = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="bench",
-                          aws_secret_access_key="bench")
+    client = boto3.client(
+        "s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="bench", aws_secret_access_key="bench"
+    )
     client.create_bucket(Bucket="bench")
     for path in sorted(p for p in directory.rglob("*") if p.is_file()):
         client.upload_file(str(path), "bench", f"history/{path.relative_to(directory)}")
@@ -94,8 +95,13 @@ def main() -> None:
         upload(local, f"http://127.0.0.1:{port}")
         proxy = DelayingProxy(port, args.latency_ms / 1000)
         base = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-        base.update(AWS_ACCESS_KEY_ID="bench", AWS_SECRET_ACCESS_KEY="bench", AWS_REGION="us-east-1",
-                    AWS_EC2_METADATA_DISABLED="true", PYTHONWARNINGS="ignore")
+        base.update(
+            AWS_ACCESS_KEY_ID="bench",
+            AWS_SECRET_ACCESS_KEY="bench",
+            AWS_REGION="us-east-1",
+            AWS_EC2_METADATA_DISABLED="true",
+            PYTHONWARNINGS="ignore",
+        )
         results = {}
         with tempfile.TemporaryDirectory() as tmp:
             out = Path(tmp) / "history.zs"
@@ -104,20 +110,36 @@ def main() -> None:
                 ours, theirs = [], []
                 for _ in range(args.runs):
                     out.unlink(missing_ok=True)
-                    seconds, _ = wall([sys.executable, "-m", "zsarchive", "export", "s3://bench/history", str(out),
-                                       "-j", str(args.parallelism), "--no-progress"], env)
+                    seconds, _ = wall(
+                        [
+                            sys.executable,
+                            "-m",
+                            "zsarchive",
+                            "export",
+                            "s3://bench/history",
+                            str(out),
+                            "-j",
+                            str(args.parallelism),
+                            "--no-progress",
+                        ],
+                        env,
+                    )
                     ours.append(seconds)
                     seconds, counted = wall([str(IC2_PYTHON), "-c", ENUMERATE], env)
                     theirs.append(seconds)
                 results[label] = (statistics.median(ours), statistics.median(theirs), int(counted))
     finally:
         server.stop()
-    print(f"repository: {args.refs:,} virtual refs, {args.commits} commits of {args.rewrite:,} rewritten refs, "
-          f"on moto S3 (loopback); zs export -j {args.parallelism}; medians of {args.runs} runs")
+    print(
+        f"repository: {args.refs:,} virtual refs, {args.commits} commits of {args.rewrite:,} rewritten refs, "
+        f"on moto S3 (loopback); zs export -j {args.parallelism}; medians of {args.runs} runs"
+    )
     print(f"  {'':<24} {'zs export':>10} {'icechunk':>10} {'ratio':>7}")
     for (label, (ours, theirs, counted)), goal in zip(results.items(), (1.3, 2)):
-        print(f"  {label:<24} {ours:9.2f}s {theirs:9.2f}s {ours / theirs:6.2f}x  (goal <= {goal}; icechunk "
-              f"enumerated {counted:,} coords)")
+        print(
+            f"  {label:<24} {ours:9.2f}s {theirs:9.2f}s {ours / theirs:6.2f}x  (goal <= {goal}; icechunk "
+            f"enumerated {counted:,} coords)"
+        )
 
 
 if __name__ == "__main__":

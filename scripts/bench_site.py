@@ -109,17 +109,25 @@ console.log(JSON.stringify(out.slice(1)));  // the first warmed the process up (
 
 def node_lookups(url: str, rows: list[int]) -> list[dict]:
     """Cold lookups by the reader in one Node process, each with a freshly opened archive."""
-    done = subprocess.run(["node", "--input-type=module", "-e", NODE_LOOKUPS, url, *map(str, rows)],
-                          capture_output=True, text=True, check=True)
+    done = subprocess.run(
+        ["node", "--input-type=module", "-e", NODE_LOOKUPS, url, *map(str, rows)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return json.loads(done.stdout)
 
 
 def cli_lookup(url: str, coords: tuple[int, int]) -> float:
     """A fresh ``zs chunk URL main /v I,J --json`` process, as a user runs it."""
     t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "zsarchive", "chunk", url, "main", "/v", f"{coords[0]},{coords[1]}", "--json"],
-                   check=True, capture_output=True, env={k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"},
-                   cwd=ROOT)
+    subprocess.run(
+        [sys.executable, "-m", "zsarchive", "chunk", url, "main", "/v", f"{coords[0]},{coords[1]}", "--json"],
+        check=True,
+        capture_output=True,
+        env={k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"},
+        cwd=ROOT,
+    )
     return time.perf_counter() - t0
 
 
@@ -219,24 +227,38 @@ def main() -> None:
             slow = far_lookups(nginx, archive.name, args, rng)
         finally:
             nginx.stop()
-    print(f"archive {archive} ({args.refs:,} chunk refs, {archive.stat().st_size:,} bytes, index depth {got['depth']}), "
-          f"nginx on loopback, medians of {args.runs} runs ({args.lookups} lookups each), load {os.getloadavg()[0]:.1f}")
+    print(
+        f"archive {archive} ({args.refs:,} chunk refs, {archive.stat().st_size:,} bytes, index depth {got['depth']}), "
+        f"nginx on loopback, medians of {args.runs} runs ({args.lookups} lookups each), load {os.getloadavg()[0]:.1f}"
+    )
     print(f"  page: first paint of the commit list   {med(paint):7.3f} s (goal <= 1)")
-    print(f"  cold chunk ref lookup, JavaScript      {med(js) * 1000:7.1f} ms, {med(js_requests):.0f} requests (goal <= 3)")
+    print(
+        f"  cold chunk ref lookup, JavaScript      {med(js) * 1000:7.1f} ms, {med(js_requests):.0f} requests (goal <= 3)"
+    )
     print(f"  cold chunk ref lookup, Python          {med(py) * 1000:7.1f} ms, {med(py_requests):.0f} requests")
     print(f"  JavaScript / Python                    {med(js) / med(py):7.2f}x (goal <= 2)")
-    print(f"  cold chunk ref lookup, JavaScript in Node {med(r['seconds'] for r in node) * 1000:6.1f} ms, "
-          f"{med(r['requests'] for r in node):.0f} requests ({med(r['seconds'] for r in node) / med(py):.2f}x Python)")
-    print(f"  a fresh zs chunk --json process        {med(cli) * 1000:7.1f} ms (the browser's lookup: "
-          f"{med(js) / med(cli):.2f}x)")
-    print(f"  one range request of {read_length:,} bytes: the browser's fetch {med(js_read) * 1000:.1f} ms, Python's "
-          f"HTTP client {med(py_read) * 1000:.1f} ms ({med(js_read) / med(py_read):.2f}x)")
+    print(
+        f"  cold chunk ref lookup, JavaScript in Node {med(r['seconds'] for r in node) * 1000:6.1f} ms, "
+        f"{med(r['requests'] for r in node):.0f} requests ({med(r['seconds'] for r in node) / med(py):.2f}x Python)"
+    )
+    print(
+        f"  a fresh zs chunk --json process        {med(cli) * 1000:7.1f} ms (the browser's lookup: "
+        f"{med(js) / med(cli):.2f}x)"
+    )
+    print(
+        f"  one range request of {read_length:,} bytes: the browser's fetch {med(js_read) * 1000:.1f} ms, Python's "
+        f"HTTP client {med(py_read) * 1000:.1f} ms ({med(js_read) / med(py_read):.2f}x)"
+    )
     print(f"  page: heatmap of /v (1 M chunks) drawn {med(heat):7.3f} s (zs serve's goal for its own: <= 2)")
     js_far, py_far = med(t for t, _ in slow["js"]), med(t for t, _ in slow["py"])
     print(f"with {args.delay_ms:.0f} ms added to every round trip (a loopback proxy):")
     print(f"  page: first paint of the commit list   {med(slow['paint']):7.3f} s")
-    print(f"  cold chunk ref lookup, JavaScript      {js_far * 1000:7.1f} ms, {med(r for _, r in slow['js']):.0f} round trips")
-    print(f"  cold chunk ref lookup, Python          {py_far * 1000:7.1f} ms, {med(r for _, r in slow['py']):.0f} round trips")
+    print(
+        f"  cold chunk ref lookup, JavaScript      {js_far * 1000:7.1f} ms, {med(r for _, r in slow['js']):.0f} round trips"
+    )
+    print(
+        f"  cold chunk ref lookup, Python          {py_far * 1000:7.1f} ms, {med(r for _, r in slow['py']):.0f} round trips"
+    )
     print(f"  JavaScript / Python                    {js_far / py_far:7.2f}x")
 
 

@@ -68,8 +68,19 @@ def committed_copy(repo: Path) -> Path:
         shutil.rmtree(partial, ignore_errors=True)
         shutil.copytree(repo, partial)
         refs = int(repo.name.rsplit("-", 1)[1])
-        subprocess.run([str(icbench.IC2_PYTHON), "-c", COMMIT, str(partial), str(refs), str(icbench.ROW),
-                        icbench.PREFIX, icbench.ARRAY], check=True)
+        subprocess.run(
+            [
+                str(icbench.IC2_PYTHON),
+                "-c",
+                COMMIT,
+                str(partial),
+                str(refs),
+                str(icbench.ROW),
+                icbench.PREFIX,
+                icbench.ARRAY,
+            ],
+            check=True,
+        )
         partial.rename(target)
     return target
 
@@ -87,17 +98,24 @@ def wall_and_cpu(cmd: list[str], env: dict) -> tuple[float, float]:
     return seconds, after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
 
 
-def against(tree: Path, ours: dict[str, list[tuple[float, float]]], theirs: dict[str, list[tuple[float, float]]]) -> None:
+def against(
+    tree: Path, ours: dict[str, list[tuple[float, float]]], theirs: dict[str, list[tuple[float, float]]]
+) -> None:
     """This tree's export times beside those of the version in ``tree``, row by row (medians of the
     wall-clock and the CPU seconds)."""
     print(f"this tree vs {tree} (the same rounds, interleaved): wall / CPU seconds")
     print(f"{'measure':<30} {'other':>12} {'this':>12} {'ratio':>13}  goal")
-    for key, what in (("export", "zs export"), ("full", "zs export (one commit more)"),
-                      ("fragment", "zs export --base")):
+    for key, what in (
+        ("export", "zs export"),
+        ("full", "zs export (one commit more)"),
+        ("fragment", "zs export --base"),
+    ):
         this = [statistics.median(t[i] for t in ours[key]) for i in (0, 1)]
         other = [statistics.median(t[i] for t in theirs[key]) for i in (0, 1)]
-        print(f"{what:<30} {other[0]:5.2f}/{other[1]:5.2f} {this[0]:5.2f}/{this[1]:5.2f} "
-              f"{this[0] / other[0]:5.2f}x/{this[1] / other[1]:5.2f}x  <= 1.0x")
+        print(
+            f"{what:<30} {other[0]:5.2f}/{other[1]:5.2f} {this[0]:5.2f}/{this[1]:5.2f} "
+            f"{this[0] / other[0]:5.2f}x/{this[1] / other[1]:5.2f}x  <= 1.0x"
+        )
 
 
 def main() -> None:
@@ -132,41 +150,67 @@ def main() -> None:
             for path in (archive, fragment, full):
                 path.unlink(missing_ok=True)
             times["export"].append(bench_export.wall(zs("export", str(repo), str(archive)), env)[0])
-            out = subprocess.run([str(icbench.IC2_PYTHON), icbench.__file__, "--icechunk-enumerate", str(repo)],
-                                 check=True, capture_output=True, text=True, env=env)
+            out = subprocess.run(
+                [str(icbench.IC2_PYTHON), icbench.__file__, "--icechunk-enumerate", str(repo)],
+                check=True,
+                capture_output=True,
+                text=True,
+                env=env,
+            )
             run = json.loads(out.stdout.strip().splitlines()[-1])
             times["enumerate"].append(run["open_s"] + run["enumerate_s"])
-            seconds, text = bench_export.wall(zs("chunk", str(archive), "main", "/" + icbench.ARRAY, f"{probe},0",
-                                                 "--json"), env)
+            seconds, text = bench_export.wall(
+                zs("chunk", str(archive), "main", "/" + icbench.ARRAY, f"{probe},0", "--json"), env
+            )
             assert '"virtual"' in text, text
             times["lookup"].append(seconds)
-            seconds, text = bench_export.wall([str(icbench.IC2_PYTHON), "-c", bench_export.CHUNK_TYPE, str(repo),
-                                               str(probe)], env)
+            seconds, text = bench_export.wall(
+                [str(icbench.IC2_PYTHON), "-c", bench_export.CHUNK_TYPE, str(repo), str(probe)], env
+            )
             times["chunk_type"].append(seconds)
-            times["fragment"].append(bench_export.wall(zs("export", str(grown), str(fragment), "--base", str(base)),
-                                                       env)[0])
+            times["fragment"].append(
+                bench_export.wall(zs("export", str(grown), str(fragment), "--base", str(base)), env)[0]
+            )
             times["full"].append(bench_export.wall(zs("export", str(grown), str(full)), env)[0])
             if other_env is not None:  # both versions once more, the other first, CPU seconds counted
                 for side, side_env, side_base in ((theirs, other_env, other_base), (mine, env, base)):
                     for path in (archive, fragment, full):
                         path.unlink(missing_ok=True)
                     side["export"].append(wall_and_cpu(zs("export", str(repo), str(archive)), side_env))
-                    side["fragment"].append(wall_and_cpu(
-                        zs("export", str(grown), str(fragment), "--base", str(side_base)), side_env))
+                    side["fragment"].append(
+                        wall_and_cpu(zs("export", str(grown), str(fragment), "--base", str(side_base)), side_env)
+                    )
                     side["full"].append(wall_and_cpu(zs("export", str(grown), str(full)), side_env))
         size, meta = archive.stat().st_size, bench_export.metadata_size(repo)
     med = {k: statistics.median(v) for k, v in times.items()}
     load = os.getloadavg()[0]
-    print(f"{args.refs:,} virtual refs ({repo}); medians of {args.runs} interleaved runs; load average {load:.1f} "
-          f"on {os.cpu_count()} cores (a shared machine: wall times are noisy, read the ratios)")
+    print(
+        f"{args.refs:,} virtual refs ({repo}); medians of {args.runs} interleaved runs; load average {load:.1f} "
+        f"on {os.cpu_count()} cores (a shared machine: wall times are noisy, read the ratios)"
+    )
     rows = [
-        ("zs export vs icechunk open + enumerate", f"{med['enumerate']:.2f} s", f"{med['export']:.2f} s",
-         med["export"] / med["enumerate"], 1.0),
+        (
+            "zs export vs icechunk open + enumerate",
+            f"{med['enumerate']:.2f} s",
+            f"{med['export']:.2f} s",
+            med["export"] / med["enumerate"],
+            1.0,
+        ),
         ("archive size vs repository metadata", f"{meta / 1e6:.1f} MB", f"{size / 1e6:.1f} MB", size / meta, 0.5),
-        ("cold zs chunk vs icechunk chunk_type", f"{med['chunk_type']:.3f} s", f"{med['lookup']:.3f} s",
-         med["lookup"] / med["chunk_type"], 0.12),
-        ("export --base after 1,000 refs vs full", f"{med['full']:.2f} s", f"{med['fragment']:.2f} s",
-         med["fragment"] / med["full"], 0.3),
+        (
+            "cold zs chunk vs icechunk chunk_type",
+            f"{med['chunk_type']:.3f} s",
+            f"{med['lookup']:.3f} s",
+            med["lookup"] / med["chunk_type"],
+            0.12,
+        ),
+        (
+            "export --base after 1,000 refs vs full",
+            f"{med['full']:.2f} s",
+            f"{med['fragment']:.2f} s",
+            med["fragment"] / med["full"],
+            0.3,
+        ),
     ]
     print(f"{'measure':<42} {'anchor':>10} {'zsarchive':>10} {'ratio':>7}  goal")
     for what, anchor, ours, ratio, goal in rows:

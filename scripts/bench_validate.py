@@ -26,10 +26,8 @@ OURS = [sys.executable, "-m", "zsarchive"]
 def make_input(path: Path, records: int) -> None:
     """Sorted lines of four pseudo-words and a count: ~47 bytes each, deterministic."""
     rng = random.Random(20131)
-    words = ["".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(4, 10)))
-             for _ in range(30000)]
-    lines = sorted(" ".join(rng.choices(words, k=4)) + "\t" + str(rng.randint(1, 10**6))
-                   for _ in range(records))
+    words = ["".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(4, 10))) for _ in range(30000)]
+    lines = sorted(" ".join(rng.choices(words, k=4)) + "\t" + str(rng.randint(1, 10**6)) for _ in range(records))
     path.write_text("\n".join(lines) + "\n")
 
 
@@ -58,8 +56,12 @@ def main() -> None:
         make_input(text, args.records)
     zs_file = args.dir / f"records-{args.records}-{args.codec}.zs"
     if not zs_file.exists():
-        subprocess.run([str(REFERENCE), "make", "--no-spinner", "--codec", args.codec, "{}", str(text),
-                        str(zs_file)], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        subprocess.run(
+            [str(REFERENCE), "make", "--no-spinner", "--codec", args.codec, "{}", str(text), str(zs_file)],
+            check=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
     print(f"{zs_file.name}: {zs_file.stat().st_size / 1e6:.1f} MB, input {text.stat().st_size / 1e6:.1f} MB")
     ours, theirs = [], []
     for _ in range(args.runs):  # alternate, so both see the same machine load
@@ -68,8 +70,11 @@ def main() -> None:
     for what, i in (("wall", 0), ("cpu", 1)):
         o = statistics.median(run[i] for run in ours)
         t = statistics.median(run[i] for run in theirs)
-        print(f"zs validate ({args.codec}) {what}: zsarchive {o:.2f} s, reference {t:.2f} s, "
-              f"ratio {o / t:.2f}x (median of {args.runs})")
+        print(
+            f"zs validate ({args.codec}) {what}: zsarchive {o:.2f} s, reference {t:.2f} s, "
+            f"ratio {o / t:.2f}x (median of {args.runs})"
+        )
+
 
 if __name__ == "__main__":
     main()

@@ -93,8 +93,12 @@ def heatmap_seconds(page) -> float:
 
 
 def serve(archive: Path) -> tuple[subprocess.Popen, str]:
-    process = subprocess.Popen([sys.executable, "-m", "zsarchive", "serve", str(archive), "--port", "0"],
-                               stdout=subprocess.PIPE, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    process = subprocess.Popen(
+        [sys.executable, "-m", "zsarchive", "serve", str(archive), "--port", "0"],
+        stdout=subprocess.PIPE,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     line = process.stdout.readline().decode()
     match = re.search(r"at (http://\S+/) ", line)
     if not match:
@@ -133,18 +137,23 @@ def xarray_runs(runs: int) -> tuple[list[dict], list[dict]]:
     """(ours, icechunk's) timings per run, alternating, each in a fresh process."""
     with tempfile.TemporaryDirectory(dir=icbench.CACHE) as tmp:
         repo = Path(tmp) / "repo"
-        subprocess.run([str(icbench.IC2_PYTHON), str(XARRAY_REPO), "write", str(repo)], check=True,
-                       capture_output=True)
+        subprocess.run([str(icbench.IC2_PYTHON), str(XARRAY_REPO), "write", str(repo)], check=True, capture_output=True)
         archive = Path(tmp) / "history.zs"
         export(repo, archive)
         ours, theirs = [], []
         env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONWARNINGS": "ignore"}
         for _ in range(runs):
-            out = subprocess.run([sys.executable, "-c", OURS, str(archive), str(repo)], check=True,
-                                 capture_output=True, text=True, env=env)
+            out = subprocess.run(
+                [sys.executable, "-c", OURS, str(archive), str(repo)],
+                check=True,
+                capture_output=True,
+                text=True,
+                env=env,
+            )
             ours.append(json.loads(out.stdout.splitlines()[-1]))
-            out = subprocess.run([str(icbench.IC2_PYTHON), "-c", THEIRS, str(repo)], check=True,
-                                 capture_output=True, text=True, env=env)
+            out = subprocess.run(
+                [str(icbench.IC2_PYTHON), "-c", THEIRS, str(repo)], check=True, capture_output=True, text=True, env=env
+            )
             theirs.append(json.loads(out.stdout.splitlines()[-1]))
     return ours, theirs
 
@@ -164,8 +173,10 @@ def main() -> None:
     ours, theirs = xarray_runs(args.runs)
     for what in ("open_s", "load_s"):
         a, b = med(r[what] for r in ours), med(r[what] for r in theirs)
-        print(f"  xarray {what[:-2]:<5} engine {a:7.3f} s, open_zarr on icechunk {b:7.3f} s: {a / b:.2f}x"
-              + (" (goal <= 1.2)" if what == "open_s" else ""))
+        print(
+            f"  xarray {what[:-2]:<5} engine {a:7.3f} s, open_zarr on icechunk {b:7.3f} s: {a / b:.2f}x"
+            + (" (goal <= 1.2)" if what == "open_s" else "")
+        )
 
 
 if __name__ == "__main__":

@@ -130,7 +130,9 @@ def zs(*args: str) -> list[str]:
     return [sys.executable, "-m", "zsarchive", *args]
 
 
-def report(title: str, size: int, times: dict[str, list[float]], anchor: str, goals: dict[str, tuple[str, float]]) -> None:
+def report(
+    title: str, size: int, times: dict[str, list[float]], anchor: str, goals: dict[str, tuple[str, float]]
+) -> None:
     print(f"{title}: {len(next(iter(times.values())))} rounds (medians), load average {os.getloadavg()[0]:.1f}")
     base = statistics.median(times[anchor])
     for name, runs in times.items():
@@ -158,13 +160,28 @@ def local(args: argparse.Namespace) -> None:
         shutil.rmtree(work, ignore_errors=True)
         work.mkdir(parents=True)
         times["cp -r + sync"].append(timed(["cp", "-r", str(sources), str(work / "cp")], sync=True))
-        times["zs export --include-virtual"].append(timed(zs(
-            "export", str(repo), str(work / "a.zs"), "--include-virtual", "--no-progress",
-            "--authorize", f"file://{sources}/")))
+        times["zs export --include-virtual"].append(
+            timed(
+                zs(
+                    "export",
+                    str(repo),
+                    str(work / "a.zs"),
+                    "--include-virtual",
+                    "--no-progress",
+                    "--authorize",
+                    f"file://{sources}/",
+                )
+            )
+        )
     kept = (work / "a.zs").stat().st_size
     shutil.rmtree(work, ignore_errors=True)
-    report(f"{size / (1 << 20):.0f} MiB of NetCDF-4 in 16 files (archive {kept / (1 << 20):.0f} MiB)", size, times,
-           "cp -r + sync", {"zs export --include-virtual": ("throughput", 0.6)})
+    report(
+        f"{size / (1 << 20):.0f} MiB of NetCDF-4 in 16 files (archive {kept / (1 << 20):.0f} MiB)",
+        size,
+        times,
+        "cp -r + sync",
+        {"zs export --include-virtual": ("throughput", 0.6)},
+    )
 
 
 async def _obstore_ranges(store, refs: list, concurrency: int) -> int:
@@ -206,7 +223,7 @@ def _bucket(objects: int, size: int):
 
     def put(i: int) -> tuple[str, str, int]:
         key = f"g/{i:06d}.bin"
-        etag = client.put_object(Bucket="sources", Key=key, Body=body[i % size:] + body[:i % size])["ETag"]
+        etag = client.put_object(Bucket="sources", Key=key, Body=body[i % size :] + body[: i % size])["ETag"]
         return f"s3://sources/{key}", etag, size
 
     with ThreadPoolExecutor(16) as pool:
@@ -225,12 +242,17 @@ def s3(args: argparse.Namespace) -> None:
         shutil.rmtree(base, ignore_errors=True)
         base.mkdir(parents=True)
         (base / "refs.json").write_text(json.dumps(refs))
-        subprocess.run([str(IC2_PYTHON), "-c", S3_REPO, str(base / "repo"), endpoint, "sources",
-                        str(base / "refs.json")], check=True)
+        subprocess.run(
+            [str(IC2_PYTHON), "-c", S3_REPO, str(base / "repo"), endpoint, "sources", str(base / "refs.json")],
+            check=True,
+        )
         store = S3Store("sources", endpoint=endpoint, region="us-east-1", client_options={"allow_http": True})
         keys = [(loc.removeprefix("s3://sources/"), n) for loc, _, n in refs]
-        times: dict[str, list[float]] = {"obstore get_ranges": [], "zs export --include-virtual": [],
-                                         "icechunk reading every chunk": []}
+        times: dict[str, list[float]] = {
+            "obstore get_ranges": [],
+            "zs export --include-virtual": [],
+            "icechunk reading every chunk": [],
+        }
         for _ in range(args.runs):
             start = time.perf_counter()
             got = asyncio.run(_obstore_ranges(store, keys, args.concurrency))
@@ -238,21 +260,43 @@ def s3(args: argparse.Namespace) -> None:
             assert got == size * len(refs)
             archive = base / "a.zs"
             archive.unlink(missing_ok=True)
-            times["zs export --include-virtual"].append(timed(zs(
-                "export", str(base / "repo"), str(archive), "--include-virtual", "--no-progress",
-                "--authorize", "s3://sources/ region=us-east-1")))
-            read = subprocess.run([str(IC2_PYTHON), "-c", ICECHUNK_READ, str(base / "repo"), endpoint, "sources"],
-                                  capture_output=True, text=True, check=True, env=dict(os.environ, RUST_LOG="error"))
+            times["zs export --include-virtual"].append(
+                timed(
+                    zs(
+                        "export",
+                        str(base / "repo"),
+                        str(archive),
+                        "--include-virtual",
+                        "--no-progress",
+                        "--authorize",
+                        "s3://sources/ region=us-east-1",
+                    )
+                )
+            )
+            read = subprocess.run(
+                [str(IC2_PYTHON), "-c", ICECHUNK_READ, str(base / "repo"), endpoint, "sources"],
+                capture_output=True,
+                text=True,
+                check=True,
+                env=dict(os.environ, RUST_LOG="error"),
+            )
             seconds, nbytes = read.stdout.split()
             assert int(nbytes) == size * len(refs)
             times["icechunk reading every chunk"].append(float(seconds))
     finally:
         context.__exit__(None, None, None)
     total = size * len(refs)
-    report(f"{len(refs)} objects of {args.range_kib} KiB on moto S3, {args.concurrency} requests in flight", total,
-           times, "obstore get_ranges", {"zs export --include-virtual": ("throughput", 0.8)})
-    ours, theirs = statistics.median(times["zs export --include-virtual"]), statistics.median(
-        times["icechunk reading every chunk"])
+    report(
+        f"{len(refs)} objects of {args.range_kib} KiB on moto S3, {args.concurrency} requests in flight",
+        total,
+        times,
+        "obstore get_ranges",
+        {"zs export --include-virtual": ("throughput", 0.8)},
+    )
+    ours, theirs = (
+        statistics.median(times["zs export --include-virtual"]),
+        statistics.median(times["icechunk reading every chunk"]),
+    )
     print(f"  zs export --include-virtual is {theirs / ours:.2f}x icechunk's throughput (goal >= 1.5x)")
 
 
@@ -266,8 +310,10 @@ def check(args: argparse.Namespace) -> None:
         shutil.rmtree(base, ignore_errors=True)
         base.mkdir(parents=True)
         (base / "refs.json").write_text(json.dumps(refs))
-        subprocess.run([str(IC2_PYTHON), "-c", S3_REPO, str(base / "repo"), endpoint, "sources",
-                        str(base / "refs.json")], check=True)
+        subprocess.run(
+            [str(IC2_PYTHON), "-c", S3_REPO, str(base / "repo"), endpoint, "sources", str(base / "refs.json")],
+            check=True,
+        )
         archive = base / "a.zs"
         subprocess.run(zs("export", str(base / "repo"), str(archive), "--no-progress"), check=True, env=_env())
         store = S3Store("sources", endpoint=endpoint, region="us-east-1", client_options={"allow_http": True})
@@ -277,8 +323,9 @@ def check(args: argparse.Namespace) -> None:
             start = time.perf_counter()
             assert asyncio.run(_obstore_heads(store, keys, 64)) == len(keys)
             times["obstore HEADs"].append(time.perf_counter() - start)
-            times["zs sources --check"].append(timed(zs("sources", str(archive), "--check", "--json",
-                                                        "--authorize", "s3://sources/ region=us-east-1")))
+            times["zs sources --check"].append(
+                timed(zs("sources", str(archive), "--check", "--json", "--authorize", "s3://sources/ region=us-east-1"))
+            )
     finally:
         context.__exit__(None, None, None)
     report(f"{len(refs)} objects on moto S3", 0, times, "obstore HEADs", {"zs sources --check": ("time", 1.2)})

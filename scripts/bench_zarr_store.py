@@ -57,7 +57,7 @@ print(json.dumps({"seconds": elapsed, "sha256": hashlib.sha256(data.tobytes()).h
 
 def ensure_repo(n: int) -> tuple[Path, Path]:
     """The cached repository of ``n`` native chunks (n a square) and its archive."""
-    side = int(round(n ** 0.5))
+    side = int(round(n**0.5))
     if side * side != n:
         raise SystemExit(f"--chunks {n}: give a square number (the grid is side x side)")
     repo = CACHE / f"zarr-native-{n}"
@@ -77,8 +77,7 @@ def ensure_repo(n: int) -> tuple[Path, Path]:
 
 def icechunk_run(repo: Path) -> tuple[float, str]:
     """One timed read in a fresh icechunk process (interpreter start and imports not timed)."""
-    proc = subprocess.run([str(IC2_PYTHON), "-c", ICECHUNK_READ, str(repo)], check=True,
-                          capture_output=True, text=True)
+    proc = subprocess.run([str(IC2_PYTHON), "-c", ICECHUNK_READ, str(repo)], check=True, capture_output=True, text=True)
     answer = json.loads(proc.stdout.strip().splitlines()[-1])
     return answer["seconds"], answer["sha256"]
 
@@ -117,8 +116,10 @@ def main() -> None:
         if digest_mine != digest_theirs:
             raise SystemExit("the arrays differ: zsarchive read other data than icechunk")
     a, b = statistics.median(theirs), statistics.median(mine)
-    print(f"whole array of {args.chunks} native chunks ({archive.stat().st_size / 1e6:.2f} MB archive), "
-          f"median of {args.runs}:")
+    print(
+        f"whole array of {args.chunks} native chunks ({archive.stat().st_size / 1e6:.2f} MB archive), "
+        f"median of {args.runs}:"
+    )
     print(f"  icechunk {a:.3f} s   zsarchive {b:.3f} s   ratio {b / a:.2f}x (goal <= 1.5x)")
 
 

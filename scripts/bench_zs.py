@@ -57,8 +57,28 @@ print(time.perf_counter() - t0, time.process_time() - c0)
 def generate(path: Path, n: int) -> None:
     """Write ``n`` distinct sorted lines like Google Books n-gram rows: 'w1 w2 w3 w4\\tyear\\tcount\\tbooks'."""
     rng = random.Random(20140101)
-    syllables = ["ka", "to", "ri", "an", "el", "mo", "su", "ve", "qu", "ix", "or", "la", "ne", "pi",
-                 "st", "ch", "ou", "er", "th", "ing"]
+    syllables = [
+        "ka",
+        "to",
+        "ri",
+        "an",
+        "el",
+        "mo",
+        "su",
+        "ve",
+        "qu",
+        "ix",
+        "or",
+        "la",
+        "ne",
+        "pi",
+        "st",
+        "ch",
+        "ou",
+        "er",
+        "th",
+        "ing",
+    ]
     vocab = sorted({"".join(rng.choices(syllables, k=rng.randint(2, 5))) for _ in range(40000)})
     cum = []
     total = 0.0
@@ -71,8 +91,9 @@ def generate(path: Path, n: int) -> None:
         words = [w.encode() for w in rng.choices(vocab, cum_weights=cum, k=4 * need)]
         for i in range(0, 4 * need, 4):
             count = int(rng.paretovariate(1.1))
-            lines.add(b"%s %s %s %s\t%d\t%d\t%d" % (*words[i:i + 4], rng.randint(1800, 2008), count,
-                                                      max(1, count // 3)))
+            lines.add(
+                b"%s %s %s %s\t%d\t%d\t%d" % (*words[i : i + 4], rng.randint(1800, 2008), count, max(1, count // 3))
+            )
     path.write_bytes(b"\n".join(sorted(lines)) + b"\n")
 
 
@@ -90,8 +111,11 @@ def timed(cmd: list, **kw) -> tuple[float, float]:
 
 def lookups(python: str, module: str, zs_file: Path, queries: Path) -> tuple[float, float]:
     """Wall and CPU seconds of the lookup loop alone (the interpreter's start-up excluded)."""
-    out = subprocess.run([python, "-c", _LOOKUP_SCRIPT.format(module=module), str(zs_file), str(queries)],
-                         check=True, capture_output=True)
+    out = subprocess.run(
+        [python, "-c", _LOOKUP_SCRIPT.format(module=module), str(zs_file), str(queries)],
+        check=True,
+        capture_output=True,
+    )
     wall, cpu = out.stdout.split()
     return float(wall), float(cpu)
 
@@ -117,8 +141,14 @@ def user_python() -> str:
     if not python.exists():
         shared = {sysconfig.get_paths()[kind] for kind in ("purelib", "platlib")}
         subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-        target = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                                     check=True, capture_output=True, text=True).stdout.strip())
+        target = Path(
+            subprocess.run(
+                [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                check=True,
+                capture_output=True,
+                text=True,
+            ).stdout.strip()
+        )
         # first in name order: the .pth files copied below import modules from the shared site-packages
         (target / "_shared-site-packages.pth").write_text("".join(f"{path}\n" for path in sorted(shared)))
         for path in sorted(shared):
@@ -152,8 +182,11 @@ def main() -> int:
     queries = work / f"queries-{n}-{args.lookups}.txt"
     queries.write_bytes(b"\n".join(random.Random(5).sample(records, args.lookups)) + b"\n")
     del records
-    print(f"input: {text} ({text.stat().st_size / 1e6:.1f} MB, {n} records); {args.runs} rounds, "
-          f"{os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}", flush=True)
+    print(
+        f"input: {text} ({text.stat().st_size / 1e6:.1f} MB, {n} records); {args.runs} rounds, "
+        f"{os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}",
+        flush=True,
+    )
 
     ops = set(args.ops.split(","))
     rows = []
@@ -161,17 +194,19 @@ def main() -> int:
         times: dict[str, dict[str, list[float]]] = {}
         files = {who: work / f"{who}-{codec}.zs" for who in ("ref", "ours")}
         for rnd in range(args.runs):
-            for who in (("ref", "ours") if rnd % 2 == 0 else ("ours", "ref")):
+            for who in ("ref", "ours") if rnd % 2 == 0 else ("ours", "ref"):
                 zs_cmd = [str(REF_ZS)] if who == "ref" else OURS_ZS
                 if "make" not in ops and files[who].exists():
                     continue
                 files[who].unlink(missing_ok=True)
-                t = timed([*zs_cmd, "make", "--no-spinner", f"--codec={codec}", "{}", str(text), str(files[who])],
-                          stdout=subprocess.DEVNULL)
+                t = timed(
+                    [*zs_cmd, "make", "--no-spinner", f"--codec={codec}", "{}", str(text), str(files[who])],
+                    stdout=subprocess.DEVNULL,
+                )
                 if "make" in ops:
                     times.setdefault("make", {}).setdefault(who, []).append(t)
             # Readers all work on the reference-made file: same bytes for both.
-            for who in (("ref", "ours") if rnd % 2 == 0 else ("ours", "ref")):
+            for who in ("ref", "ours") if rnd % 2 == 0 else ("ours", "ref"):
                 zs_cmd = [str(REF_ZS)] if who == "ref" else OURS_ZS
                 for op in ("dump", "validate"):
                     if op in ops:
@@ -188,17 +223,36 @@ def main() -> int:
             cpu = f"{ref_c:.2f} / {our_c:.2f} s"
             if op == "lookups":
                 ratio = ref_t / our_t
-                rows.append((f"{op} ({codec})", f"{args.lookups / ref_t:,.0f}/s", f"{args.lookups / our_t:,.0f}/s",
-                             f"{ratio:.1f}x faster", cpu, f">= {GOALS[op]:.0f}x", ratio >= GOALS[op]))
+                rows.append(
+                    (
+                        f"{op} ({codec})",
+                        f"{args.lookups / ref_t:,.0f}/s",
+                        f"{args.lookups / our_t:,.0f}/s",
+                        f"{ratio:.1f}x faster",
+                        cpu,
+                        f">= {GOALS[op]:.0f}x",
+                        ratio >= GOALS[op],
+                    )
+                )
             else:
                 ratio = our_t / ref_t
                 goal = GOALS.get(f"{op} {codec}", GOALS[op])
-                rows.append((f"{op} ({codec})", f"{ref_t:.2f} s", f"{our_t:.2f} s", f"{ratio:.2f}x time", cpu,
-                             f"<= {goal}x", ratio <= goal))
+                rows.append(
+                    (
+                        f"{op} ({codec})",
+                        f"{ref_t:.2f} s",
+                        f"{our_t:.2f} s",
+                        f"{ratio:.2f}x time",
+                        cpu,
+                        f"<= {goal}x",
+                        ratio <= goal,
+                    )
+                )
         ref_size, our_size = files["ref"].stat().st_size, files["ours"].stat().st_size
         ratio = our_size / ref_size
-        rows.append((f"size ({codec})", f"{ref_size:,} B", f"{our_size:,} B", f"{ratio:.4f}x", "",
-                     "<= 1.02x", ratio <= 1.02))
+        rows.append(
+            (f"size ({codec})", f"{ref_size:,} B", f"{our_size:,} B", f"{ratio:.4f}x", "", "<= 1.02x", ratio <= 1.02)
+        )
 
     header = ("measure", "reference", "zsarchive", "ratio", "cpu ref / ours", "goal", "met")
     table = [header] + [(*r[:6], "yes" if r[6] else "NO") for r in rows]
@@ -208,8 +262,10 @@ def main() -> int:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
         if i == 0:
             print("  ".join("-" * w for w in widths))
-    print(f"\nwall-time medians of {args.runs} alternating rounds (goals judge wall time; CPU = user + system\n"
-          f"of all threads and processes, steadier on a busy machine); load average now {os.getloadavg()[0]:.1f}")
+    print(
+        f"\nwall-time medians of {args.runs} alternating rounds (goals judge wall time; CPU = user + system\n"
+        f"of all threads and processes, steadier on a busy machine); load average now {os.getloadavg()[0]:.1f}"
+    )
     return 0 if all(r[6] for r in rows) else 1
 
 

@@ -34,7 +34,7 @@ def link_virtual_prefix(prefix: str, directory: Path) -> None:
     """
     if not prefix.startswith("file:///"):
         raise SystemExit(f"icechunk_oracle: virtual prefix {prefix!r} is not a file:/// URL")
-    link = Path(prefix[len("file://"):].rstrip("/"))
+    link = Path(prefix[len("file://") :].rstrip("/"))
     target = Path(directory).resolve()
     if link.resolve() == target:  # the prefix already names the directory: nothing to map
         return
@@ -81,29 +81,50 @@ def jsonable(value: Any) -> Any:
 
 def snapshot_info(info: Any) -> dict:
     """A ``SnapshotInfo`` as a dict (1.x also carries manifest file infos)."""
-    out = {"id": info.id, "parent_id": info.parent_id, "message": info.message,
-           "metadata": jsonable(dict(info.metadata)), "written_at": rfc3339(info.written_at)}
+    out = {
+        "id": info.id,
+        "parent_id": info.parent_id,
+        "message": info.message,
+        "metadata": jsonable(dict(info.metadata)),
+        "written_at": rfc3339(info.written_at),
+    }
     if hasattr(info, "manifests"):
-        out["manifests"] = [{"id": m.id, "size_bytes": m.size_bytes, "num_chunk_refs": m.num_chunk_refs}
-                            for m in info.manifests]
+        out["manifests"] = [
+            {"id": m.id, "size_bytes": m.size_bytes, "num_chunk_refs": m.num_chunk_refs} for m in info.manifests
+        ]
     return out
 
 
 def update(entry: Any) -> dict:
     """One ops-log entry: its kind's class name, the kind's fields, and its time."""
     kind = entry.kind
-    fields = {name: jsonable(getattr(kind, name)) for name in dir(kind)
-              if not name.startswith("_") and not isinstance(getattr(kind, name), type)}
+    fields = {
+        name: jsonable(getattr(kind, name))
+        for name in dir(kind)
+        if not name.startswith("_") and not isinstance(getattr(kind, name), type)
+    }
     if "status" in fields:
         fields["status"] = repo_status(kind.status)
-    return {"kind": type(kind).__name__, "fields": fields, "updated_at": rfc3339(entry.updated_at),
-            "backup_path": getattr(entry, "backup_path", None)}
+    return {
+        "kind": type(kind).__name__,
+        "fields": fields,
+        "updated_at": rfc3339(entry.updated_at),
+        "backup_path": getattr(entry, "backup_path", None),
+    }
 
 
 def diff(d: Any) -> dict:
     """A ``Diff`` with every field as sorted JSON lists."""
-    names = ["new_groups", "new_arrays", "deleted_groups", "deleted_arrays", "updated_groups",
-             "updated_arrays", "updated_chunks", "moved_nodes"]
+    names = [
+        "new_groups",
+        "new_arrays",
+        "deleted_groups",
+        "deleted_arrays",
+        "updated_groups",
+        "updated_arrays",
+        "updated_chunks",
+        "moved_nodes",
+    ]
     return {name: jsonable(getattr(d, name)) for name in names if hasattr(d, name)}
 
 
@@ -137,8 +158,9 @@ async def read_tree(session: Any) -> dict:
     for key in keys:
         if key in metadata:
             continue
-        path, coord = next(((p, key[len(c):].lstrip("/")) for c, p in prefixes
-                            if key == c or key.startswith(c + "/")), ("", key))
+        path, coord = next(
+            ((p, key[len(c) :].lstrip("/")) for c, p in prefixes if key == c or key.startswith(c + "/")), ("", key)
+        )
         index = [int(c) for c in coord.split("/")] if coord else []
         entry: dict[str, Any] = {}
         try:
@@ -151,10 +173,18 @@ async def read_tree(session: Any) -> dict:
         except ic.IcechunkError as exc:
             entry["error"] = first_line(exc)
         chunks[key] = entry
-    locations = await session.all_virtual_chunk_locations_async() if hasattr(
-        session, "all_virtual_chunk_locations_async") else session.all_virtual_chunk_locations()
-    return {"keys": keys, "metadata": metadata, "arrays": arrays, "chunks": chunks,
-            "virtual_chunk_locations": sorted(locations)}
+    locations = (
+        await session.all_virtual_chunk_locations_async()
+        if hasattr(session, "all_virtual_chunk_locations_async")
+        else session.all_virtual_chunk_locations()
+    )
+    return {
+        "keys": keys,
+        "metadata": metadata,
+        "arrays": arrays,
+        "chunks": chunks,
+        "virtual_chunk_locations": sorted(locations),
+    }
 
 
 def nodes(session: Any) -> list[dict]:
@@ -164,11 +194,18 @@ def nodes(session: Any) -> list[dict]:
     root = zarr.open_group(store=session.store, mode="r")
     out = [{"path": "", "kind": "group", "attributes": jsonable(dict(root.attrs))}]
     for path, node in root.members(max_depth=None):
-        item = {"path": path, "kind": "array" if isinstance(node, zarr.Array) else "group",
-                "attributes": jsonable(dict(node.attrs))}
+        item = {
+            "path": path,
+            "kind": "array" if isinstance(node, zarr.Array) else "group",
+            "attributes": jsonable(dict(node.attrs)),
+        }
         if isinstance(node, zarr.Array):
-            item.update(shape=list(node.shape), chunks=list(node.chunks), dtype=str(node.dtype),
-                        dimension_names=jsonable(node.metadata.dimension_names))
+            item.update(
+                shape=list(node.shape),
+                chunks=list(node.chunks),
+                dtype=str(node.dtype),
+                dimension_names=jsonable(node.metadata.dimension_names),
+            )
         out.append(item)
     return sorted(out, key=lambda n: n["path"])
 
@@ -181,8 +218,10 @@ def oracle(repo_path: Path, prefixes: dict[str, Path]) -> dict:
     for prefix, directory in prefixes.items():
         link_virtual_prefix(prefix, directory)
     no_auth = ic.credentials.LocalFileSystemAccess if major >= 2 else None
-    repo = ic.Repository.open(ic.local_filesystem_storage(str(repo_path)),
-                              authorize_virtual_chunk_access={p: no_auth for p in prefixes} or None)
+    repo = ic.Repository.open(
+        ic.local_filesystem_storage(str(repo_path)),
+        authorize_virtual_chunk_access={p: no_auth for p in prefixes} or None,
+    )
     out: dict[str, Any] = {"icechunk_version": ic.__version__}
     branches = ref_names(repo.list_branches(), repo.lookup_branch)
     tags = ref_names(repo.list_tags(), repo.lookup_tag)
@@ -197,15 +236,24 @@ def oracle(repo_path: Path, prefixes: dict[str, Path]) -> dict:
         out["ops_log"] = [update(u) for u in repo.ops_log()]
         out["metadata"] = jsonable(repo.get_metadata())
         out["status"] = repo_status(repo.get_status())
-        out["feature_flags"] = [{"id": f.id, "name": f.name, "default_enabled": f.default_enabled,
-                                 "setting": f.setting, "enabled": f.enabled} for f in repo.feature_flags()]
+        out["feature_flags"] = [
+            {
+                "id": f.id,
+                "name": f.name,
+                "default_enabled": f.default_enabled,
+                "setting": f.setting,
+                "enabled": f.enabled,
+            }
+            for f in repo.feature_flags()
+        ]
         known = {s["id"] for s in out["repo_info"]["snapshots"]}
     else:
         known = set()
     files = {p.name for p in (repo_path / "snapshots").iterdir()} if (repo_path / "snapshots").is_dir() else set()
     snapshot_ids = sorted(reachable | known | files)
-    out["snapshots"] = {sid: dict(inspected(repo.inspect_snapshot(sid)), reachable=sid in reachable)
-                        for sid in snapshot_ids}
+    out["snapshots"] = {
+        sid: dict(inspected(repo.inspect_snapshot(sid)), reachable=sid in reachable) for sid in snapshot_ids
+    }
     if major >= 2:
         manifests = sorted({m["id"] for s in out["snapshots"].values() for m in s.get("manifests", [])})
         out["manifests"] = {}
@@ -224,8 +272,11 @@ def oracle(repo_path: Path, prefixes: dict[str, Path]) -> dict:
     parents = {sid: snap.get("parent_id") for sid, snap in out["snapshots"].items()}
     parents.update({s["id"]: s.get("parent_id") for s in out.get("repo_info", {}).get("snapshots", [])})
     parents.update({i["id"]: i["parent_id"] for chain in out["ancestry"].values() for i in chain})
-    out["diffs"] = diffs(repo, parents, {**{"branch:" + b: sid for b, sid in branches.items()},
-                                                  **{"tag:" + t: sid for t, sid in tags.items()}})
+    out["diffs"] = diffs(
+        repo,
+        parents,
+        {**{"branch:" + b: sid for b, sid in branches.items()}, **{"tag:" + t: sid for t, sid in tags.items()}},
+    )
     out["refs"] = {f"branch:{b}": sid for b, sid in branches.items()}
     out["refs"].update({f"tag:{t}": sid for t, sid in tags.items()})
     out["trees"] = {}
@@ -267,32 +318,45 @@ def ref_names(listed: Any, lookup: Any) -> dict[str, str]:
 
 def config(cfg: Any) -> dict:
     """The stored repository config, as far as icechunk's Python objects expose it."""
+
     def store(obj: Any) -> dict:
         # ObjectStoreConfig variants are tuple-like: the variant's class name plus field _0.
         kind = type(obj).__name__.rsplit("_", 1)[-1]
         return {"kind": kind, "options": jsonable(getattr(obj, "_0", None))}
 
-    containers = {prefix: {"url_prefix": c.url_prefix, "store": store(c.store)}
-                  for prefix, c in sorted((cfg.virtual_chunk_containers or {}).items())}
-    out = {"virtual_chunk_containers": containers,
-           "inline_chunk_threshold_bytes": cfg.inline_chunk_threshold_bytes,
-           "num_updates_per_repo_info_file": getattr(cfg, "num_updates_per_repo_info_file", None)}
+    containers = {
+        prefix: {"url_prefix": c.url_prefix, "store": store(c.store)}
+        for prefix, c in sorted((cfg.virtual_chunk_containers or {}).items())
+    }
+    out = {
+        "virtual_chunk_containers": containers,
+        "inline_chunk_threshold_bytes": cfg.inline_chunk_threshold_bytes,
+        "num_updates_per_repo_info_file": getattr(cfg, "num_updates_per_repo_info_file", None),
+    }
     # the manifest splitting and preload rules and the compression settings, as icechunk prints them
     out["manifest"] = None if cfg.manifest is None else repr(cfg.manifest)
     out["compression"] = None if cfg.compression is None else repr(cfg.compression)
     compression = getattr(cfg.manifest, "virtual_chunk_location_compression", None) if cfg.manifest else None
     if compression is not None:
         out["virtual_chunk_location_compression"] = {
-            name: getattr(compression, name) for name in ("min_num_chunks", "dictionary_max_training_samples",
-                                                          "dictionary_max_size_bytes", "compression_level")}
+            name: getattr(compression, name)
+            for name in (
+                "min_num_chunks",
+                "dictionary_max_training_samples",
+                "dictionary_max_size_bytes",
+                "compression_level",
+            )
+        }
     return out
 
 
 def repo_status(status: Any) -> dict:
     """A ``RepoStatus`` as JSON."""
-    return {"availability": str(status.availability).rsplit(".", 1)[-1],
-            "set_at": rfc3339(status.set_at) if status.set_at else None,
-            "limited_availability_reason": status.limited_availability_reason}
+    return {
+        "availability": str(status.availability).rsplit(".", 1)[-1],
+        "set_at": rfc3339(status.set_at) if status.set_at else None,
+        "limited_availability_reason": status.limited_availability_reason,
+    }
 
 
 def diffs(repo: Any, parents: dict[str, str | None], refs: dict) -> list[dict]:
@@ -300,6 +364,7 @@ def diffs(repo: Any, parents: dict[str, str | None], refs: dict) -> list[dict]:
 
     icechunk only diffs a snapshot against one of its ancestors, so unrelated refs are skipped.
     """
+
     def ancestors(sid: str) -> list[str]:
         chain = []
         while sid:
@@ -310,7 +375,7 @@ def diffs(repo: Any, parents: dict[str, str | None], refs: dict) -> list[dict]:
     pairs = [(parent, sid) for sid, parent in parents.items() if parent]
     names = sorted(refs)
     for i, a in enumerate(names):
-        for b in names[i + 1:]:
+        for b in names[i + 1 :]:
             old, new = refs[a], refs[b]
             if old == new:
                 continue
@@ -330,8 +395,13 @@ def diffs(repo: Any, parents: dict[str, str | None], refs: dict) -> list[dict]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("repo", type=Path, help="local icechunk repository directory")
-    parser.add_argument("--virtual-prefix", action="append", default=[], metavar="PREFIX=DIR",
-                        help="authorize a file:// virtual chunk container and map it to DIR")
+    parser.add_argument(
+        "--virtual-prefix",
+        action="append",
+        default=[],
+        metavar="PREFIX=DIR",
+        help="authorize a file:// virtual chunk container and map it to DIR",
+    )
     args = parser.parse_args()
     prefixes = {}
     for item in args.virtual_prefix:

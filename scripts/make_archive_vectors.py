@@ -41,11 +41,24 @@ def decoded(path: Path) -> dict:
         records = []
         for rec in z:
             family, key, value = S.split(rec)
-            records.append({"hex": rec.hex(), "family": family.decode("ascii"), "key": element(key),
-                            "version": S.record_version(rec), "value": element(value)})
-        return {"source": SOURCE, "export_time": EXPORT_TIME, "include_chunks": INCLUDE_CHUNKS,
-                "include_virtual": INCLUDE_VIRTUAL, "authorize": [virtual_prefix()],
-                "metadata": z.metadata, "records": records}
+            records.append(
+                {
+                    "hex": rec.hex(),
+                    "family": family.decode("ascii"),
+                    "key": element(key),
+                    "version": S.record_version(rec),
+                    "value": element(value),
+                }
+            )
+        return {
+            "source": SOURCE,
+            "export_time": EXPORT_TIME,
+            "include_chunks": INCLUDE_CHUNKS,
+            "include_virtual": INCLUDE_VIRTUAL,
+            "authorize": [virtual_prefix()],
+            "metadata": z.metadata,
+            "records": records,
+        }
 
 
 def virtual_prefix() -> str:
@@ -63,8 +76,15 @@ def main() -> None:
     out = ROOT / "testdata" / "archive" / f"v{S.FORMAT_VERSION}"
     out.mkdir(parents=True, exist_ok=True)
     (out / "archive.zs").unlink(missing_ok=True)
-    export(ROOT / SOURCE, out / "archive.zs", export_time=EXPORT_TIME, codec="deflate", include_chunks=INCLUDE_CHUNKS,
-           include_virtual=INCLUDE_VIRTUAL, authorize=[virtual_prefix()])
+    export(
+        ROOT / SOURCE,
+        out / "archive.zs",
+        export_time=EXPORT_TIME,
+        codec="deflate",
+        include_chunks=INCLUDE_CHUNKS,
+        include_virtual=INCLUDE_VIRTUAL,
+        authorize=[virtual_prefix()],
+    )
     vector = decoded(out / "archive.zs")
     records = vector.pop("records")
     line = lambda value: json.dumps(value, ensure_ascii=False, sort_keys=True)  # noqa: E731

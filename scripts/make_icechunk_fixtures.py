@@ -64,8 +64,10 @@ def repo_config(prefix: str) -> ic.RepositoryConfig:
         # Dictionary-compressed virtual locations (icechunk's default only for big manifests).
         config.manifest = ic.ManifestConfig(
             virtual_chunk_location_compression=ic.ManifestVirtualChunkLocationCompressionConfig(
-                min_num_chunks=LOCATION_COMPRESSION_MIN))
-    store_dir = prefix[len("file://"):]
+                min_num_chunks=LOCATION_COMPRESSION_MIN
+            )
+        )
+    store_dir = prefix[len("file://") :]
     config.set_virtual_chunk_container(ic.VirtualChunkContainer(prefix, ic.local_filesystem_store(store_dir)))
     return config
 
@@ -76,8 +78,11 @@ class Builder:
     def __init__(self, path: Path, prefix: str) -> None:
         self.path = path
         self.prefix = prefix
-        self.repo = ic.Repository.create(ic.local_filesystem_storage(str(path)), config=repo_config(prefix),
-                                         authorize_virtual_chunk_access=authorize(prefix))
+        self.repo = ic.Repository.create(
+            ic.local_filesystem_storage(str(path)),
+            config=repo_config(prefix),
+            authorize_virtual_chunk_access=authorize(prefix),
+        )
         self.facts: dict = {"commits": [], "skipped": {}}
 
     def commit(self, session: ic.Session, message: str, **metadata: object) -> str:
@@ -93,8 +98,9 @@ class Builder:
 
     def vref(self, index: list[int], element: int, count: int) -> ic.VirtualChunkSpec:
         """A virtual ref to ``count`` int32 starting at element ``element`` of the virtual file."""
-        return ic.VirtualChunkSpec(index=index, location=self.prefix + VIRTUAL_FILE, offset=4 * element,
-                                   length=4 * count)
+        return ic.VirtualChunkSpec(
+            index=index, location=self.prefix + VIRTUAL_FILE, offset=4 * element, length=4 * count
+        )
 
     def skip(self, feature: str, why: str) -> None:
         self.facts["skipped"][feature] = why
@@ -104,28 +110,60 @@ def build(b: Builder) -> None:
     """The shared history, with version-specific steps where icechunk allows them."""
     # 1: layout. Chunk sizes pick the storage kind: <= 512 B inline, larger native, refs virtual.
     s = b.session()
-    root = zarr.group(store=s.store, attributes={"title": "zsarchive fixture", "icechunk": ic.__version__,
-                                                 "nested": {"list": [1, 2.5, None, True, "é"], "empty": {}}})
+    root = zarr.group(
+        store=s.store,
+        attributes={
+            "title": "zsarchive fixture",
+            "icechunk": ic.__version__,
+            "nested": {"list": [1, 2.5, None, True, "é"], "empty": {}},
+        },
+    )
     data = root.create_group("data", attributes={"description": "measured things"})
     sub = data.create_group("sub")
     sub.create_group("deep", attributes={"level": 3})
-    temp = data.create_array("temperature", shape=(4, 6), chunks=(2, 3), dtype="f4", fill_value=np.nan,
-                             dimension_names=["y", "x"], attributes={"units": "K"}, compressors=None)
+    temp = data.create_array(
+        "temperature",
+        shape=(4, 6),
+        chunks=(2, 3),
+        dtype="f4",
+        fill_value=np.nan,
+        dimension_names=["y", "x"],
+        attributes={"units": "K"},
+        compressors=None,
+    )
     temp[:] = np.arange(24, dtype="f4").reshape(4, 6) + 273.0
-    big = data.create_array("big", shape=(64, 64), chunks=(32, 32), dtype="f8", fill_value=0.0,
-                            dimension_names=["row", "col"], compressors=None)
+    big = data.create_array(
+        "big",
+        shape=(64, 64),
+        chunks=(32, 32),
+        dtype="f8",
+        fill_value=0.0,
+        dimension_names=["row", "col"],
+        compressors=None,
+    )
     big[:] = np.arange(64 * 64, dtype="f8").reshape(64, 64)
     zipped = data.create_array("zipped", shape=(1000,), chunks=(500,), dtype="i8", fill_value=-1)
     zipped[:] = np.arange(1000) % 7  # default compressor: small stored chunks despite 4000 B raw
-    virt = sub.create_array("virt", shape=(100,), chunks=(25,), dtype="<i4", fill_value=-9,
-                            dimension_names=["t"], compressors=None)
-    s.store.set_virtual_refs(virt.path, [b.vref([0], 0, 25), b.vref([1], 25, 25), b.vref([2], 100, 25)],
-                             validate_containers=False)  # chunk 3 left uninitialized: fill value
-    root.create_array("dotted", shape=(6,), chunks=(2,), dtype="i2", fill_value=7,
-                      chunk_key_encoding={"name": "default", "separator": "."})
+    virt = sub.create_array(
+        "virt", shape=(100,), chunks=(25,), dtype="<i4", fill_value=-9, dimension_names=["t"], compressors=None
+    )
+    s.store.set_virtual_refs(
+        virt.path, [b.vref([0], 0, 25), b.vref([1], 25, 25), b.vref([2], 100, 25)], validate_containers=False
+    )  # chunk 3 left uninitialized: fill value
+    root.create_array(
+        "dotted",
+        shape=(6,),
+        chunks=(2,),
+        dtype="i2",
+        fill_value=7,
+        chunk_key_encoding={"name": "default", "separator": "."},
+    )
     b.commit(s, "create layout", step=1, tags=["init", "layout"])
-    b.skip("dotted chunk data", "icechunk rejects chunk keys with a '.' separator (invalid zarr key "
-           "format); 'dotted' is metadata-only and reads as its fill value")
+    b.skip(
+        "dotted chunk data",
+        "icechunk rejects chunk keys with a '.' separator (invalid zarr key "
+        "format); 'dotted' is metadata-only and reads as its fill value",
+    )
 
     # 2: partial overwrite of inline chunks, attribute change.
     s = b.session()
@@ -138,8 +176,9 @@ def build(b: Builder) -> None:
     # 3-4: an array that lives for one commit, then is deleted.
     s = b.session()
     root = zarr.open_group(store=s.store, mode="r+")
-    doomed = root.create_array("data/to_delete", shape=(20, 20), chunks=(20, 20), dtype="f8",
-                               fill_value=0.0, compressors=None)
+    doomed = root.create_array(
+        "data/to_delete", shape=(20, 20), chunks=(20, 20), dtype="f8", fill_value=0.0, compressors=None
+    )
     doomed[:] = 1.5
     b.commit(s, "add scratch array", step=3)
     s = b.session()
@@ -179,8 +218,7 @@ def build(b: Builder) -> None:
     # 10-13: more history on main: virtual ref moved, chunk deleted, attrs, shape change.
     s = b.session()
     root = zarr.open_group(store=s.store, mode="r+")
-    s.store.set_virtual_refs("data/sub/virt", [b.vref([3], 300, 25), b.vref([0], 200, 25)],
-                             validate_containers=False)
+    s.store.set_virtual_refs("data/sub/virt", [b.vref([3], 300, 25), b.vref([0], 200, 25)], validate_containers=False)
     b.commit(s, "virtual refs: fill chunk 3, move chunk 0", step=10)
     s = b.session()
     root = zarr.open_group(store=s.store, mode="r+")
@@ -219,26 +257,43 @@ def build(b: Builder) -> None:
     # snapshot's nodes by the bytes of the whole path, so "/data/c-d" comes before "/data/c/t".
     for name in ("c-d", "c.e", "c+f"):
         root.create_array(f"data/{name}", shape=(2,), chunks=(2,), dtype="i1", fill_value=0)[:] = [7, 8]
-    b.commit(s, "empty group, unicode attrs, awkward names", step=15,
-             nested={"\u00e9t\u00e9": {"\u00f1": [1, 2]}, "plain": "x"})
+    b.commit(
+        s,
+        "empty group, unicode attrs, awkward names",
+        step=15,
+        nested={"\u00e9t\u00e9": {"\u00f1": [1, 2]}, "plain": "x"},
+    )
     # 16: virtual refs with checksums (one passes, two make icechunk refuse the read), and many
     # refs into several files (V2 stores their locations dictionary-compressed).
     s = b.session()
     root = zarr.open_group(store=s.store, mode="r+")
-    checked = root.create_array("data/sub/checked", shape=(8,), chunks=(2,), dtype="<i4", fill_value=0,
-                                compressors=None)
+    checked = root.create_array(
+        "data/sub/checked", shape=(8,), chunks=(2,), dtype="<i4", fill_value=0, compressors=None
+    )
     future, past = datetime(2100, 1, 1, tzinfo=timezone.utc), datetime(2000, 1, 1, tzinfo=timezone.utc)
     location = b.prefix + VIRTUAL_FILE
-    s.store.set_virtual_refs(checked.path, [
-        ic.VirtualChunkSpec(index=[0], location=location, offset=0, length=8, last_updated_at_checksum=future),
-        ic.VirtualChunkSpec(index=[1], location=location, offset=8, length=8, etag_checksum="fixture-etag"),
-        ic.VirtualChunkSpec(index=[2], location=location, offset=16, length=8, last_updated_at_checksum=past),
-    ], validate_containers=False)
-    many = root.create_array("data/sub/many_virt", shape=(MANY, 2), chunks=(1, 2), dtype="<i4", fill_value=0,
-                             compressors=None)
-    s.store.set_virtual_refs(many.path, [
-        ic.VirtualChunkSpec(index=[i, 0], location=f"{b.prefix}granules/g{i % GRANULES}.bin",
-                            offset=8 * (i // GRANULES), length=8) for i in range(MANY)], validate_containers=False)
+    s.store.set_virtual_refs(
+        checked.path,
+        [
+            ic.VirtualChunkSpec(index=[0], location=location, offset=0, length=8, last_updated_at_checksum=future),
+            ic.VirtualChunkSpec(index=[1], location=location, offset=8, length=8, etag_checksum="fixture-etag"),
+            ic.VirtualChunkSpec(index=[2], location=location, offset=16, length=8, last_updated_at_checksum=past),
+        ],
+        validate_containers=False,
+    )
+    many = root.create_array(
+        "data/sub/many_virt", shape=(MANY, 2), chunks=(1, 2), dtype="<i4", fill_value=0, compressors=None
+    )
+    s.store.set_virtual_refs(
+        many.path,
+        [
+            ic.VirtualChunkSpec(
+                index=[i, 0], location=f"{b.prefix}granules/g{i % GRANULES}.bin", offset=8 * (i // GRANULES), length=8
+            )
+            for i in range(MANY)
+        ],
+        validate_containers=False,
+    )
     b.commit(s, "checksummed and many virtual refs", step=16)
     b.facts["unreadable_chunks"] = {
         "data/sub/checked/c/1": "etag checksum does not match the file",
@@ -251,8 +306,16 @@ def build(b: Builder) -> None:
     if MAJOR >= 2:
         build_v2_only(b)
     else:
-        for feature in ("amend", "move", "repo metadata", "ops log", "repo status", "feature flags",
-                        "detached snapshot (flush)", "config change update"):
+        for feature in (
+            "amend",
+            "move",
+            "repo metadata",
+            "ops log",
+            "repo status",
+            "feature flags",
+            "detached snapshot (flush)",
+            "config change update",
+        ):
             b.skip(feature, f"icechunk {ic.__version__} (spec V1) has no API for it")
 
 
@@ -340,20 +403,32 @@ def migrate(v1: Path, target: Path, prefix: str) -> dict:
     """Copy the V1 repository and upgrade the copy in place to spec V2 (icechunk 2.x only)."""
     shutil.rmtree(target, ignore_errors=True)
     shutil.copytree(v1, target)
-    repo = ic.Repository.open(ic.local_filesystem_storage(str(target)),
-                              authorize_virtual_chunk_access=authorize(prefix))
+    repo = ic.Repository.open(
+        ic.local_filesystem_storage(str(target)), authorize_virtual_chunk_access=authorize(prefix)
+    )
     repo = ic.upgrade_icechunk_repository(repo, dry_run=False, delete_unused_v1_files=True)
-    return {"from": v1.name, "icechunk_version": ic.__version__, "spec_version": int(repo.spec_version),
-            "branches": sorted(repo.list_branches()), "tags": sorted(repo.list_tags()),
-            "v1_files_left": sorted(str(p.relative_to(target)) for p in target.rglob("*")
-                                    if p.is_file() and (p.name == "config.yaml" or "refs" in p.parts))}
+    return {
+        "from": v1.name,
+        "icechunk_version": ic.__version__,
+        "spec_version": int(repo.spec_version),
+        "branches": sorted(repo.list_branches()),
+        "tags": sorted(repo.list_tags()),
+        "v1_files_left": sorted(
+            str(p.relative_to(target))
+            for p in target.rglob("*")
+            if p.is_file() and (p.name == "config.yaml" or "refs" in p.parts)
+        ),
+    }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=TESTDATA, help="testdata/icechunk directory")
-    parser.add_argument("--virtual-prefix", default=VIRTUAL_PREFIX,
-                        help="file:/// URL the virtual refs use (tests regenerate under another one)")
+    parser.add_argument(
+        "--virtual-prefix",
+        default=VIRTUAL_PREFIX,
+        help="file:/// URL the virtual refs use (tests regenerate under another one)",
+    )
     args = parser.parse_args()
     warnings.simplefilter("ignore")
     ic.set_logs_filter("error")
@@ -373,8 +448,7 @@ def main() -> None:
         # icechunk 2.x upgrading the repository icechunk 1.x wrote: the RepoMigrated update.
         doc["v1-migrated"] = migrate(out / "v1", out / "v1-migrated", args.virtual_prefix)
     sidecar.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
-    print(f"wrote {path} ({sum(f.stat().st_size for f in path.rglob('*') if f.is_file())} bytes)",
-          file=sys.stderr)
+    print(f"wrote {path} ({sum(f.stat().st_size for f in path.rglob('*') if f.is_file())} bytes)", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -63,8 +63,11 @@ class Generator:
         virtual.mkdir(parents=True, exist_ok=True)
         (virtual / VIRTUAL_FILE).write_bytes(self.np.integers(0, 256, VIRTUAL_SIZE, dtype=np.uint8).tobytes())
         self.prefix = f"file://{virtual.resolve()}/"
-        self.repo = ic.Repository.create(ic.local_filesystem_storage(str(out / "repo")), config=self.config(),
-                                         authorize_virtual_chunk_access=authorize(self.prefix))
+        self.repo = ic.Repository.create(
+            ic.local_filesystem_storage(str(out / "repo")),
+            config=self.config(),
+            authorize_virtual_chunk_access=authorize(self.prefix),
+        )
         self.branch = "main"
         session = self.repo.writable_session("main")
         zarr.group(store=session.store, attributes=self.metadata())
@@ -79,15 +82,17 @@ class Generator:
         if self.rnd.random() < 0.5:
             size = self.rnd.choice([1, 2, 3])
             splitting = ic.ManifestSplittingConfig.from_dict(
-                {ic.ManifestSplitCondition.AnyArray(): {ic.ManifestSplitDimCondition.Any(): size}})
+                {ic.ManifestSplitCondition.AnyArray(): {ic.ManifestSplitDimCondition.Any(): size}}
+            )
         manifest = {"splitting": splitting}
         if MAJOR >= 2:
             config.num_updates_per_repo_info_file = self.rnd.choice([2, 5, 100])
             if self.rnd.random() < 0.5:
-                manifest["virtual_chunk_location_compression"] = \
-                    ic.ManifestVirtualChunkLocationCompressionConfig(min_num_chunks=self.rnd.choice([1, 4]))
+                manifest["virtual_chunk_location_compression"] = ic.ManifestVirtualChunkLocationCompressionConfig(
+                    min_num_chunks=self.rnd.choice([1, 4])
+                )
         config.manifest = ic.ManifestConfig(**manifest)
-        store_dir = self.prefix[len("file://"):]
+        store_dir = self.prefix[len("file://") :]
         config.set_virtual_chunk_container(ic.VirtualChunkContainer(self.prefix, ic.local_filesystem_store(store_dir)))
         self.log.append(["config", config.inline_chunk_threshold_bytes, None if splitting is None else size])
         return config
@@ -104,8 +109,12 @@ class Generator:
             else:
                 pool = LETTERS * 3 + PUNCTUATION + " " + "".join(WIDE)
                 name = "".join(self.rnd.choice(pool) for _ in range(self.rnd.randint(1, 6)))
-            if name not in siblings and name.strip() not in ("", ".", "..") and not name.startswith("__") \
-                    and name != "zarr.json":
+            if (
+                name not in siblings
+                and name.strip() not in ("", ".", "..")
+                and not name.startswith("__")
+                and name != "zarr.json"
+            ):
                 return name
         raise RuntimeError("no fresh name found")
 
@@ -170,8 +179,10 @@ class Generator:
         parent = self.rnd.choice(groups)
         name = self.name(self.children(root, parent))
         ndim = self.rnd.choice([0, 1, 1, 2, 2, 3])
-        shape = tuple(self.rnd.choice([0, 1, 3, 5, 7]) if self.rnd.random() < 0.15 else self.rnd.randint(1, 9)
-                      for _ in range(ndim))
+        shape = tuple(
+            self.rnd.choice([0, 1, 3, 5, 7]) if self.rnd.random() < 0.15 else self.rnd.randint(1, 9)
+            for _ in range(ndim)
+        )
         chunks = tuple(self.rnd.randint(1, 4) for _ in range(ndim))
         dtype = self.rnd.choice(DTYPES)
         raw = self.rnd.random() < 0.6  # no compressor: chunk bytes are the values, virtual refs possible
@@ -179,8 +190,16 @@ class Generator:
         if self.rnd.random() < 0.3:
             kwargs["dimension_names"] = [self.rnd.choice([None, "t", "é", "y x"]) for _ in range(ndim)]
         group = root[parent] if parent else root
-        array = group.create_array(name, shape=shape, chunks=chunks, dtype=dtype, fill_value=0,
-                                   compressors=None if raw else "auto", attributes=self.metadata(), **kwargs)
+        array = group.create_array(
+            name,
+            shape=shape,
+            chunks=chunks,
+            dtype=dtype,
+            fill_value=0,
+            compressors=None if raw else "auto",
+            attributes=self.metadata(),
+            **kwargs,
+        )
         self.log.append(["array", array.path, list(shape), list(chunks), dtype, raw])
         if self.rnd.random() < 0.7:
             self.write(session, array.path)
@@ -189,8 +208,7 @@ class Generator:
         array = zarr.open_array(store=session.store, path=path, mode="r+")
         if 0 in array.shape:
             return
-        region = tuple(slice(lo, self.rnd.randint(lo + 1, n)) for n in array.shape
-                       for lo in [self.rnd.randrange(n)])
+        region = tuple(slice(lo, self.rnd.randint(lo + 1, n)) for n in array.shape for lo in [self.rnd.randrange(n)])
         size = [s.stop - s.start for s in region]
         values = self.np.integers(0, 100, size=size).astype(array.dtype)
         array[region] = values
@@ -206,8 +224,9 @@ class Generator:
         for _ in range(self.rnd.randint(1, 4)):
             index = [self.rnd.randrange(g) for g in grid]
             offset = self.rnd.randrange(VIRTUAL_SIZE - nbytes)
-            specs.append(ic.VirtualChunkSpec(index=index, location=self.prefix + VIRTUAL_FILE, offset=offset,
-                                             length=nbytes))
+            specs.append(
+                ic.VirtualChunkSpec(index=index, location=self.prefix + VIRTUAL_FILE, offset=offset, length=nbytes)
+            )
         specs = list({tuple(s.index): s for s in specs}.values())
         session.store.set_virtual_refs(path, specs, validate_containers=False)
         self.log.append(["virtual", path, [s.index for s in specs]])
@@ -373,8 +392,11 @@ class Generator:
         """Expire snapshots older than a moment in the middle of the history, then collect garbage."""
         times = sorted(s.written_at for b in self.repo.list_branches() for s in self.repo.ancestry(branch=b))
         cutoff = times[len(times) // 2] if self.rnd.random() < 0.7 else datetime.now(timezone.utc)
-        expired = self.repo.expire_snapshots(older_than=cutoff, delete_expired_branches=self.rnd.random() < 0.3,
-                                             delete_expired_tags=self.rnd.random() < 0.3)
+        expired = self.repo.expire_snapshots(
+            older_than=cutoff,
+            delete_expired_branches=self.rnd.random() < 0.3,
+            delete_expired_tags=self.rnd.random() < 0.3,
+        )
         summary = self.repo.garbage_collect(cutoff)
         self.log.append(["expire", len(expired), summary.snapshots_deleted, summary.chunks_deleted])
         if self.branch not in self.repo.list_branches():  # expiration deleted it
@@ -409,8 +431,13 @@ def main() -> None:
     parser.add_argument("out", type=Path, help="directory to create (repo/ and virtual/ inside)")
     parser.add_argument("--seed", type=int, required=True)
     parser.add_argument("--steps", type=int, default=12, help="operations in the history")
-    parser.add_argument("--pause-every", type=int, default=0, metavar="K",
-                        help="after every K operations print the JSON line so far and wait for a line on stdin")
+    parser.add_argument(
+        "--pause-every",
+        type=int,
+        default=0,
+        metavar="K",
+        help="after every K operations print the JSON line so far and wait for a line on stdin",
+    )
     args = parser.parse_args()
     warnings.simplefilter("ignore")
     answer = os.fdopen(os.dup(1), "w")  # icechunk 1.x logs to stdout
@@ -419,10 +446,18 @@ def main() -> None:
     gen = Generator(args.out, args.seed)
 
     def report() -> None:
-        json.dump({"seed": args.seed, "icechunk_version": ic.__version__, "virtual_prefix": gen.prefix,
-                   "virtual_dir": str((args.out / "virtual").resolve()),
-                   "deleted_tags": sorted(gen.created_tags - gen.live_tags()), "log": gen.log}, answer,
-                  ensure_ascii=False)
+        json.dump(
+            {
+                "seed": args.seed,
+                "icechunk_version": ic.__version__,
+                "virtual_prefix": gen.prefix,
+                "virtual_dir": str((args.out / "virtual").resolve()),
+                "deleted_tags": sorted(gen.created_tags - gen.live_tags()),
+                "log": gen.log,
+            },
+            answer,
+            ensure_ascii=False,
+        )
         answer.write("\n")
         answer.flush()
 

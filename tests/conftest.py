@@ -16,6 +16,7 @@ os.environ["AWS_METADATA_ENDPOINT"] = "http://127.0.0.1:9"
 
 from toolkit.places import PEERS, require_peer  # noqa: E402  (after the assertion rewrite is registered)
 
+
 @pytest.fixture(scope="session")
 def reference_zs() -> Path:
     """The reference ``zs`` 0.10.0 command (Python 3.6 venv)."""
@@ -58,8 +59,15 @@ def grid_repository(icechunk2_python, tmp_path_factory) -> Path:
 
 
 CHROMIUM = "/usr/bin/chromium"
-BROWSER_ARGS = ["--no-sandbox", "--disable-background-networking", "--disable-component-update",
-                "--disable-default-apps", "--disable-sync", "--no-first-run", "--disable-extensions"]
+BROWSER_ARGS = [
+    "--no-sandbox",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-default-apps",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-extensions",
+]
 """Debian's chromium, with nothing of its own reaching the network: the tests' pages are its only traffic."""
 
 
@@ -81,5 +89,10 @@ def browser():
 
 
 def pytest_addoption(parser):
-    parser.addoption("--seeds", type=int, default=0, metavar="N",
-                     help="system/test_differential.py: also run N fresh random seeds per icechunk version")
+    parser.addoption(
+        "--seeds",
+        type=int,
+        default=0,
+        metavar="N",
+        help="system/test_differential.py: also run N fresh random seeds per icechunk version",
+    )

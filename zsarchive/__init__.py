@@ -13,30 +13,51 @@ chunk the archive lacks). The names are imported on first use.
 from zsarchive.errors import ZSCorrupt, ZSError
 from zsarchive.lazy import lazy_exports
 
-_exports = lazy_exports(__name__, {
-    "ZS": "zsarchive.zs.reader",
-    "ZSWriter": "zsarchive.zs.writer",
-    "validate": "zsarchive.zs.validate",
-    "ValidationReport": "zsarchive.zs.validate",
-    "RepoArchive": "zsarchive.archive",
-    "NotFound": "zsarchive.archive",
-    "export": "zsarchive.archive",
-    "consolidate": "zsarchive.archive",
-    "backup": "zsarchive.archive.backup:backup",
-    "checkout": "zsarchive.restore.checkout",
-    "IcechunkRepository": "zsarchive.icechunk:Repository",
-    "restore": "zsarchive.restore",
-    # the zarr store needs the optional ``zarr`` extra
-    "open_store": "zsarchive.archive.zarrstore",
-    "ArchiveStore": "zsarchive.archive.zarrstore",
-    # and xarray, for these two
-    "open_dataset": "zsarchive.frontends.xarray_backend",
-    "open_datatree": "zsarchive.frontends.xarray_backend",
-})
+_exports = lazy_exports(
+    __name__,
+    {
+        "ZS": "zsarchive.zs.reader",
+        "ZSWriter": "zsarchive.zs.writer",
+        "validate": "zsarchive.zs.validate",
+        "ValidationReport": "zsarchive.zs.validate",
+        "RepoArchive": "zsarchive.archive",
+        "NotFound": "zsarchive.archive",
+        "export": "zsarchive.archive",
+        "consolidate": "zsarchive.archive",
+        "backup": "zsarchive.archive.backup:backup",
+        "checkout": "zsarchive.restore.checkout",
+        "IcechunkRepository": "zsarchive.icechunk:Repository",
+        "restore": "zsarchive.restore",
+        # the zarr store needs the optional ``zarr`` extra
+        "open_store": "zsarchive.archive.zarrstore",
+        "ArchiveStore": "zsarchive.archive.zarrstore",
+        # and xarray, for these two
+        "open_dataset": "zsarchive.frontends.xarray_backend",
+        "open_datatree": "zsarchive.frontends.xarray_backend",
+    },
+)
 
-__all__ = ["ZSError", "ZSCorrupt", "NotFound", "ZS", "ZSWriter", "validate", "ValidationReport", "RepoArchive",
-           "export", "consolidate", "backup", "checkout", "IcechunkRepository", "restore", "open_store", "ArchiveStore",
-           "open_dataset", "open_datatree", "__version__"]
+__all__ = [
+    "ZSError",
+    "ZSCorrupt",
+    "NotFound",
+    "ZS",
+    "ZSWriter",
+    "validate",
+    "ValidationReport",
+    "RepoArchive",
+    "export",
+    "consolidate",
+    "backup",
+    "checkout",
+    "IcechunkRepository",
+    "restore",
+    "open_store",
+    "ArchiveStore",
+    "open_dataset",
+    "open_datatree",
+    "__version__",
+]
 
 
 def __getattr__(name: str) -> object:

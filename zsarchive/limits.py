@@ -69,8 +69,7 @@ def too_large(limit: int, name: str) -> TooLarge:
 
 def icechunk_limit(compressed: int) -> int:
     """What an Icechunk payload of ``compressed`` bytes may decode to."""
-    return min(ceiling("ZSARCHIVE_MAX_ICECHUNK"),
-               max(RATIO_FLOOR, compressed * ceiling("ZSARCHIVE_MAX_RATIO")))
+    return min(ceiling("ZSARCHIVE_MAX_ICECHUNK"), max(RATIO_FLOOR, compressed * ceiling("ZSARCHIVE_MAX_RATIO")))
 
 
 def inflate(decompressor: Any, data: bytes, limit: int, name: str) -> bytes:
@@ -125,8 +124,9 @@ LOCATION_LIMIT = 1 << 20
 """A virtual chunk location (a URL) decodes to at most this many bytes."""
 
 
-def unzstd(data: bytes, limit: int, name: str, context: zstandard.ZstdDecompressor | None = None,
-           feed: int = _STEP) -> bytes:
+def unzstd(
+    data: bytes, limit: int, name: str, context: zstandard.ZstdDecompressor | None = None, feed: int = _STEP
+) -> bytes:
     """Decode one whole zstd frame of at most ``limit`` bytes; nothing may follow the frame. A frame that
     declares more is refused unread; one that declares nothing is fed a little at a time, so that it
     is refused before much more than the limit is made.
@@ -151,7 +151,7 @@ def unzstd(data: bytes, limit: int, name: str, context: zstandard.ZstdDecompress
     out = _Gathered(limit, name)
     view = memoryview(data)
     for start in range(0, len(view), step):
-        piece = d.decompress(view[start:start + step])
+        piece = d.decompress(view[start : start + step])
         if declared >= 0 and d.eof and start == 0:
             if d.unused_data or step < len(view):
                 raise Malformed("zstd frame has trailing bytes")

@@ -41,8 +41,9 @@ def parse_time(text: str, end_of_day: bool = False) -> int:
             value = value[:-1] + "+00:00"
         moment = _dt.datetime.fromisoformat(value.replace(" ", "T", 1) if "T" not in value else value)
     except ValueError:
-        raise ZSError(f"bad time {text!r}: expected ISO 8601 / RFC 3339, e.g. 2026-11-22T01:19:29Z "
-                      "or 2026-11-22") from None
+        raise ZSError(
+            f"bad time {text!r}: expected ISO 8601 / RFC 3339, e.g. 2026-11-22T01:19:29Z or 2026-11-22"
+        ) from None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=_dt.timezone.utc)
     return micros(moment)

@@ -20,7 +20,7 @@ class _Maker(type):
             return super().__new__(mcls, name, bases, namespace)
         fields = tuple(namespace.get("__annotations__", ()))
         defaults = {field: namespace[field] for field in fields if field in namespace}
-        if any(field not in defaults for field in fields[len(fields) - len(defaults):]):
+        if any(field not in defaults for field in fields[len(fields) - len(defaults) :]):
             raise TypeError(f"{name}: a field without a default follows one with a default")
         namespace.update(__slots__=(), _fields=fields, _field_defaults=defaults, __match_args__=fields)
         for i, field in enumerate(fields):
@@ -49,7 +49,7 @@ class TypedTuple(tuple, metaclass=_Maker):
         if len(args) > len(fields):
             raise TypeError(f"{cls.__name__}() takes {len(fields)} arguments, {len(args)} given")
         values = list(args)
-        for field in fields[len(args):]:
+        for field in fields[len(args) :]:
             if field in kwargs:
                 values.append(kwargs.pop(field))
             elif field in cls._field_defaults:

@@ -11,8 +11,13 @@ import zsarchive.archive
 from toolkit.imports import imported_names
 
 PACKAGE = Path(zsarchive.archive.__file__).parent
-ALLOWED = {"format": set(), "read": {"format"}, "write": {"format", "read"}, "zarrstore": {"format", "read"},
-           "backup": {"format", "read", "write"}}
+ALLOWED = {
+    "format": set(),
+    "read": {"format"},
+    "write": {"format", "read"},
+    "zarrstore": {"format", "read"},
+    "backup": {"format", "read", "write"},
+}
 """The sub-packages each sub-package may import besides itself."""
 
 
@@ -56,8 +61,13 @@ def test_sub_packages_import_one_way():
 
 
 def test_reading_never_imports_writing():
-    assert [(m, i) for m, imported in _graph().items() if ".read" in m
-            for i in imported if i.startswith("zsarchive.archive.write")] == []
+    assert [
+        (m, i)
+        for m, imported in _graph().items()
+        if ".read" in m
+        for i in imported
+        if i.startswith("zsarchive.archive.write")
+    ] == []
 
 
 def test_no_module_imports_round_a_loop():
@@ -69,7 +79,7 @@ def test_no_module_imports_round_a_loop():
         state[module] = 1
         for target in sorted(graph.get(module, ())):
             if state.get(target) == 1:
-                loops.append(path[path.index(target):] + [target])
+                loops.append(path[path.index(target) :] + [target])
             elif target not in state:
                 visit(target, path + [target])
         state[module] = 2
@@ -104,8 +114,11 @@ def _positional(tree: ast.AST) -> list[tuple[int, str]]:
         if isinstance(index, ast.UnaryOp) and isinstance(index.op, ast.USub):
             index = index.operand
         constant = isinstance(index, ast.Constant) and isinstance(index.value, int)
-        sliced = (isinstance(index, ast.Slice) and node.value.id != "rec"
-                  and any(isinstance(b, ast.Constant) for b in (index.lower, index.upper)))
+        sliced = (
+            isinstance(index, ast.Slice)
+            and node.value.id != "rec"
+            and any(isinstance(b, ast.Constant) for b in (index.lower, index.upper))
+        )
         if constant or sliced:
             found.append((node.lineno, ast.unparse(node)))
     return found
@@ -113,9 +126,12 @@ def _positional(tree: ast.AST) -> list[tuple[int, str]]:
 
 def test_records_are_read_by_name_outside_format():
     root = PACKAGE.parent
-    found = [f"{path.relative_to(root.parent)}:{line}: {text}"
-             for scope in VIEW_RULE_SCOPE for path in sorted((root / scope).rglob("*.py"))
-             for line, text in _positional(ast.parse(path.read_text(), str(path)))]
+    found = [
+        f"{path.relative_to(root.parent)}:{line}: {text}"
+        for scope in VIEW_RULE_SCOPE
+        for path in sorted((root / scope).rglob("*.py"))
+        for line, text in _positional(ast.parse(path.read_text(), str(path)))
+    ]
     assert found == []
 
 
@@ -153,8 +169,10 @@ def _contract_leaks(tree: ast.AST) -> list[tuple[int, str]]:
         if isinstance(node, ast.Compare):
             operands = [node.left, *node.comparators]
             names = {_name(o) for o in operands}
-            if names & VERSION_NAMES and (any(isinstance(op, (ast.Lt, ast.LtE, ast.Gt, ast.GtE)) for op in node.ops)
-                                          or any(map(_int_literal, operands))):
+            if names & VERSION_NAMES and (
+                any(isinstance(op, (ast.Lt, ast.LtE, ast.Gt, ast.GtE)) for op in node.ops)
+                or any(map(_int_literal, operands))
+            ):
                 found.append((node.lineno, ast.unparse(node)))
             elif names & CODE_NAMES and any(map(_int_literal, operands)):
                 found.append((node.lineno, ast.unparse(node)))
@@ -164,8 +182,9 @@ def _contract_leaks(tree: ast.AST) -> list[tuple[int, str]]:
         elif isinstance(node, ast.Dict):
             for key, value in zip(node.keys, node.values):
                 pair = (key, value)
-                if (any(_int_literal(p) or isinstance(p, ast.Attribute) and _name(p.value) == "schema" for p in pair)
-                        and any(isinstance(p, ast.Attribute) and _name(p.value) in ENUMS for p in pair)):
+                if any(
+                    _int_literal(p) or isinstance(p, ast.Attribute) and _name(p.value) == "schema" for p in pair
+                ) and any(isinstance(p, ast.Attribute) and _name(p.value) in ENUMS for p in pair):
                     found.append((node.lineno, ast.unparse(node)))
                     break
     return found
@@ -173,17 +192,30 @@ def _contract_leaks(tree: ast.AST) -> list[tuple[int, str]]:
 
 def test_the_record_contract_stays_in_format():
     root = PACKAGE.parent
-    found = [f"{path.relative_to(root.parent)}:{line}: {text}"
-             for scope in CONTRACT_RULE_SCOPE for path in sorted((root / scope).rglob("*.py"))
-             for line, text in _contract_leaks(ast.parse(path.read_text(), str(path)))]
+    found = [
+        f"{path.relative_to(root.parent)}:{line}: {text}"
+        for scope in CONTRACT_RULE_SCOPE
+        for path in sorted((root / scope).rglob("*.py"))
+        for line, text in _contract_leaks(ast.parse(path.read_text(), str(path)))
+    ]
     assert found == []
 
 
 def test_the_contract_rule_sees_each_leak():
     # the checker itself: each spelling the rule forbids is found, the named forms are not
-    source = ("r.format_version >= 3; records_format == 5; value.kind == 2; kinds != 0; version == 2; b'\\x05'; "
-              "{0: NodeType.GROUP}; {RefKind.INLINE: 0}; {schema.GROUP: NodeType.GROUP}; has_chunk_pieces(r.format_version); "
-              "value.kind == schema.INLINE; a.format_version == b.format_version; b'a\\n'; {0: 'x'}")
+    source = (
+        "r.format_version >= 3; records_format == 5; value.kind == 2; kinds != 0; version == 2; b'\\x05'; "
+        "{0: NodeType.GROUP}; {RefKind.INLINE: 0}; {schema.GROUP: NodeType.GROUP}; has_chunk_pieces(r.format_version); "
+        "value.kind == schema.INLINE; a.format_version == b.format_version; b'a\\n'; {0: 'x'}"
+    )
     assert [text for _, text in _contract_leaks(ast.parse(source))] == [
-        "r.format_version >= 3", "records_format == 5", "value.kind == 2", "kinds != 0", "version == 2", "b'\\x05'",
-        "{0: NodeType.GROUP}", "{RefKind.INLINE: 0}", "{schema.GROUP: NodeType.GROUP}"]
+        "r.format_version >= 3",
+        "records_format == 5",
+        "value.kind == 2",
+        "kinds != 0",
+        "version == 2",
+        "b'\\x05'",
+        "{0: NodeType.GROUP}",
+        "{RefKind.INLINE: 0}",
+        "{schema.GROUP: NodeType.GROUP}",
+    ]

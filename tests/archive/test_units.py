@@ -18,13 +18,16 @@ def _micros(*args, tz=dt.timezone.utc) -> int:
     return round(moment.timestamp() * 1_000_000)
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("2026-11-22T01:19:29.359147+00:00", _micros(2026, 11, 22, 1, 19, 29, 359147)),
-    ("2026-11-22T01:19:29.359147Z", _micros(2026, 11, 22, 1, 19, 29, 359147)),
-    ("2026-11-22T01:19:29", _micros(2026, 11, 22, 1, 19, 29)),
-    ("2026-11-22T03:19:29+02:00", _micros(2026, 11, 22, 1, 19, 29)),
-    ("2026-11-22", _micros(2026, 11, 22)),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("2026-11-22T01:19:29.359147+00:00", _micros(2026, 11, 22, 1, 19, 29, 359147)),
+        ("2026-11-22T01:19:29.359147Z", _micros(2026, 11, 22, 1, 19, 29, 359147)),
+        ("2026-11-22T01:19:29", _micros(2026, 11, 22, 1, 19, 29)),
+        ("2026-11-22T03:19:29+02:00", _micros(2026, 11, 22, 1, 19, 29)),
+        ("2026-11-22", _micros(2026, 11, 22)),
+    ],
+)
 def test_parse_time(text, expected):
     assert parse_time(text) == expected
 
@@ -55,13 +58,13 @@ def test_record_round_trip_and_version_check():
     assert rec.startswith(S.key_prefix(S.CHUNK_REF, ("M" * 20, "N" * 13, (3, 4))))
     assert not rec.startswith(S.key_prefix(S.CHUNK_REF, ("M" * 20, "N" * 13, (3,))) + b"\x00")
     key_end = len(S.key_prefix(S.CHUNK_REF, ("M" * 20, "N" * 13, (3, 4))))
-    newer = rec[:key_end + 1] + bytes((S.RECORD_VERSIONS[S.CHUNK_REF] + 1,)) + rec[key_end + 2:]
+    newer = rec[: key_end + 1] + bytes((S.RECORD_VERSIONS[S.CHUNK_REF] + 1,)) + rec[key_end + 2 :]
     with pytest.raises(ZSError, match="newer than this zsarchive reads"):
         S.split(newer)
     older = S.record(S.CHUNK_REF, ("M" * 20, "N" * 13, (3, 4)), (S.NATIVE, "C" * 20, 0, 10), version=1)
     assert S.record_version(older) == 1 and S.split(older) == S.split(rec)  # format 1 archives read on
     with pytest.raises(ZSCorrupt, match="invalid record version 0"):
-        S.split(rec[:key_end + 1] + b"\x00" + rec[key_end + 2:])
+        S.split(rec[: key_end + 1] + b"\x00" + rec[key_end + 2 :])
     with pytest.raises(ZSCorrupt, match="unknown record family"):
         S.split(b"?" + rec[1:])
 

@@ -12,8 +12,11 @@ PACKAGE = Path(zsarchive.__file__).parent
 
 
 def test_only_the_helper_makes_a_progress_bar():
-    makers = [f"{path.relative_to(PACKAGE.parent)}:{node.lineno}" for path in sorted(PACKAGE.rglob("*.py"))
-              if path != PACKAGE / "cli" / "text.py"
-              for node in ast.walk(ast.parse(path.read_text(), str(path)))
-              if isinstance(node, ast.Attribute) and node.attr == "progressbar"]
+    makers = [
+        f"{path.relative_to(PACKAGE.parent)}:{node.lineno}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if path != PACKAGE / "cli" / "text.py"
+        for node in ast.walk(ast.parse(path.read_text(), str(path)))
+        if isinstance(node, ast.Attribute) and node.attr == "progressbar"
+    ]
     assert makers == []

@@ -14,8 +14,10 @@ from toolkit.places import TESTDATA
 
 VECTOR = str(TESTDATA / "archive" / "v6" / "archive.zs")
 
-PROGRAM = ("import sys\nfrom zsarchive.cli import run\ntry:\n    run()\n"
-           "finally:\n    print('click' in sys.modules, file=sys.stderr)")
+PROGRAM = (
+    "import sys\nfrom zsarchive.cli import run\ntry:\n    run()\n"
+    "finally:\n    print('click' in sys.modules, file=sys.stderr)"
+)
 """The ``zs`` program, saying last on stderr whether it imported click."""
 CLICK = "from zsarchive.cli import main\nmain()"
 """The click group alone, as every command line was answered before the quick lookup."""
@@ -57,13 +59,20 @@ def _zs(script: str, args: list[str], env: dict[str, str]) -> subprocess.Complet
     return subprocess.run([sys.executable, "-c", script, *args], capture_output=True, env={**os.environ, **env})
 
 
-@pytest.mark.parametrize("args, quick, env", [(a, True, {}) for a in QUICK] + [(a, False, {}) for a in CLICK_ANSWERS]
-                         + [(QUICK[4], False, {"PYTHONIOENCODING": "ascii"})])  # click re-encodes such an output
+@pytest.mark.parametrize(
+    "args, quick, env",
+    [(a, True, {}) for a in QUICK]
+    + [(a, False, {}) for a in CLICK_ANSWERS]
+    + [(QUICK[4], False, {"PYTHONIOENCODING": "ascii"})],
+)  # click re-encodes such an output
 def test_the_quick_lookup_answers_as_click_does(args, quick, env):
     program, alone = _zs(PROGRAM, args, env), _zs(CLICK, args, env)
     *errors, imported = program.stderr.decode().splitlines()
     assert imported == str(not quick), program.stderr
-    assert (program.returncode, program.stdout, "".join(line + "\n" for line in errors)) == \
-        (alone.returncode, alone.stdout, alone.stderr.decode()), args
+    assert (program.returncode, program.stdout, "".join(line + "\n" for line in errors)) == (
+        alone.returncode,
+        alone.stdout,
+        alone.stderr.decode(),
+    ), args
     if quick:
         assert program.returncode == 0 and program.stdout.count(b"\n") == 1 and program.stdout.startswith(b'{"path"')

@@ -17,9 +17,14 @@ def test_the_chunk_files_bar_counts_bytes(grid_repository, tmp_path):
     held = sum(p.stat().st_size for p in (grid_repository / "chunks").iterdir())
     leader, follower = pty.openpty()  # stderr a terminal: the bars are drawn
     try:
-        done = subprocess.run([sys.executable, "-m", "zsarchive", "restore", str(archive), str(tmp_path / "r")],
-                              stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=follower, timeout=300,
-                              cwd=ROOT)
+        done = subprocess.run(
+            [sys.executable, "-m", "zsarchive", "restore", str(archive), str(tmp_path / "r")],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=follower,
+            timeout=300,
+            cwd=ROOT,
+        )
         os.close(follower)
         follower = -1
         shown = b""

@@ -20,7 +20,8 @@ from zsarchive.frontends.webapi import MAX_BINS, MAX_COLUMNS
 from zsarchive.frontends.webserver import ArchiveServer
 
 ROWS, COLUMNS = 150, 140  # a grid of 21 000 chunks
-GRID_SCRIPT = f"""
+GRID_SCRIPT = (
+    f"""
 import sys, icechunk as ic, zarr
 from icechunk import VirtualChunkSpec
 repo = ic.Repository.create(ic.local_filesystem_storage(sys.argv[1]))
@@ -35,7 +36,9 @@ s = repo.writable_session("main")
 s.store.set_virtual_refs("grid", [VirtualChunkSpec(index=[i, j], location="s3://bucket/g", offset=0, length=1)
                                   for i in range(10, 20) for j in range({COLUMNS})], validate_containers=False)
 s.commit("rows 10 to 19")
-""" + CLEAN_EXIT
+"""
+    + CLEAN_EXIT
+)
 
 
 def _get(server: ArchiveServer, path: str) -> tuple[int, dict | list]:
@@ -49,8 +52,9 @@ def _get(server: ArchiveServer, path: str) -> tuple[int, dict | list]:
 @pytest.fixture(scope="module")
 def grid_server(icechunk2_python, tmp_path_factory):
     base = tmp_path_factory.mktemp("grid")
-    proc = subprocess.run([str(icechunk2_python), "-c", GRID_SCRIPT, str(base / "repo")], capture_output=True,
-                          timeout=300)
+    proc = subprocess.run(
+        [str(icechunk2_python), "-c", GRID_SCRIPT, str(base / "repo")], capture_output=True, timeout=300
+    )
     assert proc.returncode == 0, proc.stderr.decode(errors="replace")[-3000:]
     export(base / "repo", base / "grid.zs")
     with RepoArchive(base / "grid.zs") as arc, ArchiveServer(arc) as server:
@@ -89,17 +93,20 @@ def test_heatmap_is_bounded(grid_server):
     assert status == 200 and len(cell["coords"]) + cell["more"] == ROWS * COLUMNS // MAX_BINS
 
 
-@pytest.mark.parametrize("path,status,words", [
-    ("api/nosuch", 400, "no such request"),
-    ("api/show", 400, "missing parameter 'ref'"),
-    ("api/show?ref=nosuch", 404, "nosuch"),
-    ("api/ls?ref=main%40" + quote("not a time"), 400, "not a time"),
-    ("api/heatmap?ref=main&path=/grid&bins=0", 400, "bins"),
-    ("api/heatmap?ref=main&path=/nosuch", 404, "/nosuch"),
-    ("api/heatmap?ref=main&path=/", 404, "group"),
-    ("api/cell?ref=main&path=/grid&bin=x&column=0", 400, "integer"),
-    ("api/chunk-log?ref=main&path=/grid&coords=a,b", 400, "coords"),
-])
+@pytest.mark.parametrize(
+    "path,status,words",
+    [
+        ("api/nosuch", 400, "no such request"),
+        ("api/show", 400, "missing parameter 'ref'"),
+        ("api/show?ref=nosuch", 404, "nosuch"),
+        ("api/ls?ref=main%40" + quote("not a time"), 400, "not a time"),
+        ("api/heatmap?ref=main&path=/grid&bins=0", 400, "bins"),
+        ("api/heatmap?ref=main&path=/nosuch", 404, "/nosuch"),
+        ("api/heatmap?ref=main&path=/", 404, "group"),
+        ("api/cell?ref=main&path=/grid&bin=x&column=0", 400, "integer"),
+        ("api/chunk-log?ref=main&path=/grid&coords=a,b", 400, "coords"),
+    ],
+)
 def test_bad_requests_get_one_line_json_errors(grid_server, path, status, words):
     got, answer = _get(grid_server, path)
     assert set(answer) == {"error"} and "\n" not in answer["error"]
@@ -131,7 +138,8 @@ def test_the_graph_and_log_answers_are_the_library_s(tmp_path):
 
 
 MANY = MAX_COLUMNS + 14
-MANY_SCRIPT = f"""
+MANY_SCRIPT = (
+    f"""
 import sys, icechunk as ic, zarr
 repo = ic.Repository.create(ic.local_filesystem_storage(sys.argv[1]))
 s = repo.writable_session("main")
@@ -141,12 +149,15 @@ for n in range({MANY}):
     s = repo.writable_session("main")
     zarr.open_array(store=s.store, path="a")[n % 4] = n + 1
     s.commit(f"write {{n}}")
-""" + CLEAN_EXIT
+"""
+    + CLEAN_EXIT
+)
 
 
 def test_more_commits_than_columns_share_columns(icechunk2_python, tmp_path):
-    proc = subprocess.run([str(icechunk2_python), "-c", MANY_SCRIPT, str(tmp_path / "repo")], capture_output=True,
-                          timeout=600)
+    proc = subprocess.run(
+        [str(icechunk2_python), "-c", MANY_SCRIPT, str(tmp_path / "repo")], capture_output=True, timeout=600
+    )
     assert proc.returncode == 0, proc.stderr.decode(errors="replace")[-3000:]
     export(tmp_path / "repo", tmp_path / "many.zs")
     with RepoArchive(tmp_path / "many.zs") as arc, ArchiveServer(arc) as server:
@@ -186,8 +197,14 @@ def _status_for_host(url: str, host: str) -> int:
 
 def test_a_loopback_server_answers_only_to_local_names(grid_server):
     port = grid_server.server_address[1]
-    for host, status in ((f"127.0.0.1:{port}", 200), (f"localhost:{port}", 200), ("localhost", 200),
-                         (f"evil.example:{port}", 403), ("127.0.0.1.evil.example", 403), ("", 403)):
+    for host, status in (
+        (f"127.0.0.1:{port}", 200),
+        (f"localhost:{port}", 200),
+        ("localhost", 200),
+        (f"evil.example:{port}", 403),
+        ("127.0.0.1.evil.example", 403),
+        ("", 403),
+    ):
         assert _status_for_host(grid_server.url + "api/summary", host) == status, host
 
 
@@ -201,15 +218,40 @@ def test_a_server_on_every_address_answers_only_to_its_own_names(tmp_path):
 
     archive = tmp_path / "v2.zs"
     export(repo_path(2), archive)
-    proc = subprocess.Popen([sys.executable, "-m", "zsarchive", "serve", str(archive), "--host", "0.0.0.0",
-                             "--port", "0", "--allow-host", "Archive.Lab.Example", "--allow-host", "10.1.2.3:8000"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "zsarchive",
+            "serve",
+            str(archive),
+            "--host",
+            "0.0.0.0",
+            "--port",
+            "0",
+            "--allow-host",
+            "Archive.Lab.Example",
+            "--allow-host",
+            "10.1.2.3:8000",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         line = proc.stdout.readline()
         port = int(re.search(r"http://0\.0\.0\.0:(\d+)/", line).group(1))
-        for host, status in ((f"127.0.0.1:{port}", 200), ("localhost", 200), (f"archive.lab.example:{port}", 200),
-                             ("ARCHIVE.LAB.EXAMPLE", 200), ("10.1.2.3", 200), (f"evil.example:{port}", 403),
-                             ("0.0.0.0", 403), ("archive.lab.example.evil.example", 403), ("", 403)):
+        for host, status in (
+            (f"127.0.0.1:{port}", 200),
+            ("localhost", 200),
+            (f"archive.lab.example:{port}", 200),
+            ("ARCHIVE.LAB.EXAMPLE", 200),
+            ("10.1.2.3", 200),
+            (f"evil.example:{port}", 403),
+            ("0.0.0.0", 403),
+            ("archive.lab.example.evil.example", 403),
+            ("", 403),
+        ):
             assert _status_for_host(f"http://127.0.0.1:{port}/api/summary", host) == status, host
     finally:
         proc.send_signal(signal.SIGTERM)

@@ -18,8 +18,15 @@ import pytest
 
 from toolkit.cli import one_line_error, run_zs
 from toolkit.jsreader import JS, require_js
-from toolkit.pages import (HOSTILE_SCRIPT, assert_hostile_names_stay_text, graph_rows, log_rows, table,
-                           wait_commits, zs_json)
+from toolkit.pages import (
+    HOSTILE_SCRIPT,
+    assert_hostile_names_stay_text,
+    graph_rows,
+    log_rows,
+    table,
+    wait_commits,
+    zs_json,
+)
 from toolkit.peers import run_peer_json, run_peer_script
 from toolkit.places import TESTDATA
 from toolkit.servers import nginx_server  # noqa: F401
@@ -85,8 +92,6 @@ def js_installed():
     require_js()
 
 
-
-
 @pytest.fixture(scope="module")
 def site(nginx_server, icechunk2_python, tmp_path_factory):  # noqa: F811
     """nginx serving the page zs site wrote for a repository's archive (chunk bytes embedded), the virtual
@@ -99,8 +104,13 @@ def site(nginx_server, icechunk2_python, tmp_path_factory):  # noqa: F811
     modified = datetime.datetime.fromtimestamp(ints.stat().st_mtime + 1, datetime.timezone.utc).isoformat()
     prefix = nginx_server.url("virtual/")
     repo = tmp_path_factory.mktemp("site") / "repo"
-    run_peer_json(icechunk2_python, REPOSITORY, str(repo), prefix,
-                  json.dumps({"ints": etag(ints), "other": etag(other), "modified": modified}))
+    run_peer_json(
+        icechunk2_python,
+        REPOSITORY,
+        str(repo),
+        prefix,
+        json.dumps({"ints": etag(ints), "other": etag(other), "modified": modified}),
+    )
     archive = repo.parent / "history.zs"
     export(repo, archive, include_chunks=True)
     write_site(archive, root / "site")
@@ -126,8 +136,9 @@ def test_the_static_page_shows_the_history_as_zs_log(browser, site):
     page, dialogs = _open(browser, server.url("site/index.html"))
     try:
         graph = zs_json("log", archive, "--graph", "--all")
-        assert graph_rows(page) == [{"id": g["id"], "refs": g["refs"], "message": g["message"], "time": g["flushed_at"]}
-                                     for g in graph]
+        assert graph_rows(page) == [
+            {"id": g["id"], "refs": g["refs"], "message": g["message"], "time": g["flushed_at"]} for g in graph
+        ]
         wait_commits(page, "branch:main")
         assert table(page, "#commits") == log_rows(zs_json("log", archive, "branch:main"))
         page.click('#refs button[data-ref="tag:v1"]')
@@ -154,45 +165,83 @@ def test_the_page_s_answers_a_commit_s_changes_and_heatmap_match_zs_serve_s_api(
                 page.click(f'#commits button.commit[data-id="{newest["id"]}"]')
                 page.wait_for_function(f"document.querySelector('#commit-id').textContent === '{newest['id']}'")
                 show = api.api.answer("show", {"ref": f"snapshot:{newest['id']}"})
-                assert table(page, "#changes") == [[c["path"], c["node_type"], c["change"], str(c["chunks"])]
-                                                    for c in show["changes"]]
+                assert table(page, "#changes") == [
+                    [c["path"], c["node_type"], c["change"], str(c["chunks"])] for c in show["changes"]
+                ]
                 page.click('#changes button.path[data-path="/grid/temperature"]')
                 page.wait_for_selector("#array-section:not([hidden])")
                 first_heat = api.api.answer("heatmap", {"ref": "main", "path": "/grid/temperature", "bins": "5"})
                 busy = next(b for b, n in enumerate(first_heat["counts"][-1]) if n)
-                asked = [("summary", {}), ("graph", {}), ("log", {}), ("log", {"ref": "tag:v1"}),
-                         ("log", {"ref": "main", "since": newest["flushed_at"][:10]}), ("show", {"ref": "main~1"}),
-                         ("ls", {"ref": "tag:v1"}), ("heatmap", {"ref": "main", "path": "/grid/temperature", "bins": "128"}),
-                         ("heatmap", {"ref": "main", "path": "/grid/temperature", "bins": "5"}),
-                         ("heatmap", {"ref": "tag:v1", "path": "/virtual"}),
-                         ("cell", {"ref": "main", "path": "/grid/temperature", "bins": "5", "bin": str(busy),
-                                   "column": str(len(first_heat["columns"]) - 1)}),
-                         ("chunk-log", {"ref": "main", "path": "/grid/temperature", "coords": "0,0"})]
-                ours = page.evaluate("""async (asked) => {
+                asked = [
+                    ("summary", {}),
+                    ("graph", {}),
+                    ("log", {}),
+                    ("log", {"ref": "tag:v1"}),
+                    ("log", {"ref": "main", "since": newest["flushed_at"][:10]}),
+                    ("show", {"ref": "main~1"}),
+                    ("ls", {"ref": "tag:v1"}),
+                    ("heatmap", {"ref": "main", "path": "/grid/temperature", "bins": "128"}),
+                    ("heatmap", {"ref": "main", "path": "/grid/temperature", "bins": "5"}),
+                    ("heatmap", {"ref": "tag:v1", "path": "/virtual"}),
+                    (
+                        "cell",
+                        {
+                            "ref": "main",
+                            "path": "/grid/temperature",
+                            "bins": "5",
+                            "bin": str(busy),
+                            "column": str(len(first_heat["columns"]) - 1),
+                        },
+                    ),
+                    ("chunk-log", {"ref": "main", "path": "/grid/temperature", "coords": "0,0"}),
+                ]
+                ours = page.evaluate(
+                    """async (asked) => {
                     const {PageAPI} = await import("./reader/frontends/pageapi.js");
                     const api = await PageAPI.open("history.zs");
                     return Promise.all(asked.map(([name, params]) => api.answer(name, params)));
-                }""", asked)
+                }""",
+                    asked,
+                )
                 for (name, params), answer in zip(asked, ours):
                     theirs = json.loads(json.dumps(api.api.answer(name, params)))
                     if name == "summary":  # the archive as each reader names it: a URL, a path
                         assert answer.pop("name").endswith("/history.zs") and theirs.pop("name") == str(archive)
                     assert answer == theirs, (name, params)
-                heat = api.api.answer("heatmap", {"ref": f"snapshot:{newest['id']}", "path": "/grid/temperature", "bins": "128"})
+                heat = api.api.answer(
+                    "heatmap", {"ref": f"snapshot:{newest['id']}", "path": "/grid/temperature", "bins": "128"}
+                )
                 canvas = page.eval_on_selector("#heatmap", "c => ({...c.dataset})")
                 column = len(heat["columns"]) - 1
                 cell = next(b for b, n in enumerate(heat["counts"][column]) if n)
-                page.click("#heatmap", position={"x": (column + 0.5) * int(canvas["cellWidth"]),
-                                                 "y": (cell + 0.5) * int(canvas["cellHeight"])})
+                page.click(
+                    "#heatmap",
+                    position={
+                        "x": (column + 0.5) * int(canvas["cellWidth"]),
+                        "y": (cell + 0.5) * int(canvas["cellHeight"]),
+                    },
+                )
                 page.wait_for_selector("#cell-chunks button.chunk")
                 listed = page.eval_on_selector_all("#cell-chunks button.chunk", "b => b.map(x => x.dataset.coords)")
-                answered = api.api.answer("cell", {"ref": f"snapshot:{newest['id']}", "path": "/grid/temperature",
-                                                   "bins": "128", "bin": str(cell), "column": str(column)})
+                answered = api.api.answer(
+                    "cell",
+                    {
+                        "ref": f"snapshot:{newest['id']}",
+                        "path": "/grid/temperature",
+                        "bins": "128",
+                        "bin": str(cell),
+                        "column": str(column),
+                    },
+                )
                 assert listed == [",".join(map(str, c)) for c in answered["coords"]]
                 page.click(f'#cell-chunks button.chunk[data-coords="{listed[0]}"]')
                 page.wait_for_selector("#chunk-section:not([hidden])")
-                assert table(page, "#chunk-log") == log_rows(api.api.answer(
-                    "chunk-log", {"ref": f"snapshot:{newest['id']}", "path": "/grid/temperature", "coords": listed[0]}))
+                assert table(page, "#chunk-log") == log_rows(
+                    api.api.answer(
+                        "chunk-log",
+                        {"ref": f"snapshot:{newest['id']}", "path": "/grid/temperature", "coords": listed[0]},
+                    )
+                )
                 assert not page.is_visible("#error") and dialogs == []
             finally:
                 page.close()
@@ -213,16 +262,21 @@ def test_zarrita_reads_arrays_at_a_tag_as_icechunk_does(browser, site, icechunk2
         for ref in ("tag:v1", "branch:main"):
             expected = run_peer_json(icechunk2_python, VALUES, str(repo), prefix, ref, *arrays)
             for path in arrays:
-                for archive_url, repo_url in ((server.url("site/history.zs"), None),
-                                              (server.url("refs-only.zs"), server.url("repo"))):
-                    got = page.evaluate("""async ([url, repo, ref, path, prefix]) => {
+                for archive_url, repo_url in (
+                    (server.url("site/history.zs"), None),
+                    (server.url("refs-only.zs"), server.url("repo")),
+                ):
+                    got = page.evaluate(
+                        """async ([url, repo, ref, path, prefix]) => {
                         const {openArchive, openStore} = await import("../src/index.js");
                         const zarr = await import("zarrita");
                         const archive = await openArchive(url, {authorize: [prefix]});
                         const store = await openStore(archive, ref, {repo});
                         const array = await zarr.open(zarr.root(store).resolve(path.slice(1)), {kind: "array"});
                         return Array.from((await zarr.get(array)).data, Number);
-                    }""", [archive_url, repo_url, ref, path, prefix])
+                    }""",
+                        [archive_url, repo_url, ref, path, prefix],
+                    )
                     assert got == expected[path], (archive_url, ref, path)
         read = """async ([url, ref, path, authorize]) => {
             const {openArchive, openStore} = await import("../src/index.js");
@@ -278,7 +332,9 @@ def test_a_damaged_block_is_refused_on_the_page_naming_it(browser, site):
         page.goto(server.url("damaged/index.html"))
         page.wait_for_selector("#error:not([hidden])")
         shown = page.text_content("#error")
-        assert shown.startswith(f"{server.url('damaged/history.zs')}: block at offset {blocks[0].offset}: block CRC mismatch")
+        assert shown.startswith(
+            f"{server.url('damaged/history.zs')}: block at offset {blocks[0].offset}: block CRC mismatch"
+        )
         assert page.eval_on_selector_all("#commits tbody tr", "rows => rows.length") == 0
     finally:
         page.close()
@@ -296,16 +352,19 @@ def test_the_site_ships_the_reader_its_modules_and_the_decoder_s_license(tmp_pat
     """Every module the page names in site.json is in the folder, and the third-party decoder carries its license."""
     write_site(TESTDATA / "archive" / "v6" / "archive.zs", tmp_path / "out")
     site = json.loads((tmp_path / "out" / "site.json").read_text())
-    assert site["archive"] == "archive.zs" and (tmp_path / "out" / "archive.zs").read_bytes() == \
-        (TESTDATA / "archive" / "v6" / "archive.zs").read_bytes()
+    assert (
+        site["archive"] == "archive.zs"
+        and (tmp_path / "out" / "archive.zs").read_bytes() == (TESTDATA / "archive" / "v6" / "archive.zs").read_bytes()
+    )
     assert "reader/index.js" in site["modules"] and "reader/vendor/fzstd.js" in site["modules"]
     assert all((tmp_path / "out" / module).is_file() for module in site["modules"])
     shipped = {p.relative_to(tmp_path / "out").as_posix() for p in (tmp_path / "out").rglob("*") if p.is_file()}
     assert {m for m in shipped if m.startswith("reader/") and m.endswith(".js")} == set(site["modules"])
     page = (tmp_path / "out" / "index.html").read_text()
     preloaded = re.findall(r'<link rel="modulepreload" href="([^"]+)">', page)
-    assert preloaded == site["modules"] and page.index('src="app.js"') < page.index("modulepreload"), \
+    assert preloaded == site["modules"] and page.index('src="app.js"') < page.index("modulepreload"), (
         "index.html names every module after the page's script, for the browser to ask for at once"
+    )
     license_text = (tmp_path / "out" / "reader" / "vendor" / "fzstd.LICENSE").read_text()
     assert "MIT License" in license_text and "Arjun Barrett" in license_text
     assert "fzstd.LICENSE" in (tmp_path / "out" / "reader" / "vendor" / "fzstd.js").read_text().splitlines()[0]
@@ -328,8 +387,9 @@ def test_a_fragment_s_page_reads_its_chain_and_a_picked_file_opens_too(browser, 
     page, dialogs = _open(browser, server.url("chain/index.html"))
     try:
         graph = zs_json("log", fragment, "--graph", "--all")
-        assert graph_rows(page) == [{"id": g["id"], "refs": g["refs"], "message": g["message"], "time": g["flushed_at"]}
-                                    for g in graph]
+        assert graph_rows(page) == [
+            {"id": g["id"], "refs": g["refs"], "message": g["message"], "time": g["flushed_at"]} for g in graph
+        ]
         page.set_input_files("#open-file", str(archive))  # the archive of the module's site, from the disk
         page.wait_for_selector("body[data-ready=true]", state="attached")
         wait_commits(page, "branch:main")

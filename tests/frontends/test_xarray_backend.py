@@ -41,8 +41,14 @@ def history(icechunk2_python, tmp_path_factory):
     snapshots = sorted(set(ancestry["main"][:-1] + ancestry["dev"][:-1]))  # the root snapshot is empty
     answers = {}
     for group in ("data", "other", "virtual"):
-        _ic2(icechunk2_python, "read", repo, base / f"{group}.pickle", group,
-             *[s for s in snapshots if group == "data" or s == ancestry["main"][0]])
+        _ic2(
+            icechunk2_python,
+            "read",
+            repo,
+            base / f"{group}.pickle",
+            group,
+            *[s for s in snapshots if group == "data" or s == ancestry["main"][0]],
+        )
         answers[group] = pickle.loads((base / f"{group}.pickle").read_bytes())
     export(repo, base / "refs.zs")
     export(repo, base / "full.zs", include_chunks=True)
@@ -58,8 +64,7 @@ def test_every_snapshot_equals_open_zarr_on_icechunk(history):
     assert len(answers["data"]) == 6  # five commits on main, one on dev
     for group, datasets in answers.items():
         for sid, expected in datasets.items():
-            with open_dataset(refs_only, ref=sid, group=group, repo=repo,
-                              authorize=[VIRTUAL.format(repo=repo)]) as ds:
+            with open_dataset(refs_only, ref=sid, group=group, repo=repo, authorize=[VIRTUAL.format(repo=repo)]) as ds:
                 assert all(v.chunks is not None for v in ds.data_vars.values())  # dask, as open_zarr
                 xr.testing.assert_identical(ds.load(), xr.Dataset.from_dict(expected))
     # refs and REF@TIME resolve as everywhere else; the default is main
@@ -93,10 +98,16 @@ def test_datatree_and_mfdataset(history):
     with open_datatree(full, authorize=[VIRTUAL.format(repo=repo)]) as tree:
         assert set(tree.children) == {"data", "other", "virtual"}
         for group in ("data", "other", "virtual"):
-            xr.testing.assert_identical(tree[group].to_dataset().load(),
-                                        xr.Dataset.from_dict(answers[group][tip]))
-    with xr.open_mfdataset([refs_only, full], engine=ZsarchiveBackendEntrypoint, group="data", ref="main",
-                           repo=str(repo), combine="nested", concat_dim="copy") as both:
+            xr.testing.assert_identical(tree[group].to_dataset().load(), xr.Dataset.from_dict(answers[group][tip]))
+    with xr.open_mfdataset(
+        [refs_only, full],
+        engine=ZsarchiveBackendEntrypoint,
+        group="data",
+        ref="main",
+        repo=str(repo),
+        combine="nested",
+        concat_dim="copy",
+    ) as both:
         expected = xr.Dataset.from_dict(answers["data"][tip])
         xr.testing.assert_identical(both.isel(copy=1, drop=True).load(), expected)
         assert both.sizes["copy"] == 2
@@ -149,10 +160,17 @@ def test_engine_by_name_when_installed(history):
 
 def test_reading_commands_do_not_import_xarray(history):
     _, refs_only, *_ = history
-    code = ("import sys; from zsarchive.cli import main\n"
-            f"for args in (['log', {str(refs_only)!r}], ['ls', {str(refs_only)!r}, 'main']):\n"
-            "    main(args, standalone_mode=False)\n"
-            "assert 'xarray' not in sys.modules, 'xarray imported'\n")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, cwd=ROOT, timeout=120,
-                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    code = (
+        "import sys; from zsarchive.cli import main\n"
+        f"for args in (['log', {str(refs_only)!r}], ['ls', {str(refs_only)!r}, 'main']):\n"
+        "    main(args, standalone_mode=False)\n"
+        "assert 'xarray' not in sys.modules, 'xarray imported'\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        cwd=ROOT,
+        timeout=120,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+    )
     assert proc.returncode == 0, proc.stderr.decode()[-2000:]

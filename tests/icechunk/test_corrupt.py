@@ -53,7 +53,9 @@ def test_not_a_repository(tmp_path):
         Repository.open("ftp://host/repo")
     with pytest.raises(ZSError, match="names no bucket"):
         Repository.open("s3:///repo")
-    one_line_error(CliRunner().invoke(main, ["icechunk", "inspect", str(tmp_path), "--repo-info"]), "not an Icechunk repository")
+    one_line_error(
+        CliRunner().invoke(main, ["icechunk", "inspect", str(tmp_path), "--repo-info"]), "not an Icechunk repository"
+    )
 
 
 def test_wrong_magic(repo):
@@ -95,7 +97,7 @@ def test_truncated_file_and_payload(repo):
 
 def test_corrupt_zstd_payload(repo):
     raw = (repo / "repo").read_bytes()
-    (repo / "repo").write_bytes(raw[:HEADER_LENGTH + 10] + bytes(20) + raw[HEADER_LENGTH + 30:])
+    (repo / "repo").write_bytes(raw[: HEADER_LENGTH + 10] + bytes(20) + raw[HEADER_LENGTH + 30 :])
     with pytest.raises(ZSCorrupt, match=r"/repo: zstd payload at offset 39 does not decompress"):
         Repository.open(str(repo))
     one_line_error(CliRunner().invoke(main, ["icechunk", "inspect", str(repo), "--repo-info"]), "does not decompress")
@@ -163,8 +165,9 @@ def test_unsorted_or_duplicated_nodes(repo, damage):
     else:
         paths = _point_node_slots(repo, sid, lambda i, n: 1 if i == 2 else i)
         later, earlier = paths[1], paths[1]
-    expected = (f"{sid}: nodes (by path) MUST be sorted, but entry 2 ({later!r}) does not come after "
-                f"entry 1 ({earlier!r})")
+    expected = (
+        f"{sid}: nodes (by path) MUST be sorted, but entry 2 ({later!r}) does not come after entry 1 ({earlier!r})"
+    )
     with pytest.raises(ZSCorrupt, match=re.escape(expected)):
         Repository.open(str(repo)).snapshot(sid)
     one_line_error(CliRunner().invoke(main, ["icechunk", "inspect", str(repo), "--snapshot", sid]), expected)
@@ -193,8 +196,11 @@ def test_snapshot_references_a_missing_manifest(repo):
     r = Repository.open(str(repo))
     node = next(n for n in r.snapshot(sid).nodes if n.manifests)
     (repo / "manifests" / node.manifests[0].id).unlink()
-    with pytest.raises(ZSCorrupt, match=rf"manifests/{node.manifests[0].id}: missing, but snapshot {sid} "
-                                        rf"\(array '{node.path}'\) references it"):
+    with pytest.raises(
+        ZSCorrupt,
+        match=rf"manifests/{node.manifests[0].id}: missing, but snapshot {sid} "
+        rf"\(array '{node.path}'\) references it",
+    ):
         list(r.chunk_refs(sid, node.path))
 
 
@@ -249,8 +255,12 @@ def test_manifest_refs_unsorted(repo):
         list(broken.chunk_refs(broken.arrays[0].node_id))
 
 
-DECODERS = {"repo": decode_repo_info, "snapshots": decode_snapshot, "manifests": decode_manifest,
-            "transactions": decode_transaction_log}
+DECODERS = {
+    "repo": decode_repo_info,
+    "snapshots": decode_snapshot,
+    "manifests": decode_manifest,
+    "transactions": decode_transaction_log,
+}
 
 
 def _exhaust(decoder, raw: bytes, name: str) -> None:

@@ -48,8 +48,13 @@ def test_snapshots_round_trip(name):
 def encoded_again(raw: bytes, name: str, refs=None) -> bytes:
     """A manifest file's refs (or ``refs``) encoded in the form its header and dictionary name."""
     manifest = decode_manifest(raw, name)
-    return encode_manifest(manifest.id, refs_of(manifest) if refs is None else refs, manifest.header.spec_version,
-                           manifest.header.implementation, location_dictionary=manifest.location_dictionary)
+    return encode_manifest(
+        manifest.id,
+        refs_of(manifest) if refs is None else refs,
+        manifest.header.spec_version,
+        manifest.header.implementation,
+        location_dictionary=manifest.location_dictionary,
+    )
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -70,19 +75,37 @@ def test_transaction_logs_round_trip(name):
         again = decode_transaction_log(encode_transaction_log(log, log.header.spec_version), "encoded")
         for node_id, coords in log.updated_coords.items():  # icechunk 1.1 wrote them unsorted: ours are sorted
             assert sorted(map(tuple, coords.tolist())) == list(map(tuple, again.updated_coords[node_id].tolist()))
-        assert dataclasses.replace(again, header=log.header, updated_coords={}) == \
-            dataclasses.replace(log, updated_coords={})
+        assert dataclasses.replace(again, header=log.header, updated_coords={}) == dataclasses.replace(
+            log, updated_coords={}
+        )
 
 
-@pytest.mark.parametrize("path", [repo_path(2) / "repo", repo_path(2, "v1-migrated") / "repo",
-                                  *sorted((repo_path(2) / "overwritten").iterdir())], ids=lambda p: p.name)
+@pytest.mark.parametrize(
+    "path",
+    [repo_path(2) / "repo", repo_path(2, "v1-migrated") / "repo", *sorted((repo_path(2) / "overwritten").iterdir())],
+    ids=lambda p: p.name,
+)
 def test_repo_info_round_trips(path):
     info = decode_repo_info(path.read_bytes(), str(path))
     assert decode_repo_info(encode_repo_info(info, info.header.implementation), "encoded") == info
 
 
-@pytest.mark.parametrize("value", [None, True, 0, -1, 2**63 - 1, 2**64 - 1, 1.5, "", "é🧊",
-                                   [1, "a", None, [2.5, False]], {"zé": {"": [1, 2]}, "b": None, "a": 0}])
+@pytest.mark.parametrize(
+    "value",
+    [
+        None,
+        True,
+        0,
+        -1,
+        2**63 - 1,
+        2**64 - 1,
+        1.5,
+        "",
+        "é🧊",
+        [1, "a", None, [2.5, False]],
+        {"zé": {"": [1, 2]}, "b": None, "a": 0},
+    ],
+)
 def test_values_round_trip(value):
     assert from_flexbuffer(to_flexbuffer(value), "v") == value
     assert from_msgpack(to_msgpack(value), "v") == value
@@ -123,7 +146,7 @@ def test_a_file_padded_to_its_size_holds_the_payload_then_filler(payload_size, i
         raw = wrap_frame(FileType.MANIFEST, 2, frame, len(payload), implementation, size=plain + added)
         assert len(raw) == plain + added
         whole = zstandard.ZstdDecompressor().decompressobj().decompress(raw[HEADER_LENGTH:])
-        assert whole[:len(payload)] == payload
+        assert whole[: len(payload)] == payload
         if added == 3 and implementation == "ic-2.3.0":  # an empty stored block, the content size in its field
             assert whole == payload
         declared = zstandard.frame_content_size(raw[HEADER_LENGTH:])
@@ -161,21 +184,30 @@ def _batch(rng: np.random.Generator, n: int, layout: str) -> RefBatch:
     from zsarchive.icechunk.model import RefKind
 
     ndim = int(rng.integers(0, 4)) if layout != "mixed" else 2
-    coords = np.unique(rng.integers(0, 1 << 20, (n, max(ndim, 1))), axis=0)[:, :ndim] if ndim else \
-        np.zeros((1, 0), np.int64)
+    coords = (
+        np.unique(rng.integers(0, 1 << 20, (n, max(ndim, 1))), axis=0)[:, :ndim] if ndim else np.zeros((1, 0), np.int64)
+    )
     n = len(coords)
-    kinds = {"native": [RefKind.NATIVE] * n, "virtual": [RefKind.VIRTUAL] * n,
-             "mixed": [(RefKind.NATIVE, RefKind.VIRTUAL, RefKind.INLINE)[i % 3] for i in range(n)]}[layout]
+    kinds = {
+        "native": [RefKind.NATIVE] * n,
+        "virtual": [RefKind.VIRTUAL] * n,
+        "mixed": [(RefKind.NATIVE, RefKind.VIRTUAL, RefKind.INLINE)[i % 3] for i in range(n)],
+    }[layout]
     files = [f"s3://b/f{i}.nc" for i in range(7)] + ["", "é"]
     ids = ["0" * 20, "1" * 19 + "0", "ABCDEFGHJKMNPQRSTVW0"]
     modified = rng.integers(1, 1 << 32, n).tolist() if rng.random() < 0.5 else [None] * n
     plain = np.array([k is not RefKind.INLINE for k in kinds], np.uint64)  # inline refs: no range
-    return RefBatch(coords, kinds, [b"in" * (i % 3) if k is RefKind.INLINE else None for i, k in enumerate(kinds)],
-                    [ids[i % 3] if k is RefKind.NATIVE else None for i, k in enumerate(kinds)],
-                    [files[int(rng.integers(0, len(files)))] if k is RefKind.VIRTUAL else None for k in kinds],
-                    rng.integers(0, 1 << 62, n).astype(np.uint64) * plain,
-                    rng.integers(0, 1 << 40, n).astype(np.uint64) * plain,
-                    [None] * n, [m if k is RefKind.VIRTUAL else None for m, k in zip(modified, kinds)])
+    return RefBatch(
+        coords,
+        kinds,
+        [b"in" * (i % 3) if k is RefKind.INLINE else None for i, k in enumerate(kinds)],
+        [ids[i % 3] if k is RefKind.NATIVE else None for i, k in enumerate(kinds)],
+        [files[int(rng.integers(0, len(files)))] if k is RefKind.VIRTUAL else None for k in kinds],
+        rng.integers(0, 1 << 62, n).astype(np.uint64) * plain,
+        rng.integers(0, 1 << 40, n).astype(np.uint64) * plain,
+        [None] * n,
+        [m if k is RefKind.VIRTUAL else None for m, k in zip(modified, kinds)],
+    )
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -183,8 +215,10 @@ def test_manifests_of_ref_columns_equal_those_of_refs(seed):
     """A manifest encoded from RefBatch columns (laid out column by column) has the bytes of the same
     refs encoded one by one, and decodes back to them."""
     rng = np.random.default_rng(seed)
-    arrays = [("ABC"[j] * 12 + "0", _batch(rng, int(rng.integers(1, 6000)), layout))
-              for j, layout in enumerate(["virtual", "native", "mixed"][:1 + seed % 3])]
+    arrays = [
+        ("ABC"[j] * 12 + "0", _batch(rng, int(rng.integers(1, 6000)), layout))
+        for j, layout in enumerate(["virtual", "native", "mixed"][: 1 + seed % 3])
+    ]
     manifest_id = "M" * 19 + "0"
     ours = encode_manifest(manifest_id, arrays, 2)
     assert ours == encode_manifest(manifest_id, [(node, list(batch.refs())) for node, batch in arrays], 2)

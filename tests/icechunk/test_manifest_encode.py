@@ -23,8 +23,13 @@ from zsarchive.icechunk.model import ChunkRef, RefKind
 def encoded_again(raw: bytes, name: str) -> bytes:
     manifest = decode_manifest(raw, name)
     arrays = [(a.node_id, list(manifest.chunk_refs(a.node_id))) for a in manifest.arrays]
-    return encode_manifest(manifest.id, arrays, manifest.header.spec_version, manifest.header.implementation,
-                           location_dictionary=manifest.location_dictionary)
+    return encode_manifest(
+        manifest.id,
+        arrays,
+        manifest.header.spec_version,
+        manifest.header.implementation,
+        location_dictionary=manifest.location_dictionary,
+    )
 
 
 @pytest.mark.parametrize("batch", [1, 7, 1000, E._BATCH])
@@ -43,11 +48,20 @@ def test_icechunk_manifests_come_back_byte_for_byte_at_any_batch_edge(refs_histo
 locations = st.sampled_from(["s3://b/f.nc", "s3://bucket/granules/file0001.nc", "", "é/🧊", "x" * 61])
 refs = st.one_of(
     st.builds(lambda data: (RefKind.INLINE, data), st.binary(max_size=40)),
-    st.builds(lambda cid, off, n: (RefKind.NATIVE, cid, off, n), st.sampled_from(["0" * 20, "ABCDEFGHJKMNPQRSTVW0"]),
-              st.sampled_from([0, 1, 2**40, 2**64 - 1]), st.sampled_from([0, 7, 2**33])),
-    st.builds(lambda loc, off, n, etag, mod: (RefKind.VIRTUAL, loc, off, n, etag, mod), locations,
-              st.sampled_from([0, 4000, 2**63]), st.sampled_from([0, 4000]), st.none() | st.sampled_from(["", "e1"]),
-              st.none() | st.sampled_from([1, 2**32 - 1])),
+    st.builds(
+        lambda cid, off, n: (RefKind.NATIVE, cid, off, n),
+        st.sampled_from(["0" * 20, "ABCDEFGHJKMNPQRSTVW0"]),
+        st.sampled_from([0, 1, 2**40, 2**64 - 1]),
+        st.sampled_from([0, 7, 2**33]),
+    ),
+    st.builds(
+        lambda loc, off, n, etag, mod: (RefKind.VIRTUAL, loc, off, n, etag, mod),
+        locations,
+        st.sampled_from([0, 4000, 2**63]),
+        st.sampled_from([0, 4000]),
+        st.none() | st.sampled_from(["", "e1"]),
+        st.none() | st.sampled_from([1, 2**32 - 1]),
+    ),
 )
 
 
@@ -57,18 +71,25 @@ def _ref(index: tuple, spec: tuple) -> ChunkRef:
         return ChunkRef(index, kind, inline=spec[1])
     if kind is RefKind.NATIVE:
         return ChunkRef(index, kind, chunk_id=spec[1], offset=spec[2], length=spec[3])
-    return ChunkRef(index, kind, location=spec[1], offset=spec[2], length=spec[3], checksum_etag=spec[4],
-                    checksum_last_modified=spec[5])
+    return ChunkRef(
+        index,
+        kind,
+        location=spec[1],
+        offset=spec[2],
+        length=spec[3],
+        checksum_etag=spec[4],
+        checksum_last_modified=spec[5],
+    )
 
 
 @st.composite
 def manifests(draw):
     arrays = []
-    for node in sorted(draw(st.sets(st.sampled_from(["A" * 12 + "0", "B" * 12 + "0", "C" * 12 + "0"]),
-                                    min_size=1))):
+    for node in sorted(draw(st.sets(st.sampled_from(["A" * 12 + "0", "B" * 12 + "0", "C" * 12 + "0"]), min_size=1))):
         ndim = draw(st.integers(0, 4))
-        indexes = sorted(draw(st.sets(st.tuples(*[st.integers(0, 2**32 - 1)] * ndim), min_size=1,
-                                      max_size=1 if ndim == 0 else 30)))
+        indexes = sorted(
+            draw(st.sets(st.tuples(*[st.integers(0, 2**32 - 1)] * ndim), min_size=1, max_size=1 if ndim == 0 else 30))
+        )
         arrays.append((node, [_ref(index, draw(refs)) for index in indexes]))
     return arrays
 
@@ -95,8 +116,11 @@ def test_any_refs_decode_back(arrays, form, batch):
             assert manifest.compressed_locations(node) == sum(r.kind is RefKind.VIRTUAL for r in expected)
 
 
-@given(st.lists(st.binary(min_size=12, max_size=12), min_size=1, max_size=40), st.integers(0, 39),
-       st.sampled_from(["", "U", "?", "é", "1", "0"]))
+@given(
+    st.lists(st.binary(min_size=12, max_size=12), min_size=1, max_size=40),
+    st.integers(0, 39),
+    st.sampled_from(["", "U", "?", "é", "1", "0"]),
+)
 def test_many_chunk_ids_decode_as_each_does(raws, at, damage):
     """The encoder's batch of chunk ids read as :func:`ids.decode` reads each, and refused as it refuses one
     (a letter outside the alphabet, a wrong length, padding bits set)."""
@@ -118,10 +142,19 @@ def test_many_chunk_ids_decode_as_each_does(raws, at, damage):
 def _peak(n: int) -> tuple[int, int]:
     """(peak bytes the encoder allocates for ``n`` virtual refs, their payload's size)."""
     texts = [f"s3://bucket/granules/file{j:04d}.nc" for j in range(1000)]
-    table = RefTable(np.stack([np.arange(n), np.zeros(n, np.int64)], axis=1).astype(np.uint32),
-                     np.full(n, 2, np.uint8), np.arange(n, dtype=np.int64) % 1000, texts,
-                     4000 * (np.arange(n, dtype=np.uint64) // 1000), np.full(n, 4000, np.uint64),
-                     np.full(n, -1, np.int64), [], np.zeros(n, np.uint32), np.full(n, -1, np.int64), [])
+    table = RefTable(
+        np.stack([np.arange(n), np.zeros(n, np.int64)], axis=1).astype(np.uint32),
+        np.full(n, 2, np.uint8),
+        np.arange(n, dtype=np.int64) % 1000,
+        texts,
+        4000 * (np.arange(n, dtype=np.uint64) // 1000),
+        np.full(n, 4000, np.uint64),
+        np.full(n, -1, np.int64),
+        [],
+        np.zeros(n, np.uint32),
+        np.full(n, -1, np.int64),
+        [],
+    )
     tracemalloc.start()
     try:
         raw = encode_manifest("M" * 19 + "0", [("A" * 12 + "0", table)], 2, "ic-2.3.0")

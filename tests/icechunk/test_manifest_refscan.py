@@ -23,6 +23,7 @@ from zsarchive.icechunk.model import NodeType
 REFSCAN = M._refscan
 SCRATCH = np.empty(80 * 65536, np.uint8)
 
+
 @pytest.fixture(scope="module")
 def history(refs_history) -> Repository:
     return Repository.open(str(refs_history))
@@ -57,8 +58,10 @@ def _assert_same_batches(c_batches: list, numpy_batches: list) -> None:
         assert ids.same(expected_ids, texts).all()
         mine, theirs = ids.numbered(texts), expected_ids.numbered(texts)
         for got, want in zip(mine, theirs):  # field by field, not only as a whole
-            assert np.array_equal(np.broadcast_to(got, np.shape(want) or np.shape(got)),
-                                  np.broadcast_to(want, np.shape(got) or np.shape(want)))
+            assert np.array_equal(
+                np.broadcast_to(got, np.shape(want) or np.shape(got)),
+                np.broadcast_to(want, np.shape(got) or np.shape(want)),
+            )
 
 
 def test_the_refscan_extension_is_built():
@@ -72,12 +75,15 @@ def test_c_and_numpy_read_the_same_numbers_from_icechunk_manifests(history, monk
     monkeypatch.setattr(M, "_BATCH", batch)
     read_by_c = 0
     for source, node_id in _manifest_arrays(history):
-        _assert_same_batches(_batches(source, node_id, True, monkeypatch),
-                             _batches(source, node_id, False, monkeypatch))
+        _assert_same_batches(
+            _batches(source, node_id, True, monkeypatch), _batches(source, node_id, False, monkeypatch)
+        )
         monkeypatch.setattr(M, "_refscan", REFSCAN)
         total = source.arrays[node_id][1]
-        read_by_c += sum(source._read_refs(node_id, lo, min(lo + batch, total), None, SCRATCH) is not None
-                         for lo in range(0, total, batch))
+        read_by_c += sum(
+            source._read_refs(node_id, lo, min(lo + batch, total), None, SCRATCH) is not None
+            for lo in range(0, total, batch)
+        )
     assert read_by_c  # the batches without an etag
 
 
@@ -90,8 +96,9 @@ def test_c_and_numpy_agree_on_the_fixtures_and_random_histories(request, tmp_pat
         repo = Repository.open(str(tmp_path / "repo"))
     monkeypatch.setattr(M, "_BATCH", 3)  # layouts learned in a first batch, then read by C
     for source, node_id in _manifest_arrays(repo):
-        _assert_same_batches(_batches(source, node_id, True, monkeypatch),
-                             _batches(source, node_id, False, monkeypatch))
+        _assert_same_batches(
+            _batches(source, node_id, True, monkeypatch), _batches(source, node_id, False, monkeypatch)
+        )
 
 
 def _read(source, node_id: str, c: bool, monkeypatch):
@@ -114,8 +121,9 @@ def test_damaged_manifests_read_alike_or_fail_alike(history, monkeypatch):
         for _ in range(rng.choice([1, 3, 20])):
             at = rng.randrange(len(damaged))
             damaged[at] = rng.choice([0, 1, 0x7F, 0xFF, rng.randrange(256)])
-        copy = M.ManifestBuffer(bytes(damaged), "damaged", source.arrays, source.dictionary,
-                                source.compression_algorithm)
+        copy = M.ManifestBuffer(
+            bytes(damaged), "damaged", source.arrays, source.dictionary, source.compression_algorithm
+        )
         with_c, without = _read(copy, node_id, True, monkeypatch), _read(copy, node_id, False, monkeypatch)
         if isinstance(without, str):
             assert with_c == without
@@ -162,14 +170,15 @@ def test_a_first_ref_with_too_many_coordinates_for_its_batch_is_named(history, m
     rewritten = decode_manifest(raw, "damaged").source
     columns = rewritten._columns(node_id, 0, 1, None)
     index = int(columns.pos[0] + columns.fields[M._INDEX][0])
-    vector = index + int.from_bytes(rewritten.payload[index:index + 4], "little")
+    vector = index + int.from_bytes(rewritten.payload[index : index + 4], "little")
     count = (len(rewritten.payload) - vector - 4) // 4  # the most one vector there can hold
     assert len(refs) * 4 * count > 20 * len(rewritten.payload)
     damaged = bytearray(rewritten.payload)
-    damaged[vector:vector + 4] = count.to_bytes(4, "little")
+    damaged[vector : vector + 4] = count.to_bytes(4, "little")
     for c in (True, False):
-        broken = M.ManifestBuffer(bytes(damaged), "damaged", rewritten.arrays, rewritten.dictionary,
-                                  rewritten.compression_algorithm)
+        broken = M.ManifestBuffer(
+            bytes(damaged), "damaged", rewritten.arrays, rewritten.dictionary, rewritten.compression_algorithm
+        )
         tracemalloc.start()
         try:
             message = _read(broken, node_id, c, monkeypatch)

@@ -29,8 +29,14 @@ u64 = st.integers(0, 2**64 - 1)
 ref_kinds = st.one_of(
     st.builds(lambda data: (RefKind.INLINE, data), st.binary(max_size=40)),
     st.builds(lambda cid, off, n: (RefKind.NATIVE, cid, off, n), st.binary(min_size=12, max_size=12), u64, u64),
-    st.builds(lambda loc, off, n, etag, mod: (RefKind.VIRTUAL, loc, off, n, etag, mod),
-              st.text(min_size=1, max_size=30), u64, u64, st.none() | st.text(max_size=10), st.none() | u32),
+    st.builds(
+        lambda loc, off, n, etag, mod: (RefKind.VIRTUAL, loc, off, n, etag, mod),
+        st.text(min_size=1, max_size=30),
+        u64,
+        u64,
+        st.none() | st.text(max_size=10),
+        st.none() | u32,
+    ),
 )
 
 
@@ -40,8 +46,7 @@ def arrays(draw):
     out = {}
     for node in draw(st.lists(st.binary(min_size=8, max_size=8), min_size=1, max_size=3, unique=True)):
         ndim = draw(st.integers(0, 4))
-        indexes = draw(st.lists(st.tuples(*[u32] * ndim), min_size=1, max_size=1 if ndim == 0 else 12,
-                                unique=True))
+        indexes = draw(st.lists(st.tuples(*[u32] * ndim), min_size=1, max_size=1 if ndim == 0 else 12, unique=True))
         out[node] = [(index, draw(ref_kinds)) for index in sorted(indexes)]
     return dict(sorted(out.items()))
 
@@ -56,7 +61,7 @@ def build(manifest_id: bytes, spec: dict, last_ref_at_end: bool = False) -> byte
     array_offsets = []
     for node, refs in spec.items():
         ref_offsets = []
-        for index, kind in (reversed(refs) if last_ref_at_end else refs):
+        for index, kind in reversed(refs) if last_ref_at_end else refs:
             strings = {}
             if kind[0] is RefKind.INLINE:
                 strings["inline"] = b.CreateByteVector(kind[1])
@@ -105,8 +110,15 @@ def expected_ref(index: tuple, kind: tuple) -> ChunkRef:
         return ChunkRef(index, RefKind.INLINE, inline=kind[1])
     if kind[0] is RefKind.NATIVE:
         return ChunkRef(index, RefKind.NATIVE, chunk_id=ids.encode(kind[1]), offset=kind[2], length=kind[3])
-    return ChunkRef(index, RefKind.VIRTUAL, location=kind[1], offset=kind[2], length=kind[3],
-                    checksum_etag=kind[4], checksum_last_modified=kind[5] or None)
+    return ChunkRef(
+        index,
+        RefKind.VIRTUAL,
+        location=kind[1],
+        offset=kind[2],
+        length=kind[3],
+        checksum_etag=kind[4],
+        checksum_last_modified=kind[5] or None,
+    )
 
 
 @settings(max_examples=150, deadline=None)
@@ -119,8 +131,11 @@ def test_direct_decoder_reads_what_the_builder_wrote(manifest_id, spec, last_ref
         node_id = ids.encode(node)
         assert list(manifest.chunk_refs(node_id)) == [expected_ref(i, k) for i, k in refs]
         kinds = [k[0] for _, k in refs]
-        assert manifest.kind_counts(node_id) == (kinds.count(RefKind.INLINE), kinds.count(RefKind.NATIVE),
-                                                 kinds.count(RefKind.VIRTUAL))
+        assert manifest.kind_counts(node_id) == (
+            kinds.count(RefKind.INLINE),
+            kinds.count(RefKind.NATIVE),
+            kinds.count(RefKind.VIRTUAL),
+        )
 
 
 def test_a_small_table_after_a_large_one_at_the_buffer_end():
@@ -143,8 +158,9 @@ def test_ranges_of_refs_concatenate_to_all_refs(spec, cuts):
 
 
 def test_a_range_checks_its_order_against_the_ref_before_it():
-    spec = {b"\x01" * 8: [((0,), (RefKind.INLINE, b"a")), ((2,), (RefKind.INLINE, b"b")),
-                          ((1,), (RefKind.INLINE, b"c"))]}
+    spec = {
+        b"\x01" * 8: [((0,), (RefKind.INLINE, b"a")), ((2,), (RefKind.INLINE, b"b")), ((1,), (RefKind.INLINE, b"c"))]
+    }
     manifest = decode_manifest(build(b"\x02" * 12, spec), "built")
     with pytest.raises(ZSCorrupt, match=r"^built: array \w+ refs MUST be sorted by index, but ref 2 \[1\]"):
         list(manifest.source.chunk_refs(ids.encode(b"\x01" * 8), 2))
@@ -203,8 +219,11 @@ def test_unsorted_refs_across_a_batch_edge_name_the_ref(monkeypatch):
     refs = [((i,), (RefKind.INLINE, bytes([i]))) for i in range(10)]
     refs[4], refs[3] = refs[3], refs[4]  # ref 4 ([3]) starts the second batch and comes after [4]
     manifest = decode_manifest(build(b"\x02" * 12, {b"\x01" * 8: refs}), "built")
-    with pytest.raises(ZSCorrupt, match=r"^built: array \w+ refs MUST be sorted by index, but ref 4 \[3\] "
-                                        r"does not come after \[4\]$"):
+    with pytest.raises(
+        ZSCorrupt,
+        match=r"^built: array \w+ refs MUST be sorted by index, but ref 4 \[3\] "
+        r"does not come after \[4\]$",
+    ):
         list(manifest.chunk_refs(ids.encode(b"\x01" * 8)))
 
 
@@ -290,7 +309,7 @@ def test_few_distinct_values_index_every_value(values):
 
     unique, inverse = _few_distinct(np.array(values, dtype=np.int64))
     assert sorted(unique.tolist()) == sorted(set(values))
-    assert (unique.tolist() * len(values) if inverse is None else unique[inverse].tolist())[:len(values)] == values
+    assert (unique.tolist() * len(values) if inverse is None else unique[inverse].tolist())[: len(values)] == values
 
 
 @pytest.mark.parametrize("span", [7, 1000, 2**62])
@@ -307,11 +326,20 @@ def test_distinct_values_of_many_through_the_hash_table(span):
 
 near_kinds = st.one_of(  # few values per field: refs of two manifests are often equal, or differ in one field
     st.builds(lambda data: (RefKind.INLINE, data), st.sampled_from([b"", b"x", b"xy"])),
-    st.builds(lambda cid, off, n: (RefKind.NATIVE, cid, off, n),
-              st.sampled_from([b"\x01" * 12, b"\x01" * 11 + b"\x02"]), st.integers(0, 1), st.integers(0, 1)),
-    st.builds(lambda loc, off, n, etag, mod: (RefKind.VIRTUAL, loc, off, n, etag, mod),
-              st.sampled_from(["s3://b/a", "s3://b/b", "x"]), st.integers(0, 1), st.integers(0, 1),
-              st.sampled_from([None, "", "e", "x"]), st.sampled_from([None, 0, 7])),
+    st.builds(
+        lambda cid, off, n: (RefKind.NATIVE, cid, off, n),
+        st.sampled_from([b"\x01" * 12, b"\x01" * 11 + b"\x02"]),
+        st.integers(0, 1),
+        st.integers(0, 1),
+    ),
+    st.builds(
+        lambda loc, off, n, etag, mod: (RefKind.VIRTUAL, loc, off, n, etag, mod),
+        st.sampled_from(["s3://b/a", "s3://b/b", "x"]),
+        st.integers(0, 1),
+        st.integers(0, 1),
+        st.sampled_from([None, "", "e", "x"]),
+        st.sampled_from([None, 0, 7]),
+    ),
 )
 
 
@@ -327,9 +355,20 @@ def test_identities_are_equal_exactly_where_the_refs_are(pairs):
     for side, manifest_id in ((0, b"\x01" * 12), (1, b"\x02" * 12)):
         spec = {node: [((i,), pair[side]) for i, pair in enumerate(pairs)]}
         source = decode_manifest(build(manifest_id, spec), "built").source
-        rows.append(np.concatenate([np.array([np.broadcast_to(np.asarray(field, np.uint64), (len(columns.pos),))
-                                              for field in source.ref_identities(node_id, columns).numbered(texts)])
-                                    for columns in source.ref_columns(node_id)], axis=1))
+        rows.append(
+            np.concatenate(
+                [
+                    np.array(
+                        [
+                            np.broadcast_to(np.asarray(field, np.uint64), (len(columns.pos),))
+                            for field in source.ref_identities(node_id, columns).numbered(texts)
+                        ]
+                    )
+                    for columns in source.ref_columns(node_id)
+                ],
+                axis=1,
+            )
+        )
     for i, (a, _) in enumerate(pairs):
         for j, (_, b) in enumerate(pairs):
             assert (rows[0][:, i] == rows[1][:, j]).all() == (expected_ref((), a) == expected_ref((), b)), (a, b)

@@ -15,7 +15,6 @@ from zsarchive.cli import main
 from zsarchive.icechunk import Repository, RefKind
 
 
-
 @pytest.fixture(scope="module")
 def o2(icechunk2_python) -> dict:
     return oracle(2, icechunk2_python)
@@ -54,8 +53,11 @@ def test_moved_nodes_are_in_transaction_logs(o2):
     """Every move icechunk's transaction logs hold is in ours, in the same log, and its node is found
     where it moved to."""
     repo = Repository.open(str(repo_path(2)))
-    theirs = {sid: [(m["from"], m["to"]) for m in log["moved_nodes"]]
-              for sid, log in o2["transaction_logs"].items() if "error" not in log}
+    theirs = {
+        sid: [(m["from"], m["to"]) for m in log["moved_nodes"]]
+        for sid, log in o2["transaction_logs"].items()
+        if "error" not in log
+    }
     ours = {sid: [(m.from_path, m.to_path) for m in repo.transaction_log(sid).moved_nodes] for sid in theirs}
     assert ours == theirs
     moved = fixtures()["v2"]["moved"]
@@ -90,9 +92,11 @@ def _ops_fields(update) -> dict:
         fields = {"id": fields["id"], "new_value": fields["new_value"] if fields["is_set"] else None}
     if "status" in fields:
         s = fields["status"]
-        fields["status"] = {"availability": s.availability, "limited_availability_reason":
-                            s.limited_availability_reason,
-                            "set_at": s.set_at}
+        fields["status"] = {
+            "availability": s.availability,
+            "limited_availability_reason": s.limited_availability_reason,
+            "set_at": s.set_at,
+        }
     return fields
 
 
@@ -120,9 +124,9 @@ def _bytes_of(repo_dir: Path, ref) -> bytes:
     else:
         virtual = fixtures()["virtual"]
         assert ref.location.startswith(virtual["prefix"]), ref.location
-        target = repo_dir.parent / virtual["directory"] / ref.location[len(virtual["prefix"]):]
+        target = repo_dir.parent / virtual["directory"] / ref.location[len(virtual["prefix"]) :]
         data = target.read_bytes()
-    return data[ref.offset:ref.offset + ref.length]
+    return data[ref.offset : ref.offset + ref.length]
 
 
 def test_chunk_refs_give_the_bytes_icechunk_reads(both):

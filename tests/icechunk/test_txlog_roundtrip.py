@@ -48,7 +48,7 @@ def build(log_id: bytes, chunks: dict, reverse_tables: bool = False, new_arrays:
     entries = []
     for node, coords_list in chunks.items():
         tables = []
-        for index in (reversed(coords_list) if reverse_tables else coords_list):
+        for index in reversed(coords_list) if reverse_tables else coords_list:
             CI.StartCoordsVector(b, len(index))
             for i in reversed(index):
                 b.PrependUint32(i)
@@ -98,7 +98,7 @@ def test_an_offset_outside_the_buffer_is_named_in_a_later_batch(which, monkeypat
     monkeypatch.setattr(txlog, "_BATCH", 2)
     header, payload = unpack(build(b"\x01" * 12, CHUNKS))
     start = _chunk_tables_vector(payload, 4)
-    payload[start + 4 * which:start + 4 * which + 4] = (len(payload) - start).to_bytes(4, "little")
+    payload[start + 4 * which : start + 4 * which + 4] = (len(payload) - start).to_bytes(4, "little")
     with pytest.raises(ZSCorrupt, match=rf"^log-b: updated_chunks\[0\]\.chunks\[{which}\]"):
         decode_transaction_log(repack(header, payload), "log-b")
 
@@ -125,9 +125,12 @@ def test_unsorted_coordinates_are_read_as_written():
 @pytest.mark.parametrize("chunks, first, again", [([(0, 1), (3, 3), (0, 1)], 0, 2), ([(), ()], 0, 1)])
 def test_repeated_coordinates_are_corrupt(chunks, first, again):
     raw = build(b"\x01" * 12, {b"\x07" * 8: chunks})
-    with pytest.raises(ZSCorrupt, match=rf"^log-a: updated_chunks\[0\] \(node \w+\) chunks MUST NOT repeat a "
-                                        rf"chunk, but entry {again} \({re.escape(repr(chunks[again]))}\) "
-                                        rf"repeats entry {first}$"):
+    with pytest.raises(
+        ZSCorrupt,
+        match=rf"^log-a: updated_chunks\[0\] \(node \w+\) chunks MUST NOT repeat a "
+        rf"chunk, but entry {again} \({re.escape(repr(chunks[again]))}\) "
+        rf"repeats entry {first}$",
+    ):
         decode_transaction_log(raw, "log-a")
 
 
@@ -135,7 +138,7 @@ def test_repeated_coordinates_are_corrupt(chunks, first, again):
 def test_table_offset_outside_the_buffer_is_corrupt(which):
     header, payload = unpack(build(b"\x01" * 12, CHUNKS))
     start = _chunk_tables_vector(payload, 4)
-    payload[start + 4 * which:start + 4 * which + 4] = (len(payload) - start).to_bytes(4, "little")
+    payload[start + 4 * which : start + 4 * which + 4] = (len(payload) - start).to_bytes(4, "little")
     with pytest.raises(ZSCorrupt, match=rf"^log-b: updated_chunks\[0\]\.chunks\[{which}\]"):
         decode_transaction_log(repack(header, payload), "log-b")
 
@@ -143,10 +146,10 @@ def test_table_offset_outside_the_buffer_is_corrupt(which):
 def test_coords_vector_running_past_the_end_is_corrupt():
     header, payload = unpack(build(b"\x01" * 12, CHUNKS))
     start = _chunk_tables_vector(payload, 4)
-    table = start + 12 + int.from_bytes(payload[start + 12:start + 16], "little")
+    table = start + 12 + int.from_bytes(payload[start + 12 : start + 16], "little")
     field = table + 4  # the builder puts the one field right after the soffset
-    vec = field + int.from_bytes(payload[field:field + 4], "little")
-    payload[vec:vec + 4] = (1 << 30).to_bytes(4, "little")
+    vec = field + int.from_bytes(payload[field : field + 4], "little")
+    payload[vec : vec + 4] = (1 << 30).to_bytes(4, "little")
     with pytest.raises(ZSCorrupt, match=r"^log-c: updated_chunks\[0\]\.chunks\[3\]\.coords: uint32 vector"):
         decode_transaction_log(repack(header, payload), "log-c")
 
@@ -154,16 +157,22 @@ def test_coords_vector_running_past_the_end_is_corrupt():
 def test_chunk_table_without_coords_is_corrupt():
     header, payload = unpack(build(b"\x01" * 12, CHUNKS))
     start = _chunk_tables_vector(payload, 4)
-    table = start + int.from_bytes(payload[start:start + 4], "little")
-    vtable = table - int.from_bytes(payload[table:table + 4], "little", signed=True)
-    payload[vtable + 4:vtable + 6] = b"\x00\x00"  # every table shares this vtable: coords absent
-    with pytest.raises(ZSCorrupt, match=r"^log-d: required field updated_chunks\[0\]\.chunks\[0\]\.coords is "
-                                        r"missing"):
+    table = start + int.from_bytes(payload[start : start + 4], "little")
+    vtable = table - int.from_bytes(payload[table : table + 4], "little", signed=True)
+    payload[vtable + 4 : vtable + 6] = b"\x00\x00"  # every table shares this vtable: coords absent
+    with pytest.raises(
+        ZSCorrupt,
+        match=r"^log-d: required field updated_chunks\[0\]\.chunks\[0\]\.coords is "
+        r"missing",
+    ):
         decode_transaction_log(repack(header, payload), "log-d")
 
 
 def test_coordinates_of_different_lengths_in_one_array_are_corrupt():
     raw = build(b"\x01" * 12, {b"\x07" * 8: [(0, 0), (0, 1), (1,)]})
-    with pytest.raises(ZSCorrupt, match=r"^log-e: updated_chunks\[0\]\.chunks\[2\]\.coords: uint32 vector at \d+ "
-                                        r"has 1 coordinates, the entries before it 2$"):
+    with pytest.raises(
+        ZSCorrupt,
+        match=r"^log-e: updated_chunks\[0\]\.chunks\[2\]\.coords: uint32 vector at \d+ "
+        r"has 1 coordinates, the entries before it 2$",
+    ):
         decode_transaction_log(raw, "log-e")

@@ -19,7 +19,6 @@ from zsarchive.icechunk.values import from_flexbuffer, from_msgpack
 from toolkit.places import ROOT
 
 
-
 def test_spec_example_id():
     raw = bytes.fromhex("0b1cc8d6787580f0e33a6534")
     assert ids.encode(raw) == "1CECHNKREP0F1RSTCMT0"
@@ -46,8 +45,11 @@ def test_the_canonical_spelling_is_the_one_encode_makes(nbytes, data):
     raw = data.draw(st.binary(min_size=nbytes, max_size=nbytes))
     text = ids.encode(raw)
     assert ids.is_id(text, nbytes)
-    spelled = data.draw(st.lists(st.sampled_from(ids.ALPHABET + ids.ALPHABET.lower() + "ILOilo"),
-                                 min_size=len(text), max_size=len(text)).map("".join))
+    spelled = data.draw(
+        st.lists(
+            st.sampled_from(ids.ALPHABET + ids.ALPHABET.lower() + "ILOilo"), min_size=len(text), max_size=len(text)
+        ).map("".join)
+    )
     try:
         canonical = ids.encode(ids.decode(spelled, nbytes)) == spelled
     except ZSError:
@@ -75,11 +77,15 @@ def test_values_decode_both_encodings():
 
 
 _JSON = st.recursive(
-    st.none() | st.booleans() | st.integers(-2**63, 2**63 - 1) | st.floats(-3e38, 3e38) | st.text(),
-    lambda inner: st.lists(inner, max_size=5) | st.dictionaries(st.text(alphabet=st.characters(max_codepoint=127,
-                                                                                              blacklist_characters="\x00")),
-                                                               inner, max_size=5),
-    max_leaves=20)
+    st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.floats(-3e38, 3e38) | st.text(),
+    lambda inner: (
+        st.lists(inner, max_size=5)
+        | st.dictionaries(
+            st.text(alphabet=st.characters(max_codepoint=127, blacklist_characters="\x00")), inner, max_size=5
+        )
+    ),
+    max_leaves=20,
+)
 
 
 @given(_JSON)
@@ -153,5 +159,8 @@ def test_generated_code_is_what_the_schemas_give(tmp_path):
     assert names == sorted(p.name for p in committed.iterdir() if p.suffix == ".py")
     for name in names:
         assert (out / name).read_bytes() == (committed / name).read_bytes(), name
-    assert all("CheckedTable(buf, pos)" in (out / n).read_text() for n in names if n != "__init__.py"
-               and "def Init(" in (out / n).read_text())
+    assert all(
+        "CheckedTable(buf, pos)" in (out / n).read_text()
+        for n in names
+        if n != "__init__.py" and "def Init(" in (out / n).read_text()
+    )

@@ -31,16 +31,24 @@ def _class_names_compared(tree: ast.AST) -> list[tuple[int, str]]:
 
 def _messages_parsed(tree: ast.AST) -> list[tuple[int, str]]:
     """``str(exc).endswith(...)``, ``"..." in str(exc)``: an error's message read for its meaning."""
+
     def is_str_call(node: ast.AST) -> bool:
         return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "str"
 
     found = []
     for node in ast.walk(tree):
-        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                and node.func.attr in ("startswith", "endswith") and is_str_call(node.func.value)):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("startswith", "endswith")
+            and is_str_call(node.func.value)
+        ):
             found.append((node.lineno, ast.unparse(node)))
-        elif isinstance(node, ast.Compare) and any(isinstance(op, (ast.In, ast.NotIn)) for op in node.ops) \
-                and any(map(is_str_call, node.comparators)):
+        elif (
+            isinstance(node, ast.Compare)
+            and any(isinstance(op, (ast.In, ast.NotIn)) for op in node.ops)
+            and any(map(is_str_call, node.comparators))
+        ):
             found.append((node.lineno, ast.unparse(node)))
     return found
 
@@ -51,23 +59,37 @@ def _functions_outside(tree: ast.Module, allowed: set[str]) -> ast.Module:
 
 
 def test_no_class_is_told_by_its_name():
-    found = [f"{path.relative_to(PACKAGE.parent)}:{line}: {text}" for path in sorted(PACKAGE.rglob("*.py"))
-             if "generated" not in path.parts
-             for line, text in _class_names_compared(ast.parse(path.read_text(), str(path)))]
+    found = [
+        f"{path.relative_to(PACKAGE.parent)}:{line}: {text}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if "generated" not in path.parts
+        for line, text in _class_names_compared(ast.parse(path.read_text(), str(path)))
+    ]
     assert found == []
 
 
 def test_the_io_layer_reads_no_error_message_but_an_object_stores():
-    found = [f"{path.relative_to(PACKAGE.parent)}:{line}: {text}" for path in sorted((PACKAGE / "io").glob("*.py"))
-             for line, text in _messages_parsed(_functions_outside(ast.parse(path.read_text(), str(path)),
-                                                                     {"describe"} if path.name == "objects.py" else set()))]
+    found = [
+        f"{path.relative_to(PACKAGE.parent)}:{line}: {text}"
+        for path in sorted((PACKAGE / "io").glob("*.py"))
+        for line, text in _messages_parsed(
+            _functions_outside(
+                ast.parse(path.read_text(), str(path)), {"describe"} if path.name == "objects.py" else set()
+            )
+        )
+    ]
     assert found == []
 
 
 def test_the_rules_see_what_they_forbid():
-    source = 'type(e).__name__ == "X"; e.__class__.__name__ in ("A",); str(e).endswith(": x"); "x" in str(e); e.cause == 1'
+    source = (
+        'type(e).__name__ == "X"; e.__class__.__name__ in ("A",); str(e).endswith(": x"); "x" in str(e); e.cause == 1'
+    )
     tree = ast.parse(source)
-    assert [text for _, text in _class_names_compared(tree)] == ["type(e).__name__ == 'X'", "e.__class__.__name__ in ('A',)"]
+    assert [text for _, text in _class_names_compared(tree)] == [
+        "type(e).__name__ == 'X'",
+        "e.__class__.__name__ in ('A',)",
+    ]
     assert [text for _, text in _messages_parsed(tree)] == ["str(e).endswith(': x')", "'x' in str(e)"]
 
 

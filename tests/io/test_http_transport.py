@@ -58,8 +58,10 @@ def test_read_once_is_one_request_without_opening_first(served):
     assert transport.read_once(7, 0) == b""
     logged = served.requests_since(mark)
     assert [(line.range, line.status) for line in logged] == [
-        ("bytes=250000-250999", 206), (f"bytes={len(DATA) - 10}-{len(DATA) + 989}", 206),
-        (f"bytes={len(DATA) + 5}-{len(DATA) + 1004}", 416)]
+        ("bytes=250000-250999", 206),
+        (f"bytes={len(DATA) - 10}-{len(DATA) + 989}", 206),
+        (f"bytes={len(DATA) + 5}-{len(DATA) + 1004}", 416),
+    ]
     transport.close()
 
 
@@ -82,7 +84,7 @@ def test_each_read_is_exactly_one_request_of_exactly_that_range(served):
     transport = HTTPTransport(served.url("data.bin"))
     transport.read_head_tail(100, 100)
     mark = served.mark()
-    assert transport.read(12345, 678) == DATA[12345:12345 + 678]
+    assert transport.read(12345, 678) == DATA[12345 : 12345 + 678]
     assert transport.read(250_000, 49_900) == DATA[250_000:299_900]
     assert transport.read(10, 20) == DATA[10:30]  # inside the head already held: no request
     assert transport.read(len(DATA) - 50, 50) == DATA[-50:]  # inside the tail
@@ -98,7 +100,7 @@ def test_keep_alive_reuses_one_connection_and_pins_with_if_match(served):
     transport.read_head_tail(0, 0)
     mark = served.mark()
     for i in range(20):
-        assert transport.read(i * 1000 + 500, 700) == DATA[i * 1000 + 500:i * 1000 + 1200]
+        assert transport.read(i * 1000 + 500, 700) == DATA[i * 1000 + 500 : i * 1000 + 1200]
     logged = served.requests_since(mark)
     assert len(logged) == 20
     assert len({line.connection for line in logged}) == 1
@@ -130,17 +132,15 @@ def test_read_ranges_coalesces_near_ranges_into_one_request(served):
     transport.read_head_tail(0, 0)
     ranges = [(20_000 + i * 1000, 900) for i in range(30)] + [(250_000, 10), (150_000, 10)]
     mark = served.mark()
-    assert transport.read_ranges(ranges) == [DATA[o:o + n] for o, n in ranges]
+    assert transport.read_ranges(ranges) == [DATA[o : o + n] for o, n in ranges]
     logged = served.requests_since(mark)
-    assert sorted(line.range for line in logged) == ["bytes=150000-150009", "bytes=20000-49899",
-                                                     "bytes=250000-250009"]
+    assert sorted(line.range for line in logged) == ["bytes=150000-150009", "bytes=20000-49899", "bytes=250000-250009"]
     transport.close()
 
 
 def test_coalesce_respects_gap_and_limit():
     runs = coalesce([(0, 10), (15, 5), (100, 10), (112, 50)], gap=5, limit=40)
-    assert [(run.start, run.length, run.members) for run in runs] == [
-        (0, 20, (0, 1)), (100, 10, (2,)), (112, 50, (3,))]
+    assert [(run.start, run.length, run.members) for run in runs] == [(0, 20, (0, 1)), (100, 10, (2,)), (112, 50, (3,))]
 
 
 def test_many_threads_share_one_transport(served):
@@ -151,7 +151,7 @@ def test_many_threads_share_one_transport(served):
     def work(seed: int) -> None:
         for i in range(25):
             offset = (seed * 7919 + i * 104_729) % (len(DATA) - 5000)
-            if transport.read(offset, 5000) != DATA[offset:offset + 5000]:
+            if transport.read(offset, 5000) != DATA[offset : offset + 5000]:
                 errors.append((seed, i))
 
     threads = [threading.Thread(target=work, args=(seed,)) for seed in range(6)]
@@ -178,8 +178,7 @@ def test_https_with_an_untrusted_certificate_is_a_clear_error(served):
     transport = HTTPTransport(url, backoff=0.01)
     with pytest.raises(ZSError) as caught:
         transport.read_head_tail(100, 100)
-    assert str(caught.value) == (f"{url}: cannot connect: TLS certificate not trusted "
-                                 "(self-signed certificate)")
+    assert str(caught.value) == (f"{url}: cannot connect: TLS certificate not trusted (self-signed certificate)")
     assert transport.stats.retries == 0
 
 
@@ -309,8 +308,9 @@ def test_file_replaced_is_caught_by_etag_even_if_the_server_ignores_if_match(fau
         transport = _transport(faulty_server, name)
     else:
         endpoint = f"http://127.0.0.1:{faulty_server.server_address[1]}"
-        transport = ObjectTransport(parse_location("s3://" + name, {"endpoint": endpoint, "region": "us-east-1"},
-                                                   anon=True))
+        transport = ObjectTransport(
+            parse_location("s3://" + name, {"endpoint": endpoint, "region": "us-east-1"}, anon=True)
+        )
     transport.read_head_tail(10, 10)
     old = faulty_server.etag(name)
     faulty_server.files[name] = DATA[::-1]
@@ -336,8 +336,11 @@ def test_server_ignoring_range_for_a_large_file_is_refused(faulty_server):
     faulty_server.files["f.zs"] = DATA
     faulty_server.always_ignore_range = True
     transport = _transport(faulty_server, max_unranged=100_000)
-    with pytest.raises(ZSError, match=r"f\.zs: the server ignores Range requests \(HTTP 200 with the "
-                                      r"whole 300000 body\); refusing"):
+    with pytest.raises(
+        ZSError,
+        match=r"f\.zs: the server ignores Range requests \(HTTP 200 with the "
+        r"whole 300000 body\); refusing",
+    ):
         transport.read_head_tail(100, 100)
     transport.close()
 
@@ -370,17 +373,23 @@ def test_a_body_dripping_in_slower_than_min_rate_is_abandoned(faulty_server):
     transport = _transport(faulty_server, read_timeout=0.3, min_rate=100, retries=1)
     transport.read_head_tail(0, 0)
     faulty_server.faults.extend(["drip", "drip"])
-    with pytest.raises(ZSError, match=r"f\.zs: the body came too slowly \((\d|[1-4]\d) of 50 bytes "
-                                      r"after 0\.8 s\) \(gave up after 2 attempts\)"):
+    with pytest.raises(
+        ZSError,
+        match=r"f\.zs: the body came too slowly \((\d|[1-4]\d) of 50 bytes "
+        r"after 0\.8 s\) \(gave up after 2 attempts\)",
+    ):
         transport.read(0, 50)  # each byte beats the 0.3 s timeout, the whole needs 2.5 s
     transport.close()
 
 
-@pytest.mark.parametrize("fault, message", [
-    ("huge-length", "announces a body of 419430400 bytes where at most 100 can be right"),
-    ("wide-range", "asked for 100 bytes, the server answers with bytes 1000-419431399"),
-    ("negative-length", "sent more than the 100 bytes that can be right"),
-])
+@pytest.mark.parametrize(
+    "fault, message",
+    [
+        ("huge-length", "announces a body of 419430400 bytes where at most 100 can be right"),
+        ("wide-range", "asked for 100 bytes, the server answers with bytes 1000-419431399"),
+        ("negative-length", "sent more than the 100 bytes that can be right"),
+    ],
+)
 def test_a_body_larger_than_the_range_asked_for_is_refused_unread(faulty_server, fault, message):
     faulty_server.files["f.zs"] = DATA
     transport = _transport(faulty_server)
@@ -394,13 +403,25 @@ def test_a_body_larger_than_the_range_asked_for_is_refused_unread(faulty_server,
     transport.close()
 
 
-@pytest.mark.parametrize("pinned_etag, pinned_time, etag, modified, wanted", [
-    ('"a"', None, '"a"', None, None), ("a", None, 'W/"a"', None, None), ('W/"a"', None, "a", None, None),
-    ("*", None, None, None, None), ('"a"', None, '"b"', None, "the answer's is \"b\""),
-    ('"a"', None, None, 5, "carries none"), (None, 100, None, 100, None), (None, 100, None, 99, None),
-    (None, 100, None, 101, "after the ref's checksum time"), (None, 100, '"x"', None, "no Last-Modified"),
-    ('"a"', 100, '"a"', 101, "after the ref's checksum time"), ('"a"', 100, '"b"', 100, "the answer's is"),
-    ('"a"', 100, '"a"', 100, None), (None, 2**62, None, 5, None)])
+@pytest.mark.parametrize(
+    "pinned_etag, pinned_time, etag, modified, wanted",
+    [
+        ('"a"', None, '"a"', None, None),
+        ("a", None, 'W/"a"', None, None),
+        ('W/"a"', None, "a", None, None),
+        ("*", None, None, None, None),
+        ('"a"', None, '"b"', None, "the answer's is \"b\""),
+        ('"a"', None, None, 5, "carries none"),
+        (None, 100, None, 100, None),
+        (None, 100, None, 99, None),
+        (None, 100, None, 101, "after the ref's checksum time"),
+        (None, 100, '"x"', None, "no Last-Modified"),
+        ('"a"', 100, '"a"', 101, "after the ref's checksum time"),
+        ('"a"', 100, '"b"', 100, "the answer's is"),
+        ('"a"', 100, '"a"', 100, None),
+        (None, 2**62, None, 5, None),
+    ],
+)
 def test_an_answer_is_the_pinned_version_only_if_it_says_so(pinned_etag, pinned_time, etag, modified, wanted):
     """ETag compared by opaque tag (a ref may pin it quoted, unquoted or weak), Last-Modified in seconds
     at or before the ref's time; a ref may pin either or both, and what it pins the answer must carry."""

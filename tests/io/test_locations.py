@@ -18,8 +18,15 @@ from zsarchive.restore.checkout import checkout
 from zsarchive.restore.repository import restore
 
 PACKAGE = Path(zsarchive.__file__).parent
-ENTRIES = [restore, checkout, open_store, RepoArchive.read_chunk, RepoArchive.status,
-           xarray_backend.open_dataset, xarray_backend.open_datatree]
+ENTRIES = [
+    restore,
+    checkout,
+    open_store,
+    RepoArchive.read_chunk,
+    RepoArchive.status,
+    xarray_backend.open_dataset,
+    xarray_backend.open_datatree,
+]
 
 
 def test_every_entry_reaches_its_locations_by_one_pair_of_options():
@@ -35,8 +42,14 @@ def test_url_schemes_are_read_in_one_module():
         if path == PACKAGE / "io" / "location.py":
             continue
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "compile"
-                    and node.args and isinstance(node.args[0], ast.Constant) and "://" in str(node.args[0].value)):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "compile"
+                and node.args
+                and isinstance(node.args[0], ast.Constant)
+                and "://" in str(node.args[0].value)
+            ):
                 found.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno}")
     assert found == []
 

@@ -19,8 +19,14 @@ from zsarchive.io.sink import open_sink
 
 
 def _foreign(directory, **fields) -> dict:
-    body = {"zsarchive_lock": 1, "host": "elsewhere.example", "pid": 4242, "started": "2099-01-01T00:00:00Z",
-            "token": "t" * 32, **fields}
+    body = {
+        "zsarchive_lock": 1,
+        "host": "elsewhere.example",
+        "pid": 4242,
+        "started": "2099-01-01T00:00:00Z",
+        "token": "t" * 32,
+        **fields,
+    }
     (directory / "the.lock").write_text(json.dumps(body))
     return body
 

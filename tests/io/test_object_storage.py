@@ -28,7 +28,6 @@ from zsarchive.archive.write.engine import ProcessPool
 from zsarchive.errors import ZSError
 
 
-
 @pytest.fixture(scope="module")
 def s3(tmp_path_factory):
     """moto's S3 server on loopback holding a repository real icechunk 2.x wrote into ``repos/one``,
@@ -38,19 +37,24 @@ def s3(tmp_path_factory):
     server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
     endpoint = f"http://127.0.0.1:{port}"
-    client = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="AKIDTEST",
-                          aws_secret_access_key="secret")
+    client = boto3.client(
+        "s3",
+        endpoint_url=endpoint,
+        region_name="us-east-1",
+        aws_access_key_id="AKIDTEST",
+        aws_secret_access_key="secret",
+    )
     client.create_bucket(Bucket="lab")
-    commits = run_peer_json(python, WRITE_REPO, "s3", "lab", "repos/one", endpoint,
-                            env={**os.environ, "AWS_EC2_METADATA_DISABLED": "true"})
+    commits = run_peer_json(
+        python, WRITE_REPO, "s3", "lab", "repos/one", endpoint, env={**os.environ, "AWS_EC2_METADATA_DISABLED": "true"}
+    )
     local = tmp_path_factory.mktemp("copy") / "one"
     for page in client.get_paginator("list_objects_v2").paginate(Bucket="lab", Prefix="repos/one/"):
         for item in page.get("Contents", []):
-            target = local / item["Key"][len("repos/one/"):]
+            target = local / item["Key"][len("repos/one/") :]
             target.parent.mkdir(parents=True, exist_ok=True)
             client.download_file("lab", item["Key"], str(target))
-    yield {"endpoint": endpoint, "client": client, "local": local, "python": python,
-           "commits": commits}
+    yield {"endpoint": endpoint, "client": client, "local": local, "python": python, "commits": commits}
     server.stop()
 
 
@@ -104,9 +108,22 @@ def test_anonymous_export_from_a_public_read_bucket(s3, tmp_path, monkeypatch):
     client.create_bucket(Bucket="public")
     for path in sorted(p for p in s3["local"].rglob("*") if p.is_file()):
         client.upload_file(str(path), "public", f"one/{path.relative_to(s3['local'])}")
-    client.put_bucket_policy(Bucket="public", Policy=json.dumps({"Version": "2012-10-17", "Statement": [{
-        "Effect": "Allow", "Principal": "*", "Action": ["s3:GetObject", "s3:ListBucket"],
-        "Resource": ["arn:aws:s3:::public", "arn:aws:s3:::public/*"]}]}))
+    client.put_bucket_policy(
+        Bucket="public",
+        Policy=json.dumps(
+            {
+                "Version": "2012-10-17",
+                "Statement": [
+                    {
+                        "Effect": "Allow",
+                        "Principal": "*",
+                        "Action": ["s3:GetObject", "s3:ListBucket"],
+                        "Resource": ["arn:aws:s3:::public", "arn:aws:s3:::public/*"],
+                    }
+                ],
+            }
+        ),
+    )
     env = {k: None for k in os.environ if k.startswith("AWS_")}
     env.update(AWS_ENDPOINT_URL=s3["endpoint"], AWS_REGION="us-east-1", AWS_EC2_METADATA_DISABLED="true")
     proc = run_zs("export", "--anon", "s3://public/one", str(tmp_path / "p.zs"), env=env)
@@ -115,10 +132,13 @@ def test_anonymous_export_from_a_public_read_bucket(s3, tmp_path, monkeypatch):
         assert {r["name"] for r in arc.refs()} >= {"main", "dev", "v1"}
 
 
-@pytest.mark.parametrize("url, message", [
-    ("s3://no-such-bucket/repos/one", "s3://no-such-bucket/repos/one/repo: no such bucket or container"),
-    ("s3://lab/repos/nothing-here", "s3://lab/repos/nothing-here: not an Icechunk repository"),
-])
+@pytest.mark.parametrize(
+    "url, message",
+    [
+        ("s3://no-such-bucket/repos/one", "s3://no-such-bucket/repos/one/repo: no such bucket or container"),
+        ("s3://lab/repos/nothing-here", "s3://lab/repos/nothing-here: not an Icechunk repository"),
+    ],
+)
 def test_missing_bucket_or_prefix_is_one_line(aws_env, tmp_path, url, message):
     one_line_error(run_zs("export", url, str(tmp_path / "x.zs")), message)
     assert not (tmp_path / "x.zs").exists()
@@ -132,8 +152,13 @@ def test_unknown_storage_option_is_one_line(aws_env, tmp_path):
 
 
 def test_wrong_secret_is_refused_when_signatures_count(aws_env, tmp_path, monkeypatch):
-    iam = boto3.client("iam", endpoint_url=aws_env["endpoint"], region_name="us-east-1",
-                       aws_access_key_id="AKIDTEST", aws_secret_access_key="secret")
+    iam = boto3.client(
+        "iam",
+        endpoint_url=aws_env["endpoint"],
+        region_name="us-east-1",
+        aws_access_key_id="AKIDTEST",
+        aws_secret_access_key="secret",
+    )
     iam.create_user(UserName="reader")
     key = iam.create_access_key(UserName="reader")["AccessKey"]
     monkeypatch.setattr(moto_settings, "INITIAL_NO_AUTH_ACTION_COUNT", 0)
@@ -191,23 +216,45 @@ def test_export_from_gcs_equals_icechunk(gcs, version, request, tmp_path):
     of the archive equals icechunk's about the same repository, and chunk bytes come from the bucket."""
     python = request.getfixturevalue(f"icechunk{version}_python")
     archive = tmp_path / "gs.zs"
-    proc = run_zs("export", f"gs://lab/repos/v{version}", str(archive), "--anon", "--storage-option", f"base_url={gcs}",
-              "-j", "1")
+    proc = run_zs(
+        "export", f"gs://lab/repos/v{version}", str(archive), "--anon", "--storage-option", f"base_url={gcs}", "-j", "1"
+    )
     assert proc.returncode == 0, proc.stderr
-    check_archive(oracle(version, python), archive, repo_path(version), fixtures()[f"v{version}"]["deleted_tags"],
-                  [fixtures()["virtual"]["prefix"]])
+    check_archive(
+        oracle(version, python),
+        archive,
+        repo_path(version),
+        fixtures()[f"v{version}"]["deleted_tags"],
+        [fixtures()["virtual"]["prefix"]],
+    )
     with RepoArchive(archive) as arc:
-        path = next(n["path"] for n in arc.ls("main") if n["node_type"] == "array"
-                    and any(c["kind"] == "native" for c in arc.chunk_refs("main", n["path"])))
+        path = next(
+            n["path"]
+            for n in arc.ls("main")
+            if n["node_type"] == "array" and any(c["kind"] == "native" for c in arc.chunk_refs("main", n["path"]))
+        )
         chunk = next(c for c in arc.chunk_refs("main", path) if c["kind"] == "native")
     coords = ",".join(map(str, chunk["coords"]))
-    data = run_zs("chunk", str(archive), "main", path, coords, "--data", "--anon", "--storage-option", f"base_url={gcs}",
-              "--repo", f"gs://lab/repos/v{version}", text=False)
+    data = run_zs(
+        "chunk",
+        str(archive),
+        "main",
+        path,
+        coords,
+        "--data",
+        "--anon",
+        "--storage-option",
+        f"base_url={gcs}",
+        "--repo",
+        f"gs://lab/repos/v{version}",
+        text=False,
+    )
     assert data.returncode == 0, data.stderr
     expected = (repo_path(version) / "chunks" / chunk["chunk_id"]).read_bytes()
-    assert data.stdout == expected[chunk["offset"]:chunk["offset"] + chunk["length"]]
-    missing = run_zs("export", "gs://nothere/repos/v2", str(tmp_path / "x.zs"), "--anon", "--storage-option",
-                 f"base_url={gcs}")
+    assert data.stdout == expected[chunk["offset"] : chunk["offset"] + chunk["length"]]
+    missing = run_zs(
+        "export", "gs://nothere/repos/v2", str(tmp_path / "x.zs"), "--anon", "--storage-option", f"base_url={gcs}"
+    )
     one_line_error(missing, "gs://nothere/repos/v2")
 
 
@@ -255,7 +302,7 @@ def test_virtual_chunks_in_s3_are_read_under_an_authorized_prefix_with_checksums
     allow = ["--authorize", "s3://lab/granules/"]
     for index in (0, 3):
         proc = run_zs("chunk", str(archive), "main", "v", f"{index},0", "--data", *allow, text=False)
-        assert proc.returncode == 0 and proc.stdout == granule[1000 * index:1000 * (index + 1)], proc.stderr
+        assert proc.returncode == 0 and proc.stdout == granule[1000 * index : 1000 * (index + 1)], proc.stderr
     for index, what in ((1, "ETag"), (2, "modified by 2001-01-01")):
         proc = run_zs("chunk", str(archive), "main", "v", f"{index},0", "--data", *allow)
         one_line_error(proc, f"chunk {index},0 of '/v'", "changed since the virtual ref was written", what)

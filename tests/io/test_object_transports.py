@@ -27,8 +27,9 @@ def s3():
 
 
 # fsspec keeps one filesystem per set of options: a fresh one sees this module's server
-TRANSPORTS = pytest.mark.parametrize("transport_class", [ObjectTransport,
-                                                         functools.partial(FsspecTransport, skip_instance_cache=True)])
+TRANSPORTS = pytest.mark.parametrize(
+    "transport_class", [ObjectTransport, functools.partial(FsspecTransport, skip_instance_cache=True)]
+)
 
 
 def test_open_transport_routes_object_store_urls_to_obstore(s3, monkeypatch):
@@ -50,7 +51,7 @@ def test_head_tail_are_two_requests_and_near_ranges_share_one(s3, transport_clas
     assert transport.read(500, 100) == DATA[500:600]  # held from the head
     assert transport.read(70_000, 5000) == DATA[70_000:75_000]
     ranges = [(10_000 + i * 2000, 1500) for i in range(10)] + [(150_000, 10)]
-    assert transport.read_ranges(ranges) == [DATA[o:o + n] for o, n in ranges]
+    assert transport.read_ranges(ranges) == [DATA[o : o + n] for o, n in ranges]
     assert transport.stats.requests == requests + 1 + 2  # the ten near ranges share one request
     transport.close()
 
@@ -65,8 +66,20 @@ def test_zs_file_on_s3_reads_like_the_local_file(s3, tmp_path, reference_zs):
     source = tmp_path / "records.txt"
     source.write_bytes(b"".join(r + b"\n" for r in records))
     local = tmp_path / "records.zs"
-    subprocess.run([str(reference_zs), "make", "--no-spinner", "--approx-block-size=1000", "--codec=deflate",
-                    "{}", str(source), str(local)], check=True, capture_output=True)
+    subprocess.run(
+        [
+            str(reference_zs),
+            "make",
+            "--no-spinner",
+            "--approx-block-size=1000",
+            "--codec=deflate",
+            "{}",
+            str(source),
+            str(local),
+        ],
+        check=True,
+        capture_output=True,
+    )
     s3.put_object(Bucket="zsbucket", Key="records.zs", Body=local.read_bytes())
     runner = CliRunner()
     for command in (["dump"], ["info"], ["validate"], ["dump", "--prefix=0012"]):
@@ -74,16 +87,18 @@ def test_zs_file_on_s3_reads_like_the_local_file(s3, tmp_path, reference_zs):
         there = runner.invoke(main, [*command, "s3://zsbucket/records.zs"])
         assert here.exit_code == 0 and there.exit_code == 0, there.output
         assert there.stdout_bytes == here.stdout_bytes
-    for transport in (ObjectTransport("s3://zsbucket/records.zs"),
-                      FsspecTransport("s3://zsbucket/records.zs", skip_instance_cache=True)):
+    for transport in (
+        ObjectTransport("s3://zsbucket/records.zs"),
+        FsspecTransport("s3://zsbucket/records.zs", skip_instance_cache=True),
+    ):
         with ZS(transport) as zs:
-            assert list(zs.search(start=b"001000", stop=b"002000")) == \
-                [r for r in records if b"001000" <= r < b"002000"]
+            assert list(zs.search(start=b"001000", stop=b"002000")) == [
+                r for r in records if b"001000" <= r < b"002000"
+            ]
             assert zs.transport.stats.requests <= 2 + 2  # open, then one run of adjacent blocks
     with ZS(url="s3://zsbucket/records.zs") as zs:
         assert list(zs.search(start=b"001000", stop=b"002000")) == [r for r in records if b"001000" <= r < b"002000"]
         assert zs.transport.stats.requests <= 2 + 2  # open, then one run of adjacent blocks
-
 
 
 def test_an_object_in_azure_is_read_without_suffix_ranges(azurite, monkeypatch):  # noqa: F811

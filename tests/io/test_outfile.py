@@ -34,4 +34,4 @@ def test_a_streamed_file_is_written_as_its_buffers_come(tmp_path, monkeypatch):
         write_all(handle.fileno(), (bytes([i]) * (1 << 20) for i in range(64)))
     assert max(asked) <= 9 << 20 and len(asked) >= 7, asked
     data = (tmp_path / "f").read_bytes()
-    assert len(data) == 64 << 20 and data[::1 << 20] == bytes(range(64))
+    assert len(data) == 64 << 20 and data[:: 1 << 20] == bytes(range(64))

@@ -28,7 +28,7 @@ def _s3_objects(client, bucket: str, prefix: str) -> dict[str, bytes]:
     out = {}
     for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
         for item in page.get("Contents", []):
-            out[item["Key"][len(prefix):]] = client.get_object(Bucket=bucket, Key=item["Key"])["Body"].read()
+            out[item["Key"][len(prefix) :]] = client.get_object(Bucket=bucket, Key=item["Key"])["Body"].read()
     return out
 
 
@@ -43,13 +43,27 @@ def azure_container(tmp_path_factory):
     from azure.storage.blob import BlobServiceClient
 
     port = free_port()
-    server = subprocess.Popen([str(binary), "--blobHost", "127.0.0.1", "--blobPort", str(port), "--location",
-                               str(tmp_path_factory.mktemp("azurite")), "--silent", "--skipApiVersionCheck"],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = subprocess.Popen(
+        [
+            str(binary),
+            "--blobHost",
+            "127.0.0.1",
+            "--blobPort",
+            str(port),
+            "--location",
+            str(tmp_path_factory.mktemp("azurite")),
+            "--silent",
+            "--skipApiVersionCheck",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         wait_for_port(port, server)
-        connection = (f"DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey={AZURITE_KEY};"
-                      f"BlobEndpoint=http://127.0.0.1:{port}/devstoreaccount1;")
+        connection = (
+            f"DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey={AZURITE_KEY};"
+            f"BlobEndpoint=http://127.0.0.1:{port}/devstoreaccount1;"
+        )
         BlobServiceClient.from_connection_string(connection).create_container("dest")
         yield connection
     finally:
@@ -61,8 +75,10 @@ def _azure_objects(connection: str, prefix: str) -> dict[str, bytes]:
     from azure.storage.blob import BlobServiceClient
 
     container = BlobServiceClient.from_connection_string(connection).get_container_client("dest")
-    return {b.name[len(prefix):]: container.download_blob(b.name).readall()
-            for b in container.list_blobs(name_starts_with=prefix)}
+    return {
+        b.name[len(prefix) :]: container.download_blob(b.name).readall()
+        for b in container.list_blobs(name_starts_with=prefix)
+    }
 
 
 @pytest.fixture(params=["local", "s3", "azure"])
@@ -154,17 +170,24 @@ def test_local_write_failure_is_one_line_naming_the_key(tmp_path):
 
 def test_a_full_disk_is_one_line_and_leaves_no_partial_object(tmp_path):
     """A file-size limit makes the write fail the way a full disk does (without needing one)."""
-    code = ("import resource, signal, sys\n"
-            "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
-            "resource.setrlimit(resource.RLIMIT_FSIZE, (1000, 1000))\n"
-            "from zsarchive.io.sink import open_sink\n"
-            "from zsarchive.errors import ZSError\n"
-            "try:\n"
-            "    open_sink(sys.argv[1]).put_all([('small', b'x' * 10), ('chunks/big', b'x' * 5000)])\n"
-            "except ZSError as exc:\n"
-            "    print(exc); sys.exit(1)\n")
-    proc = subprocess.run([sys.executable, "-c", code, str(tmp_path / "out")], capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=60)
+    code = (
+        "import resource, signal, sys\n"
+        "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+        "resource.setrlimit(resource.RLIMIT_FSIZE, (1000, 1000))\n"
+        "from zsarchive.io.sink import open_sink\n"
+        "from zsarchive.errors import ZSError\n"
+        "try:\n"
+        "    open_sink(sys.argv[1]).put_all([('small', b'x' * 10), ('chunks/big', b'x' * 5000)])\n"
+        "except ZSError as exc:\n"
+        "    print(exc); sys.exit(1)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=60,
+    )
     assert proc.returncode == 1, proc.stderr
     assert proc.stdout.count("\n") == 1 and "chunks/" in proc.stdout and "cannot write" in proc.stdout
     assert _local_objects(tmp_path / "out") == {"small": b"x" * 10}

@@ -36,7 +36,7 @@ class TransportContract:
             transport = self.open(name)
             try:
                 got = transport.read_head_tail(head, tail)
-                assert got == (data[:head], data[len(data) - min(tail, len(data)):] if tail else b""), name
+                assert got == (data[:head], data[len(data) - min(tail, len(data)) :] if tail else b""), name
                 assert transport.size == len(data), name
             finally:
                 transport.close()
@@ -46,7 +46,7 @@ class TransportContract:
         try:
             transport.read_head_tail(100, 100)
             for offset, length in [(0, 1), (12_345, 50_000), (len(DATA) - 1, 1), (len(DATA), 0), (5, 0)]:
-                assert transport.read(offset, length) == DATA[offset:offset + length]
+                assert transport.read(offset, length) == DATA[offset : offset + length]
         finally:
             transport.close()
 
@@ -55,7 +55,7 @@ class TransportContract:
         try:
             transport.read_head_tail(0, 0)
             ranges = [(250_000, 10), (3, 7), (100_000, 60_000), (3, 7), (0, 0), (299_990, 10)]
-            assert transport.read_ranges(ranges) == [DATA[o:o + n] for o, n in ranges]
+            assert transport.read_ranges(ranges) == [DATA[o : o + n] for o, n in ranges]
         finally:
             transport.close()
 
@@ -78,7 +78,7 @@ class TransportContract:
             wanted = [(i * 7919 % (len(DATA) - 5000), 1 + i * 131 % 5000) for i in range(64)]
             with ThreadPoolExecutor(8) as pool:
                 got = list(pool.map(lambda r: transport.read(*r), wanted))
-            assert got == [DATA[o:o + n] for o, n in wanted]
+            assert got == [DATA[o : o + n] for o, n in wanted]
         finally:
             transport.close()
 

@@ -143,7 +143,6 @@ def run(*args: str):
     return CliRunner().invoke(main, ["checkout", *map(str, args), "--no-progress"])
 
 
-
 def commit_id(version: int, message: str) -> str:
     return next(c["id"] for c in fixtures()[f"v{version}"]["commits"] if c["message"] == message)
 
@@ -159,8 +158,7 @@ def fixture_archives(request, tmp_path_factory):
     return version, out / "plain.zs", out / "embedded.zs"
 
 
-def test_checkouts_read_as_icechunk_reads_the_snapshot(fixture_archives, icechunk1_python, icechunk2_python,
-                                                       tmp_path):
+def test_checkouts_read_as_icechunk_reads_the_snapshot(fixture_archives, icechunk1_python, icechunk2_python, tmp_path):
     version, plain, embedded = fixture_archives
     prefix = fixtures()["virtual"]["prefix"]
     repo = repo_path(version)
@@ -177,8 +175,11 @@ def test_checkouts_read_as_icechunk_reads_the_snapshot(fixture_archives, icechun
     jobs = []
     for archive, ref, at, name, group, with_repo in cases:
         target = tmp_path / name
-        args = [archive, ref, target, "--authorize", prefix] + (["--group", group] if group else []) + \
-            (["--repo", repo] if with_repo else [])
+        args = (
+            [archive, ref, target, "--authorize", prefix]
+            + (["--group", group] if group else [])
+            + (["--repo", repo] if with_repo else [])
+        )
         result = run(*args)
         assert result.exit_code == 0, result.output
         assert f"wrote {target}" in result.output
@@ -206,8 +207,13 @@ def test_refusals_are_one_line_and_write_nothing(fixture_archives, tmp_path):
     line = one_line_error(run(plain, "v1.0", tmp_path / "a"))
     with RepoArchive(plain) as arc:
         node = arc.node("v1.0", "/data/big")
-        wanted = {c["chunk_id"] for n in arc.ls("v1.0") if n["node_type"] == "array"
-                  for c in arc.node_chunk_refs(n) if c["kind"] == "native"}
+        wanted = {
+            c["chunk_id"]
+            for n in arc.ls("v1.0")
+            if n["node_type"] == "array"
+            for c in arc.node_chunk_refs(n)
+            if c["kind"] == "native"
+        }
     assert node and wanted and f"{len(wanted)} chunk file" in line and "--repo" in line
     assert not (tmp_path / "a").exists()
     # an unauthorized virtual chunk: names the location and the --authorize it needs
@@ -243,8 +249,13 @@ def test_the_python_api_and_a_failed_write(fixture_archives, tmp_path):
     _, _, embedded = fixture_archives
     prefix = fixtures()["virtual"]["prefix"]
     seen = []
-    summary = checkout(str(embedded), "dev", tmp_path / "x", authorize=[prefix],
-                       progress=lambda done, total: seen.append((done, total)))
+    summary = checkout(
+        str(embedded),
+        "dev",
+        tmp_path / "x",
+        authorize=[prefix],
+        progress=lambda done, total: seen.append((done, total)),
+    )
     assert summary.nodes == len(list((tmp_path / "x").rglob("zarr.json")))
     assert seen[-1][0] == seen[-1][1] == summary.nodes + summary.chunks
     files = [p for p in (tmp_path / "x").rglob("*") if p.is_file()]
@@ -252,8 +263,9 @@ def test_the_python_api_and_a_failed_write(fixture_archives, tmp_path):
     assert len(files) == summary.nodes + summary.chunks and sum(p.stat().st_size for p in files) == summary.bytes
     # writes that fail (here: past a file size limit, as a full disk would): one line, nothing left
     for name, limit in (("x2", 4000), ("x3.zip", 20000)):
-        done = run_zs("checkout", str(embedded), "dev", str(tmp_path / "out" / name), "--authorize", prefix,
-                      file_size=limit)
+        done = run_zs(
+            "checkout", str(embedded), "dev", str(tmp_path / "out" / name), "--authorize", prefix, file_size=limit
+        )
         one_line_error(done, "cannot write", "File too large", str(tmp_path / "out" / name))
         assert os.listdir(tmp_path / "out") == []
 
@@ -266,10 +278,13 @@ def test_an_s3_target_on_a_local_server(fixture_archives, icechunk2_python, tmp_
     with moto_s3({bucket: {"taken/key": b"x"}}) as s3:
         result = run(embedded, "dev", f"s3://{bucket}/copies/dev", "--authorize", prefix, "-j", "4")
         assert result.exit_code == 0, result.output
-        keys = [o["Key"] for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix="copies/dev/")
-                for o in page.get("Contents", [])]
+        keys = [
+            o["Key"]
+            for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix="copies/dev/")
+            for o in page.get("Contents", [])
+        ]
         for key in keys:
-            target = tmp_path / "dev" / key[len("copies/dev/"):]
+            target = tmp_path / "dev" / key[len("copies/dev/") :]
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(s3.get_object(Bucket=bucket, Key=key)["Body"].read())
         # a prefix holding anything is refused; a failed checkout never writes the root's zarr.json
@@ -278,8 +293,14 @@ def test_an_s3_target_on_a_local_server(fixture_archives, icechunk2_python, tmp_
         one_line_error(run(embedded, "dev", f"s3://{bucket}/failed"))
         left = [o["Key"] for o in s3.list_objects_v2(Bucket=bucket, Prefix="failed/").get("Contents", [])]
         assert "failed/zarr.json" not in left
-    answer, = compare(icechunk2_python, repo_path(version), prefix,
-                      [{"at": {"branch": "dev"}, "target": str(tmp_path / "dev"), "group": ""}], tmp_path, True)
+    (answer,) = compare(
+        icechunk2_python,
+        repo_path(version),
+        prefix,
+        [{"at": {"branch": "dev"}, "target": str(tmp_path / "dev"), "group": ""}],
+        tmp_path,
+        True,
+    )
     assert answer["problems"] == [] and answer["arrays"] > 0 and len(keys) == answer["keys"]
 
 
@@ -293,8 +314,11 @@ def test_virtual_shards_behind_nginx(virtual, nginx_server, tmp_path):  # noqa: 
     result = run(tmp_path / "a.zs", "main", tmp_path / "out", "--authorize", prefix)
     assert result.exit_code == 0, result.output
     shards = {str(p.relative_to(src)): p.read_bytes() for p in src.rglob("*") if p.is_file() and p.name != "zarr.json"}
-    mine = {str(p.relative_to(tmp_path / "out")): p.read_bytes() for p in (tmp_path / "out").rglob("*")
-            if p.is_file() and p.name != "zarr.json"}
+    mine = {
+        str(p.relative_to(tmp_path / "out")): p.read_bytes()
+        for p in (tmp_path / "out").rglob("*")
+        if p.is_file() and p.name != "zarr.json"
+    }
     assert mine == shards and len(shards) > 3
     plain, copy = zarr.open_group(str(src), mode="r"), zarr.open_group(str(tmp_path / "out"), mode="r")
     for name in ("end", "start", "late"):
@@ -314,12 +338,13 @@ def test_random_repositories(version, seed, request, icechunk2_python, tmp_path)
     with RepoArchive(tmp_path / "plain.zs") as arc:
         at = [(r["name"], {r["type"]: r["name"]}) for r in arc.refs() if r["type"] in ("branch", "tag")]
         snapshots = [s["id"] for s in arc.log()]
-    at += [(sid, {"snapshot_id": sid}) for sid in snapshots[::max(1, len(snapshots) // 6)]]
+    at += [(sid, {"snapshot_id": sid}) for sid in snapshots[:: max(1, len(snapshots) // 6)]]
     jobs = []
     for i, (ref, spec) in enumerate(at):
         target = tmp_path / "out" / f"{i}{'.zip' if i % 3 == 2 else ''}"
-        args = [tmp_path / "plain.zs", ref, target, "--repo", repo] if i % 2 else \
-            [tmp_path / "embedded.zs", ref, target]
+        args = (
+            [tmp_path / "plain.zs", ref, target, "--repo", repo] if i % 2 else [tmp_path / "embedded.zs", ref, target]
+        )
         result = run(*args, "--authorize", prefix)
         assert result.exit_code == 0, (ref, result.output)
         jobs.append({"at": spec, "target": str(target), "group": ""})
@@ -335,29 +360,51 @@ def hostile(tmp_path: Path, name: str, components: tuple, zarr_json: bytes, belo
     from toolkit.archives import SNAPSHOT as sid, history_archive
     from zsarchive.archive.format import schema as S
 
-    nodes = [S.record(S.NODE, (sid, ()), ("N0DE000000000", S.GROUP, b'{"zarr_format":3,"node_type":"group"}',
-                                          None, None, ())),
-             S.record(S.NODE, (sid, components), ("N0DE000000002", S.ARRAY, zarr_json, ((4, None, 2),), None, (), sid)),
-             S.record(S.CHUNK_REF, ("N0DE000000002", (0,), sid), (S.INLINE, b"ab"))]
+    nodes = [
+        S.record(
+            S.NODE, (sid, ()), ("N0DE000000000", S.GROUP, b'{"zarr_format":3,"node_type":"group"}', None, None, ())
+        ),
+        S.record(S.NODE, (sid, components), ("N0DE000000002", S.ARRAY, zarr_json, ((4, None, 2),), None, (), sid)),
+        S.record(S.CHUNK_REF, ("N0DE000000002", (0,), sid), (S.INLINE, b"ab")),
+    ]
     if below:
-        nodes.append(S.record(S.NODE, (sid, below), ("N0DE000000004", S.GROUP,
-                                                     b'{"zarr_format":3,"node_type":"group"}', None, None, ())))
+        nodes.append(
+            S.record(
+                S.NODE,
+                (sid, below),
+                ("N0DE000000004", S.GROUP, b'{"zarr_format":3,"node_type":"group"}', None, None, ()),
+            )
+        )
     return history_archive(tmp_path / name, {sid: (None, 1, "m", "{}", ())}, nodes, main=sid)
 
 
-ARRAY = (b'{"zarr_format":3,"node_type":"array","shape":[4],"data_type":"uint8","fill_value":0,'
-         b'"chunk_grid":{"name":"regular","configuration":{"chunk_shape":[2]}},"codecs":[{"name":"bytes"}]')
+ARRAY = (
+    b'{"zarr_format":3,"node_type":"array","shape":[4],"data_type":"uint8","fill_value":0,'
+    b'"chunk_grid":{"name":"regular","configuration":{"chunk_shape":[2]}},"codecs":[{"name":"bytes"}]'
+)
 
 
-@pytest.mark.parametrize("components,zarr_json,needle,below", [
-    (("..", "x"), ARRAY + b"}", "not a sequence of plain names", ()),
-    (("a", "..", "..", "x"), ARRAY + b"}", "not a sequence of plain names", ()),
-    (("", "x"), ARRAY + b"}", "not a sequence of plain names", ()),
-    (("v",), ARRAY + b',"chunk_key_encoding":{"name":"default","configuration":{"separator":"/../../"}}}',
-     "separator", ()),
-    (("v",), ARRAY + b',"chunk_key_encoding":{"name":"v2","configuration":{"separator":"."}}}',
-     "lies below the array /v", ("v", "0")),
-], ids=["dotdot", "inner-dotdot", "empty", "separator", "inside-an-array"])
+@pytest.mark.parametrize(
+    "components,zarr_json,needle,below",
+    [
+        (("..", "x"), ARRAY + b"}", "not a sequence of plain names", ()),
+        (("a", "..", "..", "x"), ARRAY + b"}", "not a sequence of plain names", ()),
+        (("", "x"), ARRAY + b"}", "not a sequence of plain names", ()),
+        (
+            ("v",),
+            ARRAY + b',"chunk_key_encoding":{"name":"default","configuration":{"separator":"/../../"}}}',
+            "separator",
+            (),
+        ),
+        (
+            ("v",),
+            ARRAY + b',"chunk_key_encoding":{"name":"v2","configuration":{"separator":"."}}}',
+            "lies below the array /v",
+            ("v", "0"),
+        ),
+    ],
+    ids=["dotdot", "inner-dotdot", "empty", "separator", "inside-an-array"],
+)
 def test_hostile_paths_never_write_outside_the_target(tmp_path, components, zarr_json, needle, below):
     path = hostile(tmp_path, "h.zs", components, zarr_json, below)
     (tmp_path / "in").mkdir()
@@ -421,8 +468,12 @@ def test_a_killed_checkout_leaves_no_target_that_looks_complete(fixture_archives
     prefix = fixtures()["virtual"]["prefix"]
     (tmp_path / "empty").mkdir()
     for target in (tmp_path / "dir", tmp_path / "z.zip", tmp_path / "empty"):
-        proc = subprocess.run([sys.executable, "-c", KILLED, str(embedded), str(target), prefix], capture_output=True,
-                              timeout=300, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+        proc = subprocess.run(
+            [sys.executable, "-c", KILLED, str(embedded), str(target), prefix],
+            capture_output=True,
+            timeout=300,
+            env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        )
         assert proc.returncode == -9, proc.stderr
         if target.name == "empty":  # the write went on inside it: no zarr.json, and a new checkout refuses it
             assert [p.name for p in target.rglob("zarr.json") if p.parent == target] == []
@@ -436,8 +487,15 @@ def test_native_chunks_from_a_repository_in_s3(icechunk2_python, tmp_path):
     come from the bucket, and the checkout (into the same bucket, too) reads as icechunk reads it."""
     # moto keeps its buckets per process, whichever server started them: this test's bucket is its own
     with moto_s3({"checkout-src": {}}) as client:
-        run_peer_script(icechunk2_python, WRITE_REPO, "s3", "checkout-src", "one", os.environ["AWS_ENDPOINT_URL"],
-                        env={**os.environ, "AWS_EC2_METADATA_DISABLED": "true"})
+        run_peer_script(
+            icechunk2_python,
+            WRITE_REPO,
+            "s3",
+            "checkout-src",
+            "one",
+            os.environ["AWS_ENDPOINT_URL"],
+            env={**os.environ, "AWS_EC2_METADATA_DISABLED": "true"},
+        )
         local = tmp_path / "local"
         for page in client.get_paginator("list_objects_v2").paginate(Bucket="checkout-src", Prefix="one/"):
             for item in page.get("Contents", []):
@@ -451,10 +509,13 @@ def test_native_chunks_from_a_repository_in_s3(icechunk2_python, tmp_path):
             jobs.append({"at": spec, "target": str(tmp_path / ref), "group": ""})
         result = run(tmp_path / "a.zs", "dev", "s3://checkout-src/copies/dev", "--repo", "s3://checkout-src/one")
         assert result.exit_code == 0, result.output
-        copied = {o["Key"][len("copies/dev/"):]: client.get_object(Bucket="checkout-src", Key=o["Key"])["Body"].read()
-                  for o in client.list_objects_v2(Bucket="checkout-src", Prefix="copies/dev/")["Contents"]}
-    assert copied == {str(p.relative_to(tmp_path / "dev")): p.read_bytes() for p in (tmp_path / "dev").rglob("*")
-                      if p.is_file()}
+        copied = {
+            o["Key"][len("copies/dev/") :]: client.get_object(Bucket="checkout-src", Key=o["Key"])["Body"].read()
+            for o in client.list_objects_v2(Bucket="checkout-src", Prefix="copies/dev/")["Contents"]
+        }
+    assert copied == {
+        str(p.relative_to(tmp_path / "dev")): p.read_bytes() for p in (tmp_path / "dev").rglob("*") if p.is_file()
+    }
     for job, answer in zip(jobs, compare(icechunk2_python, local, "", jobs, tmp_path, True)):
         assert answer["problems"] == [] and answer["arrays"] == 2, (job, answer)
 
@@ -471,8 +532,10 @@ def test_an_azure_target_and_source_on_azurite(azurite, icechunk2_python, tmp_pa
     container = BlobServiceClient.from_connection_string(azurite["connection"]).get_container_client("lab")
 
     def objects(prefix: str) -> dict[str, bytes]:
-        return {b.name[len(prefix):]: container.download_blob(b.name).readall()
-                for b in container.list_blobs(name_starts_with=prefix)}
+        return {
+            b.name[len(prefix) :]: container.download_blob(b.name).readall()
+            for b in container.list_blobs(name_starts_with=prefix)
+        }
 
     local = tmp_path / "repo"
     for name, data in objects("repos/one/").items():
@@ -482,12 +545,20 @@ def test_an_azure_target_and_source_on_azurite(azurite, icechunk2_python, tmp_pa
     for target in (tmp_path / "main", "az://lab/copies/main"):
         result = run(tmp_path / "a.zs", "main", target, "--repo", "az://lab/repos/one")
         assert result.exit_code == 0, result.output
-    assert objects("copies/main/") == {str(p.relative_to(tmp_path / "main")): p.read_bytes()
-                                       for p in (tmp_path / "main").rglob("*") if p.is_file()}
-    assert "not empty" in one_line_error(run(tmp_path / "a.zs", "main", "az://lab/copies/main",
-                                             "--repo", "az://lab/repos/one"))
-    answer, = compare(icechunk2_python, local, "", [{"at": {"branch": "main"}, "target": str(tmp_path / "main"),
-                                                     "group": ""}], tmp_path, True)
+    assert objects("copies/main/") == {
+        str(p.relative_to(tmp_path / "main")): p.read_bytes() for p in (tmp_path / "main").rglob("*") if p.is_file()
+    }
+    assert "not empty" in one_line_error(
+        run(tmp_path / "a.zs", "main", "az://lab/copies/main", "--repo", "az://lab/repos/one")
+    )
+    (answer,) = compare(
+        icechunk2_python,
+        local,
+        "",
+        [{"at": {"branch": "main"}, "target": str(tmp_path / "main"), "group": ""}],
+        tmp_path,
+        True,
+    )
     assert answer["problems"] == [] and answer["arrays"] == 2, answer
 
 
@@ -508,7 +579,9 @@ def test_a_damaged_byte_of_an_embedded_chunk_is_an_error_never_other_bytes(tmp_p
     archive = tmp_path / "a.zs"
     export(repo, archive, include_chunks=True, codec=codec)
     with RepoArchive(archive) as arc:
-        chunk_id = next(c["chunk_id"] for c in arc.node_chunk_refs(arc.node("main", "/data/big")) if c["kind"] == "native")
+        chunk_id = next(
+            c["chunk_id"] for c in arc.node_chunk_refs(arc.node("main", "/data/big")) if c["kind"] == "native"
+        )
     content = (repo / "chunks" / chunk_id).read_bytes()
     data = bytearray(archive.read_bytes())
     window = content[-200:-100]

@@ -26,8 +26,10 @@ FIXTURES = ROOT / "testdata" / "icechunk"
 
 @pytest.fixture(scope="module")
 def client():
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster, \
-            Client(cluster) as connected:
+    with (
+        LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster,
+        Client(cluster) as connected,
+    ):
         yield connected
 
 
@@ -82,8 +84,15 @@ def test_the_command_on_a_cluster(client, tmp_path):
     archive = tmp_path / "a.zs"
     export(FIXTURES / "v2", archive, include_chunks=True)
     restore(archive, tmp_path / "here")
-    done = run_zs("restore", str(archive), str(tmp_path / "there"), "--scheduler", client.scheduler.address,
-                  "--no-progress", timeout=300)
+    done = run_zs(
+        "restore",
+        str(archive),
+        str(tmp_path / "there"),
+        "--scheduler",
+        client.scheduler.address,
+        "--no-progress",
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     assert files(tmp_path / "there") == files(tmp_path / "here")
 
@@ -92,8 +101,9 @@ def test_a_scheduler_that_does_not_answer_is_one_line(tmp_path):
     archive = tmp_path / "a.zs"
     export(FIXTURES / "v2", archive)
     started = time.monotonic()
-    done = run_zs("restore", str(archive), str(tmp_path / "there"), "--scheduler", f"tcp://127.0.0.1:{free_port()}",
-                  timeout=120)
+    done = run_zs(
+        "restore", str(archive), str(tmp_path / "there"), "--scheduler", f"tcp://127.0.0.1:{free_port()}", timeout=120
+    )
     one_line_error(done, "no dask scheduler answers")
     assert time.monotonic() - started < 60 and not (tmp_path / "there").exists()
 
@@ -142,6 +152,13 @@ def test_a_checkout_on_the_cluster_writes_what_one_machine_writes(client, grid_r
     assert killed and summary.chunks > 200
     assert files(tmp_path / "there") == files(tmp_path / "here")
     client.wait_for_workers(2, timeout=60)
-    done = run_zs("checkout", str(archive), "main", str(tmp_path / "zipped.zip"), "--scheduler",
-                  client.scheduler.address, timeout=120)
+    done = run_zs(
+        "checkout",
+        str(archive),
+        "main",
+        str(tmp_path / "zipped.zip"),
+        "--scheduler",
+        client.scheduler.address,
+        timeout=120,
+    )
     one_line_error(done, "a .zip is written by one machine")

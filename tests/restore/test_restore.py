@@ -67,8 +67,11 @@ def check_restored(python: Path, original: Path, restored: Path, archive: Path, 
     assert records(again) == records(archive)
 
 
-@pytest.mark.parametrize("version_seed", [(v, s) for v, seeds in SEEDS.items() for s in seeds],
-                         ids=[f"v{v}-seed{s}" for v, seeds in SEEDS.items() for s in seeds])
+@pytest.mark.parametrize(
+    "version_seed",
+    [(v, s) for v, seeds in SEEDS.items() for s in seeds],
+    ids=[f"v{v}-seed{s}" for v, seeds in SEEDS.items() for s in seeds],
+)
 def test_random_repositories_come_back_whole(version_seed, request, tmp_path):
     version, seed = version_seed
     python = request.getfixturevalue(f"icechunk{version}_python")
@@ -101,8 +104,7 @@ def test_committed_fixtures_come_back_whole(name, request, tmp_path):
     restore(archive, tmp_path / "restored")
     keep = archived_snapshots(archive)
     ours = answers_without_file_details(run_oracle(python, tmp_path / "restored", virtual_mapping()), keep)
-    assert ours == answers_without_file_details(oracle(version, python, None if name == f"v{version}" else name),
-                                                keep)
+    assert ours == answers_without_file_details(oracle(version, python, None if name == f"v{version}" else name), keep)
     again = tmp_path / "again.zs"
     export(tmp_path / "restored", again, include_chunks=True)
     assert records(again) == records(archive)
@@ -121,12 +123,16 @@ ICECHUNK_TESTS = ROOT / "testdata" / "icechunk-tests"
 
 def _readers_of(names: list[str]) -> list[tuple[str, int]]:
     """(repository, major version of the icechunk that reads it): 1.1 and 2.3 for spec V1, 2.3 for V2."""
-    return [(name, major) for name in names
-            for major in ((2,) if (ICECHUNK_TESTS / name / "repo").exists() else (1, 2))]
+    return [
+        (name, major) for name in names for major in ((2,) if (ICECHUNK_TESTS / name / "repo").exists() else (1, 2))
+    ]
 
 
-@pytest.mark.parametrize("name,major", _readers_of(sorted(p.name for p in ICECHUNK_TESTS.iterdir() if p.is_dir())),
-                         ids=lambda value: value if isinstance(value, str) else f"icechunk{value}")
+@pytest.mark.parametrize(
+    "name,major",
+    _readers_of(sorted(p.name for p in ICECHUNK_TESTS.iterdir() if p.is_dir())),
+    ids=lambda value: value if isinstance(value, str) else f"icechunk{value}",
+)
 def test_icechunks_own_test_repositories_come_back_whole(name, major, request, tmp_path):
     """Written by icechunk 0.1 to 2.0, split, migrated and expired: icechunk 1.1 and 2.3 (spec V1) or 2.3
     (spec V2) answer alike about both (refs, ancestry, every snapshot's nodes and chunks, diffs,
@@ -177,6 +183,7 @@ def test_an_array_split_over_manifests_is_read_a_manifest_at_a_time(icechunk2_py
         rows = real(zs, node_id, first, stop)
         reads.append(len(np.unique(rows.coords[:, 0])) if len(rows) else 0)
         return rows
+
     monkeypatch.setattr(source, "chunk_ref_rows", counted)
     restore(archive, tmp_path / "restored")
     assert reads and max(reads) <= 100 and sum(reads) >= 400
@@ -185,8 +192,9 @@ def test_an_array_split_over_manifests_is_read_a_manifest_at_a_time(icechunk2_py
     for path in (tmp_path / "repo" / "transactions").iterdir():
         ours = Repository.open(str(tmp_path / "restored")).transaction_log(path.name)
         theirs = Repository.open(str(tmp_path / "repo")).transaction_log(path.name)
-        assert {k: v.tolist() for k, v in ours.updated_coords.items()} == \
-            {k: sorted(v.tolist()) for k, v in theirs.updated_coords.items()}
+        assert {k: v.tolist() for k, v in ours.updated_coords.items()} == {
+            k: sorted(v.tolist()) for k, v in theirs.updated_coords.items()
+        }
 
 
 def test_restored_files_hold_the_bytes_icechunk_wrote(tmp_path):
@@ -230,13 +238,22 @@ def test_restored_files_are_in_the_form_icechunk_wrote_them(icechunk2_python, tm
     archive = tmp_path / "a.zs"
     export(repo_path(2), archive, include_chunks=True)
     restore(archive, tmp_path / "r")
-    answers = [json.loads(run_peer_script(icechunk2_python, INSPECT, str(where)))
-               for where in (repo_path(2), tmp_path / "r")]
-    theirs, ours = ({key: {k: v for k, v in answer.items() if not (key.startswith("manifests/") and k == "size_bytes")}
-                     for key, answer in both.items()} for both in answers)
+    answers = [
+        json.loads(run_peer_script(icechunk2_python, INSPECT, str(where))) for where in (repo_path(2), tmp_path / "r")
+    ]
+    theirs, ours = (
+        {
+            key: {k: v for k, v in answer.items() if not (key.startswith("manifests/") and k == "size_bytes")}
+            for key, answer in both.items()
+        }
+        for both in answers
+    )
     assert ours == theirs
-    compressed = [key for key, answer in answers[0].items() if key.startswith("manifests/")
-                  and "zstd" in json.dumps(answer).lower()]
+    compressed = [
+        key
+        for key, answer in answers[0].items()
+        if key.startswith("manifests/") and "zstd" in json.dumps(answer).lower()
+    ]
     assert compressed and theirs["repo"]["repo_before_updates"]  # the fixture holds both forms
 
 
@@ -254,10 +271,13 @@ def test_each_file_keeps_its_header_and_a_deleted_tag_its_snapshot(version, tmp_
             if path.is_file() and path.name not in ("config.yaml",) and path.read_bytes()[:4] == b"ICE\xf0":
                 assert path.read_bytes()[:HEADER_LENGTH] == (original / kind / path.name).read_bytes()[:HEADER_LENGTH]
     for path in (original / "manifests").iterdir():
-        theirs, ours = (decode_manifest((where / "manifests" / path.name).read_bytes(), path.name)
-                        for where in (original, restored))
-        assert (ours.compression_algorithm, ours.location_dictionary) == \
-            (theirs.compression_algorithm, theirs.location_dictionary)
+        theirs, ours = (
+            decode_manifest((where / "manifests" / path.name).read_bytes(), path.name) for where in (original, restored)
+        )
+        assert (ours.compression_algorithm, ours.location_dictionary) == (
+            theirs.compression_algorithm,
+            theirs.location_dictionary,
+        )
         assert _packed_locations(ours) == _packed_locations(theirs)
     for tag in fixtures()[f"v{version}"]["deleted_tags"]:
         ref = Path("refs") / f"tag.{tag}" / "ref.json"
@@ -293,8 +313,12 @@ def test_icechunk_goes_on_after_a_restore(icechunk2_python, tmp_path):
     archive = tmp_path / "a.zs"
     export(repo_path(2), archive, include_chunks=True)
     restore(archive, tmp_path / "r")
-    proc = subprocess.run([str(icechunk2_python), "-c", GO_ON + CLEAN_EXIT, str(tmp_path / "r")],
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [str(icechunk2_python), "-c", GO_ON + CLEAN_EXIT, str(tmp_path / "r")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     sid, rest = proc.stdout.split(" ", 1)
     assert rest.startswith("[0, 1, 2, 3]")
@@ -378,17 +402,26 @@ def test_a_restore_killed_midway_leaves_no_repository(icechunk2_python, tmp_path
     archive = tmp_path / "a.zs"
     export(repo_path(2), archive, include_chunks=True)
     target = tmp_path / "r"
-    proc = subprocess.Popen([sys.executable, "-c", SLOW_SINK, str(archive), str(target)],
-                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    proc = subprocess.Popen(
+        [sys.executable, "-c", SLOW_SINK, str(archive), str(target)], env={**os.environ, "PYTHONPATH": str(ROOT)}
+    )
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and not (target / "transactions").is_dir():
         time.sleep(0.01)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert (target / "chunks").is_dir() and not (target / "repo").exists()
-    opened = subprocess.run([str(icechunk2_python), "-c",
-                             "import sys, icechunk as ic\nic.Repository.open(ic.local_filesystem_storage(sys.argv[1]))",
-                             str(target)], capture_output=True, text=True, timeout=120)
+    opened = subprocess.run(
+        [
+            str(icechunk2_python),
+            "-c",
+            "import sys, icechunk as ic\nic.Repository.open(ic.local_filesystem_storage(sys.argv[1]))",
+            str(target),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert opened.returncode != 0
     again = run_zs("restore", str(archive), str(target))
     assert again.returncode == 1 and again.stderr.count("\n") == 1 and "unfinished restore" in again.stderr
@@ -400,30 +433,43 @@ def test_restore_to_s3_then_icechunk_and_zsarchive_read_it(icechunk2_python, tmp
     with moto_s3({"dest": {}}) as client:
         proc = run_zs("restore", str(archive), "s3://dest/restored/repo")
         assert proc.returncode == 0, proc.stderr
-        keys = [o["Key"] for p in client.get_paginator("list_objects_v2").paginate(Bucket="dest")
-                for o in p.get("Contents", [])]
+        keys = [
+            o["Key"]
+            for p in client.get_paginator("list_objects_v2").paginate(Bucket="dest")
+            for o in p.get("Contents", [])
+        ]
         assert "restored/repo/repo" in keys and not any(k.startswith("/") for k in keys)
         # zsarchive reads it back from S3 to the same records, but for the local storage's settings
         again = tmp_path / "again.zs"
         export("s3://dest/restored/repo", again, include_chunks=True)
         config = S.record(S.REPO, ("config",))[:-1]
-        assert [r for r in records(again) if not r.startswith(config)] == \
-            [r for r in records(archive) if not r.startswith(config)]
+        assert [r for r in records(again) if not r.startswith(config)] == [
+            r for r in records(archive) if not r.startswith(config)
+        ]
         ours, theirs = (RepoArchive(str(a)).repo_facts()["config"] for a in (again, archive))
         assert theirs["storage"]["unsafe_use_conditional_update"] is False
         assert ours == {**theirs, "storage": None}
         # icechunk opens it in the bucket and answers as for the original
-        script = ("import sys, os, icechunk as ic\n"
-                  "st = ic.s3_storage(bucket='dest', prefix='restored/repo', endpoint_url=os.environ['AWS_ENDPOINT_URL'],"
-                  " allow_http=True, region='us-east-1', access_key_id='testing', secret_access_key='testing',"
-                  " force_path_style=True)\n"
-                  "repo = ic.Repository.open(st)\n"
-                  "print(sorted(repo.list_branches()), [s.id for s in repo.ancestry(branch='main')])\n")
-        proc = subprocess.run([str(icechunk2_python), "-c", script + CLEAN_EXIT], capture_output=True, text=True,
-                              timeout=300, env={**os.environ, "AWS_EC2_METADATA_DISABLED": "true"})
+        script = (
+            "import sys, os, icechunk as ic\n"
+            "st = ic.s3_storage(bucket='dest', prefix='restored/repo', endpoint_url=os.environ['AWS_ENDPOINT_URL'],"
+            " allow_http=True, region='us-east-1', access_key_id='testing', secret_access_key='testing',"
+            " force_path_style=True)\n"
+            "repo = ic.Repository.open(st)\n"
+            "print(sorted(repo.list_branches()), [s.id for s in repo.ancestry(branch='main')])\n"
+        )
+        proc = subprocess.run(
+            [str(icechunk2_python), "-c", script + CLEAN_EXIT],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env={**os.environ, "AWS_EC2_METADATA_DISABLED": "true"},
+        )
         assert proc.returncode == 0, proc.stderr[-3000:]
         full = Repository.open(str(repo_path(2)))
-        assert proc.stdout.strip() == f"{sorted(full.branches())} {[i.id for i in full.ancestry(full.branches()['main'])]}"
+        assert (
+            proc.stdout.strip() == f"{sorted(full.branches())} {[i.id for i in full.ancestry(full.branches()['main'])]}"
+        )
         # a second restore into the same prefix is refused
         proc = run_zs("restore", str(archive), "s3://dest/restored/repo")
         assert proc.returncode == 1 and "already holds an Icechunk repository" in proc.stderr
@@ -501,12 +547,20 @@ def test_restore_to_azure_then_icechunk_and_zsarchive_read_it(azurite, icechunk2
     again = tmp_path / "again.zs"
     export("az://lab/restored/v2", again, include_chunks=True)
     config = S.record(S.REPO, ("config",))[:-1]
-    assert [r for r in records(again) if not r.startswith(config)] == \
-        [r for r in records(archive) if not r.startswith(config)]
-    remote = icechunk_answers(icechunk2_python, "az", {"account": "devstoreaccount1", "container": "lab",
-                                                       "prefix": "restored/v2",
-                                                       "config": {"azure_storage_use_emulator": "true"}},
-                              {"AZURITE_BLOB_STORAGE_URL": azurite["endpoint"]})
+    assert [r for r in records(again) if not r.startswith(config)] == [
+        r for r in records(archive) if not r.startswith(config)
+    ]
+    remote = icechunk_answers(
+        icechunk2_python,
+        "az",
+        {
+            "account": "devstoreaccount1",
+            "container": "lab",
+            "prefix": "restored/v2",
+            "config": {"azure_storage_use_emulator": "true"},
+        },
+        {"AZURITE_BLOB_STORAGE_URL": azurite["endpoint"]},
+    )
     assert remote == icechunk_answers(icechunk2_python, "local", {"path": str(repo_path(2))})
 
 
@@ -522,8 +576,7 @@ def gcs_objects(gcs: str, prefix: str) -> list[str]:
         return [item["name"] for item in json.load(answer).get("items", [])]
 
 
-def test_restore_to_gcs_refused_by_the_server_is_one_line_and_leaves_no_repository(gcs, gcs_service_account,
-                                                                                      tmp_path):
+def test_restore_to_gcs_refused_by_the_server_is_one_line_and_leaves_no_repository(gcs, gcs_service_account, tmp_path):
     """``gs://`` restore against fake-gcs-server: the emptiness check lists the prefix, writes are signed
     with a service-account key and no token server, and the server's refusal of a write is one line naming
     the object, with no ``repo`` file left (nothing icechunk would open).
@@ -545,8 +598,9 @@ def test_anonymous_restore_to_gcs_is_one_line_before_any_request(tmp_path):
     toward a ``gs://`` target is refused before anything is sent (the endpoint is a closed loopback port)."""
     archive = tmp_path / "a.zs"
     export(repo_path(2), archive, include_chunks=True)
-    proc = run_zs("restore", str(archive), "gs://lab/restored/anon", "--anon", "--storage-option",
-                  "base_url=http://127.0.0.1:9")
+    proc = run_zs(
+        "restore", str(archive), "gs://lab/restored/anon", "--anon", "--storage-option", "base_url=http://127.0.0.1:9"
+    )
     assert proc.returncode == 1 and proc.stderr.count("\n") == 1, proc.stderr
     assert "gs://lab/restored/anon: cannot write to Google Cloud Storage anonymously" in proc.stderr
 
@@ -602,20 +656,40 @@ def _with_repo_file(change):
         fact = json.loads(value[0])
         change(fact)
         return (json.dumps(fact),)
+
     return edit
 
 
-@pytest.mark.parametrize("case, family, edit, named", [
-    ("file form of the wrong shape", S.FILES, lambda key, value: (5, "x", 3), "file headers record ('manifests/"),
-    ("header name over 24 bytes", S.FILES, lambda key, value: ("n" * 25, *value[1:]),
-     "file headers record ('manifests/"),
-    ("ops-log files adding up to more entries", S.REPO,
-     _with_repo_file(lambda fact: fact.update(ops_log_files=[10**15, -3])), "repo_file"),
-    ("ops-log files adding up to fewer entries", S.REPO,
-     _with_repo_file(lambda fact: fact["ops_log_files"].pop()), "repo_file"),
-    ("repo header name over 24 bytes", S.REPO, _with_repo_file(lambda fact: fact.update(implementation="é" * 13)),
-     "repo_file"),
-])
+@pytest.mark.parametrize(
+    "case, family, edit, named",
+    [
+        ("file form of the wrong shape", S.FILES, lambda key, value: (5, "x", 3), "file headers record ('manifests/"),
+        (
+            "header name over 24 bytes",
+            S.FILES,
+            lambda key, value: ("n" * 25, *value[1:]),
+            "file headers record ('manifests/",
+        ),
+        (
+            "ops-log files adding up to more entries",
+            S.REPO,
+            _with_repo_file(lambda fact: fact.update(ops_log_files=[10**15, -3])),
+            "repo_file",
+        ),
+        (
+            "ops-log files adding up to fewer entries",
+            S.REPO,
+            _with_repo_file(lambda fact: fact["ops_log_files"].pop()),
+            "repo_file",
+        ),
+        (
+            "repo header name over 24 bytes",
+            S.REPO,
+            _with_repo_file(lambda fact: fact.update(implementation="é" * 13)),
+            "repo_file",
+        ),
+    ],
+)
 def test_a_file_form_the_archive_cannot_mean_is_one_line_and_writes_nothing(case, family, edit, named, tmp_path):
     """Format 6's records of how each file was written, made hostile: ``zs validate`` and ``zs restore``
     each refuse in one line naming the record, and the restore writes nothing (it used to divide the ops
@@ -659,9 +733,9 @@ def test_a_fragment_restores_with_the_archives_it_builds_on(icechunk2_python, tm
     restore(fragment, tmp_path / "restored")
     assert records(_export(tmp_path / "restored")) == records(full)
     keep = archived_snapshots(full)
-    assert answers_without_file_details(run_oracle(icechunk2_python, tmp_path / "restored", virtual_mapping()),
-                                        keep) == \
-        answers_without_file_details(run_oracle(icechunk2_python, tmp_path / "repo", virtual_mapping()), keep)
+    assert answers_without_file_details(
+        run_oracle(icechunk2_python, tmp_path / "restored", virtual_mapping()), keep
+    ) == answers_without_file_details(run_oracle(icechunk2_python, tmp_path / "repo", virtual_mapping()), keep)
 
 
 GROW = """

@@ -54,8 +54,12 @@ def _defined(path: str) -> frozenset[str]:
 def _module_files(module: str) -> list[str]:
     """The tree's Python files a module reference (``read/chain``, ``views``, ``toolkit.places``) may mean."""
     tail = module.replace(".", "/") if "/" not in module else module
-    return [p for p in _paths() if p.endswith(".py")
-            and (p == tail + ".py" or p.endswith("/" + tail + ".py") or p.endswith("/" + tail + "/__init__.py"))]
+    return [
+        p
+        for p in _paths()
+        if p.endswith(".py")
+        and (p == tail + ".py" or p.endswith("/" + tail + ".py") or p.endswith("/" + tail + "/__init__.py"))
+    ]
 
 
 def _defined_anywhere(name: str) -> bool:
@@ -82,8 +86,10 @@ def _stale(literal: str, python: bool = True) -> str | None:
         files = _module_files(module)
         if not files:
             return None if "/" not in module and importlib.util.find_spec(module) else f"no module {module}"
-        if not any(name in _defined(f) or _exists(f.removesuffix("/__init__.py").removesuffix(".py") + "/" + name + ".py")
-                   for f in files):
+        if not any(
+            name in _defined(f) or _exists(f.removesuffix("/__init__.py").removesuffix(".py") + "/" + name + ".py")
+            for f in files
+        ):
             return f"{module} defines no {name}"
         return None
     if python and re.fullmatch(r"[A-Z][A-Za-z]+|[A-Z][A-Z_]+[A-Z]", literal):  # a class or a constant
@@ -95,16 +101,23 @@ def _stale(literal: str, python: bool = True) -> str | None:
 
 def test_every_name_the_page_spells_exists():
     python, js = DOC.read_text().split("The JavaScript reader\n---", 1)
-    stale = {literal: why for part in (python, js) for literal in LITERAL.findall(part)
-             if (why := _stale(literal, part is python))}
+    stale = {
+        literal: why
+        for part in (python, js)
+        for literal in LITERAL.findall(part)
+        if (why := _stale(literal, part is python))
+    }
     assert stale == {}
 
 
 def test_every_layer_has_its_row():
     """A layer is a sub-package of the package, or of ``archive/``, which has no row of its own."""
     text = DOC.read_text()
-    layers = [p.parent for p in (*PACKAGE.glob("*/__init__.py"), *(PACKAGE / "archive").glob("*/__init__.py"))
-              if p.parent != PACKAGE / "archive"]
+    layers = [
+        p.parent
+        for p in (*PACKAGE.glob("*/__init__.py"), *(PACKAGE / "archive").glob("*/__init__.py"))
+        if p.parent != PACKAGE / "archive"
+    ]
     assert [str(p) for p in layers if f"``{p.relative_to(ROOT).as_posix()}/``" not in text] == []
 
 

@@ -79,12 +79,12 @@ def test_log_time_range_and_as_of(case, archive):
         assert {s["id"]: (s["flushed_at"], s["parent_id"]) for s in everything} == known
     else:  # spec V1: every snapshot file, reachable from a ref or not
         assert {s["id"]: s["flushed_at"] for s in everything} == {
-            sid: snap["flushed_at"] for sid, snap in answers["snapshots"].items()}
+            sid: snap["flushed_at"] for sid, snap in answers["snapshots"].items()
+        }
     times = [s["flushed_at"] for s in everything]
     assert times == sorted(times, reverse=True)
     window = archive.log(since=middle["written_at"], until=newest["written_at"])
-    assert [s["id"] for s in window] == [s["id"] for s in everything
-                                         if since <= parse_time(s["flushed_at"]) <= until]
+    assert [s["id"] for s in window] == [s["id"] for s in everything if since <= parse_time(s["flushed_at"]) <= until]
     with pytest.raises(NotFound, match="before the first commit"):
         archive.log("main", until=parse_time(history[-1]["written_at"]) - 1)
     with pytest.raises(NotFound, match="flushed at or before"):
@@ -172,19 +172,30 @@ def test_cli_chunk_data_and_json_contract(case, archive):
     by_kind = {}
     for key, value in tree["chunks"].items():
         array = max((p for p in arrays if key.startswith(p + "/")), key=len)
-        coords = _chunk_key_coords(arrays[array]["zarr_json"], key[len(array) + 1:])
+        coords = _chunk_key_coords(arrays[array]["zarr_json"], key[len(array) + 1 :])
         if "bytes_b64" in value:
             by_kind.setdefault(archive.chunk_ref("main", array, coords)["kind"], (array, coords, value))
     assert set(by_kind) == {"inline", "native", "virtual"}
     for kind, (array, coords, value) in by_kind.items():
         text = ",".join(map(str, coords))
-        out = run_zs("chunk", str(path), "main", array, text, "--data", "--repo", str(repo), "--authorize", prefix, text=False)
+        out = run_zs(
+            "chunk", str(path), "main", array, text, "--data", "--repo", str(repo), "--authorize", prefix, text=False
+        )
         assert out.returncode == 0, out.stderr
         assert out.stdout == _b64(value["bytes_b64"]), kind
         out = run_zs("chunk", str(path), "main", array, text, "--json", text=False)
         row = json.loads(out.stdout)
-        assert set(row) == {"path", "coords", "kind", "offset", "length", "chunk_id", "location",
-                            "checksum_etag", "checksum_last_modified"}
+        assert set(row) == {
+            "path",
+            "coords",
+            "kind",
+            "offset",
+            "length",
+            "chunk_id",
+            "location",
+            "checksum_etag",
+            "checksum_last_modified",
+        }
         assert (row["kind"], row["coords"]) == (kind, list(coords))
     out = run_zs("refs", str(path), "--json", text=False)
     rows = [json.loads(line) for line in out.stdout.splitlines()]
@@ -210,9 +221,16 @@ def test_virtual_chunks_need_authorization(case):
     pytest.fail("fixture has no virtual chunk")
 
 
-@pytest.mark.parametrize("args", [["--help"], ["chunk", "{archive}", "main", "/data/temperature", "0,0", "--json"],
-                                  ["chunk", "{archive}", "main", "/data/temperature", "0,0"],
-                                  ["dump", "{archive}", "-o", os.devnull], ["validate", "{archive}"]])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--help"],
+        ["chunk", "{archive}", "main", "/data/temperature", "0,0", "--json"],
+        ["chunk", "{archive}", "main", "/data/temperature", "0,0"],
+        ["dump", "{archive}", "-o", os.devnull],
+        ["validate", "{archive}"],
+    ],
+)
 def test_commands_that_read_do_not_import_numpy_or_the_decoders(case, args):
     """Start-up time is most of a one-chunk lookup: numpy and the Icechunk decoders (~0.2 s to import)
     are for exporting and inspecting repositories only, and a chunk ref lookup imports only the reading
@@ -223,18 +241,36 @@ def test_commands_that_read_do_not_import_numpy_or_the_decoders(case, args):
         heavy.append("numpy")
     if args[0] == "chunk":  # nor what only remote storage, fragments, a miss's suggestions, reading chunk
         # bytes or shards, URLs, the other commands, the summary or the log graph need
-        heavy += ["obstore", "zarr", "msgpack", "hashlib", "difflib", "concurrent.futures", "urllib.parse",
-                  "pathlib", "zsarchive.archive.read.chunkdata", "zsarchive.icechunk.storage", "zsarchive.io.objects",
-                  "zsarchive.archive.format.shards", "zsarchive.archive.format.pieces",
-                  "zsarchive.archive.read.summary", "zsarchive.archive.read.loggraph", "zsarchive.cli.archive_queries",
-                  "lzma", "zstandard", "numbers",  # a deflate archive, Python ints
-                  "dataclasses"]  # the typed values a lookup makes are defined without it (~1 ms)
+        heavy += [
+            "obstore",
+            "zarr",
+            "msgpack",
+            "hashlib",
+            "difflib",
+            "concurrent.futures",
+            "urllib.parse",
+            "pathlib",
+            "zsarchive.archive.read.chunkdata",
+            "zsarchive.icechunk.storage",
+            "zsarchive.io.objects",
+            "zsarchive.archive.format.shards",
+            "zsarchive.archive.format.pieces",
+            "zsarchive.archive.read.summary",
+            "zsarchive.archive.read.loggraph",
+            "zsarchive.cli.archive_queries",
+            "lzma",
+            "zstandard",
+            "numbers",  # a deflate archive, Python ints
+            "dataclasses",
+        ]  # the typed values a lookup makes are defined without it (~1 ms)
     if args[0] == "chunk" and "--json" in args:  # nor click, and what importing it costs
         heavy += ["click", "inspect", "uuid", "platform", "gettext", "zsarchive.cli.app", "zsarchive.cli.chunk"]
     # what the command imports, not what this interpreter's start did (an editable install's finder)
-    script = ("import sys\nbefore = set(sys.modules)\nfrom zsarchive.cli import run\n"
-              "try:\n    run(sys.argv[1:])\n    status = 0\nexcept SystemExit as done:\n    status = done.code\n"
-              f"print(status, sorted(m for m in sys.modules if m in {heavy!r} and m not in before), file=sys.stderr)")
+    script = (
+        "import sys\nbefore = set(sys.modules)\nfrom zsarchive.cli import run\n"
+        "try:\n    run(sys.argv[1:])\n    status = 0\nexcept SystemExit as done:\n    status = done.code\n"
+        f"print(status, sorted(m for m in sys.modules if m in {heavy!r} and m not in before), file=sys.stderr)"
+    )
     argv = [a.format(archive=case[1]) for a in args]
     out = subprocess.run([sys.executable, "-c", script, *argv], capture_output=True, text=True, check=True)
     assert out.stderr.strip().splitlines()[-1] == "0 []", out.stderr  # the command succeeded, importing none

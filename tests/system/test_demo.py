@@ -7,10 +7,10 @@ import sys
 from toolkit.places import ROOT
 
 
-
 def test_demo_runs_every_step_on_the_bundled_data():
-    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "demo.py")], capture_output=True,
-                          text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "demo.py")], capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     out = done.stdout
     assert out.count("looks good!") == 2  # the sample file and the exported archive both validate

@@ -28,8 +28,7 @@ def main_tree(answer: dict) -> dict:
 
 def chunk_types(tree: dict, array: str) -> set[str]:
     """The chunk kinds icechunk reports for the chunk keys of ``array`` (0-d arrays: key ``<array>/c``)."""
-    return {e["chunk_type"] for k, e in tree["chunks"].items()
-            if k == array + "/c" or k.startswith(array + "/c/")}
+    return {e["chunk_type"] for k, e in tree["chunks"].items() if k == array + "/c" or k.startswith(array + "/c/")}
 
 
 def test_oracle_speaks_the_fixture_spec_version(version_and_oracle):
@@ -45,7 +44,7 @@ def test_config_names_the_virtual_container(version_and_oracle):
     prefix = fixtures()["virtual"]["prefix"]
     containers = answer["config"]["virtual_chunk_containers"]
     assert list(containers) == [prefix]
-    directory = prefix[len("file://"):].rstrip("/")
+    directory = prefix[len("file://") :].rstrip("/")
     assert containers[prefix]["store"] == {"kind": "LocalFileSystem", "options": directory}
     if version == 2:
         assert answer["config"]["num_updates_per_repo_info_file"] == 8
@@ -110,8 +109,10 @@ def test_three_chunk_kinds_and_their_bytes(version_and_oracle):
     assert base64.b64decode(tree["chunks"]["data/sub/virt/c/3"]["bytes_b64"]) == data[1200:1300]
     granules = {f"{virtual['prefix']}granules/g{k}.bin" for k in range(8)}
     assert set(tree["virtual_chunk_locations"]) == {virtual["prefix"] + virtual["file"]} | granules
-    assert base64.b64decode(tree["chunks"]["data/sub/many_virt/c/9/0"]["bytes_b64"]) == (
-        (ICECHUNK_TESTDATA / virtual["directory"] / "granules" / "g1.bin").read_bytes()[8:16])
+    assert (
+        base64.b64decode(tree["chunks"]["data/sub/many_virt/c/9/0"]["bytes_b64"])
+        == ((ICECHUNK_TESTDATA / virtual["directory"] / "granules" / "g1.bin").read_bytes()[8:16])
+    )
     assert len(base64.b64decode(tree["chunks"]["data/big/c/0/0"]["bytes_b64"])) == 32 * 32 * 8
     assert (repo_path(version) / "chunks").is_dir()
 
@@ -128,8 +129,7 @@ def test_every_array_holds_the_chunk_kinds_fixtures_json_claims(version_and_orac
         if "shape" in claim:
             assert nodes[path]["shape"] == claim["shape"], path
         if claim.get("deleted_later"):
-            assert all(path not in {n["path"] for n in answer["trees"][t]["nodes"]}
-                       for t in answer["refs"].values())
+            assert all(path not in {n["path"] for n in answer["trees"][t]["nodes"]} for t in answer["refs"].values())
     kinds = set().union(*(c["chunk_kinds"] for c in fixtures()[f"v{version}"]["arrays"].values()))
     assert kinds == {"inline", "native", "virtual"}
 
@@ -161,9 +161,23 @@ def test_v2_only_history(icechunk2_python):
     answer = oracle(2, icechunk2_python)
     facts = fixtures()["v2"]
     kinds = [u["kind"] for u in answer["ops_log"]]
-    for kind in ("RepoInitialized", "NewCommit", "CommitAmended", "BranchCreated", "BranchReset",
-                 "BranchDeleted", "TagCreated", "TagDeleted", "MetadataChanged", "RepoStatusChanged",
-                 "FeatureFlagChanged", "ConfigChanged", "NewDetachedSnapshot", "ExpirationRan", "GCRan"):
+    for kind in (
+        "RepoInitialized",
+        "NewCommit",
+        "CommitAmended",
+        "BranchCreated",
+        "BranchReset",
+        "BranchDeleted",
+        "TagCreated",
+        "TagDeleted",
+        "MetadataChanged",
+        "RepoStatusChanged",
+        "FeatureFlagChanged",
+        "ConfigChanged",
+        "NewDetachedSnapshot",
+        "ExpirationRan",
+        "GCRan",
+    ):
         assert kind in kinds, kind
     assert facts["expired"] == [] and facts["gc_deleted"] == 0
     amended = [u for u in answer["ops_log"] if u["kind"] == "CommitAmended"]
@@ -195,8 +209,9 @@ def test_v1_migrated_by_icechunk_2(icechunk1_python, icechunk2_python):
     assert migrated["spec_version"] == facts["spec_version"] == 2
     assert [u["kind"] for u in migrated["ops_log"]][0] == "RepoMigrated"
     assert migrated["branches"] == original["branches"] and migrated["tags"] == original["tags"]
-    assert ([i["id"] for i in migrated["ancestry"]["branch:main"]]
-            == [i["id"] for i in original["ancestry"]["branch:main"]])
+    assert [i["id"] for i in migrated["ancestry"]["branch:main"]] == [
+        i["id"] for i in original["ancestry"]["branch:main"]
+    ]
     main = original["refs"]["branch:main"]
     assert migrated["trees"][main]["chunks"] == original["trees"][main]["chunks"]
     assert facts["v1_files_left"] == []
@@ -222,8 +237,19 @@ def test_generator_reproduces_the_committed_history(version, request, tmp_path):
     link_root = Path("/tmp") / f"zsarchive-fixture-test-{uuid.uuid4().hex}"
     prefix = f"file://{link_root}/virtual-data/"
     try:
-        subprocess.run([str(python), str(ROOT / "scripts" / "make_icechunk_fixtures.py"), "--out", str(tmp_path),
-                        "--virtual-prefix", prefix], check=True, capture_output=True, timeout=300)
+        subprocess.run(
+            [
+                str(python),
+                str(ROOT / "scripts" / "make_icechunk_fixtures.py"),
+                "--out",
+                str(tmp_path),
+                "--virtual-prefix",
+                prefix,
+            ],
+            check=True,
+            capture_output=True,
+            timeout=300,
+        )
         fresh = run_oracle(python, tmp_path / f"v{version}", {prefix: tmp_path / "virtual-data"})
     finally:
         shutil.rmtree(link_root, ignore_errors=True)

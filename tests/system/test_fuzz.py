@@ -45,7 +45,7 @@ def mutated(raw: bytes, data: st.DataObject) -> bytes:
             out[data.draw(st.integers(0, len(out) - 1))] = data.draw(st.integers(0, 255))
     action = data.draw(st.sampled_from(["none", "cut", "insert"]))
     if action == "cut" and out:
-        del out[data.draw(st.integers(0, len(out) - 1)):]
+        del out[data.draw(st.integers(0, len(out) - 1)) :]
     elif action == "insert":
         at = data.draw(st.integers(0, len(out)))
         out[at:at] = data.draw(st.binary(min_size=1, max_size=16))
@@ -93,8 +93,9 @@ def test_icechunk_decoders_survive_mutation(kind):
 @pytest.fixture(scope="module")
 def zs_bytes(tmp_path_factory) -> bytes:
     path = tmp_path_factory.mktemp("zs") / "small.zs"
-    with ZSWriter(str(path), {"made": "for fuzzing"}, codec="none", approx_block_size=200,
-                  branching_factor=4) as writer:
+    with ZSWriter(
+        str(path), {"made": "for fuzzing"}, codec="none", approx_block_size=200, branching_factor=4
+    ) as writer:
         writer.add_records([b"%05d record" % i for i in range(300)])
         writer.finish()
     return path.read_bytes()

@@ -128,12 +128,24 @@ def a_truncated_chunk_file(records: list[Record]) -> tuple[str, ...]:
     return "chunk refs record", CHUNK, "4096"
 
 
-SILENT_WRONG_DATA = [chunk_id_in_two_spellings, chunk_id_in_lower_case_only, two_records_for_branch_main,
-                     two_records_for_one_snapshot, two_records_for_one_chunk_ref, two_records_for_one_node,
-                     node_shape_disagrees_with_its_zarr_json, node_chunk_grid_disagrees_with_its_zarr_json,
-                     node_dimension_names_disagree_with_its_zarr_json]
-BROKEN_REPOSITORIES = [a_branch_naming_a_snapshot_the_archive_lacks, two_node_paths_that_are_one, a_ref_longer_than_its_file, a_ref_starting_past_its_file,
-                       a_truncated_chunk_file]
+SILENT_WRONG_DATA = [
+    chunk_id_in_two_spellings,
+    chunk_id_in_lower_case_only,
+    two_records_for_branch_main,
+    two_records_for_one_snapshot,
+    two_records_for_one_chunk_ref,
+    two_records_for_one_node,
+    node_shape_disagrees_with_its_zarr_json,
+    node_chunk_grid_disagrees_with_its_zarr_json,
+    node_dimension_names_disagree_with_its_zarr_json,
+]
+BROKEN_REPOSITORIES = [
+    a_branch_naming_a_snapshot_the_archive_lacks,
+    two_node_paths_that_are_one,
+    a_ref_longer_than_its_file,
+    a_ref_starting_past_its_file,
+    a_truncated_chunk_file,
+]
 
 
 @pytest.mark.parametrize("family", sorted(set(S.FAMILY_NAMES) - {S.HEADER}), ids=lambda f: S.FAMILY_NAMES[f])
@@ -141,18 +153,25 @@ def test_two_records_of_one_key_are_refused_in_every_family(tmp_path, request, f
     """A family's first record repeated in a genuine export (the format 6 vector; format 3's for chunk
     history, format 7's for virtual chunk data, the sharded export for shard indexes): ``zs validate``
     names the family and the key, whichever family it is."""
-    source = {S.CHUNK_HISTORY: TESTDATA / "archive" / "v3" / "archive.zs",
-              S.VIRTUAL_DATA: TESTDATA / "archive" / "v7" / "archive.zs"}.get(family, VECTOR)
+    source = {
+        S.CHUNK_HISTORY: TESTDATA / "archive" / "v3" / "archive.zs",
+        S.VIRTUAL_DATA: TESTDATA / "archive" / "v7" / "archive.zs",
+    }.get(family, VECTOR)
     if family == S.SHARD_INDEX:
         source = request.getfixturevalue("sharded")
     metadata, records = read_records(source)
     archive = write_records(tmp_path / "crafted.zs", metadata, [*records, records[find(records, family)]])
-    one_line_error(run_hostile("validate", str(archive)), str(archive),
-                   f"{S.FAMILY_NAMES[family]} record", "two records of this key")
+    one_line_error(
+        run_hostile("validate", str(archive)),
+        str(archive),
+        f"{S.FAMILY_NAMES[family]} record",
+        "two records of this key",
+    )
 
 
-def refuses(tmp_path: Path, archive: Path, needles: tuple[str, ...], checkout: tuple[str, ...] = ("--group", "/data")
-            ) -> None:
+def refuses(
+    tmp_path: Path, archive: Path, needles: tuple[str, ...], checkout: tuple[str, ...] = ("--group", "/data")
+) -> None:
     """``zs validate`` names the records, ``zs restore`` and ``zs checkout`` refuse before writing."""
     one_line_error(run_hostile("validate", str(archive)), str(archive), *needles)
     restored = tmp_path / "restored"
@@ -177,6 +196,7 @@ def crafted(tmp_path: Path, case: Callable[[list[Record]], tuple[str, ...]], **o
 def parents_that_loop(length: int) -> Callable[[list[Record]], tuple[str, ...]]:
     """Main's snapshot made the parent of its ``length``-th ancestor (1: of itself): a history that never
     ends, which icechunk's ancestry() would follow for ever."""
+
     def edit(records: list[Record]) -> tuple[str, ...]:
         parents = {k[0]: v[0] for f, k, v, _ in records if f == S.SNAPSHOT}
         at = MAIN
@@ -186,19 +206,29 @@ def parents_that_loop(length: int) -> Callable[[list[Record]], tuple[str, ...]]:
         f, k, v, version = records[i]
         records[i] = (f, k, (MAIN, *v[1:]), version)
         return "parent links of snapshot", "loop"
+
     edit.__name__ = f"parents_that_loop_in_{length}"
     return edit
 
 
-@pytest.mark.parametrize("case", SILENT_WRONG_DATA + BROKEN_REPOSITORIES + [parents_that_loop(n) for n in (1, 2, 3)],
-                         ids=lambda case: case.__name__)
+@pytest.mark.parametrize(
+    "case",
+    SILENT_WRONG_DATA + BROKEN_REPOSITORIES + [parents_that_loop(n) for n in (1, 2, 3)],
+    ids=lambda case: case.__name__,
+)
 def test_records_that_disagree_are_refused_before_anything_is_written(tmp_path, case: Callable):
     refuses(tmp_path, *crafted(tmp_path, case))
 
 
-@pytest.mark.parametrize("case, command", [(two_records_for_branch_main, "log"), (two_records_for_one_snapshot, "log"),
-                                           (node_shape_disagrees_with_its_zarr_json, "ls")],
-                         ids=lambda p: getattr(p, "__name__", p))
+@pytest.mark.parametrize(
+    "case, command",
+    [
+        (two_records_for_branch_main, "log"),
+        (two_records_for_one_snapshot, "log"),
+        (node_shape_disagrees_with_its_zarr_json, "ls"),
+    ],
+    ids=lambda p: getattr(p, "__name__", p),
+)
 def test_the_archives_readers_refuse_what_they_answered_wrongly(tmp_path, case, command):
     """``zs log`` took the first of two records of main (or of its snapshot), ``zs ls`` showed the node
     record's shape (6400 x 6400 for a 64 x 64 array): each now refuses, naming the records."""
@@ -246,6 +276,7 @@ def test_a_shard_index_record_disagreeing_with_its_shard_is_refused(tmp_path, sh
     """The archive keeps each shard's index beside the shard's bytes; one that swaps two inner chunks would
     make the zarr store read each from the other's place, while the shard itself (checkout, restore) says
     otherwise."""
+
     def swap(records: list[Record]) -> None:
         i = find(records, S.SHARD_INDEX)
         f, k, (at_end, raw), version = records[i]
@@ -269,6 +300,7 @@ def test_a_checkout_writes_only_portable_names(tmp_path, name):
     zip reader or terminal mangles (a control character), or that is the metadata document's own name:
     ``zs validate`` accepts it (the archive means it), a checkout to a directory or a zip refuses it before
     writing anything."""
+
     def rename(records: list[Record]) -> None:
         i = find(records, S.NODE, lambda k, v: k == (MAIN, ("data", "big")))
         f, (sid, _), v, version = records[i]
@@ -277,8 +309,13 @@ def test_a_checkout_writes_only_portable_names(tmp_path, name):
     archive = craft(VECTOR, tmp_path / "crafted.zs", rename)
     assert run_hostile("validate", str(archive)).returncode == 0
     for target in (tmp_path / "out", tmp_path / "out.zip"):
-        one_line_error(run_hostile("checkout", str(archive), "main", str(target), "--group", "/data"),
-                       str(archive), repr(name), "not a portable name", "nothing written")
+        one_line_error(
+            run_hostile("checkout", str(archive), "main", str(target), "--group", "/data"),
+            str(archive),
+            repr(name),
+            "not a portable name",
+            "nothing written",
+        )
         assert target_is_empty(target)
 
 
@@ -292,9 +329,13 @@ def fragment(tmp_path_factory) -> Path:
 
 
 def _commands(archive: Path, tmp_path: Path) -> list[list[str]]:
-    return [["validate", str(archive)], ["log", str(archive), "main"], ["serve", str(archive), "--port", "0"],
-            ["restore", str(archive), str(tmp_path / "restored")],
-            ["checkout", str(archive), "main", str(tmp_path / "out"), "--group", "/data/big"]]
+    return [
+        ["validate", str(archive)],
+        ["log", str(archive), "main"],
+        ["serve", str(archive), "--port", "0"],
+        ["restore", str(archive), str(tmp_path / "restored")],
+        ["checkout", str(archive), "main", str(tmp_path / "out"), "--group", "/data/big"],
+    ]
 
 
 def test_a_base_that_is_a_fifo_is_refused_at_once(tmp_path, fragment):
@@ -346,8 +387,9 @@ def test_a_tag_both_live_and_deleted_is_deleted_as_icechunk_lists_it(tmp_path, i
     one_line_error(run_hostile("log", str(archive), f"tag:{gone}"), "was deleted")
     done = run_hostile("restore", str(archive), str(tmp_path / "restored"))
     assert done.returncode == 0 and f"{len(tags)} tags" in done.stderr, done.stderr
-    listed = subprocess.run([str(icechunk1_python), "-c", LIST_TAGS, str(tmp_path / "restored")],
-                            capture_output=True, text=True, check=True).stdout
+    listed = subprocess.run(
+        [str(icechunk1_python), "-c", LIST_TAGS, str(tmp_path / "restored")], capture_output=True, text=True, check=True
+    ).stdout
     assert listed.strip().splitlines()[-1] == str(tags)  # after the warnings icechunk may print
 
 
@@ -358,6 +400,7 @@ def _ops_backup_path(path: str) -> Callable[[list[Record]], tuple[str, ...]]:
         f, k, v, version = records[i]
         records[i] = (f, k, (v[0], path, *v[2:]), version)
         return "ops log record", "its backup path"
+
     return edit
 
 
@@ -369,8 +412,9 @@ def a_backup_path_of_5000_characters(records: list[Record]) -> tuple[str, ...]:
     return (*_ops_backup_path("x" * 5000)(records), "longer than the 255 bytes")
 
 
-@pytest.mark.parametrize("case", [a_backup_path_holding_nul, a_backup_path_of_5000_characters],
-                         ids=lambda case: case.__name__)
+@pytest.mark.parametrize(
+    "case", [a_backup_path_holding_nul, a_backup_path_of_5000_characters], ids=lambda case: case.__name__
+)
 def test_ops_log_file_names_no_file_can_have_are_refused(tmp_path, case):
     """The ops log's older repo info files are named after backup paths: one that no file can be named was
     an internal error of the restore."""
@@ -380,11 +424,15 @@ def test_ops_log_file_names_no_file_can_have_are_refused(tmp_path, case):
     assert target_is_empty(tmp_path / "restored")
 
 
-@pytest.mark.parametrize("dictionary", [b"\x37\xa4\x30\xec" + bytes(range(256)) * 4, b"\x37\xa4\x30\xec" + bytes(60 << 20)],
-                         ids=["made-up", "60MiB"])
+@pytest.mark.parametrize(
+    "dictionary",
+    [b"\x37\xa4\x30\xec" + bytes(range(256)) * 4, b"\x37\xa4\x30\xec" + bytes(60 << 20)],
+    ids=["made-up", "60MiB"],
+)
 def test_a_location_dictionary_zstd_cannot_use_is_refused_before_writing(tmp_path, dictionary):
     """A manifest's location dictionary (format 6, ``Y``) that zstd refuses (made up, or tens of MiB) was an
     internal error of the restore: validate and restore name the record."""
+
     def edit(records: list[Record]) -> None:
         i = find(records, S.FILES, lambda k, v: v[2] is not None)
         f, k, v, version = records[i]
@@ -406,7 +454,10 @@ def test_record_values_nested_100000_deep_are_one_line(tmp_path):
         records.pop(find(records, S.SNAPSHOT, lambda k, v: k == (MAIN,)))
 
     archive = craft(VECTOR, tmp_path / "crafted.zs", edit, streamed=[nested], more={S.SNAPSHOT: 1})
-    for command in (["validate", str(archive)], ["restore", str(archive), str(tmp_path / "restored")],
-                    ["checkout", str(archive), "main", str(tmp_path / "out"), "--group", "/data/big"]):
+    for command in (
+        ["validate", str(archive)],
+        ["restore", str(archive), str(tmp_path / "restored")],
+        ["checkout", str(archive), "main", str(tmp_path / "out"), "--group", "/data/big"],
+    ):
         one_line_error(run_hostile(*command), str(archive), "nested more than 64 deep")
     assert target_is_empty(tmp_path / "restored") and target_is_empty(tmp_path / "out")

@@ -58,8 +58,11 @@ def test_a_block_decoding_past_the_ceiling_is_refused(tmp_path, codec):
     path = bomb_file(tmp_path / f"{codec}.zs", codec, 64 * MiB)
     assert path.stat().st_size < 200_000
     for command in ("dump", "validate"):
-        one_line_error(run_hostile(command, str(path), env={"ZSARCHIVE_MAX_BLOCK": "16M"}), str(path),
-                       "decodes to more than 16777216 bytes, the ceiling ZSARCHIVE_MAX_BLOCK")
+        one_line_error(
+            run_hostile(command, str(path), env={"ZSARCHIVE_MAX_BLOCK": "16M"}),
+            str(path),
+            "decodes to more than 16777216 bytes, the ceiling ZSARCHIVE_MAX_BLOCK",
+        )
 
 
 def test_the_default_block_ceiling_holds_under_the_memory_limit(tmp_path):
@@ -134,13 +137,20 @@ def test_an_icechunk_manifest_bomb_is_refused(tmp_path):
 
 LAUGHS = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
     f"{chr(98 + i)}: &{chr(98 + i)} [*{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, "
-    f"*{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}]\n" for i in range(9))
+    f"*{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}]\n"
+    for i in range(9)
+)
 
 
-@pytest.mark.parametrize("text, needle", [(LAUGHS, "aliases are not accepted"),
-                                          ("[" * 50_000 + "]" * 50_000, "nested too deeply"),
-                                          ("inline_chunk_threshold_bytes: " + "9" * 5000, "out of range"),
-                                          ("a: !!timestamp 2001-13-45", "out of range")])
+@pytest.mark.parametrize(
+    "text, needle",
+    [
+        (LAUGHS, "aliases are not accepted"),
+        ("[" * 50_000 + "]" * 50_000, "nested too deeply"),
+        ("inline_chunk_threshold_bytes: " + "9" * 5000, "out of range"),
+        ("a: !!timestamp 2001-13-45", "out of range"),
+    ],
+)
 def test_v1_config_yaml_bombs_are_refused(tmp_path, text, needle):
     repo = tmp_path / "repo"
     shutil.copytree(FIXTURES / "v1", repo)
@@ -149,10 +159,15 @@ def test_v1_config_yaml_bombs_are_refused(tmp_path, text, needle):
 
 
 def test_a_history_that_loops_ends_in_one_line(tmp_path):
-    path = history_archive(tmp_path / "loop.zs", {"A" * 20: ("B" * 20, 2 * 10**15, "a", "{}", ()),
-                                                  "B" * 20: ("A" * 20, 10**15, "b", "{}", ())})
-    for command in (["log", str(path), "main"], ["log", str(path), "main", "--since", "1990-01-01"],
-                    ["ls", str(path), "main@1990-01-01"]):
+    path = history_archive(
+        tmp_path / "loop.zs",
+        {"A" * 20: ("B" * 20, 2 * 10**15, "a", "{}", ()), "B" * 20: ("A" * 20, 10**15, "b", "{}", ())},
+    )
+    for command in (
+        ["log", str(path), "main"],
+        ["log", str(path), "main", "--since", "1990-01-01"],
+        ["ls", str(path), "main@1990-01-01"],
+    ):
         one_line_error(run_hostile(*command), "loops at snapshot")
 
 
@@ -175,11 +190,15 @@ def test_a_record_length_running_on_for_pages_is_refused_at_once(tmp_path):
 
 def test_a_negative_embedded_offset_is_refused_not_read_from_the_end(tmp_path):
     sid, node, chunk = SNAPSHOT, NODE, "C" * 19 + "0"
-    zarr_json = (b'{"zarr_format":3,"node_type":"array","shape":[4],"data_type":"uint8",'
-                 b'"chunk_grid":{"name":"regular","configuration":{"chunk_shape":[2]}}}')
-    records = [S.record(S.NODE, (sid, ("v",)), (node, S.ARRAY, zarr_json, ((4, None, 2),), None, (), sid)),
-               S.record(S.CHUNK_REF, (node, (0,), sid), (S.NATIVE, chunk, -3, 2)),
-               S.record(S.CHUNK_DATA, (chunk,), (b"0123456789",))]
+    zarr_json = (
+        b'{"zarr_format":3,"node_type":"array","shape":[4],"data_type":"uint8",'
+        b'"chunk_grid":{"name":"regular","configuration":{"chunk_shape":[2]}}}'
+    )
+    records = [
+        S.record(S.NODE, (sid, ("v",)), (node, S.ARRAY, zarr_json, ((4, None, 2),), None, (), sid)),
+        S.record(S.CHUNK_REF, (node, (0,), sid), (S.NATIVE, chunk, -3, 2)),
+        S.record(S.CHUNK_DATA, (chunk,), (b"0123456789",)),
+    ]
     path = history_archive(tmp_path / "negative.zs", {sid: (None, 1, "m", "{}", ())}, records, main=sid)
     one_line_error(run_hostile("chunk", str(path), "main", "/v", "0", "--data"), "offset -3", "must be integers >= 0")
 
@@ -223,11 +242,13 @@ def test_names_holding_nul_and_control_characters_are_told_apart_and_printed_esc
     answer with the other; a table shows such names escaped, one row per line."""
     sid = SNAPSHOT
     path = tmp_path / "nul.zs"
-    records = [S.record(S.REFS, ("branch", "a\0b"), (sid,)), S.record(S.REFS, ("tag", "t\n\x1b[2J"), (sid,)),
-               S.record(S.HEADER, (), (2, 2, 0, "test", ())),
-               S.record(S.SNAPSHOT, (sid,), (None, 10**15, "line\nbreak", "{}", ())),
-               S.record(S.NODE, (sid, ("g\0h",)), (NODE, S.GROUP, b'{"zarr_format":3,"node_type":"group"}',
-                                                   None, None, ()))]
+    records = [
+        S.record(S.REFS, ("branch", "a\0b"), (sid,)),
+        S.record(S.REFS, ("tag", "t\n\x1b[2J"), (sid,)),
+        S.record(S.HEADER, (), (2, 2, 0, "test", ())),
+        S.record(S.SNAPSHOT, (sid,), (None, 10**15, "line\nbreak", "{}", ())),
+        S.record(S.NODE, (sid, ("g\0h",)), (NODE, S.GROUP, b'{"zarr_format":3,"node_type":"group"}', None, None, ())),
+    ]
     with ZSWriter(str(path), {S.METADATA_KEY: {"format_version": 2}}, codec="none") as writer:
         writer.add_records(sorted(records))
         writer.finish()
@@ -240,7 +261,9 @@ def test_names_holding_nul_and_control_characters_are_told_apart_and_printed_esc
         archive.node("a\0b", "/g")
     done = run_hostile("refs", str(path))
     assert done.returncode == 0 and [line.split() for line in done.stdout.splitlines()[1:]] == [
-        ["branch", "a\\x00b", sid], ["tag", "t\\n\\x1b[2J", sid]], done.stdout
+        ["branch", "a\\x00b", sid],
+        ["tag", "t\\n\\x1b[2J", sid],
+    ], done.stdout
     done = run_hostile("log", str(path), "tag:t\n\x1b[2J")
     assert done.returncode == 0 and done.stdout.splitlines()[1].endswith("line\\nbreak"), done.stdout
 
@@ -265,6 +288,7 @@ def test_an_index_dag_ends_every_scan_in_one_line(tmp_path):
     message = one_line_error(run_hostile("dump", str(path)), str(path))
     assert "reached twice" in message or "data blocks must follow in file order" in message, message
     from zsarchive.zs import ZS
+
     with ZS(str(path), parallelism=0) as z:
         with pytest.raises(ZSCorrupt, match="reached twice|must follow in file order"):
             list(z.search(start=b"a"))
@@ -277,9 +301,9 @@ def test_header_metadata_nested_100000_deep_is_one_line(tmp_path):
     block = builder.data_block([b"a"])
     builder.root_block(1, [(b"a", *block)])
     raw = builder.build().replace(padded, deep)
-    length = int.from_bytes(raw[len(MAGIC):len(MAGIC) + 8], "little")
+    length = int.from_bytes(raw[len(MAGIC) : len(MAGIC) + 8], "little")
     data_end = len(MAGIC) + 8 + length
-    raw = raw[:data_end] + struct.pack("<Q", crc64(raw[len(MAGIC) + 8:data_end])) + raw[data_end + 8:]
+    raw = raw[:data_end] + struct.pack("<Q", crc64(raw[len(MAGIC) + 8 : data_end])) + raw[data_end + 8 :]
     path = tmp_path / "deep.zs"
     path.write_bytes(raw)
     for command in ("validate", "dump", "info"):
@@ -307,8 +331,13 @@ def full_disk(tmp_path):
     the right to mount, a process file-size limit of 8 KiB fails the same writes (EFBIG for ENOSPC)."""
     disk = tmp_path / "disk"
     disk.mkdir()
-    if os.geteuid() == 0 and subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8k", "tmpfs", str(disk)],
-                                            capture_output=True).returncode == 0:
+    if (
+        os.geteuid() == 0
+        and subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", "size=8k", "tmpfs", str(disk)], capture_output=True
+        ).returncode
+        == 0
+    ):
         yield disk, None, "No space left on device"
         subprocess.run(["umount", str(disk)], check=True)
     else:
@@ -320,19 +349,23 @@ def test_every_writer_on_a_full_disk_is_one_line_and_leaves_no_file(tmp_path, fu
     records = tmp_path / "records"
     records.write_bytes(b"".join(b"%08d " % i + os.urandom(40).hex().encode() + b"\n" for i in range(20_000)))
     out = disk / "out.zs"
-    one_line_error(run_hostile("make", "{}", str(records), str(out), "--codec", "none", file_size=limit),
-                   f"{out}: make failed: {words}")
+    one_line_error(
+        run_hostile("make", "{}", str(records), str(out), "--codec", "none", file_size=limit),
+        f"{out}: make failed: {words}",
+    )
     repo = tmp_path / "repo"
     shutil.copytree(FIXTURES / "v2", repo)
-    one_line_error(run_hostile("export", str(repo), str(out), "--codec", "none", file_size=limit),
-                   f"{out}: export failed: {words}")
+    one_line_error(
+        run_hostile("export", str(repo), str(out), "--codec", "none", file_size=limit), f"{out}: export failed: {words}"
+    )
     base, fragment = tmp_path / "base.zs", tmp_path / "fragment.zs"
     assert run_hostile("export", str(repo), str(base), "--codec", "none").returncode == 0
     assert run_hostile("export", str(repo), str(fragment), "--base", str(base)).returncode == 0
-    one_line_error(run_hostile("consolidate", str(fragment), str(out), "--codec", "none", file_size=limit),
-                   f"{out}: consolidate failed: {words}")
+    one_line_error(
+        run_hostile("consolidate", str(fragment), str(out), "--codec", "none", file_size=limit),
+        f"{out}: consolidate failed: {words}",
+    )
     assert list(disk.iterdir()) == []
-
 
 
 def test_output_to_a_full_device_is_one_line(tmp_path):
@@ -340,9 +373,15 @@ def test_output_to_a_full_device_is_one_line(tmp_path):
     not a bug."""
     path = bomb_file(tmp_path / "small.zs", "deflate", 100_000)
     with open("/dev/full", "w") as full:
-        done = subprocess.run([sys.executable, "-m", "zsarchive", "dump", str(path)], stdout=full,
-                              stderr=subprocess.PIPE, text=True, timeout=60)
+        done = subprocess.run(
+            [sys.executable, "-m", "zsarchive", "dump", str(path)],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+        )
     assert done.returncode == 1 and done.stderr == "zs: error: No space left on device\n", done.stderr
+
 
 PINNED_REFS_SCRIPT = r'''
 import os, sys, icechunk as ic, zarr
@@ -365,7 +404,8 @@ sys.stdout.flush(); os._exit(0)  # icechunk 2.3 sometimes crashes in its own shu
 
 
 def test_a_virtual_object_that_changed_is_refused_even_where_the_server_ignores_preconditions(
-        icechunk2_python, faulty_server, tmp_path):  # noqa: F811
+    icechunk2_python, faulty_server, tmp_path
+):  # noqa: F811
     """A server (and an S3 endpoint: the same server, as a bucket) that honours Range but ignores
     If-Match and If-Unmodified-Since, serving a new version of the object: every read of a pinned
     ref checks the answer's own ETag and Last-Modified, and fails in one line naming both values."""
@@ -380,34 +420,60 @@ def test_a_virtual_object_that_changed_is_refused_even_where_the_server_ignores_
     faulty_server.modified[name] = formatdate(when, usegmt=True)  # the same second as the ref's time
     faulty_server.honor_if_match = False
     url = faulty_server.url(name)
-    subprocess.run([str(icechunk2_python), "-c", PINNED_REFS_SCRIPT, str(tmp_path / "repo"), url,
-                    "s3://lab/granule.bin", str(when)], check=True, capture_output=True, timeout=120)
+    subprocess.run(
+        [
+            str(icechunk2_python),
+            "-c",
+            PINNED_REFS_SCRIPT,
+            str(tmp_path / "repo"),
+            url,
+            "s3://lab/granule.bin",
+            str(when),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
     archive = tmp_path / "v.zs"
     assert run_hostile("export", str(tmp_path / "repo"), str(archive)).returncode == 0
     endpoint = f"http://127.0.0.1:{faulty_server.server_address[1]}"
     s3 = f"s3://lab/ endpoint={endpoint} anon=true region=us-east-1"
-    authorize = {url.rsplit("/", 1)[0] + "/": {}, "s3://lab/": {"endpoint": endpoint, "anon": "true",
-                                                                "region": "us-east-1"}}
+    authorize = {
+        url.rsplit("/", 1)[0] + "/": {},
+        "s3://lab/": {"endpoint": endpoint, "anon": "true", "region": "us-east-1"},
+    }
 
     def chunk(i: int) -> subprocess.CompletedProcess:
-        return run_hostile("chunk", str(archive), "main", "/v", str(i), "--data", "--authorize",
-                  url.rsplit("/", 1)[0] + "/", "--authorize", s3)
+        return run_hostile(
+            "chunk",
+            str(archive),
+            "main",
+            "/v",
+            str(i),
+            "--data",
+            "--authorize",
+            url.rsplit("/", 1)[0] + "/",
+            "--authorize",
+            s3,
+        )
 
     faulty_server.etags[name] = 'W/"etag-v1"'  # a weak answer names the same opaque tag
     for i in range(8):
         done = chunk(i)
-        assert done.returncode == 0 and done.stdout == "ABCDEFGHIJKLMNOP"[4 * (i % 4):4 * (i % 4) + 4], \
-            (i, done.stderr)
+        assert done.returncode == 0 and done.stdout == "ABCDEFGHIJKLMNOP"[4 * (i % 4) : 4 * (i % 4) + 4], (
+            i,
+            done.stderr,
+        )
     faulty_server.files[name] = b"abcdefghijklmnop"  # replaced in place, a second later
     faulty_server.etags[name] = '"etag-v2"'
     faulty_server.modified[name] = formatdate(when + 1, usegmt=True)
     for first, where in ((0, url), (4, "s3://lab/granule.bin")):
-        for i, needles in ((first, ('the ref\'s ETag is "etag-v1", the answer\'s is "etag-v2"',)),
-                           (first + 1, ("Last-Modified is 2023-11-14T22:13:21Z, after the ref's checksum time "
-                                        "2023-11-14T22:13:20Z",)),
-                           (first + 2, ("the ref's ETag is etag-v1, the answer's is \"etag-v2\"",))):
-            one_line_error(chunk(i), f"chunk {i} of '/v' at 'main'", where, "changed since the virtual ref",
-                           *needles)
+        for i, needles in (
+            (first, ('the ref\'s ETag is "etag-v1", the answer\'s is "etag-v2"',)),
+            (first + 1, ("Last-Modified is 2023-11-14T22:13:21Z, after the ref's checksum time 2023-11-14T22:13:20Z",)),
+            (first + 2, ("the ref's ETag is etag-v1, the answer's is \"etag-v2\"",)),
+        ):
+            one_line_error(chunk(i), f"chunk {i} of '/v' at 'main'", where, "changed since the virtual ref", *needles)
         done = chunk(first + 3)  # pinned by nothing: the new bytes, as icechunk reads them
         assert done.returncode == 0 and done.stdout == "mnop"
     with open_store(archive, "main", authorize=authorize) as store:

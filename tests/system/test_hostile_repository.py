@@ -97,7 +97,8 @@ def test_unexpected_exception_is_one_line_asking_for_a_report() -> None:
 
 
 def test_debug_shows_the_traceback() -> None:
-    done = subprocess.run([sys.executable, "-c", BOOM, "--debug", "boom"], capture_output=True, text=True,
-                          timeout=TIMEOUT)
+    done = subprocess.run(
+        [sys.executable, "-c", BOOM, "--debug", "boom"], capture_output=True, text=True, timeout=TIMEOUT
+    )
     assert done.returncode == 1
     assert "Traceback" in done.stderr and "RuntimeError" in done.stderr

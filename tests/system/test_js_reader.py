@@ -13,8 +13,16 @@ from pathlib import Path
 
 import pytest
 
-from toolkit.jsreader import (JS, NODE, NodeSession, assert_same_answers, node_answers, plan_for, python_answers,
-                              require_js)
+from toolkit.jsreader import (
+    JS,
+    NODE,
+    NodeSession,
+    assert_same_answers,
+    node_answers,
+    plan_for,
+    python_answers,
+    require_js,
+)
 from toolkit.peers import GENERATOR, run_peer_script
 from toolkit.places import TESTDATA
 from toolkit.servers import faulty_server, nginx_server  # noqa: F401
@@ -44,8 +52,9 @@ def random_archives(request, tmp_path_factory) -> list[tuple[str, Path, list[str
     for version, seed in RANDOM:
         python = request.getfixturevalue(f"icechunk{version}_python")
         work = tmp_path_factory.mktemp(f"random-v{version}-{seed}")
-        done = subprocess.run([str(python), str(GENERATOR), str(work), "--seed", str(seed)], capture_output=True,
-                              timeout=600)
+        done = subprocess.run(
+            [str(python), str(GENERATOR), str(work), "--seed", str(seed)], capture_output=True, timeout=600
+        )
         assert done.returncode == 0, done.stderr.decode(errors="replace")[-3000:]
         made = json.loads(done.stdout)
         export(work / "repo", work / "repo.zs")
@@ -55,8 +64,12 @@ def random_archives(request, tmp_path_factory) -> list[tuple[str, Path, list[str
 
 
 def _chain(python: Path, work: Path) -> tuple[str, Path, list[str]]:
-    gen = subprocess.Popen([str(python), str(GENERATOR), str(work), "--seed", "2", "--steps", "9", "--pause-every", "3"],
-                           stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    gen = subprocess.Popen(
+        [str(python), str(GENERATOR), str(work), "--seed", "2", "--steps", "9", "--pause-every", "3"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     chain: list[Path] = []
     made: dict = {}
     try:
@@ -85,6 +98,7 @@ def expected():
             plan = plan_for(archive)
             cache[archive] = plan, python_answers(archive, plan)
         return cache[archive]
+
     return of
 
 
@@ -138,8 +152,11 @@ def test_every_archive_answers_alike_in_chromium(browser, served, expected):
     try:
         for name, archive, path, authorize in archives:
             plan, answers = expected(archive)
-            got = json.loads(page.evaluate("([url, plan, authorize]) => runPlan(url, plan, authorize)",
-                                           [server.url(path), plan, authorize]))
+            got = json.loads(
+                page.evaluate(
+                    "([url, plan, authorize]) => runPlan(url, plan, authorize)", [server.url(path), plan, authorize]
+                )
+            )
             assert "open_error" not in got, (name, got)
             assert_same_answers(plan, got, answers, f"{name} in Chromium")
     finally:
@@ -158,8 +175,9 @@ s.commit("20,000 virtual refs")
 """Runs under icechunk 2.x: ``PATH`` writes a repository of one array of 20,000 virtual chunk refs."""
 
 
-def test_a_cold_lookup_costs_depth_plus_one_requests_per_family_and_a_repeat_none(browser, served, icechunk2_python,
-                                                                                   tmp_path):
+def test_a_cold_lookup_costs_depth_plus_one_requests_per_family_and_a_repeat_none(
+    browser, served, icechunk2_python, tmp_path
+):
     """Over nginx in Chromium, on an archive of tiny blocks (an index many levels deep) whose chunk refs lie far
     beyond what opening reads: opening is one round trip (head and tail together); then each record family a
     chunk ref lookup touches costs at most one root-to-leaf path, depth + 1 requests, as the Python reader's
@@ -177,12 +195,17 @@ def test_a_cold_lookup_costs_depth_plus_one_requests_per_family_and_a_repeat_non
     page = _harness(browser, server)
     try:
         mark = server.mark()
-        got = page.evaluate("([url, path, coords]) => lookup(url, 'main', path, coords)", [server.url("deep.zs"), node.path, coords])
+        got = page.evaluate(
+            "([url, path, coords]) => lookup(url, 'main', path, coords)", [server.url("deep.zs"), node.path, coords]
+        )
         requests = server.requests_since(mark)
     finally:
         page.close()
-    assert (got["chunk"]["location"], got["chunk"]["offset"], got["chunk"]["length"]) == \
-        (expected.location, expected.offset, expected.length)
+    assert (got["chunk"]["location"], got["chunk"]["offset"], got["chunk"]["length"]) == (
+        expected.location,
+        expected.offset,
+        expected.length,
+    )
     steps = got["steps"]
     assert got["depth"] == depth and steps["open"] == 2 and steps["again"] == 0, steps
     for family in ("refs", "nodes", "chunks"):
@@ -204,8 +227,11 @@ def test_a_damaged_block_is_refused_naming_it(tmp_path):
         assert node.ask({"open": str(damaged)})["ok"]
         refused = node.ask({"query": {"q": "refs"}})
     assert refused["error"] == "ZSCorrupt"
-    assert refused["message"] == f"{damaged}: block at offset {first.offset}: block CRC mismatch " + \
-        refused["message"].split("block CRC mismatch ", 1)[1]
+    assert (
+        refused["message"]
+        == f"{damaged}: block at offset {first.offset}: block CRC mismatch "
+        + refused["message"].split("block CRC mismatch ", 1)[1]
+    )
     assert "\n" not in refused["message"]
 
 
@@ -213,10 +239,16 @@ def test_a_server_ignoring_if_match_is_caught_by_the_etag(faulty_server, tmp_pat
     """The file is replaced between two reads; the server answers the second read's If-Match with the new
     version (206): the answer's own ETag gives it away, as in the Python reader."""
     big = tmp_path / "ops.zs"  # an ops log of 300 KB: blocks in the middle, beyond the head and tail opening reads
-    ops = [S.record(S.OPS, (10**15 + i, i), ("NewCommitUpdate", None, json.dumps({"branch": "main", "n": "x" * 60})))
-           for i in range(3000)]
-    with ZSWriter(str(big), {S.METADATA_KEY: {"format_version": 6, "source_spec_version": 2}}, codec="none",
-                  approx_block_size=8192) as writer:
+    ops = [
+        S.record(S.OPS, (10**15 + i, i), ("NewCommitUpdate", None, json.dumps({"branch": "main", "n": "x" * 60})))
+        for i in range(3000)
+    ]
+    with ZSWriter(
+        str(big),
+        {S.METADATA_KEY: {"format_version": 6, "source_spec_version": 2}},
+        codec="none",
+        approx_block_size=8192,
+    ) as writer:
         writer.add_records(ops + [S.record(S.HEADER, (), (6, 2, 0, "test", (("ops log", 3000),)))])
         writer.finish()
     body = big.read_bytes()
@@ -233,7 +265,9 @@ def test_a_server_ignoring_if_match_is_caught_by_the_etag(faulty_server, tmp_pat
         faulty_server.files["a.zs"] = bytes(changed)
         refused = node.ask({"query": {"q": "ops"}})
     assert refused["error"] == "ZSCorrupt"
-    assert refused["message"].startswith(f"{faulty_server.url('a.zs')}: file changed while reading (ETag was {old}, now")
+    assert refused["message"].startswith(
+        f"{faulty_server.url('a.zs')}: file changed while reading (ETag was {old}, now"
+    )
     assert any(seen.if_match == old for seen in faulty_server.seen), "the reads after opening carried If-Match"
 
 
@@ -243,9 +277,11 @@ def test_an_lzma_archive_is_refused_in_one_line(tmp_path):
     with NodeSession() as node:
         refused = node.ask({"open": str(archive)})
     assert refused["error"] == "ZSError"
-    assert refused["message"] == (f"{archive}: its blocks are compressed with lzma2;dsize=2^20, which the JavaScript "
-                                  "reader does not support (zsarchive in Python reads it; export the archive with "
-                                  "--codec deflate or zstd for the web)")
+    assert refused["message"] == (
+        f"{archive}: its blocks are compressed with lzma2;dsize=2^20, which the JavaScript "
+        "reader does not support (zsarchive in Python reads it; export the archive with "
+        "--codec deflate or zstd for the web)"
+    )
 
 
 @pytest.mark.parametrize("codec", ["deflate", "zstd"])
@@ -263,8 +299,9 @@ def test_a_block_decoding_past_the_ceiling_is_refused(tmp_path, codec):
         assert node.ask({"open": str(archive)})["ok"]
         refused = node.ask({"query": {"q": "refs"}})
     assert refused["error"] == "ZSCorrupt"
-    assert refused["message"].startswith(f"{archive}: block at offset {block}: payload does not decompress: decodes to "
-                                         f"more than {64 << 20} bytes")
+    assert refused["message"].startswith(
+        f"{archive}: block at offset {block}: payload does not decompress: decodes to more than {64 << 20} bytes"
+    )
 
 
 def test_an_index_reached_twice_is_refused(tmp_path):
@@ -281,8 +318,9 @@ def test_an_index_reached_twice_is_refused(tmp_path):
     assert refused["error"] == "ZSCorrupt" and "is reached twice (index blocks must form a tree)" in refused["message"]
 
 
-def _python_arrays(archive: Path, ref: str, repo: Path | None, authorize: list[str],
-                   under: str = "/") -> dict[str, list]:
+def _python_arrays(
+    archive: Path, ref: str, repo: Path | None, authorize: list[str], under: str = "/"
+) -> dict[str, list]:
     """Every array of the snapshot (not under ``under`` when it is not the root) read by zarr-python through the
     Python store (flat values)."""
     import numpy as np
@@ -292,16 +330,32 @@ def _python_arrays(archive: Path, ref: str, repo: Path | None, authorize: list[s
 
     store = open_store(str(archive), ref, repo=repo, authorize=authorize)
     try:
-        return {"/" + path: np.asarray(array[...]).ravel().tolist()
-                for path, array in zarr.open_group(store, mode="r").members(max_depth=None)
-                if isinstance(array, zarr.Array) and (under == "/" or not ("/" + path).startswith(under))}
+        return {
+            "/" + path: np.asarray(array[...]).ravel().tolist()
+            for path, array in zarr.open_group(store, mode="r").members(max_depth=None)
+            if isinstance(array, zarr.Array) and (under == "/" or not ("/" + path).startswith(under))
+        }
     finally:
         store.close()
 
 
-def _zarrita_arrays(archive: Path, ref: str, repo: Path | None, authorize: list[str], paths: list[str]) -> dict[str, list]:
-    done = subprocess.run([NODE, str(JS / "test" / "node-arrays.js"), str(archive), ref, str(repo or "-"),
-                           authorize[0] if authorize else "-", *paths], capture_output=True, text=True, timeout=300)
+def _zarrita_arrays(
+    archive: Path, ref: str, repo: Path | None, authorize: list[str], paths: list[str]
+) -> dict[str, list]:
+    done = subprocess.run(
+        [
+            NODE,
+            str(JS / "test" / "node-arrays.js"),
+            str(archive),
+            ref,
+            str(repo or "-"),
+            authorize[0] if authorize else "-",
+            *paths,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout)
 
@@ -327,21 +381,29 @@ def test_zarrita_reads_virtual_arrays_from_the_bytes_a_format_7_archive_keeps():
     paths = ["/data/sub/many_virt", "/data/sub/virt"]
     store = open_store(str(vector), "main")
     try:
-        expected = {path: np.asarray(zarr.open_array(store, path=path.lstrip("/"), mode="r")[...]).ravel().tolist()
-                    for path in paths}
+        expected = {
+            path: np.asarray(zarr.open_array(store, path=path.lstrip("/"), mode="r")[...]).ravel().tolist()
+            for path in paths
+        }
     finally:
         store.close()
     granules = TESTDATA / "icechunk" / "virtual-data" / "granules"
-    assert np.frombuffer(b"".join((granules / f"g{i}.bin").read_bytes()[:8] for i in range(8)),
-                         "<i4").tolist() == expected["/data/sub/many_virt"][:16]
+    assert (
+        np.frombuffer(b"".join((granules / f"g{i}.bin").read_bytes()[:8] for i in range(8)), "<i4").tolist()
+        == expected["/data/sub/many_virt"][:16]
+    )
     assert _zarrita_arrays(vector, "main", None, [], paths) == expected
 
 
 def test_the_reader_s_jsdoc_types_check():
     """TypeScript checks the reader and its drivers by their JSDoc types (js/tsconfig.json): what the package
     promises its users who type-check holds."""
-    done = subprocess.run([str(JS / "node_modules" / ".bin" / "tsc"), "-p", str(JS / "tsconfig.json")],
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [str(JS / "node_modules" / ".bin" / "tsc"), "-p", str(JS / "tsconfig.json")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stdout[-3000:]
 
 
@@ -358,7 +420,10 @@ def test_a_block_longer_than_any_within_the_ceiling_is_refused_unread(tmp_path):
         refused = node.ask({"open": str(archive)})  # the root's entries are checked as it is read
     assert refused["error"] == "ZSCorrupt"
     assert refused["message"].startswith(f"{archive}: block at offset ")
-    assert "index entry 0 points at a block of 73400320 bytes: no block that decodes within the ceiling" in refused["message"]
+    assert (
+        "index entry 0 points at a block of 73400320 bytes: no block that decodes within the ceiling"
+        in refused["message"]
+    )
 
 
 @pytest.mark.parametrize("fault", ["slow", "drip"])
@@ -373,4 +438,6 @@ def test_a_server_that_stalls_or_drips_ends_in_one_line(faulty_server, fault):  
         refused = node.ask({"open": faulty_server.url("a.zs"), "timeout": 500})
         took = time.monotonic() - started
     assert refused["error"] == "ZSError" and took < 20, (refused, took)
-    assert refused["message"] == f"{faulty_server.url('a.zs')}: no complete answer in time (0.5 s, and 64 KiB/s of body)"
+    assert (
+        refused["message"] == f"{faulty_server.url('a.zs')}: no complete answer in time (0.5 s, and 64 KiB/s of body)"
+    )

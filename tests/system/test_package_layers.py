@@ -28,8 +28,7 @@ def _part(module: str) -> str:
 
 
 def _sources() -> list[tuple[str, Path]]:
-    return [(".".join(("zsarchive", *p.relative_to(PACKAGE).with_suffix("").parts)), p)
-            for p in PACKAGE.rglob("*.py")]
+    return [(".".join(("zsarchive", *p.relative_to(PACKAGE).with_suffix("").parts)), p) for p in PACKAGE.rglob("*.py")]
 
 
 def test_every_module_belongs_to_a_layer_or_is_a_helper():
@@ -65,6 +64,9 @@ def test_the_rule_finds_an_upward_import(tmp_path):
 def test_the_zs_engines_own_commands_need_no_icechunk():
     """``zs make`` and ``zs dump`` are the ZS engine's: they import neither Icechunk's decoders nor the archive."""
     for command in ("make", "dump"):
-        wrong = [name for name in _imports(PACKAGE / "cli" / f"{command}.py")
-                 if _part(name) in ("icechunk", "archive", "restore", "frontends")]
+        wrong = [
+            name
+            for name in _imports(PACKAGE / "cli" / f"{command}.py")
+            if _part(name) in ("icechunk", "archive", "restore", "frontends")
+        ]
         assert wrong == [], (command, wrong)

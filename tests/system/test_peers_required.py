@@ -15,9 +15,14 @@ INTEROP = ["tests/zs/test_interop_reader.py", "tests/system/test_differential.py
 def _pytest(env: dict, *args: str) -> subprocess.CompletedProcess:
     """pytest in a fresh process on ``args`` with the peers hidden, CI variables from ``env`` only."""
     base = {k: v for k, v in os.environ.items() if k not in ("CI", "ZSARCHIVE_REQUIRE_PEERS")}
-    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-rfs", "-p", "no:cacheprovider", *args],
-                          capture_output=True, text=True, cwd=ROOT, timeout=600,
-                          env={**base, "ZSARCHIVE_PEERS": "/nowhere", **env})
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-rfs", "-p", "no:cacheprovider", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=600,
+        env={**base, "ZSARCHIVE_PEERS": "/nowhere", **env},
+    )
 
 
 def test_hidden_peers_fail_in_ci_naming_each_peer():

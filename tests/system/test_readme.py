@@ -45,7 +45,7 @@ def blocks(text: str) -> list[tuple[str, str]]:
         if not match:
             continue
         body = []
-        for follow in lines[i + 2:]:
+        for follow in lines[i + 2 :]:
             if follow and not follow.startswith("   "):
                 break
             body.append(follow[3:])
@@ -67,22 +67,33 @@ def test_readme_examples_run_as_printed(tmp_path):
     bin_dir.mkdir()
     (bin_dir / "zs").write_text(f'#!/bin/sh\nexec "{sys.executable}" -m zsarchive "$@"\n')
     (bin_dir / "zs").chmod(0o755)
-    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
-           "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    env = {
+        **os.environ,
+        "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    }
     ran: dict[str, int] = collections.Counter()
     for language, body in blocks((ROOT / "README.rst").read_text()):
         ran[language] += 1
         if language == "python":
-            done = subprocess.run([sys.executable, "-c", body], cwd=tmp_path, env=env, capture_output=True,
-                                  text=True, timeout=300)
+            done = subprocess.run(
+                [sys.executable, "-c", body], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+            )
             assert done.returncode == 0, (body, done.stderr[-3000:])
             continue
         if language in ("crontab",) or language.startswith("systemd"):
             scheduled(language, body, tmp_path, bin_dir, env)
             continue
         for command, expected in re.findall(r"^\$ (.*)\n((?:(?!\$ ).*\n)*)", body, re.M):
-            done = subprocess.run(["bash", "-c", command], cwd=tmp_path, env=env,
-                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300)
+            done = subprocess.run(
+                ["bash", "-c", command],
+                cwd=tmp_path,
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                timeout=300,
+            )
             assert done.returncode == 0, (command, done.stdout[-3000:])
             assert normal(done.stdout) == normal(expected), command
     assert ran["console"] >= 3 and ran["python"] >= 2, ran
@@ -106,16 +117,28 @@ def scheduled(kind: str, body: str, where: Path, bin_dir: Path, env: dict) -> No
         unit.parent.mkdir(exist_ok=True)
         unit.write_text(body.replace("/usr/local/bin/zs", str(bin_dir / "zs")))
         if unit.suffix == ".timer":  # verified beside its service
-            checked = subprocess.run([shutil.which("systemd-analyze") or "systemd-analyze", "verify",
-                                      str(unit.with_suffix(".service")), str(unit)], capture_output=True, text=True,
-                                     timeout=120)
+            checked = subprocess.run(
+                [
+                    shutil.which("systemd-analyze") or "systemd-analyze",
+                    "verify",
+                    str(unit.with_suffix(".service")),
+                    str(unit),
+                ],
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
             assert checked.returncode == 0 and not checked.stderr.strip(), checked.stderr
             return
-        commands = [shlex.join(shlex.split(line.partition("=")[2])).replace("/usr/local/bin/zs", "zs")
-                    for line in body.splitlines() if line.startswith("ExecStart=")]
+        commands = [
+            shlex.join(shlex.split(line.partition("=")[2])).replace("/usr/local/bin/zs", "zs")
+            for line in body.splitlines()
+            if line.startswith("ExecStart=")
+        ]
     assert commands, body
     for command in commands:
-        done = subprocess.run(["bash", "-c", _stand_ins(command)], cwd=where, env=env, capture_output=True,
-                              text=True, timeout=300)
+        done = subprocess.run(
+            ["bash", "-c", _stand_ins(command)], cwd=where, env=env, capture_output=True, text=True, timeout=300
+        )
         assert done.returncode == 0, (command, done.stderr[-3000:])
         assert done.stderr.startswith(("wrote ", "up to date: ")), done.stderr

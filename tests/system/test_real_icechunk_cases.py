@@ -84,8 +84,9 @@ def test_zero_d_chunk_and_non_ascii_metadata_keys(version, request, tmp_path):
     export(repo, out)
     log = run_zs("log", str(out), "main", "--json", text=False)
     assert log.returncode == 0, log.stderr
-    assert [[r["id"], r["message"], r["metadata"]] for r in map(json.loads, log.stdout.splitlines())] == \
-        theirs["history"]
+    assert [[r["id"], r["message"], r["metadata"]] for r in map(json.loads, log.stdout.splitlines())] == theirs[
+        "history"
+    ]
     chunk = run_zs("chunk", str(out), "main", "scalar", "", "--data", "--repo", str(repo), text=False)
     assert chunk.returncode == 0, chunk.stderr
     assert chunk.stdout == base64.b64decode(theirs["chunk"])

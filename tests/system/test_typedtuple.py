@@ -30,16 +30,26 @@ class Ours(TypedTuple):
         return 2 * self.offset
 
 
-CALLS = [((1,), {}), ((1, "s3://b/k"), {}), ((1, "s3://b/k", 5), {}), ((1,), {"offset": 5}),
-         ((), {"kind": 2, "location": "x"}), ((1,), {"offset": 3, "location": "y"})]
+CALLS = [
+    ((1,), {}),
+    ((1, "s3://b/k"), {}),
+    ((1, "s3://b/k", 5), {}),
+    ((1,), {"offset": 5}),
+    ((), {"kind": 2, "location": "x"}),
+    ((1,), {"offset": 3, "location": "y"}),
+]
 
 
 @pytest.mark.parametrize("args, kwargs", CALLS)
 def test_the_same_calls_make_the_same_tuples(args, kwargs):
     ours, theirs = Ours(*args, **kwargs), Theirs(*args, **kwargs)
     assert ours == theirs and tuple(ours) == tuple(theirs) and hash(ours) == hash(theirs)
-    assert (ours.kind, ours.location, ours.offset, ours.twice()) == (theirs.kind, theirs.location, theirs.offset,
-                                                                     theirs.twice())
+    assert (ours.kind, ours.location, ours.offset, ours.twice()) == (
+        theirs.kind,
+        theirs.location,
+        theirs.offset,
+        theirs.twice(),
+    )
     assert repr(ours) == repr(theirs).replace("Theirs", "Ours")
     assert ours._replace(offset=9) == theirs._replace(offset=9) and type(ours._replace(offset=9)) is Ours
     for again in (pickle.loads(pickle.dumps(ours)), copy.deepcopy(ours)):
@@ -63,6 +73,7 @@ def test_fields_are_read_only_and_a_default_cannot_come_first():
     with pytest.raises(ValueError):
         Ours(1)._replace(nope=1)
     with pytest.raises(TypeError, match="follows one with a default"):
+
         class Wrong(TypedTuple):
             first: int = 0
             second: int

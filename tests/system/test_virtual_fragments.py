@@ -89,7 +89,9 @@ def test_consolidation_keeps_every_range(chain, tmp_path):
     _reads_as(out, _expected(chain))
     with RepoArchive(out) as whole, RepoArchive(chain["f2"]) as fragment:
         assert whole.format_version == 7 and fragment.records_format == 7
-        counted = [{k: v for k, v in arc.summary()["virtual_bytes"].items() if k != "bytes"} for arc in (whole, fragment)]
+        counted = [
+            {k: v for k, v in arc.summary()["virtual_bytes"].items() if k != "bytes"} for arc in (whole, fragment)
+        ]
         assert counted[0] == counted[1] and counted[0]["kept_refs"] == counted[0]["refs"]
 
 
@@ -141,8 +143,13 @@ def test_re_pointing_refs_at_the_same_bytes_adds_no_kept_bytes(python, tmp_path)
     run_peer_script(python, REPOINT, str(repo), location, "1", "1")
     first = export(repo, tmp_path / "e0.zs", include_virtual=True, authorize=[location.rsplit("/", 1)[0] + "/"])
     run_peer_script(python, REPOINT, str(repo), location, "2", "50")
-    later = export(repo, tmp_path / "e1.zs", include_virtual=True, authorize=[location.rsplit("/", 1)[0] + "/"],
-                   base=tmp_path / "e0.zs")
+    later = export(
+        repo,
+        tmp_path / "e1.zs",
+        include_virtual=True,
+        authorize=[location.rsplit("/", 1)[0] + "/"],
+        base=tmp_path / "e0.zs",
+    )
     whole = export(repo, tmp_path / "full.zs", include_virtual=True, authorize=[location.rsplit("/", 1)[0] + "/"])
     assert (first.virtual.kept, first.virtual.kept_bytes) == (8, 8000)
     assert (later.virtual.kept, later.virtual.kept_bytes, later.virtual.aliases) == (0, 0, 8 * 50)
@@ -207,8 +214,9 @@ def test_an_expired_history_s_fragment_keeps_what_refs_still_name_and_drops_the_
     for name in data:
         (sources / name).unlink()
     run_peer_script(python, EXPIRE, str(repo), str(sources), "1")
-    fragment = export(repo, tmp_path / "f1.zs", include_virtual=True, authorize=[f"file://{sources}/"],
-                      base=tmp_path / "f0.zs")
+    fragment = export(
+        repo, tmp_path / "f1.zs", include_virtual=True, authorize=[f"file://{sources}/"], base=tmp_path / "f0.zs"
+    )
     assert not fragment.virtual.failed
     consolidated = tmp_path / "whole.zs"
     assert run_zs("consolidate", str(tmp_path / "f1.zs"), str(consolidated)).returncode == 0

@@ -39,8 +39,13 @@ def gone(request, python, tmp_path_factory):
     before its sources were deleted."""
     kind = request.param
     base = tmp_path_factory.mktemp(f"vz-{kind}")
-    extra = {"nginx": request.getfixturevalue("nginx_server")} if kind == "http" else \
-        {"s3": request.getfixturevalue("s3")} if kind == "s3" else {}
+    extra = (
+        {"nginx": request.getfixturevalue("nginx_server")}
+        if kind == "http"
+        else {"s3": request.getfixturevalue("s3")}
+        if kind == "s3"
+        else {}
+    )
     if kind == "s3":
         extra["endpoint"] = extra["s3"].meta.endpoint_url
     sources = Sources(kind, base / f"src-{kind}", **extra)
@@ -52,8 +57,11 @@ def gone(request, python, tmp_path_factory):
     commit(python, repo, sources, "append another", "c.nc", "--append")
     told = answers(python, repo, sources, base / "answers.pkl")
     archive, plain = base / "history.zs", base / "plain.zs"
-    authorize = [a for prefix, options in sources.authorize.items()
-                 for a in ("--authorize", " ".join([prefix, *(f"{k}={v}" for k, v in options.items())]))]
+    authorize = [
+        a
+        for prefix, options in sources.authorize.items()
+        for a in ("--authorize", " ".join([prefix, *(f"{k}={v}" for k, v in options.items())]))
+    ]
     done = run_zs("export", str(repo), str(archive), "--include-virtual", *authorize)
     assert done.returncode == 0, done.stderr
     assert "not kept" not in done.stderr and "kept 1" in done.stderr, done.stderr
@@ -61,8 +69,10 @@ def gone(request, python, tmp_path_factory):
     # one source modified in place, one deleted: what zs sources --check says of each archive then
     sources.put("b.nc", (sources.local / "a.nc").read_bytes())
     sources.delete("c.nc")
-    checked = {name: run_zs("sources", str(path), "--check", "--json", *authorize)
-               for name, path in (("kept", archive), ("plain", plain))}
+    checked = {
+        name: run_zs("sources", str(path), "--check", "--json", *authorize)
+        for name, path in (("kept", archive), ("plain", plain))
+    }
     sources.delete()
     return {"archive": archive, "answers": told, "repo": repo, "sources": sources, "base": base, "checked": checked}
 
@@ -78,8 +88,9 @@ def test_every_chunk_reads_from_the_archive_as_icechunk_gave_it(gone):
             store = open_store(archive, sid)
             got = {key: store._read(key, None) for key in _keys(answer)}
             assert {k: bytes(v) for k, v in got.items()} == answer["chunks"], sid
-            virtual = [c for n in archive.node_infos(sid) if n.is_array for c in archive.array_chunks(n)
-                       if c.kind == "virtual"]
+            virtual = [
+                c for n in archive.node_infos(sid) if n.is_array for c in archive.array_chunks(n) if c.kind == "virtual"
+            ]
             assert all(archive.embeds(c) for c in virtual) and (virtual or answer["dataset"] is None)
 
 
@@ -101,7 +112,9 @@ def test_the_xarray_engine_reads_every_snapshot_as_icechunk(gone):
         with xr.open_dataset(gone["archive"], engine="zsarchive", ref=sid, chunks=None) as ds:
             same(answer["dataset"], ds.load().to_dict(data="array"), sid)
     with xr.open_dataset(gone["archive"], engine="zsarchive", ref="tag:v1", chunks=None) as ds:
-        same(gone["answers"]["snapshots"][gone["answers"]["heads"]["tag:v1"]]["dataset"], ds.load().to_dict(data="array"))
+        same(
+            gone["answers"]["snapshots"][gone["answers"]["heads"]["tag:v1"]]["dataset"], ds.load().to_dict(data="array")
+        )
 
 
 def test_checkout_writes_every_snapshot_as_icechunk_reads_it(gone, tmp_path):
@@ -129,8 +142,9 @@ def test_restore_materialized_reads_in_icechunk_without_the_sources(gone, python
     strip = lambda answers: {sid: {k: v for k, v in a.items() if k != "locations"} for sid, a in answers.items()}  # noqa: E731
     same(strip(gone["answers"]["snapshots"]), strip(again["snapshots"]))
     with contextlib.closing(RepoArchive(gone["archive"])) as archive:
-        kept = sum(1 for n in archive.node_infos("main") if n.is_array for c in archive.array_chunks(n)
-                   if c.kind == "virtual")
+        kept = sum(
+            1 for n in archive.node_infos("main") if n.is_array for c in archive.array_chunks(n) if c.kind == "virtual"
+        )
     assert kept and len(list((target / "chunks").iterdir())) >= kept // 3
 
 
@@ -139,8 +153,12 @@ def test_sources_check_names_the_changed_and_deleted_objects_and_the_snapshots_u
     two, with the snapshots whose refs point into each (as icechunk lists their locations); the archive
     that keeps their bytes has nothing at risk (exit 0), the one that does not names what is (exit 3)."""
     prefix = gone["sources"].prefix
-    users = {name: sorted(sid for sid, answer in gone["answers"]["snapshots"].items()
-                          if prefix + name in answer["locations"]) for name in ("a.nc", "b.nc", "c.nc")}
+    users = {
+        name: sorted(
+            sid for sid, answer in gone["answers"]["snapshots"].items() if prefix + name in answer["locations"]
+        )
+        for name in ("a.nc", "b.nc", "c.nc")
+    }
     assert users["c.nc"] and set(users["b.nc"]) > set(users["c.nc"])
     expected = {"a.nc": "unchanged", "b.nc": "changed", "c.nc": "missing"}
     for name, done in gone["checked"].items():
@@ -151,7 +169,8 @@ def test_sources_check_names_the_changed_and_deleted_objects_and_the_snapshots_u
             row = rows[prefix + file]
             assert (row["status"], sorted(row["snapshots"])) == (status, users[file]), (name, file, row)
             assert row["embedded"] == ("all" if name == "kept" else "none") and row["at_risk"] == (
-                name == "plain" and status != "unchanged")
+                name == "plain" and status != "unchanged"
+            )
         assert (overall["changed"], overall["missing"], overall["unchanged"]) == (1, 1, 1)
         if name == "kept":
             assert done.returncode == 0 and overall["at_risk"] == [], done.stderr

@@ -66,4 +66,4 @@ def test_an_ops_log_whose_older_files_loop_ends_in_one_error(tmp_path):
     entries = []
     with pytest.raises(ZSCorrupt, match=f"repo_before_updates chain loops at {older}"):
         entries.extend(Repository.open(str(repo)).ops_log())
-    assert entries == whole[:len(entries)] and any(e.backup_path == older for e in entries)
+    assert entries == whole[: len(entries)] and any(e.backup_path == older for e in entries)

@@ -62,9 +62,15 @@ def _set_ref(records: list[Record], coords: tuple, value: tuple) -> None:
 def zeros(tmp_path_factory) -> Path:
     """The vector whose chunk (0, 1) of /data/big at main is a chunk file of ZEROS zero bytes, embedded in
     compressed pieces (made one at a time): a valid archive of a few hundred KB."""
-    path = craft(VECTOR, tmp_path_factory.mktemp("zeros") / "zeros.zs",
-                 lambda records: _set_ref(records, (0, 1), (S.NATIVE, ZERO_ID, 0, ZEROS)), codec="zstd",
-                 stored=False, streamed=_zero_pieces(), more={S.CHUNK_DATA: ZEROS // PIECE_SIZE})
+    path = craft(
+        VECTOR,
+        tmp_path_factory.mktemp("zeros") / "zeros.zs",
+        lambda records: _set_ref(records, (0, 1), (S.NATIVE, ZERO_ID, 0, ZEROS)),
+        codec="zstd",
+        stored=False,
+        streamed=_zero_pieces(),
+        more={S.CHUNK_DATA: ZEROS // PIECE_SIZE},
+    )
     assert path.stat().st_size < 2 * MiB
     return path
 
@@ -74,14 +80,22 @@ def amplified(tmp_path_factory) -> Path:
     """The vector with an array /amp at main of AMPLIFIED chunks, each the whole of one 8192-byte embedded
     chunk file: a valid archive of a few hundred KB that checks out to 512 MiB."""
     node = "AMP" + "0" * 10
-    zarr_json = (b'{"zarr_format":3,"node_type":"array","shape":[%d],"data_type":"uint8",'
-                 b'"chunk_grid":{"name":"regular","configuration":{"chunk_shape":[8192]}},"fill_value":0,'
-                 b'"chunk_key_encoding":{"name":"default","configuration":{"separator":"/"}},'
-                 b'"codecs":[{"name":"bytes"}]}' % (AMPLIFIED * 8192))
+    zarr_json = (
+        b'{"zarr_format":3,"node_type":"array","shape":[%d],"data_type":"uint8",'
+        b'"chunk_grid":{"name":"regular","configuration":{"chunk_shape":[8192]}},"fill_value":0,'
+        b'"chunk_key_encoding":{"name":"default","configuration":{"separator":"/"}},'
+        b'"codecs":[{"name":"bytes"}]}' % (AMPLIFIED * 8192)
+    )
 
     def add(records: list[Record]) -> None:
-        records.append((S.NODE, (MAIN, ("amp",)),
-                        (node, S.ARRAY, zarr_json, ((AMPLIFIED * 8192, None, AMPLIFIED),), None, (), MAIN), 1))
+        records.append(
+            (
+                S.NODE,
+                (MAIN, ("amp",)),
+                (node, S.ARRAY, zarr_json, ((AMPLIFIED * 8192, None, AMPLIFIED),), None, (), MAIN),
+                1,
+            )
+        )
         records.extend((S.CHUNK_REF, (node, (i,), MAIN), (S.NATIVE, CHUNK, 0, 8192), 2) for i in range(AMPLIFIED))
 
     path = craft(VECTOR, tmp_path_factory.mktemp("amplified") / "amplified.zs", add, codec="zstd")
@@ -103,31 +117,48 @@ def test_a_checkout_larger_than_the_limit_or_the_disk_is_refused_before_writing(
     waited for."""
     command = ["checkout", str(amplified), "main"]
     started = time.monotonic()
-    one_line_error(run_hostile(*command, str(tmp_path / "out"), "--group", "/amp", "--max-bytes", "100M"),
-                   f"{tmp_path / 'out'}: at least 16,384 files, 134,2", "more than the limit of 104,857,600 bytes (--max-bytes)",
-                   "nothing written")
+    one_line_error(
+        run_hostile(*command, str(tmp_path / "out"), "--group", "/amp", "--max-bytes", "100M"),
+        f"{tmp_path / 'out'}: at least 16,384 files, 134,2",
+        "more than the limit of 104,857,600 bytes (--max-bytes)",
+        "nothing written",
+    )
     assert time.monotonic() - started < 10
     assert target_is_empty(tmp_path / "out")
     with tmpfs(tmp_path / "small", "64m") as small:
-        one_line_error(run_hostile(*command, str(small / "out"), "--group", "/amp"),
-                       f"{small / 'out'}: at least ", " files", "but its file system has", "bytes free; nothing written")
+        one_line_error(
+            run_hostile(*command, str(small / "out"), "--group", "/amp"),
+            f"{small / 'out'}: at least ",
+            " files",
+            "but its file system has",
+            "bytes free; nothing written",
+        )
         assert not any(small.iterdir())
     with tmpfs(tmp_path / "few", "2g", inodes=1000) as few:
-        one_line_error(run_hostile(*command, str(few / "out.zip"), "--group", "/amp"),
-                       f"{few / 'out.zip'}: at least 4,096 files",
-                       "but its file system has room for")
-        one_line_error(run_hostile(*command, str(few / "out"), "--group", "/amp"),
-                       f"{few / 'out'}: at least 4,096 files",
-                       "but its file system has room for")
+        one_line_error(
+            run_hostile(*command, str(few / "out.zip"), "--group", "/amp"),
+            f"{few / 'out.zip'}: at least 4,096 files",
+            "but its file system has room for",
+        )
+        one_line_error(
+            run_hostile(*command, str(few / "out"), "--group", "/amp"),
+            f"{few / 'out'}: at least 4,096 files",
+            "but its file system has room for",
+        )
         assert not any(few.iterdir())
 
 
 def test_a_restore_larger_than_the_disk_is_refused_before_writing(tmp_path, zeros):
     with tmpfs(tmp_path / "small", "256m") as small:
-        one_line_error(run_hostile("restore", str(zeros), str(small / "restored")), str(small / "restored"),
-                       "bytes free; nothing written")
-        one_line_error(run_hostile("restore", str(zeros), str(tmp_path / "r"), "--max-bytes", "511M"),
-                       "more than the limit of 535,822,336 bytes")
+        one_line_error(
+            run_hostile("restore", str(zeros), str(small / "restored")),
+            str(small / "restored"),
+            "bytes free; nothing written",
+        )
+        one_line_error(
+            run_hostile("restore", str(zeros), str(tmp_path / "r"), "--max-bytes", "511M"),
+            "more than the limit of 535,822,336 bytes",
+        )
         assert not any(small.iterdir()) and target_is_empty(tmp_path / "r")
 
 
@@ -137,11 +168,18 @@ def test_an_object_store_target_is_held_to_max_bytes(amplified, zeros):
     from toolkit.servers import moto_s3
 
     with moto_s3({"bounded": {}}) as client:
-        one_line_error(run_hostile("checkout", str(amplified), "main", "s3://bounded/out", "--group", "/amp",
-                                   "--max-bytes", "100M"),
-                       "s3://bounded/out: at least 16,384 files", "more than the limit of 104,857,600 bytes")
-        one_line_error(run_hostile("restore", str(zeros), "s3://bounded/restored", "--max-bytes", "511M"),
-                       "s3://bounded/restored", "more than the limit of 535,822,336 bytes")
+        one_line_error(
+            run_hostile(
+                "checkout", str(amplified), "main", "s3://bounded/out", "--group", "/amp", "--max-bytes", "100M"
+            ),
+            "s3://bounded/out: at least 16,384 files",
+            "more than the limit of 104,857,600 bytes",
+        )
+        one_line_error(
+            run_hostile("restore", str(zeros), "s3://bounded/restored", "--max-bytes", "511M"),
+            "s3://bounded/restored",
+            "more than the limit of 535,822,336 bytes",
+        )
         assert client.list_objects_v2(Bucket="bounded").get("KeyCount") == 0
 
 
@@ -150,6 +188,7 @@ def test_memory_does_not_follow_a_chunk_files_length(tmp_path, zeros, command):
     """A 512 MiB chunk file is written as it is read: the process, under an address space 384 MiB larger
     than the same command needs for the genuine archive, grows by far less than the file (the bound: 256
     MiB), and writes every byte."""
+
     def args(archive: Path, out: Path) -> list[str]:
         if command == "restore":
             return ["restore", str(archive), str(out)]
@@ -186,12 +225,14 @@ def zeros_repo(tmp_path_factory, zeros) -> Path:
 def _writers(zeros: Path, repo: Path) -> dict[str, tuple[list[str], str | None]]:
     """Each writer: its arguments (``{out}`` the target) and what it reads from stdin (None: nothing)."""
     records = "".join(f"record {i:08d}\n" for i in range(1000))
-    return {"restore": (["restore", str(zeros), "{out}"], None),
-            "checkout": (["checkout", str(zeros), "main", "{out}", "--group", "/data/big"], None),
-            "checkout.zip": (["checkout", str(zeros), "main", "{out}.zip", "--group", "/data/big"], None),
-            "export": (["export", str(repo), "{out}.zs", "--include-chunks", "--no-progress"], None),
-            "consolidate": (["consolidate", str(zeros), "{out}.zs"], None),
-            "make": (["make", "{}", "-", "{out}.zs"], records)}
+    return {
+        "restore": (["restore", str(zeros), "{out}"], None),
+        "checkout": (["checkout", str(zeros), "main", "{out}", "--group", "/data/big"], None),
+        "checkout.zip": (["checkout", str(zeros), "main", "{out}.zip", "--group", "/data/big"], None),
+        "export": (["export", str(repo), "{out}.zs", "--include-chunks", "--no-progress"], None),
+        "consolidate": (["consolidate", str(zeros), "{out}.zs"], None),
+        "make": (["make", "{}", "-", "{out}.zs"], records),
+    }
 
 
 def _begun(out: Path) -> bool:
@@ -208,8 +249,13 @@ def test_sigterm_mid_write_leaves_nothing_behind(tmp_path, zeros, zeros_repo, wr
     out = tmp_path / "out"
     argv = [a.replace("{out}", str(out)) for a in args]
     target = Path(next(a for a in argv if a.startswith(str(out))))
-    proc = subprocess.Popen([sys.executable, "-m", "zsarchive", *argv], stdin=subprocess.PIPE,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "zsarchive", *argv],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     if stdin is not None:  # half the input, the rest held back: the file is begun, never finished
         proc.stdin.write(stdin)
         proc.stdin.flush()

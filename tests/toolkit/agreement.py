@@ -87,6 +87,7 @@ def sorted_diff(diff: dict) -> dict:
 
 # -- zsarchive.icechunk: the repository reader ----------------------------------------------------------
 
+
 def check_reader(answers: dict, repo: Repository, deleted_tags: list[str]) -> None:
     """Refs, histories and every file as ``zs icechunk inspect`` shows it, against icechunk."""
     assert repo.spec_version == answers["spec_version"]
@@ -97,13 +98,17 @@ def check_reader(answers: dict, repo: Repository, deleted_tags: list[str]) -> No
         ours = repo.ancestry(key.split(":", 1)[1])
         assert [s.id for s in ours] == [s["id"] for s in chain], key
         for mine, theirs in zip(ours, chain):
-            assert (mine.parent_id, mine.message, mine.metadata) == \
-                (theirs["parent_id"], theirs["message"], theirs["metadata"]), (key, mine.id)
+            assert (mine.parent_id, mine.message, mine.metadata) == (
+                theirs["parent_id"],
+                theirs["message"],
+                theirs["metadata"],
+            ), (key, mine.id)
             assert same_time(mine.flushed_at, theirs["written_at"]), (key, mine.id)
             if "manifests" in theirs:
                 files = repo.snapshot(mine.id).manifest_files
-                assert [{"id": m.id, "size_bytes": m.size_bytes, "num_chunk_refs": m.num_chunk_refs}
-                        for m in files] == theirs["manifests"], (key, mine.id)
+                assert [
+                    {"id": m.id, "size_bytes": m.size_bytes, "num_chunk_refs": m.num_chunk_refs} for m in files
+                ] == theirs["manifests"], (key, mine.id)
     for sid, theirs in answers["snapshots"].items():
         theirs = {k: v for k, v in theirs.items() if k != "reachable"}
         assert_superset(views.inspect_snapshot(repo, sid), theirs, f"snapshot {sid}")
@@ -118,8 +123,10 @@ def check_reader(answers: dict, repo: Repository, deleted_tags: list[str]) -> No
                 views.inspect_transaction_log(repo, sid)
             continue
         if "synthetic_composite" in theirs:  # the same merged logs; the note is prose of each tool's own
-            theirs = {**theirs, "synthetic_composite": {
-                k: v for k, v in theirs["synthetic_composite"].items() if k != "note"}}
+            theirs = {
+                **theirs,
+                "synthetic_composite": {k: v for k, v in theirs["synthetic_composite"].items() if k != "note"},
+            }
         assert_superset(views.inspect_transaction_log(repo, sid), theirs, f"transaction log {sid}")
     compared = check_transaction_logs(answers, repo)
     children = {s["id"] for chain in answers["ancestry"].values() for s in chain if s["parent_id"]}
@@ -144,11 +151,14 @@ def check_transaction_logs(answers: dict, repo: Repository) -> int:
         # an amended commit's log can name a node it created and deleted: no path, no diff entry
         path = {**before, **after}.get
         ours = {name: [path(i) for i in getattr(log, name) if path(i)] for name in SET_FIELDS}
-        ours.update({
-            "updated_chunks": {path(i): [list(c) for c in coords] for i, coords in log.updated_chunks.items()
-                               if path(i)},
-            "moved_nodes": [[m.from_path, m.to_path] for m in log.moved_nodes],
-        })
+        ours.update(
+            {
+                "updated_chunks": {
+                    path(i): [list(c) for c in coords] for i, coords in log.updated_chunks.items() if path(i)
+                },
+                "moved_nodes": [[m.from_path, m.to_path] for m in log.moved_nodes],
+            }
+        )
         theirs = sorted_diff(item["diff"])
         assert {k: v for k, v in sorted_diff(ours).items() if k in theirs} == theirs, (old, new)
         compared += 1
@@ -156,6 +166,7 @@ def check_transaction_logs(answers: dict, repo: Repository) -> int:
 
 
 # -- the archive ------------------------------------------------------------------------------------------
+
 
 def check_refs(answers: dict, archive: RepoArchive, deleted_tags: list[str]) -> None:
     refs = archive.refs()
@@ -169,7 +180,8 @@ def check_ancestry(answers: dict, archive: RepoArchive) -> None:
     for ref, history in answers["ancestry"].items():
         ours = archive.log(ref)
         assert [(s["id"], s["parent_id"], s["message"], s["metadata"], s["flushed_at"]) for s in ours] == [
-            (s["id"], s["parent_id"], s["message"], s["metadata"], s["written_at"]) for s in history], ref
+            (s["id"], s["parent_id"], s["message"], s["metadata"], s["written_at"]) for s in history
+        ], ref
         check_parent_names(archive, ref, [s["id"] for s in history])
 
 
@@ -182,8 +194,11 @@ def check_parent_names(archive: RepoArchive, ref: str, history: list[str]) -> No
             assert archive.resolve(ref + "^" * n) == sid, (ref, n)
     with pytest.raises(NotFound) as beyond:
         archive.resolve(f"{ref}~{len(history)}")
-    assert f"holds {len(history)} snapshot" in str(beyond.value) and f"{ref}~{len(history) - 1} is its first" in \
-        str(beyond.value) and "\n" not in str(beyond.value)
+    assert (
+        f"holds {len(history)} snapshot" in str(beyond.value)
+        and f"{ref}~{len(history) - 1} is its first" in str(beyond.value)
+        and "\n" not in str(beyond.value)
+    )
 
 
 def check_snapshot(answers: dict, archive: RepoArchive, ref: str, repo: Path | None) -> None:
@@ -195,7 +210,8 @@ def check_snapshot(answers: dict, archive: RepoArchive, ref: str, repo: Path | N
     assert paths == component_order(paths), ref
     # icechunk's own node list (zarr's members() skips some names, e.g. ones holding a backslash)
     assert sorted((n["path"], n["node_type"], n["id"]) for n in nodes) == sorted(
-        (n["path"], n["node_type"], n["id"]) for n in answers["snapshots"][sid]["nodes"]), ref
+        (n["path"], n["node_type"], n["id"]) for n in answers["snapshots"][sid]["nodes"]
+    ), ref
     seen = set()
     for node in nodes:
         key = (node["path"].lstrip("/") + "/zarr.json").lstrip("/")
@@ -225,8 +241,9 @@ def check_diffs(answers: dict, archive: RepoArchive) -> None:
     for item in answers["diffs"]:
         if "error" in item:  # icechunk cannot: a transaction log between them is gone
             left_out = any("error" in answers["trees"].get(item[end], {}) for end in ("from", "to"))
-            with pytest.raises(ZSError, match="unknown snapshot" if left_out else
-                               "its transaction log was no longer in the repository"):
+            with pytest.raises(
+                ZSError, match="unknown snapshot" if left_out else "its transaction log was no longer in the repository"
+            ):
                 archive.diff(f"snapshot:{item['from']}", f"snapshot:{item['to']}")
             continue
         ours = archive.diff(f"snapshot:{item['from']}", f"snapshot:{item['to']}")
@@ -281,8 +298,9 @@ def every_ref(answers: dict) -> dict[str, str]:
     return refs
 
 
-def check_archive(answers: dict, archive_path: Path, repo: Path, deleted_tags: list[str],
-                  authorize: Iterable[str]) -> None:
+def check_archive(
+    answers: dict, archive_path: Path, repo: Path, deleted_tags: list[str], authorize: Iterable[str]
+) -> None:
     """Every answer of the archive (refs, logs, ls and chunks at every snapshot, bytes, diffs, ops log,
     zarr store) against icechunk's."""
     with RepoArchive(archive_path, authorize=authorize) as archive:
@@ -319,5 +337,6 @@ def check_chunk_history(repo: Repository, archive_path: Path) -> None:
                 changes = archive.chunk_changes(name, node["path"])
                 ids = [commit["id"] for commit in changes["commits"]]
                 rows = [(tuple(c), ids[i]) for c, i in zip(changes["coords"].tolist(), changes["commit"].tolist())]
-                assert sorted(rows) == sorted((coords, sid) for node_id, coords, sid in expected
-                                              if node_id == node["id"] and sid in history), (name, node["path"])
+                assert sorted(rows) == sorted(
+                    (coords, sid) for node_id, coords, sid in expected if node_id == node["id"] and sid in history
+                ), (name, node["path"])

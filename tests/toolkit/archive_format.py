@@ -10,7 +10,6 @@ from pathlib import Path
 from toolkit.places import ROOT, load_module
 
 
-
 def _elements(buf: bytes, pos: int) -> tuple[list, int]:
     """Elements up to an END byte (consumed) or the end of ``buf``."""
     out = []
@@ -37,7 +36,7 @@ def _elements(buf: bytes, pos: int) -> tuple[list, int]:
                 shift += 7
                 if byte < 0x80:
                     break
-            out.append({"bytes": buf[pos:pos + n].hex()})
+            out.append({"bytes": buf[pos : pos + n].hex()})
             pos += n
         elif code == 0x05:
             sub, pos = _elements(buf, pos)
@@ -51,7 +50,7 @@ def _elements(buf: bytes, pos: int) -> tuple[list, int]:
                 negative = code == 0x0B
             else:
                 n, negative = abs(code - 0x14), code < 0x14
-            body = int.from_bytes(buf[pos:pos + n], "big")
+            body = int.from_bytes(buf[pos : pos + n], "big")
             out.append(body - (2 ** (8 * n) - 1) if negative else body)
             pos += n
         else:
@@ -64,8 +63,7 @@ def documented_record(rec: bytes) -> dict:
     key, pos = _elements(rec, 1)
     value, end = _elements(rec, pos + 1)
     assert end == len(rec)
-    return {"family": rec[:1].decode("ascii"), "hex": rec.hex(), "key": key, "version": rec[pos],
-            "value": value}
+    return {"family": rec[:1].decode("ascii"), "hex": rec.hex(), "key": key, "version": rec[pos], "value": value}
 
 
 def unzs_records(path: Path) -> tuple[dict, list[bytes]]:
@@ -76,11 +74,14 @@ def unzs_records(path: Path) -> tuple[dict, list[bytes]]:
         (header_length,) = struct.unpack("<Q", f.read(8))
         header = f.read(header_length)
         root_offset, root_length, _, _, codec, meta_length = struct.unpack_from("<QQQ32s16sQ", header)
-        metadata = json.loads(header[80:80 + meta_length])
+        metadata = json.loads(header[80 : 80 + meta_length])
         size = f.seek(0, 2)
         decompress = unzs.CODECS[codec.rstrip(b"\0").decode()]
-        records = [r for _, block in unzs.data_blocks(f, size, decompress, root_offset, root_length,
-                                                      range(1, 64), set()) for r in block]
+        records = [
+            r
+            for _, block in unzs.data_blocks(f, size, decompress, root_offset, root_length, range(1, 64), set())
+            for r in block
+        ]
     return metadata, records
 
 

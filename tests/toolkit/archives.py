@@ -39,8 +39,7 @@ MANIFEST = "M" * 19 + "0"
 def history_archive(path: Path, snapshots: dict[str, tuple], nodes: list[bytes] = (), main: str = "A" * 20) -> Path:
     """A format-2 archive holding branch main at snapshot ``main`` and the given snapshot records (values
     as written, however malformed: for the hostile-input tests)."""
-    records = [S.record(S.REFS, ("branch", "main"), (main,)),
-               S.record(S.HEADER, (), (2, 2, 0, "test", ()))]
+    records = [S.record(S.REFS, ("branch", "main"), (main,)), S.record(S.HEADER, (), (2, 2, 0, "test", ()))]
     records += [S.record(S.SNAPSHOT, (sid,), value) for sid, value in snapshots.items()]
     with ZSWriter(str(path), {S.METADATA_KEY: {"format_version": 2}}, codec="none") as writer:
         writer.add_records(sorted([*records, *nodes]))

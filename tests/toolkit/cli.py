@@ -25,6 +25,7 @@ def _limits(memory: int | None, file_size: int | None) -> Callable[[], None] | N
             resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
         if file_size is not None:  # a write past it fails with EFBIG (Python ignores SIGXFSZ)
             resource.setrlimit(resource.RLIMIT_FSIZE, (file_size, file_size))
+
     return apply
 
 
@@ -32,21 +33,40 @@ def _environment(env: dict | None) -> dict | None:
     return None if env is None else {k: v for k, v in {**os.environ, **env}.items() if v is not None}
 
 
-def run_zs(*args: str, env: dict | None = None, text: bool = True, input: str | bytes | None = None,
-           limit_memory: bool = False, timeout: float = TIMEOUT, check: bool = False,
-           memory: int | None = None, file_size: int | None = None) -> subprocess.CompletedProcess:
+def run_zs(
+    *args: str,
+    env: dict | None = None,
+    text: bool = True,
+    input: str | bytes | None = None,
+    limit_memory: bool = False,
+    timeout: float = TIMEOUT,
+    check: bool = False,
+    memory: int | None = None,
+    file_size: int | None = None,
+) -> subprocess.CompletedProcess:
     """``zs ARGS`` in a fresh process (``env``: variables set in this one's, None removing one;
     ``limit_memory``: under the address-space ceiling ``MEMORY``, or ``memory`` bytes; ``file_size``:
     the largest file it may write; ``check``: it must succeed)."""
-    done = subprocess.run([sys.executable, "-m", "zsarchive", *args], capture_output=True, text=text,
-                          input=input, timeout=timeout, env=_environment(env),
-                          preexec_fn=_limits(memory or (MEMORY if limit_memory else None), file_size))
+    done = subprocess.run(
+        [sys.executable, "-m", "zsarchive", *args],
+        capture_output=True,
+        text=text,
+        input=input,
+        timeout=timeout,
+        env=_environment(env),
+        preexec_fn=_limits(memory or (MEMORY if limit_memory else None), file_size),
+    )
     assert not check or done.returncode == 0, (args, done.returncode, done.stderr)
     return done
 
 
-def run_hostile(*args: str, env: dict | None = None, memory: int = MEMORY, file_size: int | None = None,
-                timeout: float = HOSTILE_TIMEOUT) -> subprocess.CompletedProcess:
+def run_hostile(
+    *args: str,
+    env: dict | None = None,
+    memory: int = MEMORY,
+    file_size: int | None = None,
+    timeout: float = HOSTILE_TIMEOUT,
+) -> subprocess.CompletedProcess:
     """``zs ARGS`` on hostile input: text output, under the memory ceiling and ``HOSTILE_TIMEOUT``."""
     return run_zs(*args, env=env, memory=memory, file_size=file_size, timeout=timeout)
 
@@ -63,14 +83,20 @@ runpy.run_module('zsarchive', run_name='__main__')
 """
 
 
-def zs_peak(tmp_path, *args: str, env: dict | None = None, memory: int = MEMORY
-            ) -> tuple[subprocess.CompletedProcess, int, int]:
+def zs_peak(
+    tmp_path, *args: str, env: dict | None = None, memory: int = MEMORY
+) -> tuple[subprocess.CompletedProcess, int, int]:
     """``zs ARGS`` as :func:`run_hostile` runs it, and the process's peak resident and peak virtual
     memory in bytes (Linux: VmHWM and VmPeak, read as it exits)."""
     report = tmp_path / f"peak-{os.getpid()}-{len(os.listdir(tmp_path))}"
-    done = subprocess.run([sys.executable, "-c", _REPORT_PEAK, str(report), *args], capture_output=True,
-                          text=True, timeout=HOSTILE_TIMEOUT, preexec_fn=_limits(memory, None),
-                          env=_environment(env or {}))
+    done = subprocess.run(
+        [sys.executable, "-c", _REPORT_PEAK, str(report), *args],
+        capture_output=True,
+        text=True,
+        timeout=HOSTILE_TIMEOUT,
+        preexec_fn=_limits(memory, None),
+        env=_environment(env or {}),
+    )
     fields = dict(line.split(":") for line in report.read_text().splitlines())
     return done, int(fields["VmHWM"].split()[0]) * 1024, int(fields["VmPeak"].split()[0]) * 1024
 

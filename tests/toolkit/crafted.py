@@ -32,20 +32,35 @@ def counted(records: list[Record], more: dict[bytes, int] | None = None) -> list
     for family, *_ in records:
         if family != S.HEADER:
             counts[S.FAMILY_NAMES[family]] = counts.get(S.FAMILY_NAMES[family], 0) + 1
-    return [(f, k, (*v[:4], tuple(sorted(counts.items())), *v[5:]) if f == S.HEADER else v, version)
-            for f, k, v, version in records]
+    return [
+        (f, k, (*v[:4], tuple(sorted(counts.items())), *v[5:]) if f == S.HEADER else v, version)
+        for f, k, v, version in records
+    ]
 
 
-def write_records(path: Path, metadata: dict, records: list[Record], *, recount: bool = True,
-                  codec: str = "deflate", stored: bool = True, streamed: Iterable[bytes] = (),
-                  more: dict[bytes, int] | None = None) -> Path:
+def write_records(
+    path: Path,
+    metadata: dict,
+    records: list[Record],
+    *,
+    recount: bool = True,
+    codec: str = "deflate",
+    stored: bool = True,
+    streamed: Iterable[bytes] = (),
+    more: dict[bytes, int] | None = None,
+) -> Path:
     """``records`` (duplicates kept: a crafted archive may hold two records of one key) as an archive at
     ``path``, with the records ``streamed`` (encoded, in key order, ``more`` of each family: never all in
     memory at once); ``stored`` False compresses the blocks of chunk pieces too."""
-    encoded = sorted(S.record(f, k, v, version) for f, k, v, version in
-                     (counted(records, more) if recount else records))
-    write_archive(Path(path), record_lists(heapq.merge(encoded, streamed), stored, os.fspath(path)), metadata,
-                  WriteOptions(codec=codec, chunk_codec="none" if stored else "same").checked())
+    encoded = sorted(
+        S.record(f, k, v, version) for f, k, v, version in (counted(records, more) if recount else records)
+    )
+    write_archive(
+        Path(path),
+        record_lists(heapq.merge(encoded, streamed), stored, os.fspath(path)),
+        metadata,
+        WriteOptions(codec=codec, chunk_codec="none" if stored else "same").checked(),
+    )
     return Path(path)
 
 

@@ -33,8 +33,7 @@ def icechunk_file(file_type: int, builder: flatbuffers.Builder) -> bytes:
     return repack(MAGIC + b"zsarchive-test".ljust(24) + bytes([2, file_type, 1]), builder.Output())
 
 
-def table_vector(b: flatbuffers.Builder, start: Callable[[flatbuffers.Builder, int], None],
-                 tables: list[int]) -> int:
+def table_vector(b: flatbuffers.Builder, start: Callable[[flatbuffers.Builder, int], None], tables: list[int]) -> int:
     """A vector of the tables at ``tables`` (offsets in ``b``), begun by the generated ``Start...Vector``."""
     start(b, len(tables))
     for off in reversed(tables):
@@ -80,8 +79,7 @@ def first_ref_first_manifest(manifest_id: str, node_id: str, refs: list) -> byte
     return icechunk_file(MANIFEST, b)
 
 
-def finish_transaction_log(b: flatbuffers.Builder, log_id: bytes, updated_chunks: int,
-                           new_arrays: tuple = ()) -> bytes:
+def finish_transaction_log(b: flatbuffers.Builder, log_id: bytes, updated_chunks: int, new_arrays: tuple = ()) -> bytes:
     """A transaction log file around an ``updated_chunks`` vector already in ``b``: id lists (only
     ``new_arrays`` filled), the root table, header and compression."""
     id_lists = []
@@ -92,8 +90,17 @@ def finish_transaction_log(b: flatbuffers.Builder, log_id: bytes, updated_chunks
         id_lists.append(b.EndVector())
     TL.Start(b)
     TL.AddId(b, CreateObjectId12(b, log_id))
-    for add, vec in zip((TL.AddNewArrays, TL.AddNewGroups, TL.AddDeletedGroups, TL.AddDeletedArrays,
-                         TL.AddUpdatedArrays, TL.AddUpdatedGroups), id_lists):
+    for add, vec in zip(
+        (
+            TL.AddNewArrays,
+            TL.AddNewGroups,
+            TL.AddDeletedGroups,
+            TL.AddDeletedArrays,
+            TL.AddUpdatedArrays,
+            TL.AddUpdatedGroups,
+        ),
+        id_lists,
+    ):
         add(b, vec)
     TL.AddUpdatedChunks(b, updated_chunks)
     b.Finish(TL.End(b))

@@ -25,8 +25,14 @@ NODE = shutil.which("node") or "/usr/bin/node"
 
 def require_js() -> None:
     """Node and the reader's test dependencies (``scripts/dev setup`` installs them with npm into js/)."""
-    missing = [what for what, ok in (("node", os.path.exists(NODE)),
-                                     ("js/node_modules (npm ci in js/)", (JS / "node_modules" / "zarrita").is_dir())) if not ok]
+    missing = [
+        what
+        for what, ok in (
+            ("node", os.path.exists(NODE)),
+            ("js/node_modules (npm ci in js/)", (JS / "node_modules" / "zarrita").is_dir()),
+        )
+        if not ok
+    ]
     if missing:
         message = f"the JavaScript reader's tests need {' and '.join(missing)}: scripts/dev setup installs them"
         if peers_required():
@@ -54,9 +60,14 @@ def _cli_args(archive: str, q: dict) -> list[str]:
     if kind == "refs":
         return ["refs", archive]
     if kind == "log":
-        return ["log", archive, *([q["ref"]] if q.get("ref") else []), *(["--since", q["since"]] if q.get("since") else []),
-                *(["--until", q["until"]] if q.get("until") else []),
-                *(["-n", str(q["max_count"])] if q.get("max_count") is not None else [])]
+        return [
+            "log",
+            archive,
+            *([q["ref"]] if q.get("ref") else []),
+            *(["--since", q["since"]] if q.get("since") else []),
+            *(["--until", q["until"]] if q.get("until") else []),
+            *(["-n", str(q["max_count"])] if q.get("max_count") is not None else []),
+        ]
     if kind == "graph":
         return ["log", archive, "--graph", *(["--all"] if q.get("all") else [q["ref"]])]
     if kind == "show":
@@ -101,7 +112,10 @@ def python_answers(archive: str | Path, plan: list[dict]) -> list[dict]:
 def _located(value: Any) -> Any:
     """``value`` with every archive location cut to its file name (a path in Python, a URL in a browser)."""
     if isinstance(value, dict):
-        return {k: (v.rsplit("/", 1)[-1] if k == "location" and isinstance(v, str) else _located(v)) for k, v in value.items()}
+        return {
+            k: (v.rsplit("/", 1)[-1] if k == "location" and isinstance(v, str) else _located(v))
+            for k, v in value.items()
+        }
     if isinstance(value, list):
         return [_located(v) for v in value]
     return value
@@ -116,7 +130,9 @@ def assert_same_answers(plan: list[dict], ours: list[dict], theirs: list[dict], 
             assert js["error"] in ("ZSError", "ZSCorrupt", "NotFound"), f"{where}: {q}: {js}"
             continue
         assert "ok" in js, f"{where}: {q}: JavaScript fails: {js.get('error')}: {js.get('message')}"
-        assert _located(js["ok"]) == _located(py["ok"]), f"{where}: {q}:\n JS {js['ok']!r:.1500}\n PY {py['ok']!r:.1500}"
+        assert _located(js["ok"]) == _located(py["ok"]), (
+            f"{where}: {q}:\n JS {js['ok']!r:.1500}\n PY {py['ok']!r:.1500}"
+        )
 
 
 def plan_for(archive: str | Path, *, shows: int = 12, diffs: int = 12) -> list[dict]:
@@ -128,24 +144,50 @@ def plan_for(archive: str | Path, *, shows: int = 12, diffs: int = 12) -> list[d
         refs = arc.refs()
         names = [f"{r['type']}:{r['name']}" for r in refs if r["type"] != "deleted_tag"]
         everything = arc.log()
-        plan: list[dict] = [{"q": "refs"}, {"q": "log"}, {"q": "graph", "all": True}, {"q": "ops"}, {"q": "summary"},
-                            {"q": "chain"}, {"q": "log", "ref": "no such ref"}, {"q": "ls", "ref": "main", "path": "/no/such"}]
+        plan: list[dict] = [
+            {"q": "refs"},
+            {"q": "log"},
+            {"q": "graph", "all": True},
+            {"q": "ops"},
+            {"q": "summary"},
+            {"q": "chain"},
+            {"q": "log", "ref": "no such ref"},
+            {"q": "ls", "ref": "main", "path": "/no/such"},
+        ]
         plan += [{"q": "ls", "ref": f"tag:{r['name']}"} for r in refs if r["type"] == "deleted_tag"]
         if everything:
             day = everything[-1]["flushed_at"][:10]
-            plan += [{"q": "log", "since": day, "until": day}, {"q": "log", "max_count": 2},
-                     {"q": "log", "until": "1999-01-01"}]
+            plan += [
+                {"q": "log", "since": day, "until": day},
+                {"q": "log", "max_count": 2},
+                {"q": "log", "until": "1999-01-01"},
+            ]
             sid = everything[0]["id"]
-            plan += [{"q": "show", "ref": sid[:6]}, {"q": "show", "ref": sid.lower()}, {"q": "show", "ref": f"snapshot:{sid}"}]
+            plan += [
+                {"q": "show", "ref": sid[:6]},
+                {"q": "show", "ref": sid.lower()},
+                {"q": "show", "ref": f"snapshot:{sid}"},
+            ]
         for name in names:
-            plan += [{"q": "log", "ref": name}, {"q": "graph", "ref": name}, {"q": "ls", "ref": name},
-                     {"q": "show", "ref": f"{name}~1"}, {"q": "show", "ref": f"{name}^"}, {"q": "show", "ref": f"{name}~99"}]
+            plan += [
+                {"q": "log", "ref": name},
+                {"q": "graph", "ref": name},
+                {"q": "ls", "ref": name},
+                {"q": "show", "ref": f"{name}~1"},
+                {"q": "show", "ref": f"{name}^"},
+                {"q": "show", "ref": f"{name}~99"},
+            ]
             history = arc.log(name)
             if len(history) > 1:
                 at = history[1]["flushed_at"]
-                plan += [{"q": "show", "ref": f"{name}@{at}"}, {"q": "log", "ref": f"{name}@{at}"},
-                         {"q": "show", "ref": f"{name}@{at}~1"}, {"q": "show", "ref": f"{name}~1@{at[:10]}"},
-                         {"q": "ls", "ref": f"{name}^0"}, {"q": "show", "ref": f"{name}^2"}]
+                plan += [
+                    {"q": "show", "ref": f"{name}@{at}"},
+                    {"q": "log", "ref": f"{name}@{at}"},
+                    {"q": "show", "ref": f"{name}@{at}~1"},
+                    {"q": "show", "ref": f"{name}~1@{at[:10]}"},
+                    {"q": "ls", "ref": f"{name}^0"},
+                    {"q": "show", "ref": f"{name}^2"},
+                ]
             for node in arc.node_infos(name):
                 if node.node_type == "group":
                     if node.path != "/":
@@ -154,8 +196,10 @@ def plan_for(archive: str | Path, *, shows: int = 12, diffs: int = 12) -> list[d
                 plan.append({"q": "chunks", "ref": name, "path": node.path})
                 coords = [c for c in arc.node_chunk_coords(node)]
                 for at in {tuple(coords[0]), tuple(coords[-1])} if coords else set():
-                    plan += [{"q": "chunk", "ref": name, "path": node.path, "coords": list(at)},
-                             {"q": "chunk-log", "ref": name, "path": node.path, "coords": list(at)}]
+                    plan += [
+                        {"q": "chunk", "ref": name, "path": node.path, "coords": list(at)},
+                        {"q": "chunk-log", "ref": name, "path": node.path, "coords": list(at)},
+                    ]
                 grid = node.num_chunks
                 plan.append({"q": "chunk", "ref": name, "path": node.path, "coords": [n for n in grid]})  # outside
                 empty = next((c for c in _first_cells(grid) if c not in set(map(tuple, coords))), None)
@@ -165,8 +209,10 @@ def plan_for(archive: str | Path, *, shows: int = 12, diffs: int = 12) -> list[d
         for s in with_parent[:shows]:
             plan.append({"q": "show", "ref": s["id"]})
         for s in with_parent[:diffs]:
-            plan += [{"q": "diff", "from": s["parent_id"], "to": s["id"]},
-                     {"q": "diff", "from": s["parent_id"], "to": s["id"], "stat": True}]
+            plan += [
+                {"q": "diff", "from": s["parent_id"], "to": s["id"]},
+                {"q": "diff", "from": s["parent_id"], "to": s["id"], "stat": True},
+            ]
         if with_parent:
             newest = with_parent[0]
             first = arc.log(newest["id"])[-1]["id"]
@@ -192,8 +238,13 @@ class NodeSession:
     test can change the world (a file on a server) between two of its reads."""
 
     def __init__(self) -> None:
-        self.process = subprocess.Popen([NODE, str(JS / "test" / "node-session.js")], stdin=subprocess.PIPE,
-                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.process = subprocess.Popen(
+            [NODE, str(JS / "test" / "node-session.js")],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
 
     def ask(self, command: dict) -> dict:
         """The answer to one command (``{"open": source}``, ``{"query": {...}}``)."""

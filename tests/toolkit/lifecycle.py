@@ -97,8 +97,12 @@ class Life:
     """A repository that icechunk changes step by step, with icechunk's view after each step."""
 
     def __init__(self, python: Path, where: dict):
-        self.process = subprocess.Popen([str(python), "-c", LIFE + CLEAN_EXIT, json.dumps(where)],
-                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.process = subprocess.Popen(
+            [str(python), "-c", LIFE + CLEAN_EXIT, json.dumps(where)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         self.view: dict = {}
 
     def step(self, **command) -> dict:
@@ -120,7 +124,9 @@ def expected_status(before: dict, now: dict) -> list[dict]:
     archived = set(before["snapshots"])
     rows = []
     plural = {"branch": "branches", "tag": "tags"}
-    for kind, name in sorted({(kind, name) for view in (before, now) for kind in plural for name in view[plural[kind]]}):
+    for kind, name in sorted(
+        {(kind, name) for view in (before, now) for kind in plural for name in view[plural[kind]]}
+    ):
         was, current = before[plural[kind]].get(name), now[plural[kind]].get(name)
         row = {"type": kind, "name": name, "archived": was, "current": current, "new_snapshots": 0, "newest": None}
         if current is None:
@@ -131,15 +137,25 @@ def expected_status(before: dict, now: dict) -> list[dict]:
             history = now["ancestry"][f"{kind}:{name}"]
             ids = [sid for sid, _ in history]
             new = ids.index(was) if was in ids else next((i for i, sid in enumerate(ids) if sid in archived), len(ids))
-            row.update(state="new" if was is None else "ahead" if was in ids else "moved", new_snapshots=new,
-                       newest=history[0][1] if new else None)
+            row.update(
+                state="new" if was is None else "ahead" if was in ids else "moved",
+                new_snapshots=new,
+                newest=history[0][1] if new else None,
+            )
         rows.append(row)
     old = {tuple(entry) for entry in before["ops"]}
     fresh = [entry for entry in now["ops"] if tuple(entry) not in old]
     expired = len(archived - set(now["snapshots"]))
-    rows.append({"type": "ops_log", "state": "ahead" if fresh or expired else "up to date", "new_entries": len(fresh),
-                 "newest": max((t for _, t in fresh), default=None),
-                 "entries": dict(sorted(Counter(kind for kind, _ in fresh).items())), "expired_snapshots": expired})
+    rows.append(
+        {
+            "type": "ops_log",
+            "state": "ahead" if fresh or expired else "up to date",
+            "new_entries": len(fresh),
+            "newest": max((t for _, t in fresh), default=None),
+            "entries": dict(sorted(Counter(kind for kind, _ in fresh).items())),
+            "expired_snapshots": expired,
+        }
+    )
     return rows
 
 
@@ -170,7 +186,7 @@ def local_listing(root: Path) -> dict[str, int]:
 
 def s3_listing(client, bucket: str, prefix: str) -> dict[str, int]:
     found = client.list_objects_v2(Bucket=bucket, Prefix=prefix).get("Contents", [])
-    return {item["Key"][len(prefix):]: item["Size"] for item in found}
+    return {item["Key"][len(prefix) :]: item["Size"] for item in found}
 
 
 def wait_for(condition, process: subprocess.Popen, seconds: float = 60) -> None:

@@ -46,8 +46,10 @@ def _run(python: Path, repo: Path, mapping: dict[str, Path]) -> bytes:
     return proc.stdout
 
 
-CLEAN_EXIT = ("\nimport os as _os, sys as _sys\n_sys.stdout.flush(); _sys.stderr.flush()\n"
-              "_os._exit(0)  # icechunk 2.3 sometimes crashes in its own shutdown, after the work is done\n")
+CLEAN_EXIT = (
+    "\nimport os as _os, sys as _sys\n_sys.stdout.flush(); _sys.stderr.flush()\n"
+    "_os._exit(0)  # icechunk 2.3 sometimes crashes in its own shutdown, after the work is done\n"
+)
 """Appended to a script run by an icechunk peer."""
 
 

@@ -11,7 +11,8 @@ from toolkit.oracle import CLEAN_EXIT
 from zsarchive.cli import main
 
 HOSTILE = "<img src=x onerror=alert(1)>"
-HOSTILE_SCRIPT = """
+HOSTILE_SCRIPT = (
+    """
 import sys, icechunk as ic, numpy as np, zarr
 repo = ic.Repository.create(ic.local_filesystem_storage(sys.argv[1]))
 s = repo.writable_session("main")
@@ -26,7 +27,10 @@ array = zarr.open_array(store=s.store, path=%(name)r + "/<svg onload=window.pwne
 array[2:4] = 7
 s.commit("<script>window.pwned = 7</script>")
 repo.create_tag("<b>tag</b>", repo.lookup_branch("main"))
-""" % {"name": HOSTILE} + CLEAN_EXIT
+"""
+    % {"name": HOSTILE}
+    + CLEAN_EXIT
+)
 """Runs under icechunk 2.x: ``PATH`` writes a repository whose names, messages, metadata and attributes are
 markup and script."""
 
@@ -40,21 +44,24 @@ def zs_json(*args) -> list[dict]:
 
 def table(page, selector: str) -> list[list[str]]:
     """The rows of a table of the page, as the text of their cells."""
-    return page.eval_on_selector_all(f"{selector} tbody tr",
-                                     "rows => rows.map(r => Array.from(r.cells, c => c.textContent))")
+    return page.eval_on_selector_all(
+        f"{selector} tbody tr", "rows => rows.map(r => Array.from(r.cells, c => c.textContent))"
+    )
 
 
 def graph_rows(page) -> list[dict]:
     """The snapshots of the page's branch graph: id, ref names, message and time, as shown."""
-    return page.eval_on_selector_all(".graph-line[data-id]", """rows => rows.map(r => ({
+    return page.eval_on_selector_all(
+        ".graph-line[data-id]",
+        """rows => rows.map(r => ({
         id: r.dataset.id, refs: Array.from(r.querySelectorAll('button.ref'), b => b.textContent),
-        message: r.querySelector('.message').textContent, time: r.querySelector('.time').textContent}))""")
+        message: r.querySelector('.message').textContent, time: r.querySelector('.time').textContent}))""",
+    )
 
 
 def wait_commits(page, ref: str, since: str = "", until: str = "") -> None:
     """Until the commits table shows REF's commits in [since, until] (the page marks what it shows)."""
-    page.wait_for_selector(f'#commits[data-ref="{ref}"][data-since="{since}"][data-until="{until}"]',
-                           state="attached")
+    page.wait_for_selector(f'#commits[data-ref="{ref}"][data-since="{since}"][data-until="{until}"]', state="attached")
 
 
 def log_rows(rows: list[dict]) -> list[list[str]]:

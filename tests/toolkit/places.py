@@ -19,16 +19,19 @@ SCRIPTS = ROOT / "scripts"
 def peers_required() -> bool:
     """True in CI and under ``scripts/dev test``: there every peer is installed, so a missing one is
     a broken install, not a machine without the peer."""
-    return (os.environ.get("CI", "").lower() in ("1", "true", "yes")
-            or os.environ.get("ZSARCHIVE_REQUIRE_PEERS", "") == "1")
+    return (
+        os.environ.get("CI", "").lower() in ("1", "true", "yes") or os.environ.get("ZSARCHIVE_REQUIRE_PEERS", "") == "1"
+    )
 
 
 def require_peer(path: Path, what: str) -> Path:
     """``path`` if the peer ``what`` is installed there; else fail (CI, ``scripts/dev test``) or skip
     loudly (elsewhere), naming the peer either way."""
     if not path.exists():
-        msg = (f"PEER MISSING: {what} is not installed at {path}; run scripts/dev setup. "
-               "This machine lacks its interpreter or the install failed.")
+        msg = (
+            f"PEER MISSING: {what} is not installed at {path}; run scripts/dev setup. "
+            "This machine lacks its interpreter or the install failed."
+        )
         if peers_required():
             pytest.fail(msg, pytrace=False)
         warnings.warn(msg)

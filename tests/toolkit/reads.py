@@ -24,5 +24,6 @@ def spy_on_metadata_reads(monkeypatch, worker_log: Path) -> list[str]:
                 with open(worker_log, "a") as log:
                     log.write(key + "\n")
         return real(self, key)
+
     monkeypatch.setattr(LocalStorage, "read", read)
     return mine

@@ -60,8 +60,13 @@ def moto_s3(buckets: dict[str, dict[str, bytes]]):
     server = moto.server.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
     endpoint = f"http://127.0.0.1:{port}"
-    env = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_REGION": "us-east-1",
-           "AWS_DEFAULT_REGION": "us-east-1", "AWS_ENDPOINT_URL": endpoint}
+    env = {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_REGION": "us-east-1",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_ENDPOINT_URL": endpoint,
+    }
     saved = {key: os.environ.get(key) for key in env}
     os.environ.update(env)
     try:
@@ -133,16 +138,38 @@ class Nginx:
     def start(self) -> None:
         """Write a config into ``prefix``, start nginx in the foreground and wait until it listens."""
         (self.prefix / "tmp").mkdir(parents=True, exist_ok=True)
-        subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
-                        "-nodes", "-days", "2", "-subj", "/CN=127.0.0.1",
-                        "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(self.prefix / "key.pem"),
-                        "-out", str(self.certificate)], check=True, capture_output=True)
+        subprocess.run(
+            [
+                "openssl",
+                "req",
+                "-x509",
+                "-newkey",
+                "ec",
+                "-pkeyopt",
+                "ec_paramgen_curve:P-256",
+                "-nodes",
+                "-days",
+                "2",
+                "-subj",
+                "/CN=127.0.0.1",
+                "-addext",
+                "subjectAltName=IP:127.0.0.1",
+                "-keyout",
+                str(self.prefix / "key.pem"),
+                "-out",
+                str(self.certificate),
+            ],
+            check=True,
+            capture_output=True,
+        )
         (self.root / "forbidden").mkdir(exist_ok=True)
         user = "user root;" if os.geteuid() == 0 else ""  # workers must read the root's temp dirs
         # scripts as every web server types them: browsers run a module script only if it says it is one
         mime_types = f"include {MIME_TYPES};" if os.path.exists(MIME_TYPES) else ""
-        temp = "\n".join(f"    {kind}_temp_path {self.prefix}/tmp/{kind};"
-                         for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
+        temp = "\n".join(
+            f"    {kind}_temp_path {self.prefix}/tmp/{kind};"
+            for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")
+        )
         (self.prefix / "nginx.conf").write_text(f"""
 {user}
 worker_processes 1;
@@ -170,7 +197,9 @@ http {{
 """)
         self._process = subprocess.Popen(
             [NGINX, "-p", str(self.prefix), "-c", str(self.prefix / "nginx.conf")],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
         try:
             wait_for_port(self.port, self._process)
         except RuntimeError:
@@ -224,8 +253,17 @@ http {{
         for raw in self.log.read_text().splitlines():
             connection, request, range_, status, sent, if_match = raw.split("\t")
             method, path, _ = request.split(" ")
-            lines.append(LogLine(int(connection), method, path, "" if range_ == "-" else range_,
-                                 int(status), int(sent), "" if if_match == "-" else if_match))
+            lines.append(
+                LogLine(
+                    int(connection),
+                    method,
+                    path,
+                    "" if range_ == "-" else range_,
+                    int(status),
+                    int(sent),
+                    "" if if_match == "-" else if_match,
+                )
+            )
         return lines
 
 
@@ -282,8 +320,7 @@ class FaultyServer(ThreadingHTTPServer):
         self.slow_seconds = 5.0
         self.stopping = threading.Event()
         self.lock = threading.Lock()
-        self.thread = threading.Thread(target=self.serve_forever, kwargs={"poll_interval": 0.05},
-                                       daemon=True)
+        self.thread = threading.Thread(target=self.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
 
     def url(self, name: str) -> str:
         """The URL of ``files[name]``."""
@@ -317,8 +354,9 @@ class _FaultyHandler(BaseHTTPRequestHandler):
 
     def _reply(self, status: int, headers: dict[str, str], body: bytes, fault: str | None) -> None:
         with self.server.lock:
-            self.server.seen.append(Seen(self.path, self.headers.get("Range", ""),
-                                         self.headers.get("If-Match", ""), status))
+            self.server.seen.append(
+                Seen(self.path, self.headers.get("Range", ""), self.headers.get("If-Match", ""), status)
+            )
         self.send_response(status)
         for key, value in headers.items():
             self.send_header(key, value)
@@ -328,11 +366,11 @@ class _FaultyHandler(BaseHTTPRequestHandler):
             for i in range(len(body)):
                 if self.server.stopping.wait(0.05):
                     return
-                self.wfile.write(body[i:i + 1])
+                self.wfile.write(body[i : i + 1])
                 self.wfile.flush()
             return
         if fault in ("drop", "short"):
-            self.wfile.write(body[:len(body) // 2])
+            self.wfile.write(body[: len(body) // 2])
             self.wfile.flush()
             self.close_connection = True
             self.connection.shutdown(socket.SHUT_RDWR)
@@ -381,13 +419,14 @@ class _FaultyHandler(BaseHTTPRequestHandler):
         if fault in ("huge-length", "wide-range", "negative-length"):
             self._lie(fault, headers, start, end, data)
             return
-        self._reply(206, headers, data[start:end + 1], fault)
+        self._reply(206, headers, data[start : end + 1], fault)
 
     def _lie(self, fault: str, headers: dict[str, str], start: int, end: int, data: bytes) -> None:
         """A 206 whose framing claims far more than the range asked for; a little body, then close."""
         with self.server.lock:
-            self.server.seen.append(Seen(self.path, self.headers.get("Range", ""),
-                                         self.headers.get("If-Match", ""), 206))
+            self.server.seen.append(
+                Seen(self.path, self.headers.get("Range", ""), self.headers.get("If-Match", ""), 206)
+            )
         huge = 400 << 20
         if fault == "wide-range":
             headers["Content-Range"] = f"bytes {start}-{start + huge - 1}/{start + huge}"
@@ -399,7 +438,7 @@ class _FaultyHandler(BaseHTTPRequestHandler):
         self.end_headers()
         try:
             for _ in range(8 if fault == "negative-length" else 1):
-                self.wfile.write(data[start:end + 1].ljust(1 << 20, b"x"))
+                self.wfile.write(data[start : end + 1].ljust(1 << 20, b"x"))
         except OSError:
             pass  # the client hung up, as it should
         self.close_connection = True
@@ -458,14 +497,28 @@ def azurite(tmp_path_factory):
     python = require_peer(PEERS / "ic2" / "bin" / "python", "icechunk 2.x (Python 3.12)")
     port = free_port()
     work = tmp_path_factory.mktemp("azurite")
-    server = subprocess.Popen([str(binary), "--blobHost", "127.0.0.1", "--blobPort", str(port), "--location",
-                               str(work), "--silent", "--skipApiVersionCheck"],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = subprocess.Popen(
+        [
+            str(binary),
+            "--blobHost",
+            "127.0.0.1",
+            "--blobPort",
+            str(port),
+            "--location",
+            str(work),
+            "--silent",
+            "--skipApiVersionCheck",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         wait_for_port(port, server)
         endpoint = f"http://127.0.0.1:{port}/devstoreaccount1"
-        connection = (f"DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey={AZURITE_KEY};"
-                      f"BlobEndpoint={endpoint};")
+        connection = (
+            f"DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey={AZURITE_KEY};"
+            f"BlobEndpoint={endpoint};"
+        )
         from azure.storage.blob import BlobServiceClient
 
         BlobServiceClient.from_connection_string(connection).create_container("lab")
@@ -488,10 +541,27 @@ def gcs(tmp_path_factory):
 
     port = free_port()
     base = f"http://127.0.0.1:{port}"
-    server = subprocess.Popen([str(_get_binary_path()), "-scheme", "http", "-backend", "filesystem",
-                               "-filesystem-root", str(tmp_path_factory.mktemp("gcs")), "-host", "127.0.0.1",
-                               "-port", str(port), "-public-host", f"127.0.0.1:{port}", "-external-url", base],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    server = subprocess.Popen(
+        [
+            str(_get_binary_path()),
+            "-scheme",
+            "http",
+            "-backend",
+            "filesystem",
+            "-filesystem-root",
+            str(tmp_path_factory.mktemp("gcs")),
+            "-host",
+            "127.0.0.1",
+            "-port",
+            str(port),
+            "-public-host",
+            f"127.0.0.1:{port}",
+            "-external-url",
+            base,
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     try:
         wait_for_port(port, server)
         _gcs_call(f"{base}/storage/v1/b?project=test", json.dumps({"name": "lab"}).encode())
@@ -513,10 +583,19 @@ def gcs_service_account(tmp_path_factory) -> Path:
     work = tmp_path_factory.mktemp("gcs-account")
     subprocess.run(["openssl", "genrsa", "-out", str(work / "key.pem"), "2048"], check=True, capture_output=True)
     path = work / "account.json"
-    path.write_text(json.dumps({"type": "service_account", "project_id": "test", "private_key_id": "test",
-                                "private_key": (work / "key.pem").read_text(),
-                                "client_email": "restore@test.iam.gserviceaccount.com", "client_id": "1",
-                                "token_uri": "http://127.0.0.1:9/token"}))  # never asked: nothing listens there
+    path.write_text(
+        json.dumps(
+            {
+                "type": "service_account",
+                "project_id": "test",
+                "private_key_id": "test",
+                "private_key": (work / "key.pem").read_text(),
+                "client_email": "restore@test.iam.gserviceaccount.com",
+                "client_id": "1",
+                "token_uri": "http://127.0.0.1:9/token",
+            }
+        )
+    )  # never asked: nothing listens there
     return path
 
 
@@ -551,8 +630,9 @@ class _ForwardingHandler(BaseHTTPRequestHandler):
             data = answer.read()
             status, answered = answer.status, answer.getheaders()
             if self.server.rewrite is not None:
-                status, answered = self.server.rewrite(self.command, urllib.parse.unquote(self.path.split("?")[0]),
-                                                       status, answered)
+                status, answered = self.server.rewrite(
+                    self.command, urllib.parse.unquote(self.path.split("?")[0]), status, answered
+                )
             self.send_response(status)
             for key, value in answered:
                 if key.lower() not in ("transfer-encoding", "content-length", "connection"):
@@ -578,9 +658,12 @@ class ObjectStoreProxy(ThreadingHTTPServer):
     daemon_threads = True
     request_queue_size = 256  # a client opening many connections at once is not held back at accept
 
-    def __init__(self, upstream_port: int, drop: tuple[str, ...] = (),
-                 rewrite: Callable[[str, str, int, list[tuple[str, str]]], tuple[int, list[tuple[str, str]]]]
-                 | None = None) -> None:
+    def __init__(
+        self,
+        upstream_port: int,
+        drop: tuple[str, ...] = (),
+        rewrite: Callable[[str, str, int, list[tuple[str, str]]], tuple[int, list[tuple[str, str]]]] | None = None,
+    ) -> None:
         super().__init__(("127.0.0.1", 0), _ForwardingHandler)
         self.upstream_port = upstream_port
         self.drop = {"host", *drop}

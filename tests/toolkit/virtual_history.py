@@ -44,8 +44,15 @@ class Sources:
     @property
     def json(self) -> str:
         """The SOURCE argument of ``virtualizarr_repo.py``."""
-        return json.dumps({"prefix": self.prefix, "kind": self.kind, "root": str(self.local),
-                           "endpoint": self.endpoint, "bucket": BUCKET})
+        return json.dumps(
+            {
+                "prefix": self.prefix,
+                "kind": self.kind,
+                "root": str(self.local),
+                "endpoint": self.endpoint,
+                "bucket": BUCKET,
+            }
+        )
 
     @property
     def authorize(self) -> dict[str, dict[str, str]]:
@@ -80,8 +87,14 @@ class Sources:
             target = self.nginx.root / self.local.name
             shutil.rmtree(target) if name is None else (target / name).unlink()
         else:
-            keys = [f"{self.local.name}/{name}"] if name else [
-                o["Key"] for o in self.s3.list_objects_v2(Bucket=BUCKET, Prefix=f"{self.local.name}/").get("Contents", [])]
+            keys = (
+                [f"{self.local.name}/{name}"]
+                if name
+                else [
+                    o["Key"]
+                    for o in self.s3.list_objects_v2(Bucket=BUCKET, Prefix=f"{self.local.name}/").get("Contents", [])
+                ]
+            )
             for key in keys:
                 self.s3.delete_object(Bucket=BUCKET, Key=key)
 

@@ -42,14 +42,16 @@ def netcdf(directory: str, name: str, seed: int, start: int, times: int) -> None
         lat[:] = np.linspace(-30, 30, 4, dtype="f4")
         lon = f.create_variable("lon", ("lon",), "f4")
         lon[:] = np.linspace(0, 40, 5, dtype="f4")
-        temp = f.create_variable("temp", ("time", "lat", "lon"), "f4", chunks=(1, 4, 5), compression="gzip",
-                                 shuffle=True)
+        temp = f.create_variable(
+            "temp", ("time", "lat", "lon"), "f4", chunks=(1, 4, 5), compression="gzip", shuffle=True
+        )
         temp[:] = rnd.normal(280, 5, (times, 4, 5)).astype("f4")
         temp.attrs.update(units="K")
         elev = f.create_variable("elev", ("lat", "lon"), "f8")  # contiguous: one chunk of the whole array
         elev[:] = rnd.uniform(0, 3000, (4, 5)) + seed
-        rain = f.create_variable("rain", ("time", "lat", "lon"), "i2", chunks=(2, 4, 5), compression="gzip",
-                                 fillvalue=np.int16(-32767))
+        rain = f.create_variable(
+            "rain", ("time", "lat", "lon"), "i2", chunks=(2, 4, 5), compression="gzip", fillvalue=np.int16(-32767)
+        )
         packed = rnd.integers(0, 20000, (times, 4, 5)).astype("i2")
         packed[0, 0, 0] = -32767  # a missing value
         rain[:] = packed
@@ -64,9 +66,14 @@ def _source_store(source: dict):
         return source["prefix"], LocalStore(prefix=source["root"])
     if source["kind"] == "http":
         return source["prefix"], HTTPStore.from_url(source["prefix"], client_options={"allow_http": True})
-    return f"s3://{source['bucket']}", S3Store(source["bucket"], endpoint=source["endpoint"], region="us-east-1",
-                                               access_key_id="testing", secret_access_key="testing",
-                                               client_options={"allow_http": True})
+    return f"s3://{source['bucket']}", S3Store(
+        source["bucket"],
+        endpoint=source["endpoint"],
+        region="us-east-1",
+        access_key_id="testing",
+        secret_access_key="testing",
+        client_options={"allow_http": True},
+    )
 
 
 def _container(source: dict):
@@ -112,12 +119,20 @@ def commit(args: argparse.Namespace) -> None:
     source = json.loads(args.source)
     repo = _repo(args.repo, source, args.create)
     key, store = _source_store(source)
-    vds = open_virtual_dataset(url=source["prefix"] + args.file, parser=HDFParser(),
-                               registry=ObjectStoreRegistry({key: store}), loadable_variables=["time", "lat", "lon"])
+    vds = open_virtual_dataset(
+        url=source["prefix"] + args.file,
+        parser=HDFParser(),
+        registry=ObjectStoreRegistry({key: store}),
+        loadable_variables=["time", "lat", "lon"],
+    )
     session = repo.writable_session(args.branch)
     at = None if args.at is None else datetime.datetime.fromtimestamp(args.at, datetime.timezone.utc)
-    vds.vz.to_icechunk(session.store, append_dim="time" if args.append else None, last_updated_at=at,
-                       mode="w" if args.overwrite else None)
+    vds.vz.to_icechunk(
+        session.store,
+        append_dim="time" if args.append else None,
+        last_updated_at=at,
+        mode="w" if args.overwrite else None,
+    )
     snapshot = session.commit(args.message)
     if args.tag:
         repo.create_tag(args.tag, snapshot)
@@ -132,8 +147,10 @@ def answers(args: argparse.Namespace) -> None:
 
     source = json.loads(args.source)
     repo = _repo(args.repo, source, False)
-    heads = {**{f"branch:{b}": repo.lookup_branch(b) for b in repo.list_branches()},
-             **{f"tag:{t}": repo.lookup_tag(t) for t in repo.list_tags()}}
+    heads = {
+        **{f"branch:{b}": repo.lookup_branch(b) for b in repo.list_branches()},
+        **{f"tag:{t}": repo.lookup_tag(t) for t in repo.list_tags()},
+    }
     snapshots = {s.id for head in heads.values() for s in repo.ancestry(snapshot_id=head)}
     out = {"heads": heads, "snapshots": {}}
     for sid in sorted(snapshots):

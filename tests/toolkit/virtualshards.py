@@ -91,7 +91,10 @@ def virtual(tmp_path_factory, icechunk2_python, nginx_server):  # noqa: F811
     for repo, pinned in (("-", {}), (str(work / "repo"), {UNPINNED: None})):
         if repo != "-":
             pinned[PINNED_BY_ETAG] = etag(src / PINNED_BY_ETAG)
-        proc = subprocess.run([str(icechunk2_python), "-c", WRITER, str(src), repo, prefix, json.dumps(pinned)],
-                              capture_output=True, timeout=300)
+        proc = subprocess.run(
+            [str(icechunk2_python), "-c", WRITER, str(src), repo, prefix, json.dumps(pinned)],
+            capture_output=True,
+            timeout=300,
+        )
         assert proc.returncode == 0, proc.stderr.decode()[-3000:]
     return work / "repo", Path(f"{work / 'repo'}-first"), src, prefix

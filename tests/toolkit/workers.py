@@ -28,7 +28,7 @@ def die_writing(marker: str, under: str, after: int = 1) -> None:
             return None
         whole = b"".join(self.parts(data))  # the file's bytes, however they are handed in (streamed or whole)
         with open(temp, "xb") as handle:
-            handle.write(whole[:len(whole) // 2])
+            handle.write(whole[: len(whole) // 2])
         try:
             claim = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
         except FileExistsError:  # another worker died first: finish this file as usual

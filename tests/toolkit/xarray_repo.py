@@ -27,13 +27,22 @@ def _dataset(times: int, start: int, seed: int) -> xr.Dataset:
     temperature = rnd.normal(280, 5, (times, 3, 4)).astype("f4")
     temperature[0, 0, 0] = np.nan
     return xr.Dataset(
-        {"temperature": (("time", "lat", "lon"), temperature,
-                         {"units": "K", "long_name": "air temperature <b>&</b>"}),
-         "station": (("lat",), np.array(["a", "bé", "中"], dtype="U2")),
-         "flag": (("time",), rnd.integers(0, 3, times).astype("i2"), {"flag_values": [0, 1, 2]})},
-        coords={"time": pd.date_range("2025-01-01", periods=times, freq="D") + pd.Timedelta(days=start),
-                "lat": [10.0, 20.0, 30.0], "lon": np.arange(4, dtype="i4")},
-        attrs={"title": "xarray history", "seed": seed})
+        {
+            "temperature": (
+                ("time", "lat", "lon"),
+                temperature,
+                {"units": "K", "long_name": "air temperature <b>&</b>"},
+            ),
+            "station": (("lat",), np.array(["a", "bé", "中"], dtype="U2")),
+            "flag": (("time",), rnd.integers(0, 3, times).astype("i2"), {"flag_values": [0, 1, 2]}),
+        },
+        coords={
+            "time": pd.date_range("2025-01-01", periods=times, freq="D") + pd.Timedelta(days=start),
+            "lat": [10.0, 20.0, 30.0],
+            "lon": np.arange(4, dtype="i4"),
+        },
+        attrs={"title": "xarray history", "seed": seed},
+    )
 
 
 def _virtual_prefix(path: str) -> str:
@@ -44,13 +53,16 @@ def _virtual_prefix(path: str) -> str:
 def write(path: str) -> None:
     prefix = _virtual_prefix(path)
     blob = np.arange(24, dtype="<f4") * 0.5
-    os.makedirs(prefix[len("file://"):], exist_ok=True)
-    with open(prefix[len("file://"):] + "blob.bin", "wb") as f:
+    os.makedirs(prefix[len("file://") :], exist_ok=True)
+    with open(prefix[len("file://") :] + "blob.bin", "wb") as f:
         f.write(blob.tobytes())
     config = ic.RepositoryConfig.default()
     config.set_virtual_chunk_container(ic.VirtualChunkContainer(prefix, ic.local_filesystem_store(prefix[7:])))
-    repo = ic.Repository.create(ic.local_filesystem_storage(path), config=config,
-                                authorize_virtual_chunk_access={prefix: ic.credentials.LocalFileSystemAccess})
+    repo = ic.Repository.create(
+        ic.local_filesystem_storage(path),
+        config=config,
+        authorize_virtual_chunk_access={prefix: ic.credentials.LocalFileSystemAccess},
+    )
     session = repo.writable_session("main")
     encoding = {"temperature": {"chunks": (2, 3, 2)}, "flag": {"chunks": (2,)}}
     _dataset(4, 0, 1).to_zarr(session.store, group="data", zarr_format=3, consolidated=False, encoding=encoding)
@@ -65,25 +77,40 @@ def write(path: str) -> None:
     session.commit("rewrite days 2 and 3")
     session = repo.writable_session("main")
     xr.Dataset({"height": (("x",), np.arange(5.0))}, attrs={"note": "second group"}).to_zarr(
-        session.store, group="other", zarr_format=3, consolidated=False)
+        session.store, group="other", zarr_format=3, consolidated=False
+    )
     session.commit("add a second group")
     session = repo.writable_session("main")
     zarr.open_group(store=session.store, mode="a").create_group("virtual").create_array(
-        "v", shape=(24,), chunks=(6,), dtype="<f4", compressors=None, fill_value=0, dimension_names=["t"],
-        attributes={"units": "m"})
-    session.store.set_virtual_refs("virtual/v", [ic.VirtualChunkSpec(index=[i], location=prefix + "blob.bin",
-                                                                     offset=24 * i, length=24) for i in range(4)])
+        "v",
+        shape=(24,),
+        chunks=(6,),
+        dtype="<f4",
+        compressors=None,
+        fill_value=0,
+        dimension_names=["t"],
+        attributes={"units": "m"},
+    )
+    session.store.set_virtual_refs(
+        "virtual/v",
+        [ic.VirtualChunkSpec(index=[i], location=prefix + "blob.bin", offset=24 * i, length=24) for i in range(4)],
+    )
     session.commit("virtual chunks")
     session = repo.writable_session("dev")
     _dataset(1, 7, 4).to_zarr(session.store, group="data", zarr_format=3, consolidated=False, append_dim="time")
     session.commit("dev: one more day")
-    print(json.dumps({"main": [s.id for s in repo.ancestry(branch="main")],
-                      "dev": [s.id for s in repo.ancestry(branch="dev")]}))
+    print(
+        json.dumps(
+            {"main": [s.id for s in repo.ancestry(branch="main")], "dev": [s.id for s in repo.ancestry(branch="dev")]}
+        )
+    )
 
 
 def read(path: str, out: str, group: str, snapshots: list[str]) -> None:
-    repo = ic.Repository.open(ic.local_filesystem_storage(path), authorize_virtual_chunk_access={
-        _virtual_prefix(path): ic.credentials.LocalFileSystemAccess})
+    repo = ic.Repository.open(
+        ic.local_filesystem_storage(path),
+        authorize_virtual_chunk_access={_virtual_prefix(path): ic.credentials.LocalFileSystemAccess},
+    )
     answers = {}
     for sid in snapshots:
         session = repo.readonly_session(snapshot_id=sid)

@@ -11,8 +11,14 @@ import hashlib
 import subprocess
 from pathlib import Path
 
-from zsarchive.zs.format.block import (MAX_LENGTH_FIELD, IndexEntry, decode_length, encode_block, encode_index,
-                                       encode_records)
+from zsarchive.zs.format.block import (
+    MAX_LENGTH_FIELD,
+    IndexEntry,
+    decode_length,
+    encode_block,
+    encode_index,
+    encode_records,
+)
 from zsarchive.zs.format.codecs import get_codec
 from zsarchive.zs.format.header import MAGIC, Header
 
@@ -31,8 +37,7 @@ class FileBuilder:
 
     def _header(self, root_offset: int, root_length: int, total: int, sha: bytes) -> bytes:
         # metadata may deliberately be a non-object: Header.encode does not check it
-        return Header(root_offset, root_length, total, sha, self.codec.name, self.metadata,
-                      self.header_extra).encode()
+        return Header(root_offset, root_length, total, sha, self.codec.name, self.metadata, self.header_extra).encode()
 
     @property
     def offset(self) -> int:
@@ -68,13 +73,20 @@ class FileBuilder:
         self.root = self.index_block(level, entries)
         return self.root
 
-    def build(self, *, root: tuple[int, int] | None = None, total: int | None = None,
-              sha: bytes | None = None, magic: bytes = MAGIC) -> bytes:
+    def build(
+        self,
+        *,
+        root: tuple[int, int] | None = None,
+        total: int | None = None,
+        sha: bytes | None = None,
+        magic: bytes = MAGIC,
+    ) -> bytes:
         """Return the whole file; keyword arguments override the true header values."""
         root_offset, root_length = root or self.root
         size = self.start + len(self.blocks)
-        head = self._header(root_offset, root_length, size if total is None else total,
-                            self.hasher.digest() if sha is None else sha)
+        head = self._header(
+            root_offset, root_length, size if total is None else total, self.hasher.digest() if sha is None else sha
+        )
         return magic + head + bytes(self.blocks)
 
 
@@ -92,7 +104,7 @@ def block_extents(data: bytes, start: int) -> list[tuple[int, int, int]]:
     out = []
     pos = start
     while pos < len(data):
-        n, field = decode_length(data[pos:pos + MAX_LENGTH_FIELD], f"offset {pos}")
+        n, field = decode_length(data[pos : pos + MAX_LENGTH_FIELD], f"offset {pos}")
         out.append((pos, field + n + 8, data[pos + field]))
         pos += field + n + 8
     return out
@@ -102,8 +114,11 @@ def reference_make(zs: Path, path: Path, records: list[bytes], *args: str, metad
     """Write ``records`` (already sorted) to ``path`` with the reference ``zs make``, length-prefixed."""
     src = path.with_suffix(".in")
     src.write_bytes(b"".join(len(r).to_bytes(8, "little") + r for r in records))
-    subprocess.run([str(zs), "make", "--length-prefixed=u64le", *args, metadata, str(src), str(path)],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [str(zs), "make", "--length-prefixed=u64le", *args, metadata, str(src), str(path)],
+        check=True,
+        capture_output=True,
+    )
     return path
 
 
@@ -124,6 +139,7 @@ for path in sys.argv[1:]:
 
 def reference_verdicts(python: Path, paths: list[Path]) -> dict[str, str]:
     """Run the reference ``ZS.validate()`` over ``paths`` in one process: {path: ACCEPT|REJECT|CRASH}."""
-    out = subprocess.run([str(python), "-c", REFERENCE_VALIDATE, *map(str, paths)],
-                         check=True, capture_output=True, text=True).stdout
+    out = subprocess.run(
+        [str(python), "-c", REFERENCE_VALIDATE, *map(str, paths)], check=True, capture_output=True, text=True
+    ).stdout
     return {line.split(" ", 2)[1]: line.split(" ", 1)[0] for line in out.splitlines()}

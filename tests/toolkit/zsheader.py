@@ -12,6 +12,6 @@ def with_header_field(data: bytes, offset: int, value: bytes) -> bytes:
     """``data`` with header bytes at ``offset`` replaced by ``value`` and the header CRC recomputed."""
     (length,) = struct.unpack_from("<Q", data, 8)
     out = bytearray(data)
-    out[offset:offset + len(value)] = value
-    out[16 + length:24 + length] = struct.pack("<Q", crc64(bytes(out[16:16 + length])))
+    out[offset : offset + len(value)] = value
+    out[16 + length : 24 + length] = struct.pack("<Q", crc64(bytes(out[16 : 16 + length])))
     return bytes(out)

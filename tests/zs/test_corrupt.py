@@ -36,15 +36,29 @@ def small_files(reference_zs, tmp_path_factory) -> dict[str, bytes]:
     """Small files with deep indexes, one per codec, from the reference and from our ZSWriter."""
     d = tmp_path_factory.mktemp("small")
     with ThreadPoolExecutor(3) as pool:  # the reference is slow to start: overlap the processes
-        made = {codec: pool.submit(reference_make, reference_zs, d / f"{codec}.zs", RECORDS, "--codec", codec,
-                                   "--branching-factor", "2", "--approx-block-size", "40",
-                                   "--no-default-metadata", metadata='{"k": "v"}')
-                for codec in ("none", "deflate", "lzma")}
+        made = {
+            codec: pool.submit(
+                reference_make,
+                reference_zs,
+                d / f"{codec}.zs",
+                RECORDS,
+                "--codec",
+                codec,
+                "--branching-factor",
+                "2",
+                "--approx-block-size",
+                "40",
+                "--no-default-metadata",
+                metadata='{"k": "v"}',
+            )
+            for codec in ("none", "deflate", "lzma")
+        }
         files = {f"reference-{codec}": fut.result().read_bytes() for codec, fut in made.items()}
     for codec in ("none", "deflate", "lzma", "zstd"):
         path = d / f"ours-{codec}.zs"
-        with zsarchive.ZSWriter(str(path), {"k": "v"}, branching_factor=2, approx_block_size=40,
-                                codec=codec, include_default_metadata=False) as w:
+        with zsarchive.ZSWriter(
+            str(path), {"k": "v"}, branching_factor=2, approx_block_size=40, codec=codec, include_default_metadata=False
+        ) as w:
             w.add_records(RECORDS)
             w.finish()
         files[f"zsarchive-{codec}"] = path.read_bytes()
@@ -113,9 +127,9 @@ def test_random_edits_are_rejected_or_harmless(small_files, data):
         chunk = data.draw(st.binary(min_size=1, max_size=12))
         how = data.draw(st.sampled_from(["overwrite", "delete", "insert"]))
         if how == "overwrite":
-            edited[pos:pos + len(chunk)] = chunk
+            edited[pos : pos + len(chunk)] = chunk
         elif how == "delete":
-            del edited[pos:pos + len(chunk)]
+            del edited[pos : pos + len(chunk)]
         else:
             edited[pos:pos] = chunk
     edited = bytes(edited)
@@ -184,7 +198,10 @@ def _key_too_small_two_levels_down():
     i2 = b.index_block(1, [(b"f", *d3), (b"h", *d4)])
     # "c" sorts after i1's keys but before record "d", which precedes i2's first record
     r = b.root_block(2, [(b"a", *i1), (b"c", *i2)])
-    return b.build(), rf"offset {r[0]}: index entry 1 key b'c' is smaller than record b'd' \(data block at offset {d2[0]}\)"
+    return (
+        b.build(),
+        rf"offset {r[0]}: index entry 1 key b'c' is smaller than record b'd' \(data block at offset {d2[0]}\)",
+    )
 
 
 def _key_too_large_two_levels_down():
@@ -314,7 +331,10 @@ def _non_shortest_index_offset():
     padded = off[:-1] + bytes([off[-1] | 0x80, 0])  # same value, one byte too many
     r = b.raw_block(1, b"\x01a" + padded + uleb128.encode(d1[1]))
     b.root = r
-    return b.build(), rf"offset {r[0]}: index block \(level 1\): index entry 0 offset at position 2: not in shortest form"
+    return (
+        b.build(),
+        rf"offset {r[0]}: index block \(level 1\): index entry 0 offset at position 2: not in shortest form",
+    )
 
 
 def _non_shortest_block_length():
@@ -371,7 +391,9 @@ def _root_length_plus_one():
     d1 = b.data_block([b"a", b"b"])
     r = b.root_block(1, [(b"a", *d1)])
     b.data_block([b"x"], hashed=False)  # keeps root + 1 inside the file
-    return b.build(root=(r[0], r[1] + 1)), rf"offset 16: header gives root index length {r[1] + 1}, but the block at offset {r[0]} is {r[1]} bytes"
+    return b.build(
+        root=(r[0], r[1] + 1)
+    ), rf"offset 16: header gives root index length {r[1] + 1}, but the block at offset {r[0]} is {r[1]} bytes"
 
 
 def _root_length_minus_one():
@@ -438,7 +460,9 @@ def _sha256_of_compressed_bytes():
 def _total_length_too_big():
     b = minimal()
     data = b.build()
-    return b.build(total=len(data) + 1), rf"offset 32: header says the file is {len(data) + 1} bytes, but it is {len(data)}"
+    return b.build(
+        total=len(data) + 1
+    ), rf"offset 32: header says the file is {len(data) + 1} bytes, but it is {len(data)}"
 
 
 def _total_length_too_small():
@@ -508,21 +532,60 @@ def _header_length_past_eof():
     return bytes(data), rf"offset 8: header length 1000000 runs past the end of the {len(data)}-byte file"
 
 
-SEMANTIC = {f.__name__.lstrip("_"): f for f in [
-    _out_of_order_in_block, _out_of_order_across_blocks, _key_too_large, _key_too_small,
-    _key_too_small_two_levels_down, _key_too_large_two_levels_down, _unsorted_index_keys,
-    _entries_out_of_file_order, _dangling_ref_inside_block, _dangling_ref_past_eof,
-    _duplicate_ref_same_block, _duplicate_ref_two_indexes, _orphan_data_block, _orphan_index_block,
-    _index_points_at_index_of_same_level, _index_skips_a_level, _index_points_at_extension_block,
-    _ref_length_plus_one, _ref_length_minus_one, _non_shortest_record_length, _non_shortest_index_offset,
-    _non_shortest_block_length, _empty_data_payload, _empty_index_payload, _record_runs_past_payload,
-    _index_entry_cut_short, _zero_block_length, _root_length_plus_one, _root_length_minus_one,
-    _root_is_data, _root_is_extension, _root_level_too_high, _root_offset_not_a_block,
-    _root_outside_file, _root_referenced_by_index, _bad_sha256, _sha256_of_compressed_bytes,
-    _total_length_too_big, _total_length_too_small, _trailing_garbage, _trailing_unterminated_length,
-    _junk_between_header_and_blocks, _block_crc_mismatch, _payload_does_not_decompress, _zstobe_magic,
-    _metadata_array, _unknown_codec, _header_crc_wrong, _header_length_past_eof,
-]}
+SEMANTIC = {
+    f.__name__.lstrip("_"): f
+    for f in [
+        _out_of_order_in_block,
+        _out_of_order_across_blocks,
+        _key_too_large,
+        _key_too_small,
+        _key_too_small_two_levels_down,
+        _key_too_large_two_levels_down,
+        _unsorted_index_keys,
+        _entries_out_of_file_order,
+        _dangling_ref_inside_block,
+        _dangling_ref_past_eof,
+        _duplicate_ref_same_block,
+        _duplicate_ref_two_indexes,
+        _orphan_data_block,
+        _orphan_index_block,
+        _index_points_at_index_of_same_level,
+        _index_skips_a_level,
+        _index_points_at_extension_block,
+        _ref_length_plus_one,
+        _ref_length_minus_one,
+        _non_shortest_record_length,
+        _non_shortest_index_offset,
+        _non_shortest_block_length,
+        _empty_data_payload,
+        _empty_index_payload,
+        _record_runs_past_payload,
+        _index_entry_cut_short,
+        _zero_block_length,
+        _root_length_plus_one,
+        _root_length_minus_one,
+        _root_is_data,
+        _root_is_extension,
+        _root_level_too_high,
+        _root_offset_not_a_block,
+        _root_outside_file,
+        _root_referenced_by_index,
+        _bad_sha256,
+        _sha256_of_compressed_bytes,
+        _total_length_too_big,
+        _total_length_too_small,
+        _trailing_garbage,
+        _trailing_unterminated_length,
+        _junk_between_header_and_blocks,
+        _block_crc_mismatch,
+        _payload_does_not_decompress,
+        _zstobe_magic,
+        _metadata_array,
+        _unknown_codec,
+        _header_crc_wrong,
+        _header_length_past_eof,
+    ]
+}
 
 
 @pytest.mark.parametrize("case", sorted(SEMANTIC))
@@ -550,6 +613,7 @@ def test_reference_validator_rejects_the_semantic_corruptions(reference_python, 
 
 # -- every kind of bad file, through the Python API and the command line ------------------------------
 
+
 def _good() -> FileBuilder:
     b = FileBuilder(codec="deflate")
     d1 = b.data_block([b"a\n", b"b\x00"])
@@ -575,24 +639,30 @@ def _bad_files() -> dict[str, bytes]:
     return {  # case: (bytes, what every message must say)
         "not a ZS file": (b"hello, world\n" * 10, "offset 0: bad magic"),
         "empty file": (b"", "offset 0: file is 0 bytes, too short"),
-        "truncated in the header": (good[:len(good) // 2], "runs past the end"),
+        "truncated in the header": (good[: len(good) // 2], "runs past the end"),
         "truncated in the blocks": (good[:-10], f"but it is {len(good) - 10} bytes"),
         "partially written": (PARTIAL_MAGIC + good[8:], "only partially written"),
         "flipped bit": (bytes(flipped), f"offset {first_data}: block CRC mismatch"),
-        "unknown codec": (with_header_field(good, 72, b"bzip2".ljust(16, b"\0")),
-                          "offset 72: unknown codec 'bzip2'"),
-        "metadata not an object": (FileBuilder(metadata=[1, 2]).build(root=(0, 0)),
-                                   "metadata is JSON but not an object"),
-        "huge header length": (good[:8] + (2**62).to_bytes(8, "little") + good[16:],
-                               f"offset 8: header length {2**62}"),
-        "huge metadata length": (with_header_field(good, 88, (2**63).to_bytes(8, "little")),
-                                 f"offset 88: metadata length {2**63}"),
+        "unknown codec": (with_header_field(good, 72, b"bzip2".ljust(16, b"\0")), "offset 72: unknown codec 'bzip2'"),
+        "metadata not an object": (
+            FileBuilder(metadata=[1, 2]).build(root=(0, 0)),
+            "metadata is JSON but not an object",
+        ),
+        "huge header length": (
+            good[:8] + (2**62).to_bytes(8, "little") + good[16:],
+            f"offset 8: header length {2**62}",
+        ),
+        "huge metadata length": (
+            with_header_field(good, 88, (2**63).to_bytes(8, "little")),
+            f"offset 88: metadata length {2**63}",
+        ),
         "huge root length": (with_header_field(good, 24, (2**60).to_bytes(8, "little")), "offset 16: root"),
         "huge block length": (one_block(huge_block), f"offset {first_data}: block"),
-        "huge index entry length": (one_block(encode_block(0, encode_records([b"a"])), entry_length=2**60),
-                                    f"length {2**60}"),
-        "huge record length": (one_block(encode_block(0, uleb128.encode(2**60) + b"ab")),
-                               f"offset {first_data}: "),
+        "huge index entry length": (
+            one_block(encode_block(0, encode_records([b"a"])), entry_length=2**60),
+            f"length {2**60}",
+        ),
+        "huge record length": (one_block(encode_block(0, uleb128.encode(2**60) + b"ab")), f"offset {first_data}: "),
     }
 
 

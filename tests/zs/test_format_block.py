@@ -9,18 +9,29 @@ from hypothesis import strategies as st
 
 from zsarchive.errors import ZSCorrupt
 from zsarchive.zs.format import uleb128
-from zsarchive.zs.format.block import (MAX_LENGTH_FIELD, MIN_BLOCK_LENGTH, IndexEntry, check_crc, decode_index,
-                                       decode_length, decode_records, encode_block, encode_index, encode_records,
-                                       split_block)
+from zsarchive.zs.format.block import (
+    MAX_LENGTH_FIELD,
+    MIN_BLOCK_LENGTH,
+    IndexEntry,
+    check_crc,
+    decode_index,
+    decode_length,
+    decode_records,
+    encode_block,
+    encode_index,
+    encode_records,
+    split_block,
+)
 from zsarchive.zs.format.crc64 import crc64
 
 records = st.lists(st.binary(max_size=300), min_size=1, max_size=40)
-index_entries = st.lists(st.tuples(st.binary(max_size=20), st.integers(0, 2**64 - 1), st.integers(10, 2**40)),
-                         min_size=1, max_size=20).map(
-    lambda es: [IndexEntry(k, o, n) for k, (_, o, n) in zip(sorted(e[0] for e in es), es)])
+index_entries = st.lists(
+    st.tuples(st.binary(max_size=20), st.integers(0, 2**64 - 1), st.integers(10, 2**40)), min_size=1, max_size=20
+).map(lambda es: [IndexEntry(k, o, n) for k, (_, o, n) in zip(sorted(e[0] for e in es), es)])
 
 
 # ---- framing ------------------------------------------------------------------------------------
+
 
 @given(st.integers(0, 255), st.binary(max_size=400))
 def test_block_round_trip(level, zpayload):
@@ -45,13 +56,16 @@ def test_every_truncation_and_bit_flip_of_a_block_is_refused():
                 split_block(bytes(bad), "b")
 
 
-@pytest.mark.parametrize("field, message", [
-    (b"\x80" * MAX_LENGTH_FIELD + b"\x01", "block length field is longer than 10 bytes"),
-    (b"\xff" * 3, "block length field runs past the end of the file"),
-    (b"", "block length field runs past the end of the file"),
-    (b"\x85\x00" + b"\x00" * 8, "block length field is not in shortest uleb128 form"),
-    (b"\x00" * 10, "block length is 0"),
-])
+@pytest.mark.parametrize(
+    "field, message",
+    [
+        (b"\x80" * MAX_LENGTH_FIELD + b"\x01", "block length field is longer than 10 bytes"),
+        (b"\xff" * 3, "block length field runs past the end of the file"),
+        (b"", "block length field runs past the end of the file"),
+        (b"\x85\x00" + b"\x00" * 8, "block length field is not in shortest uleb128 form"),
+        (b"\x00" * 10, "block length is 0"),
+    ],
+)
 def test_bad_length_fields(field, message):
     with pytest.raises(ZSCorrupt, match=f"^at 5: {message}"):
         decode_length(field, "at 5")
@@ -73,6 +87,7 @@ def test_check_crc():
 
 # ---- data payloads ------------------------------------------------------------------------------
 
+
 @given(records)
 def test_records_round_trip(recs):
     payload = encode_records(recs)
@@ -87,7 +102,7 @@ def test_a_cut_payload_is_refused_or_is_a_prefix_cut_at_a_record_boundary(recs):
     bounds = {len(encode_records(recs[:k])): k for k in range(1, len(recs) + 1)}
     for n in range(len(payload)):
         if n in bounds:
-            assert decode_records(payload[:n], "p") == recs[:bounds[n]]
+            assert decode_records(payload[:n], "p") == recs[: bounds[n]]
         else:
             with pytest.raises(ZSCorrupt, match="^p: "):
                 decode_records(payload[:n], "p")
@@ -101,6 +116,7 @@ def test_a_record_length_past_any_payload_is_refused():
 
 
 # ---- index payloads -----------------------------------------------------------------------------
+
 
 @given(index_entries)
 def test_index_round_trip(entries):

@@ -50,11 +50,21 @@ def ngram_text() -> list[bytes]:
 def json_lines() -> list[bytes]:
     rng = random.Random(7)
     flags = ["qc", "est", "raw", "adj", "miss"]
-    return first_records([json.dumps({
-        "station": f"ST{rng.randint(0, 500):04d}",
-        "time": f"2024-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}T{rng.randint(0, 23):02d}:00:00Z",
-        "temp": round(rng.gauss(12, 8), 2), "flags": rng.sample(flags, k=rng.randint(0, 3)),
-        "id": rng.getrandbits(64)}, sort_keys=True).encode() for _ in range(10_000)])
+    return first_records(
+        [
+            json.dumps(
+                {
+                    "station": f"ST{rng.randint(0, 500):04d}",
+                    "time": f"2024-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}T{rng.randint(0, 23):02d}:00:00Z",
+                    "temp": round(rng.gauss(12, 8), 2),
+                    "flags": rng.sample(flags, k=rng.randint(0, 3)),
+                    "id": rng.getrandbits(64),
+                },
+                sort_keys=True,
+            ).encode()
+            for _ in range(10_000)
+        ]
+    )
 
 
 def archive_records() -> list[bytes]:
@@ -68,8 +78,11 @@ def archive_records() -> list[bytes]:
     records = []
     for i in range(12_000):
         coords = (i // 100, i % 100)
-        records.append(schema.record(schema.CHUNK_REF, (manifest, node, coords),
-                                     (schema.NATIVE, ident(20), 0, rng.randint(5000, 9000))))
+        records.append(
+            schema.record(
+                schema.CHUNK_REF, (manifest, node, coords), (schema.NATIVE, ident(20), 0, rng.randint(5000, 9000))
+            )
+        )
         records.append(schema.record(schema.CHUNK_HISTORY, (node, coords, 1_700_000_000_000_000 + i, snapshot)))
     return first_records(records)
 
@@ -77,26 +90,48 @@ def archive_records() -> list[bytes]:
 def binary_records() -> list[bytes]:
     """Fixed-width little-endian rows (time, station, three floats): the byte-aligned case."""
     rng = random.Random(3)
-    return first_records([tuples.encode((rng.randint(0, 50), i)) + bytes(rng.choices(range(4), k=24))
-                    for i in range(32_000)])
+    return first_records(
+        [tuples.encode((rng.randint(0, 50), i)) + bytes(rng.choices(range(4), k=24)) for i in range(32_000)]
+    )
 
 
-KINDS = {"n-gram text": ngram_text, "JSON lines": json_lines, "archive records": archive_records,
-         "binary rows": binary_records}
+KINDS = {
+    "n-gram text": ngram_text,
+    "JSON lines": json_lines,
+    "archive records": archive_records,
+    "binary rows": binary_records,
+}
 
 
 @pytest.mark.parametrize("level", ["0e", "1e"])
 @pytest.mark.parametrize("kind", list(KINDS))
-def test_lzma_extreme_levels_stay_within_2_percent_of_the_reference(kind: str, level: str, tmp_path,
-                                                                   reference_zs) -> None:
+def test_lzma_extreme_levels_stay_within_2_percent_of_the_reference(
+    kind: str, level: str, tmp_path, reference_zs
+) -> None:
     records = KINDS[kind]()
     assert sum(map(len, records)) > BLOCK
     framed = tmp_path / "records.uleb128"
     framed.write_bytes(b"".join(uleb128.encode(len(r)) + r for r in records))
     ref, ours = tmp_path / "ref.zs", tmp_path / "ours.zs"
-    subprocess.run([str(reference_zs), "make", "--length-prefixed=uleb128", "--no-spinner", "--codec", "lzma",
-                    "-z", level, "--no-default-metadata", "{}", str(framed), str(ref)],
-                   check=True, capture_output=True, timeout=300)
+    subprocess.run(
+        [
+            str(reference_zs),
+            "make",
+            "--length-prefixed=uleb128",
+            "--no-spinner",
+            "--codec",
+            "lzma",
+            "-z",
+            level,
+            "--no-default-metadata",
+            "{}",
+            str(framed),
+            str(ref),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
     with ZSWriter(ours, {}, codec="lzma", compress_level=level, include_default_metadata=False) as w:
         w.add_records(records)
         w.finish()
@@ -128,8 +163,9 @@ def test_a_cut_or_extended_stream_is_corrupt(codec):
             codecs.decompress_checked(codecs.decoder_for(c.name), data, "where")
 
 
-@pytest.mark.parametrize("name, level", [("bzip2", None), ("deflate", 10), ("deflate", "x"), ("lzma", 2),
-                                         ("lzma", "9e"), ("zstd", "fast")])
+@pytest.mark.parametrize(
+    "name, level", [("bzip2", None), ("deflate", 10), ("deflate", "x"), ("lzma", 2), ("lzma", "9e"), ("zstd", "fast")]
+)
 def test_unknown_codecs_and_levels_are_usage_errors(name, level):
     with pytest.raises(ZSError):
         codecs.get_codec(name, level)

@@ -55,8 +55,13 @@ def test_well_formed_payloads(recs, term):
 
 
 @settings(max_examples=500)
-@given(st.binary(max_size=60) | records.map(encode_records).flatmap(
-    lambda p: st.integers(0, len(p)).map(lambda cut: p[:cut] + b"\x85"[:cut % 2])), terminators)
+@given(
+    st.binary(max_size=60)
+    | records.map(encode_records).flatmap(
+        lambda p: st.integers(0, len(p)).map(lambda cut: p[:cut] + b"\x85"[: cut % 2])
+    ),
+    terminators,
+)
 def test_any_bytes_give_the_same_answer_or_error_in_c_and_python(payload, term):
     """C returns None for what it does not take; the caller's Python path then names the problem."""
     assert _either(decode_records, payload, "p") == _python(decode_records, payload, "p")

@@ -26,8 +26,11 @@ RECORDS = [b"%07d %s" % (i * 7, b"payload-%d" % (i % 97) * (1 + i % 5)) for i in
 def _make(reference_zs: Path, records: list[bytes], target: Path, *options: str) -> Path:
     source = target.with_suffix(".txt")
     source.write_bytes(b"".join(r + b"\n" for r in sorted(records)))
-    subprocess.run([str(reference_zs), "make", "--no-spinner", *options, '{"made-by": "reference"}',
-                    str(source), str(target)], check=True, capture_output=True)
+    subprocess.run(
+        [str(reference_zs), "make", "--no-spinner", *options, '{"made-by": "reference"}', str(source), str(target)],
+        check=True,
+        capture_output=True,
+    )
     source.unlink()
     return target
 
@@ -38,8 +41,9 @@ def files(nginx_server, reference_zs):
     ``blocks`` (tiny blocks, one index block: hundreds of adjacent data blocks), ``flat`` (default
     layout) and one of the reference's example files."""
     root = nginx_server.root
-    _make(reference_zs, RECORDS, root / "deep.zs", "--approx-block-size=2000", "--branching-factor=4",
-          "--codec=deflate")
+    _make(
+        reference_zs, RECORDS, root / "deep.zs", "--approx-block-size=2000", "--branching-factor=4", "--codec=deflate"
+    )
     _make(reference_zs, RECORDS, root / "blocks.zs", "--approx-block-size=2000", "--codec=deflate")
     _make(reference_zs, RECORDS, root / "flat.zs", "--codec=deflate")
     example = sorted((TESTDATA / "interop").glob("*.zs"))[0]
@@ -53,8 +57,16 @@ def _cli(*args: str) -> tuple[int, bytes]:
 
 
 @pytest.mark.parametrize("name", ["deep.zs", "flat.zs", "example.zs"])
-@pytest.mark.parametrize("command", [["info"], ["dump"], ["validate"], ["dump", "--prefix=0012"],
-                                     ["dump", "--start=0100", "--stop=0200", "--length-prefixed=uleb128"]])
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["info"],
+        ["dump"],
+        ["validate"],
+        ["dump", "--prefix=0012"],
+        ["dump", "--start=0100", "--stop=0200", "--length-prefixed=uleb128"],
+    ],
+)
 def test_cli_output_over_http_is_byte_for_byte_the_local_output(files, name, command):
     local = _cli(*command, str(files.root / name))
     remote = _cli(*command, files.url(name))
@@ -65,8 +77,7 @@ def test_cli_output_over_http_is_byte_for_byte_the_local_output(files, name, com
 
 def test_reference_dump_of_the_url_equals_ours(files, reference_zs):
     ours = _cli("dump", files.url("deep.zs"))[1]
-    theirs = subprocess.run([str(reference_zs), "dump", files.url("deep.zs")], check=True,
-                            capture_output=True).stdout
+    theirs = subprocess.run([str(reference_zs), "dump", files.url("deep.zs")], check=True, capture_output=True).stdout
     assert ours == theirs == b"".join(r + b"\n" for r in sorted(RECORDS))
 
 
@@ -78,8 +89,10 @@ def test_zs_info_needs_at_most_two_requests(files):
 
 def test_cold_lookup_needs_at_most_depth_plus_two_requests(files):
     data = (files.root / "deep.zs").read_bytes()
-    blocks = {f"bytes={offset}-{offset + length - 1}"
-              for offset, length, _ in block_extents(data, blocks_start(int.from_bytes(data[8:16], "little")))}
+    blocks = {
+        f"bytes={offset}-{offset + length - 1}"
+        for offset, length, _ in block_extents(data, blocks_start(int.from_bytes(data[8:16], "little")))
+    }
     rng = random.Random(5)
     for key in rng.sample(sorted(RECORDS), 10):
         mark = files.mark()
@@ -142,7 +155,7 @@ def test_random_searches_over_http_match_the_local_file(files):
         for _ in range(25):
             i = rng.randrange(len(keys))
             a, b = keys[i], keys[min(len(keys) - 1, i + rng.randrange(1000))]
-            prefix = rng.choice(keys)[:rng.randrange(1, 7)]
+            prefix = rng.choice(keys)[: rng.randrange(1, 7)]
             assert list(remote.search(start=a, stop=b)) == list(local.search(start=a, stop=b))
             assert list(remote.search(prefix=prefix)) == list(local.search(prefix=prefix))
 
@@ -153,6 +166,7 @@ def test_threads_sharing_one_reader_over_http_get_the_right_records(files):
     keys = sorted(RECORDS)
     errors: list[BaseException] = []
     with ZS(url=files.url("deep.zs"), data_block_cache=50_000) as zs:
+
         def work(seed: int) -> None:
             try:
                 rng = random.Random(seed)
@@ -161,7 +175,7 @@ def test_threads_sharing_one_reader_over_http_get_the_right_records(files):
                     key = keys[i]
                     assert list(zs.search(prefix=key[:7])) == [key]
                     a, b = key, keys[min(len(keys) - 1, i + rng.randrange(3000))]
-                    assert list(zs.search(start=a, stop=b)) == keys[i:keys.index(b)]
+                    assert list(zs.search(start=a, stop=b)) == keys[i : keys.index(b)]
                 out = io.BytesIO()
                 zs.dump(out, prefix=b"01")
                 assert out.getvalue() == b"".join(r + b"\n" for r in keys if r.startswith(b"01"))
@@ -193,11 +207,23 @@ def archive(nginx_server):
     return nginx_server, main_commits
 
 
-@pytest.mark.parametrize("command", [
-    ["refs"], ["refs", "--json"], ["log", "{}", "main"], ["log", "{}", "--json"], ["ls", "{}", "main"],
-    ["chunks", "{}", "main", "/data/temperature"], ["chunk", "{}", "main", "/data/temperature", "0,0"],
-    ["chunk", "{}", "main", "/data/big", "0,0", "--data"], ["diff", "{}", "FIRST", "LAST", "--json"],
-    ["ops", "{}"], ["chunk-log", "{}", "main", "/data/temperature", "0,0"], ["info", "{}"]])
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["refs"],
+        ["refs", "--json"],
+        ["log", "{}", "main"],
+        ["log", "{}", "--json"],
+        ["ls", "{}", "main"],
+        ["chunks", "{}", "main", "/data/temperature"],
+        ["chunk", "{}", "main", "/data/temperature", "0,0"],
+        ["chunk", "{}", "main", "/data/big", "0,0", "--data"],
+        ["diff", "{}", "FIRST", "LAST", "--json"],
+        ["ops", "{}"],
+        ["chunk-log", "{}", "main", "/data/temperature", "0,0"],
+        ["info", "{}"],
+    ],
+)
 def test_archive_commands_over_http_give_the_local_output(archive, command):
     server, commits = archive
     args = [arg.replace("FIRST", commits[0]).replace("LAST", commits[-1]) for arg in command]

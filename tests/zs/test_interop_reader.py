@@ -60,8 +60,9 @@ def _binary(rng: random.Random, n: int) -> list[bytes]:
 
 def _huge(rng: random.Random) -> list[bytes]:
     # Records far larger than a block (multi-byte uleb128 lengths), compressible to keep it quick.
-    return sorted([b"h" + bytes([65 + i]) * rng.randint(130_000, 600_000) for i in range(4)]
-                  + [b"a", b"z", b"m" * 70_000])
+    return sorted(
+        [b"h" + bytes([65 + i]) * rng.randint(130_000, 600_000) for i in range(4)] + [b"a", b"z", b"m" * 70_000]
+    )
 
 
 def _length_prefixed(records: list[bytes]) -> bytes:
@@ -71,19 +72,19 @@ def _length_prefixed(records: list[bytes]) -> bytes:
 # name -> (records kind, zs make options)
 SPECS = {
     "words-none-bf2": ("words", ["--codec", "none", "--approx-block-size", "300", "--branching-factor", "2"]),
-    "words-deflate-bf3": ("words", ["--codec", "deflate", "--approx-block-size", "500",
-                                    "--branching-factor", "3"]),
+    "words-deflate-bf3": ("words", ["--codec", "deflate", "--approx-block-size", "500", "--branching-factor", "3"]),
     "words-lzma-small": ("words", ["--codec", "lzma", "--approx-block-size", "2000"]),
     "words-default": ("words", []),
-    "binary-deflate-bf3": ("binary", ["--codec", "deflate", "--approx-block-size", "400",
-                                      "--branching-factor", "3"]),
+    "binary-deflate-bf3": ("binary", ["--codec", "deflate", "--approx-block-size", "400", "--branching-factor", "3"]),
     "binary-lzma": ("binary", ["--codec", "lzma", "--approx-block-size", "1500", "-z", "1"]),
     "huge-none": ("huge", ["--codec", "none", "--approx-block-size", "100000"]),
-    "huge-deflate": ("huge", ["--codec", "deflate", "--approx-block-size", "100000",
-                              "--branching-factor", "2"]),
+    "huge-deflate": ("huge", ["--codec", "deflate", "--approx-block-size", "100000", "--branching-factor", "2"]),
 }
-METADATA = {"title": "interop \u00fcn\u00efcode \u2603", "nested": {"list": [1, 2.5, None, True], "s": "x\"y"},
-            "empty": {}}
+METADATA = {
+    "title": "interop \u00fcn\u00efcode \u2603",
+    "nested": {"list": [1, 2.5, None, True], "s": "x\"y"},
+    "empty": {},
+}
 
 
 class RefFile:
@@ -108,9 +109,20 @@ def ref_files(tmp_path_factory, reference_zs) -> dict[str, RefFile]:
     for name, (kind, options) in SPECS.items():
         out = tmp / f"{name}.zs"
         meta = dict(METADATA, name=name)
-        subprocess.run([str(reference_zs), "make", "--no-spinner", "--length-prefixed=uleb128", *options,
-                        json.dumps(meta), str(tmp / f"{kind}.in"), str(out)],
-                       check=True, capture_output=True)
+        subprocess.run(
+            [
+                str(reference_zs),
+                "make",
+                "--no-spinner",
+                "--length-prefixed=uleb128",
+                *options,
+                json.dumps(meta),
+                str(tmp / f"{kind}.in"),
+                str(out),
+            ],
+            check=True,
+            capture_output=True,
+        )
         files[name] = RefFile(name, out, records[kind])
     for name in INTEROP_NAMES:
         shutil.copy(TESTDATA / "interop" / name, tmp / name)
@@ -139,8 +151,16 @@ def reference(reference_zs, *args: str) -> bytes:
 # Framings as (terminator, length_prefixed) for ZS.dump and as zs dump options.
 FRAMINGS = [(b"\n", None), (b"\n", "uleb128"), (b"\n", "u64le"), (b"\x00--\n", None)]
 FRAMING_OPTIONS = [[], ["--length-prefixed=uleb128"], ["--length-prefixed=u64le"], ["--terminator", r"\x00--\n"]]
-SELECTIONS = [{}, {"prefix": b"ab"}, {"start": b"b", "stop": b"de"}, {"start": b"\x00\n"}, {"stop": b"\x80"},
-              {"prefix": b"\x00"}, {"start": b"hB", "stop": b"hE"}, {"start": b"c", "prefix": b"cd"}]
+SELECTIONS = [
+    {},
+    {"prefix": b"ab"},
+    {"start": b"b", "stop": b"de"},
+    {"start": b"\x00\n"},
+    {"stop": b"\x80"},
+    {"prefix": b"\x00"},
+    {"start": b"hB", "stop": b"hE"},
+    {"start": b"c", "prefix": b"cd"},
+]
 
 
 def _queries(rng: random.Random, records: list[bytes], n: int) -> list[dict]:
@@ -182,14 +202,30 @@ def ref_answers(ref_files, reference_python):
             ref = ref_files[name]
             with ZS(ref.path) as z:
                 queries = _queries(random.Random(name), list(z), 15 if name.startswith("huge") else 60)
-            dumps = [(f, i) for f in range(len(FRAMINGS)) for i in range(len(SELECTIONS))
-                     if i == 0 or FRAMINGS[f][1] == "u64le"]
-            job = {"path": str(ref.path),
-                   "search": [{k: v.hex() for k, v in q.items()} for q in queries],
-                   "dump": [{"terminator": FRAMINGS[f][0].hex(), "length_prefixed": FRAMINGS[f][1],
-                             "select": {k: v.hex() for k, v in SELECTIONS[i].items()}} for f, i in dumps]}
-            proc = subprocess.run([str(reference_python), "-c", REFERENCE_JOB], input=json.dumps(job).encode(),
-                                  check=True, capture_output=True)
+            dumps = [
+                (f, i)
+                for f in range(len(FRAMINGS))
+                for i in range(len(SELECTIONS))
+                if i == 0 or FRAMINGS[f][1] == "u64le"
+            ]
+            job = {
+                "path": str(ref.path),
+                "search": [{k: v.hex() for k, v in q.items()} for q in queries],
+                "dump": [
+                    {
+                        "terminator": FRAMINGS[f][0].hex(),
+                        "length_prefixed": FRAMINGS[f][1],
+                        "select": {k: v.hex() for k, v in SELECTIONS[i].items()},
+                    }
+                    for f, i in dumps
+                ],
+            }
+            proc = subprocess.run(
+                [str(reference_python), "-c", REFERENCE_JOB],
+                input=json.dumps(job).encode(),
+                check=True,
+                capture_output=True,
+            )
             cache[name] = RefAnswers(queries, dumps, json.loads(proc.stdout))
         return cache[name]
 
@@ -215,8 +251,9 @@ def test_dump_same_bytes_as_reference(ref_file, ref_answers, framing):
 @pytest.mark.parametrize("selection", range(1, len(SELECTIONS)))
 def test_dump_selection_same_as_reference(ref_file, ref_answers, selection):
     expected = ref_answers(ref_file.name).dumps[2, selection]
-    options = [f"--{k}={v.decode('latin-1').encode('unicode_escape').decode()}"
-               for k, v in SELECTIONS[selection].items()]
+    options = [
+        f"--{k}={v.decode('latin-1').encode('unicode_escape').decode()}" for k, v in SELECTIONS[selection].items()
+    ]
     assert ours("dump", *options, "--length-prefixed=u64le", str(ref_file.path)) == expected
 
 
@@ -254,5 +291,4 @@ def test_cli_runs_as_a_program(ref_files):
     path = str(ref_files["words-lzma-small"].path)
     proc = run_zs("dump", "--prefix", "a", path, text=False)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.split(b"\n")[:-1] == [r for r in ref_files["words-lzma-small"].records
-                                             if r.startswith(b"a")]
+    assert proc.stdout.split(b"\n")[:-1] == [r for r in ref_files["words-lzma-small"].records if r.startswith(b"a")]

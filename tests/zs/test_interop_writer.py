@@ -18,8 +18,7 @@ def ngram_lines(n: int, seed: int = 7) -> list[bytes]:
     """Sorted text records with long shared prefixes and some duplicates."""
     rng = random.Random(seed)
     words = [f"{a}{b}".encode() for a in ("ka", "to", "ri", "an", "mo") for b in ("", "s", "ven", "ric")]
-    lines = [b" ".join(rng.choice(words) for _ in range(3)) + b"\t%d" % rng.randint(1900, 1910)
-             for _ in range(n)]
+    lines = [b" ".join(rng.choice(words) for _ in range(3)) + b"\t%d" % rng.randint(1900, 1910) for _ in range(n)]
     return sorted(lines)
 
 
@@ -105,20 +104,26 @@ def test_reference_search_agrees_on_our_short_index_keys(tmp_path, reference_pyt
     for _ in range(60):
         a, b = sorted(rng.sample(records, 2))
         cut = rng.randint(0, len(a))
-        queries.append(rng.choice([{"prefix": a[:cut]}, {"start": a[:cut], "stop": b}, {"start": a},
-                                   {"stop": b[:cut]}, {"prefix": a}]))
+        queries.append(
+            rng.choice(
+                [{"prefix": a[:cut]}, {"start": a[:cut], "stop": b}, {"start": a}, {"stop": b[:cut]}, {"prefix": a}]
+            )
+        )
     queries.append({"start": records[-1] + b"\x00"})
     queries.append({"start": b"", "stop": records[0]})
     payload = [{k: v.decode("latin-1") for k, v in q.items()} for q in queries]
-    res = subprocess.run([str(reference_python), "-c", _SEARCH_SCRIPT, str(path)],
-                         input=json.dumps(payload).encode(), capture_output=True, timeout=300)
+    res = subprocess.run(
+        [str(reference_python), "-c", _SEARCH_SCRIPT, str(path)],
+        input=json.dumps(payload).encode(),
+        capture_output=True,
+        timeout=300,
+    )
     assert res.returncode == 0, res.stderr.decode()[-2000:]
     got = json.loads(res.stdout)
 
     def expected(q):
         start, stop, prefix = q.get("start", b""), q.get("stop"), q.get("prefix", b"")
-        return [r for r in records
-                if r >= start and (stop is None or r < stop) and r.startswith(prefix)]
+        return [r for r in records if r >= start and (stop is None or r < stop) and r.startswith(prefix)]
 
     for q, answer in zip(queries, got):
         assert [r.encode("latin-1") for r in answer] == expected(q), q
@@ -141,8 +146,17 @@ def test_file_size_matches_the_reference(tmp_path, reference_zs, codec):
     src = tmp_path / "in.txt"
     src.write_bytes(text)
     theirs = tmp_path / "theirs.zs"
-    res = ref(reference_zs, "make", "--no-spinner", "--no-default-metadata", f"--codec={codec}",
-              "--approx-block-size=65536", "{}", src, theirs)
+    res = ref(
+        reference_zs,
+        "make",
+        "--no-spinner",
+        "--no-default-metadata",
+        f"--codec={codec}",
+        "--approx-block-size=65536",
+        "{}",
+        src,
+        theirs,
+    )
     assert res.returncode == 0, res.stderr.decode()[-2000:]
     ours = tmp_path / "ours.zs"
     with ZSWriter(ours, {}, codec=codec, approx_block_size=65536, include_default_metadata=False) as w:
@@ -160,11 +174,12 @@ def test_reference_reads_stored_blocks_with_exact_index_keys(tmp_path, reference
     head = [b"a " + r for r in ngram_lines(300)]
     pieces = sorted(b"piece %04d " % i + rng.randbytes(rng.choice((10, 70000, 140000))) for i in range(12))
     path = tmp_path / "stored.zs"
-    with ZSWriter(path, {}, codec=codec, approx_block_size=2000, branching_factor=3,
-                  include_default_metadata=False) as w:
+    with ZSWriter(
+        path, {}, codec=codec, approx_block_size=2000, branching_factor=3, include_default_metadata=False
+    ) as w:
         w.add_records(head)
         for i in range(0, len(pieces), 3):
-            w.add_data_block(pieces[i:i + 3], stored=True, key_length=len(b"piece 0000 "))
+            w.add_data_block(pieces[i : i + 3], stored=True, key_length=len(b"piece 0000 "))
         w.add_records([b"~" + r for r in head[:50]])
         w.finish()
     assert_reference_accepts(reference_zs, path, head + pieces + [b"~" + r for r in head[:50]])

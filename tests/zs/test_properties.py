@@ -15,15 +15,16 @@ from zsarchive.zs.format.block import encode_records
 from zsarchive.zs.format.framing import record_heads, terminate
 
 # Small alphabets make prefixes, duplicates and equal keys across block boundaries common.
-record = st.one_of(st.binary(max_size=6).map(lambda b: bytes(x % 4 for x in b)),
-                   st.binary(max_size=300))
+record = st.one_of(st.binary(max_size=6).map(lambda b: bytes(x % 4 for x in b)), st.binary(max_size=300))
 records_st = st.lists(record, min_size=1, max_size=300).map(sorted)
 probe = st.one_of(st.none(), st.binary(max_size=3).map(lambda b: bytes(x % 5 for x in b)), st.binary(max_size=4))
-layout = st.fixed_dictionaries({
-    "codec": st.sampled_from(["none", "deflate", "lzma", "zstd"]),
-    "approx_block_size": st.integers(1, 2000),
-    "branching_factor": st.integers(2, 6),
-})
+layout = st.fixed_dictionaries(
+    {
+        "codec": st.sampled_from(["none", "deflate", "lzma", "zstd"]),
+        "approx_block_size": st.integers(1, 2000),
+        "branching_factor": st.integers(2, 6),
+    }
+)
 counter = itertools.count()
 
 
@@ -36,8 +37,11 @@ def _write(tmp_path_factory, records, layout):
 
 
 def _expected(records, start, stop, prefix):
-    return [r for r in records if (start is None or r >= start) and (stop is None or r < stop)
-            and (prefix is None or r.startswith(prefix))]
+    return [
+        r
+        for r in records
+        if (start is None or r >= start) and (stop is None or r < stop) and (prefix is None or r.startswith(prefix))
+    ]
 
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -63,8 +67,7 @@ def test_roundtrip_and_search_equal_filtering(tmp_path_factory, records, layout,
 
 
 @settings(max_examples=200, deadline=None)
-@given(records=st.lists(st.binary(max_size=200), min_size=1, max_size=50),
-       terminator=st.binary(min_size=1, max_size=3))
+@given(records=st.lists(st.binary(max_size=200), min_size=1, max_size=50), terminator=st.binary(min_size=1, max_size=3))
 def test_framing_helpers_agree_with_plain_python(records, terminator):
     payload = encode_records(records)
     assert terminate(payload, terminator, "p") == b"".join(r + terminator for r in records)
@@ -72,4 +75,4 @@ def test_framing_helpers_agree_with_plain_python(records, terminator):
     assert len(heads) == len(records) + 1 and heads[-1] == len(payload)
     assert simple == all(len(r) < 128 for r in records)
     for i, r in enumerate(records):
-        assert payload[heads[i + 1] - len(r):heads[i + 1]] == r
+        assert payload[heads[i + 1] - len(r) : heads[i + 1]] == r

@@ -32,8 +32,7 @@ LETTERS = TESTDATA / "interop" / "letters-deflate.zs"
 
 def _records(n: int, seed: int = 7) -> list[bytes]:
     rng = random.Random(seed)
-    recs = [b"%s-%d" % (rng.choice([b"apple", b"banana", b"cherry", b"date"]), rng.randrange(10**6))
-            for _ in range(n)]
+    recs = [b"%s-%d" % (rng.choice([b"apple", b"banana", b"cherry", b"date"]), rng.randrange(10**6)) for _ in range(n)]
     recs += recs[: n // 20]  # duplicates
     return sorted(recs)
 
@@ -50,8 +49,7 @@ def write(path, records, **kw):
 def deep(tmp_path_factory):
     """~20k records in ~190 small blocks under a branching-factor-3 index (root level 5+)."""
     records = _records(20_000)
-    path = write(tmp_path_factory.mktemp("reader") / "deep.zs", records,
-                 approx_block_size=2000, branching_factor=3)
+    path = write(tmp_path_factory.mktemp("reader") / "deep.zs", records, approx_block_size=2000, branching_factor=3)
     return path, records
 
 
@@ -73,11 +71,15 @@ class RecordingTransport(LocalFile):
 
 
 def _expected(records, start=None, stop=None, prefix=None):
-    return [r for r in records if (start is None or r >= start) and (stop is None or r < stop)
-            and (prefix is None or r.startswith(prefix))]
+    return [
+        r
+        for r in records
+        if (start is None or r >= start) and (stop is None or r < stop) and (prefix is None or r.startswith(prefix))
+    ]
 
 
 # ---- opening ------------------------------------------------------------------------------------
+
 
 def test_open_is_one_head_tail_read(deep):
     path, records = deep
@@ -122,6 +124,7 @@ def test_accepts_file_objects_transports_and_file_urls(deep):
 
 
 # ---- lookups and caches -------------------------------------------------------------------------
+
 
 def test_point_lookup_reads_one_block_per_level(deep):
     path, records = deep
@@ -173,8 +176,11 @@ def test_random_searches_match_a_filtered_list(deep):
     probes = [b"", b"a", b"b", b"banana-5", b"cherry-", b"date-999999", b"e", b"\xff", b"apple-\xff"]
     with ZS(path) as z:
         for _ in range(150):
-            q = {k: rng.choice(probes + [rng.choice(records)[: rng.randint(0, 12)]])
-                 for k in ("start", "stop", "prefix") if rng.random() < 0.6}
+            q = {
+                k: rng.choice(probes + [rng.choice(records)[: rng.randint(0, 12)]])
+                for k in ("start", "stop", "prefix")
+                if rng.random() < 0.6
+            }
             assert list(z.search(**q)) == _expected(records, **q), q
 
 
@@ -199,6 +205,7 @@ def test_search_arguments_must_be_bytes(deep):
 
 
 # ---- scans --------------------------------------------------------------------------------------
+
 
 def test_scans_read_runs_of_blocks(deep, monkeypatch):
     path, records = deep
@@ -232,8 +239,9 @@ def test_scans_read_the_next_run_while_the_caller_consumes_this_one(deep, monkey
     class Logged(RecordingTransport):
         def read(self, offset, length):
             _, p = uleb128.decode(data, offset)
-            if data[p] == 0 and any(entry[0] == "read" and data[uleb128.decode(data, entry[1])[1]] == 0
-                                    for entry in self.log):
+            if data[p] == 0 and any(
+                entry[0] == "read" and data[uleb128.decode(data, entry[1])[1]] == 0 for entry in self.log
+            ):
                 second_run.set()
             return super().read(offset, length)
 
@@ -250,8 +258,14 @@ def test_block_map_and_exec(deep):
         with ZS(path, parallelism=parallelism) as z:
             sizes = list(z.block_map(len, start=b"banana", stop=b"date"))
             assert sum(sizes) == len(_expected(records, start=b"banana", stop=b"date"))
-            joined = list(z.block_map(lambda recs, sep, end=b"": sep.join(recs) + end, prefix=b"cherry",
-                                      args=(b",",), kwargs={"end": b";"}))
+            joined = list(
+                z.block_map(
+                    lambda recs, sep, end=b"": sep.join(recs) + end,
+                    prefix=b"cherry",
+                    args=(b",",),
+                    kwargs={"end": b";"},
+                )
+            )
             blocks = list(z.block_map(list, prefix=b"cherry"))
             assert len(blocks) > 1 and b"".join(joined).split(b";")[:-1] == [b",".join(g) for g in blocks]
             seen = []
@@ -259,8 +273,18 @@ def test_block_map_and_exec(deep):
             assert sorted(seen) == _expected(records, prefix=b"apple")
 
 
-@pytest.mark.parametrize("span", [{"start": b"banana", "stop": b"date"}, {"prefix": b"cherry"}, {"prefix": b"apple"},
-                                  {"start": b"cherry-5"}, {"stop": b"apple-2"}, {"start": b"zzz"}, {}])
+@pytest.mark.parametrize(
+    "span",
+    [
+        {"start": b"banana", "stop": b"date"},
+        {"prefix": b"cherry"},
+        {"prefix": b"apple"},
+        {"start": b"cherry-5"},
+        {"stop": b"apple-2"},
+        {"start": b"zzz"},
+        {},
+    ],
+)
 def test_block_spans_hold_the_records_block_map_gives(deep, span):
     """block_spans: the same records, block by block, as payload spans (trimmed at both ends of the range)."""
     path, records = deep
@@ -283,8 +307,7 @@ def test_block_map_errors_propagate_unchanged(deep):
 def test_nested_scans_from_block_map_do_not_deadlock(deep):
     path, records = deep
     with ZS(path, parallelism=1) as z:
-        counts = list(z.block_map(lambda recs: len(list(z.search(start=recs[0], stop=b"banana"))),
-                                  stop=b"apple-2"))
+        counts = list(z.block_map(lambda recs: len(list(z.search(start=recs[0], stop=b"banana"))), stop=b"apple-2"))
         assert counts and all(c > 0 for c in counts)
 
 
@@ -316,16 +339,22 @@ def test_dump_progress_reaches_the_data_size(deep):
 
 # ---- threads and lifetime -----------------------------------------------------------------------
 
+
 def test_many_threads_share_one_reader(deep):
     path, records = deep
     errors = []
     with ZS(path, data_block_cache=200_000) as z:
+
         def work(seed):
             try:
                 rng = random.Random(seed)
                 for _ in range(40):
                     r = rng.choice(records)
-                    q = {"prefix": r[:rng.randint(3, len(r))]} if rng.random() < 0.8 else {"start": r, "stop": r + b"1"}
+                    q = (
+                        {"prefix": r[: rng.randint(3, len(r))]}
+                        if rng.random() < 0.8
+                        else {"start": r, "stop": r + b"1"}
+                    )
                     assert list(z.search(**q)) == _expected(records, **q)
                 out = io.BytesIO()
                 z.dump(out, prefix=b"date")
@@ -393,6 +422,7 @@ def test_constructor_arguments(deep):
 
 # ---- bad files ----------------------------------------------------------------------------------
 
+
 def _file(tmp_path, data: bytes, name="bad.zs"):
     path = tmp_path / name
     path.write_bytes(data)
@@ -407,20 +437,26 @@ def _open_all(path):
 GOOD = LETTERS.read_bytes()
 
 
-@pytest.mark.parametrize("data, message", [
-    (PARTIAL_MAGIC + GOOD[8:], "offset 0: ZStoBe magic: this file was only partially written"),
-    (b"hello, world\n" * 10, "offset 0: bad magic"),
-    (b"", "too short"),
-    (GOOD[:12], "header length"),
-    (GOOD[:100], "runs past the end"),
-    (GOOD[:-1], "offset 32: header says the file is 904 bytes, but it is 903"),
-    (GOOD + b"\0", "offset 32: header says the file is 904 bytes, but it is 905"),
-    (GOOD[:200] + bytes([GOOD[200] ^ 1]) + GOOD[201:], "header CRC mismatch"),
-    (with_header_field(GOOD, 72, b"bzip2\0\0\0"), "offset 72: unknown codec 'bzip2'"),
-    (with_header_field(GOOD, 8, struct.pack("<Q", 2**62)), "offset 8: header length"),
-    (with_header_field(GOOD, 16, struct.pack("<Q", 10)), "offset 16: root index block (29 bytes at offset 10) lies outside"),
-    (with_header_field(GOOD, 24, struct.pack("<Q", 2**60)), "offset 16: root index block"),
-])
+@pytest.mark.parametrize(
+    "data, message",
+    [
+        (PARTIAL_MAGIC + GOOD[8:], "offset 0: ZStoBe magic: this file was only partially written"),
+        (b"hello, world\n" * 10, "offset 0: bad magic"),
+        (b"", "too short"),
+        (GOOD[:12], "header length"),
+        (GOOD[:100], "runs past the end"),
+        (GOOD[:-1], "offset 32: header says the file is 904 bytes, but it is 903"),
+        (GOOD + b"\0", "offset 32: header says the file is 904 bytes, but it is 905"),
+        (GOOD[:200] + bytes([GOOD[200] ^ 1]) + GOOD[201:], "header CRC mismatch"),
+        (with_header_field(GOOD, 72, b"bzip2\0\0\0"), "offset 72: unknown codec 'bzip2'"),
+        (with_header_field(GOOD, 8, struct.pack("<Q", 2**62)), "offset 8: header length"),
+        (
+            with_header_field(GOOD, 16, struct.pack("<Q", 10)),
+            "offset 16: root index block (29 bytes at offset 10) lies outside",
+        ),
+        (with_header_field(GOOD, 24, struct.pack("<Q", 2**60)), "offset 16: root index block"),
+    ],
+)
 def test_bad_headers_are_one_line_errors(tmp_path, data, message):
     path = _file(tmp_path, data)
     with pytest.raises(ZSCorrupt) as info:
@@ -468,8 +504,11 @@ def test_wrong_child_level_and_bad_extents(tmp_path):
 
 
 def test_bad_data_payloads(tmp_path):
-    for payload, message in [(b"", "holds no records"), (b"\x05ab", "runs past the end"),
-                             (b"\x80\x00", "not in shortest form")]:
+    for payload, message in [
+        (b"", "holds no records"),
+        (b"\x05ab", "runs past the end"),
+        (b"\x80\x00", "not in shortest form"),
+    ]:
         b = FileBuilder()
         d = b.raw_block(0, payload)
         b.root_block(1, [(b"", *d)])
@@ -486,7 +525,7 @@ def test_every_bit_flip_and_truncation_is_caught_or_harmless(tmp_path):
     expected = _open_all(LETTERS)
     path = tmp_path / "flip.zs"
     for i in range(len(good)):
-        for data in (good[:i] + bytes([good[i] ^ (1 << (i % 8))]) + good[i + 1:], good[:i]):
+        for data in (good[:i] + bytes([good[i] ^ (1 << (i % 8))]) + good[i + 1 :], good[:i]):
             path.write_bytes(data)
             try:
                 got = _open_all(path)
@@ -512,14 +551,22 @@ def test_block_crc_is_checked_on_every_read(tmp_path):
 
 # ---- command line -------------------------------------------------------------------------------
 
+
 def test_cli_errors_are_one_line_without_traceback(tmp_path):
     bad = _file(tmp_path, PARTIAL_MAGIC + GOOD[8:])
     for args in (["dump", str(bad)], ["info", str(bad)], ["info", str(tmp_path / "missing.zs")]):
         one_line_error(run_zs(*args))
 
 
-@pytest.mark.parametrize("args", [["--terminator", "x", "--length-prefixed", "u64le"], ["-j", "many"],
-                                  ["--start", "\\x4"], ["--length-prefixed", "u32"]])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--terminator", "x", "--length-prefixed", "u64le"],
+        ["-j", "many"],
+        ["--start", "\\x4"],
+        ["--length-prefixed", "u32"],
+    ],
+)
 def test_cli_usage_errors_exit_2(args):
     result = CliRunner().invoke(main, ["dump", *args, str(LETTERS)])
     assert result.exit_code == 2, result.output

@@ -25,8 +25,7 @@ def unzs(path: Path, python: Path = Path(sys.executable)) -> subprocess.Complete
 
 
 def reference_dump(reference_zs: Path, path: Path) -> bytes:
-    return subprocess.run([str(reference_zs), "dump", str(path)], check=True, capture_output=True,
-                          timeout=300).stdout
+    return subprocess.run([str(reference_zs), "dump", str(path)], check=True, capture_output=True, timeout=300).stdout
 
 
 def test_it_is_one_short_file_of_the_standard_library():
@@ -47,8 +46,14 @@ def test_reference_files_decode_as_the_reference_dumps_them(path, python, refere
 @pytest.mark.parametrize("codec", ["none", "deflate", "lzma"])
 def test_an_exported_archive_decodes_as_the_reference_dumps_it(codec, tmp_path, reference_zs):
     archive = tmp_path / "repo.zs"
-    export(TESTDATA / "icechunk" / "v2", archive, codec=codec, include_chunks=True,
-           approx_block_size=4096, branching_factor=4)  # several index levels
+    export(
+        TESTDATA / "icechunk" / "v2",
+        archive,
+        codec=codec,
+        include_chunks=True,
+        approx_block_size=4096,
+        branching_factor=4,
+    )  # several index levels
     got = unzs(archive)
     assert got.returncode == 0 and got.stderr == b""
     expected = reference_dump(reference_zs, archive)

@@ -33,20 +33,22 @@ from toolkit.places import ROOT
 
 TESTDATA = ROOT / "testdata"
 
-WORDS = sorted(b"%05d %s" % (i * 7919 % 4000, b"xyz"[i % 3:] * (i % 5)) for i in range(4000))
-BINARY = sorted([b"", b"\x00", b"\x00\x00", b"\n", b"a\nb", b"\xff" * 3, b"\x80\x00\x01"] * 3
-                + [bytes(range(256))])
+WORDS = sorted(b"%05d %s" % (i * 7919 % 4000, b"xyz"[i % 3 :] * (i % 5)) for i in range(4000))
+BINARY = sorted([b"", b"\x00", b"\x00\x00", b"\n", b"a\nb", b"\xff" * 3, b"\x80\x00\x01"] * 3 + [bytes(range(256))])
 
 # name -> (records, reference `zs make` options)
 REFERENCE_LAYOUTS = {
     "deflate": (WORDS, ["--codec", "deflate"]),
     "lzma": (WORDS, ["--codec", "lzma"]),
-    "none-tiny-blocks-branching-2": (WORDS[:300], ["--codec", "none", "--approx-block-size", "64",
-                                                   "--branching-factor", "2"]),
-    "deflate-branching-3": (WORDS, ["--codec", "deflate", "--approx-block-size", "500",
-                                    "--branching-factor", "3"]),
-    "duplicates": (sorted(WORDS[:50] * 20), ["--codec", "deflate", "--approx-block-size", "100",
-                                             "--branching-factor", "4"]),
+    "none-tiny-blocks-branching-2": (
+        WORDS[:300],
+        ["--codec", "none", "--approx-block-size", "64", "--branching-factor", "2"],
+    ),
+    "deflate-branching-3": (WORDS, ["--codec", "deflate", "--approx-block-size", "500", "--branching-factor", "3"]),
+    "duplicates": (
+        sorted(WORDS[:50] * 20),
+        ["--codec", "deflate", "--approx-block-size", "100", "--branching-factor", "4"],
+    ),
     "binary": (BINARY, ["--codec", "lzma", "--approx-block-size", "16", "--branching-factor", "2"]),
     "huge-record": (sorted([b"a", b"m" * 1_500_000, b"z"]), ["--codec", "deflate", "--approx-block-size", "1000"]),
 }
@@ -57,8 +59,10 @@ def reference_files(reference_zs, tmp_path_factory) -> dict[str, tuple[Path, int
     """Valid files written by the reference ``zs make``: name -> (path, record count)."""
     d = tmp_path_factory.mktemp("reference")
     with ThreadPoolExecutor(4) as pool:  # the reference is slow to start: overlap the processes
-        made = {name: pool.submit(reference_make, reference_zs, d / f"{name}.zs", records, *options)
-                for name, (records, options) in REFERENCE_LAYOUTS.items()}
+        made = {
+            name: pool.submit(reference_make, reference_zs, d / f"{name}.zs", records, *options)
+            for name, (records, options) in REFERENCE_LAYOUTS.items()
+        }
         return {name: (made[name].result(), len(REFERENCE_LAYOUTS[name][0])) for name in made}
 
 
@@ -74,8 +78,9 @@ for path in sys.argv[1:]:
 def reference_info(reference_files, reference_python) -> dict[str, tuple[int, int, str]]:
     """What the reference reader says about each file: root level, total length, codec."""
     paths = [str(path) for path, _ in reference_files.values()]
-    out = subprocess.run([str(reference_python), "-c", _REFERENCE_INFO, *paths], check=True,
-                         capture_output=True, text=True).stdout
+    out = subprocess.run(
+        [str(reference_python), "-c", _REFERENCE_INFO, *paths], check=True, capture_output=True, text=True
+    ).stdout
     return {row[0]: tuple(row[1:]) for row in map(json.loads, out.splitlines())}
 
 
@@ -106,8 +111,12 @@ def test_reference_example_files_are_valid():
 
 
 def _reference_corpus(reference_python: Path) -> Path:
-    out = subprocess.run([str(reference_python), "-c", "import zs, os; print(os.path.dirname(zs.__file__))"],
-                         check=True, capture_output=True, text=True).stdout.strip()
+    out = subprocess.run(
+        [str(reference_python), "-c", "import zs, os; print(os.path.dirname(zs.__file__))"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
     return Path(out) / "tests" / "data" / "broken-files"
 
 
@@ -193,9 +202,17 @@ def _unusual_all_records_equal() -> bytes:
     return b.build()
 
 
-UNUSUAL = {f.__name__.removeprefix("_unusual_"): f for f in [
-    _unusual_extension_blocks, _unusual_short_keys, _unusual_index_before_children,
-    _unusual_header_extension, _unusual_deepest_tree, _unusual_all_records_equal]}
+UNUSUAL = {
+    f.__name__.removeprefix("_unusual_"): f
+    for f in [
+        _unusual_extension_blocks,
+        _unusual_short_keys,
+        _unusual_index_before_children,
+        _unusual_header_extension,
+        _unusual_deepest_tree,
+        _unusual_all_records_equal,
+    ]
+}
 
 
 @pytest.mark.parametrize("case", sorted(UNUSUAL))
@@ -296,12 +313,13 @@ def test_windows_are_fetched_ahead_of_the_walk_within_a_bound(reference_files, m
         def read(self, offset: int, length: int) -> bytes:
             self._check_range(offset, length)
             if length and offset >= zsarchive.zs.format.header.blocks_start(
-                    zsarchive.zs.format.header.header_length_of(data[:16], "x")):
+                zsarchive.zs.format.header.header_length_of(data[:16], "x")
+            ):
                 window_reads.append(offset)
                 reach.append(offset + length - walked[0])
                 if len(window_reads) > 1:
                     second_window.set()
-            return data[offset:offset + length]
+            return data[offset : offset + length]
 
     def progress(done: int, total: int) -> None:
         if not seen_ahead:
@@ -400,8 +418,7 @@ def _stderr_on_a_terminal(*args: str) -> tuple[int, str, str]:
     """Run ``zs`` with stderr on a pseudo-terminal: (status, stdout, what the terminal showed)."""
     leader, follower = pty.openpty()
     with os.fdopen(leader, "rb", buffering=0) as terminal:
-        proc = subprocess.Popen([sys.executable, "-m", "zsarchive", *args], stdout=subprocess.PIPE,
-                                stderr=follower)
+        proc = subprocess.Popen([sys.executable, "-m", "zsarchive", *args], stdout=subprocess.PIPE, stderr=follower)
         os.close(follower)
         shown = b""
         while True:
@@ -426,14 +443,14 @@ def test_cli_progress_bar_only_on_a_terminal(reference_files):
     assert (status, out, shown) == (0, "looks good!\n", "")
 
 
-
 def test_cli_dump_and_make_progress_bars_on_a_terminal(reference_files, tmp_path):
     path = str(reference_files["deflate"][0])
     status, out, shown = _stderr_on_a_terminal("dump", "-o", str(tmp_path / "out.txt"), path)
     assert (status, out) == (0, "") and "dumping" in shown and shown.rstrip().endswith("100%\x1b[?25h")
     assert (tmp_path / "out.txt").read_bytes() == b"".join(r + b"\n" for r in WORDS)
-    status, out, shown = _stderr_on_a_terminal("make", "--codec", "deflate", "{}", str(tmp_path / "out.txt"),
-                                               str(tmp_path / "made.zs"))
+    status, out, shown = _stderr_on_a_terminal(
+        "make", "--codec", "deflate", "{}", str(tmp_path / "out.txt"), str(tmp_path / "made.zs")
+    )
     assert (status, out) == (0, "") and "zs make" in shown and "100%" in shown
     status, out, shown = _stderr_on_a_terminal("dump", "--no-spinner", str(tmp_path / "made.zs"))
     assert (status, out, shown) == (0, "".join(r.decode() + "\n" for r in WORDS), "")

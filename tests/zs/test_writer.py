@@ -44,7 +44,7 @@ def read_all(path) -> list[bytes]:
 def root_keys(path) -> list[bytes]:
     with ZS(path) as z:
         off, length, codec = z.root_index_offset, z.root_index_length, z.codec
-    raw = open(path, "rb").read()[off:off + length]
+    raw = open(path, "rb").read()[off : off + length]
     level, zpayload = split_block(raw, "root")
     assert level >= 1
     return [e.key for e in decode_index(decoder_for(codec)(zpayload), "root")]
@@ -199,8 +199,12 @@ def test_duplicates_across_block_boundaries(tmp_path):
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(records=st.lists(st.binary(max_size=40), min_size=1, max_size=120).map(sorted),
-       block=st.integers(1, 200), branching=st.integers(2, 5), codec=st.sampled_from(["none", "deflate"]))
+@given(
+    records=st.lists(st.binary(max_size=40), min_size=1, max_size=120).map(sorted),
+    block=st.integers(1, 200),
+    branching=st.integers(2, 5),
+    codec=st.sampled_from(["none", "deflate"]),
+)
 def test_any_sorted_multiset_round_trips(tmp_path_factory, records, block, branching, codec):
     path = tmp_path_factory.mktemp("p") / "p.zs"
     write(path, records, codec=codec, approx_block_size=block, branching_factor=branching, parallelism=2)
@@ -253,14 +257,17 @@ def test_non_bytes_records(tmp_path):
         write(tmp_path / "i.zs", [b"a", 5])
 
 
-@pytest.mark.parametrize("kw,match", [
-    ({"codec": "bzip2"}, "unknown codec 'bzip2'"),
-    ({"codec": "deflate", "compress_level": 12}, "deflate compression level"),
-    ({"codec": "lzma", "compress_level": "2"}, "lzma compression level"),
-    ({"branching_factor": 1}, "branching_factor"),
-    ({"approx_block_size": 0}, "approx_block_size"),
-    ({"parallelism": 0}, "parallelism"),
-])
+@pytest.mark.parametrize(
+    "kw,match",
+    [
+        ({"codec": "bzip2"}, "unknown codec 'bzip2'"),
+        ({"codec": "deflate", "compress_level": 12}, "deflate compression level"),
+        ({"codec": "lzma", "compress_level": "2"}, "lzma compression level"),
+        ({"branching_factor": 1}, "branching_factor"),
+        ({"approx_block_size": 0}, "approx_block_size"),
+        ({"parallelism": 0}, "parallelism"),
+    ],
+)
 def test_bad_settings_fail_before_creating_a_file(tmp_path, kw, match):
     path = tmp_path / "bad.zs"
     with pytest.raises(ZSError, match=match):
@@ -335,16 +342,19 @@ def test_empty_input_is_refused(tmp_path):
     assert magic(path) == PARTIAL_MAGIC
 
 
-@pytest.mark.parametrize("data,kw,match", [
-    (b"a\nb", {}, "does not end with the terminator"),
-    (b"\x05ab", {"length_prefixed": "uleb128"}, r"input ends inside record 1 \(2 of 5 bytes"),
-    (b"\x01a\x80", {"length_prefixed": "uleb128"}, "record 2"),
-    (b"\x81\x00a", {"length_prefixed": "uleb128"}, "shortest form"),
-    (b"\x01\x00\x00", {"length_prefixed": "u64le"}, "u64le length of record 1"),
-    (struct.pack("<Q", 2**62), {"length_prefixed": "u64le"}, "input ends inside record 1"),
-    (b"a\n", {"length_prefixed": "u32"}, "length_prefixed must be"),
-    (b"a\n", {"terminator": b""}, "terminator must be"),
-])
+@pytest.mark.parametrize(
+    "data,kw,match",
+    [
+        (b"a\nb", {}, "does not end with the terminator"),
+        (b"\x05ab", {"length_prefixed": "uleb128"}, r"input ends inside record 1 \(2 of 5 bytes"),
+        (b"\x01a\x80", {"length_prefixed": "uleb128"}, "record 2"),
+        (b"\x81\x00a", {"length_prefixed": "uleb128"}, "shortest form"),
+        (b"\x01\x00\x00", {"length_prefixed": "u64le"}, "u64le length of record 1"),
+        (struct.pack("<Q", 2**62), {"length_prefixed": "u64le"}, "input ends inside record 1"),
+        (b"a\n", {"length_prefixed": "u32"}, "length_prefixed must be"),
+        (b"a\n", {"terminator": b""}, "terminator must be"),
+    ],
+)
 def test_bad_input_files(tmp_path, data, kw, match):
     path = tmp_path / "b.zs"
     src = io.BytesIO(data)
@@ -368,8 +378,7 @@ def _peak_while_writing(path, n: int) -> int:
     try:
         # codec "none": a deflate state is ~0.36 MB, and whether two or three are alive at the
         # peak (two workers, index blocks on the main thread) is thread timing, not the writer
-        with ZSWriter(path, {}, approx_block_size=1024, branching_factor=16, codec="none",
-                      parallelism=2) as w:
+        with ZSWriter(path, {}, approx_block_size=1024, branching_factor=16, codec="none", parallelism=2) as w:
             w.add_records(records())
             w.finish()
         return tracemalloc.get_traced_memory()[1]
@@ -401,36 +410,60 @@ def test_cli_make_round_trip_and_options(tmp_path):
     src = tmp_path / "in.txt"
     src.write_bytes(b"\n".join(records) + b"\n")
     out = tmp_path / "out.zs"
-    res = run(["make", "--codec", "deflate", "-z", "1", "--approx-block-size", "500", "--branching-factor", "3",
-               "-j", "2", "--no-spinner", '{"about": "ngrams"}', str(src), str(out)])
+    res = run(
+        [
+            "make",
+            "--codec",
+            "deflate",
+            "-z",
+            "1",
+            "--approx-block-size",
+            "500",
+            "--branching-factor",
+            "3",
+            "-j",
+            "2",
+            "--no-spinner",
+            '{"about": "ngrams"}',
+            str(src),
+            str(out),
+        ]
+    )
     assert res.exit_code == 0, res.output
     with ZS(out) as z:
         assert list(z) == records
         assert z.metadata["about"] == "ngrams" and "build-info" in z.metadata
         assert z.root_index_level >= 3
     nul = tmp_path / "nul.zs"
-    res = run(["make", "--terminator", r"\x00", "--no-default-metadata", "--codec", "zstd", "{}", "-", str(nul)],
-              input=b"\x00".join(records) + b"\x00")
+    res = run(
+        ["make", "--terminator", r"\x00", "--no-default-metadata", "--codec", "zstd", "{}", "-", str(nul)],
+        input=b"\x00".join(records) + b"\x00",
+    )
     assert res.exit_code == 0, res.output
     with ZS(nul) as z:
         assert list(z) == records and z.metadata == {} and z.codec == "zstd"
     lp = tmp_path / "lp.zs"
     binary = sorted({bytes([i % 256, 0, 10]) * (i % 3 + 1) for i in range(600)})
-    res = run(["make", "--length-prefixed=uleb128", "{}", "-", str(lp)],
-              input=b"".join(uleb128.encode(len(r)) + r for r in binary))
+    res = run(
+        ["make", "--length-prefixed=uleb128", "{}", "-", str(lp)],
+        input=b"".join(uleb128.encode(len(r)) + r for r in binary),
+    )
     assert res.exit_code == 0, res.output
     assert read_all(lp) == binary
 
 
-@pytest.mark.parametrize("args,code,match", [
-    (["[1]"], 2, "must be a JSON object"),
-    (["{"], 2, "not valid JSON"),
-    (["--codec", "bz2", "{}"], 2, "bz2"),
-    (["--terminator", "x", "--length-prefixed", "u64le", "{}"], 2, "cannot be used together"),
-    (["-j", "0", "{}"], 2, "number >= 1"),
-    (["-z", "x", "--codec", "deflate", "{}"], 1, "zs: error: deflate compression level"),
-    (["--terminator", "", "{}"], 1, "zs: error: terminator must be a non-empty"),
-])
+@pytest.mark.parametrize(
+    "args,code,match",
+    [
+        (["[1]"], 2, "must be a JSON object"),
+        (["{"], 2, "not valid JSON"),
+        (["--codec", "bz2", "{}"], 2, "bz2"),
+        (["--terminator", "x", "--length-prefixed", "u64le", "{}"], 2, "cannot be used together"),
+        (["-j", "0", "{}"], 2, "number >= 1"),
+        (["-z", "x", "--codec", "deflate", "{}"], 1, "zs: error: deflate compression level"),
+        (["--terminator", "", "{}"], 1, "zs: error: terminator must be a non-empty"),
+    ],
+)
 def test_cli_make_usage_errors(tmp_path, args, code, match):
     src = tmp_path / "in.txt"
     src.write_bytes(b"a\nb\n")
@@ -443,30 +476,35 @@ def test_cli_make_usage_errors(tmp_path, args, code, match):
 def test_cli_make_unsorted_and_empty(tmp_path):
     res = run(["make", "{}", "-", str(tmp_path / "u.zs")], input=b"b\na\n")
     assert res.exit_code == 1
-    assert res.output.strip() == ("zs: error: records are not sorted: record 2 b'a' sorts before record 1 b'b' "
-                                  "(records count from 1; input must be sorted bytewise)")
+    assert res.output.strip() == (
+        "zs: error: records are not sorted: record 2 b'a' sorts before record 1 b'b' "
+        "(records count from 1; input must be sorted bytewise)"
+    )
     res = run(["make", "{}", "-", str(tmp_path / "e.zs")], input=b"")
     assert res.exit_code == 1 and f"{tmp_path / 'e.zs'}: no records were added" in res.output
     assert list(tmp_path.iterdir()) == []  # a failed make leaves no file, partial or not
     (tmp_path / "x.zs").write_bytes(b"taken")
     res = run(["make", "{}", "-", str(tmp_path / "x.zs")], input=b"a\n")
-    assert res.output == f"zs: error: {tmp_path / 'x.zs'}: exists already; give a new name, or --force (overwrite=True) to replace it\n"
+    assert (
+        res.output
+        == f"zs: error: {tmp_path / 'x.zs'}: exists already; give a new name, or --force (overwrite=True) to replace it\n"
+    )
     res = run(["make", "{}", str(tmp_path / "missing.txt"), str(tmp_path / "m.zs")])
     assert res.exit_code == 1 and "cannot open" in res.output
     assert not (tmp_path / "m.zs").exists()
     assert res.output.count("\n") == 1
 
 
-@pytest.mark.parametrize("framing,data", [
-    ("uleb128", uleb128.encode(2**60) + b"ab"),
-    ("u64le", struct.pack("<Q", 2**62) + b"ab"),
-])
+@pytest.mark.parametrize(
+    "framing,data", [("uleb128", uleb128.encode(2**60) + b"ab"), ("u64le", struct.pack("<Q", 2**62) + b"ab")]
+)
 def test_cli_make_bogus_huge_length_prefix_is_one_line_not_memory_error(tmp_path, framing, data):
     res = run(["make", f"--length-prefixed={framing}", "{}", "-", str(tmp_path / "h.zs")], input=data)
     assert res.exit_code == 1 and isinstance(res.exception, SystemExit)
     assert res.output.startswith("zs: error: ") and res.output.count("\n") == 1
-    assert res.output.endswith(": input ends inside record 1 (2 of %d bytes present)\n" % (
-        2**60 if framing == "uleb128" else 2**62))
+    assert res.output.endswith(
+        ": input ends inside record 1 (2 of %d bytes present)\n" % (2**60 if framing == "uleb128" else 2**62)
+    )
     assert list(tmp_path.iterdir()) == []
 
 
@@ -485,8 +523,11 @@ def test_cli_make_and_dump_keep_huge_records_and_nul_newline_bytes(tmp_path):
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(st.lists(st.binary(max_size=90), min_size=1, max_size=120), st.lists(st.integers(0, 40), max_size=8),
-       st.integers(1, 200))
+@given(
+    st.lists(st.binary(max_size=90), min_size=1, max_size=120),
+    st.lists(st.integers(0, 40), max_size=8),
+    st.integers(1, 200),
+)
 def test_record_lists_make_the_same_file_as_single_records(tmp_path_factory, records, cuts, block):
     """add_record_lists cuts blocks a list at a time; the file must be byte for byte what add_records writes
     (lists of any sizes, records larger than a block, a block carried from one list into the next)."""
@@ -496,8 +537,15 @@ def test_record_lists_make_the_same_file_as_single_records(tmp_path_factory, rec
     tmp = tmp_path_factory.mktemp("lists")
     blobs = []
     for name, add in (("one", lambda w: w.add_records(records)), ("lists", lambda w: w.add_record_lists(lists))):
-        with ZSWriter(str(tmp / f"{name}.zs"), {}, approx_block_size=block, branching_factor=3, codec="none",
-                      parallelism=1, include_default_metadata=False) as w:
+        with ZSWriter(
+            str(tmp / f"{name}.zs"),
+            {},
+            approx_block_size=block,
+            branching_factor=3,
+            codec="none",
+            parallelism=1,
+            include_default_metadata=False,
+        ) as w:
             add(w)
             w.finish()
         blobs.append((tmp / f"{name}.zs").read_bytes())
@@ -546,4 +594,3 @@ def test_the_file_goes_to_the_disk_as_it_is_written(tmp_path, monkeypatch):
     with ZS(str(path)) as z:
         assert list(z) == records
     validate(str(path))
-

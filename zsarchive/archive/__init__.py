@@ -9,10 +9,27 @@ from zsarchive.times import parse_time
 from zsarchive.lazy import lazy_exports
 
 # exporting needs the Icechunk decoders; querying an archive does not
-__getattr__ = lazy_exports(__name__, {"ExportOptions": "zsarchive.archive.write.options",
-                                      "ExportSummary": "zsarchive.archive.write.job",
-                                      "export": "zsarchive.archive.write.api",
-                                      "consolidate": "zsarchive.archive.write.incremental"})
+__getattr__ = lazy_exports(
+    __name__,
+    {
+        "ExportOptions": "zsarchive.archive.write.options",
+        "ExportSummary": "zsarchive.archive.write.job",
+        "export": "zsarchive.archive.write.api",
+        "consolidate": "zsarchive.archive.write.incremental",
+    },
+)
 
-__all__ = ["ChunkInfo", "ExportOptions", "ExportSummary", "NodeInfo", "NotFound", "RepoArchive", "archive_metadata", "consolidate", "export",
-           "header_summary", "parse_ref", "parse_time"]
+__all__ = [
+    "ChunkInfo",
+    "ExportOptions",
+    "ExportSummary",
+    "NodeInfo",
+    "NotFound",
+    "RepoArchive",
+    "archive_metadata",
+    "consolidate",
+    "export",
+    "header_summary",
+    "parse_ref",
+    "parse_time",
+]

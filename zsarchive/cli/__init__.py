@@ -33,7 +33,7 @@ COMMAND_MODULES = {
 SUMMARIES = {
     "backup": "Bring the backup set DEST up to date with the Icechunk repository REPO.",
     "checkout": "Write the snapshot REF (a branch, tag or snapshot id, with any ~N, ^ or @TIME) of ARCHIVE as plain Zarr v3 at "
-                "TARGET.",
+    "TARGET.",
     "chunk": "The chunk ref at COORDS of the array PATH at REF.",
     "chunk-log": "The commits in REF's history that changed one chunk, newest first.",
     "chunks": "Every chunk ref of the array PATH at REF, in coordinate order (streamed).",

@@ -17,8 +17,29 @@ _DISK_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 """Write failures that are the machine's state, not a bug: one line, like any foreseen error."""
 
 SECTIONS = (
-    ("Icechunk archives", ("export", "backup", "status", "summary", "refs", "log", "show", "ls", "chunks", "chunk", "diff", "chunk-log",
-                           "ops", "serve", "consolidate", "checkout", "restore", "icechunk")),
+    (
+        "Icechunk archives",
+        (
+            "export",
+            "backup",
+            "status",
+            "summary",
+            "refs",
+            "log",
+            "show",
+            "ls",
+            "chunks",
+            "chunk",
+            "diff",
+            "chunk-log",
+            "ops",
+            "serve",
+            "consolidate",
+            "checkout",
+            "restore",
+            "icechunk",
+        ),
+    ),
     ("ZS files (as the reference zs)", ("make", "dump", "info", "validate")),
 )
 """How ``zs --help`` groups the commands, in this order (a command in no section ends the last)."""
@@ -80,8 +101,10 @@ class _Group(click.Group):
             if ctx.params.get("debug"):
                 raise
             problem = "out of memory" if isinstance(exc, MemoryError) else f"{type(exc).__name__}: {exc}"
-            click.echo(f"zs: internal error: {one_line(problem)} (please report this; `zs --debug ...` "
-                       "shows the traceback)", err=True)
+            click.echo(
+                f"zs: internal error: {one_line(problem)} (please report this; `zs --debug ...` shows the traceback)",
+                err=True,
+            )
             sys.exit(1)
 
 

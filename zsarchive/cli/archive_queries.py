@@ -36,28 +36,43 @@ def summary_command(archive: str, as_json: bool) -> None:
         return
     about, source = facts["archive"], facts["source"]
     chunks, snapshots = facts["chunk_bytes"], facts["snapshots"]
-    click.echo(f"archive      {about['location']}: {about['size']:,} bytes, format version {about['format_version']}, "
-               f"exported {about['export_time']} by {about['exporter']}")
+    click.echo(
+        f"archive      {about['location']}: {about['size']:,} bytes, format version {about['format_version']}, "
+        f"exported {about['export_time']} by {about['exporter']}"
+    )
     for i, member in enumerate(about["chain"]):
         role = "full archive" if "covers" not in member else f"fragment covering {' to '.join(member['covers'])}"
         click.echo(f"{'chain' if i == 0 else '':<12} {member['location']} ({role}, {member['size']:,} bytes)")
-    click.echo(f"source       Icechunk repository, spec version {source['spec_version']}; metadata "
-               f"{json.dumps(source['metadata'], ensure_ascii=False, sort_keys=True)}")
+    click.echo(
+        f"source       Icechunk repository, spec version {source['spec_version']}; metadata "
+        f"{json.dumps(source['metadata'], ensure_ascii=False, sort_keys=True)}"
+    )
     for prefix in source["virtual_chunk_containers"]:
         click.echo(f"             virtual chunks under {prefix}")
     click.echo(f"snapshots    {snapshots['total']} ({snapshots['unreachable']} reached by no branch or tag)")
-    click.echo("chunk bytes  " + (f"embedded: {chunks['records']} records in {chunks['bytes']:,} bytes of the archive"
-                                  if chunks["embedded"] else "not embedded (native chunks are read from the "
-                                  "repository: --repo)"))
+    click.echo(
+        "chunk bytes  "
+        + (
+            f"embedded: {chunks['records']} records in {chunks['bytes']:,} bytes of the archive"
+            if chunks["embedded"]
+            else "not embedded (native chunks are read from the repository: --repo)"
+        )
+    )
     virtual = facts["virtual_bytes"]
     if virtual is not None:
-        click.echo(f"virtual      {virtual['kept_refs']:,} of {virtual['refs']:,} virtual refs kept: "
-                   f"{virtual['kept_ranges']:,} ranges in {virtual['bytes']:,} bytes of the archive")
+        click.echo(
+            f"virtual      {virtual['kept_refs']:,} of {virtual['refs']:,} virtual refs kept: "
+            f"{virtual['kept_ranges']:,} ranges in {virtual['bytes']:,} bytes of the archive"
+        )
         for item in virtual["not_kept"]:
             click.echo(f"             {item['refs']:,} refs under {item['prefix']} stay references")
     click.echo()
-    emit(({**b, "branch": b["name"]} for b in facts["branches"]), False,
-         ("branch", "commits", "first", "last", "snapshot_id"), fixed=True)
+    emit(
+        ({**b, "branch": b["name"]} for b in facts["branches"]),
+        False,
+        ("branch", "commits", "first", "last", "snapshot_id"),
+        fixed=True,
+    )
     click.echo()
     tags = facts["tags"] + [{"name": name, "snapshot_id": "(deleted)"} for name in facts["deleted_tags"]]
     emit(({**t, "tag": t["name"]} for t in tags), False, ("tag", "snapshot_id", "flushed_at"), fixed=True)
@@ -82,14 +97,32 @@ def refs_command(archive: str, as_json: bool) -> None:
 @click.argument("ref", required=False)
 @since_option
 @until_option
-@click.option("-n", "--max-count", type=click.IntRange(min=0), default=None, metavar="N",
-              help="Show at most N snapshots (the newest).")
+@click.option(
+    "-n",
+    "--max-count",
+    type=click.IntRange(min=0),
+    default=None,
+    metavar="N",
+    help="Show at most N snapshots (the newest).",
+)
 @json_option
-@click.option("--graph", is_flag=True, help="Draw the snapshot tree git style, children above parents, with the "
-              "branch and tag names at their snapshots (REF's history, default main).")
+@click.option(
+    "--graph",
+    is_flag=True,
+    help="Draw the snapshot tree git style, children above parents, with the "
+    "branch and tag names at their snapshots (REF's history, default main).",
+)
 @click.option("--all", "all_refs", is_flag=True, help="With --graph: the history of every branch and tag.")
-def log_command(archive: str, ref: str | None, since: str | None, until: str | None, max_count: int | None,
-                as_json: bool, graph: bool, all_refs: bool) -> None:
+def log_command(
+    archive: str,
+    ref: str | None,
+    since: str | None,
+    until: str | None,
+    max_count: int | None,
+    as_json: bool,
+    graph: bool,
+    all_refs: bool,
+) -> None:
     """Snapshots, newest first: REF's history, or every snapshot.
 
     Without REF, each snapshot comes with the branches and tags whose history holds it (REFS;
@@ -107,12 +140,23 @@ def log_command(archive: str, ref: str | None, since: str | None, until: str | N
         reached = arc.reached_by()
         for row in rows:
             row["refs"] = reached.get(row["id"], [])
-        emit(({**row, "refs": row["refs"] or "(unreachable)"} if not as_json else row for row in rows), as_json,
-             LOG_COLUMNS[:-1] + ("refs",) + LOG_COLUMNS[-1:], fixed=True)
+        emit(
+            ({**row, "refs": row["refs"] or "(unreachable)"} if not as_json else row for row in rows),
+            as_json,
+            LOG_COLUMNS[:-1] + ("refs",) + LOG_COLUMNS[-1:],
+            fixed=True,
+        )
 
 
-def log_graph(archive: str, ref: str | None, since: str | None, until: str | None, max_count: int | None,
-              as_json: bool, all_refs: bool) -> None:
+def log_graph(
+    archive: str,
+    ref: str | None,
+    since: str | None,
+    until: str | None,
+    max_count: int | None,
+    as_json: bool,
+    all_refs: bool,
+) -> None:
     """``zs log --graph [--all]``: one line per snapshot (lines joining lanes too, unless --json)."""
     if since or until:
         raise click.UsageError("--graph draws whole histories: it takes no --since/--until (-n cuts it)")
@@ -129,8 +173,9 @@ def log_graph(archive: str, ref: str | None, since: str | None, until: str | Non
             click.echo(line["graph"])
             continue
         names = f" ({', '.join(line['refs'])})" if line["refs"] else ""
-        click.echo(printable(f"{line['graph'].ljust(width)} {line['id']}{names} {line['flushed_at']} "
-                             f"{line['message']}"))
+        click.echo(
+            printable(f"{line['graph'].ljust(width)} {line['id']}{names} {line['flushed_at']} {line['message']}")
+        )
 
 
 @main.command("show")
@@ -168,8 +213,10 @@ def show_command(archive: str, ref: str, as_json: bool) -> None:
     for source, target in commit["moves"]:
         click.echo(f" {printable(source)} => {printable(target)}")
     total = sum(c["chunks"] for c in commit["changes"])
-    click.echo(f" {len(commit['changes'])} node{'s' * (len(commit['changes']) != 1)} changed, "
-               f"{total} chunk{'s' * (total != 1)}")
+    click.echo(
+        f" {len(commit['changes'])} node{'s' * (len(commit['changes']) != 1)} changed, "
+        f"{total} chunk{'s' * (total != 1)}"
+    )
 
 
 @main.command("ls")
@@ -191,8 +238,12 @@ def ls_command(archive: str, ref: str, path: str | None, as_json: bool) -> None:
                 row.pop(internal, None)
             if not as_json:
                 row["chunk_grid"] = row.get("num_chunks")
-        emit(rows, as_json, ("path", "node_type", "shape", "dtype", "chunk_shape", "chunk_grid", "dimension_names",
-                             "id"), fixed=True)
+        emit(
+            rows,
+            as_json,
+            ("path", "node_type", "shape", "dtype", "chunk_shape", "chunk_grid", "dimension_names", "id"),
+            fixed=True,
+        )
 
 
 @main.command("chunks")
@@ -238,15 +289,19 @@ class _Sides:
 
 
 def _diff_rows(arc, diff: dict, from_ref: str, to_ref: str) -> Iterator[dict]:
-    for name in ("new_groups", "new_arrays", "deleted_groups", "deleted_arrays", "updated_groups",
-                 "updated_arrays"):
+    for name in ("new_groups", "new_arrays", "deleted_groups", "deleted_arrays", "updated_groups", "updated_arrays"):
         for path in diff[name]:
             yield {"change": name[:-1], "path": path}
     sides = _Sides(arc, from_ref, to_ref)
     for path, coords_list in diff["updated_chunks"].items():
         for coords in coords_list:
-            yield {"change": "updated_chunk", "path": path, "coords": coords,
-                   "from": sides.chunk(0, path, tuple(coords)), "to": sides.chunk(1, path, tuple(coords))}
+            yield {
+                "change": "updated_chunk",
+                "path": path,
+                "coords": coords,
+                "from": sides.chunk(0, path, tuple(coords)),
+                "to": sides.chunk(1, path, tuple(coords)),
+            }
     for source, target in diff["moved_nodes"]:
         yield {"change": "moved_node", "path": target, "from": source, "to": target}
 
@@ -284,8 +339,12 @@ def diff_command(archive: str, from_ref: str, to_ref: str, stat: bool, as_json: 
             return
         rows = _diff_rows(arc, diff, from_ref, to_ref)
         if not as_json:
-            rows = ({**row, "from": chunk_text(row["from"]), "to": chunk_text(row["to"])}
-                    if row["change"] == "updated_chunk" else row for row in rows)
+            rows = (
+                {**row, "from": chunk_text(row["from"]), "to": chunk_text(row["to"])}
+                if row["change"] == "updated_chunk"
+                else row
+                for row in rows
+            )
         emit(rows, as_json, ("change", "path", "coords", "from", "to"), fixed=True)
 
 

@@ -6,7 +6,12 @@ import click
 
 from zsarchive.cli.app import main
 from zsarchive.cli.params import (
-    announce_totals, authorize_option, cluster, max_bytes_option, remote_options, scheduler_option,
+    announce_totals,
+    authorize_option,
+    cluster,
+    max_bytes_option,
+    remote_options,
+    scheduler_option,
 )
 from zsarchive.cli.text import progress_bar
 
@@ -15,21 +20,46 @@ from zsarchive.cli.text import progress_bar
 @click.argument("archive")
 @click.argument("ref")
 @click.argument("target")
-@click.option("--group", metavar="PATH", help="Write only this group (or array) and what lies below it; it "
-              "becomes the root of TARGET.")
-@click.option("--repo", metavar="SOURCE", help="The original repository (a directory or an s3://, gs://, az://, "
-              "http(s):// URL), for native chunks the archive does not embed.")
-@click.option("-j", "--transfers", type=click.IntRange(1, 1024), default=None,
-              help="Chunk transfers in flight [default: 8 to a directory or zip, 64 to an object store].")
+@click.option(
+    "--group",
+    metavar="PATH",
+    help="Write only this group (or array) and what lies below it; it becomes the root of TARGET.",
+)
+@click.option(
+    "--repo",
+    metavar="SOURCE",
+    help="The original repository (a directory or an s3://, gs://, az://, "
+    "http(s):// URL), for native chunks the archive does not embed.",
+)
+@click.option(
+    "-j",
+    "--transfers",
+    type=click.IntRange(1, 1024),
+    default=None,
+    help="Chunk transfers in flight [default: 8 to a directory or zip, 64 to an object store].",
+)
 @click.option("--no-progress", is_flag=True, help="No progress bar even on a terminal.")
-@scheduler_option("Write the chunks (the workers must reach ARCHIVE, TARGET and --repo; TARGET a directory they "
-                  "share or an object store)")
+@scheduler_option(
+    "Write the chunks (the workers must reach ARCHIVE, TARGET and --repo; TARGET a directory they "
+    "share or an object store)"
+)
 @max_bytes_option
 @authorize_option
 @remote_options
-def checkout_command(archive: str, ref: str, target: str, group: str | None, repo: str | None,
-                     transfers: int | None, no_progress: bool, scheduler: str | None, max_bytes: int | None,
-                     authorize: dict[str, dict[str, str]], anon: bool, storage_options: dict[str, str]) -> None:
+def checkout_command(
+    archive: str,
+    ref: str,
+    target: str,
+    group: str | None,
+    repo: str | None,
+    transfers: int | None,
+    no_progress: bool,
+    scheduler: str | None,
+    max_bytes: int | None,
+    authorize: dict[str, dict[str, str]],
+    anon: bool,
+    storage_options: dict[str, str],
+) -> None:
     """Write the snapshot REF (a branch, tag or snapshot id, with any ~N, ^ or @TIME) of ARCHIVE as plain Zarr v3 at TARGET.
 
     TARGET is a directory, a path ending in .zip (read with zarr's ZipStore), or an s3://BUCKET/PREFIX,
@@ -44,8 +74,23 @@ def checkout_command(archive: str, ref: str, target: str, group: str | None, rep
     from zsarchive.restore.checkout import checkout
 
     with cluster(scheduler) as client, progress_bar("checking out", not no_progress) as progress:
-        summary = checkout(archive, ref, target, group=group, repo=repo, authorize=authorize,
-                           storage_options=storage_options, anon=anon, window=transfers, progress=progress,
-                           client=client, max_bytes=max_bytes, announce=announce_totals(target, progress is not None))
-    click.echo(f"wrote {summary.target}: snapshot {summary.snapshot_id}, {summary.nodes} nodes, {summary.chunks} "
-               f"chunks, {summary.bytes} bytes in {summary.seconds:.2f} s", err=True)
+        summary = checkout(
+            archive,
+            ref,
+            target,
+            group=group,
+            repo=repo,
+            authorize=authorize,
+            storage_options=storage_options,
+            anon=anon,
+            window=transfers,
+            progress=progress,
+            client=client,
+            max_bytes=max_bytes,
+            announce=announce_totals(target, progress is not None),
+        )
+    click.echo(
+        f"wrote {summary.target}: snapshot {summary.snapshot_id}, {summary.nodes} nodes, {summary.chunks} "
+        f"chunks, {summary.bytes} bytes in {summary.seconds:.2f} s",
+        err=True,
+    )

@@ -17,17 +17,35 @@ from zsarchive.io.location import parse_location
 @click.argument("ref")
 @click.argument("path")
 @click.argument("coords", type=COORDS)
-@click.option("--inner", type=COORDS, metavar="I,J", help="Of a sharded array: the inner chunk at this position "
-              "within the shard at COORDS.")
+@click.option(
+    "--inner",
+    type=COORDS,
+    metavar="I,J",
+    help="Of a sharded array: the inner chunk at this position within the shard at COORDS.",
+)
 @click.option("--data", is_flag=True, help="Write the chunk's bytes to stdout instead of its ref.")
-@click.option("--repo", metavar="REPO", help="Repository (a directory or an s3://, gs://, az://, http(s):// URL) "
-              "whose chunks/ holds native chunks not embedded.")
+@click.option(
+    "--repo",
+    metavar="REPO",
+    help="Repository (a directory or an s3://, gs://, az://, http(s):// URL) "
+    "whose chunks/ holds native chunks not embedded.",
+)
 @authorize_option
 @remote_options
 @json_option
-def chunk_command(archive: str, ref: str, path: str, coords: tuple[int, ...], inner: tuple[int, ...] | None,
-                  data: bool, repo: str | None, authorize: dict[str, dict[str, str]], anon: bool,
-                  storage_options: dict[str, str], as_json: bool) -> None:
+def chunk_command(
+    archive: str,
+    ref: str,
+    path: str,
+    coords: tuple[int, ...],
+    inner: tuple[int, ...] | None,
+    data: bool,
+    repo: str | None,
+    authorize: dict[str, dict[str, str]],
+    anon: bool,
+    storage_options: dict[str, str],
+    as_json: bool,
+) -> None:
     """The chunk ref at COORDS of the array PATH at REF.
 
     COORDS is like 3,4 ("" for the one chunk of a 0-d array); with --inner, the inner chunk of that

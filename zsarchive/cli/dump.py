@@ -24,19 +24,39 @@ def open_zs(zs_file: str, **kwargs) -> ZS:
 @click.option("--start", type=ESCAPED_BYTES, help="Output only records which are >= START.")
 @click.option("--stop", type=ESCAPED_BYTES, help="Do not output any records which are >= STOP.")
 @click.option("--prefix", type=ESCAPED_BYTES, help="Output only records which begin with PREFIX.")
-@click.option("--terminator", type=ESCAPED_BYTES, default=None,
-              help=r"String written after each record (Python escapes allowed).  [default: \n]")
-@click.option("--length-prefixed", type=click.Choice(["uleb128", "u64le"]),
-              help="Prefix each record with its length in this encoding instead of a terminator.")
-@click.option("-j", "parallelism", type=Parallelism(minimum=0), default="guess", show_default=True,
-              help="The number of CPUs to use for decompression (0: none besides this one).")
-@click.option("-o", "--output", metavar="FILE", default="-", show_default=True,
-              help='Output file, or "-" for stdout.')
+@click.option(
+    "--terminator",
+    type=ESCAPED_BYTES,
+    default=None,
+    help=r"String written after each record (Python escapes allowed).  [default: \n]",
+)
+@click.option(
+    "--length-prefixed",
+    type=click.Choice(["uleb128", "u64le"]),
+    help="Prefix each record with its length in this encoding instead of a terminator.",
+)
+@click.option(
+    "-j",
+    "parallelism",
+    type=Parallelism(minimum=0),
+    default="guess",
+    show_default=True,
+    help="The number of CPUs to use for decompression (0: none besides this one).",
+)
+@click.option("-o", "--output", metavar="FILE", default="-", show_default=True, help='Output file, or "-" for stdout.')
 @click.option("--no-spinner", is_flag=True, help="Do not show a progress bar on stderr.")
 @click.argument("zs_file")
-def dump_command(zs_file: str, start: bytes | None, stop: bytes | None, prefix: bytes | None,
-                 terminator: bytes | None, length_prefixed: str | None, parallelism: int | str,
-                 output: str, no_spinner: bool) -> None:
+def dump_command(
+    zs_file: str,
+    start: bytes | None,
+    stop: bytes | None,
+    prefix: bytes | None,
+    terminator: bytes | None,
+    length_prefixed: str | None,
+    parallelism: int | str,
+    output: str,
+    no_spinner: bool,
+) -> None:
     """Unpack some or all of the contents of a .zs file.
 
     ZS_FILE is a path, or a URL if it starts with "http". --start, --stop and --prefix select
@@ -58,8 +78,15 @@ def dump_command(zs_file: str, start: bytes | None, stop: bytes | None, prefix: 
                 raise ZSError(f"{output}: cannot write: {exc.strerror or exc}") from None
         try:
             with progress_bar("dumping", not no_spinner) as progress:
-                z.dump(out, start, stop, prefix, terminator, length_prefixed,
-                       progress=None if progress is None else advancing(progress, z.total_file_length))
+                z.dump(
+                    out,
+                    start,
+                    stop,
+                    prefix,
+                    terminator,
+                    length_prefixed,
+                    progress=None if progress is None else advancing(progress, z.total_file_length),
+                )
                 if progress is not None:
                     progress(z.total_file_length, z.total_file_length)  # progress counts data blocks; the rest is index
             out.flush()

@@ -20,17 +20,36 @@ def icechunk() -> None:
 @click.option("--repo-info", "repo_info", is_flag=True, help="The repo info (refs, snapshots, ops log, config).")
 @click.option("--snapshot", metavar="ID", help="A snapshot file, by id (or branch / tag name).")
 @click.option("--manifest", metavar="ID", help="A manifest file, by id.")
-@click.option("--transaction-log", "transaction_log", metavar="ID",
-              help="A transaction log, by snapshot id (or branch / tag name).")
+@click.option(
+    "--transaction-log",
+    "transaction_log",
+    metavar="ID",
+    help="A transaction log, by snapshot id (or branch / tag name).",
+)
 @click.option("--refs", is_flag=True, help="With --manifest: also list every chunk ref.")
 @remote_options
-def inspect(repo: str, repo_info: bool, snapshot: str | None, manifest: str | None,
-            transaction_log: str | None, refs: bool, anon: bool, storage_options: dict[str, str]) -> None:
+def inspect(
+    repo: str,
+    repo_info: bool,
+    snapshot: str | None,
+    manifest: str | None,
+    transaction_log: str | None,
+    refs: bool,
+    anon: bool,
+    storage_options: dict[str, str],
+) -> None:
     """Print one file of the Icechunk repository REPO (a directory or a file://, s3://, gs://, az:// or
     http(s):// URL) as JSON."""
-    chosen = [name for name, value in (("--repo-info", repo_info), ("--snapshot", snapshot),
-                                       ("--manifest", manifest), ("--transaction-log", transaction_log))
-              if value]
+    chosen = [
+        name
+        for name, value in (
+            ("--repo-info", repo_info),
+            ("--snapshot", snapshot),
+            ("--manifest", manifest),
+            ("--transaction-log", transaction_log),
+        )
+        if value
+    ]
     if len(chosen) != 1:
         raise click.UsageError("choose exactly one of --repo-info, --snapshot, --manifest, --transaction-log")
     if refs and not manifest:

@@ -11,8 +11,9 @@ from zsarchive.cli.dump import open_zs
 
 
 @main.command("info")
-@click.option("-m", "--metadata-only", is_flag=True,
-              help="Output only the file's metadata, not any general information about it.")
+@click.option(
+    "-m", "--metadata-only", is_flag=True, help="Output only the file's metadata, not any general information about it."
+)
 @click.argument("zs_file")
 def info_command(zs_file: str, metadata_only: bool) -> None:
     """Display general information from a .zs file's header, as JSON.

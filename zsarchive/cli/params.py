@@ -54,16 +54,23 @@ class Parallelism(click.ParamType):
 
 def max_bytes_option(func):
     """``--max-bytes SIZE``: the most a command that writes a tree of files may write, whatever the target."""
-    return click.option("--max-bytes", type=BYTE_SIZE, default=None, metavar="SIZE",
-                        help="Refuse, before writing anything, to write more than SIZE bytes (e.g. 500G); a "
-                             "local target is always refused when its free space is short.")(func)
+    return click.option(
+        "--max-bytes",
+        type=BYTE_SIZE,
+        default=None,
+        metavar="SIZE",
+        help="Refuse, before writing anything, to write more than SIZE bytes (e.g. 500G); a "
+        "local target is always refused when its free space is short.",
+    )(func)
 
 
 def announce_totals(what: str, shown: bool):
     """A function telling a terminal what a command is about to write (``what``: its target) before the first
     byte is written, as the first line of its progress display (``shown``: whether it is shown)."""
+
     def announce(totals) -> None:
         click.echo(f"writing {totals} to {what}", err=True)
+
     return announce if shown else None
 
 
@@ -97,7 +104,7 @@ class ByteSize(click.ParamType):
         text = str(value).strip().upper().removesuffix("B").removesuffix("I")
         unit = text[-1:] if text[-1:] in self._UNITS else ""
         try:
-            number = float(text[:len(text) - len(unit)])
+            number = float(text[: len(text) - len(unit)])
         except ValueError:
             number = -1.0
         if not number >= 0 or number * self._UNITS[unit] >= 1 << 63:
@@ -120,12 +127,16 @@ def _storage_options(ctx, param, value: tuple[str, ...]) -> dict[str, str]:
 
 def remote_options(func):
     """``--anon`` and repeatable ``--storage-option KEY=VALUE``: how to reach a repository in object storage."""
-    func = click.option("--storage-option", "storage_options", multiple=True, metavar="KEY=VALUE",
-                        callback=_storage_options,
-                        help="Passed to the object store (e.g. endpoint=http://127.0.0.1:9000, region=eu-west-1); "
-                             "credentials otherwise come from the usual AWS_*, GOOGLE_*, AZURE_* variables.")(func)
-    return click.option("--anon", is_flag=True,
-                        help="Read a public bucket anonymously (unsigned requests).")(func)
+    func = click.option(
+        "--storage-option",
+        "storage_options",
+        multiple=True,
+        metavar="KEY=VALUE",
+        callback=_storage_options,
+        help="Passed to the object store (e.g. endpoint=http://127.0.0.1:9000, region=eu-west-1); "
+        "credentials otherwise come from the usual AWS_*, GOOGLE_*, AZURE_* variables.",
+    )(func)
+    return click.option("--anon", is_flag=True, help="Read a public bucket anonymously (unsigned requests).")(func)
 
 
 def _authorize(ctx, param, value: tuple[str, ...]) -> dict[str, dict[str, str]]:
@@ -143,20 +154,32 @@ def _authorize(ctx, param, value: tuple[str, ...]) -> dict[str, dict[str, str]]:
 
 
 authorize_option = click.option(
-    "--authorize", "authorize", multiple=True, metavar="PREFIX", callback=_authorize,
+    "--authorize",
+    "authorize",
+    multiple=True,
+    metavar="PREFIX",
+    callback=_authorize,
     help="Location prefix (file:///data/, https://host/dir/, s3://bucket/dir/ ...) under which virtual chunks "
-         "may be read; storage options for that prefix may follow it: 's3://b/d/ anon=true region=eu-west-1'.")
+    "may be read; storage options for that prefix may follow it: 's3://b/d/ anon=true region=eu-west-1'.",
+)
 """Repeatable ``--authorize 'PREFIX [KEY=VALUE ...]'``, given to the command as prefix -> storage options."""
 
 
-json_option = click.option(JSON_FLAG, "as_json", is_flag=True,
-                           help="One JSON object per line (a stable contract, see docs/archive-format.rst).")
+json_option = click.option(
+    JSON_FLAG,
+    "as_json",
+    is_flag=True,
+    help="One JSON object per line (a stable contract, see docs/archive-format.rst).",
+)
 """``--json``: rows as JSON lines instead of a table."""
 
 
-force_option = click.option("--force", is_flag=True,
-                            help="Replace the output file if it exists (by default an existing file is never "
-                                 "overwritten: fragments built on a replaced archive no longer open).")
+force_option = click.option(
+    "--force",
+    is_flag=True,
+    help="Replace the output file if it exists (by default an existing file is never "
+    "overwritten: fragments built on a replaced archive no longer open).",
+)
 """``--force``: the command may replace its existing output (see zsarchive.io.outfile.check_new_target)."""
 
 
@@ -174,7 +197,7 @@ class Duration(click.ParamType):
         if text in ("forever", "inf"):
             return float("inf")
         number = text.rstrip("abcdefghijklmnopqrstuvwxyz")
-        unit = text[len(number):].strip() or "s"
+        unit = text[len(number) :].strip() or "s"
         try:
             seconds = float(number) * self.UNITS[unit]
         except (ValueError, KeyError):
@@ -186,9 +209,11 @@ class Duration(click.ParamType):
 
 def scheduler_option(what: str):
     """``--scheduler ADDRESS``: run ``what`` on that dask.distributed cluster."""
-    return click.option("--scheduler", metavar="ADDRESS",
-                        help=f"{what} on the dask.distributed cluster of this scheduler (e.g. tcp://host:8786); "
-                             "needs zsarchive[dask].")
+    return click.option(
+        "--scheduler",
+        metavar="ADDRESS",
+        help=f"{what} on the dask.distributed cluster of this scheduler (e.g. tcp://host:8786); needs zsarchive[dask].",
+    )
 
 
 @contextlib.contextmanager

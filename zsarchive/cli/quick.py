@@ -24,8 +24,9 @@ def parse_coords(text: str) -> tuple[int, ...]:
     try:
         coords = tuple(int(part) for part in text.split(","))
     except ValueError:
-        raise ValueError(f"{text!r} is not a comma-separated list of chunk coordinates (e.g. 3,4; \"\" for "
-                         "a 0-d array)") from None
+        raise ValueError(
+            f"{text!r} is not a comma-separated list of chunk coordinates (e.g. 3,4; \"\" for a 0-d array)"
+        ) from None
     if any(c < 0 for c in coords):
         raise ValueError(f"{text!r}: chunk coordinates are never negative")
     return coords

@@ -11,14 +11,28 @@ from zsarchive.errors import ZSError
 
 @main.command("serve")
 @click.argument("archive")
-@click.option("--host", default="127.0.0.1", show_default=True,
-              help="Address to listen on (another than loopback shows the archive to the network).")
-@click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True,
-              help="Port to listen on (0: any free port).")
-@click.option("--allow-host", "allowed", multiple=True, metavar="NAME",
-              help="A name the page is reached by besides 127.0.0.1, localhost and the --host address (e.g. "
-                   "this machine's name on the network; repeatable). Requests naming any other host are "
-                   "refused, so a site whose name was made to point here (DNS rebinding) reads nothing.")
+@click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address to listen on (another than loopback shows the archive to the network).",
+)
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=8000,
+    show_default=True,
+    help="Port to listen on (0: any free port).",
+)
+@click.option(
+    "--allow-host",
+    "allowed",
+    multiple=True,
+    metavar="NAME",
+    help="A name the page is reached by besides 127.0.0.1, localhost and the --host address (e.g. "
+    "this machine's name on the network; repeatable). Requests naming any other host are "
+    "refused, so a site whose name was made to point here (DNS rebinding) reads nothing.",
+)
 def serve_command(archive: str, host: str, port: int, allowed: tuple[str, ...]) -> None:
     """A local, read-only web page of ARCHIVE (a path or URL).
 

@@ -10,8 +10,12 @@ from zsarchive.cli.app import main
 @main.command("site")
 @click.argument("archive")
 @click.argument("outdir", type=click.Path(file_okay=False))
-@click.option("--url", metavar="URL", help="Where the page finds the archive, when it is published elsewhere (a URL, "
-              "or a path relative to the page; nothing is copied); by default a local ARCHIVE is copied beside the page.")
+@click.option(
+    "--url",
+    metavar="URL",
+    help="Where the page finds the archive, when it is published elsewhere (a URL, "
+    "or a path relative to the page; nothing is copied); by default a local ARCHIVE is copied beside the page.",
+)
 def site_command(archive: str, outdir: str, url: str | None) -> None:
     """Write the web page of ARCHIVE (a path or URL) into OUTDIR, for any static host.
 
@@ -21,5 +25,7 @@ def site_command(archive: str, outdir: str, url: str | None) -> None:
     from zsarchive.frontends.site import write_site
 
     write_site(archive, outdir, url)
-    click.echo(f"wrote the page of {archive} to {outdir}: publish the folder on any web server or bucket "
-               "(browsers run its scripts over HTTP, not from the disk)")
+    click.echo(
+        f"wrote the page of {archive} to {outdir}: publish the folder on any web server or bucket "
+        "(browsers run its scripts over HTTP, not from the disk)"
+    )

@@ -19,14 +19,18 @@ AT_RISK = 3
 
 @main.command("sources")
 @click.argument("archive")
-@click.option("--check", is_flag=True,
-              help="Ask each object under an --authorize'd prefix for its current ETag, Last-Modified and size "
-                   "(once, concurrently) and compare them with the checksums its refs pin.")
+@click.option(
+    "--check",
+    is_flag=True,
+    help="Ask each object under an --authorize'd prefix for its current ETag, Last-Modified and size "
+    "(once, concurrently) and compare them with the checksums its refs pin.",
+)
 @click.option("--no-progress", is_flag=True, help="No progress bar even on a terminal.")
 @authorize_option
 @json_option
-def sources_command(archive: str, check: bool, no_progress: bool, authorize: dict[str, dict[str, str]],
-                    as_json: bool) -> None:
+def sources_command(
+    archive: str, check: bool, no_progress: bool, authorize: dict[str, dict[str, str]], as_json: bool
+) -> None:
     """The source objects ARCHIVE's virtual chunk refs point into, and what depends on each.
 
     Per object: the refs, distinct ranges and bytes that name it, the first and last snapshot using it,
@@ -49,22 +53,37 @@ def sources_command(archive: str, check: bool, no_progress: bool, authorize: dic
 
 
 def _table(found: dict, check: bool) -> None:
-    rows = [dict(row, first=(row["first"] or {}).get("flushed_at"), last=(row["last"] or {}).get("flushed_at"),
-                 kept=f"{row['kept_ranges']}/{row['ranges']}") for row in found["sources"]]
+    rows = [
+        dict(
+            row,
+            first=(row["first"] or {}).get("flushed_at"),
+            last=(row["last"] or {}).get("flushed_at"),
+            kept=f"{row['kept_ranges']}/{row['ranges']}",
+        )
+        for row in found["sources"]
+    ]
     columns = ("location", "refs", "ranges", "bytes", "kept", "first", "last") + (("status",) if check else ())
     emit(rows, False, columns)
     if found["prefixes"]:
         click.echo("")
         emit(found["prefixes"], False, ("prefix", "objects", "refs", "bytes", "kept_refs"))
     click.echo("")
-    click.echo(f"{found['objects']} objects, {found['refs']} virtual refs, {found['kept_refs']} of them kept in the archive")
+    click.echo(
+        f"{found['objects']} objects, {found['refs']} virtual refs, {found['kept_refs']} of them kept in the archive"
+    )
     if check:
-        click.echo(f"checked: {found['unchanged']} unchanged, {found['changed']} changed, {found['missing']} missing; "
-                   f"{found['safe_refs']} refs to changed or missing objects are safe (kept)")
+        click.echo(
+            f"checked: {found['unchanged']} unchanged, {found['changed']} changed, {found['missing']} missing; "
+            f"{found['safe_refs']} refs to changed or missing objects are safe (kept)"
+        )
         for row in found["sources"]:
             if row.get("status") in ("changed", "missing"):
-                click.echo(f"{row['status']}: {row['location']} ({row['why']}): {row['refs'] - row['kept_refs']} refs "
-                           f"not kept, used by {len(row['snapshots'])} snapshots: {', '.join(row['snapshots'])}")
+                click.echo(
+                    f"{row['status']}: {row['location']} ({row['why']}): {row['refs'] - row['kept_refs']} refs "
+                    f"not kept, used by {len(row['snapshots'])} snapshots: {', '.join(row['snapshots'])}"
+                )
         if found["at_risk"]:
-            click.echo(f"at risk: {len(found['at_risk_snapshots'])} snapshots read {found['at_risk_refs']} refs that "
-                       "no longer read as written")
+            click.echo(
+                f"at risk: {len(found['at_risk_snapshots'])} snapshots read {found['at_risk_refs']} refs that "
+                "no longer read as written"
+            )

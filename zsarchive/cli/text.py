@@ -67,13 +67,16 @@ def advancing(progress: Callable[[int, int], None], total: int) -> Callable[[int
         nonlocal done
         done += step
         progress(done, total)
+
     return advance
 
 
 @contextlib.contextmanager
-def stage_bars(labels: Mapping[str, str], enabled: bool = True,
-               shown: Callable[[str], Callable[[Any], str | None] | None] = lambda stage: None,
-               ) -> Iterator[Callable[[str, int, int], None] | None]:
+def stage_bars(
+    labels: Mapping[str, str],
+    enabled: bool = True,
+    shown: Callable[[str], Callable[[Any], str | None] | None] = lambda stage: None,
+) -> Iterator[Callable[[str, int, int], None] | None]:
     """Progress bars on stderr while the block runs, one per stage of the work, each drawn from the stage's
     first report (the one before it finished then), when ``enabled`` and stderr is a terminal: yields the
     ``progress(stage, done, total)`` callback, or None. ``labels``: stage -> label; ``shown(stage)``: what a
@@ -90,8 +93,9 @@ def stage_bars(labels: Mapping[str, str], enabled: bool = True,
         if bar is None:
             for other in bars.values():
                 other.render_finish()
-            bar = bars[stage] = click.progressbar(length=max(total, 1), label=labels.get(stage, stage),
-                                                  file=sys.stderr, item_show_func=shown(stage))
+            bar = bars[stage] = click.progressbar(
+                length=max(total, 1), label=labels.get(stage, stage), file=sys.stderr, item_show_func=shown(stage)
+            )
         bar.length = max(total, 1)
         bar.update(done - bar.pos, done)
 

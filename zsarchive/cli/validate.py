@@ -11,8 +11,14 @@ from zsarchive.cli.params import Parallelism
 
 
 @main.command("validate")
-@click.option("-j", "parallelism", type=Parallelism(), default="guess", show_default=True,
-              help="The number of CPUs to use for decompression.")
+@click.option(
+    "-j",
+    "parallelism",
+    type=Parallelism(),
+    default="guess",
+    show_default=True,
+    help="The number of CPUs to use for decompression.",
+)
 @click.option("--no-spinner", is_flag=True, help="Do not show a progress bar on stderr.")
 @click.argument("zs_file")
 def validate_command(zs_file: str, parallelism: int | str, no_spinner: bool) -> None:

@@ -7,14 +7,19 @@ from importlib import resources
 from importlib.resources.abc import Traversable
 from typing import Iterator
 
-CONTENT_TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8",
-                 ".css": "text/css; charset=utf-8", ".json": "application/json; charset=utf-8",
-                 ".LICENSE": "text/plain; charset=utf-8"}
+CONTENT_TYPES = {
+    ".html": "text/html; charset=utf-8",
+    ".js": "text/javascript; charset=utf-8",
+    ".css": "text/css; charset=utf-8",
+    ".json": "application/json; charset=utf-8",
+    ".LICENSE": "text/plain; charset=utf-8",
+}
 """The page's files by suffix: every file of zsarchive/frontends/static with one of these is served."""
 
 
 def page_files() -> Iterator[tuple[str, bytes]]:
     """The page's files (``zsarchive/frontends/static``: the page, its style, the reader): (relative path, bytes)."""
+
     def walk(folder: Traversable, prefix: str) -> Iterator[tuple[str, bytes]]:
         for item in sorted(folder.iterdir(), key=lambda i: i.name):
             if item.is_dir():

@@ -64,8 +64,10 @@ def write_site(archive: str | os.PathLike, outdir: str | os.PathLike, url: str |
         try:  # the folder holding them all: each copied at its place below it, so that every link still holds
             home = Path(os.path.commonpath([path.parent for path in files]))
         except ValueError:
-            raise ZSError(f"{source}: the archives of its chain lie on different drives: publish them yourself and give "
-                          "the page the fragment's URL (--url)") from None
+            raise ZSError(
+                f"{source}: the archives of its chain lie on different drives: publish them yourself and give "
+                "the page the fragment's URL (--url)"
+            ) from None
         copies = [(path, target / path.relative_to(home)) for path in files]
         named = copies[0][1].relative_to(target).as_posix()
     target.mkdir(parents=True, exist_ok=True)
@@ -81,7 +83,8 @@ def write_site(archive: str | os.PathLike, outdir: str | os.PathLike, url: str |
         copy.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(origin, copy)
         written.append(copy)
-    (target / CONFIG).write_text(json.dumps({"archive": named, "modules": modules}, ensure_ascii=False) + "\n",
-                                 encoding="utf-8")
+    (target / CONFIG).write_text(
+        json.dumps({"archive": named, "modules": modules}, ensure_ascii=False) + "\n", encoding="utf-8"
+    )
     written.append(target / CONFIG)
     return written

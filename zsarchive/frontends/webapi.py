@@ -37,8 +37,15 @@ class ArchiveAPI:
         self._lock = threading.Lock()
         self._changes: collections.OrderedDict[tuple[str, str], dict] = collections.OrderedDict()
         self.routes: dict[str, Callable[[dict[str, str]], Any]] = {
-            "summary": self.summary, "graph": self.graph, "log": self.log, "show": self.show, "ls": self.ls,
-            "heatmap": self.heatmap, "cell": self.cell, "chunk-log": self.chunk_log}
+            "summary": self.summary,
+            "graph": self.graph,
+            "log": self.log,
+            "show": self.show,
+            "ls": self.ls,
+            "heatmap": self.heatmap,
+            "cell": self.cell,
+            "chunk-log": self.chunk_log,
+        }
 
     def answer(self, name: str, params: dict[str, str]) -> Any:
         """The answer to ``/api/NAME?params``; ZSError (BadRequest, NotFound, ZSCorrupt) if there is none."""
@@ -58,8 +65,9 @@ class ArchiveAPI:
 
     def log(self, params: dict[str, str]) -> list[dict]:
         """``zs log [REF] [--since] [--until]``."""
-        return self.archive.log(params.get("ref") or None, since=params.get("since") or None,
-                                until=params.get("until") or None)
+        return self.archive.log(
+            params.get("ref") or None, since=params.get("since") or None, until=params.get("until") or None
+        )
 
     def show(self, params: dict[str, str]) -> dict:
         """``zs show REF``."""
@@ -72,8 +80,13 @@ class ArchiveAPI:
         for node in self.archive.node_infos(ref):
             row = {"path": node.path, "node_type": node.node_type, "id": node.id}
             if node.is_array:
-                row.update(shape=node.shape, num_chunks=node.num_chunks, dimension_names=node.dimension_names,
-                           dtype=node.dtype, chunk_shape=node.chunk_shape)
+                row.update(
+                    shape=node.shape,
+                    num_chunks=node.num_chunks,
+                    dimension_names=node.dimension_names,
+                    dtype=node.dtype,
+                    chunk_shape=node.chunk_shape,
+                )
             meta = node.zarr_json
             row["attributes"] = meta.get("attributes", {}) if isinstance(meta, dict) else {}
             nodes.append(row)
@@ -109,9 +122,17 @@ class ArchiveAPI:
         for i, commit in enumerate(commits):
             groups[i * ncols // len(commits)].append(commit)
         columns = [{"first": g[0], "last": g[-1], "commits": len(g)} for g in groups]
-        return {"path": changes["path"], "node_id": changes["node_id"], "num_chunks": changes["num_chunks"],
-                "total_chunks": total, "bin_starts": starts, "columns": columns, "counts": counts.tolist(),
-                "changes": int(len(changes["commit"])), "outside": int((~inside).sum())}
+        return {
+            "path": changes["path"],
+            "node_id": changes["node_id"],
+            "num_chunks": changes["num_chunks"],
+            "total_chunks": total,
+            "bin_starts": starts,
+            "columns": columns,
+            "counts": counts.tolist(),
+            "changes": int(len(changes["commit"])),
+            "outside": int((~inside).sum()),
+        }
 
     def cell(self, params: dict[str, str]) -> dict:
         """The chunks (at most ``CELL_CHUNKS``, in order) of heatmap bin BIN that column COLUMN's commits
@@ -121,11 +142,15 @@ class ArchiveAPI:
         changes, _, starts, bin_of, column = self._cells(params)
         ncols = min(len(changes["commits"]), MAX_COLUMNS)
         chosen = (bin_of == _int(params, "bin", None, 0, len(starts) - 1)) & (
-            column == _int(params, "column", None, 0, max(ncols - 1, 0)))
+            column == _int(params, "column", None, 0, max(ncols - 1, 0))
+        )
         coords = changes["coords"][chosen]  # in key order: C order, a chunk's changes next to each other
         coords = coords[np.concatenate([[True], np.any(coords[1:] != coords[:-1], axis=1)])] if len(coords) else coords
-        return {"path": changes["path"], "coords": coords[:CELL_CHUNKS].tolist(),
-                "more": max(len(coords) - CELL_CHUNKS, 0)}
+        return {
+            "path": changes["path"],
+            "coords": coords[:CELL_CHUNKS].tolist(),
+            "more": max(len(coords) - CELL_CHUNKS, 0),
+        }
 
     def chunk_log(self, params: dict[str, str]) -> list[dict]:
         """``zs chunk-log REF PATH COORDS``."""

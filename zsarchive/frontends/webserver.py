@@ -21,7 +21,7 @@ from zsarchive.frontends.webapi import ArchiveAPI
 
 SECURITY_HEADERS = {
     "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
-                               "img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+    "img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
     "X-Content-Type-Options": "nosniff",
     "Referrer-Policy": "no-referrer",
 }
@@ -39,8 +39,7 @@ class ArchiveServer(ThreadingHTTPServer):
 
     daemon_threads = True
 
-    def __init__(self, archive: RepoArchive, host: str = "127.0.0.1", port: int = 0,
-                 allowed_hosts: Iterable[str] = ()):
+    def __init__(self, archive: RepoArchive, host: str = "127.0.0.1", port: int = 0, allowed_hosts: Iterable[str] = ()):
         self.api = ArchiveAPI(archive)
         self.static = {f"/{name}": (body, content_type(name)) for name, body in page_files()}
         self.static["/"] = self.static["/index.html"]
@@ -69,10 +68,14 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         url = urlsplit(self.path)
         if _host_name(self.headers.get("Host", "")).lower() not in self.server.names:
-            self._send(403, "text/plain; charset=utf-8", b"this server answers only to its own names: "
-                       b"127.0.0.1, localhost, the address it listens on and those given with --allow-host\n")
+            self._send(
+                403,
+                "text/plain; charset=utf-8",
+                b"this server answers only to its own names: "
+                b"127.0.0.1, localhost, the address it listens on and those given with --allow-host\n",
+            )
         elif url.path.startswith("/api/"):
-            self._api(url.path[len("/api/"):], dict(parse_qsl(url.query, keep_blank_values=True)))
+            self._api(url.path[len("/api/") :], dict(parse_qsl(url.query, keep_blank_values=True)))
         elif url.path in self.server.static:
             body, kind = self.server.static[url.path]
             self._send(200, kind, body)

@@ -17,8 +17,15 @@ from xarray.backends.zarr import ZarrBackendEntrypoint
 
 from zsarchive.archive.zarrstore import open_store
 
-_DECODING = ("mask_and_scale", "decode_times", "concat_characters", "decode_coords", "drop_variables",
-             "use_cftime", "decode_timedelta")
+_DECODING = (
+    "mask_and_scale",
+    "decode_times",
+    "concat_characters",
+    "decode_coords",
+    "drop_variables",
+    "use_cftime",
+    "decode_timedelta",
+)
 """xarray's CF decoding keywords, handed to its zarr backend unchanged."""
 
 
@@ -31,45 +38,111 @@ class ZsarchiveBackendEntrypoint(BackendEntrypoint):
     """
 
     description = "Open any snapshot of a zsarchive repo archive (.zs) as a Dataset or DataTree"
-    open_dataset_parameters = ("filename_or_obj", "ref", "group", "repo", "authorize", "storage_options", "anon",
-                               *_DECODING)
+    open_dataset_parameters = (
+        "filename_or_obj",
+        "ref",
+        "group",
+        "repo",
+        "authorize",
+        "storage_options",
+        "anon",
+        *_DECODING,
+    )
 
     def guess_can_open(self, filename_or_obj: Any) -> bool:
         """Paths and URLs ending in ``.zs``."""
         return isinstance(filename_or_obj, (str, os.PathLike)) and os.fspath(filename_or_obj).endswith(".zs")
 
-    def open_dataset(self, filename_or_obj: Any, *, ref: str = "main", group: str | None = None,
-                     repo: str | None = None, authorize: Iterable[str] | Mapping[str, Mapping[str, Any]] = (),
-                     storage_options: Mapping[str, object] | None = None, anon: bool = False,
-                     mask_and_scale=True, decode_times=True, concat_characters=True, decode_coords=True,
-                     drop_variables: str | Iterable[str] | None = None, use_cftime=None,
-                     decode_timedelta=None) -> xr.Dataset:
+    def open_dataset(
+        self,
+        filename_or_obj: Any,
+        *,
+        ref: str = "main",
+        group: str | None = None,
+        repo: str | None = None,
+        authorize: Iterable[str] | Mapping[str, Mapping[str, Any]] = (),
+        storage_options: Mapping[str, object] | None = None,
+        anon: bool = False,
+        mask_and_scale=True,
+        decode_times=True,
+        concat_characters=True,
+        decode_coords=True,
+        drop_variables: str | Iterable[str] | None = None,
+        use_cftime=None,
+        decode_timedelta=None,
+    ) -> xr.Dataset:
         """The group ``group`` of the snapshot REF names, lazily (chunks are read when values are)."""
-        return _over_store(filename_or_obj, ref, repo, authorize, storage_options, anon,
-                           lambda store: ZarrBackendEntrypoint().open_dataset(
-                               store, group=group, consolidated=False, zarr_format=3, mask_and_scale=mask_and_scale,
-                               decode_times=decode_times, concat_characters=concat_characters,
-                               decode_coords=decode_coords, drop_variables=drop_variables, use_cftime=use_cftime,
-                               decode_timedelta=decode_timedelta))
+        return _over_store(
+            filename_or_obj,
+            ref,
+            repo,
+            authorize,
+            storage_options,
+            anon,
+            lambda store: ZarrBackendEntrypoint().open_dataset(
+                store,
+                group=group,
+                consolidated=False,
+                zarr_format=3,
+                mask_and_scale=mask_and_scale,
+                decode_times=decode_times,
+                concat_characters=concat_characters,
+                decode_coords=decode_coords,
+                drop_variables=drop_variables,
+                use_cftime=use_cftime,
+                decode_timedelta=decode_timedelta,
+            ),
+        )
 
-    def open_datatree(self, filename_or_obj: Any, *, ref: str = "main", group: str | None = None,
-                      repo: str | None = None, authorize: Iterable[str] | Mapping[str, Mapping[str, Any]] = (),
-                      storage_options: Mapping[str, object] | None = None, anon: bool = False,
-                      **decoding: Any) -> xr.DataTree:
+    def open_datatree(
+        self,
+        filename_or_obj: Any,
+        *,
+        ref: str = "main",
+        group: str | None = None,
+        repo: str | None = None,
+        authorize: Iterable[str] | Mapping[str, Mapping[str, Any]] = (),
+        storage_options: Mapping[str, object] | None = None,
+        anon: bool = False,
+        **decoding: Any,
+    ) -> xr.DataTree:
         """Every group under ``group`` (default the root) of the snapshot REF names, as one tree."""
-        return _over_store(filename_or_obj, ref, repo, authorize, storage_options, anon,
-                           lambda store: ZarrBackendEntrypoint().open_datatree(
-                               store, group=group, consolidated=False, zarr_format=3, **_decoding(decoding)))
+        return _over_store(
+            filename_or_obj,
+            ref,
+            repo,
+            authorize,
+            storage_options,
+            anon,
+            lambda store: ZarrBackendEntrypoint().open_datatree(
+                store, group=group, consolidated=False, zarr_format=3, **_decoding(decoding)
+            ),
+        )
 
-    def open_groups_as_dict(self, filename_or_obj: Any, *, ref: str = "main", group: str | None = None,
-                            repo: str | None = None,
-                            authorize: Iterable[str] | Mapping[str, Mapping[str, Any]] = (),
-                            storage_options: Mapping[str, object] | None = None, anon: bool = False,
-                            **decoding: Any) -> dict[str, xr.Dataset]:
+    def open_groups_as_dict(
+        self,
+        filename_or_obj: Any,
+        *,
+        ref: str = "main",
+        group: str | None = None,
+        repo: str | None = None,
+        authorize: Iterable[str] | Mapping[str, Mapping[str, Any]] = (),
+        storage_options: Mapping[str, object] | None = None,
+        anon: bool = False,
+        **decoding: Any,
+    ) -> dict[str, xr.Dataset]:
         """Path of each group under ``group`` -> its Dataset (what ``xr.open_groups`` returns)."""
-        return _over_store(filename_or_obj, ref, repo, authorize, storage_options, anon,
-                           lambda store: ZarrBackendEntrypoint().open_groups_as_dict(
-                               store, group=group, consolidated=False, zarr_format=3, **_decoding(decoding)))
+        return _over_store(
+            filename_or_obj,
+            ref,
+            repo,
+            authorize,
+            storage_options,
+            anon,
+            lambda store: ZarrBackendEntrypoint().open_groups_as_dict(
+                store, group=group, consolidated=False, zarr_format=3, **_decoding(decoding)
+            ),
+        )
 
 
 def _decoding(given: dict[str, Any]) -> dict[str, Any]:
@@ -79,8 +152,9 @@ def _decoding(given: dict[str, Any]) -> dict[str, Any]:
     return given
 
 
-def _over_store(archive: Any, ref: str, repo: Any, authorize: Any, storage_options: Any, anon: bool,
-                opener: Callable[[Any], Any]) -> Any:
+def _over_store(
+    archive: Any, ref: str, repo: Any, authorize: Any, storage_options: Any, anon: bool, opener: Callable[[Any], Any]
+) -> Any:
     """``opener`` (xarray's zarr backend) over the snapshot's store; closing what it returns (a Dataset, a
     DataTree, or the first Dataset of a dict of groups) closes the archive too: xarray leaves a store it
     was given open."""
@@ -112,18 +186,18 @@ def _default_chunks() -> dict | None:
     return {} if importlib.util.find_spec("dask") is not None else None
 
 
-def open_dataset(archive: Any, ref: str = "main", group: str | None = None, *, chunks: Any = "default",
-                 **kwargs: Any) -> xr.Dataset:
+def open_dataset(
+    archive: Any, ref: str = "main", group: str | None = None, *, chunks: Any = "default", **kwargs: Any
+) -> xr.Dataset:
     """``xr.open_dataset(archive, engine="zsarchive", ...)`` with ``open_zarr``'s default chunks: dask
     arrays chunked as stored (plain lazy arrays without dask)."""
     chunks = _default_chunks() if chunks == "default" else chunks
-    return xr.open_dataset(archive, engine=ZsarchiveBackendEntrypoint, ref=ref, group=group, chunks=chunks,
-                           **kwargs)
+    return xr.open_dataset(archive, engine=ZsarchiveBackendEntrypoint, ref=ref, group=group, chunks=chunks, **kwargs)
 
 
-def open_datatree(archive: Any, ref: str = "main", group: str | None = None, *, chunks: Any = "default",
-                  **kwargs: Any) -> xr.DataTree:
+def open_datatree(
+    archive: Any, ref: str = "main", group: str | None = None, *, chunks: Any = "default", **kwargs: Any
+) -> xr.DataTree:
     """``xr.open_datatree(archive, engine="zsarchive", ...)`` with ``open_zarr``'s default chunks."""
     chunks = _default_chunks() if chunks == "default" else chunks
-    return xr.open_datatree(archive, engine=ZsarchiveBackendEntrypoint, ref=ref, group=group, chunks=chunks,
-                            **kwargs)
+    return xr.open_datatree(archive, engine=ZsarchiveBackendEntrypoint, ref=ref, group=group, chunks=chunks, **kwargs)

@@ -70,6 +70,7 @@ def metadata_items(owner, spec_version: int, what: str, must_sort: bool) -> dict
 
 # -- encoding: pieces shared by the encoders of several file types ------------------------------
 
+
 def offsets_vector(b, offsets: list[int]) -> int:
     """A vector of the tables or strings at ``offsets`` (already in builder ``b``)."""
     b.StartVector(4, len(offsets), 4)
@@ -93,7 +94,7 @@ def ids_vector(b, id_texts: list[str], nbytes: int) -> int:
     b.StartVector(nbytes, len(id_texts), 1)
     for id_text in reversed(id_texts):
         b.head = b.head - nbytes
-        b.Bytes[b.head:b.head + nbytes] = ids.decode(id_text, nbytes)
+        b.Bytes[b.head : b.head + nbytes] = ids.decode(id_text, nbytes)
     return b.EndVector()
 
 
@@ -101,7 +102,7 @@ def id_struct(b, text: str, nbytes: int) -> int:
     """An ObjectId12 or ObjectId8 struct inline (call right before adding it as a table field)."""
     b.Prep(1, nbytes)
     b.head = b.head - nbytes
-    b.Bytes[b.head:b.head + nbytes] = ids.decode(text, nbytes)
+    b.Bytes[b.head : b.head + nbytes] = ids.decode(text, nbytes)
     return b.Offset()
 
 

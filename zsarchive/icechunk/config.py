@@ -28,8 +28,9 @@ def _loader() -> type:
         def compose_node(self, parent, index):
             if self.check_event(yaml.AliasEvent):
                 mark = self.peek_event().start_mark
-                raise yaml.YAMLError(f"an alias at line {mark.line + 1}, column {mark.column + 1} (aliases are "
-                                     f"not accepted)")
+                raise yaml.YAMLError(
+                    f"an alias at line {mark.line + 1}, column {mark.column + 1} (aliases are not accepted)"
+                )
             return super().compose_node(parent, index)
 
     def tagged(loader: yaml.SafeLoader, suffix: str, node: yaml.Node) -> dict:
@@ -74,14 +75,18 @@ def _tagged(value: Any, kind: type[_Tagged] = _Tagged, inner: Callable[[Any], An
     """``value`` marked to be written as a tag where it is a map of one key (anything else as it is)."""
     if not (isinstance(value, dict) and len(value) == 1):
         return value
-    (tag, content), = value.items()
+    ((tag, content),) = value.items()
     return kind({tag: inner(content) if inner is not None else content})
 
 
 def _condition(value: Any) -> Any:
     """A splitting or preload condition: ``!or`` and ``!and`` hold conditions in turn."""
-    if isinstance(value, dict) and len(value) == 1 and next(iter(value)) in ("or", "and") and \
-            isinstance(next(iter(value.values())), list):
+    if (
+        isinstance(value, dict)
+        and len(value) == 1
+        and next(iter(value)) in ("or", "and")
+        and isinstance(next(iter(value.values())), list)
+    ):
         return _tagged(value, inner=lambda items: [_condition(item) for item in items])
     return _tagged(value)
 
@@ -93,6 +98,7 @@ def _dim_condition(value: Any) -> Any:
 
 def _mark(config: dict) -> None:
     """Mark, in place, each value icechunk's configuration schema holds as a tagged enum."""
+
     def items(value: Any) -> list:
         return value if isinstance(value, list) else []
 
@@ -127,7 +133,7 @@ def _dumper() -> type:
             return super().choose_scalar_style()
 
     def represent(dumper: yaml.SafeDumper, value: _Tagged):
-        (tag, inner), = value.items()
+        ((tag, inner),) = value.items()
         if isinstance(inner, dict):
             return dumper.represent_mapping("!" + tag, inner)
         if isinstance(inner, list):

@@ -36,8 +36,10 @@ def _spend(count: int) -> None:
         return
     budget[0] -= count
     if budget[0] < 0:
-        raise FlatBufferError(f"its tables share vectors or strings so often that reading it would take over "
-                              f"{budget[1]:,} element reads for a {budget[2]:,}-byte buffer")
+        raise FlatBufferError(
+            f"its tables share vectors or strings so often that reading it would take over "
+            f"{budget[1]:,} element reads for a {budget[2]:,}-byte buffer"
+        )
 
 
 def vtable_slots(buf, vtable: int, count: int, where: str) -> tuple[int, list[int]]:
@@ -102,7 +104,7 @@ class CheckedTable(table.Table):
         if start + 4 + length > len(self.Bytes):
             raise FlatBufferError(f"string at {start} of length {length} runs past the buffer end")
         _spend(length)
-        return bytes(self.Bytes[start + 4:start + 4 + length])
+        return bytes(self.Bytes[start + 4 : start + 4 + length])
 
     def VectorLen(self, off):
         start = self.Pos + off
@@ -149,7 +151,7 @@ def struct_bytes(obj, size: int) -> bytes:
     pos = tab.Pos
     if pos < 0 or pos + size > len(tab.Bytes):
         raise FlatBufferError(f"{size}-byte struct at {pos} outside the {len(tab.Bytes)}-byte buffer")
-    return bytes(tab.Bytes[pos:pos + size])
+    return bytes(tab.Bytes[pos : pos + size])
 
 
 def _vector(obj, slot: int, item_size: int, what: str):
@@ -171,7 +173,7 @@ def byte_vector(obj, slot: int) -> bytes | None:
     if found is None:
         return None
     buf, start, length = found
-    return bytes(buf[start:start + length])
+    return bytes(buf[start : start + length])
 
 
 @overload
@@ -199,8 +201,10 @@ def check_sorted(keys: list, what: str) -> None:
     """Raise unless ``keys`` is strictly ascending (a spec "MUST be sorted" rule, duplicates included)."""
     for i in range(1, len(keys)):
         if not keys[i - 1] < keys[i]:
-            raise FlatBufferError(f"{what} MUST be sorted, but entry {i} ({keys[i]!r}) "
-                                  f"does not come after entry {i - 1} ({keys[i - 1]!r})")
+            raise FlatBufferError(
+                f"{what} MUST be sorted, but entry {i} ({keys[i]!r}) "
+                f"does not come after entry {i - 1} ({keys[i - 1]!r})"
+            )
 
 
 def u32_vector(obj, slot: int) -> tuple[int, ...] | None:

@@ -22,7 +22,7 @@ def gather(b: np.ndarray, at: np.ndarray, dtype: str) -> np.ndarray:
     width = np.dtype(dtype).itemsize
     if not (at & (width - 1)).any():
         # FlatBuffers aligns every scalar to its size: one gather from a view of the whole buffer.
-        return np.take(b[:len(b) - len(b) % width].view(dtype), at >> _SHIFTS[width])
+        return np.take(b[: len(b) - len(b) % width].view(dtype), at >> _SHIFTS[width])
     return b[at[:, None] + BYTE[:width]].view(dtype).reshape(-1)
 
 
@@ -76,12 +76,15 @@ def offset_vector(buf: bytes, start: int, lo: int, hi: int) -> np.ndarray:
     """Positions of the tables that entries ``lo`` to ``hi`` of the uoffset vector at ``start`` point to
     (the vector itself must already be known to fit the buffer)."""
     n = hi - lo
-    return start + 4 * lo + 4 * np.arange(n, dtype=np.int64) + \
-        np.frombuffer(buf, "<u4", n, start + 4 * lo).astype(np.int64)
+    return (
+        start
+        + 4 * lo
+        + 4 * np.arange(n, dtype=np.int64)
+        + np.frombuffer(buf, "<u4", n, start + 4 * lo).astype(np.int64)
+    )
 
 
-def uint32_vectors(b: np.ndarray, vec: np.ndarray, where: Callable[[int], str],
-                   ndim: int | None = None) -> np.ndarray:
+def uint32_vectors(b: np.ndarray, vec: np.ndarray, where: Callable[[int], str], ndim: int | None = None) -> np.ndarray:
     """The ``[uint32]`` vectors whose length prefixes sit at ``vec``, as an (n, ndim) matrix.
 
     All must have one length (``ndim`` if given); ``where(j)`` names entry j in errors.
@@ -91,18 +94,21 @@ def uint32_vectors(b: np.ndarray, vec: np.ndarray, where: Callable[[int], str],
         raise FlatBufferError(f"{where(j)}: uint32 vector at {int(vec[j])} outside the buffer")
     lengths = gather(b, vec, "<u4")
     if (j := first(vec + 4 + 4 * lengths.astype(np.int64) > size)) is not None:
-        raise FlatBufferError(f"{where(j)}: uint32 vector at {int(vec[j])} of length {int(lengths[j])} runs "
-                              f"past the buffer end")
+        raise FlatBufferError(
+            f"{where(j)}: uint32 vector at {int(vec[j])} of length {int(lengths[j])} runs past the buffer end"
+        )
     if ndim is None:
         ndim = int(lengths[0]) if n else 0
     if (j := first(lengths != ndim)) is not None:
-        raise FlatBufferError(f"{where(j)}: uint32 vector at {int(vec[j])} has {int(lengths[j])} coordinates, "
-                              f"the entries before it {ndim}")
+        raise FlatBufferError(
+            f"{where(j)}: uint32 vector at {int(vec[j])} has {int(lengths[j])} coordinates, "
+            f"the entries before it {ndim}"
+        )
     if n * 4 * (ndim + 1) > size:  # distinct vectors cannot overlap: these are bogus
         raise FlatBufferError(f"{where(0)}: {n} uint32 vectors of length {ndim} cannot fit the buffer")
     starts = vec + 4
     if not (starts & 3).any():
-        words, first_word = b[:size - size % 4].view("<u4"), starts >> 2
+        words, first_word = b[: size - size % 4].view("<u4"), starts >> 2
         out = np.empty((n, ndim), np.uint32)
         for axis in range(ndim):  # a 1-d gather per axis: ~3x one 2-d gather
             out[:, axis] = np.take(words, first_word + axis)
@@ -134,4 +140,3 @@ def first_unsorted(rows: np.ndarray, previous: np.ndarray | None = None) -> int 
     ok = differ[at, column] & (a[at, column] < c[at, column])
     j = first(~ok)
     return None if j is None else j + 1
-

@@ -27,17 +27,17 @@ FILE_TYPE_NAMES = {
 def parse_header(raw: bytes, name: str) -> FileHeader:
     """The header at the start of ``raw`` (the file ``name``); ZSCorrupt if it is not one."""
     if len(raw) < HEADER_LENGTH:
-        if not MAGIC.startswith(bytes(raw[:len(MAGIC)])):
+        if not MAGIC.startswith(bytes(raw[: len(MAGIC)])):
             raise ZSCorrupt(f"{name}: not an Icechunk file (wrong magic at offset 0)")
         raise ZSCorrupt(f"{name}: truncated: {len(raw)} bytes, the header alone needs {HEADER_LENGTH}")
-    if raw[:len(MAGIC)] != MAGIC:
+    if raw[: len(MAGIC)] != MAGIC:
         raise ZSCorrupt(f"{name}: not an Icechunk file (wrong magic at offset 0)")
-    impl_raw = bytes(raw[len(MAGIC):len(MAGIC) + NAME_BYTES])
+    impl_raw = bytes(raw[len(MAGIC) : len(MAGIC) + NAME_BYTES])
     try:
         implementation = impl_raw.decode("utf-8").rstrip(" ")
     except UnicodeDecodeError:
         raise ZSCorrupt(f"{name}: implementation name at offset {len(MAGIC)} is not UTF-8") from None
-    spec_version, file_type, compression = raw[HEADER_LENGTH - 3:HEADER_LENGTH]
+    spec_version, file_type, compression = raw[HEADER_LENGTH - 3 : HEADER_LENGTH]
     if spec_version not in (1, 2):
         raise ZSCorrupt(f"{name}: unknown spec version {spec_version} at offset {HEADER_LENGTH - 3}")
     try:
@@ -53,8 +53,9 @@ def open_file(raw: bytes, name: str, expected: FileType) -> tuple[FileHeader, by
     """Check the header of ``raw`` says ``expected`` and return it with the decompressed payload."""
     header = parse_header(raw, name)
     if header.file_type != expected:
-        raise ZSCorrupt(f"{name}: file type is {FILE_TYPE_NAMES[header.file_type]}, "
-                        f"expected {FILE_TYPE_NAMES[expected]}")
+        raise ZSCorrupt(
+            f"{name}: file type is {FILE_TYPE_NAMES[header.file_type]}, expected {FILE_TYPE_NAMES[expected]}"
+        )
     body = raw[HEADER_LENGTH:]
     if header.compression == COMPRESSION_NONE:
         return header, bytes(body)
@@ -84,8 +85,7 @@ def frame_form(implementation: str) -> FrameForm:
     """The frame form of the files an implementation (a header's name, ``ic-2.3.0`` ...) writes, as far as
     it is known: the Rust crates 0.x (icechunk 1.x), 2.0 and 2.1 wrote no content size; 2.3 writes it, and
     so does zsarchive for any other name."""
-    return FrameForm.UNSIZED if implementation.startswith(("ic-0.", "ic-1.", "ic-2.0.", "ic-2.1.")) \
-        else FrameForm.SIZED
+    return FrameForm.UNSIZED if implementation.startswith(("ic-0.", "ic-1.", "ic-2.0.", "ic-2.1.")) else FrameForm.SIZED
 
 
 def compressor(form: FrameForm, content: int, level: int = 3) -> zstandard.ZstdCompressionObj:
@@ -104,17 +104,27 @@ def _head(file_type: FileType, spec_version: int, implementation: str) -> bytes:
     return MAGIC + name.ljust(NAME_BYTES, b" ") + bytes((spec_version, int(file_type), COMPRESSION_ZSTD))
 
 
-def wrap_file(file_type: FileType, spec_version: int, payload: bytes | bytearray, implementation: str = IMPLEMENTATION,
-              level: int = 3) -> bytes:
+def wrap_file(
+    file_type: FileType,
+    spec_version: int,
+    payload: bytes | bytearray,
+    implementation: str = IMPLEMENTATION,
+    level: int = 3,
+) -> bytes:
     """A whole metadata file: the header, then ``payload`` (a finished FlatBuffer) as one zstd frame, as
     icechunk writes it (:func:`compressor`)."""
     stream = compressor(frame_form(implementation), len(payload), level)
-    return wrap_frame(file_type, spec_version, stream.compress(payload) + stream.flush(), len(payload),
-                      implementation)
+    return wrap_frame(file_type, spec_version, stream.compress(payload) + stream.flush(), len(payload), implementation)
 
 
-def wrap_frame(file_type: FileType, spec_version: int, frame: bytes | bytearray, content: int,
-               implementation: str = IMPLEMENTATION, size: int | None = None) -> bytes:
+def wrap_frame(
+    file_type: FileType,
+    spec_version: int,
+    frame: bytes | bytearray,
+    content: int,
+    implementation: str = IMPLEMENTATION,
+    size: int | None = None,
+) -> bytes:
     """The header, then ``frame`` (one zstd frame of ``content`` bytes, from :func:`compressor`).
 
     ``size``: the length the file should have (a snapshot names its manifests' sizes, and icechunk reads
@@ -149,10 +159,10 @@ def _padded_frame(frame: bytes | bytearray, content: int, size: int) -> bytes | 
         return None  # a checksum or a dictionary id: not a frame written above
     start = 5 + (not single)
     fcs_size = (1 if single else 0, 2, 4, 8)[fcs_flag]
-    blocks = frame[start + fcs_size:]
+    blocks = frame[start + fcs_size :]
     at, last = 0, None
     while at + 3 <= len(blocks):  # find the last block, to clear its "last" bit
-        head = int.from_bytes(blocks[at:at + 3], "little")
+        head = int.from_bytes(blocks[at : at + 3], "little")
         last = at
         at += 3 + (1 if (head >> 1) & 3 == 1 else head >> 3)
         if head & 1:

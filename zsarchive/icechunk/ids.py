@@ -49,10 +49,10 @@ def decode_many(texts: list[str], nbytes: int):
     values = np.frombuffer(_DIGITS, np.uint8)[np.frombuffer(joined, np.uint8).reshape(len(texts), nchars)]
     bad = (values == 255).any(axis=1)
     bits = np.unpackbits(values[:, :, None], axis=2)[:, :, 3:].reshape(len(texts), 5 * nchars)
-    bad |= bits[:, 8 * nbytes:].any(axis=1)  # padding bits
+    bad |= bits[:, 8 * nbytes :].any(axis=1)  # padding bits
     if bad.any():
         decode(texts[int(bad.argmax())], nbytes)  # raises, naming it
-    return np.packbits(bits[:, :8 * nbytes], axis=1)
+    return np.packbits(bits[:, : 8 * nbytes], axis=1)
 
 
 _DIGITS = bytes(_VALUES.get(chr(b), 255) for b in range(256))

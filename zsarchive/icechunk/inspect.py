@@ -11,9 +11,7 @@ import json
 from typing import Any
 
 from zsarchive.icechunk.header import inspect_header
-from zsarchive.icechunk.model import (
-    ChunkRef, Node, NodeType, RepoInfo, RepoStatus, SnapshotInfo, Update, format_time,
-)
+from zsarchive.icechunk.model import ChunkRef, Node, NodeType, RepoInfo, RepoStatus, SnapshotInfo, Update, format_time
 from zsarchive.icechunk.repository import Repository
 
 # icechunk's inspect output spells availability with the schema's enum names.
@@ -113,8 +111,9 @@ def inspect_snapshot(repo: Repository, snapshot_id: str) -> dict:
         flushed_at=format_time(snap.flushed_at),
         commit_message=snap.message,
         metadata=snap.metadata,
-        manifests=[{"id": m.id, "size_bytes": m.size_bytes, "num_chunk_refs": m.num_chunk_refs}
-                   for m in snap.manifest_files],
+        manifests=[
+            {"id": m.id, "size_bytes": m.size_bytes, "num_chunk_refs": m.num_chunk_refs} for m in snap.manifest_files
+        ],
         nodes=[_node(n) for n in snap.nodes],
     )
     return out
@@ -148,14 +147,21 @@ def inspect_manifest(repo: Repository, manifest_id: str, with_refs: bool = False
         counts = manifest.kind_counts(info.node_id)
         compressed += manifest.compressed_locations(info.node_id)
         totals = [a + b for a, b in zip(totals, counts)]
-        entry: dict[str, Any] = {"node_id": info.node_id, "num_chunk_refs": info.num_chunk_refs,
-                                 "num_inline": counts[0], "num_native": counts[1], "num_virtual": counts[2]}
+        entry: dict[str, Any] = {
+            "node_id": info.node_id,
+            "num_chunk_refs": info.num_chunk_refs,
+            "num_inline": counts[0],
+            "num_native": counts[1],
+            "num_virtual": counts[2],
+        }
         if with_refs:
             entry["refs"] = [ref_json(r) for r in manifest.chunk_refs(info.node_id)]
         arrays.append(entry)
-    compression: dict[str, Any] = {"uses_location_compression": manifest.location_dictionary is not None,
-                                   "num_compressed_refs": compressed,
-                                   "compression_algorithm": manifest.compression_algorithm}
+    compression: dict[str, Any] = {
+        "uses_location_compression": manifest.location_dictionary is not None,
+        "num_compressed_refs": compressed,
+        "compression_algorithm": manifest.compression_algorithm,
+    }
     if manifest.location_dictionary is not None:
         compression["dictionary_size_bytes"] = len(manifest.location_dictionary)
     return {
@@ -187,16 +193,23 @@ def inspect_transaction_log(repo: Repository, snapshot_id: str) -> dict:
         "deleted_arrays": log.deleted_arrays,
         "updated_groups": log.updated_groups,
         "updated_arrays": log.updated_arrays,
-        "updated_chunks": [{"node_id": node_id, "chunks": [list(c) for c in coords]}
-                           for node_id, coords in log.updated_chunks.items()],
-        "moved_nodes": [{"from": m.from_path, "to": m.to_path, "node_id": m.node_id,
-                         "node_type": None if m.node_type is None else m.node_type.value}
-                        for m in log.moved_nodes],
+        "updated_chunks": [
+            {"node_id": node_id, "chunks": [list(c) for c in coords]} for node_id, coords in log.updated_chunks.items()
+        ],
+        "moved_nodes": [
+            {
+                "from": m.from_path,
+                "to": m.to_path,
+                "node_id": m.node_id,
+                "node_type": None if m.node_type is None else m.node_type.value,
+            }
+            for m in log.moved_nodes
+        ],
     }
     if changes.merged or changes.missing:
         out["synthetic_composite"] = {
             "note": "expire_snapshots removed ancestors of this snapshot: their transaction logs are merged "
-                    "into its own here; the header is that of its own log",
+            "into its own here; the header is that of its own log",
             "merged_pruned_ancestor_tx_logs": list(changes.merged),
             "missing_tx_logs": list(changes.missing),
         }

@@ -19,7 +19,8 @@ def local_kind(path: str | os.PathLike) -> str | None:
     path = os.fspath(path)
     if os.path.isdir(path):
         if os.path.isfile(os.path.join(path, "repo")) or (
-                os.path.isdir(os.path.join(path, "refs")) and os.path.isdir(os.path.join(path, "snapshots"))):
+            os.path.isdir(os.path.join(path, "refs")) and os.path.isdir(os.path.join(path, "snapshots"))
+        ):
             return REPOSITORY
         return None
     if os.path.basename(path) == "repo" and os.path.isdir(os.path.join(os.path.dirname(path) or ".", "snapshots")):
@@ -35,11 +36,15 @@ def local_kind(path: str | os.PathLike) -> str | None:
 def repository_not_archive(name: str) -> ZSError:
     """The error for an Icechunk repository given where an archive belongs."""
     repo = os.path.dirname(name) if os.path.basename(name.rstrip("/")) == "repo" and not os.path.isdir(name) else name
-    return ZSError(f"{name}: is an Icechunk repository, not an archive; make an archive of it first: "
-                   f"zs export {repo or '.'} OUT.zs")
+    return ZSError(
+        f"{name}: is an Icechunk repository, not an archive; make an archive of it first: "
+        f"zs export {repo or '.'} OUT.zs"
+    )
 
 
 def archive_not_repository(name: str) -> ZSError:
     """The error for a ZS file (an archive, most likely) given where an Icechunk repository belongs."""
-    return ZSError(f"{name}: is a ZS file (an archive?), not an Icechunk repository; give the directory or URL "
-                   "of the repository (an archive is read by zs log, ls, chunk ... and open_store)")
+    return ZSError(
+        f"{name}: is a ZS file (an archive?), not an Icechunk repository; give the directory or URL "
+        "of the repository (an archive is read by zs log, ls, chunk ... and open_store)"
+    )

@@ -24,6 +24,7 @@ NodeId = str
 JSONValue = Any
 """A JSON-compatible value decoded from FlexBuffers (V2) or MessagePack (V1)."""
 
+
 class FileType(enum.IntEnum):
     """The file type byte of the common binary header."""
 
@@ -221,8 +222,10 @@ class TransactionLog:
     @property
     def updated_chunks(self) -> dict[NodeId, list[tuple[int, ...]]]:
         """Node id -> coordinates (tuples) of the chunks written, in the file's order."""
-        return {node_id: list(zip(*coords.T.tolist())) if coords.shape[1] else [()] * len(coords)
-                for node_id, coords in self.updated_coords.items()}
+        return {
+            node_id: list(zip(*coords.T.tolist())) if coords.shape[1] else [()] * len(coords)
+            for node_id, coords in self.updated_coords.items()
+        }
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,8 +5,16 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from zsarchive.icechunk.common import decoding, id12, id_struct, ids_vector, metadata_items, metadata_vector, \
-    offsets_vector, timestamp
+from zsarchive.icechunk.common import (
+    decoding,
+    id12,
+    id_struct,
+    ids_vector,
+    metadata_items,
+    metadata_vector,
+    offsets_vector,
+    timestamp,
+)
 from zsarchive.icechunk.flatbuf import FlatBufferError, byte_vector, check_sorted, require, root, table_of, text
 from zsarchive.icechunk.generated.Repo import Repo
 from zsarchive.icechunk.generated.UpdateType import UpdateType
@@ -28,13 +36,15 @@ _UPDATE_FIELDS: dict[str, list[tuple[str, str, str]]] = {
     "BranchDeletedUpdate": [("name", "Name", "str"), ("previous_snap_id", "PreviousSnapId", "id")],
     "BranchResetUpdate": [("name", "Name", "str"), ("previous_snap_id", "PreviousSnapId", "id")],
     "NewCommitUpdate": [("branch", "Branch", "str"), ("new_snap_id", "NewSnapId", "id")],
-    "CommitAmendedUpdate": [("branch", "Branch", "str"), ("previous_snap_id", "PreviousSnapId", "id"),
-                            ("new_snap_id", "NewSnapId", "id")],
+    "CommitAmendedUpdate": [
+        ("branch", "Branch", "str"),
+        ("previous_snap_id", "PreviousSnapId", "id"),
+        ("new_snap_id", "NewSnapId", "id"),
+    ],
     "NewDetachedSnapshotUpdate": [("new_snap_id", "NewSnapId", "id")],
     "GCRanUpdate": [],
     "ExpirationRanUpdate": [],
-    "FeatureFlagChangedUpdate": [("id", "Id", "int"), ("new_value", "NewValue", "bool"),
-                                 ("is_set", "IsSet", "bool")],
+    "FeatureFlagChangedUpdate": [("id", "Id", "int"), ("new_value", "NewValue", "bool"), ("is_set", "IsSet", "bool")],
     "RepoStatusChangedUpdate": [("status", "Status", "status")],
 }
 _UPDATE_NAMES = {getattr(UpdateType, name): name for name in _UPDATE_FIELDS}
@@ -48,8 +58,11 @@ def _status(obj, what: str) -> RepoStatus:
     if availability not in AVAILABILITY:
         raise FlatBufferError(f"{what}.availability has unknown value {availability}")
     set_at = timestamp(obj.SetAt(), f"{what}.set_at")
-    return RepoStatus(AVAILABILITY[availability], set_at or None,
-                      text(obj.LimitedAvailabilityReason(), f"{what}.limited_availability_reason"))
+    return RepoStatus(
+        AVAILABILITY[availability],
+        set_at or None,
+        text(obj.LimitedAvailabilityReason(), f"{what}.limited_availability_reason"),
+    )
 
 
 def _update(obj, j: int) -> Update:
@@ -71,8 +84,9 @@ def _update(obj, j: int) -> Update:
             details[field] = _status(require(value, where), where)
         else:
             details[field] = value
-    return Update(kind, timestamp(obj.UpdatedAt(), f"{what}.updated_at"),
-                  text(obj.BackupPath(), f"{what}.backup_path"), details)
+    return Update(
+        kind, timestamp(obj.UpdatedAt(), f"{what}.updated_at"), text(obj.BackupPath(), f"{what}.backup_path"), details
+    )
 
 
 def _refs(count: int, get, snapshots: list[SnapshotInfo], what: str) -> dict[str, str]:
@@ -113,14 +127,19 @@ def decode_repo_info(raw: bytes, name: str) -> RepoInfo:
             parent = info.ParentOffset()
             if not -1 <= parent < len(snap_ids) or parent == j:
                 raise FlatBufferError(f"snapshots[{j}].parent_offset {parent} is not a valid snapshot index")
-            snapshots.append(SnapshotInfo(
-                snap_ids[j], None if parent == -1 else snap_ids[parent],
-                timestamp(info.FlushedAt(), f"snapshots[{j}].flushed_at"),
-                text(require(info.Message(), f"snapshots[{j}].message"), f"snapshots[{j}].message"),
-                metadata_items(info, spec, f"snapshots[{j}].metadata", must_sort=False),
-                tuple(id12(info.PrunedAncestorTxLogs(k), f"snapshots[{j}].pruned_ancestor_tx_logs[{k}]")
-                      for k in range(info.PrunedAncestorTxLogsLength())),
-            ))
+            snapshots.append(
+                SnapshotInfo(
+                    snap_ids[j],
+                    None if parent == -1 else snap_ids[parent],
+                    timestamp(info.FlushedAt(), f"snapshots[{j}].flushed_at"),
+                    text(require(info.Message(), f"snapshots[{j}].message"), f"snapshots[{j}].message"),
+                    metadata_items(info, spec, f"snapshots[{j}].metadata", must_sort=False),
+                    tuple(
+                        id12(info.PrunedAncestorTxLogs(k), f"snapshots[{j}].pruned_ancestor_tx_logs[{k}]")
+                        for k in range(info.PrunedAncestorTxLogsLength())
+                    ),
+                )
+            )
         deleted_raw = [require(repo.DeletedTags(j), f"deleted_tags[{j}]") for j in range(repo.DeletedTagsLength())]
         check_sorted(deleted_raw, "deleted_tags")
         config_raw = byte_vector(repo, 22)
@@ -165,10 +184,14 @@ def _encode_update(b, update: Update) -> int:
     from zsarchive.icechunk.generated import Update as U
 
     module = importlib.import_module(f"zsarchive.icechunk.generated.{update.type}")
-    strings = {field: b.CreateString(update.details[field]) for field, _, how in _UPDATE_FIELDS[update.type]
-               if how == "str"}
-    statuses = {field: _encode_status(b, update.details[field]) for field, _, how in _UPDATE_FIELDS[update.type]
-                if how == "status"}
+    strings = {
+        field: b.CreateString(update.details[field]) for field, _, how in _UPDATE_FIELDS[update.type] if how == "str"
+    }
+    statuses = {
+        field: _encode_status(b, update.details[field])
+        for field, _, how in _UPDATE_FIELDS[update.type]
+        if how == "status"
+    }
     module.Start(b)
     for field, accessor, how in _UPDATE_FIELDS[update.type]:
         add = getattr(module, "Add" + accessor)

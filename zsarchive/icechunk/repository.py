@@ -15,8 +15,18 @@ from zsarchive.icechunk.config import load_config
 from zsarchive.icechunk.header import HEADER_LENGTH, parse_header
 from zsarchive.icechunk.manifest.decode import decode_manifest
 from zsarchive.icechunk.model import (
-    ChunkRef, CommitChanges, Manifest, Node, NodeType, RepoInfo, RepoStatus, Snapshot, SnapshotId, SnapshotInfo,
-    TransactionLog, Update,
+    ChunkRef,
+    CommitChanges,
+    Manifest,
+    Node,
+    NodeType,
+    RepoInfo,
+    RepoStatus,
+    Snapshot,
+    SnapshotId,
+    SnapshotInfo,
+    TransactionLog,
+    Update,
 )
 from zsarchive.icechunk.repo_info import decode_repo_info
 from zsarchive.icechunk.snapshot import decode_snapshot
@@ -68,15 +78,19 @@ class Repository:
             self._spec = 1
             self._v2_info = None
             if not storage.can_list:
-                raise ZSError(f"{storage.name}: an Icechunk spec-V1 repository needs a store that can list "
-                              f"(S3, GCS, Azure or a local directory); a plain HTTP server cannot")
+                raise ZSError(
+                    f"{storage.name}: an Icechunk spec-V1 repository needs a store that can list "
+                    f"(S3, GCS, Azure or a local directory); a plain HTTP server cannot"
+                )
         else:
-            raise ZSError(f"{storage.name}: not an Icechunk repository (no 'repo' file and no "
-                          f"'refs/branch.main/ref.json')")
+            raise ZSError(
+                f"{storage.name}: not an Icechunk repository (no 'repo' file and no 'refs/branch.main/ref.json')"
+            )
 
     @classmethod
-    def open(cls, location: "str | Location", storage_options: Mapping[str, object] | None = None,
-             anon: bool = False) -> "Repository":
+    def open(
+        cls, location: "str | Location", storage_options: Mapping[str, object] | None = None, anon: bool = False
+    ) -> "Repository":
         """Open a local directory or a ``file://``, ``s3://``, ``gs://``, ``az://`` or ``http(s)://`` URL;
         ZSError (one line) if it cannot be reached or is not an Icechunk repository."""
         return cls(open_storage(location, storage_options, anon))
@@ -136,12 +150,27 @@ class Repository:
         config_raw = self.storage.read("config.yaml")
         config = None
         if config_raw is not None and len(config_raw) > ceiling("ZSARCHIVE_MAX_YAML"):
-            raise ZSCorrupt(f"{self._name('config.yaml')}: {len(config_raw)} bytes, more than the ceiling "
-                            f"ZSARCHIVE_MAX_YAML ({ceiling('ZSARCHIVE_MAX_YAML')}; raise it for input you trust)")
+            raise ZSCorrupt(
+                f"{self._name('config.yaml')}: {len(config_raw)} bytes, more than the ceiling "
+                f"ZSARCHIVE_MAX_YAML ({ceiling('ZSARCHIVE_MAX_YAML')}; raise it for input you trust)"
+            )
         if config_raw is not None:
             config = load_config(config_raw, self._name("config.yaml"))
-        return RepoInfo(None, 1, dict(sorted(branches.items())), dict(sorted(tags.items())), sorted(deleted),
-                        sorted(infos, key=lambda i: i.id), None, {}, [], None, config, [], [])
+        return RepoInfo(
+            None,
+            1,
+            dict(sorted(branches.items())),
+            dict(sorted(tags.items())),
+            sorted(deleted),
+            sorted(infos, key=lambda i: i.id),
+            None,
+            {},
+            [],
+            None,
+            config,
+            [],
+            [],
+        )
 
     # ---- the repo info ----
 
@@ -214,8 +243,11 @@ class Repository:
     def ancestry(self, ref: str) -> list[SnapshotInfo]:
         """The commit history from ``ref`` back to the initial snapshot, newest first."""
         out: list[SnapshotInfo] = []
-        for current in parent_chain(self.resolve(ref), lambda sid: out[-1].parent_id, lambda at: ZSCorrupt(
-                f"{self.storage.name}: the parent chain of {ref!r} loops at snapshot {at}")):
+        for current in parent_chain(
+            self.resolve(ref),
+            lambda sid: out[-1].parent_id,
+            lambda at: ZSCorrupt(f"{self.storage.name}: the parent chain of {ref!r} loops at snapshot {at}"),
+        ):
             info = self._snapshot_info(current)
             if info is None:
                 child = out[-1].id if out else ref
@@ -247,9 +279,11 @@ class Repository:
                 raise ZSCorrupt(f"{self._name(key)}: holds manifest {manifest.id}, not {manifest_id}")
             self._manifests[manifest_id] = manifest
             v2 = manifest.header.spec_version >= 2  # a V1 manifest has no location compression
-            self._forms[key] = FileForm(manifest.header.implementation,
-                                        manifest.compression_algorithm if v2 else None,
-                                        manifest.location_dictionary if v2 else None)
+            self._forms[key] = FileForm(
+                manifest.header.implementation,
+                manifest.compression_algorithm if v2 else None,
+                manifest.location_dictionary if v2 else None,
+            )
             while len(self._manifests) > _MANIFEST_CACHE:
                 self._manifests.popitem(last=False)
         return manifest
@@ -341,15 +375,21 @@ class Repository:
         """
         info = self._info
         yield from info.latest_updates
-        for previous in parent_chain(info.repo_before_updates, lambda _: info.repo_before_updates, lambda at: ZSCorrupt(
-                f"{self.storage.name}: repo_before_updates chain loops at {at}")):
+        for previous in parent_chain(
+            info.repo_before_updates,
+            lambda _: info.repo_before_updates,
+            lambda at: ZSCorrupt(f"{self.storage.name}: repo_before_updates chain loops at {at}"),
+        ):
             raw = self.storage.read(f"overwritten/{previous}")
             if raw is None:
                 return
             info = decode_repo_info(raw, self._name(f"overwritten/{previous}"))
             for update in info.latest_updates:
-                yield update if update.backup_path is not None else Update(
-                    update.type, update.updated_at, previous, update.details)
+                yield (
+                    update
+                    if update.backup_path is not None
+                    else Update(update.type, update.updated_at, previous, update.details)
+                )
 
     # ---- navigation ----
 
@@ -375,8 +415,13 @@ class Repository:
         for mref in node.manifests:
             referrer = f"snapshot {snapshot_id} (array {path!r})"
             manifest = self.manifest(mref.id, referrer)
-            streams.append(_within(manifest.chunk_refs(node.id), mref.extents,
-                                   f"{self._name('manifests/' + mref.id)} (used by {referrer})"))
+            streams.append(
+                _within(
+                    manifest.chunk_refs(node.id),
+                    mref.extents,
+                    f"{self._name('manifests/' + mref.id)} (used by {referrer})",
+                )
+            )
         if len(streams) == 1:
             return streams[0]
         return heapq.merge(*streams, key=lambda ref: ref.index)
@@ -391,8 +436,10 @@ def _within(refs: Iterator[ChunkRef], extents: list[tuple[int, int]], where: str
     def inside(ref: ChunkRef) -> bool:
         index = ref.index
         if len(index) != ndim:
-            raise ZSCorrupt(f"{where}: ref {list(index)} has {len(index)} coordinates, but the "
-                            f"manifest ref extents have {ndim} dimensions")
+            raise ZSCorrupt(
+                f"{where}: ref {list(index)} has {len(index)} coordinates, but the "
+                f"manifest ref extents have {ndim} dimensions"
+            )
         return all(lo <= i < hi for lo, i, hi in zip(lows, index, highs))
 
     def inside_1d(ref: ChunkRef) -> bool:

@@ -2,18 +2,33 @@
 
 from __future__ import annotations
 
-from zsarchive.icechunk.common import decoding, id8, id12, id_struct, metadata_items, metadata_vector, \
-    offsets_vector, optional_id12, timestamp
-from zsarchive.icechunk.flatbuf import FlatBufferError, byte_vector, check_sorted, require, root, struct_bytes, \
-    table_of, text
+from zsarchive.icechunk.common import (
+    decoding,
+    id8,
+    id12,
+    id_struct,
+    metadata_items,
+    metadata_vector,
+    offsets_vector,
+    optional_id12,
+    timestamp,
+)
+from zsarchive.icechunk.flatbuf import (
+    FlatBufferError,
+    byte_vector,
+    check_sorted,
+    require,
+    root,
+    struct_bytes,
+    table_of,
+    text,
+)
 from zsarchive.icechunk import ids
 from zsarchive.icechunk.generated.ArrayNodeData import ArrayNodeData
 from zsarchive.icechunk.generated.NodeData import NodeData
 from zsarchive.icechunk.generated.Snapshot import Snapshot as FbSnapshot
 from zsarchive.icechunk.header import IMPLEMENTATION, open_file, wrap_file
-from zsarchive.icechunk.model import (
-    DimensionShape, FileType, ManifestFileInfo, ManifestRef, Node, NodeType, Snapshot,
-)
+from zsarchive.icechunk.model import DimensionShape, FileType, ManifestFileInfo, ManifestRef, Node, NodeType, Snapshot
 from zsarchive.icechunk.paths import is_valid_path
 
 
@@ -34,8 +49,10 @@ def _array_fields(data: ArrayNodeData, what: str):
         shape.append(DimensionShape(dim.ArrayLength(), None, dim.NumChunks()))
     names = None
     if not data.DimensionNamesIsNone():
-        names = [text(data.DimensionNames(j).Name(), f"{what}.dimension_names[{j}]")
-                 for j in range(data.DimensionNamesLength())]
+        names = [
+            text(data.DimensionNames(j).Name(), f"{what}.dimension_names[{j}]")
+            for j in range(data.DimensionNamesLength())
+        ]
     manifests = []
     for j in range(data.ManifestsLength()):
         ref = data.Manifests(j)
@@ -74,8 +91,9 @@ def _manifest_files(snap) -> list[ManifestFileInfo]:
         out.append(ManifestFileInfo(ids.encode(struct_bytes(info, 12)), info.SizeBytes(), info.NumChunkRefs()))
     for j in range(snap.ManifestFilesV2Length()):
         info = snap.ManifestFilesV2(j)
-        out.append(ManifestFileInfo(id12(info.Id(), f"manifest_files_v2[{j}].id"),
-                                    info.SizeBytes(), info.NumChunkRefs()))
+        out.append(
+            ManifestFileInfo(id12(info.Id(), f"manifest_files_v2[{j}].id"), info.SizeBytes(), info.NumChunkRefs())
+        )
     return out
 
 
@@ -108,6 +126,7 @@ def decode_snapshot(raw: bytes, name: str) -> Snapshot:
 
 # -- encoding ------------------------------------------------------------------------------------
 
+
 def _struct_vector(b, size: int, alignment: int, items: list, create) -> int:
     """A vector of structs of ``size`` bytes, ``create(item)`` writing each."""
     b.StartVector(size, len(items), alignment)
@@ -117,8 +136,12 @@ def _struct_vector(b, size: int, alignment: int, items: list, create) -> int:
 
 
 def _encode_array(b, node: Node, spec_version: int) -> int:
-    from zsarchive.icechunk.generated import ArrayNodeData as A, DimensionName as DN, DimensionShapeV2 as D2, \
-        ManifestRef as MR
+    from zsarchive.icechunk.generated import (
+        ArrayNodeData as A,
+        DimensionName as DN,
+        DimensionShapeV2 as D2,
+        ManifestRef as MR,
+    )
     from zsarchive.icechunk.generated.ChunkIndexRange import CreateChunkIndexRange
     from zsarchive.icechunk.generated.DimensionShape import CreateDimensionShape
 
@@ -146,8 +169,13 @@ def _encode_array(b, node: Node, spec_version: int) -> int:
     shape = node.shape or []
     shape_v2 = None
     # V1 keeps the shape as structs, V2 as tables in another field (V1's left empty: it is required)
-    shape_v1 = _struct_vector(b, 16, 8, shape if spec_version == 1 else [],
-                              lambda dim: CreateDimensionShape(b, dim.array_length, dim.chunk_length or 0))
+    shape_v1 = _struct_vector(
+        b,
+        16,
+        8,
+        shape if spec_version == 1 else [],
+        lambda dim: CreateDimensionShape(b, dim.array_length, dim.chunk_length or 0),
+    )
     if spec_version >= 2:
         dims = []
         for dim in shape:
@@ -200,8 +228,13 @@ def encode_snapshot(snap: Snapshot, spec_version: int, implementation: str = IMP
     metadata = metadata_vector(b, snap.metadata, spec_version)
     files = sorted(snap.manifest_files, key=lambda m: m.id)
     files_v2 = None
-    files_v1 = _struct_vector(b, 32, 8, files if spec_version == 1 else [], lambda info: CreateManifestFileInfo(
-        b, ids.decode(info.id, 12), info.size_bytes, info.num_chunk_refs))
+    files_v1 = _struct_vector(
+        b,
+        32,
+        8,
+        files if spec_version == 1 else [],
+        lambda info: CreateManifestFileInfo(b, ids.decode(info.id, 12), info.size_bytes, info.num_chunk_refs),
+    )
     if spec_version >= 2:
         tables = []
         for info in files:

@@ -21,8 +21,9 @@ from zsarchive.io.local import check_regular, open_regular
 from zsarchive.io.location import Location, parse_location
 
 
-def read_file_range(path: str | os.PathLike, offset: int, length: int,
-                    check: Callable[[os.stat_result], None] | None = None) -> bytes:
+def read_file_range(
+    path: str | os.PathLike, offset: int, length: int, check: Callable[[os.stat_result], None] | None = None
+) -> bytes:
     """``length`` bytes at ``offset`` of a local file, after ``check(its stat)`` if given (ZSError,
     one line naming the file, if it cannot be read; ZSCorrupt if it holds fewer bytes)."""
     try:
@@ -221,6 +222,7 @@ class ObjectStorage(Storage):
         while self._waiting and len(self._ahead) < self.window:
             if self._pool is None:
                 from concurrent.futures import ThreadPoolExecutor
+
                 self._pool = ThreadPoolExecutor(self.window, thread_name_prefix="zsarchive-read")
             key = self._waiting.popleft()
             if key not in self._ahead:
@@ -235,8 +237,12 @@ class ObjectStorage(Storage):
             raise ZSError(f"{self.location.url}: cannot list {prefix} over plain HTTP")
         base = prefix.rstrip("/") + "/"
         try:
-            return sorted(item["path"][len(base):] for batch in obstore.list(self.store, base)
-                          for item in batch if item["path"].startswith(base))
+            return sorted(
+                item["path"][len(base) :]
+                for batch in obstore.list(self.store, base)
+                for item in batch
+                if item["path"].startswith(base)
+            )
         except Exception as exc:
             raise describe(exc, f"{self.location.url.rstrip('/')}/{base}") from None
 
@@ -248,8 +254,9 @@ class ObjectStorage(Storage):
         self._ahead.clear()
 
 
-def open_storage(location: str | os.PathLike | Location, storage_options: Mapping[str, object] | None = None,
-                 anon: bool = False) -> Storage:
+def open_storage(
+    location: str | os.PathLike | Location, storage_options: Mapping[str, object] | None = None, anon: bool = False
+) -> Storage:
     """Storage for a local directory, ``file://`` URL or object-store URL; ZSError (one line) otherwise."""
     where = parse_location(location, storage_options, anon)
     if not where.is_local:

@@ -11,8 +11,16 @@ import numpy as np
 
 from zsarchive.icechunk import ids
 from zsarchive.icechunk.common import ForwardWriter, decoding, id8, id12, vtable_bytes
-from zsarchive.icechunk.flatbuf import FlatBufferError, byte_vector, check_sorted, require, root, struct_bytes, \
-    text, vtable_slots
+from zsarchive.icechunk.flatbuf import (
+    FlatBufferError,
+    byte_vector,
+    check_sorted,
+    require,
+    root,
+    struct_bytes,
+    text,
+    vtable_slots,
+)
 from zsarchive.icechunk.gather import first, first_unsorted, gather, offset_vector, uint32_vectors
 from zsarchive.icechunk.generated.NodeType import NodeType as FbNodeType
 from zsarchive.icechunk.generated.TransactionLog import TransactionLog as FbTransactionLog
@@ -76,17 +84,25 @@ def _chunk_coords(buf, start: int, count: int, what: str, unique_what: str) -> n
         if (j := first(pos + fields[:, 1] > size)) is not None:
             raise FlatBufferError(f"{what}[{lo + j}]: an offset points outside the {size}-byte buffer")
         at = pos + fields[:, 0]
-        parts.append(uint32_vectors(b, at + gather(b, at, "<u4"), lambda j, lo=lo: f"{what}[{lo + j}].coords",
-                                    parts[0].shape[1] if parts else None))
+        parts.append(
+            uint32_vectors(
+                b,
+                at + gather(b, at, "<u4"),
+                lambda j, lo=lo: f"{what}[{lo + j}].coords",
+                parts[0].shape[1] if parts else None,
+            )
+        )
     coords = parts[0] if len(parts) == 1 else np.concatenate(parts) if parts else np.zeros((0, 0), np.uint32)
     del parts
     if first_unsorted(coords) is None:  # strictly ascending (as 2.x writes them): no chunk twice
         return coords
     order = np.lexsort(coords.T[::-1]) if coords.shape[1] else np.arange(len(coords))
     if (j := first_unsorted(coords[order])) is not None:
-        first_at, again_at = sorted(order[j - 1:j + 1].tolist())
-        raise FlatBufferError(f"{unique_what} MUST NOT repeat a chunk, but entry {again_at} "
-                              f"({tuple(coords[again_at].tolist())!r}) repeats entry {first_at}")
+        first_at, again_at = sorted(order[j - 1 : j + 1].tolist())
+        raise FlatBufferError(
+            f"{unique_what} MUST NOT repeat a chunk, but entry {again_at} "
+            f"({tuple(coords[again_at].tolist())!r}) repeats entry {first_at}"
+        )
     return coords
 
 
@@ -101,8 +117,13 @@ def _updated_chunks(log) -> dict[str, np.ndarray]:
         off = tab.Offset(6)
         if not off:
             raise FlatBufferError(f"required field updated_chunks[{j}].chunks is missing")
-        out[node_id] = _chunk_coords(tab.Bytes, tab.Vector(off), tab.VectorLen(off), f"updated_chunks[{j}].chunks",
-                                     f"updated_chunks[{j}] (node {node_id}) chunks")
+        out[node_id] = _chunk_coords(
+            tab.Bytes,
+            tab.Vector(off),
+            tab.VectorLen(off),
+            f"updated_chunks[{j}].chunks",
+            f"updated_chunks[{j}] (node {node_id}) chunks",
+        )
     check_sorted(list(out), "updated_chunks (by node_id)")
     return out
 
@@ -116,12 +137,14 @@ def _moves(log) -> list[MoveOperation]:
         if node_type not in _NODE_TYPES:
             raise FlatBufferError(f"{what}.node_type has unknown value {node_type}")
         node = move.NodeId()
-        moves.append(MoveOperation(
-            text(require(move.From_(), f"{what}.from"), f"{what}.from"),
-            text(require(move.To(), f"{what}.to"), f"{what}.to"),
-            None if node is None else ids.encode(struct_bytes(node, 8)),
-            _NODE_TYPES[node_type],
-        ))
+        moves.append(
+            MoveOperation(
+                text(require(move.From_(), f"{what}.from"), f"{what}.from"),
+                text(require(move.To(), f"{what}.to"), f"{what}.to"),
+                None if node is None else ids.encode(struct_bytes(node, 8)),
+                _NODE_TYPES[node_type],
+            )
+        )
     check_sorted([path_key(m.to_path) for m in moves], "moved_nodes (by to path)")
     return moves
 
@@ -157,8 +180,11 @@ def merge_transaction_logs(logs: list[TransactionLog]) -> TransactionLog:
     for log in logs:
         for move in log.moved_nodes:
             first_move = moves.get(move.node_id)
-            moves[move.node_id] = move if first_move is None else MoveOperation(
-                first_move.from_path, move.to_path, move.node_id, move.node_type)
+            moves[move.node_id] = (
+                move
+                if first_move is None
+                else MoveOperation(first_move.from_path, move.to_path, move.node_id, move.node_type)
+            )
     return TransactionLog(
         header=own.header,
         id=own.id,
@@ -205,7 +231,7 @@ def encode_transaction_log(log: TransactionLog, spec_version: int, implementatio
     buf += vtable_bytes((4, 8, 12, 20), 21)
     root = w.table(vt_log, size)
     w.point(0, root)
-    buf[root + size - 12:root + size] = ids.decode(log.id, 12)
+    buf[root + size - 12 : root + size] = ids.decode(log.id, 12)
     for slot, field in enumerate(_LIST_SLOTS):
         values = sorted(getattr(log, field))
         w.point(root + 4 + 4 * slot, w.blob(b"".join(ids.decode(v, 8) for v in values), count=len(values)))
@@ -215,7 +241,7 @@ def encode_transaction_log(log: TransactionLog, spec_version: int, implementatio
     for j, node_id in enumerate(nodes):
         array = w.table(vt_array, 16)
         w.point(vector + 4 + 4 * j, array)
-        buf[array + 8:array + 16] = ids.decode(node_id, 8)
+        buf[array + 8 : array + 16] = ids.decode(node_id, 8)
         coords = np.asarray(log.updated_coords[node_id], dtype=np.int64)
         count, ndim = coords.shape if coords.ndim == 2 else (len(coords), 0)
         if count > 1 and ndim and first_unsorted(coords) is not None:  # a restore's come sorted already
@@ -242,7 +268,7 @@ def encode_transaction_log(log: TransactionLog, spec_version: int, implementatio
             at = w.table(vt_move, 24)
             w.point(vector + 4 + 4 * j, at)
             if move.node_id is not None:
-                buf[at + 12:at + 20] = ids.decode(move.node_id, 8)
+                buf[at + 12 : at + 20] = ids.decode(move.node_id, 8)
             buf[at + 20] = _NODE_TYPE_CODES.get(move.node_type, FbNodeType.Group)
             w.point(at + 4, w.blob(move.from_path.encode("utf-8"), terminate=True))
             w.point(at + 8, w.blob(move.to_path.encode("utf-8"), terminate=True))

@@ -22,8 +22,14 @@ _NULL, _INT, _UINT, _FLOAT, _KEY, _STRING = 0, 1, 2, 3, 4, 5
 _INDIRECT_INT, _INDIRECT_UINT, _INDIRECT_FLOAT = 6, 7, 8
 _MAP, _VECTOR, _VECTOR_INT, _VECTOR_UINT, _VECTOR_FLOAT, _VECTOR_KEY, _VECTOR_STRING = 9, 10, 11, 12, 13, 14, 15
 _BLOB, _BOOL, _VECTOR_BOOL = 25, 26, 36
-_TYPED = {_VECTOR_INT: _INT, _VECTOR_UINT: _UINT, _VECTOR_FLOAT: _FLOAT, _VECTOR_KEY: _KEY,
-          _VECTOR_STRING: _STRING, _VECTOR_BOOL: _BOOL}
+_TYPED = {
+    _VECTOR_INT: _INT,
+    _VECTOR_UINT: _UINT,
+    _VECTOR_FLOAT: _FLOAT,
+    _VECTOR_KEY: _KEY,
+    _VECTOR_STRING: _STRING,
+    _VECTOR_BOOL: _BOOL,
+}
 _FIXED = {16 + 3 * (n - 2) + k: (n, (_INT, _UINT, _FLOAT)[k]) for n in (2, 3, 4) for k in range(3)}
 _FLOATS = {4: "<f", 8: "<d"}
 
@@ -39,7 +45,7 @@ class _FlexReader:
     def uint(self, at: int, width: int) -> int:
         if width not in (1, 2, 4, 8) or at < 0 or at + width > len(self.buf):
             raise FlatBufferError(f"{width}-byte field at {at} lies outside the {len(self.buf)}-byte buffer")
-        return int.from_bytes(self.buf[at:at + width], "little")
+        return int.from_bytes(self.buf[at : at + width], "little")
 
     def int(self, at: int, width: int) -> int:
         value = self.uint(at, width)

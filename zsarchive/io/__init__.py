@@ -11,12 +11,16 @@ from zsarchive.io.local import FileObjectTransport, LocalFile
 from zsarchive.io.location import SCHEMES, local_path, scheme_of
 
 # network transports import http.client, ssl or fsspec: only a URL should pay for that
-__getattr__ = lazy_exports(__name__, {
-    "HTTPTransport": "zsarchive.io.http",
-    "ConnectionPool": "zsarchive.io.httpclient",
-    "FsspecTransport": "zsarchive.io.fsspec",
-    "ObjectTransport": "zsarchive.io.objectfile",
-})
+__getattr__ = lazy_exports(
+    __name__,
+    {
+        "HTTPTransport": "zsarchive.io.http",
+        "ConnectionPool": "zsarchive.io.httpclient",
+        "FsspecTransport": "zsarchive.io.fsspec",
+        "ObjectTransport": "zsarchive.io.objectfile",
+    },
+)
+
 
 def open_transport(source) -> Transport:
     """Return a Transport for a path, ``file://``, ``http(s)://``, ``s3://``, ``gs://``, ``az://`` or other
@@ -46,5 +50,12 @@ def open_transport(source) -> Transport:
     raise TypeError(f"cannot read a ZS file from {source!r}: give a path, URL or binary file object")
 
 
-__all__ = ["Transport", "LocalFile", "FileObjectTransport", "HTTPTransport", "FsspecTransport", "ObjectTransport",
-           "open_transport"]
+__all__ = [
+    "Transport",
+    "LocalFile",
+    "FileObjectTransport",
+    "HTTPTransport",
+    "FsspecTransport",
+    "ObjectTransport",
+    "open_transport",
+]

@@ -44,5 +44,6 @@ class Transport(ABC):
 
     def _check_range(self, offset: int, length: int) -> None:
         if offset < 0 or length < 0 or offset + length > self.size:
-            raise ZSCorrupt(f"{self.name}: offset {offset}: read of {length} bytes runs past the end "
-                            f"of the {self.size}-byte file")
+            raise ZSCorrupt(
+                f"{self.name}: offset {offset}: read of {length} bytes runs past the end of the {self.size}-byte file"
+            )

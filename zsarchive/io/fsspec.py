@@ -74,8 +74,10 @@ class FsspecTransport(RemoteTransport):
                 data = self._fs.cat_file(self._path, offset, offset + length)
         self.stats.add(requests=1, bytes=len(data))
         if len(data) != length:
-            raise ZSCorrupt(f"{self.name}: file changed while reading (asked for {length} bytes at "
-                            f"offset {offset} of {size}, got {len(data)})")
+            raise ZSCorrupt(
+                f"{self.name}: file changed while reading (asked for {length} bytes at "
+                f"offset {offset} of {size}, got {len(data)})"
+            )
         return bytes(data)
 
     def close(self) -> None:

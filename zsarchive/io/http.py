@@ -16,6 +16,7 @@ from zsarchive.errors import ZSCorrupt, ZSError
 from zsarchive.io.httpclient import CONTENT_RANGE, Answer, ConnectionPool, RangedGets, host_of
 from zsarchive.io.remote import RemoteTransport
 
+
 class HTTPTransport(RemoteTransport):
     """Random access to one object on an HTTP(S) server through ``Range`` requests.
 
@@ -27,17 +28,28 @@ class HTTPTransport(RemoteTransport):
     TLS context then apply); without one the transport keeps its own, closed with it.
     """
 
-    def __init__(self, url: str, *, connect_timeout: float = 10.0, read_timeout: float = 30.0,
-                 retries: int = 4, backoff: float = 0.2, max_connections: int = 8,
-                 max_unranged: int = 16 * 1024 * 1024, headers: Mapping[str, str] | None = None,
-                 ssl_context: ssl.SSLContext | None = None, min_rate: float = 64 * 1024,
-                 pool: ConnectionPool | None = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        connect_timeout: float = 10.0,
+        read_timeout: float = 30.0,
+        retries: int = 4,
+        backoff: float = 0.2,
+        max_connections: int = 8,
+        max_unranged: int = 16 * 1024 * 1024,
+        headers: Mapping[str, str] | None = None,
+        ssl_context: ssl.SSLContext | None = None,
+        min_rate: float = 64 * 1024,
+        pool: ConnectionPool | None = None,
+    ) -> None:
         super().__init__(url, max_workers=max_connections)
         host = host_of(url)
         if pool is not None and pool.host != host:
             scheme, name, port = pool.host
-            raise ZSError(f"{url}: the connection pool given is for another host "
-                          f"({scheme}://{name}{f':{port}' if port else ''})")
+            raise ZSError(
+                f"{url}: the connection pool given is for another host ({scheme}://{name}{f':{port}' if port else ''})"
+            )
         parts = urlsplit(url)
         self._target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
         self._headers = {"User-Agent": "zsarchive", "Accept-Encoding": "identity", **(headers or {})}
@@ -46,8 +58,17 @@ class HTTPTransport(RemoteTransport):
         self._pinned = False
         self._owns_pool = pool is None
         self._pool = pool or ConnectionPool(url, connect_timeout, read_timeout, ssl_context)
-        self._gets = RangedGets(self.name, self._target, self._pool, self.stats, retries=retries, backoff=backoff,
-                                width=self._max_workers, max_unranged=max_unranged, min_rate=min_rate)
+        self._gets = RangedGets(
+            self.name,
+            self._target,
+            self._pool,
+            self.stats,
+            retries=retries,
+            backoff=backoff,
+            width=self._max_workers,
+            max_unranged=max_unranged,
+            min_rate=min_rate,
+        )
 
     # --- opening -------------------------------------------------------------------------------
 
@@ -75,26 +96,29 @@ class HTTPTransport(RemoteTransport):
                 sizes.add(total)
                 pieces.append((start, answer.body))
         if len(sizes) != 1:
-            raise ZSCorrupt(f"{self.name}: file changed while reading (answers give lengths "
-                            f"{sorted(sizes)})")
+            raise ZSCorrupt(f"{self.name}: file changed while reading (answers give lengths {sorted(sizes)})")
         size = sizes.pop()
         whole = next((body for start, body in pieces if start == 0 and len(body) == size), None)
         if whole is not None:
             self._hold(0, whole)  # a server that ignored Range sent everything: keep it
-            return size, whole[:head], whole[max(0, size - tail):] if tail else b""
+            return size, whole[:head], whole[max(0, size - tail) :] if tail else b""
         head, tail = min(head, size), min(tail, size)
         expected = ([(0, head)] if head else []) + ([(size - tail, tail)] if tail else [])
         for (start, body), (want, length) in zip(pieces, expected or [(0, min(1, size))]):
             if (start, len(body)) != (want, length):
-                raise ZSError(f"{self.name}: asked for {length} bytes at offset {want}, the server "
-                              f"sent {len(body)} at offset {start}")
+                raise ZSError(
+                    f"{self.name}: asked for {length} bytes at offset {want}, the server "
+                    f"sent {len(body)} at offset {start}"
+                )
         return size, pieces[0][1] if head else b"", pieces[-1][1] if tail else b""
 
     def _unsatisfiable_size(self, answer: Answer) -> int:
         match = CONTENT_RANGE.match(answer.headers.get("Content-Range", ""))
         if match is None or match.group(3) != "0":
-            raise ZSError(f"{self.name}: the server refused the range request "
-                          f"(HTTP 416, Content-Range {answer.headers.get('Content-Range')!r})")
+            raise ZSError(
+                f"{self.name}: the server refused the range request "
+                f"(HTTP 416, Content-Range {answer.headers.get('Content-Range')!r})"
+            )
         return 0  # an empty object: no range of it is satisfiable
 
     # --- one range ------------------------------------------------------------------------------
@@ -116,11 +140,10 @@ class HTTPTransport(RemoteTransport):
             return b""  # the object ends before offset (the answer names no version to pin)
         self._pin(answer.headers)
         if answer.status == 200:
-            return answer.body[offset:offset + length]
+            return answer.body[offset : offset + length]
         start, end, _ = self._content_range(answer)
         if start != offset or end > offset + length - 1:
-            raise ZSError(f"{self.name}: asked for bytes {offset}-{offset + length - 1}, "
-                          f"the server sent {start}-{end}")
+            raise ZSError(f"{self.name}: asked for bytes {offset}-{offset + length - 1}, the server sent {start}-{end}")
         return answer.body
 
     def _fetch_many(self, ranges: list[tuple[int, int]]) -> list[bytes]:
@@ -133,20 +156,22 @@ class HTTPTransport(RemoteTransport):
         self._pin(answer.headers)
         if answer.status == 200:
             if len(answer.body) != self._size:
-                raise ZSCorrupt(f"{self.name}: file changed while reading (length was {self._size}, "
-                                f"the server now sends {len(answer.body)} bytes)")
+                raise ZSCorrupt(
+                    f"{self.name}: file changed while reading (length was {self._size}, "
+                    f"the server now sends {len(answer.body)} bytes)"
+                )
             self._hold(0, answer.body)
-            return answer.body[offset:offset + length]
+            return answer.body[offset : offset + length]
         if answer.status == 416:
-            raise ZSCorrupt(f"{self.name}: file changed while reading (bytes {offset}-"
-                            f"{offset + length - 1} of {self._size} are no longer there)")
+            raise ZSCorrupt(
+                f"{self.name}: file changed while reading (bytes {offset}-"
+                f"{offset + length - 1} of {self._size} are no longer there)"
+            )
         start, end, total = self._content_range(answer)
         if total != self._size:
-            raise ZSCorrupt(f"{self.name}: file changed while reading (length was {self._size}, "
-                            f"now {total})")
+            raise ZSCorrupt(f"{self.name}: file changed while reading (length was {self._size}, now {total})")
         if (start, end) != (offset, offset + length - 1):
-            raise ZSError(f"{self.name}: asked for bytes {offset}-{offset + length - 1}, "
-                          f"the server sent {start}-{end}")
+            raise ZSError(f"{self.name}: asked for bytes {offset}-{offset + length - 1}, the server sent {start}-{end}")
         return answer.body
 
     def _content_range(self, answer: Answer) -> tuple[int, int, int]:
@@ -169,11 +194,11 @@ class HTTPTransport(RemoteTransport):
             self._etag, self._last_modified, self._pinned = etag, modified, True
             return
         if (self._etag or etag) and etag != self._etag:
-            raise ZSCorrupt(f"{self.name}: file changed while reading (ETag was {self._etag}, "
-                            f"now {etag})")
+            raise ZSCorrupt(f"{self.name}: file changed while reading (ETag was {self._etag}, now {etag})")
         if not self._etag and modified != self._last_modified:
-            raise ZSCorrupt(f"{self.name}: file changed while reading (Last-Modified was "
-                            f"{self._last_modified}, now {modified})")
+            raise ZSCorrupt(
+                f"{self.name}: file changed while reading (Last-Modified was {self._last_modified}, now {modified})"
+            )
 
     def _request_headers(self, range_value: str) -> dict[str, str]:
         headers = dict(self._headers, Range=range_value)

@@ -58,8 +58,13 @@ class ConnectionPool:
     repository): pass it as ``HTTPTransport(..., pool=)``; its timeouts and TLS context apply.
     """
 
-    def __init__(self, url: str, connect_timeout: float = 10.0, read_timeout: float = 30.0,
-                 ssl_context: ssl.SSLContext | None = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        connect_timeout: float = 10.0,
+        read_timeout: float = 30.0,
+        ssl_context: ssl.SSLContext | None = None,
+    ) -> None:
         self.host = host_of(url)
         scheme, self._host, self._port = self.host
         self._cls = http.client.HTTPSConnection if scheme == "https" else http.client.HTTPConnection
@@ -110,8 +115,19 @@ class RangedGets:
     ``stats``: ``retries`` more attempts after a transient failure, ``width`` requests written at
     once, a 200 answer refused past ``max_unranged`` bytes, bodies due at ``min_rate`` bytes/s."""
 
-    def __init__(self, name: str, target: str, pool: ConnectionPool, stats: RequestStats, *, retries: int,
-                 backoff: float, width: int, max_unranged: int, min_rate: float) -> None:
+    def __init__(
+        self,
+        name: str,
+        target: str,
+        pool: ConnectionPool,
+        stats: RequestStats,
+        *,
+        retries: int,
+        backoff: float,
+        width: int,
+        max_unranged: int,
+        min_rate: float,
+    ) -> None:
         self.name = name
         self.stats = stats
         self._target = target
@@ -122,7 +138,6 @@ class RangedGets:
         self._width = width
         self._max_unranged = max_unranged
         self._min_rate = min_rate
-
 
     def send(self, headers: dict[str, str], failure: _Retry | None = None) -> Answer:
         """One GET with ``headers`` (a ``Range`` among them) and retries (after a first attempt that
@@ -165,9 +180,10 @@ class RangedGets:
                 for _, (unread, _) in started:
                     unread.close()  # an error cut the batch short: its answer was never read
         # a reused connection found closed counts as no attempt, like in _attempt
-        return [answer if isinstance(answer, Answer)
-                else self.send(headers, None if isinstance(answer, _Stale) else answer)
-                for answer, headers in zip(answers, requests)]
+        return [
+            answer if isinstance(answer, Answer) else self.send(headers, None if isinstance(answer, _Stale) else answer)
+            for answer, headers in zip(answers, requests)
+        ]
 
     def _attempt(self, headers: dict[str, str]) -> Answer:
         while True:
@@ -184,8 +200,7 @@ class RangedGets:
                 self.stats.add(connections=1)
         except ssl.SSLCertVerificationError as exc:
             # no later attempt would trust it either
-            raise ZSError(f"{self.name}: cannot connect: TLS certificate not trusted "
-                          f"({exc.verify_message})") from None
+            raise ZSError(f"{self.name}: cannot connect: TLS certificate not trusted ({exc.verify_message})") from None
         except TimeoutError:
             raise _Retry(f"cannot connect within {self._timeouts[0]} s") from None
         except OSError as exc:
@@ -203,8 +218,7 @@ class RangedGets:
             response = conn.getresponse()
         except _STALE:
             conn.close()
-            raise (_Stale if reused else _Retry)("the server closed the connection before "
-                                                 "answering") from None
+            raise (_Stale if reused else _Retry)("the server closed the connection before answering") from None
         except TimeoutError:
             conn.close()
             raise _Retry(f"no answer within {self._timeouts[1]} s") from None
@@ -214,8 +228,9 @@ class RangedGets:
         self.stats.add(requests=1)
         return self._answer(conn, response, headers)
 
-    def _answer(self, conn: http.client.HTTPConnection, response: http.client.HTTPResponse,
-                asked_for: dict[str, str]) -> Answer:
+    def _answer(
+        self, conn: http.client.HTTPConnection, response: http.client.HTTPResponse, asked_for: dict[str, str]
+    ) -> Answer:
         status, asked = response.status, _asked(asked_for["Range"])
         try:
             limit = _ERROR_BODY
@@ -225,14 +240,17 @@ class RangedGets:
                     raise ZSError(
                         f"{self.name}: the server ignores Range requests (HTTP 200 with the whole "
                         f"{length or 'unknown-length'} body); refusing to download more than "
-                        f"{self._max_unranged} bytes for each read")
+                        f"{self._max_unranged} bytes for each read"
+                    )
                 limit = self._max_unranged
             elif status == 206:
                 limit = asked
                 match = CONTENT_RANGE.match(response.getheader("Content-Range", ""))
                 if match and match.group(1) is not None and int(match.group(2)) - int(match.group(1)) + 1 > asked:
-                    raise ZSError(f"{self.name}: asked for {asked} bytes, the server answers with bytes "
-                                  f"{match.group(1)}-{match.group(2)}")
+                    raise ZSError(
+                        f"{self.name}: asked for {asked} bytes, the server answers with bytes "
+                        f"{match.group(1)}-{match.group(2)}"
+                    )
             body = self._read_body(response, limit)
         except ZSError:
             conn.close()
@@ -253,21 +271,23 @@ class RangedGets:
             self._pool.give(conn)
         if status == 206:
             match = CONTENT_RANGE.match(response.getheader("Content-Range", ""))
-            if match and match.group(1) is not None and \
-                    len(body) != int(match.group(2)) - int(match.group(1)) + 1:
-                raise _Retry(f"short read: {len(body)} bytes of "
-                             f"{int(match.group(2)) - int(match.group(1)) + 1}")
+            if match and match.group(1) is not None and len(body) != int(match.group(2)) - int(match.group(1)) + 1:
+                raise _Retry(f"short read: {len(body)} bytes of {int(match.group(2)) - int(match.group(1)) + 1}")
         if status in (200, 206, 416):
             return Answer(status, response.headers, body)
         if status in _RETRY_STATUS:
             raise _Retry(f"HTTP {status} {response.reason}")
         if status == 412:
             pinned = asked_for.get("If-Match") or asked_for.get("If-Unmodified-Since")
-            raise ZSCorrupt(f"{self.name}: file changed while reading (HTTP 412 Precondition "
-                            f"Failed{f' for {pinned}' if pinned else ''})")
+            raise ZSCorrupt(
+                f"{self.name}: file changed while reading (HTTP 412 Precondition "
+                f"Failed{f' for {pinned}' if pinned else ''})"
+            )
         if 300 <= status < 400 and response.getheader("Location"):
-            raise ZSError(f"{self.name}: HTTP {status} {response.reason} to "
-                          f"{response.getheader('Location')} (redirects are not followed)")
+            raise ZSError(
+                f"{self.name}: HTTP {status} {response.reason} to "
+                f"{response.getheader('Location')} (redirects are not followed)"
+            )
         if status in (404, 410):
             raise ObjectMissing(f"{self.name}: HTTP {status} {response.reason}")
         raise ZSError(f"{self.name}: HTTP {status} {response.reason}")
@@ -278,8 +298,9 @@ class RangedGets:
         socket timeout must not hold a reader forever."""
         expected = response.length
         if expected is not None and expected > limit:
-            raise ZSError(f"{self.name}: the server announces a body of {expected} bytes where at most "
-                          f"{limit} can be right")
+            raise ZSError(
+                f"{self.name}: the server announces a body of {expected} bytes where at most {limit} can be right"
+            )
         if expected is None:  # chunked, or no usable Content-Length: read to the end, within the limit
             parts, received = [], 0
             deadline = time.monotonic() + self._timeouts[1] + limit / self._min_rate
@@ -289,8 +310,10 @@ class RangedGets:
                 if received > limit:
                     raise ZSError(f"{self.name}: the server sent more than the {limit} bytes that can be right")
                 if time.monotonic() > deadline:
-                    raise _Retry(f"the body came too slowly ({received} bytes after "
-                                 f"{self._timeouts[1] + limit / self._min_rate:.1f} s)")
+                    raise _Retry(
+                        f"the body came too slowly ({received} bytes after "
+                        f"{self._timeouts[1] + limit / self._min_rate:.1f} s)"
+                    )
             return b"".join(parts)
         deadline = time.monotonic() + self._timeouts[1] + expected / self._min_rate
         parts = []
@@ -298,12 +321,13 @@ class RangedGets:
         while received < expected:
             chunk = response.read1(expected - received)
             if not chunk:
-                raise _Retry(f"connection lost while reading the body ({received} of {expected} "
-                             "bytes)")
+                raise _Retry(f"connection lost while reading the body ({received} of {expected} bytes)")
             parts.append(chunk)
             received += len(chunk)
             if received < expected and time.monotonic() > deadline:
-                raise _Retry(f"the body came too slowly ({received} of {expected} bytes after "
-                             f"{self._timeouts[1] + expected / self._min_rate:.1f} s)")
+                raise _Retry(
+                    f"the body came too slowly ({received} of {expected} bytes after "
+                    f"{self._timeouts[1] + expected / self._min_rate:.1f} s)"
+                )
         response.read()  # reads nothing, but marks the answer finished so the connection is reusable
         return b"".join(parts)

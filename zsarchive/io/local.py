@@ -51,12 +51,12 @@ class LocalFile(Transport):
 
     def read(self, offset: int, length: int) -> bytes:
         self._check_range(offset, length)
-        return self._map[offset:offset + length]
+        return self._map[offset : offset + length]
 
     def view(self, offset: int, length: int) -> memoryview:
         """Zero-copy view of a checked range (valid until close)."""
         self._check_range(offset, length)
-        return memoryview(self._map)[offset:offset + length]
+        return memoryview(self._map)[offset : offset + length]
 
     def close(self) -> None:
         if isinstance(self._map, mmap.mmap):

@@ -18,8 +18,18 @@ if TYPE_CHECKING:
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 
-SCHEMES = {"s3": "s3", "s3a": "s3", "gs": "gs", "gcs": "gs", "az": "az", "azure": "az", "abfs": "az",
-           "abfss": "az", "http": "http", "https": "http"}
+SCHEMES = {
+    "s3": "s3",
+    "s3a": "s3",
+    "gs": "gs",
+    "gcs": "gs",
+    "az": "az",
+    "azure": "az",
+    "abfs": "az",
+    "abfss": "az",
+    "http": "http",
+    "https": "http",
+}
 """Remote URL schemes and the kind of object store each names."""
 
 
@@ -72,8 +82,9 @@ def local_path(source: str | os.PathLike) -> str:
     return location.url
 
 
-def parse_location(source: str | os.PathLike | Location, storage_options: Mapping[str, object] | None = None,
-                   anon: bool = False) -> Location:
+def parse_location(
+    source: str | os.PathLike | Location, storage_options: Mapping[str, object] | None = None, anon: bool = False
+) -> Location:
     """Classify a path or URL; ZSError (one line) for a scheme no store here can read."""
     if isinstance(source, Location):
         return source
@@ -90,10 +101,10 @@ def parse_location(source: str | os.PathLike | Location, storage_options: Mappin
         return Location(urllib.parse.unquote(url.path), "file")
     kind = SCHEMES.get(scheme)
     if kind is None:
-        raise ZSError(f"{text}: unsupported location (a local path, or an s3://, gs://, az://, abfs://, "
-                      f"http:// or https:// URL)")
+        raise ZSError(
+            f"{text}: unsupported location (a local path, or an s3://, gs://, az://, abfs://, http:// or https:// URL)"
+        )
     if kind != "http" and not urllib.parse.urlparse(text).netloc:
         raise ZSError(f"{text}: names no bucket or container")
     options = tuple(sorted((str(k), str(v)) for k, v in (storage_options or {}).items()))
     return Location(text, kind, options, bool(anon))
-

@@ -102,10 +102,17 @@ class Lock:
         self.directory = directory
         self.key = key
         self.token = secrets.token_hex(16)
-        self.body = json.dumps({"zsarchive_lock": LOCK_VERSION, "host": socket.gethostname(), "pid": os.getpid(),
-                                "process_start": _process_start(os.getpid()), "boot_id": _boot_id(),
-                                "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                                "token": self.token}).encode()
+        self.body = json.dumps(
+            {
+                "zsarchive_lock": LOCK_VERSION,
+                "host": socket.gethostname(),
+                "pid": os.getpid(),
+                "process_start": _process_start(os.getpid()),
+                "boot_id": _boot_id(),
+                "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                "token": self.token,
+            }
+        ).encode()
         self.held = False
 
     @property
@@ -125,8 +132,13 @@ class Lock:
             fields = {"host": "unknown (not a lock this program wrote)"}
         return Holder(fields, self.directory.modified(self.key))
 
-    def acquire(self, wait: float | None = None, break_stale: bool = False, stale_after: float = 86400.0,
-                report: Callable[[str], None] | None = None) -> None:
+    def acquire(
+        self,
+        wait: float | None = None,
+        break_stale: bool = False,
+        stale_after: float = 86400.0,
+        report: Callable[[str], None] | None = None,
+    ) -> None:
         """Take the lock. A held lock: :class:`Locked` at once, or after waiting up to ``wait`` seconds
         (``float('inf')``: for as long as it takes); with ``break_stale`` a stale one (its holder gone from
         this machine, or older than ``stale_after`` seconds by the store's clock) is broken first.
@@ -175,9 +187,11 @@ class Lock:
         except AlreadyExists:
             return
         self.release()
-        raise ZSError(f"{self.where}: the store ignores the condition of a create-only write (If-None-Match: *): "
-                      "a lock there cannot keep two runs apart, so this one stops (run without a lock only "
-                      "where nothing else can run at the same time)")
+        raise ZSError(
+            f"{self.where}: the store ignores the condition of a create-only write (If-None-Match: *): "
+            "a lock there cannot keep two runs apart, so this one stops (run without a lock only "
+            "where nothing else can run at the same time)"
+        )
 
     def _stale(self, holder: Holder, stale_after: float) -> str | None:
         gone = holder.gone_here()

@@ -16,6 +16,7 @@ from zsarchive.io.location import Location, parse_location
 from zsarchive.io.objects import UNSATISFIABLE, ObjectChanged, ObjectStoreError, describe, get_bounded, object_store
 from zsarchive.io.remote import RemoteTransport
 
+
 class ObjectTransport(RemoteTransport):
     """Random access to the object at an ``s3://``, ``gs://`` or ``az://`` URL (or a :class:`Location`)."""
 
@@ -38,8 +39,7 @@ class ObjectTransport(RemoteTransport):
         try:
             meta, sent, body = get_bounded(self._store, self._key, {**options, **self._pin}, want, self.name)
         except ObjectChanged:
-            raise ZSCorrupt(f"{self.name}: file changed while reading (ETag was "
-                            f"{self._pin.get('if_match')})") from None
+            raise ZSCorrupt(f"{self.name}: file changed while reading (ETag was {self._pin.get('if_match')})") from None
         except ObjectStoreError as exc:
             if exc.cause == UNSATISFIABLE and self._is_empty():
                 return {"size": 0, "e_tag": None}, (0, 0), b""  # an empty object has no range to give
@@ -63,8 +63,9 @@ class ObjectTransport(RemoteTransport):
         if tail and self._kind == "az":  # Azure serves no suffix range: the head's answer gives the length first
             answers = [self._get(*asks[0])]
             size = int(answers[0][0]["size"])
-            answers.append(self._get({"range": (size - min(tail, size), size)}, min(tail, size)) if size
-                           else answers[0])
+            answers.append(
+                self._get({"range": (size - min(tail, size), size)}, min(tail, size)) if size else answers[0]
+            )
         else:
             if tail:
                 asks.append(({"range": {"suffix": tail}}, tail))
@@ -82,16 +83,19 @@ class ObjectTransport(RemoteTransport):
         expected = [(0, min(max(head, 1), size))] + ([(size - min(tail, size), min(tail, size))] if tail else [])
         for (_, (start, end), body), (want, length) in zip(answers, expected):
             if (start, len(body)) != (want, length) or end - start != length:
-                raise ZSError(f"{self.name}: asked for {length} bytes at offset {want}, the store sent "
-                              f"{len(body)} at offset {start}")
+                raise ZSError(
+                    f"{self.name}: asked for {length} bytes at offset {want}, the store sent "
+                    f"{len(body)} at offset {start}"
+                )
         return size, head_bytes, tail_bytes
 
     def _fetch(self, offset: int, length: int) -> bytes:
         meta, (start, end), body = self._get({"range": (offset, offset + length)}, length)
         if int(meta["size"]) != self._size:
-            raise ZSCorrupt(f"{self.name}: file changed while reading (length was {self._size}, "
-                            f"now {meta['size']})")
+            raise ZSCorrupt(f"{self.name}: file changed while reading (length was {self._size}, now {meta['size']})")
         if (start, end, len(body)) != (offset, offset + length, length):
-            raise ZSError(f"{self.name}: asked for bytes {offset}-{offset + length - 1}, the store sent "
-                          f"{len(body)} bytes at {start}")
+            raise ZSError(
+                f"{self.name}: asked for bytes {offset}-{offset + length - 1}, the store sent "
+                f"{len(body)} bytes at {start}"
+            )
         return body

@@ -18,15 +18,33 @@ from zsarchive.errors import ZSCorrupt, ZSError
 from zsarchive.io.base import ObjectMissing
 from zsarchive.io.location import Location
 
-CLIENT_KEYS = {"allow_http", "allow_invalid_certificates", "connect_timeout", "default_content_type",
-               "default_headers", "http1_only", "http2_only", "pool_idle_timeout", "pool_max_idle_per_host",
-               "proxy_url", "proxy_ca_certificate", "proxy_excludes", "root_certificate", "randomize_addresses",
-               "read_timeout", "timeout", "user_agent"}
+CLIENT_KEYS = {
+    "allow_http",
+    "allow_invalid_certificates",
+    "connect_timeout",
+    "default_content_type",
+    "default_headers",
+    "http1_only",
+    "http2_only",
+    "pool_idle_timeout",
+    "pool_max_idle_per_host",
+    "proxy_url",
+    "proxy_ca_certificate",
+    "proxy_excludes",
+    "root_certificate",
+    "randomize_addresses",
+    "read_timeout",
+    "timeout",
+    "user_agent",
+}
 """Storage options that configure the HTTP client rather than the store."""
 
 TIMEOUTS = {"connect_timeout": "10s", "timeout": "120s"}
-RETRY = {"max_retries": 5, "retry_timeout": timedelta(seconds=60),
-         "backoff": {"init_backoff": timedelta(milliseconds=100), "max_backoff": timedelta(seconds=5), "base": 2}}
+RETRY = {
+    "max_retries": 5,
+    "retry_timeout": timedelta(seconds=60),
+    "backoff": {"init_backoff": timedelta(milliseconds=100), "max_backoff": timedelta(seconds=5), "base": 2},
+}
 """Transient faults (503s, dropped connections) are retried with backoff for at most a minute in all."""
 
 _ENDPOINT_KEYS = ("endpoint", "endpoint_url", "aws_endpoint", "aws_endpoint_url", "base_url", "google_base_url")
@@ -93,8 +111,12 @@ def _azure_connection_string() -> dict[str, str]:
     """Account, key and endpoint from ``AZURE_STORAGE_CONNECTION_STRING`` (which obstore does not read)."""
     text = os.environ.get("AZURE_STORAGE_CONNECTION_STRING", "")
     fields = dict(part.split("=", 1) for part in text.split(";") if "=" in part)
-    names = {"AccountName": "account_name", "AccountKey": "account_key", "BlobEndpoint": "endpoint",
-             "SharedAccessSignature": "sas_key"}
+    names = {
+        "AccountName": "account_name",
+        "AccountKey": "account_key",
+        "BlobEndpoint": "endpoint",
+        "SharedAccessSignature": "sas_key",
+    }
     out = {names[k]: v for k, v in fields.items() if k in names}
     if out.get("endpoint", "").startswith("http://"):
         out["allow_http"] = "true"
@@ -122,16 +144,21 @@ def _by_class() -> tuple[tuple[tuple[type[BaseException], ...], str], ...]:
     needs obstore). obstore raises Python's own FileNotFoundError and PermissionError where they fit."""
     from obstore import exceptions as oe
 
-    return (((FileNotFoundError, oe.NotFoundError), NO_OBJECT),
-            ((PermissionError, oe.PermissionDeniedError), "access denied"),
-            ((oe.UnauthenticatedError,), "not authenticated (no or wrong credentials)"),
-            ((oe.UnknownConfigurationKeyError,), CONFIGURATION))
+    return (
+        ((FileNotFoundError, oe.NotFoundError), NO_OBJECT),
+        ((PermissionError, oe.PermissionDeniedError), "access denied"),
+        ((oe.UnauthenticatedError,), "not authenticated (no or wrong credentials)"),
+        ((oe.UnknownConfigurationKeyError,), CONFIGURATION),
+    )
 
 
 _SERVER_CODES = (  # what a store's own error code adds to a class (obstore passes it on in the message only)
     (r"NoSuchBucket|ContainerNotFound|bucket does not exist", NO_BUCKET),
     (r"InvalidAccessKeyId|unknown access key", "access denied: the access key is not known"),
-    (r"SignatureDoesNotMatch|AuthenticationFailed|InvalidSignature", "access denied: bad signature (wrong secret key?)"),
+    (
+        r"SignatureDoesNotMatch|AuthenticationFailed|InvalidSignature",
+        "access denied: bad signature (wrong secret key?)",
+    ),
     (r"ExpiredToken|token.*expired", "access denied: the credentials have expired"),
 )
 _UNCLASSED = (  # failures obstore raises as a GenericError: the HTTP status or transport it reports

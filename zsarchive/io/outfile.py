@@ -55,8 +55,9 @@ def whole_file(target: str | os.PathLike, what: str, overwrite: bool = True) -> 
         fsync_directory(target.parent)
     except OSError as exc:  # disk full, permissions...
         _remove_quietly(tmp)
-        raise ZSError(f"{target}: {what} failed: {exc.strerror or exc}"
-                      f"{f' ({exc.filename})' if exc.filename else ''}") from None
+        raise ZSError(
+            f"{target}: {what} failed: {exc.strerror or exc}{f' ({exc.filename})' if exc.filename else ''}"
+        ) from None
     except BaseException:
         _remove_quietly(tmp)
         raise

@@ -26,6 +26,7 @@ def http_date(seconds: int) -> str | None:
     """``seconds`` since the epoch as an HTTP date, or None past what an HTTP date can say."""
     try:
         from email.utils import formatdate  # here: email (with socket) loads only for a pinned HTTP read
+
         return formatdate(seconds, usegmt=True)
     except (OverflowError, ValueError, OSError):
         return None
@@ -38,6 +39,7 @@ def http_seconds(value: str | None) -> int | None:
         return None
     try:
         from email.utils import parsedate_to_datetime
+
         moment = parsedate_to_datetime(value)
     except (TypeError, ValueError, IndexError, OverflowError):
         return None
@@ -61,8 +63,9 @@ def _shown(seconds: int) -> str:
         return f"{seconds} s after 1970"
 
 
-def mismatch(pinned_etag: str | None, pinned_modified: int | None, etag: str | None,
-             modified: int | None) -> str | None:
+def mismatch(
+    pinned_etag: str | None, pinned_modified: int | None, etag: str | None, modified: int | None
+) -> str | None:
     """None if an answer with ``etag`` and ``modified`` (seconds) is the pinned version: the same
     opaque ETag (``*`` pins none), and modified at or before the pinned time. Otherwise what
     differs, naming both values, for a one-line error."""
@@ -75,8 +78,10 @@ def mismatch(pinned_etag: str | None, pinned_modified: int | None, etag: str | N
         if modified is None:
             return f"the ref's checksum time is {_shown(pinned_modified)}, the answer carries no Last-Modified"
         if modified > pinned_modified:
-            return (f"the answer's Last-Modified is {_shown(modified)}, after the ref's checksum time "
-                    f"{_shown(pinned_modified)}")
+            return (
+                f"the answer's Last-Modified is {_shown(modified)}, after the ref's checksum time "
+                f"{_shown(pinned_modified)}"
+            )
     return None
 
 
@@ -105,14 +110,17 @@ class Version(NamedTuple):
     def differs(self, pinned_etag: str | None, pinned_modified: int | None) -> str | None:
         """None if this is the version a ref's checksum pins (see :func:`mismatch`), else what differs."""
         if not self.local:
-            return mismatch(pinned_etag, pinned_modified, self.etag,
-                            None if self.modified_ns is None else self.modified_ns // 10**9)
+            return mismatch(
+                pinned_etag, pinned_modified, self.etag, None if self.modified_ns is None else self.modified_ns // 10**9
+            )
         wanted = pinned_etag.strip('"') if pinned_etag else None
         if wanted and wanted != "*" and wanted != self.etag:
             return f"the ref's ETag checksum is {pinned_etag!r}, the file's is {self.etag!r}"
         if pinned_modified and self.modified_ns is not None and self.modified_ns > pinned_modified * 10**9:
             from zsarchive.times import format_time
 
-            return (f"modified {format_time(self.modified_ns // 1000)}, after the ref's checksum time "
-                    f"{format_time(pinned_modified * 10**6)}")
+            return (
+                f"modified {format_time(self.modified_ns // 1000)}, after the ref's checksum time "
+                f"{format_time(pinned_modified * 10**6)}"
+            )
         return None

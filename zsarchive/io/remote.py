@@ -37,8 +37,12 @@ class RequestStats:
     def snapshot(self) -> dict[str, int]:
         """The counters as a plain dict (handy for differences in tests and benchmarks)."""
         with self._lock:
-            return {"requests": self.requests, "bytes": self.bytes,
-                    "connections": self.connections, "retries": self.retries}
+            return {
+                "requests": self.requests,
+                "bytes": self.bytes,
+                "connections": self.connections,
+                "retries": self.retries,
+            }
 
 
 @dataclass(frozen=True)
@@ -125,7 +129,7 @@ class RemoteTransport(Transport):
     def _from_held(self, offset: int, length: int) -> bytes | None:
         for start, data in self._held:
             if start <= offset and offset + length <= start + len(data):
-                return data[offset - start:offset - start + length]
+                return data[offset - start : offset - start + length]
         return None
 
     def read(self, offset: int, length: int) -> bytes:
@@ -152,7 +156,7 @@ class RemoteTransport(Transport):
             for member in run.members:
                 i = wanted[member]
                 offset, length = ranges[i]
-                results[i] = body[offset - run.start:offset - run.start + length]
+                results[i] = body[offset - run.start : offset - run.start + length]
         return results  # type: ignore[return-value]
 
     def _fetch_many(self, ranges: list[tuple[int, int]]) -> list[bytes]:

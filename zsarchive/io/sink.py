@@ -27,6 +27,7 @@ from zsarchive.io.base import ObjectMissing
 from zsarchive.io.location import Location, parse_location
 from zsarchive.io.outfile import fsync_directory, start_writeback
 
+
 class Stream:
     """An object's ``size`` bytes as buffers made one after another by ``parts()`` (an embedded chunk file's
     pieces), written as they come: memory does not follow the object's length. Buffers adding up to another
@@ -87,8 +88,10 @@ def check_room(location: Location, totals: Totals, max_bytes: int | None = None)
     """Refuse, before anything is written, what would write more than ``max_bytes`` or, at a local target,
     more than its file system's free space or free inodes hold (a one-line ZSError saying both numbers)."""
     if max_bytes is not None and totals.bytes > max_bytes:
-        raise ZSError(f"{location.url}: {totals} to write, more than the limit of {max_bytes:,} bytes "
-                      "(--max-bytes); nothing written")
+        raise ZSError(
+            f"{location.url}: {totals} to write, more than the limit of {max_bytes:,} bytes "
+            "(--max-bytes); nothing written"
+        )
     if not location.is_local:
         return
     where = Path(os.path.abspath(location.path))
@@ -100,11 +103,15 @@ def check_room(location: Location, totals: Totals, max_bytes: int | None = None)
         raise ZSError(f"{where}: cannot read the free space: {exc.strerror}") from None
     free = found.f_bavail * found.f_frsize
     if totals.room > free:
-        raise ZSError(f"{location.url}: {totals} to write ({totals.room:,} bytes on disk), but its file system "
-                      f"has {free:,} bytes free; nothing written")
+        raise ZSError(
+            f"{location.url}: {totals} to write ({totals.room:,} bytes on disk), but its file system "
+            f"has {free:,} bytes free; nothing written"
+        )
     if found.f_files and totals.files > found.f_favail:  # a file system without an inode count says 0
-        raise ZSError(f"{location.url}: {totals} to write, but its file system has room for "
-                      f"{found.f_favail:,} more files; nothing written")
+        raise ZSError(
+            f"{location.url}: {totals} to write, but its file system has room for "
+            f"{found.f_favail:,} more files; nothing written"
+        )
 
 
 class Stopped(Exception):
@@ -153,8 +160,7 @@ class Sink(abc.ABC):
         with self._charging:
             self._charged += size
             if self.limit is not None and self._charged > self.limit:
-                raise ZSError(f"{self.url(key)}: writing it would pass the limit of {self.limit} bytes "
-                              "(--max-bytes)")
+                raise ZSError(f"{self.url(key)}: writing it would pass the limit of {self.limit} bytes (--max-bytes)")
 
     def url(self, key: str) -> str:
         """The path or URL of ``key`` (for messages)."""
@@ -599,8 +605,12 @@ class ObjectSink(Directory):
         return int(stamp.timestamp()) * 1_000_000 + stamp.microsecond
 
 
-def open_sink(target: str | os.PathLike | Location, storage_options: Mapping[str, object] | None = None,
-              anon: bool = False, window: int | None = None) -> Directory:
+def open_sink(
+    target: str | os.PathLike | Location,
+    storage_options: Mapping[str, object] | None = None,
+    anon: bool = False,
+    window: int | None = None,
+) -> Directory:
     """A Directory (a Sink read back too) for a local directory, ``file://`` URL or ``s3://``/``gs://``/``az://``
     URL (ZSError otherwise), with ``window`` writes in flight (default: 8 to a directory, :data:`OBJECT_WINDOW`
     to an object store)."""
@@ -612,6 +622,8 @@ def open_sink(target: str | os.PathLike | Location, storage_options: Mapping[str
     if where.kind == "gs" and where.anon:
         # obstore's GCS client signs every write even when told not to sign: it would ask the
         # instance metadata server for a token rather than send an unsigned request
-        raise ZSError(f"{where.url}: cannot write to Google Cloud Storage anonymously (give credentials: "
-                      f"GOOGLE_APPLICATION_CREDENTIALS, GOOGLE_SERVICE_ACCOUNT or service_account_path=FILE)")
+        raise ZSError(
+            f"{where.url}: cannot write to Google Cloud Storage anonymously (give credentials: "
+            f"GOOGLE_APPLICATION_CREDENTIALS, GOOGLE_SERVICE_ACCOUNT or service_account_path=FILE)"
+        )
     return ObjectSink(where, window or OBJECT_WINDOW)

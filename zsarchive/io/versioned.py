@@ -68,8 +68,9 @@ def http_conditions(etag: str | None, last_modified: int | None) -> dict[str, st
     return headers
 
 
-def read_url_run(url: str, offset: int, length: int, headers: dict[str, str],
-                 pool: ConnectionPool) -> tuple[Version, bytes]:
+def read_url_run(
+    url: str, offset: int, length: int, headers: dict[str, str], pool: ConnectionPool
+) -> tuple[Version, bytes]:
     """One ``Range`` request of ``url`` with ``headers`` (preconditions): the bytes (fewer where the object
     ends sooner; a server that ignored Range is cut to the range) and the version its answer names."""
     from zsarchive.io.http import HTTPTransport  # here: a chunk ref lookup needs no HTTP client
@@ -93,8 +94,9 @@ def object_conditions(etag: str | None, last_modified: int | None) -> dict[str, 
     return conditions
 
 
-def read_object_run(store: Any, key: str, url: str, offset: int, length: int,
-                    conditions: dict[str, Any]) -> tuple[Version, bytes]:
+def read_object_run(
+    store: Any, key: str, url: str, offset: int, length: int, conditions: dict[str, Any]
+) -> tuple[Version, bytes]:
     """One ranged GET of ``key`` with ``conditions``: the bytes and the version the store's answer names;
     ObjectChanged when a precondition fails, ZSError (one line naming ``url``) for any other failure."""
     meta, _, data = get_bounded(store, key, {"range": (offset, offset + length), **conditions}, length, url)

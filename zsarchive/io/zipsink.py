@@ -30,8 +30,10 @@ class ZipSink(Sink):
     def __init__(self, location: Location, window: int = 8):
         super().__init__(location, window)
         self.path = location.url
-        self._temp = os.path.join(os.path.dirname(os.path.abspath(self.path)) or ".",
-                                  f".{os.path.basename(self.path)}.{secrets.token_hex(6)}.tmp")
+        self._temp = os.path.join(
+            os.path.dirname(os.path.abspath(self.path)) or ".",
+            f".{os.path.basename(self.path)}.{secrets.token_hex(6)}.tmp",
+        )
         self._lock = threading.Lock()
         self._zip: zipfile.ZipFile | None = None
         self._handle: BinaryIO | None = None

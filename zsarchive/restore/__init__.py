@@ -9,8 +9,9 @@ import types
 
 from zsarchive.lazy import lazy_exports
 
-__getattr__ = lazy_exports(__name__, {"restore": "zsarchive.restore.repository",
-                                      "RestoreSummary": "zsarchive.restore.repository"})
+__getattr__ = lazy_exports(
+    __name__, {"restore": "zsarchive.restore.repository", "RestoreSummary": "zsarchive.restore.repository"}
+)
 
 
 class _CallableModule(types.ModuleType):

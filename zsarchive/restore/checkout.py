@@ -53,13 +53,22 @@ class _Node:
     keys: ChunkKeys | None  # how its chunk keys are spelled; None for a group
 
 
-def checkout(archive: RepoArchive | str | os.PathLike, ref: str, target: str | os.PathLike | Location, *,
-             group: str | None = None, repo: str | os.PathLike | Location | None = None,
-             authorize: Iterable[str] | Mapping[str, Mapping[str, Any]] = (),
-             storage_options: Mapping[str, object] | None = None, anon: bool = False,
-             window: int | None = None, progress: Callable[[int, int], None] | None = None,
-             client: Any = None, max_bytes: int | None = None,
-             announce: Callable[[Totals], None] | None = None) -> CheckoutSummary:
+def checkout(
+    archive: RepoArchive | str | os.PathLike,
+    ref: str,
+    target: str | os.PathLike | Location,
+    *,
+    group: str | None = None,
+    repo: str | os.PathLike | Location | None = None,
+    authorize: Iterable[str] | Mapping[str, Mapping[str, Any]] = (),
+    storage_options: Mapping[str, object] | None = None,
+    anon: bool = False,
+    window: int | None = None,
+    progress: Callable[[int, int], None] | None = None,
+    client: Any = None,
+    max_bytes: int | None = None,
+    announce: Callable[[Totals], None] | None = None,
+) -> CheckoutSummary:
     """Write the snapshot REF names as a plain Zarr v3 hierarchy at ``target`` (absent or empty).
 
     ``target``: a directory, a ``*.zip`` path, or an ``s3://``/``gs://``/``az://`` URL; ``group``: write only
@@ -76,28 +85,35 @@ def checkout(archive: RepoArchive | str | os.PathLike, ref: str, target: str | o
     """
     started = time.monotonic()
     if client is not None and isinstance(archive, RepoArchive):
-        raise ZSError("a checkout on a cluster takes the archive's path or URL (its workers open it), not a RepoArchive")
+        raise ZSError(
+            "a checkout on a cluster takes the archive's path or URL (its workers open it), not a RepoArchive"
+        )
     if isinstance(archive, RepoArchive):
         if authorize:
             raise ZSError("give authorize= to the RepoArchive, not checkout, when passing one")
         arc, owned = archive, False
     else:
-        arc, owned = RepoArchive(archive, authorize=dict(authorize) if isinstance(authorize, Mapping)
-                                 else list(authorize)), True
+        arc, owned = (
+            RepoArchive(archive, authorize=dict(authorize) if isinstance(authorize, Mapping) else list(authorize)),
+            True,
+        )
     try:
         where_repo = None if repo is None else parse_location(repo, storage_options, anon)
         where = parse_location(target, storage_options, anon)
         out = _open_target(where, window)
         if client is not None and isinstance(out, _ZipTarget):
-            raise ZSError(f"{target}: a .zip is written by one machine; check out on a cluster into a directory "
-                          "or an object store")
+            raise ZSError(
+                f"{target}: a .zip is written by one machine; check out on a cluster into a directory "
+                "or an object store"
+            )
         if not out.is_empty():
             raise ZSError(f"{target}: not empty; checkout writes only to an absent or empty target")
         snapshot_id = arc.resolve(ref)
         nodes = _select(arc, snapshot_id, ref, group)
         try:
-            totals, embedded = _plan(arc, ref, nodes, repo_given=where_repo is not None,
-                                     room=partial(check_room, where, max_bytes=max_bytes))
+            totals, embedded = _plan(
+                arc, ref, nodes, repo_given=where_repo is not None, room=partial(check_room, where, max_bytes=max_bytes)
+            )
         except RecordFault as exc:
             raise exc.named(arc.name) from None
         if announce is not None:
@@ -119,11 +135,19 @@ def checkout(archive: RepoArchive | str | os.PathLike, ref: str, target: str | o
                 from zsarchive.restore.cluster import checkout_chunks
 
                 sink_type = TaskTreeSink if isinstance(out.sink, _TreeSink) else type(out.sink)
-                written["chunks"] = checkout_chunks(client, archive, dict(authorize) if isinstance(
-                    authorize, Mapping) else list(authorize), ref, nodes, sink_type, out.sink, where_repo, advance)
+                written["chunks"] = checkout_chunks(
+                    client,
+                    archive,
+                    dict(authorize) if isinstance(authorize, Mapping) else list(authorize),
+                    ref,
+                    nodes,
+                    sink_type,
+                    out.sink,
+                    where_repo,
+                    advance,
+                )
             else:
-                written["chunks"] = _copy_chunks(arc, ref, nodes, out.sink, where_repo, out.local, done,
-                                                 embedded)
+                written["chunks"] = _copy_chunks(arc, ref, nodes, out.sink, where_repo, out.local, done, embedded)
             # the root's zarr.json last, create-only: a target looks whole only when it is
             metas = sorted(((n.key, n.node.user_data) for n in nodes), key=lambda m: m[0] == ROOT_META)
             out.sink.put_all(metas[:-1], done)
@@ -136,8 +160,14 @@ def checkout(archive: RepoArchive | str | os.PathLike, ref: str, target: str | o
             if isinstance(exc, ZSError):
                 raise out.restate(exc) from None
             raise
-        return CheckoutSummary(out.sink.name if not out.local else str(target), snapshot_id, len(nodes),
-                               written["chunks"], written["bytes"], time.monotonic() - started)
+        return CheckoutSummary(
+            out.sink.name if not out.local else str(target),
+            snapshot_id,
+            len(nodes),
+            written["chunks"],
+            written["bytes"],
+            time.monotonic() - started,
+        )
     finally:
         if owned:
             arc.close()
@@ -155,26 +185,31 @@ def _select(arc: RepoArchive, snapshot_id: str, ref: str, group: str | None) -> 
         path = node.path
         if not (path == top or path.startswith(base + "/")):
             continue
-        rel = "" if path == top else path[len(base) + 1:]
+        rel = "" if path == top else path[len(base) + 1 :]
         for part in rel.split("/") if rel else []:
             problem = unportable(part) or ("is a node's metadata document" if part == ROOT_META else None)
             if problem is not None:
-                raise ZSError(f"{arc.name}: node {path!r} at {ref!r}: its name {part!r} {problem}, not a "
-                              "portable name; nothing written")
+                raise ZSError(
+                    f"{arc.name}: node {path!r} at {ref!r}: its name {part!r} {problem}, not a "
+                    "portable name; nothing written"
+                )
         keys = None
         if node.is_array:
             keys = ChunkKeys(path, node.zarr_json, node.num_chunks, f"{rel}/" if rel else "")
             if keys.sep not in ("/", "."):
-                raise ZSCorrupt(f"{arc.name}: array {path!r} at {ref!r}: chunk key separator {keys.sep!r} "
-                                "is neither '/' nor '.'; nothing written")
+                raise ZSCorrupt(
+                    f"{arc.name}: array {path!r} at {ref!r}: chunk key separator {keys.sep!r} "
+                    "is neither '/' nor '.'; nothing written"
+                )
         nodes.append(_Node(f"{rel}/{ROOT_META}" if rel else ROOT_META, node, keys))
     if base and not any(n.key == ROOT_META for n in nodes):
         raise ZSError(f"{arc.name}: no node {top!r} at {ref!r}")
     return nodes
 
 
-def _plan(arc: RepoArchive, ref: str, nodes: list[_Node], repo_given: bool,
-          room: Callable[[Totals], None]) -> tuple[Totals, dict[str, int]]:
+def _plan(
+    arc: RepoArchive, ref: str, nodes: list[_Node], repo_given: bool, room: Callable[[Totals], None]
+) -> tuple[Totals, dict[str, int]]:
     """Every chunk the checkout writes, walked once before anything is written: what it writes (files and
     bytes, held against ``room`` every ``_ROOM_EVERY`` objects and at the end, so that what could never fit
     is refused before the walk is over), the size of each chunk file the archive embeds, and the invariants
@@ -214,9 +249,11 @@ def _plan(arc: RepoArchive, ref: str, nodes: list[_Node], repo_given: bool,
                 embedded[chunk_id] = size
     missing = len(reach.ends) - len(embedded)
     if missing and not repo_given:
-        raise ZSError(f"{arc.name}: {missing} chunk file{'s' if missing != 1 else ''} that {ref!r} uses are not "
-                      "in the archive (it was exported without --include-chunks): give the original repository "
-                      "with --repo SOURCE; nothing written")
+        raise ZSError(
+            f"{arc.name}: {missing} chunk file{'s' if missing != 1 else ''} that {ref!r} uses are not "
+            "in the archive (it was exported without --include-chunks): give the original repository "
+            "with --repo SOURCE; nothing written"
+        )
     totals.complete = True
     room(totals)
     return totals, embedded
@@ -226,8 +263,16 @@ _ROOM_EVERY = 4096
 """Objects counted between two checks of the room a checkout has (a statvfs each: cheap at this rate)."""
 
 
-def _copy_chunks(arc: RepoArchive, ref: str, nodes: list[_Node], sink: Sink, repo: Location | None,
-                 zero_copy: bool, done: Callable[[str, int], None], embedded: dict[str, int]) -> int:
+def _copy_chunks(
+    arc: RepoArchive,
+    ref: str,
+    nodes: list[_Node],
+    sink: Sink,
+    repo: Location | None,
+    zero_copy: bool,
+    done: Callable[[str, int], None],
+    embedded: dict[str, int],
+) -> int:
     """Write every chunk of the arrays among ``nodes``, bytes as stored (an embedded chunk streamed from its
     pieces, whatever its length); returns how many."""
     count = 0
@@ -243,9 +288,21 @@ def _copy_chunks(arc: RepoArchive, ref: str, nodes: list[_Node], sink: Sink, rep
                 if chunk.kind == "inline":
                     yield key, chunk.inline
                 elif chunk.kind == "native" and chunk.chunk_id in embedded:
-                    yield key, Stream(chunk.length, partial(stream_file, arc.zs, chunk.chunk_id,
-                                                            chunk.offset + chunk.length, zero_copy, chunk.offset),
-                                      f"{arc.name}: embedded chunk {chunk.chunk_id}")
+                    yield (
+                        key,
+                        Stream(
+                            chunk.length,
+                            partial(
+                                stream_file,
+                                arc.zs,
+                                chunk.chunk_id,
+                                chunk.offset + chunk.length,
+                                zero_copy,
+                                chunk.offset,
+                            ),
+                            f"{arc.name}: embedded chunk {chunk.chunk_id}",
+                        ),
+                    )
                 else:
                     yield key, partial(arc.read_chunk, chunk, ref, repo, zero_copy)
 
@@ -287,8 +344,15 @@ class _TreeSink(LocalSink):
     def put(self, key: str, data: bytes | memoryview | list) -> None:
         path = self._place(key)
         try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | (os.O_EXCL if self.exclusive else os.O_TRUNC)
-                         | getattr(os, "O_BINARY", 0) | getattr(os, "O_CLOEXEC", 0), 0o666)
+            fd = os.open(
+                path,
+                os.O_WRONLY
+                | os.O_CREAT
+                | (os.O_EXCL if self.exclusive else os.O_TRUNC)
+                | getattr(os, "O_BINARY", 0)
+                | getattr(os, "O_CLOEXEC", 0),
+                0o666,
+            )
         except OSError as exc:
             raise write_error(exc, path) from None
         try:
@@ -322,8 +386,11 @@ class _DirTarget(_Target):
         self.path = os.path.realpath(path)
         self.inside = os.path.isdir(self.path)
         name = f".zs-checkout.{secrets.token_hex(6)}.tmp"
-        self.temp = os.path.join(self.path, name) if self.inside else \
-            os.path.join(os.path.dirname(self.path), f".{os.path.basename(self.path)}{name}")
+        self.temp = (
+            os.path.join(self.path, name)
+            if self.inside
+            else os.path.join(os.path.dirname(self.path), f".{os.path.basename(self.path)}{name}")
+        )
         super().__init__(_TreeSink(Location(self.temp, "file"), window))
 
     def is_empty(self) -> bool:
@@ -362,8 +429,9 @@ class _ZipTarget(_Target):
 
 def _open_target(where: Location, window: int | None) -> _Target:
     if where.kind == "http":
-        raise ZSError(f"{where.url}: cannot write over plain HTTP (give a directory, a .zip path or an "
-                      "s3://, gs:// or az:// URL)")
+        raise ZSError(
+            f"{where.url}: cannot write over plain HTTP (give a directory, a .zip path or an s3://, gs:// or az:// URL)"
+        )
     if not where.is_local:
         return _Target(ObjectSink(where, window or OBJECT_WINDOW))
     if where.url.lower().endswith(".zip"):

@@ -112,10 +112,16 @@ class ClusterRestore(Restore):
         args = self._args()
         writes = [self.client.submit(_write_manifests, args, future, pure=False) for future, _ in made]
         ids = sorted(needed)
-        copies = [self.client.submit(_copy, args, {cid: needed[cid] for cid in group},
-                                     {cid: embedded[cid] for cid in group if cid in embedded},
-                                     pure=False)
-                  for group in (ids[at:at + TASK_FILES] for at in range(0, len(ids), TASK_FILES))]
+        copies = [
+            self.client.submit(
+                _copy,
+                args,
+                {cid: needed[cid] for cid in group},
+                {cid: embedded[cid] for cid in group if cid in embedded},
+                pure=False,
+            )
+            for group in (ids[at : at + TASK_FILES] for at in range(0, len(ids), TASK_FILES))
+        ]
         self._futures += writes + copies
         files = written = 0
         total = sum(needed.values())
@@ -200,8 +206,14 @@ def _make(args: tuple, manifests: list[str], nodes: list[str]) -> dict:
             reach(chunks, named)
             if manifest_id in plan.resized:
                 resized[manifest_id] = plan.resized[manifest_id]
-        return {"coords": coords, "manifests": files, "chunks": chunks, "resized": resized, "notes": job.notes,
-                "sizes": [len(raw) for raw in files.values()]}
+        return {
+            "coords": coords,
+            "manifests": files,
+            "chunks": chunks,
+            "resized": resized,
+            "notes": job.notes,
+            "sizes": [len(raw) for raw in files.values()],
+        }
 
 
 def _summary(made: dict) -> dict:
@@ -251,8 +263,17 @@ TASK_CHUNKS = 4096
 """Chunks one checkout task writes at most (a range of an array's first axis)."""
 
 
-def checkout_chunks(client, archive: Any, authorize: Any, ref: str, nodes: list, sink_type: type, sink,
-                    repo: Any, advance: Callable[[int, int], None]) -> int:
+def checkout_chunks(
+    client,
+    archive: Any,
+    authorize: Any,
+    ref: str,
+    nodes: list,
+    sink_type: type,
+    sink,
+    repo: Any,
+    advance: Callable[[int, int], None],
+) -> int:
     """Write every chunk of the arrays among ``nodes`` (checkout's) on the cluster: each task a range of one
     array's first axis, written by a worker into a ``sink_type`` at ``sink``'s place; how many.
     ``advance(chunks, bytes)`` as each task is done."""
@@ -285,8 +306,9 @@ def _axis_ranges(num_chunks: list[int] | None) -> list[tuple[tuple | None, tuple
     step = max(1, TASK_CHUNKS // rest)
     zeros = (0,) * (len(num_chunks) - 1)
     cuts = list(range(0, num_chunks[0], step))
-    return [((lo, *zeros) if lo else None, (lo + step, *zeros) if lo + step < num_chunks[0] else None)
-            for lo in cuts] or [(None, None)]
+    return [
+        ((lo, *zeros) if lo else None, (lo + step, *zeros) if lo + step < num_chunks[0] else None) for lo in cuts
+    ] or [(None, None)]
 
 
 _ARCHIVES: collections.OrderedDict = collections.OrderedDict()
@@ -313,8 +335,12 @@ def _checkout(args: tuple, ref: str, item: Any, start: tuple | None, stop: tuple
         for chunk in arc.array_chunks(item.node, start, stop):
             count += 1
             key = item.keys.key(chunk.coords)
-            yield key, chunk.inline if chunk.kind == "inline" else partial(arc.read_chunk, chunk, ref, repo,
-                                                                            location.is_local)
+            yield (
+                key,
+                chunk.inline
+                if chunk.kind == "inline"
+                else partial(arc.read_chunk, chunk, ref, repo, location.is_local),
+            )
 
     with large_allocations_on_the_heap():
         written = sink.put_all(items())

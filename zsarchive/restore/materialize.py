@@ -55,13 +55,21 @@ class Materializer:
         added: dict[str, int] = {}
         for i in rows:
             tag, time = int(refs.etag[i]), int(refs.modified[i])
-            found = self.chunk_id((refs.texts[int(refs.text[i])], int(refs.offset[i]), int(refs.length[i]),
-                                   refs.etags[tag] if tag >= 0 else None, time or None))
+            found = self.chunk_id(
+                (
+                    refs.texts[int(refs.text[i])],
+                    int(refs.offset[i]),
+                    int(refs.length[i]),
+                    refs.etags[tag] if tag >= 0 else None,
+                    time or None,
+                )
+            )
             if found is not None:
                 kind[i], offset[i], etag[i], modified[i] = NATIVE, 0, -1, 0
                 text[i] = added.setdefault(found, len(texts) + len(added))
-        return refs._replace(kind=kind, text=text, texts=texts + list(added), offset=offset, etag=etag,
-                             modified=modified)
+        return refs._replace(
+            kind=kind, text=text, texts=texts + list(added), offset=offset, etag=etag, modified=modified
+        )
 
     def _ref(self, ref: ChunkRef) -> ChunkRef:
         if ref.kind is not RefKind.VIRTUAL:
@@ -69,14 +77,21 @@ class Materializer:
         found = self.chunk_id((ref.location, ref.offset, ref.length, ref.checksum_etag, ref.checksum_last_modified))
         if found is None:
             return ref
-        return ref._replace(kind=RefKind.NATIVE, chunk_id=found, location=None, offset=0, checksum_etag=None,
-                            checksum_last_modified=None)
+        return ref._replace(
+            kind=RefKind.NATIVE,
+            chunk_id=found,
+            location=None,
+            offset=0,
+            checksum_etag=None,
+            checksum_last_modified=None,
+        )
 
     def pieces(self, chunk_id: str) -> list[bytes | memoryview]:
         """The bytes of a chunk file that replaces a kept range (a view into the archive's map where it is one)."""
         key = self.files[chunk_id]
         data = read_virtual(self.reader.zs, key, key.offset, key.stop, zero_copy=True)
         if data is None:
-            raise ZSCorrupt(f"{self.reader.name}: virtual range {key.location} [{key.offset}, {key.stop}) "
-                            "is no longer kept")
+            raise ZSCorrupt(
+                f"{self.reader.name}: virtual range {key.location} [{key.offset}, {key.stop}) is no longer kept"
+            )
         return [data]

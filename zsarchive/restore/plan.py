@@ -22,7 +22,15 @@ from zsarchive.archive.read.refspec import parse_ref
 from zsarchive.errors import ZSCorrupt, ZSError
 from zsarchive.icechunk.header import IMPLEMENTATION
 from zsarchive.icechunk.model import (
-    ChunkRef, FileHeader, FileType, MoveOperation, Node, RepoInfo, RepoStatus, Snapshot, TransactionLog,
+    ChunkRef,
+    FileHeader,
+    FileType,
+    MoveOperation,
+    Node,
+    RepoInfo,
+    RepoStatus,
+    Snapshot,
+    TransactionLog,
 )
 from zsarchive.icechunk.paths import path_key
 from zsarchive.restore.source import ArchiveHistory, SnapshotRecord, Timelines, manifest_refs, timeline_refs
@@ -78,10 +86,19 @@ class RestorePlan:
         record = self.snapshots[sid]
         spec = self.file_spec[sid]
         header = FileHeader(self.implementation(f"snapshots/{sid}"), spec, FileType.SNAPSHOT, 1)
-        files = [replace(m, size_bytes=self.resized[m.id]) if m.id in self.resized else m
-                 for m in record.manifest_files]
-        return Snapshot(header, sid, self.parents[sid] if spec == 1 else None, record.info.flushed_at,
-                        record.info.message, record.info.metadata, record.nodes, files)
+        files = [
+            replace(m, size_bytes=self.resized[m.id]) if m.id in self.resized else m for m in record.manifest_files
+        ]
+        return Snapshot(
+            header,
+            sid,
+            self.parents[sid] if spec == 1 else None,
+            record.info.flushed_at,
+            record.info.message,
+            record.info.metadata,
+            record.nodes,
+            files,
+        )
 
     def transaction_logs(self) -> Iterator[TransactionLog]:
         """Every transaction log file: each restored snapshot's own, and an empty one per pruned id that
@@ -131,14 +148,14 @@ class RestorePlan:
         for pruned in summary.merged:
             if self._has_own_log(pruned):
                 own = list(self.history.txlogs[pruned].moves)
-                if moves[at:at + len(own)] == own:
+                if moves[at : at + len(own)] == own:
                     at += len(own)
                     mine.remove(pruned)
                 continue
             stop = len(moves)
             if mine:  # the next restored ancestor's moves start where its own list is found
                 nxt = list(self.history.txlogs[mine[0]].moves)
-                stop = next((j for j in range(at, len(moves)) if nxt and moves[j:j + len(nxt)] == nxt), stop)
+                stop = next((j for j in range(at, len(moves)) if nxt and moves[j : j + len(nxt)] == nxt), stop)
             end = at
             while end < stop and (end == at or path_key(moves[end - 1].to_path) <= path_key(moves[end].to_path)):
                 end += 1
@@ -156,15 +173,18 @@ class RestorePlan:
         counts = () if self.history.repo_file is None else self.history.repo_file.ops_log_files
         if len(counts) < 2 or 0 in counts:  # one file, or one that held nothing: the whole log in ``repo``
             return [("repo", whole)]
-        names = ops_log_file_names(counts, [((u.updated_at, len(ops) - 1 - i), u.backup_path)
-                                            for i, u in enumerate(ops)])
+        names = ops_log_file_names(
+            counts, [((u.updated_at, len(ops) - 1 - i), u.backup_path) for i, u in enumerate(ops)]
+        )
         if None in names or len(set(names)) < len(names):
             return [("repo", whole)]
         out, at = [], 0
         for i, n in enumerate(counts):
-            part = [replace(ops[at], backup_path=None), *ops[at + 1:at + n]]
+            part = [replace(ops[at], backup_path=None), *ops[at + 1 : at + n]]
             key = "repo" if i == 0 else f"overwritten/{names[i - 1]}"
-            out.append((key, replace(whole, latest_updates=part, repo_before_updates=names[i] if i < len(names) else None)))
+            out.append(
+                (key, replace(whole, latest_updates=part, repo_before_updates=names[i] if i < len(names) else None))
+            )
             at += n
         return out
 
@@ -174,8 +194,7 @@ class RestorePlan:
         infos = []
         for sid, record in self.snapshots.items():
             summary = self.history.txlogs.get(sid)
-            pruned = () if summary is None else tuple(
-                i for i in summary.merged + summary.missing if i != sid)
+            pruned = () if summary is None else tuple(i for i in summary.merged + summary.missing if i != sid)
             infos.append(replace(record.info, parent_id=self.parents[sid], pruned_tx_logs=pruned))
         status = facts.get("status")
         flags = facts.get("feature_flags") or {}
@@ -183,9 +202,21 @@ class RestorePlan:
         if ops and ops[0].backup_path is not None:
             ops[0] = replace(ops[0], backup_path=None)  # icechunk's next update starts from it
         header = FileHeader(self.implementation("repo"), 2, FileType.REPO_INFO, 1)
-        return RepoInfo(header, 2, self.branches, self.tags, self.deleted_tags, infos,
-                        None if status is None else RepoStatus(**status), facts.get("metadata") or {}, ops, None,
-                        facts.get("config"), list(flags.get("enabled", [])), list(flags.get("disabled", [])))
+        return RepoInfo(
+            header,
+            2,
+            self.branches,
+            self.tags,
+            self.deleted_tags,
+            infos,
+            None if status is None else RepoStatus(**status),
+            facts.get("metadata") or {},
+            ops,
+            None,
+            facts.get("config"),
+            list(flags.get("enabled", [])),
+            list(flags.get("disabled", [])),
+        )
 
 
 def _migration_time(history: ArchiveHistory) -> int | None:
@@ -217,8 +248,10 @@ def select(history: ArchiveHistory, refs: Iterable[str] = (), shallow: bool = Fa
             elif spec.kind in (None, "tag") and spec.name in tags:
                 wanted_tags.add(spec.name)
             else:
-                raise NotFound(f"{history.name}: no branch or tag {ref!r} in the archive"
-                               + hint(spec.name, [*branches, *tags], "branches and tags"))
+                raise NotFound(
+                    f"{history.name}: no branch or tag {ref!r} in the archive"
+                    + hint(spec.name, [*branches, *tags], "branches and tags")
+                )
         branches = {b: s for b, s in branches.items() if b in wanted_branches}
         tags = {t: s for t, s in tags.items() if t in wanted_tags}
         tips = set(branches.values()) | set(tags.values())
@@ -238,8 +271,10 @@ def select(history: ArchiveHistory, refs: Iterable[str] = (), shallow: bool = Fa
     parents = {sid: (None if shallow else rec.info.parent_id) for sid, rec in chosen.items()}
     parents = {sid: p if p in chosen else None for sid, p in parents.items()}
     migrated = _migration_time(history)
-    file_spec = {sid: 1 if history.spec_version == 1 or (migrated is not None and rec.info.flushed_at < migrated)
-                 else 2 for sid, rec in chosen.items()}
+    file_spec = {
+        sid: 1 if history.spec_version == 1 or (migrated is not None and rec.info.flushed_at < migrated) else 2
+        for sid, rec in chosen.items()
+    }
     manifests: dict[str, ManifestPlan] = {}
     for sid in sorted(chosen, key=lambda s: (chosen[s].info.flushed_at, s)):
         record = chosen[sid]
@@ -251,14 +286,27 @@ def select(history: ArchiveHistory, refs: Iterable[str] = (), shallow: bool = Fa
                 if plan is None:
                     form = history.files.get(f"manifests/{ref.id}")
                     plan = manifests[ref.id] = ManifestPlan(
-                        ref.id, file_spec[sid], info.size_bytes if info else 0, info.num_chunk_refs if info else 0,
-                        [], IMPLEMENTATION if form is None else form.implementation,
-                        form.location_dictionary if form is not None and form.compression_algorithm == 1 else None)
-                if all(user.id != node.id for _, user in plan.users) and \
-                        (not plan.users or plan.users[0][0] == sid):
+                        ref.id,
+                        file_spec[sid],
+                        info.size_bytes if info else 0,
+                        info.num_chunk_refs if info else 0,
+                        [],
+                        IMPLEMENTATION if form is None else form.implementation,
+                        form.location_dictionary if form is not None and form.compression_algorithm == 1 else None,
+                    )
+                if all(user.id != node.id for _, user in plan.users) and (not plan.users or plan.users[0][0] == sid):
                     plan.users.append((sid, node))
-    return RestorePlan(history.spec_version, chosen, parents, file_spec, manifests, branches, tags,
-                       sorted(history.deleted_tags), history)
+    return RestorePlan(
+        history.spec_version,
+        chosen,
+        parents,
+        file_spec,
+        manifests,
+        branches,
+        tags,
+        sorted(history.deleted_tags),
+        history,
+    )
 
 
 class ManifestContents:
@@ -324,7 +372,7 @@ def _first_manifests(node: Node, coords: np.ndarray) -> np.ndarray:
     free = np.ones(len(coords), bool)
     for ref in node.manifests:
         within = free.copy()
-        for axis, (lo, hi) in enumerate(ref.extents[:coords.shape[1]]):
+        for axis, (lo, hi) in enumerate(ref.extents[: coords.shape[1]]):
             within &= (coords[:, axis] >= lo) & (coords[:, axis] < hi)
         out[within] = ref.id
         free &= ~within

@@ -76,8 +76,10 @@ def check_target(sink: Sink, storage: Storage, spec_version: int) -> None:
     if storage.read(final_key(spec_version)) is not None or storage.read("repo") is not None:
         raise ZSError(f"{sink.name}: already holds an Icechunk repository; restore into an empty or new location")
     if storage.list("snapshots/") or storage.list("manifests/") or storage.list("chunks/"):
-        raise ZSError(f"{sink.name}: holds an unfinished restore (repository files but no "
-                      f"'{final_key(spec_version)}', so icechunk cannot open it); remove it and restore again")
+        raise ZSError(
+            f"{sink.name}: holds an unfinished restore (repository files but no "
+            f"'{final_key(spec_version)}', so icechunk cannot open it); remove it and restore again"
+        )
     raise ZSError(f"{sink.name}: is not empty; restore into an empty or new location")
 
 
@@ -94,12 +96,22 @@ def _ref_dir(kind: str, name: str) -> str:
 class Restore:
     """One restore job: the archive, the plan, the target and where chunk bytes come from."""
 
-    def __init__(self, archive: Any, target: str | os.PathLike | Location, *, repo: Any = None,
-                 refs: Iterable[str] = (), shallow: bool = False,
-                 storage_options: Mapping[str, object] | None = None, anon: bool = False,
-                 progress: Progress | None = None, transfers: int | None = None,
-                 materialize_virtual: bool = False, max_bytes: int | None = None,
-                 announce: Callable[[Totals], None] | None = None):
+    def __init__(
+        self,
+        archive: Any,
+        target: str | os.PathLike | Location,
+        *,
+        repo: Any = None,
+        refs: Iterable[str] = (),
+        shallow: bool = False,
+        storage_options: Mapping[str, object] | None = None,
+        anon: bool = False,
+        progress: Progress | None = None,
+        transfers: int | None = None,
+        materialize_virtual: bool = False,
+        max_bytes: int | None = None,
+        announce: Callable[[Totals], None] | None = None,
+    ):
         self.reader = ArchiveReader(archive)
         self.transfers = transfers
         self.materializer = Materializer(self.reader) if materialize_virtual else None
@@ -145,8 +157,10 @@ class Restore:
             arrays = [(node_id, self.materializer.refs(refs)) for node_id, refs in arrays]
         count = sum(len(refs.kind) if isinstance(refs, RefTable) else len(refs) for _, refs in arrays)
         if manifest.num_refs and count != manifest.num_refs:
-            self.notes.append(f"manifest {manifest.id}: {count} refs restored, the original held "
-                              f"{manifest.num_refs} (refs the archive does not keep: hidden by another manifest)")
+            self.notes.append(
+                f"manifest {manifest.id}: {count} refs restored, the original held "
+                f"{manifest.num_refs} (refs the archive does not keep: hidden by another manifest)"
+            )
         chunk_ids: dict[str, int] = {}
         for _, refs in arrays:
             if isinstance(refs, RefTable):
@@ -159,14 +173,23 @@ class Restore:
             else:
                 reach(chunk_ids, {r.chunk_id: r.offset + r.length for r in refs if r.kind is RefKind.NATIVE})
         try:
-            raw = encode_manifest(manifest.id, arrays, manifest.spec_version, manifest.implementation, manifest.size,
-                                  manifest.location_dictionary, *_levels(contents.plan.history.facts.get("config")))
+            raw = encode_manifest(
+                manifest.id,
+                arrays,
+                manifest.spec_version,
+                manifest.implementation,
+                manifest.size,
+                manifest.location_dictionary,
+                *_levels(contents.plan.history.facts.get("config")),
+            )
         except zstandard.ZstdError as exc:  # a dictionary zstd cannot use (made up, or too large)
             raise dictionary_fault(f"manifests/{manifest.id}", manifest.location_dictionary or b"", exc) from None
         if manifest.size and len(raw) != manifest.size:  # the snapshots name the size it has
             contents.plan.resized[manifest.id] = len(raw)
-            self.notes.append(f"manifest {manifest.id}: {len(raw)} bytes, the original {manifest.size}: the "
-                              f"snapshots name the new size")
+            self.notes.append(
+                f"manifest {manifest.id}: {len(raw)} bytes, the original {manifest.size}: the "
+                f"snapshots name the new size"
+            )
         return raw, chunk_ids
 
     @guarded
@@ -175,8 +198,11 @@ class Restore:
         storage if given); one line if some chunk file has no source, or if a ref reaches past its embedded
         file (``needed``: how far the refs reach into each) or a shard index record disagrees with its
         embedded shard (:mod:`~zsarchive.archive.read.invariants`)."""
-        made = {} if self.materializer is None else \
-            {cid: self.materializer.files[cid].length for cid in needed.keys() & self.materializer.files.keys()}
+        made = (
+            {}
+            if self.materializer is None
+            else {cid: self.materializer.files[cid].length for cid in needed.keys() & self.materializer.files.keys()}
+        )
         embedded = dict(made)
         for cid, end in needed.items():
             size = None if cid in made else file_size(self.reader.zs, cid)
@@ -184,13 +210,19 @@ class Restore:
                 check_reach(cid, end, size)
                 embedded[cid] = size
         if self.reader.holds(schema.SHARD_INDEX):
-            shard_indexes(records_under(self.reader.zs, schema.SHARD_INDEX), lambda cid, start, stop: read_pieces(
-                self.reader.zs, cid, start, stop) if cid in embedded and cid not in made else None)
+            shard_indexes(
+                records_under(self.reader.zs, schema.SHARD_INDEX),
+                lambda cid, start, stop: (
+                    read_pieces(self.reader.zs, cid, start, stop) if cid in embedded and cid not in made else None
+                ),
+            )
         source = None if self.repo is None else open_storage(self.repo)
         missing = len(needed) - len(embedded)
         if missing and source is None:
-            raise ZSError(f"{self.reader.name}: {missing} of {len(needed)} chunk files are not in the archive "
-                          f"(export it with --include-chunks, or give the original repository with --repo)")
+            raise ZSError(
+                f"{self.reader.name}: {missing} of {len(needed)} chunk files are not in the archive "
+                f"(export it with --include-chunks, or give the original repository with --repo)"
+            )
         return embedded, source
 
     def totals(self, needed: Mapping[str, int], embedded: dict[str, int], sizes: Iterable[int]) -> Totals:
@@ -203,8 +235,9 @@ class Restore:
             totals.add(size)
         return totals
 
-    def copy_chunks(self, sink: Sink, needed: Mapping[str, int], embedded: dict[str, int],
-                    source: Storage | None) -> tuple[int, int]:
+    def copy_chunks(
+        self, sink: Sink, needed: Mapping[str, int], embedded: dict[str, int], source: Storage | None
+    ) -> tuple[int, int]:
         """Copy every chunk file as stored: the archive's embedded ones (``embedded``: their sizes), then the
         rest from the source; progress in bytes (each file counted as long as its refs reach until it is
         written)."""
@@ -217,8 +250,11 @@ class Restore:
         def pieces(cid: str) -> Stream | Callable[[], list]:
             if self.materializer is not None and cid in self.materializer.files:
                 return lambda: self.materializer.pieces(cid)
-            return Stream(embedded[cid], lambda: stream_file(self.reader.zs, cid, embedded[cid], zero_copy=True),
-                          f"{self.reader.name}: embedded chunk {cid}")
+            return Stream(
+                embedded[cid],
+                lambda: stream_file(self.reader.zs, cid, embedded[cid], zero_copy=True),
+                f"{self.reader.name}: embedded chunk {cid}",
+            )
 
         # each file as its pieces (views into the archive's map where it is one, written with no copy
         # here), read on the writer threads a window at a time: reading one file overlaps writing others,
@@ -231,6 +267,7 @@ class Restore:
                 if raw is None:
                     raise ZSError(f"{source.name}: chunks/{cid} is missing, but the archive's refs name it")
                 return raw
+
             return read
 
         rest = sorted(needed.keys() - embedded.keys())
@@ -243,8 +280,9 @@ class Restore:
         """Every metadata file but the final one: manifests, transaction logs, snapshots (and V1 refs)."""
         files = {f"manifests/{mid}": raw for mid, raw in manifests.items()}
         for log in plan.transaction_logs():
-            files[f"transactions/{log.id}"] = encode_transaction_log(log, log.header.spec_version,
-                                                                     log.header.implementation)
+            files[f"transactions/{log.id}"] = encode_transaction_log(
+                log, log.header.spec_version, log.header.implementation
+            )
         for sid in plan.snapshots:
             snap = plan.snapshot(sid)
             files[f"snapshots/{sid}"] = encode_snapshot(snap, snap.header.spec_version, snap.header.implementation)
@@ -260,7 +298,9 @@ class Restore:
                 files[f"{_ref_dir('tag', name)}/ref.json"] = _ref_json(sid)
             for name in plan.deleted_tags:
                 # the snapshot its ref.json named (format 6); older archives keep none: main's, never read
-                files[f"{_ref_dir('tag', name)}/ref.json"] = _ref_json(plan.history.deleted_tag_snapshots.get(name, main))
+                files[f"{_ref_dir('tag', name)}/ref.json"] = _ref_json(
+                    plan.history.deleted_tag_snapshots.get(name, main)
+                )
                 files[f"{_ref_dir('tag', name)}/ref.json.deleted"] = b""
             config = plan.history.facts.get("config")
             if config is not None:
@@ -274,8 +314,7 @@ class Restore:
             return _ref_json(plan.branches["main"])
         _, info = self._repo_infos(plan)[0]
         if info.config is not None and not self.location.is_local and "storage" in info.config:
-            self.notes.append("the configuration's storage settings are left out: they belong to the original "
-                              "backend")
+            self.notes.append("the configuration's storage settings are left out: they belong to the original backend")
         return encode_repo_info(info, info.header.implementation)
 
     def _repo_infos(self, plan: RestorePlan) -> list[tuple[str, RepoInfo]]:
@@ -284,13 +323,19 @@ class Restore:
         infos = plan.repo_infos()
         if self.location.is_local:
             return infos
-        return [(key, _without_storage_settings(info) if info.config is not None and "storage" in info.config
-                 else info) for key, info in infos]
+        return [
+            (key, _without_storage_settings(info) if info.config is not None and "storage" in info.config else info)
+            for key, info in infos
+        ]
 
     def verify(self, storage: Storage, files: dict[str, bytes], final: bytes) -> None:
         """Read every metadata file back from the target and decode it with zsarchive's own reader."""
-        decoders = {"snapshots": decode_snapshot, "manifests": decode_manifest,
-                    "transactions": decode_transaction_log, "overwritten": decode_repo_info}
+        decoders = {
+            "snapshots": decode_snapshot,
+            "manifests": decode_manifest,
+            "transactions": decode_transaction_log,
+            "overwritten": decode_repo_info,
+        }
         for done, (key, raw) in enumerate(sorted(files.items()), 1):
             back = storage.read(key)
             name = f"{storage.name.rstrip('/')}/{key}"
@@ -306,8 +351,7 @@ class Restore:
     def open_target(self, plan: RestorePlan) -> tuple[Sink, Storage | None]:
         """The target's sink, and its storage where it exists already (checked to be empty)."""
         sink = open_sink(self.location, window=self.transfers)
-        storage = open_storage(self.location) if not self.location.is_local or self.location.path.is_dir() \
-            else None
+        storage = open_storage(self.location) if not self.location.is_local or self.location.path.is_dir() else None
         if storage is not None:
             check_target(sink, storage, plan.spec_version)
         return sink, storage
@@ -349,8 +393,17 @@ class Restore:
                 _empty(self.location.path, existed)
             raise
 
-    def finish(self, plan: RestorePlan, sink: Sink, storage: Storage | None, files: dict[str, bytes], final: bytes,
-               manifest_count: int, chunk_files: int, chunk_bytes: int) -> RestoreSummary:
+    def finish(
+        self,
+        plan: RestorePlan,
+        sink: Sink,
+        storage: Storage | None,
+        files: dict[str, bytes],
+        final: bytes,
+        manifest_count: int,
+        chunk_files: int,
+        chunk_bytes: int,
+    ) -> RestoreSummary:
         """Write the metadata ``files`` (the manifests among them, those not written yet), read them back, then
         the ``final`` file that makes the target a repository."""
         done = [0]
@@ -363,9 +416,18 @@ class Restore:
         self.verify(storage or open_storage(self.location), files, final)
         sink.flush()  # everything else durable before the file that makes it a repository
         sink.put_new(final_key(plan.spec_version), final)
-        return RestoreSummary(self.location.url, plan.spec_version, len(plan.snapshots), manifest_count,
-                              sum(k.startswith("transactions/") for k in files), chunk_files, chunk_bytes,
-                              len(plan.branches), len(plan.tags), self.notes)
+        return RestoreSummary(
+            self.location.url,
+            plan.spec_version,
+            len(plan.snapshots),
+            manifest_count,
+            sum(k.startswith("transactions/") for k in files),
+            chunk_files,
+            chunk_bytes,
+            len(plan.branches),
+            len(plan.tags),
+            self.notes,
+        )
 
     def close(self) -> None:
         """Release the archive."""
@@ -403,7 +465,8 @@ def _levels(config: Mapping[str, Any] | None) -> tuple[int, int]:
     config = config if isinstance(config, Mapping) else {}
     files = (config.get("compression") or {}).get("level")
     locations = ((config.get("manifest") or {}).get("virtual_chunk_location_compression") or {}).get(
-        "compression_level")
+        "compression_level"
+    )
     return (files if isinstance(files, int) else 3), (locations if isinstance(locations, int) else 3)
 
 
@@ -415,11 +478,22 @@ def _without_storage_settings(info: RepoInfo) -> RepoInfo:
     return replace(info, config={k: v for k, v in info.config.items() if k != "storage"} | {"storage": None})
 
 
-def restore(archive: Any, target: str | os.PathLike | Location, *, repo: Any = None, refs: Iterable[str] = (),
-            shallow: bool = False, storage_options: Mapping[str, object] | None = None, anon: bool = False,
-            progress: Progress | None = None, transfers: int | None = None, client: Any = None,
-            materialize_virtual: bool = False, max_bytes: int | None = None,
-            announce: Callable[[Totals], None] | None = None) -> RestoreSummary:
+def restore(
+    archive: Any,
+    target: str | os.PathLike | Location,
+    *,
+    repo: Any = None,
+    refs: Iterable[str] = (),
+    shallow: bool = False,
+    storage_options: Mapping[str, object] | None = None,
+    anon: bool = False,
+    progress: Progress | None = None,
+    transfers: int | None = None,
+    client: Any = None,
+    materialize_virtual: bool = False,
+    max_bytes: int | None = None,
+    announce: Callable[[Totals], None] | None = None,
+) -> RestoreSummary:
     """Write the repository ``archive`` holds into ``target`` (an absent or empty directory, or an
     ``s3://``, ``gs://``, ``az://`` URL); chunk bytes from the archive or the original repository ``repo``.
     ``storage_options`` and ``anon`` reach ``target`` and ``repo`` when they are URLs (give a
@@ -433,12 +507,23 @@ def restore(archive: Any, target: str | os.PathLike | Location, *, repo: Any = N
     <zsarchive.restore.materialize>`), so that the repository needs no source (in this process only). Before
     anything is written, ``announce(totals)`` is told the files and bytes to come, and a restore that would
     write more than ``max_bytes`` or, locally, more than the free space is refused."""
-    options = dict(repo=repo, refs=tuple(refs), shallow=shallow, storage_options=storage_options, anon=anon,
-                   progress=progress, transfers=transfers, max_bytes=max_bytes, announce=announce)
+    options = dict(
+        repo=repo,
+        refs=tuple(refs),
+        shallow=shallow,
+        storage_options=storage_options,
+        anon=anon,
+        progress=progress,
+        transfers=transfers,
+        max_bytes=max_bytes,
+        announce=announce,
+    )
     if client is not None:
         if materialize_virtual:
-            raise ZSError("restore: materializing virtual chunks runs in this process only; leave out the "
-                          "cluster (--scheduler) or --materialize-virtual")
+            raise ZSError(
+                "restore: materializing virtual chunks runs in this process only; leave out the "
+                "cluster (--scheduler) or --materialize-virtual"
+            )
         from zsarchive.restore.cluster import ClusterRestore
 
         job: Restore = ClusterRestore(archive, target, client=client, **options)

@@ -15,8 +15,26 @@ import numpy as np
 
 from zsarchive.archive.format import schema
 from zsarchive.archive.format.views import (
-    NODE_SETS, NODE_TYPES, REF_KIND_CODES, ChunkRefValue, FileKey, FileValue, ManifestRefKey, NodeKey, NodeValue, OpsKey, OpsValue,
-    RefKey, RefValue, RepoFactKey, RepoFactValue, RepoFile, SnapshotKey, SnapshotValue, TxlogKey, TxlogValue,
+    NODE_SETS,
+    NODE_TYPES,
+    REF_KIND_CODES,
+    ChunkRefValue,
+    FileKey,
+    FileValue,
+    ManifestRefKey,
+    NodeKey,
+    NodeValue,
+    OpsKey,
+    OpsValue,
+    RefKey,
+    RefValue,
+    RepoFactKey,
+    RepoFactValue,
+    RepoFile,
+    SnapshotKey,
+    SnapshotValue,
+    TxlogKey,
+    TxlogValue,
 )
 from zsarchive.archive.format.header import history_from_timeline
 from zsarchive.archive.read.chunkhistory import chunk_changes, corrected
@@ -27,8 +45,17 @@ from zsarchive.errors import ZSCorrupt
 from zsarchive.limits import load_json
 from zsarchive.icechunk.manifest.refs import KINDS, RefTable, numbered
 from zsarchive.icechunk.model import (
-    ChunkRef, DimensionShape, ManifestFileInfo, ManifestRef, MoveOperation, Node, NodeType, RefKind, RepoStatus,
-    SnapshotInfo, Update,
+    ChunkRef,
+    DimensionShape,
+    ManifestFileInfo,
+    ManifestRef,
+    MoveOperation,
+    Node,
+    NodeType,
+    RefKind,
+    RepoStatus,
+    SnapshotInfo,
+    Update,
 )
 
 
@@ -110,8 +137,12 @@ class ArchiveHistory:
     @functools.cached_property
     def ndims(self) -> dict[str, int]:
         """Array node id -> its number of dimensions."""
-        return {node.id: len(node.shape) for record in self.snapshots.values() for node in record.nodes
-                if node.shape is not None}
+        return {
+            node.id: len(node.shape)
+            for record in self.snapshots.values()
+            for node in record.nodes
+            if node.shape is not None
+        }
 
 
 def _moves(raw: tuple) -> list[MoveOperation]:
@@ -152,8 +183,9 @@ def read_history(reader: ArchiveReader, timelines: Timelines | None = None, coor
     for k, raw in records_under(zs, schema.SNAPSHOT, unique=True):
         check_shape(schema.SNAPSHOT, k, raw)
         sid, value = SnapshotKey.decode(k).snapshot_id, SnapshotValue.decode(raw)
-        info = SnapshotInfo(sid, value.parent_id, value.flushed_at, value.message,
-                            load_json(value.metadata, f"{name}: S record {sid}"))
+        info = SnapshotInfo(
+            sid, value.parent_id, value.flushed_at, value.message, load_json(value.metadata, f"{name}: S record {sid}")
+        )
         snapshots[sid] = SnapshotRecord(info, [ManifestFileInfo(m, size, n) for m, size, n in value.manifests])
     check_history({sid: record.info.parent_id for sid, record in snapshots.items()})
     tree = SnapshotNodes()
@@ -194,11 +226,26 @@ def read_history(reader: ArchiveReader, timelines: Timelines | None = None, coor
         files[FileKey.decode(key).path] = FileValue.decode(value)
     repo_file = facts.get("repo_file")
     if repo_file is not None and not RepoFile.well_formed(repo_file, len(ops)):
-        raise ZSCorrupt(f"{name}: G record 'repo_file': not an implementation name of a file header and "
-                        f"counts adding up to the {len(ops)} ops-log entries")
-    history = ArchiveHistory(name, reader.format_version, int(facts.get("spec_version", 2)), facts,
-                             refs["branch"], refs["tag"], deleted, snapshots, ops, txlogs, files, deleted_at,
-                             None if repo_file is None else RepoFile.decode(repo_file), logged)
+        raise ZSCorrupt(
+            f"{name}: G record 'repo_file': not an implementation name of a file header and "
+            f"counts adding up to the {len(ops)} ops-log entries"
+        )
+    history = ArchiveHistory(
+        name,
+        reader.format_version,
+        int(facts.get("spec_version", 2)),
+        facts,
+        refs["branch"],
+        refs["tag"],
+        deleted,
+        snapshots,
+        ops,
+        txlogs,
+        files,
+        deleted_at,
+        None if repo_file is None else RepoFile.decode(repo_file),
+        logged,
+    )
     timelines = timelines or Timelines(reader)
     timelines.fit(history)
     if coords:
@@ -231,8 +278,9 @@ def set_chunk_coords(history: ArchiveHistory, found: dict[str, dict[str, np.ndar
         summary.coords = {node: found.get(node, {}).get(sid, np.zeros((0, 0), np.uint32)) for node in summary.listed}
 
 
-def array_coords(reader: ArchiveReader, timelines: Timelines, history: ArchiveHistory,
-                 node_id: str) -> dict[str, np.ndarray]:
+def array_coords(
+    reader: ArchiveReader, timelines: Timelines, history: ArchiveHistory, node_id: str
+) -> dict[str, np.ndarray]:
     """Snapshot id -> the coordinates of the array's chunks its transaction log names, from a format 5
     archive: the array's ``C`` timeline decoded once (:class:`Timelines`, which the manifests then reuse),
     a range of its first axis at a time where its manifests are split (:meth:`ArchiveHistory.ranges`),
@@ -245,10 +293,15 @@ def array_coords(reader: ArchiveReader, timelines: Timelines, history: ArchiveHi
         for first, stop in history.ranges(node_id):
             timeline = timelines.get(node_id, first, stop)
             if len(timeline) and timeline.coords.shape[1] != ndim:
-                raise ZSCorrupt(f"{name}: chunk ref records of array {node_id} hold {timeline.coords.shape[1]} "
-                                f"coordinates, the array has {ndim} dimensions")
-            table = np.column_stack([timeline.coords, timeline.snapshot]) if len(timeline) else \
-                np.zeros((0, ndim + 1), np.int64)
+                raise ZSCorrupt(
+                    f"{name}: chunk ref records of array {node_id} hold {timeline.coords.shape[1]} "
+                    f"coordinates, the array has {ndim} dimensions"
+                )
+            table = (
+                np.column_stack([timeline.coords, timeline.snapshot])
+                if len(timeline)
+                else np.zeros((0, ndim + 1), np.int64)
+            )
             rows, ids = corrected(zs, node_id, ndim, table, list(timeline.snapshot_ids), first, stop)
             column = rows[:, -1]
             for i, sid in enumerate(ids):
@@ -264,11 +317,13 @@ def array_coords(reader: ArchiveReader, timelines: Timelines, history: ArchiveHi
 
 def _flushed_at(name: str, snapshots: dict[str, SnapshotRecord]):
     """A snapshot id's time, for the per-chunk history (ZSCorrupt for a snapshot without an S record)."""
+
     def flushed_at(sid: str) -> int:
         record = snapshots.get(sid)
         if record is None:
             raise ZSCorrupt(f"{name}: a chunk ref record names snapshot {sid}, which has no S record")
         return record.info.flushed_at
+
     return flushed_at
 
 
@@ -280,8 +335,15 @@ def chunk_ref(coords: tuple, raw: tuple) -> ChunkRef | None:
     if value.kind == schema.NATIVE:
         return ChunkRef(coords, RefKind.NATIVE, chunk_id=value.chunk_id, offset=value.offset, length=value.length)
     if value.kind == schema.VIRTUAL:
-        return ChunkRef(coords, RefKind.VIRTUAL, location=value.location, offset=value.offset, length=value.length,
-                        checksum_etag=value.checksum_etag, checksum_last_modified=value.checksum_last_modified)
+        return ChunkRef(
+            coords,
+            RefKind.VIRTUAL,
+            location=value.location,
+            offset=value.offset,
+            length=value.length,
+            checksum_etag=value.checksum_etag,
+            checksum_last_modified=value.checksum_last_modified,
+        )
     return None
 
 
@@ -303,8 +365,12 @@ class Timelines:
         """Keep as many rows as the largest manifest holds refs (at least ``FEW_ROWS``, so that small arrays
         read for their transaction logs stay for their manifests): an array split over manifests is read a
         manifest's worth at a time, and memory follows the largest manifest, not the largest array."""
-        self.rows = max([FEW_ROWS, *(info.num_chunk_refs for record in history.snapshots.values()
-                                     for info in record.manifest_files)])
+        self.rows = max(
+            [
+                FEW_ROWS,
+                *(info.num_chunk_refs for record in history.snapshots.values() for info in record.manifest_files),
+            ]
+        )
 
     def get(self, node_id: str, first: int | None = None, stop: int | None = None) -> ChunkRefRows:
         """The timeline of array ``node_id`` (only the chunks whose first coordinate is in ``[first, stop)``,
@@ -336,12 +402,25 @@ def timeline_refs(rows: ChunkRefRows, chosen: np.ndarray) -> RefTable:
         raise ZSCorrupt(f"chunk ref of kind {int(kinds_at[kind == _NOT_A_REF][0])}, which this zsarchive does not know")
     etag, etags = numbered(_pick(rows.checksum_etag, chosen))
     stamps = _pick(rows.checksum_last_modified, chosen)
-    modified = np.zeros(len(chosen), np.uint32) if stamps.count(None) == len(stamps) else \
-        np.array([m or 0 for m in stamps], np.uint32)
+    modified = (
+        np.zeros(len(chosen), np.uint32)
+        if stamps.count(None) == len(stamps)
+        else np.array([m or 0 for m in stamps], np.uint32)
+    )
     inline, blobs = numbered([rows.inline.get(r) for r in chosen.tolist()] if rows.inline else [None] * len(chosen))
-    return RefTable(rows.coords[chosen].astype(np.uint32), kind, rows.text[chosen].astype(np.int64), rows.texts,
-                    rows.offset[chosen].astype(np.uint64), rows.length[chosen].astype(np.uint64), etag, etags,
-                    modified, inline, blobs)
+    return RefTable(
+        rows.coords[chosen].astype(np.uint32),
+        kind,
+        rows.text[chosen].astype(np.int64),
+        rows.texts,
+        rows.offset[chosen].astype(np.uint64),
+        rows.length[chosen].astype(np.uint64),
+        etag,
+        etags,
+        modified,
+        inline,
+        blobs,
+    )
 
 
 def _pick(column: list, chosen: np.ndarray) -> list:

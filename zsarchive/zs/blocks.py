@@ -65,8 +65,9 @@ def _adjacent(extents: list[DataExtent]) -> Iterator[list[DataExtent]]:
         yield run
 
 
-def read_header(transport: Transport, tail_guess: int,
-                stats: ReaderStats | None = None) -> tuple[zsheader.Header, int, bytes]:
+def read_header(
+    transport: Transport, tail_guess: int, stats: ReaderStats | None = None
+) -> tuple[zsheader.Header, int, bytes]:
     """Open a file: ``(header, where the blocks start, the file's last bytes)``.
 
     One ``read_head_tail`` serves almost every file (a second read only for a header longer than
@@ -75,7 +76,7 @@ def read_header(transport: Transport, tail_guess: int,
     head, tail = transport.read_head_tail(HEAD_GUESS, tail_guess)
     reads, nbytes = 1, len(head) + len(tail)
     size = transport.size
-    end = zsheader.header_end(head[:zsheader.PREFIX_LENGTH], size, transport.name)
+    end = zsheader.header_end(head[: zsheader.PREFIX_LENGTH], size, transport.name)
     if end > len(head):
         head = transport.read(0, end)
         reads, nbytes = 2, nbytes + end
@@ -117,7 +118,7 @@ class DataBlock:
         start = self.heads[i]
         end = self.heads[i + 1]
         if self.simple:
-            return self.payload[start + 1:end]
+            return self.payload[start + 1 : end]
         _, start = uleb128.decode(self.payload, start)
         return self.payload[start:end]
 
@@ -136,8 +137,16 @@ class BlockSource:
     ``parallelism`` decode threads serve scans (0: all work in the calling thread).
     """
 
-    def __init__(self, transport: Transport, codec: str, blocks_start: int, parallelism: int,
-                 index_block_cache: int, data_block_cache: int, stats: ReaderStats) -> None:
+    def __init__(
+        self,
+        transport: Transport,
+        codec: str,
+        blocks_start: int,
+        parallelism: int,
+        index_block_cache: int,
+        data_block_cache: int,
+        stats: ReaderStats,
+    ) -> None:
         self.transport = transport
         self.name = transport.name
         self.stats = stats
@@ -195,8 +204,9 @@ class BlockSource:
         if parts is not None and len(parts) == 1:
             return parts[0]
         self.stats.add(decompressions=1)
-        return memoryview(b"".join(parts) if parts is not None else
-                          decompress_checked(self._decompress, zpayload, where))
+        return memoryview(
+            b"".join(parts) if parts is not None else decompress_checked(self._decompress, zpayload, where)
+        )
 
     def parse_index(self, buf, offset: int, level: int | None) -> IndexBlock:
         """An index block of ``level`` (None: the root, any index level) from its framed bytes."""
@@ -204,8 +214,9 @@ class BlockSource:
         if level is None:
             level = split_block(buf, where)[0]
             if not 1 <= level <= MAX_INDEX_LEVEL:
-                raise ZSCorrupt(f"{where}: the root must be an index block (level 1-{MAX_INDEX_LEVEL}), "
-                                f"found level {level}")
+                raise ZSCorrupt(
+                    f"{where}: the root must be an index block (level 1-{MAX_INDEX_LEVEL}), found level {level}"
+                )
         entries = decode_index(self.payload(buf, offset, level, "an index block"), where)
         keys = [e.key for e in entries]
         offsets = [e.offset for e in entries]
@@ -213,8 +224,9 @@ class BlockSource:
         lo, hi = self.blocks_start, self.transport.size
         for i, (o, n) in enumerate(zip(offsets, lengths)):
             if o < lo or n < MIN_BLOCK_LENGTH or o + n > hi:
-                raise ZSCorrupt(f"{where}: index entry {i} points at offset {o} length {n}, outside the "
-                                f"blocks area [{lo}, {hi})")
+                raise ZSCorrupt(
+                    f"{where}: index entry {i} points at offset {o} length {n}, outside the blocks area [{lo}, {hi})"
+                )
         return IndexBlock(level, keys, offsets, lengths)
 
     def index_blocks(self, extents: list[tuple[int, int]], level: int) -> list[IndexBlock]:
@@ -247,8 +259,7 @@ class BlockSource:
         if block is not None:
             self.stats.add(data_cache_hits=1)
             return block
-        payload = self.payload(self.read(extent.offset, extent.length, blocks=1), extent.offset, 0,
-                               "a data block")
+        payload = self.payload(self.read(extent.offset, extent.length, blocks=1), extent.offset, 0, "a data block")
         block = DataBlock(payload, f"{self.name}: block at offset {extent.offset}")
         self.data_cache.put(key, block, block.weight())
         return block
@@ -265,18 +276,22 @@ class BlockSource:
             if mapped:
                 buf = self.transport.view(start, end - start)
                 self.stats.add(transport_reads=1, bytes_read=end - start, block_reads=len(run))
-                payloads.extend(self.payload_view(buf[e.offset - start:e.offset - start + e.length], e.offset)
-                                for e in run)
+                payloads.extend(
+                    self.payload_view(buf[e.offset - start : e.offset - start + e.length], e.offset) for e in run
+                )
             else:
                 buf = memoryview(self.read(start, end - start, blocks=len(run)))
-                payloads.extend(self.payload(buf[e.offset - start:e.offset - start + e.length], e.offset, 0,
-                                             "a data block") for e in run)
+                payloads.extend(
+                    self.payload(buf[e.offset - start : e.offset - start + e.length], e.offset, 0, "a data block")
+                    for e in run
+                )
         return payloads
 
     # ---- scans ---------------------------------------------------------------------------------
 
-    def scan(self, extents: Iterable[DataExtent], job: Callable[[bytes, str, DataExtent, bool], Any]
-             ) -> Iterator[tuple[DataExtent, Any]]:
+    def scan(
+        self, extents: Iterable[DataExtent], job: Callable[[bytes, str, DataExtent, bool], Any]
+    ) -> Iterator[tuple[DataExtent, Any]]:
         """Yield ``(extent, job(payload, where, extent, is_last))`` per data block, in file order,
         leaving out SKIP answers; no cache (a scan would only evict what lookups need).
 
@@ -284,6 +299,7 @@ class BlockSource:
         threads with a bounded number in flight.
         """
         from concurrent.futures import CancelledError  # here: lookups never load the pools' module
+
         if self.parallelism == 0 or pipeline.in_worker():
             cpu = io = None  # a scan started inside a job must not wait on the pools it runs in
         else:
@@ -292,13 +308,16 @@ class BlockSource:
             except CancelledError:
                 return
         reads = pipeline.ordered(pipeline.runs(extents), self._read_run, io, 1)
-        blocks = ((buf, run[0].offset, ext, final and i == len(run) - 1)
-                  for (run, final), buf in reads for i, ext in enumerate(run))
+        blocks = (
+            (buf, run[0].offset, ext, final and i == len(run) - 1)
+            for (run, final), buf in reads
+            for i, ext in enumerate(run)
+        )
 
         def decode(item: tuple) -> Any:
             buf, base, ext, last = item
             lo = ext.offset - base
-            payload = self.payload(memoryview(buf)[lo:lo + ext.length], ext.offset, 0, "a data block")
+            payload = self.payload(memoryview(buf)[lo : lo + ext.length], ext.offset, 0, "a data block")
             return job(payload, f"{self.name}: block at offset {ext.offset}", ext, last)
 
         try:

@@ -31,15 +31,16 @@ def shortest_separator(previous: bytes, first: bytes) -> bytes:
             hi = mid - 1
     if lo == len(previous):
         return bytes(previous)  # previous is a prefix of first (or equal): it is the separator
-    return bytes(first[:lo + 1])
+    return bytes(first[: lo + 1])
 
 
 class IndexBuilder:
     """Index entries of written blocks, level by level; ``append(framed)`` writes a block and
     returns its offset."""
 
-    def __init__(self, branching_factor: int, compress: Callable[[bytes], bytes],
-                 append: Callable[[bytes], int]) -> None:
+    def __init__(
+        self, branching_factor: int, compress: Callable[[bytes], bytes], append: Callable[[bytes], int]
+    ) -> None:
         self.branching_factor = branching_factor
         self._compress = compress
         self._append = append

@@ -66,6 +66,7 @@ class Pools:
     def get(self) -> tuple[ThreadPoolExecutor, ThreadPoolExecutor]:
         """``(decode pool, read pool)``; raises CancelledError once closed."""
         from concurrent.futures import CancelledError, ThreadPoolExecutor
+
         with self._lock:
             if self.closed:
                 raise CancelledError
@@ -85,8 +86,9 @@ class Pools:
             pool.shutdown(wait=not in_worker(), cancel_futures=True)
 
 
-def ordered(items: Iterable[T], fn: Callable[[T], R], pool: Executor | None,
-            depth: int) -> Generator[tuple[T, R], None, None]:
+def ordered(
+    items: Iterable[T], fn: Callable[[T], R], pool: Executor | None, depth: int
+) -> Generator[tuple[T, R], None, None]:
     """Yield ``(item, fn(item))`` in the order of ``items``, with ``fn`` running on ``pool`` and at
     most ``depth`` results waiting ahead of the consumer (``pool`` None: in the calling thread).
 
@@ -155,8 +157,9 @@ class Window:
     """Bytes [start, end) of a source read in order through windows of ``window`` bytes, each
     fetched ahead on ``pool`` (None: on demand), at most ``depth`` waiting past the one in use."""
 
-    def __init__(self, read: Callable[[int, int], bytes], start: int, end: int, window: int,
-                 pool: Executor | None, depth: int) -> None:
+    def __init__(
+        self, read: Callable[[int, int], bytes], start: int, end: int, window: int, pool: Executor | None, depth: int
+    ) -> None:
         spans = ((at, min(window, end - at)) for at in range(start, end, window))
         self._windows = ordered(spans, lambda span: read(*span), pool, depth)
         self._buf, self._buf_at = b"", start
@@ -165,7 +168,7 @@ class Window:
         """Bytes [offset, offset + length) (fewer only at the end); ``offset`` never goes below an
         earlier call's."""
         if offset + length > self._buf_at + len(self._buf):
-            parts = [self._buf[offset - self._buf_at:]]
+            parts = [self._buf[offset - self._buf_at :]]
             have = self._buf_at + len(self._buf) - offset
             while have < length:
                 item = next(self._windows, None)
@@ -174,7 +177,7 @@ class Window:
                 parts.append(item[1])
                 have += len(item[1])
             self._buf, self._buf_at = b"".join(parts), offset
-        return self._buf[offset - self._buf_at:offset - self._buf_at + length]
+        return self._buf[offset - self._buf_at : offset - self._buf_at + length]
 
     def close(self) -> None:
         """Stop fetching: windows not yet asked for are cancelled."""

@@ -37,8 +37,14 @@ class ZS:
     work in the calling thread); ``data_block_cache`` bounds the bytes of parsed data blocks kept.
     """
 
-    def __init__(self, path=None, url=None, parallelism: int | str = "guess",
-                 index_block_cache: int = 32, data_block_cache: int = DEFAULT_DATA_BLOCK_CACHE) -> None:
+    def __init__(
+        self,
+        path=None,
+        url=None,
+        parallelism: int | str = "guess",
+        index_block_cache: int = 32,
+        data_block_cache: int = DEFAULT_DATA_BLOCK_CACHE,
+    ) -> None:
         self._closed = True  # until fully open, close() has nothing to do
         if (path is None) == (url is None):
             raise ZSError("give exactly one of path= or url=")
@@ -65,12 +71,13 @@ class ZS:
         t = self._transport
         self.stats = ReaderStats()
         hdr, blocks_start, tail = zsblocks.read_header(t, zsblocks.TAIL_GUESS, self.stats)
-        self._blocks = BlockSource(t, hdr.codec, blocks_start, parallelism, index_block_cache,
-                                   data_block_cache, self.stats)
+        self._blocks = BlockSource(
+            t, hdr.codec, blocks_start, parallelism, index_block_cache, data_block_cache, self.stats
+        )
         root_offset, root_length = hdr.root_index_offset, hdr.root_index_length
         tail_start = t.size - len(tail)
         if root_offset >= tail_start:
-            buf = tail[root_offset - tail_start:root_offset - tail_start + root_length]
+            buf = tail[root_offset - tail_start : root_offset - tail_start + root_length]
             self.stats.add(block_reads=1)
         else:
             buf = self._blocks.read(root_offset, root_length, blocks=1)
@@ -125,17 +132,20 @@ class ZS:
         previous = -1
         for key, offset, length in entries:
             if offset <= previous:
-                raise ZSCorrupt(f"{self.name}: the index points at the data block at offset {offset} after "
-                                f"the one at offset {previous} (data blocks must follow in file order, "
-                                "each once)")
+                raise ZSCorrupt(
+                    f"{self.name}: the index points at the data block at offset {offset} after "
+                    f"the one at offset {previous} (data blocks must follow in file order, "
+                    "each once)"
+                )
             previous = offset
             yield DataExtent(offset, length, key)
 
     def _visit(self, seen: set[int], offset: int) -> None:
         """Mark the index block at ``offset`` reached; ZSCorrupt if it was reached before."""
         if offset in seen:
-            raise ZSCorrupt(f"{self.name}: the index block at offset {offset} is reached twice "
-                            "(index blocks must form a tree)")
+            raise ZSCorrupt(
+                f"{self.name}: the index block at offset {offset} is reached twice (index blocks must form a tree)"
+            )
         seen.add(offset)
 
     def block_bytes(self, start: bytes, stop: bytes | None = None) -> int:
@@ -144,8 +154,9 @@ class ZS:
         self._check_open()
         return sum(ext.length for ext in self._extents(start, stop) if ext.key >= start)
 
-    def _children(self, parents: Iterator[tuple[bytes, int, int]], level: int,
-                  stop: bytes | None, seen: set[int]) -> Iterator[tuple[bytes, int, int]]:
+    def _children(
+        self, parents: Iterator[tuple[bytes, int, int]], level: int, stop: bytes | None, seen: set[int]
+    ) -> Iterator[tuple[bytes, int, int]]:
         """Entries of the level-``level`` index blocks that ``parents`` point at, in order (each
         block once: ``seen`` holds the offsets of those already reached).
 
@@ -173,8 +184,7 @@ class ZS:
     def _span(self, start, stop, prefix) -> tuple[bytes, bytes | None]:
         """Fold start/stop/prefix into one half-open byte range [start, stop) (stop None: no end)."""
         self._check_open()
-        start, stop, prefix = (_as_bytes(v, n) for v, n in ((start, "start"), (stop, "stop"),
-                                                             (prefix, "prefix")))
+        start, stop, prefix = (_as_bytes(v, n) for v, n in ((start, "start"), (stop, "stop"), (prefix, "prefix")))
         start = start or b""
         if prefix:
             start = max(start, prefix)
@@ -185,8 +195,9 @@ class ZS:
                 stop = prefix_stop if stop is None else min(stop, prefix_stop)
         return start, stop
 
-    def search(self, start: bytes | None = None, stop: bytes | None = None,
-               prefix: bytes | None = None) -> Iterator[bytes]:
+    def search(
+        self, start: bytes | None = None, stop: bytes | None = None, prefix: bytes | None = None
+    ) -> Iterator[bytes]:
         """Iterate, in sorted order, over records with ``start <= r < stop`` that start with ``prefix``."""
         start, stop = self._span(start, stop, prefix)
         return self._search(start, stop)
@@ -229,21 +240,27 @@ class ZS:
         found: list = []
         for ext, payload in zip(extents, self._blocks.span_payloads(extents, zero_copy)):
             where = f"{self.name}: block at offset {ext.offset}"
-            records = _split_view(payload, where) if isinstance(payload, memoryview) else \
-                decode_records(payload, where)
+            records = _split_view(payload, where) if isinstance(payload, memoryview) else decode_records(payload, where)
             found.extend(records)
         # memoryviews do not compare: compare a prefix as long as the bound, which decides alike
         n, m = len(before), len(stop)
         lo = bisect_left(found, before, key=lambda r: bytes(r[:n]))
         hi = bisect_left(found, stop, key=lambda r: bytes(r[:m]))
-        return found[max(lo - 1, 0):hi]
+        return found[max(lo - 1, 0) : hi]
 
     def __iter__(self) -> Iterator[bytes]:
         """Every record, in order (same as ``search()``)."""
         return self.search()
 
-    def block_map(self, fn: Callable, start: bytes | None = None, stop: bytes | None = None,
-                  prefix: bytes | None = None, args: tuple = (), kwargs: dict | None = None) -> Iterator:
+    def block_map(
+        self,
+        fn: Callable,
+        start: bytes | None = None,
+        stop: bytes | None = None,
+        prefix: bytes | None = None,
+        args: tuple = (),
+        kwargs: dict | None = None,
+    ) -> Iterator:
         """Yield ``fn(records, *args, **kwargs)`` for each block's worth of matching records, in order.
 
         ``fn`` runs on the decode threads (in parallel), or in the caller's thread with parallelism=0.
@@ -259,8 +276,9 @@ class ZS:
             return iter(())
         return (result for _, result in self._blocks.scan(self._extents(start, stop), job))
 
-    def block_spans(self, start: bytes | None = None, stop: bytes | None = None,
-                    prefix: bytes | None = None) -> Iterator[tuple[bytes, memoryview, memoryview]]:
+    def block_spans(
+        self, start: bytes | None = None, stop: bytes | None = None, prefix: bytes | None = None
+    ) -> Iterator[tuple[bytes, memoryview, memoryview]]:
         """Each block's worth of matching records, in order, as ``(payload, starts, ends)``: record ``i`` is
         ``payload[starts[i]:ends[i]]`` (int64 sequences). No object per record: for scans of millions."""
         start, stop = self._span(start, stop, prefix)
@@ -270,7 +288,7 @@ class ZS:
             rows = range(len(starts))
 
             def record(i: int) -> bytes:  # made only as a bisection asks for it
-                return payload[starts[i]:ends[i]]
+                return payload[starts[i] : ends[i]]
 
             lo = bisect_left(rows, start, key=record) if ext.key < start else 0
             hi = bisect_left(rows, stop, lo, key=record) if last and stop is not None else len(starts)
@@ -280,22 +298,37 @@ class ZS:
             return iter(())
         return (result for _, result in self._blocks.scan(self._extents(start, stop), job))
 
-    def block_exec(self, fn: Callable, start: bytes | None = None, stop: bytes | None = None,
-                   prefix: bytes | None = None, args: tuple = (), kwargs: dict | None = None) -> None:
+    def block_exec(
+        self,
+        fn: Callable,
+        start: bytes | None = None,
+        stop: bytes | None = None,
+        prefix: bytes | None = None,
+        args: tuple = (),
+        kwargs: dict | None = None,
+    ) -> None:
         """Like ``block_map`` but discards the results."""
         for _ in self.block_map(fn, start, stop, prefix, args, kwargs):
             pass
 
-    def dump(self, out_file, start: bytes | None = None, stop: bytes | None = None,
-             prefix: bytes | None = None, terminator: bytes = b"\n", length_prefixed: str | None = None,
-             progress: Callable[[int], None] | None = None) -> None:
+    def dump(
+        self,
+        out_file,
+        start: bytes | None = None,
+        stop: bytes | None = None,
+        prefix: bytes | None = None,
+        terminator: bytes = b"\n",
+        length_prefixed: str | None = None,
+        progress: Callable[[int], None] | None = None,
+    ) -> None:
         """Write matching records to a binary file, each followed by ``terminator`` or prefixed by
         its length (``length_prefixed`` = "uleb128" or "u64le"). ``progress(n)`` gets file bytes done.
         """
         start, stop = self._span(start, stop, prefix)
         if length_prefixed is not None and length_prefixed not in LENGTH_PREFIXES:
-            raise ZSError(f"length_prefixed must be one of {', '.join(LENGTH_PREFIXES)} or None, "
-                          f"not {length_prefixed!r}")
+            raise ZSError(
+                f"length_prefixed must be one of {', '.join(LENGTH_PREFIXES)} or None, not {length_prefixed!r}"
+            )
         terminator = _bytes(terminator, "terminator")
         if stop is not None and stop <= start:
             return
@@ -390,7 +423,7 @@ def _entries(block: IndexBlock, i: int, stop: bytes | None) -> Iterator[tuple[by
 def _trim(records: list[bytes], start: bytes, stop: bytes | None, trim_start: bool, trim_stop: bool) -> list[bytes]:
     """Drop records below ``start`` (first block only) and at or above ``stop`` (last block only)."""
     if trim_start and records[0] < start:
-        records = records[bisect_left(records, start):]
+        records = records[bisect_left(records, start) :]
     if trim_stop and stop is not None and records and records[-1] >= stop:
-        records = records[:bisect_left(records, stop)]
+        records = records[: bisect_left(records, stop)]
     return records

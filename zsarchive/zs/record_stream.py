@@ -47,8 +47,7 @@ def terminated_chunks(file: BinaryInput, approx: int, terminator: bytes) -> Iter
         if not buf:
             break
         if not isinstance(buf, bytes):
-            raise ZSError(f"{_name(file)}: read() gave {type(buf).__name__}, not bytes: "
-                          "open the input in binary mode")
+            raise ZSError(f"{_name(file)}: read() gave {type(buf).__name__}, not bytes: open the input in binary mode")
         if partial:
             # Search only the new bytes (and a terminator straddling the seam).
             start = max(0, len(partial) - tlen + 1)
@@ -70,8 +69,10 @@ def terminated_chunks(file: BinaryInput, approx: int, terminator: bytes) -> Iter
         yield buf[:end] if end < len(buf) else buf
         partial = buf[end:]
     if partial:
-        raise ZSError(f"{_name(file)}: input does not end with the terminator "
-                      f"{terminator!r}: {len(partial)} trailing bytes ({show_record(partial)})")
+        raise ZSError(
+            f"{_name(file)}: input does not end with the terminator "
+            f"{terminator!r}: {len(partial)} trailing bytes ({show_record(partial)})"
+        )
 
 
 def _read_rest(read, head: bytes, n: int, name: str, what: str) -> bytes:

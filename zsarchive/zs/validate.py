@@ -22,8 +22,15 @@ from zsarchive.errors import ZSCorrupt
 from zsarchive.io import Transport, open_transport
 from zsarchive.zs import pipeline
 from zsarchive.zs.blocks import read_header
-from zsarchive.zs.format.block import (MAX_INDEX_LEVEL, MAX_LENGTH_FIELD, IndexEntry, check_crc, decode_index,
-                                       decode_length, decode_records)
+from zsarchive.zs.format.block import (
+    MAX_INDEX_LEVEL,
+    MAX_LENGTH_FIELD,
+    IndexEntry,
+    check_crc,
+    decode_index,
+    decode_length,
+    decode_records,
+)
 from zsarchive.zs.format.codecs import decoder_for, decompress_checked
 from zsarchive.zs.format.header import ROOT_OFFSET_AT, SHA256_AT, Header
 
@@ -74,8 +81,7 @@ class _Index(NamedTuple):
     entries: list[IndexEntry]
 
 
-def validate(source, *, parallelism: int | str = "guess",
-             progress: ProgressCallback | None = None) -> ValidationReport:
+def validate(source, *, parallelism: int | str = "guess", progress: ProgressCallback | None = None) -> ValidationReport:
     """Check every invariant of the ZS spec on ``source`` (path, file object or Transport).
 
     Raises ZSCorrupt naming the file, offset and problem at the first failure.
@@ -93,19 +99,28 @@ def validate(source, *, parallelism: int | str = "guess",
         _Tree(transport.name, header, summary).check()
         digest = summary.hasher.digest()
         if digest != header.data_sha256:
-            raise ZSCorrupt(f"{transport.name}: offset {SHA256_AT}: data SHA-256 mismatch: header says "
-                            f"{header.data_sha256.hex()}, the data block payloads hash to {digest.hex()}")
+            raise ZSCorrupt(
+                f"{transport.name}: offset {SHA256_AT}: data SHA-256 mismatch: header says "
+                f"{header.data_sha256.hex()}, the data block payloads hash to {digest.hex()}"
+            )
         return ValidationReport(
-            name=transport.name, codec=header.codec, total_file_length=transport.size,
+            name=transport.name,
+            codec=header.codec,
+            total_file_length=transport.size,
             root_index_level=summary.index[header.root_index_offset].level,
-            data_blocks=len(summary.data_offsets), index_blocks=len(summary.index),
-            extension_blocks=len(summary.extensions), records=summary.records, data_bytes=summary.data_bytes)
+            data_blocks=len(summary.data_offsets),
+            index_blocks=len(summary.index),
+            extension_blocks=len(summary.extensions),
+            records=summary.records,
+            data_bytes=summary.data_bytes,
+        )
     finally:
         if owned:
             transport.close()
 
 
 # -- pass 2: every block, in file order ---------------------------------------------------------
+
 
 @dataclass
 class _Summary:
@@ -122,8 +137,14 @@ class _Summary:
     data_bytes: int = 0
 
 
-def _walk(transport: Transport, header: Header, blocks_start: int, pools: pipeline.Pools,
-          parallelism: int, progress: ProgressCallback | None) -> _Summary:
+def _walk(
+    transport: Transport,
+    header: Header,
+    blocks_start: int,
+    pools: pipeline.Pools,
+    parallelism: int,
+    progress: ProgressCallback | None,
+) -> _Summary:
     """Frame every block from the end of the header to EOF (read ahead on a read thread); check
     and parse each on the decode threads (on this one for parallelism 1); summarise them in file
     order on this thread, hashing data payloads."""
@@ -162,7 +183,7 @@ def _frames(transport: Transport, start: int, io: Executor | None) -> Iterator[_
         whole = view(start, size - start)
 
         def have(offset: int, length: int) -> bytes | memoryview:
-            return whole[offset - start:offset - start + length]
+            return whole[offset - start : offset - start + length]
     else:
         window = pipeline.Window(transport.read, start, size, WINDOW, io, WINDOWS_AHEAD)
         have = window.get
@@ -172,8 +193,10 @@ def _frames(transport: Transport, start: int, io: Executor | None) -> Iterator[_
             body_length, field_length = decode_length(have(pos, min(MAX_LENGTH_FIELD, size - pos)), where)
             end = pos + field_length + body_length + 8
             if end > size:
-                raise ZSCorrupt(f"{where}: block of {end - pos} bytes (length field {body_length} + CRC) "
-                                f"runs past the end of the {size}-byte file")
+                raise ZSCorrupt(
+                    f"{where}: block of {end - pos} bytes (length field {body_length} + CRC) "
+                    f"runs past the end of the {size}-byte file"
+                )
             chunk = have(pos + field_length, body_length + 8)
             body = chunk[:body_length]
             yield _Raw(pos, end - pos, body[0], body, int.from_bytes(chunk[body_length:], "little"))
@@ -195,8 +218,10 @@ def _decode(name: str, decompress: Callable[[bytes], bytes], raw: _Raw) -> _Data
         records = decode_records(payload, where)
         if sorted(records) != records:
             i = next(i for i in range(1, len(records)) if records[i] < records[i - 1])
-            raise ZSCorrupt(f"{name}: offset {raw.offset}: data block records out of order: record {i} "
-                            f"{records[i]!r} sorts before record {i - 1} {records[i - 1]!r}")
+            raise ZSCorrupt(
+                f"{name}: offset {raw.offset}: data block records out of order: record {i} "
+                f"{records[i]!r} sorts before record {i - 1} {records[i - 1]!r}"
+            )
         return _Data(raw.offset, raw.length, payload, len(records), records[0], records[-1])
     return _Index(raw.offset, raw.length, raw.level, decode_index(payload, where))
 
@@ -207,9 +232,11 @@ def _consume(name: str, summary: _Summary, raw: _Raw, block: _Data | _Index | No
         summary.extensions[raw.offset] = raw.level
     elif isinstance(block, _Data):
         if summary.lasts and block.first < summary.lasts[-1]:
-            raise ZSCorrupt(f"{name}: offset {block.offset}: data block's first record {block.first!r} sorts "
-                            f"before the last record {summary.lasts[-1]!r} of the previous data block "
-                            f"(offset {summary.data_offsets[-1]})")
+            raise ZSCorrupt(
+                f"{name}: offset {block.offset}: data block's first record {block.first!r} sorts "
+                f"before the last record {summary.lasts[-1]!r} of the previous data block "
+                f"(offset {summary.data_offsets[-1]})"
+            )
         summary.hasher.update(block.payload)
         summary.data_offsets.append(block.offset)
         summary.firsts.append(block.first)
@@ -223,6 +250,7 @@ def _consume(name: str, summary: _Summary, raw: _Raw, block: _Data | _Index | No
 
 
 # -- pass 3: the tree, from the summaries alone ---------------------------------------------------
+
 
 class _Tree:
     """References, levels, lengths, the root, orphans and the index-key invariant."""
@@ -246,46 +274,72 @@ class _Tree:
             for i, (key, offset, length) in enumerate(idx.entries):
                 at = f"index block entry {i} (key {key!r})"
                 if offset in self.extensions:
-                    raise self.fail(idx.offset, f"{at} points at the extension block (level "
-                                                f"{self.extensions[offset]}) at offset {offset}; a level-"
-                                                f"{idx.level} index may reference only level {idx.level - 1}")
+                    raise self.fail(
+                        idx.offset,
+                        f"{at} points at the extension block (level "
+                        f"{self.extensions[offset]}) at offset {offset}; a level-"
+                        f"{idx.level} index may reference only level {idx.level - 1}",
+                    )
                 if offset not in self.lengths:
-                    raise self.fail(idx.offset, f"{at} points at offset {offset}, which is not the start of "
-                                                f"a block (dangling reference)")
+                    raise self.fail(
+                        idx.offset,
+                        f"{at} points at offset {offset}, which is not the start of a block (dangling reference)",
+                    )
                 if self.level_of(offset) != idx.level - 1:
-                    raise self.fail(idx.offset, f"{at} points at a level-{self.level_of(offset)} block at "
-                                                f"offset {offset}; a level-{idx.level} index may reference "
-                                                f"only level {idx.level - 1}")
+                    raise self.fail(
+                        idx.offset,
+                        f"{at} points at a level-{self.level_of(offset)} block at "
+                        f"offset {offset}; a level-{idx.level} index may reference "
+                        f"only level {idx.level - 1}",
+                    )
                 if length != self.lengths[offset]:
-                    raise self.fail(idx.offset, f"{at} gives length {length} for the block at offset "
-                                                f"{offset}, which is {self.lengths[offset]} bytes")
+                    raise self.fail(
+                        idx.offset,
+                        f"{at} gives length {length} for the block at offset "
+                        f"{offset}, which is {self.lengths[offset]} bytes",
+                    )
                 if offset in parent:
-                    raise self.fail(idx.offset, f"{at} references the block at offset {offset}, already "
-                                                f"referenced by the index block at offset {parent[offset]}")
+                    raise self.fail(
+                        idx.offset,
+                        f"{at} references the block at offset {offset}, already "
+                        f"referenced by the index block at offset {parent[offset]}",
+                    )
                 parent[offset] = idx.offset
         self.check_root(parent)
         for offset in sorted(self.lengths):
             if offset not in parent and offset != self.header.root_index_offset:
-                raise self.fail(offset, f"level-{self.level_of(offset)} block is not referenced by any "
-                                        f"index block (orphan)")
+                raise self.fail(
+                    offset, f"level-{self.level_of(offset)} block is not referenced by any index block (orphan)"
+                )
         self.check_keys()
 
     def check_root(self, parent: dict[int, int]) -> None:
         offset, length = self.header.root_index_offset, self.header.root_index_length
         if offset in self.extensions:
-            raise self.fail(ROOT_OFFSET_AT, f"root index offset {offset} is an extension block (level "
-                                             f"{self.extensions[offset]}); the root must be level 1..63")
+            raise self.fail(
+                ROOT_OFFSET_AT,
+                f"root index offset {offset} is an extension block (level "
+                f"{self.extensions[offset]}); the root must be level 1..63",
+            )
         if offset not in self.lengths:
             raise self.fail(ROOT_OFFSET_AT, f"root index offset {offset} is not the start of a block")
         if offset not in self.index:
-            raise self.fail(ROOT_OFFSET_AT, f"root block at offset {offset} is a data block (level 0); "
-                                             f"the root must be an index block (level 1..63)")
+            raise self.fail(
+                ROOT_OFFSET_AT,
+                f"root block at offset {offset} is a data block (level 0); "
+                f"the root must be an index block (level 1..63)",
+            )
         if length != self.lengths[offset]:
-            raise self.fail(ROOT_OFFSET_AT, f"header gives root index length {length}, but the block at "
-                                             f"offset {offset} is {self.lengths[offset]} bytes")
+            raise self.fail(
+                ROOT_OFFSET_AT,
+                f"header gives root index length {length}, but the block at "
+                f"offset {offset} is {self.lengths[offset]} bytes",
+            )
         if offset in parent:
-            raise self.fail(ROOT_OFFSET_AT, f"root block at offset {offset} is referenced by the index "
-                                             f"block at offset {parent[offset]}")
+            raise self.fail(
+                ROOT_OFFSET_AT,
+                f"root block at offset {offset} is referenced by the index block at offset {parent[offset]}",
+            )
 
     def check_keys(self) -> None:
         """Key invariant: key <= first record the child spans, >= every record before that one."""
@@ -297,14 +351,23 @@ class _Tree:
                 n = first_of_children[i]
                 # A reader streams forward from the block its bisect finds, so spans must follow file order.
                 if i and n <= first_of_children[i - 1]:
-                    raise self.fail(idx.offset, f"index entry {i} (offset {offset}) spans records that come "
-                                                f"before those of entry {i - 1} in the file")
+                    raise self.fail(
+                        idx.offset,
+                        f"index entry {i} (offset {offset}) spans records that come "
+                        f"before those of entry {i - 1} in the file",
+                    )
                 if key > self.firsts[n]:
-                    raise self.fail(idx.offset, f"index entry {i} key {key!r} is larger than the first record "
-                                                f"{self.firsts[n]!r} under the block at offset {offset}")
+                    raise self.fail(
+                        idx.offset,
+                        f"index entry {i} key {key!r} is larger than the first record "
+                        f"{self.firsts[n]!r} under the block at offset {offset}",
+                    )
                 if n and key < self.lasts[n - 1]:
-                    raise self.fail(idx.offset, f"index entry {i} key {key!r} is smaller than record "
-                                                f"{self.lasts[n - 1]!r} (data block at offset "
-                                                f"{self.data_offsets[n - 1]}), which comes before the block "
-                                                f"at offset {offset}")
+                    raise self.fail(
+                        idx.offset,
+                        f"index entry {i} key {key!r} is smaller than record "
+                        f"{self.lasts[n - 1]!r} (data block at offset "
+                        f"{self.data_offsets[n - 1]}), which comes before the block "
+                        f"at offset {offset}",
+                    )
             ordinal[idx.offset] = first_of_children[0]

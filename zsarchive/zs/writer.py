@@ -102,8 +102,9 @@ def build_data_block(records: list, key_length: int | None, compress: Callable[[
             if not isinstance(r, (bytes, bytearray)):
                 raise _NotBytes(i, r) from None
         raise
-    return BuiltBlock(len(records), bytes(records[0]), bytes(records[-1]), payload,
-                      encode_block(0, compress(payload)), key_length)
+    return BuiltBlock(
+        len(records), bytes(records[0]), bytes(records[-1]), payload, encode_block(0, compress(payload)), key_length
+    )
 
 
 def build_stored_block(records: list, key_length: int | None, store: Callable[[list], list]) -> BuiltBlock:
@@ -115,13 +116,14 @@ def build_stored_block(records: list, key_length: int | None, store: Callable[[l
             raise _NotBytes(i, r)
     _check_sorted(records)
     payload = record_parts(records)
-    return BuiltBlock(len(records), bytes(records[0]), bytes(records[-1]), payload,
-                      block_parts(0, store(payload)), key_length)
+    return BuiltBlock(
+        len(records), bytes(records[0]), bytes(records[-1]), payload, block_parts(0, store(payload)), key_length
+    )
 
 
 def _build_chunk_block(chunk: bytes, terminator: bytes, compress: Callable[[bytes], bytes]) -> BuiltBlock:
     """A block from terminated input: ``chunk`` holds whole records, each followed by the terminator."""
-    return build_data_block(chunk[:-len(terminator)].split(terminator), None, compress)
+    return build_data_block(chunk[: -len(terminator)].split(terminator), None, compress)
 
 
 class BlockCutter:
@@ -175,7 +177,7 @@ class BlockCutter:
         sizes = list(itertools.accumulate(lengths))
         start, before = 0, -self._size  # sizes[] value where the current block began
         while (end := bisect.bisect_left(sizes, before + approx, start)) < len(sizes):
-            block, self._pending = self._pending + records[start:end + 1], []
+            block, self._pending = self._pending + records[start : end + 1], []
             yield block
             start, before = end + 1, sizes[end]
         self._pending.extend(records[start:])
@@ -191,12 +193,20 @@ class ZSWriter:
     ``overwrite``: replace a file at ``path`` (by default an existing file is refused).
     """
 
-    def __init__(self, path: str | os.PathLike, metadata: dict,
-                 branching_factor: int = DEFAULT_BRANCHING_FACTOR, *,
-                 approx_block_size: int = DEFAULT_APPROX_BLOCK_SIZE,
-                 codec: str = "lzma", compress_level: int | str | None = None,
-                 parallelism: int | str = "guess", include_default_metadata: bool = True,
-                 name: str | None = None, overwrite: bool = False):
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        metadata: dict,
+        branching_factor: int = DEFAULT_BRANCHING_FACTOR,
+        *,
+        approx_block_size: int = DEFAULT_APPROX_BLOCK_SIZE,
+        codec: str = "lzma",
+        compress_level: int | str | None = None,
+        parallelism: int | str = "guess",
+        include_default_metadata: bool = True,
+        name: str | None = None,
+        overwrite: bool = False,
+    ):
         if not isinstance(metadata, Mapping):
             raise ZSError(f"metadata must be a JSON object (a dict), not {type(metadata).__name__}")
         if not isinstance(branching_factor, int) or branching_factor < 2:
@@ -297,8 +307,13 @@ class ZSWriter:
             done.set_result(block)
             self._in_flight.append(done)
 
-    def add_file_contents(self, file: BinaryInput, approx_block_size: int | None = None,
-                          terminator: bytes = b"\n", length_prefixed: str | None = None) -> None:
+    def add_file_contents(
+        self,
+        file: BinaryInput,
+        approx_block_size: int | None = None,
+        terminator: bytes = b"\n",
+        length_prefixed: str | None = None,
+    ) -> None:
         """Add every record of a binary file, then close it (as the reference does).
 
         Records end with ``terminator`` (the last one too), or, with ``length_prefixed`` of
@@ -312,8 +327,9 @@ class ZSWriter:
                     raise ZSError(f"approx_block_size must be a positive integer, not {approx!r}")
                 if length_prefixed is not None:
                     if length_prefixed not in LENGTH_PREFIXES:
-                        raise ZSError(f"length_prefixed must be one of {', '.join(LENGTH_PREFIXES)}, "
-                                      f"not {length_prefixed!r}")
+                        raise ZSError(
+                            f"length_prefixed must be one of {', '.join(LENGTH_PREFIXES)}, not {length_prefixed!r}"
+                        )
                     self._add_records(length_prefixed_records(file, length_prefixed), approx)
                 else:
                     if not isinstance(terminator, bytes) or not terminator:
@@ -332,13 +348,19 @@ class ZSWriter:
             while self._in_flight:
                 self._write_oldest()
             if self._last_record is None:
-                raise ZSError(f"{self._name}: no records were added; a ZS file must hold at least "
-                              "one record (its root index needs an entry)")
+                raise ZSError(
+                    f"{self._name}: no records were added; a ZS file must hold at least "
+                    "one record (its root index needs an entry)"
+                )
             root = self._index.finish()
             while self._hashed:
                 self._hashed.popleft().result()
-            self._header = self._header._replace(root_index_offset=root.offset, root_index_length=root.length,
-                                                 total_file_length=self._pos, data_sha256=self._hasher.digest())
+            self._header = self._header._replace(
+                root_index_offset=root.offset,
+                root_index_length=root.length,
+                total_file_length=self._pos,
+                data_sha256=self._hasher.digest(),
+            )
             encoded = self._header.encode()
             if len(encoded) != self._header_length:
                 raise ZSError(f"{self._name}: metadata changed while writing; the header no longer fits")
@@ -408,14 +430,17 @@ class ZSWriter:
         try:
             built = fut.result()
         except _Unsorted as exc:
-            raise ZSError(f"records are not sorted: record {base + exc.index + 1} {show_record(exc.after)} "
-                          f"sorts before record {base + exc.index} {show_record(exc.before)} "
-                          "(records count from 1; input must be sorted bytewise)") from None
+            raise ZSError(
+                f"records are not sorted: record {base + exc.index + 1} {show_record(exc.after)} "
+                f"sorts before record {base + exc.index} {show_record(exc.before)} "
+                "(records count from 1; input must be sorted bytewise)"
+            ) from None
         except _NotBytes as exc:
-            raise ZSError(f"record {base + exc.index + 1} is {type(exc.record).__name__}, "
-                          f"not bytes: {show_record(exc.record)}") from None
+            raise ZSError(
+                f"record {base + exc.index + 1} is {type(exc.record).__name__}, not bytes: {show_record(exc.record)}"
+            ) from None
         last = self._last_record
-        exact = None if built.key_length is None else built.first[:built.key_length]
+        exact = None if built.key_length is None else built.first[: built.key_length]
         if last is None:
             key = b""  # nothing comes before the first block: the empty key is the shortest
         elif exact is not None and last <= exact:
@@ -423,9 +448,11 @@ class ZSWriter:
         elif last <= built.first:
             key = shortest_separator(last, built.first)
         else:
-            raise ZSError(f"records are not sorted: record {base + 1} {show_record(built.first)} "
-                          f"sorts before record {base} {show_record(last)} "
-                          "(records count from 1; input must be sorted bytewise)")
+            raise ZSError(
+                f"records are not sorted: record {base + 1} {show_record(built.first)} "
+                f"sorts before record {base} {show_record(last)} "
+                "(records count from 1; input must be sorted bytewise)"
+            )
         self._hashed.append(self._hashing.submit(_update, self._hasher, built.payload))
         while len(self._hashed) > self._max_in_flight:
             self._hashed.popleft().result()

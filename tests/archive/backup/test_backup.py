@@ -18,8 +18,15 @@ import pytest
 
 from toolkit.archives import assert_chain_is_full_export
 from toolkit.cli import one_line_error, run_zs, terminated
-from toolkit.lifecycle import (Dest, Life, check_names_agree_with_ancestry, expected_status, local_listing,
-                               s3_listing, wait_for)
+from toolkit.lifecycle import (
+    Dest,
+    Life,
+    check_names_agree_with_ancestry,
+    expected_status,
+    local_listing,
+    s3_listing,
+    wait_for,
+)
 from toolkit.oracle import repo_path
 from toolkit.peers import run_peer_script
 from toolkit.servers import ObjectStoreProxy, azurite, moto_s3  # noqa: F401
@@ -30,18 +37,25 @@ from zsarchive.archive.read.backupset import BackupSet
 from zsarchive.archive.read.validate import validate_file
 from zsarchive.errors import ZSError
 
+
 @pytest.fixture(params=["local", "s3"])
 def place(request, tmp_path):
     """(repository location for icechunk, the same for zsarchive, the DEST)."""
     if request.param == "local":
-        yield {"kind": "local", "path": str(tmp_path / "repo")}, str(tmp_path / "repo"), \
-            Dest(str(tmp_path / "dest"), {}, lambda: local_listing(tmp_path / "dest"))
+        yield (
+            {"kind": "local", "path": str(tmp_path / "repo")},
+            str(tmp_path / "repo"),
+            Dest(str(tmp_path / "dest"), {}, lambda: local_listing(tmp_path / "dest")),
+        )
         return
     with moto_s3({"life": {}}) as client:
         endpoint = os.environ["AWS_ENDPOINT_URL"]
         env = {k: os.environ[k] for k in os.environ if k.startswith("AWS_")}
-        yield {"kind": "s3", "bucket": "life", "prefix": "repo", "endpoint": endpoint}, "s3://life/repo", \
-            Dest("s3://life/dest/", env, lambda: s3_listing(client, "life", "dest/"))
+        yield (
+            {"kind": "s3", "bucket": "life", "prefix": "repo", "endpoint": endpoint},
+            "s3://life/repo",
+            Dest("s3://life/dest/", env, lambda: s3_listing(client, "life", "dest/")),
+        )
 
 
 def test_backups_follow_a_repository_through_its_life(place, icechunk2_python, tmp_path):
@@ -85,8 +99,13 @@ def test_backups_follow_a_repository_through_its_life(place, icechunk2_python, t
         life.step(do="create")
         first = run_backup("--max-chain", "5", "--max-fragments-size", "1000", expect="wrote ")
         assert [name.endswith("-full.zs") for name in first] == [True]
-        steps = [dict(do="commit", n=2), dict(do="branch", name="dev"), dict(do="reset", name="dev"),
-                 dict(do="delete-tag", name="v1"), dict(do="expire")]
+        steps = [
+            dict(do="commit", n=2),
+            dict(do="branch", name="dev"),
+            dict(do="reset", name="dev"),
+            dict(do="delete-tag", name="v1"),
+            dict(do="expire"),
+        ]
         for step in steps:
             view = life.step(**step)
             if step["do"] == "expire":
@@ -104,7 +123,9 @@ def test_backups_follow_a_repository_through_its_life(place, icechunk2_python, t
         for _ in range(2):
             life.step(do="commit")
             run_backup(expect="wrote ")
-        assert sorted(n for n in dest.listing() if n.endswith(".zs")) == sorted(dest.listing().keys() - {"zsbackup.json"})
+        assert sorted(n for n in dest.listing() if n.endswith(".zs")) == sorted(
+            dest.listing().keys() - {"zsbackup.json"}
+        )
         # the settings are remembered: a ratio given once makes this run consolidate at once
         life.step(do="commit", branch="dev")
         added = run_backup("--max-fragments-size", "0.01", expect="wrote ")
@@ -131,8 +152,11 @@ def test_a_second_run_holding_the_lock_refuses_in_one_line(icechunk2_python, tmp
     finally:
         life.close()
     dest = tmp_path / "dest"
-    first = subprocess.Popen([sys.executable, "-m", "zsarchive", "backup", str(tmp_path / "repo"), str(dest)],
-                             stderr=subprocess.PIPE, text=True)
+    first = subprocess.Popen(
+        [sys.executable, "-m", "zsarchive", "backup", str(tmp_path / "repo"), str(dest)],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         wait_for(lambda: (dest / "zsbackup.lock").exists(), first)
         os.kill(first.pid, 19)  # SIGSTOP: it holds the lock for as long as this test likes
@@ -150,14 +174,17 @@ def test_a_second_run_holding_the_lock_refuses_in_one_line(icechunk2_python, tmp
 
 def _partials(directory: Path) -> set[str]:
     """The archives being written below ``directory`` (a writer's ``.NAME.PID.partial``)."""
-    return {os.path.join(top, name) for top, _, names in os.walk(directory) for name in names if name.endswith(".partial")}
+    return {
+        os.path.join(top, name) for top, _, names in os.walk(directory) for name in names if name.endswith(".partial")
+    }
 
 
 def _kill_mid_export(args: list[str], workdir: Path, env: dict) -> None:
     """Start ``zs backup ARGS``, and SIGKILL it while it writes an archive below ``workdir``."""
     before = _partials(workdir)
-    run = subprocess.Popen([sys.executable, "-m", "zsarchive", "backup", *args], stderr=subprocess.PIPE,
-                           env={**os.environ, **env})
+    run = subprocess.Popen(
+        [sys.executable, "-m", "zsarchive", "backup", *args], stderr=subprocess.PIPE, env={**os.environ, **env}
+    )
     try:
         wait_for(lambda: _partials(workdir) - before, run)
     finally:
@@ -172,8 +199,11 @@ def test_a_run_killed_mid_export_leaves_the_set_whole_and_a_later_run_succeeds(k
     with contextlib.ExitStack() as stack:
         if kind == "s3":
             client = stack.enter_context(moto_s3({"killed": {}}))
-            dest = Dest("s3://killed/dest/", {k: os.environ[k] for k in os.environ if k.startswith("AWS_")},
-                        lambda: s3_listing(client, "killed", "dest/"))
+            dest = Dest(
+                "s3://killed/dest/",
+                {k: os.environ[k] for k in os.environ if k.startswith("AWS_")},
+                lambda: s3_listing(client, "killed", "dest/"),
+            )
             workdir = tmp_path / "work"
             workdir.mkdir()
             extra = ["--workdir", str(workdir)]
@@ -199,7 +229,9 @@ def test_a_run_killed_mid_export_leaves_the_set_whole_and_a_later_run_succeeds(k
             _kill_mid_export([repo, dest.url, "-j", "1", *extra], workdir, dest.env)
             assert dest.listing() == {**held, "zsbackup.lock": dest.listing()["zsbackup.lock"]}
             with RepoArchive(dest.url) as archive:
-                assert len(archive.chain()) == 1 and archive.resolve("main") == life.view["ancestry"]["branch:main"][1][0]
+                assert (
+                    len(archive.chain()) == 1 and archive.resolve("main") == life.view["ancestry"]["branch:main"][1][0]
+                )
             done = run_zs("backup", repo, dest.url, "--break-lock", *extra, env=dest.env)
             assert done.returncode == 0 and done.stderr.startswith("wrote "), done.stderr
         finally:
@@ -222,8 +254,11 @@ def test_sigterm_mid_export_releases_the_lock_and_leaves_the_set_as_it_was(icech
         life.step(do="bulk", mib=24)
     finally:
         life.close()
-    run = subprocess.Popen([sys.executable, "-m", "zsarchive", "backup", repo, str(dest), "--include-chunks"],
-                           stderr=subprocess.PIPE, text=True)
+    run = subprocess.Popen(
+        [sys.executable, "-m", "zsarchive", "backup", repo, str(dest), "--include-chunks"],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     terminated(run, lambda: (dest / "zsbackup.lock").exists() and bool(_partials(dest)), "backup")
     assert sorted(os.listdir(dest)) == [], sorted(os.listdir(dest))
     done = run_zs("backup", repo, str(dest), "--include-chunks")
@@ -297,13 +332,16 @@ def test_what_the_records_hold_is_remembered_and_a_change_starts_a_new_chain(tmp
         assert archive.summary()["chunk_bytes"]["embedded"]
 
 
-@pytest.mark.parametrize("content, message", [
-    (b"{not json", "zsbackup.json: not JSON"),
-    (b'{"zsbackup": 1, "repository": "r", "max_chain": 0}', "max_chain 0 is not between 1 and 62"),
-    (b'{"zsbackup": 1, "repository": "r", "include_chunks": "yes"}', "include_chunks 'yes' is not a bool"),
-    (b'{"zsbackup": 9, "repository": "r"}', "settings version 9 is newer than this zsarchive reads (1): upgrade"),
-    (b'{"repository": "r"}', 'no "zsbackup" version'),
-])
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (b"{not json", "zsbackup.json: not JSON"),
+        (b'{"zsbackup": 1, "repository": "r", "max_chain": 0}', "max_chain 0 is not between 1 and 62"),
+        (b'{"zsbackup": 1, "repository": "r", "include_chunks": "yes"}', "include_chunks 'yes' is not a bool"),
+        (b'{"zsbackup": 9, "repository": "r"}', "settings version 9 is newer than this zsarchive reads (1): upgrade"),
+        (b'{"repository": "r"}', 'no "zsbackup" version'),
+    ],
+)
 def test_settings_a_run_cannot_read_are_one_line(tmp_path, content, message):
     dest = tmp_path / "dest"
     dest.mkdir()
@@ -320,10 +358,13 @@ def test_what_is_not_a_set_is_said_in_one_line(tmp_path):
     (tmp_path / "junk" / "notes.zs").write_bytes(b"")
     one_line_error(run_zs("log", str(tmp_path / "junk")), "is no backup set")
     one_line_error(run_zs("log", str(repo_path(2))), "is an Icechunk repository, not an archive")
-    one_line_error(run_zs("backup", str(repo_path(2)), "https://example.invalid/dest/"),
-                   "a plain HTTP server cannot list it")
-    one_line_error(run_zs("backup", str(repo_path(2)), str(repo_path(2))),
-                   "holds an Icechunk repository; give the backups a directory or prefix of their own")
+    one_line_error(
+        run_zs("backup", str(repo_path(2)), "https://example.invalid/dest/"), "a plain HTTP server cannot list it"
+    )
+    one_line_error(
+        run_zs("backup", str(repo_path(2)), str(repo_path(2))),
+        "holds an Icechunk repository; give the backups a directory or prefix of their own",
+    )
 
 
 def test_a_store_ignoring_create_only_writes_is_refused_and_no_lock_runs_anyway(tmp_path):
@@ -332,8 +373,10 @@ def test_a_store_ignoring_create_only_writes_is_refused_and_no_lock_runs_anyway(
         proxy = ObjectStoreProxy(port, drop=("if-none-match",))
         try:
             env = {"AWS_ENDPOINT_URL": proxy.endpoint}
-            one_line_error(run_zs("backup", str(repo_path(2)), "s3://careless/dest/", env=env),
-                           "s3://careless/dest/zsbackup.lock: the store ignores the condition of a create-only write")
+            one_line_error(
+                run_zs("backup", str(repo_path(2)), "s3://careless/dest/", env=env),
+                "s3://careless/dest/zsbackup.lock: the store ignores the condition of a create-only write",
+            )
             assert s3_listing(client, "careless", "dest/") == {}
             done = run_zs("backup", str(repo_path(2)), "s3://careless/dest/", "--no-lock", env=env)
             assert done.returncode == 0 and done.stderr.startswith("wrote s3://careless/dest/20"), done.stderr
@@ -360,8 +403,9 @@ def test_a_repository_in_azure_backed_up_into_azure(azurite, tmp_path, monkeypat
         assert archive.resolve("dev~1") == archive.resolve("tag:v1")  # dev was made at v1, then one commit
 
 
-def test_a_consolidated_archive_failing_validation_is_not_put_into_the_set(fixture_copy, icechunk2_python,
-                                                                            tmp_path, monkeypatch):
+def test_a_consolidated_archive_failing_validation_is_not_put_into_the_set(
+    fixture_copy, icechunk2_python, tmp_path, monkeypatch
+):
     from zsarchive.archive.backup import run as run_module
 
     dest = tmp_path / "dest"

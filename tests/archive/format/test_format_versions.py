@@ -21,8 +21,10 @@ from zsarchive.archive.format import schema as S
 from zsarchive.errors import ZSError
 
 ARCHIVES = {int(path.parent.name[1:]): path for path in sorted((TESTDATA / "archive").glob("v*/archive.zs"))}
-SOURCES = {version: ROOT / json.loads((path.parent / "records.json").read_text())["source"]
-           for version, path in ARCHIVES.items()}
+SOURCES = {
+    version: ROOT / json.loads((path.parent / "records.json").read_text())["source"]
+    for version, path in ARCHIVES.items()
+}
 
 
 def test_every_format_version_has_a_vector():
@@ -43,8 +45,13 @@ def test_committed_archive_answers_as_icechunk(version, icechunk2_python):
     answers = oracle(2, icechunk2_python)
     with RepoArchive(ARCHIVES[version]) as archive:
         assert archive.format_version == version and archive.header()["format_version"] == version
-    check_archive(answers, ARCHIVES[version], SOURCES[version], fixtures()["v2"]["deleted_tags"],
-                  [fixtures()["virtual"]["prefix"]])
+    check_archive(
+        answers,
+        ARCHIVES[version],
+        SOURCES[version],
+        fixtures()["v2"]["deleted_tags"],
+        [fixtures()["virtual"]["prefix"]],
+    )
 
 
 @pytest.mark.parametrize("version", sorted(ARCHIVES))
@@ -61,14 +68,16 @@ def test_the_documented_decoding_answers_as_icechunk(version, icechunk2_python):
         if r["family"] == "N":
             sid, path = r["key"]
             node_id, node_type, user_data = r["value"][:3]
-            nodes.setdefault(sid, []).append(("/" + "/".join(path), ["group", "array"][node_type], node_id,
-                                              bytes.fromhex(user_data["bytes"])))
+            nodes.setdefault(sid, []).append(
+                ("/" + "/".join(path), ["group", "array"][node_type], node_id, bytes.fromhex(user_data["bytes"]))
+            )
     trees = {sid: tree for sid, tree in answers["trees"].items() if "error" not in tree}
     snapshots = {r["key"][0] for r in records if r["family"] == "S"}
     assert trees and set(trees) <= snapshots and set(nodes) <= snapshots
     for sid, tree in trees.items():
         assert sorted(n[:3] for n in nodes.get(sid, [])) == sorted(
-            (n["path"], n["node_type"], n["id"]) for n in answers["snapshots"][sid]["nodes"]), sid
+            (n["path"], n["node_type"], n["id"]) for n in answers["snapshots"][sid]["nodes"]
+        ), sid
         for path, _, _, user_data in nodes.get(sid, []):
             key = (path.strip("/") + "/zarr.json").lstrip("/")
             assert user_data.hex() == _b64hex(tree["metadata"][key]["bytes_b64"]), (sid, key)
@@ -96,7 +105,8 @@ def _answers(archive: RepoArchive, refs: list[str]) -> dict:
             for chunk in refs_here:
                 out[(ref, node["path"], tuple(chunk["coords"]))] = archive.chunk_ref(ref, node["path"], chunk["coords"])
                 out[(ref, node["path"], tuple(chunk["coords"]), "log")] = archive.chunk_history(
-                    node["path"], chunk["coords"], ref)
+                    node["path"], chunk["coords"], ref
+                )
             out[(ref, node["path"], "coords")] = list(archive.node_chunk_coords(node))
     return out
 

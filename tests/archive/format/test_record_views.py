@@ -20,14 +20,23 @@ def _key_view(family: bytes, format_version: int) -> type | None:
     if family == S.CHUNK_REF and refs_by_manifest(format_version):
         return views.ManifestRefKey
     entry = views.FAMILY_VIEWS.get(family)
-    return entry.key if entry is not None else {S.CHUNK_HISTORY: views.HistoryKey, S.CHUNK_DATA: views.ChunkBytesKey,
-                                                S.VIRTUAL_DATA: views.VirtualPieceKey}.get(family)
+    return (
+        entry.key
+        if entry is not None
+        else {
+            S.CHUNK_HISTORY: views.HistoryKey,
+            S.CHUNK_DATA: views.ChunkBytesKey,
+            S.VIRTUAL_DATA: views.VirtualPieceKey,
+        }.get(family)
+    )
 
 
 def test_every_family_but_the_version_dependent_ones_has_its_views():
     assert set(views.FAMILY_VIEWS) | {S.CHUNK_HISTORY, S.CHUNK_DATA, S.VIRTUAL_DATA, S.HEADER} == set(S.FAMILY_NAMES)
     for entry in views.FAMILY_VIEWS.values():
-        assert issubclass(entry.key, views.KeyView) and (entry.value is None or issubclass(entry.value, views.ValueView))
+        assert issubclass(entry.key, views.KeyView) and (
+            entry.value is None or issubclass(entry.value, views.ValueView)
+        )
 
 
 @pytest.mark.parametrize("vector", VECTORS, ids=lambda p: p.parent.name)
@@ -43,8 +52,11 @@ def test_every_key_of_every_vector_reads_through_its_view(vector):
             if view is None:
                 assert family == S.HEADER and key == ()
                 continue
-            shaped = view.well_formed(key, has_chunk_pieces(version)) if view is views.ChunkBytesKey else \
-                view.well_formed(key)
+            shaped = (
+                view.well_formed(key, has_chunk_pieces(version))
+                if view is views.ChunkBytesKey
+                else view.well_formed(key)
+            )
             assert shaped, (family, key)
             decoded = view.decode(key)
             assert decoded.encode() == key and S.record(family, decoded.encode()) == S.record(family, key)
@@ -75,7 +87,9 @@ def test_named_fields_are_the_documented_elements():
     assert views.NodeKey.decode(("S" * 20, ("a", "b"))).path == "/a/b"
     assert views.RefKey.decode(("deleted_tag", "v1")).deleted and not views.RefKey.decode(("tag", "v1")).deleted
     piece = views.ChunkBytesKey.decode(("C" * 20, 4096))
-    assert (piece.chunk_id, piece.start) == ("C" * 20, 4096) and views.ChunkBytesKey.decode(("C" * 20,)).encode() == ("C" * 20,)
+    assert (piece.chunk_id, piece.start) == ("C" * 20, 4096) and views.ChunkBytesKey.decode(("C" * 20,)).encode() == (
+        "C" * 20,
+    )
     virtual = views.ShardIndexKey.decode(("s3://b/k", 0, 100, "etag", None))
     assert virtual.virtual and virtual.encode() == ("s3://b/k", 0, 100, "etag", None)
     change = views.HistoryKey.of_chunk_ref(("N" * 13, (1, 2), "S" * 20), {"S" * 20: 7}.__getitem__)
@@ -85,17 +99,23 @@ def test_named_fields_are_the_documented_elements():
     assert not native.virtual and native.encode() == ("C" * 20, 0, 100)
 
 
-@pytest.mark.parametrize("view, key", [
-    (views.RefKey, ("remote", "main")),  # no such kind
-    (views.RefKey, ("branch",)),
-    (views.SnapshotKey, ("short",)),
-    (views.SnapshotTimeKey, ("S" * 20, 5)),  # elements swapped
-    (views.NodeKey, ("S" * 20, "/a")),  # a path is components, not text
-    (views.ChunkRefKey, ("N" * 13, (0,))),
-    (views.HistoryKey, ("N" * 13, (0,), 5)),
-    (views.ShardIndexKey, ("s3://b/k", 0, 100, None, None)),  # a virtual shard's index is kept only under a checksum
-    (views.ShardIndexKey, ("C" * 20, -1, 100)),
-])
+@pytest.mark.parametrize(
+    "view, key",
+    [
+        (views.RefKey, ("remote", "main")),  # no such kind
+        (views.RefKey, ("branch",)),
+        (views.SnapshotKey, ("short",)),
+        (views.SnapshotTimeKey, ("S" * 20, 5)),  # elements swapped
+        (views.NodeKey, ("S" * 20, "/a")),  # a path is components, not text
+        (views.ChunkRefKey, ("N" * 13, (0,))),
+        (views.HistoryKey, ("N" * 13, (0,), 5)),
+        (
+            views.ShardIndexKey,
+            ("s3://b/k", 0, 100, None, None),
+        ),  # a virtual shard's index is kept only under a checksum
+        (views.ShardIndexKey, ("C" * 20, -1, 100)),
+    ],
+)
 def test_a_key_of_the_wrong_shape_is_not_well_formed(view, key):
     assert not view.well_formed(key)
 

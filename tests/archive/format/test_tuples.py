@@ -26,10 +26,10 @@ def same_shape_pairs():
     kinds = st.lists(st.sampled_from(["i", "s", "b", "t"]), min_size=0, max_size=4)
 
     def build(shape):
-        parts = {"i": ints, "s": texts, "b": blobs,
-                 "t": st.lists(small_ints, max_size=3).map(tuple)}
+        parts = {"i": ints, "s": texts, "b": blobs, "t": st.lists(small_ints, max_size=3).map(tuple)}
         one = st.tuples(*[parts[k] for k in shape])
         return st.tuples(one, one)
+
     return kinds.flatmap(build)
 
 
@@ -47,12 +47,17 @@ def test_prefix_tuple_sorts_first_and_is_a_bytewise_prefix(a, b):
     a, b = tuple(a), tuple(b)
     assert tuples.encode(a + b).startswith(tuples.encode(a))
     # Nested: a shorter coordinate tuple sorts before a longer one it starts.
-    assert (tuples.encode((a,)) <= tuples.encode((a + b,)))
+    assert tuples.encode((a,)) <= tuples.encode((a + b,))
 
 
-@given(st.lists(st.one_of(ints, texts, blobs, st.none(), st.booleans(),
-                          st.lists(st.one_of(small_ints, texts), max_size=3).map(tuple)),
-                max_size=6).map(tuple))
+@given(
+    st.lists(
+        st.one_of(
+            ints, texts, blobs, st.none(), st.booleans(), st.lists(st.one_of(small_ints, texts), max_size=3).map(tuple)
+        ),
+        max_size=6,
+    ).map(tuple)
+)
 def test_round_trip_and_self_delimiting(items):
     enc = tuples.encode(items)
     tail = b"\x00" + b"anything after the key \x00\x01"
@@ -78,7 +83,9 @@ def test_type_codes_order_and_known_bytes():
     assert tuples.encode((b"a\x00b",)) == b"\x01a\x00\xffb\x00"
     assert tuples.encode(("é",)) == b"\x02\xc3\xa9\x00"
     assert tuples.encode(((1, 2),)) == b"\x05\x15\x01\x15\x02\x00"
-    assert tuples.encode((b"",)) < tuples.encode(("",)) < tuples.encode(((),)) < tuples.encode((-5,)) < tuples.encode((0,))
+    assert (
+        tuples.encode((b"",)) < tuples.encode(("",)) < tuples.encode(((),)) < tuples.encode((-5,)) < tuples.encode((0,))
+    )
 
 
 @pytest.mark.parametrize("bad", [b"\x02abc", b"\x99", b"\x16\x01", b"\x05\x15\x01", b"\x02\xff\xfe\x00"])
@@ -87,16 +94,25 @@ def test_corrupt_encodings_raise_zscorrupt(bad):
         tuples.decode(bad)
 
 
-@pytest.mark.parametrize("longer", [b"\x15\x00", b"\x16\x00\x05", b"\x13\xff", b"\x12\xff\xfa",
-                                    b"\x1d\x08" + bytes(range(1, 9)), b"\x1d\x09\x00" + bytes(range(1, 9)),
-                                    b"\x0b\xf6\xff" + bytes(8)])
+@pytest.mark.parametrize(
+    "longer",
+    [
+        b"\x15\x00",
+        b"\x16\x00\x05",
+        b"\x13\xff",
+        b"\x12\xff\xfa",
+        b"\x1d\x08" + bytes(range(1, 9)),
+        b"\x1d\x09\x00" + bytes(range(1, 9)),
+        b"\x0b\xf6\xff" + bytes(8),
+    ],
+)
 def test_an_integer_has_one_encoding(longer):
     """An integer in more bytes than it needs (or a big-integer code for a small one) is refused: a key would
     have two spellings, two records of one key that no sorted order brings together. The column decoders
     leave such a batch to the record-by-record decoder, which names it."""
     with pytest.raises(ZSCorrupt, match="not in its shortest encoding"):
         tuples.decode(longer)
-    if longer[0] in range(0x15, 0x1d):
+    if longer[0] in range(0x15, 0x1D):
         for backend in BACKENDS:
             with column_backend(backend):
                 assert tuplecolumns.decode_columns(longer, np.array([0]), np.array([len(longer)]), "i") is None
@@ -132,27 +148,35 @@ def test_integer_fast_path_follows_the_spec(values):
 unsigned = st.integers(0, (1 << 64) - 1) | st.sampled_from([b for b in BOUNDARIES if 0 <= b < 1 << 64])
 
 
-@given(st.integers(0, 3).flatmap(lambda ndim: st.lists(st.tuples(*[unsigned] * ndim), max_size=8)),
-       st.binary(max_size=40), st.binary(max_size=3), st.lists(st.binary(max_size=50), min_size=1, max_size=4),
-       st.randoms())
+@given(
+    st.integers(0, 3).flatmap(lambda ndim: st.lists(st.tuples(*[unsigned] * ndim), max_size=8)),
+    st.binary(max_size=40),
+    st.binary(max_size=3),
+    st.lists(st.binary(max_size=50), min_size=1, max_size=4),
+    st.randoms(),
+)
 def test_rows_follow_the_spec(rows, before, after, pieces, rng):
     """encode_rows against the spec's integer layout: constants, integer columns, chosen pieces."""
     n = len(rows)
     ndim = len(rows[0]) if rows else 0
     columns = [np.array([r[k] for r in rows], dtype=np.uint64) for k in range(ndim)]
     choice = [rng.randrange(len(pieces)) for _ in rows]
-    got = tuplerows.encode_rows([before + b"\x05", *columns, b"\x00", (pieces, np.array(choice, dtype=np.int64)), after],
-                           n)
-    assert got == [before + b"\x05" + b"".join(_spec_int(v) for v in r) + b"\x00" + pieces[c] + after
-                   for r, c in zip(rows, choice)]
+    got = tuplerows.encode_rows(
+        [before + b"\x05", *columns, b"\x00", (pieces, np.array(choice, dtype=np.int64)), after], n
+    )
+    assert got == [
+        before + b"\x05" + b"".join(_spec_int(v) for v in r) + b"\x00" + pieces[c] + after for r, c in zip(rows, choice)
+    ]
 
 
 @given(st.integers(0, 2**32))
 def test_rows_of_many_layouts_follow_the_spec(seed):
     """Batches whose strings take many layouts (integer sizes, piece lengths) are built another way."""
     rng = random.Random(seed)
-    rows = [(rng.getrandbits(rng.randrange(65)), rng.getrandbits(rng.randrange(65)), rng.randrange(100))
-            for _ in range(rng.randrange(300, 400))]
+    rows = [
+        (rng.getrandbits(rng.randrange(65)), rng.getrandbits(rng.randrange(65)), rng.randrange(100))
+        for _ in range(rng.randrange(300, 400))
+    ]
     pieces = [bytes(rng.randrange(256) for _ in range(k)) for k in range(100)]
     columns = [np.array([r[k] for r in rows], dtype=np.uint64) for k in range(2)]
     choice = np.array([r[2] for r in rows], dtype=np.int64)
@@ -165,14 +189,23 @@ def test_rows_refuse_negative_integers():
         tuplerows.encode_rows([np.array([1, -1])], 2)
 
 
-_LAYOUT_VALUES = {"i": unsigned, "s": st.text(max_size=12), "I": st.none() | unsigned, "S": st.none() | st.text(max_size=12)}
+_LAYOUT_VALUES = {
+    "i": unsigned,
+    "s": st.text(max_size=12),
+    "I": st.none() | unsigned,
+    "S": st.none() | st.text(max_size=12),
+}
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-@given(st.text("isIS", min_size=1, max_size=5).flatmap(
-    lambda layout: st.tuples(st.just(layout), st.lists(st.tuples(*[_LAYOUT_VALUES[c] for c in layout]), min_size=1,
-                                                       max_size=8))),
-       st.binary(max_size=6))
+@given(
+    st.text("isIS", min_size=1, max_size=5).flatmap(
+        lambda layout: st.tuples(
+            st.just(layout), st.lists(st.tuples(*[_LAYOUT_VALUES[c] for c in layout]), min_size=1, max_size=8)
+        )
+    ),
+    st.binary(max_size=6),
+)
 def test_decode_columns_agrees_with_decode(backend, case, before):
     """decode_columns, a batch at a time (in C and with numpy), gives what decode gives row by row, or
     refuses (None) the rows it does not take; each row is a tuple between constant bytes, as in a record."""
@@ -197,7 +230,7 @@ def test_decode_columns_agrees_with_decode(backend, case, before):
                 assert (int(values[i]) if present[i] else None) == value
             else:
                 begin, stop, present = column if letter == "S" else (*column, [True] * len(rows))
-                assert (buf[begin[i]:stop[i]].decode() if present[i] else None) == value
+                assert (buf[begin[i] : stop[i]].decode() if present[i] else None) == value
 
 
 def _both(fn):
@@ -210,8 +243,11 @@ def _both(fn):
 
 
 @settings(max_examples=300)
-@given(st.binary(min_size=1, max_size=60), st.lists(st.tuples(st.integers(0, 60), st.integers(0, 60)), min_size=1,
-                                                     max_size=6), st.text("isIS()", min_size=1, max_size=6))
+@given(
+    st.binary(min_size=1, max_size=60),
+    st.lists(st.tuples(st.integers(0, 60), st.integers(0, 60)), min_size=1, max_size=6),
+    st.text("isIS()", min_size=1, max_size=6),
+)
 def test_column_decoders_agree_on_any_bytes(buf, spans, layout):
     """Arbitrary bytes and record bounds: the C decoder and the numpy one refuse the same batches and
     decode the others alike (the C one reads nothing outside a record's bounds)."""
@@ -229,8 +265,13 @@ def _as_lists(column) -> list:
     return [np.asarray(a).astype(np.int64).tolist() for a in (column if isinstance(column, tuple) else (column,))]
 
 
-@given(st.lists(st.sampled_from(["", "a", "ab", "abcdefgh", "abcdefghi", "é", "s3://b/f.nc"]) | st.text(max_size=20),
-                min_size=1, max_size=40))
+@given(
+    st.lists(
+        st.sampled_from(["", "a", "ab", "abcdefgh", "abcdefghi", "é", "s3://b/f.nc"]) | st.text(max_size=20),
+        min_size=1,
+        max_size=40,
+    )
+)
 def test_interned_texts_are_the_spans(texts):
     """Columns.texts (C and numpy): each span's code names its own text, and equal texts share a code."""
     encoded = [t.encode() for t in texts]

@@ -14,7 +14,11 @@ import pytest
 from toolkit.oracle import fixtures
 from toolkit.places import ROOT, TESTDATA, load_module
 from toolkit.archive_format import (
-    documented_file_forms, documented_ops_log_files, documented_record, documented_repo_file, documented_virtual_bytes,
+    documented_file_forms,
+    documented_ops_log_files,
+    documented_record,
+    documented_repo_file,
+    documented_virtual_bytes,
     unzs_records,
 )
 from zsarchive.archive import export
@@ -54,8 +58,15 @@ def test_our_reader_decodes_the_archive_to_its_json(vector):
         got = []
         for rec in z:
             family, key, value = S.split(rec)
-            got.append({"family": family.decode(), "hex": rec.hex(), "key": _json_element(key),
-                        "version": S.record_version(rec), "value": _json_element(value)})
+            got.append(
+                {
+                    "family": family.decode(),
+                    "hex": rec.hex(),
+                    "key": _json_element(key),
+                    "version": S.record_version(rec),
+                    "value": _json_element(value),
+                }
+            )
     assert got == expected["records"]
 
 
@@ -85,9 +96,14 @@ def test_the_exporter_writes_the_current_vectors(tmp_path, version):
     current = TESTDATA / "archive" / f"v{version}"
     expected = _vector(current / "records.json")
     authorize = [_linked_virtual_prefix()] if expected.get("include_virtual") else []
-    export(ROOT / expected["source"], tmp_path / "a.zs", export_time=expected["export_time"],
-           include_chunks=expected.get("include_chunks", False),
-           include_virtual=expected.get("include_virtual", False), authorize=authorize)
+    export(
+        ROOT / expected["source"],
+        tmp_path / "a.zs",
+        export_time=expected["export_time"],
+        include_chunks=expected.get("include_chunks", False),
+        include_virtual=expected.get("include_virtual", False),
+        authorize=authorize,
+    )
     assert (tmp_path / "a.zs").read_bytes() == (current / "archive.zs").read_bytes()
 
 
@@ -112,7 +128,9 @@ def test_the_format_7_vector_keeps_the_fixture_s_virtual_bytes_as_its_refs_pin_t
     assert len(refused) == 2 and set(kept) == refs - refused
     for (location, offset, length, _, _), data in kept.items():
         assert location.startswith(prefix)
-        assert data == (directory / location[len(prefix):]).read_bytes()[offset:offset + length]
+        assert data == (directory / location[len(prefix) :]).read_bytes()[offset : offset + length]
+
+
 def test_the_format_6_vector_says_how_each_file_of_the_fixture_was_written():
     """What the v6 vector's ``Y`` records and ``G repo_file`` say, read by the document alone, is what the
     fixture's files hold: each header's implementation name (bytes 12 to 35), each V2 manifest's

@@ -63,8 +63,9 @@ commit("main", "last", lambda g: g["grid"].__setitem__((slice(6, 8), slice(0, 8)
 """
 
 
-@pytest.mark.parametrize("version, split", [(2, 0), (2, 2), (1, 0), (1, 3)],
-                         ids=["ic2", "ic2-split", "ic1", "ic1-split"])
+@pytest.mark.parametrize(
+    "version, split", [(2, 0), (2, 2), (1, 0), (1, 3)], ids=["ic2", "ic2-split", "ic1", "ic1-split"]
+)
 def test_every_ref_at_every_snapshot_equals_icechunk(request, tmp_path, version, split):
     python = request.getfixturevalue(f"icechunk{version}_python")
     repo = tmp_path / "repo"

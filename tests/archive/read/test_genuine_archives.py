@@ -15,7 +15,8 @@ from zsarchive.archive import export
 
 VECTORS = sorted((TESTDATA / "archive").glob("v*/archive.zs"))
 FIXTURES = [TESTDATA / "icechunk" / name for name in ("v1", "v1-migrated", "v2")] + sorted(
-    p for p in (TESTDATA / "icechunk-tests").iterdir() if p.is_dir())
+    p for p in (TESTDATA / "icechunk-tests").iterdir() if p.is_dir()
+)
 
 
 def looks_good(path) -> None:
@@ -37,6 +38,11 @@ def test_every_export_of_the_fixture_repositories_is_valid(tmp_path, fixture, in
 
 def test_a_fragment_and_its_base_are_valid(tmp_path):
     export(TESTDATA / "icechunk" / "v2", tmp_path / "base.zs", include_chunks=True, export_time=1)
-    export(TESTDATA / "icechunk" / "v2", tmp_path / "fragment.zs", include_chunks=True, export_time=2,
-           base=tmp_path / "base.zs")
+    export(
+        TESTDATA / "icechunk" / "v2",
+        tmp_path / "fragment.zs",
+        include_chunks=True,
+        export_time=2,
+        base=tmp_path / "base.zs",
+    )
     looks_good(tmp_path / "fragment.zs")

@@ -16,8 +16,11 @@ from zsarchive.errors import ZSCorrupt
 
 def test_every_public_method_is_guarded():
     for cls in (ArchiveReader, RepoArchive):
-        unguarded = [name for name, method in inspect.getmembers(cls, inspect.isfunction)
-                     if not name.startswith("_") and not getattr(method, "guarded", False)]
+        unguarded = [
+            name
+            for name, method in inspect.getmembers(cls, inspect.isfunction)
+            if not name.startswith("_") and not getattr(method, "guarded", False)
+        ]
         assert unguarded == [], cls
 
 

@@ -55,8 +55,9 @@ def test_a_ref_written_again_unchanged_keeps_its_history(rewritten, tmp_path):
     with RepoArchive(archive) as arc:
         assert len(arc.chunk_history("/v", (0,))) == 3 and len(arc.chunk_history("/v", (1,))) == 3
     records = documented_records(archive)
-    assert {(k[1], k[3]) for k in documented_history(records, 5)} == \
-        {(coords, sid) for node_id, coords, sid in _logged(rewritten / "repo")}
+    assert {(k[1], k[3]) for k in documented_history(records, 5)} == {
+        (coords, sid) for node_id, coords, sid in _logged(rewritten / "repo")
+    }
     assert run_zs("validate", str(archive)).returncode == 0
 
 

@@ -45,7 +45,7 @@ def _check_drawing(text_lines: list[str], rows: dict[str, dict]) -> None:
         assert at[parent] > at[sid], f"parent {parent} above {sid}"
         for number in range(at[sid] + 1, at[parent]):
             line = text_lines[number].ljust(column + 1)
-            bends = "*" not in line and line[column - 1:column] == "/"
+            bends = "*" not in line and line[column - 1 : column] == "/"
             if bends:  # a join line: the lane bends into the parent's, which is just below
                 assert number == at[parent] - 1 and rows[parent]["column"] < row["column"]
                 break
@@ -99,8 +99,9 @@ def test_graph_matches_icechunk_ancestry(version, seed, request, tmp_path):
         cut = [json.loads(line) for line in _zs("log", archive, "--graph", "--all", "-n", n, "--json").splitlines()]
         assert cut == rows[:n]
     for branch in answers["branches"]:  # without --all: one branch's history, in icechunk's order
-        one = [json.loads(line)["id"] for line in _zs("log", archive, f"branch:{branch}", "--graph",
-                                                        "--json").splitlines()]
+        one = [
+            json.loads(line)["id"] for line in _zs("log", archive, f"branch:{branch}", "--graph", "--json").splitlines()
+        ]
         assert one == [i["id"] for i in answers["ancestry"][f"branch:{branch}"]]
 
 
@@ -113,7 +114,11 @@ def test_show_matches_icechunk_transaction_logs(icechunk2_python, tmp_path):
         for sid, snap in infos.items():
             shown = json.loads(_zs("show", archive, sid, "--json"))
             assert (shown["id"], shown["parent_id"], shown["message"], shown["metadata"]) == (
-                sid, snap["parent_id"], snap["message"], snap["metadata"])
+                sid,
+                snap["parent_id"],
+                snap["message"],
+                snap["metadata"],
+            )
             assert shown["refs"] == sorted(r for r, tip in answers["refs"].items() if tip == sid)
             assert shown == arc.show(f"snapshot:{sid}")
             log = answers["transaction_logs"][sid]
@@ -121,8 +126,14 @@ def test_show_matches_icechunk_transaction_logs(icechunk2_python, tmp_path):
                 assert shown["changes"] == []
                 continue
             expected: dict[str, int] = {}
-            for name in ("new_groups", "new_arrays", "deleted_groups", "deleted_arrays", "updated_groups",
-                         "updated_arrays"):
+            for name in (
+                "new_groups",
+                "new_arrays",
+                "deleted_groups",
+                "deleted_arrays",
+                "updated_groups",
+                "updated_arrays",
+            ):
                 for node_id in log[name]:
                     expected[node_id] = 0
             for entry in log["updated_chunks"]:
@@ -156,11 +167,17 @@ def test_chunk_changes_match_icechunk_transaction_logs(icechunk2_python, tmp_pat
                 if node["node_type"] != "array":
                     continue
                 changes = arc.chunk_changes(ref, node["path"])
-                got = {(tuple(c), changes["commits"][i]["id"])
-                       for c, i in zip(changes["coords"].tolist(), changes["commit"].tolist())}
-                expected = {(tuple(c), sid) for sid in history
-                            for entry in answers["transaction_logs"][sid].get("updated_chunks", [])
-                            if entry["node_id"] == node["id"] for c in entry["chunks"]}
+                got = {
+                    (tuple(c), changes["commits"][i]["id"])
+                    for c, i in zip(changes["coords"].tolist(), changes["commit"].tolist())
+                }
+                expected = {
+                    (tuple(c), sid)
+                    for sid in history
+                    for entry in answers["transaction_logs"][sid].get("updated_chunks", [])
+                    if entry["node_id"] == node["id"]
+                    for c in entry["chunks"]
+                }
                 assert got == expected, node["path"]
                 times = [c["flushed_at"] for c in changes["commits"]]
                 assert times == sorted(times) and len(changes["coords"]) == len(got)
@@ -171,20 +188,23 @@ def test_hostile_histories_end_in_one_line(tmp_path):
     from zsarchive.archive.format import schema as S
     from zsarchive.errors import ZSCorrupt
 
-    looped = history_archive(tmp_path / "loop.zs", {"A" * 20: ("B" * 20, 2 * 10**15, "a", "{}", ()),
-                                                    "B" * 20: ("A" * 20, 10**15, "b", "{}", ())})
+    looped = history_archive(
+        tmp_path / "loop.zs",
+        {"A" * 20: ("B" * 20, 2 * 10**15, "a", "{}", ()), "B" * 20: ("A" * 20, 10**15, "b", "{}", ())},
+    )
     for command in (["log", str(looped), "--graph"], ["log", str(looped), "--graph", "--all"]):
         one_line_error(run_hostile(*command), "loops at snapshot")
     one_line_error(run_hostile("show", str(looped), "main"), "no transaction log record")
     sid, node_id = SNAPSHOT, NODE
-    zarr_json = (b'{"zarr_format":3,"node_type":"array","shape":[4],'
-                 b'"chunk_grid":{"name":"regular","configuration":{"chunk_shape":[1]}}}')
+    zarr_json = (
+        b'{"zarr_format":3,"node_type":"array","shape":[4],'
+        b'"chunk_grid":{"name":"regular","configuration":{"chunk_shape":[1]}}}'
+    )
     node = S.record(S.NODE, (sid, ("v",)), (node_id, S.ARRAY, zarr_json, ((4, 1, 4),), None, (), sid))
     for coords in ((1, 2, 3), ("x",), (-1,)):  # coordinates of another rank, of text, negative
         bad = S.record(S.CHUNK_HISTORY, (node_id, coords, 10**15, sid))
         good = S.record(S.CHUNK_HISTORY, (node_id, (0,), 10**15, sid))
-        path = history_archive(tmp_path / "bad.zs", {sid: (None, 10**15, "a", "{}", ())}, [node, good, bad],
-                               main=sid)
+        path = history_archive(tmp_path / "bad.zs", {sid: (None, 10**15, "a", "{}", ())}, [node, good, bad], main=sid)
         with RepoArchive(path) as arc, pytest.raises(ZSCorrupt, match="chunk history record"):
             arc.chunk_changes("main", "/v")
         path.unlink()

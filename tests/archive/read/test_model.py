@@ -37,8 +37,13 @@ def test_nodes_and_chunks_are_typed_and_the_commands_give_their_dicts():
 
 def test_a_narrowed_chunk_reads_its_part_of_the_bytes():
     with RepoArchive(VECTOR) as archive:
-        chunk = next(c for n in archive.node_infos("main") if n.is_array for c in archive.array_chunks(n)
-                     if c.length > 2 and c.kind != "virtual")
+        chunk = next(
+            c
+            for n in archive.node_infos("main")
+            if n.is_array
+            for c in archive.array_chunks(n)
+            if c.length > 2 and c.kind != "virtual"
+        )
         whole = bytes(archive.read_chunk(chunk, "main"))
         part = chunk.narrowed(1, chunk.length - 2)
         assert bytes(archive.read_chunk(part, "main")) == whole[1:-1]

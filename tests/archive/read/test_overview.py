@@ -25,8 +25,11 @@ def case(request, tmp_path_factory):
 
 
 def _arrays(tree: dict) -> list[dict]:
-    return [{"path": "/" + n["path"], "shape": n["shape"], "dtype": n["dtype"], "chunks": n["chunks"]}
-            for n in tree["nodes"] if n["kind"] == "array"]
+    return [
+        {"path": "/" + n["path"], "shape": n["shape"], "dtype": n["dtype"], "chunks": n["chunks"]}
+        for n in tree["nodes"]
+        if n["kind"] == "array"
+    ]
 
 
 def test_summary_equals_icechunk(case):
@@ -41,8 +44,13 @@ def test_summary_equals_icechunk(case):
     for name, sid in answers["branches"].items():
         history = answers["ancestry"][f"branch:{name}"]
         times = sorted(s["written_at"] for s in history)
-        branches[name] = {"name": name, "snapshot_id": sid, "commits": len(history), "first": times[0],
-                          "last": times[-1]}
+        branches[name] = {
+            "name": name,
+            "snapshot_id": sid,
+            "commits": len(history),
+            "first": times[0],
+            "last": times[-1],
+        }
     assert {b["name"]: b for b in summary["branches"]} == branches
     assert {t["name"]: t["snapshot_id"] for t in summary["tags"]} == answers["tags"]
     for tag in summary["tags"]:
@@ -50,8 +58,9 @@ def test_summary_equals_icechunk(case):
     for name, sid in answers["branches"].items():
         theirs = _arrays(answers["trees"][sid])
         ours = summary["arrays"][name]
-        assert [(a["path"], a["shape"], a["dtype"]) for a in ours] == \
-            sorted(((a["path"], a["shape"], a["dtype"]) for a in theirs), key=lambda a: a[0].split("/"))
+        assert [(a["path"], a["shape"], a["dtype"]) for a in ours] == sorted(
+            ((a["path"], a["shape"], a["dtype"]) for a in theirs), key=lambda a: a[0].split("/")
+        )
         grids = {a["path"]: a["chunks"] for a in theirs}
         for a in ours:  # zarr's `chunks` is the inner chunk of a sharded array: compare the unsharded ones
             with RepoArchive(path) as arc:
@@ -100,14 +109,21 @@ def test_diff_shows_old_and_new_refs_and_stat_as_icechunk(case):
     answers, path = case
     checked = 0
     for item in answers["diffs"]:
-        if "diff" not in item or "error" in answers["trees"].get(item["from"], {"error": 1}) or \
-                "error" in answers["trees"].get(item["to"], {"error": 1}):
+        if (
+            "diff" not in item
+            or "error" in answers["trees"].get(item["from"], {"error": 1})
+            or "error" in answers["trees"].get(item["to"], {"error": 1})
+        ):
             continue
         old, new = answers["trees"][item["from"]], answers["trees"][item["to"]]
         diff = run_zs("diff", str(path), item["from"], item["to"], "--json", check=True)
         rows = [json.loads(line) for line in diff.stdout.splitlines()]
-        stat = [json.loads(line) for line in
-                run_zs("diff", str(path), item["from"], item["to"], "--stat", "--json", check=True).stdout.splitlines()]
+        stat = [
+            json.loads(line)
+            for line in run_zs(
+                "diff", str(path), item["from"], item["to"], "--stat", "--json", check=True
+            ).stdout.splitlines()
+        ]
         expected_stat = []
         for array, coords_list in sorted(item["diff"]["updated_chunks"].items()):
             before = {tuple(c) for c in old["arrays"].get(array.lstrip("/"), {}).get("chunk_coordinates", [])}
@@ -115,8 +131,11 @@ def test_diff_shows_old_and_new_refs_and_stat_as_icechunk(case):
             counts = {"path": array, "added": 0, "changed": 0, "removed": 0}
             for coords in map(tuple, coords_list):
                 counts["added" if coords not in before else "changed" if coords in after else "removed"] += 1
-                row = next(r for r in rows if r["change"] == "updated_chunk" and r["path"] == array
-                           and tuple(r["coords"]) == coords)
+                row = next(
+                    r
+                    for r in rows
+                    if r["change"] == "updated_chunk" and r["path"] == array and tuple(r["coords"]) == coords
+                )
                 for side, tree, present in (("from", old, before), ("to", new, after)):
                     if coords not in present:
                         assert row[side] is None, (item, row)
@@ -158,8 +177,10 @@ def test_log_marks_the_refs_reaching_each_snapshot(case):
     for sid in unreachable:
         if any(r["id"] == sid for r in rows):
             assert "(unreachable)" in next(line for line in table if line.startswith(sid))
-    two = [json.loads(line)["id"]
-           for line in run_zs("log", str(path), "main", "-n", "2", "--json", check=True).stdout.splitlines()]
+    two = [
+        json.loads(line)["id"]
+        for line in run_zs("log", str(path), "main", "-n", "2", "--json", check=True).stdout.splitlines()
+    ]
     assert two == [s["id"] for s in answers["ancestry"]["branch:main"][:2]]
     one = run_zs("log", str(path), "--max-count", "1", check=True).stdout.splitlines()
     assert len(one) == 2
@@ -172,8 +193,11 @@ def test_ls_subtree_dtype_and_chunk_shape(case):
     groups = sorted("/" + n["path"] for n in tree["nodes"] if n["kind"] == "group" and n["path"])
     top = groups[0] if groups else "/"
     rows = [json.loads(line) for line in run_zs("ls", str(path), "main", top, "--json", check=True).stdout.splitlines()]
-    expected = {"/" + n["path"] for n in tree["nodes"]
-                if "/" + n["path"] == top or ("/" + n["path"]).startswith(top.rstrip("/") + "/")}
+    expected = {
+        "/" + n["path"]
+        for n in tree["nodes"]
+        if "/" + n["path"] == top or ("/" + n["path"]).startswith(top.rstrip("/") + "/")
+    }
     assert {r["path"] for r in rows} == expected
     for row in rows:
         if row["node_type"] == "array":

@@ -36,7 +36,7 @@ def test_parse_reads_suffixes_left_to_right():
     assert parse_ref("main^0").steps == () and parse_ref("main~0").steps == ()
     assert parse_ref("main~").steps == (("~", 1),)
     assert parse_ref("feature:x~1").name == "feature:x"  # not a known kind: part of the name
-    assert parse_ref("main~" + "9" * 40).steps == (("~", 10 ** 18),)  # any depth past every history
+    assert parse_ref("main~" + "9" * 40).steps == (("~", 10**18),)  # any depth past every history
     with pytest.raises(ZSError, match=r"one parent, so \^2 names none"):
         parse_ref("main^2")
     with pytest.raises(ZSError, match="no name"):
@@ -87,8 +87,10 @@ def test_commands_and_the_store_take_the_names(fixture_archive, answers):
 
 def test_errors_beyond_the_root_and_unknown_names_stay_one_line(fixture_archive, answers):
     depth = len(answers["ancestry"]["branch:main"])
-    one_line_error(run_zs("log", str(fixture_archive), f"main~{depth}"),
-                   f"main~{depth} is beyond the first commit: the history of main holds {depth} snapshots")
+    one_line_error(
+        run_zs("log", str(fixture_archive), f"main~{depth}"),
+        f"main~{depth} is beyond the first commit: the history of main holds {depth} snapshots",
+    )
     one_line_error(run_zs("ls", str(fixture_archive), "mian~2"), "did you mean 'main'?")
     one_line_error(run_zs("ls", str(fixture_archive), "tag:doomed-tag~1"), "tag 'doomed-tag' was deleted")
     one_line_error(run_zs("ls", str(fixture_archive), "main@yesterday~1"), "bad time 'yesterday'")
@@ -96,8 +98,10 @@ def test_errors_beyond_the_root_and_unknown_names_stay_one_line(fixture_archive,
 
 def _archive_with_refs(path, refs: dict[str, str], snapshots: dict[str, str | None]):
     records = [S.record(S.REFS, ("branch", name), (sid,)) for name, sid in refs.items()]
-    records += [S.record(S.SNAPSHOT, (sid,), (parent, 1_000_000 * i, f"m{i}", "{}", ()))
-                for i, (sid, parent) in enumerate(snapshots.items())]
+    records += [
+        S.record(S.SNAPSHOT, (sid,), (parent, 1_000_000 * i, f"m{i}", "{}", ()))
+        for i, (sid, parent) in enumerate(snapshots.items())
+    ]
     records += [S.record(S.SNAPSHOT_TIME, (1_000_000 * i, sid), ()) for i, sid in enumerate(snapshots)]
     records.append(S.record(S.HEADER, (), (2, 2, 0, "test", ())))
     with ZSWriter(str(path), {S.METADATA_KEY: {"format_version": 2}}, codec="none") as writer:
@@ -108,8 +112,7 @@ def _archive_with_refs(path, refs: dict[str, str], snapshots: dict[str, str | No
 
 def test_a_name_holding_suffix_characters_wins_over_reading_them(tmp_path):
     a, b, c = "A" * 20, "B" * 20, "C" * 20
-    path = _archive_with_refs(tmp_path / "names.zs", {"main": c, "main~1": a, "x^": b},
-                              {a: None, b: a, c: b})
+    path = _archive_with_refs(tmp_path / "names.zs", {"main": c, "main~1": a, "x^": b}, {a: None, b: a, c: b})
     with RepoArchive(path) as archive:
         assert archive.resolve("main~1") == a  # the branch named so, not main's parent b
         assert archive.resolve("main~2") == a  # main's grandparent

@@ -19,12 +19,22 @@ from zsarchive.zs.writer import ZSWriter
 
 SIDS = ["A" * 20, "B" * 20, "C" * 20]
 u64 = st.integers(0, (1 << 64) - 1)
-virtual = st.builds(lambda loc, off, n, etag, modified: ChunkRefValue(S.VIRTUAL, location=loc, offset=off, length=n,
-                                                                     checksum_etag=etag, checksum_last_modified=modified),
-                    st.sampled_from(["s3://b/f.nc", "s3://b/g\0.nc", "é/x"]) | st.text(max_size=6), u64, u64,
-                    st.none() | st.text(max_size=4), st.none() | st.integers(0, 1 << 32))
-native = st.builds(lambda cid, off, n: ChunkRefValue(S.NATIVE, chunk_id=cid, offset=off, length=n),
-                   st.sampled_from(["0" * 20, "1" * 20]), u64, u64)
+virtual = st.builds(
+    lambda loc, off, n, etag, modified: ChunkRefValue(
+        S.VIRTUAL, location=loc, offset=off, length=n, checksum_etag=etag, checksum_last_modified=modified
+    ),
+    st.sampled_from(["s3://b/f.nc", "s3://b/g\0.nc", "é/x"]) | st.text(max_size=6),
+    u64,
+    u64,
+    st.none() | st.text(max_size=4),
+    st.none() | st.integers(0, 1 << 32),
+)
+native = st.builds(
+    lambda cid, off, n: ChunkRefValue(S.NATIVE, chunk_id=cid, offset=off, length=n),
+    st.sampled_from(["0" * 20, "1" * 20]),
+    u64,
+    u64,
+)
 inline = st.builds(lambda data: ChunkRefValue(S.INLINE, inline=data), st.binary(max_size=5))
 removed = st.just(ChunkRefValue(S.REMOVED))
 
@@ -34,8 +44,11 @@ def arrays(draw):
     kinds = draw(st.sampled_from([virtual, native, virtual | native | inline | removed]))
     ndim = draw(st.integers(0, 3))
     coords = draw(st.lists(st.tuples(*[st.integers(0, 1 << 40)] * ndim), min_size=1, max_size=12, unique=True))
-    return [((c, sid), draw(kinds)) for c in sorted(coords)
-            for sid in sorted(draw(st.sets(st.sampled_from(SIDS), min_size=1, max_size=2)))]
+    return [
+        ((c, sid), draw(kinds))
+        for c in sorted(coords)
+        for sid in sorted(draw(st.sets(st.sampled_from(SIDS), min_size=1, max_size=2)))
+    ]
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -49,7 +62,7 @@ def test_rows_equal_the_records(tmp_path_factory, backend, changes, node, block)
     every = sorted(recs + [neighbour, before])
     with ZSWriter(str(path), {}, codec="none") as writer:
         for at in range(0, len(every), block):  # the array's records over several blocks, cut anywhere
-            writer.add_data_block(every[at:at + block])
+            writer.add_data_block(every[at : at + block])
         writer.finish()
     with ZS(str(path)) as zs, column_backend(backend):
         rows = chunk_ref_rows(zs, node)
@@ -134,8 +147,7 @@ def test_files_that_start_a_block_are_found_from_the_index(icechunk2_python, tmp
     from zsarchive.archive import export
     from zsarchive.archive.read.reader import ArchiveReader
 
-    subprocess.run([str(icechunk2_python), "-c", BIG_CHUNKS, str(tmp_path / "repo")], check=True,
-                   capture_output=True)
+    subprocess.run([str(icechunk2_python), "-c", BIG_CHUNKS, str(tmp_path / "repo")], check=True, capture_output=True)
     export(tmp_path / "repo", tmp_path / "a.zs", include_chunks=True)
     files = {p.name: p.read_bytes() for p in (tmp_path / "repo" / "chunks").iterdir()}
     assert len(files) == 3

@@ -77,8 +77,9 @@ def checked(icechunk2_python, tmp_path_factory):
         try:
             done = run_zs("sources", str(archive), "--check", "--json", "--authorize", authorize)
             most = counter.most
-            with RepoArchive(archive, authorize={f"s3://{BUCKET}/": {"endpoint_url": proxy.endpoint,
-                                                                     "region": "us-east-1"}}) as arc:
+            with RepoArchive(
+                archive, authorize={f"s3://{BUCKET}/": {"endpoint_url": proxy.endpoint, "region": "us-east-1"}}
+            ) as arc:
                 api = arc.sources(check=True)
         finally:
             counter.stop()
@@ -97,8 +98,12 @@ def test_each_wrong_head_answer_gets_its_status_and_one_line(checked):
     # an answer naming no version cannot show the pinned one is still there: changed, as one that names another
     assert status[_key(2)] == ("changed", f'the ref\'s ETag is {etag(2)}, the answer carries none')
     what, why = status[_key(3)]
-    assert what == "unreadable" and why.startswith(f"virtual location s3://{BUCKET}/{_key(3)}: ") and \
-        "access denied" in why and "\n" not in why, why
+    assert (
+        what == "unreadable"
+        and why.startswith(f"virtual location s3://{BUCKET}/{_key(3)}: ")
+        and "access denied" in why
+        and "\n" not in why
+    ), why
     wrong = {_key(i) for i in range(4)}
     assert {what for name, (what, _) in status.items() if name not in wrong} == {"unchanged"}
     assert overall["at_risk"] == [f"s3://{BUCKET}/{_key(i)}" for i in range(3)]

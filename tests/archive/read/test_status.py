@@ -29,8 +29,9 @@ def test_status_reads_only_the_repo_file_and_names_what_changed(icechunk2_python
             life.close()
         proxy = ObjectStoreProxy(int(endpoint.rsplit(":", 1)[1]))
         try:
-            proc = run_zs("status", str(tmp_path / "a.zs"), "s3://status/repo", "--json",
-                          env={"AWS_ENDPOINT_URL": proxy.endpoint})
+            proc = run_zs(
+                "status", str(tmp_path / "a.zs"), "s3://status/repo", "--json", env={"AWS_ENDPOINT_URL": proxy.endpoint}
+            )
         finally:
             proxy.stop()
         with RepoArchive(tmp_path / "a.zs") as archive:  # the Python API gives the same rows

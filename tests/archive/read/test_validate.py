@@ -121,10 +121,20 @@ def misshape_a_transaction_log(records: Records) -> str:
     return "is not (snapshot_id) -> (six node id sets"
 
 
-@pytest.mark.parametrize("breakage", [drop_a_referenced_snapshot, loop_the_history, drop_every_chunk_ref,
-                                      miscount_in_the_header, move_a_chunk_ref_to_a_snapshot_without_its_array,
-                                      start_an_array_outside_its_history, shift_a_time_record,
-                                      misshape_a_snapshot, misshape_a_transaction_log])
+@pytest.mark.parametrize(
+    "breakage",
+    [
+        drop_a_referenced_snapshot,
+        loop_the_history,
+        drop_every_chunk_ref,
+        miscount_in_the_header,
+        move_a_chunk_ref_to_a_snapshot_without_its_array,
+        start_an_array_outside_its_history,
+        shift_a_time_record,
+        misshape_a_snapshot,
+        misshape_a_transaction_log,
+    ],
+)
 def test_a_broken_meaning_is_one_line(exported, tmp_path, breakage):
     records, metadata = exported
     records = list(records)

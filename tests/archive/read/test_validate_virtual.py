@@ -118,9 +118,21 @@ def raise_the_record_version(records: Records) -> str:
     return "has record version 2, newer than this zsarchive reads"
 
 
-@pytest.mark.parametrize("breakage", [leave_a_gap, stop_short, run_past_the_range, start_elsewhere,
-                                      alias_a_missing_checksum, alias_itself, alias_and_pieces, repeat_a_key,
-                                      misshape_a_checksum, raise_the_record_version])
+@pytest.mark.parametrize(
+    "breakage",
+    [
+        leave_a_gap,
+        stop_short,
+        run_past_the_range,
+        start_elsewhere,
+        alias_a_missing_checksum,
+        alias_itself,
+        alias_and_pieces,
+        repeat_a_key,
+        misshape_a_checksum,
+        raise_the_record_version,
+    ],
+)
 def test_a_broken_virtual_range_is_one_line(vector, tmp_path, breakage):
     records, metadata = vector
     records = list(records)
@@ -140,8 +152,9 @@ def test_pieces_cut_otherwise_validate_and_read_alike(vector, tmp_path):
         for archive in (whole, split):
             node = next(n for n in archive.node_infos("main") if n.path == "/data/sub/many_virt")
             assert archive.embeds(next(archive.array_chunks(node)))
-        assert [bytes(whole.read_chunk(c, "main")) for c in whole.array_chunks(node)] == \
-            [bytes(split.read_chunk(c, "main")) for c in split.array_chunks(node)]
+        assert [bytes(whole.read_chunk(c, "main")) for c in whole.array_chunks(node)] == [
+            bytes(split.read_chunk(c, "main")) for c in split.array_chunks(node)
+        ]
 
 
 def test_virtual_ranges_in_a_format_6_archive_are_refused(vector, tmp_path):
@@ -158,7 +171,12 @@ def test_a_reader_refuses_a_gap_rather_than_read_past_it(vector, tmp_path):
     leave_a_gap(records)
     f, k, _, _ = records[pieces(records)[0]]
     with RepoArchive(rewrite(records, metadata, tmp_path / "gap.zs")) as archive:
-        chunk = next(c for n in archive.node_infos("main") if n.is_array for c in archive.array_chunks(n)
-                     if c.kind == "virtual" and (c.location, c.offset, c.length) == k[:3])
+        chunk = next(
+            c
+            for n in archive.node_infos("main")
+            if n.is_array
+            for c in archive.array_chunks(n)
+            if c.kind == "virtual" and (c.location, c.offset, c.length) == k[:3]
+        )
         with pytest.raises(ZSCorrupt, match="pieces leave a gap: bytes from 3 to 4 are missing"):
             archive.read_chunk(chunk, "main")

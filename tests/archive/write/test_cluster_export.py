@@ -61,14 +61,17 @@ def _count_built_blocks(monkeypatch) -> list:
     def counted(self, block):
         built.append(block.count)
         real(self, block)
+
     monkeypatch.setattr(ZSWriter, "add_built_block", counted)
     return built
 
 
 @pytest.fixture(scope="module")
 def client():
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster, \
-            Client(cluster) as connected:
+    with (
+        LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster,
+        Client(cluster) as connected,
+    ):
         yield connected
 
 
@@ -85,8 +88,9 @@ def test_cluster_export_equals_the_single_machine_one(client, tmp_path, name, mo
     assert read_by_client == []
 
 
-def test_a_million_refs_compressed_by_the_workers_equal_the_single_machine_export(client, million, tmp_path,
-                                                                                 monkeypatch):
+def test_a_million_refs_compressed_by_the_workers_equal_the_single_machine_export(
+    client, million, tmp_path, monkeypatch
+):
     here, there, again, pool = (tmp_path / f"{name}.zs" for name in ("here", "there", "again", "pool"))
     built = _count_built_blocks(monkeypatch)
     export(million, here, export_time=1, parallelism=1)
@@ -134,8 +138,14 @@ def test_a_worker_killed_mid_export_changes_nothing(client, tmp_path):
 
 def test_a_scheduler_that_does_not_answer_is_one_line(tmp_path):
     started = time.monotonic()
-    done = run_zs("export", str(FIXTURES / "v2"), str(tmp_path / "x.zs"), "--scheduler",
-                  f"tcp://127.0.0.1:{free_port()}", timeout=120)
+    done = run_zs(
+        "export",
+        str(FIXTURES / "v2"),
+        str(tmp_path / "x.zs"),
+        "--scheduler",
+        f"tcp://127.0.0.1:{free_port()}",
+        timeout=120,
+    )
     one_line_error(done, "no dask scheduler answers")
     assert time.monotonic() - started < 60 and not (tmp_path / "x.zs").exists()
 
@@ -155,7 +165,7 @@ def test_a_repository_read_error_on_a_worker_is_one_line_and_no_archive(client, 
     damaged = tmp_path / "repo"
     shutil.copytree(FIXTURES / "v2", damaged)
     manifest = max((damaged / "manifests").iterdir(), key=lambda p: p.stat().st_size)
-    manifest.write_bytes(manifest.read_bytes()[:manifest.stat().st_size // 2])
+    manifest.write_bytes(manifest.read_bytes()[: manifest.stat().st_size // 2])
     errors = []
     for options in ({"parallelism": 1}, {"client": client}):
         with pytest.raises(ZSError) as caught:
@@ -169,17 +179,53 @@ def test_a_repository_read_error_on_a_worker_is_one_line_and_no_archive(client, 
 def test_a_scheduler_lost_mid_export_is_one_line_and_no_archive(million, tmp_path):
     port = free_port()
     dask = [sys.executable, "-m"]
-    scheduler = subprocess.Popen([*dask, "distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port", str(port),
-                                  "--dashboard-address", ":0"], stderr=subprocess.DEVNULL)
-    workers = [subprocess.Popen([*dask, "distributed.cli.dask_worker", f"tcp://127.0.0.1:{port}", "--nthreads", "1",
-                                 "--dashboard-address", ":0"], stderr=subprocess.DEVNULL) for _ in range(2)]
+    scheduler = subprocess.Popen(
+        [
+            *dask,
+            "distributed.cli.dask_scheduler",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--dashboard-address",
+            ":0",
+        ],
+        stderr=subprocess.DEVNULL,
+    )
+    workers = [
+        subprocess.Popen(
+            [
+                *dask,
+                "distributed.cli.dask_worker",
+                f"tcp://127.0.0.1:{port}",
+                "--nthreads",
+                "1",
+                "--dashboard-address",
+                ":0",
+            ],
+            stderr=subprocess.DEVNULL,
+        )
+        for _ in range(2)
+    ]
     try:
         with Client(f"tcp://127.0.0.1:{port}", timeout=60) as waiting:
             waiting.wait_for_workers(2, timeout=60)
         target = tmp_path / "lost.zs"
-        export_run = subprocess.Popen([sys.executable, "-m", "zsarchive", "export", str(million), str(target),
-                                       "--scheduler", f"tcp://127.0.0.1:{port}", "--no-progress"],
-                                      stderr=subprocess.PIPE, text=True)
+        export_run = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "zsarchive",
+                "export",
+                str(million),
+                str(target),
+                "--scheduler",
+                f"tcp://127.0.0.1:{port}",
+                "--no-progress",
+            ],
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         deadline = time.monotonic() + 120
         while not any(p.name.endswith(".partial") for p in tmp_path.iterdir()):  # writing has begun
             assert export_run.poll() is None and time.monotonic() < deadline

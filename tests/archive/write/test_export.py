@@ -137,8 +137,11 @@ def test_cli_export_then_queries(tmp_path, icechunk2_python):
     assert proc.returncode == 0, proc.stderr
     with ZS(str(target)) as z:
         records = sum(1 for r in z if r[:1] != S.HEADER)  # the header record describes the others
-    assert re.fullmatch(rf"wrote {re.escape(str(target))}: {records} records, {target.stat().st_size} bytes "
-                        r"in \d+\.\d\d s", proc.stderr.strip().splitlines()[-1]), proc.stderr
+    assert re.fullmatch(
+        rf"wrote {re.escape(str(target))}: {records} records, {target.stat().st_size} bytes "
+        r"in \d+\.\d\d s",
+        proc.stderr.strip().splitlines()[-1],
+    ), proc.stderr
     tables = run_zs("log", str(target), "main")
     assert tables.returncode == 0, tables.stderr
     header, *rows = tables.stdout.splitlines()
@@ -156,8 +159,10 @@ def test_cli_export_takes_every_codec_level_zs_make_takes(tmp_path, reference_zs
     assert proc.returncode == 0, proc.stderr
     checked = subprocess.run([str(reference_zs), "validate", str(target)], capture_output=True, text=True)
     assert checked.returncode == 0, checked.stderr
-    one_line_error(run_zs("export", str(repo_path(2)), str(tmp_path / "bad.zs"), "--codec", "lzma", "-z", "9"),
-                    "lzma compression level must be one of 0, 0e, 1, 1e")
+    one_line_error(
+        run_zs("export", str(repo_path(2)), str(tmp_path / "bad.zs"), "--codec", "lzma", "-z", "9"),
+        "lzma compression level must be one of 0, 0e, 1, 1e",
+    )
     assert not (tmp_path / "bad.zs").exists()
 
 
@@ -193,7 +198,7 @@ def test_corrupt_repository_file(tmp_path):
     shutil.copytree(repo_path(2), repo)
     snapshot = sorted((repo / "snapshots").iterdir())[-1]
     data = bytearray(snapshot.read_bytes())
-    data[len(data) // 2:] = b"\x00" * (len(data) - len(data) // 2)
+    data[len(data) // 2 :] = b"\x00" * (len(data) - len(data) // 2)
     snapshot.write_bytes(bytes(data))
     one_line_error(run_zs("export", str(repo), str(tmp_path / "x.zs")))
     assert not (tmp_path / "x.zs").exists()
@@ -232,50 +237,66 @@ def test_unsupported_virtual_scheme(tmp_path):
     one at a scheme nothing here reads gets a clear refusal."""
     target = tmp_path / "s3.zs"
     node_value = (
-        NODE, S.ARRAY,
+        NODE,
+        S.ARRAY,
         b'{"zarr_format":3,"node_type":"array","shape":[6],"chunk_grid":{"name":"regular",'
         b'"configuration":{"chunk_shape":[2]}}}',
-        ((6, None, 3),), None, ((MANIFEST, ((0, 3),)),))
-    records = sorted([
-        S.record(S.REFS, ("branch", "main"), (SNAPSHOT,)),
-        S.record(S.SNAPSHOT, (SNAPSHOT,), (None, 1, "m", "{}", ())),
-        S.record(S.NODE, (SNAPSHOT, ("v",)), node_value),
-        S.record(S.CHUNK_REF, (MANIFEST, NODE, (0,)),
-                 (S.VIRTUAL, "s3://bucket/key.nc", 0, 8, None, None)),
-        S.record(S.CHUNK_REF, (MANIFEST, NODE, (2,)),
-                 (S.VIRTUAL, "ftp://host/key.nc", 0, 8, None, None)),
-        S.record(S.CHUNK_REF, (MANIFEST, NODE, (1,)),
-                 (S.VIRTUAL, "file:///etc/passwd", 0, 8, None, None)),
-        S.record(S.HEADER, (), (1, 2, 0, "test", ())),
-    ])
+        ((6, None, 3),),
+        None,
+        ((MANIFEST, ((0, 3),)),),
+    )
+    records = sorted(
+        [
+            S.record(S.REFS, ("branch", "main"), (SNAPSHOT,)),
+            S.record(S.SNAPSHOT, (SNAPSHOT,), (None, 1, "m", "{}", ())),
+            S.record(S.NODE, (SNAPSHOT, ("v",)), node_value),
+            S.record(S.CHUNK_REF, (MANIFEST, NODE, (0,)), (S.VIRTUAL, "s3://bucket/key.nc", 0, 8, None, None)),
+            S.record(S.CHUNK_REF, (MANIFEST, NODE, (2,)), (S.VIRTUAL, "ftp://host/key.nc", 0, 8, None, None)),
+            S.record(S.CHUNK_REF, (MANIFEST, NODE, (1,)), (S.VIRTUAL, "file:///etc/passwd", 0, 8, None, None)),
+            S.record(S.HEADER, (), (1, 2, 0, "test", ())),
+        ]
+    )
     with ZSWriter(target, {S.METADATA_KEY: {"format_version": 1}}, codec="none") as writer:
         writer.add_records(records)
         writer.finish()
-    one_line_error(run_zs("chunk", str(target), "main", "/v", "0", "--data"),
-                   "not under an authorized prefix; authorize it with authorize=['s3://bucket/'] in Python, "
-                   "--authorize s3://bucket/ on the command line")
+    one_line_error(
+        run_zs("chunk", str(target), "main", "/v", "0", "--data"),
+        "not under an authorized prefix; authorize it with authorize=['s3://bucket/'] in Python, "
+        "--authorize s3://bucket/ on the command line",
+    )
     one_line_error(run_zs("chunk", str(target), "main", "/v", "2", "--data"), "'ftp'")
-    one_line_error(run_zs("chunk", str(target), "main", "/v", "1", "--data", "--authorize", "file:///tmp/"),
-                    "--authorize file:///etc/")
+    one_line_error(
+        run_zs("chunk", str(target), "main", "/v", "1", "--data", "--authorize", "file:///tmp/"),
+        "--authorize file:///etc/",
+    )
 
 
 def test_native_chunk_ids_cannot_escape_the_repository(tmp_path):
     target = tmp_path / "evil.zs"
     node_value = (
-        NODE, S.ARRAY, b'{"zarr_format":3,"node_type":"array","shape":[4],"chunk_grid":{"name":"regular",'
-                       b'"configuration":{"chunk_shape":[2]}}}', ((4, None, 2),), None, ((MANIFEST, ((0, 2),)),))
-    records = sorted([
-        S.record(S.REFS, ("branch", "main"), (SNAPSHOT,)),
-        S.record(S.SNAPSHOT, (SNAPSHOT,), (None, 1, "m", "{}", ())),
-        S.record(S.NODE, (SNAPSHOT, ("v",)), node_value),
-        S.record(S.CHUNK_REF, (MANIFEST, NODE, (0,)), (S.NATIVE, "../../../../etc/passwd", 0, 8)),
-        S.record(S.HEADER, (), (1, 2, 0, "test", ())),
-    ])
+        NODE,
+        S.ARRAY,
+        b'{"zarr_format":3,"node_type":"array","shape":[4],"chunk_grid":{"name":"regular",'
+        b'"configuration":{"chunk_shape":[2]}}}',
+        ((4, None, 2),),
+        None,
+        ((MANIFEST, ((0, 2),)),),
+    )
+    records = sorted(
+        [
+            S.record(S.REFS, ("branch", "main"), (SNAPSHOT,)),
+            S.record(S.SNAPSHOT, (SNAPSHOT,), (None, 1, "m", "{}", ())),
+            S.record(S.NODE, (SNAPSHOT, ("v",)), node_value),
+            S.record(S.CHUNK_REF, (MANIFEST, NODE, (0,)), (S.NATIVE, "../../../../etc/passwd", 0, 8)),
+            S.record(S.HEADER, (), (1, 2, 0, "test", ())),
+        ]
+    )
     with ZSWriter(target, {S.METADATA_KEY: {"format_version": 1}}, codec="none") as writer:
         writer.add_records(records)
         writer.finish()
-    one_line_error(run_zs("chunk", str(target), "main", "/v", "0", "--data", "--repo", str(tmp_path)),
-                    "invalid chunk id")
+    one_line_error(
+        run_zs("chunk", str(target), "main", "/v", "0", "--data", "--repo", str(tmp_path)), "invalid chunk id"
+    )
 
 
 def test_newer_archive_format_is_refused(tmp_path):
@@ -286,15 +307,16 @@ def test_newer_archive_format_is_refused(tmp_path):
     one_line_error(run_zs("refs", str(target)), "newer than this zsarchive reads")
 
 
-
 def test_malformed_record_values_are_one_line_errors(tmp_path):
     target = tmp_path / "bad.zs"
-    records = sorted([
-        S.record(S.REFS, ("branch", "main"), ("S" * 20,)),
-        S.record(S.SNAPSHOT, ("S" * 20,), (None, "not a time", "m", "{}", ())),
-        S.record(S.NODE, ("S" * 20, ("v",)), ("too", "short")),
-        S.record(S.HEADER, (), (1, 2, 0, "test", ())),
-    ])
+    records = sorted(
+        [
+            S.record(S.REFS, ("branch", "main"), ("S" * 20,)),
+            S.record(S.SNAPSHOT, ("S" * 20,), (None, "not a time", "m", "{}", ())),
+            S.record(S.NODE, ("S" * 20, ("v",)), ("too", "short")),
+            S.record(S.HEADER, (), (1, 2, 0, "test", ())),
+        ]
+    )
     with ZSWriter(target, {S.METADATA_KEY: {"format_version": 1}}, codec="none") as writer:
         writer.add_records(records)
         writer.finish()

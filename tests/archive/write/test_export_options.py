@@ -39,9 +39,11 @@ def test_the_library_writers_refuse_an_existing_output_unless_told_to_overwrite(
     export(repo_path(2), archive_path)
     target = tmp_path / "history.zs"
     target.write_bytes(b"precious")
-    for write in (lambda **kw: export(repo_path(2), target, export_time=1, **kw),
-                  lambda **kw: consolidate(archive_path, target, **kw),
-                  lambda **kw: ZSWriter(target, {}, **kw).close()):
+    for write in (
+        lambda **kw: export(repo_path(2), target, export_time=1, **kw),
+        lambda **kw: consolidate(archive_path, target, **kw),
+        lambda **kw: ZSWriter(target, {}, **kw).close(),
+    ):
         with pytest.raises(ZSError, match="exists already; give a new name, or --force \\(overwrite=True\\)"):
             write()
         assert target.read_bytes() == b"precious"

@@ -44,8 +44,14 @@ def _families(records) -> dict[bytes, list[tuple]]:
 
 def _arrays(truth: dict) -> dict[str, dict[str, tuple]]:
     """Snapshot id -> array node id -> its (manifest id, extents) as icechunk lists them."""
-    return {sid: {n["id"]: tuple((m["id"], tuple(map(tuple, m["extents"]))) for m in n.get("manifest_refs") or [])
-                  for n in snap["nodes"] if n["node_type"] == "array"} for sid, snap in truth["snapshots"].items()}
+    return {
+        sid: {
+            n["id"]: tuple((m["id"], tuple(map(tuple, m["extents"]))) for m in n.get("manifest_refs") or [])
+            for n in snap["nodes"]
+            if n["node_type"] == "array"
+        }
+        for sid, snap in truth["snapshots"].items()
+    }
 
 
 def test_plan_names_every_snapshot_log_and_array_change(v2):
@@ -55,8 +61,12 @@ def test_plan_names_every_snapshot_log_and_array_change(v2):
     assert [s.id for s in plan.snapshots] == sorted(parents)
     assert [sid for sid, _ in plan.txlogs] == sorted(sid for sid, parent in parents.items() if parent)
     arrays = _arrays(truth)
-    expected = sorted((node_id, sid) for sid, here in arrays.items() for node_id, manifests in here.items()
-                      if manifests != arrays.get(parents[sid], {}).get(node_id, ()))
+    expected = sorted(
+        (node_id, sid)
+        for sid, here in arrays.items()
+        for node_id, manifests in here.items()
+        if manifests != arrays.get(parents[sid], {}).get(node_id, ())
+    )
     assert [(c.node_id, c.snapshot_id) for c in plan.changes] == expected
     for change in plan.changes:
         assert change.manifests == arrays[change.snapshot_id][change.node_id]
@@ -103,6 +113,7 @@ def test_a_diff_split_into_ranges_is_the_whole_diff(v2, task_refs):
                 ids += entries
                 total += coords
         return records, ids, total
+
     plan = P.ExportPlan([], [], changes, {}, {})
     for change in changes:
         ranges = [t for t in plan.change_tasks(task_refs) if t[0] is change]
@@ -121,12 +132,14 @@ def test_gather_metadata_gives_refs_snapshots_nodes_and_ops(v2, tmp_path):
     families = _families(sorter.sorted())
     assert sorted(k[0] for k, _ in families[S.SNAPSHOT]) == sorted(truth["snapshots"])
     assert {k[0]: v[2] for k, v in families[S.SNAPSHOT]} == {
-        sid: snap["commit_message"] for sid, snap in truth["snapshots"].items()}
+        sid: snap["commit_message"] for sid, snap in truth["snapshots"].items()
+    }
     nodes = sorted((sid, node["path"]) for sid, snap in truth["snapshots"].items() for node in snap["nodes"])
     assert sorted((k[0], S.path_of(k[1])) for k, _ in families[S.NODE]) == nodes
     assert len(families[S.OPS]) == len(truth["ops_log"])
     assert sorted(k[0] for k, _ in families[S.REPO]) == sorted(
-        ["config", "feature_flags", "metadata", "repo_file", "spec_version", "status"])
+        ["config", "feature_flags", "metadata", "repo_file", "spec_version", "status"]
+    )
 
 
 def _square(repo, n):
@@ -214,7 +227,9 @@ def test_decode_changes_replays_to_every_ref_icechunk_lists(v2, tmp_path, parall
             for mid, _extents in manifests:
                 for a in truth["manifests"][mid]["arrays"]:
                     if a["node_id"] == node_id:
-                        expected = [e + n for e, n in zip(expected, (a["num_inline"], a["num_native"], a["num_virtual"]))]
+                        expected = [
+                            e + n for e, n in zip(expected, (a["num_inline"], a["num_native"], a["num_virtual"]))
+                        ]
             assert kinds == expected, (sid, node_id)
     native = sum(1 for by_snapshot in changes.values() for v in by_snapshot.values() if v[0] == S.NATIVE)
     assert len(ids) == native  # one native chunk id per native ref written
@@ -232,8 +247,10 @@ def test_tasks_cut_blocks_the_way_the_writer_would(v2, tmp_path, codec, monkeypa
     once = {node for node, n in collections.Counter(c.node_id for c in plan.changes).items() if n == 1}
     assert once and len(once) < len({c.node_id for c in plan.changes})  # both kinds in the fixture
     engine = InProcess(repo)
-    plain = [[rec for batch, _, _ in batches() for rec in _records(batch)]
-             for _, batches in E.decode_changes(engine, plan, False)]
+    plain = [
+        [rec for batch, _, _ in batches() for rec in _records(batch)]
+        for _, batches in E.decode_changes(engine, plan, False)
+    ]
     cut_up = E.decode_changes(engine, plan, False, cut)
     compress = get_codec(codec).compress if codec else None
     for (change, batches), records in zip(cut_up, plain):
@@ -316,11 +333,18 @@ def test_merge_families_writes_in_file_order_header_last(v2, tmp_path):
     tally = Tally(lambda: len(refs) + sorter.count, lambda d, t: reports.append((d, t)))
     changes = E.decode_changes(engine, plan, True)
     families = E.Families(
-        refs, changes, list(zip(plan.txlogs, E.gather_txlogs(engine, plan))), sorter, chunk_ids,
+        refs,
+        changes,
+        list(zip(plan.txlogs, E.gather_txlogs(engine, plan))),
+        sorter,
+        chunk_ids,
         lambda: ExternalSorter(max_bytes=1 << 10, tmpdir=str(tmp_path), unique=False),
         lambda: map(PiecesBlock.of, R.chunk_file_blocks(repo.storage, chunk_ids.sorted(), True, True, [])),
-        lambda history: E.history_exceptions(repo, plan, changes, history))
-    batches = list(E.merge_families(families, tally, lambda counts: S.record(S.HEADER, (), (tuple(sorted(counts.items())),))))
+        lambda history: E.history_exceptions(repo, plan, changes, history),
+    )
+    batches = list(
+        E.merge_families(families, tally, lambda counts: S.record(S.HEADER, (), (tuple(sorted(counts.items())),)))
+    )
     flat = _records(batches)
     assert flat == sorted(flat) and flat[-1][:1] == S.HEADER
     counts = dict(S.split(flat[-1])[2][0])
@@ -355,5 +379,8 @@ def test_a_claimed_ref_count_cannot_multiply_the_tasks():
     plan = P.ExportPlan([], [], [huge, usual], {}, {})
     tasks = plan.change_tasks(250_000)
     assert len([t for t in tasks if t[0] is huge]) <= 64
-    assert [(lo, hi) for change, lo, hi in tasks if change is usual] == [(0, 250_000), (250_000, 500_000),
-                                                                        (500_000, None)]
+    assert [(lo, hi) for change, lo, hi in tasks if change is usual] == [
+        (0, 250_000),
+        (250_000, 500_000),
+        (500_000, None),
+    ]

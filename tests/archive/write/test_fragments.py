@@ -33,8 +33,12 @@ end expire_snapshots with garbage collection (chunks deleted in v1 seed 2) follo
 def test_a_chain_of_fragments_along_a_random_history_is_the_full_export(version, seed, request, tmp_path):
     python = request.getfixturevalue(f"icechunk{version}_python")
     include_chunks = seed % 2 == 0
-    gen = subprocess.Popen([str(python), str(GENERATOR), str(tmp_path), "--seed", str(seed), "--steps", "12",
-                            "--pause-every", "3"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    gen = subprocess.Popen(
+        [str(python), str(GENERATOR), str(tmp_path), "--seed", str(seed), "--steps", "12", "--pause-every", "3"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     repo = tmp_path / "repo"
     chain: list[Path] = []
     made: dict = {}
@@ -43,8 +47,13 @@ def test_a_chain_of_fragments_along_a_random_history_is_the_full_export(version,
             made = json.loads(line)
             step = len(chain)
             fragment, full = tmp_path / f"f{step}.zs", tmp_path / f"full{step}.zs"
-            export(repo, fragment, base=chain[-1] if chain else None, include_chunks=include_chunks,
-                   parallelism=1 + step % 2)
+            export(
+                repo,
+                fragment,
+                base=chain[-1] if chain else None,
+                include_chunks=include_chunks,
+                parallelism=1 + step % 2,
+            )
             export(repo, full, include_chunks=include_chunks)
             if chain:
                 assert_chain_is_full_export(fragment, full, tmp_path / f"c{step}.zs")
@@ -119,8 +128,9 @@ def test_fragments_of_sharded_arrays_with_chunk_bytes_through_expiration(icechun
         for chunk in whole.chunk_refs("main", "/sharded"):
             coords = chunk["coords"]
             assert ours.chunk_data("main", "/sharded", coords) == whole.chunk_data("main", "/sharded", coords)
-            assert ours.inner_chunk("main", "/sharded", coords, (1, 2)) == \
-                whole.inner_chunk("main", "/sharded", coords, (1, 2))
+            assert ours.inner_chunk("main", "/sharded", coords, (1, 2)) == whole.inner_chunk(
+                "main", "/sharded", coords, (1, 2)
+            )
         with pytest.raises(NotFound, match=r"tag 'first' was deleted"):
             ours.resolve("tag:first")
     # the expired and collected history made the last fragment a difference with tombstones
@@ -140,11 +150,11 @@ def test_a_chain_reads_over_http(nginx_server, icechunk2_python, tmp_path):  # n
         assert len(remote.chain()) == 2
         assert remote.refs() == local.refs()
         assert remote.log() == local.log()
-        assert remote.diff(local.log()[-1]["id"], "main") == \
-            local.diff(local.log()[-1]["id"], "main")
+        assert remote.diff(local.log()[-1]["id"], "main") == local.diff(local.log()[-1]["id"], "main")
         for chunk in local.chunk_refs("main", "/sharded"):
-            assert remote.chunk_data("main", "/sharded", chunk["coords"]) == \
-                local.chunk_data("main", "/sharded", chunk["coords"])
+            assert remote.chunk_data("main", "/sharded", chunk["coords"]) == local.chunk_data(
+                "main", "/sharded", chunk["coords"]
+            )
 
 
 # -- refused ----------------------------------------------------------------------------------------
@@ -182,7 +192,7 @@ def _relink(source: Path, target: Path, base: str) -> None:
     link["base"] = base
     link["base_sha256"] = header.data_sha256.hex()
     encoded = header.encode()
-    data[len(MAGIC):len(MAGIC) + len(encoded)] = encoded
+    data[len(MAGIC) : len(MAGIC) + len(encoded)] = encoded
     target.write_bytes(bytes(data))
 
 
@@ -227,8 +237,16 @@ def test_a_base_of_another_repository_is_refused(small_chain, icechunk2_python, 
 
 
 def test_a_fragment_over_its_own_base_is_refused(small_chain):
-    args = ("export", str(small_chain / "repo"), str(small_chain / "base000.zs"), "--base", str(small_chain / "base000.zs"))
-    one_line_error(run_zs(*args), "base000.zs: exists already; give a new name, or --force (overwrite=True) to replace it")
+    args = (
+        "export",
+        str(small_chain / "repo"),
+        str(small_chain / "base000.zs"),
+        "--base",
+        str(small_chain / "base000.zs"),
+    )
+    one_line_error(
+        run_zs(*args), "base000.zs: exists already; give a new name, or --force (overwrite=True) to replace it"
+    )
     one_line_error(run_zs(*args, "--force"), "is the base archive")
 
 
@@ -283,14 +301,18 @@ def test_a_fragment_whose_header_misdescribes_it_fails_validation(small_chain, t
     from zsarchive.zs.writer import ZSWriter
 
     with ZSWriter(str(tmp_path / "frag.zs"), z.metadata, include_default_metadata=False) as w:
-        w.add_records(records_[:-1] + [S.record(S.HEADER, key, value[:5] + ((start, stop, records_format, bits, wrong),))])
+        w.add_records(
+            records_[:-1] + [S.record(S.HEADER, key, value[:5] + ((start, stop, records_format, bits, wrong),))]
+        )
         w.finish()
     shutil.copy(small_chain / "base000.zs", tmp_path / "base000.zs")
     one_line_error(run_zs("validate", str(tmp_path / "frag.zs")), "describes its snapshots records")
     # a chunk ref filter without the bits of the fragment's chunk refs would hide them from lookups
     (tmp_path / "frag.zs").unlink()
     with ZSWriter(str(tmp_path / "frag.zs"), z.metadata, include_default_metadata=False) as w:
-        w.add_records(records_[:-1] + [S.record(S.HEADER, key, value[:5] + ((start, stop, records_format,
-                                                                              bytes(len(bits)), families),))])
+        w.add_records(
+            records_[:-1]
+            + [S.record(S.HEADER, key, value[:5] + ((start, stop, records_format, bytes(len(bits)), families),))]
+        )
         w.finish()
     one_line_error(run_zs("validate", str(tmp_path / "frag.zs")), "chunk ref filter")

@@ -93,7 +93,7 @@ class _Handler(BaseHTTPRequestHandler):
         if start >= len(data):
             self._send(416, {"Content-Range": f"bytes */{len(data)}"}, b"")
             return
-        self._send(206, {"ETag": etag, "Content-Range": f"bytes {start}-{end}/{len(data)}"}, data[start:end + 1])
+        self._send(206, {"ETag": etag, "Content-Range": f"bytes {start}-{end}/{len(data)}"}, data[start : end + 1])
 
 
 @pytest.fixture
@@ -123,8 +123,10 @@ def _kept(archive) -> dict[tuple, bytes | None]:
     """Each virtual ref's range -> the bytes the archive keeps of it (None: not kept)."""
     with RepoArchive(archive) as arc:
         node = next(n for n in arc.node_infos("main") if n.path == "/v")
-        return {(c.location, c.offset, c.length): bytes(arc.read_chunk(c, "main")) if arc.embeds(c) else None
-                for c in arc.array_chunks(node)}
+        return {
+            (c.location, c.offset, c.length): bytes(arc.read_chunk(c, "main")) if arc.embeds(c) else None
+            for c in arc.array_chunks(node)
+        }
 
 
 def _warnings(stderr: str) -> list[str]:
@@ -135,8 +137,11 @@ def test_a_server_that_ignores_range_and_if_match_gets_nothing_wrong_kept(object
     good, old, new = bytes(range(256)) * 16, b"o" * 3000, b"n" * 3000
     objects.objects.update({"g.bin": good, "h.bin": new})
     objects.ignore_range = objects.ignore_if_match = True
-    refs = [(objects.url("g.bin"), 0, 1000, Objects.etag(good)), (objects.url("g.bin"), 1000, 2000, Objects.etag(good)),
-            (objects.url("h.bin"), 0, 500, Objects.etag(old))]
+    refs = [
+        (objects.url("g.bin"), 0, 1000, Objects.etag(good)),
+        (objects.url("g.bin"), 1000, 2000, Objects.etag(good)),
+        (objects.url("h.bin"), 0, 500, Objects.etag(old)),
+    ]
     archive, done = _export(python, tmp_path, refs, objects.url(""))
     assert done.returncode == 0, done.stderr
     kept = _kept(archive)
@@ -144,8 +149,12 @@ def test_a_server_that_ignores_range_and_if_match_gets_nothing_wrong_kept(object
     assert kept[(objects.url("g.bin"), 1000, 2000)] == good[1000:3000]
     assert kept[(objects.url("h.bin"), 0, 500)] is None
     (line,) = _warnings(done.stderr)
-    assert objects.url("h.bin") in line and "changed since the virtual ref was written" in line and \
-        Objects.etag(old) in line and Objects.etag(new) in line
+    assert (
+        objects.url("h.bin") in line
+        and "changed since the virtual ref was written" in line
+        and Objects.etag(old) in line
+        and Objects.etag(new) in line
+    )
 
 
 def test_an_object_replaced_between_two_requests_keeps_only_what_the_first_answered(objects, python, tmp_path):
@@ -155,7 +164,10 @@ def test_an_object_replaced_between_two_requests_keeps_only_what_the_first_answe
     objects.objects["f.bin"] = first
     objects.next["f.bin"], objects.replace_after["f.bin"] = second, 1
     objects.ignore_if_match = True
-    refs = [(objects.url("f.bin"), 0, 100, Objects.etag(first)), (objects.url("f.bin"), 150_000, 100, Objects.etag(first))]
+    refs = [
+        (objects.url("f.bin"), 0, 100, Objects.etag(first)),
+        (objects.url("f.bin"), 150_000, 100, Objects.etag(first)),
+    ]
     archive, done = _export(python, tmp_path, refs, objects.url(""))
     assert done.returncode == 0, done.stderr
     kept = _kept(archive)
@@ -167,8 +179,11 @@ def test_an_object_replaced_between_two_requests_keeps_only_what_the_first_answe
 def test_a_range_past_the_object_s_end_is_refused_and_its_neighbours_kept(objects, python, tmp_path):
     data = bytes(range(256)) * 8
     objects.objects["e.bin"] = data
-    refs = [(objects.url("e.bin"), 0, 1000, Objects.etag(data)), (objects.url("e.bin"), 1500, 1000, Objects.etag(data)),
-            (objects.url("e.bin"), 5000, 10, Objects.etag(data))]
+    refs = [
+        (objects.url("e.bin"), 0, 1000, Objects.etag(data)),
+        (objects.url("e.bin"), 1500, 1000, Objects.etag(data)),
+        (objects.url("e.bin"), 5000, 10, Objects.etag(data)),
+    ]
     archive, done = _export(python, tmp_path, refs, objects.url(""))
     assert done.returncode == 0, done.stderr
     kept = _kept(archive)
@@ -192,13 +207,20 @@ def test_max_virtual_bytes_refuses_before_reading_and_writes_nothing(objects, py
 def test_refs_outside_the_authorized_prefixes_stay_references_and_the_summary_says_where(objects, python, tmp_path):
     data = bytes(range(100))
     objects.objects.update({"in/a.bin": data, "out/b.bin": data})
-    refs = [(objects.url("in/a.bin"), 0, 10, None), (objects.url("out/b.bin"), 0, 10, None),
-            (objects.url("out/b.bin"), 10, 10, None)]
+    refs = [
+        (objects.url("in/a.bin"), 0, 10, None),
+        (objects.url("out/b.bin"), 0, 10, None),
+        (objects.url("out/b.bin"), 10, 10, None),
+    ]
     archive, done = _export(python, tmp_path, refs, objects.url("in/"))
     assert done.returncode == 0 and objects.answered == {"in/a.bin": 1}, done.stderr
     assert f"2 virtual ranges under {objects.url('out/')} stay references" in done.stderr
     with RepoArchive(archive) as arc:
         virtual = arc.summary()["virtual_bytes"]
-    assert (virtual["refs"], virtual["kept_refs"], virtual["not_kept"]) == (3, 1, [{"prefix": objects.url("out/"), "refs": 2}])
+    assert (virtual["refs"], virtual["kept_refs"], virtual["not_kept"]) == (
+        3,
+        1,
+        [{"prefix": objects.url("out/"), "refs": 2}],
+    )
     text = run_zs("summary", str(archive))
     assert f"2 refs under {objects.url('out/')} stay references" in text.stdout

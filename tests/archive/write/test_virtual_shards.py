@@ -29,6 +29,7 @@ from zsarchive.archive.write.virtualshards import Skipped, index_records
 from zsarchive.cli import main
 from zsarchive.zs.reader import ZS
 
+
 def _shards(src: Path, array: str) -> dict[str, bytes]:
     base = src / array / "c"
     return {f"{array}/c/" + str(p.relative_to(base)): p.read_bytes() for p in sorted(base.rglob("*")) if p.is_file()}
@@ -41,8 +42,9 @@ async def _get(store, key, byte_range=None) -> bytes | None:
 
 def _kept(archive: Path) -> dict[tuple, tuple]:
     with ZS(str(archive)) as z:
-        return {key: value for family, key, value in map(S.split, z.search(prefix=S.SHARD_INDEX))
-                if family == S.SHARD_INDEX}
+        return {
+            key: value for family, key, value in map(S.split, z.search(prefix=S.SHARD_INDEX)) if family == S.SHARD_INDEX
+        }
 
 
 def test_an_authorized_export_keeps_each_pinned_virtual_shards_index(virtual, tmp_path):
@@ -51,9 +53,9 @@ def test_an_authorized_export_keeps_each_pinned_virtual_shards_index(virtual, tm
     kept = _kept(tmp_path / "a.zs")
     shards = {k: v for name in LAYOUT for k, v in _shards(src, name).items()}
     expected = {rel for rel in shards if rel != UNPINNED}
-    assert {key[0][len(prefix):] for key in kept} == expected
+    assert {key[0][len(prefix) :] for key in kept} == expected
     for key, (at_end, raw) in kept.items():
-        rel = key[0][len(prefix):]
+        rel = key[0][len(prefix) :]
         assert (key[1], key[2]) == (0, len(shards[rel]))
         assert key[3] == (etag(src / rel) if rel == PINNED_BY_ETAG else None)
         assert at_end == LAYOUT[rel.split("/")[0]][1] and raw == shard_index(shards[rel], *LAYOUT[rel.split("/")[0]])[1]
@@ -68,8 +70,9 @@ def test_an_authorized_export_keeps_each_pinned_virtual_shards_index(virtual, tm
 
 def test_an_inner_chunk_of_a_kept_virtual_shard_costs_one_request(virtual, nginx_server, tmp_path):  # noqa: F811
     repo, _, src, prefix = virtual
-    result = CliRunner().invoke(main, ["export", str(repo), str(tmp_path / "a.zs"), "--authorize", prefix,
-                                       "--no-progress"])
+    result = CliRunner().invoke(
+        main, ["export", str(repo), str(tmp_path / "a.zs"), "--authorize", prefix, "--no-progress"]
+    )
     assert result.exit_code == 0, result.output
     assert "1 virtual shards' indexes not kept" in result.output and "no checksum" in result.output
     store = open_store(tmp_path / "a.zs", "main", authorize=[prefix])
@@ -81,8 +84,10 @@ def test_an_inner_chunk_of_a_kept_virtual_shard_costs_one_request(virtual, nginx
                     mark = nginx_server.mark()
                     request = SuffixByteRequest(len(raw)) if at_end else RangeByteRequest(0, len(raw))
                     assert asyncio.run(_get(store, rel, request)) == raw
-                    assert asyncio.run(_get(store, rel, RangeByteRequest(offset, offset + length))) == \
-                        shard[offset:offset + length]
+                    assert (
+                        asyncio.run(_get(store, rel, RangeByteRequest(offset, offset + length)))
+                        == shard[offset : offset + length]
+                    )
                     seen = [r for r in nginx_server.requests_since(mark) if "/vsrc/" in r.path]
                     assert len(seen) == (2 if rel == UNPINNED else 1), (rel, seen)
                     assert seen[-1].bytes_sent == length
@@ -96,10 +101,12 @@ def test_an_inner_chunk_of_a_kept_virtual_shard_costs_one_request(virtual, nginx
     shard = (src / "end/c/1/0").read_bytes()
     offset, length = shard_index(shard, *LAYOUT["end"])[0][number]
     mark = nginx_server.mark()
-    shown = CliRunner().invoke(main, ["chunk", str(tmp_path / "a.zs"), "main", "/end", "1,0", "--inner", "1,2",
-                                      "--data", "--authorize", prefix])
+    shown = CliRunner().invoke(
+        main,
+        ["chunk", str(tmp_path / "a.zs"), "main", "/end", "1,0", "--inner", "1,2", "--data", "--authorize", prefix],
+    )
     assert shown.exit_code == 0, shown.output
-    assert shown.stdout_bytes == shard[offset:offset + length]
+    assert shown.stdout_bytes == shard[offset : offset + length]
     assert len([r for r in nginx_server.requests_since(mark) if "/vsrc/" in r.path]) == 1
 
 
@@ -130,7 +137,7 @@ def test_a_fragment_keeps_the_indexes_of_the_shards_it_adds(virtual, tmp_path):
     fragment = tmp_path / "fragment.zs"
     export(repo, fragment, base=base, authorize=[prefix])
     added = _kept(fragment)
-    assert added and {key[0][len(prefix):].split("/")[0] for key in added} == {"late"}
+    assert added and {key[0][len(prefix) :].split("/")[0] for key in added} == {"late"}
     full = tmp_path / "full.zs"
     export(repo, full, authorize=[prefix])
     assert_chain_is_full_export(fragment, full, tmp_path / "consolidated.zs")

@@ -86,14 +86,14 @@ def sharded(tmp_path_factory, icechunk2_python):
     """(repository, icechunk's answers, {name: archive}) for one repository icechunk 2.x wrote."""
     work = tmp_path_factory.mktemp("shards")
     repo, answer = work / "repo", work / "answer.json"
-    proc = subprocess.run([str(icechunk2_python), "-c", WRITER, str(repo), str(answer)], capture_output=True,
-                          timeout=300)
+    proc = subprocess.run(
+        [str(icechunk2_python), "-c", WRITER, str(repo), str(answer)], capture_output=True, timeout=300
+    )
     assert proc.returncode == 0, proc.stderr.decode()[-3000:]
     archives = {
         "stored": export(repo, work / "stored.zs", include_chunks=True).path,
         "none": export(repo, work / "none.zs", include_chunks=True, codec="none").path,
-        "compressed": export(repo, work / "compressed.zs", include_chunks=True, codec="zstd",
-                             chunk_codec="same").path,
+        "compressed": export(repo, work / "compressed.zs", include_chunks=True, codec="zstd", chunk_codec="same").path,
         "refs-only": export(repo, work / "refs.zs").path,
     }
     return repo, json.loads(answer.read_text()), archives
@@ -127,7 +127,7 @@ def test_every_inner_chunk_and_index_equals_icechunks(sharded, kind):
                     if offset == 2**64 - 1:
                         continue
                     got = asyncio.run(_get(store, key, RangeByteRequest(offset, offset + length)))
-                    assert got == shard[offset:offset + length], (key, offset)
+                    assert got == shard[offset : offset + length], (key, offset)
             group = zarr.open_group(store=store, mode="r")
             for name, values in answer["arrays"].items():
                 assert group[name][...].tolist() == values, (kind, sid, name)
@@ -142,14 +142,25 @@ def test_shard_indexes_and_pieces_are_recorded_as_documented(sharded):
         assert z.metadata[S.METADATA_KEY]["format_version"] == 6
     indexes = {key: value for family, key, value in records if family == S.SHARD_INDEX}
     # every distinct shard file of both commits, with its array
-    shards = {base64.b64decode(v): _array_of(k) for answer in truth["snapshots"].values()
-              for k, v in answer["shards"].items() if _array_of(k) in LAYOUT}
+    shards = {
+        base64.b64decode(v): _array_of(k)
+        for answer in truth["snapshots"].values()
+        for k, v in answer["shards"].items()
+        if _array_of(k) in LAYOUT
+    }
     with RepoArchive(archives["stored"]) as arc:  # icechunk keeps the smallest shards inline: no file, no record
-        native = {bytes(arc.read_chunk(chunk, sid)) for sid in truth["snapshots"] for node in arc.ls(f"snapshot:{sid}")
-                  if node["path"].strip("/") in LAYOUT for chunk in arc.node_chunk_refs(node) if chunk["kind"] == "native"}
+        native = {
+            bytes(arc.read_chunk(chunk, sid))
+            for sid in truth["snapshots"]
+            for node in arc.ls(f"snapshot:{sid}")
+            if node["path"].strip("/") in LAYOUT
+            for chunk in arc.node_chunk_refs(node)
+            if chunk["kind"] == "native"
+        }
     assert native <= set(shards) and len(native) >= 10
     assert sorted(value[1] for value in indexes.values()) == sorted(
-        shard_index(s, *LAYOUT[shards[s]])[1] for s in native)
+        shard_index(s, *LAYOUT[shards[s]])[1] for s in native
+    )
     pieces: dict[str, list] = {}
     for family, key, value in records:
         if family == S.CHUNK_DATA:
@@ -177,7 +188,7 @@ def test_zero_copy_from_an_uncompressed_local_archive(sharded):
     (offset, length), *_ = shard_index(shard, *LAYOUT["big"])[0]
     value = asyncio.run(store.get(key, default_buffer_prototype(), RangeByteRequest(offset, offset + length)))
     array = value.as_numpy_array()
-    assert array.tobytes() == shard[offset:offset + length]
+    assert array.tobytes() == shard[offset : offset + length]
     view = array.base
     assert isinstance(view, memoryview) and type(view.obj).__name__ == "mmap"  # the archive's map, no copy
     small = asyncio.run(store.get("end/c/0/0", default_buffer_prototype(), RangeByteRequest(0, 400)))
@@ -187,7 +198,7 @@ def test_zero_copy_from_an_uncompressed_local_archive(sharded):
     for name in ("stored", "compressed"):
         store = open_store(archives[name], "main")
         value = asyncio.run(store.get(key, default_buffer_prototype(), RangeByteRequest(offset, offset + length)))
-        assert value.to_bytes() == shard[offset:offset + length]
+        assert value.to_bytes() == shard[offset : offset + length]
         base = value.as_numpy_array().base
         assert isinstance(base, memoryview) and type(base.obj) is bytes
 
@@ -206,10 +217,16 @@ def test_inner_chunks_over_http_cost_one_request_each(sharded, nginx_server):  #
             at_end = LAYOUT[_array_of(key)][1]
             for offset, length in (e for e in entries if e[0] != 2**64 - 1):
                 mark = nginx_server.mark()
-                assert asyncio.run(_get(store, key, SuffixByteRequest(len(raw)) if at_end else
-                                        RangeByteRequest(0, len(raw)))) == raw
-                assert asyncio.run(_get(store, key, RangeByteRequest(offset, offset + length))) == \
-                    shard[offset:offset + length]
+                assert (
+                    asyncio.run(
+                        _get(store, key, SuffixByteRequest(len(raw)) if at_end else RangeByteRequest(0, len(raw)))
+                    )
+                    == raw
+                )
+                assert (
+                    asyncio.run(_get(store, key, RangeByteRequest(offset, offset + length)))
+                    == shard[offset : offset + length]
+                )
                 seen = nginx_server.requests_since(mark)
                 # the index comes from the archive's shard index records, the inner chunk from one range
                 # read of the blocks holding just its pieces (none where the tail read at open holds them)
@@ -232,12 +249,14 @@ def test_zs_chunk_inner_shows_an_inner_chunk(sharded):
     offset, length = entries[number]
     runner = CliRunner()
     for kind, extra in (("stored", []), ("refs-only", ["--repo", str(repo)])):
-        result = runner.invoke(main, ["chunk", str(archives[kind]), "main", "/end", "1,0", "--inner", "1,2",
-                                      "--data", *extra])
+        result = runner.invoke(
+            main, ["chunk", str(archives[kind]), "main", "/end", "1,0", "--inner", "1,2", "--data", *extra]
+        )
         assert result.exit_code == 0, result.output
-        assert result.stdout_bytes == shard[offset:offset + length]
-        shown = runner.invoke(main, ["chunk", str(archives[kind]), "main", "/end", "1,0", "--inner", "1,2", "--json",
-                                     *extra])
+        assert result.stdout_bytes == shard[offset : offset + length]
+        shown = runner.invoke(
+            main, ["chunk", str(archives[kind]), "main", "/end", "1,0", "--inner", "1,2", "--json", *extra]
+        )
         assert shown.exit_code == 0, shown.output
         assert json.loads(shown.output)["length"] == length
     with RepoArchive(archives["stored"]) as arc:
@@ -297,8 +316,19 @@ def test_a_shard_whose_index_does_not_check_out_is_read_as_stored(sharded, tmp_p
             assert sum(1 for _ in arc._records(S.SHARD_INDEX)) == kept - 1
         key = "end/c/" + "/".join(map(str, chunk["coords"]))
         store = open_store(target, "main", repo=None if include else damaged)
-        assert asyncio.run(_get(store, key, SuffixByteRequest(16 * 12 + 4))) == bytes(data[-(16 * 12 + 4):])
+        assert asyncio.run(_get(store, key, SuffixByteRequest(16 * 12 + 4))) == bytes(data[-(16 * 12 + 4) :])
         store.close()
-        result = CliRunner().invoke(main, ["chunk", str(target), "main", "/end", ",".join(map(str, chunk["coords"])),
-                                           "--inner", "0,0", *([] if include else ["--repo", str(damaged)])])
+        result = CliRunner().invoke(
+            main,
+            [
+                "chunk",
+                str(target),
+                "main",
+                "/end",
+                ",".join(map(str, chunk["coords"])),
+                "--inner",
+                "0,0",
+                *([] if include else ["--repo", str(damaged)]),
+            ],
+        )
         one_line_error(result, "crc32c mismatch")

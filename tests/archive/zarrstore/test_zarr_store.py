@@ -33,8 +33,12 @@ from zsarchive import ZSCorrupt, ZSError, open_store
 from zsarchive.archive import NotFound, RepoArchive, export
 
 VERSIONS = (1, 2)
-RANGES = {"range": RangeByteRequest(1, 5), "offset": OffsetByteRequest(3), "suffix": SuffixByteRequest(4),
-          "past_end": RangeByteRequest(2, 10**9)}
+RANGES = {
+    "range": RangeByteRequest(1, 5),
+    "offset": OffsetByteRequest(3),
+    "suffix": SuffixByteRequest(4),
+    "past_end": RangeByteRequest(2, 10**9),
+}
 
 # Runs under an icechunk interpreter: what icechunk's store and zarr say, per snapshot.
 PEER_SCRIPT = r'''
@@ -96,9 +100,19 @@ def peer_answers(version: int, python: Path, workdir: Path) -> dict:
     """icechunk's answers (ranges, sizes, list_dir, arrays) for every snapshot of a fixture."""
     answers = oracle(version, python)  # also links the virtual prefix to this clone's data
     out = workdir / "peer.json"
-    proc = subprocess.run([str(python), "-c", PEER_SCRIPT, str(repo_path(version)),
-                           fixtures()["virtual"]["prefix"], json.dumps(sorted(answers["trees"])), str(out)],
-                          capture_output=True, timeout=300)
+    proc = subprocess.run(
+        [
+            str(python),
+            "-c",
+            PEER_SCRIPT,
+            str(repo_path(version)),
+            fixtures()["virtual"]["prefix"],
+            json.dumps(sorted(answers["trees"])),
+            str(out),
+        ],
+        capture_output=True,
+        timeout=300,
+    )
     if proc.returncode:
         raise RuntimeError(f"icechunk peer script failed:\n{proc.stderr.decode()[-3000:]}")
     return json.loads(out.read_text())
@@ -150,8 +164,7 @@ def test_ranges_sizes_exists_and_list_dir_equal_icechunk(case):
     answers, peer, plain, _ = case
     version = answers["spec_version"]
     compared = Counter()  # every kind of range must have been held against icechunk's answer (or refusal)
-    with open_store(plain, "main", repo=repo_path(version),
-                    authorize=[fixtures()["virtual"]["prefix"]]) as store:
+    with open_store(plain, "main", repo=repo_path(version), authorize=[fixtures()["virtual"]["prefix"]]) as store:
         arc = store.archive
         for ref, sid in every_ref(answers).items():
             store = open_store(arc, ref, repo=repo_path(version))
@@ -191,10 +204,17 @@ def test_ranges_sizes_exists_and_list_dir_equal_icechunk(case):
                 assert sorted(_run(_collect(store.list_prefix(prefix)))) == expected, (ref, prefix)
             if theirs["ranges"]:
                 key, ranges = next(iter(theirs["ranges"].items()))
-                values = _run(store.get_partial_values(default_buffer_prototype(), [
-                    (key, RANGES["range"]), ("data/nothing/zarr.json", None), (key, None)]))
+                values = _run(
+                    store.get_partial_values(
+                        default_buffer_prototype(),
+                        [(key, RANGES["range"]), ("data/nothing/zarr.json", None), (key, None)],
+                    )
+                )
                 assert [v if v is None else v.to_bytes() for v in values] == [
-                    _b64(ranges["range"]), None, _run(_get(store, key))]
+                    _b64(ranges["range"]),
+                    None,
+                    _run(_get(store, key)),
+                ]
     assert all(compared[name] for name in (*RANGES, "dirs")), compared
 
 
@@ -274,8 +294,9 @@ def test_unreachable_chunks_raise_never_fill(case, tmp_path):
         with pytest.raises(ZSError, match=chunk.chunk_id):
             zarr.open_array(store=store, path=array_path, mode="r")[...]
     with open_store(plain, "main", repo=repo_path(version)) as store:  # nothing authorized
-        virtual = next(k for k in _run(_collect(store.list()))
-                       if (c := store._chunk(k)) is not None and c.kind == "virtual")
+        virtual = next(
+            k for k in _run(_collect(store.list())) if (c := store._chunk(k)) is not None and c.kind == "virtual"
+        )
         with pytest.raises(ZSError, match="not under an authorized prefix"):
             _run(_get(store, virtual))
 
@@ -286,8 +307,20 @@ def test_missing_refs_and_foreign_keys_read_as_absent(case):
     sid = answers["refs"]["branch:main"]
     tree = answers["trees"][sid]
     present = set(tree["keys"])
-    absent = ["data/nothing/zarr.json", "data/zarr.json/x", "data/big/c/00/0", "data/big/c/0", "data/big/c.0.0",
-              "data/big/c/0/0/0", "data/big/c/+0/0", "dotted/c.0", "dotted/c/0", "c/0", "c", ""]
+    absent = [
+        "data/nothing/zarr.json",
+        "data/zarr.json/x",
+        "data/big/c/00/0",
+        "data/big/c/0",
+        "data/big/c.0.0",
+        "data/big/c/0/0/0",
+        "data/big/c/+0/0",
+        "dotted/c.0",
+        "dotted/c/0",
+        "c/0",
+        "c",
+        "",
+    ]
     holes_seen = 0
     for path, info in tree["arrays"].items():  # grid positions icechunk has no chunk for
         meta = tree["metadata"][f"{path}/zarr.json"]["json"]
@@ -310,8 +343,13 @@ def test_read_only_everywhere(case):
     answers, _, plain, _ = case
     with open_store(plain, "main") as store:
         buf = default_buffer_prototype().buffer.from_bytes(b"x")
-        for call in (store.set("zarr.json", buf), store.set_if_not_exists("new", buf), store.delete("zarr.json"),
-                     store.delete_dir("data"), store.clear()):
+        for call in (
+            store.set("zarr.json", buf),
+            store.set_if_not_exists("new", buf),
+            store.delete("zarr.json"),
+            store.delete_dir("data"),
+            store.clear(),
+        ):
             with pytest.raises(ValueError, match="read-only"):
                 _run(call)
         assert store.read_only and not store.supports_writes
@@ -339,8 +377,12 @@ def test_archive_and_repository_over_http(case, nginx_server):  # noqa: F811
     shutil.copy(plain, root / f"v{version}.zs")
     shutil.copytree(repo_path(version), root / f"repo-v{version}", dirs_exist_ok=True)
     mark = nginx_server.mark()
-    with open_store(nginx_server.url(f"v{version}.zs"), "main", repo=nginx_server.url(f"repo-v{version}"),
-                    authorize=[fixtures()["virtual"]["prefix"]]) as store:
+    with open_store(
+        nginx_server.url(f"v{version}.zs"),
+        "main",
+        repo=nginx_server.url(f"repo-v{version}"),
+        authorize=[fixtures()["virtual"]["prefix"]],
+    ) as store:
         sid = answers["refs"]["branch:main"]
         check_store(store, answers["trees"][sid], "main over http")
         group = zarr.open_group(store=store, mode="r")
@@ -356,13 +398,19 @@ def test_archive_and_repository_over_http(case, nginx_server):  # noqa: F811
     # chunk reads share keep-alive connections too: one chunk after another goes over one
     repo_url = nginx_server.url(f"repo-v{version}")
     with RepoArchive(nginx_server.url(f"v{version}.zs")) as arc:
-        native = [ref for path, want in peer[sid]["arrays"].items() if "error" not in want
-                  for ref in arc.chunk_refs("main", path) if ref["kind"] == "native"]
+        native = [
+            ref
+            for path, want in peer[sid]["arrays"].items()
+            if "error" not in want
+            for ref in arc.chunk_refs("main", path)
+            if ref["kind"] == "native"
+        ]
         mark = nginx_server.mark()
         for ref in native:
             arc.read_chunk(ref, "main", repo_url)
-    chunk_reads = [line for line in nginx_server.requests_since(mark)
-                   if line.path.startswith(f"/repo-v{version}/chunks/")]
+    chunk_reads = [
+        line for line in nginx_server.requests_since(mark) if line.path.startswith(f"/repo-v{version}/chunks/")
+    ]
     assert len(chunk_reads) >= len(native) > 1
     assert len({line.connection for line in chunk_reads}) == 1, chunk_reads
 
@@ -412,7 +460,8 @@ def test_virtual_refs_over_http_check_etag(icechunk2_python, nginx_server, fault
         with pytest.raises(ZSError, match=r"chunk 0 of '/v' at 'main.*data\.bin.*If-Match.*412"):
             array[0:1]
         assert [(line.range, line.status, line.if_match) for line in nginx_server.requests_since(mark)] == [
-            ("bytes=0-3", 412, etag)]
+            ("bytes=0-3", 412, etag)
+        ]
     with open_store(tmp_path / "v.zs", "main", authorize=[prefix + "elsewhere/"]) as store:
         with pytest.raises(ZSError, match="not under an authorized prefix"):
             zarr.open_array(store=store, path="v", mode="r")[...]
@@ -425,7 +474,9 @@ def test_virtual_refs_over_http_check_etag(icechunk2_python, nginx_server, fault
         # a chunk deep inside a big file is one request of exactly its range, nothing first
         big = os.urandom(300_000)
         (served / "big.bin").write_bytes(big)
-        deep = dict(store._chunk("v/c/1").as_dict(), location=nginx_server.url("virtual/big.bin"), offset=200_000, length=1000)
+        deep = dict(
+            store._chunk("v/c/1").as_dict(), location=nginx_server.url("virtual/big.bin"), offset=200_000, length=1000
+        )
         mark = nginx_server.mark()
         assert store.archive.read_chunk(deep, "main") == big[200_000:201_000]
         assert [(x.range, x.status) for x in nginx_server.requests_since(mark)] == [("bytes=200000-200999", 206)]
@@ -471,8 +522,10 @@ sys.stdout.flush(); os._exit(0)  # icechunk 2.3 sometimes crashes in its own shu
 
 def test_xarray_open_zarr_round_trip(icechunk2_python, tmp_path):
     import xarray as xr  # in the test extra
-    proc = subprocess.run([str(icechunk2_python), "-c", XARRAY_SCRIPT, str(tmp_path / "repo")],
-                          capture_output=True, timeout=120)
+
+    proc = subprocess.run(
+        [str(icechunk2_python), "-c", XARRAY_SCRIPT, str(tmp_path / "repo")], capture_output=True, timeout=120
+    )
     assert proc.returncode == 0, proc.stderr.decode()[-3000:]
     theirs = json.loads(proc.stdout)
     export(tmp_path / "repo", tmp_path / "ds.zs", include_chunks=True)
@@ -500,8 +553,12 @@ sys.stdout.flush(); os._exit(0)  # icechunk 2.3 sometimes crashes in its own shu
 
 def test_listing_streams_an_array_of_many_chunks(icechunk2_python, tmp_path):
     n = 50_000
-    subprocess.run([str(icechunk2_python), "-c", MANY_REFS_SCRIPT, str(tmp_path / "repo"), str(n)],
-                   check=True, capture_output=True, timeout=300)
+    subprocess.run(
+        [str(icechunk2_python), "-c", MANY_REFS_SCRIPT, str(tmp_path / "repo"), str(n)],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
     export(tmp_path / "repo", tmp_path / "many.zs", approx_block_size=16 * 1024)
 
     async def first(iterator):
@@ -566,8 +623,12 @@ def test_local_virtual_etag_checked_as_icechunk_does(icechunk1_python, tmp_path)
     data = tmp_path / "data"
     data.mkdir()
     (data / "f.bin").write_bytes(bytes([7, 8, 9]))
-    proc = subprocess.run([str(icechunk1_python), "-c", LOCAL_ETAG_SCRIPT, str(tmp_path / "repo"), str(data)],
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [str(icechunk1_python), "-c", LOCAL_ETAG_SCRIPT, str(tmp_path / "repo"), str(data)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     # icechunk 1.1: a matching ETag and "*" read, a wrong one is refused, and so is any after a touch
     assert proc.stdout.strip().splitlines()[-1] == "[[7], [8], 'refused', 'refused']"
@@ -585,9 +646,11 @@ def test_local_virtual_etag_checked_as_icechunk_does(icechunk1_python, tmp_path)
 
 
 def test_zarr_stays_optional():
-    script = ("import sys; sys.modules['zarr'] = None\n"  # as if zarr were not installed
-              "import zsarchive\n"
-              "assert zsarchive.RepoArchive and zsarchive.export\n"
-              "try:\n    zsarchive.open_store\nexcept ImportError:\n    print('needs zarr')\n")
+    script = (
+        "import sys; sys.modules['zarr'] = None\n"  # as if zarr were not installed
+        "import zsarchive\n"
+        "assert zsarchive.RepoArchive and zsarchive.export\n"
+        "try:\n    zsarchive.open_store\nexcept ImportError:\n    print('needs zarr')\n"
+    )
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0 and proc.stdout.strip() == "needs zarr", proc.stderr

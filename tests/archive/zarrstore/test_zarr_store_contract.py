@@ -15,8 +15,14 @@ import json
 import pickle
 
 import pytest
-from zarr.abc.store import (OffsetByteRequest, RangeByteRequest, SuffixByteRequest, SupportsDeleteSync,
-                            SupportsGetSync, SupportsSetSync)
+from zarr.abc.store import (
+    OffsetByteRequest,
+    RangeByteRequest,
+    SuffixByteRequest,
+    SupportsDeleteSync,
+    SupportsGetSync,
+    SupportsSetSync,
+)
 from zarr.core.buffer import default_buffer_prototype
 from zarr.core.buffer.cpu import Buffer
 from zarr.core.sync import _collect_aiterator, sync
@@ -27,11 +33,24 @@ from toolkit.peers import run_peer_script
 from zsarchive.archive import RepoArchive, export
 from zsarchive.archive.zarrstore import ArchiveStore
 
-RANGES = {"all": None, "range-1-4": RangeByteRequest(1, 4), "offset-1": OffsetByteRequest(1),
-          "suffix-1": SuffixByteRequest(1), "range-0-2": RangeByteRequest(0, 2), "suffix-2": SuffixByteRequest(2),
-          "offset-2": OffsetByteRequest(2)}
-CHUNKS = ["get/c/0", *(f"many/c/{i}" for i in range(10)), "partial/c/0/0", "partial/c/0/1", "partial/c/0/2",
-          "foo/bar/c/1", "foo/baz/c/0"]
+RANGES = {
+    "all": None,
+    "range-1-4": RangeByteRequest(1, 4),
+    "offset-1": OffsetByteRequest(1),
+    "suffix-1": SuffixByteRequest(1),
+    "range-0-2": RangeByteRequest(0, 2),
+    "suffix-2": SuffixByteRequest(2),
+    "offset-2": OffsetByteRequest(2),
+}
+CHUNKS = [
+    "get/c/0",
+    *(f"many/c/{i}" for i in range(10)),
+    "partial/c/0/0",
+    "partial/c/0/1",
+    "partial/c/0/2",
+    "foo/bar/c/1",
+    "foo/baz/c/0",
+]
 METADATA = ["zarr.json", "get/zarr.json", "a/b/c/zarr.json", "foo/bar/zarr.json"]
 MISSING = ["get/c/1", "nothing/zarr.json", "foo/bar/c/0", "c/0", "foo"]
 PREFIXES = ["", "a/", "a/b/", "a/b/c/", "fo", "foo", "foo/", "foo/bar/", "many/c/", "spam/"]
@@ -159,7 +178,7 @@ def _by_prefix(answers: dict, call: str, prefix: str):
     if call == "is_empty":
         return not under
     base = prefix.rstrip("/") + "/" if prefix.rstrip("/") else ""
-    return sorted({k[len(base):].split("/")[0] for k in answers["list"] if k.startswith(base)})
+    return sorted({k[len(base) :].split("/")[0] for k in answers["list"] if k.startswith(base)})
 
 
 _READ_ONLY = "store was opened in read-only mode and does not support writing"
@@ -193,8 +212,7 @@ class TestArchiveStore(StoreTests[ArchiveStore, Buffer]):
     # -- the store's own description -------------------------------------------------------------
 
     def test_store_repr(self, store: ArchiveStore) -> None:
-        assert repr(store) == (f"ArchiveStore({store.archive.name!r}, ref='main', "
-                               f"snapshot={store.snapshot_id!r})")
+        assert repr(store) == (f"ArchiveStore({store.archive.name!r}, ref='main', snapshot={store.snapshot_id!r})")
 
     def test_store_supports_writes(self, store: ArchiveStore) -> None:
         assert not store.supports_writes and not store.supports_deletes
@@ -244,7 +262,7 @@ class TestArchiveStore(StoreTests[ArchiveStore, Buffer]):
         assert _hex(observed) == whole[start:stop].hex()
         theirs = icechunk_store["get"][f"{key} {byte_range}"]
         if key in METADATA and byte_range.startswith("suffix"):
-            assert theirs == whole[:-RANGES[byte_range].suffix].hex()
+            assert theirs == whole[: -RANGES[byte_range].suffix].hex()
         elif theirs.startswith("refused"):
             assert key in CHUNKS and "out of bounds" in theirs, theirs
         else:
@@ -266,10 +284,12 @@ class TestArchiveStore(StoreTests[ArchiveStore, Buffer]):
 
     async def test_get_many(self, store: ArchiveStore, icechunk_store) -> None:
         keys = [f"many/c/{i}" for i in range(10)]
-        observed = await _collect_aiterator(store._get_many(
-            (k, default_buffer_prototype(), None) for k in keys))
-        assert sorted((k, _hex(b)) for k, b in observed) == sorted(
-            (k, icechunk_store["get"][f"{k} all"]) for k in keys) == sorted((k, k[-1].encode().hex()) for k in keys)
+        observed = await _collect_aiterator(store._get_many((k, default_buffer_prototype(), None) for k in keys))
+        assert (
+            sorted((k, _hex(b)) for k, b in observed)
+            == sorted((k, icechunk_store["get"][f"{k} all"]) for k in keys)
+            == sorted((k, k[-1].encode().hex()) for k in keys)
+        )
 
     @pytest.mark.parametrize("key", CHUNKS + METADATA)
     async def test_getsize(self, store: ArchiveStore, icechunk_store, key: str) -> None:
@@ -287,7 +307,8 @@ class TestArchiveStore(StoreTests[ArchiveStore, Buffer]):
     @pytest.mark.parametrize("case", sorted(PARTIAL))
     async def test_get_partial_values(self, store: ArchiveStore, icechunk_store, case: str) -> None:
         observed = await store.get_partial_values(
-            prototype=default_buffer_prototype(), key_ranges=[(k, RANGES[r]) for k, r in PARTIAL[case]])
+            prototype=default_buffer_prototype(), key_ranges=[(k, RANGES[r]) for k, r in PARTIAL[case]]
+        )
         assert [_hex(b) for b in observed] == icechunk_store["partial"][case]
 
     async def test_exists(self, store: ArchiveStore, icechunk_store) -> None:

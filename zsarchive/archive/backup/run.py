@@ -125,8 +125,9 @@ class BackupResult:
         return f"wrote {' and '.join(parts)} in {self.seconds:.2f} s"
 
 
-def backup(repo: str | os.PathLike, dest: str | os.PathLike, options: BackupOptions | None = None,
-           **choices) -> BackupResult:
+def backup(
+    repo: str | os.PathLike, dest: str | os.PathLike, options: BackupOptions | None = None, **choices
+) -> BackupResult:
     """Bring the backup set at ``dest`` (a directory or an ``s3://``, ``gs://``, ``az://`` prefix) up to date
     with the repository at ``repo``: a full archive on the first run, then a fragment of what is new, a
     consolidated full archive when the chain is due; nothing when nothing changed. Options as
@@ -137,8 +138,12 @@ def backup(repo: str | os.PathLike, dest: str | os.PathLike, options: BackupOpti
         raise ZSError(f"backup: give options or keyword arguments, not both ({', '.join(sorted(choices))})")
     started = time.monotonic()
     dest_set = BackupSet(dest)
-    if "repo" in dest_set.directory.listing() or (dest_set.location.is_local and local_kind(dest_set.name) == REPOSITORY):
-        raise ZSError(f"{dest_set.name}: holds an Icechunk repository; give the backups a directory or prefix of their own")
+    if "repo" in dest_set.directory.listing() or (
+        dest_set.location.is_local and local_kind(dest_set.name) == REPOSITORY
+    ):
+        raise ZSError(
+            f"{dest_set.name}: holds an Icechunk repository; give the backups a directory or prefix of their own"
+        )
     result = BackupResult(dest_set.name)
     with take_lock(dest_set, options), work_directory(dest_set, options) as work:
         remembered = dest_set.settings()
@@ -159,6 +164,7 @@ def backup(repo: str | os.PathLike, dest: str | os.PathLike, options: BackupOpti
 
 
 # -- 1. the lock -----------------------------------------------------------------------------------
+
 
 @contextlib.contextmanager
 def take_lock(dest_set: BackupSet, options: BackupOptions) -> Iterator[None]:
@@ -195,15 +201,24 @@ def work_directory(dest_set: BackupSet, options: BackupOptions) -> Iterator[Path
 
 # -- 2. the options --------------------------------------------------------------------------------
 
-_ARCHIVE_OPTIONS = ("include_chunks", "codec", "compress_level", "chunk_codec", "authorize", "max_chain",
-                    "max_fragments_size")
+_ARCHIVE_OPTIONS = (
+    "include_chunks",
+    "codec",
+    "compress_level",
+    "chunk_codec",
+    "authorize",
+    "max_chain",
+    "max_fragments_size",
+)
 
 
 def settle(remembered: Settings | None, repo: str, options: BackupOptions) -> Settings:
     """The run's settings: each option given, else remembered, else the default."""
     given = {name: getattr(options, name) for name in _ARCHIVE_OPTIONS if getattr(options, name) is not None}
     if "authorize" in given:
-        given["authorize"] = {str(k): {str(a): str(b) for a, b in dict(v).items()} for k, v in given["authorize"].items()}
+        given["authorize"] = {
+            str(k): {str(a): str(b) for a, b in dict(v).items()} for k, v in given["authorize"].items()
+        }
     settings = replace(remembered or Settings(repository=repo), **given)
     settings.check()
     return settings
@@ -223,6 +238,7 @@ def _new_chain(settings: Settings, remembered: Settings | None) -> bool:
 
 # -- 3. export -------------------------------------------------------------------------------------
 
+
 @dataclass
 class Staged:
     """An archive written in the work directory, not yet in the set."""
@@ -232,19 +248,35 @@ class Staged:
     records: int
 
 
-def export_next(dest_set: BackupSet, repo: str | os.PathLike, settings: Settings, options: BackupOptions,
-                work: Path, new_chain: bool) -> Staged | None:
+def export_next(
+    dest_set: BackupSet,
+    repo: str | os.PathLike,
+    settings: Settings,
+    options: BackupOptions,
+    work: Path,
+    new_chain: bool,
+) -> Staged | None:
     """The next archive of the set, in ``work``: a fragment of what the newest chain lacks, or a full
     archive when there is no chain or ``new_chain``; None when the fragment holds nothing."""
     names = dest_set.archives()
     base = None if new_chain or not names else _newest(dest_set)
     kind = FULL if base is None else FRAGMENT
     target = work / next_name(names, int(time.time()), kind)
-    summary = export(repo, target, include_chunks=settings.include_chunks, codec=settings.codec,
-                     compress_level=settings.compress_level, chunk_codec=settings.chunk_codec,
-                     authorize=settings.authorize, parallelism=options.parallelism,
-                     storage_options=options.storage_options, anon=options.anon, progress=options.progress,
-                     base=None if base is None else dest_set.where(base), base_link=base)
+    summary = export(
+        repo,
+        target,
+        include_chunks=settings.include_chunks,
+        codec=settings.codec,
+        compress_level=settings.compress_level,
+        chunk_codec=settings.chunk_codec,
+        authorize=settings.authorize,
+        parallelism=options.parallelism,
+        storage_options=options.storage_options,
+        anon=options.anon,
+        progress=options.progress,
+        base=None if base is None else dest_set.where(base),
+        base_link=base,
+    )
     if kind == FRAGMENT and not _holds_anything(target):
         target.unlink()
         return None
@@ -277,6 +309,7 @@ def _records(summary: ExportSummary) -> int:
 
 # -- 4. publish ------------------------------------------------------------------------------------
 
+
 def publish(dest_set: BackupSet, staged: Staged, work: Path) -> Written:
     """Put a staged archive into the set under its name, create-only, and drop it from ``work``."""
     size = staged.path.stat().st_size
@@ -287,6 +320,7 @@ def publish(dest_set: BackupSet, staged: Staged, work: Path) -> Written:
 
 # -- 5. consolidation ------------------------------------------------------------------------------
 
+
 def consolidate_if_due(dest_set: BackupSet, settings: Settings, options: BackupOptions, work: Path) -> Written | None:
     """When the newest chain has more than ``max_chain`` fragments, or their bytes exceed
     ``max_fragments_size`` times its full archive's: its view as one full archive, validated, published."""
@@ -296,7 +330,10 @@ def consolidate_if_due(dest_set: BackupSet, settings: Settings, options: BackupO
             return None
         members = chain.members
         fragments = sum(m.zs.total_file_length for m in members[:-1])
-        due = len(members) - 1 > settings.max_chain or fragments > settings.max_fragments_size * members[-1].zs.total_file_length
+        due = (
+            len(members) - 1 > settings.max_chain
+            or fragments > settings.max_fragments_size * members[-1].zs.total_file_length
+        )
         newest = members[0].location
         count = len(members)
     finally:
@@ -305,13 +342,20 @@ def consolidate_if_due(dest_set: BackupSet, settings: Settings, options: BackupO
         return None
     name = next_name(dest_set.archives(), int(time.time()), FULL)
     target = work / name
-    summary = consolidate(newest, target, codec=settings.codec, compress_level=settings.compress_level,
-                          chunk_codec=settings.chunk_codec, parallelism=options.parallelism)
+    summary = consolidate(
+        newest,
+        target,
+        codec=settings.codec,
+        compress_level=settings.compress_level,
+        chunk_codec=settings.chunk_codec,
+        parallelism=options.parallelism,
+    )
     try:
         validate_file(str(target), parallelism=options.parallelism)
     except ZSError as exc:
-        raise ZSError(f"{dest_set.where(name)}: the consolidated archive failed validation, so it was not "
-                      f"added: {exc}") from None
+        raise ZSError(
+            f"{dest_set.where(name)}: the consolidated archive failed validation, so it was not added: {exc}"
+        ) from None
     written = publish(dest_set, Staged(target, FULL, _records(summary)), work)
     written.consolidated = count
     return written
@@ -327,4 +371,3 @@ def chain_and_prunable(dest_set: BackupSet) -> tuple[list[str], list[str]]:
         chain.close()
     kept = {os.path.basename(m) for m in members}
     return members, [dest_set.where(a.name) for a in dest_set.archives() if a.name not in kept]
-

@@ -105,8 +105,10 @@ class Settings:
         if not isinstance(doc, dict) or not isinstance(doc.get("zsbackup"), int):
             raise ZSCorrupt(f"{where}: not the settings of a backup set (no \"zsbackup\" version)")
         if doc["zsbackup"] > SETTINGS_VERSION:
-            raise ZSError(f"{where}: settings version {doc['zsbackup']} is newer than this zsarchive reads "
-                          f"({SETTINGS_VERSION}): upgrade zsarchive")
+            raise ZSError(
+                f"{where}: settings version {doc['zsbackup']} is newer than this zsarchive reads "
+                f"({SETTINGS_VERSION}): upgrade zsarchive"
+            )
         known = {k: v for k, v in doc.items() if k in cls.__dataclass_fields__}
         try:
             settings = cls(**known)
@@ -117,8 +119,15 @@ class Settings:
 
     def check(self) -> None:
         """ZSError naming the first setting out of range."""
-        kinds: dict[str, Any] = {"repository": str, "include_chunks": bool, "codec": str, "chunk_codec": str,
-                                 "authorize": dict, "max_chain": int, "max_fragments_size": (int, float)}
+        kinds: dict[str, Any] = {
+            "repository": str,
+            "include_chunks": bool,
+            "codec": str,
+            "chunk_codec": str,
+            "authorize": dict,
+            "max_chain": int,
+            "max_fragments_size": (int, float),
+        }
         for name, kind in kinds.items():
             value = getattr(self, name)
             if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):

@@ -22,8 +22,10 @@ from zsarchive.typedtuple import TypedTuple
 
 MAX_CHAIN = 64
 """Most archives one chain holds, the full archive at its root included."""
-FIRST_KEYED = frozenset(schema.FAMILY_NAMES[f] for f in (schema.CHUNK_REF, schema.CHUNK_HISTORY, schema.CHILDREN, schema.NODE,
-                                                    schema.SNAPSHOT, schema.TXLOG))
+FIRST_KEYED = frozenset(
+    schema.FAMILY_NAMES[f]
+    for f in (schema.CHUNK_REF, schema.CHUNK_HISTORY, schema.CHILDREN, schema.NODE, schema.SNAPSHOT, schema.TXLOG)
+)
 """Families whose first key element (a node or snapshot id) a fragment's header lists."""
 _FIRST_KEYED_TAGS = frozenset(t for t, name in schema.FAMILY_NAMES.items() if name in FIRST_KEYED)
 FILTER_HASHES = 7
@@ -36,6 +38,7 @@ FILTER_MAX_KEYS = 1 << 18
 
 # -- tombstones ----------------------------------------------------------------------------------
 
+
 def tombstone(key: bytes) -> bytes:
     """The tombstone of a record key: the key, record version 0, no value."""
     return key + b"\x00"
@@ -46,11 +49,13 @@ def is_tombstone(rec: bytes) -> bool:
     end = tuples.key_end(rec)
     return len(rec) > end and rec[end] == 0
 
+
 # -- chunk ref filters --------------------------------------------------------------------------
+
 
 def chunk_prefix(rec: bytes) -> bytes:
     """A chunk ref record's key up to its coordinates: family, node id, coords."""
-    return rec[:tuples.element_end(rec, tuples.element_end(rec, 1))]
+    return rec[: tuples.element_end(rec, tuples.element_end(rec, 1))]
 
 
 @functools.cache
@@ -92,6 +97,7 @@ class ChunkFilter:
 
 # -- what a fragment holds -----------------------------------------------------------------------
 
+
 class Holding(TypedTuple):
     """Records of one family in a fragment: how many, how many of them tombstones, and the distinct
     first key elements where the family is first-keyed (else None)."""
@@ -114,10 +120,21 @@ class FragmentInfo(TypedTuple):
 
     def encode(self) -> tuple[Any, ...]:
         """The sixth value element of the fragment's header record."""
-        return (self.covers[0], self.covers[1], self.records_format,
-                None if self.chunk_filter is None else self.chunk_filter.bits,
-                tuple((schema.FAMILY_NAMES[tag], h.records, h.tombstones, None if h.firsts is None else tuple(sorted(h.firsts)))
-                      for tag, h in sorted(self.holdings.items())))
+        return (
+            self.covers[0],
+            self.covers[1],
+            self.records_format,
+            None if self.chunk_filter is None else self.chunk_filter.bits,
+            tuple(
+                (
+                    schema.FAMILY_NAMES[tag],
+                    h.records,
+                    h.tombstones,
+                    None if h.firsts is None else tuple(sorted(h.firsts)),
+                )
+                for tag, h in sorted(self.holdings.items())
+            ),
+        )
 
     @classmethod
     def decode(cls, element: object, where: str) -> FragmentInfo:
@@ -131,11 +148,17 @@ class FragmentInfo(TypedTuple):
                 raise ValueError(f"format version {records_format!r} of the view")
             holdings = {}
             for name, records, dead, firsts in families:
-                if name not in tags or not all(isinstance(n, int) and n >= 0 for n in (records, dead)) \
-                        or dead > records or not (firsts is None or isinstance(firsts, tuple)):
+                if (
+                    name not in tags
+                    or not all(isinstance(n, int) and n >= 0 for n in (records, dead))
+                    or dead > records
+                    or not (firsts is None or isinstance(firsts, tuple))
+                ):
                     raise ValueError(f"family entry {name!r}")
                 if (firsts is None) == (name in FIRST_KEYED):
-                    raise ValueError(f"family {name!r} lists first key elements where it should not, or not where it should")
+                    raise ValueError(
+                        f"family {name!r} lists first key elements where it should not, or not where it should"
+                    )
                 holdings[tags[name]] = Holding(records, dead, None if firsts is None else frozenset(firsts))
             if not (isinstance(start, int) and isinstance(stop, int)):
                 raise ValueError("time range")
@@ -182,8 +205,14 @@ class HoldingsTally:
 
     def info(self, covers: tuple[int, int], records_format: int) -> FragmentInfo:
         """The description of what was tallied (the header record itself left out)."""
-        holdings = {tag: Holding(n, self.tombstones.get(tag, 0),
-                                 frozenset(self.firsts.get(tag, ())) if tag in _FIRST_KEYED_TAGS else None)
-                    for tag, n in self.records.items() if tag != schema.HEADER}
+        holdings = {
+            tag: Holding(
+                n,
+                self.tombstones.get(tag, 0),
+                frozenset(self.firsts.get(tag, ())) if tag in _FIRST_KEYED_TAGS else None,
+            )
+            for tag, n in self.records.items()
+            if tag != schema.HEADER
+        }
         prefixes = self.chunk_prefixes
         return FragmentInfo(covers, records_format, holdings, ChunkFilter.build(prefixes) if prefixes else None)

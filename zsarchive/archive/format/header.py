@@ -26,8 +26,13 @@ class ArchiveHeader(TypedTuple):
 
     def record(self) -> bytes:
         """The header record's bytes."""
-        values = (self.format_version, self.spec_version, self.export_time, self.exporter,
-                  tuple(sorted(self.counts.items())))
+        values = (
+            self.format_version,
+            self.spec_version,
+            self.export_time,
+            self.exporter,
+            tuple(sorted(self.counts.items())),
+        )
         return schema.record(schema.HEADER, (), values if self.fragment is None else values + (self.fragment.encode(),))
 
     @classmethod

@@ -58,8 +58,9 @@ def piece_records(chunk_id: str, data: bytes, starts: list[int]) -> list[tuple[b
     return owned_pieces(schema.CHUNK_DATA, (chunk_id,), data, starts)
 
 
-def owned_pieces(family: bytes, owner: tuple[Any, ...], data: bytes | memoryview, starts: list[int],
-                 origin: int = 0) -> list[tuple[bytes, int, int]]:
+def owned_pieces(
+    family: bytes, owner: tuple[Any, ...], data: bytes | memoryview, starts: list[int], origin: int = 0
+) -> list[tuple[bytes, int, int]]:
     """``(record, key length, piece length)`` of each piece of ``data``, the bytes from ``origin`` of
     what ``owner`` names (a chunk file's id, ``D``; a virtual range's key, ``E``), cut at ``starts``
     (offsets from ``origin`` on, the first ``origin``)."""
@@ -68,7 +69,7 @@ def owned_pieces(family: bytes, owner: tuple[Any, ...], data: bytes | memoryview
     out = []
     for start, stop in zip(starts, starts[1:] + [origin + len(view)]):
         head = _head(family, owner, start)
-        piece = view[start - origin:stop - origin]
+        piece = view[start - origin : stop - origin]
         out.append((b"".join((head, version, uleb128.encode(len(piece)), piece)), len(head), len(piece)))
     return out
 
@@ -81,6 +82,7 @@ def piece_blocks(files: Iterable[list[tuple[bytes, int, int]]], stored: bool) ->
 def regroup(records: Iterable[bytes], stored: bool, where: str) -> Iterator[PieceBlock]:
     """The blocks of piece records (and ``E`` aliases) given in key order (copied from another archive),
     cut as :func:`piece_blocks` cuts them."""
+
     def pieces() -> Iterator[tuple[bytes, int, int]]:
         for rec in records:
             key, data = _split(rec, where)
@@ -140,18 +142,23 @@ def _split(record: bytes | memoryview, where: str) -> tuple[tuple[Any, ...], Any
         if family == schema.VIRTUAL_DATA and version == 1:
             return key, schema.split(bytes(record))[2]
         raise ZSCorrupt(f"{where}: {name} record {head[:40]!r} is malformed")
-    if version != schema.RECORD_VERSIONS[family] or not isinstance(key[-1], int) or \
-            head[pos + 1:pos + 2] != bytes((tuples.BLOB,)):
+    if (
+        version != schema.RECORD_VERSIONS[family]
+        or not isinstance(key[-1], int)
+        or head[pos + 1 : pos + 2] != bytes((tuples.BLOB,))
+    ):
         raise ZSCorrupt(f"{where}: {name} record {head[:40]!r} is malformed")
     length, at = uleb128.decode(head, pos + 2, f"{where}: {name} record length")
     if at + length != len(record):
-        raise ZSCorrupt(f"{where}: {name} record {head[:40]!r} holds {len(record) - at} bytes, "
-                        f"its length says {length}")
+        raise ZSCorrupt(
+            f"{where}: {name} record {head[:40]!r} holds {len(record) - at} bytes, its length says {length}"
+        )
     return key, record[at:]
 
 
-def _owned(zs: Any, family: bytes, owner: tuple[Any, ...], start: int, stop: int, zero_copy: bool,
-           where: str) -> tuple[list[tuple[int, Any]], list[tuple[tuple[Any, ...], Any]]]:
+def _owned(
+    zs: Any, family: bytes, owner: tuple[Any, ...], start: int, stop: int, zero_copy: bool, where: str
+) -> tuple[list[tuple[int, Any]], list[tuple[tuple[Any, ...], Any]]]:
     """The pieces of ``owner`` holding bytes ``[start, stop)`` as ``(start, bytes)``, and every record the
     lookup found as ``(key, bytes or value)`` (an ``E`` alias among them)."""
     before = schema.key_prefix(family, (*owner, start)) + b"\x01"
@@ -172,13 +179,14 @@ def _joined(pieces: list[tuple[int, Any]], start: int, stop: int, where: str) ->
             raise ZSCorrupt(f"{where}: pieces leave a gap: bytes from {at} to {piece_start} are missing")
         at += len(data)
     if at < stop:
-        raise ZSCorrupt(f"{where}: no piece holds bytes {at} to {stop} (a damaged archive, or a ref past "
-                        "the end of the file)")
+        raise ZSCorrupt(
+            f"{where}: no piece holds bytes {at} to {stop} (a damaged archive, or a ref past the end of the file)"
+        )
     first = pieces[0][0]
     if len(pieces) == 1:
         one: bytes | memoryview = pieces[0][1]
-        return one[start - first:stop - first]
-    return b"".join(data for _, data in pieces)[start - first:stop - first]
+        return one[start - first : stop - first]
+    return b"".join(data for _, data in pieces)[start - first : stop - first]
 
 
 def read_pieces(zs: ZS, chunk_id: str, start: int, stop: int, zero_copy: bool = False) -> bytes | memoryview | None:
@@ -189,7 +197,9 @@ def read_pieces(zs: ZS, chunk_id: str, start: int, stop: int, zero_copy: bool = 
     return _joined(pieces, start, stop, where) if pieces else None
 
 
-def read_virtual(zs: Any, key: tuple[Any, ...], start: int, stop: int, zero_copy: bool = False) -> bytes | memoryview | None:
+def read_virtual(
+    zs: Any, key: tuple[Any, ...], start: int, stop: int, zero_copy: bool = False
+) -> bytes | memoryview | None:
     """Bytes ``[start, stop)`` of the object a virtual range's key (``(location, offset, length,
     checksum_etag, checksum_last_modified)``) names, from the archive's ``E`` records (following an
     alias to the pin whose pieces hold them), or None if the archive does not keep that range."""
@@ -216,8 +226,11 @@ def file_size(zs: ZS, chunk_id: str) -> int | None:
     head = schema.key_prefix(schema.CHUNK_DATA, (chunk_id,))
     # every key of this file continues ``head`` with END (a whole file) or an integer below 2**64 (a piece's
     # start, type code at most 1C): the last record before ``head`` + 1E is the file's last
-    last = [r for r in zs.floor_span(head + b"\x1e", head + b"\x1f", True)
-            if bytes(r[:len(head)]) == head and r[len(head)] != 0xFF]
+    last = [
+        r
+        for r in zs.floor_span(head + b"\x1e", head + b"\x1f", True)
+        if bytes(r[: len(head)]) == head and r[len(head)] != 0xFF
+    ]
     if not last:
         return None
     key, data = _split(memoryview(last[-1]), f"{zs.name}: embedded chunk {chunk_id}")
@@ -228,8 +241,9 @@ STREAM_WINDOW = 4 << 20
 """Bytes of an embedded file :func:`stream_file` reads at a time (at least one piece)."""
 
 
-def stream_file(zs: ZS, chunk_id: str, stop: int, zero_copy: bool = False, start: int = 0
-                ) -> Iterator[bytes | memoryview]:
+def stream_file(
+    zs: ZS, chunk_id: str, stop: int, zero_copy: bool = False, start: int = 0
+) -> Iterator[bytes | memoryview]:
     """Bytes ``[start, stop)`` of an embedded chunk file as its pieces (the first and last cut to the range),
     read about :data:`STREAM_WINDOW` bytes at a time, so that memory does not follow a file's or a ref's
     length. ``zero_copy`` as for :func:`read_pieces`: a restore writes them out with no copy of its own.
@@ -244,7 +258,7 @@ def stream_file(zs: ZS, chunk_id: str, stop: int, zero_copy: bool = False, start
                 continue  # a piece already given
             if piece_start > at:
                 raise ZSCorrupt(f"{where}: pieces leave a gap: bytes from {at} to {piece_start} are missing")
-            data = data[at - piece_start:stop - piece_start]
+            data = data[at - piece_start : stop - piece_start]
             yield data
             at += len(data)
         if at == progress:
@@ -270,6 +284,8 @@ def kept_ranges(zs: Any) -> dict[tuple[Any, ...], tuple[Any, ...]]:
             out[key] = aliases[-1]
     for key, target in out.items():
         if out.get(target) != target:
-            raise ZSCorrupt(f"{zs.name}: the alias of virtual range {key[0]} [{key[1]}, {key[1] + key[2]}) names "
-                            f"checksum {target[3:]}, whose range the archive does not hold")
+            raise ZSCorrupt(
+                f"{zs.name}: the alias of virtual range {key[0]} [{key[1]}, {key[1] + key[2]}) names "
+                f"checksum {target[3:]}, whose range the archive does not hold"
+            )
     return out

@@ -50,9 +50,20 @@ FILES = b"Y"
 HEADER = b"Z"
 
 FAMILY_NAMES = {
-    REFS: "refs", CHUNK_REF: "chunk refs", CHUNK_DATA: "chunk data", VIRTUAL_DATA: "virtual chunk data", FILES: "file headers", REPO: "repo facts",
-    CHUNK_HISTORY: "chunk history", SHARD_INDEX: "shard indexes", CHILDREN: "children", NODE: "nodes", OPS: "ops log",
-    SNAPSHOT: "snapshots", SNAPSHOT_TIME: "snapshots by time", TXLOG: "transaction logs",
+    REFS: "refs",
+    CHUNK_REF: "chunk refs",
+    CHUNK_DATA: "chunk data",
+    VIRTUAL_DATA: "virtual chunk data",
+    FILES: "file headers",
+    REPO: "repo facts",
+    CHUNK_HISTORY: "chunk history",
+    SHARD_INDEX: "shard indexes",
+    CHILDREN: "children",
+    NODE: "nodes",
+    OPS: "ops log",
+    SNAPSHOT: "snapshots",
+    SNAPSHOT_TIME: "snapshots by time",
+    TXLOG: "transaction logs",
     HEADER: "archive header",
 }
 
@@ -111,7 +122,8 @@ def split(rec: bytes) -> tuple[bytes, tuple[Any, ...], tuple[Any, ...]]:
         if version > RECORD_VERSIONS[family]:
             raise ZSError(
                 f"{FAMILY_NAMES[family]} record {bytes(rec[:40])!r} has record version {version}, newer "
-                f"than this zsarchive reads ({RECORD_VERSIONS[family]}): upgrade zsarchive")
+                f"than this zsarchive reads ({RECORD_VERSIONS[family]}): upgrade zsarchive"
+            )
         raise RecordFault(f"{FAMILY_NAMES[family]} record {bytes(rec[:40])!r}: invalid record version {version}")
     value, _ = tuples.decode(rec, pos + 1, what=f"{FAMILY_NAMES[family]} record value")
     return family, key, value

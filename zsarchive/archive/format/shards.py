@@ -48,8 +48,9 @@ class ShardLayout:
 
     def encode(self) -> str:
         """A compact text form (how export tasks pass a layout along with chunk ids)."""
-        return json.dumps([list(self.chunks_per_shard), self.at_end, self.big_endian, self.checksum],
-                          separators=(",", ":"))
+        return json.dumps(
+            [list(self.chunks_per_shard), self.at_end, self.big_endian, self.checksum], separators=(",", ":")
+        )
 
     @classmethod
     def decode(cls, text: str) -> ShardLayout:
@@ -60,9 +61,12 @@ class ShardLayout:
     def inner_number(self, inner: tuple[int, ...]) -> int:
         """The index entry of the inner chunk at ``inner`` (its position within the shard)."""
         if len(inner) != len(self.chunks_per_shard) or not all(
-                0 <= i < n for i, n in zip(inner, self.chunks_per_shard)):
-            raise ZSError(f"inner chunk {','.join(map(str, inner))} is outside the shard's "
-                          f"{'x'.join(map(str, self.chunks_per_shard))} inner chunks")
+            0 <= i < n for i, n in zip(inner, self.chunks_per_shard)
+        ):
+            raise ZSError(
+                f"inner chunk {','.join(map(str, inner))} is outside the shard's "
+                f"{'x'.join(map(str, self.chunks_per_shard))} inner chunks"
+            )
         number = 0
         for i, n in zip(inner, self.chunks_per_shard):
             number = number * n + i
@@ -73,12 +77,13 @@ class ShardLayout:
         chunk inside the shard's bytes (ZSCorrupt naming ``where`` otherwise)."""
         if len(raw) != self.index_size:
             raise ZSCorrupt(f"{where}: shard index is {len(raw)} bytes, expected {self.index_size}")
-        body = raw[:16 * self.inner]
+        body = raw[: 16 * self.inner]
         if self.checksum:
             stored = int.from_bytes(raw[-4:], "little")
             if _crc32c(body) != stored:
-                raise ZSCorrupt(f"{where}: shard index crc32c mismatch (stored {stored:#010x}, "
-                                f"computed {_crc32c(body):#010x})")
+                raise ZSCorrupt(
+                    f"{where}: shard index crc32c mismatch (stored {stored:#010x}, computed {_crc32c(body):#010x})"
+                )
         numbers = array("Q", body)
         if self.big_endian != (sys.byteorder == "big"):
             numbers.byteswap()
@@ -117,13 +122,16 @@ def shard_layout(zarr_json: bytes) -> ShardLayout | None:
     if names not in (["bytes"], ["bytes", "crc32c"]) or location not in ("start", "end"):
         return None
     endian = (index_codecs[0].get("configuration") or {}).get("endian", "little")
-    if not (isinstance(shard_shape, list) and isinstance(inner_shape, list) and len(shard_shape) == len(inner_shape)
-            and all(isinstance(n, int) and n > 0 for n in shard_shape + inner_shape)
-            and all(s % i == 0 for s, i in zip(shard_shape, inner_shape)) and endian in ("little", "big")):
+    if not (
+        isinstance(shard_shape, list)
+        and isinstance(inner_shape, list)
+        and len(shard_shape) == len(inner_shape)
+        and all(isinstance(n, int) and n > 0 for n in shard_shape + inner_shape)
+        and all(s % i == 0 for s, i in zip(shard_shape, inner_shape))
+        and endian in ("little", "big")
+    ):
         return None
     per_shard = tuple(s // i for s, i in zip(shard_shape, inner_shape))
     if math.prod(per_shard) > 2**24:
         return None  # an index of more than 256 MiB is not one a reader should take in whole
     return ShardLayout(per_shard, location == "end", endian == "big", names[-1] == "crc32c")
-
-

@@ -49,7 +49,7 @@ class Columns:
         for letter in layout:
             width = len(made.get(letter, ()))
             if width:
-                out.append(arrays[at] if width == 1 else tuple(arrays[at:at + width]))
+                out.append(arrays[at] if width == 1 else tuple(arrays[at : at + width]))
             at += width
         return out, pos
 
@@ -109,8 +109,9 @@ class Columns:
         if c_columns is None:
             return self._texts_numpy(begin, stop)
         codes = np.empty(len(begin), np.int64)
-        texts = c_columns.intern(self.buf, np.ascontiguousarray(begin, np.int64),
-                                 np.ascontiguousarray(stop, np.int64), codes)
+        texts = c_columns.intern(
+            self.buf, np.ascontiguousarray(begin, np.int64), np.ascontiguousarray(stop, np.int64), codes
+        )
         return codes, texts
 
     def _texts_numpy(self, begin: np.ndarray, stop: np.ndarray) -> tuple[np.ndarray, list[str]]:
@@ -147,10 +148,13 @@ class Columns:
             raw = map(buf.__getitem__, map(slice, begin.tolist(), stop.tolist()))
             codes = np.fromiter((index.setdefault(r, len(index)) for r in raw), np.int64, len(begin))
             return codes, [r.decode("utf-8") for r in index]
-        return codes.reshape(-1), [buf[b:e].decode("utf-8") for b, e in zip(begin[first].tolist(),
-                                                                              stop[first].tolist())]
+        return codes.reshape(-1), [
+            buf[b:e].decode("utf-8") for b, e in zip(begin[first].tolist(), stop[first].tolist())
+        ]
 
 
-def decode_columns(buf: bytes, starts: np.ndarray, ends: np.ndarray, layout: str) -> tuple[list[Any], np.ndarray] | None:
+def decode_columns(
+    buf: bytes, starts: np.ndarray, ends: np.ndarray, layout: str
+) -> tuple[list[Any], np.ndarray] | None:
     """One run of :class:`Columns` decoded from the encodings ``buf[starts[i]:ends[i]]``."""
     return Columns(buf).decode(starts, ends, layout)

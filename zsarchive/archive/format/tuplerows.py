@@ -19,7 +19,9 @@ def encode_rows(parts: Sequence[bytes | np.ndarray | tuple[Sequence[bytes], np.n
     >= 0), or ``pieces[choice[i]]`` of a ``(pieces, choice)`` part. The hot path of export."""
     import numpy as np  # here, not at the top: readers import this module and start faster without numpy
 
-    columns: list[tuple[Any, ...]] = []  # per part: (bytes,) | (values, magnitude sizes) | (pieces table, sizes, choice)
+    columns: list[
+        tuple[Any, ...]
+    ] = []  # per part: (bytes,) | (values, magnitude sizes) | (pieces table, sizes, choice)
     widths: list[Any] = []  # per part: its width, an int or one per string
     for part in parts:
         if isinstance(part, bytes):
@@ -55,19 +57,21 @@ def encode_rows(parts: Sequence[bytes | np.ndarray | tuple[Sequence[bytes], np.n
         at = 0
         for column in columns:
             if len(column) == 1:
-                matrix[:, at:at + len(column[0])] = column[0]
+                matrix[:, at : at + len(column[0])] = column[0]
                 at += len(column[0])
             elif len(column) == 2:
                 values, size = column
                 k = int(size[first])
                 matrix[:, at] = INT_ZERO + k
                 if k:  # the big-endian magnitude: the last k bytes of the value as 8 big-endian bytes
-                    matrix[:, at + 1:at + 1 + k] = values[rows].astype(">u8").view(np.uint8).reshape(-1, 8)[:, 8 - k:]
+                    matrix[:, at + 1 : at + 1 + k] = (
+                        values[rows].astype(">u8").view(np.uint8).reshape(-1, 8)[:, 8 - k :]
+                    )
                 at += 1 + k
             else:
                 table, sizes, choice = column
                 k = int(sizes[choice[first]])
-                matrix[:, at:at + k] = table[choice[rows], :k]
+                matrix[:, at : at + k] = table[choice[rows], :k]
                 at += k
         out += map(io.BytesIO(matrix.tobytes()).read, itertools.repeat(width, hi - lo))
     if order is None:
@@ -118,8 +122,8 @@ def _masked_rows(columns: list[tuple[Any, ...]], widths: list[Any], n: int) -> l
     at = 0
     for column, w in zip(columns, widths):
         if len(column) == 1:
-            matrix[:, at:at + w] = column[0]
-            mask[:, at:at + w] = True
+            matrix[:, at : at + w] = column[0]
+            mask[:, at : at + w] = True
             at += w
             continue
         wide = int(w.max(initial=0))
@@ -127,11 +131,11 @@ def _masked_rows(columns: list[tuple[Any, ...]], widths: list[Any], n: int) -> l
             values, size = column
             matrix[:, at] = INT_ZERO + size
             shifts = np.maximum(size[:, None] - 1 - np.arange(wide - 1), 0).astype(np.uint64) * np.uint64(8)
-            matrix[:, at + 1:at + wide] = (values[:, None] >> shifts) & np.uint64(0xFF)
+            matrix[:, at + 1 : at + wide] = (values[:, None] >> shifts) & np.uint64(0xFF)
         else:
             table, _sizes, choice = column
-            matrix[:, at:at + wide] = table[choice, :wide]
-        mask[:, at:at + wide] = np.arange(wide) < w[:, None]
+            matrix[:, at : at + wide] = table[choice, :wide]
+        mask[:, at : at + wide] = np.arange(wide) < w[:, None]
         at += wide
     # Reading consecutive lengths from one buffer is the cheapest way to cut it into bytes objects.
     return list(map(io.BytesIO(matrix[mask].tobytes()).read, mask.sum(axis=1).tolist()))

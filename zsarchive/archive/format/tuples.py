@@ -59,8 +59,11 @@ def _int(value: int) -> bytes:
 
 # Chunk coordinates are mostly small: 0, then one and two magnitude bytes (as _int encodes them, built
 # without a call per value: every command imports this module)
-_SMALL = [b"\x14", *map(b"\x15".__add__, map(bytes, zip(range(1, 256)))),
-          *((value | 0x160000).to_bytes(3, "big") for value in range(256, 1 << 12))]
+_SMALL = [
+    b"\x14",
+    *map(b"\x15".__add__, map(bytes, zip(range(1, 256)))),
+    *((value | 0x160000).to_bytes(3, "big") for value in range(256, 1 << 12)),
+]
 
 
 def encode_int(value: int) -> bytes:
@@ -137,7 +140,7 @@ def _escaped(buf: Buffer, pos: int, what: str) -> tuple[bytes, int]:
         if end < 0:
             raise RecordFault(f"{what}: unterminated string at position {pos}")
         if end + 1 < len(buf) and buf[end + 1] == 0xFF:
-            parts.append(buf[start:end + 1])
+            parts.append(buf[start : end + 1])
             start = end + 2
             end = find(b"\x00", start)
             continue
@@ -155,8 +158,9 @@ MAX_DEPTH = 64
 """Tuples nested deeper than this are refused (the archive's records nest at most a few levels)."""
 
 
-def decode(buf: Buffer, pos: int = 0, end: int | None = None, what: str = "key",
-           _depth: int = 0) -> tuple[tuple[Any, ...], int]:
+def decode(
+    buf: Buffer, pos: int = 0, end: int | None = None, what: str = "key", _depth: int = 0
+) -> tuple[tuple[Any, ...], int]:
     """Decode elements from ``buf[pos:]`` until an END byte (consumed) or ``end``.
 
     Returns ``(tuple, next_pos)``. Bytes that do not form a valid encoding (an integer in more bytes than
@@ -181,12 +185,12 @@ def decode(buf: Buffer, pos: int = 0, end: int | None = None, what: str = "key",
                 if size > 0:
                     if buf[pos] == 0:
                         raise _longer(what, pos)
-                    out.append(int.from_bytes(buf[pos:pos + size], "big"))
+                    out.append(int.from_bytes(buf[pos : pos + size], "big"))
                 elif size < 0:
                     size = -size
                     if buf[pos] == 0xFF:
                         raise _longer(what, pos)
-                    out.append(int.from_bytes(buf[pos:pos + size], "big") - (1 << (8 * size)) + 1)
+                    out.append(int.from_bytes(buf[pos : pos + size], "big") - (1 << (8 * size)) + 1)
                 else:
                     out.append(0)
                 pos += size
@@ -201,7 +205,7 @@ def decode(buf: Buffer, pos: int = 0, end: int | None = None, what: str = "key",
                 out.append(sub)
             elif code == BLOB:
                 size, pos = uleb128.decode(buf, pos, what)
-                out.append(bytes(buf[pos:pos + size]))
+                out.append(bytes(buf[pos : pos + size]))
                 pos += size
             elif code == NONE:
                 out.append(None)
@@ -213,13 +217,13 @@ def decode(buf: Buffer, pos: int = 0, end: int | None = None, what: str = "key",
                 size = buf[pos]
                 if size <= 8 or buf[pos + 1] == 0:
                     raise _longer(what, pos)
-                out.append(int.from_bytes(buf[pos + 1:pos + 1 + size], "big"))
+                out.append(int.from_bytes(buf[pos + 1 : pos + 1 + size], "big"))
                 pos += 1 + size
             elif code == INT_NEG_BIG:
                 size = 255 - buf[pos]
                 if size <= 8 or buf[pos + 1] == 0xFF:
                     raise _longer(what, pos)
-                out.append(int.from_bytes(buf[pos + 1:pos + 1 + size], "big") - (1 << (8 * size)) + 1)
+                out.append(int.from_bytes(buf[pos + 1 : pos + 1 + size], "big") - (1 << (8 * size)) + 1)
                 pos += 1 + size
             else:
                 raise RecordFault(f"{what}: unknown type code 0x{code:02x} at position {pos - 1}")
@@ -230,7 +234,6 @@ def decode(buf: Buffer, pos: int = 0, end: int | None = None, what: str = "key",
     if _depth:
         raise RecordFault(f"{what}: nested tuple not terminated before position {end}")
     return tuple(out), pos
-
 
 
 def element_end(buf: bytes, pos: int) -> int:

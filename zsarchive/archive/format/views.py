@@ -45,7 +45,7 @@ class ValueView(TypedTuple):
     @classmethod
     def decode(cls, value: tuple[Any, ...]) -> Any:
         """The view of ``value``'s first elements."""
-        return cls(*value[:len(cls._fields)])
+        return cls(*value[: len(cls._fields)])
 
     def encode(self) -> tuple[Any, ...]:
         """The value's elements, as a record's value holds them."""
@@ -67,7 +67,6 @@ class RefValue(ValueView):
         return len(value) >= 1
 
 
-
 def _header_name(name: Any) -> bool:
     """``name`` fits an Icechunk file header's implementation name."""
     from zsarchive.icechunk.header import NAME_BYTES  # validation's and restore's: a lookup never asks
@@ -85,10 +84,12 @@ class FileValue(ValueView):
 
     @staticmethod
     def well_formed(value: tuple[Any, ...]) -> bool:
-        return len(value) >= 3 and _header_name(value[0]) and \
-            (value[1] is None or (isinstance(value[1], int) and not isinstance(value[1], bool))) and \
-            (value[2] is None or isinstance(value[2], bytes))
-
+        return (
+            len(value) >= 3
+            and _header_name(value[0])
+            and (value[1] is None or (isinstance(value[1], int) and not isinstance(value[1], bool)))
+            and (value[2] is None or isinstance(value[2], bytes))
+        )
 
 
 class RepoFile(TypedTuple):
@@ -105,8 +106,12 @@ class RepoFile(TypedTuple):
         if not isinstance(fact, dict) or not isinstance(fact.get("implementation"), str):
             return False
         counts = fact.get("ops_log_files")
-        return (_header_name(fact["implementation"]) and isinstance(counts, list)
-                and all(type(n) is int and n >= 0 for n in counts) and sum(counts) == entries)
+        return (
+            _header_name(fact["implementation"])
+            and isinstance(counts, list)
+            and all(type(n) is int and n >= 0 for n in counts)
+            and sum(counts) == entries
+        )
 
     @classmethod
     def decode(cls, fact: dict[str, Any]) -> RepoFile:
@@ -119,7 +124,6 @@ class RepoFactValue(ValueView):
     json: str
 
 
-
 class OpsValue(ValueView):
     """An ``O`` record: one ops-log entry's type, backup path and details (JSON text); later elements
     are extensions this reader ignores."""
@@ -127,7 +131,6 @@ class OpsValue(ValueView):
     type: str
     backup_path: str | None
     details: str
-
 
 
 class SnapshotValue(ValueView):
@@ -142,10 +145,17 @@ class SnapshotValue(ValueView):
 
     @staticmethod
     def well_formed(value: tuple[Any, ...]) -> bool:
-        return (len(value) >= 5 and (value[0] is None or is_id(value[0])) and isinstance(value[1], int)
-                and isinstance(value[2], str) and isinstance(value[3], str) and isinstance(value[4], tuple)
-                and all(isinstance(m, tuple) and len(m) >= 3 and is_id(m[0]) and _count(m[1]) and _count(m[2])
-                        for m in value[4]))
+        return (
+            len(value) >= 5
+            and (value[0] is None or is_id(value[0]))
+            and isinstance(value[1], int)
+            and isinstance(value[2], str)
+            and isinstance(value[3], str)
+            and isinstance(value[4], tuple)
+            and all(
+                isinstance(m, tuple) and len(m) >= 3 and is_id(m[0]) and _count(m[1]) and _count(m[2]) for m in value[4]
+            )
+        )
 
     @staticmethod
     def manifest_file(item: object) -> tuple[str, int] | None:
@@ -153,7 +163,6 @@ class SnapshotValue(ValueView):
         if isinstance(item, tuple) and len(item) >= 3 and isinstance(item[2], int):
             return item[0], item[2]
         return None
-
 
 
 class Dimension(TypedTuple):
@@ -196,21 +205,34 @@ class NodeValue(ValueView):
 
     @staticmethod
     def well_formed(value: tuple[Any, ...]) -> bool:
-        if not (len(value) >= 6 and is_id(value[0], schema.NODE_ID_LENGTH) and value[1] in (schema.GROUP, schema.ARRAY)
-                and isinstance(value[2], bytes)):
+        if not (
+            len(value) >= 6
+            and is_id(value[0], schema.NODE_ID_LENGTH)
+            and value[1] in (schema.GROUP, schema.ARRAY)
+            and isinstance(value[2], bytes)
+        ):
             return False
         if value[1] == schema.GROUP:
             return True
         shape, names, manifests = value[3:6]
-        return (isinstance(shape, tuple) and all(
-                    isinstance(d, tuple) and len(d) >= 3 and _count(d[0]) and all(n is None or _count(n) for n in d[1:3])
-                    for d in shape)
-                and (names is None or isinstance(names, tuple) and all(n is None or isinstance(n, str) for n in names))
-                and isinstance(manifests, tuple) and all(
-                    isinstance(m, tuple) and len(m) >= 2 and is_id(m[0]) and isinstance(m[1], tuple)
-                    and all(isinstance(e, tuple) and len(e) == 2 and _count(e[0]) and _count(e[1]) for e in m[1])
-                    for m in manifests)
-                and (len(value) < 7 or is_id(value[6])))
+        return (
+            isinstance(shape, tuple)
+            and all(
+                isinstance(d, tuple) and len(d) >= 3 and _count(d[0]) and all(n is None or _count(n) for n in d[1:3])
+                for d in shape
+            )
+            and (names is None or isinstance(names, tuple) and all(n is None or isinstance(n, str) for n in names))
+            and isinstance(manifests, tuple)
+            and all(
+                isinstance(m, tuple)
+                and len(m) >= 2
+                and is_id(m[0])
+                and isinstance(m[1], tuple)
+                and all(isinstance(e, tuple) and len(e) == 2 and _count(e[0]) and _count(e[1]) for e in m[1])
+                for m in manifests
+            )
+            and (len(value) < 7 or is_id(value[6]))
+        )
 
     @staticmethod
     def holds_since(value: tuple[Any, ...]) -> bool:
@@ -266,9 +288,12 @@ class TxlogValue(ValueView):
 
     @staticmethod
     def well_formed(value: tuple[Any, ...]) -> bool:
-        return (len(value) in (8, 11) and all(isinstance(v, tuple) for v in value)
-                and all(is_id(i, schema.NODE_ID_LENGTH) for ids in value[:6] for i in ids) and all(is_id(i) for ids in value[8:10] for i in ids))
-
+        return (
+            len(value) in (8, 11)
+            and all(isinstance(v, tuple) for v in value)
+            and all(is_id(i, schema.NODE_ID_LENGTH) for ids in value[:6] for i in ids)
+            and all(is_id(i) for ids in value[8:10] for i in ids)
+        )
 
     def encode(self) -> tuple[Any, ...]:
         return tuple(self) if self.merged is not None else tuple(self)[:8]
@@ -327,7 +352,9 @@ class ChunkRefValue(ValueView):
         if kind == schema.NATIVE:
             return len(value) >= 4 and is_id(value[1]) and all(isinstance(v, int) and v >= 0 for v in value[2:4])
         if kind == schema.VIRTUAL:
-            return len(value) >= 6 and isinstance(value[1], str) and all(isinstance(v, int) and v >= 0 for v in value[2:4])
+            return (
+                len(value) >= 6 and isinstance(value[1], str) and all(isinstance(v, int) and v >= 0 for v in value[2:4])
+            )
         return True
 
     @classmethod
@@ -384,9 +411,11 @@ class ChunkBytesValue(ValueView):
         return len(value) >= 1 and isinstance(value[0], bytes)
 
 
-
-CHUNK_REF_SHAPES = {schema.INLINE: "(0, data)", schema.NATIVE: "(1, chunk_id, offset, length)",
-                    schema.VIRTUAL: "(2, location, offset, length, etag, last_modified)"}
+CHUNK_REF_SHAPES = {
+    schema.INLINE: "(0, data)",
+    schema.NATIVE: "(1, chunk_id, offset, length)",
+    schema.VIRTUAL: "(2, location, offset, length, etag, last_modified)",
+}
 """Each chunk ref kind's value, as messages about a malformed one spell it."""
 
 NODE_SETS = ("new_groups", "new_arrays", "deleted_groups", "deleted_arrays", "updated_groups", "updated_arrays")
@@ -425,7 +454,7 @@ def fits(view: type[KeyView], key: tuple[Any, ...]) -> bool:
 def starts_with(key: tuple[Any, ...], prefix: tuple[Any, ...]) -> bool:
     """Whether the key's first elements are ``prefix`` (the bytes of text "a" start those of "a\\0b",
     so a search by a key prefix's bytes also finds keys that do not start with its elements)."""
-    return key[:len(prefix)] == prefix
+    return key[: len(prefix)] == prefix
 
 
 class RefKey(KeyView):
@@ -537,9 +566,14 @@ class ChunkRefKey(KeyView):
     @staticmethod
     def well_formed_of(key: tuple[Any, ...], ndim: int) -> bool:
         """Whether ``key`` is a timeline key of an array of ``ndim`` dimensions, coordinates below 2**63."""
-        return (len(key) == 3 and isinstance(key[1], tuple) and len(key[1]) == ndim
-                and all(type(c) is int and 0 <= c < 1 << 63 for c in key[1])
-                and is_id(key[2]) and key[2].isascii())
+        return (
+            len(key) == 3
+            and isinstance(key[1], tuple)
+            and len(key[1]) == ndim
+            and all(type(c) is int and 0 <= c < 1 << 63 for c in key[1])
+            and is_id(key[2])
+            and key[2].isascii()
+        )
 
 
 class ManifestRefKey(KeyView):
@@ -616,9 +650,14 @@ class ShardIndexKey(KeyView):
     @staticmethod
     def well_formed(key: tuple[Any, ...]) -> bool:
         native = len(key) == 3 and is_id(key[0])
-        virtual = (len(key) == 5 and isinstance(key[0], str) and "://" in key[0]
-                   and (key[3] is None or isinstance(key[3], str)) and (key[4] is None or isinstance(key[4], int))
-                   and (key[3], key[4]) != (None, None))
+        virtual = (
+            len(key) == 5
+            and isinstance(key[0], str)
+            and "://" in key[0]
+            and (key[3] is None or isinstance(key[3], str))
+            and (key[4] is None or isinstance(key[4], int))
+            and (key[3], key[4]) != (None, None)
+        )
         return (native or virtual) and all(isinstance(k, int) and k >= 0 for k in key[1:3])
 
     @classmethod
@@ -632,8 +671,9 @@ class ShardIndexKey(KeyView):
 def _pin(etag: object, last_modified: object) -> bool:
     """Whether ``etag`` and ``last_modified`` have the types of a virtual chunk ref's checksum (each
     may be null)."""
-    return (etag is None or isinstance(etag, str)) and \
-        (last_modified is None or (isinstance(last_modified, int) and not isinstance(last_modified, bool)))
+    return (etag is None or isinstance(etag, str)) and (
+        last_modified is None or (isinstance(last_modified, int) and not isinstance(last_modified, bool))
+    )
 
 
 class VirtualRangeKey(KeyView):
@@ -668,8 +708,13 @@ class VirtualRangeKey(KeyView):
 
     @staticmethod
     def well_formed(key: tuple[Any, ...]) -> bool:
-        return (len(key) == 5 and isinstance(key[0], str) and bool(key[0])
-                and all(type(v) is int and v >= 0 for v in key[1:3]) and _pin(key[3], key[4]))
+        return (
+            len(key) == 5
+            and isinstance(key[0], str)
+            and bool(key[0])
+            and all(type(v) is int and v >= 0 for v in key[1:3])
+            and _pin(key[3], key[4])
+        )
 
 
 class VirtualPieceKey(KeyView):
@@ -686,13 +731,16 @@ class VirtualPieceKey(KeyView):
     @property
     def range(self) -> VirtualRangeKey:
         """The key of the range the piece belongs to."""
-        return VirtualRangeKey(self.location, self.offset, self.length, self.checksum_etag,
-                               self.checksum_last_modified)
+        return VirtualRangeKey(self.location, self.offset, self.length, self.checksum_etag, self.checksum_last_modified)
 
     @staticmethod
     def well_formed(key: tuple[Any, ...]) -> bool:
-        return (len(key) == 6 and VirtualRangeKey.well_formed(key[:5]) and type(key[5]) is int
-                and key[1] <= key[5] <= key[1] + key[2])
+        return (
+            len(key) == 6
+            and VirtualRangeKey.well_formed(key[:5])
+            and type(key[5]) is int
+            and key[1] <= key[5] <= key[1] + key[2]
+        )
 
 
 class VirtualAliasValue(ValueView):
@@ -729,20 +777,30 @@ class FamilyViews(TypedTuple):
 FAMILY_VIEWS = {
     schema.REFS: FamilyViews(RefKey, RefValue, "(kind, name) -> (snapshot_id)"),
     schema.REPO: FamilyViews(RepoFactKey, RepoFactValue, "(name) -> (json)"),
-    schema.FILES: FamilyViews(FileKey, FileValue, "(path) -> (implementation, compression_algorithm, location_dictionary)"),
+    schema.FILES: FamilyViews(
+        FileKey, FileValue, "(path) -> (implementation, compression_algorithm, location_dictionary)"
+    ),
     schema.OPS: FamilyViews(OpsKey, OpsValue, "(updated_at, seq) -> (type, backup_path, details)"),
-    schema.SNAPSHOT: FamilyViews(SnapshotKey, SnapshotValue,
-                                 "(snapshot_id) -> (parent_id, flushed_at, message, metadata, manifest_files)"),
+    schema.SNAPSHOT: FamilyViews(
+        SnapshotKey, SnapshotValue, "(snapshot_id) -> (parent_id, flushed_at, message, metadata, manifest_files)"
+    ),
     schema.SNAPSHOT_TIME: FamilyViews(SnapshotTimeKey, None, "(flushed_at, snapshot_id)"),
     schema.CHILDREN: FamilyViews(ChildKey, None, "(parent_snapshot_id, child_snapshot_id)"),
-    schema.NODE: FamilyViews(NodeKey, NodeValue,
-                             "(snapshot_id, path) -> (node_id, node_type, zarr_json, shape, dimension_names, manifests)"),
-    schema.TXLOG: FamilyViews(TxlogKey, TxlogValue,
-                              "(snapshot_id) -> (six node id sets, updated_chunks, moved_nodes[, merged, missing, moves])"),
+    schema.NODE: FamilyViews(
+        NodeKey, NodeValue, "(snapshot_id, path) -> (node_id, node_type, zarr_json, shape, dimension_names, manifests)"
+    ),
+    schema.TXLOG: FamilyViews(
+        TxlogKey,
+        TxlogValue,
+        "(snapshot_id) -> (six node id sets, updated_chunks, moved_nodes[, merged, missing, moves])",
+    ),
     schema.CHUNK_REF: FamilyViews(ChunkRefKey, ChunkRefValue, "(node_id, coords, snapshot_id) -> (kind, ...)"),
-    schema.SHARD_INDEX: FamilyViews(ShardIndexKey, ShardIndexValue,
-                                    "(chunk_id, offset, length) or (location, offset, length, etag, last_modified) -> "
-                                    "(at_end, index of 16 bytes per inner chunk [+ 4])"),
+    schema.SHARD_INDEX: FamilyViews(
+        ShardIndexKey,
+        ShardIndexValue,
+        "(chunk_id, offset, length) or (location, offset, length, etag, last_modified) -> "
+        "(at_end, index of 16 bytes per inner chunk [+ 4])",
+    ),
 }
 """Family tag -> the views of its records (the newest format's; format 1's chunk refs are keyed by
 :class:`ManifestRefKey`). ``H`` and ``D`` records are read by the record version and the format

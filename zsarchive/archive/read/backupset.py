@@ -22,12 +22,13 @@ from zsarchive.zs.reader import ZS
 class BackupSet:
     """The archives of a set at a directory or ``s3://``, ``gs://``, ``az://`` prefix."""
 
-    def __init__(self, location: str | os.PathLike | Location, storage_options: dict | None = None,
-                 anon: bool = False):
+    def __init__(self, location: str | os.PathLike | Location, storage_options: dict | None = None, anon: bool = False):
         self.location = parse_location(location, storage_options, anon)
         if self.location.kind == "http":
-            raise ZSError(f"{self.location.url}: a backup set is read from a directory or an s3://, gs:// or az:// "
-                          "prefix (a plain HTTP server cannot list it); give the archive file's URL instead")
+            raise ZSError(
+                f"{self.location.url}: a backup set is read from a directory or an s3://, gs:// or az:// "
+                "prefix (a plain HTTP server cannot list it); give the archive file's URL instead"
+            )
         self.directory: Directory = open_sink(self.location)
         self.passed_over: list[tuple[str, str]] = []
         """(archive, why) of newer archives whose chain did not open, by :meth:`open_newest`."""
@@ -67,7 +68,8 @@ class BackupSet:
                 return open_file(self.where(archive.name))
             except ZSError as exc:
                 if archive.kind == FULL:
-                    raise ZSError(f"{self.where(archive.name)}: the newest full archive of the set does not open: "
-                                  f"{exc}") from None
+                    raise ZSError(
+                        f"{self.where(archive.name)}: the newest full archive of the set does not open: {exc}"
+                    ) from None
                 self.passed_over.append((archive.name, str(exc)))
         raise ZSError(f"{self.name}: no chain of the set opens (the newest: {self.passed_over[0][1]})")

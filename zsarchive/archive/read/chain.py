@@ -27,6 +27,7 @@ _MAX_BASE = 4096
 
 # -- locating a base -----------------------------------------------------------------------------
 
+
 def resolve_base(location: str, link: str) -> str:
     """Where the base named ``link`` by the fragment at ``location`` (a path or URL) is."""
     if is_url(location):
@@ -54,13 +55,20 @@ def fragment_link(zs: ZS, where: str) -> tuple[str, str] | None:
     digest = link.get("base_sha256") if isinstance(link, dict) else None
     if not isinstance(base, str) or not isinstance(digest, str) or not re.fullmatch(r"[0-9a-f]{64}", digest):
         raise ZSCorrupt(f"{where}: malformed fragment link in the header metadata: {link!r:.200}")
-    if not base or len(base) > _MAX_BASE or scheme_of(base) is not None or base.startswith(("/", "\\")) \
-            or re.match(r"^[A-Za-z]:", base) or "\x00" in base:
+    if (
+        not base
+        or len(base) > _MAX_BASE
+        or scheme_of(base) is not None
+        or base.startswith(("/", "\\"))
+        or re.match(r"^[A-Za-z]:", base)
+        or "\x00" in base
+    ):
         raise ZSCorrupt(f"{where}: the fragment's base {base[:200]!r} is not a relative path")
     return base, digest
 
 
 # -- reading a chain -----------------------------------------------------------------------------
+
 
 class Member:
     """One archive of a chain: its reader, where it is, and what it holds (None: a full archive)."""
@@ -106,9 +114,10 @@ def _family_first(hint: bytes) -> tuple[bytes | None, object, bytes | None]:
 
 def _merged(streams: list[Iterator[bytes]]) -> Iterator[bytes]:
     """The records of ``streams`` (newest first) merged by key: the newest of equal keys, tombstones dropped."""
+
     def keyed(order: int, stream: Iterator[bytes]) -> Iterator[tuple[bytes, int, bytes]]:
         for rec in stream:
-            yield rec[:tuples.key_end(rec)], order, rec
+            yield rec[: tuples.key_end(rec)], order, rec
 
     last = None
     for key, _, rec in heapq.merge(*(keyed(i, s) for i, s in enumerate(streams))):
@@ -136,8 +145,9 @@ class Chain:
         family, first, chunk = _family_first(hint)
         return [m for m in self.members if m.may_hold(family, first, chunk)], family
 
-    def search(self, start: bytes | None = None, stop: bytes | None = None,
-               prefix: bytes | None = None) -> Iterator[bytes]:
+    def search(
+        self, start: bytes | None = None, stop: bytes | None = None, prefix: bytes | None = None
+    ) -> Iterator[bytes]:
         """The view's records in ``[start, stop)`` starting with ``prefix``, as :meth:`ZS.search`."""
         if prefix is not None:
             hint = prefix
@@ -192,8 +202,10 @@ def _same_history(members: list[Member]) -> None:
     full = members[-1]
     for member in members[:-1]:
         if history_from_timeline(member.info.records_format) != history_from_timeline(full.header.format_version):
-            raise ZSCorrupt(f"{member.location}: a fragment of format {member.info.records_format} over the "
-                            f"archive {full.location} of format {full.header.format_version}")
+            raise ZSCorrupt(
+                f"{member.location}: a fragment of format {member.info.records_format} over the "
+                f"archive {full.location} of format {full.header.format_version}"
+            )
 
 
 def open_chain(zs: ZS, location: str) -> Chain:
@@ -209,8 +221,10 @@ def open_chain(zs: ZS, location: str) -> Chain:
             link = fragment_link(current, where)
             if link is None:
                 if refs_by_manifest(header.format_version):
-                    raise ZSError(f"{where}: an archive of format {header.format_version} cannot be a fragment's base; "
-                                  "export the repository again")
+                    raise ZSError(
+                        f"{where}: an archive of format {header.format_version} cannot be a fragment's base; "
+                        "export the repository again"
+                    )
                 members.append(Member(current, where, None, header))
                 _same_history(members)
                 return Chain(members)
@@ -219,8 +233,10 @@ def open_chain(zs: ZS, location: str) -> Chain:
             members.append(Member(current, where, header.fragment, header))
             seen.add(_identity(where))
             if len(members) >= MAX_CHAIN:
-                raise ZSError(f"{location}: the chain of fragments is longer than {MAX_CHAIN} archives; "
-                              "consolidate it (zs consolidate)")
+                raise ZSError(
+                    f"{location}: the chain of fragments is longer than {MAX_CHAIN} archives; "
+                    "consolidate it (zs consolidate)"
+                )
             base, digest = link
             target = resolve_base(where, base)
             if _identity(target) in seen:
@@ -231,8 +247,10 @@ def open_chain(zs: ZS, location: str) -> Chain:
                 current = None
                 raise ZSError(f"{where}: cannot open its base {target}: {exc}") from None
             if current.data_sha256.hex() != digest:
-                raise ZSError(f"{where}: its base {target} is not the archive it was made from (SHA-256 "
-                              f"{current.data_sha256.hex()[:16]}..., the fragment names {digest[:16]}...)")
+                raise ZSError(
+                    f"{where}: its base {target} is not the archive it was made from (SHA-256 "
+                    f"{current.data_sha256.hex()[:16]}..., the fragment names {digest[:16]}...)"
+                )
             if archive_metadata(current) is None:
                 raise ZSError(f"{where}: its base {target} is not a repo archive")
             where = target

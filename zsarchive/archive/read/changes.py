@@ -18,7 +18,6 @@ from zsarchive.limits import load_json
 class ChangeQueries(NodeQueries):
     """What changed: per chunk (from the transaction logs), between snapshots, and in the repository's ops log."""
 
-
     def chunk_history(self, path: str, coords: Iterable[int], ref: str | None = None) -> list[dict]:
         """The commits in REF's history (default ``main``) that changed that chunk, newest first."""
         ref = ref or "main"
@@ -26,10 +25,14 @@ class ChangeQueries(NodeQueries):
         sid = self.resolve(ref)
         node = self._node_at(sid, path, ref)
         history = {sid for sid, _ in self._ancestry(sid)}
-        changes = sorted(((change.flushed_at, change.snapshot_id) for change in self.history_entries(node.id, coords)),
-                         reverse=True)
-        return [self._snapshot_dict(change_sid, self._snapshot_value(change_sid))
-                for _, change_sid in changes if change_sid in history]
+        changes = sorted(
+            ((change.flushed_at, change.snapshot_id) for change in self.history_entries(node.id, coords)), reverse=True
+        )
+        return [
+            self._snapshot_dict(change_sid, self._snapshot_value(change_sid))
+            for _, change_sid in changes
+            if change_sid in history
+        ]
 
     def history_entries(self, node_id: str, coords: tuple | None = None) -> Iterator[HistoryKey]:
         """``(node_id, coords, flushed_at, snapshot_id)`` of every commit whose transaction log names a chunk
@@ -55,11 +58,15 @@ class ChangeQueries(NodeQueries):
             between.append((sid, value))
         else:
             if any(sid == to_id for sid, _ in self._ancestry(from_id)):
-                raise ZSError(f"{self.name}: cannot diff: {from_ref!r} is not in the history of {to_ref!r}, "
-                              f"but {to_ref!r} is in the history of {from_ref!r}: swap them (FROM is the older: "
-                              f"diff {to_ref!r} {from_ref!r})")
-            raise ZSError(f"{self.name}: cannot diff: {from_ref!r} is not in the history of {to_ref!r} (nor the "
-                          "reverse): FROM must be an ancestor of TO")
+                raise ZSError(
+                    f"{self.name}: cannot diff: {from_ref!r} is not in the history of {to_ref!r}, "
+                    f"but {to_ref!r} is in the history of {from_ref!r}: swap them (FROM is the older: "
+                    f"diff {to_ref!r} {from_ref!r})"
+                )
+            raise ZSError(
+                f"{self.name}: cannot diff: {from_ref!r} is not in the history of {to_ref!r} (nor the "
+                "reverse): FROM must be an ancestor of TO"
+            )
         sets: dict[str, set] = {name: set() for name in NODE_SETS}
         chunk_nodes: set[str] = set()
         moved: list[list[str]] = []
@@ -73,8 +80,10 @@ class ChangeQueries(NodeQueries):
                 raise ZSCorrupt(f"{self.name}: snapshot {sid} has no transaction log record")
             tx = TxlogValue.decode(found)
             if sid in tx.lost_logs:
-                raise ZSError(f"{self.name}: cannot diff across snapshot {sid}: its transaction log was no "
-                              f"longer in the repository when it was archived")
+                raise ZSError(
+                    f"{self.name}: cannot diff across snapshot {sid}: its transaction log was no "
+                    f"longer in the repository when it was archived"
+                )
             for name, ids in zip(sets, tx.sets):
                 sets[name].update(ids)
             chunk_nodes.update(node_id for node_id, _ in tx.updated_chunks)
@@ -89,7 +98,9 @@ class ChangeQueries(NodeQueries):
             if node_id not in paths:
                 continue
             # A node a log lists with no chunks (icechunk 1.1 writes such entries) is in the diff too.
-            coords = sorted({change.coords for change in self.history_entries(node_id) if change.snapshot_id in changed})
+            coords = sorted(
+                {change.coords for change in self.history_entries(node_id) if change.snapshot_id in changed}
+            )
             updated[paths[node_id]] = [list(c) for c in coords]
         out["updated_chunks"] = dict(sorted(updated.items()))
         out["moved_nodes"] = moved
@@ -101,8 +112,9 @@ class ChangeQueries(NodeQueries):
         if until is not None:
             first = next((OpsKey.decode(k) for k, _ in self._range(schema.OPS, (), None)), None)
             if first is not None and until < first.updated_at:
-                raise NotFound(f"{self.name}: {format_time(until)} is before the first operation "
-                               f"({format_time(first.updated_at)})")
+                raise NotFound(
+                    f"{self.name}: {format_time(until)} is before the first operation ({format_time(first.updated_at)})"
+                )
         start = () if since is None else (since,)
         stop = None if until is None else (until + 1,)
         out = []
@@ -113,6 +125,7 @@ class ChangeQueries(NodeQueries):
             out.append(entry)
         out.reverse()
         return out
+
 
 def _present_details(details: dict) -> dict:
     """Ops-log details as icechunk's ``ops_log()`` shows them: times as text, unset flags as null."""

@@ -20,14 +20,22 @@ from zsarchive.icechunk.kinds import ZS_FILE, archive_not_repository, local_kind
 from zsarchive.io.location import SCHEMES, Location, parse_location
 from zsarchive.io.objects import ObjectChanged, object_store
 from zsarchive.io.pinning import Version
-from zsarchive.io.versioned import (http_conditions, object_conditions, read_file_runs, read_object_run,
-                                    read_url_run, stat_file, stat_object, stat_object_async, stat_url)
+from zsarchive.io.versioned import (
+    http_conditions,
+    object_conditions,
+    read_file_runs,
+    read_object_run,
+    read_url_run,
+    stat_file,
+    stat_object,
+    stat_object_async,
+    stat_url,
+)
 from zsarchive.icechunk.storage import ObjectStorage, read_file_range
 
 if TYPE_CHECKING:
     from zsarchive.archive.read.model import ChunkInfo
     from zsarchive.io.httpclient import ConnectionPool
-
 
 
 class ChunkReader:
@@ -42,9 +50,13 @@ class ChunkReader:
     virtual chunk containers have them. Connections to a host are kept per host.
     """
 
-    def __init__(self, name: str, authorize: Iterable[str] | Mapping[str, Mapping[str, Any]],
-                 embedded: Callable[[str, int, int, bool], bytes | memoryview | None],
-                 embedded_virtual: Callable[[tuple, int, int, bool], bytes | memoryview | None] | None = None):
+    def __init__(
+        self,
+        name: str,
+        authorize: Iterable[str] | Mapping[str, Mapping[str, Any]],
+        embedded: Callable[[str, int, int, bool], bytes | memoryview | None],
+        embedded_virtual: Callable[[tuple, int, int, bool], bytes | memoryview | None] | None = None,
+    ):
         self.name = name
         if isinstance(authorize, Mapping):
             self.authorize = {str(p): dict(options or {}) for p, options in authorize.items()}
@@ -64,8 +76,9 @@ class ChunkReader:
         for pool in pools.values():
             pool.close()
 
-    def read(self, chunk: ChunkInfo, ref: str, repo: str | os.PathLike | Location | None = None,
-             zero_copy: bool = False) -> bytes | memoryview:
+    def read(
+        self, chunk: ChunkInfo, ref: str, repo: str | os.PathLike | Location | None = None, zero_copy: bool = False
+    ) -> bytes | memoryview:
         """The bytes of a chunk ref (read at REF, for messages); ``repo`` is a local repository path, an
         object-store URL or a :class:`Location`. ``zero_copy``: embedded bytes may come as a memoryview into
         the archive's map (no copy)."""
@@ -76,8 +89,9 @@ class ChunkReader:
             return chunk.inline
         offset, length = chunk.offset, chunk.length
         if not (isinstance(offset, int) and isinstance(length, int) and offset >= 0 and length >= 0):
-            raise ZSCorrupt(f"{self.name}: {where}: offset {str(offset)[:40]} and length {str(length)[:40]} "
-                            f"must be integers >= 0")
+            raise ZSCorrupt(
+                f"{self.name}: {where}: offset {str(offset)[:40]} and length {str(length)[:40]} must be integers >= 0"
+            )
         if chunk.kind == "native":
             chunk_id = chunk.chunk_id
             if not ids.is_id(chunk_id):  # the only chunk file names an archive may make us open
@@ -86,8 +100,10 @@ class ChunkReader:
             if embedded is not None:
                 return embedded
             if repo is None:
-                raise ZSError(f"{where} is native chunk {chunk_id}, not embedded in the archive: "
-                              "give the repository (repo= in Python, --repo on the command line)")
+                raise ZSError(
+                    f"{where} is native chunk {chunk_id}, not embedded in the archive: "
+                    "give the repository (repo= in Python, --repo on the command line)"
+                )
             where_repo = parse_location(repo)
             if where_repo.is_local:
                 if not os.path.isdir(where_repo.url):
@@ -109,11 +125,13 @@ class ChunkReader:
             kept = _kept(self.embedded_virtual, key, offset, length, zero_copy, where)
             if kept is not None:
                 return kept
-        return self.read_virtual(chunk.location, offset, length, chunk.checksum_etag,
-                                 chunk.checksum_last_modified, where)
+        return self.read_virtual(
+            chunk.location, offset, length, chunk.checksum_etag, chunk.checksum_last_modified, where
+        )
 
-    def read_virtual(self, location: str, offset: int, length: int, etag: str | None,
-                     last_modified: int | None, where: str) -> bytes:
+    def read_virtual(
+        self, location: str, offset: int, length: int, etag: str | None, last_modified: int | None, where: str
+    ) -> bytes:
         """``length`` bytes at ``offset`` of a virtual location under an authorized prefix, on
         condition of the ref's checksums (``where`` names the ref in messages)."""
         version, data = self.read_runs(location, [(offset, length)], [(etag, last_modified)], where)[0]
@@ -125,8 +143,9 @@ class ChunkReader:
             raise ZSCorrupt(f"{where}: {location} holds {len(data)} bytes at offset {offset}, expected {length}")
         return data
 
-    def read_runs(self, location: str, runs: Sequence[tuple[int, int]], pins: Iterable[tuple[str | None, int | None]],
-                  where: str) -> list[tuple[Version, bytes]]:
+    def read_runs(
+        self, location: str, runs: Sequence[tuple[int, int]], pins: Iterable[tuple[str | None, int | None]], where: str
+    ) -> list[tuple[Version, bytes]]:
         """Per ``(offset, length)`` run of a virtual location under an authorized prefix, its bytes (fewer
         where the object ends sooner) and the version of the object that answered, which the caller checks
         against each checksum (``pins``: ``(etag, last_modified)`` each) the bytes are read under. Requests
@@ -145,8 +164,10 @@ class ChunkReader:
                 raise _named(exc, f"{where}: cannot read {location}{f' ({checks})' if checks else ''}") from None
         if SCHEMES.get(scheme) in ("s3", "gs", "az"):
             store, key = self._object_of(location, where)
-            return [_read_object(store, key, location, offset, length, where, etag, last_modified)
-                    for offset, length in runs]
+            return [
+                _read_object(store, key, location, offset, length, where, etag, last_modified)
+                for offset, length in runs
+            ]
         path = self._authorized_local_path(location, where)
         try:
             version, bodies = read_file_runs(path, runs)
@@ -226,11 +247,16 @@ class ChunkReader:
             raise ZSError(f"{where}: virtual location {location!r} has '.' or '..' path segments")
         for prefix in self.authorize:
             pre = urlsplit(prefix)
-            if (pre.scheme, pre.netloc) == (parts.scheme, parts.netloc) and pre.path and \
-                    parts.path.startswith(pre.path if pre.path.endswith("/") else pre.path + "/"):
+            if (
+                (pre.scheme, pre.netloc) == (parts.scheme, parts.netloc)
+                and pre.path
+                and parts.path.startswith(pre.path if pre.path.endswith("/") else pre.path + "/")
+            ):
                 return prefix
-        raise ZSError(f"{where}: virtual location {location!r} is not under an authorized prefix; "
-                      f"{_authorize_hint(location.rsplit('/', 1)[0] + '/')}")
+        raise ZSError(
+            f"{where}: virtual location {location!r} is not under an authorized prefix; "
+            f"{_authorize_hint(location.rsplit('/', 1)[0] + '/')}"
+        )
 
     def _object_of(self, location: str, where: str) -> tuple[Any, str]:
         """The store and key of an object in S3, GCS or Azure under an authorized prefix (one store per
@@ -242,11 +268,13 @@ class ChunkReader:
             settings = dict(self.authorize[prefix])
             anon = str(settings.pop("anon", "")).lower() in ("1", "true", "yes")
             store = self._stores[(prefix, parts.netloc)] = object_store(
-                parse_location(f"{parts.scheme}://{parts.netloc}", settings, anon))
+                parse_location(f"{parts.scheme}://{parts.netloc}", settings, anon)
+            )
         return store, unquote(parts.path).lstrip("/")
 
     def _pool_for(self, url: str) -> ConnectionPool:
         from zsarchive.io.httpclient import ConnectionPool, host_of
+
         host = host_of(url)
         with self._pools_lock:
             pool = self._pools.get(host)
@@ -257,8 +285,10 @@ class ChunkReader:
     def _authorized_local_path(self, location: str, where: str) -> str:
         parts = urlsplit(location)
         if parts.scheme not in ("file", ""):
-            raise ZSError(f"{where}: virtual location {location!r} uses scheme {parts.scheme!r}, which "
-                          "zsarchive does not read (supported: file:// URLs and local paths)")
+            raise ZSError(
+                f"{where}: virtual location {location!r} uses scheme {parts.scheme!r}, which "
+                "zsarchive does not read (supported: file:// URLs and local paths)"
+            )
         path = unquote(parts.path) if parts.scheme == "file" else location
         if not os.path.isabs(path):
             raise ZSError(f"{where}: virtual location {location!r} is not an absolute path")
@@ -275,11 +305,14 @@ class ChunkReader:
                 return real
         suggestion = "file://" + os.path.dirname(real).rstrip("/") + "/"
         if real != os.path.normpath(path):  # a link led elsewhere: the prefix that would pass is the target's
-            raise ZSError(f"{where}: virtual location {location!r} resolves to {real!r} (through a symbolic "
-                          f"link), which is not under an authorized prefix; if that is intended, "
-                          f"{_authorize_hint(suggestion)}")
-        raise ZSError(f"{where}: virtual location {location!r} is not under an authorized prefix; "
-                      f"{_authorize_hint(suggestion)}")
+            raise ZSError(
+                f"{where}: virtual location {location!r} resolves to {real!r} (through a symbolic "
+                f"link), which is not under an authorized prefix; if that is intended, "
+                f"{_authorize_hint(suggestion)}"
+            )
+        raise ZSError(
+            f"{where}: virtual location {location!r} is not under an authorized prefix; {_authorize_hint(suggestion)}"
+        )
 
 
 def _authorize_hint(prefix: str) -> str:
@@ -287,7 +320,9 @@ def _authorize_hint(prefix: str) -> str:
     return f"authorize it with authorize=[{prefix!r}] in Python, --authorize {prefix} on the command line"
 
 
-def _kept(lookup: Callable, key: Any, offset: int, length: int, zero_copy: bool, where: str) -> bytes | memoryview | None:
+def _kept(
+    lookup: Callable, key: Any, offset: int, length: int, zero_copy: bool, where: str
+) -> bytes | memoryview | None:
     """``length`` bytes at ``offset`` of what the archive keeps under ``key`` (a chunk file's id, a virtual
     range's key), or None; a damaged archive's error names the chunk."""
     try:
@@ -316,17 +351,29 @@ def _shared(pins: Iterable[tuple[str | None, int | None]]) -> tuple[str | None, 
     return (etags.pop() if len(etags) == 1 else None), (times.pop() if len(times) == 1 else None)
 
 
-def _read_object(store: Any, key: str, location: str, offset: int, length: int, where: str,
-                 etag: str | None, last_modified: int | None) -> tuple[Version, bytes]:
+def _read_object(
+    store: Any,
+    key: str,
+    location: str,
+    offset: int,
+    length: int,
+    where: str,
+    etag: str | None,
+    last_modified: int | None,
+) -> tuple[Version, bytes]:
     """A range of an object in S3, GCS or Azure (``key`` in ``store``), asked for on condition that the
     object still has the ref's ETag and was not modified after the ref's time."""
     try:
         return read_object_run(store, key, location, offset, length, object_conditions(etag, last_modified))
     except ObjectChanged:
-        checks = ", ".join(f"{k} {v}" for k, v in (("ETag", etag), ("modified by", last_modified and
-                                                    format_time(last_modified * 10**6))) if v)
-        raise ZSError(f"{where}: {location} changed since the virtual ref was written (the ref's "
-                      f"checksum: {checks})") from None
+        checks = ", ".join(
+            f"{k} {v}"
+            for k, v in (("ETag", etag), ("modified by", last_modified and format_time(last_modified * 10**6)))
+            if v
+        )
+        raise ZSError(
+            f"{where}: {location} changed since the virtual ref was written (the ref's checksum: {checks})"
+        ) from None
     except ZSError as exc:
         raise _named(exc, where) from None
 

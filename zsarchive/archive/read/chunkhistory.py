@@ -20,8 +20,9 @@ if TYPE_CHECKING:
 _BATCH = 1 << 16  # records decoded together
 
 
-def chunk_changes(zs: Any, records_format: int, flushed_at: Callable[[str], int],
-                  key: tuple = ()) -> Iterator[HistoryKey]:
+def chunk_changes(
+    zs: Any, records_format: int, flushed_at: Callable[[str], int], key: tuple = ()
+) -> Iterator[HistoryKey]:
     """``(node_id, coords, flushed_at, snapshot_id)`` of every change a transaction log names, of the
     chunks whose ``(node_id[, coords])`` start with ``key`` (``()``: every chunk), in no particular order.
     ``zs``: the archive (a ZS or a chain); ``records_format``: the format its records follow;
@@ -29,8 +30,10 @@ def chunk_changes(zs: Any, records_format: int, flushed_at: Callable[[str], int]
     if not history_from_timeline(records_format):
         yield from (change for change, _ in _history_records(zs, key, timeline=False))
         return
-    exceptions = {(change.node_id, change.coords, change.snapshot_id): (change, in_log)
-                  for change, in_log in _history_records(zs, key, timeline=True)}
+    exceptions = {
+        (change.node_id, change.coords, change.snapshot_id): (change, in_log)
+        for change, in_log in _history_records(zs, key, timeline=True)
+    }
     for rec in zs.search(prefix=schema.key_prefix(schema.CHUNK_REF, key)):
         k, _ = tuples.decode(rec, 1, what="chunk ref record key")
         if not starts_with(k, key) or k in exceptions:
@@ -46,7 +49,10 @@ def _history_records(zs: Any, key: tuple[Any, ...], timeline: bool) -> Iterator[
     for rec in zs.search(prefix=schema.key_prefix(schema.CHUNK_HISTORY, key)):
         _, k, v = schema.split(rec)
         if starts_with(k, key):
-            yield HistoryKey.decode(k), (HistoryValue.decode(v, schema.record_version(rec)).in_log if timeline else True)
+            yield (
+                HistoryKey.decode(k),
+                (HistoryValue.decode(v, schema.record_version(rec)).in_log if timeline else True),
+            )
 
 
 def timeline_rows(zs: Any, node_id: str, ndim: int, name: str) -> tuple[np.ndarray, list[str]]:
@@ -68,8 +74,15 @@ def timeline_rows(zs: Any, node_id: str, ndim: int, name: str) -> tuple[np.ndarr
     return corrected(zs, node_id, ndim, rows, [sid.decode("ascii") for sid in ids])
 
 
-def corrected(zs: Any, node_id: str, ndim: int, rows: np.ndarray, snapshot_ids: list[str], first: int | None = None,
-              stop: int | None = None) -> tuple[np.ndarray, list[str]]:
+def corrected(
+    zs: Any,
+    node_id: str,
+    ndim: int,
+    rows: np.ndarray,
+    snapshot_ids: list[str],
+    first: int | None = None,
+    stop: int | None = None,
+) -> tuple[np.ndarray, list[str]]:
     """The changes of the array's ``C`` timeline (rows of coordinates and an index into ``snapshot_ids``,
     as :func:`timeline_rows` gives them) corrected by its ``H`` exceptions (format 5); ``first``, ``stop``:
     the rows are those of chunks whose first coordinate is in that range, and so are the exceptions used."""
@@ -78,17 +91,24 @@ def corrected(zs: Any, node_id: str, ndim: int, rows: np.ndarray, snapshot_ids: 
     def within(coords: tuple) -> bool:
         return not coords or ((first is None or coords[0] >= first) and (stop is None or coords[0] < stop))
 
-    exceptions = {(change.coords, change.snapshot_id): in_log
-                  for change, in_log in _history_records(zs, (node_id,), timeline=True) if within(change.coords)}
+    exceptions = {
+        (change.coords, change.snapshot_id): in_log
+        for change, in_log in _history_records(zs, (node_id,), timeline=True)
+        if within(change.coords)
+    }
     if exceptions:  # few: where the transaction log and the timeline disagree
         column = {sid: i for i, sid in enumerate(snapshot_ids)}
-        dropped = {(coords, column[sid]) for (coords, sid), in_log in exceptions.items()
-                   if not in_log and sid in column}
+        dropped = {
+            (coords, column[sid]) for (coords, sid), in_log in exceptions.items() if not in_log and sid in column
+        }
         if dropped:
             keep = [(tuple(row[:-1]), row[-1]) not in dropped for row in rows.tolist()]
             rows = rows[np.array(keep, bool)]
-        added = [(*coords, column.setdefault(sid, len(column))) for (coords, sid), in_log in exceptions.items()
-                 if in_log and len(coords) == ndim]
+        added = [
+            (*coords, column.setdefault(sid, len(column)))
+            for (coords, sid), in_log in exceptions.items()
+            if in_log and len(coords) == ndim
+        ]
         snapshot_ids = list(column)
         if added:
             rows = np.concatenate([rows, np.array(added, np.int64).reshape(len(added), ndim + 1)])
@@ -106,7 +126,9 @@ def _decode_batch(batch: list[bytes], at: int, ndim: int, name: str) -> tuple[np
     decoded = decode_columns(joined, ends - lengths + at, ends, key_layout(ndim))
     if decoded is not None:
         *columns, (begin, stop) = decoded[0]
-        if (stop - begin == schema.SNAPSHOT_ID_LENGTH).all() and all((column < np.uint64(1 << 63)).all() for column in columns):
+        if (stop - begin == schema.SNAPSHOT_ID_LENGTH).all() and all(
+            (column < np.uint64(1 << 63)).all() for column in columns
+        ):
             coords = np.column_stack(columns).astype(np.int64) if ndim else np.zeros((len(batch), 0), np.int64)
             raw = np.frombuffer(joined, np.uint8)[begin[:, None] + np.arange(schema.SNAPSHOT_ID_LENGTH)]
             return coords, np.ascontiguousarray(raw).view(f"S{schema.SNAPSHOT_ID_LENGTH}").reshape(-1)
@@ -121,8 +143,9 @@ def _decode_one_by_one(batch: list[bytes], ndim: int, name: str) -> tuple[np.nda
     for rec in batch:
         key = schema.split(rec)[1]
         if not ChunkRefKey.well_formed_of(key, ndim):
-            raise ZSCorrupt(f"{name}: chunk ref record {key!r} does not hold {ndim} coordinates of the array and a "
-                            f"snapshot id")
+            raise ZSCorrupt(
+                f"{name}: chunk ref record {key!r} does not hold {ndim} coordinates of the array and a snapshot id"
+            )
         ref = ChunkRefKey.decode(key)
         coords.append(ref.coords)
         sids.append(ref.snapshot_id.encode("ascii"))

@@ -37,8 +37,11 @@ class ManifestRefs:
         for manifest in node.manifests:
             if all(lo <= c < hi for c, (lo, hi) in zip(coords, manifest.extents)):
                 key = ManifestRefKey(manifest.manifest_id, node.id, coords).encode()
-                found = [v for _, k, v in map(schema.split, self.zs.search(prefix=schema.key_prefix(schema.CHUNK_REF, key)))
-                         if fits(ManifestRefKey, k)]
+                found = [
+                    v
+                    for _, k, v in map(schema.split, self.zs.search(prefix=schema.key_prefix(schema.CHUNK_REF, key)))
+                    if fits(ManifestRefKey, k)
+                ]
                 if len(found) > 1:
                     raise duplicate(schema.CHUNK_REF, key)
                 if found:
@@ -61,8 +64,10 @@ class ManifestRefs:
         streams = []
         for manifest in node.manifests:
             prefix = schema.key_prefix(schema.CHUNK_REF, (manifest.manifest_id, node.id))
-            streams.append(ManifestRefKey.decode(decode_key(rec, 1, what="chunk ref key")[0]).coords
-                           for rec in self.zs.search(prefix=prefix))
+            streams.append(
+                ManifestRefKey.decode(decode_key(rec, 1, what="chunk ref key")[0]).coords
+                for rec in self.zs.search(prefix=prefix)
+            )
         return streams[0] if len(streams) == 1 else heapq.merge(*streams)
 
 
@@ -82,8 +87,10 @@ class RefTimeline:
         depths = self.depths(node.snapshot_id)
         limit = None if node.since is None else depths.get(node.since)
         if limit is None:
-            raise ZSCorrupt(f"{self.name}: array {node.path!r} at snapshot {node.snapshot_id} starts its "
-                            f"chunk ref timeline at {node.since!r}, which is not in its history")
+            raise ZSCorrupt(
+                f"{self.name}: array {node.path!r} at snapshot {node.snapshot_id} starts its "
+                f"chunk ref timeline at {node.since!r}, which is not in its history"
+            )
         return depths, limit
 
     @staticmethod
@@ -104,8 +111,11 @@ class RefTimeline:
         """The stored value of the chunk at ``coords``, or None."""
         depths, limit = self._window(node)
         prefix = schema.key_prefix(schema.CHUNK_REF, (node.id, coords))
-        changes = ((ChunkRefKey.decode(k), v) for _, k, v in map(schema.split, self.zs.search(prefix=prefix))
-                   if fits(ChunkRefKey, k))
+        changes = (
+            (ChunkRefKey.decode(k), v)
+            for _, k, v in map(schema.split, self.zs.search(prefix=prefix))
+            if fits(ChunkRefKey, k)
+        )
         return self._resolve(changes, depths, limit)
 
     def refs(self, node: NodeInfo, start: tuple | None = None, stop: tuple | None = None) -> Stored:

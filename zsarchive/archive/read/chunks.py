@@ -35,8 +35,11 @@ class ChunkQueries(NodeQueries):
         self._authorized = authorize
         self._chunk_reader: ChunkReader | None = None
         self._chunk_reader_lock = threading.Lock()
-        self._refs = ManifestRefs(self.zs) if refs_by_manifest(self.format_version) else \
-            RefTimeline(self.zs, self._history_depths, self.name)
+        self._refs = (
+            ManifestRefs(self.zs)
+            if refs_by_manifest(self.format_version)
+            else RefTimeline(self.zs, self._history_depths, self.name)
+        )
 
     def close(self) -> None:
         """Release the underlying reader and the connections chunk reads kept open."""
@@ -52,15 +55,15 @@ class ChunkQueries(NodeQueries):
             if self._chunk_reader is None:
                 from zsarchive.archive.read.chunkdata import ChunkReader
 
-                self._chunk_reader = ChunkReader(self.name, self._authorized, self._embedded_chunk,
-                                                 self._embedded_virtual)
+                self._chunk_reader = ChunkReader(
+                    self.name, self._authorized, self._embedded_chunk, self._embedded_virtual
+                )
             return self._chunk_reader
 
     @property
     def authorize(self) -> dict[str, dict[str, Any]]:
         """Location prefixes under which virtual chunk refs may be read, each with its storage options."""
         return self._chunks.authorize
-
 
     @staticmethod
     @checked_record(schema.CHUNK_REF)
@@ -69,8 +72,18 @@ class ChunkQueries(NodeQueries):
         kind = schema.KIND_NAMES[ref.kind]  # an unknown kind past the names fails here, as a malformed record
         if ref.kind not in (schema.INLINE, schema.NATIVE, schema.VIRTUAL):
             raise ZSCorrupt(f"chunk ref {path} {coords_text(coords)}: unknown kind {ref.kind}")
-        return ChunkInfo(path, coords, kind, ref.offset, ref.length, ref.chunk_id, ref.location, ref.checksum_etag,
-                         ref.checksum_last_modified, ref.inline if ref.kind == schema.INLINE else None)
+        return ChunkInfo(
+            path,
+            coords,
+            kind,
+            ref.offset,
+            ref.length,
+            ref.chunk_id,
+            ref.location,
+            ref.checksum_etag,
+            ref.checksum_last_modified,
+            ref.inline if ref.kind == schema.INLINE else None,
+        )
 
     def chunk_info(self, ref: str, path: str, coords: Iterable[int]) -> ChunkInfo:
         """:meth:`chunk_ref` as a typed value."""
@@ -79,19 +92,28 @@ class ChunkQueries(NodeQueries):
         dims = len(node.num_chunks)
         if len(coords) != dims:
             given = f"not {len(coords)} ({coords_text(coords)})"
-            raise NotFound(f"{self.name}: {node.path!r} at {ref!r} " + (
-                f"has {dims} dimension{'s' if dims != 1 else ''} and needs {dims} coordinate"
-                f"{'s' if dims != 1 else ''}, {given}" if dims else
-                f"is a scalar (0 dimensions) and needs no coordinates, {given}: () in Python, \"\" on the "
-                "command line"))
+            raise NotFound(
+                f"{self.name}: {node.path!r} at {ref!r} "
+                + (
+                    f"has {dims} dimension{'s' if dims != 1 else ''} and needs {dims} coordinate"
+                    f"{'s' if dims != 1 else ''}, {given}"
+                    if dims
+                    else f"is a scalar (0 dimensions) and needs no coordinates, {given}: () in Python, \"\" on the "
+                    "command line"
+                )
+            )
         if any(not c < n for c, n in zip(coords, node.num_chunks)):
-            raise NotFound(f"{self.name}: coords {coords_text(coords)} are outside the chunk grid "
-                           f"{coords_text(node.num_chunks)} of {node.path!r} at {ref!r}")
+            raise NotFound(
+                f"{self.name}: coords {coords_text(coords)} are outside the chunk grid "
+                f"{coords_text(node.num_chunks)} of {node.path!r} at {ref!r}"
+            )
         chunk = self.array_chunk(node, coords)
         if chunk is not None:
             return chunk
-        raise NotFound(f"{self.name}: no chunk at {coords_text(coords)} of {node.path!r} at {ref!r} "
-                       "(never written: it reads as the fill value)")
+        raise NotFound(
+            f"{self.name}: no chunk at {coords_text(coords)} of {node.path!r} at {ref!r} "
+            "(never written: it reads as the fill value)"
+        )
 
     def chunk_ref(self, ref: str, path: str, coords: Iterable[int]) -> dict:
         """The chunk ref at ``coords`` of the array at ``path`` in REF; NotFound if there is none."""
@@ -111,16 +133,18 @@ class ChunkQueries(NodeQueries):
         """Every chunk ref of the array, streamed in coordinate order."""
         return (chunk.as_dict() for chunk in self.array_chunks(self._array_at(ref, path)))
 
-    def array_chunks(self, node: NodeInfo, start: Iterable[int] | None = None,
-                     stop: Iterable[int] | None = None) -> Iterator[ChunkInfo]:
+    def array_chunks(
+        self, node: NodeInfo, start: Iterable[int] | None = None, stop: Iterable[int] | None = None
+    ) -> Iterator[ChunkInfo]:
         """Every chunk ref of an array node from :meth:`node_info` or :meth:`node_infos`, streamed in
         coordinate order; only those with ``start <= coords < stop`` (coordinate tuples), if given."""
         bounds = (None if start is None else tuple(start), None if stop is None else tuple(stop))
         for coords, value in self._refs.refs(node, *bounds):
             yield self._chunk_info(node.path, coords, value)
 
-    def node_chunk_refs(self, node: dict | NodeInfo, start: Iterable[int] | None = None,
-                        stop: Iterable[int] | None = None) -> Iterator[dict]:
+    def node_chunk_refs(
+        self, node: dict | NodeInfo, start: Iterable[int] | None = None, stop: Iterable[int] | None = None
+    ) -> Iterator[dict]:
         """Every chunk ref of an array node from :meth:`node` or :meth:`ls`, streamed in coordinate
         order; only those with ``start <= coords < stop`` (coordinate tuples), if given."""
         return (chunk.as_dict() for chunk in self.array_chunks(NodeInfo.of(node), start, stop))
@@ -129,15 +153,27 @@ class ChunkQueries(NodeQueries):
         """The coordinates of every chunk ref of an array node, streamed in order."""
         return self._refs.coords(NodeInfo.of(node))
 
-    def chunk_data(self, ref: str, path: str, coords: Iterable[int], repo: str | os.PathLike | Location | None = None,
-                   storage_options: Mapping[str, object] | None = None, anon: bool = False) -> bytes:
+    def chunk_data(
+        self,
+        ref: str,
+        path: str,
+        coords: Iterable[int],
+        repo: str | os.PathLike | Location | None = None,
+        storage_options: Mapping[str, object] | None = None,
+        anon: bool = False,
+    ) -> bytes:
         """The chunk's stored bytes: inline, embedded, from ``repo``'s chunks/ (a path or an object-store
         URL, reached with ``storage_options`` / ``anon``), or an authorized virtual file."""
         where = None if repo is None else parse_location(repo, storage_options, anon)
         return self.read_chunk(self.chunk_info(ref, path, coords), ref, where)
 
-    def read_chunk(self, chunk: dict | ChunkInfo, ref: str, repo: str | os.PathLike | Location | None = None,
-                   zero_copy: bool = False) -> bytes | memoryview:
+    def read_chunk(
+        self,
+        chunk: dict | ChunkInfo,
+        ref: str,
+        repo: str | os.PathLike | Location | None = None,
+        zero_copy: bool = False,
+    ) -> bytes | memoryview:
         """The bytes of a chunk ref from :meth:`chunk_ref` / :meth:`chunk_refs` (read at REF, for
         messages); ``repo`` is a repository path, URL or :class:`Location`. ``zero_copy``: embedded bytes
         of an uncompressed local archive come as a memoryview into its map (no copy)."""
@@ -199,8 +235,9 @@ class ChunkQueries(NodeQueries):
         if chunk.kind == "native":
             key = ShardIndexKey(chunk.chunk_id, chunk.offset, chunk.length)
         else:
-            key = ShardIndexKey(chunk.location, chunk.offset, chunk.length, chunk.checksum_etag,
-                                chunk.checksum_last_modified)
+            key = ShardIndexKey(
+                chunk.location, chunk.offset, chunk.length, chunk.checksum_etag, chunk.checksum_last_modified
+            )
         value = self._one(schema.SHARD_INDEX, key.encode())
         if value is None:
             return None
@@ -211,8 +248,14 @@ class ChunkQueries(NodeQueries):
         check_shard_index(key, kept, lambda chunk_id, start, stop: self._embedded_chunk(chunk_id, start, stop, False))
         return tuple(kept)
 
-    def inner_chunk(self, ref: str, path: str, coords: Iterable[int], inner: Iterable[int],
-                    repo: str | os.PathLike | Location | None = None) -> dict:
+    def inner_chunk(
+        self,
+        ref: str,
+        path: str,
+        coords: Iterable[int],
+        inner: Iterable[int],
+        repo: str | os.PathLike | Location | None = None,
+    ) -> dict:
         """Where the inner chunk at ``inner`` of the shard at ``coords`` lies: the shard's chunk ref
         with ``offset`` / ``length`` narrowed to it (``empty`` True where the shard holds none).
         ``repo``: where to read the shard's index if the archive keeps neither it nor the shard."""
@@ -221,8 +264,10 @@ class ChunkQueries(NodeQueries):
         node = self._array_at(ref, path)
         layout = shard_layout(node.user_data)
         if layout is None:
-            raise ZSError(f"{self.name}: {node.path!r} is not a sharded array (no sharding_indexed "
-                          "codec with a bytes [+ crc32c] index)")
+            raise ZSError(
+                f"{self.name}: {node.path!r} is not a sharded array (no sharding_indexed "
+                "codec with a bytes [+ crc32c] index)"
+            )
         inner = chunk_coords(inner, "inner")
         number = layout.inner_number(inner)
         chunk = self.chunk_info(ref, path, coords)
@@ -235,11 +280,13 @@ class ChunkQueries(NodeQueries):
             raw = self._span_bytes(chunk, ref, start, stop, repo)
         offset, length = layout.entries(raw, chunk.length, f"{self.name}: {where}")[number]
         empty = offset == EMPTY
-        return dict((chunk.replace(length=0) if empty else chunk.narrowed(offset, length)).as_dict(),
-                    inner=inner, empty=empty)
+        return dict(
+            (chunk.replace(length=0) if empty else chunk.narrowed(offset, length)).as_dict(), inner=inner, empty=empty
+        )
 
-    def _span_bytes(self, chunk: ChunkInfo, ref: str, start: int, stop: int,
-                    repo: str | os.PathLike | Location | None) -> bytes:
+    def _span_bytes(
+        self, chunk: ChunkInfo, ref: str, start: int, stop: int, repo: str | os.PathLike | Location | None
+    ) -> bytes:
         """Bytes [start, stop) of a chunk ref's value."""
         if chunk.kind == "inline":
             return chunk.inline[start:stop]

@@ -39,8 +39,9 @@ class CommitQueries(ChangeQueries):
 
         if max_count is not None and (not isinstance(max_count, int) or isinstance(max_count, bool) or max_count < 0):
             raise ZSError(f"max_count must be an integer >= 0, not {max_count!r}")
-        tips = ([r["snapshot_id"] for r in self.refs() if "snapshot_id" in r] if all_refs
-                else [self.resolve(ref or "main")])
+        tips = (
+            [r["snapshot_id"] for r in self.refs() if "snapshot_id" in r] if all_refs else [self.resolve(ref or "main")]
+        )
         snapshots: dict[str, dict] = {}
         for tip in tips:
             for sid, value in self._ancestry(tip):
@@ -80,11 +81,21 @@ class CommitQueries(ChangeQueries):
         for name, ids in zip(NODE_SETS, tx.sets):
             change, node_type = _CHANGES[name]
             for node_id in ids:
-                changes.setdefault(node_id, {"path": paths.get(node_id), "id": node_id, "node_type": node_type,
-                                             "change": change, "chunks": 0})
+                changes.setdefault(
+                    node_id,
+                    {"path": paths.get(node_id), "id": node_id, "node_type": node_type, "change": change, "chunks": 0},
+                )
         for node_id, count in tx.updated_chunks:
-            entry = changes.setdefault(node_id, {"path": paths.get(node_id), "id": node_id, "node_type": "array",
-                                                 "change": "updated chunks", "chunks": 0})
+            entry = changes.setdefault(
+                node_id,
+                {
+                    "path": paths.get(node_id),
+                    "id": node_id,
+                    "node_type": "array",
+                    "change": "updated chunks",
+                    "chunks": 0,
+                },
+            )
             entry["chunks"] = count
         out["changes"] = sorted(changes.values(), key=lambda c: (c["path"] is None, c["path"] or "", c["id"]))
         out["moves"] = [[m[0], m[1]] for m in tx.own_moves]  # of a merged log: its moves joined
@@ -111,9 +122,14 @@ class CommitQueries(ChangeQueries):
         rows = table[which >= 0, :-1]
         which = which[which >= 0]
         rank = np.lexsort((which, *rows.T[::-1])) if len(rows) else np.zeros(0, np.int64)
-        return {"path": node.path, "node_id": node.id, "num_chunks": node.num_chunks,
-                "commits": [self._snapshot_dict(sid, found[sid]) for sid in order],
-                "coords": rows[rank], "commit": which[rank]}
+        return {
+            "path": node.path,
+            "node_id": node.id,
+            "num_chunks": node.num_chunks,
+            "commits": [self._snapshot_dict(sid, found[sid]) for sid in order],
+            "coords": rows[rank],
+            "commit": which[rank],
+        }
 
     def _history_rows(self, node_id: str, ndim: int) -> tuple[np.ndarray, list[str]]:
         """:func:`chunkhistory.timeline_rows` for archives that keep every change as an ``H`` record
@@ -125,10 +141,14 @@ class CommitQueries(ChangeQueries):
         for change in self.history_entries(node_id):
             coords, sid = change.coords, change.snapshot_id
             if len(coords) != ndim or not all(isinstance(c, int) and c >= 0 for c in coords):
-                raise ZSCorrupt(f"{self.name}: chunk history record {(node_id, coords, sid)!r} does not hold "
-                                f"{ndim} coordinates of the array")
+                raise ZSCorrupt(
+                    f"{self.name}: chunk history record {(node_id, coords, sid)!r} does not hold "
+                    f"{ndim} coordinates of the array"
+                )
             rows.append((*coords, ids.setdefault(sid, len(ids))))
         return np.array(rows, np.int64).reshape(len(rows), ndim + 1), list(ids)
 
     def _paths(self, snapshot_id: str) -> dict[str, str]:
-        return {NodeValue.decode(v).node_id: NodeKey.decode(k).path for k, v in self._records(schema.NODE, (snapshot_id,))}
+        return {
+            NodeValue.decode(v).node_id: NodeKey.decode(k).path for k, v in self._records(schema.NODE, (snapshot_id,))
+        }

@@ -34,7 +34,6 @@ class HistoryQueries(ArchiveReader):
         self._snapshots: dict[str, SnapshotValue] = {}
         self._depths: collections.OrderedDict[str, dict[str, int]] = collections.OrderedDict()
 
-
     def refs(self) -> list[dict]:
         """Branches, tags and deleted tags: ``{"type", "name", "snapshot_id"}`` (no id for deleted tags). A
         tag that is also deleted is a deleted tag only, as icechunk lists it."""
@@ -61,8 +60,13 @@ class HistoryQueries(ArchiveReader):
     @staticmethod
     @checked_record(schema.SNAPSHOT)
     def _snapshot_dict(snapshot_id: str, value: SnapshotValue) -> dict:
-        return {"id": snapshot_id, "parent_id": value.parent_id, "flushed_at": format_time(value.flushed_at),
-                "message": value.message, "metadata": json.loads(value.metadata)}
+        return {
+            "id": snapshot_id,
+            "parent_id": value.parent_id,
+            "flushed_at": format_time(value.flushed_at),
+            "message": value.message,
+            "metadata": json.loads(value.metadata),
+        }
 
     def snapshot(self, snapshot_id: str) -> dict:
         """One snapshot: id, parent_id, flushed_at, message, metadata, manifests."""
@@ -102,10 +106,12 @@ class HistoryQueries(ArchiveReader):
         if len(text) < _MIN_PREFIX:
             return None
         prefix = schema.key_prefix(schema.SNAPSHOT) + encode_text(text.upper())[:-1]
-        ids = [SnapshotKey.decode(schema.split(rec)[1]).snapshot_id
-               for rec in itertools.islice(self.zs.search(prefix=prefix), _AMBIGUOUS)]
+        ids = [
+            SnapshotKey.decode(schema.split(rec)[1]).snapshot_id
+            for rec in itertools.islice(self.zs.search(prefix=prefix), _AMBIGUOUS)
+        ]
         if len(ids) > 1 and not quiet:
-            shown = ", ".join(ids[:_AMBIGUOUS - 1]) + (" ..." if len(ids) == _AMBIGUOUS else "")
+            shown = ", ".join(ids[: _AMBIGUOUS - 1]) + (" ..." if len(ids) == _AMBIGUOUS else "")
             raise NotFound(f"{self.name}: snapshot id prefix {text!r} is ambiguous: {shown}; give more characters")
         return ids[0] if len(ids) == 1 else None
 
@@ -133,10 +139,14 @@ class HistoryQueries(ArchiveReader):
             if depth == count:
                 return sid
             if value.parent_id is not None and self._snapshot_value(value.parent_id) is None:
-                raise NotFound(f"{self.name}: {at}~{count} is beyond the archived history: {at}~{depth} ({sid}) "
-                               f"names parent {value.parent_id}, which the archive does not hold")
-        raise NotFound(f"{self.name}: {at}~{count} is beyond the first commit: the history of {at} holds "
-                       f"{depth + 1} snapshot{'s' if depth else ''} ({at}~{depth} is its first)")
+                raise NotFound(
+                    f"{self.name}: {at}~{count} is beyond the archived history: {at}~{depth} ({sid}) "
+                    f"names parent {value.parent_id}, which the archive does not hold"
+                )
+        raise NotFound(
+            f"{self.name}: {at}~{count} is beyond the first commit: the history of {at} holds "
+            f"{depth + 1} snapshot{'s' if depth else ''} ({at}~{depth} is its first)"
+        )
 
     def _as_of(self, snapshot_id: str, when: int, at: str) -> str:
         """The newest snapshot in the history of ``snapshot_id`` flushed at or before ``when``."""
@@ -145,13 +155,18 @@ class HistoryQueries(ArchiveReader):
             if value.flushed_at <= when:
                 return sid
             first = value.flushed_at
-        raise NotFound(f"{self.name}: no snapshot in the history of {at!r} was flushed at or before "
-                       f"{format_time(when)} (its first commit was flushed at {format_time(first)})")
+        raise NotFound(
+            f"{self.name}: no snapshot in the history of {at!r} was flushed at or before "
+            f"{format_time(when)} (its first commit was flushed at {format_time(first)})"
+        )
 
     def _ancestry(self, snapshot_id: str) -> Iterator[tuple[str, SnapshotValue]]:
         values: dict[str, SnapshotValue] = {}
-        for current in parent_chain(snapshot_id, lambda sid: values[sid].parent_id, lambda at: ZSCorrupt(
-                f"{self.name}: the history of snapshot {snapshot_id} loops at snapshot {at}")):
+        for current in parent_chain(
+            snapshot_id,
+            lambda sid: values[sid].parent_id,
+            lambda at: ZSCorrupt(f"{self.name}: the history of snapshot {snapshot_id} loops at snapshot {at}"),
+        ):
             value = self._snapshot_value(current)
             if value is None:
                 raise ZSCorrupt(f"{self.name}: snapshot {current} is in a history but has no record")
@@ -192,8 +207,9 @@ class HistoryQueries(ArchiveReader):
                 out.setdefault(sid, []).append(name)
         return out
 
-    def log(self, ref: str | None = None, since: TimeBound = None, until: TimeBound = None,
-            max_count: int | None = None) -> list[dict]:
+    def log(
+        self, ref: str | None = None, since: TimeBound = None, until: TimeBound = None, max_count: int | None = None
+    ) -> list[dict]:
         """Snapshots (of REF's history, or all) flushed in ``[since, until]``, newest first; at most
         ``max_count`` of them.
 
@@ -206,19 +222,26 @@ class HistoryQueries(ArchiveReader):
         if ref is not None:
             items = list(self._ancestry(self.resolve(ref)))
             earliest = min((v.flushed_at for _, v in items), default=None)
-            chosen = [(sid, v) for sid, v in items
-                      if (since is None or v.flushed_at >= since) and (until is None or v.flushed_at <= until)]
+            chosen = [
+                (sid, v)
+                for sid, v in items
+                if (since is None or v.flushed_at >= since) and (until is None or v.flushed_at <= until)
+            ]
         else:
             first = next((SnapshotTimeKey.decode(k) for k, _ in self._records(schema.SNAPSHOT_TIME)), None)
             earliest = first.flushed_at if first else None
             # A range scan of the by-time family reads only the blocks of that period.
-            window = list(self._range(schema.SNAPSHOT_TIME, () if since is None else (since,),
-                                      None if until is None else (until + 1,)))
-            chosen = [(sid, self._snapshot_value(sid))
-                      for sid in (SnapshotTimeKey.decode(k).snapshot_id for k, _ in reversed(window))]
+            window = list(
+                self._range(
+                    schema.SNAPSHOT_TIME, () if since is None else (since,), None if until is None else (until + 1,)
+                )
+            )
+            chosen = [
+                (sid, self._snapshot_value(sid))
+                for sid in (SnapshotTimeKey.decode(k).snapshot_id for k, _ in reversed(window))
+            ]
         if until is not None and earliest is not None and until < earliest:
-            raise NotFound(f"{self.name}: {format_time(until)} is before the first commit "
-                           f"({format_time(earliest)})")
+            raise NotFound(f"{self.name}: {format_time(until)} is before the first commit ({format_time(earliest)})")
         if ref is not None:
             chosen.sort(key=lambda item: item[1].flushed_at, reverse=True)
         return [self._snapshot_dict(sid, value) for sid, value in chosen[:max_count]]

@@ -26,8 +26,9 @@ if TYPE_CHECKING:  # restore and validate hand these in: a lookup imports no num
 def fault(family: bytes, key: Any, problem: str) -> RecordFault:
     """The one-line error about the record of ``family`` whose key is ``key``."""
     shown = repr(key)
-    return RecordFault(f"archive {schema.FAMILY_NAMES[family]} record {shown[:300]}"
-                       f"{'...' if len(shown) > 300 else ''}: {problem}")
+    return RecordFault(
+        f"archive {schema.FAMILY_NAMES[family]} record {shown[:300]}{'...' if len(shown) > 300 else ''}: {problem}"
+    )
 
 
 def duplicate(family: bytes, key: Any) -> RecordFault:
@@ -51,7 +52,7 @@ class UniqueKeys:
 
     def check(self, rec: bytes) -> None:
         """ZSCorrupt if ``rec``'s key is the previous record's."""
-        head = bytes(rec[:tuples.key_end(rec)])
+        head = bytes(rec[: tuples.key_end(rec)])
         if head == self._last:
             raise duplicate(head[:1], tuples.decode(head, 1, what="record key")[0])
         self._last = head
@@ -59,14 +60,18 @@ class UniqueKeys:
 
 # -- snapshots -----------------------------------------------------------------------------------
 
+
 def check_history(parents: Mapping[str, str | None]) -> None:
     """Parent links form no loop (each walk ends at a snapshot without a parent, or whose parent the archive
     lacks: expired); each snapshot is walked once, whatever the history's shape."""
     ends: set[str] = set()  # snapshots whose history is known to end
     for start in parents:
         walk = []
-        for current in parent_chain(start, parents.__getitem__, lambda at: RecordFault(
-                f"archive snapshots: the parent links of snapshot {start} loop at {at}")):
+        for current in parent_chain(
+            start,
+            parents.__getitem__,
+            lambda at: RecordFault(f"archive snapshots: the parent links of snapshot {start} loop at {at}"),
+        ):
             if current in ends or current not in parents:
                 break
             walk.append(current)
@@ -74,6 +79,7 @@ def check_history(parents: Mapping[str, str | None]) -> None:
 
 
 # -- nodes ---------------------------------------------------------------------------------------
+
 
 def plain_name(component: object) -> bool:
     """Whether a node path component is one name (no ``/``, not empty, not ``.`` or ``..``), as icechunk's
@@ -137,8 +143,10 @@ def node_disagreement(node: NodeValue) -> str | None:
             if dim.chunk_length is not None and (kind != "regular" or dim.chunk_length != config):
                 return f"chunks of {dim.chunk_length} along dimension {axis}, but its zarr.json says {config!r}"
             if dim.num_chunks is not None and dim.num_chunks != _num_chunks(dim.array_length, (kind, config)):
-                return (f"{dim.num_chunks} chunks along dimension {axis}, but its zarr.json's {kind} chunk grid "
-                        f"makes {_num_chunks(dim.array_length, (kind, config))}")
+                return (
+                    f"{dim.num_chunks} chunks along dimension {axis}, but its zarr.json's {kind} chunk grid "
+                    f"makes {_num_chunks(dim.array_length, (kind, config))}"
+                )
     names = zarr_json.get("dimension_names")
     if (None if names is None else tuple(names) if isinstance(names, list) else names) != node.dimension_names:
         return f"dimension names {node.dimension_names!r}, but its zarr.json says {str(names)[:100]}"
@@ -167,8 +175,7 @@ class SnapshotNodes:
             check_shape(schema.NODE, key, value)  # the key's snapshot id once per snapshot
             self._snapshot, self._ids, self._array = snapshot_id, set(), None
         if type(components) is not tuple or not all(map(plain_name, components)):
-            raise fault(schema.NODE, key, "its path is not a sequence of plain names (no '/', not empty, "
-                                          "'.' or '..')")
+            raise fault(schema.NODE, key, "its path is not a sequence of plain names (no '/', not empty, '.' or '..')")
         if value not in self._agreeing:  # its shape, and what it says beside its zarr.json
             check_shape(schema.NODE, key, value)
             node = NodeValue.decode(value)
@@ -185,13 +192,14 @@ class SnapshotNodes:
         if node.node_id in self._ids:
             raise fault(schema.NODE, key, f"node id {node.node_id} is another node's of snapshot {snapshot_id}")
         self._ids.add(node.node_id)
-        if self._array is not None and components[:len(self._array)] == self._array:
+        if self._array is not None and components[: len(self._array)] == self._array:
             raise fault(schema.NODE, key, f"lies below the array {schema.path_of(self._array)}")
         self._array = components if node.is_array else None
         return node
 
 
 # -- the ops log's files --------------------------------------------------------------------------
+
 
 def file_name_problem(name: str) -> str | None:
     """Why ``name`` cannot name a file a restore writes (None when it can): a portable name of at most
@@ -213,18 +221,21 @@ def ops_log_file_names(counts: Sequence[int], newest_first: Sequence[tuple[tuple
         problem = None if name is None else file_name_problem(name)
         if name is not None and problem is not None:
             shown = f"{name[:80]!r}{'...' if len(name) > 80 else ''}"
-            raise fault(schema.OPS, key, f"its backup path {shown} {problem}: it names a repo info file "
-                                         "under overwritten/")
+            raise fault(
+                schema.OPS, key, f"its backup path {shown} {problem}: it names a repo info file under overwritten/"
+            )
         names.append(name)
     return names
 
 
 # -- how metadata files were written (format 6) ---------------------------------------------------
 
+
 def dictionary_fault(path: str, dictionary: bytes, exc: Exception) -> RecordFault:
     """The one-line error about the location dictionary of the manifest at ``path``, which zstd refuses."""
-    return fault(schema.FILES, (path,), f"its location dictionary ({len(dictionary):,} bytes) compresses no "
-                                        f"location: {exc}")
+    return fault(
+        schema.FILES, (path,), f"its location dictionary ({len(dictionary):,} bytes) compresses no location: {exc}"
+    )
 
 
 def check_location_dictionary(path: str, dictionary: bytes | None) -> None:
@@ -241,6 +252,7 @@ def check_location_dictionary(path: str, dictionary: bytes | None) -> None:
 
 
 # -- chunk refs and chunk files ------------------------------------------------------------------
+
 
 class RefReach:
     """How far into each native chunk file the refs reach (the end of the furthest ref, and that ref's
@@ -266,8 +278,10 @@ def check_reach(chunk_id: str, end: int, size: int, key: tuple | None = None) ->
     """ZSCorrupt if a ref (its record's ``key``, when known) reaching byte ``end`` of ``chunk_id`` reaches past
     the ``size`` bytes the archive embeds of the file."""
     if end > size:
-        problem = (f"reaches byte {end} of chunk file {chunk_id}, whose embedded copy (its chunk data records) "
-                   f"holds {size} bytes")
+        problem = (
+            f"reaches byte {end} of chunk file {chunk_id}, whose embedded copy (its chunk data records) "
+            f"holds {size} bytes"
+        )
         if key is None:
             raise RecordFault(f"archive chunk refs records of chunk file {chunk_id}: one {problem}")
         raise fault(schema.CHUNK_REF, key, problem)
@@ -300,8 +314,11 @@ def check_ref_rows(rows: ChunkRefRows, node_id: str, reach: RefReach | None = No
     used = np.unique(codes).tolist()
     bad = _misspelled([rows.texts[code] for code in used])
     if bad is not None:
-        raise fault(schema.CHUNK_REF, key(int(native[np.argmax(codes == used[bad])])),
-                    f"chunk id {rows.texts[used[bad]]!r} {_SPELLING}: another spelling names another file")
+        raise fault(
+            schema.CHUNK_REF,
+            key(int(native[np.argmax(codes == used[bad])])),
+            f"chunk id {rows.texts[used[bad]]!r} {_SPELLING}: another spelling names another file",
+        )
     if reach is None:
         return
     starts = rows.offset[native].astype(np.uint64)
@@ -334,8 +351,9 @@ def index_span(key: ShardIndexKey, index: ShardIndexValue) -> tuple[int, int]:
     return start, start + len(index.raw)
 
 
-def check_shard_index(key: ShardIndexKey, index: ShardIndexValue,
-                      stored: Callable[[str, int, int], bytes | memoryview | None]) -> None:
+def check_shard_index(
+    key: ShardIndexKey, index: ShardIndexValue, stored: Callable[[str, int, int], bytes | memoryview | None]
+) -> None:
     """A native shard's ``I`` record holds the index its embedded bytes hold (``stored(chunk_id, start,
     stop)``: those bytes, None when the archive does not embed the file)."""
     if key.virtual:
@@ -343,12 +361,17 @@ def check_shard_index(key: ShardIndexKey, index: ShardIndexValue,
     start, stop = index_span(key, index)
     there = stored(key.target, start, stop)
     if there is not None and bytes(there) != index.raw:
-        raise fault(schema.SHARD_INDEX, tuple(key), f"holds another index than bytes [{start}, {stop}) of the "
-                                                    f"embedded chunk file {key.target} (its chunk data records)")
+        raise fault(
+            schema.SHARD_INDEX,
+            tuple(key),
+            f"holds another index than bytes [{start}, {stop}) of the "
+            f"embedded chunk file {key.target} (its chunk data records)",
+        )
 
 
-def shard_indexes(records: Iterable[tuple[tuple, tuple]],
-                  stored: Callable[[str, int, int], bytes | memoryview | None]) -> None:
+def shard_indexes(
+    records: Iterable[tuple[tuple, tuple]], stored: Callable[[str, int, int], bytes | memoryview | None]
+) -> None:
     """Every native shard index record (key, value) checked against the embedded shard it describes."""
     for key, value in records:
         check_shard_index(ShardIndexKey.decode(key), ShardIndexValue.decode(value), stored)

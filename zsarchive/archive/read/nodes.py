@@ -17,7 +17,6 @@ from zsarchive.suggest import hint
 class NodeQueries(HistoryQueries):
     """The groups and arrays of a snapshot, with their zarr.json, shape and where their chunk refs are."""
 
-
     @staticmethod
     @checked_record(schema.NODE)
     def _node_info(snapshot_id: str, components: tuple, value: tuple) -> NodeInfo:
@@ -28,12 +27,20 @@ class NodeQueries(HistoryQueries):
         dimensions = node.dimensions
         dtype, chunk_shape = _dtype_and_chunks(zarr_json)
         return NodeInfo(
-            path, "array", node.node_id, zarr_json, node.user_data, snapshot_id,
-            shape=[dim.array_length for dim in dimensions], num_chunks=[dim.chunks for dim in dimensions],
+            path,
+            "array",
+            node.node_id,
+            zarr_json,
+            node.user_data,
+            snapshot_id,
+            shape=[dim.array_length for dim in dimensions],
+            num_chunks=[dim.chunks for dim in dimensions],
             dimension_names=None if node.dimension_names is None else list(node.dimension_names),
-            dtype=dtype, chunk_shape=chunk_shape,
+            dtype=dtype,
+            chunk_shape=chunk_shape,
             manifests=tuple(ManifestSpan(m, tuple(tuple(e) for e in ext)) for m, ext in node.manifests),
-            since=node.since)
+            since=node.since,
+        )
 
     def node_infos(self, ref: str, path: str | None = None) -> list[NodeInfo]:
         """:meth:`ls` as typed values; ZSCorrupt where the snapshot's nodes break an invariant (two records
@@ -44,8 +51,11 @@ class NodeQueries(HistoryQueries):
         if path is None or path.strip("/") == "":
             return [self._node_info(sid, key.components, v) for key, v in nodes]
         top = self._node_at(sid, path, ref).path
-        return [self._node_info(sid, key.components, v) for key, v in nodes
-                if key.path == top or key.path.startswith(top + "/")]
+        return [
+            self._node_info(sid, key.components, v)
+            for key, v in nodes
+            if key.path == top or key.path.startswith(top + "/")
+        ]
 
     def ls(self, ref: str, path: str | None = None) -> list[dict]:
         """Every node of the snapshot REF names (under ``path`` and itself, if given), in the archive's order:
@@ -66,8 +76,10 @@ class NodeQueries(HistoryQueries):
         value = self._one(schema.NODE, (snapshot_id, components))
         if value is None:
             paths = [NodeKey.decode(k).path for k, _ in self._records(schema.NODE, (snapshot_id,))]
-            raise NotFound(f"{self.name}: no node {schema.path_of(components)!r} at {ref!r}"
-                           f"{hint(schema.path_of(components), paths, 'paths', paths=True)}")
+            raise NotFound(
+                f"{self.name}: no node {schema.path_of(components)!r} at {ref!r}"
+                f"{hint(schema.path_of(components), paths, 'paths', paths=True)}"
+            )
         SnapshotNodes().check(snapshot_id, components, value)
         return self._node_info(snapshot_id, components, value)
 

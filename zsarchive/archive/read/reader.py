@@ -33,21 +33,26 @@ _MALFORMED = (ValueError, TypeError, IndexError, KeyError, AttributeError, Overf
 
 def checked_record(family: bytes):
     """Turn a record value of the wrong shape (from a damaged or hostile archive) into ZSCorrupt."""
+
     def wrap(build):
         @functools.wraps(build)
         def checked(*args):
             try:
                 return build(*args)
             except _MALFORMED as exc:
-                raise ZSCorrupt(f"archive {schema.FAMILY_NAMES[family]} record {args[:-1]!r} has a malformed "
-                                f"value: {exc}") from None
+                raise ZSCorrupt(
+                    f"archive {schema.FAMILY_NAMES[family]} record {args[:-1]!r} has a malformed value: {exc}"
+                ) from None
+
         return checked
+
     return wrap
 
 
 def guarded(method):
     """A query whose every failure is a ZSError: a record of the wrong shape (from a damaged or hostile
     archive) becomes ZSCorrupt naming the archive, also while a streamed answer is being read."""
+
     @functools.wraps(method)
     def run(self, *args, **kwargs):
         try:
@@ -59,6 +64,7 @@ def guarded(method):
         except _MALFORMED as exc:
             raise _malformed(self, exc) from None
         return _guarded_stream(self, result) if isinstance(result, Iterator) else result
+
     run.guarded = True
     return run
 
@@ -94,8 +100,13 @@ def header_summary(zs: ZS | Chain) -> dict | None:
     if archive_metadata(zs) is None:
         return None
     header = ArchiveHeader.read(zs, zs_name(zs))
-    return {"format_version": header.format_version, "source_spec_version": header.spec_version,
-            "export_time": format_time(header.export_time), "exporter": header.exporter, "counts": header.counts}
+    return {
+        "format_version": header.format_version,
+        "source_spec_version": header.spec_version,
+        "export_time": format_time(header.export_time),
+        "exporter": header.exporter,
+        "counts": header.counts,
+    }
 
 
 def zs_name(zs: ZS | Chain) -> str:
@@ -158,19 +169,24 @@ def _checked(zs: ZS | Chain, name: str) -> tuple[ZS | Chain, str, int]:
     for a ZS file that is no archive or of a format newer than this zsarchive reads."""
     marker = archive_metadata(zs)
     if marker is None:
-        raise ZSError(f"{name}: a ZS file but not a repo archive (no {schema.METADATA_KEY!r} "
-                      "object in its metadata); make one with `zs export`")
+        raise ZSError(
+            f"{name}: a ZS file but not a repo archive (no {schema.METADATA_KEY!r} "
+            "object in its metadata); make one with `zs export`"
+        )
     version = marker.get("format_version")
     if not isinstance(version, int) or version > schema.FORMAT_VERSION:
-        raise ZSError(f"{name}: archive format version {version!r} is newer than this "
-                      f"zsarchive reads ({schema.FORMAT_VERSION}): upgrade zsarchive")
+        raise ZSError(
+            f"{name}: archive format version {version!r} is newer than this "
+            f"zsarchive reads ({schema.FORMAT_VERSION}): upgrade zsarchive"
+        )
     if isinstance(zs, ZS) and marker.get("fragment") is not None:
         return open_chain(zs, name), name, version
     return zs, name, version
 
 
-def records_under(zs: ZS | Chain, family: bytes, key: tuple = (), unique: bool = False
-                  ) -> Iterator[tuple[tuple, tuple]]:
+def records_under(
+    zs: ZS | Chain, family: bytes, key: tuple = (), unique: bool = False
+) -> Iterator[tuple[tuple, tuple]]:
     """(key, value) of every record of ``family`` whose key starts with the elements ``key``; ``unique``:
     ZSCorrupt for two records of one key (a reader that keeps every record checks it)."""
     keys = UniqueKeys() if unique else None
@@ -247,11 +263,17 @@ class ArchiveReader:
         out = []
         for member in members:
             header = header_summary(member.zs) or {}
-            entry = {"location": member.location, "format_version": header.get("format_version"),
-                     "export_time": header.get("export_time"), "sha256": member.zs.data_sha256.hex()}
+            entry = {
+                "location": member.location,
+                "format_version": header.get("format_version"),
+                "export_time": header.get("export_time"),
+                "sha256": member.zs.data_sha256.hex(),
+            }
             if member.info is not None:
                 entry["covers"] = [format_time(t) for t in member.info.covers]
-                entry["records"] = {schema.FAMILY_NAMES[tag]: h.records for tag, h in sorted(member.info.holdings.items())}
+                entry["records"] = {
+                    schema.FAMILY_NAMES[tag]: h.records for tag, h in sorted(member.info.holdings.items())
+                }
                 entry["tombstones"] = sum(h.tombstones for h in member.info.holdings.values())
             out.append(entry)
         return out
@@ -259,8 +281,10 @@ class ArchiveReader:
     def repo_facts(self) -> dict[str, Any]:
         """Repository-level facts: spec_version, metadata, config, status, feature_flags."""
         facts = ((RepoFactKey.decode(k).name, v) for k, v in self._records(schema.REPO))
-        return {name: load_json(RepoFactValue.decode(v).json, f"{self.name}: archive repo record {name!r}")
-                for name, v in facts}
+        return {
+            name: load_json(RepoFactValue.decode(v).json, f"{self.name}: archive repo record {name!r}")
+            for name, v in facts
+        }
 
     def holds(self, family: bytes) -> bool:
         """Whether the archive holds any record of ``family`` (its header's counts say, no lookup)."""

@@ -14,6 +14,7 @@ from zsarchive.archive.format.views import ChunkRefKey, ChunkRefValue
 from zsarchive.errors import ZSCorrupt
 from zsarchive.zs.reader import ZS
 
+
 @dataclass
 class ChunkRefRows:
     """The ``C`` records of one array in key order (coordinates, then snapshot id), one row each."""
@@ -72,8 +73,9 @@ def _bulk(buf: bytes, starts: np.ndarray, ends: np.ndarray, skip: int) -> ChunkR
     except UnicodeDecodeError:
         return None
     coords = np.stack(columns[:ndim], axis=1).astype(np.int64) if ndim else np.zeros((len(starts), 0), np.int64)
-    return ChunkRefRows(coords, snapshot, snapshot_ids, kind.astype(np.int8), text, texts, offset, length, etags,
-                        modifieds, {})
+    return ChunkRefRows(
+        coords, snapshot, snapshot_ids, kind.astype(np.int8), text, texts, offset, length, etags, modifieds, {}
+    )
 
 
 def _one_by_one(records: list[bytes], node_id: str) -> ChunkRefRows:
@@ -86,8 +88,9 @@ def _one_by_one(records: list[bytes], node_id: str) -> ChunkRefRows:
         key, value = ChunkRefKey.decode(k), ChunkRefValue.decode(raw)
         where, sid = key.coords, key.snapshot_id
         if coords and len(where) != len(coords[0]):
-            raise ZSCorrupt(f"chunk ref record of array {node_id} at {where}: {len(where)} coordinates, "
-                            f"not {len(coords[0])}")
+            raise ZSCorrupt(
+                f"chunk ref record of array {node_id} at {where}: {len(where)} coordinates, not {len(coords[0])}"
+            )
         if value.kind == schema.INLINE:
             inline[len(kinds)] = bytes(value.inline)
         named = value.chunk_id if value.kind == schema.NATIVE else value.location
@@ -100,9 +103,19 @@ def _one_by_one(records: list[bytes], node_id: str) -> ChunkRefRows:
         etags.append(value.checksum_etag)
         modifieds.append(value.checksum_last_modified)
     ndim = len(coords[0]) if coords else 0
-    return ChunkRefRows(np.array(coords, np.int64).reshape(len(coords), ndim), np.array(sids, np.int64),
-                        list(snapshots), np.array(kinds, np.int8), np.array(text, np.int64), list(texts),
-                        np.array(offsets, np.uint64), np.array(lengths, np.uint64), etags, modifieds, inline)
+    return ChunkRefRows(
+        np.array(coords, np.int64).reshape(len(coords), ndim),
+        np.array(sids, np.int64),
+        list(snapshots),
+        np.array(kinds, np.int8),
+        np.array(text, np.int64),
+        list(texts),
+        np.array(offsets, np.uint64),
+        np.array(lengths, np.uint64),
+        etags,
+        modifieds,
+        inline,
+    )
 
 
 def chunk_ref_rows(zs: ZS, node_id: str, first: int | None = None, stop: int | None = None) -> ChunkRefRows:
@@ -111,7 +124,9 @@ def chunk_ref_rows(zs: ZS, node_id: str, first: int | None = None, stop: int | N
     prefix = schema.key_prefix(schema.CHUNK_REF, (node_id,))
     # a key's coordinates are a tuple of integers in an order-preserving encoding: a tuple begun with
     # one integer sorts before every tuple whose first element is that integer or larger
-    low, high = (None if at is None else prefix + bytes((tuples.TUPLE,)) + tuples.encode_int(at) for at in (first, stop))
+    low, high = (
+        None if at is None else prefix + bytes((tuples.TUPLE,)) + tuples.encode_int(at) for at in (first, stop)
+    )
     if isinstance(zs, ZS):  # the blocks' payloads as they were decoded, no object per record
         # the payloads copied one after another as they come, each let go once copied: memory holds
         # the joined bytes and one block's, not every block's twice

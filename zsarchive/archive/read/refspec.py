@@ -77,7 +77,7 @@ def parse_ref(text: str, suffixes: str | None = None) -> RefSpec:
     if suffixes is None:
         body, suffixes = ref_readings(text)[-1]
     else:
-        body = text[:len(text) - len(suffixes)]
+        body = text[: len(text) - len(suffixes)]
     steps = []
     for found in _SUFFIX.finditer(suffixes):
         tilde, caret, when = found.groups()
@@ -85,10 +85,12 @@ def parse_ref(text: str, suffixes: str | None = None) -> RefSpec:
             steps.append(("@", parse_time(when, end_of_day=True)))
             continue
         digits = tilde if tilde is not None else caret
-        count = 1 if not digits else int(digits) if len(digits) <= _MAX_DIGITS else 10 ** _MAX_DIGITS
+        count = 1 if not digits else int(digits) if len(digits) <= _MAX_DIGITS else 10**_MAX_DIGITS
         if caret is not None and count > 1:
-            raise ZSError(f"bad REF {text!r}: a snapshot has one parent, so ^{digits} names none "
-                          f"(~{digits} is {count} parents back)")
+            raise ZSError(
+                f"bad REF {text!r}: a snapshot has one parent, so ^{digits} names none "
+                f"(~{digits} is {count} parents back)"
+            )
         if count:
             steps.append(("~", count))
     kind = None

@@ -89,8 +89,9 @@ class _Patterns:
         return found
 
 
-def scan(zs: Any, format_version: int, kept: set[tuple] | dict,
-         uses: bool = True) -> tuple[list[Source], dict[str, int]]:
+def scan(
+    zs: Any, format_version: int, kept: set[tuple] | dict, uses: bool = True
+) -> tuple[list[Source], dict[str, int]]:
     """The objects an archive's virtual chunk refs point into, with what depends on each (``kept``: the
     ``E`` keys of the ranges the archive keeps; ``uses``: the snapshots using each, else none), and each
     snapshot's ``flushed_at``."""
@@ -145,8 +146,14 @@ def scan(zs: Any, format_version: int, kept: set[tuple] | dict,
                 live = patterns.live(node, tuple(sids[lo:hi]), node_id) if uses else None
                 for row in range(lo, hi):
                     if kinds[row] == schema.VIRTUAL:
-                        note(rows.texts[texts[row]], offsets[row], lengths[row], rows.checksum_etag[row],
-                             rows.checksum_last_modified[row], frozenset() if live is None else live[sids[row]])
+                        note(
+                            rows.texts[texts[row]],
+                            offsets[row],
+                            lengths[row],
+                            rows.checksum_etag[row],
+                            rows.checksum_last_modified[row],
+                            frozenset() if live is None else live[sids[row]],
+                        )
     for source in sources.values():
         users = frozenset().union(*(sets[i] for i in source.uses))
         source.snapshots = sorted(users)
@@ -164,8 +171,12 @@ def _arrays(zs: Any) -> dict[str, dict[str, str | None]]:
     return out
 
 
-def check(sources: list[Source], versions_of: Callable[[list[str], int], Iterable[tuple[int, Version | None | ZSError]]],
-          authorized: Callable[[str], bool], progress: Callable[[int, int], None] | None = None) -> None:
+def check(
+    sources: list[Source],
+    versions_of: Callable[[list[str], int], Iterable[tuple[int, Version | None | ZSError]]],
+    authorized: Callable[[str], bool],
+    progress: Callable[[int, int], None] | None = None,
+) -> None:
     """Ask each source under an authorized prefix for its current version, once, :data:`CHECKS_IN_FLIGHT`
     at a time (``versions_of(locations, in_flight)``: ``(index, version, None when it is gone, or the
     error)`` as the answers come), and compare it with every checksum its refs pin."""
@@ -190,8 +201,12 @@ def _judge(source: Source, answer: Version | None | ZSError) -> None:
         source.status, source.why = "missing", "no such object"
         return
     source.current = answer
-    reasons = [why for _, _, etag, modified in sorted(source.ranges, key=str) for why in
-               [answer.differs(etag, modified)] if why]
+    reasons = [
+        why
+        for _, _, etag, modified in sorted(source.ranges, key=str)
+        for why in [answer.differs(etag, modified)]
+        if why
+    ]
     short = [(o, n) for o, n, _, _ in source.ranges if answer.size is not None and o + n > answer.size]
     if reasons:
         source.status, source.why = "changed", reasons[0]
@@ -209,19 +224,34 @@ def report(sources: Iterable[Source], flushed: dict[str, int]) -> list[dict]:
     shown: dict[tuple[int, str], dict] = {}  # thousands of objects share a few first and last snapshots
     for source in sources:
         times = sorted((flushed.get(sid, 0), sid) for sid in source.snapshots)
-        row = {"location": source.location, "prefix": source.location.rsplit("/", 1)[0] + "/", "refs": source.refs,
-               "ranges": len(source.ranges), "bytes": source.bytes, "kept_ranges": source.kept,
-               "kept_refs": source.kept_refs,
-               "embedded": "all" if source.kept == len(source.ranges) else "some" if source.kept else "none",
-               "snapshots": [sid for _, sid in times],
-               "first": _snapshot(times[0], shown) if times else None,
-               "last": _snapshot(times[-1], shown) if times else None}
+        row = {
+            "location": source.location,
+            "prefix": source.location.rsplit("/", 1)[0] + "/",
+            "refs": source.refs,
+            "ranges": len(source.ranges),
+            "bytes": source.bytes,
+            "kept_ranges": source.kept,
+            "kept_refs": source.kept_refs,
+            "embedded": "all" if source.kept == len(source.ranges) else "some" if source.kept else "none",
+            "snapshots": [sid for _, sid in times],
+            "first": _snapshot(times[0], shown) if times else None,
+            "last": _snapshot(times[-1], shown) if times else None,
+        }
         if source.status is not None:
-            row.update(status=source.status, why=source.why, at_risk=source.at_risk,
-                       current=None if source.current is None else {
-                           "etag": source.current.etag, "size": source.current.size,
-                           "last_modified": None if source.current.modified_ns is None
-                           else format_time(source.current.modified_ns // 1000)})
+            row.update(
+                status=source.status,
+                why=source.why,
+                at_risk=source.at_risk,
+                current=None
+                if source.current is None
+                else {
+                    "etag": source.current.etag,
+                    "size": source.current.size,
+                    "last_modified": None
+                    if source.current.modified_ns is None
+                    else format_time(source.current.modified_ns // 1000),
+                },
+            )
         out.append(row)
     return out
 
@@ -238,25 +268,30 @@ def overview(sources: list[Source], rows: list[dict]) -> dict:
     snapshots using an object that changed or vanished while some ref to it is not kept)."""
     risky = [source for source in sources if source.at_risk]
     changed = [source for source in sources if source.status in ("changed", "missing")]
-    return {"sources": rows, "prefixes": totals(rows),
-            "checked": any(source.status is not None for source in sources),
-            "objects": len(sources), "refs": sum(s.refs for s in sources),
-            "kept_refs": sum(s.kept_refs for s in sources),
-            "changed": sum(s.status == "changed" for s in sources),
-            "missing": sum(s.status == "missing" for s in sources),
-            "unchanged": sum(s.status == "unchanged" for s in sources),
-            "safe_refs": sum(s.kept_refs for s in changed),
-            "at_risk": [s.location for s in risky],
-            "at_risk_refs": sum(s.refs - s.kept_refs for s in risky),
-            "at_risk_snapshots": sorted(set().union(*(s.snapshots for s in risky))) if risky else []}
+    return {
+        "sources": rows,
+        "prefixes": totals(rows),
+        "checked": any(source.status is not None for source in sources),
+        "objects": len(sources),
+        "refs": sum(s.refs for s in sources),
+        "kept_refs": sum(s.kept_refs for s in sources),
+        "changed": sum(s.status == "changed" for s in sources),
+        "missing": sum(s.status == "missing" for s in sources),
+        "unchanged": sum(s.status == "unchanged" for s in sources),
+        "safe_refs": sum(s.kept_refs for s in changed),
+        "at_risk": [s.location for s in risky],
+        "at_risk_refs": sum(s.refs - s.kept_refs for s in risky),
+        "at_risk_snapshots": sorted(set().union(*(s.snapshots for s in risky))) if risky else [],
+    }
 
 
 def totals(rows: list[dict]) -> list[dict]:
     """Per prefix: objects, refs, bytes, and the refs and bytes the archive keeps."""
     out: dict[str, dict] = {}
     for row in rows:
-        total = out.setdefault(row["prefix"], {"prefix": row["prefix"], "objects": 0, "refs": 0, "bytes": 0,
-                                               "kept_refs": 0})
+        total = out.setdefault(
+            row["prefix"], {"prefix": row["prefix"], "objects": 0, "refs": 0, "bytes": 0, "kept_refs": 0}
+        )
         total["objects"] += 1
         total["refs"] += row["refs"]
         total["bytes"] += row["bytes"]

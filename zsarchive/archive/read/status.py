@@ -31,8 +31,9 @@ _REWRITES = ("ExpirationRanUpdate", "GCRanUpdate")
 """Ops-log entries after which a repository may lack snapshots an archive of it holds."""
 
 
-def repository_status(archive: HistoryQueries, repo: Any, storage_options: Mapping[str, str] | None = None,
-                      anon: bool = False) -> list[dict]:
+def repository_status(
+    archive: HistoryQueries, repo: Any, storage_options: Mapping[str, str] | None = None, anon: bool = False
+) -> list[dict]:
     """The rows of ``zs status`` (see the module's docstring), refs sorted by type and name, the ops log last."""
     repository = Repository.open(repo, storage_options, anon)
     try:
@@ -47,8 +48,10 @@ def repository_status(archive: HistoryQueries, repo: Any, storage_options: Mappi
                 held[sid] = archive._snapshot_value(sid) is not None
             return held[sid]
 
-        rows = [_ref_row(kind, name, archived.get((kind, name)), current.get((kind, name)), infos, holds)
-                for kind, name in sorted(archived.keys() | current.keys())]
+        rows = [
+            _ref_row(kind, name, archived.get((kind, name)), current.get((kind, name)), infos, holds)
+            for kind, name in sorted(archived.keys() | current.keys())
+        ]
         rows.append(_ops_row(archive, repository, infos))
     finally:
         repository.storage.close()
@@ -68,8 +71,15 @@ def _ref_row(kind: str, name: str, before: str | None, now: str | None, infos: d
             new += 1
         state = NEW if before is None else AHEAD if reached else MOVED
     newest = format_time(infos[now].flushed_at) if new and now in infos else None
-    return {"type": kind, "name": name, "state": state, "archived": before, "current": now, "new_snapshots": new,
-            "newest": newest}
+    return {
+        "type": kind,
+        "name": name,
+        "state": state,
+        "archived": before,
+        "current": now,
+        "new_snapshots": new,
+        "newest": newest,
+    }
 
 
 def _ops_row(archive: HistoryQueries, repository: Repository, infos: dict) -> dict:
@@ -85,9 +95,14 @@ def _ops_row(archive: HistoryQueries, repository: Repository, infos: dict) -> di
     if rewritten:  # only then may the repository lack a snapshot the archive holds
         expired = sum(1 for k, _ in archive._records(schema.SNAPSHOT) if SnapshotKey.decode(k).snapshot_id not in infos)
     new = sum(kinds.values())
-    return {"type": "ops_log", "state": AHEAD if new or expired else UP_TO_DATE, "new_entries": new,
-            "newest": None if newest is None else format_time(newest), "entries": dict(sorted(kinds.items())),
-            "expired_snapshots": expired}
+    return {
+        "type": "ops_log",
+        "state": AHEAD if new or expired else UP_TO_DATE,
+        "new_entries": new,
+        "newest": None if newest is None else format_time(newest),
+        "entries": dict(sorted(kinds.items())),
+        "expired_snapshots": expired,
+    }
 
 
 def behind(rows: list[dict]) -> bool:

@@ -21,22 +21,61 @@ from zsarchive.archive.format import schema
 from zsarchive.archive.format.pieces import read_pieces
 from zsarchive.archive.read.chain import Chain, open_chain, records_format
 from zsarchive.archive.read.invariants import (
-    RefReach, SnapshotNodes, UniqueKeys, check_history, check_location_dictionary, check_ref_rows, check_shape,
-    check_shard_index, fault, ops_log_file_names,
+    RefReach,
+    SnapshotNodes,
+    UniqueKeys,
+    check_history,
+    check_location_dictionary,
+    check_ref_rows,
+    check_shape,
+    check_shard_index,
+    fault,
+    ops_log_file_names,
 )
 from zsarchive.archive.read.reader import names_backup_set, open_archive
 from zsarchive.archive.read.refrows import chunk_ref_rows
 from zsarchive.archive.format.fragments import Holding, HoldingsTally
 from zsarchive.archive.format.header import (
-    ArchiveHeader, archive_metadata, has_chunk_pieces, history_from_timeline, keeps_file_forms, keeps_virtual_data,
+    ArchiveHeader,
+    archive_metadata,
+    has_chunk_pieces,
+    history_from_timeline,
+    keeps_file_forms,
+    keeps_virtual_data,
     refs_by_manifest,
 )
-from zsarchive.archive.format.views import (CHUNK_REF_SHAPES, FAMILY_VIEWS, ChildKey, ChunkBytesKey, ChunkBytesValue,
-                                            ChunkRefKey, ChunkRefValue, FileKey, FileValue, HistoryKey, HistoryValue,
-                                            ManifestRefKey, NodeKey, NodeValue, OpsValue, RefKey, RefValue, RepoFactKey,
-                                            RepoFactValue, RepoFile, ShardIndexKey, ShardIndexValue,
-                                            SnapshotKey, SnapshotTimeKey, SnapshotValue, TxlogKey,
-                                            VirtualAliasValue, VirtualPieceKey, VirtualRangeKey, is_id)
+from zsarchive.archive.format.views import (
+    CHUNK_REF_SHAPES,
+    FAMILY_VIEWS,
+    ChildKey,
+    ChunkBytesKey,
+    ChunkBytesValue,
+    ChunkRefKey,
+    ChunkRefValue,
+    FileKey,
+    FileValue,
+    HistoryKey,
+    HistoryValue,
+    ManifestRefKey,
+    NodeKey,
+    NodeValue,
+    OpsValue,
+    RefKey,
+    RefValue,
+    RepoFactKey,
+    RepoFactValue,
+    RepoFile,
+    ShardIndexKey,
+    ShardIndexValue,
+    SnapshotKey,
+    SnapshotTimeKey,
+    SnapshotValue,
+    TxlogKey,
+    VirtualAliasValue,
+    VirtualPieceKey,
+    VirtualRangeKey,
+    is_id,
+)
 from zsarchive.errors import ZSCorrupt
 from zsarchive.limits import load_json
 from zsarchive.walk import parent_chain
@@ -55,8 +94,9 @@ class _Facts:
     reach: RefReach = field(default_factory=RefReach)
 
 
-def _records(zs: ZS, family: bytes, counts: Counter | None = None, unique: bool = True
-             ) -> Iterator[tuple[tuple, tuple, bytes]]:
+def _records(
+    zs: ZS, family: bytes, counts: Counter | None = None, unique: bool = True
+) -> Iterator[tuple[tuple, tuple, bytes]]:
     """(key, value, record) of every record of a family, counted into ``counts`` if given; each key once
     (``unique``: checked here, else by the caller)."""
     keys = UniqueKeys() if unique else None
@@ -117,8 +157,11 @@ def _small_families(zs: ZS | Chain, facts: _Facts, format_version: int) -> None:
         when = SnapshotTimeKey.decode(key)
         _known(facts, when.snapshot_id, rec, schema.SNAPSHOT_TIME, "snapshot")
         if facts.flushed[when.snapshot_id] != when.flushed_at:
-            raise _fail(rec, schema.SNAPSHOT_TIME,
-                        f"says {when.flushed_at}, the snapshot record {facts.flushed[when.snapshot_id]}")
+            raise _fail(
+                rec,
+                schema.SNAPSHOT_TIME,
+                f"says {when.flushed_at}, the snapshot record {facts.flushed[when.snapshot_id]}",
+            )
     for key, value, rec in _records(zs, schema.CHILDREN, facts.counts):
         check_shape(schema.CHILDREN, key, value)
         child = ChildKey.decode(key)
@@ -132,11 +175,20 @@ def _small_families(zs: ZS | Chain, facts: _Facts, format_version: int) -> None:
     history_version = 2 if history_from_timeline(view) else 1
     for key, value, rec in _records(zs, schema.CHUNK_HISTORY, facts.counts):
         version = schema.record_version(rec)
-        _shape(version == history_version and HistoryValue.well_formed(value, version), rec, schema.CHUNK_HISTORY,
-               f"record version {history_version}" + (" (node_id, coords, flushed_at, snapshot_id) -> (in_log)"
-                                                      if history_version == 2 else ""))
-        _known(facts, HistoryKey.decode(key).snapshot_id if HistoryKey.well_formed(key) else None, rec,
-               schema.CHUNK_HISTORY, "snapshot")
+        _shape(
+            version == history_version and HistoryValue.well_formed(value, version),
+            rec,
+            schema.CHUNK_HISTORY,
+            f"record version {history_version}"
+            + (" (node_id, coords, flushed_at, snapshot_id) -> (in_log)" if history_version == 2 else ""),
+        )
+        _known(
+            facts,
+            HistoryKey.decode(key).snapshot_id if HistoryKey.well_formed(key) else None,
+            rec,
+            schema.CHUNK_HISTORY,
+            "snapshot",
+        )
     nodes = SnapshotNodes()
     for key, value, rec in _records(zs, schema.NODE, facts.counts):
         sid, components = NodeKey.decode(key)
@@ -157,8 +209,12 @@ def _chunk_refs(zs: ZS, facts: _Facts, format_version: int) -> None:
     array = None  # format 2: the array whose rows are checked together (its records are contiguous)
     for key, value, rec in _records(zs, schema.CHUNK_REF, facts.counts, unique=by_manifest):
         kind = ChunkRefValue.kind_of(value)
-        _shape((ManifestRefKey if by_manifest else ChunkRefKey).well_formed(key) and kind is not None, rec,
-               schema.CHUNK_REF, "a chunk ref of a known kind")
+        _shape(
+            (ManifestRefKey if by_manifest else ChunkRefKey).well_formed(key) and kind is not None,
+            rec,
+            schema.CHUNK_REF,
+            "a chunk ref of a known kind",
+        )
         _shape(ChunkRefValue.well_formed(value), rec, schema.CHUNK_REF, CHUNK_REF_SHAPES.get(kind, ""))
         if not by_manifest:
             ref = ChunkRefKey.decode(key)
@@ -180,11 +236,17 @@ def _manifest_counts(zs: ZS, refs_per_manifest: Counter) -> None:
     for key, value, rec in _records(zs, schema.SNAPSHOT):
         for item in SnapshotValue.decode(value).manifests:
             manifest = SnapshotValue.manifest_file(item)
-            _shape(manifest is not None, rec, schema.SNAPSHOT, "a manifest file (manifest_id, size_bytes, num_chunk_refs)")
+            _shape(
+                manifest is not None, rec, schema.SNAPSHOT, "a manifest file (manifest_id, size_bytes, num_chunk_refs)"
+            )
             manifest_id, refs = manifest
             if refs_per_manifest[manifest_id] != refs:
-                raise _fail(rec, schema.SNAPSHOT, f"manifest {manifest_id} lists {refs} chunk refs, the archive "
-                                                  f"holds {refs_per_manifest[manifest_id]}")
+                raise _fail(
+                    rec,
+                    schema.SNAPSHOT,
+                    f"manifest {manifest_id} lists {refs} chunk refs, the archive "
+                    f"holds {refs_per_manifest[manifest_id]}",
+                )
 
 
 def _chunk_files(zs: ZS, facts: _Facts, format_version: int) -> None:
@@ -193,23 +255,36 @@ def _chunk_files(zs: ZS, facts: _Facts, format_version: int) -> None:
     chunk_id, end = None, 0
     pieces = has_chunk_pieces(format_version)
     for key, value, rec in _records(zs, schema.CHUNK_DATA, facts.counts):
-        _shape(ChunkBytesKey.well_formed(key, pieces) and ChunkBytesValue.well_formed(value), rec, schema.CHUNK_DATA,
-               "(chunk_id, start) -> (bytes)" if pieces else "(chunk_id) -> (bytes)")
+        _shape(
+            ChunkBytesKey.well_formed(key, pieces) and ChunkBytesValue.well_formed(value),
+            rec,
+            schema.CHUNK_DATA,
+            "(chunk_id, start) -> (bytes)" if pieces else "(chunk_id) -> (bytes)",
+        )
         piece = ChunkBytesKey.decode(key)
         if piece.chunk_id != chunk_id and chunk_id is not None:
             facts.reach.check(chunk_id, end)  # the last file's size is known
         expected = end if piece.chunk_id == chunk_id else 0
         if pieces and piece.start != expected:
-            raise _fail(rec, schema.CHUNK_DATA, f"piece starts at {piece.start}, the file's pieces so far end at {expected}")
+            raise _fail(
+                rec, schema.CHUNK_DATA, f"piece starts at {piece.start}, the file's pieces so far end at {expected}"
+            )
         chunk_id, end = piece.chunk_id, expected + len(ChunkBytesValue.decode(value).data)
     if chunk_id is not None:
         facts.reach.check(chunk_id, end)
     for key, value, rec in _records(zs, schema.SHARD_INDEX, facts.counts):
-        _shape(ShardIndexKey.well_formed(key) and _shard_index_fits(value, ShardIndexKey.decode(key).length),
-               rec, schema.SHARD_INDEX, FAMILY_VIEWS[schema.SHARD_INDEX].shape)
+        _shape(
+            ShardIndexKey.well_formed(key) and _shard_index_fits(value, ShardIndexKey.decode(key).length),
+            rec,
+            schema.SHARD_INDEX,
+            FAMILY_VIEWS[schema.SHARD_INDEX].shape,
+        )
         if pieces:
-            check_shard_index(ShardIndexKey.decode(key), ShardIndexValue.decode(value),
-                              lambda cid, start, stop: read_pieces(zs, cid, start, stop))
+            check_shard_index(
+                ShardIndexKey.decode(key),
+                ShardIndexValue.decode(value),
+                lambda cid, start, stop: read_pieces(zs, cid, start, stop),
+            )
 
 
 def _virtual_ranges(zs: ZS | Chain, facts: _Facts, view: int) -> None:
@@ -217,8 +292,10 @@ def _virtual_ranges(zs: ZS | Chain, facts: _Facts, view: int) -> None:
     its end, without gap or overlap; an alias names another checksum of the same range that has pieces,
     and a checksum with an alias has no pieces (each key once: :func:`_records`)."""
     family = schema.VIRTUAL_DATA
-    shape = ("(location, offset, length, etag, last_modified, start) -> (bytes) or "
-             "(location, offset, length, etag, last_modified) -> (etag, last_modified), format 7 on")
+    shape = (
+        "(location, offset, length, etag, last_modified, start) -> (bytes) or "
+        "(location, offset, length, etag, last_modified) -> (etag, last_modified), format 7 on"
+    )
     current: VirtualRangeKey | None = None  # the range whose pieces are being read
     end = 0  # where its pieces end so far
     span: tuple | None = None  # (location, offset, length) of the records so far
@@ -237,8 +314,9 @@ def _virtual_ranges(zs: ZS | Chain, facts: _Facts, view: int) -> None:
     for key, value, rec in _records(zs, family, facts.counts):
         is_piece = VirtualPieceKey.well_formed(key) and ChunkBytesValue.well_formed(value)
         is_alias = VirtualRangeKey.well_formed(key) and VirtualAliasValue.well_formed(value)
-        _shape(keeps_virtual_data(view) and schema.record_version(rec) == 1 and (is_piece or is_alias), rec,
-               family, shape)
+        _shape(
+            keeps_virtual_data(view) and schema.record_version(rec) == 1 and (is_piece or is_alias), rec, family, shape
+        )
         found = VirtualPieceKey.decode(key).range if is_piece else VirtualRangeKey.decode(key)
         if found.span != span:
             close_range(rec)
@@ -284,8 +362,12 @@ def _header(zs: ZS, facts: _Facts, format_version: int) -> None:
         header: ArchiveHeader | None = ArchiveHeader.decode(value, "archive")
     except ZSCorrupt:
         header = None
-    _shape(header is not None and header.format_version == format_version, rec, schema.HEADER,
-           f"(format_version {format_version}, source_spec_version, export_time, exporter, counts)")
+    _shape(
+        header is not None and header.format_version == format_version,
+        rec,
+        schema.HEADER,
+        f"(format_version {format_version}, source_spec_version, export_time, exporter, counts)",
+    )
     claimed = header.counts
     _chunk_files(zs, facts, format_version)
     _virtual_ranges(zs, facts, records_format(zs, format_version))
@@ -307,16 +389,25 @@ def _repo_file(zs: ZS | Chain, facts: _Facts) -> None:
     for key, value, rec in _records(zs, schema.REPO, facts.counts):
         if len(key) == 1 and RepoFactKey.decode(key).name == "repo_file":
             repo_file = value, rec
-    entries = [(key, OpsValue.decode(value).backup_path if len(value) >= 3 else None)
-               for key, value, _ in _records(zs, schema.OPS, facts.counts)]
+    entries = [
+        (key, OpsValue.decode(value).backup_path if len(value) >= 3 else None)
+        for key, value, _ in _records(zs, schema.OPS, facts.counts)
+    ]
     if repo_file is not None:
         value, rec = repo_file
         text = RepoFactValue.decode(value).json if len(value) == 1 else None
-        fact = load_json(text, f"archive {schema.FAMILY_NAMES[schema.REPO]} record repo_file") \
-            if isinstance(text, str) else None
-        _shape(RepoFile.well_formed(fact, len(entries)), rec, schema.REPO,
-               f'{{"implementation": a name of at most 24 bytes, "ops_log_files": counts adding up to the '
-               f'{len(entries)} ops-log entries}}')
+        fact = (
+            load_json(text, f"archive {schema.FAMILY_NAMES[schema.REPO]} record repo_file")
+            if isinstance(text, str)
+            else None
+        )
+        _shape(
+            RepoFile.well_formed(fact, len(entries)),
+            rec,
+            schema.REPO,
+            f'{{"implementation": a name of at most 24 bytes, "ops_log_files": counts adding up to the '
+            f'{len(entries)} ops-log entries}}',
+        )
         ops_log_file_names(RepoFile.decode(fact).ops_log_files, entries[::-1])
 
 
@@ -333,12 +424,15 @@ def validate_fragments(chain: Chain) -> None:
             said, held = member.info.holdings.get(tag), found.holdings.get(tag)
             if said != held:
                 name = schema.FAMILY_NAMES.get(tag, repr(tag))
-                raise ZSCorrupt(f"{member.location}: its header record describes its {name} records as "
-                                f"{_described(said)}, the fragment holds {_described(held)}")
+                raise ZSCorrupt(
+                    f"{member.location}: its header record describes its {name} records as "
+                    f"{_described(said)}, the fragment holds {_described(held)}"
+                )
         said_bits = None if member.info.chunk_filter is None else member.info.chunk_filter.bits
         if said_bits != (None if found.chunk_filter is None else found.chunk_filter.bits):
-            raise ZSCorrupt(f"{member.location}: its header record's chunk ref filter is not the filter of "
-                            "its chunk refs")
+            raise ZSCorrupt(
+                f"{member.location}: its header record's chunk ref filter is not the filter of its chunk refs"
+            )
 
 
 def _each_key_once(records: Iterator[bytes]) -> Iterator[bytes]:
@@ -365,8 +459,9 @@ def validate_archive(zs: ZS | Chain, format_version: int) -> None:
     _header(zs, facts, format_version)
 
 
-def validate_file(source: str, parallelism: int | str = "guess",
-                  progress: Callable[[int, int], None] | None = None) -> None:
+def validate_file(
+    source: str, parallelism: int | str = "guess", progress: Callable[[int, int], None] | None = None
+) -> None:
     """``zs validate``: every rule of the ZS format in the file at ``source`` (a path or URL), then, for a
     repo archive, what its records mean (of a fragment: its chain's links, descriptions and view); of a
     backup set, its newest chain's newest archive; ZSCorrupt naming the file and the first fault."""

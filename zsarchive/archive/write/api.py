@@ -18,8 +18,12 @@ from zsarchive.io.location import parse_location
 from zsarchive.io.outfile import check_new_target
 
 
-def export(repo_location: str | os.PathLike, archive_path: str | os.PathLike, options: ExportOptions | None = None,
-           **choices: Any) -> ExportSummary:
+def export(
+    repo_location: str | os.PathLike,
+    archive_path: str | os.PathLike,
+    options: ExportOptions | None = None,
+    **choices: Any,
+) -> ExportSummary:
     """Export the repository at ``repo_location`` (a path or an object-store URL) into a new archive
     at ``archive_path``, as ``options`` say, or the keyword arguments of :class:`ExportOptions`
     (``codec``, ``include_chunks``, ``parallelism``, ``base``...) when ``options`` is not given.
@@ -34,7 +38,11 @@ def export(repo_location: str | os.PathLike, archive_path: str | os.PathLike, op
     export_time = time.time_ns() // 1000 if options.export_time is None else options.export_time
     job = ExportJob(repo, location, target, directory, write_options, options, export_time)
     try:
-        summary = job.run(plan_export(repo), Scope(options.include_virtual)) if options.base is None else export_fragment(job, options.base)
+        summary = (
+            job.run(plan_export(repo), Scope(options.include_virtual))
+            if options.base is None
+            else export_fragment(job, options.base)
+        )
     finally:
         repo.storage.close()
     summary.size = target.stat().st_size

@@ -60,9 +60,11 @@ class VirtualShardEntry(NamedTuple):
         end = len(MARK)
         for _ in range(5):  # location, offset, length, etag, last_modified
             end = tuples.element_end(entry, end)
-        layout = entry[end + 1:]  # after the space that follows the key
-        return cls(VirtualRangeKey.decode(tuples.decode(entry[len(MARK):end])[0]),
-                   ShardLayout.decode(layout.decode("ascii")) if layout else None)
+        layout = entry[end + 1 :]  # after the space that follows the key
+        return cls(
+            VirtualRangeKey.decode(tuples.decode(entry[len(MARK) : end])[0]),
+            ShardLayout.decode(layout.decode("ascii")) if layout else None,
+        )
 
     def encode(self) -> bytes:
         return with_layout(MARK + tuples.encode(self.key), None if self.layout is None else self.layout.encode())

@@ -50,8 +50,10 @@ def connect(address: str, timeout: float = 10.0):
         raise ZSError(f"{address}: no dask scheduler answers (connected, but no handshake within {timeout:g} s)")
     exc = outcome.get("error")
     if isinstance(exc, (OSError, TimeoutError)):
-        raise ZSError(f"{address}: no dask scheduler answers ({type(exc).__name__}: "
-                      f"{str(exc).splitlines()[0] if str(exc) else 'timed out'})") from None
+        raise ZSError(
+            f"{address}: no dask scheduler answers ({type(exc).__name__}: "
+            f"{str(exc).splitlines()[0] if str(exc) else 'timed out'})"
+        ) from None
     if exc is not None:
         raise exc
     return outcome["client"]
@@ -74,8 +76,9 @@ def task_result(future) -> Any:
     except ZSError:
         raise
     except Exception as exc:
-        raise ZSError(f"the dask cluster failed a task: {type(exc).__name__}: "
-                      f"{str(exc).splitlines()[0] if str(exc) else ''}") from None
+        raise ZSError(
+            f"the dask cluster failed a task: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        ) from None
     future.release()
     return result
 

@@ -148,8 +148,9 @@ each imports numpy and the decoders, ~0.3 s, before its first task) to pay for t
 decodes fewer itself (~1 µs a ref)."""
 
 
-def open_engine(repo: Repository, location: Location, parallelism: int, tasks: int, workdir: str,
-                refs: int = 0) -> Engine:
+def open_engine(
+    repo: Repository, location: Location, parallelism: int, tasks: int, workdir: str, refs: int = 0
+) -> Engine:
     """Worker processes when there is more than one worker and more than one task (and, for workers that
     start afresh, at least :data:`SPAWN_REFS` chunk refs to decode), else this process."""
     if parallelism > 1 and tasks > 1 and (parse_location(location).is_local or refs >= SPAWN_REFS):

@@ -53,7 +53,10 @@ _TASK_REFS = 250_000  # chunk refs per decoding task: an array's large first man
 
 # -- 2. gather -----------------------------------------------------------------------------------
 
-def gather_metadata(repo: Repository, plan: ExportPlan, sorter: ExternalSorter, scope: Scope | None = None) -> list[bytes]:
+
+def gather_metadata(
+    repo: Repository, plan: ExportPlan, sorter: ExternalSorter, scope: Scope | None = None
+) -> list[bytes]:
     """Return the refs (they precede the chunk refs in the file); put repository facts, snapshots,
     nodes and the ops log into ``sorter`` (they follow them)."""
     scope = scope or Scope()
@@ -112,6 +115,7 @@ def gather_txlogs(engine: Engine, plan: ExportPlan) -> list[Batches]:
 
 # -- 3. decode -----------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class BlockPlan:
     """How a task cuts its chunk ref records into data blocks of its own — the writer's rule, restarted
@@ -144,8 +148,15 @@ class ChangeBatch(NamedTuple):
     coords: Digest
 
 
-def _change_task(repo: Repository, change: ArrayChange, first: int, stop: int | None,
-                 want_ids: bool, cut: BlockPlan | None = None, virtual: bool = False) -> Iterator[ChangeBatch]:
+def _change_task(
+    repo: Repository,
+    change: ArrayChange,
+    first: int,
+    stop: int | None,
+    want_ids: bool,
+    cut: BlockPlan | None = None,
+    virtual: bool = False,
+) -> Iterator[ChangeBatch]:
     """The batches of what ``change`` adds, changes and removes (refs ``first`` to ``stop`` of its one
     manifest when ``stop`` is given); the entries name the native chunk files and the virtual ranges of a
     sharded array (``virtual``: of every array). With ``cut``, the records come as data blocks."""
@@ -164,8 +175,9 @@ def _change_task(repo: Repository, change: ArrayChange, first: int, stop: int | 
         yield ChangeBatch(BlockPlan.blocks([], cutter, compress), [], Digest())
 
 
-def decode_changes(engine: Engine, plan: ExportPlan, include_chunks: bool, cut: BlockPlan | None = None,
-                   include_virtual: bool = False) -> list[tuple[ArrayChange, Batches]]:
+def decode_changes(
+    engine: Engine, plan: ExportPlan, include_chunks: bool, cut: BlockPlan | None = None, include_virtual: bool = False
+) -> list[tuple[ArrayChange, Batches]]:
     """Start computing every array change (its :class:`ChangeBatch` es). The records of an array that one
     snapshot changes are written as computed; with ``cut``, the tasks of such an array in a large manifest
     cut (and compress) them into blocks (small arrays' records share blocks, as the writer cuts them)."""
@@ -174,13 +186,29 @@ def decode_changes(engine: Engine, plan: ExportPlan, include_chunks: bool, cut: 
 
     def block_plan(change: ArrayChange) -> BlockPlan | None:
         return cut if changed_by[change.node_id] == 1 and change.refs >= _TASK_REFS else None
-    return list(zip([change for change, _, _ in tasks],
-                    engine.start(_change_task, [(*task, include_chunks or include_virtual or task[0].shard is not None,
-                                                 block_plan(task[0]), include_virtual) for task in tasks])))
+
+    return list(
+        zip(
+            [change for change, _, _ in tasks],
+            engine.start(
+                _change_task,
+                [
+                    (
+                        *task,
+                        include_chunks or include_virtual or task[0].shard is not None,
+                        block_plan(task[0]),
+                        include_virtual,
+                    )
+                    for task in tasks
+                ],
+            ),
+        )
+    )
 
 
-def plan_engine(repo: Repository, location: Location, plan: ExportPlan, parallelism: int, workdir: str,
-                client: object) -> Engine:
+def plan_engine(
+    repo: Repository, location: Location, plan: ExportPlan, parallelism: int, workdir: str, client: object
+) -> Engine:
     """The cluster's engine when a ``distributed.Client`` is given, else worker processes or this one."""
     if client is not None:
         from zsarchive.archive.write.cluster import ClusterEngine
@@ -194,6 +222,7 @@ def plan_engine(repo: Repository, location: Location, plan: ExportPlan, parallel
 
 
 # -- 4. sort and merge ---------------------------------------------------------------------------
+
 
 @dataclass
 class Families:
@@ -220,8 +249,9 @@ class Families:
     """The ``Y`` records, asked for once every transaction log is read."""
 
 
-def history_exceptions(repo: Repository, plan: ExportPlan, changes: list[tuple[ArrayChange, Batches]],
-                       history: HistoryTally) -> list[bytes]:
+def history_exceptions(
+    repo: Repository, plan: ExportPlan, changes: list[tuple[ArrayChange, Batches]], history: HistoryTally
+) -> list[bytes]:
     """The ``H`` records of the plan's snapshots where the transaction logs and the chunk ref timeline
     disagree, from the digests ``history`` took of both."""
     flushed_at = {info.id: info.flushed_at for info in plan.snapshots}
@@ -280,16 +310,27 @@ def _later_families(families: Families, history: HistoryTally) -> Iterator[bytes
 
 # -- 5. write ------------------------------------------------------------------------------------
 
-def write_archive(target: Path, batches: Iterable[Batch], metadata: dict[str, Any], options: WriterSettings,
-                  what: str = "export") -> None:
+
+def write_archive(
+    target: Path, batches: Iterable[Batch], metadata: dict[str, Any], options: WriterSettings, what: str = "export"
+) -> None:
     """Write the batches into a partial file beside ``target``, fsync it, rename it over ``target``: a
     failed or interrupted write leaves nothing that looks like an archive (``what`` names the work in
     the error)."""
-    with whole_file(target, what, overwrite=options.overwrite) as tmp, \
-            ZSWriter(os.fspath(tmp), metadata, codec=options.codec, compress_level=options.compress_level,
-                     parallelism=options.parallelism, approx_block_size=options.approx_block_size,
-                     branching_factor=options.branching_factor, include_default_metadata=False,
-                     name=str(target)) as writer:
+    with (
+        whole_file(target, what, overwrite=options.overwrite) as tmp,
+        ZSWriter(
+            os.fspath(tmp),
+            metadata,
+            codec=options.codec,
+            compress_level=options.compress_level,
+            parallelism=options.parallelism,
+            approx_block_size=options.approx_block_size,
+            branching_factor=options.branching_factor,
+            include_default_metadata=False,
+            name=str(target),
+        ) as writer,
+    ):
         for batch in batches:
             batch.write(writer)
         writer.finish()  # fsyncs the file, then marks it complete

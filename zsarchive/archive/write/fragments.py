@@ -17,8 +17,8 @@ def diff(new: Iterable[bytes], old: Iterable[bytes], replaced: dict[bytes, int] 
     new, old = iter(new), iter(old)
     a, b = next(new, None), next(old, None)
     while a is not None or b is not None:
-        ka = a[:tuples.key_end(a)] if a is not None else None
-        kb = b[:tuples.key_end(b)] if b is not None else None
+        ka = a[: tuples.key_end(a)] if a is not None else None
+        kb = b[: tuples.key_end(b)] if b is not None else None
         if kb is None or (ka is not None and ka < kb):
             yield a
             a = next(new, None)

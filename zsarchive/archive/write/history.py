@@ -32,8 +32,9 @@ class Digest(NamedTuple):
     second: int = 0
 
     def __add__(self, other: Digest) -> Digest:  # type: ignore[override]
-        return Digest(self.count + other.count, (self.first + other.first) & _MASK,
-                      (self.second + other.second) & _MASK)
+        return Digest(
+            self.count + other.count, (self.first + other.first) & _MASK, (self.second + other.second) & _MASK
+        )
 
 
 def _mix(x: np.ndarray) -> np.ndarray:
@@ -89,8 +90,13 @@ class HistoryTally:
         return sorted(p for p in pairs if self.timeline.get(p, Digest()) != self.logged.get(p, Digest()))
 
 
-def exception_records(repo: Repository, pairs: Iterable[tuple[str, str]], flushed_at: dict[str, int],
-                      read_logs: set[str], changes: dict[tuple[str, str], tuple[tuple, tuple]]) -> list[bytes]:
+def exception_records(
+    repo: Repository,
+    pairs: Iterable[tuple[str, str]],
+    flushed_at: dict[str, int],
+    read_logs: set[str],
+    changes: dict[tuple[str, str], tuple[tuple, tuple]],
+) -> list[bytes]:
     """The ``H`` records of the (snapshot id, node id) pairs whose log and timeline disagree: each
     chunk the log names without a ``C`` record (value true) and each ``C`` record the log does not
     name (value false). ``read_logs``: the snapshots whose log the export reads; ``changes``:
@@ -108,10 +114,16 @@ def exception_records(repo: Repository, pairs: Iterable[tuple[str, str]], flushe
         if not len(timeline):
             timeline = np.zeros((0, logged.shape[1]), np.int64)
         logged_keys, timeline_keys = coord_keys(logged), coord_keys(timeline)
-        for coords, in_log in ((logged[~np.isin(logged_keys, timeline_keys)], True),
-                               (timeline[~np.isin(timeline_keys, logged_keys)], False)):
-            out += [schema.record(schema.CHUNK_HISTORY, (node_id, tuple(int(c) for c in row), flushed_at[sid], sid),
-                                  (in_log,)) for row in coords]
+        for coords, in_log in (
+            (logged[~np.isin(logged_keys, timeline_keys)], True),
+            (timeline[~np.isin(timeline_keys, logged_keys)], False),
+        ):
+            out += [
+                schema.record(
+                    schema.CHUNK_HISTORY, (node_id, tuple(int(c) for c in row), flushed_at[sid], sid), (in_log,)
+                )
+                for row in coords
+            ]
     return out
 
 

@@ -21,8 +21,14 @@ from zsarchive.archive.format.views import NodeValue, OpsKey, OpsValue, Snapshot
 from zsarchive.archive.write.chunkfiles import NativeFileEntry, VirtualShardEntry
 from zsarchive.archive.format import tuples
 from zsarchive.archive.format.pieces import read_virtual, regroup
-from zsarchive.archive.format.header import (ArchiveHeader, full_format, has_chunk_pieces, history_from_timeline,
-                                             keeps_file_forms, marker_metadata)
+from zsarchive.archive.format.header import (
+    ArchiveHeader,
+    full_format,
+    has_chunk_pieces,
+    history_from_timeline,
+    keeps_file_forms,
+    marker_metadata,
+)
 from zsarchive.archive.format.views import VirtualAliasValue, VirtualPieceKey, VirtualRangeKey, fits
 from zsarchive.archive.write.virtualdata import KeptRanges
 from zsarchive.archive.write.exporter import write_archive
@@ -72,13 +78,17 @@ class Base:
         root = self.chain.members[-1].header
         if not history_from_timeline(root.format_version):
             self.close()
-            raise ZSError(f"{self.location}: an archive of format {root.format_version} keeps one chunk history "
-                          "record per change, formats 5 and later derive them from the chunk refs; "
-                          "export the repository again to build on it")
+            raise ZSError(
+                f"{self.location}: an archive of format {root.format_version} keeps one chunk history "
+                "record per change, formats 5 and later derive them from the chunk refs; "
+                "export the repository again to build on it"
+            )
         if not has_chunk_pieces(root.format_version) and self.counts.get(schema.FAMILY_NAMES[schema.CHUNK_DATA]):
             self.close()
-            raise ZSError(f"{self.location}: its chunk bytes are stored whole (format "
-                          f"{root.format_version}); export the repository again to build on it")
+            raise ZSError(
+                f"{self.location}: its chunk bytes are stored whole (format "
+                f"{root.format_version}); export the repository again to build on it"
+            )
         self.snapshots = {SnapshotKey.decode(k).snapshot_id: v for k, v in records_under(self.chain, schema.SNAPSHOT)}
         self.records_format = root.format_version if newest.info is None else newest.info.records_format
         """The format its chain's records follow (a fragment keeps its base's, or moves it to format 7)."""
@@ -127,16 +137,19 @@ class BaseRanges(KeptRanges):
     def pins(self, span: tuple[str, int, int]) -> list[tuple]:
         if not self.base.counts.get(schema.FAMILY_NAMES[schema.VIRTUAL_DATA]):
             return []
-        found = dict.fromkeys(VirtualPieceKey.decode(key).range.pin
-                              for key, _ in records_under(self.base.chain, schema.VIRTUAL_DATA, span)
-                              if fits(VirtualPieceKey, key))
+        found = dict.fromkeys(
+            VirtualPieceKey.decode(key).range.pin
+            for key, _ in records_under(self.base.chain, schema.VIRTUAL_DATA, span)
+            if fits(VirtualPieceKey, key)
+        )
         return list(found)
 
     def read(self, key: VirtualRangeKey) -> bytes:
         data = read_virtual(self.base.chain, key, key.offset, key.stop)
         if data is None:
-            raise ZSError(f"{self.base.location}: does not keep the virtual range {key.location} "
-                          f"[{key.offset}, {key.stop})")
+            raise ZSError(
+                f"{self.base.location}: does not keep the virtual range {key.location} [{key.offset}, {key.stop})"
+            )
         return bytes(data)
 
     def records(self, key: VirtualRangeKey) -> list[bytes]:
@@ -154,8 +167,15 @@ class FragmentScope(Scope):
 
     blocks_allowed = False
 
-    def __init__(self, base: Base, target: Path, export_time: int, include_chunks: bool, link: str | None = None,
-                 include_virtual: bool = False):
+    def __init__(
+        self,
+        base: Base,
+        target: Path,
+        export_time: int,
+        include_chunks: bool,
+        link: str | None = None,
+        include_virtual: bool = False,
+    ):
         self.base = base
         self.link = base_link(target, base.newest) if link is None else checked_link(link)
         self.covers = (base.export_time, export_time)
@@ -178,8 +198,11 @@ class FragmentScope(Scope):
     def chunk_files_to_write(self, entries: Iterable[bytes]) -> Iterator[bytes]:
         for entry in entries:
             chunk_id, _, _, layout = NativeFileEntry.parse(entry)
-            held = self.base.holds(schema.CHUNK_DATA, (chunk_id,)) if self.include_chunks else \
-                layout is None or self.base.holds(schema.SHARD_INDEX, (chunk_id,))
+            held = (
+                self.base.holds(schema.CHUNK_DATA, (chunk_id,))
+                if self.include_chunks
+                else layout is None or self.base.holds(schema.SHARD_INDEX, (chunk_id,))
+            )
             if not held:
                 yield entry
 
@@ -200,13 +223,23 @@ class FragmentScope(Scope):
             view = dict(self.base.counts)
             for tag, written in self.tally.records.items():
                 name = schema.FAMILY_NAMES[tag]
-                view[name] = view.get(name, 0) + written - self.replaced.get(tag, 0) - 2 * self.tally.tombstones.get(tag, 0)
+                view[name] = (
+                    view.get(name, 0) + written - self.replaced.get(tag, 0) - 2 * self.tally.tombstones.get(tag, 0)
+                )
         info = self.tally.info(self.covers, self.records_format)
-        return ArchiveHeader(schema.FRAGMENT_FORMAT, spec_version, export_time, exporter_version(),
-                             {name: n for name, n in view.items() if n > 0}, info).record()
+        return ArchiveHeader(
+            schema.FRAGMENT_FORMAT,
+            spec_version,
+            export_time,
+            exporter_version(),
+            {name: n for name, n in view.items() if n > 0},
+            info,
+        ).record()
 
     def metadata(self, version: int, spec_version: int) -> dict:
-        return marker_metadata(schema.FRAGMENT_FORMAT, spec_version, {"base": self.link, "base_sha256": self.base.sha256})
+        return marker_metadata(
+            schema.FRAGMENT_FORMAT, spec_version, {"base": self.link, "base_sha256": self.base.sha256}
+        )
 
 
 def _check_repository(job: ExportJob, base: Base, infos: dict) -> None:
@@ -227,17 +260,30 @@ def _check_repository(job: ExportJob, base: Base, infos: dict) -> None:
         updated_at = OpsKey.decode(k).updated_at
         entry = OpsValue.decode(value)
         held.add((updated_at, entry.type, entry.details))
-    if gone and ops and not any(update.type in _HISTORY_REWRITES for update in ops
-                                if (update.updated_at, update.type, repo_records.to_json(update.details)) not in held):
-        raise ZSError(f"{where}: the repository {job.location} lacks {len(gone)} of its snapshots (such as "
-                      f"{min(gone)}) and has not expired or collected any since; not an archive of this history")
+    if (
+        gone
+        and ops
+        and not any(
+            update.type in _HISTORY_REWRITES
+            for update in ops
+            if (update.updated_at, update.type, repo_records.to_json(update.details)) not in held
+        )
+    ):
+        raise ZSError(
+            f"{where}: the repository {job.location} lacks {len(gone)} of its snapshots (such as "
+            f"{min(gone)}) and has not expired or collected any since; not an archive of this history"
+        )
 
 
 def _rewritten(info: SnapshotInfo, value: tuple) -> bool:
     """Whether the repository's snapshot differs from the base's ``S`` record of it (manifests aside)."""
     stored = SnapshotValue.decode(value)
-    return ((info.parent_id, info.flushed_at, info.message, repo_records.to_json(info.metadata))
-            != (stored.parent_id, stored.flushed_at, stored.message, stored.metadata))
+    return (info.parent_id, info.flushed_at, info.message, repo_records.to_json(info.metadata)) != (
+        stored.parent_id,
+        stored.flushed_at,
+        stored.message,
+        stored.metadata,
+    )
 
 
 def export_fragment(job: ExportJob, base_location: str | os.PathLike) -> ExportSummary:
@@ -249,12 +295,14 @@ def export_fragment(job: ExportJob, base_location: str | os.PathLike) -> ExportS
         infos = {info.id: info for info in job.repo.snapshots()}
         _check_repository(job, base, infos)
         if job.choices.include_virtual and not keeps_file_forms(base.records_format):
-            raise ZSError(f"{base.location}: an archive of format {base.records_format} cannot take virtual chunk "
-                          "bytes in a fragment (format 6 and later can); export the repository again")
-        scope = FragmentScope(base, job.target, job.export_time, job.include_chunks, job.choices.base_link,
-                              job.choices.include_virtual)
-        rewritten = [sid for sid, value in base.snapshots.items()
-                     if sid not in infos or _rewritten(infos[sid], value)]
+            raise ZSError(
+                f"{base.location}: an archive of format {base.records_format} cannot take virtual chunk "
+                "bytes in a fragment (format 6 and later can); export the repository again"
+            )
+        scope = FragmentScope(
+            base, job.target, job.export_time, job.include_chunks, job.choices.base_link, job.choices.include_virtual
+        )
+        rewritten = [sid for sid, value in base.snapshots.items() if sid not in infos or _rewritten(infos[sid], value)]
         if rewritten:
             return _by_difference(job, scope)
         skip = frozenset(base.snapshots)
@@ -286,12 +334,14 @@ def _by_difference(job: ExportJob, scope: FragmentScope) -> ExportSummary:
                 yield RecordList([scope.header(header.format_version, header.spec_version, job.export_time, counts)])
 
             lists = scope.to_writer(record_lists(records, job.options.chunk_codec == "none", str(full)))
-            write_archive(job.target, _followed_by(lists, header_list),
-                          scope.metadata(0, header.spec_version), job.options)
+            write_archive(
+                job.target, _followed_by(lists, header_list), scope.metadata(0, header.spec_version), job.options
+            )
     finally:
         full.unlink(missing_ok=True)
-    return ExportSummary(path=job.target, counts=counts, left_out=done.left_out, unindexed=done.unindexed,
-                         virtual=done.virtual)
+    return ExportSummary(
+        path=job.target, counts=counts, left_out=done.left_out, unindexed=done.unindexed, virtual=done.virtual
+    )
 
 
 def _followed_by(first: Iterable, more: Callable[[], Iterable]) -> Iterator:
@@ -328,8 +378,9 @@ def record_lists(records: Iterable[bytes], stored: bool, where: str, size: int =
         yield RecordList(batch)
 
 
-def consolidate(fragment: str | os.PathLike, archive_path: str | os.PathLike, options: WriteOptions | None = None,
-                **choices: Any) -> ExportSummary:
+def consolidate(
+    fragment: str | os.PathLike, archive_path: str | os.PathLike, options: WriteOptions | None = None, **choices: Any
+) -> ExportSummary:
     """Write the view of the chain whose newest archive is ``fragment`` as one standalone archive at
     ``archive_path``: the records of a full export made at the fragment's time, written as ``options`` say,
     or the keyword arguments of :class:`~zsarchive.archive.write.options.WriteOptions` when ``options`` is not
@@ -349,8 +400,13 @@ def consolidate(fragment: str | os.PathLike, archive_path: str | os.PathLike, op
         version = header.format_version if newest.info is None else newest.info.records_format
         record = header._replace(format_version=version, fragment=None).record()
         batches = record_lists(chain.search(stop=schema.HEADER), checked.chunk_codec == "none", chain.name)
-        write_archive(target, _followed_by(batches, lambda: [RecordList([record])]),
-                      marker_metadata(version, header.spec_version), checked, "consolidate")
+        write_archive(
+            target,
+            _followed_by(batches, lambda: [RecordList([record])]),
+            marker_metadata(version, header.spec_version),
+            checked,
+            "consolidate",
+        )
     finally:
         chain.close()
     return ExportSummary(path=target, counts=counts, size=target.stat().st_size, seconds=time.monotonic() - started)

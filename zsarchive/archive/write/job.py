@@ -18,9 +18,19 @@ from zsarchive.archive.format.pieces import PieceBlock
 from zsarchive.archive.write import virtualdata, virtualshards
 from zsarchive.archive.write.virtualdata import VirtualReport
 from zsarchive.archive.write.chunkfiles import is_virtual
-from zsarchive.archive.write.exporter import (BlockPlan, Families, decode_changes, file_form_records, gather_metadata,
-                                              gather_txlogs, history_exceptions, merge_families, plan_engine,
-                                              prefetch_inputs, write_archive)
+from zsarchive.archive.write.exporter import (
+    BlockPlan,
+    Families,
+    decode_changes,
+    file_form_records,
+    gather_metadata,
+    gather_txlogs,
+    history_exceptions,
+    merge_families,
+    plan_engine,
+    prefetch_inputs,
+    write_archive,
+)
 from zsarchive.archive.write.options import ExportOptions, WriterSettings
 from zsarchive.archive.write.plan import ExportPlan
 from zsarchive.archive.write.scope import Scope, version_lookup
@@ -82,8 +92,9 @@ class ExportJob:
         """An external sorter spilling next to the archive, with ``1/share`` of the sort memory."""
         return ExternalSorter(max_bytes=self.choices.sort_memory // share, tmpdir=str(self.directory), unique=unique)
 
-    def chunk_files(self, entries: Iterable[bytes], index_records: list[bytes], scope: Scope,
-                    summary: ExportSummary) -> Iterator[PiecesBlock]:
+    def chunk_files(
+        self, entries: Iterable[bytes], index_records: list[bytes], scope: Scope, summary: ExportSummary
+    ) -> Iterator[PiecesBlock]:
         """The blocks of embedded chunk files and kept virtual ranges, and into ``index_records`` the
         shard indexes, of the sorted chunk file entries: native files first, then the virtual ranges
         (read under the authorized prefixes; what is left out is counted in ``summary``)."""
@@ -96,9 +107,14 @@ class ExportJob:
                     virtual.append(entry)
                     return
                 yield entry
-        for block in repo_records.chunk_file_blocks(self.repo.storage, iter(scope.chunk_files_to_write(native())),
-                                                    self.include_chunks, self.options.chunk_codec == "none",
-                                                    index_records):
+
+        for block in repo_records.chunk_file_blocks(
+            self.repo.storage,
+            iter(scope.chunk_files_to_write(native())),
+            self.include_chunks,
+            self.options.chunk_codec == "none",
+            index_records,
+        ):
             yield PiecesBlock.of(block)
         reader = ChunkReader(str(summary.path), self.choices.authorize, lambda *_: None)
         try:
@@ -114,8 +130,9 @@ class ExportJob:
         finally:
             reader.close()
 
-    def virtual_ranges(self, entries: Iterable[bytes], reader: ChunkReader, scope: Scope,
-                       summary: ExportSummary) -> Iterator[PieceBlock]:
+    def virtual_ranges(
+        self, entries: Iterable[bytes], reader: ChunkReader, scope: Scope, summary: ExportSummary
+    ) -> Iterator[PieceBlock]:
         """The blocks of the ``E`` records of the virtual ranges ``entries`` name (sorted, unique): those
         under an authorized prefix that the archive lacks, each read once, checked against each checksum."""
         report = summary.virtual = VirtualReport()
@@ -133,11 +150,19 @@ class ExportJob:
                 done += size
                 if self.choices.virtual_progress is not None:
                     self.choices.virtual_progress(done, total)
-            yield from virtualdata.virtual_blocks(map(virtualdata.Planned.decode, spool.sorted()), reader,
-                                                  kept, report, self.options.chunk_codec == "none", progress)
 
-    def _chunk_data(self, scope: Scope, chunk_ids: ExternalSorter | None, sorter: ExternalSorter,
-                    summary: ExportSummary) -> Iterator[Batch]:
+            yield from virtualdata.virtual_blocks(
+                map(virtualdata.Planned.decode, spool.sorted()),
+                reader,
+                kept,
+                report,
+                self.options.chunk_codec == "none",
+                progress,
+            )
+
+    def _chunk_data(
+        self, scope: Scope, chunk_ids: ExternalSorter | None, sorter: ExternalSorter, summary: ExportSummary
+    ) -> Iterator[Batch]:
         """The blocks of the chunk files the chunk refs name, as far as ``scope`` writes them; their shard
         indexes into ``sorter``."""
         if chunk_ids is not None:
@@ -158,14 +183,21 @@ class ExportJob:
             if include_chunks or sharded or self.choices.include_virtual:
                 chunk_ids = opened.enter_context(contextlib.closing(self.sorter(4, unique=True)))
             refs = gather_metadata(repo, plan, sorter, scope)
-            engine = opened.enter_context(contextlib.closing(
-                plan_engine(repo, self.location, plan, options.parallelism, str(self.directory), self.choices.client)))
+            engine = opened.enter_context(
+                contextlib.closing(
+                    plan_engine(
+                        repo, self.location, plan, options.parallelism, str(self.directory), self.choices.client
+                    )
+                )
+            )
             prefetch_inputs(repo, plan, engine)
             txlogs = gather_txlogs(engine, plan)  # started first: they are consumed last, after the chunk refs
             cut = None
             if scope.blocks_allowed:
-                cut = BlockPlan(options.approx_block_size, *((options.codec, options.compress_level)
-                                                             if engine.builds_blocks else ()))
+                cut = BlockPlan(
+                    options.approx_block_size,
+                    *((options.codec, options.compress_level) if engine.builds_blocks else ()),
+                )
             changes = decode_changes(engine, plan, include_chunks, cut, self.choices.include_virtual)
             # started now, read when the header is written: after any worker process is forked (a fork
             # while the thread imports could leave the child an import lock no thread of it holds)
@@ -175,14 +207,24 @@ class ExportJob:
                 summary.counts = counts
                 return scope.header(version, repo.repo_info().spec_version, self.export_time, counts)
 
-            families = Families(refs, changes, list(zip(plan.txlogs, txlogs)), sorter, chunk_ids,
-                                lambda: self.sorter(2, unique=False),
-                                lambda: self._chunk_data(scope, chunk_ids, sorter, summary),
-                                functools.partial(history_exceptions, repo, plan, changes),
-                                lambda: file_form_records(repo, plan, scope))
+            families = Families(
+                refs,
+                changes,
+                list(zip(plan.txlogs, txlogs)),
+                sorter,
+                chunk_ids,
+                lambda: self.sorter(2, unique=False),
+                lambda: self._chunk_data(scope, chunk_ids, sorter, summary),
+                functools.partial(history_exceptions, repo, plan, changes),
+                lambda: file_form_records(repo, plan, scope),
+            )
             tally = Tally(lambda: len(refs) + sorter.count, self.choices.progress)
-            write_archive(summary.path, scope.to_writer(merge_families(families, tally, header)),
-                          scope.metadata(version, repo.spec_version), options)
+            write_archive(
+                summary.path,
+                scope.to_writer(merge_families(families, tally, header)),
+                scope.metadata(version, repo.spec_version),
+                options,
+            )
         return summary
 
 

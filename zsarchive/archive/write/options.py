@@ -44,8 +44,15 @@ class WriteOptions:
             raise ZSError(f"unknown codec {codec!r}: choose one of {', '.join(CODECS)}")
         if self.chunk_codec not in CHUNK_CODECS:
             raise ZSError(f"unknown chunk codec {self.chunk_codec!r}: choose one of {', '.join(CHUNK_CODECS)}")
-        return WriterSettings(codec, self.compress_level, self.chunk_codec, resolve_parallelism(self.parallelism),
-                              self.approx_block_size, self.branching_factor, self.overwrite)
+        return WriterSettings(
+            codec,
+            self.compress_level,
+            self.chunk_codec,
+            resolve_parallelism(self.parallelism),
+            self.approx_block_size,
+            self.branching_factor,
+            self.overwrite,
+        )
 
 
 @dataclass(frozen=True)

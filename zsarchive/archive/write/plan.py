@@ -72,8 +72,11 @@ def parents_first(snapshots: list[SnapshotInfo]) -> list[SnapshotInfo]:
     out: list[SnapshotInfo] = []
     for info in snapshots:
         chain: list[SnapshotInfo] = []
-        for sid in parent_chain(info.id, lambda sid: by_id[sid].parent_id,
-                                lambda _: ZSCorrupt(f"the parent chain of snapshot {info.id} loops")):
+        for sid in parent_chain(
+            info.id,
+            lambda sid: by_id[sid].parent_id,
+            lambda _: ZSCorrupt(f"the parent chain of snapshot {info.id} loops"),
+        ):
             if sid in done or sid not in by_id:
                 break
             chain.append(by_id[sid])
@@ -104,8 +107,11 @@ def unreadable_snapshots(repo: Repository, snapshots: list[SnapshotInfo]) -> dic
     return out
 
 
-def plan_export(repo: Repository, skip: frozenset[str] = frozenset(),
-                known: dict[str, tuple[dict[str, tuple], dict[str, str]]] | None = None) -> ExportPlan:
+def plan_export(
+    repo: Repository,
+    skip: frozenset[str] = frozenset(),
+    known: dict[str, tuple[dict[str, tuple], dict[str, str]]] | None = None,
+) -> ExportPlan:
     """Read the snapshot files and list what else the export must read: the transaction logs, and
     each array whose manifests differ from those it had in the parent snapshot. A fragment's plan
     ``skip``s the snapshots its base holds; ``known`` gives those that are parents of new ones, each
@@ -126,8 +132,9 @@ def plan_export(repo: Repository, skip: frozenset[str] = frozenset(),
         # no ref takes fewer than 4 bytes of its manifest file (its offset in the refs vector)
         refs = sum(min(m.num_chunk_refs, m.size_bytes // 4) for m in snap.manifest_files)
         array_nodes = [node for node in snap.nodes if node.node_type is NodeType.ARRAY]
-        here = arrays[info.id] = {node.id: tuple((m.id, tuple(tuple(e) for e in m.extents)) for m in node.manifests)
-                                  for node in array_nodes}
+        here = arrays[info.id] = {
+            node.id: tuple((m.id, tuple(tuple(e) for e in m.extents)) for m in node.manifests) for node in array_nodes
+        }
         layouts = {node.id: shard_layout(node.user_data) for node in array_nodes}
         parent = info.parent_id if info.parent_id in planned else None
         before, starts = ({}, {}) if parent is None else (arrays.get(parent, {}), since.get(parent, {}))
@@ -137,9 +144,9 @@ def plan_export(repo: Repository, skip: frozenset[str] = frozenset(),
             since[info.id][node_id] = starts[node_id] if node_id in before else info.id
             if manifests != base:
                 layout = layouts[node_id]
-                changes.append(ArrayChange(info.id, node_id, manifests, base, refs,
-                                           None if layout is None else layout.encode()))
+                changes.append(
+                    ArrayChange(info.id, node_id, manifests, base, refs, None if layout is None else layout.encode())
+                )
     txlogs = [(info.id, info.flushed_at) for info in snapshots if info.parent_id is not None]
     changes.sort(key=lambda c: (c.node_id, c.snapshot_id))
     return ExportPlan(snapshots, txlogs, changes, since, left_out)
-

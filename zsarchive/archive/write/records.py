@@ -27,7 +27,15 @@ from zsarchive.archive.write.chunkfiles import NATIVE, NativeFileEntry
 from zsarchive.archive.format.header import keeps_file_forms
 from zsarchive.archive.format import refrecords
 from zsarchive.archive.format.views import (
-    NODE_TYPE_CODES, REF_KIND_CODES, FileValue, NodeValue, OpsValue, RefValue, RepoFactValue, SnapshotValue, TxlogValue,
+    NODE_TYPE_CODES,
+    REF_KIND_CODES,
+    FileValue,
+    NodeValue,
+    OpsValue,
+    RefValue,
+    RepoFactValue,
+    SnapshotValue,
+    TxlogValue,
 )
 from zsarchive.archive.write.refdelta import coord_keys
 from zsarchive.errors import ZSCorrupt
@@ -36,6 +44,7 @@ from zsarchive.icechunk import Repository
 from zsarchive.icechunk.gather import distinct
 from zsarchive.icechunk.manifest.refs import RefBatch
 from zsarchive.icechunk.model import MoveOperation, Node, NodeType, RefKind, SnapshotInfo
+
 
 def _jsonable(value: Any) -> Any:
     if isinstance(value, (bytes, bytearray, memoryview)):
@@ -54,14 +63,22 @@ def to_json(value: Any) -> str:
 
 # -- refs, repository facts, ops log ---------------------------------------------------------
 
+
 def ref_records(repo: Repository, records_format: int = schema.FULL_FORMAT) -> list[bytes]:
     """The ``B`` records: branches, tags and deleted tags (sorted); from format 6 a V1 deleted tag keeps
     the snapshot its ``ref.json`` names."""
-    out = [schema.record(schema.REFS, ("branch", name), RefValue(sid).encode()) for name, sid in repo.branches().items()]
+    out = [
+        schema.record(schema.REFS, ("branch", name), RefValue(sid).encode()) for name, sid in repo.branches().items()
+    ]
     out += [schema.record(schema.REFS, ("tag", name), RefValue(sid).encode()) for name, sid in repo.tags().items()]
-    out += [schema.record(schema.REFS, ("deleted_tag", name),
-                          RefValue(repo.deleted_tag_snapshot(name) if keeps_file_forms(records_format) else None).encode())
-            for name in repo.deleted_tags()]
+    out += [
+        schema.record(
+            schema.REFS,
+            ("deleted_tag", name),
+            RefValue(repo.deleted_tag_snapshot(name) if keeps_file_forms(records_format) else None).encode(),
+        )
+        for name in repo.deleted_tags()
+    ]
     return sorted(out)
 
 
@@ -79,7 +96,9 @@ def repo_fact_records(repo: Repository, records_format: int = schema.FULL_FORMAT
     }
     if keeps_file_forms(records_format) and info.spec_version >= 2:
         facts["repo_file"] = {"implementation": info.header.implementation, "ops_log_files": repo.ops_log_files()}
-    return [schema.record(schema.REPO, (name,), RepoFactValue(to_json(value)).encode()) for name, value in facts.items()]
+    return [
+        schema.record(schema.REPO, (name,), RepoFactValue(to_json(value)).encode()) for name, value in facts.items()
+    ]
 
 
 def file_records(repo: Repository, keys: Iterable[str]) -> list[bytes]:
@@ -96,25 +115,43 @@ def file_records(repo: Repository, keys: Iterable[str]) -> list[bytes]:
 def ops_records(repo: Repository) -> list[bytes]:
     """The ``O`` records: the ops log, numbered from 0 = oldest so equal times keep their order."""
     updates = list(repo.ops_log())
-    return [schema.record(schema.OPS, (update.updated_at, len(updates) - 1 - position),
-                     OpsValue(update.type, update.backup_path, to_json(update.details)).encode())
-            for position, update in enumerate(updates)]
+    return [
+        schema.record(
+            schema.OPS,
+            (update.updated_at, len(updates) - 1 - position),
+            OpsValue(update.type, update.backup_path, to_json(update.details)).encode(),
+        )
+        for position, update in enumerate(updates)
+    ]
 
 
 # -- snapshots and nodes -----------------------------------------------------------------------
+
 
 def snapshot_records(repo: Repository, info: SnapshotInfo, since: dict[str, str]) -> list[bytes]:
     """The ``S``, ``T``, ``L`` and ``N`` records of one snapshot (``since``: array node id -> the
     snapshot its chunk ref timeline starts at)."""
     snap = repo.snapshot(info.id)
-    out = [schema.record(schema.SNAPSHOT, (info.id,), SnapshotValue(
-        info.parent_id, info.flushed_at, info.message, to_json(info.metadata),
-        tuple((m.id, m.size_bytes, m.num_chunk_refs) for m in snap.manifest_files),
-    ).encode()), schema.record(schema.SNAPSHOT_TIME, (info.flushed_at, info.id))]
+    out = [
+        schema.record(
+            schema.SNAPSHOT,
+            (info.id,),
+            SnapshotValue(
+                info.parent_id,
+                info.flushed_at,
+                info.message,
+                to_json(info.metadata),
+                tuple((m.id, m.size_bytes, m.num_chunk_refs) for m in snap.manifest_files),
+            ).encode(),
+        ),
+        schema.record(schema.SNAPSHOT_TIME, (info.flushed_at, info.id)),
+    ]
     if info.parent_id is not None:
         out.append(schema.record(schema.CHILDREN, (info.parent_id, info.id)))
-    out += [schema.record(schema.NODE, (info.id, schema.path_components(node.path)), node_value(node, since.get(node.id)))
-            for node in snap.nodes]
+    out += [
+        schema.record(schema.NODE, (info.id, schema.path_components(node.path)), node_value(node, since.get(node.id)))
+        for node in snap.nodes
+    ]
     return out
 
 
@@ -131,9 +168,12 @@ def node_value(node: Node, since: str | None) -> tuple:
 
 # -- transaction logs --------------------------------------------------------------------------
 
+
 def _moves(moves: Iterable[MoveOperation]) -> tuple:
-    return tuple((m.from_path, m.to_path, m.node_id, None if m.node_type is None else NODE_TYPE_CODES[m.node_type])
-                 for m in moves)
+    return tuple(
+        (m.from_path, m.to_path, m.node_id, None if m.node_type is None else NODE_TYPE_CODES[m.node_type])
+        for m in moves
+    )
 
 
 def txlog_summary(repo: Repository, sid: str) -> tuple[bytes, dict[str, np.ndarray] | None]:
@@ -142,11 +182,19 @@ def txlog_summary(repo: Repository, sid: str) -> tuple[bytes, dict[str, np.ndarr
     stored), and the chunk coordinates the log names per array node id (None: the log is gone)."""
     changes = repo.changes(sid)
     tx = changes.log
-    value = TxlogValue(*((),) * 8) if tx is None else TxlogValue(  # None: garbage collected, so no history to give
-        tuple(tx.new_groups), tuple(tx.new_arrays), tuple(tx.deleted_groups),
-        tuple(tx.deleted_arrays), tuple(tx.updated_groups), tuple(tx.updated_arrays),
-        tuple((node_id, len(coords)) for node_id, coords in sorted(tx.updated_coords.items())),
-        _moves(tx.moved_nodes),
+    value = (
+        TxlogValue(*((),) * 8)
+        if tx is None
+        else TxlogValue(  # None: garbage collected, so no history to give
+            tuple(tx.new_groups),
+            tuple(tx.new_arrays),
+            tuple(tx.deleted_groups),
+            tuple(tx.deleted_arrays),
+            tuple(tx.updated_groups),
+            tuple(tx.updated_arrays),
+            tuple((node_id, len(coords)) for node_id, coords in sorted(tx.updated_coords.items())),
+            _moves(tx.moved_nodes),
+        )
     )
     if changes.merged or changes.missing:
         value = value._replace(merged=changes.merged, missing=changes.missing, merged_moves=_moves(changes.moves))
@@ -155,8 +203,10 @@ def txlog_summary(repo: Repository, sid: str) -> tuple[bytes, dict[str, np.ndarr
 
 # -- chunk refs: a per-chunk timeline ------------------------------------------------------------
 
-def change_records(node_id: str, snapshot_id: str, changed: RefBatch | None, removed: np.ndarray,
-                   chunk_ids: list[bytes] | None) -> list[bytes]:
+
+def change_records(
+    node_id: str, snapshot_id: str, changed: RefBatch | None, removed: np.ndarray, chunk_ids: list[bytes] | None
+) -> list[bytes]:
     """The ``C`` records of one array's refs that a snapshot adds or changes (``changed``) and removes
     (coordinates ``removed``), in key order (node id, coords, snapshot id). Native chunk ids of
     ``changed`` go to ``chunk_ids`` when it is a list."""
@@ -191,8 +241,15 @@ def batch_records(batch: RefBatch, head: bytes, chunk_ids: list[bytes] | None, t
     return records
 
 
-def _kind_records(batch: RefBatch, kind: RefKind, rows: slice | np.ndarray, n: int, head: bytes,
-                  heads: dict[RefKind, bytes], chunk_ids: list[bytes] | None) -> list[bytes]:
+def _kind_records(
+    batch: RefBatch,
+    kind: RefKind,
+    rows: slice | np.ndarray,
+    n: int,
+    head: bytes,
+    heads: dict[RefKind, bytes],
+    chunk_ids: list[bytes] | None,
+) -> list[bytes]:
     """Records of the refs ``rows`` of ``batch``, all of ``kind`` (``heads``: the bytes from the end of
     the coordinates to the kind code, per kind)."""
     pick = (lambda column: column) if isinstance(rows, slice) else (lambda column: [column[j] for j in rows])
@@ -205,8 +262,10 @@ def _kind_records(batch: RefBatch, kind: RefKind, rows: slice | np.ndarray, n: i
     if kind is RefKind.NATIVE:
         names = pick(batch.chunk_id)
         if chunk_ids is not None:
-            chunk_ids.extend(NATIVE % (name.encode("ascii"), offset, length) for name, offset, length
-                             in zip(names, numbers[0].tolist(), numbers[1].tolist()))
+            chunk_ids.extend(
+                NATIVE % (name.encode("ascii"), offset, length)
+                for name, offset, length in zip(names, numbers[0].tolist(), numbers[1].tolist())
+            )
         return encode_rows([*key, ([tuples.encode_text(name) for name in names], every), *numbers], n)
     # Locations repeat (many chunks per file) and the decoder hands out one string object per distinct
     # location: encoding each object once is enough (equal strings that are distinct objects only
@@ -224,8 +283,9 @@ def _kind_records(batch: RefBatch, kind: RefKind, rows: slice | np.ndarray, n: i
     return encode_rows([*key, locations, *numbers, checksums], n)
 
 
-def _shard_cuts(chunk_id: str, offset: int, length: int, layout: ShardLayout, raw: bytes,
-                index_records: list[bytes]) -> list[int]:
+def _shard_cuts(
+    chunk_id: str, offset: int, length: int, layout: ShardLayout, raw: bytes, index_records: list[bytes]
+) -> list[int]:
     """The shard index record of one native shard (appended to ``index_records``) and the offsets
     its pieces are cut at (index and inner chunk bounds); nothing for an index that does not check
     out (zarr then reads the index from the shard's bytes, and reports what it finds)."""
@@ -248,13 +308,16 @@ def _shard_of(refs: list[tuple[str, int, int, str | None]]) -> tuple[int, int, S
     return None if layout.index_size > length else (offset, length, layout)
 
 
-def chunk_file_blocks(storage: Storage, entries: Iterator[bytes], embed: bool, stored: bool,
-                      index_records: list[bytes], ahead: int = 64) -> Iterator[PieceBlock]:
+def chunk_file_blocks(
+    storage: Storage, entries: Iterator[bytes], embed: bool, stored: bool, index_records: list[bytes], ahead: int = 64
+) -> Iterator[PieceBlock]:
     """Per native chunk file the chunk refs name (``entries`` sorted, unique: see :mod:`chunkfiles <zsarchive.archive.write.chunkfiles>`):
     its shard index record into ``index_records`` when its array is sharded, and with ``embed`` its
     bytes as blocks of ``D`` pieces (``stored``: uncompressed)."""
-    grouped = ((chunk_id, list(refs)) for chunk_id, refs in
-               itertools.groupby(map(NativeFileEntry.parse, entries), key=lambda e: e.chunk_id))
+    grouped = (
+        (chunk_id, list(refs))
+        for chunk_id, refs in itertools.groupby(map(NativeFileEntry.parse, entries), key=lambda e: e.chunk_id)
+    )
     files = ((chunk_id, _shard_of(refs), max(e.offset + e.length for e in refs)) for chunk_id, refs in grouped)
     if not embed:
         for chunk_id, shard, _ in files:
@@ -271,22 +334,25 @@ READ_AHEAD_BYTES = 64 << 20
 """Chunk file bytes an export reads ahead of the writing, as far as the refs tell their sizes."""
 
 
-def _embedded_files(storage: Storage, files: Iterator[tuple[str, tuple | None, int]], index_records: list[bytes],
-                    ahead: int) -> Iterator[list[tuple[bytes, int, int]]]:
+def _embedded_files(
+    storage: Storage, files: Iterator[tuple[str, tuple | None, int]], index_records: list[bytes], ahead: int
+) -> Iterator[list[tuple[bytes, int, int]]]:
     """The piece records of each file, in order. A thread reads the files and cuts their pieces ahead
     of the writing (up to READ_AHEAD_BYTES by the sizes the refs give, and ``ahead`` files: remote
     storage downloads those concurrently); each shard index record goes into ``index_records``."""
+
     def load(chunk_id: str, shard: tuple | None) -> list[tuple[bytes, int, int]]:
         data = storage.read(f"chunks/{chunk_id}")
         if data is None:
-            raise ZSCorrupt(f"{storage.name.rstrip('/')}/chunks/{chunk_id}: missing, but a chunk ref "
-                            f"points to native chunk {chunk_id}")
+            raise ZSCorrupt(
+                f"{storage.name.rstrip('/')}/chunks/{chunk_id}: missing, but a chunk ref "
+                f"points to native chunk {chunk_id}"
+            )
         cuts: list[int] = []
         if shard is not None and shard[0] + shard[1] <= len(data):
             offset, length, layout = shard
             start, stop = layout.index_span(length)
-            cuts = _shard_cuts(chunk_id, offset, length, layout, data[offset + start:offset + stop],
-                               index_records)
+            cuts = _shard_cuts(chunk_id, offset, length, layout, data[offset + start : offset + stop], index_records)
         return piece_records(chunk_id, data, piece_starts(len(data), cuts))
 
     pending: deque[tuple[Future, int]] = deque()

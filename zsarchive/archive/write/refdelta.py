@@ -39,8 +39,13 @@ def coord_keys(coords: np.ndarray) -> np.ndarray:
 def take(batch: RefBatch, rows: np.ndarray) -> RefBatch:
     """The refs ``rows`` (indices, in that order) of ``batch``."""
     picked = rows.tolist()
-    return RefBatch(batch.coords[rows], *([column[j] for j in picked] for column in batch[1:5]),
-                    batch.offset[rows], batch.length[rows], *([column[j] for j in picked] for column in batch[7:]))
+    return RefBatch(
+        batch.coords[rows],
+        *([column[j] for j in picked] for column in batch[1:5]),
+        batch.offset[rows],
+        batch.length[rows],
+        *([column[j] for j in picked] for column in batch[7:]),
+    )
 
 
 def concat(batches: Sequence[RefBatch]) -> RefBatch:
@@ -49,21 +54,31 @@ def concat(batches: Sequence[RefBatch]) -> RefBatch:
         return batches[0]
     lists = [sum((list(b[i]) for b in batches), []) for i in range(1, 5)]
     tail = [sum((list(b[i]) for b in batches), []) for i in range(7, 9)]
-    return RefBatch(np.concatenate([b.coords for b in batches]), *lists,
-                    np.concatenate([b.offset for b in batches]), np.concatenate([b.length for b in batches]), *tail)
+    return RefBatch(
+        np.concatenate([b.coords for b in batches]),
+        *lists,
+        np.concatenate([b.offset for b in batches]),
+        np.concatenate([b.length for b in batches]),
+        *tail,
+    )
 
 
-def _inside(batches: Iterable[RefBatch], extents: Sequence[Sequence[int]], where: str,
-            pick: Callable = take) -> Iterator[RefBatch]:
+def _inside(
+    batches: Iterable[RefBatch], extents: Sequence[Sequence[int]], where: str, pick: Callable = take
+) -> Iterator[RefBatch]:
     """The refs of ``batches`` (or of other batches with ``coords``, taken apart with ``pick``) inside ``extents``."""
     lows = np.array([lo for lo, _ in extents], np.int64)
     highs = np.array([hi for _, hi in extents], np.int64)
     for batch in batches:
         if batch.coords.shape[1] != len(extents):
-            raise ZSCorrupt(f"{where}: ref {batch.coords[0].tolist()} has {batch.coords.shape[1]} coordinates, "
-                            f"but the manifest ref extents have {len(extents)} dimensions")
-        if not len(batch.coords) or all(lo <= int(column.min()) and int(column.max()) < hi for column, lo, hi
-                                        in zip(batch.coords.T, lows.tolist(), highs.tolist())):
+            raise ZSCorrupt(
+                f"{where}: ref {batch.coords[0].tolist()} has {batch.coords.shape[1]} coordinates, "
+                f"but the manifest ref extents have {len(extents)} dimensions"
+            )
+        if not len(batch.coords) or all(
+            lo <= int(column.min()) and int(column.max()) < hi
+            for column, lo, hi in zip(batch.coords.T, lows.tolist(), highs.tolist())
+        ):
             yield batch  # the usual batch: all inside (reductions by column, not a mask)
             continue
         keep = ((batch.coords >= lows) & (batch.coords < highs)).all(axis=1)
@@ -103,8 +118,9 @@ class _Cursor:
         return out
 
 
-def _windows(streams: Sequence[Iterable[RefBatch]], pick: Callable = take
-             ) -> Iterator[list[tuple[RefBatch | None, np.ndarray]]]:
+def _windows(
+    streams: Sequence[Iterable[RefBatch]], pick: Callable = take
+) -> Iterator[list[tuple[RefBatch | None, np.ndarray]]]:
     """Aligned windows of several sorted streams: each window holds, per stream, its refs up to the
     same key; every window ends one stream's current batch, so the streams advance together."""
     cursors = [_Cursor(s, pick) for s in streams]
@@ -116,14 +132,21 @@ def _windows(streams: Sequence[Iterable[RefBatch]], pick: Callable = take
         yield [c.upto(cut) for c in cursors]
 
 
-def array_refs(repo: Repository, node_id: str, manifests: Manifests, where: str, first: int = 0,
-               stop: int | None = None) -> Iterator[RefBatch]:
+def array_refs(
+    repo: Repository, node_id: str, manifests: Manifests, where: str, first: int = 0, stop: int | None = None
+) -> Iterator[RefBatch]:
     """The refs of one array in one snapshot, in coordinate order, a batch at a time (only refs
     ``first`` to ``stop`` of its manifest, when it has one)."""
     if len(manifests) != 1:
         first, stop = 0, None
-    streams = [_inside(repo.manifest(mid, where).source.ref_batches(node_id, first, stop), extents,
-                       f"manifest {mid} (used by {where})") for mid, extents in manifests]
+    streams = [
+        _inside(
+            repo.manifest(mid, where).source.ref_batches(node_id, first, stop),
+            extents,
+            f"manifest {mid} (used by {where})",
+        )
+        for mid, extents in manifests
+    ]
     if len(streams) == 1:
         yield from streams[0]
         return
@@ -137,8 +160,9 @@ def array_refs(repo: Repository, node_id: str, manifests: Manifests, where: str,
         yield take(concat([b for b, _ in parts]), order[first])
 
 
-def parent_range(repo: Repository, node_id: str, manifests: Manifests, base: Manifests, where: str, first: int,
-                 stop: int | None) -> tuple[int, int | None]:
+def parent_range(
+    repo: Repository, node_id: str, manifests: Manifests, base: Manifests, where: str, first: int, stop: int | None
+) -> tuple[int, int | None]:
     """Where refs ``first`` to ``stop`` of the snapshot's one manifest fall in the parent's one manifest
     (``base``): the range of its refs whose coordinates lie from ref ``first``'s up to ref ``stop``'s, so
     that the ranges of consecutive tasks cut both streams at the same coordinates (a binary search, a
@@ -197,8 +221,9 @@ def ref_changes(new: Iterable[RefBatch], old: Iterable[RefBatch]) -> Iterator[tu
         yield (None if changed is None else take(n, changed)), o.coords[gone]
 
 
-def _outcome(new: int, old: int, in_new: np.ndarray, in_old: np.ndarray, same: np.ndarray
-             ) -> tuple[np.ndarray | None, np.ndarray]:
+def _outcome(
+    new: int, old: int, in_new: np.ndarray, in_old: np.ndarray, same: np.ndarray
+) -> tuple[np.ndarray | None, np.ndarray]:
     """Of a window's ``new`` and ``old`` refs, where ``in_new[i]`` and ``in_old[i]`` are one chunk, alike
     where ``same[i]``: (the new refs that changed or are new, None for none; which old refs are gone)."""
     keep = np.ones(new, bool)
@@ -208,8 +233,15 @@ def _outcome(new: int, old: int, in_new: np.ndarray, in_old: np.ndarray, same: n
     return (np.flatnonzero(keep) if keep.any() else None), gone
 
 
-def array_changes(repo: Repository, node_id: str, manifests: Manifests, base: Manifests, where: str, first: int = 0,
-                  stop: int | None = None) -> Iterator[tuple[RefBatch | None, np.ndarray]]:
+def array_changes(
+    repo: Repository,
+    node_id: str,
+    manifests: Manifests,
+    base: Manifests,
+    where: str,
+    first: int = 0,
+    stop: int | None = None,
+) -> Iterator[tuple[RefBatch | None, np.ndarray]]:
     """What a snapshot changes in one array's refs (refs ``first`` to ``stop`` of its one manifest when
     ``stop`` is given), as :func:`ref_changes` yields it; ``base``: the array's manifests in the parent
     snapshot, () where its timeline starts. An array in one manifest in both is compared without
@@ -253,12 +285,19 @@ def _ahead(items: Iterator[_Side], pool: ThreadPoolExecutor) -> Iterator[_Side]:
         while (item := future.result()) is not end:
             future = pool.submit(next, items, end)
             yield item
+
     return results()
 
 
-def column_changes(repo: Repository, node_id: str, manifest: tuple, base: tuple, where: str,
-                   rows: tuple[int, int | None], parent: tuple[int, int | None]
-                   ) -> Iterator[tuple[RefBatch | None, np.ndarray]]:
+def column_changes(
+    repo: Repository,
+    node_id: str,
+    manifest: tuple,
+    base: tuple,
+    where: str,
+    rows: tuple[int, int | None],
+    parent: tuple[int, int | None],
+) -> Iterator[tuple[RefBatch | None, np.ndarray]]:
     """:func:`ref_changes` of one array in one manifest (``manifest``, refs ``rows``) and in one parent
     manifest (``base``, refs ``parent``), each a (manifest id, extents) pair: the refs are compared as
     numbers (:meth:`ManifestBuffer.ref_identities`, each manifest's in a thread of its own), and only
@@ -266,9 +305,12 @@ def column_changes(repo: Repository, node_id: str, manifest: tuple, base: tuple,
     with ThreadPoolExecutor(2) as pool:
         loading = pool.submit(repo.manifest, base[0], where)  # the two manifests decompress at once
         sources: list[ManifestBuffer] = [repo.manifest(manifest[0], where).source, loading.result().source]
-        streams = [_ahead(_inside(_sides(source, node_id, lo, hi), extents, f"manifest {mid} (used by {where})",
-                                  _Side.take), pool)
-                   for source, (mid, extents), (lo, hi) in zip(sources, (manifest, base), (rows, parent))]
+        streams = [
+            _ahead(
+                _inside(_sides(source, node_id, lo, hi), extents, f"manifest {mid} (used by {where})", _Side.take), pool
+            )
+            for source, (mid, extents), (lo, hi) in zip(sources, (manifest, base), (rows, parent))
+        ]
         new_source, _ = sources
         for (n, kn), (o, ko) in _windows(streams, _Side.take):
             if o is None:

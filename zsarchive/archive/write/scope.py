@@ -81,4 +81,3 @@ class Scope:
     def metadata(self, version: int, spec_version: int) -> dict:
         """The ZS header metadata."""
         return marker_metadata(version, spec_version)
-

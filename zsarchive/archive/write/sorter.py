@@ -117,4 +117,3 @@ class ExternalSorter:
             run.close()
         self._runs = []
         self._items = []
-

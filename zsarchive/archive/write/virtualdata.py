@@ -143,18 +143,28 @@ class Planned(NamedTuple):
     def encode(self) -> bytes:
         """Bytes that sort as the range's key (a plan waits in a sort file while the budget is checked)."""
         group = self.wanted
-        return tuples.encode((group.location, group.offset, group.length, group.pins, self.copied,
-                              None if group.layout is None else group.layout.encode()))
+        return tuples.encode(
+            (
+                group.location,
+                group.offset,
+                group.length,
+                group.pins,
+                self.copied,
+                None if group.layout is None else group.layout.encode(),
+            )
+        )
 
     @classmethod
     def decode(cls, item: bytes) -> Planned:
         location, offset, length, pins, copied, layout = tuples.decode(item)[0]
-        return cls(RangeGroup(location, offset, length, pins, None if layout is None else ShardLayout.decode(layout)),
-                   copied)
+        return cls(
+            RangeGroup(location, offset, length, pins, None if layout is None else ShardLayout.decode(layout)), copied
+        )
 
 
-def plan_ranges(groups: Iterable[RangeGroup], reader: ChunkReader, kept: KeptRanges,
-                report: VirtualReport) -> Iterator[Planned]:
+def plan_ranges(
+    groups: Iterable[RangeGroup], reader: ChunkReader, kept: KeptRanges, report: VirtualReport
+) -> Iterator[Planned]:
     """Each range to read (with only the checksums the base lacks) or to copy from the base; ranges outside
     every authorized prefix, and those the base keeps, are counted in ``report``."""
     allowed: dict[str, bool] = {}
@@ -175,8 +185,10 @@ def plan_ranges(groups: Iterable[RangeGroup], reader: ChunkReader, kept: KeptRan
 def check_budget(total: int, limit: int | None) -> int:
     """``total``, the bytes the planned reads would keep; ZSError when more than ``limit``."""
     if limit is not None and total > limit:
-        raise ZSError(f"the export would keep {total:,} bytes of virtual chunks, more than the limit of "
-                      f"{limit:,} (--max-virtual-bytes); nothing was written")
+        raise ZSError(
+            f"the export would keep {total:,} bytes of virtual chunks, more than the limit of "
+            f"{limit:,} (--max-virtual-bytes); nothing was written"
+        )
     return total
 
 
@@ -215,9 +227,12 @@ def _calls(plans: Iterable[Planned], local: Callable[[str], bool]) -> Iterator[_
             yield _Call(location, call_runs, call_plans, size)
 
 
-def fetch(plans: Iterable[Planned], reader: ChunkReader) -> Iterator[tuple[_Call, list[tuple[Version, bytes]] | ZSError]]:
+def fetch(
+    plans: Iterable[Planned], reader: ChunkReader
+) -> Iterator[tuple[_Call, list[tuple[Version, bytes]] | ZSError]]:
     """Each task's answers (or the error that ended it), in order; :data:`REQUESTS_IN_FLIGHT` tasks and at
     most :data:`BYTES_IN_FLIGHT` bytes ahead of the caller."""
+
     def run(call: _Call) -> list[tuple[Version, bytes]] | ZSError:
         if not call.runs:
             return []
@@ -246,8 +261,9 @@ def fetch(plans: Iterable[Planned], reader: ChunkReader) -> Iterator[tuple[_Call
                 future.cancel()
 
 
-def range_records(group: RangeGroup, answer: tuple[Version, bytes | memoryview] | ZSError, kept: KeptRanges,
-                  report: VirtualReport) -> list[tuple[bytes, int, int]]:
+def range_records(
+    group: RangeGroup, answer: tuple[Version, bytes | memoryview] | ZSError, kept: KeptRanges, report: VirtualReport
+) -> list[tuple[bytes, int, int]]:
     """``(record, key length, piece length)`` of the ``E`` records a range's answer gives: pieces under the
     first checksum the answer satisfies (or an alias to a checksum the base keeps the same bytes under),
     aliases under the others; the rest reported in ``report``."""
@@ -258,8 +274,12 @@ def range_records(group: RangeGroup, answer: tuple[Version, bytes | memoryview] 
         return []
     version, data = answer
     if len(data) != group.length:
-        report.fail(group.location, len(group.pins), f"{group.where}: the object holds {len(data)} bytes there, "
-                                                     f"the ref names {group.length} (a range past its end)")
+        report.fail(
+            group.location,
+            len(group.pins),
+            f"{group.where}: the object holds {len(data)} bytes there, "
+            f"the ref names {group.length} (a range past its end)",
+        )
         return []
     good = []
     for pin in group.pins:
@@ -270,8 +290,10 @@ def range_records(group: RangeGroup, answer: tuple[Version, bytes | memoryview] 
             good.append(pin)
     if not good:
         return []
-    target = next((pin for pin in kept.pins((group.location, group.offset, group.length))
-                   if kept.read(group.key(pin)) == data), None)
+    target = next(
+        (pin for pin in kept.pins((group.location, group.offset, group.length)) if kept.read(group.key(pin)) == data),
+        None,
+    )
     out = []
     for pin in good:
         key = group.key(pin).encode()
@@ -301,10 +323,17 @@ def _cuts(group: RangeGroup, data: bytes | memoryview) -> list[int]:
         return []
 
 
-def virtual_blocks(plans: Iterable[Planned], reader: ChunkReader, kept: KeptRanges, report: VirtualReport,
-                   stored: bool, progress: Callable[[int], None] | None = None) -> Iterator[PieceBlock]:
+def virtual_blocks(
+    plans: Iterable[Planned],
+    reader: ChunkReader,
+    kept: KeptRanges,
+    report: VirtualReport,
+    stored: bool,
+    progress: Callable[[int], None] | None = None,
+) -> Iterator[PieceBlock]:
     """The blocks of ``E`` records of the planned ranges, in key order (``stored``: uncompressed);
     ``progress(bytes)`` after each range read."""
+
     def records() -> Iterator[tuple[bytes, int, int]]:
         for call, answers in fetch(plans, reader):
             for plan, run in call.plans:
@@ -316,7 +345,7 @@ def virtual_blocks(plans: Iterable[Planned], reader: ChunkReader, kept: KeptRang
                     version, body = answers[run]
                     at = group.offset - call.runs[run][0]
                     # a view, no copy: the pieces join it into their records
-                    found = range_records(group, (version, memoryview(body)[at:at + group.length]), kept, report)
+                    found = range_records(group, (version, memoryview(body)[at : at + group.length]), kept, report)
                 if plan.copied:
                     copies = {rec for pin in plan.copied for rec in kept.records(group.key(pin))}
                     found = sorted(found + [(rec, tuples.key_end(rec), len(rec)) for rec in copies])

@@ -30,8 +30,15 @@ def entries(batch: RefBatch) -> list[bytes]:
     """Entries naming the virtual refs of ``batch`` (an export's task hands them on with its records)."""
     rows = np.flatnonzero([kind is RefKind.VIRTUAL for kind in batch.kind]).tolist()
     offsets, lengths = batch.offset.tolist(), batch.length.tolist()
-    return [MARK + tuples.encode(VirtualRangeKey(batch.location[j], offsets[j], lengths[j], batch.checksum_etag[j],
-                                                 batch.checksum_last_modified[j]).encode()) for j in rows]
+    return [
+        MARK
+        + tuples.encode(
+            VirtualRangeKey(
+                batch.location[j], offsets[j], lengths[j], batch.checksum_etag[j], batch.checksum_last_modified[j]
+            ).encode()
+        )
+        for j in rows
+    ]
 
 
 @dataclass
@@ -53,7 +60,9 @@ def index_records(reader: ChunkReader, stream: Iterable[bytes], skipped: Skipped
     checksum, or whose index does not check out gets no record (a reader then reads its index from the
     object, as zarr does) and counts in ``skipped``."""
     with concurrent.futures.ThreadPoolExecutor(_READS_IN_FLIGHT) as pool:
-        shards = ((entry.key, entry.layout) for entry in map(VirtualShardEntry.parse, stream) if entry.layout is not None)
+        shards = (
+            (entry.key, entry.layout) for entry in map(VirtualShardEntry.parse, stream) if entry.layout is not None
+        )
         for batch in read_batches(shards):
             for key, layout, outcome in pool.map(lambda item: (*item, _read_index(reader, *item)), batch):
                 if isinstance(outcome, bytes):
@@ -62,8 +71,9 @@ def index_records(reader: ChunkReader, stream: Iterable[bytes], skipped: Skipped
                     skipped.add(outcome.reason)
 
 
-def read_batches(parsed: Iterable[tuple[tuple, ShardLayout]],
-                 budget: int = _BYTES_IN_FLIGHT) -> Iterator[list[tuple[tuple, ShardLayout]]]:
+def read_batches(
+    parsed: Iterable[tuple[tuple, ShardLayout]], budget: int = _BYTES_IN_FLIGHT
+) -> Iterator[list[tuple[tuple, ShardLayout]]]:
     """``parsed`` entries in batches read together: at most ``4 × _READS_IN_FLIGHT`` entries whose
     indexes add up to at most ``budget`` bytes, or one entry alone."""
     batch: list[tuple[tuple, ShardLayout]] = []

@@ -38,8 +38,15 @@ class ArchiveStore(Store):
     supports_deletes = False
     supports_listing = True
 
-    def __init__(self, archive: RepoArchive, ref: str, repo: Location | None = None,
-                 *, owns_archive: bool = False, read_only: bool = True) -> None:
+    def __init__(
+        self,
+        archive: RepoArchive,
+        ref: str,
+        repo: Location | None = None,
+        *,
+        owns_archive: bool = False,
+        read_only: bool = True,
+    ) -> None:
         if not read_only:
             raise ValueError("an archive snapshot cannot be opened for writing")
         super().__init__(read_only=True)
@@ -51,8 +58,11 @@ class ArchiveStore(Store):
         self._where = ref if ref == self.snapshot_id else f"{ref} (snapshot {self.snapshot_id})"
         # Blocking I/O over a network goes to threads so that zarr's concurrent gets overlap;
         # local reads are cheaper run in place than handed to a thread.
-        self._threaded = (is_url(archive.name) or (repo is not None and not repo.is_local)
-                          or any(is_url(p) for p in archive.authorize))
+        self._threaded = (
+            is_url(archive.name)
+            or (repo is not None and not repo.is_local)
+            or any(is_url(p) for p in archive.authorize)
+        )
         self._meta: dict[str, bytes] = {}
         self._nodes: dict[str, NodeInfo] = {}
         self._arrays: dict[str, ChunkKeys] = {}
@@ -71,16 +81,19 @@ class ArchiveStore(Store):
 
     def __eq__(self, other: object) -> bool:
         # the same snapshot of the same archive file, whichever reader opened it
-        return (isinstance(other, ArchiveStore) and other.archive.name == self.archive.name
-                and other.snapshot_id == self.snapshot_id and other.repo == self.repo)
+        return (
+            isinstance(other, ArchiveStore)
+            and other.archive.name == self.archive.name
+            and other.snapshot_id == self.snapshot_id
+            and other.repo == self.repo
+        )
 
     def __hash__(self) -> int:
         return hash((self.archive.name, self.snapshot_id, str(self.repo)))
 
     def __reduce__(self) -> tuple:
         # a copy in another process opens the archive again (an open file does not travel)
-        return (open_store, (self.archive.name, f"snapshot:{self.snapshot_id}", self.repo,
-                             self.archive.authorize))
+        return (open_store, (self.archive.name, f"snapshot:{self.snapshot_id}", self.repo, self.archive.authorize))
 
     def __repr__(self) -> str:
         return f"ArchiveStore({self.archive.name!r}, ref={self.ref!r}, snapshot={self.snapshot_id!r})"
@@ -118,7 +131,7 @@ class ArchiveStore(Store):
             cut = key.rfind("/", 0, cut)
             array = self._arrays.get(key[:cut] if cut > 0 else "")
             if array is not None:
-                coords = array.coords(key[len(array.base):])
+                coords = array.coords(key[len(array.base) :])
                 if coords is not None:
                     return array, coords
             if cut <= 0:
@@ -155,16 +168,18 @@ class ArchiveStore(Store):
 
     # -- the Store API -----------------------------------------------------------------------
 
-    async def get(self, key: str, prototype: BufferPrototype | None = None,
-                  byte_range: ByteRequest | None = None) -> Buffer | None:
+    async def get(
+        self, key: str, prototype: BufferPrototype | None = None, byte_range: ByteRequest | None = None
+    ) -> Buffer | None:
         """The value at ``key`` (or a byte range of it); None if the snapshot has no such key."""
         data = await self._run(self._read, key, byte_range)
         if data is None:
             return None
         return (prototype or default_buffer_prototype()).buffer.from_bytes(data)
 
-    async def get_partial_values(self, prototype: BufferPrototype,
-                                 key_ranges: Iterable[tuple[str, ByteRequest | None]]) -> list[Buffer | None]:
+    async def get_partial_values(
+        self, prototype: BufferPrototype, key_ranges: Iterable[tuple[str, ByteRequest | None]]
+    ) -> list[Buffer | None]:
         """Several values or ranges at once, in order."""
         return list(await asyncio.gather(*(self.get(key, prototype, rng) for key, rng in key_ranges)))
 
@@ -237,7 +252,7 @@ class ArchiveStore(Store):
         names = set()
         for meta in self._meta:
             if meta.startswith(base):
-                names.add(meta[len(base):].split("/", 1)[0])
+                names.add(meta[len(base) :].split("/", 1)[0])
         here = self._arrays.get(base[:-1] if base else "")
         if here is not None and here.default:
             names.add("c")  # icechunk lists "c" under every array, chunks or not
@@ -251,7 +266,7 @@ class ArchiveStore(Store):
             for coords in self.archive.node_chunk_coords(self._nodes[path]):
                 key = array.key(coords)
                 if key.startswith(base):
-                    name = key[len(base):].split("/", 1)[0]
+                    name = key[len(base) :].split("/", 1)[0]
                     # chunks stream in coordinate order: repeats of a name are adjacent
                     if name != previous and name not in names:
                         yield name
@@ -278,10 +293,14 @@ def _span(byte_range: ByteRequest | None, size: int) -> tuple[int, int]:
     return start, min(max(stop, start), size)
 
 
-def open_store(archive: RepoArchive | str | os.PathLike, ref: str = "main",
-               repo: str | os.PathLike | Location | None = None,
-               authorize: Iterable[str] | Mapping[str, Mapping[str, Any]] = (),
-               storage_options: Mapping[str, object] | None = None, anon: bool = False) -> ArchiveStore:
+def open_store(
+    archive: RepoArchive | str | os.PathLike,
+    ref: str = "main",
+    repo: str | os.PathLike | Location | None = None,
+    authorize: Iterable[str] | Mapping[str, Mapping[str, Any]] = (),
+    storage_options: Mapping[str, object] | None = None,
+    anon: bool = False,
+) -> ArchiveStore:
     """Open the snapshot REF names (branch, tag, snapshot id, with any ``~N``, ``^`` or ``@TIME``) as a read-only zarr store.
 
     ``archive``: a path, an http(s) URL or an open :class:`RepoArchive`; ``repo``: where native

@@ -4,12 +4,25 @@ icechunk lays them out (:mod:`.encode`), the refs of one array as columns betwee
 from zsarchive.lazy import lazy_exports
 
 # a lookup decodes one manifest and never encodes: the encoder loads on first use
-__getattr__ = lazy_exports(__name__, {
-    **dict.fromkeys(("ManifestBuffer", "RefColumns", "RefIdentities", "decode_manifest", "iter_chunk_refs"),
-                    "zsarchive.icechunk.manifest.decode"),
-    "encode_manifest": "zsarchive.icechunk.manifest.encode",
-    **dict.fromkeys(("RefBatch", "RefTable"), "zsarchive.icechunk.manifest.refs"),
-})
+__getattr__ = lazy_exports(
+    __name__,
+    {
+        **dict.fromkeys(
+            ("ManifestBuffer", "RefColumns", "RefIdentities", "decode_manifest", "iter_chunk_refs"),
+            "zsarchive.icechunk.manifest.decode",
+        ),
+        "encode_manifest": "zsarchive.icechunk.manifest.encode",
+        **dict.fromkeys(("RefBatch", "RefTable"), "zsarchive.icechunk.manifest.refs"),
+    },
+)
 
-__all__ = ["ManifestBuffer", "RefBatch", "RefColumns", "RefIdentities", "RefTable", "decode_manifest",
-           "encode_manifest", "iter_chunk_refs"]
+__all__ = [
+    "ManifestBuffer",
+    "RefBatch",
+    "RefColumns",
+    "RefIdentities",
+    "RefTable",
+    "decode_manifest",
+    "encode_manifest",
+    "iter_chunk_refs",
+]

@@ -37,15 +37,44 @@ _BATCH = 65536  # refs decoded per step: bounds the temporary arrays
 _LOCATION_CACHE = 65536  # distinct locations remembered across steps (they repeat: many chunks per file)
 # Random odd multipliers hashing strings of <= 256 bytes (numpy's default_rng(2026), written out: importing
 # numpy.random costs every export a few milliseconds)
-_MIX = np.array([
-    0x16E756026D097CD5, 0x51E8ACB38361A65F, 0x3BCF7372AEC7F8F5, 0x2F6C8FAF8A37CE3B, 0x2D6DEE63D25C9B0D,
-    0x652FB3AE6A603595, 0x73DBC0D45A2AADAF, 0x16B382675C50900D, 0x538E73D16DE1D9A7, 0x262EC8FB0C9A8E87,
-    0x7BC56AD91534CA19, 0x75BDA66A5D2DCB39, 0x516436EA2428EE8D, 0x6059867DCD559481, 0x41F08E6B0F1B2831,
-    0x69B6EF925280649B, 0x396488A153FAA48B, 0x2B5E34DB3AE5AF0F, 0x2392339514206D87, 0x1CF87B4A92B44BCD,
-    0x434DF760ED493BED, 0x3728205C0BB9913B, 0x54E31A4222A9198D, 0x01A4C1C5EA473FBB, 0x394E4BC0BB9FEF21,
-    0x2EBE3E96FECF4B5F, 0x1902C9DE9525E3AD, 0x4C24909ABD206B51, 0x37B8576C29CCECF5, 0x26661F20D4E65C03,
-    0x1ACE25BFFB7C6BCF, 0x6FF3AE5CF7B6192D, 0x66133EC27A7E88B3,
-], np.uint64)
+_MIX = np.array(
+    [
+        0x16E756026D097CD5,
+        0x51E8ACB38361A65F,
+        0x3BCF7372AEC7F8F5,
+        0x2F6C8FAF8A37CE3B,
+        0x2D6DEE63D25C9B0D,
+        0x652FB3AE6A603595,
+        0x73DBC0D45A2AADAF,
+        0x16B382675C50900D,
+        0x538E73D16DE1D9A7,
+        0x262EC8FB0C9A8E87,
+        0x7BC56AD91534CA19,
+        0x75BDA66A5D2DCB39,
+        0x516436EA2428EE8D,
+        0x6059867DCD559481,
+        0x41F08E6B0F1B2831,
+        0x69B6EF925280649B,
+        0x396488A153FAA48B,
+        0x2B5E34DB3AE5AF0F,
+        0x2392339514206D87,
+        0x1CF87B4A92B44BCD,
+        0x434DF760ED493BED,
+        0x3728205C0BB9913B,
+        0x54E31A4222A9198D,
+        0x01A4C1C5EA473FBB,
+        0x394E4BC0BB9FEF21,
+        0x2EBE3E96FECF4B5F,
+        0x1902C9DE9525E3AD,
+        0x4C24909ABD206B51,
+        0x37B8576C29CCECF5,
+        0x26661F20D4E65C03,
+        0x1ACE25BFFB7C6BCF,
+        0x6FF3AE5CF7B6192D,
+        0x66133EC27A7E88B3,
+    ],
+    np.uint64,
+)
 # Columns of _Layout.row: where each value sits in a table (0 = absent), or what the layout is.
 _SIZE, _INDEX, _OFFSET, _LENGTH, _PAYLOAD, _ETAG, _MODIFIED, _CODE, _COMPRESSED = range(9)
 
@@ -60,16 +89,18 @@ class _Layout:
         end = 0
         for off, s in sorted((off, s) for s, off in enumerate(slots) if off):
             if off < 4 or off < end or off + _WIDTHS[s] > table_size:
-                raise FlatBufferError(f"{where}: field {s} at {off} overlaps another or lies outside its "
-                                      f"{table_size}-byte table")
+                raise FlatBufferError(
+                    f"{where}: field {s} at {off} overlaps another or lies outside its {table_size}-byte table"
+                )
             end = off + _WIDTHS[s]
         index, inline, offset, length, chunk_id, location, etag, modified, compressed, _extra = slots
         if not index:
             raise FlatBufferError(f"{where}: required field index is missing")
         kinds = [bool(inline), bool(chunk_id), bool(location or compressed)]
         if sum(kinds) != 1:
-            raise FlatBufferError(f"{where}: exactly one of inline, chunk_id, location/compressed_location "
-                                  f"must be present")
+            raise FlatBufferError(
+                f"{where}: exactly one of inline, chunk_id, location/compressed_location must be present"
+            )
         code = kinds.index(True)
         self.kind = _KINDS[code]
         payload = (inline, chunk_id, location or compressed)[code]
@@ -77,10 +108,17 @@ class _Layout:
             offset = length = 0
         if code != 2:
             etag = modified = 0
-        self.row = (table_size, index, offset, length, payload, etag, modified, code,
-                    int(not location and bool(compressed)))
-
-
+        self.row = (
+            table_size,
+            index,
+            offset,
+            length,
+            payload,
+            etag,
+            modified,
+            code,
+            int(not location and bool(compressed)),
+        )
 
 
 class RefColumns(NamedTuple):
@@ -113,8 +151,13 @@ class RefColumns(NamedTuple):
 
     def take(self, rows: np.ndarray) -> RefColumns:
         """The refs ``rows`` (indices, in that order)."""
-        return RefColumns(self.coords[rows], self.numbers[rows], self.pos[rows], self.table,
-                          None if self.layouts is None else self.layouts[rows])
+        return RefColumns(
+            self.coords[rows],
+            self.numbers[rows],
+            self.pos[rows],
+            self.table,
+            None if self.layouts is None else self.layouts[rows],
+        )
 
 
 class RefIdentities(NamedTuple):
@@ -130,8 +173,10 @@ class RefIdentities(NamedTuple):
 
     def take(self, refs: np.ndarray) -> RefIdentities:
         """The refs ``refs`` (indices, in that order)."""
-        return RefIdentities(*(tuple(v if isinstance(v, int) else v[refs] for v in fields)
-                               for fields in (self.numbers, self.named)), self.objects)
+        return RefIdentities(
+            *(tuple(v if isinstance(v, int) else v[refs] for v in fields) for fields in (self.numbers, self.named)),
+            self.objects,
+        )
 
     def numbered(self, texts: dict) -> tuple:
         """The fields, ``named``'s with each object numbered by ``texts`` (object -> number, filled as it goes):
@@ -177,8 +222,14 @@ class ManifestBuffer:
     offset is bounds-checked before it is followed, so a corrupt file raises ZSCorrupt naming the ref.
     """
 
-    def __init__(self, payload: bytes, name: str, arrays: dict[NodeId, tuple[int, int]],
-                 dictionary: bytes | None, compression_algorithm: int):
+    def __init__(
+        self,
+        payload: bytes,
+        name: str,
+        arrays: dict[NodeId, tuple[int, int]],
+        dictionary: bytes | None,
+        compression_algorithm: int,
+    ):
         self.payload = payload
         self.name = name
         self.arrays = arrays
@@ -225,8 +276,9 @@ class ManifestBuffer:
             with decoding(self.name):
                 for lo in range(0, total, _BATCH):
                     _pos, table, inverse = self._locate(node_id, lo, min(lo + _BATCH, total))
-                    fields = np.broadcast_to(table, (9, len(_pos))) if inverse is None else \
-                        np.take(table, inverse, axis=1)
+                    fields = (
+                        np.broadcast_to(table, (9, len(_pos))) if inverse is None else np.take(table, inverse, axis=1)
+                    )
                     tally[:3] += np.bincount(fields[_CODE], minlength=3)
                     tally[3] += int(fields[_COMPRESSED].sum())
             counts = self._counts[node_id] = tuple(tally.tolist())
@@ -274,8 +326,9 @@ class ManifestBuffer:
         """Like :meth:`ref_batches`, the refs located and their order checked, nothing decoded further."""
         return self._in_batches(node_id, first, stop, functools.partial(self._columns, node_id), lambda got: got)
 
-    def identified_columns(self, node_id: NodeId, first: int = 0, stop: int | None = None
-                           ) -> Iterator[tuple[RefColumns, RefIdentities]]:
+    def identified_columns(
+        self, node_id: NodeId, first: int = 0, stop: int | None = None
+    ) -> Iterator[tuple[RefColumns, RefIdentities]]:
         """Like :meth:`ref_columns`, each batch with its :meth:`ref_identities`: read in one pass by the C
         extension where it is built and the batch holds only native refs and virtual refs without an etag,
         of layouts seen before; else by the numpy code. The same answer either way."""
@@ -290,11 +343,17 @@ class ManifestBuffer:
                 columns = self._columns(node_id, lo, hi, previous)
                 got = columns, self.ref_identities(node_id, columns)
             return got
+
         return self._in_batches(node_id, first, stop, read, operator.itemgetter(0))
 
-    def _in_batches(self, node_id: NodeId, first: int, stop: int | None,
-                    read: Callable[[int, int, np.ndarray | None], Any], columns_of: Callable[[Any], RefColumns]
-                    ) -> Iterator:
+    def _in_batches(
+        self,
+        node_id: NodeId,
+        first: int,
+        stop: int | None,
+        read: Callable[[int, int, np.ndarray | None], Any],
+        columns_of: Callable[[Any], RefColumns],
+    ) -> Iterator:
         """``read(lo, hi, previous)`` of each batch of refs ``first`` to ``stop`` (default: all) of one array,
         in order; ``previous``: the coordinates of the ref before the batch, which it must come after
         (``columns_of(read(...))``: the batch's columns)."""
@@ -311,8 +370,9 @@ class ManifestBuffer:
                 previous = columns_of(got).coords[-1]
                 yield got
 
-    def _read_refs(self, node_id: NodeId, lo: int, hi: int, previous: np.ndarray | None, scratch: np.ndarray
-                   ) -> tuple[RefColumns, RefIdentities] | None:
+    def _read_refs(
+        self, node_id: NodeId, lo: int, hi: int, previous: np.ndarray | None, scratch: np.ndarray
+    ) -> tuple[RefColumns, RefIdentities] | None:
         """Refs ``lo`` to ``hi`` of one array read by the C extension, or None where it leaves them to numpy."""
         if not self.layouts:
             self._locate(node_id, lo, hi)  # learns (and checks) the layouts, as the numpy code would first
@@ -333,12 +393,33 @@ class ManifestBuffer:
         if n * 4 * (ndim + 1) > len(self.payload):  # such refs cannot all fit the buffer: numpy says so
             return None
         coords, ids = np.empty((n, ndim), np.uint32), np.empty((2, n), np.uint64)
-        pos, layouts, offset, length = np.empty(n, np.int64), np.empty(n, np.uint8), np.empty(n, np.uint64), \
-            np.empty(n, np.uint64)
+        pos, layouts, offset, length = (
+            np.empty(n, np.int64),
+            np.empty(n, np.uint8),
+            np.empty(n, np.uint64),
+            np.empty(n, np.uint64),
+        )
         modified, location, firsts = np.empty(n, np.uint32), np.empty(n, np.intp), np.empty(n, np.intp)
-        got = _refscan.read_refs(self.payload, self.arrays[node_id][0], lo, n, ndim, vtables, rows,
-                                 None if previous is None else np.ascontiguousarray(previous, np.uint32), coords, pos,
-                                 layouts, offset, length, ids, modified, location, firsts, scratch)
+        got = _refscan.read_refs(
+            self.payload,
+            self.arrays[node_id][0],
+            lo,
+            n,
+            ndim,
+            vtables,
+            rows,
+            None if previous is None else np.ascontiguousarray(previous, np.uint32),
+            coords,
+            pos,
+            layouts,
+            offset,
+            length,
+            ids,
+            modified,
+            location,
+            firsts,
+            scratch,
+        )
         if got is None:
             return None
         distinct, natives, stamped = got
@@ -348,22 +429,34 @@ class ManifestBuffer:
         first_rows = columns.take(firsts)
         starts, ends = self._spans(first_rows.pos + first_rows.field(_PAYLOAD), where, "location")
         texts = self._texts(self._slices(starts, ends, where, "location"), first_rows.field(_COMPRESSED), where)
-        kind = _KINDS.index(RefKind.NATIVE) if n == natives else _KINDS.index(RefKind.VIRTUAL) \
-            if not natives else columns.field(_CODE)  # only these two kinds are read here
-        return columns, RefIdentities((kind, offset, length, *(ids if natives else (0, 0)),
-                                       modified if stamped else 0), (0, location), texts)
+        kind = (
+            _KINDS.index(RefKind.NATIVE)
+            if n == natives
+            else _KINDS.index(RefKind.VIRTUAL)
+            if not natives
+            else columns.field(_CODE)
+        )  # only these two kinds are read here
+        return columns, RefIdentities(
+            (kind, offset, length, *(ids if natives else (0, 0)), modified if stamped else 0), (0, location), texts
+        )
 
     def _columns(self, node_id: NodeId, lo: int, hi: int, previous: np.ndarray | None) -> RefColumns:
         """Refs ``lo`` to ``hi`` of one array located, checked against each other and against ``previous``."""
         b = self._bytes
         pos, table, inverse = self._locate(node_id, lo, hi)
         at = pos + (table[_INDEX, 0] if inverse is None else np.take(table[_INDEX], inverse))
-        coords = uint32_vectors(b, at + gather(b, at, "<u4"), lambda j: f"array {node_id} ref {lo + j} index",
-                                None if previous is None else len(previous))
+        coords = uint32_vectors(
+            b,
+            at + gather(b, at, "<u4"),
+            lambda j: f"array {node_id} ref {lo + j} index",
+            None if previous is None else len(previous),
+        )
         if (j := first_unsorted(coords, previous)) is not None:
             before = coords[j - 1] if j else previous
-            raise FlatBufferError(f"array {node_id} refs MUST be sorted by index, but ref {lo + j} "
-                                  f"{coords[j].tolist()} does not come after {before.tolist()}")
+            raise FlatBufferError(
+                f"array {node_id} refs MUST be sorted by index, but ref {lo + j} "
+                f"{coords[j].tolist()} does not come after {before.tolist()}"
+            )
         return RefColumns(coords, np.arange(lo, hi, dtype=np.int64), pos, table, inverse)
 
     def refs_of(self, node_id: NodeId, columns: RefColumns) -> RefBatch:
@@ -377,8 +470,13 @@ class ManifestBuffer:
             nothing = [None] * n
             offset = self._numbers(pos, fields[_OFFSET], "<u8")
             length = self._numbers(pos, fields[_LENGTH], "<u8")
-            columns_out = {"inline": nothing, "chunk_id": nothing, "location": nothing, "etag": nothing,
-                           "modified": nothing}
+            columns_out = {
+                "inline": nothing,
+                "chunk_id": nothing,
+                "location": nothing,
+                "etag": nothing,
+                "modified": nothing,
+            }
             for code, picked in _by_code(codes, uniform):
                 p = pos if picked is None else pos[picked]
                 f = fields if picked is None else fields[:, picked]
@@ -391,8 +489,17 @@ class ManifestBuffer:
                     values = self._virtual(p, f, at_ref)
                 for name, column in values.items():
                     columns_out[name] = column if picked is None else _scatter(columns_out[name], picked, column)
-        return RefBatch(columns.coords, kind, columns_out["inline"], columns_out["chunk_id"], columns_out["location"],
-                        offset, length, columns_out["etag"], columns_out["modified"])
+        return RefBatch(
+            columns.coords,
+            kind,
+            columns_out["inline"],
+            columns_out["chunk_id"],
+            columns_out["location"],
+            offset,
+            length,
+            columns_out["etag"],
+            columns_out["modified"],
+        )
 
     def ref_identities(self, node_id: NodeId, columns: RefColumns) -> RefIdentities:
         """The refs of ``columns`` as numbers, texts aside (:class:`RefIdentities`); safe to call while other
@@ -435,14 +542,18 @@ class ManifestBuffer:
                             modified[cells] = stamps
                     if etags is not None:
                         seen: dict[str, int] = {}
-                        named[0, cells] = [0 if e is None else 1 + len(objects) + seen.setdefault(e, len(seen))
-                                           for e in etags]
+                        named[0, cells] = [
+                            0 if e is None else 1 + len(objects) + seen.setdefault(e, len(seen)) for e in etags
+                        ]
                         objects += seen
                 found = np.arange(1 + len(objects), 1 + len(objects) + len(distinct))
                 named[1, cells] = found if inverse is None else np.take(found, inverse)
                 objects += distinct
-        return RefIdentities((codes if uniform is None else uniform, offset, length, *words, modified),
-                             (named[0] if named[0].any() else 0, named[1] if named[1].any() else 0), objects)
+        return RefIdentities(
+            (codes if uniform is None else uniform, offset, length, *words, modified),
+            (named[0] if named[0].any() else 0, named[1] if named[1].any() else 0),
+            objects,
+        )
 
     def _numbers(self, pos: np.ndarray, at: np.ndarray, dtype: str) -> np.ndarray:
         """The field at table offset ``at`` of each table (0 where absent: ``at`` == 0)."""
@@ -481,8 +592,9 @@ class ManifestBuffer:
         once = list(map(self.payload.__getitem__, map(slice, starts[first_at].tolist(), ends[first_at].tolist())))
         return [once[j] for j in inverse.tolist()]
 
-    def _location_texts(self, slots: np.ndarray, compressed: np.ndarray,
-                        where: Callable[[int], str]) -> tuple[list[str], np.ndarray | None]:
+    def _location_texts(
+        self, slots: np.ndarray, compressed: np.ndarray, where: Callable[[int], str]
+    ) -> tuple[list[str], np.ndarray | None]:
         """(the distinct locations, which of them each virtual ref whose location uoffset is at ``slots``
         has), or (every ref's location, None) where they are not deduplicated."""
         starts, ends = self._spans(slots, where, "location")
@@ -491,8 +603,11 @@ class ManifestBuffer:
         if distinct is None:
             return self._texts(self._slices(starts, ends, where, "location"), compressed, where), None
         firsts, inverse = distinct
-        texts = self._texts(self._slices(starts[firsts], ends[firsts], where, "location"), compressed[firsts],
-                            lambda j: where(int(firsts[j])))
+        texts = self._texts(
+            self._slices(starts[firsts], ends[firsts], where, "location"),
+            compressed[firsts],
+            lambda j: where(int(firsts[j])),
+        )
         return texts, inverse
 
     def _texts(self, raws: list[bytes], packed: np.ndarray, where: Callable[[int], str]) -> list[str]:
@@ -509,8 +624,9 @@ class ManifestBuffer:
         except _BadText as exc:
             raise FlatBufferError(f"{where(raws.index(exc.raw))}: {exc}") from None
 
-    def _virtual_checksums(self, pos: np.ndarray, fields: np.ndarray,
-                           where: Callable[[int], str]) -> tuple[list | None, np.ndarray]:
+    def _virtual_checksums(
+        self, pos: np.ndarray, fields: np.ndarray, where: Callable[[int], str]
+    ) -> tuple[list | None, np.ndarray]:
         """(each virtual ref's etag, or None when none has one; each one's last-modified, 0 where absent)."""
         etag_at = fields[_ETAG]
         etags: list | None = None
@@ -530,8 +646,11 @@ class ManifestBuffer:
         texts, inverse = self._location_texts(pos + fields[_PAYLOAD], fields[_COMPRESSED], where)
         locations = texts if inverse is None else np.array(texts, dtype=object)[inverse].tolist()
         etags, modified = self._virtual_checksums(pos, fields, where)
-        return {"location": locations, "etag": [None] * len(pos) if etags is None else etags,
-                "modified": [m or None for m in modified.tolist()] if modified.any() else [None] * len(pos)}
+        return {
+            "location": locations,
+            "etag": [None] * len(pos) if etags is None else etags,
+            "modified": [m or None for m in modified.tolist()] if modified.any() else [None] * len(pos),
+        }
 
 
 def _few_distinct(values: np.ndarray, most: int = 8) -> tuple[np.ndarray, np.ndarray | None]:
@@ -569,7 +688,7 @@ def _distinct(b: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> tuple[np.n
     rows = items[np.minimum(starts, last)].view("<u8").reshape(-1, width // 8)
     for j in np.flatnonzero(starts > last).tolist():  # strings within ``width`` bytes of the end
         row = np.zeros(width, np.uint8)
-        row[:lengths[j]] = b[starts[j]:ends[j]]
+        row[: lengths[j]] = b[starts[j] : ends[j]]
         rows[j] = row.view("<u8")
     hashes = lengths.astype(np.uint64) * _MIX[0]
     words = []
@@ -642,8 +761,17 @@ def decode_manifest(raw: bytes, name: str) -> Manifest:
         check_sorted(order, "arrays (by node_id)")
         source = ManifestBuffer(payload, name, arrays, byte_vector(fb, 8), fb.CompressionAlgorithm())
         infos = [ArrayManifestInfo(node_id, arrays[node_id][1]) for node_id in order]
-        return Manifest(header, id12(fb.Id(), "id"), len(raw), infos, source.dictionary,
-                        source.compression_algorithm, byte_vector(fb, 12), source, len(payload))
+        return Manifest(
+            header,
+            id12(fb.Id(), "id"),
+            len(raw),
+            infos,
+            source.dictionary,
+            source.compression_algorithm,
+            byte_vector(fb, 12),
+            source,
+            len(payload),
+        )
 
 
 def iter_chunk_refs(raw: bytes, name: str = "<manifest>") -> Iterator[tuple[NodeId, ChunkRef]]:

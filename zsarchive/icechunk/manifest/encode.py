@@ -85,8 +85,9 @@ class _Texts:
     @classmethod
     def of(cls, raws: list[bytes], terminate: bool, at: np.ndarray | None = None, count: int | None = None) -> _Texts:
         """``raws`` as stored; ``at``: the positions in a list of ``count`` texts they are (the rest unused)."""
-        stored = [struct.pack("<I", len(raw)) + raw + bytes(4 - len(raw) % 4 if terminate else -len(raw) % 4)
-                  for raw in raws]
+        stored = [
+            struct.pack("<I", len(raw)) + raw + bytes(4 - len(raw) % 4 if terminate else -len(raw) % 4) for raw in raws
+        ]
         own = np.array([len(s) // 4 for s in stored], np.int64)
         at = np.arange(len(raws)) if at is None else at
         words = np.zeros(len(raws) if count is None else count, np.int64)
@@ -101,7 +102,7 @@ class _Texts:
     def put(self, words: np.ndarray, at: np.ndarray, codes: np.ndarray) -> None:
         """Write text ``codes[i]`` at word ``at[i]`` of ``words``."""
         if len(self.groups) == 1:
-            (count, rows), = self.groups.items()
+            ((count, rows),) = self.groups.items()
             words[at[:, None] + np.arange(count)] = rows[self.rank[codes]]
             return
         counts = self.words[codes]
@@ -140,8 +141,13 @@ class _Array:
 class _Layout:
     """The placement of a whole manifest, counted as the builder counts: bytes from the buffer's end."""
 
-    def __init__(self, arrays: list[_Array], algorithm: bool, dictionary: bytes | None,
-                 pack: Callable[[list[str]], list[bytes]] | None):
+    def __init__(
+        self,
+        arrays: list[_Array],
+        algorithm: bool,
+        dictionary: bytes | None,
+        pack: Callable[[list[str]], list[bytes]] | None,
+    ):
         self.arrays = arrays
         self.algorithm = algorithm
         """Whether the root table has a compression_algorithm field (written where it is not the default)."""
@@ -167,8 +173,11 @@ class _Layout:
                 raws = self.pack(names) if self.pack else [name.encode("utf-8") for name in names]
                 locations = _Texts.of(raws, terminate=self.pack is None, at=used, count=len(t.texts))
             inline = _Texts.of(list(t.blobs), terminate=False) if t.blobs and (t.kind == INLINE).any() else None
-            etags = _Texts.of([s.encode("utf-8") for s in t.etags], terminate=True) \
-                if t.etags and (t.etag[virtual] >= 0).any() else None
+            etags = (
+                _Texts.of([s.encode("utf-8") for s in t.etags], terminate=True)
+                if t.etags and (t.etag[virtual] >= 0).any()
+                else None
+            )
             array.texts = locations, inline, etags
         return array.texts
 
@@ -289,7 +298,7 @@ class _Layout:
                     at = int(np.argmax(keys == key))
                     new = at if new is None or at < new else new
             stop = len(keys) if new is None else new + 1
-            array.tables[lo + start:lo + start + stop] = ends[:stop]
+            array.tables[lo + start : lo + start + stop] = ends[:stop]
             s = int(ends[stop - 1])
             start += stop
             if new is not None:
@@ -321,7 +330,7 @@ class _Layout:
             n = len(array.refs.kind)
             for lo in range(0, n, _BATCH):  # the refs vector
                 entries = array.refs_end - 4 - 4 * np.arange(lo, min(n, lo + _BATCH), dtype=np.int64)
-                entries -= array.tables[lo:lo + _BATCH]
+                entries -= array.tables[lo : lo + _BATCH]
                 yield entries.astype("<u4").data
             if array.refs_end - 4 - 4 * n > array.last:  # the word alignment before it
                 yield bytes(array.refs_end - 4 - 4 * n - array.last)
@@ -338,18 +347,23 @@ class _Layout:
         struct.pack_into("<I", buf, 0, self.size - self.table)
         buf[4:8] = b"Ichk"
         if self.root_written:
-            buf[at(self.table + len(self.root_vtable)):at(self.table)] = self.root_vtable
+            buf[at(self.table + len(self.root_vtable)) : at(self.table)] = self.root_vtable
         struct.pack_into("<i", buf, at(self.table), self.vtables[self.root_vtable] - self.table)
         for slot, where in self.field_at.items():
             if slot == 0:
-                buf[at(where):at(where) + 12] = ids.decode(manifest_id, 12)
+                buf[at(where) : at(where) + 12] = ids.decode(manifest_id, 12)
             elif slot in (1, 2):
                 struct.pack_into("<I", buf, at(where), where - (self.arrays_end if slot == 1 else self.dictionary_end))
         if self.dictionary is not None:
             struct.pack_into("<I", buf, at(self.dictionary_end), len(self.dictionary))
-            buf[at(self.dictionary_end) + 4:at(self.dictionary_end) + 4 + len(self.dictionary)] = self.dictionary
-        struct.pack_into(f"<{1 + len(self.arrays)}I", buf, at(self.arrays_end), len(self.arrays),
-                         *(self.arrays_end - 4 - 4 * j - a.table for j, a in enumerate(self.arrays)))
+            buf[at(self.dictionary_end) + 4 : at(self.dictionary_end) + 4 + len(self.dictionary)] = self.dictionary
+        struct.pack_into(
+            f"<{1 + len(self.arrays)}I",
+            buf,
+            at(self.arrays_end),
+            len(self.arrays),
+            *(self.arrays_end - 4 - 4 * j - a.table for j, a in enumerate(self.arrays)),
+        )
         return bytes(buf)
 
     def _array_head(self, array: _Array) -> bytes:
@@ -360,10 +374,10 @@ class _Layout:
             return array.end - r
 
         if array.written:
-            buf[:len(array.vtable)] = array.vtable
+            buf[: len(array.vtable)] = array.vtable
         table = at(array.table)
         struct.pack_into("<i", buf, table, self.vtables[array.vtable] - array.table)
-        buf[table + 4:table + 12] = ids.decode(array.node_id, 8)
+        buf[table + 4 : table + 12] = ids.decode(array.node_id, 8)
         struct.pack_into("<I", buf, table + 12, 4)  # to the refs vector, right after the table
         struct.pack_into("<I", buf, at(array.refs_end), len(array.refs.kind))
         return bytes(buf)
@@ -445,8 +459,8 @@ class _Layout:
         for ref, vtable in array.new_vtables.items():
             if lo <= ref < hi:
                 place = shift + end - int(array.tables[ref]) - len(vtable)
-                block[place:place + len(vtable)] = np.frombuffer(vtable, np.uint8)
-        return block.data[shift:shift + end - begin]
+                block[place : place + len(vtable)] = np.frombuffer(vtable, np.uint8)
+        return block.data[shift : shift + end - begin]
 
 
 def _present(values: np.ndarray) -> list[int]:
@@ -464,8 +478,13 @@ def _chunk_id_words(texts: list[str], codes: np.ndarray) -> np.ndarray:
 def _packer(dictionary: bytes, level: int) -> Callable[[list[str]], list[bytes]]:
     """Virtual locations as icechunk compresses them with a manifest's ``location_dictionary``: each one
     zstd frame at ``level`` with the content size and the dictionary's id."""
-    cctx = zstandard.ZstdCompressor(level=level, dict_data=zstandard.ZstdCompressionDict(dictionary),
-                                    write_content_size=True, write_dict_id=True, write_checksum=False)
+    cctx = zstandard.ZstdCompressor(
+        level=level,
+        dict_data=zstandard.ZstdCompressionDict(dictionary),
+        write_content_size=True,
+        write_dict_id=True,
+        write_checksum=False,
+    )
 
     def pack(locations: list[str]) -> list[bytes]:
         raws = [location.encode("utf-8") for location in locations]
@@ -473,12 +492,20 @@ def _packer(dictionary: bytes, level: int) -> Callable[[list[str]], list[bytes]]
             return [cctx.compress(raw) for raw in raws]
         packed: Any = cctx.multi_compress_to_buffer(cast(Any, raws), threads=-1)
         return [bytes(packed[j]) for j in range(len(raws))]
+
     return pack
 
 
-def encode_manifest(manifest_id: str, arrays: Iterable[tuple[NodeId, Iterable[ChunkRef] | RefBatch | RefTable]],
-                    spec_version: int, implementation: str = IMPLEMENTATION, size: int | None = None,
-                    location_dictionary: bytes | None = None, level: int = 3, location_level: int = 3) -> bytes:
+def encode_manifest(
+    manifest_id: str,
+    arrays: Iterable[tuple[NodeId, Iterable[ChunkRef] | RefBatch | RefTable]],
+    spec_version: int,
+    implementation: str = IMPLEMENTATION,
+    size: int | None = None,
+    location_dictionary: bytes | None = None,
+    level: int = 3,
+    location_level: int = 3,
+) -> bytes:
     """A manifest file holding each array's refs (arrays sorted by node id, refs by coordinates, as
     icechunk's binary searches need; a :class:`RefBatch` or :class:`RefTable` is taken as sorted),
     laid out and compressed (at ``level``) as the icechunk that ``implementation`` names writes it;
@@ -506,8 +533,9 @@ def encode_manifest(manifest_id: str, arrays: Iterable[tuple[NodeId, Iterable[Ch
     frame = layout.compressed(manifest_id, form, level)
     if size and 0 < abs(HEADER_LENGTH + len(frame) - size) <= _FORM_BYTES:
         # the same payload framed as the other form may be the file the snapshots name, byte for byte
-        other = layout.compressed(manifest_id, FrameForm.SIZED if form is FrameForm.UNSIZED else FrameForm.UNSIZED,
-                                  level)
+        other = layout.compressed(
+            manifest_id, FrameForm.SIZED if form is FrameForm.UNSIZED else FrameForm.UNSIZED, level
+        )
         if HEADER_LENGTH + len(other) == size:
             frame = other
     return wrap_frame(FileType.MANIFEST, spec_version, frame, layout.size, implementation, size)

@@ -40,29 +40,59 @@ class RefBatch(NamedTuple):
         # Lazily, from columns of ints: refs a caller drops die young, so the cyclic GC stays idle.
         n = len(self.kind)
         index = zip(*self.coords.T.tolist()) if self.coords.shape[1] else itertools.repeat((), n)
-        return map(_new_ref, itertools.repeat(ChunkRef), zip(
-            index, self.kind, self.inline, self.chunk_id, self.location, self.offset.tolist(),
-            self.length.tolist(), self.checksum_etag, self.checksum_last_modified))
+        return map(
+            _new_ref,
+            itertools.repeat(ChunkRef),
+            zip(
+                index,
+                self.kind,
+                self.inline,
+                self.chunk_id,
+                self.location,
+                self.offset.tolist(),
+                self.length.tolist(),
+                self.checksum_etag,
+                self.checksum_last_modified,
+            ),
+        )
 
     def table(self) -> RefTable:
         """The same refs as numbers (:class:`RefTable`)."""
         n = len(self.kind)
         codes = {kind: code for code, kind in enumerate(KINDS)}
         uniform = n and self.kind.count(self.kind[0]) == n  # counted in C: identity compares first
-        kind = np.full(n, codes[self.kind[0]], np.uint8) if uniform else \
-            np.fromiter(map(codes.__getitem__, self.kind), np.uint8, n)
-        named = self.location if uniform and self.kind[0] is RefKind.VIRTUAL else \
-            self.chunk_id if uniform and self.kind[0] is RefKind.NATIVE else \
-            [c if c is not None else loc for c, loc in zip(self.chunk_id, self.location)]
+        kind = (
+            np.full(n, codes[self.kind[0]], np.uint8)
+            if uniform
+            else np.fromiter(map(codes.__getitem__, self.kind), np.uint8, n)
+        )
+        named = (
+            self.location
+            if uniform and self.kind[0] is RefKind.VIRTUAL
+            else self.chunk_id
+            if uniform and self.kind[0] is RefKind.NATIVE
+            else [c if c is not None else loc for c, loc in zip(self.chunk_id, self.location)]
+        )
         text, texts = numbered(named)
         etag, etags = numbered(self.checksum_etag)
         inline, blobs = numbered(self.inline)
         stamps = self.checksum_last_modified
-        modified = np.zeros(n, np.uint32) if stamps.count(None) == n else \
-            np.fromiter((m or 0 for m in stamps), np.uint32, n)
-        return RefTable(np.asarray(self.coords, np.uint32).reshape(n, -1), kind, text, texts,
-                        np.asarray(self.offset, np.uint64), np.asarray(self.length, np.uint64), etag, etags,
-                        modified, inline, blobs)
+        modified = (
+            np.zeros(n, np.uint32) if stamps.count(None) == n else np.fromiter((m or 0 for m in stamps), np.uint32, n)
+        )
+        return RefTable(
+            np.asarray(self.coords, np.uint32).reshape(n, -1),
+            kind,
+            text,
+            texts,
+            np.asarray(self.offset, np.uint64),
+            np.asarray(self.length, np.uint64),
+            etag,
+            etags,
+            modified,
+            inline,
+            blobs,
+        )
 
 
 class RefTable(NamedTuple):
@@ -94,10 +124,17 @@ class RefTable(NamedTuple):
         refs = list(refs)
         ndim = len(refs[0].index) if refs else 0
         coords = np.array([r.index for r in refs], np.uint32).reshape(len(refs), ndim)
-        return RefBatch(coords, [r.kind for r in refs], [r.inline for r in refs], [r.chunk_id for r in refs],
-                        [r.location for r in refs], np.array([r.offset or 0 for r in refs], np.uint64),
-                        np.array([r.length or 0 for r in refs], np.uint64), [r.checksum_etag for r in refs],
-                        [r.checksum_last_modified for r in refs]).table()
+        return RefBatch(
+            coords,
+            [r.kind for r in refs],
+            [r.inline for r in refs],
+            [r.chunk_id for r in refs],
+            [r.location for r in refs],
+            np.array([r.offset or 0 for r in refs], np.uint64),
+            np.array([r.length or 0 for r in refs], np.uint64),
+            [r.checksum_etag for r in refs],
+            [r.checksum_last_modified for r in refs],
+        ).table()
 
 
 def numbered(values: list) -> tuple[np.ndarray, list]:

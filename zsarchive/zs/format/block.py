@@ -57,8 +57,11 @@ def decode_length(field: bytes | memoryview, where: str, end: str = "the file") 
     message) comes first. The body is the level byte plus the compressed payload, CRC excluded.
     """
     if all(byte & 0x80 for byte in field[:MAX_LENGTH_FIELD]):
-        problem = (f"runs past the end of {end}" if len(field) < MAX_LENGTH_FIELD
-                   else f"is longer than {MAX_LENGTH_FIELD} bytes")
+        problem = (
+            f"runs past the end of {end}"
+            if len(field) < MAX_LENGTH_FIELD
+            else f"is longer than {MAX_LENGTH_FIELD} bytes"
+        )
         raise ZSCorrupt(f"{where}: block length field {problem}")
     try:
         length, field_length = uleb128.decode(field, 0)
@@ -85,8 +88,10 @@ def split_block(buf: bytes | memoryview, where: str) -> tuple[int, memoryview]:
     length, pos = decode_length(buf[:MAX_LENGTH_FIELD], where, "its extent")
     end = pos + length
     if end + 8 != len(buf):
-        raise ZSCorrupt(f"{where}: block length field says {end + 8} bytes with CRC, "
-                        f"but {len(buf)} bytes are available for this block")
+        raise ZSCorrupt(
+            f"{where}: block length field says {end + 8} bytes with CRC, "
+            f"but {len(buf)} bytes are available for this block"
+        )
     body = memoryview(buf)[pos:end]
     check_crc(body, _U64.unpack_from(buf, end)[0], where)
     return body[0], body[1:]
@@ -140,8 +145,10 @@ def decode_records(payload: bytes, where: str) -> list[bytes]:
             pos = start + length
             append(payload[start:pos])
     if pos > n:
-        raise ZSCorrupt(f"{where}: record {len(records) - 1} length {len(records[-1]) + pos - n} runs past "
-                        f"the end of the {n}-byte payload")
+        raise ZSCorrupt(
+            f"{where}: record {len(records) - 1} length {len(records[-1]) + pos - n} runs past "
+            f"the end of the {n}-byte payload"
+        )
     if not records:
         raise ZSCorrupt(f"{where}: data block payload holds no records")
     return records
@@ -165,7 +172,7 @@ def decode_index(payload: bytes, where: str) -> list[IndexEntry]:
         klen, pos = decode(payload, pos, f"{where}: index entry {i} key length")
         if pos + klen > n:
             raise ZSCorrupt(f"{where}: index entry {i} key length {klen} runs past the payload end")
-        key = payload[pos:pos + klen]
+        key = payload[pos : pos + klen]
         pos += klen
         offset, pos = decode(payload, pos, f"{where}: index entry {i} offset")
         length, pos = decode(payload, pos, f"{where}: index entry {i} length")
@@ -174,6 +181,8 @@ def decode_index(payload: bytes, where: str) -> list[IndexEntry]:
         raise ZSCorrupt(f"{where}: index block payload holds no entries")
     for i in range(1, len(entries)):
         if entries[i].key < entries[i - 1].key:
-            raise ZSCorrupt(f"{where}: index keys out of order: entry {i} key {entries[i].key[:60]!r} "
-                            f"sorts before entry {i - 1} key {entries[i - 1].key[:60]!r}")
+            raise ZSCorrupt(
+                f"{where}: index keys out of order: entry {i} key {entries[i].key[:60]!r} "
+                f"sorts before entry {i - 1} key {entries[i - 1].key[:60]!r}"
+            )
     return entries

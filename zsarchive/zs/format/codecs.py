@@ -31,6 +31,7 @@ LZMA_CODEC = "lzma2;dsize=2^20"
 _LZMA_LEVELS = ("0", "0e", "1", "1e")
 _EXTREME_DICT = {"0e": 2**18, "1e": 2**20}  # the presets' dictionaries
 
+
 class Codec(TypedTuple):
     """A codec as named in the header, with ready-to-call compress/decompress functions (a typed tuple:
     a frozen dataclass costs every start of the command line ~6x as much to define)."""
@@ -75,9 +76,17 @@ def _lzma_filters(level: str) -> dict[str, Any]:
 
     if not level.endswith("e"):
         return {"id": lzma.FILTER_LZMA2, "preset": int(level)}
-    return {"id": lzma.FILTER_LZMA2, "dict_size": _EXTREME_DICT[level],
-            "lc": 3, "lp": 0, "pb": 2, "mode": lzma.MODE_NORMAL, "mf": lzma.MF_BT4,
-            "nice_len": 64, "depth": 32}
+    return {
+        "id": lzma.FILTER_LZMA2,
+        "dict_size": _EXTREME_DICT[level],
+        "lc": 3,
+        "lp": 0,
+        "pb": 2,
+        "mode": lzma.MODE_NORMAL,
+        "mf": lzma.MF_BT4,
+        "nice_len": 64,
+        "depth": 32,
+    }
 
 
 def _lzma_compress(level: str) -> Callable[[bytes], bytes]:
@@ -137,7 +146,7 @@ def _runs(parts: list[Any], size: int) -> list[tuple[int, list[memoryview]]]:
         at = 0
         while at < len(view):
             take = min(size - length, len(view) - at)
-            run.append(view[at:at + take])
+            run.append(view[at : at + take])
             length += take
             at += take
             if length == size:
@@ -189,7 +198,7 @@ def _deflate_stored_parts(data: bytes) -> list[Any] | None:
         pos += 5 + size
         if pos > n or len(parts) > most:
             return None
-        parts.append(view[pos - size:pos])
+        parts.append(view[pos - size : pos])
         if final:
             return parts if pos == n else None
     return None
@@ -264,8 +273,7 @@ def get_codec(name: str, level: int | str | None = None) -> Codec:
         except (TypeError, ValueError):
             raise ZSError(f"zstd compression level must be an integer, not {level!r}") from None
         compress = _zstd_compress(zlevel)
-    return Codec(header_name, compress, _DECOMPRESSORS[header_name], header_name != "zstd",
-                 _STORERS[header_name])
+    return Codec(header_name, compress, _DECOMPRESSORS[header_name], header_name != "zstd", _STORERS[header_name])
 
 
 def stored_parts_for(header_name: str) -> Callable[[bytes], list[Any] | None]:

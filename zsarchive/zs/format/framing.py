@@ -116,5 +116,4 @@ def frame(records: Sequence[bytes], terminator: bytes = b"\n", length_prefixed: 
     if length_prefixed == "u64le":
         pack = _U64.pack
         return b"".join([pack(len(r)) + r for r in records])
-    raise ValueError(f"length_prefixed must be one of {', '.join(LENGTH_PREFIXES)} or None, "
-                     f"not {length_prefixed!r}")
+    raise ValueError(f"length_prefixed must be one of {', '.join(LENGTH_PREFIXES)} or None, not {length_prefixed!r}")

@@ -46,14 +46,18 @@ class Header(TypedTuple):
         codec = self.codec.encode("ascii")
         if len(codec) > CODEC_FIELD_LENGTH:
             raise ValueError(f"codec name {self.codec!r} longer than {CODEC_FIELD_LENGTH} bytes")
-        data = _FIXED.pack(
-            self.root_index_offset,
-            self.root_index_length,
-            self.total_file_length,
-            self.data_sha256,
-            codec.ljust(CODEC_FIELD_LENGTH, b"\0"),
-            len(meta),
-        ) + meta + self.extensions
+        data = (
+            _FIXED.pack(
+                self.root_index_offset,
+                self.root_index_length,
+                self.total_file_length,
+                self.data_sha256,
+                codec.ljust(CODEC_FIELD_LENGTH, b"\0"),
+                len(meta),
+            )
+            + meta
+            + self.extensions
+        )
         return struct.pack("<Q", len(data)) + data + struct.pack("<Q", crc64(data))
 
 
@@ -67,8 +71,10 @@ def check_magic(magic: bytes, name: str) -> None:
     if magic == MAGIC:
         return
     if magic == PARTIAL_MAGIC:
-        raise ZSCorrupt(f"{name}: offset 0: ZStoBe magic: this file was only partially written "
-                        "(the writer was interrupted or failed); it is not a valid ZS file")
+        raise ZSCorrupt(
+            f"{name}: offset 0: ZStoBe magic: this file was only partially written "
+            "(the writer was interrupted or failed); it is not a valid ZS file"
+        )
     if len(magic) < len(MAGIC):
         raise ZSCorrupt(f"{name}: offset 0: file is {len(magic)} bytes, too short to be a ZS file")
     # never the bytes themselves: a file named by input may be anyone's (a fragment's base, say)
@@ -82,8 +88,10 @@ def header_length_of(prefix: bytes, name: str) -> int:
         raise ZSCorrupt(f"{name}: offset {HEADER_LENGTH_AT}: file ends inside the header length field")
     length: int = struct.unpack_from("<Q", prefix, 8)[0]
     if length < _FIXED.size:
-        raise ZSCorrupt(f"{name}: offset {HEADER_LENGTH_AT}: header length {length} is shorter than the "
-                        f"{_FIXED.size} bytes of fixed header fields")
+        raise ZSCorrupt(
+            f"{name}: offset {HEADER_LENGTH_AT}: header length {length} is shorter than the "
+            f"{_FIXED.size} bytes of fixed header fields"
+        )
     return length
 
 
@@ -94,8 +102,10 @@ def decode(data: bytes, crc_bytes: bytes, name: str) -> Header:
     (stored,) = struct.unpack("<Q", crc_bytes)
     actual = crc64(data)
     if stored != actual:
-        raise ZSCorrupt(f"{name}: offset {PREFIX_LENGTH + len(data)}: header CRC mismatch "
-                        f"(stored {stored:#018x}, computed {actual:#018x})")
+        raise ZSCorrupt(
+            f"{name}: offset {PREFIX_LENGTH + len(data)}: header CRC mismatch "
+            f"(stored {stored:#018x}, computed {actual:#018x})"
+        )
     root_off, root_len, file_len, sha, codec_raw, meta_len = _FIXED.unpack_from(data, 0)
     codec_raw = codec_raw.rstrip(b"\0")
     try:
@@ -104,9 +114,11 @@ def decode(data: bytes, crc_bytes: bytes, name: str) -> Header:
         raise ZSCorrupt(f"{name}: offset {CODEC_AT}: codec field is not ASCII: {codec_raw!r}") from None
     meta_start = _FIXED.size
     if meta_start + meta_len > len(data):
-        raise ZSCorrupt(f"{name}: offset {METADATA_LENGTH_AT}: metadata length {meta_len} "
-                        f"runs past the end of the {len(data)}-byte header")
-    meta_raw = data[meta_start:meta_start + meta_len]
+        raise ZSCorrupt(
+            f"{name}: offset {METADATA_LENGTH_AT}: metadata length {meta_len} "
+            f"runs past the end of the {len(data)}-byte header"
+        )
+    meta_raw = data[meta_start : meta_start + meta_len]
     try:
         metadata = json.loads(meta_raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:
@@ -114,10 +126,10 @@ def decode(data: bytes, crc_bytes: bytes, name: str) -> Header:
     except RecursionError:
         raise ZSCorrupt(f"{name}: offset {METADATA_AT}: metadata JSON is nested too deeply") from None
     if not isinstance(metadata, dict):
-        raise ZSCorrupt(f"{name}: offset {METADATA_AT}: metadata is JSON but not an object "
-                        f"(got {type(metadata).__name__})")
-    return Header(root_off, root_len, file_len, bytes(sha), codec, metadata,
-                  bytes(data[meta_start + meta_len:]))
+        raise ZSCorrupt(
+            f"{name}: offset {METADATA_AT}: metadata is JSON but not an object (got {type(metadata).__name__})"
+        )
+    return Header(root_off, root_len, file_len, bytes(sha), codec, metadata, bytes(data[meta_start + meta_len :]))
 
 
 def header_end(prefix: bytes, size: int, name: str) -> int:
@@ -125,8 +137,9 @@ def header_end(prefix: bytes, size: int, name: str) -> int:
     length = header_length_of(prefix, name)
     end = blocks_start(length)
     if end > size:
-        raise ZSCorrupt(f"{name}: offset {HEADER_LENGTH_AT}: header length {length} runs past the end "
-                        f"of the {size}-byte file")
+        raise ZSCorrupt(
+            f"{name}: offset {HEADER_LENGTH_AT}: header length {length} runs past the end of the {size}-byte file"
+        )
     return end
 
 
@@ -140,17 +153,22 @@ def parse(head: bytes, size: int, name: str) -> tuple[Header, int]:
     end = header_end(head[:PREFIX_LENGTH], size, name)
     if len(head) < end:
         raise ZSCorrupt(f"{name}: offset {len(head)}: file ends inside the header")
-    hdr = decode(head[PREFIX_LENGTH:end - 8], head[end - 8:end], name)
+    hdr = decode(head[PREFIX_LENGTH : end - 8], head[end - 8 : end], name)
     try:
         decoder_for(hdr.codec)
     except ZSError:
-        raise ZSCorrupt(f"{name}: offset {CODEC_AT}: unknown codec {hdr.codec!r} "
-                        "(known: none, deflate, lzma2;dsize=2^20, zstd)") from None
+        raise ZSCorrupt(
+            f"{name}: offset {CODEC_AT}: unknown codec {hdr.codec!r} (known: none, deflate, lzma2;dsize=2^20, zstd)"
+        ) from None
     if hdr.total_file_length != size:
-        raise ZSCorrupt(f"{name}: offset {TOTAL_LENGTH_AT}: header says the file is {hdr.total_file_length} "
-                        f"bytes, but it is {size} bytes (truncated or appended to)")
+        raise ZSCorrupt(
+            f"{name}: offset {TOTAL_LENGTH_AT}: header says the file is {hdr.total_file_length} "
+            f"bytes, but it is {size} bytes (truncated or appended to)"
+        )
     offset, length = hdr.root_index_offset, hdr.root_index_length
     if not (end <= offset and MIN_BLOCK_LENGTH <= length and offset + length <= size):
-        raise ZSCorrupt(f"{name}: offset {ROOT_OFFSET_AT}: root index block ({length} bytes at offset "
-                        f"{offset}) lies outside the block region {end}..{size}")
+        raise ZSCorrupt(
+            f"{name}: offset {ROOT_OFFSET_AT}: root index block ({length} bytes at offset "
+            f"{offset}) lies outside the block region {end}..{size}"
+        )
     return hdr, end
