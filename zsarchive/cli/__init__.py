@@ -5,6 +5,7 @@ a plain chunk ref lookup without importing click at all (:mod:`zsarchive.cli.qui
 
 from __future__ import annotations
 
+import os
 import sys
 
 from zsarchive.lazy import lazy_exports
@@ -66,6 +67,8 @@ def run(argv: list[str] | None = None) -> None:
     """The ``zs`` program: the command line ``argv`` (by default the process's arguments)."""
     from zsarchive.cli.text import terminate_like_interrupt
 
+    # numpy holds byte columns here, never does linear algebra: OpenBLAS threads would only spin beside the work
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     terminate_like_interrupt()  # a writer stopped by SIGTERM leaves nothing behind, as with Ctrl-C
     args = sys.argv[1:] if argv is None else argv
     if args[:1] == ["chunk"]:

@@ -5,10 +5,12 @@ under; preconditions sent with a request only spare the transfer of a version no
 
 from __future__ import annotations
 
+import collections
+import itertools
 import os
 import stat
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence, TypeVar
 
 from zsarchive.errors import ObjectMissing, ZSError
 from zsarchive.io.objects import ObjectChanged, get_bounded
@@ -17,10 +19,24 @@ from zsarchive.io.pinning import Version, http_date
 if TYPE_CHECKING:
     from zsarchive.io.httpclient import ConnectionPool
 
+T = TypeVar("T")
+
 
 def read_file_runs(path: str, runs: Sequence[tuple[int, int]]) -> tuple[Version, list[bytes]]:
     """The bytes of each ``(offset, length)`` run of a regular local file (shorter where it ends sooner)
     and its version; ObjectChanged if the file changed while it was read, ZSError if it cannot be read."""
+    return _between_looks(path, lambda fd: [_pread(fd, offset, length) for offset, length in runs])
+
+
+def read_file_into(path: str, reads: Sequence[tuple[int, Sequence[memoryview]]]) -> tuple[Version, list[int]]:
+    """Fill the buffers of each ``(offset, buffers)`` read of a regular local file with its bytes from
+    ``offset`` on, one after the other (no copy: the kernel writes into them), and its version; the bytes
+    each read got (fewer where the file ends sooner). Errors as :func:`read_file_runs`."""
+    return _between_looks(path, lambda fd: [_preadv(fd, offset, buffers) for offset, buffers in reads])
+
+
+def _between_looks(path: str, read: Callable[[int], T]) -> tuple[Version, T]:
+    """``read(fd)`` of a regular local file between two ``fstat`` of it, and its version."""
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0))
     except OSError as exc:
@@ -29,7 +45,7 @@ def read_file_runs(path: str, runs: Sequence[tuple[int, int]]) -> tuple[Version,
         before = os.fstat(fd)
         if not stat.S_ISREG(before.st_mode):  # a FIFO or device could block or never end
             raise ZSError(f"cannot read {path}: not a regular file")
-        bodies = [_pread(fd, offset, length) for offset, length in runs]
+        got = read(fd)
         after = os.fstat(fd)
     except OSError as exc:
         raise ZSError(f"cannot read {path}: {exc.strerror or exc}") from None
@@ -37,7 +53,7 @@ def read_file_runs(path: str, runs: Sequence[tuple[int, int]]) -> tuple[Version,
         os.close(fd)
     if (before.st_ino, before.st_size, before.st_mtime_ns) != (after.st_ino, after.st_size, after.st_mtime_ns):
         raise ObjectChanged(f"{path}: changed while it was read")
-    return Version.of_stat(before), bodies
+    return Version.of_stat(before), got
 
 
 def _pread(fd: int, offset: int, length: int) -> bytes:
@@ -54,6 +70,26 @@ def _pread(fd: int, offset: int, length: int) -> bytes:
         parts.append(more)
         got += len(more)
     return b"".join(parts)
+
+
+def _preadv(fd: int, offset: int, buffers: Sequence[memoryview]) -> int:
+    """The bytes read into ``buffers`` (in order) from ``offset`` on, until they are full or the file ends."""
+    pending = collections.deque(view for view in buffers if len(view))
+    got = 0
+    while pending:
+        n = os.preadv(fd, list(itertools.islice(pending, IOV_MAX)), offset + got)
+        if not n:
+            break
+        got += n
+        while pending and n >= len(pending[0]):
+            n -= len(pending.popleft())
+        if n:
+            pending[0] = pending[0][n:]
+    return got
+
+
+IOV_MAX = 1024
+"""Buffers one ``preadv`` fills at most (POSIX allows a system no more)."""
 
 
 def http_conditions(etag: str | None, last_modified: int | None) -> dict[str, str]:

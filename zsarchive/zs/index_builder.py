@@ -13,7 +13,7 @@ from zsarchive.errors import ZSError
 from zsarchive.zs.format.block import MAX_INDEX_LEVEL, IndexEntry, encode_block, encode_index
 
 
-def shortest_separator(previous: bytes, first: bytes) -> bytes:
+def shortest_separator(previous: bytes | bytearray, first: bytes | bytearray) -> bytes:
     """Shortest prefix of ``first`` that is >= ``previous`` (requires previous <= first).
 
     It is a valid index key for a block starting with ``first`` after a block ending with

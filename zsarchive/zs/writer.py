@@ -59,8 +59,8 @@ class BuiltBlock(NamedTuple):
     :meth:`ZSWriter.add_built_block`."""
 
     count: int  # type: ignore[assignment]  # a field shadowing tuple.count, which nothing calls
-    first: bytes
-    last: bytes
+    first: bytes | bytearray
+    last: bytes | bytearray
     payload: bytes | list
     framed: bytes | list
     key_length: int | None = None  # index key: first[:key_length] (None: the shortest separator)
@@ -116,9 +116,8 @@ def build_stored_block(records: list, key_length: int | None, store: Callable[[l
             raise _NotBytes(i, r)
     _check_sorted(records)
     payload = record_parts(records)
-    return BuiltBlock(
-        len(records), bytes(records[0]), bytes(records[-1]), payload, block_parts(0, store(payload)), key_length
-    )
+    # the first and last records themselves: bytes() of a bytearray record would copy all of it
+    return BuiltBlock(len(records), records[0], records[-1], payload, block_parts(0, store(payload)), key_length)
 
 
 def _build_chunk_block(chunk: bytes, terminator: bytes, compress: Callable[[bytes], bytes]) -> BuiltBlock:
@@ -252,7 +251,7 @@ class ZSWriter:
         self.closed = False
         self._records_written = 0  # records of blocks already written (for error messages)
         self._written_back = 0  # the file's bytes up to here are on their way to the disk
-        self._last_record: bytes | None = None
+        self._last_record: bytes | bytearray | None = None
         self._index = IndexBuilder(branching_factor, self._codec.compress, self._append)
         self._cutter = BlockCutter(approx_block_size)
         with self._fatal():
@@ -440,7 +439,7 @@ class ZSWriter:
                 f"record {base + exc.index + 1} is {type(exc.record).__name__}, not bytes: {show_record(exc.record)}"
             ) from None
         last = self._last_record
-        exact = None if built.key_length is None else built.first[: built.key_length]
+        exact = None if built.key_length is None else bytes(built.first[: built.key_length])
         if last is None:
             key = b""  # nothing comes before the first block: the empty key is the shortest
         elif exact is not None and last <= exact:

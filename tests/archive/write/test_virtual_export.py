@@ -224,3 +224,25 @@ def test_refs_outside_the_authorized_prefixes_stay_references_and_the_summary_sa
     )
     text = run_zs("summary", str(archive))
     assert f"2 refs under {objects.url('out/')} stay references" in text.stdout
+
+
+def test_a_local_file_s_ranges_read_in_place_keep_exactly_its_bytes(python, tmp_path):
+    """A local file's ranges are read straight into their pieces' records: a range of several pieces, one
+    inside another, one right after, and one past the file's end (refused, its neighbours kept)."""
+    import random
+
+    data = random.Random(7).randbytes(3 << 19)  # 1.5 MiB
+    source = tmp_path / "src" / "l.bin"
+    source.parent.mkdir()
+    source.write_bytes(data)
+    url = source.as_uri()
+    spans = [(0, (1 << 20) + 7), (1000, 100), ((1 << 20) + 7, 10), ((1 << 20), 1 << 20)]
+    archive, done = _export(python, tmp_path, [(url, o, n, None) for o, n in spans], source.parent.as_uri() + "/")
+    assert done.returncode == 0, done.stderr
+    kept = _kept(archive)
+    for offset, length in spans[:3]:
+        assert kept[(url, offset, length)] == data[offset : offset + length]
+    assert kept[(url, 1 << 20, 1 << 20)] is None
+    (line,) = _warnings(done.stderr)
+    assert url in line and "1 virtual range not kept" in line and "past its end" in line
+    assert run_zs("validate", str(archive)).returncode == 0

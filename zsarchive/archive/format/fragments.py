@@ -184,7 +184,7 @@ class HoldingsTally:
             self._note(rec)
 
     def _note(self, rec: bytes) -> None:
-        tag = rec[:1]
+        tag = bytes(rec[:1])  # bytes: a piece record may be a bytearray
         self.records[tag] = self.records.get(tag, 0) + 1
         if tag in _FIRST_KEYED_TAGS and not rec.startswith(self._last):
             end = tuples.element_end(rec, 1)

@@ -28,11 +28,11 @@ BLOCK_BYTES = 1 << 16
 _HEAD_MAX = 64  # a D piece's key and value header fit in this many bytes (chunk ids are 20 characters)
 
 
-class PieceBlock(list[bytes]):
+class PieceBlock(list[bytes | bytearray]):
     """The records of one data block of chunk pieces, written stored (or compressed, ``stored``
     False) with ``key_length`` bytes of its first record as its index key."""
 
-    def __init__(self, records: list[bytes], key_length: int, stored: bool) -> None:
+    def __init__(self, records: list[bytes | bytearray], key_length: int, stored: bool) -> None:
         super().__init__(records)
         self.key_length = key_length
         self.stored = stored
@@ -65,13 +65,34 @@ def owned_pieces(
     what ``owner`` names (a chunk file's id, ``D``; a virtual range's key, ``E``), cut at ``starts``
     (offsets from ``origin`` on, the first ``origin``)."""
     view = memoryview(data)
-    version = bytes((schema.RECORD_VERSIONS[family], tuples.BLOB))
     out = []
     for start, stop in zip(starts, starts[1:] + [origin + len(view)]):
-        head = _head(family, owner, start)
+        head, prefix = _prefix(family, owner, start, stop - start)
         piece = view[start - origin : stop - origin]
-        out.append((b"".join((head, version, uleb128.encode(len(piece)), piece)), len(head), len(piece)))
+        out.append((b"".join((prefix, piece)), len(head), len(piece)))
     return out
+
+
+def empty_pieces(
+    family: bytes, owner: tuple[Any, ...], starts: list[int], stop: int
+) -> tuple[list[tuple[bytes | bytearray, int, int]], list[memoryview]]:
+    """:func:`owned_pieces` of bytes ``[starts[0], stop)`` not read yet: the records, their pieces' bytes
+    zero, and a view of each piece's place, where a read puts its bytes (no copy into the records)."""
+    out: list[tuple[bytes | bytearray, int, int]] = []
+    views = []
+    for start, end in zip(starts, starts[1:] + [stop]):
+        head, prefix = _prefix(family, owner, start, end - start)
+        record = bytearray(len(prefix) + end - start)
+        record[: len(prefix)] = prefix
+        out.append((record, len(head), end - start))
+        views.append(memoryview(record)[len(prefix) :])
+    return out, views
+
+
+def _prefix(family: bytes, owner: tuple[Any, ...], start: int, length: int) -> tuple[bytes, bytes]:
+    """A piece record's key, and its bytes up to the piece's (key, version and the blob's length)."""
+    head = _head(family, owner, start)
+    return head, b"".join((head, bytes((schema.RECORD_VERSIONS[family], tuples.BLOB)), uleb128.encode(length)))
 
 
 def piece_blocks(files: Iterable[list[tuple[bytes, int, int]]], stored: bool) -> Iterator[PieceBlock]:
@@ -91,10 +112,10 @@ def regroup(records: Iterable[bytes], stored: bool, where: str) -> Iterator[Piec
     return blocks_of(pieces(), stored)
 
 
-def blocks_of(pieces: Iterable[tuple[bytes, int, int]], stored: bool) -> Iterator[PieceBlock]:
+def blocks_of(pieces: Iterable[tuple[bytes | bytearray, int, int]], stored: bool) -> Iterator[PieceBlock]:
     """``(record, key length, piece length)`` items (pieces in key order) cut into blocks: consecutive
     pieces share one while together they hold at most BLOCK_BYTES; a larger piece has its own."""
-    records: list[bytes] = []
+    records: list[bytes | bytearray] = []
     size, key_length = 0, 0
     for record, head, length in pieces:
         if records and (size + length > BLOCK_BYTES):

@@ -9,7 +9,7 @@ import functools
 import os
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Sequence, TypeVar
 from urllib.parse import unquote, urlsplit
 
 from zsarchive.archive.read.refspec import coords_text
@@ -23,6 +23,7 @@ from zsarchive.io.pinning import Version
 from zsarchive.io.versioned import (
     http_conditions,
     object_conditions,
+    read_file_into,
     read_file_runs,
     read_object_run,
     read_url_run,
@@ -36,6 +37,8 @@ from zsarchive.icechunk.storage import ObjectStorage, read_file_range
 if TYPE_CHECKING:
     from zsarchive.archive.read.model import ChunkInfo
     from zsarchive.io.httpclient import ConnectionPool
+
+T = TypeVar("T")
 
 
 class ChunkReader:
@@ -168,14 +171,27 @@ class ChunkReader:
                 _read_object(store, key, location, offset, length, where, etag, last_modified)
                 for offset, length in runs
             ]
+        version, bodies = self._read_local(location, where, lambda path: read_file_runs(path, runs))
+        return [(version, body) for body in bodies]
+
+    def read_local_into(
+        self, location: str, reads: Sequence[tuple[int, Sequence[memoryview]]], where: str
+    ) -> tuple[Version, list[int]]:
+        """Fill each ``(offset, buffers)`` read of a local virtual location under an authorized prefix (see
+        :func:`~zsarchive.io.versioned.read_file_into`): the file's version and the bytes each read got;
+        one-line ZSError when a read fails or the file changed while it was read."""
+        return self._read_local(location, where, lambda path: read_file_into(path, reads))
+
+    def _read_local(self, location: str, where: str, read: Callable[[str], T]) -> T:
+        """``read(path)`` of a local virtual location under an authorized prefix, its errors one line
+        naming ``where``."""
         path = self._authorized_local_path(location, where)
         try:
-            version, bodies = read_file_runs(path, runs)
+            return read(path)
         except ObjectChanged:
             raise ZSError(f"{where}: {path} changed while it was read") from None
         except ZSError as exc:
             raise _named(exc, where) from None
-        return [(version, body) for body in bodies]
 
     def version_of(self, location: str) -> Version | None:
         """The current version of the object at a virtual location under an authorized prefix (its

@@ -8,7 +8,7 @@ import collections
 import itertools
 import operator
 from dataclasses import dataclass
-from typing import Callable, Iterable, Iterator
+from typing import Callable, Iterable, Iterator, cast
 
 from zsarchive.archive.format import schema
 from zsarchive.archive.format.pieces import PieceBlock
@@ -64,7 +64,8 @@ class PiecesBlock(RecordList):
     @classmethod
     def of(cls, block: PieceBlock) -> PiecesBlock:
         """The batch of a block the pieces layout cut."""
-        return cls(block, block.key_length, block.stored)
+        # a piece record may be a bytearray a read filled in place: the writer takes it as it takes bytes
+        return cls(cast(list[bytes], block), block.key_length, block.stored)
 
     def write(self, writer: ZSWriter) -> None:
         writer.add_data_block(self.records, stored=self.stored, key_length=self.key_length)

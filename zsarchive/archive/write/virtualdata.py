@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator, NamedTuple
 
 from zsarchive.archive.format import schema, tuples
-from zsarchive.archive.format.pieces import PieceBlock, blocks_of, owned_pieces, piece_starts
+from zsarchive.archive.format.pieces import PieceBlock, blocks_of, empty_pieces, owned_pieces, piece_starts
 from zsarchive.archive.format.shards import ShardLayout
 from zsarchive.archive.format.views import VirtualAliasValue, VirtualRangeKey
 from zsarchive.archive.read.chunkdata import ChunkReader
@@ -227,20 +227,44 @@ def _calls(plans: Iterable[Planned], local: Callable[[str], bool]) -> Iterator[_
             yield _Call(location, call_runs, call_plans, size)
 
 
-def fetch(
-    plans: Iterable[Planned], reader: ChunkReader
-) -> Iterator[tuple[_Call, list[tuple[Version, bytes]] | ZSError]]:
-    """Each task's answers (or the error that ended it), in order; :data:`REQUESTS_IN_FLIGHT` tasks and at
-    most :data:`BYTES_IN_FLIGHT` bytes ahead of the caller."""
+class Answer(NamedTuple):
+    """A read of one range: the version of the object that answered, its bytes as buffers (their
+    concatenation; fewer bytes past the object's end), and, read in place, its pieces under its first
+    checksum (``(checksum, pieces)``: the records the buffers are the pieces of)."""
 
-    def run(call: _Call) -> list[tuple[Version, bytes]] | ZSError:
+    version: Version
+    parts: list[memoryview]
+    pieces: tuple[Pin, list[tuple[bytes | bytearray, int, int]]] | None = None
+
+    @property
+    def data(self) -> bytes | memoryview:
+        return self.parts[0] if len(self.parts) == 1 else b"".join(self.parts)
+
+
+def fetch(plans: Iterable[Planned], reader: ChunkReader) -> Iterator[tuple[_Call, list[Answer | None] | ZSError]]:
+    """Each task's answers, one per planned range (None: nothing to read), or the error that ended it, in
+    order; :data:`REQUESTS_IN_FLIGHT` tasks and at most :data:`BYTES_IN_FLIGHT` bytes ahead of the caller."""
+
+    def run(call: _Call) -> list[Answer | None] | ZSError:
         if not call.runs:
-            return []
-        pins = {pin for plan, _ in call.plans for pin in plan.wanted.pins}
+            return [None] * len(call.plans)
+        where = f"virtual ranges of {call.location}"
         try:
-            return reader.read_runs(call.location, call.runs, pins, f"virtual ranges of {call.location}")
+            if reader.is_local(call.location):
+                return _read_in_place(call, reader, where)
+            pins = {pin for plan, _ in call.plans for pin in plan.wanted.pins}
+            answers = reader.read_runs(call.location, call.runs, pins, where)
         except ZSError as exc:
             return exc
+        out: list[Answer | None] = []
+        for plan, r in call.plans:
+            if r < 0:
+                out.append(None)
+                continue
+            version, body = answers[r]
+            at = plan.wanted.offset - call.runs[r][0]
+            out.append(Answer(version, [memoryview(body)[at : at + plan.wanted.length]]))
+        return out
 
     pending: collections.deque[tuple[_Call, Future]] = collections.deque()
     queued = 0
@@ -261,9 +285,43 @@ def fetch(
                 future.cancel()
 
 
+def _read_in_place(call: _Call, reader: ChunkReader, where: str) -> list[Answer | None]:
+    """A local file's planned ranges, each read straight into the records of its pieces under its first
+    checksum (a virtual shard's, whose cuts its bytes tell, into a buffer of its own)."""
+    reads: list[tuple[int, list[memoryview]]] = []
+    ready: list[tuple[Pin, list[tuple[bytes | bytearray, int, int]]] | None] = []
+    for plan, r in call.plans:
+        group = plan.wanted
+        if r < 0:
+            continue
+        if group.layout is None:
+            starts = [group.offset + s for s in piece_starts(group.length)]
+            pieces, views = empty_pieces(
+                schema.VIRTUAL_DATA, group.key(group.pins[0]).encode(), starts, group.offset + group.length
+            )
+            ready.append((group.pins[0], pieces))
+        else:
+            views = [memoryview(bytearray(group.length))]
+            ready.append(None)
+        reads.append((group.offset, views))
+    version, got = reader.read_local_into(call.location, reads, where)
+    answers = iter(zip(reads, got, ready))
+    out: list[Answer | None] = []
+    for _, r in call.plans:
+        if r < 0:
+            out.append(None)
+            continue
+        (_, views), length, prepared = next(answers)
+        if length < sum(map(len, views)):  # past the file's end: the bytes there, no pieces
+            out.append(Answer(version, [memoryview(b"".join(views))[:length]]))
+        else:
+            out.append(Answer(version, views, prepared))
+    return out
+
+
 def range_records(
-    group: RangeGroup, answer: tuple[Version, bytes | memoryview] | ZSError, kept: KeptRanges, report: VirtualReport
-) -> list[tuple[bytes, int, int]]:
+    group: RangeGroup, answer: Answer | ZSError, kept: KeptRanges, report: VirtualReport
+) -> list[tuple[bytes | bytearray, int, int]]:
     """``(record, key length, piece length)`` of the ``E`` records a range's answer gives: pieces under the
     first checksum the answer satisfies (or an alias to a checksum the base keeps the same bytes under),
     aliases under the others; the rest reported in ``report``."""
@@ -272,12 +330,13 @@ def range_records(
     if isinstance(answer, ZSError):
         report.fail(group.location, len(group.pins), str(answer))
         return []
-    version, data = answer
-    if len(data) != group.length:
+    version = answer.version
+    length = sum(map(len, answer.parts))
+    if length != group.length:
         report.fail(
             group.location,
             len(group.pins),
-            f"{group.where}: the object holds {len(data)} bytes there, "
+            f"{group.where}: the object holds {length} bytes there, "
             f"the ref names {group.length} (a range past its end)",
         )
         return []
@@ -290,17 +349,20 @@ def range_records(
             good.append(pin)
     if not good:
         return []
-    target = next(
-        (pin for pin in kept.pins((group.location, group.offset, group.length)) if kept.read(group.key(pin)) == data),
-        None,
-    )
-    out = []
+    base_pins = kept.pins((group.location, group.offset, group.length))
+    data = answer.data if base_pins or answer.pieces is None or answer.pieces[0] != good[0] else None
+    target = next((pin for pin in base_pins if kept.read(group.key(pin)) == data), None)
+    out: list[tuple[bytes | bytearray, int, int]] = []
     for pin in good:
         key = group.key(pin).encode()
         if target is None:
             target = pin
-            starts = [group.offset + s for s in piece_starts(group.length, _cuts(group, data))]
-            out += owned_pieces(schema.VIRTUAL_DATA, key, data, starts, group.offset)
+            if answer.pieces is not None and answer.pieces[0] == pin:
+                out += answer.pieces[1]
+            else:
+                assert data is not None
+                starts = [group.offset + s for s in piece_starts(group.length, _cuts(group, data))]
+                out += owned_pieces(schema.VIRTUAL_DATA, key, data, starts, group.offset)
             report.kept += 1
             report.kept_bytes += group.length
         else:
@@ -334,18 +396,12 @@ def virtual_blocks(
     """The blocks of ``E`` records of the planned ranges, in key order (``stored``: uncompressed);
     ``progress(bytes)`` after each range read."""
 
-    def records() -> Iterator[tuple[bytes, int, int]]:
+    def records() -> Iterator[tuple[bytes | bytearray, int, int]]:
         for call, answers in fetch(plans, reader):
-            for plan, run in call.plans:
+            for i, (plan, _) in enumerate(call.plans):
                 group = plan.wanted
-                found = []
-                if isinstance(answers, ZSError):
-                    found = range_records(group, answers, kept, report)
-                elif run >= 0:  # else only copied from the base
-                    version, body = answers[run]
-                    at = group.offset - call.runs[run][0]
-                    # a view, no copy: the pieces join it into their records
-                    found = range_records(group, (version, memoryview(body)[at : at + group.length]), kept, report)
+                answer = answers if isinstance(answers, ZSError) else answers[i]
+                found = [] if answer is None else range_records(group, answer, kept, report)
                 if plan.copied:
                     copies = {rec for pin in plan.copied for rec in kept.records(group.key(pin))}
                     found = sorted(found + [(rec, tuples.key_end(rec), len(rec)) for rec in copies])
