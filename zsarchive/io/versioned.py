@@ -1,5 +1,5 @@
-"""Reads of byte ranges that say which version of the object answered: a local file (``pread`` between two
-``fstat``), an HTTP(S) URL (one ``Range`` request) or an object in S3, GCS or Azure (one ranged GET through
+"""Reads of byte ranges that say which version of the object answered: a local file (``pread`` or ``preadv`` between
+two ``fstat``), an HTTP(S) URL (one ``Range`` request) or an object in S3, GCS or Azure (one ranged GET through
 obstore). A caller checks the :class:`~zsarchive.io.pinning.Version` against every checksum a range is read
 under; preconditions sent with a request only spare the transfer of a version no checksum accepts."""
 

@@ -7,8 +7,9 @@ An export that keeps them (``include_virtual``) names every distinct virtual ran
 1. :func:`plan_ranges` — the ranges to read (under an authorized prefix, and not kept by the archive the
    export builds on), counted with those outside every authorized prefix; :func:`check_budget` refuses an
    export that would keep more than its limit before anything is read;
-2. :func:`fetch` — each range read once: the ranges of one object in a few coalesced requests (one
-   ``pread`` per run of a local file), requests side by side, answers in key order;
+2. :func:`fetch` — each range read once: the ranges of a remote object in a few coalesced requests, those
+   of a local file each by one ``preadv`` straight into the records of its pieces (no copy), requests side
+   by side, answers in key order;
 3. :func:`range_records` — the bytes checked against each checksum they are read under (the version of
    the object that answered, as every read of a virtual ref checks it) and kept as pieces under the first
    checksum they satisfy, as aliases under the others; a checksum the answer fails, and a range past the
