@@ -58,11 +58,8 @@ def whole(decompressor, data):  # one complete stream, nothing after it
 
 
 LZMA2 = [{"id": lzma.FILTER_LZMA2, "dict_size": 2**20}]
-CODECS = {
-    "none": bytes,
-    "deflate": lambda z: whole(zlib.decompressobj(-15), z),  # raw deflate
-    "lzma2;dsize=2^20": lambda z: whole(lzma.LZMADecompressor(lzma.FORMAT_RAW, filters=LZMA2), z),
-}
+CODECS = {"none": bytes, "deflate": lambda z: whole(zlib.decompressobj(-15), z),  # raw deflate
+          "lzma2;dsize=2^20": lambda z: whole(lzma.LZMADecompressor(lzma.FORMAT_RAW, filters=LZMA2), z)}
 
 
 def read_block(f, size, decompress, offset, length, seen):
@@ -76,7 +73,7 @@ def read_block(f, size, decompress, offset, length, seen):
     body_length, pos = uleb128(raw, 0, where)
     if pos + body_length + 8 != length or body_length < 1:
         raise Corrupt(f"{where}: block length field says {body_length}, the index {length} in all")
-    body = raw[pos : pos + body_length]
+    body = raw[pos:pos + body_length]
     if crc64(body) != struct.unpack("<Q", raw[-8:])[0]:
         raise Corrupt(f"{where}: block CRC mismatch")
     try:
@@ -96,7 +93,7 @@ def data_blocks(f, size, decompress, offset, length, levels, seen):
         if level == 0:
             if pos + n > len(payload):
                 raise Corrupt(f"{where}: record {len(records)} runs past the end of the block")
-            records.append(payload[pos : pos + n])
+            records.append(payload[pos:pos + n])
             pos += n
         else:  # an index entry: key, child offset, child length
             child_offset, pos = uleb128(payload, pos + n, where)
@@ -124,7 +121,7 @@ def unzs(f, out):
     if total != size:
         raise Corrupt(f"offset 32: the header says {total} bytes, the file has {size}")
     try:
-        if not isinstance(json.loads(header[80 : 80 + meta_length].decode("utf-8")), dict):
+        if not isinstance(json.loads(header[80:80 + meta_length].decode("utf-8")), dict):
             raise ValueError("not an object")
     except ValueError as exc:
         raise Corrupt(f"offset 96: metadata is not a JSON object: {exc}") from None
