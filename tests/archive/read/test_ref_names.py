@@ -80,7 +80,6 @@ def test_commands_and_the_store_take_the_names(fixture_archive, answers):
     proc = run_zs("log", str(fixture_archive), "tag:v1.0~1", "-n", "1", "--json")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.count("\n") == 1 and history[1]["id"] in proc.stdout
-    pytest.importorskip("zarr")
     store = open_store(str(fixture_archive), ref="main^")
     assert store.snapshot_id == answers["ancestry"]["branch:main"][1]["id"]
 
