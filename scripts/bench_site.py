@@ -15,10 +15,14 @@ cache) per run:
    of each per run; the time and the requests nginx logged for it. Goals: <= 3 requests, <= 2x Python's time.
    Beside them: the reader in Node (the same code on undici's fetch), and a fresh ``zs chunk --json`` process as
    a user runs it.
-3. the heatmap of the array's chunk changes, computed in the page (every chunk ref record read and binned).
-4. one range request of a data block's size by each reader's own transport, once the archive is open (the
+3. the same cold lookups in a chromium that no driver instruments (started on a page that runs them and sends
+   its times back as one request nginx logs): a user's browser, without the network events Playwright asks
+   for. Beside them that browser's floor, a bare ``fetch`` of 15,000 bytes and two of 64 KiB at once: the
+   two round trips every cold lookup makes cost at least the sum, whatever a reader does with the bytes.
+4. the heatmap of the array's chunk changes, computed in the page (every chunk ref record read and binned).
+5. one range request of a data block's size by each reader's own transport, once the archive is open (the
    browser's fetch, Python's HTTP client): what each round trip of a lookup costs before any decoding.
-5. both again through a loopback proxy adding ``--delay-ms`` to every round trip (the page too), as a network
+6. both again through a loopback proxy adding ``--delay-ms`` to every round trip (the page too), as a network
    does: there the round trips, which both readers spend alike, decide.
 
 Prints medians. The machine is shared: quote numbers with the load they ran under.
@@ -30,11 +34,13 @@ import argparse
 import json
 import os
 import random
+import signal
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.parse
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -131,6 +137,79 @@ def cli_lookup(url: str, coords: tuple[int, int]) -> float:
     return time.perf_counter() - t0
 
 
+PLAIN_PAGE = """<!doctype html><meta charset="utf-8"><title>cold lookups</title><script type="module">
+// Run by a browser that no driver watches; the answers go back as one request nginx logs.
+const [url, rows, warm, length] = %s;
+const out = {lookup: [], one: [], pair: [], requests: [], error: null};
+const bare = async (offset, n) => {
+  const response = await fetch(url, {headers: {Range: `bytes=${offset}-${offset + n - 1}`}, cache: "no-store"});
+  return response.arrayBuffer();
+};
+try {
+  const {openArchive} = await import("./reader/index.js");
+  for (const [i, row] of rows.entries()) {
+    const t0 = performance.now();
+    const archive = await openArchive(url);
+    await archive.chunkRef("main", "/v", [row, 0]);
+    if (i >= warm) {
+      out.lookup.push(performance.now() - t0);
+      out.requests.push(archive.zs.transport.stats.requests);
+    }
+    let t1 = performance.now();
+    await bare(length * (i + 1), length);
+    out.one.push(performance.now() - t1);
+    t1 = performance.now();
+    await Promise.all([bare(0, 65536), bare(length * (i + 7), 65536)]);  // as opening asks head and tail
+    out.pair.push(performance.now() - t1);
+  }
+} catch (err) {
+  out.error = String(err && err.message ? err.message : err);
+}
+await fetch("__result__?" + encodeURIComponent(JSON.stringify(out)));
+</script>
+"""
+
+
+def plain_browser(nginx: Nginx, site: Path, name: str, refs: int, count: int, rng: random.Random) -> dict:
+    """Cold lookups in a chromium that no driver instruments (Playwright's network events cost every fetch
+    a few milliseconds more, which a user's browser does not pay), and beside them the browser's floor: a bare
+    fetch of 15,000 bytes, and two of 64 KiB at once as opening asks them. Times in seconds."""
+    warm = 5  # the page's own drawing runs the reader first in the driven runs; here a few lookups do
+    rows = [rng.randrange(refs) for _ in range(warm + count)]
+    (site / "plain.html").write_text(PLAIN_PAGE % json.dumps([name, rows, warm, 15_000]))
+    mark = nginx.mark()
+    with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as profile:
+        browser = subprocess.Popen(
+            [
+                CHROMIUM,
+                "--headless=new",
+                "--disable-gpu",
+                f"--user-data-dir={profile}",
+                *ARGS,
+                nginx.url("site/plain.html"),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,  # its helper processes go with it
+        )
+        try:
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline:
+                done = [r for r in nginx.requests_since(mark) if r.path.startswith("/site/__result__?")]
+                if done:
+                    break
+                time.sleep(0.2)
+            else:
+                raise SystemExit("bench: the plain browser sent no answer within 120 s")
+        finally:
+            os.killpg(browser.pid, signal.SIGKILL)
+            browser.wait()
+    out = json.loads(urllib.parse.unquote(done[0].path.split("?", 1)[1]))
+    if out["error"]:
+        raise SystemExit(f"bench: the plain browser's reader failed: {out['error']}")
+    return {key: [ms / 1000 for ms in value] if key != "requests" else value for key, value in out.items() if value}
+
+
 def far_lookups(nginx: Nginx, name: str, args: argparse.Namespace, rng: random.Random) -> dict[str, list]:
     """The page and the cold lookups again, through a proxy that adds ``--delay-ms`` to every round trip (the
     page comes through it too: one origin): (seconds, round trips) of each."""
@@ -223,6 +302,7 @@ def main() -> None:
                     heat.append(heatmap_seconds(page))
                     context.close()
                 browser.close()
+            plain = plain_browser(nginx, base / "root" / "site", archive.name, args.refs, args.runs * args.lookups, rng)
             node = node_lookups(url, [rng.randrange(args.refs) for _ in range(args.runs + 1)])
             slow = far_lookups(nginx, archive.name, args, rng)
         finally:
@@ -237,6 +317,16 @@ def main() -> None:
     )
     print(f"  cold chunk ref lookup, Python          {med(py) * 1000:7.1f} ms, {med(py_requests):.0f} requests")
     print(f"  JavaScript / Python                    {med(js) / med(py):7.2f}x (goal <= 2)")
+    floor = med(plain["pair"]) + med(plain["one"])
+    print(
+        f"  cold chunk ref lookup, JavaScript in a chromium no driver watches {med(plain['lookup']) * 1000:6.1f} ms, "
+        f"{med(plain['requests']):.0f} requests ({med(plain['lookup']) / med(py):.2f}x Python)"
+    )
+    print(
+        f"    its browser's floor: a bare fetch {med(plain['one']) * 1000:.1f} ms, two at once {med(plain['pair']) * 1000:.1f} ms; "
+        f"a lookup's two round trips {floor * 1000:.1f} ms = {floor / med(py):.2f}x Python's whole lookup "
+        f"(the reader's lookup: {med(plain['lookup']) / floor:.2f}x its floor)"
+    )
     print(
         f"  cold chunk ref lookup, JavaScript in Node {med(r['seconds'] for r in node) * 1000:6.1f} ms, "
         f"{med(r['requests'] for r in node):.0f} requests ({med(r['seconds'] for r in node) / med(py):.2f}x Python)"
