@@ -235,10 +235,10 @@ def test_a_damaged_block_is_refused_naming_it(tmp_path):
     assert "\n" not in refused["message"]
 
 
-def test_a_server_ignoring_if_match_is_caught_by_the_etag(faulty_server, tmp_path):  # noqa: F811
-    """The file is replaced between two reads; the server answers the second read's If-Match with the new
-    version (206): the answer's own ETag gives it away, as in the Python reader."""
-    big = tmp_path / "ops.zs"  # an ops log of 300 KB: blocks in the middle, beyond the head and tail opening reads
+def _ops_archive(tmp_path) -> tuple[bytes, int]:
+    """An ops log of 300 KB, and the offset of a block in its middle, beyond what opening reads (the head
+    and the tail)."""
+    big = tmp_path / "ops.zs"
     ops = [
         S.record(S.OPS, (10**15 + i, i), ("NewCommitUpdate", None, json.dumps({"branch": "main", "n": "x" * 60})))
         for i in range(3000)
@@ -255,20 +255,54 @@ def test_a_server_ignoring_if_match_is_caught_by_the_etag(faulty_server, tmp_pat
     with ZS(str(big)) as z:
         middle = [e for e in z._extents(b"", None) if 65536 <= e.offset < len(body) - 65536 - e.length]
     assert middle, "a block outside what opening reads"
+    return body, middle[0].offset
+
+
+def _changed(body: bytes, offset: int) -> bytes:
+    """``body`` with one bit of the block at ``offset`` flipped: another version of the file."""
+    changed = bytearray(body)
+    changed[offset + 20] ^= 1
+    return bytes(changed)
+
+
+def test_a_server_ignoring_if_match_is_caught_by_the_etag(faulty_server, tmp_path):  # noqa: F811
+    """The file is replaced between two reads; the server answers the second read's If-Match with the new
+    version (206): the answer's own ETag gives it away, as in the Python reader."""
+    body, middle = _ops_archive(tmp_path)
     faulty_server.files["a.zs"] = body
     faulty_server.honor_if_match = False
     with NodeSession() as node:
         assert node.ask({"open": faulty_server.url("a.zs")})["ok"]
         old = faulty_server.etag("a.zs")
-        changed = bytearray(body)
-        changed[middle[0].offset + 20] ^= 1
-        faulty_server.files["a.zs"] = bytes(changed)
+        faulty_server.files["a.zs"] = _changed(body, middle)
         refused = node.ask({"query": {"q": "ops"}})
     assert refused["error"] == "ZSCorrupt"
     assert refused["message"].startswith(
         f"{faulty_server.url('a.zs')}: file changed while reading (ETag was {old}, now"
     )
     assert any(seen.if_match == old for seen in faulty_server.seen), "the reads after opening carried If-Match"
+
+
+def test_a_server_ignoring_if_match_is_caught_by_the_etag_in_chromium(browser, faulty_server, tmp_path):  # noqa: F811
+    """The same in a page: the reader and the archive come from the one misbehaving server (a site beside its
+    archive), the file is replaced after opening, and the ops read after it is refused, never shown."""
+    for path in JS.rglob("*"):
+        if path.is_file() and "node_modules" not in path.parts:
+            faulty_server.files[f"js/{path.relative_to(JS).as_posix()}"] = path.read_bytes()
+    body, middle = _ops_archive(tmp_path)
+    faulty_server.files["a.zs"] = body
+    faulty_server.honor_if_match = False
+    url = faulty_server.url("a.zs")
+    page = _harness(browser, faulty_server)
+    opened = json.loads(page.evaluate("url => runPlan(url, [{q: 'summary'}], [])", url))
+    assert "ok" in opened[0], opened
+    old = faulty_server.etag("a.zs")
+    faulty_server.files["a.zs"] = _changed(body, middle)
+    (refused,) = json.loads(page.evaluate("url => runPlan(url, [{q: 'ops'}], [])", url))
+    page.close()
+    assert refused["error"] == "ZSCorrupt", refused
+    assert refused["message"].startswith(f"{url}: file changed while reading (ETag was {old}, now"), refused
+    assert any(seen.if_match == old for seen in faulty_server.seen if seen.path == "/a.zs"), "reads carried If-Match"
 
 
 def test_an_lzma_archive_is_refused_in_one_line(tmp_path):

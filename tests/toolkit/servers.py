@@ -10,6 +10,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import hashlib
+import mimetypes
 import json
 import os
 import shutil
@@ -397,6 +398,9 @@ class _FaultyHandler(BaseHTTPRequestHandler):
         data = self.server.files[name]
         etag = self.server.etag(name)
         headers = {"ETag": etag}
+        kind = mimetypes.guess_type(name)[0]
+        if kind:  # a page and its module scripts: browsers run a module only if it is typed as one
+            headers["Content-Type"] = kind
         if name in self.server.modified:  # If-Unmodified-Since is never honoured: a misbehaving peer
             headers["Last-Modified"] = self.server.modified[name]
         wanted = self.headers.get("If-Match")
