@@ -78,7 +78,7 @@ class ArchiveAPI:
         ref = _required(params, "ref")
         nodes = []
         for node in self.archive.node_infos(ref):
-            row = {"path": node.path, "node_type": node.node_type, "id": node.id}
+            row: dict[str, object] = {"path": node.path, "node_type": node.node_type, "id": node.id}
             if node.is_array:
                 row.update(
                     shape=node.shape,

@@ -7,6 +7,8 @@ rest goes through the generated accessors.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from zsarchive.icechunk import ids
@@ -65,7 +67,7 @@ def _chunk_coords(buf, start: int, count: int, what: str, unique_what: str) -> n
         raise FlatBufferError(f"{what}: vector at {start} of length {count} runs past the buffer end")
     b = np.frombuffer(buf, np.uint8)
     layouts: dict[int, tuple[int, int]] = {}
-    parts = []
+    parts: list[np.ndarray] = []
     for lo in range(0, count, _BATCH):  # a batch at a time: the temporaries stay a batch's
         hi = min(count, lo + _BATCH)
         pos = offset_vector(buf, start, lo, hi)
@@ -88,7 +90,7 @@ def _chunk_coords(buf, start: int, count: int, what: str, unique_what: str) -> n
             uint32_vectors(
                 b,
                 at + gather(b, at, "<u4"),
-                lambda j, lo=lo: f"{what}[{lo + j}].coords",
+                functools.partial(_coords_name, what, lo),
                 parts[0].shape[1] if parts else None,
             )
         )
@@ -104,6 +106,11 @@ def _chunk_coords(buf, start: int, count: int, what: str, unique_what: str) -> n
             f"({tuple(coords[again_at].tolist())!r}) repeats entry {first_at}"
         )
     return coords
+
+
+def _coords_name(what: str, lo: int, j: int) -> str:
+    """How a message names the coordinates of entry ``lo + j`` of ``what``."""
+    return f"{what}[{lo + j}].coords"
 
 
 def _updated_chunks(log) -> dict[str, np.ndarray]:
@@ -269,7 +276,9 @@ def encode_transaction_log(log: TransactionLog, spec_version: int, implementatio
             w.point(vector + 4 + 4 * j, at)
             if move.node_id is not None:
                 buf[at + 12 : at + 20] = ids.decode(move.node_id, 8)
-            buf[at + 20] = _NODE_TYPE_CODES.get(move.node_type, FbNodeType.Group)
+            buf[at + 20] = (
+                FbNodeType.Group if move.node_type is None else _NODE_TYPE_CODES.get(move.node_type, FbNodeType.Group)
+            )
             w.point(at + 4, w.blob(move.from_path.encode("utf-8"), terminate=True))
             w.point(at + 8, w.blob(move.to_path.encode("utf-8"), terminate=True))
     return wrap_file(FileType.TRANSACTION_LOG, spec_version, buf, implementation)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import re
-from typing import Iterable
+from typing import Any, Iterable
 
 from zsarchive.errors import ZSError
 from zsarchive.times import micros, parse_time
@@ -108,7 +108,7 @@ def chunk_coords(value: object, what: str = "coords") -> tuple[int, ...]:
     if isinstance(value, (str, bytes)):
         raise ZSError(f"{what} must be a sequence of integers such as (0, 0), not the text {value!r}")
     try:
-        items = tuple(value)  # type: ignore[arg-type]
+        items: tuple[Any, ...] = tuple(value)  # type: ignore[arg-type]
     except TypeError:
         raise ZSError(f"{what} must be a sequence of integers such as (0, 0), not {type(value).__name__}") from None
     if not all(type(c) is int and c >= 0 for c in items) and not _integers(items):
@@ -121,8 +121,8 @@ def coords_text(coords: Iterable[int]) -> str:
     return ",".join(str(c) for c in coords)
 
 
-def _integers(items: tuple) -> bool:
+def _integers(items: tuple[Any, ...]) -> bool:
     """Whether every item is an integer >= 0 of any integral type (numpy's too), bools excepted."""
     import numbers  # here: coordinates are nearly always Python ints, and a lookup need not import it
 
-    return all(isinstance(c, numbers.Integral) and not isinstance(c, bool) and c >= 0 for c in items)
+    return all(isinstance(c, numbers.Integral) and not isinstance(c, bool) and int(c) >= 0 for c in items)

@@ -12,6 +12,7 @@ distributed one) implements the same :class:`Engine` protocol.
 
 from __future__ import annotations
 
+import functools
 import os
 import pickle
 import tempfile
@@ -50,7 +51,10 @@ class InProcess:
 
     def start(self, task: Task, jobs: list[tuple]) -> list[Batches]:
         """Lazily: each callable runs its task as it is iterated."""
-        return [lambda job=job: iter(task(self.repo, *job)) for job in jobs]
+        return [functools.partial(self._run, task, job) for job in jobs]
+
+    def _run(self, task: Task, job: tuple) -> Iterator[Any]:
+        return iter(task(self.repo, *job))
 
     def close(self) -> None:
         """Nothing to release."""
@@ -79,12 +83,12 @@ class ProcessPool:
 
     def start(self, task: Task, jobs: list[tuple]) -> list[Batches]:
         """Submit every job now; each callable waits for its job, then streams its run file."""
-        out = []
+        out: list[Batches] = []
         for job in jobs:
             path = os.path.join(self._work.name, f"run{self._runs}")
             self._runs += 1
             future = self._pool.submit(_spill, task, self.location, job, path, self._export)
-            out.append(lambda future=future, path=path: self._finished(future, path))
+            out.append(functools.partial(self._finished, future, path))
         return out
 
     def _finished(self, future, path: str) -> Iterator[Any]:
