@@ -216,7 +216,7 @@ def change_records(
         return records
     gone = refrecords.value_head(tail, schema.REMOVED)
     tombstones = encode_rows([head, *removed.T, gone], len(removed))
-    if not records:
+    if changed is None or not records:
         return tombstones
     both = records + tombstones
     order = np.argsort(np.concatenate([coord_keys(changed.coords), coord_keys(removed)]), kind="stable")
@@ -297,7 +297,7 @@ def _shard_cuts(
     return [offset + cut for cut in layout.cuts(table, length)]
 
 
-def _shard_of(refs: list[tuple[str, int, int, str | None]]) -> tuple[int, int, ShardLayout] | None:
+def _shard_of(refs: list[NativeFileEntry]) -> tuple[int, int, ShardLayout] | None:
     """``(offset, length, layout)`` of the one shard the refs to a chunk file name, or None (no sharded
     ref, refs that disagree, or a range too short for its index). icechunk's refs cover the whole file."""
     sharded = {(o, n, layout) for _, o, n, layout in refs if layout is not None and n > 0}
