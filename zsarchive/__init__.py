@@ -61,10 +61,10 @@ __all__ = [
 
 
 def __getattr__(name: str) -> object:
-    if name == "__version__":  # read from the installed package's metadata when asked, not at import
-        from zsarchive.version import installed_version
+    if name == "__version__":
+        from zsarchive.version import VERSION
 
-        return installed_version() or "unknown"
+        return VERSION
     return _exports(name)
 
 

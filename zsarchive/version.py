@@ -1,14 +1,7 @@
-"""The installed zsarchive's version, read from the package's metadata when asked: importing
-importlib.metadata takes ~15 ms, which a command that never needs the version does not pay."""
+"""zsarchive's version: one constant, which ``setup.cfg`` reads when the package is built, so that asking it
+costs nothing (reading the installed package's metadata would import ``importlib.metadata``, ~15 ms)."""
 
 from __future__ import annotations
 
-
-def installed_version() -> str | None:
-    """The version of the installed package, or None when running from a source tree never installed."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("zsarchive")
-    except PackageNotFoundError:
-        return None
+VERSION = "0.1.0"
+"""The version of this package."""

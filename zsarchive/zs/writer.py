@@ -25,7 +25,7 @@ from typing import Callable, Iterable, Iterator, NamedTuple
 
 from zsarchive.errors import ZSError
 from zsarchive.io.outfile import check_new_target, start_writeback, write_all
-from zsarchive.version import installed_version
+from zsarchive.version import VERSION
 from zsarchive.zs.format.block import block_parts, encode_block, encode_records, record_parts
 from zsarchive.zs.format.codecs import get_codec
 from zsarchive.zs.format.framing import LENGTH_PREFIXES
@@ -48,7 +48,7 @@ def default_build_info() -> dict:
         "user": user,
         "host": socket.getfqdn(),
         "time": datetime.now(timezone.utc).replace(tzinfo=None).isoformat() + "Z",
-        "version": f"zsarchive {installed_version() or 'unknown'}",
+        "version": f"zsarchive {VERSION}",
     }
 
 

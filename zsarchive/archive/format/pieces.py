@@ -77,12 +77,15 @@ def empty_pieces(
     family: bytes, owner: tuple[Any, ...], starts: list[int], stop: int
 ) -> tuple[list[tuple[bytes | bytearray, int, int]], list[memoryview]]:
     """:func:`owned_pieces` of bytes ``[starts[0], stop)`` not read yet: the records, their pieces' bytes
-    zero, and a view of each piece's place, where a read puts its bytes (no copy into the records)."""
+    not yet set, and a view of each piece's place, where a read puts its bytes (no copy into the records).
+    A record whose piece the read does not fill whole must never be written."""
+    from zsarchive.heap import unfilled_bytearray  # here: only an export reading local files fills pieces
+
     out: list[tuple[bytes | bytearray, int, int]] = []
     views = []
     for start, end in zip(starts, starts[1:] + [stop]):
         head, prefix = _prefix(family, owner, start, end - start)
-        record = bytearray(len(prefix) + end - start)
+        record = unfilled_bytearray(len(prefix) + end - start)
         record[: len(prefix)] = prefix
         out.append((record, len(head), end - start))
         views.append(memoryview(record)[len(prefix) :])

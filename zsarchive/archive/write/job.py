@@ -33,7 +33,7 @@ from zsarchive.archive.write.exporter import (
 )
 from zsarchive.archive.write.options import ExportOptions, WriterSettings
 from zsarchive.archive.write.plan import ExportPlan
-from zsarchive.archive.write.scope import Scope, version_lookup
+from zsarchive.archive.write.scope import Scope
 from zsarchive.archive.write.sorter import ExternalSorter
 from zsarchive.archive.write.stream import Batch, PiecesBlock, Tally
 from zsarchive.errors import ZSError
@@ -199,9 +199,6 @@ class ExportJob:
                     *((options.codec, options.compress_level) if engine.builds_blocks else ()),
                 )
             changes = decode_changes(engine, plan, include_chunks, cut, self.choices.include_virtual)
-            # started now, read when the header is written: after any worker process is forked (a fork
-            # while the thread imports could leave the child an import lock no thread of it holds)
-            version_lookup()
 
             def header(counts: dict[str, int]) -> bytes:
                 summary.counts = counts

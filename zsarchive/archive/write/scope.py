@@ -3,35 +3,18 @@ writes what its base lacks), and the exporter's name recorded in every header.""
 
 from __future__ import annotations
 
-import functools
-from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Iterable
 
 from zsarchive.archive.format import schema
 from zsarchive.archive.format.header import ArchiveHeader, full_format, marker_metadata
 from zsarchive.archive.write.virtualdata import KeptRanges
 from zsarchive.archive.write.stream import Batch
-from zsarchive.version import installed_version
+from zsarchive.version import VERSION
 
 
 def exporter_version() -> str:
     """``zsarchive <version>``: the exporter that wrote an archive, recorded in its header."""
-    return version_lookup().result()
-
-
-@functools.cache
-def version_lookup() -> Future:
-    """The exporter's version, looked up in a thread the first call starts: importing importlib.metadata
-    and reading the package's metadata take ~15 ms, which an export's decoding hides."""
-    pool = ThreadPoolExecutor(1)
-    future = pool.submit(_installed_version)
-    pool.shutdown(wait=False)
-    return future
-
-
-def _installed_version() -> str:
-    version = installed_version()  # in a thread: see version_lookup
-    return "zsarchive (unknown version)" if version is None else "zsarchive " + version
+    return f"zsarchive {VERSION}"
 
 
 class Scope:
