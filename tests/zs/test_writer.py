@@ -244,6 +244,22 @@ def test_unsorted_file_contents_counts_records_across_blocks(tmp_path):
     assert magic(path) == PARTIAL_MAGIC
 
 
+@pytest.mark.parametrize("bad", ["unsorted", "not bytes"])
+def test_a_stored_block_built_in_place_names_its_bad_record_counting_every_record_before(tmp_path, bad):
+    """A stored data block is built by the caller, not a worker; its unsorted or non-bytes record is
+    still named by its number among all records added, when its turn to be written comes."""
+    before = [b"%04d" % i for i in range(300)]
+    block: list = [b"0300", b"0302", b"0301"] if bad == "unsorted" else [b"0300", "0301"]
+    match = {"unsorted": r"record 303 b'0301' sorts before record 302 b'0302'", "not bytes": r"record 302 is str"}[bad]
+    path = tmp_path / "s.zs"
+    with pytest.raises(ZSError, match=match):
+        with ZSWriter(path, {}, codec="deflate", approx_block_size=100) as w:
+            w.add_records(before)
+            w.add_data_block(block, stored=True, key_length=4)
+            w.finish()
+    assert magic(path) == PARTIAL_MAGIC
+
+
 def test_long_records_are_truncated_in_messages(tmp_path):
     with pytest.raises(ZSError) as info:
         write(tmp_path / "l.zs", [b"z" * 10000, b"a" * 10000])

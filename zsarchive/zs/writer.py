@@ -290,7 +290,8 @@ class ZSWriter:
             self._flush_pending()
             if records:
                 if stored:
-                    self._submit(build_stored_block, records, key_length, compress=self._codec.store)
+                    # Nothing to compress: building it costs one CRC, less than handing it to a worker does.
+                    self._queue_built(build_stored_block, records, key_length, self._codec.store)
                 else:
                     self._submit(build_data_block, records, key_length)
 
@@ -300,11 +301,7 @@ class ZSWriter:
         self._check_open()
         with self._fatal():
             self._flush_pending()
-            while len(self._in_flight) >= self._max_in_flight:
-                self._write_oldest()
-            done: Future = Future()
-            done.set_result(block)
-            self._in_flight.append(done)
+            self._queue_built(lambda: block)
 
     def add_file_contents(
         self,
@@ -417,6 +414,18 @@ class ZSWriter:
         block = self._cutter.flush()
         if block:
             self._submit(build_data_block, block, None)
+
+    def _queue_built(self, build: Callable[..., BuiltBlock], *args: object) -> None:
+        """Build a block here and now, queued after the blocks in flight (a failure to build is raised
+        when its turn to be written comes, as a worker's would be)."""
+        while len(self._in_flight) >= self._max_in_flight:
+            self._write_oldest()
+        done: Future = Future()
+        try:
+            done.set_result(build(*args))
+        except (_Unsorted, _NotBytes) as exc:
+            done.set_exception(exc)
+        self._in_flight.append(done)
 
     def _submit(self, fn: Callable[..., BuiltBlock], *args: object, compress: Callable | None = None) -> None:
         while len(self._in_flight) >= self._max_in_flight:
