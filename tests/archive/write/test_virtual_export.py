@@ -271,7 +271,8 @@ def _minor_faults(*args: str) -> int:
 def test_kept_bytes_reuse_their_buffers_instead_of_touching_fresh_pages_for_each(python, tmp_path):
     """256 MiB kept in pieces of 1 MiB: ``zs export`` touches fresh pages for about what it holds at once
     (the ranges read ahead, the blocks in flight), not for every byte it keeps, which cost a 1 GiB export
-    an eighth of its time in page faults."""
+    an eighth of its time in page faults. It holds little: local files are read 32 MiB ahead of the
+    writing, not 64 MiB (each read a copy taking turns on the cores with the archive's hash)."""
     size = 256 << 20
     source = tmp_path / "src" / "sparse.bin"
     source.parent.mkdir()
@@ -283,4 +284,6 @@ def test_kept_bytes_reuse_their_buffers_instead_of_touching_fresh_pages_for_each
     common = ("--authorize", source.parent.as_uri() + "/", "--no-progress")
     kept = _minor_faults("export", str(repo), str(tmp_path / "a.zs"), "--include-virtual", *common)
     plain = _minor_faults("export", str(repo), str(tmp_path / "b.zs"), *common)
-    assert kept - plain < size // os.sysconf("SC_PAGE_SIZE") // 2, (kept, plain)
+    page = os.sysconf("SC_PAGE_SIZE")
+    assert kept - plain < size // page // 2, (kept, plain)
+    assert kept - plain < (48 << 20) // page, (kept, plain)  # 32 MiB ahead: 10,800; 64 MiB: 19,000

@@ -47,6 +47,10 @@ RUN_LIMIT = 8 << 20
 """The largest request coalescing builds (a larger range alone is one request)."""
 LOCAL_CALL = 16 << 20
 """Bytes of one local file's runs read by one task (a file's runs are read between two looks at it)."""
+LOCAL_AHEAD = 2 * LOCAL_CALL
+"""Bytes of local files read ahead of the writing: a local read is a copy that needs a core, as the
+archive's hash does, and reading further ahead only takes turns from it (1 GiB kept: 1.36 s with 64 MiB
+ahead, 1.29 s with 32 MiB)."""
 
 
 class RangeGroup(NamedTuple):
@@ -244,7 +248,8 @@ class Answer(NamedTuple):
 
 def fetch(plans: Iterable[Planned], reader: ChunkReader) -> Iterator[tuple[_Call, list[Answer | None] | ZSError]]:
     """Each task's answers, one per planned range (None: nothing to read), or the error that ended it, in
-    order; :data:`REQUESTS_IN_FLIGHT` tasks and at most :data:`BYTES_IN_FLIGHT` bytes ahead of the caller."""
+    order; :data:`REQUESTS_IN_FLIGHT` tasks and at most :data:`BYTES_IN_FLIGHT` bytes ahead of the caller
+    (:data:`LOCAL_AHEAD` for local files)."""
 
     def run(call: _Call) -> list[Answer | None] | ZSError:
         if not call.runs:
@@ -272,7 +277,8 @@ def fetch(plans: Iterable[Planned], reader: ChunkReader) -> Iterator[tuple[_Call
     with ThreadPoolExecutor(REQUESTS_IN_FLIGHT, thread_name_prefix="zsarchive-virtual") as pool:
         try:
             for call in _calls(plans, reader.is_local):
-                while pending and (queued + call.size > BYTES_IN_FLIGHT or len(pending) >= 4 * REQUESTS_IN_FLIGHT):
+                ahead = LOCAL_AHEAD if reader.is_local(call.location) else BYTES_IN_FLIGHT
+                while pending and (queued + call.size > ahead or len(pending) >= 4 * REQUESTS_IN_FLIGHT):
                     done, future = pending.popleft()
                     queued -= done.size
                     yield done, future.result()
