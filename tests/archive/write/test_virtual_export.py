@@ -286,4 +286,6 @@ def test_kept_bytes_reuse_their_buffers_instead_of_touching_fresh_pages_for_each
     plain = _minor_faults("export", str(repo), str(tmp_path / "b.zs"), *common)
     page = os.sysconf("SC_PAGE_SIZE")
     assert kept - plain < size // page // 2, (kept, plain)
-    assert kept - plain < (48 << 20) // page, (kept, plain)  # 32 MiB ahead: 10,800; 64 MiB: 19,000
+    # held at once: the reads ahead (32 MiB) and the one being written out (16 MiB), the blocks in flight and
+    # those queued for the hash (8 MiB): 10,800-12,500 fresh pages measured; with 64 MiB ahead, 19,000
+    assert kept - plain < (64 << 20) // page, (kept, plain)
