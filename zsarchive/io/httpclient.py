@@ -67,11 +67,7 @@ class ConnectionPool:
     ) -> None:
         self.host = host_of(url)
         scheme, self._host, self._port = self.host
-        self._cls = http.client.HTTPSConnection if scheme == "https" else http.client.HTTPConnection
-        if scheme == "https":
-            self._kwargs = {"context": ssl_context or ssl.create_default_context()}
-        else:
-            self._kwargs = {}
+        self._context = (ssl_context or ssl.create_default_context()) if scheme == "https" else None
         self.timeouts = (connect_timeout, read_timeout)
         self._idle: list[http.client.HTTPConnection] = []
         self._lock = threading.Lock()
@@ -81,7 +77,11 @@ class ConnectionPool:
         with self._lock:
             if self._idle:
                 return self._idle.pop(), True
-        conn = self._cls(self._host, self._port, timeout=self.timeouts[0], **self._kwargs)
+        conn = (
+            http.client.HTTPConnection(self._host, self._port, timeout=self.timeouts[0])
+            if self._context is None
+            else http.client.HTTPSConnection(self._host, self._port, timeout=self.timeouts[0], context=self._context)
+        )
         try:
             conn.connect()
         except BaseException:

@@ -94,8 +94,9 @@ class RemoteTransport(Transport):
         self._workers: ThreadPoolExecutor | None = None
         self._executor_lock = threading.Lock()
 
+    # Read-only here, learned from the first answer; a plain attribute for transports that know it on opening.
     @property
-    def size(self) -> int:
+    def size(self) -> int:  # type: ignore[override]
         """Length of the object; learned from the first answer (asks the server if none came yet)."""
         if self._size is None:
             self.read_head_tail(0, 0)

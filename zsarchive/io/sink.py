@@ -20,7 +20,7 @@ import threading
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Mapping, Union
+from typing import Callable, Iterable, Iterator, Literal, Mapping, Union
 
 from zsarchive.errors import ZSCorrupt, ZSError
 from zsarchive.io.base import ObjectMissing
@@ -52,10 +52,11 @@ class Stream:
             raise ZSCorrupt(f"{self.name}: {given} bytes or more, not the {self.size} planned")
 
 
-Body = Union[bytes, bytearray, memoryview, list, Stream, Callable[[], bytes]]
-"""What ``put_all`` writes: bytes, a list of buffers (the object is their concatenation: a local file
-writes them one after another, with no copy of the whole), a :class:`Stream`, or a function that returns
-bytes (called on a worker thread)."""
+Data = Union[bytes, bytearray, memoryview, list, Stream]
+"""An object's bytes as ``put`` takes them: whole, a list of buffers (the object is their concatenation: a
+local file writes them one after another, with no copy of the whole), or a :class:`Stream`."""
+Body = Union[Data, Callable[[], bytes]]
+"""What ``put_all`` writes: :data:`Data`, or a function that returns bytes (called on a worker thread)."""
 
 
 BLOCK = 4096
@@ -128,12 +129,12 @@ class AlreadyExists(ZSError):
     """``put_new`` found an object at its key."""
 
 
-def body_size(data: bytes | bytearray | memoryview | list | Stream) -> int:
+def body_size(data: Data) -> int:
     """The length of an object's bytes, given whole, as a list of buffers or as a stream."""
     return sum(map(len, data)) if isinstance(data, list) else len(data)
 
 
-def parts_of(data: bytes | bytearray | memoryview | list | Stream) -> Iterable[bytes | memoryview]:
+def parts_of(data: Data) -> Iterable[bytes | bytearray | memoryview]:
     """An object's bytes as the buffers to write one after another."""
     return data if isinstance(data, (list, Stream)) else (data,)
 
@@ -171,7 +172,7 @@ class Sink(abc.ABC):
         """True when the root holds no object at all (or does not exist yet)."""
 
     @abc.abstractmethod
-    def put(self, key: str, data: bytes) -> None:
+    def put(self, key: str, data: Data) -> None:
         """Write ``data`` as the object ``key``, replacing any; a reader never sees a partial object."""
 
     @abc.abstractmethod
@@ -199,7 +200,7 @@ class Sink(abc.ABC):
                 raise
         return total
 
-    def parts(self, data: bytes | bytearray | memoryview | list | Stream) -> Iterator[bytes | memoryview]:
+    def parts(self, data: Data) -> Iterator[bytes | bytearray | memoryview]:
         """The buffers of an object to write one after another, ending the write (:class:`Stopped`, its file
         removed) once an interruption (Ctrl-C, SIGTERM) stopped ``put_all``."""
         for part in parts_of(data):
@@ -339,7 +340,7 @@ class LocalSink(Directory):
             raise write_error(exc, self.root / directory) from None
         return removed
 
-    def _write_temp(self, temp: Path, data: bytes, durable: bool = False) -> None:
+    def _write_temp(self, temp: Path, data: Data, durable: bool = False) -> None:
         try:
             with open(temp, "xb") as handle:
                 handle.writelines(self.parts(data))
@@ -354,7 +355,7 @@ class LocalSink(Directory):
                 raise write_error(exc, temp) from None
             raise
 
-    def put(self, key: str, data: bytes) -> None:
+    def put(self, key: str, data: Data) -> None:
         path, temp = self._prepare(key)
         self._write_temp(temp, data)
         try:
@@ -515,7 +516,9 @@ class ObjectSink(Directory):
             raise describe(exc, self.location.url) from None
         return True
 
-    def _put(self, key: str, data: bytes | Iterator, mode: str | None, **multipart) -> None:
+    def _put(
+        self, key: str, data: bytes | bytearray | memoryview | Iterator, mode: Literal["create"] | None, **multipart
+    ) -> None:
         import obstore
         from obstore import exceptions as oe
 
@@ -529,7 +532,7 @@ class ObjectSink(Directory):
         except Exception as exc:
             raise describe(exc, self.url(key)) from None
 
-    def put(self, key: str, data: bytes) -> None:
+    def put(self, key: str, data: Data) -> None:
         if isinstance(data, Stream) and data.size > _WHOLE:  # in parts of at most 5 MiB, one at a time
             self._put(key, iter(data), None, use_multipart=True, max_concurrency=1)
         else:

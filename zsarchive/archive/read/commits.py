@@ -49,7 +49,7 @@ class CommitQueries(ChangeQueries):
                     break  # the rest of this history is drawn already
                 snapshots[sid] = self._snapshot_dict(sid, value)
         names = self.ref_names()
-        lines = []
+        lines: list[dict[str, Any]] = []
         shown = 0
         for text, snapshot in layout(topo_order(snapshots.values())):
             if max_count is not None and shown == max_count:
@@ -109,13 +109,15 @@ class CommitQueries(ChangeQueries):
         import numpy as np
 
         node = self._array_at(ref, path)
+        assert node.shape is not None  # an array's node always has its shape
         depths = self._history_depths(self.resolve(ref))
         ndim = len(node.shape)
         if history_from_timeline(self.records_format):  # millions of changes: decoded in bulk
             table, ids = chunkhistory.timeline_rows(self.zs, node.id, ndim, self.name)
         else:
             table, ids = self._history_rows(node.id, ndim)
-        found = {sid: self._snapshot_value(sid) for sid in ids if sid in depths}
+        # every snapshot of a history has its value (the history ends where one is missing)
+        found = {sid: value for sid in ids if sid in depths and (value := self._snapshot_value(sid)) is not None}
         order = sorted(found, key=lambda sid: (found[sid].flushed_at, sid))
         column = {sid: i for i, sid in enumerate(order)}
         which = np.array([column.get(sid, -1) for sid in ids], np.int64)[table[:, -1]]

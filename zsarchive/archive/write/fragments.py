@@ -19,13 +19,14 @@ def diff(new: Iterable[bytes], old: Iterable[bytes], replaced: dict[bytes, int] 
     while a is not None or b is not None:
         ka = a[: tuples.key_end(a)] if a is not None else None
         kb = b[: tuples.key_end(b)] if b is not None else None
-        if kb is None or (ka is not None and ka < kb):
+        if a is not None and (kb is None or (ka is not None and ka < kb)):
             yield a
             a = next(new, None)
-        elif ka is None or kb < ka:
+        elif kb is not None and (ka is None or kb < ka):
             yield tombstone(kb)
             b = next(old, None)
         else:
+            assert a is not None and b is not None  # both keys are there, and equal
             if a != b:
                 if replaced is not None:
                     replaced[a[:1]] = replaced.get(a[:1], 0) + 1
