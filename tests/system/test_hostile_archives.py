@@ -128,6 +128,24 @@ def a_truncated_chunk_file(records: list[Record]) -> tuple[str, ...]:
     return "chunk refs record", CHUNK, "4096"
 
 
+def a_later_chunk_ref_of_an_array_holding_no_bytes(records: list[Record]) -> tuple[str, ...]:
+    """An inline ref whose data is a number, not bytes, behind the array's first ref: the array's refs are
+    decoded together when its first one is reached, before this record's own shape is checked."""
+    _set_ref(records, (0, 1), (S.INLINE, 5))
+    return "chunk refs record", repr((BIG, (0, 1), CREATED)), "malformed value"
+
+
+def a_later_chunk_ref_of_an_array_at_a_negative_offset(records: list[Record]) -> tuple[str, ...]:
+    """An offset no unsigned column holds, behind the array's first ref."""
+    _set_ref(records, (0, 1), (S.NATIVE, CHUNK, -5, 8192))
+    return "chunk refs records of array", repr(BIG), "out of range"
+
+
+def a_later_chunk_ref_of_an_array_at_an_offset_past_64_bits(records: list[Record]) -> tuple[str, ...]:
+    _set_ref(records, (0, 1), (S.NATIVE, CHUNK, 1 << 70, 8192))
+    return "chunk refs records of array", repr(BIG), "out of range"
+
+
 SILENT_WRONG_DATA = [
     chunk_id_in_two_spellings,
     chunk_id_in_lower_case_only,
@@ -145,6 +163,9 @@ BROKEN_REPOSITORIES = [
     a_ref_longer_than_its_file,
     a_ref_starting_past_its_file,
     a_truncated_chunk_file,
+    a_later_chunk_ref_of_an_array_holding_no_bytes,
+    a_later_chunk_ref_of_an_array_at_a_negative_offset,
+    a_later_chunk_ref_of_an_array_at_an_offset_past_64_bits,
 ]
 
 

@@ -23,6 +23,10 @@ if TYPE_CHECKING:  # restore and validate hand these in: a lookup imports no num
     from zsarchive.archive.read.refrows import ChunkRefRows
 
 
+MALFORMED = (ValueError, TypeError, IndexError, KeyError, AttributeError, OverflowError, RecursionError)
+"""What decoding a record of the wrong shape raises before any check of ours names it."""
+
+
 def fault(family: bytes, key: Any, problem: str) -> RecordFault:
     """The one-line error about the record of ``family`` whose key is ``key``."""
     shown = repr(key)

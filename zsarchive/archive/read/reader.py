@@ -17,7 +17,7 @@ from zsarchive.archive.format import schema
 from zsarchive.archive.format.header import ArchiveHeader, archive_metadata, keeps_virtual_data
 from zsarchive.archive.format.views import RepoFactKey, RepoFactValue, starts_with
 from zsarchive.archive.read.chain import Chain, Member, open_chain, records_format
-from zsarchive.archive.read.invariants import UniqueKeys, duplicate
+from zsarchive.archive.read.invariants import MALFORMED, UniqueKeys, duplicate
 from zsarchive.errors import RecordFault, ZSCorrupt, ZSError
 from zsarchive.icechunk.kinds import REPOSITORY, local_kind, repository_not_archive
 from zsarchive.io.location import is_url, local_path
@@ -25,10 +25,6 @@ from zsarchive.io.base import ObjectMissing
 from zsarchive.times import format_time
 from zsarchive.limits import load_json
 from zsarchive.zs.reader import ZS
-
-
-_MALFORMED = (ValueError, TypeError, IndexError, KeyError, AttributeError, OverflowError, RecursionError)
-"""What decoding a record of the wrong shape raises before any check of ours names it."""
 
 
 def checked_record(family: bytes):
@@ -39,8 +35,8 @@ def checked_record(family: bytes):
         def checked(*args):
             try:
                 return build(*args)
-            except _MALFORMED as exc:
-                raise ZSCorrupt(
+            except MALFORMED as exc:
+                raise RecordFault(  # a query puts the archive's name in front
                     f"archive {schema.FAMILY_NAMES[family]} record {args[:-1]!r} has a malformed value: {exc}"
                 ) from None
 
@@ -61,7 +57,7 @@ def guarded(method):
             raise exc.named(self.name) from None
         except ZSError:
             raise
-        except _MALFORMED as exc:
+        except MALFORMED as exc:
             raise _malformed(self, exc) from None
         return _guarded_stream(self, result) if isinstance(result, Iterator) else result
 
@@ -83,7 +79,7 @@ def _guarded_stream(archive: "ArchiveReader", items: Iterator) -> Iterator:
         raise exc.named(archive.name) from None
     except ZSError:
         raise
-    except _MALFORMED as exc:
+    except MALFORMED as exc:
         raise _malformed(archive, exc) from None
 
 

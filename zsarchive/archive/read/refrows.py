@@ -11,7 +11,8 @@ from zsarchive.archive.format import schema, tuples
 from zsarchive.archive.format.refrecords import key_layout, value_columns
 from zsarchive.archive.format.tuplecolumns import Columns
 from zsarchive.archive.format.views import ChunkRefKey, ChunkRefValue
-from zsarchive.errors import ZSCorrupt
+from zsarchive.archive.read.invariants import MALFORMED, fault
+from zsarchive.errors import RecordFault, ZSCorrupt
 from zsarchive.zs.reader import ZS
 
 
@@ -85,37 +86,43 @@ def _one_by_one(records: list[bytes], node_id: str) -> ChunkRefRows:
     texts: dict[str, int] = {}
     for rec in records:
         _, k, raw = schema.split(rec)
-        key, value = ChunkRefKey.decode(k), ChunkRefValue.decode(raw)
-        where, sid = key.coords, key.snapshot_id
-        if coords and len(where) != len(coords[0]):
-            raise ZSCorrupt(
-                f"chunk ref record of array {node_id} at {where}: {len(where)} coordinates, not {len(coords[0])}"
-            )
-        if value.kind == schema.INLINE:
-            inline[len(kinds)] = bytes(value.inline)
-        named = value.chunk_id if value.kind == schema.NATIVE else value.location
+        try:  # the record's own shape is checked where it is validated, after its array's rows are read
+            key, value = ChunkRefKey.decode(k), ChunkRefValue.decode(raw)
+            where, sid = key.coords, key.snapshot_id
+            if coords and len(where) != len(coords[0]):
+                raise ZSCorrupt(
+                    f"chunk ref record of array {node_id} at {where}: {len(where)} coordinates, not {len(coords[0])}"
+                )
+            if value.kind == schema.INLINE:
+                inline[len(kinds)] = bytes(value.inline)
+            named = value.chunk_id if value.kind == schema.NATIVE else value.location
+            text.append(-1 if named is None else texts.setdefault(named, len(texts)))
+            sids.append(snapshots.setdefault(sid, len(snapshots)))
+        except MALFORMED as exc:
+            raise fault(schema.CHUNK_REF, k, f"has a malformed value: {exc}") from None
         coords.append(where)
-        sids.append(snapshots.setdefault(sid, len(snapshots)))
         kinds.append(value.kind)
-        text.append(-1 if named is None else texts.setdefault(named, len(texts)))
         offsets.append(value.offset)
         lengths.append(value.length)
         etags.append(value.checksum_etag)
         modifieds.append(value.checksum_last_modified)
     ndim = len(coords[0]) if coords else 0
-    return ChunkRefRows(
-        np.array(coords, np.int64).reshape(len(coords), ndim),
-        np.array(sids, np.int64),
-        list(snapshots),
-        np.array(kinds, np.int8),
-        np.array(text, np.int64),
-        list(texts),
-        np.array(offsets, np.uint64),
-        np.array(lengths, np.uint64),
-        etags,
-        modifieds,
-        inline,
-    )
+    try:
+        return ChunkRefRows(
+            np.array(coords, np.int64).reshape(len(coords), ndim),
+            np.array(sids, np.int64),
+            list(snapshots),
+            np.array(kinds, np.int8),
+            np.array(text, np.int64),
+            list(texts),
+            np.array(offsets, np.uint64),
+            np.array(lengths, np.uint64),
+            etags,
+            modifieds,
+            inline,
+        )
+    except MALFORMED as exc:  # a coordinate, kind, offset or length no integer column holds
+        raise RecordFault(f"archive chunk refs records of array {node_id!r}: a value out of range ({exc})") from None
 
 
 def chunk_ref_rows(zs: ZS, node_id: str, first: int | None = None, stop: int | None = None) -> ChunkRefRows:
