@@ -26,3 +26,7 @@ class RecordFault(ZSCorrupt):
 
 class ObjectMissing(ZSError):
     """The object a read names does not exist (HTTP 404 or 410, no such key or file)."""
+
+
+MALFORMED = (ValueError, TypeError, IndexError, KeyError, AttributeError, OverflowError, RecursionError)
+"""What decoding a record of the wrong shape raises before any check of ours names it."""

@@ -23,7 +23,8 @@ from zsarchive.archive.format.chunkkeys import ChunkKeys
 from zsarchive.archive.format.header import has_chunk_pieces
 from zsarchive.archive.format.pieces import file_size, stream_file
 from zsarchive.archive.format.views import is_id
-from zsarchive.archive.read.invariants import RefReach, fault
+from zsarchive.archive.read.invariants import RefReach
+from zsarchive.archive.format.schema import fault
 from zsarchive.errors import RecordFault, ZSCorrupt, ZSError
 from zsarchive.io.location import Location, parse_location
 from zsarchive.io.outfile import start_writeback, write_all

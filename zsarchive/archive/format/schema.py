@@ -143,3 +143,11 @@ def path_components(path: str) -> tuple[str, ...]:
 def path_of(components: tuple[Any, ...]) -> str:
     """Inverse of :func:`path_components`."""
     return "/" + "/".join(components)
+
+
+def fault(family: bytes, key: Any, problem: str) -> RecordFault:
+    """The one-line error about the record of ``family`` whose key is ``key``."""
+    shown = repr(key)
+    return RecordFault(
+        f"archive {FAMILY_NAMES[family]} record {shown[:300]}{'...' if len(shown) > 300 else ''}: {problem}"
+    )

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
 from zsarchive.archive.format import schema, tuples
+from zsarchive.archive.format.schema import fault
 from zsarchive.archive.format.views import FAMILY_VIEWS, NodeValue, ShardIndexKey, ShardIndexValue, is_id
 from zsarchive.errors import RecordFault, ZSCorrupt
 from zsarchive.io.names import unportable
@@ -21,18 +22,6 @@ from zsarchive.walk import parent_chain
 
 if TYPE_CHECKING:  # restore and validate hand these in: a lookup imports no numpy for them
     from zsarchive.archive.read.refrows import ChunkRefRows
-
-
-MALFORMED = (ValueError, TypeError, IndexError, KeyError, AttributeError, OverflowError, RecursionError)
-"""What decoding a record of the wrong shape raises before any check of ours names it."""
-
-
-def fault(family: bytes, key: Any, problem: str) -> RecordFault:
-    """The one-line error about the record of ``family`` whose key is ``key``."""
-    shown = repr(key)
-    return RecordFault(
-        f"archive {schema.FAMILY_NAMES[family]} record {shown[:300]}{'...' if len(shown) > 300 else ''}: {problem}"
-    )
 
 
 def duplicate(family: bytes, key: Any) -> RecordFault:

@@ -17,8 +17,8 @@ from zsarchive.archive.format import schema
 from zsarchive.archive.format.header import ArchiveHeader, archive_metadata, keeps_virtual_data
 from zsarchive.archive.format.views import RepoFactKey, RepoFactValue, starts_with
 from zsarchive.archive.read.chain import Chain, Member, open_chain, records_format
-from zsarchive.archive.read.invariants import MALFORMED, UniqueKeys, duplicate
-from zsarchive.errors import RecordFault, ZSCorrupt, ZSError
+from zsarchive.archive.read.invariants import UniqueKeys, duplicate
+from zsarchive.errors import MALFORMED, RecordFault, ZSCorrupt, ZSError
 from zsarchive.icechunk.kinds import REPOSITORY, local_kind, repository_not_archive
 from zsarchive.io.location import is_url, local_path
 from zsarchive.io.base import ObjectMissing

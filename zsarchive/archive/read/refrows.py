@@ -11,8 +11,7 @@ from zsarchive.archive.format import schema, tuples
 from zsarchive.archive.format.refrecords import key_layout, value_columns
 from zsarchive.archive.format.tuplecolumns import Columns
 from zsarchive.archive.format.views import ChunkRefKey, ChunkRefValue
-from zsarchive.archive.read.invariants import MALFORMED, fault
-from zsarchive.errors import RecordFault, ZSCorrupt
+from zsarchive.errors import MALFORMED, RecordFault, ZSCorrupt
 from zsarchive.zs.reader import ZS
 
 
@@ -99,7 +98,7 @@ def _one_by_one(records: list[bytes], node_id: str) -> ChunkRefRows:
             text.append(-1 if named is None else texts.setdefault(named, len(texts)))
             sids.append(snapshots.setdefault(sid, len(snapshots)))
         except MALFORMED as exc:
-            raise fault(schema.CHUNK_REF, k, f"has a malformed value: {exc}") from None
+            raise schema.fault(schema.CHUNK_REF, k, f"has a malformed value: {exc}") from None
         coords.append(where)
         kinds.append(value.kind)
         offsets.append(value.offset)

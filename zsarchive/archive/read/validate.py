@@ -29,9 +29,9 @@ from zsarchive.archive.read.invariants import (
     check_ref_rows,
     check_shape,
     check_shard_index,
-    fault,
     ops_log_file_names,
 )
+from zsarchive.archive.format.schema import fault
 from zsarchive.archive.read.reader import names_backup_set, open_archive
 from zsarchive.archive.read.refrows import chunk_ref_rows
 from zsarchive.archive.format.fragments import Holding, HoldingsTally
